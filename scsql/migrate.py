@@ -1,0 +1,238 @@
+"""Schema migrations.
+
+Three kinds of files define the database:
+
+* ``migrations/bootstrap.sql`` -- roles, schema, extensions, the ledger; idempotent,
+  run first, as the installing administrator.
+* ``migrations/NNNN_name.sql`` -- tables. Forward-only, applied once each, in
+  order, each in its own transaction, recorded with its sha256 in
+  ``scsql.schema_migrations``. An applied file must never change.
+* ``sql/*.sql`` then ``policies/*.sql`` -- functions, triggers, views, grants and
+  row-level security; re-applied in one transaction on every migrate.
+
+Everything after the bootstrap runs as ``scsql_owner``. A session-level
+advisory lock serialises migrators: a second one waits, then finds nothing
+left to apply.
+
+:func:`Migrator.script` renders the same steps as one psql script, so a DBA
+can apply them with plain ``psql -f`` and no Python.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import psycopg
+
+from . import __version__, errors
+from .errors import ScsqlError
+
+LOCK_KEY = (1396921201, 1)  # pg_advisory_lock(int4, int4): "scsql", migrate
+_MIGRATION_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+
+@dataclass(frozen=True)
+class SqlFile:
+    name: str
+    text: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Migration(SqlFile):
+    version: int = 0
+
+
+def _dir(kind: str) -> Path:
+    """Directory of one kind of SQL file: packaged with scsql, or the checkout's."""
+    try:
+        path = Path(str(resources.files(f"scsql.{kind}")))
+        if path.is_dir():
+            return path
+    except ModuleNotFoundError:
+        pass
+    return Path(__file__).resolve().parent.parent / kind
+
+
+@dataclass(frozen=True)
+class Source:
+    """The files that define the database, read from one root (default: the package)."""
+
+    root: Path | None = None
+
+    def _path(self, kind: str) -> Path:
+        return self.root / kind if self.root is not None else _dir(kind)
+
+    def bootstrap(self) -> SqlFile:
+        path = self._path("migrations") / "bootstrap.sql"
+        return SqlFile("bootstrap.sql", path.read_text())
+
+    def migrations(self) -> list[Migration]:
+        found = []
+        for path in sorted(self._path("migrations").glob("*.sql")):
+            m = _MIGRATION_NAME.match(path.name)
+            if m:
+                found.append(Migration(path.name, path.read_text(), int(m.group(1))))
+            elif path.name != "bootstrap.sql":
+                raise ValueError(f"migration file {path.name} is not named NNNN_name.sql")
+        versions = [m.version for m in found]
+        if len(set(versions)) != len(versions):
+            raise ValueError("two migration files share a version number")
+        return found
+
+    def api(self) -> list[SqlFile]:
+        files = []
+        for kind in ("sql", "policies"):
+            for path in sorted(self._path(kind).glob("*.sql")):
+                files.append(SqlFile(f"{kind}/{path.name}", path.read_text()))
+        return files
+
+
+@dataclass
+class Report:
+    applied: list[str] = field(default_factory=list)
+    api_files: int = 0
+    waited: bool = False
+    schema_version: int | None = None
+
+
+_AS_OWNER = "set local role scsql_owner;\nset local search_path = scsql, public;\n"
+
+
+def _record(m: Migration) -> str:
+    return (
+        "insert into scsql.schema_migrations (version, name, checksum) "
+        f"values ({m.version}, '{m.name}', '{m.checksum}');\n"
+    )
+
+
+class Migrator:
+    def __init__(self, conninfo: str, source: Source | None = None):
+        self.conninfo = conninfo
+        self.source = source or Source()
+
+    def run(
+        self,
+        target: int | None = None,
+        with_api: bool = True,
+        progress: Callable[[str], None] = lambda _msg: None,
+    ) -> Report:
+        """Apply the bootstrap, pending migrations up to ``target`` and (at the
+        head, unless ``with_api`` is false) sql/ and policies/."""
+        report = Report()
+        migrations = self.source.migrations()
+        head = migrations[-1].version if migrations else 0
+        try:
+            conn = psycopg.connect(self.conninfo, autocommit=True)
+        except psycopg.OperationalError as exc:
+            raise ScsqlError(
+                errors.SERVER_UNREACHABLE,
+                f"cannot connect to PostgreSQL: {str(exc).strip().splitlines()[-1]}",
+                "check SCSQL_DSN, or start the embedded server with scsql up",
+            ) from None
+        with conn:
+            got = conn.execute("select pg_try_advisory_lock(%s, %s)", LOCK_KEY).fetchone()[0]
+            if not got:
+                report.waited = True
+                progress("waiting for another migrator to finish")
+                conn.execute("select pg_advisory_lock(%s, %s)", LOCK_KEY)
+            try:
+                self._in_tx(conn, self.source.bootstrap().text)
+                applied = self._applied(conn)
+                self._check_ledger(migrations, applied)
+                for m in migrations:
+                    if m.version in applied or (target is not None and m.version > target):
+                        continue
+                    self._in_tx(conn, _AS_OWNER + m.text + "\n" + _record(m))
+                    report.applied.append(m.name)
+                    progress(f"applied {m.name}")
+                at_head = target is None or target >= head
+                if with_api and at_head:
+                    api = self.source.api()
+                    self._in_tx(conn, _AS_OWNER + "\n".join(f.text for f in api))
+                    report.api_files = len(api)
+                    progress(f"applied {len(api)} files of sql/ and policies/")
+                report.schema_version = max(self._applied(conn), default=None)
+            except psycopg.Error as exc:
+                raise errors.from_psycopg(exc) from None
+            finally:
+                conn.execute("select pg_advisory_unlock(%s, %s)", LOCK_KEY)
+        return report
+
+    @staticmethod
+    def _in_tx(conn: psycopg.Connection, text: str) -> None:
+        with conn.transaction():
+            conn.execute(text)
+
+    @staticmethod
+    def _applied(conn: psycopg.Connection) -> dict[int, str]:
+        with conn.transaction():
+            conn.execute("set local role scsql_owner")
+            rows = conn.execute("select version, checksum from scsql.schema_migrations").fetchall()
+        return dict(rows)
+
+    @staticmethod
+    def _check_ledger(migrations: list[Migration], applied: dict[int, str]) -> None:
+        known = {m.version: m for m in migrations}
+        for version, checksum in sorted(applied.items()):
+            m = known.get(version)
+            if m is None:
+                raise ScsqlError(
+                    errors.MIGRATION_UNKNOWN,
+                    f"the database has migration {version:04d}, which this scsql {__version__} does not know",
+                    "upgrade scsql to the version that migrated this database",
+                )
+            if m.checksum != checksum:
+                raise ScsqlError(
+                    errors.MIGRATION_CHANGED,
+                    f"migration {m.name} was applied with checksum {checksum[:12]}, "
+                    f"but the file now has {m.checksum[:12]}",
+                    "applied migrations are immutable: restore the file and add a new migration for the change",
+                )
+
+    def script(self) -> str:
+        """The whole migration as one psql script (scsql migrate --print)."""
+        out = [
+            f"-- scsql {__version__}: complete migration script.",
+            "-- Run with: psql -X -v ON_ERROR_STOP=1 -f this.sql \"<connection string of an administrator>\"",
+            "-- Safe to run again: applied migrations are skipped, changed ones are refused.",
+            "\\set ON_ERROR_STOP on",
+            "select pg_advisory_lock(%d, %d);" % LOCK_KEY,
+            "",
+            "begin;",
+            self.source.bootstrap().text,
+            "commit;",
+            "set role scsql_owner;",
+        ]
+        for m in self.source.migrations():
+            out += [
+                "",
+                f"-- {m.name}",
+                "do $scsql$ begin",
+                f"  if exists (select from scsql.schema_migrations where version = {m.version}"
+                f" and checksum <> '{m.checksum}') then",
+                "    raise exception using errcode = 'SC022',",
+                f"      message = 'migration {m.name} was applied with a different checksum';",
+                "  end if;",
+                "end $scsql$;",
+                f"select not exists (select from scsql.schema_migrations where version = {m.version})"
+                " as scsql_pending \\gset",
+                "\\if :scsql_pending",
+                "begin;",
+                _AS_OWNER + m.text,
+                _record(m) + "commit;",
+                "\\endif",
+            ]
+        out += ["", "-- sql/ and policies/", "begin;", _AS_OWNER]
+        for f in self.source.api():
+            out += [f"-- {f.name}", f.text]
+        out += ["commit;", "reset role;", "select pg_advisory_unlock(%d, %d);" % LOCK_KEY, ""]
+        return "\n".join(out)

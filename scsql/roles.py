@@ -1,0 +1,103 @@
+"""Administering projects and agents: each step is one stored function, called
+on an administrator's connection."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from . import errors
+from .db import unreachable
+from .errors import ScsqlError
+from .signing import Keystore, generate, public_bytes
+
+
+@contextmanager
+def admin_connection(conninfo: str) -> Iterator[psycopg.Connection]:
+    """One transaction on an administrator's connection; errors become ScsqlError."""
+    try:
+        conn = psycopg.connect(conninfo, row_factory=dict_row, connect_timeout=10)
+    except psycopg.OperationalError as exc:
+        raise unreachable(exc) from None
+    try:
+        with conn:
+            errors.learn_names(conn)
+            yield conn
+    except psycopg.Error as exc:
+        raise errors.from_psycopg(exc) from None
+
+
+def create_project(conninfo: str, name: str, root_path: str | None = None, git_remote: str | None = None) -> int:
+    with admin_connection(conninfo) as conn:
+        return conn.execute(
+            "select scsql.create_project(%s::text, %s::text, %s::text) as id", (name, root_path, git_remote)
+        ).fetchone()["id"]
+
+
+def create_agent(
+    conninfo: str, keystore: Keystore, name: str, project: str, team_role: str, *, adopt_key: bool = False
+) -> dict[str, Any]:
+    """Generate a key pair, register the agent with its public key, and keep
+    the private key in the keystore (mode 0600). All or nothing: when the
+    registration fails no key file is left, and an existing key file is never
+    overwritten (with ``adopt_key`` it is registered instead)."""
+    if keystore.exists(name):
+        if not adopt_key:
+            raise ScsqlError(
+                "SC004",
+                f"a private key for agent {name!r} already exists at {keystore.path(name)}",
+                "move it away if it belongs to an agent of another server, then run the command again",
+            )
+        key, staged = keystore.load(name), None
+    else:
+        key = generate()
+        staged = keystore.stage(name, key)
+    try:
+        with admin_connection(conninfo) as conn:
+            row = conn.execute(
+                "select * from scsql.register_agent(%s::text, %s::text, %s::text, %s::bytea)",
+                (name, project, team_role, public_bytes(key)),
+            ).fetchone()
+    except BaseException:
+        if staged is not None:
+            staged.unlink(missing_ok=True)
+        raise
+    path = keystore.commit(staged, name) if staged is not None else keystore.path(name)
+    return {**row, "key_file": str(path), "public_key": public_bytes(key).hex()}
+
+
+def rotate_key(conninfo: str, keystore: Keystore, name: str) -> int:
+    """Register a new key for the agent and replace its key file. The old
+    private key is discarded; rows it signed stay verifiable with its public key."""
+    keystore.load(name)  # the agent's current key must be here and safe
+    key = generate()
+    staged = keystore.stage(name, key)
+    try:
+        with admin_connection(conninfo) as conn:
+            key_id = conn.execute(
+                "select scsql.rotate_agent_key(%s::text, %s::bytea) as k", (name, public_bytes(key))
+            ).fetchone()["k"]
+    except BaseException:
+        staged.unlink(missing_ok=True)
+        raise
+    keystore.commit(staged, name)
+    return key_id
+
+
+def revoke_agent(conninfo: str, name: str):
+    with admin_connection(conninfo) as conn:
+        return conn.execute("select scsql.revoke_agent(%s::text) as at", (name,)).fetchone()["at"]
+
+
+def list_agents(conninfo: str) -> list[dict[str, Any]]:
+    with admin_connection(conninfo) as conn:
+        return conn.execute("select * from scsql.list_agents()").fetchall()
+
+
+def status(conninfo: str) -> dict[str, Any]:
+    with admin_connection(conninfo) as conn:
+        return conn.execute("select scsql.status() as s").fetchone()["s"]

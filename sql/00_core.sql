@@ -1,0 +1,481 @@
+-- scsql core: the error catalogue, identity, projects and agents.
+--
+-- Re-applied on every migrate (CREATE OR REPLACE). Runs as scsql_owner.
+-- Identity rule: the acting agent is the role the session has set (SET ROLE)
+-- or logged in as; it is never taken from an argument.
+
+-- ---------------------------------------------------------------------------
+-- Error catalogue
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._define_error(p_code text, p_name text, p_meaning text, p_raised_by text default 'database')
+returns void
+language sql
+as $$
+  insert into scsql.error_codes (code, name, raised_by, meaning)
+  values (p_code, p_name, p_raised_by, p_meaning)
+  on conflict (code) do update
+    set name = excluded.name, raised_by = excluded.raised_by, meaning = excluded.meaning;
+$$;
+comment on function scsql._define_error(text, text, text, text) is
+  'Private. Adds or updates one entry of scsql.error_codes; each sql/ file defines the codes it raises.';
+
+select scsql._define_error(code, name, meaning, raised_by) from (values
+  ('SC001', 'not_an_agent',        'database', 'The current role is not a registered scsql agent. Act through scsql (scsql mcp --agent NAME, scsql psql --agent NAME).'),
+  ('SC002', 'agent_revoked',       'database', 'The agent was revoked and can no longer act. Its history stays verifiable.'),
+  ('SC003', 'agent_unknown',       'database', 'No agent has that name.'),
+  ('SC004', 'agent_exists',        'database', 'An agent, or a PostgreSQL role, with that name already exists.'),
+  ('SC005', 'project_unknown',     'database', 'No project has that name.'),
+  ('SC006', 'project_exists',      'database', 'A project with that name already exists.'),
+  ('SC007', 'invalid_name',        'database', 'A name does not match the allowed pattern (lower-case letters, digits, underscores; see the message).'),
+  ('SC008', 'team_role_unknown',   'database', 'No team role has that name; scsql.team_roles lists them.'),
+  ('SC009', 'invalid_key',         'database', 'A public key is not a 32-byte Ed25519 key.'),
+  ('SC010', 'invalid_argument',    'database', 'An argument is missing, empty, too long or out of range; the message names it.'),
+  ('SC011', 'identity_mismatch',   'database', 'A call named an agent other than the one acting. Identity comes from the database role, never from an argument.'),
+  ('SC020', 'pgvector_missing',    'database', 'The pgvector extension is not installed on the server.'),
+  ('SC021', 'server_too_old',      'database', 'The PostgreSQL server is older than scsql supports.'),
+  ('SC022', 'migration_changed',   'client',   'A migration file that was already applied has changed on disk; applied migrations are immutable.'),
+  ('SC023', 'migration_unknown',   'client',   'The database records a migration this scsql does not have; it was migrated by a newer scsql.'),
+  ('SC030', 'server_unreachable',  'client',   'The PostgreSQL server named by SCSQL_DSN (or the embedded server) cannot be reached.'),
+  ('SC031', 'key_file_missing',    'client',   'The agent''s private key file is not in the keystore.'),
+  ('SC032', 'key_file_insecure',   'client',   'The private key file can be read by group or others; chmod 600 it.'),
+  ('SC033', 'embedded_busy',       'client',   'Another scsql up is starting the embedded server right now.'),
+  ('SC034', 'embedded_not_running','client',   'The embedded server is not running; start it with scsql up.'),
+  ('SC035', 'agent_required',      'client',   'The command acts as an agent and needs --agent NAME; identity is never taken from the environment.'),
+  ('42501', 'insufficient_privilege', 'database', 'PostgreSQL refused the call: the role may not execute that function or touch that table (for example an agent calling an administrator function).')
+) as t(code, name, raised_by, meaning);
+
+-- ---------------------------------------------------------------------------
+-- Policy plumbing
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._secure_table(p_table regclass)
+returns void
+language plpgsql
+as $$
+declare
+  pol record;
+begin
+  execute format('alter table %s enable row level security', p_table);
+  execute format('alter table %s force row level security', p_table);
+  for pol in select polname from pg_catalog.pg_policy where polrelid = p_table loop
+    execute format('drop policy %I on %s', pol.polname, p_table);
+  end loop;
+  execute format('create policy owner_all on %s to scsql_owner using (true) with check (true)', p_table);
+  execute format('create policy auditor_read on %s for select to scsql_auditor using (true)', p_table);
+end
+$$;
+comment on function scsql._secure_table(regclass) is
+  'Private, used by policies/. Enables and forces row-level security on a table, drops its policies and recreates the two every table has: the owner sees everything (security-definer functions run as the owner), the auditor reads everything. Subsystem files then add the agent policies, so re-applying policies/ leaves exactly the policies the files define.';
+
+-- ---------------------------------------------------------------------------
+-- Identity
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._acting_role()
+returns text
+language sql
+stable
+as $$
+  select coalesce(nullif(pg_catalog.current_setting('role'), 'none'), session_user::text)
+$$;
+comment on function scsql._acting_role() is
+  'Private. The role the session acts as: the role set with SET ROLE, else the login role. Unlike current_user it keeps its value inside security-definer functions, so it names the caller there too. Only a role the session may legitimately assume can be set.';
+
+create or replace function scsql._me()
+returns scsql.agents
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, scsql
+as $$
+declare
+  v_role text := scsql._acting_role();
+  v_agent scsql.agents;
+begin
+  select * into v_agent from scsql.agents where role_name = v_role;
+  if not found then
+    raise exception using
+      errcode = 'SC001',
+      message = format('role "%s" is not a scsql agent', v_role),
+      hint = 'Act as an agent: scsql psql --agent NAME, or scsql mcp --agent NAME. Administrators create agents with scsql agent create.';
+  end if;
+  if v_agent.revoked_at is not null then
+    raise exception using
+      errcode = 'SC002',
+      message = format('agent "%s" was revoked at %s and can no longer act', v_agent.name, v_agent.revoked_at),
+      hint = 'Its history stays verifiable. Ask an administrator to create a new agent (scsql agent create).';
+  end if;
+  return v_agent;
+end
+$$;
+comment on function scsql._me() is
+  'Private. The acting agent''s row. Raises SC001 when the session is not acting as an agent and SC002 when the agent was revoked. Every API function that acts for an agent starts here.';
+
+create or replace function scsql._my_project()
+returns bigint
+language sql
+stable
+as $$ select (scsql._me()).project_id $$;
+comment on function scsql._my_project() is
+  'Private. The acting agent''s project_id (raises like _me). Policies call it as (select scsql._my_project()) so it runs once per statement.';
+
+create or replace function scsql._my_agent_id()
+returns bigint
+language sql
+stable
+as $$ select (scsql._me()).agent_id $$;
+comment on function scsql._my_agent_id() is
+  'Private. The acting agent''s agent_id (raises like _me).';
+
+create or replace function scsql._readable_projects()
+returns bigint[]
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql
+as $$
+  select array_agg(p order by p) from (
+    select scsql._my_project() as p
+    union
+    select g.project_id from scsql.project_grants g where g.agent_id = scsql._my_agent_id()
+  ) s
+$$;
+comment on function scsql._readable_projects() is
+  'Private. Projects whose public rows the acting agent may read: its own, plus those an administrator granted with grant_project_read.';
+
+create or replace function scsql._require(p_ok boolean, p_what text)
+returns void
+language plpgsql
+immutable
+as $$
+begin
+  if p_ok is not true then
+    raise exception using errcode = 'SC010', message = p_what;
+  end if;
+end
+$$;
+comment on function scsql._require(boolean, text) is
+  'Private. Raises SC010 invalid_argument with the given message unless the condition is true (NULL counts as false).';
+
+create or replace function scsql._check_name(p_kind text, p_value text, p_pattern text, p_rule text)
+returns void
+language plpgsql
+immutable
+as $$
+begin
+  if p_value is null or p_value !~ p_pattern then
+    raise exception using
+      errcode = 'SC007',
+      message = format('invalid %s name %s', p_kind, coalesce(quote_literal(p_value), 'NULL')),
+      hint = format('A %s name %s.', p_kind, p_rule);
+  end if;
+end
+$$;
+comment on function scsql._check_name(text, text, text, text) is
+  'Private. Raises SC007 invalid_name unless the value matches the pattern; the hint states the rule.';
+
+-- ---------------------------------------------------------------------------
+-- Public API: identity
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql.whoami(
+  out agent text, out project text, out team_role text, out orchestrates boolean,
+  out role_name text, out key_id integer, out public_key text, out created_at timestamptz)
+language sql
+stable
+as $$
+  select a.name, p.name, a.team_role, r.orchestrates, a.role_name,
+         k.key_id, encode(k.public_key, 'hex'), a.created_at
+  from scsql._me() a
+  join scsql.projects p using (project_id)
+  join scsql.team_roles r on r.name = a.team_role
+  left join lateral (
+    select key_id, public_key from scsql.agent_keys k
+    where k.agent_id = a.agent_id order by k.key_id desc limit 1
+  ) k on true
+$$;
+comment on function scsql.whoami() is
+  'The acting agent: name, project, team role (and whether it orchestrates), PostgreSQL role, current key id and public key (hex), creation time. Derived from the session''s role, never from an argument. Raises SC001 when not acting as an agent, SC002 when revoked.';
+
+create or replace function scsql.status()
+returns jsonb
+language sql
+stable
+as $$
+  select jsonb_build_object(
+    'server_version', current_setting('server_version'),
+    'schema_version', (select max(version) from scsql.schema_migrations),
+    'extensions', (
+      select coalesce(jsonb_object_agg(n, e.extversion), '{}'::jsonb)
+      from unnest(array['vector', 'pg_partman']) n
+      left join pg_catalog.pg_extension e on e.extname = n
+    ),
+    'projects', (
+      select coalesce(jsonb_agg(jsonb_build_object('name', p.name, 'root_path', p.root_path,
+                                                    'git_remote', p.git_remote) order by p.name), '[]'::jsonb)
+      from scsql.projects p
+    ),
+    'agents', (
+      select coalesce(jsonb_agg(jsonb_build_object('name', a.name, 'project', p.name,
+                                                    'team_role', a.team_role,
+                                                    'revoked', a.revoked_at is not null) order by a.name), '[]'::jsonb)
+      from scsql.agents a join scsql.projects p using (project_id)
+    )
+  )
+$$;
+comment on function scsql.status() is
+  'Server version, schema version (highest applied migration), extensions present (vector, pg_partman: version or null), and the projects and agents the caller may see (an agent sees its own project; administrators and the auditor see all).';
+
+create or replace function scsql.list_agents()
+returns table (
+  agent text, project text, team_role text, role_name text,
+  created_at timestamptz, revoked_at timestamptz, key_id integer, public_key text
+)
+language sql
+stable
+as $$
+  select a.name, p.name, a.team_role, a.role_name, a.created_at, a.revoked_at,
+         k.key_id, encode(k.public_key, 'hex')
+  from scsql.agents a
+  join scsql.projects p using (project_id)
+  left join lateral (
+    select key_id, public_key from scsql.agent_keys k
+    where k.agent_id = a.agent_id order by k.key_id desc limit 1
+  ) k on true
+  order by p.name, a.name
+$$;
+comment on function scsql.list_agents() is
+  'Agents the caller may see, with project, team role, PostgreSQL role, created and revoked times, and current key. An agent sees its own project''s agents; administrators and the auditor see all.';
+
+-- ---------------------------------------------------------------------------
+-- Administration (EXECUTE granted to scsql_admin only)
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql.create_project(p_name text, p_root_path text default null, p_git_remote text default null)
+returns bigint
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+declare
+  v_id bigint;
+begin
+  perform scsql._check_name('project', p_name, '^[a-z0-9][a-z0-9._-]{0,62}$',
+    'is 1 to 63 lower-case letters, digits, dots, dashes or underscores, starting with a letter or digit');
+  perform scsql._require(p_root_path is null or p_root_path like '/%',
+    format('root_path must be an absolute path, got %L', p_root_path));
+  if exists (select from scsql.projects where name = p_name) then
+    raise exception using errcode = 'SC006', message = format('project "%s" already exists', p_name);
+  end if;
+  insert into scsql.projects (name, root_path, git_remote)
+  values (p_name, p_root_path, nullif(p_git_remote, ''))
+  returning project_id into v_id;
+  return v_id;
+end
+$$;
+comment on function scsql.create_project(text, text, text) is
+  'Administrators only. Creates a project (name; optional absolute root path and git remote) and returns its project_id. Raises SC007 for a bad name, SC010 for a relative root path, SC006 when it exists.';
+
+create or replace function scsql.register_agent(p_name text, p_project text, p_team_role text, p_public_key bytea)
+returns table (agent_id bigint, role_name text, key_id integer)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+declare
+  v_project bigint;
+  v_role text;
+  v_agent bigint;
+begin
+  perform scsql._check_name('agent', p_name, '^[a-z][a-z0-9_]{0,47}$',
+    'is 1 to 48 lower-case letters, digits or underscores, starting with a letter');
+  if p_public_key is null or length(p_public_key) <> 32 then
+    raise exception using
+      errcode = 'SC009',
+      message = format('public key for agent "%s" must be 32 bytes (raw Ed25519), got %s',
+                       p_name, coalesce(length(p_public_key)::text, 'NULL')),
+      hint = 'scsql agent create generates the key pair and registers the public key.';
+  end if;
+  select p.project_id into v_project from scsql.projects p where p.name = p_project;
+  if not found then
+    raise exception using errcode = 'SC005', message = format('project "%s" does not exist', p_project),
+      hint = 'Create it first: select scsql.create_project(name).';
+  end if;
+  if not exists (select from scsql.team_roles r where r.name = p_team_role) then
+    raise exception using errcode = 'SC008', message = format('team role "%s" does not exist', p_team_role),
+      hint = format('Known team roles: %s.', (select string_agg(name, ', ' order by name) from scsql.team_roles));
+  end if;
+  v_role := 'scsql_agent_' || p_name;
+  if exists (select from scsql.agents a where a.name = p_name)
+     or exists (select from pg_catalog.pg_roles where rolname = v_role) then
+    raise exception using errcode = 'SC004', message = format('agent "%s" (role %s) already exists', p_name, v_role);
+  end if;
+
+  insert into scsql.agents (project_id, name, role_name, team_role)
+  values (v_project, p_name, v_role, p_team_role)
+  returning agents.agent_id into v_agent;
+  insert into scsql.agent_keys (agent_id, key_id, public_key) values (v_agent, 1, p_public_key);
+
+  -- The agent role logs in (a shared deployment may give each agent its own
+  -- credentials) and inherits the agent group's privileges. The Python
+  -- layer's login, scsql_app, may SET ROLE to it without inheriting.
+  execute format('create role %I login in role scsql_agent', v_role);
+  execute format('grant %I to scsql_app', v_role);
+  execute format('comment on role %I is %L', v_role, format('scsql agent %s of project %s', p_name, p_project));
+
+  return query select v_agent, v_role, 1;
+end
+$$;
+comment on function scsql.register_agent(text, text, text, bytea) is
+  'Administrators only. Registers agent NAME in PROJECT with a team role and its raw 32-byte Ed25519 public key: creates the role scsql_agent_<name> in the scsql_agent group, lets scsql_app SET ROLE to it, records key 1. Returns agent_id, role_name, key_id. Raises SC007 bad name, SC009 bad key, SC005 unknown project, SC008 unknown team role, SC004 when the agent or role exists. All or nothing.';
+
+create or replace function scsql.revoke_agent(p_name text)
+returns timestamptz
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+declare
+  v_agent scsql.agents;
+begin
+  select * into v_agent from scsql.agents where name = p_name for update;
+  if not found then
+    raise exception using errcode = 'SC003', message = format('agent "%s" does not exist', p_name);
+  end if;
+  if v_agent.revoked_at is not null then
+    return v_agent.revoked_at;
+  end if;
+  update scsql.agents set revoked_at = now() where agent_id = v_agent.agent_id
+  returning revoked_at into v_agent.revoked_at;
+  execute format('alter role %I nologin', v_agent.role_name);
+  return v_agent.revoked_at;
+end
+$$;
+comment on function scsql.revoke_agent(text) is
+  'Administrators only. Revokes agent NAME: it can no longer log in, and every API call or table read it makes raises SC002. Its rows, role and keys stay, so its history remains verifiable. Returns the revocation time (the original one when already revoked). Raises SC003 for an unknown agent.';
+
+create or replace function scsql.rotate_agent_key(p_name text, p_public_key bytea)
+returns integer
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+declare
+  v_agent scsql.agents;
+  v_key integer;
+begin
+  select * into v_agent from scsql.agents where name = p_name for update;
+  if not found then
+    raise exception using errcode = 'SC003', message = format('agent "%s" does not exist', p_name);
+  end if;
+  if v_agent.revoked_at is not null then
+    raise exception using errcode = 'SC002', message = format('agent "%s" is revoked; its keys cannot change', p_name);
+  end if;
+  if p_public_key is null or length(p_public_key) <> 32 then
+    raise exception using errcode = 'SC009',
+      message = format('public key must be 32 bytes (raw Ed25519), got %s', coalesce(length(p_public_key)::text, 'NULL'));
+  end if;
+  select coalesce(max(key_id), 0) + 1 into v_key from scsql.agent_keys where agent_id = v_agent.agent_id;
+  insert into scsql.agent_keys (agent_id, key_id, public_key) values (v_agent.agent_id, v_key, p_public_key);
+  return v_key;
+end
+$$;
+comment on function scsql.rotate_agent_key(text, bytea) is
+  'Administrators only. Registers a new Ed25519 public key for agent NAME, valid from now; rows written earlier stay verifiable with the key valid when they were written. Returns the new key_id. Raises SC003 unknown agent, SC002 revoked, SC009 bad key.';
+
+create or replace function scsql.define_team_role(p_name text, p_orchestrates boolean default false, p_description text default '')
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+begin
+  perform scsql._check_name('team role', p_name, '^[a-z][a-z0-9_]{0,31}$',
+    'is 1 to 32 lower-case letters, digits or underscores, starting with a letter');
+  perform scsql._require(p_orchestrates is not null, 'orchestrates must be true or false');
+  insert into scsql.team_roles (name, orchestrates, description)
+  values (p_name, p_orchestrates, coalesce(p_description, ''))
+  on conflict (name) do update set orchestrates = excluded.orchestrates, description = excluded.description;
+end
+$$;
+comment on function scsql.define_team_role(text, boolean, text) is
+  'Administrators only. Adds a team role or changes an existing one (whether it orchestrates, its description). Raises SC007 for a bad name.';
+
+create or replace function scsql.grant_project_read(p_project text, p_agent text)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+declare
+  v_project bigint;
+  v_agent bigint;
+begin
+  select project_id into v_project from scsql.projects where name = p_project;
+  if not found then
+    raise exception using errcode = 'SC005', message = format('project "%s" does not exist', p_project);
+  end if;
+  select agent_id into v_agent from scsql.agents where name = p_agent;
+  if not found then
+    raise exception using errcode = 'SC003', message = format('agent "%s" does not exist', p_agent);
+  end if;
+  insert into scsql.project_grants (project_id, agent_id) values (v_project, v_agent)
+  on conflict do nothing;
+end
+$$;
+comment on function scsql.grant_project_read(text, text) is
+  'Administrators only. Lets agent AGENT read the public rows of project PROJECT (cross-project search, public outcomes). Idempotent. Raises SC005 / SC003 for unknown names.';
+
+create or replace function scsql.revoke_project_read(p_project text, p_agent text)
+returns boolean
+language sql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+  with d as (
+    delete from scsql.project_grants g
+    using scsql.projects p, scsql.agents a
+    where g.project_id = p.project_id and g.agent_id = a.agent_id
+      and p.name = p_project and a.name = p_agent
+    returning 1
+  )
+  select exists (select from d)
+$$;
+comment on function scsql.revoke_project_read(text, text) is
+  'Administrators only. Withdraws a grant made by grant_project_read. Returns true when a grant was removed.';
+
+-- ---------------------------------------------------------------------------
+-- The API catalogue (what MCP tools are derived from)
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._api()
+returns table (
+  name text, signature text, description text, returns_set boolean, return_type text,
+  returns_row boolean, arg_names text[], arg_types text[], n_defaults integer
+)
+language sql
+stable
+as $$
+  select p.proname::text,
+         p.oid::regprocedure::text,
+         coalesce(pg_catalog.obj_description(p.oid, 'pg_proc'), ''),
+         p.proretset,
+         pg_catalog.format_type(p.prorettype, null),
+         (t.typtype = 'c' or p.prorettype = 'record'::regtype),
+         coalesce((select array_agg(coalesce(p.proargnames[i], '') order by i)
+                     from generate_series(1, coalesce(array_length(p.proallargtypes, 1), p.pronargs)) i
+                    where coalesce(p.proargmodes[i], 'i') in ('i', 'b', 'v')), '{}'),
+         coalesce((select array_agg(pg_catalog.format_type(a.t, null) order by a.i)
+                     from unnest(p.proargtypes::oid[]) with ordinality a(t, i)), '{}'),
+         p.pronargdefaults::integer
+  from pg_catalog.pg_proc p
+  join pg_catalog.pg_type t on t.oid = p.prorettype
+  where p.pronamespace = 'scsql'::regnamespace
+    and p.prokind = 'f'
+    and p.proname !~ '^_'
+    and pg_catalog.has_function_privilege(p.oid, 'execute')
+  order by p.proname
+$$;
+comment on function scsql._api() is
+  'Private. The public API functions the current role may execute, with argument names and types, how many trailing arguments have defaults, the return type and the function comment. The MCP server derives one tool per row, so an agent''s tools are exactly the functions granted to it.';

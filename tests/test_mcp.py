@@ -1,0 +1,75 @@
+"""The MCP server, driven by the SDK's own client over stdio."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+
+def mcp_env(db) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCSQL_")}
+    env.update(SCSQL_DSN=db.admin, SCSQL_AGENT_DSN=db.app, SCSQL_KEYSTORE=str(db.keystore.directory))
+    return env
+
+
+def run_client(db, agent: str, script):
+    params = StdioServerParameters(command=sys.executable, args=["-m", "scsql", "mcp", "--agent", agent],
+                                   env=mcp_env(db))
+
+    async def main():
+        async with Client(params, read_timeout_seconds=60) as client:
+            return await script(client)
+
+    return asyncio.run(main())
+
+
+def test_client_lists_tools_and_whoami_is_the_named_agent(scsql_db):
+    project = scsql_db.project()
+    a = scsql_db.agent("mcp_a", project)
+    scsql_db.agent("mcp_b", project)
+
+    async def script(client):
+        tools = await client.list_tools()
+        who = await client.call_tool("whoami", {})
+        forged = await client.call_tool("whoami", {"agent": scsql_db.agents["mcp_b"].name})
+        status = await client.call_tool("status", {})
+        return tools, who, forged, status
+
+    tools, who, forged, status = run_client(scsql_db, a.name, script)
+    names = {t.name for t in tools.tools}
+    assert {"whoami", "status"} <= names
+    assert not names & {"register_agent", "revoke_agent", "create_project"}  # admin functions are not tools
+    assert not any(n.startswith("_") for n in names)
+    whoami_tool = next(t for t in tools.tools if t.name == "whoami")
+    assert "never from an argument" in whoami_tool.description
+    assert not who.is_error
+    assert json.loads(who.content[0].text)["agent"] == a.name
+    assert forged.is_error and "agent" in forged.content[0].text  # unknown arguments are refused
+    assert json.loads(status.content[0].text)["schema_version"] >= 1
+
+
+def test_mcp_refuses_to_start_without_an_agent(scsql_db):
+    proc = subprocess.run([sys.executable, "-m", "scsql", "mcp"], env=mcp_env(scsql_db),
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "SC035" in lines[0] and "--agent" in lines[0]
+
+
+def test_mcp_refuses_a_revoked_agent(scsql_db):
+    from scsql import roles
+
+    project = scsql_db.project()
+    a = scsql_db.agent("mcp_rev", project)
+    roles.revoke_agent(scsql_db.admin, a.name)
+    proc = subprocess.run([sys.executable, "-m", "scsql", "mcp", "--agent", a.name], env=mcp_env(scsql_db),
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert "SC002" in proc.stderr
