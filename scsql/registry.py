@@ -17,6 +17,7 @@ from the tool's schema.
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import decimal
 import uuid
 from collections.abc import Callable
@@ -101,6 +102,14 @@ class Adapter:
 
 
 ADAPTERS: dict[str, Adapter] = {}
+
+# Modules that register adapters when imported. Subsystems append theirs.
+ADAPTER_MODULES: list[str] = []
+
+
+def load_adapters() -> None:
+    for module in ADAPTER_MODULES:
+        importlib.import_module(module)
 
 
 def adapter(function: str, supplies: tuple[str, ...] = ()):
@@ -187,6 +196,7 @@ class Api:
 
     def __init__(self, agent: Agent):
         self.agent = agent
+        load_adapters()
         with agent.transaction() as conn:
             rows = conn.execute("select * from scsql._api()").fetchall()
         self.functions: dict[str, ApiFunction] = {}
