@@ -52,14 +52,12 @@ class Migration(SqlFile):
 
 
 def _dir(kind: str) -> Path:
-    """Directory of one kind of SQL file: packaged with scsql, or the checkout's."""
-    try:
-        path = Path(str(resources.files(f"scsql.{kind}")))
-        if path.is_dir():
-            return path
-    except ModuleNotFoundError:
-        pass
-    return Path(__file__).resolve().parent.parent / kind
+    """Directory of one kind of SQL file: the source checkout's when scsql runs
+    from one, else the copy packaged with scsql."""
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / kind).is_dir():
+        return checkout / kind
+    return Path(str(resources.files(f"scsql.{kind}")))
 
 
 @dataclass(frozen=True)
