@@ -99,7 +99,9 @@ class EmbeddedServer:
                 started = False
             else:
                 self.pgdata.mkdir(exist_ok=True)
-                _ep().get_server(self.pgdata, cleanup_mode=None)
+                server = _ep().get_server(self.pgdata, cleanup_mode=None)
+                if tune(self.pgdata, server.get_uri()):
+                    _ep().get_server(self.pgdata, cleanup_mode=None)
                 started = True
             self._ensure_database()
             return started
@@ -119,6 +121,38 @@ class EmbeddedServer:
             exists = conn.execute("select 1 from pg_database where datname = %s", (DATABASE,)).fetchone()
             if not exists:
                 conn.execute(f'create database "{DATABASE}"')
+
+
+# Settings for a server that serves a team of agents: enough connections for
+# dozens of workers, and commits that do not wait on each other's flushes.
+SETTINGS = {"max_connections": "300", "shared_buffers": "256MB"}
+
+
+def tune(pgdata: Path, uri: str) -> bool:
+    """Apply SETTINGS with ALTER SYSTEM; stop the server when a restart is
+    needed and return True (the caller starts it again)."""
+    with psycopg.connect(uri, autocommit=True) as conn:
+        current = dict(conn.execute(
+            "select name, setting || coalesce(unit, '') from pg_settings where name = any(%s)",
+            (list(SETTINGS),)).fetchall())
+        wanted = {k: v for k, v in SETTINGS.items() if _normal(current.get(k)) != _normal(v)}
+        for name, value in wanted.items():
+            conn.execute(f"alter system set {name} = '{value}'")
+    if not wanted:
+        return False
+    _ep().pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=_system_user())
+    _ep().PostgresServer._instances.pop(pgdata.resolve(), None)
+    return True
+
+
+def _normal(value: str | None) -> str | None:
+    if value is None:
+        return None
+    units = {"8kB": 8 * 1024, "kB": 1024, "MB": 1024**2, "GB": 1024**3}
+    for unit, factor in units.items():
+        if value.endswith(unit) and value[: -len(unit)].isdigit():
+            return str(int(value[: -len(unit)]) * factor)
+    return value
 
 
 def _read_pid(path: Path) -> str | None:

