@@ -244,6 +244,16 @@ def cmd_agent(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_errors(ctx: Context, args: argparse.Namespace) -> int:
+    from . import roles
+
+    with roles.admin_connection(ctx.admin_conninfo()) as conn:
+        rows = conn.execute("select code, name, raised_by, meaning from scsql.error_codes order by code").fetchall()
+    for r in rows:
+        print(f"{r['code']}  {r['name']:<24} {r['raised_by']:<8}  {r['meaning']}")
+    return 0
+
+
 def cmd_mcp(ctx: Context, args: argparse.Namespace) -> int:
     from . import mcp_server
 
@@ -299,6 +309,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, Callable]:
     c = asub.add_parser("rotate-key", help="give an agent a new key pair")
     c.add_argument("name")
 
+    add("errors", cmd_errors, "the catalogue of error codes (scsql.error_codes)")
     p = add("mcp", cmd_mcp, "serve the agent's tools over MCP (stdio)")
     p.add_argument("--agent", help="the agent this server acts as (required)")
 
@@ -321,6 +332,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # output piped into head and friends
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
