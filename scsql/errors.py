@@ -52,7 +52,8 @@ def learn_names(conn: psycopg.Connection) -> None:
     if _NAMES:
         return
     try:
-        rows = conn.execute("select code, name from scsql.error_codes").fetchall()
+        with conn.transaction():  # a savepoint: a missing table must not abort the caller
+            rows = conn.execute("select code, name from scsql.error_codes").fetchall()
     except psycopg.Error:
         return
     _NAMES.update(dict(rows))

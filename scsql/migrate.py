@@ -24,7 +24,6 @@ import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 import psycopg
@@ -54,10 +53,11 @@ class Migration(SqlFile):
 def _dir(kind: str) -> Path:
     """Directory of one kind of SQL file: the source checkout's when scsql runs
     from one, else the copy packaged with scsql."""
-    checkout = Path(__file__).resolve().parent.parent
+    package = Path(__file__).resolve().parent
+    checkout = package.parent
     if (checkout / "pyproject.toml").is_file() and (checkout / kind).is_dir():
         return checkout / kind
-    return Path(str(resources.files(f"scsql.{kind}")))
+    return package / kind
 
 
 @dataclass(frozen=True)
