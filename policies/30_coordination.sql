@@ -31,3 +31,25 @@ grant execute on function
   scsql.queue_maintenance(integer)
 to scsql_agent;
 grant execute on function scsql.queue_maintenance(integer) to scsql_admin;
+
+-- The broadcast channel. Agents read their own project's messages and
+-- acknowledgements; they write only through broadcast and ack.
+select scsql._secure_table(t) from unnest(array[
+  'scsql.coordination_settings', 'scsql.broadcast_senders', 'scsql.messages', 'scsql.message_acks'
+]::regclass[]) t;
+
+grant select on scsql.messages, scsql.message_acks, scsql.coordination_settings to scsql_agent;
+create policy agent_read on scsql.messages for select to scsql_agent
+  using (project_id = (select scsql._my_project()));
+create policy agent_read on scsql.message_acks for select to scsql_agent
+  using (project_id = (select scsql._my_project()));
+create policy agent_read on scsql.coordination_settings for select to scsql_agent
+  using (project_id = (select scsql._my_project()));
+
+grant execute on function
+  scsql.broadcast(text, text, text, jsonb, bigint),
+  scsql.replay(integer),
+  scsql.ack(bigint),
+  scsql.explain(bigint)
+to scsql_agent;
+grant execute on function scsql.set_broadcast_limit(text, integer, text) to scsql_admin;
