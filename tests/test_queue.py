@@ -362,3 +362,17 @@ def test_worker_job_requeues_expired_leases(team):
     jobs = [j for j in worker.load_jobs() if j.name == "queue-maintenance"]
     assert worker.drain(dev, jobs) == 1
     assert one(dev, "select scsql.claimable_for_me() as n")["n"] == 1
+
+
+def test_bench_queue_runs_and_prints_ratios(scsql_db, server):
+    """The benchmark works end to end (its numbers are not judged here)."""
+    env = {k: v for k, v in mcp_env(scsql_db).items()}
+    env["SCSQL_DSN"] = server.conninfo("postgres")
+    proc = subprocess.run([sys.executable, "-m", "scsql", "bench", "queue", "--seconds", "0.3", "--workers", "1,2",
+                           "--tasks-per-second-guess", "100", "--pgbench-scale", "1"],
+                          env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    assert "scsql/pgbench" in proc.stdout and "enqueue, 1 client" in proc.stdout
+    rows_ = [ln.split() for ln in proc.stdout.splitlines() if ln.strip()[:1].isdigit()]
+    assert [r[0] for r in rows_] == ["1", "2"]
+    assert all(float(r[1]) > 0 for r in rows_)
