@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib
 
-BENCH_MODULES: list[str] = []
+BENCH_MODULES: list[str] = ["scsql.bench.chain"]
 
 
 def register(sub, add) -> None:
