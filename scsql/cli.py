@@ -35,6 +35,7 @@ DEFAULT_TEAM_ROLE = "orchestrator"
 COMMAND_MODULES: list[str] = [
     "scsql.bench",
     "scsql.cmd_worker",
+    "scsql.cmd_audit",
     "scsql.cmd_coord",
 ]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 
 BENCH_MODULES: list[str] = [
+    "scsql.bench.chain",
     "scsql.bench.queue",
 ]
 
