@@ -47,7 +47,7 @@ create policy agent_read on scsql.coordination_settings for select to scsql_agen
   using (project_id = (select scsql._my_project()));
 
 grant execute on function
-  scsql.broadcast(text, text, text, jsonb, bigint),
+  scsql.broadcast(text, text, text, jsonb, bigint, timestamptz, integer, bytea),
   scsql.replay(integer),
   scsql.ack(bigint),
   scsql.explain(bigint)

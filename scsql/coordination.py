@@ -8,7 +8,9 @@ connection listens, and it does not say who will win the task).
 
 The ``claim_task`` tool takes ``wait_seconds``: the adapter registered here
 turns an empty claim into a LISTEN-and-retry loop, so an MCP client that asks
-to wait does not spin the database.
+to wait does not spin the database. The ``broadcast`` tool is a chained,
+signed write (see :mod:`scsql.chain`): its adapter signs each message with
+the agent's key.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from .chain import SignedField, signed_write
 from .db import Agent
 from .errors import ScsqlError
 from .registry import ADAPTERS, Adapter
@@ -137,6 +140,20 @@ def _claim_after(agent: Agent, result: Any) -> Any:
 
 
 ADAPTERS["claim_task"] = Adapter(frozenset(), _claim_before, _claim_after)
+
+
+# -- the broadcast tool: messages are chained and signed like audit rows -------
+
+# scsql.messages' signed fields, in order, named as broadcast's arguments.
+BROADCAST_TABLE = "scsql.messages"
+BROADCAST_FIELDS = (
+    SignedField("type", "text"),
+    SignedField("to_role", "text"),
+    SignedField("to_agent", "text"),
+    SignedField("task", "int"),
+    SignedField("payload", "jsonb", {}),
+)
+signed_write("broadcast", BROADCAST_TABLE, BROADCAST_FIELDS)
 
 
 # -- scsql worker -------------------------------------------------------------

@@ -17,6 +17,26 @@ select scsql._define_error(code, name, meaning) from (values
   ('SC345', 'not_a_recipient',        'The message is not addressed to the caller (neither to it nor to its team role), so it cannot acknowledge it.')
 ) as t(code, name, meaning);
 
+-- Messages are chained and signed like audit rows (see scsql._make_chained):
+-- the sender signs type, recipients, task and payload; the database stamps
+-- the id, time, the sender's team role, whether it orchestrates and the
+-- recipient agent's id, all hashed into the row.
+select scsql._make_chained('scsql.messages',
+  p_signed  => array['type', 'to_role', 'to_agent', 'task_id', 'payload'],
+  p_stamped => array['message_id', 'created_at', 'sender_role', 'from_orchestrator', 'to_agent_id']);
+
+-- Earlier signatures of functions whose arguments or results changed.
+drop function if exists scsql.broadcast(text, text, text, jsonb, bigint);
+do $$
+begin
+  if exists (select from pg_catalog.pg_proc where oid = 'scsql.explain(bigint)'::regprocedure
+             and not 'seq' = any (proargnames)) then
+    drop function scsql.explain(bigint);
+  end if;
+exception when undefined_function then null;
+end
+$$;
+
 create or replace function scsql._message_types()
 returns text[]
 language sql
@@ -60,6 +80,9 @@ create or replace function scsql.broadcast(
   p_to_agent text default null,
   p_payload jsonb default '{}'::jsonb,
   p_task bigint default null,
+  p_at timestamptz default null,
+  p_key_id integer default null,
+  p_signature bytea default null,
   out message_id bigint,
   out created_at timestamptz,
   out recipients integer)
@@ -114,7 +137,7 @@ begin
   v_limit := scsql._broadcast_limit(v_me.project_id, v_me.agent_id);
   select count(*), min(m.created_at) into v_recent, v_oldest
   from scsql.messages m
-  where m.project_id = v_me.project_id and m.sender_id = v_me.agent_id
+  where m.project_id = v_me.project_id and m.author_id = v_me.agent_id
     and m.created_at > clock_timestamp() - interval '1 minute';
   if v_recent >= v_limit then
     raise exception using errcode = 'SC343',
@@ -123,9 +146,12 @@ begin
       hint = format('Try again after %s.', coalesce(v_oldest + interval '1 minute', clock_timestamp() + interval '1 minute'));
   end if;
 
-  insert into scsql.messages (project_id, type, sender_id, sender_role, from_orchestrator, to_role, to_agent_id,
-                              task_id, payload)
-  values (v_me.project_id, p_type, v_me.agent_id, v_me.team_role, v_orch, p_to_role, v_to.agent_id, p_task, p_payload)
+  -- The chain trigger stamps the author, checks the signing fields (SC101,
+  -- SC102, SC103) and links the message into the sender's chain.
+  insert into scsql.messages (project_id, type, sender_role, from_orchestrator, to_role, to_agent, to_agent_id,
+                              task_id, payload, at, key_id, signature)
+  values (v_me.project_id, p_type, v_me.team_role, v_orch, p_to_role, v_to.name, v_to.agent_id, p_task, p_payload,
+          p_at, p_key_id, p_signature)
   returning messages.message_id, messages.created_at into message_id, created_at;
 
   if p_to_role is not null then
@@ -140,8 +166,8 @@ begin
   perform scsql._notify_queue(v_me.project_id, v_channel_role, 'message');
 end
 $$;
-comment on function scsql.broadcast(text, text, text, jsonb, bigint) is
-  'Sends a typed message to every agent of team role to_role, or to the agent to_agent, in the caller''s project: type is ASSIGN, STATUS, MERGE, DEPENDENCY, PROPOSED, REJECT, REVISE, LAUNCH_ROLE or RETIRE_ROLE; payload is JSON (at most 64 KiB); task optionally names a task of the project. Notifies the recipients'' channel. Returns message_id, created_at and how many agents it reached. Raises SC340 unknown type, SC342 when a non-orchestrator sends ASSIGN, REJECT, REVISE, LAUNCH_ROLE or RETIRE_ROLE, SC343 beyond the sender''s broadcasts per minute (default 10), SC008 unknown role, SC341 unknown agent, SC301 unknown task, SC010 bad argument.';
+comment on function scsql.broadcast(text, text, text, jsonb, bigint, timestamptz, integer, bytea) is
+  'Sends a typed message to every agent of team role to_role, or to the agent to_agent, in the caller''s project: type is ASSIGN, STATUS, MERGE, DEPENDENCY, PROPOSED, REJECT, REVISE, LAUNCH_ROLE or RETIRE_ROLE; payload is JSON (at most 64 KiB); task optionally names a task of the project. Notifies the recipients'' channel. Returns message_id, created_at and how many agents it reached. Raises SC340 unknown type, SC342 when a non-orchestrator sends ASSIGN, REJECT, REVISE, LAUNCH_ROLE or RETIRE_ROLE, SC343 beyond the sender''s broadcasts per minute (default 10), SC008 unknown role, SC341 unknown agent, SC301 unknown task, SC010 bad argument. The message is chained and signed like audit rows: at, key_id and signature are the sender''s Ed25519 signature of the payload (scsql adds them; SC101/SC102/SC103 when missing or stale).';
 
 create or replace function scsql._addressed_to(p_message scsql.messages, p_agent scsql.agents)
 returns boolean
@@ -149,7 +175,7 @@ language sql
 stable
 as $$
   select coalesce(p_message.project_id = p_agent.project_id
-     and p_message.sender_id <> p_agent.agent_id
+     and p_message.author_id <> p_agent.agent_id
      and (p_message.to_agent_id = p_agent.agent_id
           or (p_message.to_role = p_agent.team_role and p_message.created_at >= p_agent.created_at)), false)
 $$;
@@ -172,17 +198,16 @@ begin
   perform scsql._require(p_limit is not null and p_limit between 1 and 1000, 'limit must be 1 to 1000');
   return query
   select m.message_id, m.type, s.name, m.sender_role, scsql._provenance(m.from_orchestrator),
-         m.to_role, r.name, m.task_id, m.payload, m.created_at
+         m.to_role, m.to_agent, m.task_id, m.payload, m.created_at
   from (
     select * from scsql.messages m
     where m.project_id = v_me.project_id and m.to_agent_id = v_me.agent_id
     union all
     select * from scsql.messages m
     where m.project_id = v_me.project_id and m.to_role = v_me.team_role
-      and m.created_at >= v_me.created_at and m.sender_id <> v_me.agent_id
+      and m.created_at >= v_me.created_at and m.author_id <> v_me.agent_id
   ) m
-  join scsql.agents s on s.agent_id = m.sender_id
-  left join scsql.agents r on r.agent_id = m.to_agent_id
+  join scsql.agents s on s.agent_id = m.author_id
   where not exists (select from scsql.message_acks k
                     where k.project_id = m.project_id and k.message_id = m.message_id and k.agent_id = v_me.agent_id)
   order by m.message_id
@@ -233,7 +258,7 @@ create or replace function scsql.explain(
   p_message bigint,
   out message_id bigint, out type text, out sender text, out sender_role text, out provenance text,
   out to_role text, out to_agent text, out task_id bigint, out payload jsonb, out created_at timestamptz,
-  out recipients jsonb)
+  out recipients jsonb, out chain_id bigint, out seq bigint, out key_id integer, out row_hash text)
 language plpgsql
 stable
 security definer
@@ -251,11 +276,15 @@ begin
   end if;
   message_id := v_m.message_id;
   type := v_m.type;
-  select a.name into sender from scsql.agents a where a.agent_id = v_m.sender_id;
+  select a.name into sender from scsql.agents a where a.agent_id = v_m.author_id;
   sender_role := v_m.sender_role;
   provenance := scsql._provenance(v_m.from_orchestrator);
   to_role := v_m.to_role;
-  select a.name into to_agent from scsql.agents a where a.agent_id = v_m.to_agent_id;
+  to_agent := v_m.to_agent;
+  chain_id := v_m.chain_id;
+  seq := v_m.seq;
+  key_id := v_m.key_id;
+  row_hash := encode(v_m.row_hash, 'hex');
   task_id := v_m.task_id;
   payload := v_m.payload;
   created_at := v_m.created_at;
@@ -269,7 +298,7 @@ begin
 end
 $$;
 comment on function scsql.explain(bigint) is
-  'One message of the caller''s project in full: who sent it (sender, sender_role, provenance: "orchestrator" or "unverified agent output"), to whom (to_role or to_agent), the task it concerns, the payload, when, and recipients: each agent it is addressed to with acked_at (null until acknowledged). Raises SC344 when the message is not in the caller''s project.';
+  'One message of the caller''s project in full: who sent it (sender, sender_role, provenance: "orchestrator" or "unverified agent output"), to whom (to_role or to_agent), the task it concerns, the payload, when, and recipients: each agent it is addressed to with acked_at (null until acknowledged); and where it sits in its sender''s chain: chain_id, seq, key_id, row_hash (hex; scsql verify checks hashes and signatures). Raises SC344 when the message is not in the caller''s project.';
 
 create or replace function scsql.set_broadcast_limit(p_project text, p_per_minute integer, p_agent text default null)
 returns void

@@ -11,10 +11,12 @@ import psycopg
 import pytest
 
 from scsql import coordination
+from scsql.chain import sign_row
+from scsql.coordination import BROADCAST_FIELDS, BROADCAST_TABLE
 from scsql.errors import ScsqlError
 from scsql.registry import Api
 
-from .test_queue_support import admin_rows, enqueue, login, one, register, rows
+from .test_queue_support import admin_rows, enqueue, login, one, rows
 
 
 @pytest.fixture
@@ -27,9 +29,20 @@ def team(scsql_db):
     return scsql_db, project, orch, dev, dev2, qa
 
 
+SEND = ("select * from scsql.broadcast(p_type => %(type)s, p_to_role => %(to_role)s, p_to_agent => %(to_agent)s, "
+        "p_payload => %(payload)s::jsonb, p_task => %(task)s, p_at => %(at)s, p_key_id => %(key_id)s, "
+        "p_signature => %(signature)s)")
+
+
+def signed(agent, type_, to_role=None, to_agent=None, payload="{}", task=None) -> dict:
+    """broadcast's arguments, signed with the agent's key as scsql's client signs them."""
+    args = {"type": type_, "to_role": to_role, "to_agent": to_agent, "payload": payload, "task": task}
+    return sign_row(agent, BROADCAST_TABLE, BROADCAST_FIELDS, args)
+
+
 def send(agent, type_, to_role=None, to_agent=None, payload="{}", task=None):
-    return one(agent, "select * from scsql.broadcast(%s, %s, %s, %s::jsonb, %s)", type_, to_role, to_agent, payload,
-               task)
+    with agent.transaction() as conn:
+        return conn.execute(SEND, signed(agent, type_, to_role, to_agent, payload, task)).fetchone()
 
 
 def test_assign_to_a_role_is_replayed_acked_and_explained(team):
@@ -158,17 +171,17 @@ def test_rate_limit_holds_under_concurrent_sends(scsql_db):
     db = scsql_db
     project = db.project()
     db.agent("orch", project, "orchestrator")
-    name = register(db, "chatty", project)
+    chatty = db.agent("chatty", project)
     n = 20
-    conns = [login(db, name) for _ in range(n)]
+    conns = [login(db, chatty.name) for _ in range(n)]
+    args = [signed(chatty, "STATUS", to_role="orchestrator", payload=f'{{"i": {i}}}') for i in range(n)]
     results: list[object] = [None] * n
     ready = threading.Barrier(n + 1)
 
     def go(i: int) -> None:
         ready.wait()
         try:
-            results[i] = conns[i].execute("select message_id from scsql.broadcast('STATUS', 'orchestrator')"
-                                          ).fetchone()["message_id"]
+            results[i] = conns[i].execute(SEND, args[i]).fetchone()["message_id"]
         except psycopg.Error as exc:
             results[i] = exc
 
@@ -215,3 +228,48 @@ def test_broadcast_tools_through_the_registry(team):
     api.call("ack", message=m["message_id"])
     assert api.call("replay") == []
     assert api.call("explain", message=m["message_id"])["recipients"][0]["agent"] == dev.name
+
+
+def test_messages_are_chained_signed_and_append_only(team):
+    from scsql import verify
+
+    db, _, orch, dev, _, _ = team
+    first = send(orch, "ASSIGN", to_agent=dev.name, payload='{"n": 1}')
+    second = Api(orch).call("broadcast", type="STATUS", to_role="qa", payload={"n": 2})
+    ex1 = one(dev, "select * from scsql.explain(%s)", first["message_id"])
+    ex2 = one(dev, "select * from scsql.explain(%s)", second["message_id"])
+    assert ex1["chain_id"] == ex2["chain_id"] and (ex1["seq"], ex2["seq"]) == (1, 2)
+    assert len(ex1["row_hash"]) == 64
+    report = verify.verify(db.admin, workers=1, progress=False)
+    assert report.ok and report.rows == 2
+    with db.connect() as conn:  # nobody may change a sent message, not even the superuser
+        for stmt in ("update scsql.messages set payload = '{}'", "delete from scsql.messages",
+                     "truncate scsql.messages cascade"):
+            with pytest.raises(psycopg.Error) as err:
+                conn.execute(stmt)
+            conn.rollback()
+            assert err.value.sqlstate == "SC100"
+        # A DBA who bypasses the triggers is found out by verification.
+        conn.execute("set session_replication_role = replica")
+        conn.execute("update scsql.messages set payload = '{\"n\": 99}' where message_id = %s", (first["message_id"],))
+        conn.commit()
+    report = verify.verify(db.admin, workers=1, progress=False)
+    assert [(b.seq, b.kind) for b in report.breaks][:1] == [(1, "hash-mismatch")]
+
+
+def test_unsigned_or_forged_broadcasts_are_refused_or_detected(team):
+    from scsql import verify
+    from scsql.signing import generate
+
+    db, _, orch, dev, _, _ = team
+    with pytest.raises(ScsqlError) as err:
+        one(orch, "select * from scsql.broadcast('STATUS', 'developer')")
+    assert err.value.code == "SC101"
+    # Signed by a key that is not the sender's: accepted by the database,
+    # which holds no private keys, and reported by verification.
+    args = signed(orch, "STATUS", to_role="developer")
+    args["signature"] = generate().sign(b"something else")
+    with orch.transaction() as conn:
+        conn.execute(SEND, args)
+    report = verify.verify(db.admin, workers=1, progress=False)
+    assert [b.kind for b in report.breaks] == ["signature"]
