@@ -32,7 +32,12 @@ DEFAULT_AGENT = "default"
 DEFAULT_TEAM_ROLE = "orchestrator"
 
 # Modules that add subcommands: each has register(subparsers, add_command).
-COMMAND_MODULES: list[str] = ["scsql.bench", "scsql.cmd_worker"]
+COMMAND_MODULES: list[str] = [
+    "scsql.bench",
+    "scsql.cmd_worker",
+    "scsql.cmd_audit",
+    "scsql.cmd_coord",
+]
 
 
 class Context:

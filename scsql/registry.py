@@ -104,7 +104,10 @@ class Adapter:
 ADAPTERS: dict[str, Adapter] = {}
 
 # Modules that register adapters when imported. Subsystems append theirs.
-ADAPTER_MODULES: list[str] = []
+ADAPTER_MODULES: list[str] = [
+    "scsql.audit",
+    "scsql.coordination",
+]
 
 
 def load_adapters() -> None:

@@ -21,7 +21,10 @@ from psycopg import sql
 from .db import Agent
 
 # Modules with a jobs() function. Subsystems append their module here.
-JOB_MODULES: list[str] = []
+JOB_MODULES: list[str] = [
+    "scsql.audit",
+    "scsql.coordination",
+]
 
 
 @dataclass

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import importlib
 
-BENCH_MODULES: list[str] = []
+BENCH_MODULES: list[str] = [
+    "scsql.bench.chain",
+    "scsql.bench.queue",
+]
 
 
 def register(sub, add) -> None:

@@ -1,0 +1,79 @@
+-- Audit: chains, sessions, tool calls, outcomes, learnings, prices,
+-- checkpoints, partition settings.
+--
+-- Agents write only through the API functions (security definer; the chain
+-- trigger stamps the author from the acting role) and read through these
+-- policies. Outcomes and learnings follow their classification:
+--   public        every agent of the project, and agents granted read on it
+--   internal      every agent of the project (the default)
+--   confidential  agents of the author's team role, or granted it (grant_confidential)
+--   restricted    the author (and the auditor, who reads everything)
+
+select scsql._secure_table(t) from unnest(array[
+  'scsql.chains', 'scsql.chained_tables', 'scsql.sessions', 'scsql.tool_calls', 'scsql.outcomes',
+  'scsql.learnings', 'scsql.confidential_grants', 'scsql.model_prices', 'scsql.auditor_keys',
+  'scsql.checkpoints', 'scsql.checkpoint_heads', 'scsql.partition_settings'
+]::regclass[]) t;
+
+-- Partitions, and the append-only rules on them, are re-applied here too.
+select scsql._chain_protect(t::regclass) from scsql.chained_tables t(t);
+
+grant select on scsql.sessions, scsql.tool_calls, scsql.outcomes, scsql.learnings, scsql.chains to scsql_agent;
+
+create policy agent_read on scsql.chains for select to scsql_agent
+  using (project_id = (select scsql._my_project()));
+create policy agent_read on scsql.sessions for select to scsql_agent
+  using (project_id = (select scsql._my_project()));
+create policy agent_read on scsql.tool_calls for select to scsql_agent
+  using (project_id = (select scsql._my_project()));
+create policy agent_read on scsql.outcomes for select to scsql_agent
+  using (project_id = any ((select scsql._readable_projects())::bigint[])
+         and (classification = 'public'
+              or (project_id = (select scsql._my_project())
+                  and (classification = 'internal'
+                       or author_id = (select scsql._my_agent_id())
+                       or (classification = 'confidential' and author_id = any ((select scsql._confidential_authors())::bigint[]))))));
+create policy agent_read on scsql.learnings for select to scsql_agent
+  using (project_id = any ((select scsql._readable_projects())::bigint[])
+         and (classification = 'public'
+              or (project_id = (select scsql._my_project())
+                  and (classification = 'internal'
+                       or author_id = (select scsql._my_agent_id())
+                       or (classification = 'confidential' and author_id = any ((select scsql._confidential_authors())::bigint[]))))));
+
+-- Helpers the policies and triggers evaluate as the caller.
+grant execute on function scsql._confidential_authors() to scsql_agent;
+
+-- Agents: writing and reading their telemetry.
+grant execute on function
+  scsql.start_session(text, text, text, timestamptz, integer, bytea),
+  scsql.record_tool_call(text, text, bigint, text, text, integer, integer, integer, text, text, timestamptz, integer, bytea),
+  scsql.record_outcome(text, text, text, bigint, bigint, text, numeric, text, text, timestamptz, integer, bytea),
+  scsql.learnings(text, text, timestamptz, integer),
+  scsql._learnings_export(bigint, integer),
+  scsql._maintain_partitions()
+to scsql_agent;
+grant execute on function scsql.cost_report(timestamptz, text), scsql.model_prices()
+  to scsql_agent, scsql_auditor, scsql_admin;
+
+-- The auditor: verification and checkpoints.
+grant execute on function
+  scsql.verify_chain(bigint, bigint),
+  scsql.chain_heads(),
+  scsql.checkpoint_heads_now(),
+  scsql.record_checkpoint(bigint, timestamptz, integer, bigint[], bigint[], bytea[], bytea),
+  scsql.checkpoints(bigint),
+  scsql._chain_fields(text),
+  scsql._chain_scan_sql(text)
+to scsql_auditor;
+grant execute on function scsql.auditor_keys(), scsql.partition_status() to scsql_auditor, scsql_admin;
+
+-- Administrators: prices, grants, retention, the auditor's key, maintenance.
+grant execute on function
+  scsql.set_model_price(text, numeric, numeric, timestamptz),
+  scsql.grant_confidential(text, text),
+  scsql.revoke_confidential(text, text),
+  scsql.set_partition_retention(text, interval, integer),
+  scsql.register_auditor_key(bytea),
+  scsql._maintain_partitions()
+to scsql_admin;

@@ -1,0 +1,55 @@
+-- Coordination: the task queue, its archive and the exclusive files.
+--
+-- Agents change these tables only through the API functions (security
+-- definer, fenced by lease tokens). They may read their own project's rows.
+
+select scsql._secure_table(t) from unnest(array[
+  'scsql.tasks', 'scsql.tasks_archive', 'scsql.task_files'
+]::regclass[]) t;
+
+grant select on scsql.tasks, scsql.tasks_archive, scsql.task_files to scsql_agent;
+create policy agent_read on scsql.tasks for select to scsql_agent
+  using (project_id = (select scsql._my_project()));
+create policy agent_read on scsql.tasks_archive for select to scsql_agent
+  using (project_id = (select scsql._my_project()));
+create policy agent_read on scsql.task_files for select to scsql_agent
+  using (project_id = (select scsql._my_project()));
+
+grant execute on function
+  scsql._my_channel(),
+  scsql.enqueue_task(text, jsonb, integer, text[], text, integer, timestamptz, integer),
+  scsql.claim_task(integer, integer, numeric, bigint),
+  scsql.heartbeat_task(bigint, bigint, integer),
+  scsql.complete_task(bigint, bigint, jsonb),
+  scsql.complete_and_claim(bigint, bigint, jsonb, integer, integer),
+  scsql.fail_task(bigint, bigint, text, boolean),
+  scsql.release_task(bigint, bigint, boolean),
+  scsql.cancel_task(bigint, text),
+  scsql.queue_stats(),
+  scsql.claimable_for_me(),
+  scsql.my_tasks(),
+  scsql.queue_maintenance(integer)
+to scsql_agent;
+grant execute on function scsql.queue_maintenance(integer) to scsql_admin;
+
+-- The broadcast channel. Agents read their own project's messages and
+-- acknowledgements; they write only through broadcast and ack.
+select scsql._secure_table(t) from unnest(array[
+  'scsql.coordination_settings', 'scsql.broadcast_senders', 'scsql.messages', 'scsql.message_acks'
+]::regclass[]) t;
+
+grant select on scsql.messages, scsql.message_acks, scsql.coordination_settings to scsql_agent;
+create policy agent_read on scsql.messages for select to scsql_agent
+  using (project_id = (select scsql._my_project()));
+create policy agent_read on scsql.message_acks for select to scsql_agent
+  using (project_id = (select scsql._my_project()));
+create policy agent_read on scsql.coordination_settings for select to scsql_agent
+  using (project_id = (select scsql._my_project()));
+
+grant execute on function
+  scsql.broadcast(text, text, text, jsonb, bigint, timestamptz, integer, bytea),
+  scsql.replay(integer),
+  scsql.ack(bigint),
+  scsql.explain(bigint)
+to scsql_agent;
+grant execute on function scsql.set_broadcast_limit(text, integer, text) to scsql_admin;

@@ -1,0 +1,287 @@
+"""Chained rows: the canonical encoding, and signing of chained writes.
+
+The encoding is specified in the database, in ``COMMENT ON FUNCTION
+scsql._enc`` (``\\df+ scsql._enc``). This module implements it again,
+independently, from that text: the verifier must not trust the database to
+say what a row's bytes are. A property test cross-checks both on generated
+rows.
+
+Making a write chained and signed, for any subsystem
+------------------------------------------------------
+
+1. In an ``sql/`` file, make the table chained (idempotent)::
+
+       select scsql._make_chained('scsql.broadcasts', array['kind', 'body'], array['broadcast_id']);
+
+2. Write rows through an API function whose arguments include the signed
+   columns (``p_kind``, ``p_body``) and, last, ``p_at timestamptz default null,
+   p_key_id integer default null, p_signature bytea default null``; it inserts
+   them unchanged (the chain trigger does the rest).
+
+3. In Python, declare the write once, in a module listed in
+   ``registry.ADAPTER_MODULES``::
+
+       from scsql.chain import SignedField, signed_write
+
+       signed_write("send_broadcast", "scsql.broadcasts", [
+           SignedField("kind", "text"),
+           SignedField("body", "jsonb"),
+       ])
+
+   The fields are the table's ``signed_fields`` in order, each with its
+   encoding kind and the default the SQL function applies when the argument
+   is omitted. The adapter fills the defaults, stamps ``at``, finds the key id
+   of the agent's loaded key, signs the payload with it and passes ``at``,
+   ``key_id`` and ``signature``; those three are hidden from the MCP schema.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from . import registry
+from .db import Agent
+from .errors import ScsqlError
+
+FORMAT = "scsql/1"
+GENESIS = bytes(32)
+NULL = b"N\x00\x00\x00\x00"
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_MICRO = dt.timedelta(microseconds=1)
+
+
+# -- the canonical encoding ---------------------------------------------------
+
+
+def field(tag: bytes, value: bytes | None) -> bytes:
+    """One field: tag byte, 4-byte big-endian length, value bytes; NULL is ``N`` + length 0."""
+    if value is None:
+        return NULL
+    return tag + len(value).to_bytes(4, "big") + value
+
+
+def numeric_text(value: Decimal | int | float) -> str:
+    """A numeric in canonical form: plain decimal, trailing fractional zeros removed."""
+    d = _decimal(value)
+    if d.is_nan():
+        return "NaN"
+    if d.is_infinite():
+        return "-Infinity" if d < 0 else "Infinity"
+    text = format(d, "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def _decimal(value: Decimal | int | float) -> Decimal:
+    if isinstance(value, Decimal):
+        return value
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    return Decimal(value)
+
+
+def micros(value: dt.datetime) -> int:
+    """Microseconds since the Unix epoch (UTC) of an aware datetime."""
+    if value.tzinfo is None:
+        raise ValueError("timestamps of chained rows must carry a time zone")
+    return (value - EPOCH) // _MICRO
+
+
+def _json_number(value: Decimal) -> str:
+    """A JSON number as PostgreSQL's jsonb prints it: scale kept, no exponent, no -0."""
+    text = format(value, "f")
+    return text[1:] if value.is_zero() and text.startswith("-") else text
+
+
+_JSON_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _json_string(value: str) -> str:
+    out = ['"']
+    for ch in value:
+        esc = _JSON_ESCAPES.get(ch)
+        if esc is not None:
+            out.append(esc)
+        elif ch < " ":
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def jsonb_text(value: Any) -> str:
+    """PostgreSQL's jsonb text output of a JSON value (numbers as Decimal, int or float)."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, str):
+        return _json_string(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float | Decimal):
+        return _json_number(_decimal(value))
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(jsonb_text(v) for v in value) + "]"
+    if isinstance(value, dict):
+        keys = sorted(value, key=lambda k: (len(k.encode()), k.encode()))
+        return "{" + ", ".join(f"{_json_string(k)}: {jsonb_text(value[k])}" for k in keys) + "}"
+    raise TypeError(f"not a JSON value: {value!r}")
+
+
+def _enc_text(v: str) -> bytes:
+    return field(b"t", v.encode("utf-8"))
+
+
+def _enc_int(v: int) -> bytes:
+    return field(b"i", str(int(v)).encode("ascii"))
+
+
+def _enc_numeric(v: Decimal | int | float) -> bytes:
+    return field(b"n", numeric_text(v).encode("ascii"))
+
+
+def _enc_bool(v: bool) -> bytes:
+    return field(b"b", b"t" if v else b"f")
+
+
+def _enc_ts(v: dt.datetime) -> bytes:
+    return field(b"T", str(micros(v)).encode("ascii"))
+
+
+def _enc_bytea(v: bytes | memoryview) -> bytes:
+    return field(b"x", bytes(v))
+
+
+def _enc_uuid(v: uuid.UUID | str) -> bytes:
+    return field(b"u", str(uuid.UUID(str(v))).encode("ascii"))
+
+
+def _enc_jsonb(v: Any) -> bytes:
+    if isinstance(v, str | bytes):  # already serialised JSON text
+        v = json.loads(v, parse_float=Decimal)
+    return field(b"j", jsonb_text(v).encode("utf-8"))
+
+
+ENCODERS: dict[str, Callable[[Any], bytes]] = {
+    "text": _enc_text,
+    "int": _enc_int,
+    "numeric": _enc_numeric,
+    "bool": _enc_bool,
+    "ts": _enc_ts,
+    "bytea": _enc_bytea,
+    "uuid": _enc_uuid,
+    "jsonb": _enc_jsonb,
+}
+
+
+def encode(kind: str, value: Any) -> bytes:
+    """One canonical field of the given encoding kind."""
+    return NULL if value is None else ENCODERS[kind](value)
+
+
+def payload(table: str, author: str, key_id: int, at: dt.datetime, kinds: Sequence[str], values: Sequence[Any]) -> bytes:
+    """The bytes an author signs: format, table, author, key id, time, then the signed fields."""
+    parts = [_enc_text(FORMAT), _enc_text(table), _enc_text(author), _enc_int(key_id), _enc_ts(at)]
+    parts += [encode(k, v) for k, v in zip(kinds, values, strict=True)]
+    return b"".join(parts)
+
+
+def row_bytes(chain_id: int, seq: int, stamped_kinds: Sequence[str], stamped: Sequence[Any], signed_payload: bytes) -> bytes:
+    """Canonical row bytes: chain id, seq, stamped fields, then the payload."""
+    head = _enc_int(chain_id) + _enc_int(seq)
+    return head + b"".join(encode(k, v) for k, v in zip(stamped_kinds, stamped, strict=True)) + signed_payload
+
+
+def row_hash(prev_hash: bytes, canonical: bytes, signature: bytes) -> bytes:
+    return hashlib.sha256(bytes(prev_hash) + canonical + bytes(signature)).digest()
+
+
+# -- signing chained writes ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SignedField:
+    """One signed column: its name (= the function argument without p_), its
+    encoding kind, the default the SQL function applies when the argument is
+    omitted, and for text an optional length the client truncates to."""
+
+    name: str
+    kind: str
+    default: Any = None
+    max_chars: int | None = None
+
+
+def _prepare(f: SignedField, value: Any) -> tuple[Any, Any]:
+    """(value to send, value to sign) for one field."""
+    if value is None:
+        return None, None
+    if f.kind == "numeric" and isinstance(value, float | int) and not isinstance(value, bool):
+        value = _decimal(value)
+    elif f.kind == "text" and f.max_chars is not None and isinstance(value, str) and len(value) > f.max_chars:
+        value = value[: f.max_chars - 1] + "…"
+    elif f.kind == "jsonb" and not isinstance(value, str | bytes):
+        # The server stores what it parses from the JSON text sent; sign that.
+        return value, json.loads(json.dumps(value), parse_float=Decimal)
+    return value, value
+
+
+_KEY_IDS: dict[tuple[int, bytes], int] = {}
+
+
+def key_id(agent: Agent) -> int:
+    """The key_id of the private key this agent process holds (its current key)."""
+    from .signing import public_bytes
+
+    if agent.key is None:
+        raise ScsqlError("SC031", f"agent {agent.name!r} has no private key loaded; chained writes are signed")
+    pub = public_bytes(agent.key)
+    cached = _KEY_IDS.get((id(agent), pub))
+    if cached is not None:
+        return cached
+    me = agent.whoami()
+    if me["public_key"] != pub.hex():
+        raise ScsqlError(
+            "SC102",
+            f"the key loaded for agent {agent.name!r} is not its current key (key {me['key_id']})",
+            "the key was rotated: restart the agent process so it loads its new key",
+        )
+    _KEY_IDS[(id(agent), pub)] = me["key_id"]
+    return me["key_id"]
+
+
+def sign_row(agent: Agent, table: str, fields: Sequence[SignedField], args: dict[str, Any],
+             at: dt.datetime | None = None) -> dict[str, Any]:
+    """Fill defaults, stamp ``at``, sign the payload; returns the arguments to send."""
+    out = dict(args)
+    values = []
+    for f in fields:
+        send, signed = _prepare(f, out.get(f.name, f.default))
+        out[f.name] = send
+        values.append(signed)
+    at = at or dt.datetime.now(dt.UTC)
+    kid = key_id(agent)
+    data = payload(table, agent.name, kid, at, [f.kind for f in fields], values)
+    out.update(at=at, key_id=kid, signature=agent.key.sign(data))
+    return out
+
+
+def signed_write(function: str, table: str, fields: Sequence[SignedField]) -> None:
+    """Register the registry adapter that signs every call of ``function``
+    (a writer of chained ``table``): it supplies at, key_id and signature."""
+    fields = tuple(fields)
+
+    @registry.adapter(function, supplies=("at", "key_id", "signature"))
+    def _sign(agent: Agent, args: dict[str, Any]) -> dict[str, Any]:
+        return sign_row(agent, table, fields, args)

@@ -1,0 +1,299 @@
+"""Audit commands: verify, checkpoint, cost, learnings, partitions, price.
+
+``verify`` and ``checkpoint`` act as the auditor (the administrator's
+connection, with ``SET ROLE scsql_auditor``); ``cost`` and ``learnings`` act
+as an agent when ``--agent`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from . import partitions, signing
+from .errors import ScsqlError
+from .registry import to_json
+from .roles import admin_connection
+
+AUDITOR_KEY = "auditor"
+
+
+# -- verify -----------------------------------------------------------------------
+
+
+def cmd_verify(ctx, args: argparse.Namespace) -> int:
+    from .verify import verify
+
+    report = verify(ctx.admin_conninfo(), workers=args.workers, checkpoint_files=args.checkpoints or ())
+    if args.json:
+        print(json.dumps({"ok": report.ok, "rows": report.rows, "chains": report.chains,
+                          "checkpoints": report.checkpoints, "seconds": round(report.seconds, 3),
+                          "rows_per_second": round(report.rate),
+                          "breaks": [b.__dict__ for b in report.breaks]}, indent=2))
+    else:
+        for b in report.breaks:
+            print(f"BROKEN {b}", file=sys.stderr)
+        state = "ok" if report.ok else f"{len(report.breaks)} break(s)"
+        print(f"scsql verify: {state}: {report.rows} rows in {report.chains} chains, "
+              f"{report.checkpoints} checkpoints, {report.seconds:.2f}s ({report.rate:,.0f} rows/s)")
+    return 0 if report.ok else 1
+
+
+# -- checkpoint -------------------------------------------------------------------
+
+
+def auditor_key(ctx) -> Any:
+    return ctx.keystore.load(AUDITOR_KEY)
+
+
+def init_auditor_key(ctx) -> int:
+    """Create the auditor's key pair (keystore auditor.key, 0600) unless it exists, and register it."""
+    if ctx.keystore.exists(AUDITOR_KEY):
+        key = ctx.keystore.load(AUDITOR_KEY)
+        staged = None
+    else:
+        key = signing.generate()
+        staged = ctx.keystore.stage(AUDITOR_KEY, key)
+    try:
+        with admin_connection(ctx.admin_conninfo()) as conn:
+            key_id = conn.execute("select scsql.register_auditor_key(%s::bytea) as k",
+                                  (signing.public_bytes(key),)).fetchone()["k"]
+    except BaseException:
+        if staged is not None:
+            staged.unlink(missing_ok=True)
+        raise
+    if staged is not None:
+        ctx.keystore.commit(staged, AUDITOR_KEY)
+    return key_id
+
+
+def record_checkpoints(conninfo: str, key) -> list[int]:
+    """Sign and record one checkpoint per project with chains; returns their ids."""
+    from .verify import checkpoint_payload
+
+    pub = signing.public_bytes(key).hex()
+    ids = []
+    with admin_connection(conninfo) as conn:
+        conn.execute("set local role scsql_auditor")
+        keys = conn.execute("select * from scsql.auditor_keys()").fetchall()
+        if not keys or keys[-1]["public_key"] != pub:
+            raise ScsqlError("SC130", "the keystore's auditor.key is not the current registered auditor key",
+                             "register it: scsql checkpoint --init")
+        key_id = keys[-1]["key_id"]
+        heads = conn.execute("select * from scsql.checkpoint_heads_now()").fetchall()
+        by_project: dict[int, list[tuple[int, int, bytes]]] = {}
+        for h in heads:
+            by_project.setdefault(h["project_id"], []).append((h["chain_id"], h["head_seq"], bytes(h["head_hash"])))
+        for project_id, chain_heads in sorted(by_project.items()):
+            at = dt.datetime.now(dt.UTC)
+            sig = key.sign(checkpoint_payload(project_id, at, key_id, chain_heads))
+            chain_heads.sort()
+            ids.append(conn.execute(
+                "select scsql.record_checkpoint(%s::bigint, %s::timestamptz, %s::integer, %s::bigint[], %s::bigint[], "
+                "%s::bytea[], %s::bytea) as id",
+                (project_id, at, key_id, [c for c, _, _ in chain_heads], [s for _, s, _ in chain_heads],
+                 [h for _, _, h in chain_heads], sig)).fetchone()["id"])
+    return ids
+
+
+def export_checkpoints(conninfo: str, path: Path) -> int:
+    """Append to the JSONL file the checkpoints it does not hold yet; returns how many."""
+    path = Path(path)
+    last = 0
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                last = max(last, json.loads(line)["checkpoint_id"])
+    with admin_connection(conninfo) as conn:
+        conn.execute("set local role scsql_auditor")
+        rows = conn.execute("select * from scsql.checkpoints(%s::bigint)", (last,)).fetchall()
+    if rows:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as fh:
+            for r in rows:
+                fh.write(json.dumps(to_json(r), sort_keys=True) + "\n")
+    return len(rows)
+
+
+def cmd_checkpoint(ctx, args: argparse.Namespace) -> int:
+    if args.init:
+        key_id = init_auditor_key(ctx)
+        print(f"scsql: auditor key {key_id} registered ({ctx.keystore.path(AUDITOR_KEY)}, mode 0600)")
+        return 0
+    ids = record_checkpoints(ctx.admin_conninfo(), auditor_key(ctx))
+    print(f"scsql checkpoint: recorded {len(ids)} checkpoint(s)" + (f" ({', '.join(map(str, ids))})" if ids else ""))
+    if args.export:
+        n = export_checkpoints(ctx.admin_conninfo(), Path(args.export))
+        print(f"scsql checkpoint: appended {n} checkpoint(s) to {args.export}")
+    return 0
+
+
+# -- cost -------------------------------------------------------------------------
+
+
+def cmd_cost(ctx, args: argparse.Namespace) -> int:
+    since = (dt.datetime.fromisoformat(args.since) if args.since
+             else dt.datetime.now(dt.UTC) - dt.timedelta(days=args.days))
+    query = "select * from scsql.cost_report(%s::timestamptz, %s::text)"
+    if args.agent:
+        agent = ctx.open_agent(args.agent, need_key=False)
+        with agent.transaction() as conn:
+            rows = conn.execute(query, (since, args.by)).fetchall()
+    else:
+        with admin_connection(ctx.admin_conninfo()) as conn:
+            conn.execute("set local role scsql_auditor")
+            rows = conn.execute(query, (since, args.by)).fetchall()
+    if args.json:
+        print(json.dumps(to_json(rows), indent=2))
+        return 0
+    print(f"{args.by:<32} {'calls':>8} {'in tok':>10} {'out tok':>10} {'USD':>12} {'unpriced':>8}")
+    for r in rows:
+        print(f"{r['key'][:32]:<32} {r['calls']:>8} {r['input_tokens']:>10} {r['output_tokens']:>10} "
+              f"{r['cost_usd']:>12.4f} {r['unpriced_calls']:>8}")
+    return 0
+
+
+# -- learnings --------------------------------------------------------------------
+
+
+def export_learnings(agent, directory: Path) -> dict[str, int]:
+    """Append new learnings to DIR/learnings/{failures,experiments}.jsonl.
+
+    The highest exported learning_id is kept in DIR/learnings/.export-state.json;
+    the database waits for writers in flight before answering, so ids never
+    appear below it later."""
+    out = Path(directory) / "learnings"
+    out.mkdir(parents=True, exist_ok=True)
+    state_path = out / ".export-state.json"
+    state = json.loads(state_path.read_text()) if state_path.exists() else {}
+    key = agent.name
+    last = int(state.get(key, 0))
+    counts = {"failure": 0, "experiment": 0}
+    files = {"failure": out / "failures.jsonl", "experiment": out / "experiments.jsonl"}
+    while True:
+        with agent.transaction() as conn:
+            rows = conn.execute("select * from scsql._learnings_export(%s::bigint, 5000)", (last,)).fetchall()
+        if not rows:
+            break
+        handles = {k: p.open("a") for k, p in files.items()}
+        try:
+            for r in rows:
+                handles[r["kind"]].write(json.dumps(to_json(r), ensure_ascii=False, sort_keys=True) + "\n")
+                counts[r["kind"]] += 1
+        finally:
+            for h in handles.values():
+                h.close()
+        last = rows[-1]["learning_id"]
+        state[key] = last
+        tmp = state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, sort_keys=True))
+        tmp.replace(state_path)
+    return counts
+
+
+def cmd_learnings(ctx, args: argparse.Namespace) -> int:
+    agent = ctx.open_agent(args.agent, need_key=False)
+    if args.action == "export":
+        counts = export_learnings(agent, Path(args.dir))
+        print(f"scsql learnings: appended {counts['failure']} failure(s) and {counts['experiment']} experiment(s) "
+              f"to {Path(args.dir) / 'learnings'}")
+        return 0
+    with agent.transaction() as conn:
+        rows = conn.execute("select * from scsql.learnings(%s::text, %s::text, null, %s::integer)",
+                            (args.query, args.kind, args.limit)).fetchall()
+    for r in rows:
+        print(json.dumps(to_json(r), ensure_ascii=False))
+    return 0
+
+
+# -- partitions and prices ----------------------------------------------------------
+
+
+def cmd_partitions(ctx, args: argparse.Namespace) -> int:
+    admin = ctx.admin_conninfo()
+    if args.action == "enable-partman":
+        print(f"scsql: {partitions.enable_partman(admin)}")
+        return 0
+    if args.action == "maintain":
+        for r in partitions.maintain(admin):
+            print(f"{r['parent']}\t{r['action']}\t{r['partition'] or '-'}\t{r['detail'] or ''}")
+        return 0
+    if args.action == "retention":
+        interval = None if args.keep in ("forever", "none") else args.keep
+        with admin_connection(admin) as conn:
+            conn.execute("select scsql.set_partition_retention(%s::text, %s::interval, %s::integer)",
+                         (args.table, interval, args.premake))
+        print(f"scsql: {args.table} keeps partitions {'forever' if interval is None else 'for ' + interval}")
+        return 0
+    for r in partitions.status(admin):
+        bounds = "DEFAULT" if r["is_default"] else f"{r['lower_bound']:%Y-%m-%d} .. {r['upper_bound']:%Y-%m-%d}"
+        print(f"{r['parent']}\t{r['partition']}\t{bounds}\t{r['managed_by']}\tretention {r['retention'] or 'forever'}")
+    return 0
+
+
+def cmd_price(ctx, args: argparse.Namespace) -> int:
+    with admin_connection(ctx.admin_conninfo()) as conn:
+        if args.action == "set":
+            conn.execute("select scsql.set_model_price(%s::text, %s::numeric, %s::numeric, coalesce(%s::timestamptz, now()))",
+                         (args.model, args.input, args.output, args.effective_from))
+            print(f"scsql: {args.model}: ${args.input}/M input, ${args.output}/M output tokens")
+            return 0
+        for r in conn.execute("select * from scsql.model_prices()").fetchall():
+            print(f"{r['model']}\t{r['effective_from']:%Y-%m-%d %H:%M}\t{r['input_usd_per_mtok']}\t{r['output_usd_per_mtok']}")
+    return 0
+
+
+# -- parser -----------------------------------------------------------------------
+
+
+def register(sub, add) -> None:
+    p = add("verify", cmd_verify, "verify every chain and signature (as the auditor); exits 1 naming each break")
+    p.add_argument("--checkpoints", action="append", type=Path, metavar="FILE",
+                   help="exported checkpoint JSONL the chains must still contain (repeatable)")
+    p.add_argument("--workers", type=int, help="processes (default: one per core when there is enough to do)")
+    p.add_argument("--json", action="store_true")
+
+    p = add("checkpoint", cmd_checkpoint, "sign and record every chain head with the auditor's key")
+    p.add_argument("--export", metavar="FILE", help="append new checkpoints to this JSONL file (keep it outside the database)")
+    p.add_argument("--init", action="store_true", help="create the auditor's key (keystore auditor.key) and register it")
+
+    p = add("cost", cmd_cost, "cost of tool calls from the price table")
+    p.add_argument("--agent", help="report as this agent (its project); default: the auditor, every project")
+    p.add_argument("--by", default="model", choices=["model", "tool", "agent", "session", "day", "origin", "status", "project"])
+    p.add_argument("--days", type=float, default=7.0, help="since this many days ago (default 7)")
+    p.add_argument("--since", help="since this time (ISO 8601)")
+    p.add_argument("--json", action="store_true")
+
+    p = add("learnings", cmd_learnings, "export or search learnings (failures and experiments)")
+    lsub = p.add_subparsers(dest="action", required=True)
+    c = lsub.add_parser("export", help="append new learnings to DIR/learnings/{failures,experiments}.jsonl")
+    c.add_argument("dir")
+    c.add_argument("--agent", help="the agent whose project is exported (required)")
+    c = lsub.add_parser("search", help="learnings whose text contains every word of QUERY")
+    c.add_argument("query", nargs="?")
+    c.add_argument("--kind", choices=["failure", "experiment"])
+    c.add_argument("--limit", type=int, default=20)
+    c.add_argument("--agent", help="the agent that searches (required)")
+
+    p = add("partitions", cmd_partitions, "daily partitions of tool_calls and outcomes: status, maintenance, retention")
+    psub = p.add_subparsers(dest="action", required=True)
+    psub.add_parser("status", help="list partitions and who manages them")
+    psub.add_parser("maintain", help="create upcoming partitions and apply retention now")
+    c = psub.add_parser("retention", help="how long to keep a table's partitions")
+    c.add_argument("table", choices=["scsql.tool_calls", "scsql.outcomes"])
+    c.add_argument("keep", help="an interval such as '30 days', or 'forever'")
+    c.add_argument("--premake", type=int, help="days of partitions to create ahead")
+    psub.add_parser("enable-partman", help="install pg_partman in the database (superuser) before the first migrate")
+
+    p = add("price", cmd_price, "model prices (USD per million tokens)")
+    prsub = p.add_subparsers(dest="action", required=True)
+    c = prsub.add_parser("set", help="set a model's price from now (or --from)")
+    c.add_argument("model")
+    c.add_argument("input", type=float, help="USD per million input tokens")
+    c.add_argument("output", type=float, help="USD per million output tokens")
+    c.add_argument("--from", dest="effective_from", help="effective from (ISO 8601)")
+    prsub.add_parser("list", help="list prices")

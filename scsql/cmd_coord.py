@@ -1,0 +1,169 @@
+"""Coordination commands: ``scsql hook stop-check``, ``scsql queue stats``,
+``scsql queue run`` and ``scsql queue maintain``.
+
+``scsql hook stop-check --agent NAME`` is meant for a Claude Code Stop hook:
+it exits 0 when the agent may stop, and 2 (the status that makes Claude Code
+keep going and read the reason) with one line on stderr while tasks remain
+claimable for the agent's team role or the agent still holds a lease.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+from typing import Any
+
+from . import coordination, roles
+from .db import Agent
+from .errors import ScsqlError
+
+STOP_BLOCKED = 2  # Claude Code: a Stop hook exiting 2 blocks the stop; stderr is the reason
+
+
+def _one(agent: Agent, query: str, params: tuple = ()) -> dict[str, Any]:
+    with agent.transaction() as conn:
+        return conn.execute(query, params).fetchone()
+
+
+def cmd_stop_check(ctx, args: argparse.Namespace) -> int:
+    agent = ctx.open_agent(args.agent, need_key=False, pool_size=1)
+    me = agent.whoami()
+    n = _one(agent, "select scsql.claimable_for_me() as n")["n"]
+    held = _one(agent, "select count(*) as n, min(task_id) as first from scsql.my_tasks()")
+    if n:
+        print(f"scsql: {n} task(s) remain claimable for team role {me['team_role']} in project {me['project']}; "
+              "claim one with claim_task before stopping", file=sys.stderr)
+        return STOP_BLOCKED
+    if held["n"]:
+        print(f"scsql: agent {me['agent']} still holds {held['n']} task lease(s) (task {held['first']} first); "
+              "complete_task, fail_task or release_task before stopping", file=sys.stderr)
+        return STOP_BLOCKED
+    return 0
+
+
+def cmd_queue_stats(ctx, args: argparse.Namespace) -> int:
+    agent = ctx.open_agent(args.agent, need_key=False, pool_size=1)
+    with agent.transaction() as conn:
+        rows = conn.execute("select * from scsql.queue_stats()").fetchall()
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+        return 0
+    cols = ["team_role", "queued", "scheduled", "claimed", "expired", "done", "dead", "released", "cancelled"]
+    print("\t".join(cols + ["oldest_wait_s"]))
+    for r in rows:
+        wait = r["oldest_wait_seconds"]
+        print("\t".join([str(r[c]) for c in cols] + ["-" if wait is None else f"{wait:.1f}"]))
+    return 0
+
+
+def cmd_queue_maintain(ctx, args: argparse.Namespace) -> int:
+    with roles.admin_connection(ctx.admin_conninfo()) as conn:
+        row = conn.execute("select * from scsql.queue_maintenance(%s::integer)", (args.limit,)).fetchone()
+    print(f"scsql: {row['requeued']} expired lease(s) requeued, {row['dead']} task(s) dead")
+    return 0
+
+
+# -- scsql queue run ----------------------------------------------------------
+
+
+class _Heartbeat(threading.Thread):
+    """Extends a lease every third of its length until stopped."""
+
+    def __init__(self, agent: Agent, task: dict[str, Any], lease_seconds: int):
+        super().__init__(daemon=True)
+        self.agent, self.task, self.every = agent, task, max(lease_seconds / 3, 0.2)
+        self.stopped = threading.Event()
+        self.lost: ScsqlError | None = None
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.every):
+            try:
+                _one(self.agent, "select scsql.heartbeat_task(%s::bigint, %s::bigint) as until",
+                     (self.task["task_id"], self.task["lease_token"]))
+            except ScsqlError as exc:
+                self.lost = exc
+                return
+
+
+def _run_one(agent: Agent, task: dict[str, Any], command: list[str], lease: int) -> bool:
+    env = dict(os.environ, SCSQL_TASK_ID=str(task["task_id"]), SCSQL_LEASE_TOKEN=str(task["lease_token"]))
+    beat = _Heartbeat(agent, task, lease)
+    beat.start()
+    try:
+        proc = subprocess.run(command, input=json.dumps(task, default=str), capture_output=True, text=True, env=env)
+    finally:
+        beat.stopped.set()
+        beat.join()
+    ident = (task["task_id"], task["lease_token"])
+    if proc.returncode == 0:
+        out = proc.stdout.strip()
+        try:
+            result = json.loads(out) if out else None
+        except ValueError:
+            result = {"stdout": out}
+        _one(agent, "select * from scsql.complete_task(%s::bigint, %s::bigint, %s::jsonb)",
+             (*ident, json.dumps(result)))
+        print(f"scsql: task {task['task_id']} done", file=sys.stderr)
+        return True
+    error = (proc.stderr.strip() or f"exit status {proc.returncode}")[-4000:]
+    row = _one(agent, "select * from scsql.fail_task(%s::bigint, %s::bigint, %s::text)", (*ident, error))
+    print(f"scsql: task {task['task_id']} failed ({row['state']})", file=sys.stderr)
+    return False
+
+
+def cmd_queue_run(ctx, args: argparse.Namespace) -> int:
+    command = [a for a in args.command if a != "--"]
+    if not command:
+        raise ScsqlError("SC010", "queue run needs a command to run for each task (after --)")
+    agent = ctx.open_agent(args.agent, need_key=False, pool_size=2)
+    done = 0
+    while args.max_tasks is None or done < args.max_tasks:
+        tasks = coordination.claim(agent, 1, args.lease, args.wait, args.poll)
+        if not tasks:
+            break
+        try:
+            _run_one(agent, tasks[0], command, args.lease)
+        except ScsqlError as exc:
+            print(f"scsql: error {exc}", file=sys.stderr)
+        done += 1
+    print(f"scsql: ran {done} task(s)", file=sys.stderr)
+    return 0
+
+
+def _subcommands(sub, add, name: str, help: str):
+    """The subparsers of command NAME, shared with other modules that add to it."""
+    existing = sub.choices.get(name)
+    if existing is None:
+        existing = add(name, lambda ctx, args: args.sub_func(ctx, args), help)
+        existing.add_subparsers(dest=f"{name}_command", metavar="COMMAND", required=True)
+    action = next(a for a in existing._actions if isinstance(a, argparse._SubParsersAction))
+    return action
+
+
+def register(sub, add) -> None:
+    hook = _subcommands(sub, add, "hook", "entry points for agent hooks (Claude Code events)")
+    p = hook.add_parser("stop-check", help="exit 2 with a reason while tasks remain claimable for the agent")
+    p.add_argument("--agent", help="the agent that wants to stop (required)")
+    p.set_defaults(sub_func=cmd_stop_check)
+
+    queue = _subcommands(sub, add, "queue", "the task queue: statistics, running a command per task, maintenance")
+    p = queue.add_parser("stats", help="queue counts of the agent's project, by team role")
+    p.add_argument("--agent", help="the agent whose project to show (required)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(sub_func=cmd_queue_stats)
+    p = queue.add_parser("run", help="claim tasks and run a command for each (task JSON on stdin), heartbeating")
+    p.add_argument("--agent", help="the agent that claims (required)")
+    p.add_argument("--lease", type=int, default=300, help="lease length in seconds (heartbeats every third)")
+    p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a task when none is queued")
+    p.add_argument("--poll", type=float, default=coordination.DEFAULT_POLL_SECONDS,
+                   help="seconds between polls while waiting (LISTEN wakes sooner)")
+    p.add_argument("--max-tasks", type=int, help="stop after this many tasks")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- the command to run for each task")
+    p.set_defaults(sub_func=cmd_queue_run)
+    p = queue.add_parser("maintain", help="requeue expired leases in every project (administrator)")
+    p.add_argument("--limit", type=int, default=10000)
+    p.set_defaults(sub_func=cmd_queue_maintain)

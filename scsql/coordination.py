@@ -1,0 +1,170 @@
+"""Client side of coordination: waiting for work, and the queue's background job.
+
+The queue lives in SQL (sql/30_queue.sql). What Python adds is waiting well:
+a worker with nothing to do LISTENs on the channel of its (project, team
+role), which ``enqueue_task`` and every requeue NOTIFY, and polls as a
+fallback, since a notification is only a hint (it is lost while no
+connection listens, and it does not say who will win the task).
+
+The ``claim_task`` tool takes ``wait_seconds``: the adapter registered here
+turns an empty claim into a LISTEN-and-retry loop, so an MCP client that asks
+to wait does not spin the database. The ``broadcast`` tool is a chained,
+signed write (see :mod:`scsql.chain`): its adapter signs each message with
+the agent's key.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from .chain import SignedField, signed_write
+from .db import Agent
+from .errors import ScsqlError
+from .registry import ADAPTERS, Adapter
+from .worker import Job
+
+DEFAULT_POLL_SECONDS = 2.0
+
+
+def my_channel(agent: Agent) -> str:
+    """The wake-up channel of the agent's (project, team role), as the database names it."""
+    with agent.transaction() as conn:
+        return conn.execute("select scsql._my_channel() as c").fetchone()["c"]
+
+
+class Listener:
+    """One autocommit connection LISTENing on a channel."""
+
+    def __init__(self, conninfo: str, channel: str):
+        self.channel = channel
+        self.conn = psycopg.connect(conninfo, autocommit=True)
+        self.conn.execute(sql.SQL("listen {}").format(sql.Identifier(channel)))
+
+    def wait(self, timeout: float) -> bool:
+        """Block until a notification arrives or ``timeout`` passes. True when one came."""
+        got = False
+        for _ in self.conn.notifies(timeout=max(timeout, 0.0), stop_after=1):
+            got = True
+        # Drain whatever else is pending: several hints mean the same thing.
+        for _ in self.conn.notifies(timeout=0):
+            pass
+        return got
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+@contextmanager
+def listening(agent: Agent) -> Iterator[Listener]:
+    listener = Listener(agent.db.conninfo, my_channel(agent))
+    try:
+        yield listener
+    finally:
+        listener.close()
+
+
+def claim_once(agent: Agent, n: int = 1, lease_seconds: int = 300) -> list[dict[str, Any]]:
+    with agent.transaction() as conn:
+        return conn.execute(
+            "select * from scsql.claim_task(p_n => %s::integer, p_lease_seconds => %s::integer)",
+            (n, lease_seconds),
+        ).fetchall()
+
+
+def claim(
+    agent: Agent,
+    n: int = 1,
+    lease_seconds: int = 300,
+    wait_seconds: float = 0.0,
+    poll_seconds: float = DEFAULT_POLL_SECONDS,
+) -> list[dict[str, Any]]:
+    """Claim up to ``n`` tasks, waiting up to ``wait_seconds`` for some to appear.
+
+    Waits on LISTEN and polls every ``poll_seconds`` in case a hint is missed
+    or another worker won the task it announced."""
+    deadline = time.monotonic() + max(wait_seconds, 0.0)
+    rows = claim_once(agent, n, lease_seconds)
+    if rows or wait_seconds <= 0:
+        return rows
+    with listening(agent) as listener:
+        while True:
+            # Claim after LISTEN is in place, so a task enqueued meanwhile is not missed.
+            rows = claim_once(agent, n, lease_seconds)
+            remaining = deadline - time.monotonic()
+            if rows or remaining <= 0:
+                return rows
+            listener.wait(min(poll_seconds, remaining))
+
+
+def wait_for_work(agent: Agent, timeout: float, poll_seconds: float = DEFAULT_POLL_SECONDS) -> int:
+    """Wait until a task is claimable for the agent or ``timeout`` passes; return how many are."""
+    deadline = time.monotonic() + timeout
+    with listening(agent) as listener:
+        while True:
+            with agent.transaction() as conn:
+                n = conn.execute("select scsql.claimable_for_me() as n").fetchone()["n"]
+            remaining = deadline - time.monotonic()
+            if n or remaining <= 0:
+                return n
+            listener.wait(min(poll_seconds, remaining))
+
+
+# -- the claim_task tool: wait on LISTEN rather than in the database ----------
+
+_pending = threading.local()  # the wait of the claim_task call in flight on this thread
+
+
+def _claim_before(agent: Agent, args: dict[str, Any]) -> dict[str, Any]:
+    wait = float(args.pop("wait_seconds", 0) or 0)
+    if not 0 <= wait <= 600:
+        raise ScsqlError("SC010", "wait_seconds must be 0 to 600")
+    _pending.call = None
+    if wait > 0 and args.get("task") is None:
+        _pending.call = (time.monotonic() + wait, int(args.get("n", 1)), int(args.get("lease_seconds", 300)))
+    return args
+
+
+def _claim_after(agent: Agent, result: Any) -> Any:
+    call, _pending.call = getattr(_pending, "call", None), None
+    if result or call is None:
+        return result
+    deadline, n, lease = call
+    return claim(agent, n=n, lease_seconds=lease, wait_seconds=max(deadline - time.monotonic(), 0.0))
+
+
+ADAPTERS["claim_task"] = Adapter(frozenset(), _claim_before, _claim_after)
+
+
+# -- the broadcast tool: messages are chained and signed like audit rows -------
+
+# scsql.messages' signed fields, in order, named as broadcast's arguments.
+BROADCAST_TABLE = "scsql.messages"
+BROADCAST_FIELDS = (
+    SignedField("type", "text"),
+    SignedField("to_role", "text"),
+    SignedField("to_agent", "text"),
+    SignedField("task", "int"),
+    SignedField("payload", "jsonb", {}),
+)
+signed_write("broadcast", BROADCAST_TABLE, BROADCAST_FIELDS)
+
+
+# -- scsql worker -------------------------------------------------------------
+
+
+def _maintain(agent: Agent) -> int:
+    with agent.transaction() as conn:
+        row = conn.execute("select * from scsql.queue_maintenance()").fetchone()
+    return row["requeued"] + row["dead"]
+
+
+def jobs() -> list[Job]:
+    """Background work for ``scsql worker``: return expired leases to the queue."""
+    return [Job("queue-maintenance", _maintain)]

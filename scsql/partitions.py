@@ -1,0 +1,52 @@
+"""Daily partitions of tool_calls and outcomes.
+
+The work is done by SQL functions (``scsql._maintain_partitions``,
+``scsql.partition_status``, ``scsql.set_partition_retention``); this module
+calls them on an administrator's connection, and installs pg_partman into a
+database (which needs a superuser) before its first migrate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .roles import admin_connection
+
+# What a superuser runs so scsql_owner can drive pg_partman (4.x or 5.x).
+ENABLE_PARTMAN = """
+create schema if not exists partman;
+create extension if not exists pg_partman schema partman;
+grant usage, create on schema partman to scsql_owner;
+grant select, insert, update, delete on all tables in schema partman to scsql_owner;
+grant usage on all sequences in schema partman to scsql_owner;
+grant execute on all functions in schema partman to scsql_owner;
+grant execute on all procedures in schema partman to scsql_owner;
+"""
+
+
+def partman_available(conninfo: str) -> bool:
+    """Whether the server has pg_partman's extension files installed."""
+    with admin_connection(conninfo) as conn:
+        return conn.execute(
+            "select exists (select from pg_available_extensions where name = 'pg_partman') as ok"
+        ).fetchone()["ok"]
+
+
+def enable_partman(conninfo: str) -> str:
+    """Create pg_partman in schema partman and let scsql_owner use it. Returns its version."""
+    with admin_connection(conninfo) as conn:
+        conn.execute(ENABLE_PARTMAN)
+        version = conn.execute("select extversion from pg_extension where extname = 'pg_partman'").fetchone()
+    return f"pg_partman {version['extversion']} is installed in schema partman"
+
+
+def maintain(conninfo: str) -> list[dict[str, Any]]:
+    with admin_connection(conninfo) as conn:
+        conn.execute("set local role scsql_admin")
+        return conn.execute("select * from scsql._maintain_partitions()").fetchall()
+
+
+def status(conninfo: str) -> list[dict[str, Any]]:
+    with admin_connection(conninfo) as conn:
+        conn.execute("set local role scsql_admin")
+        return conn.execute("select * from scsql.partition_status()").fetchall()

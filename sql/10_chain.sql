@@ -1,0 +1,537 @@
+-- 10 chain: hash-chained, signed, append-only tables.
+--
+-- Any table becomes chained with one idempotent call placed in an sql/ file:
+--
+--   select scsql._make_chained('scsql.broadcasts',
+--            p_signed  => array['kind', 'body'],      -- the author signs these
+--            p_stamped => array['broadcast_id']);     -- the database fills these
+--
+-- Every row then carries at, author_id, key_id, chain_id, seq, prev_hash,
+-- row_hash and signature; it joins the acting agent's chain (one chain per
+-- project and agent, spanning every chained table); UPDATE, DELETE and
+-- TRUNCATE are revoked and rejected. The canonical encoding is defined once,
+-- in the comment of scsql._enc.
+
+select scsql._define_error(code, name, meaning) from (values
+  ('SC100', 'append_only',         'Rows of a chained table are never updated, deleted or truncated; record a new row instead.'),
+  ('SC101', 'signature_missing',   'A chained write needs the author''s Ed25519 signature (64 bytes) of its canonical payload; the scsql Python layer adds it.'),
+  ('SC102', 'signing_key_invalid', 'The key_id of a chained write is not the author''s key valid at the row''s time (the key was rotated: restart the agent so it loads its new key).'),
+  ('SC103', 'clock_skew',          'The timestamp a chained write carries is missing or too far from the server''s clock (scsql.clock_skew, default 5 minutes).'),
+  ('SC104', 'chain_forbidden',     'A write named a chain, project or chain position that is not the acting agent''s to choose.'),
+  ('SC105', 'not_chainable',       'scsql._make_chained refused the table or a field (see the message).'),
+  ('SC106', 'chain_unknown',       'No chain has that id.')
+) as t(code, name, meaning);
+
+-- ---------------------------------------------------------------------------
+-- Canonical encoding
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._enc(p_tag bytea, p_value bytea)
+returns bytea
+language sql
+immutable
+parallel safe
+as $$
+  select case when p_value is null then '\x4e00000000'::bytea
+              else p_tag || pg_catalog.int4send(pg_catalog.length(p_value)) || p_value end
+$$;
+comment on function scsql._enc(bytea, bytea) is $doc$Private. Encodes one field of the canonical encoding of chained rows. This comment is the specification; an independent verifier needs nothing else.
+
+FIELD. A non-NULL value is: one tag byte, the length of the value bytes as a 4-byte unsigned big-endian integer, then the value bytes. NULL, whatever its type, is the 5 bytes 4E 00 00 00 00 ("N", length 0). Value bytes and tags by column type (the encoding never depends on DateStyle, TimeZone, extra_float_digits, client_encoding or any other setting):
+  text, varchar        tag "t" (0x74): the UTF-8 bytes of the string, unnormalised.
+  smallint/int/bigint  tag "i" (0x69): ASCII decimal, "-" for negatives, no leading zeros or "+" ("0", "-42").
+  numeric              tag "n" (0x6E): ASCII decimal of the value with trailing fractional zeros removed, and the "." too when nothing follows it; never an exponent; zero is "0"; "NaN", "Infinity", "-Infinity" (1.50 -> "1.5", 100 -> "100", -0.00 -> "0").
+  boolean              tag "b" (0x62): "t" or "f".
+  timestamptz          tag "T" (0x54): ASCII decimal of the microseconds since 1970-01-01 00:00:00 UTC (negative before it); infinite timestamps cannot be encoded.
+  bytea                tag "x" (0x78): the bytes.
+  uuid                 tag "u" (0x75): the 36-character lower-case hyphenated form, ASCII.
+  jsonb                tag "j" (0x6A): the UTF-8 bytes of PostgreSQL's jsonb text output: object keys ordered by byte length then bytewise, ", " between items, ": " after keys, numbers as written in the input (scale kept, exponent expanded, "-0" as "0"), strings with only " \ and control characters escaped (\b \f \n \r \t, others \u00xx in lower-case hex).
+Other types cannot be chained.
+
+PAYLOAD (what the author signs with Ed25519; everything in it is known to the client before the insert): the concatenation of the fields
+  text "scsql/1", text <schema.table>, text <author agent name>, int <key_id>, timestamptz <at>,
+  then the table's signed columns in scsql.chained_tables.signed_fields order.
+
+CANONICAL ROW BYTES: int <chain_id>, int <seq>, then the table's stamped columns (assigned by the database, hashed but not signed) in stamped_fields order, then the payload.
+
+ROW HASH: row_hash = sha256(prev_hash || canonical row bytes || signature), where prev_hash is the row_hash of the previous row of the same chain (seq - 1), or 32 zero bytes for seq 1. A chain is linear: seq runs 1, 2, 3, ... with no gap, across every chained table.
+
+The signature is checked against the public key in scsql.agent_keys with the row's key_id for the row's author; that key must be the author's key valid at the row's at (the key with the latest valid_from <= at).$doc$;
+
+create or replace function scsql._enc_text(p_value text)
+returns bytea language sql immutable parallel safe
+as $$ select scsql._enc('\x74'::bytea, pg_catalog.convert_to(p_value, 'UTF8')) $$;
+comment on function scsql._enc_text(text) is 'Private. Canonical field of a text value (tag "t"); see scsql._enc.';
+
+create or replace function scsql._enc_int(p_value bigint)
+returns bytea language sql immutable parallel safe
+as $$ select scsql._enc('\x69'::bytea, pg_catalog.convert_to(p_value::text, 'UTF8')) $$;
+comment on function scsql._enc_int(bigint) is 'Private. Canonical field of an integer (tag "i"); see scsql._enc.';
+
+create or replace function scsql._enc_numeric(p_value numeric)
+returns bytea language sql immutable parallel safe
+as $$ select scsql._enc('\x6e'::bytea, pg_catalog.convert_to(pg_catalog.trim_scale(p_value)::text, 'UTF8')) $$;
+comment on function scsql._enc_numeric(numeric) is 'Private. Canonical field of a numeric (tag "n", trailing zeros trimmed); see scsql._enc.';
+
+create or replace function scsql._enc_bool(p_value boolean)
+returns bytea language sql immutable parallel safe
+as $$ select scsql._enc('\x62'::bytea, case when p_value then '\x74'::bytea when not p_value then '\x66'::bytea end) $$;
+comment on function scsql._enc_bool(boolean) is 'Private. Canonical field of a boolean (tag "b", "t" or "f"); see scsql._enc.';
+
+-- extract(epoch ...) of a timestamptz does not depend on the time zone, so
+-- the function is immutable even though extract in general is only stable.
+create or replace function scsql._enc_ts(p_value timestamptz)
+returns bytea language sql immutable parallel safe
+as $$ select scsql._enc('\x54'::bytea, pg_catalog.convert_to(((extract(epoch from p_value) * 1000000)::bigint)::text, 'UTF8')) $$;
+comment on function scsql._enc_ts(timestamptz) is 'Private. Canonical field of a timestamptz (tag "T", microseconds since the Unix epoch, UTC); see scsql._enc.';
+
+create or replace function scsql._enc_bytea(p_value bytea)
+returns bytea language sql immutable parallel safe
+as $$ select scsql._enc('\x78'::bytea, p_value) $$;
+comment on function scsql._enc_bytea(bytea) is 'Private. Canonical field of a bytea (tag "x"); see scsql._enc.';
+
+create or replace function scsql._enc_uuid(p_value uuid)
+returns bytea language sql immutable parallel safe
+as $$ select scsql._enc('\x75'::bytea, pg_catalog.convert_to(p_value::text, 'UTF8')) $$;
+comment on function scsql._enc_uuid(uuid) is 'Private. Canonical field of a uuid (tag "u"); see scsql._enc.';
+
+create or replace function scsql._enc_jsonb(p_value jsonb)
+returns bytea language sql immutable parallel safe
+as $$ select scsql._enc('\x6a'::bytea, pg_catalog.convert_to(p_value::text, 'UTF8')) $$;
+comment on function scsql._enc_jsonb(jsonb) is 'Private. Canonical field of a jsonb value (tag "j", jsonb text output); see scsql._enc.';
+
+create or replace function scsql._enc_kind(p_type regtype)
+returns text
+language sql
+immutable
+as $$
+  select case p_type
+    when 'text'::regtype then 'text' when 'character varying'::regtype then 'text'
+    when 'smallint'::regtype then 'int' when 'integer'::regtype then 'int' when 'bigint'::regtype then 'int'
+    when 'numeric'::regtype then 'numeric'
+    when 'boolean'::regtype then 'bool'
+    when 'timestamp with time zone'::regtype then 'ts'
+    when 'bytea'::regtype then 'bytea'
+    when 'uuid'::regtype then 'uuid'
+    when 'jsonb'::regtype then 'jsonb'
+  end
+$$;
+comment on function scsql._enc_kind(regtype) is
+  'Private. The canonical-encoding kind of a column type (text, int, numeric, bool, ts, bytea, uuid, jsonb), NULL when the type cannot be chained.';
+
+-- ---------------------------------------------------------------------------
+-- The registry of chained tables and its generated expressions
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._chain_fields(p_table text default null)
+returns table (table_name text, part text, ordinal integer, column_name text, kind text)
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql
+as $$
+  select t.table_name, f.part, f.ord::integer, f.col, scsql._enc_kind(a.atttypid::regtype)
+  from scsql.chained_tables t
+  cross join lateral (
+    select 'stamped' as part, s.col, s.ord from unnest(t.stamped_fields) with ordinality s(col, ord)
+    union all
+    select 'signed', s.col, s.ord from unnest(t.signed_fields) with ordinality s(col, ord)
+  ) f
+  join pg_catalog.pg_attribute a on a.attrelid = t.table_name::regclass and a.attname = f.col and not a.attisdropped
+  where p_table is null or t.table_name = p_table
+  order by t.table_name, f.part desc, f.ord
+$$;
+comment on function scsql._chain_fields(text) is
+  'Private. The fields of each chained table in canonical order: part = stamped (hashed, not signed) then signed (in the payload), with their encoding kind. Verifiers read it to encode rows independently.';
+
+create or replace function scsql._chain_payload_expr(p_table text, p_rec text, p_author text)
+returns text
+language sql
+stable
+as $$
+  select format('scsql._enc_text(%L) || scsql._enc_text(%L) || scsql._enc_text(%s) || scsql._enc_int(%s.key_id) || scsql._enc_ts(%s.at)',
+                'scsql/1', p_table, p_author, p_rec, p_rec)
+      || coalesce((select string_agg(format(' || scsql._enc_%s(%s.%I)', f.kind, p_rec, f.column_name), '' order by f.ordinal)
+                   from scsql._chain_fields(p_table) f where f.part = 'signed'), '')
+$$;
+comment on function scsql._chain_payload_expr(text, text, text) is
+  'Private. Generates the SQL expression of a row''s signed payload (see scsql._enc) for chained table p_table over record p_rec.';
+
+create or replace function scsql._chain_body_expr(p_table text, p_rec text, p_author text)
+returns text
+language sql
+stable
+as $$
+  -- The stamped fields then the payload of one row, as an SQL expression over
+  -- record p_rec, with p_author the expression of the author's name.
+  select coalesce((select string_agg(format('scsql._enc_%s(%s.%I) || ', f.kind, p_rec, f.column_name), '' order by f.ordinal)
+                   from scsql._chain_fields(p_table) f where f.part = 'stamped'), '')
+      || scsql._chain_payload_expr(p_table, p_rec, p_author)
+$$;
+comment on function scsql._chain_body_expr(text, text, text) is
+  'Private. Generates the SQL expression of a row''s stamped fields followed by its signed payload (see scsql._enc) for chained table p_table, over record p_rec; p_author is the expression of the author agent''s name. The canonical row bytes are int chain_id || int seq || this.';
+
+create or replace function scsql._chain_object_name(p_table text, p_prefix text)
+returns text
+language sql
+immutable
+as $$
+  select p_prefix || case when split_part(p_table, '.', 1) = 'scsql' then split_part(p_table, '.', 2)
+                          else replace(p_table, '.', '__') end
+$$;
+comment on function scsql._chain_object_name(text, text) is
+  'Private. Name of a generated object for a chained table (e.g. _chain_insert_tool_calls).';
+
+-- ---------------------------------------------------------------------------
+-- Appending to a chain
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._chain_clock_skew()
+returns interval
+language sql
+stable
+as $$ select coalesce(nullif(pg_catalog.current_setting('scsql.clock_skew', true), '')::interval, interval '5 minutes') $$;
+comment on function scsql._chain_clock_skew() is
+  'Private. How far the timestamp of a chained write may be from the server clock: setting scsql.clock_skew (ALTER DATABASE ... SET scsql.clock_skew = ''2 minutes''), default 5 minutes.';
+
+create or replace function scsql._chain_check_signer(p_agent bigint, p_key_id integer, p_at timestamptz, p_signature bytea)
+returns void
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, scsql
+as $$
+declare
+  v_key integer;
+  v_now timestamptz := clock_timestamp();
+begin
+  if p_signature is null or length(p_signature) <> 64 then
+    raise exception using errcode = 'SC101',
+      message = format('a chained write needs a 64-byte Ed25519 signature, got %s',
+                       coalesce(length(p_signature)::text || ' bytes', 'none')),
+      hint = 'Write through scsql (MCP tools or the Python API), which signs with the agent''s key; the payload is described in COMMENT ON FUNCTION scsql._enc.';
+  end if;
+  if p_at is null or p_at < v_now - scsql._chain_clock_skew() or p_at > v_now + scsql._chain_clock_skew() then
+    raise exception using errcode = 'SC103',
+      message = format('the write''s timestamp %s is more than %s from the server clock %s',
+                       coalesce(p_at::text, 'NULL'), scsql._chain_clock_skew(), v_now),
+      hint = 'Check the client''s clock (NTP).';
+  end if;
+  select k.key_id into v_key from scsql.agent_keys k
+  where k.agent_id = p_agent and k.valid_from <= p_at
+  order by k.valid_from desc limit 1;
+  if v_key is distinct from p_key_id then
+    raise exception using errcode = 'SC102',
+      message = format('key %s is not the signing key valid at %s (that is key %s)',
+                       coalesce(p_key_id::text, 'NULL'), p_at, coalesce(v_key::text, 'none')),
+      hint = 'The agent''s key was rotated: restart the agent process so it loads its current key.';
+  end if;
+end
+$$;
+comment on function scsql._chain_check_signer(bigint, integer, timestamptz, bytea) is
+  'Private. Checks a chained write''s signing fields before it is linked: a 64-byte signature (SC101), a timestamp within scsql.clock_skew of the server clock (SC103), and key_id = the author''s key valid at that time (SC102). The signature itself is checked by verifiers, which hold the public keys; the database has no Ed25519.';
+
+create or replace function scsql._chain_link(
+  p_project bigint, p_agent bigint, p_chain bigint, p_body bytea, p_signature bytea,
+  out chain_id bigint, out seq bigint, out prev_hash bytea, out row_hash bytea)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+declare
+  v_head scsql.chains;
+begin
+  -- The head row serialises the chain: concurrent writers of one agent wait here.
+  select * into v_head from scsql.chains c
+  where c.project_id = p_project and c.agent_id = p_agent
+  for update;
+  if not found then
+    insert into scsql.chains as c (project_id, agent_id) values (p_project, p_agent)
+    on conflict (project_id, agent_id) do nothing;
+    select * into v_head from scsql.chains c
+    where c.project_id = p_project and c.agent_id = p_agent
+    for update;
+  end if;
+  if p_chain is not null and p_chain <> v_head.chain_id then
+    raise exception using errcode = 'SC104',
+      message = format('chain %s is not the acting agent''s chain (%s)', p_chain, v_head.chain_id),
+      hint = 'Rows join their author''s chain; leave chain_id unset.';
+  end if;
+  chain_id := v_head.chain_id;
+  seq := v_head.head_seq + 1;
+  prev_hash := v_head.head_hash;
+  row_hash := sha256(prev_hash || scsql._enc_int(chain_id) || scsql._enc_int(seq) || p_body || p_signature);
+  update scsql.chains c set head_seq = seq, head_hash = row_hash
+  where c.project_id = p_project and c.chain_id = v_head.chain_id;
+end
+$$;
+comment on function scsql._chain_link(bigint, bigint, bigint, bytea, bytea) is
+  'Private, called by the generated insert triggers. Locks the head row of the (project, agent) chain FOR UPDATE (creating the chain on first use), assigns the next seq, and returns chain_id, seq, prev_hash and row_hash = sha256(prev_hash || int chain_id || int seq || p_body || p_signature), p_body being the stamped fields and the payload (see scsql._enc). Raises SC104 when p_chain names another chain.';
+
+create or replace function scsql._chain_append_only()
+returns trigger
+language plpgsql
+as $$
+begin
+  raise exception using errcode = 'SC100',
+    message = format('%s is append-only: %s is not allowed',
+                     pg_catalog.pg_partition_root(tg_relid)::text, lower(tg_op)),
+    hint = 'Chained rows are never changed or removed; record a new row (an outcome, a correction) instead.';
+end
+$$;
+comment on function scsql._chain_append_only() is
+  'Private trigger. Rejects UPDATE, DELETE (row level) and TRUNCATE (statement level) on chained tables and their partitions with SC100.';
+
+create or replace function scsql._chain_protect(p_table regclass)
+returns void
+language plpgsql
+as $$
+declare
+  r record;
+begin
+  for r in select relid from pg_catalog.pg_partition_tree(p_table) union select p_table loop
+    -- Only tables not yet protected (cheap to call from frequent maintenance).
+    continue when exists (select from pg_catalog.pg_trigger t where t.tgrelid = r.relid and t.tgname = 'zz_chain_no_truncate');
+    execute format('revoke update, delete, truncate on %s from public, scsql_agent, scsql_auditor, scsql_admin, scsql_app, scsql_owner', r.relid::regclass);
+    execute format('create trigger zz_chain_no_truncate before truncate on %s for each statement execute function scsql._chain_append_only()', r.relid::regclass);
+    if r.relid <> p_table then
+      -- Partitions are reached through their parent only; direct access is the owner's and the auditor's.
+      execute format('revoke all on %s from public, scsql_agent, scsql_admin, scsql_app', r.relid::regclass);
+      perform scsql._secure_table(r.relid::regclass);
+    end if;
+  end loop;
+end
+$$;
+comment on function scsql._chain_protect(regclass) is
+  'Private. Makes a chained table and each of its partitions append-only: revokes UPDATE, DELETE and TRUNCATE from every role (the owner included), adds the TRUNCATE trigger (row triggers are inherited by partitions, statement triggers are not), and puts partitions under forced RLS with no agent access. Tables already protected (they have the TRUNCATE trigger) are skipped, so partition maintenance can call it often.';
+
+create or replace function scsql._make_chained(p_table regclass, p_signed text[], p_stamped text[] default '{}')
+returns void
+language plpgsql
+as $$
+declare
+  v_name text;
+  v_kind text;
+  v_col text;
+  v_fn text := scsql._chain_object_name(p_table::text, '_chain_insert_');
+  v_reserved constant text[] := array['project_id', 'at', 'author_id', 'key_id', 'chain_id', 'seq', 'prev_hash', 'row_hash', 'signature'];
+  v_chain_cols constant text[][] := array[
+    ['at', 'timestamptz'], ['author_id', 'bigint'], ['key_id', 'integer'], ['chain_id', 'bigint'],
+    ['seq', 'bigint'], ['prev_hash', 'bytea'], ['row_hash', 'bytea'], ['signature', 'bytea']];
+  i integer;
+begin
+  select n.nspname || '.' || c.relname into v_name
+  from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
+  where c.oid = p_table and c.relkind in ('r', 'p') and not c.relispartition;
+  if v_name is null then
+    raise exception using errcode = 'SC105', message = format('%s is not a table (or is a partition)', p_table);
+  end if;
+  if not exists (select from pg_catalog.pg_attribute where attrelid = p_table and attname = 'project_id'
+                 and atttypid = 'bigint'::regtype and not attisdropped) then
+    raise exception using errcode = 'SC105', message = format('%s has no project_id bigint column', v_name),
+      hint = 'Chains belong to a project: every chained table carries project_id.';
+  end if;
+  if p_signed is null or cardinality(p_signed) = 0 or p_stamped is null then
+    raise exception using errcode = 'SC105', message = 'p_signed must list at least one column and p_stamped may not be NULL';
+  end if;
+  if (select count(distinct c) from unnest(p_signed || p_stamped) c) <> cardinality(p_signed || p_stamped) then
+    raise exception using errcode = 'SC105', message = 'a column is listed twice in p_signed/p_stamped';
+  end if;
+  foreach v_col in array p_signed || p_stamped loop
+    if v_col = any (v_reserved) then
+      raise exception using errcode = 'SC105', message = format('column %s is managed by the chain; do not list it', v_col);
+    end if;
+    select scsql._enc_kind(a.atttypid::regtype) into v_kind from pg_catalog.pg_attribute a
+    where a.attrelid = p_table and a.attname = v_col and not a.attisdropped;
+    if not found then
+      raise exception using errcode = 'SC105', message = format('%s has no column %s', v_name, v_col);
+    end if;
+    if v_kind is null then
+      raise exception using errcode = 'SC105',
+        message = format('column %s.%s has a type the canonical encoding does not define', v_name, v_col),
+        hint = 'Chainable types: text, varchar, smallint, integer, bigint, numeric, boolean, timestamptz, bytea, uuid, jsonb.';
+    end if;
+  end loop;
+
+  -- Chain columns the table lacks (the table must be empty for NOT NULL).
+  for i in 1 .. array_length(v_chain_cols, 1) loop
+    execute format('alter table %s add column if not exists %I %s', p_table, v_chain_cols[i][1], v_chain_cols[i][2]);
+    execute format('alter table %s alter column %I set not null', p_table, v_chain_cols[i][1]);
+  end loop;
+  execute format('create index if not exists %I on %s (chain_id, seq)',
+                 scsql._chain_object_name(v_name, '') || '_chain_idx', p_table);
+
+  insert into scsql.chained_tables (table_name, signed_fields, stamped_fields)
+  values (v_name, p_signed, p_stamped)
+  on conflict (table_name) do update set signed_fields = excluded.signed_fields, stamped_fields = excluded.stamped_fields;
+
+  -- The insert trigger, generated for this table's fields.
+  execute format($f$
+create or replace function scsql.%1$I()
+returns trigger
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $body$
+declare
+  v_me scsql.agents := scsql._me();
+  v_link record;
+begin
+  if new.author_id is not null and new.author_id <> v_me.agent_id then
+    raise exception using errcode = 'SC011',
+      message = format('the row names agent %%s as its author, but agent %%s is acting', new.author_id, v_me.name),
+      hint = 'The author is the acting agent; leave author_id unset.';
+  end if;
+  if new.project_id is not null and new.project_id <> v_me.project_id then
+    raise exception using errcode = 'SC104',
+      message = format('the row names project %%s, but agent %%s belongs to project %%s', new.project_id, v_me.name, v_me.project_id);
+  end if;
+  if new.seq is not null or new.prev_hash is not null or new.row_hash is not null then
+    raise exception using errcode = 'SC104', message = 'seq, prev_hash and row_hash are assigned by the chain, not by the writer';
+  end if;
+  new.author_id := v_me.agent_id;
+  new.project_id := v_me.project_id;
+  perform scsql._chain_check_signer(v_me.agent_id, new.key_id, new.at, new.signature);
+  select * into v_link from scsql._chain_link(v_me.project_id, v_me.agent_id, new.chain_id,
+    %2$s, new.signature);
+  new.chain_id := v_link.chain_id;
+  new.seq := v_link.seq;
+  new.prev_hash := v_link.prev_hash;
+  new.row_hash := v_link.row_hash;
+  return new;
+end
+$body$;
+$f$, v_fn, scsql._chain_body_expr(v_name, 'new', 'v_me.name'));
+  execute format('comment on function scsql.%I() is %L', v_fn,
+    format('Private trigger, generated by scsql._make_chained for %s. Stamps the author from the acting role, checks the signing fields and links the row into its author''s chain. Raises SC011 (another author), SC104 (another chain or project, or chain columns set), SC101/SC102/SC103 (signing fields).', v_name));
+  execute format('drop trigger if exists zz_chain_insert on %s', p_table);
+  execute format('create trigger zz_chain_insert before insert on %s for each row execute function scsql.%I()', p_table, v_fn);
+  execute format('drop trigger if exists zz_chain_append_only on %s', p_table);
+  execute format('create trigger zz_chain_append_only before update or delete on %s for each row execute function scsql._chain_append_only()', p_table);
+  execute format('revoke update, delete, truncate on %s from public, scsql_agent, scsql_auditor, scsql_admin, scsql_app, scsql_owner', p_table);
+  perform scsql._chain_protect(p_table);
+end
+$$;
+comment on function scsql._make_chained(regclass, text[], text[]) is $doc$Private; called from sql/ files (it is idempotent and re-run on every migrate). Makes a table chained:
+  select scsql._make_chained('scsql.broadcasts', p_signed => array['kind', 'body'], p_stamped => array['broadcast_id']);
+The table needs project_id bigint. The call adds the chain columns it lacks (at timestamptz, author_id bigint, key_id integer, chain_id bigint, seq bigint, prev_hash bytea, row_hash bytea, signature bytea; all NOT NULL, so make a table chained while it is empty, or declare them in its migration, which a table partitioned on at must do), an index on (chain_id, seq), registers the table in scsql.chained_tables, generates its insert trigger (zz_chain_insert: author and project stamped from the acting agent, signing fields checked, row linked into the author's chain), the UPDATE/DELETE trigger and the TRUNCATE trigger (SC100), and revokes UPDATE, DELETE and TRUNCATE from every role.
+p_signed: the columns the author signs, in payload order; the writing function takes them as arguments together with p_at timestamptz, p_key_id integer and p_signature bytea, which the Python layer supplies (declare the function with scsql.chain.signed_write in Python, see scsql/chain.py). p_stamped: columns the database fills (identity ids, computed values), hashed into row_hash but not signed; fill them before the insert (defaults, the writing function, or a BEFORE INSERT trigger named before zz_chain_insert). Raises SC105 for a table without project_id, an unknown or managed column, or a type the canonical encoding (scsql._enc) does not define.$doc$;
+
+create or replace function scsql._chain_scan_sql(p_table text)
+returns text
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql
+as $$
+  select format('select chain_id, seq, at, key_id, author_id, prev_hash, row_hash, signature%s from %s where mod(chain_id, %%s) = %%s order by chain_id, seq',
+                coalesce((select string_agg(format(', %I', f.column_name), '' order by f.part desc, f.ordinal)
+                          from scsql._chain_fields(p_table) f), ''),
+                t.table_name)
+  from scsql.chained_tables t where t.table_name = p_table
+$$;
+comment on function scsql._chain_scan_sql(text) is
+  'Private. The query that streams every row of one chained table ordered by (chain_id, seq): chain columns, then the stamped and the signed fields in canonical order. Two placeholders select the chains whose chain_id modulo N equals i, so verifiers can split chains between processes.';
+
+-- ---------------------------------------------------------------------------
+-- Verification in SQL (chain only; signatures are checked by scsql verify)
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql.verify_chain(
+  p_chain bigint, p_from_checkpoint bigint default null,
+  out chain_id bigint, out ok boolean, out rows_checked bigint, out broken_seq bigint, out kind text, out detail text)
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, scsql
+as $$
+declare
+  v_chain scsql.chains;
+  v_author text;
+  v_query text;
+  v_seq bigint;
+  v_prev bytea;
+  v_cp_seq bigint;
+  v_cp_hash bytea;
+  r record;
+begin
+  select * into v_chain from scsql.chains c where c.chain_id = p_chain;
+  if not found then
+    raise exception using errcode = 'SC106', message = format('chain %s does not exist', coalesce(p_chain::text, 'NULL'));
+  end if;
+  chain_id := p_chain;
+  rows_checked := 0;
+  select a.name into v_author from scsql.agents a where a.agent_id = v_chain.agent_id;
+  v_seq := v_chain.horizon_seq;
+  v_prev := v_chain.horizon_hash;
+  if p_from_checkpoint is not null then
+    select h.seq, h.row_hash into v_cp_seq, v_cp_hash from scsql.checkpoint_heads h
+    where h.project_id = v_chain.project_id and h.checkpoint_id = p_from_checkpoint and h.chain_id = p_chain;
+    if not found then
+      raise exception using errcode = 'SC010',
+        message = format('checkpoint %s has no head for chain %s', p_from_checkpoint, p_chain);
+    end if;
+    if v_cp_seq > v_seq then
+      v_seq := v_cp_seq;
+      v_prev := v_cp_hash;
+    end if;
+  end if;
+
+  select string_agg(format('select t.seq, t.prev_hash, t.row_hash, sha256(t.prev_hash || scsql._enc_int(t.chain_id) || scsql._enc_int(t.seq) || %s || t.signature) as computed from %s t where t.chain_id = $1 and t.seq > $2',
+                           scsql._chain_body_expr(ct.table_name, 't', '$3'), ct.table_name), ' union all ')
+  into v_query from scsql.chained_tables ct;
+  if v_query is not null then
+    for r in execute v_query || ' order by 1' using p_chain, v_seq, v_author loop
+      rows_checked := rows_checked + 1;
+      if r.seq = v_seq then
+        ok := false; broken_seq := r.seq; kind := 'fork';
+        detail := format('two rows have seq %s', r.seq);
+        return;
+      elsif r.seq <> v_seq + 1 then
+        ok := false; broken_seq := r.seq; kind := 'seq-gap';
+        detail := format('expected seq %s, found %s: rows are missing', v_seq + 1, r.seq);
+        return;
+      elsif r.prev_hash <> v_prev then
+        ok := false; broken_seq := r.seq; kind := 'prev-mismatch';
+        detail := 'prev_hash is not the row_hash of the previous row';
+        return;
+      elsif r.computed <> r.row_hash then
+        ok := false; broken_seq := r.seq; kind := 'hash-mismatch';
+        detail := 'row_hash does not match the row''s content';
+        return;
+      end if;
+      v_seq := r.seq;
+      v_prev := r.row_hash;
+    end loop;
+  end if;
+  if v_seq <> v_chain.head_seq or v_prev <> v_chain.head_hash then
+    ok := false; broken_seq := v_seq + 1; kind := 'head-mismatch';
+    detail := format('the chain''s head is seq %s but its rows end at seq %s', v_chain.head_seq, v_seq);
+    return;
+  end if;
+  -- The newest checkpoint must still be in the chain (a removed tail is found here).
+  select h.seq, h.row_hash into v_cp_seq, v_cp_hash from scsql.checkpoint_heads h
+  where h.project_id = v_chain.project_id and h.chain_id = p_chain
+  order by h.checkpoint_id desc limit 1;
+  if found and v_cp_seq > v_seq then
+    ok := false; broken_seq := v_seq + 1; kind := 'checkpoint-mismatch';
+    detail := format('checkpoint covers seq %s but the chain ends at seq %s', v_cp_seq, v_seq);
+    return;
+  end if;
+  ok := true;
+end
+$$;
+comment on function scsql.verify_chain(bigint, bigint) is
+  'Auditor. Re-computes chain P_CHAIN in SQL from its horizon (or from checkpoint P_FROM_CHECKPOINT): every row''s seq follows the previous one, prev_hash is the previous row_hash, and row_hash = sha256(prev_hash || canonical row bytes || signature) (see scsql._enc). Returns chain_id, ok, rows_checked and, for the first break, broken_seq and kind: seq-gap (rows missing before broken_seq), fork (seq repeated), prev-mismatch, hash-mismatch (the row was altered), head-mismatch or checkpoint-mismatch (the newest rows were removed). Signatures are checked by scsql verify. Raises SC106 for an unknown chain.';
+
+create or replace function scsql.chain_heads()
+returns table (project text, agent text, chain_id bigint, head_seq bigint, head_hash text, horizon_seq bigint)
+language sql
+stable
+as $$
+  select p.name, a.name, c.chain_id, c.head_seq, encode(c.head_hash, 'hex'), c.horizon_seq
+  from scsql.chains c join scsql.agents a using (agent_id) join scsql.projects p on p.project_id = c.project_id
+  order by c.chain_id
+$$;
+comment on function scsql.chain_heads() is
+  'Auditor. Every chain with its project, agent, head seq and hash (hex), and the horizon seq where verification starts.';

@@ -1,0 +1,398 @@
+-- 11 audit: sessions, tool calls and outcomes (chained, signed), their cost,
+-- classification, and the learning loop.
+
+select scsql._define_error(code, name, meaning) from (values
+  ('SC110', 'classification_invalid', 'Classification must be public, internal, confidential or restricted.'),
+  ('SC111', 'reference_unknown',      'An outcome or tool call refers to a session or tool call that does not exist in the agent''s project.'),
+  ('SC112', 'price_invalid',          'A model price must be a non-negative number of USD per million tokens.')
+) as t(code, name, meaning);
+
+select scsql._make_chained('scsql.sessions', array['client', 'model', 'title'], array['session_id']);
+select scsql._make_chained('scsql.tool_calls',
+  array['session_id', 'tool', 'model', 'origin', 'input_tokens', 'output_tokens', 'latency_ms', 'status',
+        'input_preview', 'output_preview'],
+  array['tool_call_id', 'cost_usd']);
+select scsql._make_chained('scsql.outcomes',
+  array['tool_call_id', 'session_id', 'task_ref', 'kind', 'signal', 'confidence', 'summary', 'evidence',
+        'classification'],
+  array['outcome_id']);
+
+-- ---------------------------------------------------------------------------
+-- Classification
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._confidential_authors()
+returns bigint[]
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql
+as $$
+  select coalesce(array_agg(a.agent_id), '{}')
+  from scsql.agents a, scsql._me() me
+  where a.project_id = me.project_id
+    and (a.team_role = me.team_role
+         or exists (select from scsql.confidential_grants g
+                    where g.project_id = me.project_id and g.agent_id = me.agent_id and g.team_role = a.team_role))
+$$;
+comment on function scsql._confidential_authors() is
+  'Private. Agents of the acting agent''s project whose confidential rows it may read: those of its own team role, and of team roles an administrator granted it (grant_confidential). Policies call it once per statement.';
+
+create or replace function scsql.grant_confidential(p_agent text, p_team_role text)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+declare
+  v_agent scsql.agents;
+begin
+  select * into v_agent from scsql.agents where name = p_agent;
+  if not found then
+    raise exception using errcode = 'SC003', message = format('agent "%s" does not exist', p_agent);
+  end if;
+  if not exists (select from scsql.team_roles where name = p_team_role) then
+    raise exception using errcode = 'SC008', message = format('team role "%s" does not exist', p_team_role);
+  end if;
+  insert into scsql.confidential_grants (project_id, agent_id, team_role)
+  values (v_agent.project_id, v_agent.agent_id, p_team_role)
+  on conflict do nothing;
+end
+$$;
+comment on function scsql.grant_confidential(text, text) is
+  'Administrators only. Lets agent AGENT read the confidential outcomes and learnings written by agents of team role TEAM_ROLE in its project (agents always read those of their own team role). Idempotent. Raises SC003 unknown agent, SC008 unknown team role.';
+
+create or replace function scsql.revoke_confidential(p_agent text, p_team_role text)
+returns boolean
+language sql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+  with d as (
+    delete from scsql.confidential_grants g using scsql.agents a
+    where g.agent_id = a.agent_id and a.name = p_agent and g.team_role = p_team_role
+    returning 1
+  )
+  select exists (select from d)
+$$;
+comment on function scsql.revoke_confidential(text, text) is
+  'Administrators only. Withdraws a grant made by grant_confidential. Returns true when a grant was removed.';
+
+-- ---------------------------------------------------------------------------
+-- Prices and cost
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql.set_model_price(p_model text, p_input_usd_per_mtok numeric, p_output_usd_per_mtok numeric,
+                                                 p_effective_from timestamptz default now())
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+begin
+  perform scsql._require(char_length(p_model) between 1 and 200, 'model must be 1 to 200 characters');
+  if p_input_usd_per_mtok is null or p_output_usd_per_mtok is null
+     or p_input_usd_per_mtok < 0 or p_output_usd_per_mtok < 0
+     or p_input_usd_per_mtok = 'NaN' or p_output_usd_per_mtok = 'NaN'
+     or p_input_usd_per_mtok = 'Infinity' or p_output_usd_per_mtok = 'Infinity' then
+    raise exception using errcode = 'SC112',
+      message = format('prices must be finite and >= 0 USD per million tokens, got input %s, output %s',
+                       coalesce(p_input_usd_per_mtok::text, 'NULL'), coalesce(p_output_usd_per_mtok::text, 'NULL'));
+  end if;
+  perform scsql._require(p_effective_from is not null and p_effective_from <> '-infinity' and p_effective_from <> 'infinity',
+                         'effective_from must be a finite time');
+  insert into scsql.model_prices (model, effective_from, input_usd_per_mtok, output_usd_per_mtok)
+  values (p_model, p_effective_from, p_input_usd_per_mtok, p_output_usd_per_mtok)
+  on conflict (model, effective_from) do update
+    set input_usd_per_mtok = excluded.input_usd_per_mtok, output_usd_per_mtok = excluded.output_usd_per_mtok;
+end
+$$;
+comment on function scsql.set_model_price(text, numeric, numeric, timestamptz) is
+  'Administrators only. Sets the price of MODEL (USD per million input tokens, per million output tokens) from EFFECTIVE_FROM (default now) on; a tool call''s model matches the longest priced name that is a prefix of it (claude-sonnet-4 prices claude-sonnet-4-20250514). Raises SC010 bad model name or time, SC112 bad price.';
+
+create or replace function scsql.model_prices()
+returns table (model text, effective_from timestamptz, input_usd_per_mtok numeric, output_usd_per_mtok numeric)
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql
+as $$
+  select model, effective_from, input_usd_per_mtok, output_usd_per_mtok from scsql.model_prices
+  order by model, effective_from
+$$;
+comment on function scsql.model_prices() is
+  'The price list: model, effective_from, USD per million input tokens and per million output tokens.';
+
+create or replace function scsql._tool_call_cost(p_model text, p_at timestamptz, p_origin text,
+                                                 p_input_tokens integer, p_output_tokens integer)
+returns numeric
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql
+as $$
+  -- The model writes the tool's input (its arguments) at the output rate and
+  -- reads the tool's output (the result) at the input rate.
+  select case
+    when p_origin = 'database' then 0::numeric
+    else (select (p_input_tokens::numeric * mp.output_usd_per_mtok + p_output_tokens::numeric * mp.input_usd_per_mtok) / 1000000
+          from scsql.model_prices mp
+          where left(p_model, length(mp.model)) = mp.model and mp.effective_from <= p_at
+          order by length(mp.model) desc, mp.effective_from desc
+          limit 1)
+  end
+$$;
+comment on function scsql._tool_call_cost(text, timestamptz, text, integer, integer) is
+  'Private. USD cost of a tool call priced from the model''s side: input_tokens (the arguments the model generated) at the model''s output rate plus output_tokens (the result the model reads next) at its input rate, using the price effective at the call''s time. 0 for origin database (the call only assembled database content); NULL when the model has no price.';
+
+create or replace function scsql.cost_report(p_since timestamptz default now() - interval '7 days', p_group_by text default 'model')
+returns table (key text, calls bigint, input_tokens bigint, output_tokens bigint, cost_usd numeric, unpriced_calls bigint)
+language plpgsql
+stable
+as $$
+begin
+  perform scsql._require(p_group_by in ('model', 'tool', 'agent', 'session', 'day', 'origin', 'status', 'project'),
+    format('group_by must be model, tool, agent, session, day, origin, status or project, got %L', p_group_by));
+  perform scsql._require(p_since is not null, 'since must be a time');
+  return query
+  select k.key, count(*)::bigint, sum(t.input_tokens)::bigint, sum(t.output_tokens)::bigint,
+         coalesce(sum(t.cost_usd), 0), count(*) filter (where t.cost_usd is null)::bigint
+  from scsql.tool_calls t
+  cross join lateral (select case p_group_by
+      when 'model' then coalesce(t.model, '(none)')
+      when 'tool' then t.tool
+      when 'agent' then coalesce((select a.name from scsql.agents a where a.agent_id = t.author_id), t.author_id::text)
+      when 'session' then coalesce(t.session_id::text, '(none)')
+      when 'day' then to_char(t.at at time zone 'UTC', 'YYYY-MM-DD')
+      when 'origin' then t.origin
+      when 'status' then t.status
+      when 'project' then coalesce((select p.name from scsql.projects p where p.project_id = t.project_id), t.project_id::text)
+    end as key) k
+  where t.at >= p_since
+  group by k.key
+  order by 5 desc, 1;
+end
+$$;
+comment on function scsql.cost_report(timestamptz, text) is
+  'Cost of the tool calls the caller may see since SINCE (default: 7 days ago), grouped by GROUP_BY: model (default), tool, agent, session, day (UTC), origin, status or project. Returns key, calls, input_tokens, output_tokens, cost_usd and unpriced_calls (calls whose model has no price; their cost is not in cost_usd). Raises SC010 for an unknown grouping.';
+
+-- ---------------------------------------------------------------------------
+-- Writing: sessions, tool calls, outcomes
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql.start_session(
+  p_client text default null, p_model text default null, p_title text default null,
+  p_at timestamptz default null, p_key_id integer default null, p_signature bytea default null,
+  out session_id bigint, out chain_id bigint, out seq bigint)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+declare
+  v_me scsql.agents := scsql._me();
+begin
+  perform scsql._require(p_client is null or char_length(p_client) <= 100, 'client must be at most 100 characters');
+  perform scsql._require(p_model is null or char_length(p_model) <= 200, 'model must be at most 200 characters');
+  perform scsql._require(p_title is null or char_length(p_title) <= 500, 'title must be at most 500 characters');
+  insert into scsql.sessions as s (client, model, title, at, key_id, signature)
+  values (p_client, p_model, p_title, p_at, p_key_id, p_signature)
+  returning s.session_id, s.chain_id, s.seq into session_id, chain_id, seq;
+end
+$$;
+comment on function scsql.start_session(text, text, text, timestamptz, integer, bytea) is
+  'Starts a working session for the acting agent (client, model, title: all optional) and returns session_id, chain_id and seq. The row is chained and signed: at, key_id and signature are supplied by the scsql client, which signs the payload described in COMMENT ON FUNCTION scsql._enc. Raises SC010 for over-long text, SC101/SC102/SC103 for bad signing fields.';
+
+create or replace function scsql.record_tool_call(
+  p_tool text,
+  p_status text default 'ok',
+  p_session_id bigint default null,
+  p_model text default null,
+  p_origin text default 'model',
+  p_input_tokens integer default 0,
+  p_output_tokens integer default 0,
+  p_latency_ms integer default null,
+  p_input_preview text default null,
+  p_output_preview text default null,
+  p_at timestamptz default null,
+  p_key_id integer default null,
+  p_signature bytea default null,
+  out tool_call_id bigint, out chain_id bigint, out seq bigint, out cost_usd numeric)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+declare
+  v_me scsql.agents := scsql._me();
+begin
+  perform scsql._require(char_length(p_tool) between 1 and 200, 'tool must be 1 to 200 characters');
+  perform scsql._require(p_status in ('ok', 'error', 'timeout', 'cancelled', 'denied'),
+    format('status must be ok, error, timeout, cancelled or denied, got %L', p_status));
+  perform scsql._require(p_origin in ('model', 'database'),
+    format('origin must be model (the model generated the call) or database (it only assembled database content), got %L', p_origin));
+  perform scsql._require(p_input_tokens >= 0 and p_output_tokens >= 0, 'token counts must be >= 0');
+  perform scsql._require(p_latency_ms is null or p_latency_ms >= 0, 'latency_ms must be >= 0');
+  perform scsql._require(p_model is null or char_length(p_model) <= 200, 'model must be at most 200 characters');
+  perform scsql._require(p_input_preview is null or char_length(p_input_preview) <= 4000, 'input_preview must be at most 4000 characters');
+  perform scsql._require(p_output_preview is null or char_length(p_output_preview) <= 4000, 'output_preview must be at most 4000 characters');
+  if p_session_id is not null and not exists (
+      select from scsql.sessions s where s.project_id = v_me.project_id and s.session_id = p_session_id) then
+    raise exception using errcode = 'SC111', message = format('session %s does not exist in this project', p_session_id);
+  end if;
+  cost_usd := scsql._tool_call_cost(p_model, p_at, p_origin, p_input_tokens, p_output_tokens);
+  insert into scsql.tool_calls as t (session_id, tool, model, origin, input_tokens, output_tokens, latency_ms, status,
+                                     input_preview, output_preview, cost_usd, at, key_id, signature)
+  values (p_session_id, p_tool, p_model, p_origin, p_input_tokens, p_output_tokens, p_latency_ms, p_status,
+          p_input_preview, p_output_preview, cost_usd, p_at, p_key_id, p_signature)
+  returning t.tool_call_id, t.chain_id, t.seq into tool_call_id, chain_id, seq;
+end
+$$;
+comment on function scsql.record_tool_call(text, text, bigint, text, text, integer, integer, integer, text, text, timestamptz, integer, bytea) is
+  'Records one tool call of the acting agent: tool, status (ok, error, timeout, cancelled, denied), optional session, model, origin (model: the model generated the call; database: it only assembled database content and costs $0), input_tokens (arguments the model generated), output_tokens (the result the model reads next), latency_ms and bounded previews (4000 characters each). Cost is computed from scsql.model_prices. Returns tool_call_id, chain_id, seq and cost_usd (NULL when the model has no price). The row is chained and signed by the scsql client (at, key_id, signature). Raises SC010 for bad arguments, SC111 for an unknown session, SC101/SC102/SC103 for bad signing fields.';
+
+create or replace function scsql.record_outcome(
+  p_kind text,
+  p_summary text,
+  p_signal text default 'agent',
+  p_tool_call_id bigint default null,
+  p_session_id bigint default null,
+  p_task_ref text default null,
+  p_confidence numeric default null,
+  p_evidence text default null,
+  p_classification text default 'internal',
+  p_at timestamptz default null,
+  p_key_id integer default null,
+  p_signature bytea default null,
+  out outcome_id bigint, out chain_id bigint, out seq bigint, out learning_id bigint)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+declare
+  v_me scsql.agents := scsql._me();
+begin
+  perform scsql._require(p_kind in ('shipped', 'accepted', 'rejected', 'failed', 'insufficient', 'errored', 'reverted'),
+    format('kind must be shipped, accepted, rejected, failed, insufficient, errored or reverted, got %L', p_kind));
+  perform scsql._require(char_length(p_summary) between 1 and 1000, 'summary must be 1 to 1000 characters');
+  perform scsql._require(p_signal ~ '^[a-z][a-z0-9_.-]{0,31}$',
+    format('signal must name the source in lower case (test, ci, human, review, agent, ...), got %L', p_signal));
+  perform scsql._require(p_confidence is null or (p_confidence >= 0 and p_confidence <= 1), 'confidence must be between 0 and 1');
+  perform scsql._require(p_evidence is null or char_length(p_evidence) <= 8000, 'evidence must be at most 8000 characters');
+  perform scsql._require(p_task_ref is null or char_length(p_task_ref) <= 200, 'task_ref must be at most 200 characters');
+  perform scsql._require(p_tool_call_id is not null or p_session_id is not null or p_task_ref is not null,
+    'an outcome refers to a tool call, a session or a task: give tool_call_id, session_id or task_ref');
+  if p_classification is null or p_classification not in ('public', 'internal', 'confidential', 'restricted') then
+    raise exception using errcode = 'SC110',
+      message = format('classification must be public, internal, confidential or restricted, got %s', coalesce(quote_literal(p_classification), 'NULL'));
+  end if;
+  if p_tool_call_id is not null and not exists (
+      select from scsql.tool_calls t where t.project_id = v_me.project_id and t.tool_call_id = p_tool_call_id) then
+    raise exception using errcode = 'SC111', message = format('tool call %s does not exist in this project', p_tool_call_id);
+  end if;
+  if p_session_id is not null and not exists (
+      select from scsql.sessions s where s.project_id = v_me.project_id and s.session_id = p_session_id) then
+    raise exception using errcode = 'SC111', message = format('session %s does not exist in this project', p_session_id);
+  end if;
+  insert into scsql.outcomes as o (tool_call_id, session_id, task_ref, kind, signal, confidence, summary, evidence,
+                                   classification, at, key_id, signature)
+  values (p_tool_call_id, p_session_id, p_task_ref, p_kind, p_signal, p_confidence, p_summary, p_evidence,
+          p_classification, p_at, p_key_id, p_signature)
+  returning o.outcome_id, o.chain_id, o.seq into outcome_id, chain_id, seq;
+  select l.learning_id into learning_id from scsql.learnings l
+  where l.project_id = v_me.project_id and l.outcome_id = record_outcome.outcome_id;
+end
+$$;
+comment on function scsql.record_outcome(text, text, text, bigint, bigint, text, numeric, text, text, timestamptz, integer, bytea) is
+  'Records what came of a tool call, session or task (give at least one of tool_call_id, session_id, task_ref): kind (shipped, accepted, rejected, failed, insufficient, errored, reverted), summary, signal source (test, ci, human, review, agent, ...), confidence 0..1, evidence (8000 characters), classification (public: the project and readers granted across projects; internal, the default: the project''s agents; confidential: agents of the author''s team role or granted; restricted: the author and the auditor). In the same transaction, failures (rejected, failed, insufficient, errored, reverted) and confident successes (shipped, accepted with confidence >= 0.8) become learnings. Returns outcome_id, chain_id, seq and learning_id (NULL when none). Chained and signed by the scsql client. Raises SC010 bad argument, SC110 bad classification, SC111 unknown reference, SC101/SC102/SC103 bad signing fields.';
+
+-- ---------------------------------------------------------------------------
+-- Learning loop
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._learn_from_outcome()
+returns trigger
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+declare
+  v_kind text;
+begin
+  if new.kind in ('rejected', 'failed', 'insufficient', 'errored', 'reverted') then
+    v_kind := 'failure';
+  elsif new.kind in ('shipped', 'accepted') and new.confidence >= 0.8 then
+    v_kind := 'experiment';
+  else
+    return null;
+  end if;
+  -- Exports take this lock exclusively, so every learning id below the ones
+  -- they read is committed (or rolled back) by then: none is skipped.
+  perform pg_advisory_xact_lock_shared(1396921302, new.project_id::integer);
+  insert into scsql.learnings (project_id, kind, outcome_id, outcome_kind, author_id, tool, tool_call_id, session_id,
+                               task_ref, signal, confidence, summary, evidence, classification)
+  values (new.project_id, v_kind, new.outcome_id, new.kind, new.author_id,
+          (select t.tool from scsql.tool_calls t where t.project_id = new.project_id and t.tool_call_id = new.tool_call_id limit 1),
+          new.tool_call_id, new.session_id, new.task_ref, new.signal, new.confidence, new.summary, new.evidence,
+          new.classification);
+  return null;
+end
+$$;
+comment on function scsql._learn_from_outcome() is
+  'Private trigger on outcomes, in the outcome''s transaction: rejected, failed, insufficient, errored and reverted outcomes add a failure learning; shipped and accepted outcomes with confidence >= 0.8 add an experiment learning. The learning keeps the outcome''s classification.';
+
+drop trigger if exists learn on scsql.outcomes;
+create trigger learn after insert on scsql.outcomes for each row execute function scsql._learn_from_outcome();
+
+create or replace function scsql.learnings(
+  p_query text default null, p_kind text default null, p_since timestamptz default null, p_limit integer default 50)
+returns table (learning_id bigint, kind text, outcome_kind text, created_at timestamptz, agent text, tool text,
+               signal text, confidence numeric, summary text, evidence text, classification text,
+               outcome_id bigint, tool_call_id bigint, session_id bigint, task_ref text)
+language plpgsql
+stable
+as $$
+begin
+  perform scsql._require(p_kind is null or p_kind in ('failure', 'experiment'), 'kind must be failure or experiment');
+  perform scsql._require(p_limit between 1 and 1000, 'limit must be 1 to 1000');
+  return query
+  select l.learning_id, l.kind, l.outcome_kind, l.created_at,
+         coalesce((select a.name from scsql.agents a where a.agent_id = l.author_id), l.author_id::text),
+         l.tool, l.signal, l.confidence, l.summary, l.evidence, l.classification,
+         l.outcome_id, l.tool_call_id, l.session_id, l.task_ref
+  from scsql.learnings l
+  where (p_kind is null or l.kind = p_kind)
+    and (p_since is null or l.created_at >= p_since)
+    and (p_query is null or not exists (
+          select from regexp_split_to_table(p_query, '\s+') w
+          where w <> '' and strpos(lower(concat_ws(' ', l.summary, l.evidence, l.tool, l.signal, l.outcome_kind, l.task_ref)),
+                                   lower(w)) = 0))
+  order by l.learning_id desc
+  limit p_limit;
+end
+$$;
+comment on function scsql.learnings(text, text, timestamptz, integer) is
+  'Learnings the caller may see (classification applies), newest first: failures and experiments derived from outcomes. QUERY keeps those whose summary, evidence, tool, signal, outcome kind or task contain every word of it (case-insensitive); KIND = failure or experiment; SINCE a time; LIMIT 1..1000 (default 50). Returns learning_id, kind, outcome_kind, created_at, agent, tool, signal, confidence, summary, evidence, classification, outcome_id, tool_call_id, session_id, task_ref. Raises SC010 for a bad kind or limit.';
+
+create or replace function scsql._learnings_export(p_after_id bigint, p_limit integer default 10000)
+returns table (learning_id bigint, kind text, outcome_kind text, created_at timestamptz, agent text, tool text,
+               signal text, confidence numeric, summary text, evidence text, classification text,
+               outcome_id bigint, tool_call_id bigint, session_id bigint, task_ref text)
+language plpgsql
+volatile
+as $$
+begin
+  perform scsql._require(p_after_id >= 0, 'after_id must be >= 0');
+  -- Wait for transactions that are inserting learnings of this project.
+  perform pg_advisory_xact_lock(1396921302, scsql._my_project()::integer);
+  return query
+  select l.learning_id, l.kind, l.outcome_kind, l.created_at,
+         coalesce((select a.name from scsql.agents a where a.agent_id = l.author_id), l.author_id::text),
+         l.tool, l.signal, l.confidence, l.summary, l.evidence, l.classification,
+         l.outcome_id, l.tool_call_id, l.session_id, l.task_ref
+  from scsql.learnings l
+  where l.learning_id > p_after_id and l.project_id = scsql._my_project()
+  order by l.learning_id
+  limit p_limit;
+end
+$$;
+comment on function scsql._learnings_export(bigint, integer) is
+  'Private, used by scsql learnings export. Learnings of the caller''s project that it may see with learning_id > P_AFTER_ID, oldest first. It first waits for transactions still inserting learnings in the caller''s project, so no lower id can appear after the export: remembering the highest exported id is enough to append only what is new.';

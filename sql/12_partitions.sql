@@ -1,0 +1,284 @@
+-- 12 partitions: daily partitions of tool_calls and outcomes, through
+-- pg_partman (4.x or 5.x) when it is installed, else through the built-in
+-- maintenance below; retention that never drops rows no checkpoint covers.
+--
+-- pg_partman is used only to create partitions: its part_config.retention
+-- stays NULL (it has no hook to ask before dropping), and retention is done
+-- by scsql._retire_partition. To use pg_partman, a superuser installs it
+-- before the first scsql migrate:
+--   create schema partman; create extension pg_partman schema partman;
+--   grant usage, create on schema partman to scsql_owner;
+--   grant select, insert, update, delete on all tables in schema partman to scsql_owner;
+--   grant execute on all functions in schema partman to scsql_owner;
+-- (scsql partitions enable-partman does exactly this). A database already
+-- maintained by the built-in maintenance keeps it.
+
+select scsql._define_error(code, name, meaning) from (values
+  ('SC120', 'partition_not_checkpointed', 'Retention refused to drop a partition holding rows that no checkpoint covers; run scsql checkpoint first.'),
+  ('SC121', 'partition_unknown',          'The table is not a partition of a time-partitioned scsql table.')
+) as t(code, name, meaning);
+
+create or replace function scsql._partman(out schema_name text, out major integer, out version text)
+language sql
+stable
+as $$
+  select e.extnamespace::regnamespace::text, split_part(e.extversion, '.', 1)::integer, e.extversion
+  from pg_catalog.pg_extension e where e.extname = 'pg_partman'
+$$;
+comment on function scsql._partman() is
+  'Private. pg_partman''s schema, major version and version when the extension is installed in this database; NULLs otherwise.';
+
+create or replace function scsql._partitions(p_parent regclass)
+returns table (partition regclass, lower_bound timestamptz, upper_bound timestamptz, is_default boolean)
+language plpgsql
+stable
+set timezone = 'UTC'
+as $$
+declare
+  r record;
+  m text[];
+begin
+  -- Bounds come from the catalog (never from partition names), deparsed in UTC.
+  for r in
+    select i.inhrelid::regclass as child, pg_catalog.pg_get_expr(c.relpartbound, c.oid) as bound
+    from pg_catalog.pg_inherits i join pg_catalog.pg_class c on c.oid = i.inhrelid
+    where i.inhparent = p_parent
+  loop
+    partition := r.child;
+    if r.bound = 'DEFAULT' then
+      lower_bound := null; upper_bound := null; is_default := true;
+    else
+      m := regexp_match(r.bound, $re$FROM \('([^']*)'\) TO \('([^']*)'\)$re$);
+      lower_bound := m[1]::timestamptz; upper_bound := m[2]::timestamptz; is_default := false;
+    end if;
+    return next;
+  end loop;
+end
+$$;
+comment on function scsql._partitions(regclass) is
+  'Private. The partitions of a range-partitioned table with their bounds read from the catalog (deparsed in UTC), and whether each is the default partition. Works the same for partitions made by pg_partman 4.x, 5.x or the built-in maintenance; partition names are never parsed.';
+
+create or replace function scsql._create_day_partition(p_parent regclass, p_day date)
+returns text
+language plpgsql
+set timezone = 'UTC'
+as $$
+declare
+  v_lo timestamptz := p_day::timestamp at time zone 'UTC';
+  v_hi timestamptz := (p_day + 1)::timestamp at time zone 'UTC';
+  v_schema text;
+  v_rel text;
+  v_default regclass;
+begin
+  if exists (select from scsql._partitions(p_parent) p
+             where not p.is_default and p.lower_bound < v_hi and p.upper_bound > v_lo) then
+    return null;
+  end if;
+  select n.nspname, c.relname into v_schema, v_rel
+  from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace where c.oid = p_parent;
+  select p.partition into v_default from scsql._partitions(p_parent) p where p.is_default;
+  if v_default is not null then
+    -- Rows that landed in the default partition stay there (chained rows are never moved).
+    if exists (select 1 from scsql._default_rows_in(v_default, v_lo, v_hi)) then
+      return 'blocked';
+    end if;
+  end if;
+  execute format('create table %I.%I partition of %s for values from (%L) to (%L)',
+                 v_schema, v_rel || '_p' || to_char(p_day, 'YYYYMMDD'), p_parent, v_lo, v_hi);
+  return 'created';
+end
+$$;
+comment on function scsql._create_day_partition(regclass, date) is
+  'Private, built-in maintenance. Creates the partition of P_PARENT for one UTC day unless one covers it; returns created, NULL when it exists, or blocked when the default partition holds rows of that day (they stay there; chained rows are never moved).';
+
+create or replace function scsql._default_rows_in(p_default regclass, p_lo timestamptz, p_hi timestamptz)
+returns setof integer
+language plpgsql
+stable
+as $$
+begin
+  return query execute format('select 1 from %s where at >= $1 and at < $2 limit 1', p_default) using p_lo, p_hi;
+end
+$$;
+comment on function scsql._default_rows_in(regclass, timestamptz, timestamptz) is
+  'Private. One row when the default partition holds rows in [lo, hi).';
+
+create or replace function scsql._retire_partition(p_partition regclass)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+declare
+  v_parent regclass;
+  v_uncovered text;
+  r record;
+begin
+  select i.inhparent::regclass into v_parent from pg_catalog.pg_inherits i where i.inhrelid = p_partition;
+  if v_parent is null or v_parent::text not in (select s.parent from scsql.partition_settings s)
+     or exists (select from scsql._partitions(v_parent) p where p.partition = p_partition and p.is_default) then
+    raise exception using errcode = 'SC121',
+      message = format('%s is not a dated partition of a time-partitioned scsql table', p_partition);
+  end if;
+  -- Every chain with rows here must be covered by a checkpoint at or past its newest row here.
+  for r in execute format('select project_id, chain_id, max(seq) as max_seq from %s group by 1, 2', p_partition) loop
+    perform from scsql.checkpoint_heads h
+    where h.project_id = r.project_id and h.chain_id = r.chain_id and h.seq >= r.max_seq;
+    if not found then
+      v_uncovered := concat_ws(', ', v_uncovered, format('chain %s up to seq %s', r.chain_id, r.max_seq));
+    end if;
+  end loop;
+  if v_uncovered is not null then
+    raise exception using errcode = 'SC120',
+      message = format('refusing to drop %s: no checkpoint covers %s', p_partition, v_uncovered),
+      hint = 'Record a checkpoint (scsql checkpoint), keep its export, then run maintenance again.';
+  end if;
+  -- Verification of each chain now starts at the oldest checkpoint past the dropped rows.
+  for r in execute format('select project_id, chain_id, max(seq) as max_seq from %s group by 1, 2', p_partition) loop
+    update scsql.chains c
+    set horizon_seq = h.seq, horizon_hash = h.row_hash, horizon_checkpoint = h.checkpoint_id
+    from (select h.seq, h.row_hash, h.checkpoint_id from scsql.checkpoint_heads h
+          where h.project_id = r.project_id and h.chain_id = r.chain_id and h.seq >= r.max_seq
+          order by h.seq, h.checkpoint_id limit 1) h
+    where c.project_id = r.project_id and c.chain_id = r.chain_id and h.seq > c.horizon_seq;
+  end loop;
+  execute format('drop table %s', p_partition);
+end
+$$;
+comment on function scsql._retire_partition(regclass) is
+  'Private, called by retention. Drops one dated partition of tool_calls or outcomes, only when every chain with rows in it has a checkpoint at or past its newest row there; moves each such chain''s verification horizon to that checkpoint. Raises SC120 naming the uncovered chains and seqs (nothing is dropped), SC121 for a table that is not such a partition (the default partition is never dropped).';
+
+create or replace function scsql._partman_manages(p_schema text, p_parent text)
+returns boolean
+language plpgsql
+stable
+as $$
+declare
+  v boolean;
+begin
+  execute format('select exists (select from %I.part_config where parent_table = $1)', p_schema) into v using p_parent;
+  return v;
+end
+$$;
+comment on function scsql._partman_manages(text, text) is
+  'Private. Whether pg_partman (installed in schema P_SCHEMA) has P_PARENT in its part_config.';
+
+create or replace function scsql._maintain_partitions()
+returns table (parent text, action text, partition text, detail text)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+set timezone = 'UTC'
+as $$
+declare
+  s scsql.partition_settings;
+  pm record;
+  v_parent regclass;
+  v_today date := (clock_timestamp() at time zone 'UTC')::date;
+  v_result text;
+  v_children integer;
+  v_managed boolean;
+  d date;
+  p record;
+begin
+  select * into pm from scsql._partman();
+  for s in select * from scsql.partition_settings order by 1 loop
+    v_parent := s.parent::regclass;
+    parent := s.parent;
+    select count(*) into v_children from pg_catalog.pg_inherits i where i.inhparent = v_parent;
+    v_managed := case when pm.schema_name is null then false else scsql._partman_manages(pm.schema_name, s.parent) end;
+    if pm.schema_name is not null and (v_managed or v_children = 0) then
+      if not v_managed then
+        execute format('select %I.create_parent(p_parent_table := %L, p_control := %L, p_type := %L, p_interval := %L, p_premake := %s, p_start_partition := %L, p_jobmon := false)',
+                       pm.schema_name, s.parent, 'at', case when pm.major >= 5 then 'range' else 'native' end,
+                       '1 day', s.premake, (v_today - 1)::text);
+        action := 'partman-setup'; partition := null; detail := format('pg_partman %s', pm.version);
+        return next;
+      else
+        execute format('update %I.part_config set premake = %s, retention = null where parent_table = %L',
+                       pm.schema_name, s.premake, s.parent);
+        execute format('select %I.run_maintenance(p_parent_table := %L, p_jobmon := false)', pm.schema_name, s.parent);
+        action := 'partman-maintenance'; partition := null; detail := format('pg_partman %s', pm.version);
+        return next;
+      end if;
+    else
+      if not exists (select from scsql._partitions(v_parent) x where x.is_default) then
+        execute format('create table %s partition of %s default', s.parent || '_default', v_parent);
+        action := 'created'; partition := s.parent || '_default'; detail := 'default partition';
+        return next;
+      end if;
+      for d in select generate_series(v_today - 1, v_today + s.premake, interval '1 day')::date loop
+        v_result := scsql._create_day_partition(v_parent, d);
+        if v_result is not null then
+          action := v_result; partition := d::text;
+          detail := case v_result when 'blocked' then 'the default partition holds rows of this day' else 'built-in maintenance' end;
+          return next;
+        end if;
+      end loop;
+    end if;
+    perform scsql._chain_protect(v_parent);
+    -- Retention: oldest first; stop at the first partition that may not go.
+    if s.retention is not null then
+      for p in select x.partition, x.upper_bound from scsql._partitions(v_parent) x
+               where not x.is_default and x.upper_bound <= clock_timestamp() - s.retention
+               order by x.lower_bound loop
+        begin
+          perform scsql._retire_partition(p.partition);
+          action := 'dropped'; partition := p.partition::text; detail := format('older than %s', s.retention);
+          return next;
+        exception when sqlstate 'SC120' then
+          action := 'refused'; partition := p.partition::text; detail := sqlerrm;
+          return next;
+          exit;
+        end;
+      end loop;
+    end if;
+  end loop;
+end
+$$;
+comment on function scsql._maintain_partitions() is
+  'Private; run by scsql worker (job partitions), scsql partitions maintain, or from psql: select * from scsql._maintain_partitions(). For each time-partitioned table (scsql.partition_settings): with pg_partman installed (4.x or 5.x, detected from pg_extension), sets the table up with create_parent on first use and then runs its run_maintenance; otherwise creates the default partition and the daily partitions (UTC) from yesterday to PREMAKE days ahead. Then protects new partitions (append-only triggers, forced RLS) and applies retention: drops partitions older than RETENTION, oldest first, stopping at the first that no checkpoint covers (reported as refused). Returns one row per action: parent, action (created, blocked, partman-setup, partman-maintenance, dropped, refused), partition, detail.';
+
+create or replace function scsql.set_partition_retention(p_table text, p_retention interval, p_premake integer default null)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+begin
+  if not exists (select from scsql.partition_settings s where s.parent = p_table) then
+    raise exception using errcode = 'SC121',
+      message = format('%s is not a time-partitioned scsql table', p_table),
+      hint = format('Partitioned tables: %s.', (select string_agg(parent, ', ' order by parent) from scsql.partition_settings));
+  end if;
+  perform scsql._require(p_retention is null or p_retention >= interval '1 day', 'retention must be at least 1 day (or NULL: keep forever)');
+  perform scsql._require(p_premake is null or p_premake between 1 and 90, 'premake must be 1 to 90 days');
+  update scsql.partition_settings s
+  set retention = p_retention, premake = coalesce(p_premake, s.premake), updated_at = now()
+  where s.parent = p_table;
+end
+$$;
+comment on function scsql.set_partition_retention(text, interval, integer) is
+  'Administrators only. Sets how long the daily partitions of P_TABLE (scsql.tool_calls or scsql.outcomes) are kept (NULL: forever) and, optionally, how many days ahead they are created. Retention never drops rows that no checkpoint covers. Raises SC121 for another table, SC010 for a retention under one day or premake outside 1..90.';
+
+create or replace function scsql.partition_status()
+returns table (parent text, partition text, lower_bound timestamptz, upper_bound timestamptz, is_default boolean,
+               retention interval, premake integer, managed_by text)
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql
+as $$
+  select s.parent, p.partition::text, p.lower_bound, p.upper_bound, p.is_default, s.retention, s.premake,
+         case when (select schema_name from scsql._partman()) is null then 'built-in'
+              when scsql._partman_manages((select schema_name from scsql._partman()), s.parent)
+              then 'pg_partman ' || (select version from scsql._partman()) else 'built-in' end
+  from scsql.partition_settings s
+  cross join lateral scsql._partitions(s.parent::regclass) p
+  order by s.parent, p.is_default, p.lower_bound
+$$;
+comment on function scsql.partition_status() is
+  'Administrators and the auditor. Every partition of the time-partitioned tables with its bounds (UTC), whether it is the default partition, the retention and premake settings, and whether pg_partman or the built-in maintenance manages it.';
+
+-- Create the partitions now, so a fresh install can record at once.
+select count(*) from scsql._maintain_partitions();

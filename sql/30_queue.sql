@@ -1,0 +1,757 @@
+-- scsql coordination: the task queue, leases with fencing, exclusive files,
+-- wake-ups and the drain check.
+--
+-- A task belongs to one project and one team role. Orchestrator roles
+-- (team_roles.orchestrates) enqueue; agents of the task's role claim it with
+-- FOR UPDATE SKIP LOCKED, best priority first, then in enqueue order. A claim
+-- hands out a lease: the task's fence, incremented by every claim, is the
+-- lease token, and the lease expires unless heartbeats extend it. Every call
+-- that acts on a claimed task names the task and its token; the row is
+-- changed only while it is still claimed by the caller under that token, so
+-- a worker whose lease expired and whose task was claimed again is refused
+-- (SC302) and its result is never applied.
+--
+-- Wake-ups: enqueue and requeue NOTIFY the channel of the (project, team
+-- role), named by scsql._queue_channel. A notification is only a hint;
+-- clients poll as a fallback.
+
+select scsql._define_error(code, name, meaning) from (values
+  ('SC300', 'not_orchestrator',     'Only agents of an orchestrator team role (team_roles.orchestrates) may enqueue or cancel tasks.'),
+  ('SC301', 'task_not_found',       'No task with that id exists in the caller''s project.'),
+  ('SC302', 'lease_superseded',     'The lease token no longer holds the task: the lease expired and the task was claimed again (or the token was never valid). Nothing was applied.'),
+  ('SC303', 'lease_expired',        'The lease expired and the task went back to the queue before this call; nothing was applied. Claim it again.'),
+  ('SC304', 'task_finished',        'The task already finished (done, dead, released or cancelled); nothing was applied.'),
+  ('SC305', 'wrong_team_role',      'The task belongs to another team role; an agent claims only its own role''s tasks.'),
+  ('SC306', 'task_not_claimable',   'The task is held by another lease or scheduled for later; it cannot be claimed now.'),
+  ('SC320', 'invalid_path',         'An exclusive file path is empty, too long, or holds control characters or backslashes.'),
+  ('SC321', 'path_outside_project', 'An exclusive file path leaves the project: a ".." above the project root, or an absolute path outside projects.root_path (or any absolute path when the project has no root).'),
+  ('SC322', 'files_overlap',        'Exclusive files overlap files held by a queued or claimed task of the project; the message lists them.')
+) as t(code, name, meaning);
+
+-- ---------------------------------------------------------------------------
+-- Helpers
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._queue_channel(p_project bigint, p_team_role text)
+returns text
+language sql
+immutable
+as $$ select 'scsql_' || p_project || '_' || p_team_role $$;
+comment on function scsql._queue_channel(bigint, text) is
+  'Private. The LISTEN/NOTIFY channel of one (project, team role): scsql_<project_id>_<team role>, at most 58 bytes. Enqueue, requeue and broadcasts notify it; the payload ("task" or "message") is only a hint.';
+
+create or replace function scsql._my_channel()
+returns text
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql
+as $$ select scsql._queue_channel(a.project_id, a.team_role) from scsql._me() a $$;
+comment on function scsql._my_channel() is
+  'Private. The wake-up channel the acting agent listens on: its own (project, team role). Raises like _me.';
+
+create or replace function scsql._is_orchestrator(p_team_role text)
+returns boolean
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql
+as $$ select coalesce((select r.orchestrates from scsql.team_roles r where r.name = p_team_role), false) $$;
+comment on function scsql._is_orchestrator(text) is
+  'Private. Whether a team role is an orchestrator role (team_roles.orchestrates).';
+
+create or replace function scsql._path_digits(p_path text)
+returns text
+language sql
+immutable
+as $$
+  select coalesce(string_agg(lpad(pg_catalog.get_byte(k.b, i)::text, 3, '0'), '' order by i), '')
+  from (select pg_catalog.convert_to(case when p_path = '.' then '' else replace('/' || p_path, '/', chr(1)) end,
+                                     'UTF8') as b) k,
+       generate_series(0, length(k.b) - 1) i
+$$;
+comment on function scsql._path_digits(text) is
+  'Private. The bytes of "/" || path (normalized; "." gives none) as three decimal digits each, with "/" written as byte 1 so it sorts below every byte a path may hold.';
+
+create or replace function scsql._path_key(p_project bigint, p_path text)
+returns numeric
+language sql
+immutable
+as $$ select (p_project::text || '.' || scsql._path_digits(p_path) || '0')::numeric $$;
+comment on function scsql._path_key(bigint, text) is
+  'Private. The key of a normalized path in the key space of task_files.span: project_id + 0.b1b2b3... (see _path_digits). Key order is project, then the byte order of the path, with a directory right before what it holds.';
+
+create or replace function scsql._path_span(p_project bigint, p_path text)
+returns numrange
+language sql
+immutable
+as $$
+  select numrange(scsql._path_key(p_project, p_path),
+                  (p_project::text || '.' || scsql._path_digits(p_path) || '002')::numeric, '[)')
+$$;
+comment on function scsql._path_span(bigint, text) is
+  'Private. The key range a normalized path covers: from its key up to, not including, its key followed by byte 2; that is the path itself and everything below it.';
+
+create or replace function scsql._normalize_path(p_root text, p_path text)
+returns text
+language plpgsql
+immutable
+as $$
+declare
+  v_parts text[] := '{}';
+  v_root text[] := '{}';
+  v_part text;
+  v_path text := p_path;
+begin
+  if v_path is null or btrim(v_path) = '' then
+    raise exception using errcode = 'SC320', message = 'exclusive file path is empty',
+      hint = 'Give paths relative to the project root, e.g. src/app.py or docs/ (a directory covers everything below it).';
+  end if;
+  if length(v_path) > 1024 then
+    raise exception using errcode = 'SC320',
+      message = format('exclusive file path is %s characters long; the limit is 1024', length(v_path));
+  end if;
+  if v_path ~ '[\x01-\x1f\x7f\\]' then
+    raise exception using errcode = 'SC320',
+      message = format('exclusive file path %L holds a control character or a backslash', v_path),
+      hint = 'Use forward slashes: src/app.py.';
+  end if;
+  if left(v_path, 1) = '/' then
+    if p_root is null then
+      raise exception using errcode = 'SC321',
+        message = format('exclusive file path %L is absolute, and the project has no root path', v_path),
+        hint = 'Give paths relative to the project root, or have an administrator set projects.root_path.';
+    end if;
+    foreach v_part in array string_to_array(p_root, '/') loop
+      if v_part not in ('', '.') then v_root := v_root || v_part; end if;
+    end loop;
+  end if;
+  foreach v_part in array string_to_array(v_path, '/') loop
+    if v_part in ('', '.') then
+      continue;
+    elsif v_part = '..' then
+      if cardinality(v_parts) = 0 then
+        raise exception using errcode = 'SC321',
+          message = format('exclusive file path %L leaves the project through ".."', p_path);
+      end if;
+      v_parts := v_parts[1:cardinality(v_parts) - 1];
+    else
+      v_parts := v_parts || v_part;
+    end if;
+  end loop;
+  if left(v_path, 1) = '/' then
+    if cardinality(v_parts) < cardinality(v_root) or v_parts[1:cardinality(v_root)] is distinct from v_root then
+      raise exception using errcode = 'SC321',
+        message = format('exclusive file path %L is outside the project root %s', p_path, p_root);
+    end if;
+    v_parts := v_parts[cardinality(v_root) + 1:];
+  end if;
+  return coalesce(nullif(array_to_string(v_parts, '/'), ''), '.');
+end
+$$;
+comment on function scsql._normalize_path(text, text) is
+  'Private. Normalizes one exclusive file path relative to the project root: drops "." and empty parts and trailing slashes, resolves "..", strips the root from an absolute path. "." is the whole project. Raises SC320 for an empty or malformed path and SC321 for a path that leaves the project.';
+
+create or replace function scsql._normalize_files(p_project bigint, p_files text[])
+returns text[]
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, scsql
+as $$
+declare
+  v_root text;
+  v_paths text[];
+begin
+  if p_files is null or cardinality(p_files) = 0 then
+    return '{}';
+  end if;
+  perform scsql._require(cardinality(p_files) <= 1000,
+    format('exclusive_files holds %s paths; the limit is 1000 (name a directory to cover what is below it)', cardinality(p_files)));
+  select root_path into v_root from scsql.projects where project_id = p_project;
+  select array_agg(distinct scsql._normalize_path(v_root, f)) into v_paths from unnest(p_files) f;
+  -- A path below another path of the same list adds nothing; keep the top one.
+  -- Sorted by key, so concurrent enqueues take their spans in one order.
+  return coalesce((
+    select array_agg(p order by scsql._path_key(p_project, p))
+    from unnest(v_paths) p
+    where not exists (
+      select from unnest(v_paths) q
+      where q <> p and scsql._path_span(p_project, q) @> scsql._path_key(p_project, p))
+  ), '{}');
+end
+$$;
+comment on function scsql._normalize_files(bigint, text[]) is
+  'Private. Normalizes a list of exclusive file paths for a project (see _normalize_path), drops duplicates and paths covered by another path of the list, and sorts them by key. Raises SC010 for more than 1000 paths, SC320/SC321 for bad paths.';
+
+create or replace function scsql._notify_queue(p_project bigint, p_team_role text, p_what text)
+returns void
+language sql
+volatile
+as $$ select pg_catalog.pg_notify(scsql._queue_channel(p_project, p_team_role), p_what) $$;
+comment on function scsql._notify_queue(bigint, text, text) is
+  'Private. NOTIFY the channel of a (project, team role) with a short hint ("task", "message").';
+
+create or replace function scsql._archive_task(
+  p_project bigint, p_task bigint, p_state text, p_result jsonb, p_error text, p_by bigint)
+returns scsql.tasks_archive
+language sql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+  with d as (
+    delete from scsql.tasks t where t.project_id = p_project and t.task_id = p_task returning t.*
+  )
+  insert into scsql.tasks_archive (
+    project_id, task_id, team_role, state, priority, payload, acceptance_criteria, complexity,
+    exclusive_files, attempts, max_attempts, fence, claimed_by, result, last_error,
+    created_by, created_at, finished_at, finished_by)
+  select d.project_id, d.task_id, d.team_role, p_state, d.priority, d.payload, d.acceptance_criteria,
+         d.complexity, d.exclusive_files, d.attempts, d.max_attempts, d.fence, d.claimed_by, p_result,
+         coalesce(p_error, d.last_error), d.created_by, d.created_at, clock_timestamp(), p_by
+  from d
+  returning *
+$$;
+comment on function scsql._archive_task(bigint, bigint, text, jsonb, text, bigint) is
+  'Private. Moves a task from the hot queue to tasks_archive with its final state, result or error; its exclusive files are freed (task_files rows cascade). Returns the archived row (null when the task was not in the queue).';
+
+create or replace function scsql._lease_refused(p_project bigint, p_task bigint, p_token bigint, p_agent bigint, p_action text)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+declare
+  v_t scsql.tasks;
+  v_a scsql.tasks_archive;
+  v_holder text;
+begin
+  select * into v_t from scsql.tasks where project_id = p_project and task_id = p_task;
+  if found then
+    if v_t.state = 'claimed' and (v_t.fence <> p_token or v_t.claimed_by <> p_agent) then
+      select name into v_holder from scsql.agents where agent_id = v_t.claimed_by;
+      raise exception using errcode = 'SC302',
+        message = format('task %s is held by lease %s of agent %s; lease %s no longer holds it, so %s was refused and nothing was applied',
+                         p_task, v_t.fence, coalesce(v_holder, '?'), p_token, p_action),
+        hint = 'Your lease expired and the task was claimed again. Drop this work; claim another task.';
+    elsif v_t.state = 'queued' and p_token <= v_t.fence then
+      raise exception using errcode = 'SC303',
+        message = format('lease %s on task %s expired and the task went back to the queue; %s was refused and nothing was applied',
+                         p_token, p_task, p_action),
+        hint = 'Heartbeat more often than the lease lasts (heartbeat_task), or claim the task again.';
+    else
+      raise exception using errcode = 'SC302',
+        message = format('lease %s does not hold task %s; %s was refused and nothing was applied', p_token, p_task, p_action),
+        hint = 'Use the lease_token that claim_task returned.';
+    end if;
+  end if;
+  select * into v_a from scsql.tasks_archive where project_id = p_project and task_id = p_task;
+  if found then
+    raise exception using errcode = 'SC304',
+      message = format('task %s already finished (%s at %s); %s was refused and nothing was applied',
+                       p_task, v_a.state, v_a.finished_at, p_action);
+  end if;
+  raise exception using errcode = 'SC301', message = format('no task %s in your project', p_task),
+    hint = 'queue_stats and my_tasks show the tasks you can see.';
+end
+$$;
+comment on function scsql._lease_refused(bigint, bigint, bigint, bigint, text) is
+  'Private. Explains why a lease token does not hold a task, by raising SC302 (claimed again under a newer lease, or not this agent''s token), SC303 (lease expired, task back in the queue), SC304 (task finished) or SC301 (no such task in the project).';
+
+create or replace function scsql._expire_leases(p_project bigint, p_team_role text, p_limit integer)
+returns table (requeued integer, dead integer)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+#variable_conflict use_column
+declare
+  v_requeued integer := 0;
+  v_dead integer := 0;
+  r record;
+begin
+  for r in
+    select t.project_id, t.task_id, t.team_role, t.attempts, t.max_attempts, t.fence, t.lease_expires_at
+    from scsql.tasks t
+    where (p_project is null or t.project_id = p_project)
+      and (p_team_role is null or t.team_role = p_team_role)
+      and t.state = 'claimed' and t.lease_expires_at < clock_timestamp()
+    order by t.lease_expires_at
+    limit p_limit
+    for update skip locked
+  loop
+    if r.attempts >= r.max_attempts then
+      perform scsql._archive_task(r.project_id, r.task_id, 'dead', null,
+        format('lease %s expired at %s on the last of %s attempts', r.fence, r.lease_expires_at, r.max_attempts), null);
+      v_dead := v_dead + 1;
+    else
+      update scsql.tasks t
+      set state = 'queued', claimed_by = null, claimed_at = null, lease_expires_at = null,
+          run_after = clock_timestamp(),
+          last_error = format('lease %s expired at %s', r.fence, r.lease_expires_at)
+      where t.project_id = r.project_id and t.task_id = r.task_id;
+      perform scsql._notify_queue(r.project_id, r.team_role, 'task');
+      v_requeued := v_requeued + 1;
+    end if;
+  end loop;
+  return query select v_requeued, v_dead;
+end
+$$;
+comment on function scsql._expire_leases(bigint, text, integer) is
+  'Private. Returns claimed tasks whose lease expired to the queue (their fence stays, so the old token is refused with SC303, and SC302 once claimed again), or archives them as dead when that was the last attempt. Limited to one project / team role when given; skips rows other sessions hold.';
+
+-- ---------------------------------------------------------------------------
+-- Public API
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql.enqueue_task(
+  p_role text,
+  p_payload jsonb default '{}'::jsonb,
+  p_priority integer default 0,
+  p_exclusive_files text[] default '{}',
+  p_acceptance_criteria text default '',
+  p_complexity integer default null,
+  p_run_after timestamptz default null,
+  p_max_attempts integer default 5,
+  out task_id bigint,
+  out team_role text,
+  out exclusive_files text[],
+  out run_after timestamptz)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+#variable_conflict use_column
+declare
+  v_me scsql.agents := scsql._me();
+  v_files text[];
+  v_held integer;
+  v_overlap text;
+begin
+  if not scsql._is_orchestrator(v_me.team_role) then
+    raise exception using errcode = 'SC300',
+      message = format('agent %s has team role %s, which may not enqueue tasks', v_me.name, v_me.team_role),
+      hint = 'Only orchestrator roles enqueue. Send a PROPOSED or STATUS broadcast to the orchestrator instead.';
+  end if;
+  if not exists (select from scsql.team_roles r where r.name = p_role) then
+    raise exception using errcode = 'SC008', message = format('team role %L does not exist', p_role),
+      hint = format('Known team roles: %s.', (select string_agg(name, ', ' order by name) from scsql.team_roles));
+  end if;
+  perform scsql._require(p_payload is not null, 'payload must be a JSON value (use {} for none)');
+  perform scsql._require(pg_catalog.octet_length(p_payload::text) <= 1048576, 'payload is larger than 1 MiB');
+  perform scsql._require(p_priority is not null and p_priority between -1000000 and 1000000,
+    'priority must be between -1000000 and 1000000 (higher runs first)');
+  perform scsql._require(p_complexity is null or p_complexity between 1 and 5, 'complexity must be 1 (trivial) to 5 (very large)');
+  perform scsql._require(p_max_attempts is not null and p_max_attempts between 1 and 100, 'max_attempts must be 1 to 100');
+  perform scsql._require(length(coalesce(p_acceptance_criteria, '')) <= 65536, 'acceptance_criteria is longer than 65536 characters');
+  v_files := scsql._normalize_files(v_me.project_id, p_exclusive_files);
+
+  insert into scsql.tasks (project_id, team_role, priority, payload, acceptance_criteria, complexity,
+                           exclusive_files, run_after, max_attempts, created_by)
+  values (v_me.project_id, p_role, p_priority, p_payload, coalesce(p_acceptance_criteria, ''), p_complexity,
+          v_files, coalesce(p_run_after, now()), p_max_attempts, v_me.agent_id)
+  returning tasks.task_id, tasks.team_role, tasks.exclusive_files, tasks.run_after
+  into task_id, team_role, exclusive_files, run_after;
+
+  if cardinality(v_files) > 0 then
+    -- The exclusion constraint decides, even against transactions that have
+    -- not committed yet: their rows make this insert wait for their outcome.
+    insert into scsql.task_files (project_id, task_id, path, span)
+    select v_me.project_id, task_id, f, scsql._path_span(v_me.project_id, f)
+    from unnest(v_files) with ordinality u(f, i) order by i
+    on conflict do nothing;
+    get diagnostics v_held = row_count;
+    if v_held < cardinality(v_files) then
+      select string_agg(format('%s (held as %s by task %s)', f, h.path, h.task_id), ', ' order by f, h.task_id)
+      into v_overlap
+      from unnest(v_files) f
+      join scsql.task_files h
+        on h.project_id = v_me.project_id and h.task_id <> enqueue_task.task_id
+       and h.span && scsql._path_span(v_me.project_id, f);
+      raise exception using errcode = 'SC322',
+        message = format('exclusive files overlap in-flight tasks: %s', coalesce(v_overlap, '(a task that has just finished)')),
+        hint = 'Wait until those tasks finish, or enqueue without the overlapping paths. A directory covers every file below it.';
+    end if;
+  end if;
+  perform scsql._notify_queue(v_me.project_id, p_role, 'task');
+end
+$$;
+comment on function scsql.enqueue_task(text, jsonb, integer, text[], text, integer, timestamptz, integer) is
+  'Orchestrator roles only. Queues a task for team role ROLE in the caller''s project: payload (JSON), priority (higher first; default 0), exclusive_files (paths relative to the project root; a directory covers everything below it), acceptance_criteria, complexity (1-5), run_after (default now), max_attempts (default 5). Returns task_id, team_role, the normalized exclusive_files and run_after, and notifies the role''s channel. Raises SC300 for a non-orchestrator, SC008 unknown role, SC010 bad argument, SC320/SC321 bad path, SC322 when the files overlap a queued or claimed task (the message lists them; race-free: of two overlapping enqueues exactly one wins).';
+
+create or replace function scsql.claim_task(
+  p_n integer default 1,
+  p_lease_seconds integer default 300,
+  p_wait_seconds numeric default 0,
+  p_task bigint default null)
+returns table (
+  task_id bigint, lease_token bigint, lease_expires_at timestamptz, attempt integer, max_attempts integer,
+  team_role text, priority integer, payload jsonb, acceptance_criteria text, complexity smallint,
+  exclusive_files text[], created_at timestamptz)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+#variable_conflict use_column
+declare
+  v_me scsql.agents := scsql._me();
+  v_deadline timestamptz;
+  v_t scsql.tasks;
+  v_holder text;
+begin
+  perform scsql._require(p_n is not null and p_n between 1 and 100, 'n must be 1 to 100');
+  perform scsql._require(p_lease_seconds is not null and p_lease_seconds between 1 and 86400, 'lease_seconds must be 1 to 86400');
+  perform scsql._require(p_wait_seconds is not null and p_wait_seconds between 0 and 600, 'wait_seconds must be 0 to 600');
+
+  if p_task is not null then
+    perform scsql._expire_leases(v_me.project_id, v_me.team_role, 100);
+    select * into v_t from scsql.tasks t where t.project_id = v_me.project_id and t.task_id = p_task;
+    if not found then
+      if exists (select from scsql.tasks_archive a where a.project_id = v_me.project_id and a.task_id = p_task) then
+        raise exception using errcode = 'SC304', message = format('task %s already finished', p_task);
+      end if;
+      raise exception using errcode = 'SC301', message = format('no task %s in your project', p_task);
+    end if;
+    if v_t.team_role <> v_me.team_role then
+      raise exception using errcode = 'SC305',
+        message = format('task %s is for team role %s; agent %s is %s and claims only %s tasks',
+                         p_task, v_t.team_role, v_me.name, v_me.team_role, v_me.team_role);
+    end if;
+    return query
+    update scsql.tasks t
+    set state = 'claimed', fence = t.fence + 1, attempts = t.attempts + 1, claimed_by = v_me.agent_id,
+        claimed_at = clock_timestamp(), lease_seconds = p_lease_seconds,
+        lease_expires_at = clock_timestamp() + make_interval(secs => p_lease_seconds)
+    where t.project_id = v_me.project_id and t.task_id = p_task
+      and t.state = 'queued' and t.run_after <= clock_timestamp()
+    returning t.task_id, t.fence, t.lease_expires_at, t.attempts, t.max_attempts, t.team_role, t.priority,
+              t.payload, t.acceptance_criteria, t.complexity, t.exclusive_files, t.created_at;
+    if not found then
+      select * into v_t from scsql.tasks t where t.project_id = v_me.project_id and t.task_id = p_task;
+      select name into v_holder from scsql.agents where agent_id = v_t.claimed_by;
+      raise exception using errcode = 'SC306',
+        message = case when v_t.state = 'claimed'
+                       then format('task %s is claimed by agent %s until %s', p_task, coalesce(v_holder, '?'), v_t.lease_expires_at)
+                       else format('task %s is scheduled for %s', p_task, v_t.run_after) end;
+    end if;
+    return;
+  end if;
+
+  v_deadline := clock_timestamp() + make_interval(secs => p_wait_seconds::double precision);
+  loop
+    -- Expired leases come back lazily, at claim time (and by queue_maintenance).
+    if exists (select from scsql.tasks t
+               where t.project_id = v_me.project_id and t.team_role = v_me.team_role
+                 and t.state = 'claimed' and t.lease_expires_at < clock_timestamp()) then
+      perform scsql._expire_leases(v_me.project_id, v_me.team_role, 100);
+    end if;
+    return query
+    with c as (
+      select t.project_id, t.task_id
+      from scsql.tasks t
+      where t.project_id = v_me.project_id and t.team_role = v_me.team_role
+        and t.state = 'queued' and t.run_after <= clock_timestamp()
+      order by t.priority desc, t.task_id
+      limit p_n
+      for update skip locked
+    )
+    update scsql.tasks t
+    set state = 'claimed', fence = t.fence + 1, attempts = t.attempts + 1, claimed_by = v_me.agent_id,
+        claimed_at = clock_timestamp(), lease_seconds = p_lease_seconds,
+        lease_expires_at = clock_timestamp() + make_interval(secs => p_lease_seconds)
+    from c
+    where t.project_id = c.project_id and t.task_id = c.task_id
+    returning t.task_id, t.fence, t.lease_expires_at, t.attempts, t.max_attempts, t.team_role, t.priority,
+              t.payload, t.acceptance_criteria, t.complexity, t.exclusive_files, t.created_at;
+    exit when found or clock_timestamp() >= v_deadline;
+    perform pg_catalog.pg_sleep(least(0.2, extract(epoch from v_deadline - clock_timestamp())));
+  end loop;
+end
+$$;
+comment on function scsql.claim_task(integer, integer, numeric, bigint) is
+  'Claims up to N (1-100) queued tasks of the caller''s own team role in its own project, best priority first, then oldest, with FOR UPDATE SKIP LOCKED, so concurrent workers never get the same task. Each comes with lease_token (the task''s fence: it grows with every claim) and lease_expires_at (now + lease_seconds, default 300). Pass the token to heartbeat_task, complete_task, fail_task or release_task. Expired leases of the role return to the queue first. wait_seconds (0-600) waits for work when none is queued (scsql''s client waits on LISTEN, psql polls). With task, claims that one task. Returns the claimed tasks (possibly none). Raises SC301 no such task in your project, SC304 finished, SC305 task of another team role, SC306 task held or scheduled, SC010 bad argument.';
+
+create or replace function scsql.heartbeat_task(p_task bigint, p_token bigint, p_lease_seconds integer default null)
+returns timestamptz
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+declare
+  v_me scsql.agents := scsql._me();
+  v_until timestamptz;
+begin
+  perform scsql._require(p_task is not null and p_token is not null, 'task and token are required');
+  perform scsql._require(p_lease_seconds is null or p_lease_seconds between 1 and 86400, 'lease_seconds must be 1 to 86400');
+  update scsql.tasks t
+  set lease_expires_at = clock_timestamp() + make_interval(secs => coalesce(p_lease_seconds, t.lease_seconds)),
+      lease_seconds = coalesce(p_lease_seconds, t.lease_seconds)
+  where t.project_id = v_me.project_id and t.task_id = p_task
+    and t.state = 'claimed' and t.fence = p_token and t.claimed_by = v_me.agent_id
+  returning t.lease_expires_at into v_until;
+  if v_until is null then
+    perform scsql._lease_refused(v_me.project_id, p_task, p_token, v_me.agent_id, 'the heartbeat');
+  end if;
+  return v_until;
+end
+$$;
+comment on function scsql.heartbeat_task(bigint, bigint, integer) is
+  'Extends the lease on a task the caller holds, by lease_seconds (default: the length it was claimed with). Returns the new expiry. A lease that expired but was not yet claimed again can still be extended. Raises SC302 when the task was claimed again under a newer lease (or the token is not the caller''s), SC303 when the lease expired and the task went back to the queue, SC304 finished, SC301 unknown task.';
+
+create or replace function scsql.complete_task(
+  p_task bigint, p_token bigint, p_result jsonb default null,
+  out task_id bigint, out state text, out attempts integer, out finished_at timestamptz)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+#variable_conflict use_column
+declare
+  v_me scsql.agents := scsql._me();
+begin
+  perform scsql._require(p_task is not null and p_token is not null, 'task and token are required');
+  perform scsql._require(p_result is null or pg_catalog.octet_length(p_result::text) <= 1048576, 'result is larger than 1 MiB');
+  with d as (
+    delete from scsql.tasks t
+    where t.project_id = v_me.project_id and t.task_id = p_task
+      and t.state = 'claimed' and t.fence = p_token and t.claimed_by = v_me.agent_id
+    returning t.*
+  )
+  insert into scsql.tasks_archive (
+    project_id, task_id, team_role, state, priority, payload, acceptance_criteria, complexity,
+    exclusive_files, attempts, max_attempts, fence, claimed_by, result, last_error,
+    created_by, created_at, finished_at, finished_by)
+  select d.project_id, d.task_id, d.team_role, 'done', d.priority, d.payload, d.acceptance_criteria,
+         d.complexity, d.exclusive_files, d.attempts, d.max_attempts, d.fence, d.claimed_by, p_result,
+         d.last_error, d.created_by, d.created_at, clock_timestamp(), v_me.agent_id
+  from d
+  returning tasks_archive.task_id, tasks_archive.state, tasks_archive.attempts, tasks_archive.finished_at
+  into task_id, state, attempts, finished_at;
+  if task_id is null then
+    perform scsql._lease_refused(v_me.project_id, p_task, p_token, v_me.agent_id, 'the completion');
+  end if;
+end
+$$;
+comment on function scsql.complete_task(bigint, bigint, jsonb) is
+  'Completes a task the caller holds under lease TOKEN, storing result (JSON): the task moves to the archive as done and its exclusive files are freed. Returns task_id, state, attempts, finished_at. Fenced: raises SC302 when the lease expired and the task was claimed again (the result is NOT applied), SC303 when the task went back to the queue, SC304 when it already finished, SC301 unknown task.';
+
+create or replace function scsql.complete_and_claim(
+  p_task bigint, p_token bigint, p_result jsonb default null, p_n integer default 1, p_lease_seconds integer default 300)
+returns table (
+  task_id bigint, lease_token bigint, lease_expires_at timestamptz, attempt integer, max_attempts integer,
+  team_role text, priority integer, payload jsonb, acceptance_criteria text, complexity smallint,
+  exclusive_files text[], created_at timestamptz)
+language sql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+  select c.* from scsql.complete_task(p_task, p_token, p_result) done
+  cross join lateral scsql.claim_task(p_n, p_lease_seconds) c
+$$;
+comment on function scsql.complete_and_claim(bigint, bigint, jsonb, integer, integer) is
+  'complete_task then claim_task in one call, so a busy worker needs one round trip per task: completes TASK under lease TOKEN with result, then claims up to n (default 1) more tasks with a lease of lease_seconds. Returns the claimed tasks like claim_task. Raises what complete_task raises (and then claims nothing) and what claim_task raises.';
+
+create or replace function scsql.fail_task(
+  p_task bigint, p_token bigint, p_error text, p_retry boolean default true,
+  out task_id bigint, out state text, out attempts integer, out max_attempts integer, out run_after timestamptz)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+#variable_conflict use_column
+declare
+  v_me scsql.agents := scsql._me();
+  v_t scsql.tasks;
+begin
+  perform scsql._require(p_task is not null and p_token is not null, 'task and token are required');
+  perform scsql._require(nullif(btrim(p_error), '') is not null, 'error must say what went wrong');
+  perform scsql._require(length(p_error) <= 65536, 'error is longer than 65536 characters');
+  perform scsql._require(p_retry is not null, 'retry must be true or false');
+  select * into v_t from scsql.tasks t
+  where t.project_id = v_me.project_id and t.task_id = p_task
+    and t.state = 'claimed' and t.fence = p_token and t.claimed_by = v_me.agent_id
+  for update;
+  if not found then
+    perform scsql._lease_refused(v_me.project_id, p_task, p_token, v_me.agent_id, 'the failure report');
+  end if;
+  if p_retry and v_t.attempts < v_t.max_attempts then
+    -- Exponential backoff: 1 s after the first attempt, doubling, at most an hour.
+    update scsql.tasks t
+    set state = 'queued', claimed_by = null, claimed_at = null, lease_expires_at = null, last_error = p_error,
+        run_after = clock_timestamp() + make_interval(secs => least(3600, power(2, t.attempts - 1)))
+    where t.project_id = v_t.project_id and t.task_id = v_t.task_id
+    returning t.task_id, t.state, t.attempts, t.max_attempts, t.run_after
+    into task_id, state, attempts, max_attempts, run_after;
+  else
+    select a.task_id, a.state, a.attempts, a.max_attempts, null::timestamptz
+    into task_id, state, attempts, max_attempts, run_after
+    from scsql._archive_task(v_t.project_id, v_t.task_id, 'dead', null, p_error, v_me.agent_id) a;
+  end if;
+end
+$$;
+comment on function scsql.fail_task(bigint, bigint, text, boolean) is
+  'Reports that the caller could not do a task it holds under lease TOKEN. With retry (default) and attempts left, the task goes back to the queue after an exponential backoff (1 s, 2 s, 4 s, ... at most 1 h); otherwise it dies: it moves to the archive as dead and its files are freed. Returns task_id, state (queued or dead), attempts, max_attempts and run_after. Raises SC302/SC303/SC304/SC301 like complete_task, SC010 for an empty error.';
+
+create or replace function scsql.release_task(
+  p_task bigint, p_token bigint, p_requeue boolean default true,
+  out task_id bigint, out state text)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+#variable_conflict use_column
+declare
+  v_me scsql.agents := scsql._me();
+  v_t scsql.tasks;
+begin
+  perform scsql._require(p_task is not null and p_token is not null, 'task and token are required');
+  perform scsql._require(p_requeue is not null, 'requeue must be true or false');
+  select * into v_t from scsql.tasks t
+  where t.project_id = v_me.project_id and t.task_id = p_task
+    and t.state = 'claimed' and t.fence = p_token and t.claimed_by = v_me.agent_id
+  for update;
+  if not found then
+    perform scsql._lease_refused(v_me.project_id, p_task, p_token, v_me.agent_id, 'the release');
+  end if;
+  if p_requeue then
+    update scsql.tasks t
+    set state = 'queued', claimed_by = null, claimed_at = null, lease_expires_at = null,
+        attempts = t.attempts - 1, run_after = clock_timestamp()
+    where t.project_id = v_t.project_id and t.task_id = v_t.task_id;
+    perform scsql._notify_queue(v_t.project_id, v_t.team_role, 'task');
+    task_id := v_t.task_id;
+    state := 'queued';
+  else
+    select a.task_id, a.state into task_id, state
+    from scsql._archive_task(v_t.project_id, v_t.task_id, 'released', null, null, v_me.agent_id) a;
+  end if;
+end
+$$;
+comment on function scsql.release_task(bigint, bigint, boolean) is
+  'Gives up a task the caller holds under lease TOKEN without failing it. With requeue (default) it goes back to the queue at once, the attempt is not counted, and it keeps its exclusive files (they belong to the task until it finishes). With requeue false the task leaves the queue as released and its files are freed. Returns task_id and state. Raises SC302/SC303/SC304/SC301 like complete_task.';
+
+create or replace function scsql.cancel_task(p_task bigint, p_reason text)
+returns text
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+declare
+  v_me scsql.agents := scsql._me();
+  v_a scsql.tasks_archive;
+begin
+  if not scsql._is_orchestrator(v_me.team_role) then
+    raise exception using errcode = 'SC300',
+      message = format('agent %s has team role %s, which may not cancel tasks', v_me.name, v_me.team_role);
+  end if;
+  perform scsql._require(p_task is not null, 'task is required');
+  perform scsql._require(nullif(btrim(p_reason), '') is not null, 'reason must say why the task is cancelled');
+  perform 1 from scsql.tasks t where t.project_id = v_me.project_id and t.task_id = p_task for update;
+  v_a := scsql._archive_task(v_me.project_id, p_task, 'cancelled', null, p_reason, v_me.agent_id);
+  if v_a.task_id is null then
+    if exists (select from scsql.tasks_archive a where a.project_id = v_me.project_id and a.task_id = p_task) then
+      raise exception using errcode = 'SC304', message = format('task %s already finished', p_task);
+    end if;
+    raise exception using errcode = 'SC301', message = format('no task %s in your project', p_task);
+  end if;
+  return v_a.state;
+end
+$$;
+comment on function scsql.cancel_task(bigint, text) is
+  'Orchestrator roles only. Cancels a queued or claimed task of the caller''s project with a reason: it moves to the archive as cancelled and its exclusive files are freed; a worker still holding it gets SC304 on its next call. Returns ''cancelled''. Raises SC300 non-orchestrator, SC301 unknown task, SC304 already finished.';
+
+create or replace function scsql.queue_stats()
+returns table (
+  team_role text, queued bigint, scheduled bigint, claimed bigint, expired bigint,
+  done bigint, dead bigint, released bigint, cancelled bigint,
+  oldest_queued_at timestamptz, oldest_wait_seconds double precision)
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql
+as $$
+  with me as (select project_id from scsql._me()),
+  hot as (
+    select t.team_role,
+           count(*) filter (where t.state = 'queued' and t.run_after <= now()) as queued,
+           count(*) filter (where t.state = 'queued' and t.run_after > now()) as scheduled,
+           count(*) filter (where t.state = 'claimed' and t.lease_expires_at >= now()) as claimed,
+           count(*) filter (where t.state = 'claimed' and t.lease_expires_at < now()) as expired,
+           min(t.created_at) filter (where t.state = 'queued' and t.run_after <= now()) as oldest
+    from scsql.tasks t, me where t.project_id = me.project_id
+    group by t.team_role
+  ),
+  arch as (
+    select a.team_role,
+           count(*) filter (where a.state = 'done') as done,
+           count(*) filter (where a.state = 'dead') as dead,
+           count(*) filter (where a.state = 'released') as released,
+           count(*) filter (where a.state = 'cancelled') as cancelled
+    from scsql.tasks_archive a, me where a.project_id = me.project_id
+    group by a.team_role
+  )
+  select r,
+         coalesce(h.queued, 0), coalesce(h.scheduled, 0), coalesce(h.claimed, 0), coalesce(h.expired, 0),
+         coalesce(a.done, 0), coalesce(a.dead, 0), coalesce(a.released, 0), coalesce(a.cancelled, 0),
+         h.oldest, extract(epoch from now() - h.oldest)::double precision
+  from (select team_role from hot union select team_role from arch) roles(r)
+  left join hot h on h.team_role = r
+  left join arch a on a.team_role = r
+  order by r
+$$;
+comment on function scsql.queue_stats() is
+  'The caller''s project''s queue, one row per team role: queued (claimable now), scheduled (waiting for run_after, e.g. a retry backoff), claimed (lease valid), expired (lease expired, not yet reclaimed), and finished counts done, dead, released, cancelled; the oldest claimable task''s enqueue time and its wait in seconds.';
+
+create or replace function scsql.claimable_for_me()
+returns bigint
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql
+as $$
+  select count(*)
+  from scsql.tasks t, scsql._me() me
+  where t.project_id = me.project_id and t.team_role = me.team_role
+    and ((t.state = 'queued' and t.run_after <= clock_timestamp())
+         or (t.state = 'claimed' and t.lease_expires_at < clock_timestamp()))
+$$;
+comment on function scsql.claimable_for_me() is
+  'How many tasks the caller could claim right now: queued tasks of its team role in its project whose run_after has come, plus claimed ones whose lease expired. A Stop hook (scsql hook stop-check) keeps a worker going while this is above zero.';
+
+create or replace function scsql.my_tasks()
+returns table (
+  task_id bigint, lease_token bigint, lease_expires_at timestamptz, attempt integer, max_attempts integer,
+  team_role text, priority integer, payload jsonb, acceptance_criteria text, complexity smallint,
+  exclusive_files text[], created_at timestamptz)
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql
+as $$
+  select t.task_id, t.fence, t.lease_expires_at, t.attempts, t.max_attempts, t.team_role, t.priority,
+         t.payload, t.acceptance_criteria, t.complexity, t.exclusive_files, t.created_at
+  from scsql.tasks t, scsql._me() me
+  where t.project_id = me.project_id and t.claimed_by = me.agent_id and t.state = 'claimed'
+  order by t.task_id
+$$;
+comment on function scsql.my_tasks() is
+  'The tasks the caller holds now, with their lease tokens and expiries (same columns as claim_task), including leases that expired but were not yet claimed again.';
+
+create or replace function scsql.queue_maintenance(p_limit integer default 1000, out requeued integer, out dead integer)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+declare
+  v_project bigint;
+begin
+  perform scsql._require(p_limit is not null and p_limit between 1 and 100000, 'limit must be 1 to 100000');
+  -- An agent maintains its own project; an administrator every project.
+  if exists (select from scsql.agents a where a.role_name = scsql._acting_role()) then
+    v_project := scsql._my_project();
+  end if;
+  select e.requeued, e.dead into requeued, dead from scsql._expire_leases(v_project, null, p_limit) e;
+end
+$$;
+comment on function scsql.queue_maintenance(integer) is
+  'Returns tasks whose lease expired to the queue (or archives them as dead after their last attempt), at most LIMIT (default 1000) per call: for an agent, in its own project; for an administrator, in every project. Returns how many were requeued and how many died. scsql worker runs it as the queue-maintenance job; claims do the same lazily for their own role.';
