@@ -541,12 +541,15 @@ returns table (
   task_id bigint, lease_token bigint, lease_expires_at timestamptz, attempt integer, max_attempts integer,
   team_role text, priority integer, payload jsonb, acceptance_criteria text, complexity smallint,
   exclusive_files text[], created_at timestamptz)
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, scsql
 as $$
-  select c.* from scsql.complete_task(p_task, p_token, p_result) done
-  cross join lateral scsql.claim_task(p_n, p_lease_seconds) c
+begin
+  -- In this order: a refused completion claims nothing.
+  perform scsql.complete_task(p_task, p_token, p_result);
+  return query select * from scsql.claim_task(p_n, p_lease_seconds);
+end
 $$;
 comment on function scsql.complete_and_claim(bigint, bigint, jsonb, integer, integer) is
   'complete_task then claim_task in one call, so a busy worker needs one round trip per task: completes TASK under lease TOKEN with result, then claims up to n (default 1) more tasks with a lease of lease_seconds. Returns the claimed tasks like claim_task. Raises what complete_task raises (and then claims nothing) and what claim_task raises.';

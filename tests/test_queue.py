@@ -376,3 +376,42 @@ def test_bench_queue_runs_and_prints_ratios(scsql_db, server):
     rows_ = [ln.split() for ln in proc.stdout.splitlines() if ln.strip()[:1].isdigit()]
     assert [r[0] for r in rows_] == ["1", "2"]
     assert all(float(r[1]) > 0 for r in rows_)
+
+
+def test_coordination_tools_over_mcp(team):
+    """An orchestrator and a developer, each its own MCP server process."""
+    from .test_mcp import run_client
+
+    db, orch, dev, _, _ = team
+
+    async def orchestrate(client):
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        task = await client.call_tool("enqueue_task", {"role": "developer", "payload": {"do": "it"},
+                                                       "exclusive_files": ["src/app.py"]})
+        sent = await client.call_tool("broadcast", {"type": "ASSIGN", "to_agent": dev.name,
+                                                    "task": json.loads(task.content[0].text)["task_id"]})
+        return tools, task, sent
+
+    tools, task, sent = run_client(db, orch.name, orchestrate)
+    assert {"enqueue_task", "claim_task", "heartbeat_task", "complete_task", "fail_task", "release_task",
+            "queue_stats", "broadcast", "replay", "ack", "explain"} <= set(tools)
+    assert not {"at", "key_id", "signature"} & set(tools["broadcast"].input_schema["properties"])
+    assert not task.is_error and not sent.is_error, (task.content, sent.content)
+    tid = json.loads(task.content[0].text)["task_id"]
+
+    async def work(client):
+        [msg] = json.loads((await client.call_tool("replay", {})).content[0].text)
+        await client.call_tool("ack", {"message": msg["message_id"]})
+        claimed = json.loads((await client.call_tool("claim_task", {"wait_seconds": 5})).content[0].text)
+        beat = await client.call_tool("heartbeat_task", {"task": tid, "token": claimed[0]["lease_token"]})
+        done = await client.call_tool("complete_task", {"task": tid, "token": claimed[0]["lease_token"],
+                                                        "result": {"ok": True}})
+        late = await client.call_tool("complete_task", {"task": tid, "token": claimed[0]["lease_token"]})
+        stats = json.loads((await client.call_tool("queue_stats", {})).content[0].text)
+        return msg, claimed, beat, done, late, stats
+
+    msg, claimed, beat, done, late, stats = run_client(db, dev.name, work)
+    assert msg["type"] == "ASSIGN" and msg["task_id"] == tid and msg["provenance"] == "orchestrator"
+    assert claimed[0]["task_id"] == tid and not beat.is_error and not done.is_error
+    assert late.is_error and "SC304" in late.content[0].text
+    assert stats[0]["done"] == 1
