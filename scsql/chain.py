@@ -168,9 +168,20 @@ def _enc_uuid(v: uuid.UUID | str) -> bytes:
     return field(b"u", str(uuid.UUID(str(v))).encode("ascii"))
 
 
+@dataclass(frozen=True)
+class JsonValue:
+    """A jsonb value as read or sent; ``JsonValue(None)`` is JSON null, unlike SQL NULL."""
+
+    value: Any
+
+    @classmethod
+    def parse(cls, text: str | bytes) -> JsonValue:
+        return cls(json.loads(text, parse_float=Decimal))
+
+
 def _enc_jsonb(v: Any) -> bytes:
-    if isinstance(v, str | bytes):  # already serialised JSON text
-        v = json.loads(v, parse_float=Decimal)
+    if isinstance(v, JsonValue):
+        v = v.value
     return field(b"j", jsonb_text(v).encode("utf-8"))
 
 
@@ -225,15 +236,16 @@ class SignedField:
 
 def _prepare(f: SignedField, value: Any) -> tuple[Any, Any]:
     """(value to send, value to sign) for one field."""
+    if f.kind == "jsonb":
+        # The registry sends jsonb arguments as JSON text (None as JSON null);
+        # the server stores what it parses from that text: sign the same.
+        return value, JsonValue.parse(json.dumps(value))
     if value is None:
         return None, None
     if f.kind == "numeric" and isinstance(value, float | int) and not isinstance(value, bool):
         value = _decimal(value)
     elif f.kind == "text" and f.max_chars is not None and isinstance(value, str) and len(value) > f.max_chars:
         value = value[: f.max_chars - 1] + "…"
-    elif f.kind == "jsonb" and not isinstance(value, str | bytes):
-        # The server stores what it parses from the JSON text sent; sign that.
-        return value, json.loads(json.dumps(value), parse_float=Decimal)
     return value, value
 
 

@@ -34,8 +34,6 @@ import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from decimal import Decimal
-from functools import partial
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -88,7 +86,7 @@ class Report:
 
 def _connect(conninfo: str, role: str | None) -> psycopg.Connection:
     conn = psycopg.connect(conninfo, autocommit=False, application_name="scsql:verify")
-    set_json_loads(partial(json.loads, parse_float=Decimal), conn)
+    set_json_loads(enc.JsonValue.parse, conn)  # keeps JSON null apart from SQL NULL
     conn.execute("begin isolation level repeatable read read only")
     if role:
         conn.execute(sql.SQL("set local role {}").format(sql.Identifier(role)))
@@ -326,7 +324,9 @@ def _expected_heads(conn: psycopg.Connection, files: list[Path], breaks: list[Br
     cps: list[tuple[dict, str]] = []
     cols = ["checkpoint_id", "project_id", "project", "at", "key_id", "public_key", "signature", "heads"]
     for row in conn.execute("select * from scsql.checkpoints()").fetchall():
-        cps.append((dict(zip(cols, row, strict=True)), "database checkpoint"))
+        cp = dict(zip(cols, row, strict=True))
+        cp["heads"] = cp["heads"].value if isinstance(cp["heads"], enc.JsonValue) else cp["heads"]
+        cps.append((cp, "database checkpoint"))
     for path in files:
         for cp in read_checkpoint_file(path):
             cps.append((cp, f"exported checkpoint {cp.get('checkpoint_id')} ({path.name})"))
