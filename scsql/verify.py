@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime as dt
 import heapq
+import hashlib
 import hmac
 import json
 import multiprocessing as mp
@@ -179,6 +180,8 @@ def verify_part(conninfo: str, role: str | None, parts: int, part: int,
             specs.append((t, [enc.ENCODERS[k] for k in stamped], [enc.ENCODERS[k] for k in signed], len(stamped)))
 
         prefix_cache: dict[tuple[int, int, int], bytes] = {}
+        enc_ts, enc_int, join, NULL, compare = enc._enc_ts, enc._enc_int, b"".join, enc.NULL, hmac.compare_digest
+        sha256, sign_open = hashlib.sha256, nacl.bindings.crypto_sign_open
         state: dict[int, list] = {}  # chain_id -> [next_seq, prev_hash, broken, last_seq]
         unreported = 0
         streams = [_scan(conn, t, ti, parts, part) for ti, t in enumerate(tables)]
@@ -209,7 +212,7 @@ def verify_part(conninfo: str, role: str | None, parts: int, part: int,
             if seq != st[0]:
                 _fail(breaks, st, chain_id, seq, "seq-gap", f"expected seq {st[0]}, found {seq}: rows are missing", table)
                 continue
-            if not hmac.compare_digest(bytes(prev_hash), st[1]):
+            if not compare(prev_hash, st[1]):
                 _fail(breaks, st, chain_id, seq, "prev-mismatch", "prev_hash is not the previous row's row_hash", table)
                 continue
             key = (ti, author_id, key_id)
@@ -219,14 +222,13 @@ def verify_part(conninfo: str, role: str | None, parts: int, part: int,
                           + enc._enc_text(names.get(author_id, "")) + enc._enc_int(key_id))
                 prefix_cache[key] = prefix
             values = r[8:]
-            parts_ = [prefix, enc._enc_ts(at)]
-            for f, v in zip(signed_enc, values[n_stamped:]):
-                parts_.append(enc.NULL if v is None else f(v))
-            signed_payload = b"".join(parts_)
-            stamped_bytes = b"".join(enc.NULL if v is None else f(v) for f, v in zip(stamped_enc, values[:n_stamped]))
-            canonical = enc._enc_int(chain_id) + enc._enc_int(seq) + stamped_bytes + signed_payload
+            signed_payload = prefix + enc_ts(at) + join([NULL if v is None else f(v)
+                                                        for f, v in zip(signed_enc, values[n_stamped:])])
+            canonical = (enc_int(chain_id) + enc_int(seq)
+                         + join([NULL if v is None else f(v) for f, v in zip(stamped_enc, values[:n_stamped])])
+                         + signed_payload)
             sig = bytes(signature)
-            if not hmac.compare_digest(enc.row_hash(prev_hash, canonical, sig), bytes(row_hash)):
+            if not compare(sha256(prev_hash + canonical + sig).digest(), row_hash):
                 _fail(breaks, st, chain_id, seq, "hash-mismatch", "row_hash does not match the row's content", table)
                 continue
             c = chains.get(chain_id)
@@ -240,7 +242,7 @@ def verify_part(conninfo: str, role: str | None, parts: int, part: int,
                       f"key {key_id} of {names.get(author_id, author_id)} was not valid at {at.isoformat()}", table)
                 continue
             try:
-                nacl.bindings.crypto_sign_open(sig + signed_payload, k[0])
+                sign_open(sig + signed_payload, k[0])
             except (nacl.exceptions.BadSignatureError, ValueError):
                 _fail(breaks, st, chain_id, seq, "signature",
                       f"signature does not verify with key {key_id} of {names.get(author_id, author_id)}", table)
@@ -360,7 +362,8 @@ def verify(conninfo: str, *, role: str | None = AUDITOR_ROLE, workers: int | Non
         expected, report.checkpoints = _expected_heads(conn, [Path(p) for p in checkpoint_files], report.breaks)
         conn.rollback()
     if workers is None:
-        workers = max(1, min(os.cpu_count() or 1, total // 50000 + 1))
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        workers = max(1, min(cores, total // 20000 + 1))
     bar = tqdm(total=total, unit="row", desc="verify", disable=(None if progress is None else not progress),
                dynamic_ncols=True, leave=False)
     try:
@@ -373,7 +376,9 @@ def verify(conninfo: str, *, role: str | None = AUDITOR_ROLE, workers: int | Non
             report.rows, report.chains = rows, chains
             report.breaks += breaks
         else:
-            ctx = mp.get_context("spawn")
+            # fork starts workers in milliseconds; nothing (no connection, no
+            # thread) is open in this process at that point.
+            ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
             queue = ctx.Queue()
             with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(queue,)) as pool:
                 futures = [pool.submit(verify_part, conninfo, role, workers, i,

@@ -217,3 +217,28 @@ def test_python_signed_fields_match_the_sql_registry_and_defaults(scsql_db):
                 if f.default is not None:
                     assert f"p_{f.name} {'text' if isinstance(f.default, str) else 'integer'} DEFAULT " \
                            f"{repr(f.default) if isinstance(f.default, str) else f.default}" in args, (function, f.name)
+
+
+def test_mcp_tool_writes_a_signed_row_and_cli_exports_learnings(scsql_db, tmp_path, monkeypatch, capsys):
+    project = scsql_db.project()
+    a = scsql_db.agent("mcp", project)
+    tools = {t.name: t for t in build(a)._tool_manager.list_tools()}
+    call = json.loads(tools["record_tool_call"].fn(tool="Edit", model="m", input_tokens=3))
+    out = json.loads(tools["record_outcome"].fn(kind="reverted", summary="edit broke the build",
+                                                tool_call_id=call["tool_call_id"], signal="ci"))
+    assert call["seq"] == 1 and out["seq"] == 2 and out["learning_id"]
+    monkeypatch.setenv("SCSQL_DSN", scsql_db.admin)
+    monkeypatch.setenv("SCSQL_AGENT_DSN", scsql_db.app)
+    assert cli.main(["learnings", "export", str(tmp_path), "--agent", a.name]) == 0
+    assert cli.main(["learnings", "export", str(tmp_path), "--agent", a.name]) == 0
+    lines = (tmp_path / "learnings" / "failures.jsonl").read_text().splitlines()
+    assert [json.loads(x)["summary"] for x in lines] == ["edit broke the build"]
+    capsys.readouterr()
+    assert cli.main(["learnings", "search", "build", "--agent", a.name]) == 0
+    assert "edit broke the build" in capsys.readouterr().out
+    assert cli.main(["price", "set", "m", "1", "2"]) == 0
+    assert cli.main(["price", "list"]) == 0
+    assert "m\t" in capsys.readouterr().out
+    from scsql.verify import verify
+
+    assert verify(scsql_db.admin, workers=1, progress=False).ok

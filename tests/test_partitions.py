@@ -199,3 +199,30 @@ def test_partman_creates_the_partitions_and_scsql_protects_them(partman_db):
         assert err.value.sqlstate == "SC100"
     _retention_refuses_then_drops(db, a, yesterday)
     assert {x["action"] for x in maintain_partitions(a)} == {"partman-maintenance"}  # partman copes with the drop
+
+
+def test_worker_runs_partition_maintenance_and_cli_reports_it(scsql_db, monkeypatch, capsys):
+    from scsql import cli
+
+    db = scsql_db
+    project = db.project()
+    a = db.agent("w", project)
+    with db.connect() as conn:
+        conn.execute("select scsql.set_partition_retention('scsql.tool_calls', null, 12)")
+    far = dt.datetime.now(dt.UTC).date() + dt.timedelta(days=12)
+    assert far not in {r["lower_bound"].date() for r in partitions.status(db.admin) if not r["is_default"]}
+    monkeypatch.setenv("SCSQL_DSN", db.admin)
+    monkeypatch.setenv("SCSQL_AGENT_DSN", db.app)
+    monkeypatch.setenv("SCSQL_KEYSTORE", str(db.keystore.directory))
+    assert cli.main(["worker", "--agent", a.name, "--once", "--job", "partitions"]) == 0
+    assert far in {r["lower_bound"].date() for r in partitions.status(db.admin)
+                   if r["parent"] == "scsql.tool_calls" and not r["is_default"]}
+    capsys.readouterr()
+    assert cli.main(["partitions", "status"]) == 0
+    out = capsys.readouterr().out
+    assert f"{far:%Y-%m-%d}" in out and "built-in" in out
+    assert cli.main(["partitions", "retention", "scsql.outcomes", "30 days"]) == 0
+    assert cli.main(["partitions", "maintain"]) == 0
+    with db.connect() as conn:
+        assert conn.execute("select retention from scsql.partition_settings where parent = 'scsql.outcomes'"
+                            ).fetchone()["retention"] == dt.timedelta(days=30)
