@@ -65,6 +65,10 @@ row = st.fixed_dictionaries({
 })
 
 
+KINDS = {"text": "text", "int": "bigint", "numeric": "numeric", "bool": "boolean", "ts": "timestamptz",
+         "bytea": "bytea", "uuid": "uuid", "jsonb": "jsonb"}
+
+
 @pytest.fixture(scope="module")
 def probe_conn(server, template):
     import psycopg
@@ -73,9 +77,17 @@ def probe_conn(server, template):
         yield conn
 
 
+@pytest.fixture(scope="module")
+def inline_query(probe_conn) -> str:
+    """The inline expressions generated triggers use (scsql._enc_expr), for every kind, in one query."""
+    exprs = [probe_conn.execute("select scsql._enc_expr(%s, %s)", (k, f"%({k})s::{t}")).fetchone()[0]
+             for k, t in KINDS.items()]
+    return "select " + ", ".join(exprs)
+
+
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(row)
-def test_python_and_sql_encode_every_value_alike(probe_conn, r):
+def test_python_and_sql_encode_every_value_alike(probe_conn, inline_query, r):
     conn = probe_conn
     conn.execute(f"set timezone = '{r['zone']}'")
     conn.execute(f"set datestyle = '{r['datestyle']}'")
@@ -92,6 +104,9 @@ def test_python_and_sql_encode_every_value_alike(probe_conn, r):
                 chain.encode("uuid", r["uuid"]),
                 chain.encode("jsonb", None if jtext is None else chain.JsonValue.parse(jtext))]
     assert [bytes(g) for g in got] == expected
+    params = dict(zip(KINDS, (r["text"], r["int"], r["numeric"], r["bool"], r["ts"], r["bytea"], r["uuid"], jtext)))
+    inline = probe_conn.execute(inline_query, params).fetchone()
+    assert [bytes(g) for g in inline] == expected
 
 
 def test_encoding_matches_the_documented_examples():

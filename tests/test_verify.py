@@ -168,3 +168,29 @@ def test_tampered_checkpoint_file_is_refused(trail, tmp_path, monkeypatch):
     export.write_text(json.dumps(cp) + "\n")
     brk, _ = _first_break(db, checkpoint_files=[export])
     assert brk.kind == "checkpoint-signature"
+
+
+def test_verification_can_start_from_a_checkpoint(trail, tmp_path, monkeypatch):
+    db, a, b, ca, cb = trail
+    monkeypatch.setenv("SCSQL_DSN", db.admin)
+    monkeypatch.setenv("SCSQL_KEYSTORE", str(tmp_path / "keys"))
+    assert cli.main(["checkpoint", "--init"]) == 0
+    assert cli.main(["checkpoint"]) == 0
+    api = Api(a)
+    api.call("record_tool_call", tool="after")  # seq 7
+    with db.connect() as conn:
+        cp = conn.execute("select max(checkpoint_id) as id from scsql.checkpoints").fetchone()["id"]
+    _tamper(db, f"update scsql.tool_calls set tool = 'x' where chain_id = {ca} and seq = 2")
+    assert verify(db.admin, workers=1, progress=False).breaks[0].seq == 2
+    report = verify(db.admin, workers=1, progress=False, from_checkpoint=cp)
+    assert report.ok, report.breaks  # rows after the checkpoint are intact
+    with db.connect() as conn:
+        conn.execute("set role scsql_auditor")
+        r = conn.execute("select * from scsql.verify_chain(%s, %s)", (ca, cp)).fetchone()
+        assert r["ok"] and r["rows_checked"] == 1
+    _tamper(db, f"update scsql.outcomes set summary = 'x' where chain_id = {ca} and seq = 6")
+    brk = verify(db.admin, workers=1, progress=False, from_checkpoint=cp).breaks[0]
+    assert (brk.chain_id, brk.seq, brk.kind) == (ca, 6, "hash-mismatch")  # the start row itself is checked
+    _tamper(db, f"update scsql.outcomes set row_hash = sha256(row_hash) where chain_id = {ca} and seq = 6")
+    brk = verify(db.admin, workers=1, progress=False, from_checkpoint=cp).breaks[0]
+    assert (brk.chain_id, brk.seq, brk.kind) == (ca, 6, "checkpoint-mismatch")
