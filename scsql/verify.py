@@ -25,8 +25,8 @@ chains with a server-side cursor in large batches), so both cores work.
 from __future__ import annotations
 
 import datetime as dt
-import heapq
 import hashlib
+import heapq
 import hmac
 import json
 import multiprocessing as mp
