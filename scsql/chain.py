@@ -40,6 +40,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import struct
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -54,7 +55,6 @@ FORMAT = "scsql/1"
 GENESIS = bytes(32)
 NULL = b"N\x00\x00\x00\x00"
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_MICRO = dt.timedelta(microseconds=1)
 
 
 # -- the canonical encoding ---------------------------------------------------
@@ -92,7 +92,8 @@ def micros(value: dt.datetime) -> int:
     """Microseconds since the Unix epoch (UTC) of an aware datetime."""
     if value.tzinfo is None:
         raise ValueError("timestamps of chained rows must carry a time zone")
-    return (value - EPOCH) // _MICRO
+    d = value - EPOCH
+    return (d.days * 86400 + d.seconds) * 1000000 + d.microseconds
 
 
 def _json_number(value: Decimal) -> str:
@@ -140,37 +141,56 @@ def jsonb_text(value: Any) -> str:
     raise TypeError(f"not a JSON value: {value!r}")
 
 
+_len = struct.Struct(">I").pack  # the 4-byte big-endian length
+
+
 def _enc_text(v: str) -> bytes:
-    return field(b"t", v.encode("utf-8"))
+    b = v.encode("utf-8")
+    return b"t" + _len(len(b)) + b
 
 
 def _enc_int(v: int) -> bytes:
-    return field(b"i", str(int(v)).encode("ascii"))
+    b = str(int(v)).encode("ascii")
+    return b"i" + _len(len(b)) + b
 
 
 def _enc_numeric(v: Decimal | int | float) -> bytes:
-    return field(b"n", numeric_text(v).encode("ascii"))
+    b = numeric_text(v).encode("ascii")
+    return b"n" + _len(len(b)) + b
 
 
 def _enc_bool(v: bool) -> bytes:
-    return field(b"b", b"t" if v else b"f")
+    return b"b\x00\x00\x00\x01t" if v else b"b\x00\x00\x00\x01f"
 
 
 def _enc_ts(v: dt.datetime) -> bytes:
-    return field(b"T", str(micros(v)).encode("ascii"))
+    b = str(micros(v)).encode("ascii")
+    return b"T" + _len(len(b)) + b
 
 
 def _enc_bytea(v: bytes | memoryview) -> bytes:
-    return field(b"x", bytes(v))
+    b = bytes(v)
+    return b"x" + _len(len(b)) + b
 
 
 def _enc_uuid(v: uuid.UUID | str) -> bytes:
-    return field(b"u", str(uuid.UUID(str(v))).encode("ascii"))
+    return b"u\x00\x00\x00\x24" + str(uuid.UUID(str(v))).encode("ascii")
+
+
+@dataclass(frozen=True)
+class JsonValue:
+    """A jsonb value as read or sent; ``JsonValue(None)`` is JSON null, unlike SQL NULL."""
+
+    value: Any
+
+    @classmethod
+    def parse(cls, text: str | bytes) -> JsonValue:
+        return cls(json.loads(text, parse_float=Decimal))
 
 
 def _enc_jsonb(v: Any) -> bytes:
-    if isinstance(v, str | bytes):  # already serialised JSON text
-        v = json.loads(v, parse_float=Decimal)
+    if isinstance(v, JsonValue):
+        v = v.value
     return field(b"j", jsonb_text(v).encode("utf-8"))
 
 
@@ -225,19 +245,20 @@ class SignedField:
 
 def _prepare(f: SignedField, value: Any) -> tuple[Any, Any]:
     """(value to send, value to sign) for one field."""
+    if f.kind == "jsonb":
+        # The registry sends jsonb arguments as JSON text (None as JSON null);
+        # the server stores what it parses from that text: sign the same.
+        return value, JsonValue.parse(json.dumps(value))
     if value is None:
         return None, None
     if f.kind == "numeric" and isinstance(value, float | int) and not isinstance(value, bool):
         value = _decimal(value)
     elif f.kind == "text" and f.max_chars is not None and isinstance(value, str) and len(value) > f.max_chars:
         value = value[: f.max_chars - 1] + "…"
-    elif f.kind == "jsonb" and not isinstance(value, str | bytes):
-        # The server stores what it parses from the JSON text sent; sign that.
-        return value, json.loads(json.dumps(value), parse_float=Decimal)
     return value, value
 
 
-_KEY_IDS: dict[tuple[int, bytes], int] = {}
+_KEY_IDS: dict[tuple[int, int], tuple[Any, int]] = {}
 
 
 def key_id(agent: Agent) -> int:
@@ -246,10 +267,10 @@ def key_id(agent: Agent) -> int:
 
     if agent.key is None:
         raise ScsqlError("SC031", f"agent {agent.name!r} has no private key loaded; chained writes are signed")
+    cached = _KEY_IDS.get((id(agent), id(agent.key)))
+    if cached is not None and cached[0] is agent.key:
+        return cached[1]
     pub = public_bytes(agent.key)
-    cached = _KEY_IDS.get((id(agent), pub))
-    if cached is not None:
-        return cached
     me = agent.whoami()
     if me["public_key"] != pub.hex():
         raise ScsqlError(
@@ -257,7 +278,7 @@ def key_id(agent: Agent) -> int:
             f"the key loaded for agent {agent.name!r} is not its current key (key {me['key_id']})",
             "the key was rotated: restart the agent process so it loads its new key",
         )
-    _KEY_IDS[(id(agent), pub)] = me["key_id"]
+    _KEY_IDS[(id(agent), id(agent.key))] = (agent.key, me["key_id"])
     return me["key_id"]
 
 

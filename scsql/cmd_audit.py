@@ -28,7 +28,8 @@ AUDITOR_KEY = "auditor"
 def cmd_verify(ctx, args: argparse.Namespace) -> int:
     from .verify import verify
 
-    report = verify(ctx.admin_conninfo(), workers=args.workers, checkpoint_files=args.checkpoints or ())
+    report = verify(ctx.admin_conninfo(), workers=args.workers, checkpoint_files=args.checkpoints or (),
+                    from_checkpoint=args.from_checkpoint)
     if args.json:
         print(json.dumps({"ok": report.ok, "rows": report.rows, "chains": report.chains,
                           "checkpoints": report.checkpoints, "seconds": round(report.seconds, 3),
@@ -255,6 +256,8 @@ def register(sub, add) -> None:
     p.add_argument("--checkpoints", action="append", type=Path, metavar="FILE",
                    help="exported checkpoint JSONL the chains must still contain (repeatable)")
     p.add_argument("--workers", type=int, help="processes (default: one per core when there is enough to do)")
+    p.add_argument("--from-checkpoint", type=int, metavar="ID",
+                   help="start each chain at this checkpoint's head instead of its horizon")
     p.add_argument("--json", action="store_true")
 
     p = add("checkpoint", cmd_checkpoint, "sign and record every chain head with the auditor's key")

@@ -10,10 +10,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
+
+from . import errors
+from .db import unreachable
 from .roles import admin_connection
 
 # What a superuser runs so scsql_owner can drive pg_partman (4.x or 5.x).
 ENABLE_PARTMAN = """
+do $$ begin
+  -- The role scsql's migrations create; made here when pg_partman is enabled first.
+  if not exists (select from pg_roles where rolname = 'scsql_owner') then
+    create role scsql_owner nologin createrole;
+  end if;
+end $$;
 create schema if not exists partman;
 create extension if not exists pg_partman schema partman;
 grant usage, create on schema partman to scsql_owner;
@@ -34,10 +44,16 @@ def partman_available(conninfo: str) -> bool:
 
 def enable_partman(conninfo: str) -> str:
     """Create pg_partman in schema partman and let scsql_owner use it. Returns its version."""
-    with admin_connection(conninfo) as conn:
-        conn.execute(ENABLE_PARTMAN)
-        version = conn.execute("select extversion from pg_extension where extname = 'pg_partman'").fetchone()
-    return f"pg_partman {version['extversion']} is installed in schema partman"
+    # A plain connection: the database may not be migrated yet.
+    try:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(ENABLE_PARTMAN)
+            version = conn.execute("select extversion from pg_extension where extname = 'pg_partman'").fetchone()[0]
+    except psycopg.OperationalError as exc:
+        raise unreachable(exc) from None
+    except psycopg.Error as exc:
+        raise errors.from_psycopg(exc) from None
+    return f"pg_partman {version} is installed in schema partman"
 
 
 def maintain(conninfo: str) -> list[dict[str, Any]]:

@@ -25,6 +25,7 @@ chains with a server-side cursor in large batches), so both cores work.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import heapq
 import hmac
 import json
@@ -34,8 +35,6 @@ import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from decimal import Decimal
-from functools import partial
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -88,7 +87,7 @@ class Report:
 
 def _connect(conninfo: str, role: str | None) -> psycopg.Connection:
     conn = psycopg.connect(conninfo, autocommit=False, application_name="scsql:verify")
-    set_json_loads(partial(json.loads, parse_float=Decimal), conn)
+    set_json_loads(enc.JsonValue.parse, conn)  # keeps JSON null apart from SQL NULL
     conn.execute("begin isolation level repeatable read read only")
     if role:
         conn.execute(sql.SQL("set local role {}").format(sql.Identifier(role)))
@@ -154,12 +153,24 @@ def _report_progress(n: int) -> None:
 
 def verify_part(conninfo: str, role: str | None, parts: int, part: int,
                 expected: dict[int, list[tuple[int, bytes, str]]] | None = None,
-                key_override: dict[str, bytes] | None = None) -> tuple[int, int, list[Break]]:
+                key_override: dict[str, bytes] | None = None,
+                starts: dict[int, tuple[int, bytes]] | None = None) -> tuple[int, int, list[Break]]:
     """Verify the chains whose chain_id % parts == part. Returns (rows, chains, breaks).
 
     ``expected`` maps chain_id to (seq, row_hash, source) pairs the chain must
-    contain (checkpointed heads)."""
+    contain (checkpointed heads). ``starts`` maps chain_id to the (seq,
+    row_hash) of a checkpoint to start from instead of the chain's horizon."""
     expected = expected or {}
+    starts = starts or {}
+
+    def initial(c: tuple) -> list:
+        # [next seq, prev hash, broken, last seq, floor: rows up to it are not checked]
+        floor, floor_hash = c[4], bytes(c[5])
+        start = starts.get(c[0])
+        if start is not None and start[0] > floor:
+            floor, floor_hash = start
+        return [floor + 1, floor_hash, False, floor, floor]
+
     breaks: list[Break] = []
     rows_done = 0
     with _connect(conninfo, role) as conn:
@@ -181,7 +192,9 @@ def verify_part(conninfo: str, role: str | None, parts: int, part: int,
             specs.append((t, [enc.ENCODERS[k] for k in stamped], [enc.ENCODERS[k] for k in signed], len(stamped)))
 
         prefix_cache: dict[tuple[int, int, int], bytes] = {}
-        state: dict[int, list] = {}  # chain_id -> [next_seq, prev_hash, broken, last_seq]
+        enc_ts, enc_int, join, NULL, compare = enc._enc_ts, enc._enc_int, b"".join, enc.NULL, hmac.compare_digest
+        sha256, sign_open = hashlib.sha256, nacl.bindings.crypto_sign_open
+        state: dict[int, list] = {}  # chain_id -> [next_seq, prev_hash, broken, last_seq, floor]
         unreported = 0
         streams = [_scan(conn, t, ti, parts, part) for ti, t in enumerate(tables)]
         for chain_id, seq, ti, r in heapq.merge(*streams, key=itemgetter(0, 1)):
@@ -195,25 +208,35 @@ def verify_part(conninfo: str, role: str | None, parts: int, part: int,
                 c = chains.get(chain_id)
                 if c is None:
                     breaks.append(Break(chain_id, seq, "chain-unknown", "rows name a chain with no head row"))
-                    state[chain_id] = st = [0, b"", True, 0]
+                    state[chain_id] = st = [0, b"", True, 0, 0]
                 else:
-                    state[chain_id] = st = [c[4] + 1, bytes(c[5]), False, c[4]]
+                    state[chain_id] = st = initial(c)
             if st[2]:
                 continue
+            at_floor = False
             if seq < st[0]:
-                if seq <= (chains[chain_id][4] if chain_id in chains else 0):
-                    continue  # retired below the horizon
-                _fail(breaks, st, chain_id, seq, "fork", f"two rows have seq {seq}", tables[ti])
-                continue
+                if seq < st[4]:
+                    continue  # below the horizon or the starting checkpoint
+                if seq == st[4] and st[3] == st[4]:
+                    # The row the start point names: it must be that row, unaltered.
+                    if not compare(r[6], st[1]):
+                        _fail(breaks, st, chain_id, seq, "checkpoint-mismatch",
+                              "the row differs from the one the starting checkpoint signed", tables[ti])
+                        continue
+                    at_floor = True
+                else:
+                    _fail(breaks, st, chain_id, seq, "fork", f"two rows have seq {seq}", tables[ti])
+                    continue
             table, stamped_enc, signed_enc, n_stamped = specs[ti]
             # r: chain_id, seq, at, key_id, author_id, prev_hash, row_hash, signature, stamped..., signed...
             at, key_id, author_id, prev_hash, row_hash, signature = r[2], r[3], r[4], r[5], r[6], r[7]
-            if seq != st[0]:
-                _fail(breaks, st, chain_id, seq, "seq-gap", f"expected seq {st[0]}, found {seq}: rows are missing", table)
-                continue
-            if not hmac.compare_digest(bytes(prev_hash), st[1]):
-                _fail(breaks, st, chain_id, seq, "prev-mismatch", "prev_hash is not the previous row's row_hash", table)
-                continue
+            if not at_floor:
+                if seq != st[0]:
+                    _fail(breaks, st, chain_id, seq, "seq-gap", f"expected seq {st[0]}, found {seq}: rows are missing", table)
+                    continue
+                if not compare(prev_hash, st[1]):
+                    _fail(breaks, st, chain_id, seq, "prev-mismatch", "prev_hash is not the previous row's row_hash", table)
+                    continue
             key = (ti, author_id, key_id)
             prefix = prefix_cache.get(key)
             if prefix is None:
@@ -221,14 +244,13 @@ def verify_part(conninfo: str, role: str | None, parts: int, part: int,
                           + enc._enc_text(names.get(author_id, "")) + enc._enc_int(key_id))
                 prefix_cache[key] = prefix
             values = r[8:]
-            parts_ = [prefix, enc._enc_ts(at)]
-            for f, v in zip(signed_enc, values[n_stamped:]):
-                parts_.append(enc.NULL if v is None else f(v))
-            signed_payload = b"".join(parts_)
-            stamped_bytes = b"".join(enc.NULL if v is None else f(v) for f, v in zip(stamped_enc, values[:n_stamped]))
-            canonical = enc._enc_int(chain_id) + enc._enc_int(seq) + stamped_bytes + signed_payload
+            signed_payload = prefix + enc_ts(at) + join([NULL if v is None else f(v)
+                                                        for f, v in zip(signed_enc, values[n_stamped:])])
+            canonical = (enc_int(chain_id) + enc_int(seq)
+                         + join([NULL if v is None else f(v) for f, v in zip(stamped_enc, values[:n_stamped])])
+                         + signed_payload)
             sig = bytes(signature)
-            if not hmac.compare_digest(enc.row_hash(prev_hash, canonical, sig), bytes(row_hash)):
+            if not compare(sha256(prev_hash + canonical + sig).digest(), row_hash):
                 _fail(breaks, st, chain_id, seq, "hash-mismatch", "row_hash does not match the row's content", table)
                 continue
             c = chains.get(chain_id)
@@ -242,14 +264,17 @@ def verify_part(conninfo: str, role: str | None, parts: int, part: int,
                       f"key {key_id} of {names.get(author_id, author_id)} was not valid at {at.isoformat()}", table)
                 continue
             try:
-                nacl.bindings.crypto_sign_open(sig + signed_payload, k[0])
+                sign_open(sig + signed_payload, k[0])
             except (nacl.exceptions.BadSignatureError, ValueError):
                 _fail(breaks, st, chain_id, seq, "signature",
                       f"signature does not verify with key {key_id} of {names.get(author_id, author_id)}", table)
                 continue
+            if at_floor:
+                continue
             st[0] = seq + 1
             st[1] = bytes(row_hash)
             st[3] = seq
+            st[4] = -1
             for exp_seq, exp_hash, source in expected.get(chain_id, ()):
                 if exp_seq == seq and not hmac.compare_digest(bytes(row_hash), exp_hash):
                     _fail(breaks, st, chain_id, seq, "checkpoint-mismatch",
@@ -261,12 +286,12 @@ def verify_part(conninfo: str, role: str | None, parts: int, part: int,
         for chain_id, c in chains.items():
             st = state.get(chain_id)
             if st is None:
-                st = state[chain_id] = [c[4] + 1, bytes(c[5]), False, c[4]]
+                st = state[chain_id] = initial(c)
             if st[2]:
                 continue
             last = st[0] - 1
             for exp_seq, _h, source in expected.get(chain_id, ()):
-                if exp_seq > last and exp_seq > c[4]:
+                if exp_seq > last and exp_seq > st[4]:
                     _fail(breaks, st, chain_id, last + 1, "checkpoint-mismatch",
                           f"{source} covers seq {exp_seq} but the chain ends at seq {last}")
                     break
@@ -326,7 +351,9 @@ def _expected_heads(conn: psycopg.Connection, files: list[Path], breaks: list[Br
     cps: list[tuple[dict, str]] = []
     cols = ["checkpoint_id", "project_id", "project", "at", "key_id", "public_key", "signature", "heads"]
     for row in conn.execute("select * from scsql.checkpoints()").fetchall():
-        cps.append((dict(zip(cols, row, strict=True)), "database checkpoint"))
+        cp = dict(zip(cols, row, strict=True))
+        cp["heads"] = cp["heads"].value if isinstance(cp["heads"], enc.JsonValue) else cp["heads"]
+        cps.append((cp, "database checkpoint"))
     for path in files:
         for cp in read_checkpoint_file(path):
             cps.append((cp, f"exported checkpoint {cp.get('checkpoint_id')} ({path.name})"))
@@ -348,7 +375,7 @@ def _expected_heads(conn: psycopg.Connection, files: list[Path], breaks: list[Br
 
 def verify(conninfo: str, *, role: str | None = AUDITOR_ROLE, workers: int | None = None,
            checkpoint_files: Iterable[Path] = (), progress: bool | None = None,
-           key_override: dict[str, bytes] | None = None) -> Report:
+           key_override: dict[str, bytes] | None = None, from_checkpoint: int | None = None) -> Report:
     """Verify every chain. ``workers``: processes (default: one per core when
     there is enough to do). ``progress``: a bar on stderr (None: only on a terminal)."""
     from tqdm import tqdm
@@ -358,26 +385,37 @@ def verify(conninfo: str, *, role: str | None = AUDITOR_ROLE, workers: int | Non
     with _connect(conninfo, role) as conn:
         total = conn.execute("select coalesce(sum(head_seq - horizon_seq), 0)::bigint from scsql.chains").fetchone()[0]
         expected, report.checkpoints = _expected_heads(conn, [Path(p) for p in checkpoint_files], report.breaks)
+        starts: dict[int, tuple[int, bytes]] = {}
+        if from_checkpoint is not None:
+            rows = conn.execute("select chain_id, seq, row_hash from scsql.checkpoint_heads where checkpoint_id = %s",
+                                (from_checkpoint,)).fetchall()
+            if not rows:
+                raise ScsqlError("SC010", f"checkpoint {from_checkpoint} does not exist")
+            starts = {c: (s_, bytes(h)) for c, s_, h in rows}
         conn.rollback()
     if workers is None:
-        workers = max(1, min(os.cpu_count() or 1, total // 50000 + 1))
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        workers = max(1, min(cores, total // 20000 + 1))
     bar = tqdm(total=total, unit="row", desc="verify", disable=(None if progress is None else not progress),
                dynamic_ncols=True, leave=False)
     try:
         if workers == 1:
             _init_worker(_BarQueue(bar))
             try:
-                rows, chains, breaks = verify_part(conninfo, role, 1, 0, expected, key_override)
+                rows, chains, breaks = verify_part(conninfo, role, 1, 0, expected, key_override, starts)
             finally:
                 _init_worker(None)
             report.rows, report.chains = rows, chains
             report.breaks += breaks
         else:
-            ctx = mp.get_context("spawn")
+            # fork starts workers in milliseconds; nothing (no connection, no
+            # thread) is open in this process at that point.
+            ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
             queue = ctx.Queue()
             with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(queue,)) as pool:
                 futures = [pool.submit(verify_part, conninfo, role, workers, i,
-                                       {c: v for c, v in expected.items() if c % workers == i}, key_override)
+                                       {c: v for c, v in expected.items() if c % workers == i}, key_override,
+                                       {c: v for c, v in starts.items() if c % workers == i})
                            for i in range(workers)]
                 while not all(f.done() for f in futures):
                     _drain(queue, bar, 0.1)

@@ -100,6 +100,27 @@ returns bytea language sql immutable parallel safe
 as $$ select scsql._enc('\x6a'::bytea, pg_catalog.convert_to(p_value::text, 'UTF8')) $$;
 comment on function scsql._enc_jsonb(jsonb) is 'Private. Canonical field of a jsonb value (tag "j", jsonb text output); see scsql._enc.';
 
+create or replace function scsql._enc_expr(p_kind text, p_value text)
+returns text
+language sql
+immutable
+as $$
+  -- Generated code evaluates the encoding inline (no function call per
+  -- field); it is the same as scsql._enc_<kind>, which the tests check.
+  select case p_kind
+    when 'text'    then format($e$coalesce('\x74'::bytea || pg_catalog.int4send(pg_catalog.length(pg_catalog.convert_to(%1$s, 'UTF8'))) || pg_catalog.convert_to(%1$s, 'UTF8'), '\x4e00000000'::bytea)$e$, p_value)
+    when 'int'     then format($e$coalesce('\x69'::bytea || pg_catalog.int4send(pg_catalog.length((%1$s)::text)) || (%1$s)::text::bytea, '\x4e00000000'::bytea)$e$, p_value)
+    when 'numeric' then format($e$coalesce('\x6e'::bytea || pg_catalog.int4send(pg_catalog.length(pg_catalog.trim_scale(%1$s)::text)) || pg_catalog.trim_scale(%1$s)::text::bytea, '\x4e00000000'::bytea)$e$, p_value)
+    when 'bool'    then format($e$(case when %1$s then '\x620000000174' when not %1$s then '\x620000000166' else '\x4e00000000' end)::bytea$e$, p_value)
+    when 'ts'      then format($e$coalesce('\x54'::bytea || pg_catalog.int4send(pg_catalog.length(((extract(epoch from %1$s) * 1000000)::bigint)::text)) || ((extract(epoch from %1$s) * 1000000)::bigint)::text::bytea, '\x4e00000000'::bytea)$e$, p_value)
+    when 'bytea'   then format($e$coalesce('\x78'::bytea || pg_catalog.int4send(pg_catalog.length(%1$s)) || %1$s, '\x4e00000000'::bytea)$e$, p_value)
+    when 'uuid'    then format($e$coalesce('\x7500000024'::bytea || (%1$s)::text::bytea, '\x4e00000000'::bytea)$e$, p_value)
+    when 'jsonb'   then format($e$coalesce('\x6a'::bytea || pg_catalog.int4send(pg_catalog.length(pg_catalog.convert_to((%1$s)::text, 'UTF8'))) || pg_catalog.convert_to((%1$s)::text, 'UTF8'), '\x4e00000000'::bytea)$e$, p_value)
+  end
+$$;
+comment on function scsql._enc_expr(text, text) is
+  'Private. SQL expression encoding the value expression P_VALUE as one canonical field of kind P_KIND (see scsql._enc), inline, for generated triggers and verification queries.';
+
 create or replace function scsql._enc_kind(p_type regtype)
 returns text
 language sql
@@ -149,9 +170,10 @@ returns text
 language sql
 stable
 as $$
-  select format('scsql._enc_text(%L) || scsql._enc_text(%L) || scsql._enc_text(%s) || scsql._enc_int(%s.key_id) || scsql._enc_ts(%s.at)',
-                'scsql/1', p_table, p_author, p_rec, p_rec)
-      || coalesce((select string_agg(format(' || scsql._enc_%s(%s.%I)', f.kind, p_rec, f.column_name), '' order by f.ordinal)
+  select format('%L::bytea || %s || %s || %s',
+                scsql._enc_text('scsql/1') || scsql._enc_text(p_table),
+                scsql._enc_expr('text', p_author), scsql._enc_expr('int', p_rec || '.key_id'), scsql._enc_expr('ts', p_rec || '.at'))
+      || coalesce((select string_agg(' || ' || scsql._enc_expr(f.kind, format('%s.%I', p_rec, f.column_name)), '' order by f.ordinal)
                    from scsql._chain_fields(p_table) f where f.part = 'signed'), '')
 $$;
 comment on function scsql._chain_payload_expr(text, text, text) is
@@ -164,12 +186,12 @@ stable
 as $$
   -- The stamped fields then the payload of one row, as an SQL expression over
   -- record p_rec, with p_author the expression of the author's name.
-  select coalesce((select string_agg(format('scsql._enc_%s(%s.%I) || ', f.kind, p_rec, f.column_name), '' order by f.ordinal)
+  select coalesce((select string_agg(scsql._enc_expr(f.kind, format('%s.%I', p_rec, f.column_name)) || ' || ', '' order by f.ordinal)
                    from scsql._chain_fields(p_table) f where f.part = 'stamped'), '')
       || scsql._chain_payload_expr(p_table, p_rec, p_author)
 $$;
 comment on function scsql._chain_body_expr(text, text, text) is
-  'Private. Generates the SQL expression of a row''s stamped fields followed by its signed payload (see scsql._enc) for chained table p_table, over record p_rec; p_author is the expression of the author agent''s name. The canonical row bytes are int chain_id || int seq || this.';
+  'Private. Generates the SQL expression of a row''s stamped fields followed by its signed payload (see scsql._enc) for chained table p_table, over record p_rec; p_author is the expression of the author agent''s name. The canonical row bytes are int chain_id || int seq || this. The generated insert trigger links a row with row_hash = sha256(prev_hash || int chain_id || int seq || this || signature).';
 
 create or replace function scsql._chain_object_name(p_table text, p_prefix text)
 returns text
@@ -229,44 +251,9 @@ begin
 end
 $$;
 comment on function scsql._chain_check_signer(bigint, integer, timestamptz, bytea) is
-  'Private. Checks a chained write''s signing fields before it is linked: a 64-byte signature (SC101), a timestamp within scsql.clock_skew of the server clock (SC103), and key_id = the author''s key valid at that time (SC102). The signature itself is checked by verifiers, which hold the public keys; the database has no Ed25519.';
+  'Private. Raises the error for a chained write whose signing fields are wrong (the generated triggers check them inline and call it to report): a 64-byte signature (SC101), a timestamp within scsql.clock_skew of the server clock (SC103), and key_id = the author''s key valid at that time (SC102). The signature itself is checked by verifiers, which hold the public keys; the database has no Ed25519.';
 
-create or replace function scsql._chain_link(
-  p_project bigint, p_agent bigint, p_chain bigint, p_body bytea, p_signature bytea,
-  out chain_id bigint, out seq bigint, out prev_hash bytea, out row_hash bytea)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql
-as $$
-declare
-  v_head scsql.chains;
-begin
-  -- The head row serialises the chain: concurrent writers of one agent wait here.
-  select * into v_head from scsql.chains c
-  where c.project_id = p_project and c.agent_id = p_agent
-  for update;
-  if not found then
-    insert into scsql.chains as c (project_id, agent_id) values (p_project, p_agent)
-    on conflict (project_id, agent_id) do nothing;
-    select * into v_head from scsql.chains c
-    where c.project_id = p_project and c.agent_id = p_agent
-    for update;
-  end if;
-  if p_chain is not null and p_chain <> v_head.chain_id then
-    raise exception using errcode = 'SC104',
-      message = format('chain %s is not the acting agent''s chain (%s)', p_chain, v_head.chain_id),
-      hint = 'Rows join their author''s chain; leave chain_id unset.';
-  end if;
-  chain_id := v_head.chain_id;
-  seq := v_head.head_seq + 1;
-  prev_hash := v_head.head_hash;
-  row_hash := sha256(prev_hash || scsql._enc_int(chain_id) || scsql._enc_int(seq) || p_body || p_signature);
-  update scsql.chains c set head_seq = seq, head_hash = row_hash
-  where c.project_id = p_project and c.chain_id = v_head.chain_id;
-end
-$$;
-comment on function scsql._chain_link(bigint, bigint, bigint, bytea, bytea) is
-  'Private, called by the generated insert triggers. Locks the head row of the (project, agent) chain FOR UPDATE (creating the chain on first use), assigns the next seq, and returns chain_id, seq, prev_hash and row_hash = sha256(prev_hash || int chain_id || int seq || p_body || p_signature), p_body being the stamped fields and the payload (see scsql._enc). Raises SC104 when p_chain names another chain.';
+drop function if exists scsql._chain_link(bigint, bigint, bigint, bytea, bytea);
 
 create or replace function scsql._chain_append_only()
 returns trigger
@@ -365,7 +352,8 @@ begin
   values (v_name, p_signed, p_stamped)
   on conflict (table_name) do update set signed_fields = excluded.signed_fields, stamped_fields = excluded.stamped_fields;
 
-  -- The insert trigger, generated for this table's fields.
+  -- The insert trigger, generated for this table's fields. Everything is
+  -- inline (no helper calls per row): it runs once for every chained write.
   execute format($f$
 create or replace function scsql.%1$I()
 returns trigger
@@ -375,7 +363,9 @@ set search_path = pg_catalog, scsql
 as $body$
 declare
   v_me scsql.agents := scsql._me();
-  v_link record;
+  v_key integer;
+  v_body bytea;
+  v_chain bigint := new.chain_id;
 begin
   if new.author_id is not null and new.author_id <> v_me.agent_id then
     raise exception using errcode = 'SC011',
@@ -391,17 +381,44 @@ begin
   end if;
   new.author_id := v_me.agent_id;
   new.project_id := v_me.project_id;
-  perform scsql._chain_check_signer(v_me.agent_id, new.key_id, new.at, new.signature);
-  select * into v_link from scsql._chain_link(v_me.project_id, v_me.agent_id, new.chain_id,
-    %2$s, new.signature);
-  new.chain_id := v_link.chain_id;
-  new.seq := v_link.seq;
-  new.prev_hash := v_link.prev_hash;
-  new.row_hash := v_link.row_hash;
+  -- Signing fields: a signature, a timestamp near the server clock, the key valid then.
+  if new.signature is null or length(new.signature) <> 64 then
+    perform scsql._chain_check_signer(v_me.agent_id, new.key_id, new.at, new.signature);
+  end if;
+  if new.at is null or abs(extract(epoch from new.at - clock_timestamp())) > extract(epoch from scsql._chain_clock_skew()) then
+    perform scsql._chain_check_signer(v_me.agent_id, new.key_id, new.at, new.signature);
+  end if;
+  select k.key_id into v_key from scsql.agent_keys k
+  where k.agent_id = v_me.agent_id and k.valid_from <= new.at
+  order by k.valid_from desc limit 1;
+  if v_key is distinct from new.key_id then
+    perform scsql._chain_check_signer(v_me.agent_id, new.key_id, new.at, new.signature);
+  end if;
+  v_body := %2$s;
+  -- Link: advancing the head locks its row until commit, so concurrent
+  -- writers of one agent queue here and the chain stays linear.
+  for i in 1 .. 2 loop
+    update scsql.chains c
+    set prev_head_hash = c.head_hash,
+        head_seq = c.head_seq + 1,
+        head_hash = sha256(c.head_hash || %3$s || %4$s || v_body || new.signature)
+    where c.project_id = v_me.project_id and c.agent_id = v_me.agent_id
+    returning c.chain_id, c.head_seq, c.prev_head_hash, c.head_hash
+    into new.chain_id, new.seq, new.prev_hash, new.row_hash;
+    exit when found;
+    insert into scsql.chains (project_id, agent_id) values (v_me.project_id, v_me.agent_id)
+    on conflict (project_id, agent_id) do nothing;
+  end loop;
+  if v_chain is not null and v_chain <> new.chain_id then
+    raise exception using errcode = 'SC104',
+      message = format('chain %%s is not the acting agent''s chain (%%s)', v_chain, new.chain_id),
+      hint = 'Rows join their author''s chain; leave chain_id unset.';
+  end if;
   return new;
 end
 $body$;
-$f$, v_fn, scsql._chain_body_expr(v_name, 'new', 'v_me.name'));
+$f$, v_fn, scsql._chain_body_expr(v_name, 'new', 'v_me.name'),
+     scsql._enc_expr('int', 'c.chain_id'), scsql._enc_expr('int', 'c.head_seq + 1'));
   execute format('comment on function scsql.%I() is %L', v_fn,
     format('Private trigger, generated by scsql._make_chained for %s. Stamps the author from the acting role, checks the signing fields and links the row into its author''s chain. Raises SC011 (another author), SC104 (another chain or project, or chain columns set), SC101/SC102/SC103 (signing fields).', v_name));
   execute format('drop trigger if exists zz_chain_insert on %s', p_table);

@@ -221,29 +221,43 @@ language plpgsql
 security definer
 set search_path = pg_catalog, scsql
 as $$
-declare
-  v_me scsql.agents := scsql._me();
 begin
-  perform scsql._require(char_length(p_tool) between 1 and 200, 'tool must be 1 to 200 characters');
-  perform scsql._require(p_status in ('ok', 'error', 'timeout', 'cancelled', 'denied'),
-    format('status must be ok, error, timeout, cancelled or denied, got %L', p_status));
-  perform scsql._require(p_origin in ('model', 'database'),
-    format('origin must be model (the model generated the call) or database (it only assembled database content), got %L', p_origin));
-  perform scsql._require(p_input_tokens >= 0 and p_output_tokens >= 0, 'token counts must be >= 0');
-  perform scsql._require(p_latency_ms is null or p_latency_ms >= 0, 'latency_ms must be >= 0');
-  perform scsql._require(p_model is null or char_length(p_model) <= 200, 'model must be at most 200 characters');
-  perform scsql._require(p_input_preview is null or char_length(p_input_preview) <= 4000, 'input_preview must be at most 4000 characters');
-  perform scsql._require(p_output_preview is null or char_length(p_output_preview) <= 4000, 'output_preview must be at most 4000 characters');
-  if p_session_id is not null and not exists (
-      select from scsql.sessions s where s.project_id = v_me.project_id and s.session_id = p_session_id) then
-    raise exception using errcode = 'SC111', message = format('session %s does not exist in this project', p_session_id);
+  if (char_length(p_tool) between 1 and 200) is not true then
+    raise exception using errcode = 'SC010', message = 'tool must be 1 to 200 characters';
   end if;
-  cost_usd := scsql._tool_call_cost(p_model, p_at, p_origin, p_input_tokens, p_output_tokens);
+  if (p_status in ('ok', 'error', 'timeout', 'cancelled', 'denied')) is not true then
+    raise exception using errcode = 'SC010', message = format('status must be ok, error, timeout, cancelled or denied, got %L', p_status);
+  end if;
+  if (p_origin in ('model', 'database')) is not true then
+    raise exception using errcode = 'SC010', message = format('origin must be model (the model generated the call) or database (it only assembled database content), got %L', p_origin);
+  end if;
+  if (p_input_tokens >= 0 and p_output_tokens >= 0) is not true then
+    raise exception using errcode = 'SC010', message = 'token counts must be >= 0';
+  end if;
+  if (p_latency_ms is null or p_latency_ms >= 0) is not true then
+    raise exception using errcode = 'SC010', message = 'latency_ms must be >= 0';
+  end if;
+  if (p_model is null or char_length(p_model) <= 200) is not true then
+    raise exception using errcode = 'SC010', message = 'model must be at most 200 characters';
+  end if;
+  if (p_input_preview is null or char_length(p_input_preview) <= 4000) is not true then
+    raise exception using errcode = 'SC010', message = 'input_preview must be at most 4000 characters';
+  end if;
+  if (p_output_preview is null or char_length(p_output_preview) <= 4000) is not true then
+    raise exception using errcode = 'SC010', message = 'output_preview must be at most 4000 characters';
+  end if;
+  if p_session_id is not null then
+    if not exists (
+        select from scsql.sessions s where s.project_id = scsql._my_project() and s.session_id = p_session_id) then
+      raise exception using errcode = 'SC111', message = format('session %s does not exist in this project', p_session_id);
+    end if;
+  end if;
   insert into scsql.tool_calls as t (session_id, tool, model, origin, input_tokens, output_tokens, latency_ms, status,
                                      input_preview, output_preview, cost_usd, at, key_id, signature)
   values (p_session_id, p_tool, p_model, p_origin, p_input_tokens, p_output_tokens, p_latency_ms, p_status,
-          p_input_preview, p_output_preview, cost_usd, p_at, p_key_id, p_signature)
-  returning t.tool_call_id, t.chain_id, t.seq into tool_call_id, chain_id, seq;
+          p_input_preview, p_output_preview,
+          scsql._tool_call_cost(p_model, p_at, p_origin, p_input_tokens, p_output_tokens), p_at, p_key_id, p_signature)
+  returning t.tool_call_id, t.chain_id, t.seq, t.cost_usd into tool_call_id, chain_id, seq, cost_usd;
 end
 $$;
 comment on function scsql.record_tool_call(text, text, bigint, text, text, integer, integer, integer, text, text, timestamptz, integer, bytea) is
@@ -270,27 +284,42 @@ as $$
 declare
   v_me scsql.agents := scsql._me();
 begin
-  perform scsql._require(p_kind in ('shipped', 'accepted', 'rejected', 'failed', 'insufficient', 'errored', 'reverted'),
-    format('kind must be shipped, accepted, rejected, failed, insufficient, errored or reverted, got %L', p_kind));
-  perform scsql._require(char_length(p_summary) between 1 and 1000, 'summary must be 1 to 1000 characters');
-  perform scsql._require(p_signal ~ '^[a-z][a-z0-9_.-]{0,31}$',
-    format('signal must name the source in lower case (test, ci, human, review, agent, ...), got %L', p_signal));
-  perform scsql._require(p_confidence is null or (p_confidence >= 0 and p_confidence <= 1), 'confidence must be between 0 and 1');
-  perform scsql._require(p_evidence is null or char_length(p_evidence) <= 8000, 'evidence must be at most 8000 characters');
-  perform scsql._require(p_task_ref is null or char_length(p_task_ref) <= 200, 'task_ref must be at most 200 characters');
-  perform scsql._require(p_tool_call_id is not null or p_session_id is not null or p_task_ref is not null,
-    'an outcome refers to a tool call, a session or a task: give tool_call_id, session_id or task_ref');
+  if (p_kind in ('shipped', 'accepted', 'rejected', 'failed', 'insufficient', 'errored', 'reverted')) is not true then
+    raise exception using errcode = 'SC010', message = format('kind must be shipped, accepted, rejected, failed, insufficient, errored or reverted, got %L', p_kind);
+  end if;
+  if (char_length(p_summary) between 1 and 1000) is not true then
+    raise exception using errcode = 'SC010', message = 'summary must be 1 to 1000 characters';
+  end if;
+  if (p_signal ~ '^[a-z][a-z0-9_.-]{0,31}$') is not true then
+    raise exception using errcode = 'SC010', message = format('signal must name the source in lower case (test, ci, human, review, agent, ...), got %L', p_signal);
+  end if;
+  if (p_confidence is null or (p_confidence >= 0 and p_confidence <= 1)) is not true then
+    raise exception using errcode = 'SC010', message = 'confidence must be between 0 and 1';
+  end if;
+  if (p_evidence is null or char_length(p_evidence) <= 8000) is not true then
+    raise exception using errcode = 'SC010', message = 'evidence must be at most 8000 characters';
+  end if;
+  if (p_task_ref is null or char_length(p_task_ref) <= 200) is not true then
+    raise exception using errcode = 'SC010', message = 'task_ref must be at most 200 characters';
+  end if;
+  if (p_tool_call_id is not null or p_session_id is not null or p_task_ref is not null) is not true then
+    raise exception using errcode = 'SC010', message = 'an outcome refers to a tool call, a session or a task: give tool_call_id, session_id or task_ref';
+  end if;
   if p_classification is null or p_classification not in ('public', 'internal', 'confidential', 'restricted') then
     raise exception using errcode = 'SC110',
       message = format('classification must be public, internal, confidential or restricted, got %s', coalesce(quote_literal(p_classification), 'NULL'));
   end if;
-  if p_tool_call_id is not null and not exists (
-      select from scsql.tool_calls t where t.project_id = v_me.project_id and t.tool_call_id = p_tool_call_id) then
-    raise exception using errcode = 'SC111', message = format('tool call %s does not exist in this project', p_tool_call_id);
+  if p_tool_call_id is not null then
+    if not exists (
+        select from scsql.tool_calls t where t.project_id = v_me.project_id and t.tool_call_id = p_tool_call_id) then
+      raise exception using errcode = 'SC111', message = format('tool call %s does not exist in this project', p_tool_call_id);
+    end if;
   end if;
-  if p_session_id is not null and not exists (
-      select from scsql.sessions s where s.project_id = v_me.project_id and s.session_id = p_session_id) then
-    raise exception using errcode = 'SC111', message = format('session %s does not exist in this project', p_session_id);
+  if p_session_id is not null then
+    if not exists (
+        select from scsql.sessions s where s.project_id = v_me.project_id and s.session_id = p_session_id) then
+      raise exception using errcode = 'SC111', message = format('session %s does not exist in this project', p_session_id);
+    end if;
   end if;
   insert into scsql.outcomes as o (tool_call_id, session_id, task_ref, kind, signal, confidence, summary, evidence,
                                    classification, at, key_id, signature)

@@ -28,6 +28,17 @@ $$;
 comment on function scsql._partman() is
   'Private. pg_partman''s schema, major version and version when the extension is installed in this database; NULLs otherwise.';
 
+create or replace function scsql._qualified(p_table regclass)
+returns text
+language sql
+stable
+as $$
+  select format('%I.%I', n.nspname, c.relname)
+  from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace where c.oid = p_table
+$$;
+comment on function scsql._qualified(regclass) is
+  'Private. A table''s schema-qualified name, whatever the search_path.';
+
 create or replace function scsql._partitions(p_parent regclass)
 returns table (partition regclass, lower_bound timestamptz, upper_bound timestamptz, is_default boolean)
 language plpgsql
@@ -115,10 +126,10 @@ declare
   r record;
 begin
   select i.inhparent::regclass into v_parent from pg_catalog.pg_inherits i where i.inhrelid = p_partition;
-  if v_parent is null or v_parent::text not in (select s.parent from scsql.partition_settings s)
+  if v_parent is null or scsql._qualified(v_parent) not in (select s.parent from scsql.partition_settings s)
      or exists (select from scsql._partitions(v_parent) p where p.partition = p_partition and p.is_default) then
     raise exception using errcode = 'SC121',
-      message = format('%s is not a dated partition of a time-partitioned scsql table', p_partition);
+      message = format('%s is not a dated partition of a time-partitioned scsql table', scsql._qualified(p_partition));
   end if;
   -- Every chain with rows here must be covered by a checkpoint at or past its newest row here.
   for r in execute format('select project_id, chain_id, max(seq) as max_seq from %s group by 1, 2', p_partition) loop
@@ -130,7 +141,7 @@ begin
   end loop;
   if v_uncovered is not null then
     raise exception using errcode = 'SC120',
-      message = format('refusing to drop %s: no checkpoint covers %s', p_partition, v_uncovered),
+      message = format('refusing to drop %s: no checkpoint covers %s', scsql._qualified(p_partition), v_uncovered),
       hint = 'Record a checkpoint (scsql checkpoint), keep its export, then run maintenance again.';
   end if;
   -- Verification of each chain now starts at the oldest checkpoint past the dropped rows.
@@ -224,10 +235,10 @@ begin
                order by x.lower_bound loop
         begin
           perform scsql._retire_partition(p.partition);
-          action := 'dropped'; partition := p.partition::text; detail := format('older than %s', s.retention);
+          action := 'dropped'; partition := scsql._qualified(p.partition); detail := format('older than %s', s.retention);
           return next;
         exception when sqlstate 'SC120' then
-          action := 'refused'; partition := p.partition::text; detail := sqlerrm;
+          action := 'refused'; partition := scsql._qualified(p.partition); detail := sqlerrm;
           return next;
           exit;
         end;
@@ -269,7 +280,7 @@ stable
 security definer
 set search_path = pg_catalog, scsql
 as $$
-  select s.parent, p.partition::text, p.lower_bound, p.upper_bound, p.is_default, s.retention, s.premake,
+  select s.parent, scsql._qualified(p.partition), p.lower_bound, p.upper_bound, p.is_default, s.retention, s.premake,
          case when (select schema_name from scsql._partman()) is null then 'built-in'
               when scsql._partman_manages((select schema_name from scsql._partman()), s.parent)
               then 'pg_partman ' || (select version from scsql._partman()) else 'built-in' end

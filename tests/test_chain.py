@@ -157,8 +157,8 @@ def test_author_and_chain_come_from_the_role_never_from_input(scsql_db):
         conn.execute(f"grant usage on sequence scsql.tool_calls_id_seq to {a.role}")
         conn.execute(f"create policy oops on scsql.tool_calls for insert to {a.role} with check (true)")
         conn.commit()
-    from scsql.chain import sign_row
     from scsql.audit import TOOL_CALL_FIELDS
+    from scsql.chain import sign_row
 
     signed = sign_row(a, "scsql.tool_calls", TOOL_CALL_FIELDS, {"tool": "Read"})
     base = ("insert into scsql.tool_calls (tool, origin, input_tokens, output_tokens, status, at, key_id, signature{}) "

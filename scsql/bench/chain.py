@@ -1,6 +1,249 @@
-"""``scsql bench chain``: chained, signed inserts against plain inserts."""
+"""``scsql bench chain``: chained, signed inserts against plain inserts into an
+identical unchained table, on the same server in the same run, then
+``scsql verify`` speed.
+
+It works against any server the administrator's connection reaches: it
+creates a scratch database (migrated like any scsql database) with its own
+project, agents and plain table, and drops them at the end.
+
+Both paths do one transaction per row, as an agent (``SET LOCAL ROLE``), from
+N threads (one connection and one chain each), with one bound statement: the
+chained path signs the payload with the agent's key and calls
+``scsql.record_tool_call`` (validation, cost, the chain trigger); the plain
+path inserts the same values into a copy of ``scsql.tool_calls`` (same
+columns, partitioning and indexes, no trigger). The phases alternate (plain,
+chained, plain, chained) so drift on a busy machine hits both alike. A last
+phase makes the same writes through the registry, as MCP tool calls do.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from .. import roles
+from ..audit import TOOL_CALL_FIELDS
+from ..chain import sign_row
+from ..db import Agent, Database
+from ..migrate import Migrator
+from ..registry import Api
+from ..signing import Keystore
+
+PLAIN_INSERT = """
+insert into bench_plain (project_id, tool_call_id, at, session_id, tool, model, origin, input_tokens, output_tokens,
+  latency_ms, status, input_preview, output_preview, cost_usd, author_id, key_id, chain_id, seq, prev_hash, row_hash,
+  signature)
+values (%s, %s, %s, null, %s, %s, 'model', %s, %s, %s, 'ok', %s, %s, null, %s, 1, %s, %s, %s, %s, %s)
+"""
+
+
+CHAINED_CALL = (
+    "select * from scsql.record_tool_call(p_tool => %s, p_model => %s, p_input_tokens => %s, p_output_tokens => %s, "
+    "p_latency_ms => %s, p_input_preview => %s, p_output_preview => %s, p_at => %s, p_key_id => %s, p_signature => %s)"
+)
+
+
+def _chained_params(b: dict) -> tuple:
+    return (b["tool"], b["model"], b["input_tokens"], b["output_tokens"], b["latency_ms"], b["input_preview"],
+            b["output_preview"], b["at"], b["key_id"], b["signature"])
+
+
+def _call_args(i: int) -> dict:
+    return {"tool": "Read", "model": "claude-sonnet-4", "input_tokens": 120 + i % 50, "output_tokens": 900 + i % 300,
+            "latency_ms": 40 + i % 20, "input_preview": f'{{"path": "src/module_{i % 97}.py"}}',
+            "output_preview": f"def f{i}():\n    return {i}\n" * 4}
+
+
+class Bench:
+    def __init__(self, admin_conninfo: str, agents: int):
+        self.admin = admin_conninfo
+        self.tag = "bench_" + secrets.token_hex(3)
+        self.dbname = f"scsql_{self.tag}"
+        parts = conninfo_to_dict(admin_conninfo)
+        parts["dbname"] = self.dbname
+        self.conninfo = make_conninfo(**parts)
+        self.n_agents = agents
+        self.tmp = tempfile.TemporaryDirectory(prefix="scsql-bench-")
+        self.keystore = Keystore(Path(self.tmp.name) / "keys")
+        self.agents: list[Agent] = []
+        self.pools: list[Database] = []
+        self._plain_ids = iter(range(1, 10**12))
+
+    def setup(self) -> None:
+        with psycopg.connect(self.admin, autocommit=True) as conn:
+            conn.execute(f'create database "{self.dbname}"')
+        Migrator(self.conninfo).run()
+        project = self.tag.replace("_", "-")
+        roles.create_project(self.conninfo, project)
+        with psycopg.connect(self.conninfo) as conn:
+            # Same columns, partitioning and indexes as scsql.tool_calls; no chain.
+            conn.execute("create table public.bench_plain (like scsql.tool_calls including defaults including constraints) "
+                         "partition by range (at)")
+            conn.execute("create table public.bench_plain_default partition of public.bench_plain default")
+            conn.execute("alter table public.bench_plain add primary key (project_id, tool_call_id, at)")
+            conn.execute("create index on public.bench_plain (project_id, at)")
+            conn.execute("grant usage on schema public to scsql_agent")
+            conn.execute("grant insert on public.bench_plain to scsql_agent")
+            conn.execute("select scsql.set_model_price('claude-sonnet-4', 3, 15, now() - interval '1 day')")
+        for i in range(self.n_agents):
+            name = f"{self.tag}_{i}"
+            roles.create_agent(self.conninfo, self.keystore, name, project, "developer")
+            db = Database(self.conninfo, max_size=2, application_name=f"scsql:bench:{i}").open()
+            self.pools.append(db)
+            self.agents.append(Agent(db, name, self.keystore.load(name)))
+
+    def cleanup(self) -> None:
+        for db in self.pools:
+            db.close()
+        with psycopg.connect(self.admin, autocommit=True) as conn:
+            conn.execute(f'drop database if exists "{self.dbname}" with (force)')
+            for (role,) in conn.execute("select rolname from pg_roles where rolname like %s",
+                                        (f"scsql_agent_{self.tag}_%",)).fetchall():
+                conn.execute(f'drop role if exists "{role}"')
+        self.tmp.cleanup()
+
+    # -- phases ---------------------------------------------------------------
+
+    def _run(self, work, seconds: float) -> int:
+        stop = time.monotonic() + seconds
+        counts = [0] * len(self.agents)
+        errors: list[BaseException] = []
+        start = threading.Barrier(len(self.agents))
+
+        def loop(k: int) -> None:
+            try:
+                step = work(k)
+                start.wait()
+                while time.monotonic() < stop:
+                    step(counts[k])
+                    counts[k] += 1
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=loop, args=(k,)) for k in range(len(self.agents))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+        return sum(counts)
+
+    def chained(self, seconds: float) -> int:
+        """Signed (Ed25519, in Python) and chained (the trigger) writes, one bound statement each."""
+        def work(k: int):
+            agent = self.agents[k]
+
+            def step(i: int) -> None:
+                b = sign_row(agent, "scsql.tool_calls", TOOL_CALL_FIELDS, _call_args(i))
+                with agent.transaction() as conn:
+                    conn.execute(CHAINED_CALL, _chained_params(b))
+            return step
+        return self._run(work, seconds)
+
+    def registry(self, seconds: float) -> int:
+        """The same writes through the registry, as MCP tool calls are made."""
+        def work(k: int):
+            api = Api(self.agents[k])
+
+            def step(i: int) -> None:
+                api.call("record_tool_call", **_call_args(i))
+            return step
+        return self._run(work, seconds)
+
+    def plain(self, seconds: float) -> int:
+        ids = self._plain_ids
+        lock = threading.Lock()
+        with self.agents[0].transaction() as conn:
+            me = conn.execute("select project_id, agent_id from scsql.agents where name = %s",
+                              (self.agents[0].name,)).fetchone()
+
+        def work(k: int):
+            agent = self.agents[k]
+
+            def step(i: int) -> None:
+                with lock:
+                    tid = next(ids)
+                a = _call_args(i)
+                with agent.transaction() as conn:
+                    conn.execute(PLAIN_INSERT, (me["project_id"], tid, dt.datetime.now(dt.UTC), a["tool"], a["model"],
+                                                a["input_tokens"], a["output_tokens"], a["latency_ms"],
+                                                a["input_preview"], a["output_preview"], me["agent_id"], k + 1, i + 1,
+                                                secrets.token_bytes(32), secrets.token_bytes(32), secrets.token_bytes(64)))
+            return step
+        return self._run(work, seconds)
+
+    def fill(self, rows: int) -> None:
+        """Add chained, signed rows quickly (many per transaction) for the verification phase."""
+        per_agent = rows // len(self.agents)
+
+        def fill_one(agent: Agent) -> None:
+            for start in range(0, per_agent, 1000):
+                batch = [sign_row(agent, "scsql.tool_calls", TOOL_CALL_FIELDS, _call_args(i))
+                         for i in range(start, min(per_agent, start + 1000))]
+                with agent.transaction() as conn, conn.cursor() as cur:
+                    cur.executemany(CHAINED_CALL, [_chained_params(b) for b in batch])
+
+        threads = [threading.Thread(target=fill_one, args=(a,)) for a in self.agents]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+
+def run(ctx, args) -> int:
+    from ..verify import verify
+
+    bench = Bench(ctx.admin_conninfo(), args.agents)
+    print(f"scsql bench chain: {args.agents} agents, {args.seconds:g} s per phase x 2 rounds, "
+          f"scratch database {bench.dbname}", file=sys.stderr)
+    try:
+        bench.setup()
+        with psycopg.connect(bench.conninfo) as conn:
+            version = conn.execute("show server_version").fetchone()[0]
+        plain_rows = chained_rows = 0
+        plain_s = chained_s = 0.0
+        for _ in range(2):
+            t = time.perf_counter()
+            plain_rows += bench.plain(args.seconds)
+            plain_s += time.perf_counter() - t
+            t = time.perf_counter()
+            chained_rows += bench.chained(args.seconds)
+            chained_s += time.perf_counter() - t
+        t = time.perf_counter()
+        registry_rows = bench.registry(args.seconds)
+        registry_rate = registry_rows / (time.perf_counter() - t)
+        chained_rows += registry_rows
+        plain_rate, chained_rate = plain_rows / plain_s, chained_s and (chained_rows - registry_rows) / chained_s
+        extra = max(0, args.verify_rows - chained_rows)
+        if extra:
+            print(f"filling {extra} more chained rows for verification ...", file=sys.stderr)
+            bench.fill(extra)
+        report = verify(bench.conninfo, workers=args.workers, progress=None)
+        print(f"server            PostgreSQL {version}")
+        print(f"plain inserts     {plain_rows:>9} rows  {plain_rate:>10,.0f} rows/s")
+        print(f"chained, signed   {chained_rows - registry_rows:>9} rows  {chained_rate:>10,.0f} rows/s")
+        print(f"ratio             {chained_rate / plain_rate:>26.2f}x  (goal >= 0.70x)")
+        print(f"  through the registry (MCP path): {registry_rate:,.0f} rows/s, {registry_rate / plain_rate:.2f}x")
+        print(f"verify            {report.rows:>9} rows  {report.rate:>10,.0f} rows/s  "
+              f"({report.seconds:.2f} s, {'ok' if report.ok else 'BROKEN'}; goal >= 50,000 rows/s)")
+        return 0 if report.ok else 1
+    finally:
+        bench.cleanup()
 
 
 def register(bsub) -> None:
-    p = bsub.add_parser("chain", help="chained, signed inserts vs plain inserts; verification rows/s")
-    p.set_defaults(bench_func=lambda ctx, args: 0)
+    p = bsub.add_parser("chain", help="chained, signed inserts vs plain inserts (same server, same run); verify rows/s")
+    p.add_argument("--agents", type=int, default=8, help="concurrent agents (default 8)")
+    p.add_argument("--seconds", type=float, default=10.0, help="duration of each phase (default 10)")
+    p.add_argument("--verify-rows", type=int, default=200000, help="rows to verify (filled up to this; default 200000)")
+    p.add_argument("--workers", type=int, help="verification processes (default: one per core)")
+    p.set_defaults(bench_func=run)

@@ -1,0 +1,228 @@
+"""Daily partitions of tool_calls and outcomes, through the built-in
+maintenance (a database without pg_partman) and through pg_partman (a
+database with it), in the same run; retention never drops rows that no
+checkpoint covers, and verification carries on from the checkpoint."""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from scsql import partitions, signing
+from scsql.audit import TOOL_CALL_FIELDS, maintain_partitions
+from scsql.chain import sign_row
+from scsql.cmd_audit import record_checkpoints
+from scsql.migrate import Migrator
+from scsql.registry import Api
+from scsql.signing import Keystore
+from scsql.verify import verify
+
+from .conftest import SESSION, ScsqlDb
+
+
+def _write_at(agent, at: dt.datetime, tool: str) -> dict:
+    args = sign_row(agent, "scsql.tool_calls", TOOL_CALL_FIELDS, {"tool": tool}, at=at)
+    with agent.transaction() as conn:
+        return conn.execute(
+            "select * from scsql.record_tool_call(p_tool => %s, p_at => %s, p_key_id => %s, p_signature => %s)",
+            (tool, at, args["key_id"], args["signature"])).fetchone()
+
+
+def _allow_old_rows(db: ScsqlDb) -> None:
+    """Rows written 'days ago': widen the clock tolerance and backdate keys (test setup only)."""
+    with db.connect(autocommit=True) as conn:
+        conn.execute(f"alter database {db.name} set scsql.clock_skew = '10 days'")
+
+
+def _backdate_keys(db: ScsqlDb) -> None:
+    with db.connect() as conn:
+        conn.execute("update scsql.agent_keys set valid_from = now() - interval '30 days'")
+
+
+def _auditor(db: ScsqlDb):
+    key = signing.generate()
+    with db.connect() as conn:
+        conn.execute("select scsql.register_auditor_key(%s)", (signing.public_bytes(key),))
+    return key
+
+
+def _partition_of(db: ScsqlDb, tool: str) -> str:
+    with db.connect() as conn:
+        return conn.execute("select tableoid::regclass::text as p from scsql.tool_calls where tool = %s",
+                            (tool,)).fetchone()["p"]
+
+
+def _exists(db: ScsqlDb, table: str) -> bool:
+    with db.connect() as conn:
+        return conn.execute("select to_regclass(%s) is not null as ok", (table,)).fetchone()["ok"]
+
+
+def _retention_refuses_then_drops(db: ScsqlDb, agent, old_partition_day: dt.datetime) -> None:
+    """Rows in an old partition: dropping it is refused until a checkpoint covers them."""
+    old = _partition_of(db, "old-1")
+    assert old != _partition_of(db, "new-1")
+    with db.connect() as conn:
+        with pytest.raises(psycopg.Error) as err:
+            conn.execute("select scsql._retire_partition(%s::regclass)", (old,))
+        assert err.value.sqlstate == "SC120" and "seq 2" in err.value.diag.message_primary
+    assert _exists(db, old)
+    key = _auditor(db)
+    record_checkpoints(db.admin, key)  # covers seq 1..3
+    Api(agent).call("record_tool_call", tool="new-2")  # seq 4, after the checkpoint
+    with db.connect() as conn:
+        conn.execute("select scsql._retire_partition(%s::regclass)", (old,))
+        horizon = conn.execute("select horizon_seq from scsql.chains").fetchone()["horizon_seq"]
+    assert not _exists(db, old) and horizon == 3
+    report = verify(db.admin, workers=1, progress=False)
+    assert report.ok, report.breaks
+    with db.connect() as conn:
+        conn.execute("set role scsql_auditor")
+        assert conn.execute("select ok from scsql.verify_chain(1)").fetchone()["ok"]
+    with db.connect() as conn:  # verification from the horizon still checks what follows it
+        conn.execute("set session_replication_role = replica")
+        conn.execute("update scsql.tool_calls set tool = 'edited' where seq = 4")
+    breaks = verify(db.admin, workers=1, progress=False).breaks
+    assert [(b.seq, b.kind) for b in breaks] == [(4, "hash-mismatch")]
+
+
+def test_builtin_maintenance_creates_protects_and_retires_partitions(scsql_db):
+    db = scsql_db
+    status = partitions.status(db.admin)
+    days = [r for r in status if r["parent"] == "scsql.tool_calls" and not r["is_default"]]
+    today = dt.datetime.now(dt.UTC).date()
+    assert [r["lower_bound"].date() for r in days] == [today + dt.timedelta(days=i) for i in range(-1, 8)]
+    assert {r["managed_by"] for r in status} == {"built-in"}
+    assert any(r["is_default"] for r in status if r["parent"] == "scsql.tool_calls")
+    _allow_old_rows(db)
+    three_days_ago = dt.datetime.now(dt.UTC) - dt.timedelta(days=3)
+    with db.connect() as conn:
+        conn.execute("set role scsql_owner")
+        conn.execute("select scsql._create_day_partition('scsql.tool_calls', %s)", (three_days_ago.date(),))
+    project = db.project()
+    a = db.agent("a", project)
+    _backdate_keys(db)
+    actions = maintain_partitions(a)  # protects the new partition; nothing to retire yet
+    assert not [x for x in actions if x["action"] in ("dropped", "refused")]
+    _write_at(a, three_days_ago, "old-1")
+    _write_at(a, three_days_ago, "old-2")
+    Api(a).call("record_tool_call", tool="new-1")
+    old = _partition_of(db, "old-1")
+    with db.connect() as conn:  # the new partition is append-only and closed to agents like the others
+        with pytest.raises(psycopg.Error) as err:
+            conn.execute(f"truncate {old}")
+        assert err.value.sqlstate == "SC100"
+        conn.rollback()
+        rls = conn.execute("select relrowsecurity and relforcerowsecurity as ok from pg_class where oid = %s::regclass",
+                           (old,)).fetchone()["ok"]
+        assert rls
+    with db.connect() as conn:
+        conn.execute("select scsql.set_partition_retention('scsql.tool_calls', '2 days')")
+    refused = [x for x in maintain_partitions(a) if x["action"] == "refused"]
+    assert [(x["parent"], x["partition"]) for x in refused] == [("scsql.tool_calls", old)]
+    _retention_refuses_then_drops(db, a, three_days_ago)
+    assert [x for x in maintain_partitions(a) if x["action"] in ("dropped", "refused")] == []
+
+
+def test_retention_settings_are_validated(scsql_db):
+    with scsql_db.connect() as conn:
+        for args, code in ((("scsql.sessions", "2 days"), "SC121"), (("scsql.tool_calls", "1 hour"), "SC010")):
+            with pytest.raises(psycopg.Error) as err:
+                conn.execute("select scsql.set_partition_retention(%s, %s::interval)", args)
+            conn.rollback()
+            assert err.value.sqlstate == code
+        with pytest.raises(psycopg.Error) as err:
+            conn.execute("select scsql._retire_partition('scsql.tool_calls_default')")
+        assert err.value.sqlstate == "SC121"
+
+
+# -- pg_partman ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def partman_db(server, template, tmp_path_factory):
+    """A database where a superuser installed pg_partman before the first migrate."""
+    admin = server.conninfo("postgres")
+    if not partitions.partman_available(admin):
+        pytest.skip("pg_partman's extension files are not installed on this server (run .ci/partman.sh)")
+    name = f"{SESSION}_partman_{secrets.token_hex(2)}"
+    janitor = server.janitor(name)
+    janitor.init()
+    db = ScsqlDb(server, name, Keystore(Path(tmp_path_factory.mktemp("partman-keys"))))
+    try:
+        partitions.enable_partman(db.admin)
+        Migrator(db.admin).run()
+        yield db
+    finally:
+        db.close()
+        janitor.drop()
+
+
+def test_partman_creates_the_partitions_and_scsql_protects_them(partman_db):
+    db = partman_db
+    status = partitions.status(db.admin)
+    with db.connect() as conn:
+        version = conn.execute("select extversion from pg_extension where extname = 'pg_partman'").fetchone()["extversion"]
+        major = int(version.split(".")[0])
+        config = conn.execute("select parent_table, retention, partition_type from partman.part_config "
+                              "order by 1").fetchall()
+    assert {r["managed_by"] for r in status} == {f"pg_partman {version}"}
+    assert [c["parent_table"] for c in config] == ["scsql.outcomes", "scsql.tool_calls"]
+    assert all(c["retention"] is None for c in config)  # retention stays with scsql
+    assert {c["partition_type"] for c in config} == {"native" if major < 5 else "range"}
+    today = dt.datetime.now(dt.UTC).date()
+    days = {r["lower_bound"].date() for r in status if r["parent"] == "scsql.tool_calls" and not r["is_default"]}
+    assert {today - dt.timedelta(days=1), today, today + dt.timedelta(days=7)} <= days
+
+    _allow_old_rows(db)
+    project = db.project()
+    a = db.agent("pm", project)
+    _backdate_keys(db)
+    yesterday = dt.datetime.now(dt.UTC) - dt.timedelta(days=1)
+    _write_at(a, yesterday, "old-1")
+    _write_at(a, yesterday, "old-2")
+    Api(a).call("record_tool_call", tool="new-1")
+    old = _partition_of(db, "old-1")
+    assert not old.endswith("_default") and old in {r["partition"] for r in status}
+    actions = maintain_partitions(a)
+    assert {x["action"] for x in actions} == {"partman-maintenance"}
+    with db.connect() as conn:
+        with pytest.raises(psycopg.Error) as err:
+            conn.execute(f"truncate {old}")
+        assert err.value.sqlstate == "SC100"
+        conn.rollback()
+        with pytest.raises(psycopg.Error) as err:
+            conn.execute(f"delete from {old}")
+        assert err.value.sqlstate == "SC100"
+    _retention_refuses_then_drops(db, a, yesterday)
+    assert {x["action"] for x in maintain_partitions(a)} == {"partman-maintenance"}  # partman copes with the drop
+
+
+def test_worker_runs_partition_maintenance_and_cli_reports_it(scsql_db, monkeypatch, capsys):
+    from scsql import cli
+
+    db = scsql_db
+    project = db.project()
+    a = db.agent("w", project)
+    with db.connect() as conn:
+        conn.execute("select scsql.set_partition_retention('scsql.tool_calls', null, 12)")
+    far = dt.datetime.now(dt.UTC).date() + dt.timedelta(days=12)
+    assert far not in {r["lower_bound"].date() for r in partitions.status(db.admin) if not r["is_default"]}
+    monkeypatch.setenv("SCSQL_DSN", db.admin)
+    monkeypatch.setenv("SCSQL_AGENT_DSN", db.app)
+    monkeypatch.setenv("SCSQL_KEYSTORE", str(db.keystore.directory))
+    assert cli.main(["worker", "--agent", a.name, "--once", "--job", "partitions"]) == 0
+    assert far in {r["lower_bound"].date() for r in partitions.status(db.admin)
+                   if r["parent"] == "scsql.tool_calls" and not r["is_default"]}
+    capsys.readouterr()
+    assert cli.main(["partitions", "status"]) == 0
+    out = capsys.readouterr().out
+    assert f"{far:%Y-%m-%d}" in out and "built-in" in out
+    assert cli.main(["partitions", "retention", "scsql.outcomes", "30 days"]) == 0
+    assert cli.main(["partitions", "maintain"]) == 0
+    with db.connect() as conn:
+        assert conn.execute("select retention from scsql.partition_settings where parent = 'scsql.outcomes'"
+                            ).fetchone()["retention"] == dt.timedelta(days=30)

@@ -1,0 +1,196 @@
+"""Attacks staged for real (as a superuser, with triggers disabled where the
+attack needs it) and found by verification at the right chain, seq and kind."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+
+import pytest
+
+from scsql import cli
+from scsql.audit import TOOL_CALL_FIELDS
+from scsql.chain import payload
+from scsql.registry import Api
+from scsql.signing import generate, public_bytes
+from scsql.verify import verify
+
+
+@pytest.fixture
+def trail(scsql_db):
+    """Agents A and B of one project, each with a few chained rows."""
+    project = scsql_db.project()
+    a = scsql_db.agent("a", project)
+    b = scsql_db.agent("b", project)
+    api_a, api_b = Api(a), Api(b)
+    for i in range(1, 6):
+        api_a.call("record_tool_call", tool=f"tool{i}", input_preview=f"args {i}", output_preview=f"result {i}",
+                   input_tokens=i, output_tokens=10 * i)
+    api_a.call("record_outcome", kind="accepted", summary="done", task_ref="T-1", confidence=0.5)
+    for i in range(3):
+        api_b.call("record_tool_call", tool=f"b{i}")
+    with scsql_db.connect() as conn:
+        chains = {r["name"]: r["chain_id"] for r in conn.execute(
+            "select a.name, c.chain_id from scsql.chains c join scsql.agents a using (agent_id)").fetchall()}
+    return scsql_db, a, b, chains[a.name], chains[b.name]
+
+
+def _tamper(db, *statements: str) -> None:
+    with db.connect() as conn:
+        conn.execute("set session_replication_role = replica")  # user triggers off
+        for s in statements:
+            conn.execute(s)
+
+
+def _sql_verify(db, chain: int) -> dict:
+    with db.connect() as conn:
+        conn.execute("set role scsql_auditor")
+        return conn.execute("select * from scsql.verify_chain(%s)", (chain,)).fetchone()
+
+
+def _first_break(db, **kw):
+    report = verify(db.admin, workers=1, progress=False, **kw)
+    assert not report.ok
+    return report.breaks[0], report
+
+
+def test_untouched_trail_verifies(trail):
+    db, a, b, ca, cb = trail
+    report = verify(db.admin, workers=1, progress=False)
+    assert report.ok and report.rows == 9 and report.chains == 2
+    assert _sql_verify(db, ca)["ok"] and _sql_verify(db, cb)["ok"]
+
+
+def test_edited_row_is_a_hash_mismatch_at_its_seq(trail):
+    db, a, b, ca, cb = trail
+    _tamper(db, f"update scsql.tool_calls set output_tokens = 1 where chain_id = {ca} and seq = 3")
+    brk, report = _first_break(db)
+    assert (brk.chain_id, brk.seq, brk.kind) == (ca, 3, "hash-mismatch")
+    assert len(report.breaks) == 1  # B's chain is intact
+    sql = _sql_verify(db, ca)
+    assert (sql["ok"], sql["broken_seq"], sql["kind"]) == (False, 3, "hash-mismatch")
+
+
+def test_deleted_row_is_found_at_the_next_seq(trail):
+    db, a, b, ca, cb = trail
+    _tamper(db, f"delete from scsql.tool_calls where chain_id = {ca} and seq = 2")
+    brk, _ = _first_break(db)
+    assert (brk.chain_id, brk.seq, brk.kind) == (ca, 3, "seq-gap")
+    sql = _sql_verify(db, ca)
+    assert (sql["broken_seq"], sql["kind"]) == (3, "seq-gap")
+
+
+def test_swapped_contents_are_found(trail):
+    db, a, b, ca, cb = trail
+    _tamper(db, f"""
+        with x as (select seq, tool, input_preview, output_preview, input_tokens, output_tokens
+                   from scsql.tool_calls where chain_id = {ca} and seq in (2, 4))
+        update scsql.tool_calls t set tool = y.tool, input_preview = y.input_preview, output_preview = y.output_preview,
+               input_tokens = y.input_tokens, output_tokens = y.output_tokens
+        from x y where t.chain_id = {ca} and t.seq in (2, 4) and y.seq = 6 - t.seq""")
+    brk, _ = _first_break(db)
+    assert (brk.chain_id, brk.seq, brk.kind) == (ca, 2, "hash-mismatch")
+    assert _sql_verify(db, ca)["broken_seq"] == 2
+
+
+def test_row_signed_by_b_while_inserting_as_a_fails_its_signature(trail):
+    db, a, b, ca, cb = trail
+    at = dt.datetime.now(dt.UTC)
+    values = {"tool": "forged", "status": "ok", "origin": "model", "input_tokens": 0, "output_tokens": 0}
+    data = payload("scsql.tool_calls", a.name, 1, at, [f.kind for f in TOOL_CALL_FIELDS],
+                   [values.get(f.name) for f in TOOL_CALL_FIELDS])
+    with a.transaction() as conn:  # A inserts; the signature is B's
+        row = conn.execute(
+            "select * from scsql.record_tool_call(p_tool => 'forged', p_at => %s, p_key_id => 1, p_signature => %s)",
+            (at, b.key.sign(data))).fetchone()
+    brk, report = _first_break(db)
+    assert (brk.chain_id, brk.seq, brk.kind, brk.table) == (ca, row["seq"], "signature", "scsql.tool_calls")
+    assert a.name in brk.detail
+    assert _sql_verify(db, ca)["ok"]  # the chain itself is intact: only signatures catch this
+
+
+def test_wrong_public_key_fails_at_the_first_row(trail):
+    db, a, b, ca, cb = trail
+    brk, report = _first_break(db, key_override={a.name: public_bytes(generate())})
+    assert (brk.chain_id, brk.seq, brk.kind) == (ca, 1, "signature")
+    assert [x.chain_id for x in report.breaks] == [ca]
+
+
+def test_truncated_tail_is_found_against_the_exported_checkpoint(trail, tmp_path, monkeypatch, capsys):
+    db, a, b, ca, cb = trail
+    monkeypatch.setenv("SCSQL_DSN", db.admin)
+    monkeypatch.setenv("SCSQL_KEYSTORE", str(tmp_path / "keys"))
+    export = tmp_path / "outside" / "checkpoints.jsonl"
+    assert cli.main(["checkpoint", "--init"]) == 0
+    assert oct(os.stat(tmp_path / "keys" / "auditor.key").st_mode & 0o777) == "0o600"
+    assert cli.main(["checkpoint", "--export", str(export)]) == 0
+    lines = [json.loads(x) for x in export.read_text().splitlines()]
+    assert len(lines) == 1 and {h["chain_id"]: h["seq"] for h in lines[0]["heads"]} == {ca: 6, cb: 3}
+    assert cli.main(["verify", "--checkpoints", str(export)]) == 0
+    # A superuser removes A's newest two rows, rewinds the head and removes the checkpoints from the database.
+    _tamper(db,
+            f"delete from scsql.outcomes where chain_id = {ca}",
+            f"delete from scsql.tool_calls where chain_id = {ca} and seq = 5",
+            f"update scsql.chains c set head_seq = 4, head_hash = t.row_hash from scsql.tool_calls t "
+            f"where c.chain_id = {ca} and t.chain_id = {ca} and t.seq = 4",
+            "delete from scsql.checkpoint_heads", "delete from scsql.checkpoints")
+    assert verify(db.admin, workers=1, progress=False).ok  # the database alone no longer knows
+    brk, _ = _first_break(db, checkpoint_files=[export])
+    assert (brk.chain_id, brk.seq, brk.kind) == (ca, 5, "checkpoint-mismatch")
+    capsys.readouterr()
+    assert cli.main(["verify", "--checkpoints", str(export)]) == 1
+    err = capsys.readouterr().err
+    assert f"chain {ca} seq 5" in err and "checkpoint-mismatch" in err
+
+
+def test_verify_command_names_the_break_and_exits_non_zero(trail, monkeypatch, capsys):
+    db, a, b, ca, cb = trail
+    monkeypatch.setenv("SCSQL_DSN", db.admin)
+    assert cli.main(["verify"]) == 0
+    out = capsys.readouterr()
+    assert "ok: 9 rows in 2 chains" in out.out and out.err == ""  # no progress bar in a pipe
+    _tamper(db, f"update scsql.tool_calls set tool = 'rm -rf' where chain_id = {cb} and seq = 2")
+    assert cli.main(["verify", "--workers", "2"]) == 1
+    err = capsys.readouterr().err
+    assert f"chain {cb} seq 2 (scsql.tool_calls): hash-mismatch" in err
+
+
+def test_tampered_checkpoint_file_is_refused(trail, tmp_path, monkeypatch):
+    db, a, b, ca, cb = trail
+    monkeypatch.setenv("SCSQL_DSN", db.admin)
+    monkeypatch.setenv("SCSQL_KEYSTORE", str(tmp_path / "keys"))
+    export = tmp_path / "cp.jsonl"
+    assert cli.main(["checkpoint", "--init"]) == 0
+    assert cli.main(["checkpoint", "--export", str(export)]) == 0
+    cp = json.loads(export.read_text())
+    cp["heads"][0]["seq"] += 1
+    export.write_text(json.dumps(cp) + "\n")
+    brk, _ = _first_break(db, checkpoint_files=[export])
+    assert brk.kind == "checkpoint-signature"
+
+
+def test_verification_can_start_from_a_checkpoint(trail, tmp_path, monkeypatch):
+    db, a, b, ca, cb = trail
+    monkeypatch.setenv("SCSQL_DSN", db.admin)
+    monkeypatch.setenv("SCSQL_KEYSTORE", str(tmp_path / "keys"))
+    assert cli.main(["checkpoint", "--init"]) == 0
+    assert cli.main(["checkpoint"]) == 0
+    api = Api(a)
+    api.call("record_tool_call", tool="after")  # seq 7
+    with db.connect() as conn:
+        cp = conn.execute("select max(checkpoint_id) as id from scsql.checkpoints").fetchone()["id"]
+    _tamper(db, f"update scsql.tool_calls set tool = 'x' where chain_id = {ca} and seq = 2")
+    assert verify(db.admin, workers=1, progress=False).breaks[0].seq == 2
+    report = verify(db.admin, workers=1, progress=False, from_checkpoint=cp)
+    assert report.ok, report.breaks  # rows after the checkpoint are intact
+    with db.connect() as conn:
+        conn.execute("set role scsql_auditor")
+        r = conn.execute("select * from scsql.verify_chain(%s, %s)", (ca, cp)).fetchone()
+        assert r["ok"] and r["rows_checked"] == 1
+    _tamper(db, f"update scsql.outcomes set summary = 'x' where chain_id = {ca} and seq = 6")
+    brk = verify(db.admin, workers=1, progress=False, from_checkpoint=cp).breaks[0]
+    assert (brk.chain_id, brk.seq, brk.kind) == (ca, 6, "hash-mismatch")  # the start row itself is checked
+    _tamper(db, f"update scsql.outcomes set row_hash = sha256(row_hash) where chain_id = {ca} and seq = 6")
+    brk = verify(db.admin, workers=1, progress=False, from_checkpoint=cp).breaks[0]
+    assert (brk.chain_id, brk.seq, brk.kind) == (ca, 6, "checkpoint-mismatch")
