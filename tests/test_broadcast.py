@@ -4,11 +4,13 @@ explain, provenance labels, wake-ups, and no crossing between projects."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 from scsql import coordination
 from scsql.chain import sign_row
@@ -36,8 +38,12 @@ SEND = ("select * from scsql.broadcast(p_type => %(type)s, p_to_role => %(to_rol
 
 def signed(agent, type_, to_role=None, to_agent=None, payload="{}", task=None) -> dict:
     """broadcast's arguments, signed with the agent's key as scsql's client signs them."""
+    if isinstance(payload, str):
+        payload = json.loads(payload)
     args = {"type": type_, "to_role": to_role, "to_agent": to_agent, "payload": payload, "task": task}
-    return sign_row(agent, BROADCAST_TABLE, BROADCAST_FIELDS, args)
+    out = sign_row(agent, BROADCAST_TABLE, BROADCAST_FIELDS, args)
+    out["payload"] = Jsonb(out["payload"])
+    return out
 
 
 def send(agent, type_, to_role=None, to_agent=None, payload="{}", task=None):
@@ -241,7 +247,7 @@ def test_messages_are_chained_signed_and_append_only(team):
     assert ex1["chain_id"] == ex2["chain_id"] and (ex1["seq"], ex2["seq"]) == (1, 2)
     assert len(ex1["row_hash"]) == 64
     report = verify.verify(db.admin, workers=1, progress=False)
-    assert report.ok and report.rows == 2
+    assert report.ok and report.rows == 2, report.breaks
     with db.connect() as conn:  # nobody may change a sent message, not even the superuser
         for stmt in ("update scsql.messages set payload = '{}'", "delete from scsql.messages",
                      "truncate scsql.messages cascade"):
