@@ -33,6 +33,7 @@ DEFAULT_TEAM_ROLE = "orchestrator"
 
 # Modules that add subcommands: each has register(subparsers, add_command).
 COMMAND_MODULES: list[str] = ["scsql.bench", "scsql.cmd_worker"]
+COMMAND_MODULES.append("scsql.cmd_memory")
 
 
 class Context:

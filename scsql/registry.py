@@ -105,6 +105,7 @@ ADAPTERS: dict[str, Adapter] = {}
 
 # Modules that register adapters when imported. Subsystems append theirs.
 ADAPTER_MODULES: list[str] = []
+ADAPTER_MODULES.append("scsql.memory")
 
 
 def load_adapters() -> None:

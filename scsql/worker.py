@@ -22,6 +22,7 @@ from .db import Agent
 
 # Modules with a jobs() function. Subsystems append their module here.
 JOB_MODULES: list[str] = []
+JOB_MODULES.append("scsql.embed")
 
 
 @dataclass

@@ -19,6 +19,7 @@ from scsql.signing import generate, public_bytes
 # Tables that carry no project_id: catalogues every agent may read, and tables
 # whose rows belong to a project through the agent they name.
 GLOBAL_TABLES = {"schema_migrations", "error_codes", "team_roles"}
+GLOBAL_TABLES.add("embed_models")  # catalogue of embedding models: name, dimension (one HNSW index each)
 THROUGH_AGENT = {"agent_keys"}
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 
 BENCH_MODULES: list[str] = []
+BENCH_MODULES += ["scsql.bench.retrieval", "scsql.bench.search"]
 
 
 def register(sub, add) -> None:
