@@ -180,6 +180,8 @@ declare
   v_text text;
   v_piece integer;
   v_acc integer := 0;
+  v_a integer;
+  v_z integer;
 begin
   for v_i in 1 .. v_n loop
     v_off[v_i] := v_acc;
@@ -280,15 +282,24 @@ begin
         end loop;
         v_s := v_s + 1;
       else
-        v_text := pg_catalog.substr(p_content, v_off[v_s] + 1, v_off[v_cut + 1] - 1 - v_off[v_s]);
+        -- Blank lines at either end are not part of the chunk.
+        v_a := v_s;
+        v_z := v_cut;
+        while v_z > v_a and pg_catalog.btrim(v_lines[v_z], E' \t\r') = '' loop
+          v_z := v_z - 1;
+        end loop;
+        while v_a < v_z and pg_catalog.btrim(v_lines[v_a], E' \t\r') = '' loop
+          v_a := v_a + 1;
+        end loop;
+        v_text := pg_catalog.substr(p_content, v_off[v_a] + 1, v_off[v_z + 1] - 1 - v_off[v_a]);
         if scsql._normalize(v_text) <> '' then
           v_seq := v_seq + 1;
           seq := v_seq;
           content := v_text;
-          line_start := v_s;
-          line_end := v_cut;
-          char_start := v_off[v_s];
-          char_end := v_off[v_cut + 1] - 1;
+          line_start := v_a;
+          line_end := v_z;
+          char_start := v_off[v_a];
+          char_end := v_off[v_z + 1] - 1;
           chunk_hash := scsql._chunk_hash(v_text);
           return next;
         end if;
