@@ -106,11 +106,12 @@ create table scsql.kb_terms (
   term_id    bigint generated always as identity,
   term       text not null,
   df         integer not null check (df >= 0),
+  max_tf     integer not null default 0,
   primary key (project_id, term_id),
   unique (project_id, term)
 );
 comment on table scsql.kb_terms is
-  'BM25 vocabulary of a project: each term with the number of chunks that contain it (df), kept exact by the write functions.';
+  'BM25 vocabulary of a project: each term with the number of chunks that contain it (df), kept exact by the write functions, and an upper bound of its frequency in any chunk (max_tf, never lowered), which lets search skip the long posting lists of common terms when they cannot change the top results.';
 
 create table scsql.kb_postings (
   project_id bigint not null,

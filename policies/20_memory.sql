@@ -38,6 +38,7 @@ grant execute on function
   scsql._chunk_text(text, jsonb, integer), scsql._check_source(text, text, text),
   scsql._search(bigint[], text, integer, text[], text, timestamptz, text, vector, text, double precision,
                 double precision, double precision, double precision, double precision, integer),
+  scsql._bm25(bigint[], text[], double precision, double precision, integer, text[], text, timestamptz),
   scsql._recall_broadcasts(bigint, integer), scsql._memory_capacity(bigint)
 to scsql_agent;
 

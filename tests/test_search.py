@@ -395,3 +395,32 @@ def test_search_global_spans_granted_projects_and_labels_them(scsql_db):
     # Writing stays within the agent's own project.
     index(a, "readme.md", "replaced in a only")
     assert "telescope" in q(b, "select content from scsql.search('telescope')")[0]["content"]
+
+
+def test_pruned_bm25_returns_exactly_the_full_computation(scsql_db):
+    """With a tiny pruning budget every query takes the MaxScore path
+    (candidates from rare terms, common terms added by probes, the bound
+    check, term promotion); the result must equal scoring every posting."""
+    import random
+
+    a = scsql_db.agent("prune", scsql_db.project())
+    rng = random.Random(5)
+    vocab = [f"t{i}" for i in range(60)]
+    weights = [1.0 / (i + 1) for i in range(60)]
+    with a.transaction() as conn:
+        for d in range(400):
+            words = rng.choices(vocab, weights, k=rng.randint(5, 40))
+            conn.execute("select 1 from scsql.index_text(%s, %s, 'note')", (f"d{d}", " ".join(words)))
+    queries = ["t0 t1 t2", "t0 t45", "t59 t1", "t3 t7 t20 t0", "t30 t31 t32", "t1", "t0 t1 t2 t3 t4 t5"]
+    for query in queries:
+        for depth, k1, b in ((5, 1.2, 0.75), (20, 0.9, 0.4), (40, 2.0, 1.0)):
+            results = []
+            for budget in ("0", "15", "60", "300"):
+                with a.transaction() as conn:
+                    conn.execute("select set_config('scsql.bm25_prune_postings', %s, true)", (budget,))
+                    rows = conn.execute("select source_path, score from scsql.search(%s, p_mode => 'bm25', "
+                                        "p_k => %s, p_depth => %s, p_k1 => %s, p_b => %s)",
+                                        (query, depth, depth, k1, b)).fetchall()
+                results.append([(r["source_path"], round(r["score"], 9)) for r in rows])
+            assert len(results[0]) == min(depth, len(results[0])) and results[0]
+            assert results[1] == results[0] and results[2] == results[0] and results[3] == results[0], query
