@@ -1300,11 +1300,10 @@ begin
     raise exception using errcode = 'SC208', message = format('session summary is %s bytes; at most 20,000', octet_length(p_summary::text));
   end if;
   for v_i in 1 .. 4 loop
-    v_items := case jsonb_typeof(p_summary -> v_keys[v_i])
+    v_items := case coalesce(jsonb_typeof(p_summary -> v_keys[v_i]), 'null')
       when 'string' then array[p_summary ->> v_keys[v_i]]
       when 'array' then (select array_agg(e #>> '{}' order by o) from jsonb_array_elements(p_summary -> v_keys[v_i]) with ordinality x(e, o))
       when 'null' then null
-      when null then null
       else array[null::text] end;
     if v_items is not null and (exists (select from unnest(v_items) i where i is null)
         or exists (select from jsonb_array_elements(case when jsonb_typeof(p_summary -> v_keys[v_i]) = 'array'

@@ -193,3 +193,87 @@ def test_agents_of_another_project_see_nothing(scsql_db, agent):
     assert [r for r in q(other, "select * from scsql.recall_context()")] == []
     assert q(other, "select scsql.forget('secret') as f")[0]["f"] is False
     assert "secret" in facts(agent)
+
+
+def test_recall_context_restores_facts_and_sessions_within_budget_in_a_stable_order(agent):
+    for i in range(30):
+        remember(agent, f"k{i:02}", f"fact number {i} " + "detail " * (i % 7), i % 5 + 1)
+    for i in range(7):
+        q(agent, "select * from scsql.summarize_session(%s)",
+          f'{{"done": ["step {i}"], "decisions": ["choice {i}"], "open_tasks": "task {i}"}}')
+    for budget in (100, 400, 1500):
+        rows = q(agent, "select * from scsql.recall_context(%s)", budget)
+        assert sum(r["tokens"] for r in rows) <= budget
+        assert all(r["tokens"] == -(-len(r["content"]) // 4) for r in rows)  # ceil(characters / 4)
+        assert rows == q(agent, "select * from scsql.recall_context(%s)", budget)  # stable
+        facts_rows = [r for r in rows if r["section"] == "fact"]
+        sessions = [r for r in rows if r["section"] == "session"]
+        assert [r["section"] for r in rows] == ["fact"] * len(facts_rows) + ["session"] * len(sessions)
+        # Facts by importance, then the most recently updated first.
+        keys = [(-r["importance"], -r["at"].timestamp()) for r in facts_rows]
+        assert keys == sorted(keys) and facts_rows and facts_rows[0]["importance"] == 5
+        assert len(sessions) <= 5 and sessions  # the latest summaries get their share even when facts are many
+        assert [r["at"] for r in sessions] == sorted((r["at"] for r in sessions), reverse=True)
+        assert sessions[0]["content"].endswith("open tasks: task 6")
+    everything = q(agent, "select * from scsql.recall_context(100000)")
+    assert len([r for r in everything if r["section"] == "fact"]) == 30
+    with pytest.raises(ScsqlError) as err:
+        q(agent, "select * from scsql.recall_context(10)")
+    assert err.value.code == "SC209"
+
+
+def test_pack_keeps_the_best_items_within_budget_with_citations(agent):
+    remember(agent, "deploy.rule", "Deploy the ledger service only after migrations ran", 5)
+    remember(agent, "unrelated", "The office plant needs water on Fridays", 5)
+    q(agent, "select * from scsql.summarize_session(%s)",
+      '{"done": ["wrote the ledger"], "decisions": ["ledger migrations run before every deploy"]}')
+    for i in range(12):
+        q(agent, "select * from scsql.index_text(%s, %s, 'file')", f"src/ledger{i}.py",
+          f"def deploy_ledger_{i}():\n    # run migrations, then deploy the ledger\n    return {i}\n" + "# pad\n" * i)
+    full = q(agent, "select * from scsql.pack('deploy the ledger after migrations', 100000)")
+    kinds = [p["kind"] for p in full]
+    assert "fact" in kinds and "decision" in kinds and "chunk" in kinds
+    assert "unrelated" not in {p["key"] for p in full}
+    assert [p["score"] for p in full] == sorted((p["score"] for p in full), reverse=True)
+    for p in full:
+        assert p["source_path"] and p["tokens"] == -(-len(p["content"]) // 4)
+        assert p["kind"] == "fact" or p["chunk_hash"]
+    small = q(agent, "select * from scsql.pack('deploy the ledger after migrations', 120)")
+    assert sum(p["tokens"] for p in small) <= 120
+    assert [p["item"] for p in small] == [p["item"] for p in full][: len(small)]  # the lowest-scored went first
+    assert len(small) < len(full)
+    assert q(agent, "select * from scsql.pack('the and of', 500)") == []
+
+
+def test_expired_session_summaries_are_purged_by_the_worker(scsql_db, agent):
+    from scsql import worker
+
+    q(agent, "select * from scsql.summarize_session('{\"done\": \"ancient history\"}')")
+    q(agent, "select * from scsql.summarize_session('{\"done\": \"recent work\"}')")
+    rows = q(agent, "select path, expires_at, created_at from scsql.kb_sources where kind = 'session_summary' "
+                    "order by created_at")
+    assert all(abs((r["expires_at"] - r["created_at"]).days - 365) <= 1 for r in rows)
+    with scsql_db.connect() as conn:
+        conn.execute("update scsql.kb_sources set expires_at = now() - interval '1 day' where path = %s",
+                     (rows[0]["path"],))
+        conn.commit()
+    assert [r["content"] for r in q(agent, "select * from scsql.recall_context()")
+            if r["section"] == "session"][0].endswith("done: recent work")
+    assert worker.drain(agent, worker.load_jobs(["memory_retention"])) == 1
+    assert [r["path"] for r in q(agent, "select path from scsql.kb_sources")] == [rows[1]["path"]]
+    assert q(agent, "select * from scsql.search('ancient')") == []
+
+
+def test_huge_inputs_get_clear_errors(agent):
+    five_mb = "x" * (5 * 1024 * 1024)
+    for sql, args, code in [
+        ("select * from scsql.remember(%s, %s)", ("k", five_mb), "SC200"),
+        ("select * from scsql.remember(%s, %s)", (five_mb, "v"), "SC200"),
+        ("select * from scsql.search(%s)", (five_mb,), "SC205"),
+        ("select * from scsql.pack(%s)", (five_mb,), "SC205"),
+        ("select * from scsql.summarize_session(%s)", ('{"done": "%s"}' % five_mb,), "SC208"),
+    ]:
+        with pytest.raises(ScsqlError) as err:
+            q(agent, sql, *args)
+        assert err.value.code == code, sql
+    assert facts(agent) == {}
