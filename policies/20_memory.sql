@@ -39,7 +39,7 @@ grant execute on function
   scsql._search(bigint[], text, integer, text[], text, timestamptz, text, vector, text, double precision,
                 double precision, double precision, double precision, double precision, integer),
   scsql._bm25(bigint[], text[], double precision, double precision, integer, text[], text, timestamptz),
-  scsql._recall_broadcasts(bigint, integer), scsql._memory_capacity(bigint)
+  scsql._recall_broadcasts(bigint, integer)
 to scsql_agent;
 
 -- Background work done by scsql worker and the MCP server, as an agent.
