@@ -38,8 +38,8 @@ def _register_vector(conn) -> None:
 
     try:
         register_vector(conn)
-    except Exception:  # noqa: BLE001 - the vector type is absent (a database not migrated yet)
-        pass
+    except Exception as exc:  # noqa: BLE001 - the vector type is absent (a database not migrated yet)
+        log.debug("pgvector adapters not registered: %s", exc)
     finally:
         if not conn.autocommit:
             conn.rollback()  # leave the new connection idle, as the pool requires

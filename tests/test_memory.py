@@ -4,6 +4,7 @@ concurrent remembers, and clear errors for bad input."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -257,8 +258,8 @@ def test_expired_session_summaries_are_purged_by_the_worker(scsql_db, agent):
         conn.execute("update scsql.kb_sources set expires_at = now() - interval '1 day' where path = %s",
                      (rows[0]["path"],))
         conn.commit()
-    assert [r["content"] for r in q(agent, "select * from scsql.recall_context()")
-            if r["section"] == "session"][0].endswith("done: recent work")
+    sessions = [r["content"] for r in q(agent, "select * from scsql.recall_context()") if r["section"] == "session"]
+    assert len(sessions) == 1 and sessions[0].endswith("done: recent work")
     assert worker.drain(agent, worker.load_jobs(["memory_retention"])) == 1
     assert [r["path"] for r in q(agent, "select path from scsql.kb_sources")] == [rows[1]["path"]]
     assert q(agent, "select * from scsql.search('ancient')") == []
@@ -271,7 +272,7 @@ def test_huge_inputs_get_clear_errors(agent):
         ("select * from scsql.remember(%s, %s)", (five_mb, "v"), "SC200"),
         ("select * from scsql.search(%s)", (five_mb,), "SC205"),
         ("select * from scsql.pack(%s)", (five_mb,), "SC205"),
-        ("select * from scsql.summarize_session(%s)", ('{"done": "%s"}' % five_mb,), "SC208"),
+        ("select * from scsql.summarize_session(%s)", (json.dumps({"done": five_mb}),), "SC208"),
     ]:
         with pytest.raises(ScsqlError) as err:
             q(agent, sql, *args)

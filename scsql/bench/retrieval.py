@@ -22,8 +22,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 from .. import embed
 from .scratch_db import Scratch, scratch
 

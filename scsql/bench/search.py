@@ -20,6 +20,7 @@ dropped at the end.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 import sys
@@ -89,12 +90,12 @@ def load(s: Scratch, chunks: int) -> None:
         cap = conn.execute("select capacity from scsql.memory_status()").fetchone()["capacity"]
         for i in range(cap):
             conn.execute("select 1 from scsql.remember(%s, %s, %s)",
-                         (f"fact.{i:03}", f"fact {i}: the w{i} module uses verify{i}Chain_{i % 50} for its ledger "
-                          f"and must keep its invariant number {i}", i % 5 + 1))
+                         (f"fact.{i:03}", (f"fact {i}: the w{i} module uses verify{i}Chain_{i % 50} for its ledger "
+                                           f"and must keep its invariant number {i}"), i % 5 + 1))
         for i in range(20):
-            conn.execute("select 1 from scsql.summarize_session(%s)", (
-                '{"done": ["worked on w%d and w%d"], "decisions": ["keep w%d"], "files": ["src/doc%d.md"], '
-                '"open_tasks": ["check w%d"]}' % (i, i + 1, i + 2, i, i + 3),))
+            conn.execute("select 1 from scsql.summarize_session(%s)", (json.dumps({
+                "done": [f"worked on w{i} and w{i + 1}"], "decisions": [f"keep w{i + 2}"],
+                "files": [f"src/doc{i}.md"], "open_tasks": [f"check w{i + 3}"]}),))
     with s.connect() as conn:  # fresh statistics for the planner, as autovacuum would give
         conn.autocommit = True
         conn.execute("vacuum analyze")
