@@ -1516,8 +1516,14 @@ begin
       limit 1000 for update skip locked);
   return query
   select q.chunk_hash,
-         (select c.content from scsql.kb_chunks c
-           where c.project_id = v_project and c.chunk_hash = q.chunk_hash limit 1)
+         -- The text embedded: the chunk, with its anchor (heading or symbol)
+         -- above it when its opening lines do not show it already, so a
+         -- section cut in pieces keeps its context.
+         (select case when c.anchor is null or strpos(left(c.content, 400), c.anchor) > 0 then c.content
+                      else c.anchor || E'\n' || c.content end
+          from scsql.kb_chunks c
+           where c.project_id = v_project and c.chunk_hash = q.chunk_hash
+           order by c.chunk_id limit 1)
   from (select q.chunk_hash from scsql.kb_embed_queue q
         where q.project_id = v_project and q.model_id = v_model
         order by q.enqueued_at, q.chunk_hash
@@ -1526,7 +1532,7 @@ begin
 end
 $$;
 comment on function scsql._embed_claim(text, integer) is
-  'Private, for scsql worker and the MCP server. Locks (FOR UPDATE SKIP LOCKED, until the transaction ends) up to p_limit queued chunk texts of the acting agent''s project waiting for an embedding with model p_model, and returns them. Embed them and call _embed_store in the same transaction.';
+  'Private, for scsql worker and the MCP server. Locks (FOR UPDATE SKIP LOCKED, until the transaction ends) up to p_limit queued chunk hashes of the acting agent''s project waiting for an embedding with model p_model, and returns each with the text to embed (its text, preceded by its anchor when the text does not start by showing it). Embed them and call _embed_store in the same transaction.';
 
 create or replace function scsql._embed_store(p_model text, p_hashes text[], p_embeddings vector[])
 returns integer

@@ -6,9 +6,9 @@ run on the same server.
 
 BM25's k1 and b and the fusion's rrf_k and vector weight are tuned on the
 train split only, then fixed for the test split. Each document is indexed as
-one note (title, blank line, text) with index_text, so long abstracts are
-split into chunks like any other text; a document ranks where its best chunk
-ranks. Everything lives in a scratch database that is dropped at the end;
+one Markdown note (its title as a heading, then its text) with index_text, so
+long abstracts are split into chunks like any other text, each keeping the
+title as its anchor; a document ranks where its best chunk ranks. Everything lives in a scratch database that is dropped at the end;
 nothing is cached.
 """
 
@@ -42,7 +42,8 @@ def load(dataset: Path) -> tuple[dict[str, str], dict[str, str], dict[str, dict[
     with (dataset / "corpus.jsonl").open() as f:
         for line in f:
             d = json.loads(line)
-            corpus[d["_id"]] = (d.get("title", "").strip() + "\n\n" + d["text"].strip()).strip()
+            title = d.get("title", "").strip()
+            corpus[d["_id"]] = (f"# {title}\n\n" if title else "") + d["text"].strip()
     queries = {}
     with (dataset / "queries.jsonl").open() as f:
         for line in f:
