@@ -8,7 +8,7 @@ import json
 import sys
 
 from . import embed
-from .registry import Api, to_json
+from .registry import Api
 
 
 def cmd_index(ctx, args) -> int:
@@ -50,7 +50,8 @@ def cmd_search(ctx, args) -> int:
 def cmd_memory(ctx, args) -> int:
     if args.action == "status":
         agent = ctx.open_agent(args.agent, need_key=False)
-        print(json.dumps(to_json(Api(agent).call("memory_status")), indent=2))
+        rows = Api(agent).call("memory_status")
+        print(json.dumps(rows[0] if rows else {}, indent=2))
         return 0
     # set-model: administrators register this process's provider for a project.
     prov = embed.provider()

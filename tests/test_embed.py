@@ -198,3 +198,33 @@ def test_changing_the_model_re_embeds_in_the_background_without_breaking_search(
         with pytest.raises(Exception) as err:
             conn.execute("select scsql.set_embedding_model(%s, %s, 4)", (project, stub.name))
         assert err.value.sqlstate == "SC207"
+
+
+def test_cli_switches_a_project_to_ollama_and_the_worker_catches_up(scsql_db, ollama):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    project = scsql_db.project()
+    agent = scsql_db.agent("emb_cli", project)
+    q(agent, "select * from scsql.index_text('doc.md', %s, 'file')", DOC)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCSQL_")}
+    env.update(SCSQL_DSN=scsql_db.admin, SCSQL_AGENT_DSN=scsql_db.app, SCSQL_KEYSTORE=str(scsql_db.keystore.directory),
+               SCSQL_EMBED="ollama", SCSQL_OLLAMA_URL=ollama, SCSQL_OLLAMA_MODEL="stub-embed",
+               PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+
+    def scsql(*args):
+        return subprocess.run([sys.executable, "-m", "scsql", *args], env=env, capture_output=True, text=True,
+                              timeout=120, check=False)
+
+    out = scsql("memory", "set-model", "--project", project)
+    assert out.returncode == 0, out.stderr
+    assert "ollama:stub-embed (8 dimensions); 2 chunk text(s) queued" in out.stdout
+    out = scsql("worker", "--agent", agent.name, "--once", "--job", "embed")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "scsql: drained 2 unit(s) of work"
+    status = q(agent, "select * from scsql.memory_status()")[0]
+    assert (status["embedding_model"], status["embedded"], status["pending_embeddings"]) == ("ollama:stub-embed", 2, 0)
+    out = scsql("memory", "status", "--agent", agent.name)
+    assert out.returncode == 0 and json.loads(out.stdout)["embedded"] == 2

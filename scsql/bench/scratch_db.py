@@ -5,6 +5,7 @@ project and one agent, and dropped afterwards with the agent's role."""
 from __future__ import annotations
 
 import secrets
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -54,6 +55,8 @@ def scratch(admin_conninfo: str, label: str, agent_conninfo: str | None = None) 
         conn.execute(sql.SQL("create database {}").format(sql.Identifier(dbname)))
     admin = _with_db(admin_conninfo, dbname)
     db: Database | None = None
+    # A terminated benchmark still drops what it created.
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         print(f"scratch database {dbname}: migrating", file=sys.stderr)
         Migrator(admin).run()
@@ -67,6 +70,7 @@ def scratch(admin_conninfo: str, label: str, agent_conninfo: str | None = None) 
                 db = Database(admin, max_size=2, application_name="scsql-bench").open()
             yield Scratch(admin, project, Agent(db, agent_name))
     finally:
+        signal.signal(signal.SIGTERM, previous)
         if db is not None:
             db.close()
         with psycopg.connect(admin_conninfo, autocommit=True) as conn:
