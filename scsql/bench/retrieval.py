@@ -110,13 +110,19 @@ def embed_corpus(s: Scratch, prov) -> None:
 
 
 def search(s: Scratch, query: str, mode: str, k: int, emb: str | None, model: str | None, **params) -> list[str]:
+    """The source paths of the hits, best first (a path once per chunk found)."""
+    return [path for path, _ in search_chunks(s, query, mode, k, emb, model, **params)]
+
+
+def search_chunks(s: Scratch, query: str, mode: str, k: int, emb: str | None, model: str | None,
+                  **params) -> list[tuple[str, str]]:
     extra = "".join(f", p_{name} => %s" for name in params)
     with s.agent.transaction() as conn:
         rows = conn.execute(
-            f"select source_path from scsql.search(%s, p_k => %s, p_mode => %s, p_query_embedding => %s, "
-            f"p_model => %s{extra})",
+            f"select source_path, chunk_hash from scsql.search(%s, p_k => %s, p_mode => %s, "
+            f"p_query_embedding => %s, p_model => %s{extra})",
             (query, k, mode, emb, model, *params.values())).fetchall()
-    return [r["source_path"] for r in rows]
+    return [(r["source_path"], r["chunk_hash"]) for r in rows]
 
 
 def ts_rank_baseline(s: Scratch, queries: dict[str, str], rels: dict[str, dict[str, int]]) -> dict[str, list[str]]:
@@ -141,13 +147,14 @@ def ts_rank_baseline(s: Scratch, queries: dict[str, str], rels: dict[str, dict[s
     return runs
 
 
-def fuse(bm25: list[str], vec: list[str], rrf_k: float, w_vec: float) -> list[str]:
-    score: dict[str, float] = {}
-    for rank, p in enumerate(bm25, 1):
-        score[p] = score.get(p, 0.0) + 1.0 / (rrf_k + rank)
-    for rank, p in enumerate(vec, 1):
-        score[p] = score.get(p, 0.0) + w_vec / (rrf_k + rank)
-    return [p for p, _ in sorted(score.items(), key=lambda kv: -kv[1])]
+def fuse(bm25: list[tuple[str, str]], vec: list[tuple[str, str]], rrf_k: float, w_vec: float) -> list[str]:
+    """Reciprocal rank fusion of two chunk lists, as scsql.search computes it; the paths, best first."""
+    score: dict[tuple[str, str], float] = {}
+    for rank, c in enumerate(bm25, 1):
+        score[c] = score.get(c, 0.0) + 1.0 / (rrf_k + rank)
+    for rank, c in enumerate(vec, 1):
+        score[c] = score.get(c, 0.0) + w_vec / (rrf_k + rank)
+    return [c[0] for c, _ in sorted(score.items(), key=lambda kv: -kv[1])]
 
 
 def run(ctx, args: argparse.Namespace) -> int:
@@ -189,8 +196,8 @@ def run(ctx, args: argparse.Namespace) -> int:
             vec_test = {q: _docs(search(s, queries[q], "vector", 200, qemb[q], model, depth=200)) for q in test}
             results.append((f"vector ({model})", *evaluate(vec_test, test), ""))
             # Fusion: the two train lists once, then the grid in Python (same formula as SQL).
-            lists = {q: (search(s, queries[q], "bm25", 100, None, None, k1=k1, b=b, depth=100),
-                         search(s, queries[q], "vector", 100, qemb[q], model, depth=100))
+            lists = {q: (search_chunks(s, queries[q], "bm25", 100, None, None, k1=k1, b=b, depth=100),
+                         search_chunks(s, queries[q], "vector", 100, qemb[q], model, depth=100))
                      for q in _tqdm(list(train), desc="train lists", unit="query")}
             best_f = (60, 1.0, -1.0)
             for rrf_k, w in RRF_GRID:
