@@ -19,11 +19,17 @@
 --   stop words dropped). In addition every compound token (letters, digits
 --   and underscores joined by . / : -, or containing an underscore or a
 --   camelCase boundary; at most 128 characters) is kept whole, in lower case,
---   unstemmed: hmac_chain.ts gives hmac_chain.ts, hmac, chain and ts.
+--   unstemmed: hmac_chain.ts gives hmac_chain.ts, hmac, chain and ts. A
+--   chunk's terms are those of its source path, its anchor and its text.
 -- * BM25: score(D, Q) = sum over distinct query terms t of
 --   idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * |D| / avgdl)), with
 --   idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)), N = chunks in the project,
 --   |D| = terms in the chunk. OR semantics: a chunk matching any term scores.
+--   Postings live in kb_postings (one row per term and chunk, tf and |D|
+--   in the primary key's leaf), df and max_tf in kb_terms, N and the total
+--   length in memory_state; the write functions keep all three exact.
+-- * Project size (working-memory capacity): the number of chunks of kind
+--   file; capacity = 100 + size / 100, at most 250.
 -- * Token estimate (recall_context, pack): ceil(characters / 4).
 
 -- Load pgvector's library now, so the hnsw.* settings that _search pins
