@@ -37,6 +37,7 @@ COMMAND_MODULES: list[str] = [
     "scsql.cmd_worker",
     "scsql.cmd_audit",
     "scsql.cmd_coord",
+    "scsql.cmd_memory",
 ]
 
 

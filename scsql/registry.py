@@ -107,6 +107,7 @@ ADAPTERS: dict[str, Adapter] = {}
 ADAPTER_MODULES: list[str] = [
     "scsql.audit",
     "scsql.coordination",
+    "scsql.memory",
 ]
 
 

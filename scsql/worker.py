@@ -24,6 +24,7 @@ from .db import Agent
 JOB_MODULES: list[str] = [
     "scsql.audit",
     "scsql.coordination",
+    "scsql.embed",
 ]
 
 

@@ -9,6 +9,8 @@ import importlib
 BENCH_MODULES: list[str] = [
     "scsql.bench.chain",
     "scsql.bench.queue",
+    "scsql.bench.retrieval",
+    "scsql.bench.search",
 ]
 
 

@@ -1,0 +1,63 @@
+-- Memory and retrieval: row-level security and grants.
+--
+-- Agents write only through the functions of sql/20_memory.sql (security
+-- definer). They read, as themselves, what search, recall_context and pack
+-- need: working memory of their own project; the knowledge base, its BM25
+-- statistics and embeddings of every project they may read (their own and
+-- those granted with grant_project_read). The embedding queue is private.
+
+select scsql._secure_table(t) from unnest(array[
+  'scsql.embed_models', 'scsql.memory_state', 'scsql.memory_facts', 'scsql.kb_sources',
+  'scsql.kb_chunks', 'scsql.kb_terms', 'scsql.kb_postings', 'scsql.kb_embeddings', 'scsql.kb_embed_queue'
+]::regclass[]) t;
+
+grant select on scsql.embed_models, scsql.memory_state, scsql.memory_facts, scsql.kb_sources,
+  scsql.kb_chunks, scsql.kb_terms, scsql.kb_postings, scsql.kb_embeddings
+to scsql_agent;
+
+create policy agent_read on scsql.embed_models for select to scsql_agent using (true);
+create policy agent_read on scsql.memory_facts for select to scsql_agent
+  using (project_id = (select scsql._my_project()));
+create policy agent_read on scsql.memory_state for select to scsql_agent
+  using (project_id = any ((select scsql._readable_projects())::bigint[]));
+create policy agent_read on scsql.kb_sources for select to scsql_agent
+  using (project_id = any ((select scsql._readable_projects())::bigint[]));
+create policy agent_read on scsql.kb_chunks for select to scsql_agent
+  using (project_id = any ((select scsql._readable_projects())::bigint[]));
+create policy agent_read on scsql.kb_terms for select to scsql_agent
+  using (project_id = any ((select scsql._readable_projects())::bigint[]));
+create policy agent_read on scsql.kb_postings for select to scsql_agent
+  using (project_id = any ((select scsql._readable_projects())::bigint[]));
+create policy agent_read on scsql.kb_embeddings for select to scsql_agent
+  using (project_id = any ((select scsql._readable_projects())::bigint[]));
+
+-- Helpers the API evaluates as the caller.
+grant execute on function
+  scsql._normalize(text), scsql._chunk_hash(text), scsql._terms(text),
+  scsql._check_text(text, text, integer, boolean), scsql._tokens(text),
+  scsql._chunk_text(text, jsonb, integer), scsql._check_source(text, text, text),
+  scsql._search(bigint[], text, integer, text[], text, timestamptz, text, vector, text, double precision,
+                double precision, double precision, double precision, double precision, integer),
+  scsql._bm25(bigint[], text[], double precision, double precision, integer, text[], text, timestamptz),
+  scsql._recall_broadcasts(bigint, integer)
+to scsql_agent;
+
+-- Background work done by scsql worker and the MCP server, as an agent.
+grant execute on function
+  scsql._embed_claim(text, integer), scsql._embed_store(text, text[], vector[]), scsql._purge_expired()
+to scsql_agent;
+
+-- The API: these are the agents' memory tools.
+grant execute on function
+  scsql.remember(text, text, integer), scsql.forget(text),
+  scsql.index_text(text, text, text, text, text, jsonb, jsonb), scsql.index(text, jsonb),
+  scsql.forget_source(text), scsql.forget_chunk(text),
+  scsql.search(text, integer, text[], text, timestamptz, text, double precision, double precision,
+               double precision, double precision, double precision, integer, vector, text),
+  scsql.search_global(text, integer, text[], text, timestamptz, text, double precision, double precision,
+                      double precision, double precision, double precision, integer, vector, text),
+  scsql.summarize_session(jsonb), scsql.recall_context(integer), scsql.pack(text, integer, vector, text),
+  scsql.memory_status()
+to scsql_agent;
+
+grant execute on function scsql.set_embedding_model(text, text, integer) to scsql_admin;

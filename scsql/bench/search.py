@@ -1,0 +1,189 @@
+"""``scsql bench search``: latency of hybrid search (k = 10) and of
+recall_context over a knowledge base of 100,000 chunks.
+
+The corpus is synthetic and generated set-based in SQL, through the real
+write path (index_text, then _embed_store): Markdown files of ten sections,
+each section about 60 words drawn from a 20,000-word vocabulary with a
+Zipf-like (log-uniform) distribution, with camelCase/snake_case identifiers
+mixed in; 384-dimensional unit vectors around 200 cluster centres. Query
+texts are three words from the same distribution, query embeddings are
+precomputed points near a centre. Working memory is full (250 facts) and
+there are 20 session summaries.
+
+Printed against baselines measured in the same run on the same server: a
+round trip that does nothing (``select 1`` in an agent transaction), and
+PostgreSQL full text search (GIN-indexed tsvector, ts_rank, OR of the
+terms) over the same chunks. Everything lives in a scratch database that is
+dropped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+from ..embed import DEFAULT_MODEL
+from .scratch_db import Scratch, scratch
+
+SECTIONS = 10
+WORDS = 60
+VOCAB = 20000
+CLUSTERS = 200
+
+# One synthetic Markdown file per d: SECTIONS headed sections of WORDS words.
+_TEXT = f"""
+  (select string_agg('# section ' || d || '.' || s || E'\\n' || (
+     select string_agg(case when random() < 0.03
+                            then 'verify' || (floor(random() * 300))::int || 'Chain_' || (floor(random() * 50))::int
+                            else 'w' || floor(exp(random() * ln({VOCAB})))::int end, ' ')
+     from generate_series(1, {WORDS} + 0 * s + 0 * d)), E'\\n\\n')
+   from generate_series(1, {SECTIONS}) s)"""
+
+# A deterministic pseudo-random centre per cluster, and points around it.
+_CENTRE = "(select array_agg(sin(({c}) * 12.9898 + i * 78.233) * 43758.5453 - floor(sin(({c}) * 12.9898 + i * 78.233) * 43758.5453) - 0.5 order by i) from generate_series(1, 384) i)::vector"
+_POINT = ("l2_normalize(" + _CENTRE + " + (select array_agg((random() - 0.5) * {spread} order by i) "
+          "from generate_series(1, 384 + 0 * ({c})) i)::vector)")
+
+
+def _tqdm(**kw):
+    from tqdm import tqdm
+
+    return tqdm(disable=None, file=sys.stderr, **kw)
+
+
+def load(s: Scratch, chunks: int) -> None:
+    docs = chunks // SECTIONS
+    batch = 20
+    t0 = time.perf_counter()
+    bar = _tqdm(total=docs * SECTIONS, desc="indexing", unit="chunk")
+    for start in range(1, docs + 1, batch):
+        end = min(start + batch - 1, docs)
+        with s.agent.transaction() as conn:
+            conn.execute(f"select count(*) from (select scsql.index_text('src/doc' || d || '.md', {_TEXT}, 'file') "
+                         f"from generate_series(%s::int, %s::int) d) x", (start, end))
+        bar.update((end - start + 1) * SECTIONS)
+    bar.close()
+    print(f"indexed {docs * SECTIONS} chunks in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+
+    t0 = time.perf_counter()
+    with s.agent.transaction() as conn:
+        hashes = [r["chunk_hash"] for r in conn.execute("select distinct chunk_hash from scsql.kb_chunks").fetchall()]
+    bar = _tqdm(total=len(hashes), desc="vectors", unit="chunk")
+    step = 2000
+    for start in range(0, len(hashes), step):
+        part = hashes[start:start + step]
+        with s.agent.transaction() as conn:
+            point = _POINT.format(c=f"abs(hashtext(h)) %% {CLUSTERS}", spread="0.15")
+            conn.execute(f"select scsql._embed_store(%s, array_agg(h), array_agg({point})) "
+                         f"from unnest(%s::text[]) h", (DEFAULT_MODEL, part))
+        bar.update(len(part))
+    bar.close()
+    print(f"stored {len(hashes)} vectors (HNSW index built as they arrive) in {time.perf_counter() - t0:.0f} s",
+          file=sys.stderr)
+
+    with s.agent.transaction() as conn:
+        cap = conn.execute("select capacity from scsql.memory_status()").fetchone()["capacity"]
+        for i in range(cap):
+            conn.execute("select 1 from scsql.remember(%s, %s, %s)",
+                         (f"fact.{i:03}", (f"fact {i}: the w{i} module uses verify{i}Chain_{i % 50} for its ledger "
+                                           f"and must keep its invariant number {i}"), i % 5 + 1))
+        for i in range(20):
+            conn.execute("select 1 from scsql.summarize_session(%s)", (json.dumps({
+                "done": [f"worked on w{i} and w{i + 1}"], "decisions": [f"keep w{i + 2}"],
+                "files": [f"src/doc{i}.md"], "open_tasks": [f"check w{i + 3}"]}),))
+    with s.connect() as conn:  # fresh statistics for the planner, as autovacuum would give
+        conn.autocommit = True
+        conn.execute("vacuum analyze")
+
+
+def queries(s: Scratch, n: int, seed: int = 11) -> list[tuple[str, str]]:
+    rng = random.Random(seed)
+    texts = []
+    for _ in range(n):
+        words = [f"w{int(pow(VOCAB, rng.random()))}" for _ in range(3)]
+        if rng.random() < 0.2:
+            words[0] = f"verify{rng.randrange(300)}Chain_{rng.randrange(50)}"
+        texts.append(" ".join(words))
+    with s.connect() as conn:
+        embs = [r["e"] for r in conn.execute(
+            "select " + _POINT.format(c="c", spread="0.25") + "::text as e "
+            f"from (select (floor(random() * {CLUSTERS}))::int as c from generate_series(1, %s)) x",
+            (n,)).fetchall()]
+    return list(zip(texts, embs, strict=True))
+
+
+def measure(name: str, fn: Callable[[int], None], n: int) -> dict:
+    for i in range(min(n, 20)):  # warm up
+        fn(i)
+    times = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        fn(i)
+        times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    return {"name": name, "p50": statistics.median(times), "p95": times[int(0.95 * (len(times) - 1))],
+            "mean": statistics.fmean(times)}
+
+
+def run(ctx, args: argparse.Namespace) -> int:
+    with scratch(ctx.admin_conninfo(), "search") as s:
+        load(s, args.chunks)
+        qs = queries(s, args.queries)
+        with s.connect() as conn:
+            conn.execute("create table public.bench_fts as select c.chunk_id, to_tsvector('english', c.content) tsv "
+                         "from scsql.kb_chunks c")
+            conn.execute("create index on public.bench_fts using gin (tsv)")
+            conn.execute("grant select on public.bench_fts to scsql_agent")
+            conn.commit()
+            conn.autocommit = True
+            conn.execute("vacuum analyze public.bench_fts")
+        agent = s.agent
+
+        def call(sql: str, params: Callable[[int], tuple]) -> Callable[[int], None]:
+            def fn(i: int) -> None:
+                with agent.transaction() as conn:
+                    conn.execute(sql, params(i)).fetchall()
+            return fn
+
+        n = len(qs)
+        results = [
+            measure("round trip (select 1, agent transaction)", call("select 1", lambda i: ()), n),
+            measure("ts_rank, GIN tsvector, OR of terms (k=10)", call(
+                "select chunk_id from public.bench_fts, "
+                "to_tsquery('english', array_to_string(tsvector_to_array(to_tsvector('english', %s)), ' | ')) q "
+                "where tsv @@ q order by ts_rank(tsv, q) desc limit 10", lambda i: (qs[i][0],)), n),
+            measure("search, BM25 only (k=10)", call(
+                "select * from scsql.search(%s, p_k => 10, p_mode => 'bm25')", lambda i: (qs[i][0],)), n),
+            measure("search, vector only (k=10)", call(
+                "select * from scsql.search(%s, p_k => 10, p_mode => 'vector', p_query_embedding => %s::vector, "
+                "p_model => %s)", lambda i: (qs[i][0], qs[i][1], DEFAULT_MODEL)), n),
+            measure("search, hybrid (k=10)", call(
+                "select * from scsql.search(%s, p_k => 10, p_query_embedding => %s::vector, p_model => %s)",
+                lambda i: (qs[i][0], qs[i][1], DEFAULT_MODEL)), n),
+            measure("recall_context (budget 1500)", call("select * from scsql.recall_context()", lambda i: ()), n),
+        ]
+        with s.agent.transaction() as conn:
+            st = conn.execute("select * from scsql.memory_status()").fetchone()
+    print()
+    print(f"{st['chunks']} chunks, {st['terms']} terms, {st['embedded']} vectors, {st['facts']} facts; "
+          f"{n} queries; times in ms, measured from the client")
+    base = results[0]["p50"]
+    print(f"{'operation':<44} {'p50':>7} {'p95':>7} {'mean':>7} {'p50 / round trip':>17}")
+    for r in results:
+        print(f"{r['name']:<44} {r['p50']:>7.2f} {r['p95']:>7.2f} {r['mean']:>7.2f} {r['p50'] / base:>16.1f}x")
+    hybrid, recall = results[4], results[5]
+    print(f"goals: hybrid p95 <= 20 ms ({'met' if hybrid['p95'] <= 20 else 'not met'}), "
+          f"recall_context p95 <= 10 ms ({'met' if recall['p95'] <= 10 else 'not met'})")
+    return 0
+
+
+def register(bsub) -> None:
+    p = bsub.add_parser("search", help="p50/p95 latency of hybrid search and recall_context over 100,000 chunks")
+    p.add_argument("--chunks", type=int, default=100_000)
+    p.add_argument("--queries", type=int, default=200)
+    p.set_defaults(bench_func=run)

@@ -1,0 +1,92 @@
+"""Memory commands: ``scsql index PATH``, ``scsql search QUERY``, ``scsql
+memory status`` and ``scsql memory set-model``. Each calls the stored
+functions through the registry, as the MCP tools do."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from . import embed
+from .registry import Api
+
+
+def cmd_index(ctx, args) -> int:
+    agent = ctx.open_agent(args.agent, need_key=False)
+    from . import indexer
+
+    report = indexer.index_tree(agent, args.path, progress=None if not args.quiet else False)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0 if not report["failed"] else 1
+    print(f"scsql: indexed {report['indexed']} file(s) ({report['chunks']} chunks), "
+          f"{report['unchanged']} unchanged, {len(report['removed'])} removed, "
+          f"{len(report['skipped'])} skipped, {len(report['failed'])} failed; root {report['root']}")
+    for s in report["skipped"]:
+        print(f"  skipped {s['path']}: {s['reason']}", file=sys.stderr)
+    for f in report["failed"]:
+        print(f"  failed  {f['path']}: {f['error']}", file=sys.stderr)
+    return 0 if not report["failed"] else 1
+
+
+def cmd_search(ctx, args) -> int:
+    agent = ctx.open_agent(args.agent, need_key=False)
+    rows = Api(agent).call("search_global" if args.all_projects else "search", query=args.query, k=args.k,
+                           mode=args.mode)
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        return 0
+    for r in rows:
+        lines = f"{r['line_start']}-{r['line_end']}"
+        anchor = f" [{r['anchor']}]" if r["anchor"] else ""
+        label = "" if r["trust"] == "internal" else "  (UNTRUSTED external)"
+        print(f"{r['score']:.4f}  {r['project']}:{r['source_path']}:{lines}{anchor}  "
+              f"{'+'.join(r['retrievers'])}  {r['chunk_hash'][:12]}{label}")
+        if args.content:
+            print("    " + r["content"].replace("\n", "\n    "))
+    return 0
+
+
+def cmd_memory(ctx, args) -> int:
+    if args.action == "status":
+        agent = ctx.open_agent(args.agent, need_key=False)
+        rows = Api(agent).call("memory_status")
+        print(json.dumps(rows[0] if rows else {}, indent=2))
+        return 0
+    # set-model: administrators register this process's provider for a project.
+    prov = embed.provider()
+    if prov is None:
+        print("scsql: SCSQL_EMBED=none: there is no model to switch to", file=sys.stderr)
+        return 1
+    import psycopg
+
+    with psycopg.connect(ctx.admin_conninfo()) as conn:
+        n = conn.execute("select scsql.set_embedding_model(%s, %s, %s)",
+                         (args.project, prov.name, prov.dims)).fetchone()[0]
+    print(f"scsql: project {args.project} now embeds with {prov.name} ({prov.dims} dimensions); "
+          f"{n} chunk text(s) queued for scsql worker")
+    return 0
+
+
+def register(sub, add) -> None:
+    p = add("index", cmd_index, "index a project tree into the knowledge base (incremental, honours .gitignore)")
+    p.add_argument("path", help="directory to index")
+    p.add_argument("--agent", help="the agent whose project the files belong to (required)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+    p = add("search", cmd_search, "hybrid search of the knowledge base (BM25 + embeddings), with citations")
+    p.add_argument("query")
+    p.add_argument("--agent", help="the agent searching (required)")
+    p.add_argument("-k", type=int, default=10)
+    p.add_argument("--mode", choices=["hybrid", "bm25", "vector"], default="hybrid")
+    p.add_argument("--all-projects", action="store_true", help="every project the agent may read")
+    p.add_argument("--content", action="store_true", help="print each chunk's text")
+    p.add_argument("--json", action="store_true")
+
+    p = add("memory", cmd_memory, "memory status, and switching a project's embedding model")
+    msub = p.add_subparsers(dest="action", required=True)
+    c = msub.add_parser("status", help="working memory, knowledge base and embedding queue of the agent's project")
+    c.add_argument("--agent", help="the agent (required)")
+    c = msub.add_parser("set-model", help="embed PROJECT with this process's provider (SCSQL_EMBED); re-embeds in the background")
+    c.add_argument("--project", required=True)

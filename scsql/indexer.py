@@ -1,0 +1,368 @@
+"""Indexing a project tree into the knowledge base (``scsql index PATH`` and
+the MCP tool ``index``).
+
+The walk happens where the files are (the agent's machine); the database
+decides what changed:
+
+1. :func:`scan` lists the text files under PATH with the sha256 of each,
+   honouring ``.gitignore`` files (every level, plus ``.git/info/exclude``),
+   skipping ``.git``, binaries (a NUL byte in the first 8 KiB, or not UTF-8)
+   and files over 2 MiB, and refusing symbolic links that lead outside the
+   project root.
+2. ``scsql.index(prefix, manifest)`` compares the manifest with what is
+   indexed in one round trip, unindexes files that are gone, and names the
+   files that are new or changed. Unchanged files cost nothing more.
+3. Each of those is sent to ``scsql.index_text`` in its own transaction (a
+   source is replaced atomically), with chunk spans for code: Python is split
+   by top-level definitions with :mod:`ast` (a class too large for one chunk
+   is split into its methods); other code by the heuristic of
+   :func:`code_spans`; Markdown and other text are chunked by the database
+   (headings, then blank lines).
+
+Paths are stored relative to the project root: the nearest directory at or
+above PATH that contains ``.git``, else PATH itself.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pathspec
+from psycopg.types.json import Jsonb
+
+from .errors import ScsqlError
+
+MAX_BYTES = 2 * 1024 * 1024
+MAX_CHUNK_CHARS = 1500
+TEXT_SUFFIXES = {".md", ".markdown", ".rst", ".txt", ".adoc"}
+CODE_SUFFIXES = {
+    ".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".go", ".rs", ".java", ".kt", ".scala", ".swift",
+    ".c", ".h", ".cc", ".cpp", ".hpp", ".cs", ".rb", ".php", ".sql", ".sh", ".bash", ".lua", ".ex", ".exs",
+}
+
+
+@dataclass
+class FileEntry:
+    rel: str
+    path: Path
+    sha256: str
+
+
+@dataclass
+class Tree:
+    root: Path
+    prefix: str
+    files: list[FileEntry] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+
+    def manifest(self) -> list[dict[str, str]]:
+        return [{"path": f.rel, "content_hash": f.sha256} for f in self.files]
+
+
+def project_root(path: Path) -> Path:
+    for candidate in (path, *path.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return path
+
+
+class _Ignore:
+    """.gitignore rules of every directory from the root down; deeper files win."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self._specs: dict[str, pathspec.GitIgnoreSpec | None] = {}
+
+    def _spec(self, rel_dir: str) -> pathspec.GitIgnoreSpec | None:
+        if rel_dir not in self._specs:
+            lines: list[str] = []
+            base = self.root / rel_dir if rel_dir else self.root
+            if not rel_dir:
+                exclude = self.root / ".git" / "info" / "exclude"
+                if exclude.is_file():
+                    lines += exclude.read_text(errors="replace").splitlines()
+            gitignore = base / ".gitignore"
+            if gitignore.is_file():
+                lines += gitignore.read_text(errors="replace").splitlines()
+            self._specs[rel_dir] = pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
+        return self._specs[rel_dir]
+
+    def ignored(self, rel: str, is_dir: bool) -> bool:
+        parts = rel.split("/")
+        if ".git" in parts:
+            return True
+        verdict = False
+        for depth in range(len(parts)):
+            spec = self._spec("/".join(parts[:depth]))
+            if spec is None:
+                continue
+            sub = "/".join(parts[depth:]) + ("/" if is_dir else "")
+            result = spec.check_file(sub).include
+            if result is not None:
+                verdict = result
+        return verdict
+
+
+def _is_binary(data: bytes) -> bool:
+    if b"\x00" in data[:8192]:
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+def scan(path: str | Path) -> Tree:
+    """The indexable files under PATH (see the module docstring)."""
+    start = Path(path).expanduser()
+    if not start.exists():
+        raise ScsqlError("SC010", f"{path} does not exist")
+    start = start.resolve()
+    if not start.is_dir():
+        raise ScsqlError("SC010", f"{path} is not a directory", "index a directory; index_text takes one text")
+    root = project_root(start)
+    prefix = "" if start == root else start.relative_to(root).as_posix()
+    tree = Tree(root, prefix)
+    ignore = _Ignore(root)
+    if prefix and any(ignore.ignored("/".join(prefix.split("/")[: i + 1]), True)
+                      for i in range(len(prefix.split("/")))):
+        return tree
+    for dirpath, dirnames, filenames in os.walk(start, followlinks=False):
+        here = Path(dirpath)
+        rel_dir = here.relative_to(root).as_posix()
+        rel_dir = "" if rel_dir == "." else rel_dir
+        keep = []
+        for d in sorted(dirnames):
+            rel = f"{rel_dir}/{d}" if rel_dir else d
+            full = here / d
+            if full.is_symlink():
+                if not _inside(full, root):
+                    tree.skipped.append({"path": rel, "reason": "symbolic link leaves the project root"})
+                continue  # directory links are not followed
+            if not ignore.ignored(rel, True):
+                keep.append(d)
+        dirnames[:] = keep
+        for name in sorted(filenames):
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            full = here / name
+            if ignore.ignored(rel, False):
+                continue
+            if full.is_symlink() and not _inside(full, root):
+                tree.skipped.append({"path": rel, "reason": "symbolic link leaves the project root"})
+                continue
+            try:
+                if not full.is_file():
+                    continue
+                size = full.stat().st_size
+                if size > MAX_BYTES:
+                    tree.skipped.append({"path": rel, "reason": f"larger than 2 MiB ({size} bytes)"})
+                    continue
+                data = full.read_bytes()
+            except OSError as exc:
+                tree.skipped.append({"path": rel, "reason": f"unreadable: {exc.strerror or exc}"})
+                continue
+            if not data.strip():
+                continue
+            if _is_binary(data):
+                tree.skipped.append({"path": rel, "reason": "binary"})
+                continue
+            tree.files.append(FileEntry(rel, full, hashlib.sha256(data).hexdigest()))
+    return tree
+
+
+def _inside(link: Path, root: Path) -> bool:
+    try:
+        link.resolve().relative_to(root)
+        return True
+    except (ValueError, OSError, RuntimeError):
+        return False
+
+
+# -- chunk spans ---------------------------------------------------------------
+
+
+def _span(start: int, end: int, anchor: str | None) -> dict[str, Any]:
+    return {"start": start, "end": end, "anchor": anchor}
+
+
+def _leading_comments(lines: list[str], start: int, floor: int, marker: tuple[str, ...]) -> int:
+    """Move a 1-based start line up over the comment lines right above it."""
+    while start - 1 > floor and lines[start - 2].lstrip().startswith(marker) and lines[start - 2].strip():
+        start -= 1
+    return start
+
+
+def _fill(spans: list[dict[str, Any]], lines: list[str]) -> list[dict[str, Any]]:
+    """Spans in order, plus spans (anchor None) for the non-blank code between them."""
+    out: list[dict[str, Any]] = []
+    cursor = 1
+    for s in sorted(spans, key=lambda s: s["start"]):
+        if s["start"] < cursor:
+            continue
+        if any(ln.strip() for ln in lines[cursor - 1 : s["start"] - 1]):
+            out.append(_span(cursor, s["start"] - 1, None))
+        out.append(s)
+        cursor = s["end"] + 1
+    if any(ln.strip() for ln in lines[cursor - 1 :]):
+        out.append(_span(cursor, len(lines), None))
+    return [_trim(s, lines) for s in out]
+
+
+def _trim(s: dict[str, Any], lines: list[str]) -> dict[str, Any]:
+    start, end = s["start"], s["end"]
+    while start < end and not lines[start - 1].strip():
+        start += 1
+    while end > start and not lines[end - 1].strip():
+        end -= 1
+    return _span(start, end, s["anchor"])
+
+
+def _chars(lines: list[str], start: int, end: int) -> int:
+    return sum(len(ln) + 1 for ln in lines[start - 1 : end])
+
+
+def python_spans(text: str) -> list[dict[str, Any]] | None:
+    """Top-level definitions of a Python module (a large class: its methods)."""
+    try:
+        module = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    lines = text.split("\n")
+    spans: list[dict[str, Any]] = []
+    floor = 0
+    for node in module.body:
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        start = _leading_comments(lines, first, floor, ("#",))
+        end = node.end_lineno or node.lineno
+        floor = end
+        if isinstance(node, ast.ClassDef) and _chars(lines, start, end) > MAX_CHUNK_CHARS:
+            methods = [n for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+            inner: list[dict[str, Any]] = []
+            mfloor = start
+            for m in methods:
+                mfirst = min([m.lineno, *(d.lineno for d in m.decorator_list)])
+                mstart = _leading_comments(lines, mfirst, mfloor, ("#",))
+                inner.append(_span(mstart, m.end_lineno or m.lineno, f"{node.name}.{m.name}"))
+                mfloor = m.end_lineno or m.lineno
+            if inner:
+                head_end = inner[0]["start"] - 1
+                spans.append(_span(start, max(head_end, start), node.name))
+                spans.extend(inner)
+                tail = inner[-1]["end"] + 1
+                if tail <= end and any(ln.strip() for ln in lines[tail - 1 : end]):
+                    spans.append(_span(tail, end, node.name))
+                continue
+        spans.append(_span(start, end, node.name))
+    return _fill(spans, lines) if spans else None
+
+
+_DEF = re.compile(
+    r"^(?:export\s+)?(?:default\s+)?(?:pub(?:\([\w:]+\))?\s+)?(?:async\s+)?(?:static\s+)?(?:abstract\s+)?"
+    r"(?:public\s+|private\s+|protected\s+)?"
+    r"(?:function\*?|class|interface|type|enum|struct|trait|impl|fn|func|def|module|namespace|const|let|var|"
+    r"create\s+(?:or\s+replace\s+)?(?:function|procedure|table|view|index|trigger|type|materialized\s+view))\b",
+    re.IGNORECASE,
+)
+_NAME = re.compile(
+    r"(?:function\*?|class|interface|type|enum|struct|trait|impl|fn|func|def|module|namespace|const|let|var|"
+    r"procedure|table|view|index|trigger)\s+(?:if\s+not\s+exists\s+)?(?:<[^>]*>\s*)?(?:\([^)]*\)\s*)?"
+    r"([A-Za-z_$][\w$.]*)",
+    re.IGNORECASE,
+)
+_COMMENT = ("//", "/*", "*", "#", "--")
+
+
+def code_spans(text: str) -> list[dict[str, Any]] | None:
+    """Heuristic for languages without a parser here: a definition starts at a
+    line with no indentation that opens with a definition keyword (function,
+    class, interface, type, enum, struct, trait, impl, fn, func, def, module,
+    namespace, const, let, var, or SQL's create [or replace] function /
+    procedure / table / view / index / trigger / type), optionally after
+    export, default, pub, async, static, abstract or a visibility keyword,
+    and takes the comment lines right above it; it runs to the line before
+    the next definition. Its anchor is the name after the keyword."""
+    lines = text.split("\n")
+    starts: list[tuple[int, str | None]] = []
+    for i, line in enumerate(lines, 1):
+        if line[:1].isspace() or not _DEF.match(line):
+            continue
+        m = _NAME.search(line)
+        starts.append((i, m.group(1) if m else None))
+    if not starts:
+        return None
+    spans = []
+    floor = 0
+    for k, (line_no, name) in enumerate(starts):
+        start = _leading_comments(lines, line_no, floor, _COMMENT)
+        end = (starts[k + 1][0] - 1) if k + 1 < len(starts) else len(lines)
+        if k + 1 < len(starts):
+            end = _leading_comments(lines, starts[k + 1][0], line_no, _COMMENT) - 1
+        spans.append(_span(start, max(end, start), name))
+        floor = end
+    return _fill(spans, lines)
+
+
+def spans_for(rel: str, text: str) -> list[dict[str, Any]] | None:
+    """Chunk spans for a file, or None to let the database chunk it as text."""
+    if re.search(r"\r(?!\n)", text):
+        return None  # lone CR: line numbers would differ between here and the database
+    suffix = Path(rel).suffix.lower()
+    if suffix in (".py", ".pyi"):
+        return python_spans(text)
+    if suffix in CODE_SUFFIXES:
+        return code_spans(text)
+    return None
+
+
+# -- indexing -------------------------------------------------------------------
+
+
+def index_files(agent, tree: Tree, actions: list[dict[str, Any]], progress: bool | None = None) -> dict[str, Any]:
+    """Index the files the database asked for (action index), one transaction each."""
+    from tqdm import tqdm
+
+    by_rel = {f.rel: f for f in tree.files}
+    todo = [a["path"] for a in actions if a["action"] == "index"]
+    removed = sorted(a["path"] for a in actions if a["action"] == "removed")
+    report: dict[str, Any] = {
+        "root": str(tree.root), "prefix": tree.prefix, "files": len(tree.files), "indexed": 0,
+        "unchanged": len(tree.files) - len(todo), "removed": removed, "chunks": 0,
+        "skipped": tree.skipped, "failed": [],
+    }
+    bar = tqdm(todo, desc="indexing", unit="file", disable=None if progress is None else not progress)
+    for rel in bar:
+        entry = by_rel.get(rel)
+        try:
+            if entry is None:
+                raise ScsqlError("SC010", "not in the scanned tree")
+            text = entry.path.read_bytes().decode("utf-8")  # as it is now, if it changed since the scan
+            with agent.transaction() as conn:
+                row = conn.execute(
+                    "select chunks from scsql.index_text(%s, %s, 'file', null, 'standard', %s, %s)",
+                    (rel, text, Jsonb(spans) if (spans := spans_for(rel, text)) is not None else None,
+                     Jsonb({"language": Path(rel).suffix.lstrip(".") or None})),
+                ).fetchone()
+            report["indexed"] += 1
+            report["chunks"] += row["chunks"]
+        except (ScsqlError, OSError, UnicodeDecodeError) as exc:
+            report["failed"].append({"path": rel, "error": str(exc)})
+    bar.close()
+    return report
+
+
+def index_tree(agent, path: str | Path, progress: bool | None = None) -> dict[str, Any]:
+    """Index PATH into the agent's project: scan, compare in one round trip, index what changed."""
+    tree = scan(path)
+    with agent.transaction() as conn:
+        actions = conn.execute("select path, action from scsql.index(%s, %s)",
+                               (tree.prefix, Jsonb(tree.manifest()))).fetchall()
+    return index_files(agent, tree, actions, progress)

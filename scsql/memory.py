@@ -1,0 +1,131 @@
+"""Python help for the memory functions (registry adapters).
+
+* search, search_global, pack: the query is embedded here, with this
+  process's provider (loaded once, on first use), and passed as the hidden
+  arguments query_embedding and model. Without a provider, or when it fails,
+  the search is BM25 only, never broken.
+* remember, index_text, summarize_session: once the write has committed, a
+  process that already has the model loaded embeds the few chunks just
+  queued (inline for small writes); otherwise ``scsql worker`` does. The
+  write itself never waits on the model.
+* index: walks a local directory (see indexer.py), lets the database compare
+  it with what is indexed, then indexes what changed.
+* Every text argument is checked for NUL bytes, which PostgreSQL text cannot
+  hold, so the caller gets a clear error rather than a driver failure.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from typing import Any
+
+from . import embed, indexer
+from .db import on_connect
+from .errors import ScsqlError
+from .registry import ADAPTERS, Adapter
+
+log = logging.getLogger("scsql.memory")
+
+TEXT_HAS_NUL = "SC222"
+INLINE_LIMIT = 16  # chunks a write may embed inline; more wait for scsql worker
+
+
+@on_connect
+def _register_vector(conn) -> None:
+    """pgvector's adapters on every pooled connection (numpy arrays as vectors)."""
+    from pgvector.psycopg import register_vector
+
+    try:
+        register_vector(conn)
+    except Exception as exc:  # noqa: BLE001 - the vector type is absent (a database not migrated yet)
+        log.debug("pgvector adapters not registered: %s", exc)
+    finally:
+        if not conn.autocommit:
+            conn.rollback()  # leave the new connection idle, as the pool requires
+
+
+def _check_nul(name: str, value: Any) -> None:
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ScsqlError(TEXT_HAS_NUL, f"argument {name} contains a NUL byte (\\x00); nothing was stored",
+                             "PostgreSQL text cannot hold NUL bytes: remove them, or index binary files as text")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_nul(name, k)
+            _check_nul(name, v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            _check_nul(name, v)
+
+
+def check_args(args: dict[str, Any]) -> dict[str, Any]:
+    for name, value in args.items():
+        _check_nul(name, value)
+    return args
+
+
+def _with_query_embedding(text_arg: str):
+    def before(agent, args: dict[str, Any]) -> dict[str, Any]:
+        check_args(args)
+        query = args.get(text_arg)
+        prov = embed.provider()
+        if prov is None or not isinstance(query, str) or not query.strip() or len(query) > 2000:
+            return args  # the database gives the error for a bad query
+        if args.get("mode") == "bm25":
+            return args
+        try:
+            vector = prov.embed([query])[0]
+        except ScsqlError as exc:
+            log.warning("search without embeddings: %s", exc)
+            return args
+        return {**args, "query_embedding": embed.vector_literal(vector), "model": prov.name}
+
+    return before
+
+
+def _embed_inline(agent, result: Any) -> Any:
+    """After a committed write: embed what it queued if the model is loaded here."""
+    prov = embed.provider()
+    if prov is not None and prov.loaded:
+        try:
+            embed.embed_queued(agent, prov, limit=INLINE_LIMIT)
+        except ScsqlError as exc:
+            log.warning("inline embedding skipped (scsql worker will do it): %s", exc)
+    return result
+
+
+_tree: contextvars.ContextVar[indexer.Tree | None] = contextvars.ContextVar("scsql_index_tree", default=None)
+
+
+def _index_before(agent, args: dict[str, Any]) -> dict[str, Any]:
+    check_args(args)
+    path = args.get("path")
+    if not isinstance(path, str) or not path.strip():
+        raise ScsqlError("SC010", "index needs path, a directory to index")
+    tree = indexer.scan(path)
+    _tree.set(tree)
+    return {"path": tree.prefix, "manifest": tree.manifest()}
+
+
+def _index_after(agent, rows: Any) -> Any:
+    tree = _tree.get()
+    _tree.set(None)
+    if tree is None:
+        return rows
+    report = indexer.index_files(agent, tree, rows)
+    return _embed_inline(agent, report)
+
+
+def _register() -> None:
+    for fn in ("search", "search_global"):
+        ADAPTERS[fn] = Adapter(frozenset({"query_embedding", "model"}), _with_query_embedding("query"))
+    ADAPTERS["pack"] = Adapter(frozenset({"query_embedding", "model"}), _with_query_embedding("intent"))
+    for fn in ("remember", "index_text", "summarize_session"):
+        ADAPTERS[fn] = Adapter(frozenset(), lambda agent, args: check_args(args), _embed_inline)
+    for fn in ("forget", "forget_source", "forget_chunk", "recall_context"):
+        ADAPTERS[fn] = Adapter(frozenset(), lambda agent, args: check_args(args))
+    ADAPTERS["index"] = Adapter(frozenset({"manifest"}), _index_before, _index_after)
+
+
+_register()
