@@ -102,7 +102,14 @@ class Report:
     schema_version: int | None = None
 
 
-_AS_OWNER = "set local role scsql_owner;\nset local search_path = scsql, public;\n"
+_PATH = "set local search_path = scsql, public;\n"
+_AS_OWNER = "set local role scsql_owner;\n" + _PATH
+
+
+def _api_text(f: SqlFile) -> str:
+    # Each file starts from the same search_path: a file may call functions
+    # (pg_partman's, for one) that change it for the rest of the transaction.
+    return f"-- {f.name}\n" + _PATH + f.text
 
 
 def _record(m: Migration) -> str:
@@ -155,7 +162,7 @@ class Migrator:
                 at_head = target is None or target >= head
                 if with_api and at_head:
                     api = self.source.api()
-                    self._in_tx(conn, _AS_OWNER + "\n".join(f.text for f in api))
+                    self._in_tx(conn, _AS_OWNER + "\n".join(_api_text(f) for f in api))
                     report.api_files = len(api)
                     progress(f"applied {len(api)} files of sql/ and policies/")
                 report.schema_version = max(self._applied(conn), default=None)
@@ -230,7 +237,6 @@ class Migrator:
                 "\\endif",
             ]
         out += ["", "-- sql/ and policies/", "begin;", _AS_OWNER]
-        for f in self.source.api():
-            out += [f"-- {f.name}", f.text]
+        out += [_api_text(f) for f in self.source.api()]
         out += ["commit;", "reset role;", "select pg_advisory_unlock(%d, %d);" % LOCK_KEY, ""]
         return "\n".join(out)
