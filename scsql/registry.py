@@ -108,6 +108,7 @@ ADAPTER_MODULES: list[str] = [
     "scsql.audit",
     "scsql.coordination",
     "scsql.memory",
+    "scsql.learning",
 ]
 
 
@@ -121,6 +122,17 @@ def adapter(function: str, supplies: tuple[str, ...] = ()):
 
     def deco(fn: Callable[[Agent, dict[str, Any]], dict[str, Any]]):
         ADAPTERS[function] = Adapter(frozenset(supplies), fn, ADAPTERS.get(function, Adapter()).after)
+        return fn
+
+    return deco
+
+
+def after(function: str):
+    """Register ``after(agent, result) -> result`` for an API function, keeping its ``before``."""
+
+    def deco(fn: Callable[[Agent, Any], Any]):
+        old = ADAPTERS.get(function, Adapter())
+        ADAPTERS[function] = Adapter(old.supplies, old.before, fn)
         return fn
 
     return deco

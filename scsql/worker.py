@@ -25,6 +25,7 @@ JOB_MODULES: list[str] = [
     "scsql.audit",
     "scsql.coordination",
     "scsql.embed",
+    "scsql.learning",
 ]
 
 

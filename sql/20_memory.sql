@@ -1338,17 +1338,8 @@ $$;
 comment on function scsql.summarize_session(jsonb) is
   'Archives a structured summary of the acting agent''s session: {"done", "decisions", "files", "open_tasks"}, each a string or a list of strings. It is kept 365 days, found by search (each part is a chunk; decisions are offered by pack) and restored by recall_context. Returns the source path (session:<agent>/<time>), its chunk count and when it expires. Raises SC208 for an empty, unknown-keyed or over-long summary.';
 
-create or replace function scsql._recall_broadcasts(p_project bigint, p_limit integer)
-returns table (key text, content text, at timestamptz)
-language sql
-stable
-as $$
-  -- BROADCASTS: recent broadcasts of the project join recall_context here
-  -- once the broadcast channel exists; until then there are none.
-  select null::text, null::text, null::timestamptz where false
-$$;
-comment on function scsql._recall_broadcasts(bigint, integer) is
-  'Private. Recent broadcasts of a project for recall_context (key, content, time), newest first. Returns none until the broadcast channel is integrated.';
+-- scsql._recall_broadcasts (recent broadcasts for recall_context) is defined in
+-- sql/40_integration.sql, after the broadcast channel.
 
 create or replace function scsql.recall_context(p_budget integer default 1500)
 returns table (section text, item integer, key text, content text, importance integer,

@@ -1,0 +1,130 @@
+-- scsql integration: where subsystems meet.
+--
+-- 1. Learnings flow into the knowledge base.
+--
+-- An outcome that fails (or succeeds with high confidence) inserts a learning
+-- in its own transaction (sql/11_audit.sql). Here each learning the whole
+-- project may read (classification public or internal) is queued in that
+-- transaction and then indexed into the project's knowledge base as the
+-- source learning:<id> (by the MCP server right after the call, and by scsql
+-- worker), so search, pack and later sessions find it by words and, once
+-- embedded, by meaning. Queuing keeps the outcome's transaction from waiting
+-- on the knowledge base's per-project lock. Confidential and restricted learnings never enter the
+-- knowledge base, which every agent of the project (and readers granted the
+-- project) can search; scsql.learnings() finds them for those allowed.
+
+create or replace function scsql._learning_text(p_learning scsql.learnings)
+returns text
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql
+as $$
+  select concat_ws(E'\n',
+    format('# %s learning: %s', initcap(p_learning.kind), left(p_learning.summary, 120)),
+    format('Outcome %s (signal %s%s) by agent %s%s%s.',
+           p_learning.outcome_kind, p_learning.signal,
+           case when p_learning.confidence is not null then ', confidence ' || p_learning.confidence end,
+           coalesce((select a.name from scsql.agents a where a.agent_id = p_learning.author_id), '?'),
+           case when p_learning.tool is not null then ', tool ' || p_learning.tool end,
+           case when p_learning.task_ref is not null then ', task ' || p_learning.task_ref end),
+    '',
+    p_learning.summary,
+    case when p_learning.evidence is not null then E'\nEvidence: ' || p_learning.evidence end)
+$$;
+comment on function scsql._learning_text(scsql.learnings) is
+  'Private. The text a learning is indexed under: a heading with its kind and summary, the outcome, signal, confidence, author, tool and task, then the summary and evidence.';
+
+create or replace function scsql._queue_learning()
+returns trigger
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+begin
+  if new.classification in ('public', 'internal') then
+    insert into scsql.kb_learning_queue (project_id, learning_id) values (new.project_id, new.learning_id);
+    perform pg_catalog.pg_notify('scsql_learnings', new.project_id::text);
+  end if;
+  return null;
+end
+$$;
+comment on function scsql._queue_learning() is
+  'Private trigger (after insert on scsql.learnings): queues a public or internal learning for the knowledge base, in the outcome''s transaction, and wakes workers (NOTIFY scsql_learnings).';
+
+create or replace trigger learnings_to_knowledge
+  after insert on scsql.learnings
+  for each row execute function scsql._queue_learning();
+
+create or replace function scsql._index_learnings(p_limit integer default 50)
+returns integer
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+declare
+  v_project bigint := scsql._my_project();
+  v_done integer := 0;
+  v_l scsql.learnings;
+begin
+  perform scsql._require(p_limit between 1 and 1000, 'limit must be 1 to 1000');
+  for v_l in
+    with claimed as (
+      delete from scsql.kb_learning_queue q
+      where (q.project_id, q.learning_id) in (
+        select q2.project_id, q2.learning_id from scsql.kb_learning_queue q2
+        where q2.project_id = v_project
+        order by q2.learning_id
+        limit p_limit
+        for update skip locked)
+      returning q.project_id, q.learning_id)
+    select l.* from scsql.learnings l join claimed c using (project_id, learning_id)
+    order by l.learning_id
+  loop
+    perform scsql._index_source(
+      v_l.project_id, 'learning:' || v_l.learning_id, scsql._learning_text(v_l), 'learning', 'internal',
+      'standard', null,
+      jsonb_build_object('learning_id', v_l.learning_id, 'kind', v_l.kind, 'outcome_id', v_l.outcome_id,
+                         'outcome_kind', v_l.outcome_kind, 'classification', v_l.classification),
+      null);
+    v_done := v_done + 1;
+  end loop;
+  return v_done;
+end
+$$;
+comment on function scsql._index_learnings(integer) is
+  'Private, for the MCP server and scsql worker, as an agent. Indexes up to LIMIT (1..1000, default 50) queued learnings of the acting agent''s project into the knowledge base, each as source learning:<learning_id> (kind learning, trust internal), oldest first; concurrent callers take different learnings (SKIP LOCKED). Returns how many it indexed. Raises SC010 for a bad limit.';
+
+-- 2. recall_context restores recent broadcasts beside facts and session summaries.
+
+create or replace function scsql._recall_broadcasts(p_project bigint, p_limit integer)
+returns table (key text, content text, at timestamptz)
+language sql
+stable
+as $$
+  -- Messages of the broadcast channel addressed to the acting agent, by name
+  -- or to its team role since it joined, acknowledged or not, newest first.
+  -- Messages from agents whose role does not orchestrate are labelled as
+  -- unverified agent output.
+  with me as (select * from scsql._me())
+  select 'message:' || m.message_id,
+         format('%s from %s (%s)%s: %s', m.type, coalesce(s.name, '?'), scsql._provenance(m.from_orchestrator),
+                case when m.task_id is not null then ' on task ' || m.task_id else '' end,
+                left(m.payload::text, 600)),
+         m.created_at
+  from me
+  join lateral (
+    select * from scsql.messages m
+    where m.project_id = p_project and m.to_agent_id = me.agent_id
+    union all
+    select * from scsql.messages m
+    where m.project_id = p_project and m.to_role = me.team_role
+      and m.created_at >= me.created_at and m.author_id <> me.agent_id
+  ) m on true
+  left join scsql.agents s on s.agent_id = m.author_id
+  order by m.created_at desc, m.message_id desc
+  limit p_limit
+$$;
+comment on function scsql._recall_broadcasts(bigint, integer) is
+  'Private. Recent broadcasts for recall_context: messages addressed to the acting agent by name or to its team role since it joined (acknowledged or not), newest first, at most LIMIT; key message:<id>, content "TYPE from SENDER (orchestrator | unverified agent output) on task N: payload", time.';
+
