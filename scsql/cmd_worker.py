@@ -1,4 +1,12 @@
-"""``scsql worker``: drain scsql's background jobs as one agent."""
+"""``scsql worker``: drain background jobs as one agent, and optionally run
+the agent's queued tasks with a command.
+
+With ``-- CMD ...`` the worker also claims the tasks of its agent's team role,
+one at a time, and runs CMD for each (the task as JSON on stdin, heartbeating
+the lease; exit 0 completes the task with its stdout as the result, anything
+else fails it). It LISTENs on its (project, team role) channel, so an enqueue
+wakes it at once; polling every --poll seconds is the fallback.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +15,26 @@ import sys
 from . import worker
 
 
+def _task_job(agent, command: list[str], lease: int) -> worker.Job:
+    from . import coordination
+    from .cmd_coord import _run_one
+
+    def run(agent) -> int:
+        tasks = coordination.claim_once(agent, 1, lease)
+        if not tasks:
+            return 0
+        _run_one(agent, tasks[0], command, lease)
+        return 1
+
+    return worker.Job("tasks", run, [coordination.my_channel(agent)])
+
+
 def cmd_worker(ctx, args) -> int:
     agent = ctx.open_agent(args.agent)
     jobs = worker.load_jobs(args.job or None)
+    command = [a for a in args.command if a != "--"]
+    if command:
+        jobs.append(_task_job(agent, command, args.lease))
     if not jobs:
         print("scsql: no background jobs are defined", file=sys.stderr)
         return 0
@@ -27,9 +52,12 @@ def cmd_worker(ctx, args) -> int:
 
 
 def register(sub, add) -> None:
-    p = add("worker", cmd_worker, "drain background jobs (embeddings, maintenance) as an agent")
+    p = add("worker", cmd_worker, "drain background jobs (embeddings, learnings, maintenance) as an agent, "
+                                  "and run its queued tasks with -- CMD")
     p.add_argument("--agent", help="the agent the worker acts as (required)")
     p.add_argument("--once", action="store_true", help="drain what is queued, then exit")
     p.add_argument("--poll", type=float, default=5.0, help="seconds between polls when no NOTIFY arrives")
-    p.add_argument("--job", action="append", help="run only this job (repeatable)")
+    p.add_argument("--job", action="append", help="run only this background job (repeatable)")
+    p.add_argument("--lease", type=int, default=300, help="with a command: lease length of each task, in seconds")
     p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("command", nargs="*", help="-- a command to run for each claimed task")

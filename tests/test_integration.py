@@ -129,3 +129,55 @@ def test_recall_context_restores_recent_broadcasts_with_provenance(scsql_db):
     assert contents[0].startswith("STATUS from ") and "(unverified agent output)" in contents[0]
     assert "tests are red" in contents[0]
     assert contents[1].startswith("ASSIGN from ") and "(orchestrator)" in contents[1] and "fix the parser" in contents[1]
+
+
+def test_worker_wakes_on_enqueue_and_runs_the_task_with_a_command(scsql_db, tmp_path):
+    """scsql worker -- CMD: LISTENs on its (project, role) channel. Its poll
+    interval here is an hour, so only the enqueue's NOTIFY can wake it."""
+    import sys
+    import threading
+
+    from scsql import worker
+    from scsql.cmd_worker import _task_job
+
+    project = scsql_db.project()
+    orch = scsql_db.agent("boss", project, "orchestrator")
+    dev = scsql_db.agent("hands", project, "developer")
+    script = tmp_path / "task.py"
+    script.write_text("import json, sys; t = json.load(sys.stdin); print(json.dumps({'echo': t['payload']}))\n")
+    job = _task_job(dev, [sys.executable, str(script)], lease=30)
+    first_drain = threading.Event()
+    inner = job.run
+
+    def run(agent) -> int:
+        done = inner(agent)
+        first_drain.set()
+        return done
+
+    job.run = run
+    stop = threading.Event()
+    ran: list[int] = []
+
+    def progress(name: str, n: int) -> None:
+        ran.append(n)
+        stop.set()
+
+    t = threading.Thread(target=worker.serve, args=(dev, [job]),
+                         kwargs={"poll_seconds": 3600, "stop": stop.is_set, "on_progress": progress})
+    t.start()
+    try:
+        # The worker has drained an empty queue and now sleeps on LISTEN.
+        assert first_drain.wait(30)
+        task = Api(orch).call("enqueue_task", role="developer", payload={"do": "echo"})
+        assert stop.wait(60), "the worker did not wake on the enqueue"
+    finally:
+        stop.set()
+        with scsql_db.connect() as conn:  # wake it so it sees stop
+            conn.execute("select pg_notify(%s, 'stop')", (job.channels[0],))
+            conn.commit()
+        t.join(30)
+    assert ran == [1]
+    with scsql_db.connect() as conn:
+        row = conn.execute("select state, result from scsql.tasks_archive where task_id = %s",
+                           (task["task_id"],)).fetchone()
+    assert row == {"state": "done", "result": {"echo": {"do": "echo"}}}
