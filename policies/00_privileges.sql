@@ -7,9 +7,11 @@
 revoke all on schema scsql from public;
 grant usage on schema scsql to scsql_agent, scsql_auditor, scsql_admin;
 
-revoke all on all tables in schema scsql from public;
-revoke all on all sequences in schema scsql from public;
-revoke all on all functions in schema scsql from public;
+-- Start from nothing, so that a grant removed from these files is taken back
+-- on the next migrate; the files below grant exactly what each role holds.
+revoke all on all tables in schema scsql from public, scsql_agent, scsql_auditor, scsql_admin, scsql_app;
+revoke all on all sequences in schema scsql from public, scsql_agent, scsql_auditor, scsql_admin, scsql_app;
+revoke all on all functions in schema scsql from public, scsql_agent, scsql_auditor, scsql_admin, scsql_app;
 alter default privileges for role scsql_owner in schema scsql revoke execute on functions from public;
 
 -- Helpers that policies and API functions evaluate as the caller.

@@ -139,3 +139,17 @@ def test_printed_script_refuses_a_changed_migration(server, scsql_db, tmp_path):
     )
     assert proc.returncode != 0
     assert "different checksum" in proc.stderr
+
+
+def test_a_grant_removed_from_policies_is_taken_back(server, scsql_db):
+    """Grants are re-applied exactly: one made by hand (or by an older
+    policies/ file) disappears on the next migrate."""
+    with psycopg.connect(scsql_db.admin, autocommit=True) as conn:
+        conn.execute("grant execute on function scsql.register_agent(text, text, text, bytea) to scsql_agent")
+        conn.execute("grant delete on scsql.projects to scsql_agent")
+    Migrator(scsql_db.admin).run()
+    with psycopg.connect(scsql_db.admin) as conn:
+        held = conn.execute(
+            "select has_function_privilege('scsql_agent', 'scsql.register_agent(text, text, text, bytea)', 'execute'), "
+            "has_table_privilege('scsql_agent', 'scsql.projects', 'delete')").fetchone()
+    assert held == (False, False)
