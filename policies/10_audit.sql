@@ -54,7 +54,7 @@ grant execute on function
   scsql._maintain_partitions()
 to scsql_agent;
 grant execute on function scsql.cost_report(timestamptz, text), scsql.model_prices()
-  to scsql_agent, scsql_auditor, scsql_admin;
+  to scsql_agent, scsql_auditor;
 
 -- The auditor: verification and checkpoints.
 grant execute on function

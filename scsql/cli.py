@@ -55,10 +55,16 @@ class Context:
         return self.server.conninfo()
 
     def agent_conninfo(self) -> str:
+        """The login agent processes use: SCSQL_AGENT_DSN; else scsql_app on the
+        server SCSQL_DSN names (its password from PGPASSWORD or ~/.pgpass); else
+        scsql_app on the embedded server, started if it was set up but is down."""
         if self.settings.agent_dsn:
             return self.settings.agent_dsn
         if self.settings.dsn:
-            return self.settings.dsn
+            parts = conninfo_to_dict(self.settings.dsn)
+            parts.pop("password", None)
+            parts["user"] = APP_ROLE
+            return make_conninfo(**parts)
         if not self.server.running and self.server.initialized:
             print("scsql: starting the embedded server", file=sys.stderr)
             self.server.start()
@@ -80,6 +86,11 @@ class Context:
             )
         key = self.keystore.load(name) if need_key else None
         db = Database(self.agent_conninfo(), max_size=pool_size, application_name=f"scsql:{name}").open()
+        try:
+            db.refuse_privileged_login()
+        except ScsqlError:
+            db.close()
+            raise
         agent = Agent(db, name, key)
         agent.whoami()  # fails now, clearly, for an unknown or revoked agent
         return agent
@@ -143,8 +154,9 @@ def cmd_up(ctx: Context, args: argparse.Namespace) -> int:
     print(f"  agents connect  {uri(agent_dsn)}  (then SET ROLE {role_for(DEFAULT_AGENT)})")
     print(f"  keys            {ctx.settings.keystore}")
     print()
+    prefix = f"SCSQL_DATA_DIR={ctx.settings.data_dir} " if "SCSQL_DATA_DIR" in env else ""
     print("psql as the default agent:")
-    print(f"  scsql psql --agent {DEFAULT_AGENT}")
+    print(f"  {prefix}scsql psql --agent {DEFAULT_AGENT}")
     print("MCP client (Claude Code: put this in .mcp.json; one entry per agent):")
     print("  " + json.dumps(mcp, indent=2).replace("\n", "\n  "))
     return 0
@@ -189,6 +201,16 @@ def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_psql(ctx: Context, args: argparse.Namespace) -> int:
+    from . import roles
+
+    if args.agent:
+        known = {a["agent"]: a for a in roles.list_agents(ctx.admin_conninfo())}
+        agent = known.get(args.agent)
+        if agent is None:
+            raise ScsqlError("SC003", f"agent {args.agent!r} is not registered on this server",
+                             "scsql agent list shows the agents")
+        if agent["revoked_at"] is not None:
+            raise ScsqlError("SC002", f"agent {args.agent!r} was revoked at {agent['revoked_at']} and can no longer act")
     conninfo = ctx.login_conninfo(args.agent) if args.agent else ctx.admin_conninfo()
     psql = bin_path("psql")
     if not os.path.exists(psql):

@@ -22,10 +22,12 @@ from .errors import ScsqlError
 
 
 def unreachable(exc: Exception) -> ScsqlError:
-    text = str(exc).strip().splitlines()
+    # libpq's first line carries the reason ("... failed: Connection refused");
+    # the lines after it are generic advice.
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
     return ScsqlError(
         errors.SERVER_UNREACHABLE,
-        f"cannot connect to PostgreSQL: {text[-1] if text else exc!r}",
+        f"cannot connect to PostgreSQL: {lines[0] if lines else repr(exc)}",
         "check SCSQL_DSN / SCSQL_AGENT_DSN, or start the embedded server with scsql up",
     )
 
@@ -60,6 +62,21 @@ class Database:
 
     def close(self) -> None:
         self.pool.close()
+
+    def refuse_privileged_login(self) -> None:
+        """Agent processes must log in as a role with no power of its own
+        (scsql_app, or an agent's own login): never a superuser or a role that
+        creates roles or bypasses row-level security."""
+        with self.pool.connection() as conn, conn.transaction():
+            row = conn.execute(
+                "select rolname, rolsuper, rolcreaterole, rolbypassrls from pg_catalog.pg_roles "
+                "where rolname = session_user").fetchone()
+        if row and (row["rolsuper"] or row["rolcreaterole"] or row["rolbypassrls"]):
+            raise ScsqlError(
+                errors.AGENT_LOGIN_PRIVILEGED,
+                f"agent processes may not log in as {row['rolname']}, which is a superuser or administers roles",
+                "set SCSQL_AGENT_DSN to the scsql_app login (or the agent's own login)",
+            )
 
     @contextmanager
     def transaction(self, role: str | None = None) -> Iterator[psycopg.Connection]:

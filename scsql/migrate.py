@@ -138,11 +138,9 @@ class Migrator:
         try:
             conn = psycopg.connect(self.conninfo, autocommit=True)
         except psycopg.OperationalError as exc:
-            raise ScsqlError(
-                errors.SERVER_UNREACHABLE,
-                f"cannot connect to PostgreSQL: {str(exc).strip().splitlines()[-1]}",
-                "check SCSQL_DSN, or start the embedded server with scsql up",
-            ) from None
+            from .db import unreachable
+
+            raise unreachable(exc) from None
         with conn:
             got = conn.execute("select pg_try_advisory_lock(%s, %s)", LOCK_KEY).fetchone()[0]
             if not got:

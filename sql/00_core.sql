@@ -42,6 +42,7 @@ select scsql._define_error(code, name, meaning, raised_by) from (values
   ('SC033', 'embedded_busy',       'client',   'Another scsql up is starting the embedded server right now.'),
   ('SC034', 'embedded_not_running','client',   'The embedded server is not running; start it with scsql up.'),
   ('SC035', 'agent_required',      'client',   'The command acts as an agent and needs --agent NAME; identity is never taken from the environment.'),
+  ('SC036', 'agent_login_privileged', 'client', 'An agent process was given a superuser or role-administering login; agent processes log in as scsql_app (SCSQL_AGENT_DSN) or as the agent''s own role.'),
   ('42501', 'insufficient_privilege', 'database', 'PostgreSQL refused the call: the role may not execute that function or touch that table (for example an agent calling an administrator function).')
 ) as t(code, name, raised_by, meaning);
 
@@ -277,6 +278,28 @@ $$;
 comment on function scsql.create_project(text, text, text) is
   'Administrators only. Creates a project (name; optional absolute root path and git remote) and returns its project_id. Raises SC007 for a bad name, SC010 for a relative root path, SC006 when it exists.';
 
+create or replace function scsql._join_agent_group(p_role text)
+returns void
+language plpgsql
+as $$
+begin
+  -- The agent inherits the group's privileges but may not SET ROLE to the
+  -- group itself (PostgreSQL 16 and newer), where it would act as no agent.
+  if current_setting('server_version_num')::int >= 160000 then
+    execute format('grant scsql_agent to %I with inherit true, set false', p_role);
+  else
+    execute format('grant scsql_agent to %I', p_role);
+  end if;
+end
+$$;
+comment on function scsql._join_agent_group(text) is
+  'Private. Makes an agent role a member of scsql_agent that inherits its privileges and, on PostgreSQL 16 and newer, cannot SET ROLE to it.';
+
+-- Agent roles registered before the SET option was withheld lose it here.
+select scsql._join_agent_group(a.role_name)
+from scsql.agents a
+where exists (select from pg_catalog.pg_roles r where r.rolname = a.role_name);
+
 create or replace function scsql.register_agent(p_name text, p_project text, p_team_role text, p_public_key bytea)
 returns table (agent_id bigint, role_name text, key_id integer)
 language plpgsql
@@ -320,7 +343,8 @@ begin
   -- The agent role logs in (a shared deployment may give each agent its own
   -- credentials) and inherits the agent group's privileges. The Python
   -- layer's login, scsql_app, may SET ROLE to it without inheriting.
-  execute format('create role %I login in role scsql_agent', v_role);
+  execute format('create role %I login', v_role);
+  perform scsql._join_agent_group(v_role);
   execute format('grant %I to scsql_app', v_role);
   execute format('comment on role %I is %L', v_role, format('scsql agent %s of project %s', p_name, p_project));
 

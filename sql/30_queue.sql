@@ -750,8 +750,13 @@ declare
 begin
   perform scsql._require(p_limit is not null and p_limit between 1 and 100000, 'limit must be 1 to 100000');
   -- An agent maintains its own project; an administrator every project.
+  -- Anyone else (say, an agent that SET ROLE to the scsql_agent group) is refused.
   if exists (select from scsql.agents a where a.role_name = scsql._acting_role()) then
     v_project := scsql._my_project();
+  elsif not pg_catalog.pg_has_role(scsql._acting_role(), 'scsql_admin', 'MEMBER') then
+    raise exception using errcode = '42501',
+      message = format('role "%s" may not run queue maintenance for every project', scsql._acting_role()),
+      hint = 'Agents maintain their own project; administrators (scsql_admin) maintain all.';
   end if;
   select e.requeued, e.dead into requeued, dead from scsql._expire_leases(v_project, null, p_limit) e;
 end

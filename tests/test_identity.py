@@ -34,6 +34,29 @@ def two_projects(scsql_db):
     return scsql_db, a, b
 
 
+def _fill(db, agent, orch) -> None:
+    """Rows of the agent's project in every subsystem, written as its agents write them."""
+    from scsql.registry import Api
+
+    api, boss = Api(agent), Api(orch)
+    api.call("remember", key="deploy", value="staging deploys from ci/deploy.sh", importance=4)
+    api.call("index_text", path="docs/notes.md", content="# Notes\nThe parser lives in src/parser.py.")
+    api.call("summarize_session", summary={"done": "fixed the parser", "decisions": ["keep it small"]})
+    session = api.call("start_session", client="test", title="work")
+    call = api.call("record_tool_call", tool="Read", session_id=session["session_id"], input_tokens=3)
+    for cls in ("public", "internal", "restricted"):
+        api.call("record_outcome", kind="failed", summary=f"{cls} failure", tool_call_id=call["tool_call_id"],
+                 classification=cls)
+    task = boss.call("enqueue_task", role=agent.whoami()["team_role"], payload={"do": "x"},
+                     exclusive_files=["src/parser.py"])
+    boss.call("enqueue_task", role="qa", payload={"do": "y"})
+    claimed = api.call("claim_task", n=1)
+    api.call("complete_task", task=task["task_id"], token=claimed[0]["lease_token"], result={"ok": True})
+    boss.call("broadcast", type="ASSIGN", to_agent=agent.name, payload={"go": True})
+    [msg] = api.call("replay")
+    api.call("ack", message=msg["message_id"])
+
+
 def _tables(conn) -> list[tuple[str, bool]]:
     return [(r["relname"], r["has_project"]) for r in conn.execute("""
         select c.relname,
@@ -48,8 +71,17 @@ def _tables(conn) -> list[tuple[str, bool]]:
 def test_agent_sees_no_row_of_another_project_in_any_table(two_projects):
     db, a, b = two_projects
     with db.connect() as conn:
+        pb = conn.execute("select p.name from scsql.projects p join scsql.agents g using (project_id) "
+                          "where g.name = %s", (b.name,)).fetchone()["name"]
+    _fill(db, b, db.agent("b_boss", pb, "orchestrator"))
+    with db.connect() as conn:
         tables = _tables(conn)
         b_project = conn.execute("select project_id from scsql.agents where name = %s", (b.name,)).fetchone()
+        filled = [t for t, has in tables if has and conn.execute(
+            f"select exists (select from scsql.{t} where project_id = %s) as x", (b_project["project_id"],)
+        ).fetchone()["x"]]
+    # Project B really has rows in most tables (else the check below proves little).
+    assert len(filled) >= 15, filled
     seen_own = 0
     with db.connect(db.login(a.name)) as conn:
         for table, has_project in tables:
@@ -240,3 +272,43 @@ def test_cross_project_grant_shows_the_granted_project(two_projects):
         assert pb in {r["name"] for r in conn.execute("select name from scsql.projects").fetchall()}
         # The grant is to public rows of the project, not to its agents.
         assert b.name not in {r["name"] for r in conn.execute("select name from scsql.agents").fetchall()}
+
+
+def test_agent_cannot_become_the_agent_group(two_projects):
+    """An agent inherits scsql_agent's privileges but cannot SET ROLE to the
+    group, where it would act as no agent (PostgreSQL 16 and newer)."""
+    db, a, _ = two_projects
+    with db.connect(db.login(a.name)) as conn:
+        if conn.info.server_version < 160000:
+            pytest.skip("the SET option of role membership needs PostgreSQL 16")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("set role scsql_agent")
+
+
+def test_queue_maintenance_for_every_project_needs_an_administrator(two_projects):
+    db, a, _ = two_projects
+    with db.connect() as conn:  # a role that is neither an agent nor an administrator
+        conn.execute("set role scsql_agent")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("select * from scsql.queue_maintenance(10)")
+        conn.rollback()
+        conn.execute("set role scsql_admin")
+        conn.execute("select * from scsql.queue_maintenance(10)")
+
+
+def test_agent_processes_refuse_an_administrators_login(scsql_db):
+    from scsql.db import Database
+    from scsql.errors import ScsqlError as Err
+
+    db = Database(scsql_db.admin).open()
+    try:
+        with pytest.raises(Err) as err:
+            db.refuse_privileged_login()
+    finally:
+        db.close()
+    assert err.value.code == "SC036"
+    app = Database(scsql_db.app).open()
+    try:
+        app.refuse_privileged_login()  # scsql_app holds nothing: fine
+    finally:
+        app.close()
