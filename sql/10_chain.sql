@@ -459,14 +459,14 @@ stable
 security definer
 set search_path = pg_catalog, scsql
 as $$
-  select format('select chain_id, seq, at, key_id, author_id, prev_hash, row_hash, signature%s from %s where mod(chain_id, %%s) = %%s order by chain_id, seq',
+  select format('select chain_id, seq, at, key_id, author_id, prev_hash, row_hash, signature%s from %s where chain_id between %%s and %%s order by chain_id, seq',
                 coalesce((select string_agg(format(', %I', f.column_name), '' order by f.part desc, f.ordinal)
                           from scsql._chain_fields(p_table) f), ''),
                 t.table_name)
   from scsql.chained_tables t where t.table_name = p_table
 $$;
 comment on function scsql._chain_scan_sql(text) is
-  'Private. The query that streams every row of one chained table ordered by (chain_id, seq): chain columns, then the stamped and the signed fields in canonical order. Two placeholders select the chains whose chain_id modulo N equals i, so verifiers can split chains between processes.';
+  'Private. The query that streams every row of one chained table ordered by (chain_id, seq): chain columns, then the stamped and the signed fields in canonical order. Two placeholders bound the chain_ids (inclusive), so verifiers split the chains between processes in ranges that together cover every bigint (rows naming a chain with no head row are read too) and each process reads its rows in index order, without a sort.';
 
 -- ---------------------------------------------------------------------------
 -- Verification in SQL (chain only; signatures are checked by scsql verify)
