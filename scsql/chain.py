@@ -47,6 +47,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+import nacl.bindings
+
 from . import registry
 from .db import Agent
 from .errors import ScsqlError
@@ -258,18 +260,112 @@ def _prepare(f: SignedField, value: Any) -> tuple[Any, Any]:
     return value, value
 
 
+def _field_step(f: SignedField) -> Callable[[dict[str, Any]], bytes]:
+    """Fill one field of the arguments (default, truncation) and return its
+    canonical bytes; the same rules as :func:`_prepare`, resolved once per
+    declaration instead of once per row."""
+    name, default, kind = f.name, f.default, f.kind
+    if kind == "text":
+        limit = f.max_chars
+
+        def text_step(out: dict[str, Any]) -> bytes:
+            v = out.get(name, default)
+            if v is None:
+                out[name] = None
+                return NULL
+            if limit is not None and isinstance(v, str) and len(v) > limit:
+                v = v[: limit - 1] + "…"
+            out[name] = v
+            b = v.encode("utf-8")
+            return b"t" + _len(len(b)) + b
+        return text_step
+    if kind == "int":
+
+        def int_step(out: dict[str, Any]) -> bytes:
+            v = out.get(name, default)
+            out[name] = v
+            if v is None:
+                return NULL
+            b = str(int(v)).encode("ascii")
+            return b"i" + _len(len(b)) + b
+        return int_step
+
+    def step(out: dict[str, Any]) -> bytes:
+        send, signed = _prepare(f, out.get(name, default))
+        out[name] = send
+        return encode(kind, signed)
+    return step
+
+
+class _Plan:
+    """How to fill and encode the signed fields of one chained table."""
+
+    def __init__(self, table: str, fields: Sequence[SignedField]):
+        self.table = table
+        self.steps = [_field_step(f) for f in fields]
+        self.head = _enc_text(FORMAT) + _enc_text(table)
+
+
+_PLANS: dict[tuple[str, int], tuple[Sequence[SignedField], _Plan]] = {}
+
+
+def _plan(table: str, fields: Sequence[SignedField]) -> _Plan:
+    # Declarations are module-level sequences: keyed by identity (defaults
+    # such as {} are not hashable), checked, and kept few.
+    entry = _PLANS.get((table, id(fields)))
+    if entry is not None and entry[0] is fields:
+        return entry[1]
+    if len(_PLANS) > 256:
+        _PLANS.clear()
+    plan = _Plan(table, fields)
+    _PLANS[(table, id(fields))] = (fields, plan)
+    return plan
+
+
+class _Signer:
+    """One agent's loaded key, ready to sign: its key_id, the libsodium secret
+    key (libsodium signs faster than OpenSSL here and releases the GIL, so
+    concurrent writers of one process sign in parallel), and the payload
+    prefix (format, table, author, key id) per table. Ed25519 is
+    deterministic: the signature is the same whichever library makes it."""
+
+    def __init__(self, agent: Agent, kid: int):
+        from cryptography.hazmat.primitives import serialization
+
+        self.key = agent.key
+        self.name = agent.name
+        self.key_id = kid
+        seed = agent.key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
+                                       serialization.NoEncryption())
+        self.secret = nacl.bindings.crypto_sign_seed_keypair(seed)[1]
+        self.author = _enc_text(agent.name) + _enc_int(kid)
+
+    def sign(self, data: bytes) -> bytes:
+        return nacl.bindings.crypto_sign(data, self.secret)[:64]
+
+
+_SIGNERS: dict[int, _Signer] = {}
+
+
+def _signer(agent: Agent) -> _Signer:
+    signer = _SIGNERS.get(id(agent))
+    if signer is None or signer.key is not agent.key or signer.name != agent.name:
+        signer = _SIGNERS[id(agent)] = _Signer(agent, key_id(agent))
+    return signer
+
+
 _KEY_IDS: dict[tuple[int, int], tuple[Any, int]] = {}
 
 
 def key_id(agent: Agent) -> int:
     """The key_id of the private key this agent process holds (its current key)."""
-    from .signing import public_bytes
-
     if agent.key is None:
         raise ScsqlError("SC031", f"agent {agent.name!r} has no private key loaded; chained writes are signed")
     cached = _KEY_IDS.get((id(agent), id(agent.key)))
     if cached is not None and cached[0] is agent.key:
         return cached[1]
+    from .signing import public_bytes
+
     pub = public_bytes(agent.key)
     me = agent.whoami()
     if me["public_key"] != pub.hex():
@@ -285,16 +381,16 @@ def key_id(agent: Agent) -> int:
 def sign_row(agent: Agent, table: str, fields: Sequence[SignedField], args: dict[str, Any],
              at: dt.datetime | None = None) -> dict[str, Any]:
     """Fill defaults, stamp ``at``, sign the payload; returns the arguments to send."""
+    if agent.key is None:
+        key_id(agent)  # raises SC031
+    plan = _plan(table, fields)
+    signer = _signer(agent)
     out = dict(args)
-    values = []
-    for f in fields:
-        send, signed = _prepare(f, out.get(f.name, f.default))
-        out[f.name] = send
-        values.append(signed)
     at = at or dt.datetime.now(dt.UTC)
-    kid = key_id(agent)
-    data = payload(table, agent.name, kid, at, [f.kind for f in fields], values)
-    out.update(at=at, key_id=kid, signature=agent.key.sign(data))
+    data = b"".join([plan.head, signer.author, _enc_ts(at), *[step(out) for step in plan.steps]])
+    out["at"] = at
+    out["key_id"] = signer.key_id
+    out["signature"] = signer.sign(data)
     return out
 
 

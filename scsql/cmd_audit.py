@@ -29,9 +29,10 @@ def cmd_verify(ctx, args: argparse.Namespace) -> int:
     from .verify import verify
 
     report = verify(ctx.admin_conninfo(), workers=args.workers, checkpoint_files=args.checkpoints or (),
-                    from_checkpoint=args.from_checkpoint)
+                    from_checkpoint=args.from_checkpoint, full=args.full)
     if args.json:
         print(json.dumps({"ok": report.ok, "rows": report.rows, "chains": report.chains,
+                          "signatures": report.signatures, "full": report.full,
                           "checkpoints": report.checkpoints, "seconds": round(report.seconds, 3),
                           "rows_per_second": round(report.rate),
                           "breaks": [b.__dict__ for b in report.breaks]}, indent=2))
@@ -39,7 +40,9 @@ def cmd_verify(ctx, args: argparse.Namespace) -> int:
         for b in report.breaks:
             print(f"BROKEN {b}", file=sys.stderr)
         state = "ok" if report.ok else f"{len(report.breaks)} break(s)"
-        print(f"scsql verify: {state}: {report.rows} rows in {report.chains} chains, "
+        signatures = ("every signature" if report.full or report.signatures == report.rows else
+                      f"signatures of the {report.signatures} rows after the newest verified checkpoints; --full checks all")
+        print(f"scsql verify: {state}: {report.rows} rows in {report.chains} chains ({signatures}), "
               f"{report.checkpoints} checkpoints, {report.seconds:.2f}s ({report.rate:,.0f} rows/s)")
     return 0 if report.ok else 1
 
@@ -72,9 +75,14 @@ def init_auditor_key(ctx) -> int:
     return key_id
 
 
-def record_checkpoints(conninfo: str, key) -> list[int]:
-    """Sign and record one checkpoint per project with chains; returns their ids."""
-    from .verify import checkpoint_payload
+def record_checkpoints(conninfo: str, key, *, workers: int | None = None, progress: bool | None = None) -> list[int]:
+    """Verify, then sign and record one checkpoint per project with chains; returns their ids.
+
+    The heads are read first, then every row up to them is verified (links,
+    hashes, and the signatures the previous verified checkpoints do not
+    cover); only then does the auditor sign them, in checkpoint format 2
+    ("verified up to these heads"). Raises SC132 when verification fails."""
+    from .verify import checkpoint_payload, verify
 
     pub = signing.public_bytes(key).hex()
     ids = []
@@ -86,6 +94,13 @@ def record_checkpoints(conninfo: str, key) -> list[int]:
                              "register it: scsql checkpoint --init")
         key_id = keys[-1]["key_id"]
         heads = conn.execute("select * from scsql.checkpoint_heads_now()").fetchall()
+        conn.commit()
+        # Rows are append-only: every row up to the heads read above is in the snapshot verify takes next.
+        report = verify(conninfo, workers=workers, progress=progress)
+        if not report.ok:
+            raise ScsqlError("SC132", f"the chains do not verify ({len(report.breaks)} break(s); first: {report.breaks[0]})",
+                             "scsql verify lists every break; the auditor signs only chains that verify")
+        conn.execute("set local role scsql_auditor")
         by_project: dict[int, list[tuple[int, int, bytes]]] = {}
         for h in heads:
             by_project.setdefault(h["project_id"], []).append((h["chain_id"], h["head_seq"], bytes(h["head_hash"])))
@@ -258,6 +273,9 @@ def register(sub, add) -> None:
     p.add_argument("--workers", type=int, help="processes (default: one per core when there is enough to do)")
     p.add_argument("--from-checkpoint", type=int, metavar="ID",
                    help="start each chain at this checkpoint's head instead of its horizon")
+    p.add_argument("--full", action="store_true",
+                   help="check every signature again, also of rows the newest verified checkpoints cover "
+                        "(by default every hash and link is checked, and signatures after those checkpoints)")
     p.add_argument("--json", action="store_true")
 
     p = add("checkpoint", cmd_checkpoint, "sign and record every chain head with the auditor's key")

@@ -86,10 +86,10 @@ class Param:
     sql_name: str
     pg_type: str
     optional: bool
+    name: str = field(init=False)
 
-    @property
-    def name(self) -> str:
-        return self.sql_name[2:] if self.sql_name.startswith("p_") else self.sql_name
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.sql_name[2:] if self.sql_name.startswith("p_") else self.sql_name)
 
 
 @dataclass
@@ -169,6 +169,11 @@ class ApiFunction:
             fields[f"f_{p.name}"] = (typ, Field(default, alias=p.name, description=f"{p.pg_type}"))
         return create_model(f"{self.name}_args", __base__=ArgModel, **fields)
 
+    def __post_init__(self) -> None:
+        self._known = {p.name: p for p in self.params}
+        self._required = [p.name for p in self.params if not p.optional]
+        self._queries: dict[tuple[str, ...], str] = {}
+
     def query(self, supplied: list[Param]) -> sql.Composed:
         args = sql.SQL(", ").join(
             sql.SQL("{} => %s::{}").format(sql.Identifier(p.sql_name), sql.SQL(p.pg_type)) for p in supplied
@@ -178,24 +183,33 @@ class ApiFunction:
             return sql.SQL("select * from {}").format(fn)
         return sql.SQL("select {} as result").format(fn)
 
+    def _query_text(self, supplied: tuple[str, ...]) -> str:
+        """The call for one set of supplied arguments, composed once and kept:
+        the same text each time also lets psycopg prepare it on the server."""
+        text = self._queries.get(supplied)
+        if text is None:
+            text = self._queries[supplied] = self.query([self._known[n] for n in supplied]).as_string(None)
+        return text
+
     def call(self, agent: Agent, args: dict[str, Any]) -> Any:
-        known = {p.name: p for p in self.params}
-        unknown = sorted(set(args) - set(known))
-        if unknown:
-            raise ScsqlError(
-                "SC010", f"{self.name} has no argument {', '.join(unknown)}",
-                f"arguments: {', '.join(p.name for p in self.visible_params) or 'none'}",
-            )
+        known = self._known
+        for k in args:
+            if k not in known:
+                unknown = sorted(set(args) - set(known))
+                raise ScsqlError(
+                    "SC010", f"{self.name} has no argument {', '.join(unknown)}",
+                    f"arguments: {', '.join(p.name for p in self.visible_params) or 'none'}",
+                )
         args = {k: v for k, v in args.items() if v is not None}
         if self.adapter.before is not None:
             args = self.adapter.before(agent, args)
-        missing = [p.name for p in self.params if not p.optional and p.name not in args]
+        missing = [n for n in self._required if n not in args]
         if missing:
             raise ScsqlError("SC010", f"{self.name} needs argument {', '.join(missing)}")
-        supplied = [p for p in self.params if p.name in args]
-        values = [Jsonb(args[p.name]) if p.pg_type in ("jsonb", "json") else args[p.name] for p in supplied]
+        supplied = tuple(p.name for p in self.params if p.name in args)
+        values = [Jsonb(args[n]) if known[n].pg_type in ("jsonb", "json") else args[n] for n in supplied]
         with agent.transaction() as conn:
-            rows = conn.execute(self.query(supplied), values).fetchall()
+            rows = conn.execute(self._query_text(supplied), values).fetchall()
         if self.returns_set:
             result: Any = rows if self.returns_row else [next(iter(r.values())) for r in rows]
         elif self.returns_row:

@@ -16,10 +16,21 @@ retention left it) or from a checkpoint:
   checkpointed head, from the database and from exported checkpoint files
   (``checkpoint-mismatch``), whose auditor signatures must verify too.
 
+Incremental by default: ``scsql checkpoint`` verifies every row before the
+auditor signs the heads (checkpoint format ``scsql/checkpoint/2``: "verified
+up to these heads"). Verification then recomputes every hash and link from
+each chain's horizon, but checks signatures only of rows after the newest
+verified checkpoint of their chain: the rows up to it are the very rows the
+auditor verified, since their hashes lead to the head the auditor signed.
+``full=True`` (``scsql verify --full``) checks every signature again, for
+instance after public keys might have changed; checking against given keys
+(``key_override``) is always full.
+
 Speed: Ed25519 verification dominates. libsodium (PyNaCl) verifies about
 twice as fast as OpenSSL through ``cryptography``, so PyNaCl is used; chains
-are split between processes by chain_id modulo N (each process scans its own
-chains with a server-side cursor in large batches), so both cores work.
+are split between processes in ranges of chain_id balanced by row count (each
+process reads its range in index order with server-side cursors in large
+batches), so both cores work.
 """
 
 from __future__ import annotations
@@ -72,6 +83,8 @@ class Report:
     breaks: list[Break] = field(default_factory=list)
     checkpoints: int = 0
     seconds: float = 0.0
+    signatures: int = 0  # rows whose signature was checked (all of them when full)
+    full: bool = False
 
     @property
     def ok(self) -> bool:
@@ -89,6 +102,10 @@ def _connect(conninfo: str, role: str | None) -> psycopg.Connection:
     conn = psycopg.connect(conninfo, autocommit=False, application_name="scsql:verify")
     set_json_loads(enc.JsonValue.parse, conn)  # keeps JSON null apart from SQL NULL
     conn.execute("begin isolation level repeatable read read only")
+    # The scans are index-ordered streams read by this process: parallel
+    # workers and JIT compilation only take CPU from the verifiers.
+    conn.execute("set local max_parallel_workers_per_gather = 0")
+    conn.execute("set local jit = off")
     if role:
         conn.execute(sql.SQL("set local role {}").format(sql.Identifier(role)))
     return conn
@@ -121,11 +138,14 @@ class _Keys:
         return cls(keys)
 
 
-def _scan(conn: psycopg.Connection, table: str, ti: int, parts: int, part: int) -> Iterator[tuple]:
+MIN_ID, MAX_ID = -(2**63), 2**63 - 1
+
+
+def _scan(conn: psycopg.Connection, table: str, ti: int, lo: int, hi: int) -> Iterator[tuple]:
     query = conn.execute("select scsql._chain_scan_sql(%s)", (table,)).fetchone()[0]
     cur = conn.cursor(name=f"scan_{ti}", binary=True)
     cur.itersize = BATCH
-    cur.execute(query, (parts, part))
+    cur.execute(query, (lo, hi))
     while True:
         rows = cur.fetchmany(BATCH)
         if not rows:
@@ -151,35 +171,40 @@ def _report_progress(n: int) -> None:
         _progress_queue.put(n)
 
 
-def verify_part(conninfo: str, role: str | None, parts: int, part: int,
+def verify_part(conninfo: str, role: str | None, lo: int = MIN_ID, hi: int = MAX_ID,
                 expected: dict[int, list[tuple[int, bytes, str]]] | None = None,
                 key_override: dict[str, bytes] | None = None,
-                starts: dict[int, tuple[int, bytes]] | None = None) -> tuple[int, int, list[Break]]:
-    """Verify the chains whose chain_id % parts == part. Returns (rows, chains, breaks).
+                starts: dict[int, tuple[int, bytes]] | None = None,
+                signed_up_to: dict[int, int] | None = None) -> tuple[int, int, list[Break], int]:
+    """Verify the chains with lo <= chain_id <= hi. Returns (rows, chains, breaks, signatures checked).
 
     ``expected`` maps chain_id to (seq, row_hash, source) pairs the chain must
     contain (checkpointed heads). ``starts`` maps chain_id to the (seq,
-    row_hash) of a checkpoint to start from instead of the chain's horizon."""
+    row_hash) of a checkpoint to start from instead of the chain's horizon.
+    ``signed_up_to`` maps chain_id to the head seq of its newest verified
+    checkpoint: rows up to it get every check but the signature's."""
     expected = expected or {}
     starts = starts or {}
+    signed_up_to = signed_up_to or {}
 
     def initial(c: tuple) -> list:
-        # [next seq, prev hash, broken, last seq, floor: rows up to it are not checked]
+        # [next seq, prev hash, broken, last seq, floor: rows up to it are not checked,
+        #  encoded chain_id, seq up to which signatures were verified by a checkpoint]
         floor, floor_hash = c[4], bytes(c[5])
         start = starts.get(c[0])
         if start is not None and start[0] > floor:
             floor, floor_hash = start
-        return [floor + 1, floor_hash, False, floor, floor]
+        return [floor + 1, floor_hash, False, floor, floor, enc._enc_int(c[0]), signed_up_to.get(c[0], 0)]
 
     breaks: list[Break] = []
-    rows_done = 0
+    rows_done = signatures = 0
     with _connect(conninfo, role) as conn:
         names = dict(conn.execute("select agent_id, name from scsql.agents").fetchall())
         keys = _Keys.load(conn, key_override, names).keys
         chains = {
             r[0]: r for r in conn.execute(
                 "select chain_id, agent_id, head_seq, head_hash, horizon_seq, horizon_hash from scsql.chains "
-                "where mod(chain_id, %s) = %s", (parts, part)).fetchall()
+                "where chain_id between %s and %s", (lo, hi)).fetchall()
         }
         fields: dict[str, tuple[list[str], list[str]]] = {}
         for table, part_name, _ord, _col, kind in conn.execute("select * from scsql._chain_fields()").fetchall():
@@ -194,9 +219,9 @@ def verify_part(conninfo: str, role: str | None, parts: int, part: int,
         prefix_cache: dict[tuple[int, int, int], bytes] = {}
         enc_ts, enc_int, join, NULL, compare = enc._enc_ts, enc._enc_int, b"".join, enc.NULL, hmac.compare_digest
         sha256, sign_open = hashlib.sha256, nacl.bindings.crypto_sign_open
-        state: dict[int, list] = {}  # chain_id -> [next_seq, prev_hash, broken, last_seq, floor]
+        state: dict[int, list] = {}
         unreported = 0
-        streams = [_scan(conn, t, ti, parts, part) for ti, t in enumerate(tables)]
+        streams = [_scan(conn, t, ti, lo, hi) for ti, t in enumerate(tables)]
         for chain_id, seq, ti, r in heapq.merge(*streams, key=itemgetter(0, 1)):
             rows_done += 1
             unreported += 1
@@ -208,7 +233,7 @@ def verify_part(conninfo: str, role: str | None, parts: int, part: int,
                 c = chains.get(chain_id)
                 if c is None:
                     breaks.append(Break(chain_id, seq, "chain-unknown", "rows name a chain with no head row"))
-                    state[chain_id] = st = [0, b"", True, 0, 0]
+                    state[chain_id] = st = [0, b"", True, 0, 0, b"", 0]
                 else:
                     state[chain_id] = st = initial(c)
             if st[2]:
@@ -243,14 +268,16 @@ def verify_part(conninfo: str, role: str | None, parts: int, part: int,
                 prefix = (enc._enc_text(enc.FORMAT) + enc._enc_text(table)
                           + enc._enc_text(names.get(author_id, "")) + enc._enc_int(key_id))
                 prefix_cache[key] = prefix
-            values = r[8:]
             signed_payload = prefix + enc_ts(at) + join([NULL if v is None else f(v)
-                                                        for f, v in zip(signed_enc, values[n_stamped:])])
-            canonical = (enc_int(chain_id) + enc_int(seq)
-                         + join([NULL if v is None else f(v) for f, v in zip(stamped_enc, values[:n_stamped])])
-                         + signed_payload)
-            sig = bytes(signature)
-            if not compare(sha256(prev_hash + canonical + sig).digest(), row_hash):
+                                                        for f, v in zip(signed_enc, r[8 + n_stamped:])])
+            stamped_bytes = join([NULL if v is None else f(v) for f, v in zip(stamped_enc, r[8:8 + n_stamped])])
+            digest = sha256(prev_hash)
+            digest.update(st[5])
+            digest.update(enc_int(seq))
+            digest.update(stamped_bytes)
+            digest.update(signed_payload)
+            digest.update(signature)
+            if not compare(digest.digest(), row_hash):
                 _fail(breaks, st, chain_id, seq, "hash-mismatch", "row_hash does not match the row's content", table)
                 continue
             c = chains.get(chain_id)
@@ -263,23 +290,27 @@ def verify_part(conninfo: str, role: str | None, parts: int, part: int,
                 _fail(breaks, st, chain_id, seq, "wrong-key",
                       f"key {key_id} of {names.get(author_id, author_id)} was not valid at {at.isoformat()}", table)
                 continue
-            try:
-                sign_open(sig + signed_payload, k[0])
-            except (nacl.exceptions.BadSignatureError, ValueError):
-                _fail(breaks, st, chain_id, seq, "signature",
-                      f"signature does not verify with key {key_id} of {names.get(author_id, author_id)}", table)
-                continue
+            if seq > st[6]:
+                signatures += 1
+                try:
+                    sign_open(signature + signed_payload, k[0])
+                except (nacl.exceptions.BadSignatureError, ValueError):
+                    _fail(breaks, st, chain_id, seq, "signature",
+                          f"signature does not verify with key {key_id} of {names.get(author_id, author_id)}", table)
+                    continue
             if at_floor:
                 continue
             st[0] = seq + 1
-            st[1] = bytes(row_hash)
+            st[1] = row_hash
             st[3] = seq
             st[4] = -1
-            for exp_seq, exp_hash, source in expected.get(chain_id, ()):
-                if exp_seq == seq and not hmac.compare_digest(bytes(row_hash), exp_hash):
-                    _fail(breaks, st, chain_id, seq, "checkpoint-mismatch",
-                          f"row_hash differs from the one signed in {source}", table)
-                    break
+            exp = expected.get(chain_id)
+            if exp is not None:
+                for exp_seq, exp_hash, source in exp:
+                    if exp_seq == seq and not hmac.compare_digest(row_hash, exp_hash):
+                        _fail(breaks, st, chain_id, seq, "checkpoint-mismatch",
+                              f"row_hash differs from the one signed in {source}", table)
+                        break
         _report_progress(unreported)
 
         # Chain ends: the recorded head, and every checkpointed head.
@@ -301,7 +332,7 @@ def verify_part(conninfo: str, role: str | None, parts: int, part: int,
                 _fail(breaks, st, chain_id, last + 1, "head-mismatch",
                       f"the chain's head is seq {c[2]} but its rows end at seq {last}")
         conn.rollback()
-    return rows_done, len(state), breaks
+    return rows_done, len(state), breaks, signatures
 
 
 def _fail(breaks: list[Break], st: list, chain_id: int, seq: int, kind: str, detail: str, table: str | None = None) -> None:
@@ -312,25 +343,39 @@ def _fail(breaks: list[Break], st: list, chain_id: int, seq: int, kind: str, det
 # -- checkpoints ----------------------------------------------------------------
 
 
-def checkpoint_payload(project_id: int, at: dt.datetime, key_id: int, heads: Iterable[tuple[int, int, bytes]]) -> bytes:
+# The auditor signs "scsql/checkpoint/2" after verifying every row up to the
+# heads; "scsql/checkpoint/1" (written by earlier versions) only vouches for
+# the heads. See sql/13_checkpoints.sql.
+CHECKPOINT_FORMATS = {2: "scsql/checkpoint/2", 1: "scsql/checkpoint/1"}
+
+
+def checkpoint_payload(project_id: int, at: dt.datetime, key_id: int, heads: Iterable[tuple[int, int, bytes]],
+                       version: int = 2) -> bytes:
     """What the auditor signs: see sql/13_checkpoints.sql."""
     heads = sorted(heads)
-    parts = [enc._enc_text("scsql/checkpoint/1"), enc._enc_int(project_id), enc._enc_ts(at), enc._enc_int(key_id),
-             enc._enc_int(len(heads))]
+    parts = [enc._enc_text(CHECKPOINT_FORMATS[version]), enc._enc_int(project_id), enc._enc_ts(at),
+             enc._enc_int(key_id), enc._enc_int(len(heads))]
     for chain_id, seq, row_hash in heads:
         parts += [enc._enc_int(chain_id), enc._enc_int(seq), enc._enc_bytea(row_hash)]
     return b"".join(parts)
 
 
-def _checkpoint_ok(cp: dict[str, Any]) -> bool:
+def _checkpoint_version(cp: dict[str, Any]) -> int | None:
+    """The format whose payload the checkpoint's signature verifies (2: verified rows), or None."""
     at = cp["at"] if isinstance(cp["at"], dt.datetime) else dt.datetime.fromisoformat(cp["at"])
     heads = [(h["chain_id"], h["seq"], bytes.fromhex(h["row_hash"])) for h in cp["heads"]]
-    data = checkpoint_payload(cp["project_id"], at, cp["key_id"], heads)
-    try:
-        nacl.bindings.crypto_sign_open(bytes.fromhex(cp["signature"]) + data, bytes.fromhex(cp["public_key"]))
-    except (nacl.exceptions.BadSignatureError, ValueError):
-        return False
-    return True
+    for version in CHECKPOINT_FORMATS:
+        data = checkpoint_payload(cp["project_id"], at, cp["key_id"], heads, version)
+        try:
+            nacl.bindings.crypto_sign_open(bytes.fromhex(cp["signature"]) + data, bytes.fromhex(cp["public_key"]))
+        except (nacl.exceptions.BadSignatureError, ValueError):
+            continue
+        return version
+    return None
+
+
+def _checkpoint_ok(cp: dict[str, Any]) -> bool:
+    return _checkpoint_version(cp) is not None
 
 
 def read_checkpoint_file(path: Path) -> list[dict[str, Any]]:
@@ -344,8 +389,10 @@ def read_checkpoint_file(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _expected_heads(conn: psycopg.Connection, files: list[Path], breaks: list[Break]) -> tuple[dict, int]:
-    """Checkpointed heads every chain must still contain, after checking the auditor's signatures."""
+def _expected_heads(conn: psycopg.Connection, files: list[Path], breaks: list[Break]) -> tuple[dict, int, dict]:
+    """Checkpointed heads every chain must still contain, after checking the
+    auditor's signatures; and per chain the newest head of a verified
+    (format 2) checkpoint."""
     registered = {r[0] for r in conn.execute("select public_key from scsql.auditor_keys").fetchall()}
     registered = {bytes(k).hex() for k in registered}
     cps: list[tuple[dict, str]] = []
@@ -358,8 +405,10 @@ def _expected_heads(conn: psycopg.Connection, files: list[Path], breaks: list[Br
         for cp in read_checkpoint_file(path):
             cps.append((cp, f"exported checkpoint {cp.get('checkpoint_id')} ({path.name})"))
     expected: dict[int, list[tuple[int, bytes, str]]] = {}
+    verified: dict[int, int] = {}
     for cp, source in cps:
-        if cp["public_key"] not in registered or not _checkpoint_ok(cp):
+        version = _checkpoint_version(cp) if cp["public_key"] in registered else None
+        if version is None:
             first = min(cp["heads"], key=lambda h: h["chain_id"]) if cp["heads"] else {"chain_id": 0, "seq": 0}
             breaks.append(Break(first["chain_id"], first["seq"], "checkpoint-signature",
                                 f"{source} is not signed by a registered auditor key"))
@@ -367,24 +416,49 @@ def _expected_heads(conn: psycopg.Connection, files: list[Path], breaks: list[Br
         label = f"{source} {cp['checkpoint_id']}" if source == "database checkpoint" else source
         for h in cp["heads"]:
             expected.setdefault(h["chain_id"], []).append((h["seq"], bytes.fromhex(h["row_hash"]), label))
-    return expected, len(cps)
+            if version == 2:
+                verified[h["chain_id"]] = max(verified.get(h["chain_id"], 0), h["seq"])
+    return expected, len(cps), verified
 
 
 # -- the whole database ---------------------------------------------------------
 
 
+def _ranges(sizes: list[tuple[int, int]], parts: int) -> list[tuple[int, int]]:
+    """Split the bigint line into at most ``parts`` ranges of chain_id, each
+    holding about the same number of rows (sizes: (chain_id, rows) by chain_id).
+    The ranges cover every chain_id, so rows of unknown chains are read too."""
+    total = sum(n for _, n in sizes)
+    bounds: list[int] = []
+    acc = 0
+    for i, (_chain, n) in enumerate(sizes[:-1]):
+        acc += n
+        if acc >= total * (len(bounds) + 1) / parts and len(bounds) < parts - 1:
+            bounds.append(sizes[i + 1][0])
+    edges = [MIN_ID, *bounds, MAX_ID + 1]
+    return [(edges[i], edges[i + 1] - 1) for i in range(len(edges) - 1)]
+
+
 def verify(conninfo: str, *, role: str | None = AUDITOR_ROLE, workers: int | None = None,
            checkpoint_files: Iterable[Path] = (), progress: bool | None = None,
-           key_override: dict[str, bytes] | None = None, from_checkpoint: int | None = None) -> Report:
-    """Verify every chain. ``workers``: processes (default: one per core when
-    there is enough to do). ``progress``: a bar on stderr (None: only on a terminal)."""
+           key_override: dict[str, bytes] | None = None, from_checkpoint: int | None = None,
+           full: bool = False) -> Report:
+    """Verify every chain: every link and hash from the horizon (or
+    ``from_checkpoint``), and the signatures of rows after each chain's newest
+    verified checkpoint, or of every row with ``full`` (or ``key_override``).
+    ``workers``: processes (default: one per core when there is enough to
+    do). ``progress``: a bar on stderr (None: only on a terminal)."""
     from tqdm import tqdm
 
     started = time.perf_counter()
-    report = Report()
+    report = Report(full=full or bool(key_override))
     with _connect(conninfo, role) as conn:
-        total = conn.execute("select coalesce(sum(head_seq - horizon_seq), 0)::bigint from scsql.chains").fetchone()[0]
-        expected, report.checkpoints = _expected_heads(conn, [Path(p) for p in checkpoint_files], report.breaks)
+        sizes = [(c, n) for c, n in conn.execute(
+            "select chain_id, head_seq - horizon_seq from scsql.chains order by chain_id").fetchall()]
+        total = sum(n for _, n in sizes)
+        expected, report.checkpoints, verified = _expected_heads(conn, [Path(p) for p in checkpoint_files],
+                                                                 report.breaks)
+        signed_up_to = {} if report.full else verified
         starts: dict[int, tuple[int, bytes]] = {}
         if from_checkpoint is not None:
             rows = conn.execute("select chain_id, seq, row_hash from scsql.checkpoint_heads where checkpoint_id = %s",
@@ -396,35 +470,38 @@ def verify(conninfo: str, *, role: str | None = AUDITOR_ROLE, workers: int | Non
     if workers is None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         workers = max(1, min(cores, total // 20000 + 1))
+    ranges = _ranges(sizes, workers) if sizes else [(MIN_ID, MAX_ID)]
     bar = tqdm(total=total, unit="row", desc="verify", disable=(None if progress is None else not progress),
                dynamic_ncols=True, leave=False)
+
+    def share(d: dict, lo: int, hi: int) -> dict:
+        return {c: v for c, v in d.items() if lo <= c <= hi}
+
     try:
-        if workers == 1:
+        if len(ranges) == 1:
             _init_worker(_BarQueue(bar))
             try:
-                rows, chains, breaks = verify_part(conninfo, role, 1, 0, expected, key_override, starts)
+                results = [verify_part(conninfo, role, MIN_ID, MAX_ID, expected, key_override, starts, signed_up_to)]
             finally:
                 _init_worker(None)
-            report.rows, report.chains = rows, chains
-            report.breaks += breaks
         else:
             # fork starts workers in milliseconds; nothing (no connection, no
             # thread) is open in this process at that point.
             ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
             queue = ctx.Queue()
-            with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(queue,)) as pool:
-                futures = [pool.submit(verify_part, conninfo, role, workers, i,
-                                       {c: v for c, v in expected.items() if c % workers == i}, key_override,
-                                       {c: v for c, v in starts.items() if c % workers == i})
-                           for i in range(workers)]
+            with ProcessPoolExecutor(len(ranges), mp_context=ctx, initializer=_init_worker, initargs=(queue,)) as pool:
+                futures = [pool.submit(verify_part, conninfo, role, lo, hi, share(expected, lo, hi), key_override,
+                                       share(starts, lo, hi), share(signed_up_to, lo, hi))
+                           for lo, hi in ranges]
                 while not all(f.done() for f in futures):
                     _drain(queue, bar, 0.1)
                 _drain(queue, bar, 0)
-                for f in futures:
-                    rows, chains, breaks = f.result()
-                    report.rows += rows
-                    report.chains += chains
-                    report.breaks += breaks
+                results = [f.result() for f in futures]
+        for rows, chains, breaks, signatures in results:
+            report.rows += rows
+            report.chains += chains
+            report.breaks += breaks
+            report.signatures += signatures
     finally:
         bar.close()
     report.breaks.sort(key=lambda b: (b.chain_id, b.seq))

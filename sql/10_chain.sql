@@ -352,8 +352,13 @@ begin
   values (v_name, p_signed, p_stamped)
   on conflict (table_name) do update set signed_fields = excluded.signed_fields, stamped_fields = excluded.stamped_fields;
 
-  -- The insert trigger, generated for this table's fields. Everything is
-  -- inline (no helper calls per row): it runs once for every chained write.
+  -- The insert trigger, generated for this table's fields. It runs once for
+  -- every chained write, so its common path is short: one lookup of the
+  -- acting agent and its signing key, one test of everything a well-formed
+  -- write satisfies, and one UPDATE of the chain's head that computes the
+  -- row hash with the encoding inline (no helper calls per row). A write that
+  -- fails the test takes the slow path, which applies scsql._me() and
+  -- scsql._chain_check_signer and raises their precise errors.
   execute format($f$
 create or replace function scsql.%1$I()
 returns trigger
@@ -362,62 +367,75 @@ security definer
 set search_path = pg_catalog, scsql
 as $body$
 declare
-  v_me scsql.agents := scsql._me();
+  v_agent bigint;
+  v_project bigint;
+  v_name text;
+  v_revoked timestamptz;
   v_key integer;
-  v_body bytea;
-  v_chain bigint := new.chain_id;
+  v_me scsql.agents;
+  v_chain bigint;
 begin
-  if new.author_id is not null and new.author_id <> v_me.agent_id then
-    raise exception using errcode = 'SC011',
-      message = format('the row names agent %%s as its author, but agent %%s is acting', new.author_id, v_me.name),
-      hint = 'The author is the acting agent; leave author_id unset.';
-  end if;
-  if new.project_id is not null and new.project_id <> v_me.project_id then
-    raise exception using errcode = 'SC104',
-      message = format('the row names project %%s, but agent %%s belongs to project %%s', new.project_id, v_me.name, v_me.project_id);
-  end if;
-  if new.seq is not null or new.prev_hash is not null or new.row_hash is not null then
-    raise exception using errcode = 'SC104', message = 'seq, prev_hash and row_hash are assigned by the chain, not by the writer';
-  end if;
-  new.author_id := v_me.agent_id;
-  new.project_id := v_me.project_id;
-  -- Signing fields: a signature, a timestamp near the server clock, the key valid then.
-  if new.signature is null or length(new.signature) <> 64 then
+  -- The acting agent (the row scsql._me() returns) and its key valid at the row's time.
+  select a.agent_id, a.project_id, a.name, a.revoked_at,
+         (select k.key_id from scsql.agent_keys k where k.agent_id = a.agent_id and k.valid_from <= new.at
+          order by k.valid_from desc limit 1)
+    into v_agent, v_project, v_name, v_revoked, v_key
+  from scsql.agents a
+  where a.role_name = scsql._acting_role();
+  if (v_agent is not null and v_revoked is null
+      and (new.author_id is null or new.author_id = v_agent)
+      and (new.project_id is null or new.project_id = v_project)
+      and new.chain_id is null and new.seq is null and new.prev_hash is null and new.row_hash is null
+      and length(new.signature) = 64 and new.key_id = v_key
+      and abs(extract(epoch from new.at - clock_timestamp())) <= extract(epoch from scsql._chain_clock_skew())) is not true then
+    -- Slow path: find what is wrong and say it.
+    v_me := scsql._me();
+    if new.author_id is not null and new.author_id <> v_me.agent_id then
+      raise exception using errcode = 'SC011',
+        message = format('the row names agent %%s as its author, but agent %%s is acting', new.author_id, v_me.name),
+        hint = 'The author is the acting agent; leave author_id unset.';
+    end if;
+    if new.project_id is not null and new.project_id <> v_me.project_id then
+      raise exception using errcode = 'SC104',
+        message = format('the row names project %%s, but agent %%s belongs to project %%s', new.project_id, v_me.name, v_me.project_id);
+    end if;
+    if new.seq is not null or new.prev_hash is not null or new.row_hash is not null then
+      raise exception using errcode = 'SC104', message = 'seq, prev_hash and row_hash are assigned by the chain, not by the writer';
+    end if;
+    -- Signing fields: a signature, a timestamp near the server clock, the key valid then.
     perform scsql._chain_check_signer(v_me.agent_id, new.key_id, new.at, new.signature);
+    if new.chain_id is not null then
+      select c.chain_id into v_chain from scsql.chains c
+      where c.project_id = v_me.project_id and c.agent_id = v_me.agent_id;
+      if v_chain is distinct from new.chain_id then
+        raise exception using errcode = 'SC104',
+          message = format('chain %%s is not the acting agent''s chain (%%s)', new.chain_id, coalesce(v_chain::text, 'none yet')),
+          hint = 'Rows join their author''s chain; leave chain_id unset.';
+      end if;
+    end if;
+    v_agent := v_me.agent_id;
+    v_project := v_me.project_id;
+    v_name := v_me.name;
   end if;
-  if new.at is null or abs(extract(epoch from new.at - clock_timestamp())) > extract(epoch from scsql._chain_clock_skew()) then
-    perform scsql._chain_check_signer(v_me.agent_id, new.key_id, new.at, new.signature);
-  end if;
-  select k.key_id into v_key from scsql.agent_keys k
-  where k.agent_id = v_me.agent_id and k.valid_from <= new.at
-  order by k.valid_from desc limit 1;
-  if v_key is distinct from new.key_id then
-    perform scsql._chain_check_signer(v_me.agent_id, new.key_id, new.at, new.signature);
-  end if;
-  v_body := %2$s;
   -- Link: advancing the head locks its row until commit, so concurrent
-  -- writers of one agent queue here and the chain stays linear.
+  -- writers of one agent queue here and the chain stays linear. The same
+  -- statement stamps the author and project from the acting agent.
   for i in 1 .. 2 loop
     update scsql.chains c
     set prev_head_hash = c.head_hash,
         head_seq = c.head_seq + 1,
-        head_hash = sha256(c.head_hash || %3$s || %4$s || v_body || new.signature)
-    where c.project_id = v_me.project_id and c.agent_id = v_me.agent_id
-    returning c.chain_id, c.head_seq, c.prev_head_hash, c.head_hash
-    into new.chain_id, new.seq, new.prev_hash, new.row_hash;
+        head_hash = sha256(c.head_hash || %3$s || %4$s || %2$s || new.signature)
+    where c.project_id = v_project and c.agent_id = v_agent
+    returning c.chain_id, c.head_seq, c.prev_head_hash, c.head_hash, c.agent_id, c.project_id
+    into new.chain_id, new.seq, new.prev_hash, new.row_hash, new.author_id, new.project_id;
     exit when found;
-    insert into scsql.chains (project_id, agent_id) values (v_me.project_id, v_me.agent_id)
+    insert into scsql.chains (project_id, agent_id) values (v_project, v_agent)
     on conflict (project_id, agent_id) do nothing;
   end loop;
-  if v_chain is not null and v_chain <> new.chain_id then
-    raise exception using errcode = 'SC104',
-      message = format('chain %%s is not the acting agent''s chain (%%s)', v_chain, new.chain_id),
-      hint = 'Rows join their author''s chain; leave chain_id unset.';
-  end if;
   return new;
 end
 $body$;
-$f$, v_fn, scsql._chain_body_expr(v_name, 'new', 'v_me.name'),
+$f$, v_fn, scsql._chain_body_expr(v_name, 'new', 'v_name'),
      scsql._enc_expr('int', 'c.chain_id'), scsql._enc_expr('int', 'c.head_seq + 1'));
   execute format('comment on function scsql.%I() is %L', v_fn,
     format('Private trigger, generated by scsql._make_chained for %s. Stamps the author from the acting role, checks the signing fields and links the row into its author''s chain. Raises SC011 (another author), SC104 (another chain or project, or chain columns set), SC101/SC102/SC103 (signing fields).', v_name));
@@ -441,14 +459,14 @@ stable
 security definer
 set search_path = pg_catalog, scsql
 as $$
-  select format('select chain_id, seq, at, key_id, author_id, prev_hash, row_hash, signature%s from %s where mod(chain_id, %%s) = %%s order by chain_id, seq',
+  select format('select chain_id, seq, at, key_id, author_id, prev_hash, row_hash, signature%s from %s where chain_id between %%s and %%s order by chain_id, seq',
                 coalesce((select string_agg(format(', %I', f.column_name), '' order by f.part desc, f.ordinal)
                           from scsql._chain_fields(p_table) f), ''),
                 t.table_name)
   from scsql.chained_tables t where t.table_name = p_table
 $$;
 comment on function scsql._chain_scan_sql(text) is
-  'Private. The query that streams every row of one chained table ordered by (chain_id, seq): chain columns, then the stamped and the signed fields in canonical order. Two placeholders select the chains whose chain_id modulo N equals i, so verifiers can split chains between processes.';
+  'Private. The query that streams every row of one chained table ordered by (chain_id, seq): chain columns, then the stamped and the signed fields in canonical order. Two placeholders bound the chain_ids (inclusive), so verifiers split the chains between processes in ranges that together cover every bigint (rows naming a chain with no head row are read too) and each process reads its rows in index order, without a sort.';
 
 -- ---------------------------------------------------------------------------
 -- Verification in SQL (chain only; signatures are checked by scsql verify)

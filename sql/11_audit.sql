@@ -123,27 +123,24 @@ $$;
 comment on function scsql.model_prices() is
   'The price list: model, effective_from, USD per million input tokens and per million output tokens.';
 
-create or replace function scsql._tool_call_cost(p_model text, p_at timestamptz, p_origin text,
-                                                 p_input_tokens integer, p_output_tokens integer)
-returns numeric
+-- The price lookup is a plain SQL table function so the planner inlines it
+-- into the INSERT of record_tool_call (a function call per write costs more
+-- than the lookup). It replaces _tool_call_cost.
+drop function if exists scsql._tool_call_cost(text, timestamptz, text, integer, integer);
+
+create or replace function scsql._model_price(p_model text, p_at timestamptz)
+returns table (input_usd_per_mtok numeric, output_usd_per_mtok numeric)
 language sql
 stable
-security definer
-set search_path = pg_catalog, scsql
 as $$
-  -- The model writes the tool's input (its arguments) at the output rate and
-  -- reads the tool's output (the result) at the input rate.
-  select case
-    when p_origin = 'database' then 0::numeric
-    else (select (p_input_tokens::numeric * mp.output_usd_per_mtok + p_output_tokens::numeric * mp.input_usd_per_mtok) / 1000000
-          from scsql.model_prices mp
-          where left(p_model, length(mp.model)) = mp.model and mp.effective_from <= p_at
-          order by length(mp.model) desc, mp.effective_from desc
-          limit 1)
-  end
+  select m.input_usd_per_mtok, m.output_usd_per_mtok
+  from scsql.model_prices m
+  where left(p_model, length(m.model)) = m.model and m.effective_from <= p_at
+  order by length(m.model) desc, m.effective_from desc
+  limit 1
 $$;
-comment on function scsql._tool_call_cost(text, timestamptz, text, integer, integer) is
-  'Private. USD cost of a tool call priced from the model''s side: input_tokens (the arguments the model generated) at the model''s output rate plus output_tokens (the result the model reads next) at its input rate, using the price effective at the call''s time. 0 for origin database (the call only assembled database content); NULL when the model has no price.';
+comment on function scsql._model_price(text, timestamptz) is
+  'Private. The price of MODEL at time AT: the row of scsql.model_prices whose model is the longest prefix of MODEL, effective latest at or before AT (no row when the model has no price). A plain SQL table function, so the planner inlines it where it is used (record_tool_call); it reads scsql.model_prices with the privileges of its caller.';
 
 create or replace function scsql.cost_report(p_since timestamptz default now() - interval '7 days', p_group_by text default 'model')
 returns table (key text, calls bigint, input_tokens bigint, output_tokens bigint, cost_usd numeric, unpriced_calls bigint)
@@ -222,29 +219,37 @@ security definer
 set search_path = pg_catalog, scsql
 as $$
 begin
-  if (char_length(p_tool) between 1 and 200) is not true then
-    raise exception using errcode = 'SC010', message = 'tool must be 1 to 200 characters';
-  end if;
-  if (p_status in ('ok', 'error', 'timeout', 'cancelled', 'denied')) is not true then
-    raise exception using errcode = 'SC010', message = format('status must be ok, error, timeout, cancelled or denied, got %L', p_status);
-  end if;
-  if (p_origin in ('model', 'database')) is not true then
-    raise exception using errcode = 'SC010', message = format('origin must be model (the model generated the call) or database (it only assembled database content), got %L', p_origin);
-  end if;
-  if (p_input_tokens >= 0 and p_output_tokens >= 0) is not true then
-    raise exception using errcode = 'SC010', message = 'token counts must be >= 0';
-  end if;
-  if (p_latency_ms is null or p_latency_ms >= 0) is not true then
-    raise exception using errcode = 'SC010', message = 'latency_ms must be >= 0';
-  end if;
-  if (p_model is null or char_length(p_model) <= 200) is not true then
-    raise exception using errcode = 'SC010', message = 'model must be at most 200 characters';
-  end if;
-  if (p_input_preview is null or char_length(p_input_preview) <= 4000) is not true then
-    raise exception using errcode = 'SC010', message = 'input_preview must be at most 4000 characters';
-  end if;
-  if (p_output_preview is null or char_length(p_output_preview) <= 4000) is not true then
-    raise exception using errcode = 'SC010', message = 'output_preview must be at most 4000 characters';
+  -- Valid arguments pass one test; the checks below name what is wrong.
+  if (char_length(p_tool) between 1 and 200
+      and p_status in ('ok', 'error', 'timeout', 'cancelled', 'denied') and p_origin in ('model', 'database')
+      and p_input_tokens >= 0 and p_output_tokens >= 0 and (p_latency_ms is null or p_latency_ms >= 0)
+      and (p_model is null or char_length(p_model) <= 200)
+      and (p_input_preview is null or char_length(p_input_preview) <= 4000)
+      and (p_output_preview is null or char_length(p_output_preview) <= 4000)) is not true then
+    if (char_length(p_tool) between 1 and 200) is not true then
+      raise exception using errcode = 'SC010', message = 'tool must be 1 to 200 characters';
+    end if;
+    if (p_status in ('ok', 'error', 'timeout', 'cancelled', 'denied')) is not true then
+      raise exception using errcode = 'SC010', message = format('status must be ok, error, timeout, cancelled or denied, got %L', p_status);
+    end if;
+    if (p_origin in ('model', 'database')) is not true then
+      raise exception using errcode = 'SC010', message = format('origin must be model (the model generated the call) or database (it only assembled database content), got %L', p_origin);
+    end if;
+    if (p_input_tokens >= 0 and p_output_tokens >= 0) is not true then
+      raise exception using errcode = 'SC010', message = 'token counts must be >= 0';
+    end if;
+    if (p_latency_ms is null or p_latency_ms >= 0) is not true then
+      raise exception using errcode = 'SC010', message = 'latency_ms must be >= 0';
+    end if;
+    if (p_model is null or char_length(p_model) <= 200) is not true then
+      raise exception using errcode = 'SC010', message = 'model must be at most 200 characters';
+    end if;
+    if (p_input_preview is null or char_length(p_input_preview) <= 4000) is not true then
+      raise exception using errcode = 'SC010', message = 'input_preview must be at most 4000 characters';
+    end if;
+    if (p_output_preview is null or char_length(p_output_preview) <= 4000) is not true then
+      raise exception using errcode = 'SC010', message = 'output_preview must be at most 4000 characters';
+    end if;
   end if;
   if p_session_id is not null then
     if not exists (
@@ -256,7 +261,14 @@ begin
                                      input_preview, output_preview, cost_usd, at, key_id, signature)
   values (p_session_id, p_tool, p_model, p_origin, p_input_tokens, p_output_tokens, p_latency_ms, p_status,
           p_input_preview, p_output_preview,
-          scsql._tool_call_cost(p_model, p_at, p_origin, p_input_tokens, p_output_tokens), p_at, p_key_id, p_signature)
+          -- Priced from the model's side: it writes the tool's input (the
+          -- arguments) at its output rate and reads the tool's output (the
+          -- result) at its input rate. Calls that only assembled database
+          -- content cost nothing; a model without a price costs NULL.
+          case when p_origin = 'database' then 0::numeric
+               else (select (p_input_tokens::numeric * mp.output_usd_per_mtok + p_output_tokens::numeric * mp.input_usd_per_mtok) / 1000000
+                     from scsql._model_price(p_model, p_at) mp) end,
+          p_at, p_key_id, p_signature)
   returning t.tool_call_id, t.chain_id, t.seq, t.cost_usd into tool_call_id, chain_id, seq, cost_usd;
 end
 $$;

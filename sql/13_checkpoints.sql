@@ -10,14 +10,26 @@
 -- by comparing the chain with the exported checkpoint.
 --
 -- Checkpoint payload (what the auditor signs), in the canonical field
--- encoding of scsql._enc: text "scsql/checkpoint/1", int project_id,
+-- encoding of scsql._enc: text "scsql/checkpoint/2", int project_id,
 -- timestamptz at, int key_id, int number of heads, then for each chain in
 -- chain_id order: int chain_id, int seq, bytea row_hash.
+--
+-- Format 2 states that the auditor verified every row of each chain up to
+-- its head (links, hashes and signatures) before signing: scsql checkpoint
+-- verifies first and refuses to sign chains that do not verify (SC132).
+-- Verifiers then check every hash but the signatures only of rows after the
+-- newest format-2 head of a chain (the rows up to it are the ones the
+-- auditor verified, since their hashes lead to the signed head). Format 1,
+-- "scsql/checkpoint/1" with the same fields, vouches for the heads only and
+-- was written by earlier versions; verifiers accept both and tell them
+-- apart by the payload the signature verifies.
 
 select scsql._define_error(code, name, meaning) from (values
   ('SC130', 'auditor_key_missing',  'No auditor key is registered, or the key_id is not the current auditor key.'),
   ('SC131', 'checkpoint_invalid',   'A checkpoint names a chain of another project, or a seq and hash that are not in the chain.')
 ) as t(code, name, meaning);
+select scsql._define_error('SC132', 'checkpoint_refused',
+  'scsql checkpoint verified the chains before signing their heads and found a break; scsql verify lists them.', 'client');
 
 create or replace function scsql.register_auditor_key(p_public_key bytea)
 returns integer
@@ -140,7 +152,7 @@ begin
 end
 $$;
 comment on function scsql.record_checkpoint(bigint, timestamptz, integer, bigint[], bigint[], bytea[], bytea) is
-  'Auditor. Records a checkpoint of project P_PROJECT_ID: the heads (chain_ids, seqs, row hashes) signed at P_AT with auditor key P_KEY_ID; the signed payload is described in sql/13_checkpoints.sql (canonical fields: "scsql/checkpoint/1", project_id, at, key_id, n, then chain_id, seq, row_hash per chain in chain_id order). Returns checkpoint_id. Raises SC130 when the key is not the current auditor key, SC131 when a head is not in its chain, SC010 for malformed arguments.';
+  'Auditor. Records a checkpoint of project P_PROJECT_ID: the heads (chain_ids, seqs, row hashes) signed at P_AT with auditor key P_KEY_ID; the signed payload is described in sql/13_checkpoints.sql (canonical fields: "scsql/checkpoint/2", project_id, at, key_id, n, then chain_id, seq, row_hash per chain in chain_id order; format 2 means the auditor verified every row up to these heads, format 1 of earlier versions only vouches for the heads). Returns checkpoint_id. Raises SC130 when the key is not the current auditor key, SC131 when a head is not in its chain, SC010 for malformed arguments.';
 
 create or replace function scsql.checkpoints(p_after_id bigint default 0)
 returns table (checkpoint_id bigint, project_id bigint, project text, at timestamptz, key_id integer,

@@ -242,3 +242,33 @@ def test_mcp_tool_writes_a_signed_row_and_cli_exports_learnings(scsql_db, tmp_pa
     from scsql.verify import verify
 
     assert verify(scsql_db.admin, workers=1, progress=False).ok
+
+
+def test_registry_composes_each_call_once_and_the_server_prepares_it(scsql_db):
+    """The registry keeps the composed SQL of a call per set of supplied
+    arguments; repeated calls send the same text, so psycopg prepares it on
+    the server, and calls with other arguments get their own statement."""
+    project = scsql_db.project()
+    a = scsql_db.agent("reg", project, pool_size=1)
+    with scsql_db.connect() as conn:
+        conn.execute("select scsql.set_model_price('m-1', 3, 15, now() - interval '1 day')")
+        conn.commit()
+    api = Api(a)
+    fn = api.functions["record_tool_call"]
+    results = [api.call("record_tool_call", tool="Read", model="m-1", input_tokens=1000000) for _ in range(7)]
+    assert [r["seq"] for r in results] == list(range(1, 8))
+    assert {r["cost_usd"] for r in results} == {15.0}
+    other = api.call("record_tool_call", tool="Read", origin="database", input_tokens=5)
+    assert other["cost_usd"] == 0 and other["seq"] == 8
+    assert len(fn._queries) == 1  # the signing adapter supplies every signed argument
+    report = api.functions["cost_report"]
+    by_model = api.call("cost_report")
+    by_tool = api.call("cost_report", group_by="tool")
+    assert [r["key"] for r in by_model] == ["m-1", "(none)"] and [r["calls"] for r in by_tool] == [8]
+    assert len(report._queries) == 2
+    with a.transaction() as conn:  # the pool's only connection made every call
+        prepared = [r["statement"] for r in conn.execute("select statement from pg_prepared_statements").fetchall()]
+    assert any("record_tool_call" in s and "p_model" in s for s in prepared), prepared
+    with pytest.raises(ScsqlError) as err:
+        api.call("record_tool_call", tool="Read", agent_id=1)
+    assert err.value.code == "SC010"

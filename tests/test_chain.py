@@ -200,3 +200,64 @@ def test_unsigned_or_stale_key_writes_are_refused(scsql_db):
     assert keys == [1, 2]
     report = verify(scsql_db.admin, workers=1, progress=False)
     assert report.ok, report.breaks  # old rows verify with the old key, new rows with the new one
+
+
+def test_writes_that_name_their_own_author_project_and_chain_are_linked(scsql_db):
+    """The insert trigger's common path takes writes that leave the chain
+    columns unset; a write naming its own author, project and chain takes the
+    slow path, which finds nothing wrong and links it the same way. A revoked
+    agent, or a role that is not an agent, is refused there."""
+    project = scsql_db.project()
+    a = scsql_db.agent("own", project)
+    Api(a).call("record_tool_call", tool="Read")
+    with scsql_db.connect() as conn:
+        me = conn.execute("select a.agent_id, a.project_id, c.chain_id from scsql.agents a "
+                          "join scsql.chains c using (agent_id) where a.name = %s", (a.name,)).fetchone()
+        conn.execute(f"grant insert on scsql.tool_calls to {a.role}")
+        conn.execute(f"grant usage on sequence scsql.tool_calls_id_seq to {a.role}")
+        conn.execute(f"create policy own_insert on scsql.tool_calls for insert to {a.role} with check (true)")
+        conn.commit()
+    from scsql.audit import TOOL_CALL_FIELDS
+    from scsql.chain import sign_row
+
+    signed = sign_row(a, "scsql.tool_calls", TOOL_CALL_FIELDS, {"tool": "Write"})
+    with psycopg.connect(scsql_db.login(a.name)) as conn:
+        conn.execute("insert into scsql.tool_calls (tool, origin, input_tokens, output_tokens, status, at, key_id, "
+                     "signature, author_id, project_id, chain_id) values (%s, 'model', 0, 0, 'ok', %s, %s, %s, %s, %s, %s)",
+                     (signed["tool"], signed["at"], signed["key_id"], signed["signature"],
+                      me["agent_id"], me["project_id"], me["chain_id"]))
+    rows = _chain_rows(scsql_db, a.name)
+    assert [r["seq"] for r in rows] == [1, 2]
+    assert rows[1]["prev_hash"] == rows[0]["row_hash"] and rows[1]["chain_id"] == me["chain_id"]
+    report = verify(scsql_db.admin, workers=1, progress=False)
+    assert report.ok, report.breaks
+    # A role that is not an agent, and a revoked agent, cannot write.
+    with scsql_db.connect() as conn:
+        conn.execute("set role scsql_owner")
+        with pytest.raises(psycopg.Error) as err:
+            conn.execute("insert into scsql.tool_calls (tool, origin, input_tokens, output_tokens, status, at, key_id, "
+                         "signature) values ('x', 'model', 0, 0, 'ok', now(), 1, %s)", (bytes(64),))
+        assert err.value.sqlstate == "SC001"
+    roles.revoke_agent(scsql_db.admin, a.name)
+    with pytest.raises(ScsqlError) as exc:
+        Api(a).call("record_tool_call", tool="after revocation")
+    assert exc.value.code == "SC002"
+    assert len(_chain_rows(scsql_db, a.name)) == 2
+
+
+def test_rows_signed_through_libsodium_match_the_openssl_signature(scsql_db):
+    """Writers sign with libsodium; Ed25519 is deterministic, so the signature
+    is the one the agent's key (an OpenSSL key object) makes over the payload
+    the specification describes."""
+    from scsql import chain
+    from scsql.audit import TOOL_CALL_FIELDS
+
+    project = scsql_db.project()
+    a = scsql_db.agent("sodium", project)
+    args = {"tool": "Read", "model": "m", "input_tokens": 3, "input_preview": "x" * 5000, "session_id": None}
+    signed = chain.sign_row(a, "scsql.tool_calls", TOOL_CALL_FIELDS, args)
+    values = [signed[f.name] for f in TOOL_CALL_FIELDS]
+    assert signed["input_preview"] == "x" * 3999 + "…" and signed["origin"] == "model" and signed["status"] == "ok"
+    data = chain.payload("scsql.tool_calls", a.name, signed["key_id"], signed["at"], [f.kind for f in TOOL_CALL_FIELDS], values)
+    assert signed["signature"] == a.key.sign(data)
+    assert args == {"tool": "Read", "model": "m", "input_tokens": 3, "input_preview": "x" * 5000, "session_id": None}

@@ -194,3 +194,133 @@ def test_verification_can_start_from_a_checkpoint(trail, tmp_path, monkeypatch):
     _tamper(db, f"update scsql.outcomes set row_hash = sha256(row_hash) where chain_id = {ca} and seq = 6")
     brk = verify(db.admin, workers=1, progress=False, from_checkpoint=cp).breaks[0]
     assert (brk.chain_id, brk.seq, brk.kind) == (ca, 6, "checkpoint-mismatch")
+
+
+def _auditor_key(db):
+    from scsql import signing
+
+    key = signing.generate()
+    with db.connect() as conn:
+        conn.execute("select scsql.register_auditor_key(%s)", (signing.public_bytes(key),))
+        conn.commit()
+    return key
+
+
+def test_checkpoint_verifies_before_signing_and_refuses_a_broken_chain(trail):
+    from scsql.cmd_audit import record_checkpoints
+    from scsql.errors import ScsqlError
+
+    db, a, b, ca, cb = trail
+    key = _auditor_key(db)
+    at = dt.datetime.now(dt.UTC)
+    data = payload("scsql.tool_calls", a.name, 1, at, [f.kind for f in TOOL_CALL_FIELDS],
+                   [{"tool": "forged", "status": "ok", "origin": "model", "input_tokens": 0,
+                     "output_tokens": 0}.get(f.name) for f in TOOL_CALL_FIELDS])
+    with a.transaction() as conn:  # a row of A's chain signed with B's key
+        conn.execute("select * from scsql.record_tool_call(p_tool => 'forged', p_at => %s, p_key_id => 1, "
+                     "p_signature => %s)", (at, b.key.sign(data)))
+    with pytest.raises(ScsqlError) as err:
+        record_checkpoints(db.admin, key, progress=False)
+    assert err.value.code == "SC132" and f"chain {ca} seq 7" in err.value.message
+    with db.connect() as conn:
+        assert conn.execute("select count(*) as n from scsql.checkpoints").fetchone()["n"] == 0
+
+
+def test_signatures_are_checked_after_the_newest_verified_checkpoint_or_all_with_full(trail):
+    """After a verified (format 2) checkpoint, verification recomputes every
+    hash but checks only newer signatures; --full checks them all. Replacing
+    A's public key shows the difference; an old-format checkpoint, which only
+    vouches for the heads, shortens nothing."""
+    from scsql.cmd_audit import record_checkpoints
+    from scsql.verify import checkpoint_payload
+
+    db, a, b, ca, cb = trail
+    assert verify(db.admin, workers=1, progress=False).signatures == 9
+    key = _auditor_key(db)
+    record_checkpoints(db.admin, key, progress=False)  # A: seq 1..6, B: seq 1..3
+    Api(a).call("record_tool_call", tool="after")  # A: seq 7
+    report = verify(db.admin, workers=1, progress=False)
+    assert report.ok and (report.rows, report.signatures, report.full) == (10, 1, False)
+    full = verify(db.admin, workers=2, progress=False, full=True)
+    assert full.ok and (full.rows, full.signatures, full.full) == (10, 10, True)
+    _tamper(db, f"update scsql.agent_keys set public_key = '\\x{public_bytes(generate()).hex()}' "
+                f"where agent_id = (select agent_id from scsql.agents where name = '{a.name}')")
+    brk = verify(db.admin, workers=1, progress=False).breaks
+    assert [(x.chain_id, x.seq, x.kind) for x in brk] == [(ca, 7, "signature")]  # only the row after the checkpoint
+    brk = verify(db.admin, workers=1, progress=False, full=True).breaks
+    assert [(x.chain_id, x.seq, x.kind) for x in brk] == [(ca, 1, "signature")]
+    # Hashes are still checked below the checkpoint.
+    _tamper(db, f"update scsql.tool_calls set tool = 'x' where chain_id = {cb} and seq = 2")
+    brk = verify(db.admin, workers=1, progress=False).breaks
+    assert (cb, 2, "hash-mismatch") in [(x.chain_id, x.seq, x.kind) for x in brk]
+    # A format-1 checkpoint (heads only) does not stand for verified signatures.
+    with db.connect() as conn:
+        conn.execute("delete from scsql.checkpoint_heads")
+        conn.execute("delete from scsql.checkpoints")
+        conn.execute("set role scsql_auditor")
+        heads = conn.execute("select chain_id, head_seq, head_hash from scsql.checkpoint_heads_now() "
+                             "where chain_id = %s", (ca,)).fetchall()
+        key_id = conn.execute("select max(key_id) as k from scsql.auditor_keys()").fetchone()["k"]
+        project = conn.execute("select project_id from scsql.chains where chain_id = %s", (ca,)).fetchone()["project_id"]
+        at = dt.datetime.now(dt.UTC)
+        h = [(r["chain_id"], r["head_seq"], bytes(r["head_hash"])) for r in heads]
+        conn.execute("select scsql.record_checkpoint(%s, %s, %s, %s, %s, %s, %s)",
+                     (project, at, key_id, [x[0] for x in h], [x[1] for x in h], [x[2] for x in h],
+                      key.sign(checkpoint_payload(project, at, key_id, h, version=1))))
+        conn.commit()
+    report = verify(db.admin, workers=1, progress=False)
+    assert report.checkpoints == 1
+    assert (ca, 1, "signature") in [(x.chain_id, x.seq, x.kind) for x in report.breaks]  # checked again
+
+
+def test_processes_split_chains_in_ranges_that_also_read_rows_of_unknown_chains(trail):
+    db, a, b, ca, cb = trail
+    c = db.agent("c", db.project())
+    Api(c).call("record_tool_call", tool="c1")
+    for workers in (1, 2, 3):
+        report = verify(db.admin, workers=workers, progress=False)
+        assert report.ok and (report.rows, report.chains) == (10, 3), (workers, report.breaks)
+    # A row copied into a chain that has no head row, beyond every real chain id.
+    _tamper(db, f"insert into scsql.tool_calls select project_id, tool_call_id + 1000, at, session_id, tool, model, "
+                f"origin, input_tokens, output_tokens, latency_ms, status, input_preview, output_preview, cost_usd, "
+                f"author_id, key_id, 9223372036854775807, seq, prev_hash, row_hash, signature "
+                f"from scsql.tool_calls where chain_id = {cb} and seq = 1")
+    for workers in (1, 2, 3):
+        brk = verify(db.admin, workers=workers, progress=False).breaks
+        assert [(x.chain_id, x.kind) for x in brk] == [(9223372036854775807, "chain-unknown")], workers
+
+
+def test_verify_command_says_which_signatures_it_checked(trail, tmp_path, monkeypatch, capsys):
+    db, a, b, ca, cb = trail
+    monkeypatch.setenv("SCSQL_DSN", db.admin)
+    monkeypatch.setenv("SCSQL_KEYSTORE", str(tmp_path / "keys"))
+    assert cli.main(["checkpoint", "--init"]) == 0 and cli.main(["checkpoint"]) == 0
+    Api(b).call("record_tool_call", tool="after")
+    capsys.readouterr()
+    assert cli.main(["verify"]) == 0
+    assert "10 rows in 2 chains (signatures of the 1 rows after the newest verified checkpoints" in capsys.readouterr().out
+    assert cli.main(["verify", "--full", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["ok"], out["rows"], out["signatures"], out["full"]) == (True, 10, 10, True)
+
+
+def test_bench_chain_runs_and_prints_full_and_incremental_verification(scsql_db, server):
+    """The benchmark works end to end (its numbers are not judged here): the
+    full verification rate is the headline, the incremental one is apart."""
+    import subprocess
+    import sys
+
+    from .test_mcp import mcp_env
+
+    env = mcp_env(scsql_db)
+    env["SCSQL_DSN"] = server.conninfo("postgres")
+    proc = subprocess.run([sys.executable, "-m", "scsql", "bench", "chain", "--agents", "2", "--seconds", "0.3",
+                           "--rounds", "1", "--verify-rows", "400", "--workers", "2"],
+                          env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    for label in ("plain inserts", "chained, signed", "through the registry", "verify (full)", "incremental verify"):
+        assert label in out, out
+    full = next(ln for ln in out.splitlines() if ln.startswith("verify (full)")).split()
+    assert int(full[2]) >= 400 and "every hash and signature, ok" in out
+    assert "load average" in out
