@@ -12,7 +12,8 @@
 select scsql._secure_table(t) from unnest(array[
   'scsql.chains', 'scsql.chained_tables', 'scsql.sessions', 'scsql.tool_calls', 'scsql.outcomes',
   'scsql.learnings', 'scsql.confidential_grants', 'scsql.model_prices', 'scsql.auditor_keys',
-  'scsql.checkpoints', 'scsql.checkpoint_heads', 'scsql.partition_settings'
+  'scsql.checkpoints', 'scsql.checkpoint_heads', 'scsql.checkpoint_segments', 'scsql.partition_settings',
+  'scsql.chain_settings'
 ]::regclass[]) t;
 
 -- Partitions, and the append-only rules on them, are re-applied here too.
@@ -61,10 +62,12 @@ grant execute on function
   scsql.verify_chain(bigint, bigint),
   scsql.chain_heads(),
   scsql.checkpoint_heads_now(),
-  scsql.record_checkpoint(bigint, timestamptz, integer, bigint[], bigint[], bytea[], bytea),
+  scsql.record_checkpoint(bigint, timestamptz, integer, bigint[], bigint[], bytea[], bytea, bigint[], bigint[], bigint[],
+                          bigint[], bytea[], text[]),
   scsql.checkpoints(bigint),
   scsql._chain_fields(text),
-  scsql._chain_scan_sql(text)
+  scsql._chain_scan_sql(text),
+  scsql._chain_partitions()
 to scsql_auditor;
 grant execute on function scsql.auditor_keys(), scsql.partition_status() to scsql_auditor, scsql_admin;
 
@@ -75,5 +78,6 @@ grant execute on function
   scsql.revoke_confidential(text, text),
   scsql.set_partition_retention(text, interval, integer),
   scsql.register_auditor_key(bytea),
+  scsql.set_clock_skew(interval),
   scsql._maintain_partitions()
 to scsql_admin;

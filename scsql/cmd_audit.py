@@ -78,10 +78,13 @@ def init_auditor_key(ctx) -> int:
 def record_checkpoints(conninfo: str, key, *, workers: int | None = None, progress: bool | None = None) -> list[int]:
     """Verify, then sign and record one checkpoint per project with chains; returns their ids.
 
-    The heads are read first, then every row up to them is verified (links,
-    hashes, and the signatures the previous verified checkpoints do not
-    cover); only then does the auditor sign them, in checkpoint format 2
-    ("verified up to these heads"). Raises SC132 when verification fails."""
+    Every row is verified first (links, hashes, and the signatures the
+    previous verified checkpoints do not cover); the verification also reads
+    each chain's head and the segments of its rows since its previous
+    checkpoint (runs of rows in one partition), and only then does the
+    auditor sign them, in checkpoint format 3 ("verified up to these heads",
+    with each chain's agent and segments; see sql/13_checkpoints.sql).
+    Raises SC132 when verification fails."""
     from .verify import checkpoint_payload, verify
 
     pub = signing.public_bytes(key).hex()
@@ -89,30 +92,32 @@ def record_checkpoints(conninfo: str, key, *, workers: int | None = None, progre
     with admin_connection(conninfo) as conn:
         conn.execute("set local role scsql_auditor")
         keys = conn.execute("select * from scsql.auditor_keys()").fetchall()
-        if not keys or keys[-1]["public_key"] != pub:
-            raise ScsqlError("SC130", "the keystore's auditor.key is not the current registered auditor key",
-                             "register it: scsql checkpoint --init")
-        key_id = keys[-1]["key_id"]
-        heads = conn.execute("select * from scsql.checkpoint_heads_now()").fetchall()
-        conn.commit()
-        # Rows are append-only: every row up to the heads read above is in the snapshot verify takes next.
-        report = verify(conninfo, workers=workers, progress=progress)
-        if not report.ok:
-            raise ScsqlError("SC132", f"the chains do not verify ({len(report.breaks)} break(s); first: {report.breaks[0]})",
-                             "scsql verify lists every break; the auditor signs only chains that verify")
+    if not keys or keys[-1]["public_key"] != pub:
+        raise ScsqlError("SC130", "the keystore's auditor.key is not the current registered auditor key",
+                         "register it: scsql checkpoint --init")
+    key_id = keys[-1]["key_id"]
+    report = verify(conninfo, workers=workers, progress=progress, collect=True)
+    if not report.ok:
+        raise ScsqlError("SC132", f"the chains do not verify ({len(report.breaks)} break(s); first: {report.breaks[0]})",
+                         "scsql verify lists every break; the auditor signs only chains that verify")
+    by_project: dict[int, list] = {}
+    for head in report.heads.values():
+        by_project.setdefault(head.project_id, []).append(head)
+    with admin_connection(conninfo) as conn:
         conn.execute("set local role scsql_auditor")
-        by_project: dict[int, list[tuple[int, int, bytes]]] = {}
-        for h in heads:
-            by_project.setdefault(h["project_id"], []).append((h["chain_id"], h["head_seq"], bytes(h["head_hash"])))
-        for project_id, chain_heads in sorted(by_project.items()):
+        for project_id, heads in sorted(by_project.items()):
+            heads.sort(key=lambda h: h.chain_id)
             at = dt.datetime.now(dt.UTC)
-            sig = key.sign(checkpoint_payload(project_id, at, key_id, chain_heads))
-            chain_heads.sort()
+            sig = key.sign(checkpoint_payload(project_id, at, key_id, heads, version=3))
+            segments = [(h.chain_id, last, row_hash, part) for h in heads for last, row_hash, part in h.segments]
             ids.append(conn.execute(
                 "select scsql.record_checkpoint(%s::bigint, %s::timestamptz, %s::integer, %s::bigint[], %s::bigint[], "
-                "%s::bytea[], %s::bytea) as id",
-                (project_id, at, key_id, [c for c, _, _ in chain_heads], [s for _, s, _ in chain_heads],
-                 [h for _, _, h in chain_heads], sig)).fetchone()["id"])
+                "%s::bytea[], %s::bytea, %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bytea[], "
+                "%s::text[]) as id",
+                (project_id, at, key_id, [h.chain_id for h in heads], [h.seq for h in heads],
+                 [h.row_hash for h in heads], sig, [h.agent_id for h in heads], [h.from_seq for h in heads],
+                 [g[0] for g in segments], [g[1] for g in segments], [g[2] for g in segments],
+                 [g[3] for g in segments])).fetchone()["id"])
     return ids
 
 

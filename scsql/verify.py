@@ -3,28 +3,39 @@
 The verifier reads rows, public keys and checkpoints, and recomputes
 everything itself with the canonical encoding of :mod:`scsql.chain` (written
 from the specification in ``COMMENT ON FUNCTION scsql._enc``, not by asking
-the database to encode). It checks, per chain, from its horizon (where
-retention left it) or from a checkpoint:
+the database to encode). It checks every row still present in every chain
+(or those after a checkpoint, with ``from_checkpoint``):
 
-* seq runs on without gap or repeat (``seq-gap``, ``fork``);
-* prev_hash is the previous row's row_hash (``prev-mismatch``);
+* seq runs on without repeat (``fork``), and without gap (``seq-gap``) except
+  where checkpoint segments say the missing rows lay in a dated partition
+  that no longer exists (retention retired them);
+* prev_hash is the previous row's row_hash, or after retired rows the hash a
+  checkpoint signed for the last of them (``prev-mismatch``);
 * row_hash = sha256(prev_hash || canonical row bytes || signature)
   (``hash-mismatch``), compared in constant time;
-* the row's author is the chain's agent and its signature verifies with the
-  author's public key valid at the row's time (``signature``, ``wrong-key``);
-* the chain ends at its recorded head (``head-mismatch``) and contains every
-  checkpointed head, from the database and from exported checkpoint files
-  (``checkpoint-mismatch``), whose auditor signatures must verify too.
+* the row's author and project are its chain's (``wrong-author``,
+  ``wrong-project``), and its signature verifies with the author's public key
+  valid at the row's time (``signature``, ``wrong-key``);
+* every row a checkpoint signed (heads and segment ends) still has the signed
+  hash (``checkpoint-mismatch``), the chain ends at its recorded head
+  (``head-mismatch``) and at or past every checkpointed head;
+* the chain's project and agent are those of its agent and of every
+  checkpoint that names it (``chain-identity``), every chain a checkpoint
+  names still exists (``chain-missing``), and a horizon left by retention of
+  earlier versions is a checkpointed head (``horizon-unanchored``).
+
+Checkpoints count only when their auditor signature verifies with a
+registered auditor key; a database checkpoint that differs from its exported
+copy counts for nothing and is reported under the chains it differs in.
 
 Incremental by default: ``scsql checkpoint`` verifies every row before the
-auditor signs the heads (checkpoint format ``scsql/checkpoint/2``: "verified
-up to these heads"). Verification then recomputes every hash and link from
-each chain's horizon, but checks signatures only of rows after the newest
-verified checkpoint of their chain: the rows up to it are the very rows the
-auditor verified, since their hashes lead to the head the auditor signed.
-``full=True`` (``scsql verify --full``) checks every signature again, for
-instance after public keys might have changed; checking against given keys
-(``key_override``) is always full.
+auditor signs the heads (checkpoint formats 2 and 3: "verified up to these
+heads"). Verification then recomputes every hash and link, but checks
+signatures only of rows after the newest verified checkpoint of their chain:
+the rows up to it are the very rows the auditor verified, since their hashes
+lead to hashes the auditor signed. ``full=True`` (``scsql verify --full``)
+checks every signature again, for instance after public keys might have
+changed; checking against given keys (``key_override``) is always full.
 
 Speed: Ed25519 verification dominates. libsodium (PyNaCl) verifies about
 twice as fast as OpenSSL through ``cryptography``, so PyNaCl is used; chains
@@ -35,6 +46,7 @@ batches), so both cores work.
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import hashlib
 import heapq
@@ -43,12 +55,12 @@ import json
 import multiprocessing as mp
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import nacl.bindings
 import nacl.exceptions
@@ -76,6 +88,20 @@ class Break:
         return f"chain {self.chain_id} seq {self.seq}{where}: {self.kind}: {self.detail}"
 
 
+class CheckpointHead(NamedTuple):
+    """One chain in a checkpoint. Formats 1 and 2 sign chain_id, seq and
+    row_hash; format 3 also the agent, from_seq and the segments
+    ((last_seq, row_hash, part), in seq order) covering from_seq + 1 .. seq."""
+
+    chain_id: int
+    seq: int
+    row_hash: bytes
+    agent_id: int | None = None
+    from_seq: int | None = None
+    segments: tuple[tuple[int, bytes, str], ...] = ()
+    project_id: int | None = None  # not signed per chain: the checkpoint's project
+
+
 @dataclass
 class Report:
     rows: int = 0
@@ -85,6 +111,7 @@ class Report:
     seconds: float = 0.0
     signatures: int = 0  # rows whose signature was checked (all of them when full)
     full: bool = False
+    heads: dict[int, CheckpointHead] = field(default_factory=dict)  # with collect=True: what a checkpoint signs
 
     @property
     def ok(self) -> bool:
@@ -93,6 +120,76 @@ class Report:
     @property
     def rate(self) -> float:
         return self.rows / self.seconds if self.seconds > 0 else 0.0
+
+
+# -- what valid checkpoints say about each chain ---------------------------------
+
+
+@dataclass
+class ChainFacts:
+    """What the checkpoints whose signatures verified say about one chain."""
+
+    expected: dict[int, list[tuple[bytes, str]]] = field(default_factory=dict)  # seq -> [(row_hash, source)]
+    segments: list[tuple[int, int, str, bytes]] = field(default_factory=list)  # (first, last, part, last row_hash)
+    anchors: set[tuple[int, bytes]] = field(default_factory=set)  # signed heads (seq, row_hash)
+    identity: list[tuple[int, int | None, str]] = field(default_factory=list)  # (project_id, agent_id, source)
+    verified: int = 0  # newest head of a checkpoint that vouches for verified rows (formats 2, 3)
+    covered: int = 0  # newest head of a format-3 checkpoint: its segments reach it
+    newest: tuple[int, str] | None = None  # (seq, source) of the newest signed head
+
+    def expect(self, seq: int, row_hash: bytes, source: str) -> None:
+        self.expected.setdefault(seq, []).append((row_hash, source))
+
+
+_NO_FACTS = ChainFacts()
+
+
+def _dated(part: str) -> bool:
+    """A dated partition (retention may drop it): ``<table>@<lower bound>``."""
+    return "@" in part and not part.endswith("@default")
+
+
+class _Gaps:
+    """Which missing seqs of one chain were retired: those in segments whose
+    dated partition is gone, or (retention of earlier versions) those in no
+    segment at or below an anchored horizon."""
+
+    def __init__(self, facts: ChainFacts, existing: set[str], legacy: int, legacy_hash: bytes | None):
+        merged: list[list] = []
+        for first, last, part, _h in sorted(facts.segments):
+            retired = _dated(part) and part not in existing
+            if merged and first <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], last)
+                merged[-1][2] = merged[-1][2] and retired
+            else:
+                merged.append([first, last, retired])
+        self.firsts = [m[0] for m in merged]
+        self.pieces = merged
+        self.ends: dict[int, bytes] = {}
+        for _first, last, _part, h in facts.segments:
+            self.ends[last] = h if self.ends.get(last, h) == h else b""  # checkpoints disagree: nothing links
+        self.legacy = legacy
+        self.legacy_hash = legacy_hash
+
+    def gap(self, x: int, y: int) -> tuple[bool, bytes | None, bool]:
+        """(may seqs x..y be missing, the hash of row y if known, whether the horizon was needed)."""
+        s, legacy_used = x, False
+        while s <= y:
+            i = bisect.bisect_right(self.firsts, s) - 1
+            if i >= 0 and self.pieces[i][1] >= s:
+                if not self.pieces[i][2]:
+                    return False, None, False
+                s = self.pieces[i][1] + 1
+            elif s <= self.legacy:
+                legacy_used = True
+                nxt = self.firsts[i + 1] if i + 1 < len(self.firsts) else self.legacy + 1
+                s = min(nxt, self.legacy + 1)
+            else:
+                return False, None, False
+        prev = self.ends.get(y)
+        if prev is None and y == self.legacy:
+            prev = self.legacy_hash
+        return True, prev, legacy_used
 
 
 # -- reading ----------------------------------------------------------------
@@ -171,41 +268,63 @@ def _report_progress(n: int) -> None:
         _progress_queue.put(n)
 
 
+class _Chain:
+    """Verification state of one chain."""
+
+    __slots__ = ("next", "prev", "broken", "start", "start_hash", "start_pending", "enc_id", "sig_to", "legacy",
+                 "agent", "project", "exp", "gaps", "legacy_gap_end", "covered", "seg", "segs")
+
+    def __init__(self) -> None:
+        self.next, self.prev, self.broken = 1, enc.GENESIS, False
+        self.start, self.start_hash, self.start_pending = 0, b"", False
+        self.enc_id, self.sig_to, self.legacy = b"", 0, 0
+        self.agent = self.project = None
+        self.exp: dict[int, list[tuple[bytes, str]]] | None = None
+        self.gaps: _Gaps | None = None
+        self.legacy_gap_end = 0
+        self.covered = -1  # collecting segments of rows after this seq (-1: not collecting)
+        self.seg: list | None = None
+        self.segs: list[tuple[int, int, bytes, str]] = []
+
+
+@dataclass
+class _PartResult:
+    rows: int
+    chains: int
+    breaks: list[Break]
+    signatures: int
+    heads: dict[int, CheckpointHead]
+
+
 def verify_part(conninfo: str, role: str | None, lo: int = MIN_ID, hi: int = MAX_ID,
-                expected: dict[int, list[tuple[int, bytes, str]]] | None = None,
+                facts: dict[int, ChainFacts] | None = None,
                 key_override: dict[str, bytes] | None = None,
                 starts: dict[int, tuple[int, bytes]] | None = None,
-                signed_up_to: dict[int, int] | None = None) -> tuple[int, int, list[Break], int]:
-    """Verify the chains with lo <= chain_id <= hi. Returns (rows, chains, breaks, signatures checked).
+                full: bool = False, collect: bool = False) -> _PartResult:
+    """Verify the chains with lo <= chain_id <= hi.
 
-    ``expected`` maps chain_id to (seq, row_hash, source) pairs the chain must
-    contain (checkpointed heads). ``starts`` maps chain_id to the (seq,
-    row_hash) of a checkpoint to start from instead of the chain's horizon.
-    ``signed_up_to`` maps chain_id to the head seq of its newest verified
-    checkpoint: rows up to it get every check but the signature's."""
-    expected = expected or {}
+    ``facts``: what valid checkpoints say about each chain. ``starts`` maps
+    chain_id to the (seq, row_hash) of a checkpoint to start from (rows before
+    it are not checked). ``full``: check every signature. ``collect``: also
+    return, per chain, the head and the segments after its newest format-3
+    checkpoint (what the next checkpoint signs)."""
+    facts = facts or {}
     starts = starts or {}
-    signed_up_to = signed_up_to or {}
-
-    def initial(c: tuple) -> list:
-        # [next seq, prev hash, broken, last seq, floor: rows up to it are not checked,
-        #  encoded chain_id, seq up to which signatures were verified by a checkpoint]
-        floor, floor_hash = c[4], bytes(c[5])
-        start = starts.get(c[0])
-        if start is not None and start[0] > floor:
-            floor, floor_hash = start
-        return [floor + 1, floor_hash, False, floor, floor, enc._enc_int(c[0]), signed_up_to.get(c[0], 0)]
-
     breaks: list[Break] = []
+    heads: dict[int, CheckpointHead] = {}
     rows_done = signatures = 0
     with _connect(conninfo, role) as conn:
-        names = dict(conn.execute("select agent_id, name from scsql.agents").fetchall())
+        agents = {a: (name, project) for a, name, project in
+                  conn.execute("select agent_id, name, project_id from scsql.agents").fetchall()}
+        names = {a: v[0] for a, v in agents.items()}
         keys = _Keys.load(conn, key_override, names).keys
         chains = {
             r[0]: r for r in conn.execute(
-                "select chain_id, agent_id, head_seq, head_hash, horizon_seq, horizon_hash from scsql.chains "
-                "where chain_id between %s and %s", (lo, hi)).fetchall()
+                "select chain_id, agent_id, head_seq, head_hash, horizon_seq, horizon_hash, project_id "
+                "from scsql.chains where chain_id between %s and %s", (lo, hi)).fetchall()
         }
+        parts = dict(conn.execute("select relid, part from scsql._chain_partitions()").fetchall())
+        existing = set(parts.values())
         fields: dict[str, tuple[list[str], list[str]]] = {}
         for table, part_name, _ord, _col, kind in conn.execute("select * from scsql._chain_fields()").fetchall():
             stamped, signed = fields.setdefault(table, ([], []))
@@ -216,10 +335,51 @@ def verify_part(conninfo: str, role: str | None, lo: int = MIN_ID, hi: int = MAX
             stamped, signed = fields[t]
             specs.append((t, [enc.ENCODERS[k] for k in stamped], [enc.ENCODERS[k] for k in signed], len(stamped)))
 
-        prefix_cache: dict[tuple[int, int, int], bytes] = {}
+        def open_chain(chain_id: int) -> _Chain:
+            """The state of a chain known to scsql.chains, after its chain-level checks."""
+            c = chains[chain_id]
+            f = facts.get(chain_id, _NO_FACTS)
+            st = _Chain()
+            st.enc_id = enc._enc_int(chain_id)
+            st.agent, st.project = c[1], c[6]
+            st.sig_to = 0 if full else f.verified
+            st.exp = f.expected or None
+            legacy, legacy_hash = 0, None
+            problem: tuple[int, str, str] | None = None
+            agent = agents.get(c[1])
+            if agent is None or agent[1] != c[6]:
+                problem = (0, "chain-identity", f"the chain is in project {c[6]} but its agent {names.get(c[1], c[1])} "
+                           + ("does not exist" if agent is None else f"belongs to project {agent[1]}"))
+            else:
+                for project_id, agent_id, source in f.identity:
+                    if project_id != c[6] or (agent_id is not None and agent_id != c[1]):
+                        problem = (0, "chain-identity", f"{source} recorded the chain in project {project_id} for "
+                                   f"agent {agent_id if agent_id is not None else '?'}; it is now in project {c[6]} "
+                                   f"for agent {c[1]}")
+                        break
+            if problem is None and c[4] > 0:
+                # A horizon left by retention of earlier versions: trusted only at a signed head.
+                if (c[4], bytes(c[5])) in f.anchors:
+                    legacy, legacy_hash = c[4], bytes(c[5])
+                else:
+                    problem = (c[4], "horizon-unanchored",
+                               f"the chain's horizon (seq {c[4]}) is not the head of any valid checkpoint")
+            st.legacy = legacy
+            st.gaps = _Gaps(f, existing, legacy, legacy_hash)
+            start = starts.get(chain_id)
+            if start is not None:
+                st.start, st.start_hash, st.start_pending = start[0], start[1], True
+                st.next, st.prev = start[0] + 1, start[1]
+            if collect:
+                st.covered = f.covered
+            if problem is not None:
+                _fail(breaks, st, chain_id, *problem)
+            return st
+
         enc_ts, enc_int, join, NULL, compare = enc._enc_ts, enc._enc_int, b"".join, enc.NULL, hmac.compare_digest
         sha256, sign_open = hashlib.sha256, nacl.bindings.crypto_sign_open
-        state: dict[int, list] = {}
+        prefix_cache: dict[tuple[int, int, int], bytes] = {}
+        state: dict[int, _Chain] = {}
         unreported = 0
         streams = [_scan(conn, t, ti, lo, hi) for ti, t in enumerate(tables)]
         for chain_id, seq, ti, r in heapq.merge(*streams, key=itemgetter(0, 1)):
@@ -230,38 +390,44 @@ def verify_part(conninfo: str, role: str | None, lo: int = MIN_ID, hi: int = MAX
                 unreported = 0
             st = state.get(chain_id)
             if st is None:
-                c = chains.get(chain_id)
-                if c is None:
-                    breaks.append(Break(chain_id, seq, "chain-unknown", "rows name a chain with no head row"))
-                    state[chain_id] = st = [0, b"", True, 0, 0, b"", 0]
+                if chain_id in chains:
+                    st = state[chain_id] = open_chain(chain_id)
                 else:
-                    state[chain_id] = st = initial(c)
-            if st[2]:
+                    st = state[chain_id] = _Chain()
+                    _fail(breaks, st, chain_id, seq, "chain-unknown", "rows name a chain with no head row")
+            if st.broken:
                 continue
-            at_floor = False
-            if seq < st[0]:
-                if seq < st[4]:
-                    continue  # below the horizon or the starting checkpoint
-                if seq == st[4] and st[3] == st[4]:
-                    # The row the start point names: it must be that row, unaltered.
-                    if not compare(r[6], st[1]):
-                        _fail(breaks, st, chain_id, seq, "checkpoint-mismatch",
-                              "the row differs from the one the starting checkpoint signed", tables[ti])
-                        continue
-                    at_floor = True
-                else:
-                    _fail(breaks, st, chain_id, seq, "fork", f"two rows have seq {seq}", tables[ti])
-                    continue
             table, stamped_enc, signed_enc, n_stamped = specs[ti]
-            # r: chain_id, seq, at, key_id, author_id, prev_hash, row_hash, signature, stamped..., signed...
+            at_start = False
+            if seq != st.next:
+                if seq < st.next:
+                    if seq < st.start:
+                        continue  # before the starting checkpoint
+                    if seq == st.start and st.start_pending:
+                        # The row the start point names: it must be that row, unaltered.
+                        if not compare(r[6], st.start_hash):
+                            _fail(breaks, st, chain_id, seq, "checkpoint-mismatch",
+                                  "the row differs from the one the starting checkpoint signed", table)
+                            continue
+                        at_start = True
+                    else:
+                        _fail(breaks, st, chain_id, seq, "fork", f"two rows have seq {seq}", table)
+                        continue
+                else:
+                    ok, prev, legacy_used = st.gaps.gap(st.next, seq - 1)
+                    if not ok:
+                        _fail(breaks, st, chain_id, seq, "seq-gap",
+                              f"expected seq {st.next}, found {seq}: rows are missing", table)
+                        continue
+                    st.prev = prev  # None: the horizon of earlier versions left nothing to link to
+                    if legacy_used:
+                        st.legacy_gap_end = seq - 1
+            # r: chain_id, seq, at, key_id, author_id, prev_hash, row_hash, signature, project_id, partition,
+            #    stamped..., signed...
             at, key_id, author_id, prev_hash, row_hash, signature = r[2], r[3], r[4], r[5], r[6], r[7]
-            if not at_floor:
-                if seq != st[0]:
-                    _fail(breaks, st, chain_id, seq, "seq-gap", f"expected seq {st[0]}, found {seq}: rows are missing", table)
-                    continue
-                if not compare(prev_hash, st[1]):
-                    _fail(breaks, st, chain_id, seq, "prev-mismatch", "prev_hash is not the previous row's row_hash", table)
-                    continue
+            if not at_start and st.prev is not None and not compare(prev_hash, st.prev):
+                _fail(breaks, st, chain_id, seq, "prev-mismatch", "prev_hash is not the previous row's row_hash", table)
+                continue
             key = (ti, author_id, key_id)
             prefix = prefix_cache.get(key)
             if prefix is None:
@@ -269,10 +435,10 @@ def verify_part(conninfo: str, role: str | None, lo: int = MIN_ID, hi: int = MAX
                           + enc._enc_text(names.get(author_id, "")) + enc._enc_int(key_id))
                 prefix_cache[key] = prefix
             signed_payload = prefix + enc_ts(at) + join([NULL if v is None else f(v)
-                                                        for f, v in zip(signed_enc, r[8 + n_stamped:])])
-            stamped_bytes = join([NULL if v is None else f(v) for f, v in zip(stamped_enc, r[8:8 + n_stamped])])
+                                                        for f, v in zip(signed_enc, r[10 + n_stamped:])])
+            stamped_bytes = join([NULL if v is None else f(v) for f, v in zip(stamped_enc, r[10:10 + n_stamped])])
             digest = sha256(prev_hash)
-            digest.update(st[5])
+            digest.update(st.enc_id)
             digest.update(enc_int(seq))
             digest.update(stamped_bytes)
             digest.update(signed_payload)
@@ -280,17 +446,21 @@ def verify_part(conninfo: str, role: str | None, lo: int = MIN_ID, hi: int = MAX
             if not compare(digest.digest(), row_hash):
                 _fail(breaks, st, chain_id, seq, "hash-mismatch", "row_hash does not match the row's content", table)
                 continue
-            c = chains.get(chain_id)
-            if c is not None and author_id != c[1]:
+            if author_id != st.agent:
                 _fail(breaks, st, chain_id, seq, "wrong-author",
-                      f"row names author {names.get(author_id, author_id)} in the chain of {names.get(c[1], c[1])}", table)
+                      f"row names author {names.get(author_id, author_id)} in the chain of "
+                      f"{names.get(st.agent, st.agent)}", table)
+                continue
+            if r[8] != st.project:
+                _fail(breaks, st, chain_id, seq, "wrong-project",
+                      f"the row is in project {r[8]}, its chain in project {st.project}", table)
                 continue
             k = keys.get((author_id, key_id))
             if k is None or at < k[1] or (k[2] is not None and at >= k[2]):
                 _fail(breaks, st, chain_id, seq, "wrong-key",
                       f"key {key_id} of {names.get(author_id, author_id)} was not valid at {at.isoformat()}", table)
                 continue
-            if seq > st[6]:
+            if seq > st.sig_to or seq <= st.legacy:
                 signatures += 1
                 try:
                     sign_open(signature + signed_payload, k[0])
@@ -298,76 +468,125 @@ def verify_part(conninfo: str, role: str | None, lo: int = MIN_ID, hi: int = MAX
                     _fail(breaks, st, chain_id, seq, "signature",
                           f"signature does not verify with key {key_id} of {names.get(author_id, author_id)}", table)
                     continue
-            if at_floor:
+            if at_start:
+                st.start_pending = False
                 continue
-            st[0] = seq + 1
-            st[1] = row_hash
-            st[3] = seq
-            st[4] = -1
-            exp = expected.get(chain_id)
-            if exp is not None:
-                for exp_seq, exp_hash, source in exp:
-                    if exp_seq == seq and not hmac.compare_digest(row_hash, exp_hash):
+            if st.exp is not None:
+                exp = st.exp.get(seq)
+                if exp is not None:
+                    bad = next((source for h, source in exp if not compare(row_hash, h)), None)
+                    if bad is not None:
                         _fail(breaks, st, chain_id, seq, "checkpoint-mismatch",
-                              f"row_hash differs from the one signed in {source}", table)
-                        break
+                              f"row_hash differs from the one signed in {bad}", table)
+                        continue
+            st.next = seq + 1
+            st.prev = row_hash
+            if seq > st.covered >= 0:
+                part = parts.get(r[9], "")
+                sg = st.seg
+                if sg is not None and sg[3] == part and sg[1] == seq - 1:
+                    sg[1], sg[2] = seq, row_hash
+                else:
+                    if sg is not None:
+                        st.segs.append(tuple(sg))
+                    st.seg = [seq, seq, row_hash, part]
         _report_progress(unreported)
 
-        # Chain ends: the recorded head, and every checkpointed head.
+        # Chain ends: the recorded head (possibly among retired rows), and every checkpointed head.
         for chain_id, c in chains.items():
             st = state.get(chain_id)
             if st is None:
-                st = state[chain_id] = initial(c)
-            if st[2]:
+                st = state[chain_id] = open_chain(chain_id)
+            if st.broken:
                 continue
-            last = st[0] - 1
-            for exp_seq, _h, source in expected.get(chain_id, ()):
-                if exp_seq > last and exp_seq > st[4]:
-                    _fail(breaks, st, chain_id, last + 1, "checkpoint-mismatch",
-                          f"{source} covers seq {exp_seq} but the chain ends at seq {last}")
-                    break
-            if st[2]:
+            head_seq, head_hash = c[2], bytes(c[3])
+            end, end_hash = st.next - 1, st.prev
+            if end < head_seq:
+                ok, h, _legacy = st.gaps.gap(end + 1, head_seq)
+                if ok:
+                    end, end_hash = head_seq, h
+            newest = facts.get(chain_id, _NO_FACTS).newest
+            if newest is not None and newest[0] > end and newest[0] > st.start:
+                _fail(breaks, st, chain_id, end + 1, "checkpoint-mismatch",
+                      f"{newest[1]} covers seq {newest[0]} but the chain ends at seq {end}")
                 continue
-            if last != c[2] or not hmac.compare_digest(st[1], bytes(c[3])):
-                _fail(breaks, st, chain_id, last + 1, "head-mismatch",
-                      f"the chain's head is seq {c[2]} but its rows end at seq {last}")
+            if end != head_seq or end_hash is None or not hmac.compare_digest(end_hash, head_hash):
+                _fail(breaks, st, chain_id, end + 1, "head-mismatch",
+                      f"the chain's head is seq {head_seq} but its rows end at seq {end}")
+                continue
+            if collect and head_seq > 0:
+                if st.seg is not None:
+                    st.segs.append(tuple(st.seg))
+                from_seq = max(st.covered, st.legacy_gap_end)
+                segments = tuple((last, h, part) for first, last, h, part in st.segs if first > from_seq)
+                heads[chain_id] = CheckpointHead(chain_id, head_seq, head_hash, c[1], from_seq, segments, c[6])
         conn.rollback()
-    return rows_done, len(state), breaks, signatures
+    return _PartResult(rows_done, len(state), breaks, signatures, heads)
 
 
-def _fail(breaks: list[Break], st: list, chain_id: int, seq: int, kind: str, detail: str, table: str | None = None) -> None:
+def _fail(breaks: list[Break], st: _Chain, chain_id: int, seq: int, kind: str, detail: str,
+          table: str | None = None) -> None:
     breaks.append(Break(chain_id, seq, kind, detail, table))
-    st[2] = True
+    st.broken = True
 
 
 # -- checkpoints ----------------------------------------------------------------
 
 
-# The auditor signs "scsql/checkpoint/2" after verifying every row up to the
-# heads; "scsql/checkpoint/1" (written by earlier versions) only vouches for
-# the heads. See sql/13_checkpoints.sql.
-CHECKPOINT_FORMATS = {2: "scsql/checkpoint/2", 1: "scsql/checkpoint/1"}
+# The auditor signs "scsql/checkpoint/3" (heads with their agents and
+# segments) after verifying every row up to the heads; "scsql/checkpoint/2"
+# (heads only, verified) and "scsql/checkpoint/1" (heads only) were written
+# by earlier versions. See sql/13_checkpoints.sql.
+CHECKPOINT_FORMATS = {3: "scsql/checkpoint/3", 2: "scsql/checkpoint/2", 1: "scsql/checkpoint/1"}
 
 
-def checkpoint_payload(project_id: int, at: dt.datetime, key_id: int, heads: Iterable[tuple[int, int, bytes]],
-                       version: int = 2) -> bytes:
+def checkpoint_payload(project_id: int, at: dt.datetime, key_id: int,
+                       heads: Iterable[CheckpointHead | Sequence[Any]], version: int = 3) -> bytes:
     """What the auditor signs: see sql/13_checkpoints.sql."""
-    heads = sorted(heads)
+    hs = sorted((h if isinstance(h, CheckpointHead) else CheckpointHead(*h) for h in heads), key=itemgetter(0))
     parts = [enc._enc_text(CHECKPOINT_FORMATS[version]), enc._enc_int(project_id), enc._enc_ts(at),
-             enc._enc_int(key_id), enc._enc_int(len(heads))]
-    for chain_id, seq, row_hash in heads:
-        parts += [enc._enc_int(chain_id), enc._enc_int(seq), enc._enc_bytea(row_hash)]
+             enc._enc_int(key_id), enc._enc_int(len(hs))]
+    for h in hs:
+        if version < 3:
+            parts += [enc._enc_int(h.chain_id), enc._enc_int(h.seq), enc._enc_bytea(h.row_hash)]
+            continue
+        if h.agent_id is None or h.from_seq is None:
+            raise ValueError("format 3 names each chain's agent and from_seq")
+        parts += [enc._enc_int(h.chain_id), enc._enc_int(h.agent_id), enc._enc_int(h.seq), enc._enc_bytea(h.row_hash),
+                  enc._enc_int(h.from_seq), enc._enc_int(len(h.segments))]
+        for last_seq, row_hash, part in h.segments:
+            parts += [enc._enc_int(last_seq), enc._enc_bytea(row_hash), enc._enc_text(part)]
     return b"".join(parts)
 
 
+def _heads_of(cp: dict[str, Any]) -> list[CheckpointHead]:
+    """The heads of a checkpoint as read from the database or an exported line."""
+    out = []
+    for h in cp.get("heads") or []:
+        segments = tuple((g["last_seq"], bytes.fromhex(g["row_hash"]), g["part"]) for g in h.get("segments") or ())
+        out.append(CheckpointHead(h["chain_id"], h["seq"], bytes.fromhex(h["row_hash"]), h.get("agent_id"),
+                                  h.get("from_seq"), segments, cp["project_id"]))
+    return out
+
+
+def _at(cp: dict[str, Any]) -> dt.datetime:
+    return cp["at"] if isinstance(cp["at"], dt.datetime) else dt.datetime.fromisoformat(cp["at"])
+
+
 def _checkpoint_version(cp: dict[str, Any]) -> int | None:
-    """The format whose payload the checkpoint's signature verifies (2: verified rows), or None."""
-    at = cp["at"] if isinstance(cp["at"], dt.datetime) else dt.datetime.fromisoformat(cp["at"])
-    heads = [(h["chain_id"], h["seq"], bytes.fromhex(h["row_hash"])) for h in cp["heads"]]
+    """The format whose payload the checkpoint's signature verifies, or None."""
+    try:
+        heads = _heads_of(cp)
+        signature, public_key = bytes.fromhex(cp["signature"]), bytes.fromhex(cp["public_key"])
+        at = _at(cp)
+    except (KeyError, TypeError, ValueError):
+        return None
     for version in CHECKPOINT_FORMATS:
+        if version == 3 and any(h.agent_id is None or h.from_seq is None for h in heads):
+            continue
         data = checkpoint_payload(cp["project_id"], at, cp["key_id"], heads, version)
         try:
-            nacl.bindings.crypto_sign_open(bytes.fromhex(cp["signature"]) + data, bytes.fromhex(cp["public_key"]))
+            nacl.bindings.crypto_sign_open(signature + data, public_key)
         except (nacl.exceptions.BadSignatureError, ValueError):
             continue
         return version
@@ -389,36 +608,120 @@ def read_checkpoint_file(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _expected_heads(conn: psycopg.Connection, files: list[Path], breaks: list[Break]) -> tuple[dict, int, dict]:
-    """Checkpointed heads every chain must still contain, after checking the
-    auditor's signatures; and per chain the newest head of a verified
-    (format 2) checkpoint."""
-    registered = {r[0] for r in conn.execute("select public_key from scsql.auditor_keys").fetchall()}
-    registered = {bytes(k).hex() for k in registered}
-    cps: list[tuple[dict, str]] = []
+def _content(cp: dict[str, Any]) -> tuple:
+    """What a checkpoint says, comparable between its database row and its exported line."""
+    return (cp.get("project_id"), _at(cp), cp.get("key_id"), cp.get("signature"),
+            tuple(sorted(_heads_of(cp), key=itemgetter(0))))
+
+
+def _differing_chains(mine: dict[str, Any], theirs: dict[str, Any]) -> list[tuple[int, int]]:
+    """(chain_id, seq) of the chains whose heads differ between two copies of a checkpoint."""
+    a = {h.chain_id: h for h in _heads_of(mine)}
+    b = {h.chain_id: h for h in _heads_of(theirs)}
+    return sorted((c, (b.get(c) or a[c]).seq) for c in set(a) | set(b) if a.get(c) != b.get(c))
+
+
+@dataclass
+class _Book:
+    facts: dict[int, ChainFacts]
+    count: int
+    valid_db: dict[int, dict[str, Any]]
+
+
+def _load_checkpoints(conn: psycopg.Connection, files: list[Path], chain_rows: list[tuple],
+                      breaks: list[Break]) -> _Book:
+    """Read the checkpoints of the database and of exported files, keep those
+    whose auditor signatures verify (a database checkpoint also only when it
+    agrees with its exported copy), report the others under the chains they
+    concern, and gather what the valid ones say about each chain."""
+    registered = {bytes(k).hex() for (k,) in conn.execute("select public_key from scsql.auditor_keys").fetchall()}
     cols = ["checkpoint_id", "project_id", "project", "at", "key_id", "public_key", "signature", "heads"]
+    db_cps = []
     for row in conn.execute("select * from scsql.checkpoints()").fetchall():
         cp = dict(zip(cols, row, strict=True))
         cp["heads"] = cp["heads"].value if isinstance(cp["heads"], enc.JsonValue) else cp["heads"]
-        cps.append((cp, "database checkpoint"))
-    for path in files:
-        for cp in read_checkpoint_file(path):
-            cps.append((cp, f"exported checkpoint {cp.get('checkpoint_id')} ({path.name})"))
-    expected: dict[int, list[tuple[int, bytes, str]]] = {}
-    verified: dict[int, int] = {}
-    for cp, source in cps:
-        version = _checkpoint_version(cp) if cp["public_key"] in registered else None
+        db_cps.append(cp)
+    file_cps = [(cp, f"exported checkpoint {cp.get('checkpoint_id')} ({path.name})")
+                for path in files for cp in read_checkpoint_file(path)]
+
+    def version_of(cp: dict[str, Any]) -> int | None:
+        return _checkpoint_version(cp) if cp.get("public_key") in registered else None
+
+    valid: list[tuple[dict[str, Any], int, str]] = []
+    exported: dict[tuple[Any, Any], tuple[dict[str, Any], str]] = {}
+    for cp, source in file_cps:
+        version = version_of(cp)
         if version is None:
-            first = min(cp["heads"], key=lambda h: h["chain_id"]) if cp["heads"] else {"chain_id": 0, "seq": 0}
-            breaks.append(Break(first["chain_id"], first["seq"], "checkpoint-signature",
-                                f"{source} is not signed by a registered auditor key"))
+            try:
+                heads = _heads_of(cp)
+            except (KeyError, TypeError, ValueError, AttributeError):
+                heads = []
+            for h in heads or [CheckpointHead(0, 0, b"")]:
+                breaks.append(Break(h.chain_id, h.seq, "checkpoint-signature",
+                                    f"{source} is not signed by a registered auditor key"))
             continue
-        label = f"{source} {cp['checkpoint_id']}" if source == "database checkpoint" else source
-        for h in cp["heads"]:
-            expected.setdefault(h["chain_id"], []).append((h["seq"], bytes.fromhex(h["row_hash"]), label))
-            if version == 2:
-                verified[h["chain_id"]] = max(verified.get(h["chain_id"], 0), h["seq"])
-    return expected, len(cps), verified
+        valid.append((cp, version, source))
+        exported[(cp.get("checkpoint_id"), cp.get("project_id"))] = (cp, source)
+    valid_db: dict[int, dict[str, Any]] = {}
+    for cp in db_cps:
+        source = f"database checkpoint {cp['checkpoint_id']}"
+        copy = exported.get((cp["checkpoint_id"], cp["project_id"]))
+        version = version_of(cp)
+        if version is None:
+            breaks += _blame(cp, copy, chain_rows, source)
+            continue
+        if copy is not None and _content(copy[0]) != _content(cp):
+            for chain_id, seq in _differing_chains(cp, copy[0]) or [(h.chain_id, h.seq) for h in _heads_of(cp)]:
+                breaks.append(Break(chain_id, seq, "checkpoint-mismatch", f"{source} differs from {copy[1]}"))
+            continue
+        valid.append((cp, version, source))
+        valid_db[cp["checkpoint_id"]] = cp
+
+    facts: dict[int, ChainFacts] = {}
+    seen = set()
+    for cp, version, source in valid:
+        ident = (cp.get("checkpoint_id"), cp["project_id"], cp["signature"])
+        if ident in seen:
+            continue  # the same checkpoint from the database and a file
+        seen.add(ident)
+        for h in _heads_of(cp):
+            f = facts.setdefault(h.chain_id, ChainFacts())
+            f.expect(h.seq, h.row_hash, source)
+            f.anchors.add((h.seq, h.row_hash))
+            f.identity.append((cp["project_id"], h.agent_id if version == 3 else None, source))
+            if f.newest is None or h.seq > f.newest[0]:
+                f.newest = (h.seq, source)
+            if version >= 2:
+                f.verified = max(f.verified, h.seq)
+            if version == 3:
+                f.covered = max(f.covered, h.seq)
+                first = h.from_seq + 1
+                for last_seq, row_hash, part in h.segments:
+                    f.segments.append((first, last_seq, part, row_hash))
+                    f.expect(last_seq, row_hash, source)
+                    first = last_seq + 1
+    return _Book(facts, len(db_cps) + len(file_cps), valid_db)
+
+
+def _blame(cp: dict[str, Any], copy: tuple[dict[str, Any], str] | None, chain_rows: list[tuple],
+           source: str) -> list[Break]:
+    """Breaks naming the chains a database checkpoint whose signature fails is about."""
+    detail = f"{source} is not signed by a registered auditor key"
+    if copy is not None:
+        differing = _differing_chains(cp, copy[0])
+        if differing:
+            return [Break(c, seq, "checkpoint-signature", f"{detail}; it differs from {copy[1]} for this chain")
+                    for c, seq in differing]
+    heads = {h.chain_id: h for h in _heads_of(cp)}
+    at = _at(cp)
+    # Chains of the project that existed when it was signed, but that it no longer names.
+    missing = [c for c, _head, project, created in chain_rows
+               if project == cp["project_id"] and c not in heads and created <= at]
+    if missing:
+        return [Break(c, 0, "checkpoint-signature", f"{detail}; it no longer names this chain, which existed then")
+                for c in missing]
+    return [Break(h.chain_id, h.seq, "checkpoint-signature", detail) for h in heads.values()] or \
+        [Break(0, 0, "checkpoint-signature", f"{detail} (project {cp['project_id']})")]
 
 
 # -- the whole database ---------------------------------------------------------
@@ -442,30 +745,41 @@ def _ranges(sizes: list[tuple[int, int]], parts: int) -> list[tuple[int, int]]:
 def verify(conninfo: str, *, role: str | None = AUDITOR_ROLE, workers: int | None = None,
            checkpoint_files: Iterable[Path] = (), progress: bool | None = None,
            key_override: dict[str, bytes] | None = None, from_checkpoint: int | None = None,
-           full: bool = False) -> Report:
-    """Verify every chain: every link and hash from the horizon (or
+           full: bool = False, collect: bool = False) -> Report:
+    """Verify every chain: every row still present (or those after
     ``from_checkpoint``), and the signatures of rows after each chain's newest
     verified checkpoint, or of every row with ``full`` (or ``key_override``).
     ``workers``: processes (default: one per core when there is enough to
-    do). ``progress``: a bar on stderr (None: only on a terminal)."""
+    do). ``progress``: a bar on stderr (None: only on a terminal).
+    ``collect``: fill ``Report.heads`` with what a checkpoint of the verified
+    chains signs (their heads and new segments)."""
     from tqdm import tqdm
 
     started = time.perf_counter()
     report = Report(full=full or bool(key_override))
     with _connect(conninfo, role) as conn:
-        sizes = [(c, n) for c, n in conn.execute(
-            "select chain_id, head_seq - horizon_seq from scsql.chains order by chain_id").fetchall()]
+        chain_rows = conn.execute(
+            "select chain_id, head_seq, project_id, created_at from scsql.chains order by chain_id").fetchall()
+        sizes = [(c, n) for c, n, _p, _t in chain_rows]
         total = sum(n for _, n in sizes)
-        expected, report.checkpoints, verified = _expected_heads(conn, [Path(p) for p in checkpoint_files],
-                                                                 report.breaks)
-        signed_up_to = {} if report.full else verified
+        book = _load_checkpoints(conn, [Path(p) for p in checkpoint_files], chain_rows, report.breaks)
+        report.checkpoints = book.count
+        known = {c for c, _ in sizes}
+        for chain_id, f in sorted(book.facts.items()):
+            if chain_id not in known and f.newest is not None:
+                report.breaks.append(Break(chain_id, f.newest[0], "chain-missing",
+                                           f"{f.newest[1]} covers the chain up to seq {f.newest[0]}, "
+                                           "but the chain no longer exists"))
         starts: dict[int, tuple[int, bytes]] = {}
         if from_checkpoint is not None:
-            rows = conn.execute("select chain_id, seq, row_hash from scsql.checkpoint_heads where checkpoint_id = %s",
-                                (from_checkpoint,)).fetchall()
-            if not rows:
-                raise ScsqlError("SC010", f"checkpoint {from_checkpoint} does not exist")
-            starts = {c: (s_, bytes(h)) for c, s_, h in rows}
+            cp = book.valid_db.get(from_checkpoint)
+            if cp is None:
+                exists = conn.execute("select count(*) from scsql.checkpoints where checkpoint_id = %s",
+                                      (from_checkpoint,)).fetchone()[0]
+                raise ScsqlError("SC010", f"checkpoint {from_checkpoint} does not exist" if not exists else
+                                 f"checkpoint {from_checkpoint} is not signed by a registered auditor key "
+                                 "(or differs from its export): verification cannot start from it")
+            starts = {h.chain_id: (h.seq, h.row_hash) for h in _heads_of(cp)}
         conn.rollback()
     if workers is None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -473,6 +787,7 @@ def verify(conninfo: str, *, role: str | None = AUDITOR_ROLE, workers: int | Non
     ranges = _ranges(sizes, workers) if sizes else [(MIN_ID, MAX_ID)]
     bar = tqdm(total=total, unit="row", desc="verify", disable=(None if progress is None else not progress),
                dynamic_ncols=True, leave=False)
+    full = report.full
 
     def share(d: dict, lo: int, hi: int) -> dict:
         return {c: v for c, v in d.items() if lo <= c <= hi}
@@ -481,7 +796,7 @@ def verify(conninfo: str, *, role: str | None = AUDITOR_ROLE, workers: int | Non
         if len(ranges) == 1:
             _init_worker(_BarQueue(bar))
             try:
-                results = [verify_part(conninfo, role, MIN_ID, MAX_ID, expected, key_override, starts, signed_up_to)]
+                results = [verify_part(conninfo, role, MIN_ID, MAX_ID, book.facts, key_override, starts, full, collect)]
             finally:
                 _init_worker(None)
         else:
@@ -490,18 +805,19 @@ def verify(conninfo: str, *, role: str | None = AUDITOR_ROLE, workers: int | Non
             ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
             queue = ctx.Queue()
             with ProcessPoolExecutor(len(ranges), mp_context=ctx, initializer=_init_worker, initargs=(queue,)) as pool:
-                futures = [pool.submit(verify_part, conninfo, role, lo, hi, share(expected, lo, hi), key_override,
-                                       share(starts, lo, hi), share(signed_up_to, lo, hi))
+                futures = [pool.submit(verify_part, conninfo, role, lo, hi, share(book.facts, lo, hi), key_override,
+                                       share(starts, lo, hi), full, collect)
                            for lo, hi in ranges]
                 while not all(f.done() for f in futures):
                     _drain(queue, bar, 0.1)
                 _drain(queue, bar, 0)
                 results = [f.result() for f in futures]
-        for rows, chains, breaks, signatures in results:
-            report.rows += rows
-            report.chains += chains
-            report.breaks += breaks
-            report.signatures += signatures
+        for part in results:
+            report.rows += part.rows
+            report.chains += part.chains
+            report.breaks += part.breaks
+            report.signatures += part.signatures
+            report.heads.update(part.heads)
     finally:
         bar.close()
     report.breaks.sort(key=lambda b: (b.chain_id, b.seq))

@@ -16,7 +16,7 @@ select scsql._define_error(code, name, meaning) from (values
   ('SC100', 'append_only',         'Rows of a chained table are never updated, deleted or truncated; record a new row instead.'),
   ('SC101', 'signature_missing',   'A chained write needs the author''s Ed25519 signature (64 bytes) of its canonical payload; the scsql Python layer adds it.'),
   ('SC102', 'signing_key_invalid', 'The key_id of a chained write is not the author''s key valid at the row''s time (the key was rotated: restart the agent so it loads its new key).'),
-  ('SC103', 'clock_skew',          'The timestamp a chained write carries is missing or too far from the server''s clock (scsql.clock_skew, default 5 minutes).'),
+  ('SC103', 'clock_skew',          'The timestamp a chained write carries is missing or too far from the server''s clock (scsql.chain_settings.clock_skew, default 5 minutes, set by scsql.set_clock_skew).'),
   ('SC104', 'chain_forbidden',     'A write named a chain, project or chain position that is not the acting agent''s to choose.'),
   ('SC105', 'not_chainable',       'scsql._make_chained refused the table or a field (see the message).'),
   ('SC106', 'chain_unknown',       'No chain has that id.')
@@ -212,9 +212,26 @@ create or replace function scsql._chain_clock_skew()
 returns interval
 language sql
 stable
-as $$ select coalesce(nullif(pg_catalog.current_setting('scsql.clock_skew', true), '')::interval, interval '5 minutes') $$;
+as $$ select coalesce((select s.clock_skew from scsql.chain_settings s), interval '5 minutes') $$;
 comment on function scsql._chain_clock_skew() is
-  'Private. How far the timestamp of a chained write may be from the server clock: setting scsql.clock_skew (ALTER DATABASE ... SET scsql.clock_skew = ''2 minutes''), default 5 minutes.';
+  'Private. How far the timestamp of a chained write (or a checkpoint) may be from the server clock: scsql.chain_settings.clock_skew (default 5 minutes), which only administrators change (scsql.set_clock_skew). Session settings have no say. Read by the security-definer trigger and checks, as the owner.';
+
+create or replace function scsql.set_clock_skew(p_clock_skew interval)
+returns interval
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql
+as $$
+begin
+  perform scsql._require(p_clock_skew is not null and p_clock_skew >= interval '1 second'
+                         and p_clock_skew <= interval '30 days',
+                         'clock_skew must be between 1 second and 30 days');
+  update scsql.chain_settings s set clock_skew = p_clock_skew, updated_at = now(), updated_by = session_user;
+  return p_clock_skew;
+end
+$$;
+comment on function scsql.set_clock_skew(interval) is
+  'Administrators only. Sets how far the timestamp of a chained write or a checkpoint may be from the server clock (default 5 minutes; between 1 second and 30 days). Returns the new tolerance. Raises SC010 for a tolerance out of range.';
 
 create or replace function scsql._chain_check_signer(p_agent bigint, p_key_id integer, p_at timestamptz, p_signature bytea)
 returns void
@@ -251,7 +268,7 @@ begin
 end
 $$;
 comment on function scsql._chain_check_signer(bigint, integer, timestamptz, bytea) is
-  'Private. Raises the error for a chained write whose signing fields are wrong (the generated triggers check them inline and call it to report): a 64-byte signature (SC101), a timestamp within scsql.clock_skew of the server clock (SC103), and key_id = the author''s key valid at that time (SC102). The signature itself is checked by verifiers, which hold the public keys; the database has no Ed25519.';
+  'Private. Raises the error for a chained write whose signing fields are wrong (the generated triggers check them inline and call it to report): a 64-byte signature (SC101), a timestamp within scsql.chain_settings.clock_skew of the server clock (SC103), and key_id = the author''s key valid at that time (SC102). The signature itself is checked by verifiers, which hold the public keys; the database has no Ed25519.';
 
 drop function if exists scsql._chain_link(bigint, bigint, bigint, bytea, bytea);
 
@@ -459,18 +476,61 @@ stable
 security definer
 set search_path = pg_catalog, scsql
 as $$
-  select format('select chain_id, seq, at, key_id, author_id, prev_hash, row_hash, signature%s from %s where chain_id between %%s and %%s order by chain_id, seq',
+  select format('select chain_id, seq, at, key_id, author_id, prev_hash, row_hash, signature, project_id, tableoid::oid%s from %s where chain_id between %%s and %%s order by chain_id, seq',
                 coalesce((select string_agg(format(', %I', f.column_name), '' order by f.part desc, f.ordinal)
                           from scsql._chain_fields(p_table) f), ''),
                 t.table_name)
   from scsql.chained_tables t where t.table_name = p_table
 $$;
 comment on function scsql._chain_scan_sql(text) is
-  'Private. The query that streams every row of one chained table ordered by (chain_id, seq): chain columns, then the stamped and the signed fields in canonical order. Two placeholders bound the chain_ids (inclusive), so verifiers split the chains between processes in ranges that together cover every bigint (rows naming a chain with no head row are read too) and each process reads its rows in index order, without a sort.';
+  'Private. The query that streams every row of one chained table ordered by (chain_id, seq): chain_id, seq, at, key_id, author_id, prev_hash, row_hash, signature, project_id, the oid of the partition holding the row (see scsql._chain_partitions), then the stamped and the signed fields in canonical order. Two placeholders bound the chain_ids (inclusive), so verifiers split the chains between processes in ranges that together cover every bigint (rows naming a chain with no head row are read too) and each process reads its rows in index order, without a sort.';
 
 -- ---------------------------------------------------------------------------
 -- Verification in SQL (chain only; signatures are checked by scsql verify)
 -- ---------------------------------------------------------------------------
+
+create or replace function scsql._chain_gap(
+  p_from bigint, p_to bigint, p_firsts bigint[], p_lasts bigint[], p_retired boolean[], p_legacy bigint,
+  out ok boolean, out legacy_used boolean, out missing_at bigint)
+language plpgsql
+immutable
+as $$
+declare
+  s bigint := p_from;
+  v_cover boolean;
+  v_retired boolean;
+  v_next bigint;
+  v_skip bigint;
+  i integer;
+begin
+  ok := true;
+  legacy_used := false;
+  while s <= p_to loop
+    v_cover := false; v_retired := true; v_skip := null; v_next := null;
+    for i in 1 .. coalesce(cardinality(p_firsts), 0) loop
+      if p_firsts[i] <= s and s <= p_lasts[i] then
+        v_cover := true;
+        v_retired := v_retired and p_retired[i];
+        v_skip := least(coalesce(v_skip, p_lasts[i]), p_lasts[i]);
+      elsif p_firsts[i] > s then
+        v_next := least(coalesce(v_next, p_firsts[i]), p_firsts[i]);
+      end if;
+    end loop;
+    if v_cover and v_retired then
+      s := v_skip + 1;
+    elsif not v_cover and s <= p_legacy then
+      legacy_used := true;
+      s := least(coalesce(v_next, p_legacy + 1), p_legacy + 1);
+    else
+      ok := false;
+      missing_at := s;
+      return;
+    end if;
+  end loop;
+end
+$$;
+comment on function scsql._chain_gap(bigint, bigint, bigint[], bigint[], boolean[], bigint) is
+  'Private, used by scsql.verify_chain. Whether every seq from P_FROM to P_TO may be missing from a chain: each lies in checkpoint segments (P_FIRSTS..P_LASTS) whose partitions were all retired (P_RETIRED), or in no segment and at or below the anchored horizon P_LEGACY of earlier versions. Returns ok, whether the horizon was needed, and the first seq that may not be missing.';
 
 create or replace function scsql.verify_chain(
   p_chain bigint, p_from_checkpoint bigint default null,
@@ -482,82 +542,168 @@ set search_path = pg_catalog, scsql
 as $$
 declare
   v_chain scsql.chains;
-  v_author text;
+  v_agent scsql.agents;
   v_query text;
-  v_seq bigint;
-  v_prev bytea;
+  v_seq bigint := 0;
+  v_prev bytea := '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea;
+  v_legacy bigint := 0;
   v_cp_seq bigint;
   v_cp_hash bytea;
+  v_firsts bigint[];
+  v_lasts bigint[];
+  v_retired boolean[];
+  v_gap record;
+  v_end bigint;
+  v_parts text[];
   r record;
 begin
-  select * into v_chain from scsql.chains c where c.chain_id = p_chain;
-  if not found then
-    raise exception using errcode = 'SC106', message = format('chain %s does not exist', coalesce(p_chain::text, 'NULL'));
-  end if;
   chain_id := p_chain;
   rows_checked := 0;
-  select a.name into v_author from scsql.agents a where a.agent_id = v_chain.agent_id;
-  v_seq := v_chain.horizon_seq;
-  v_prev := v_chain.horizon_hash;
+  ok := false;
+  select * into v_chain from scsql.chains c where c.chain_id = p_chain;
+  if not found then
+    select h.seq into v_cp_seq from scsql.checkpoint_heads h where h.chain_id = p_chain order by h.seq desc limit 1;
+    if found then
+      broken_seq := v_cp_seq; kind := 'chain-missing';
+      detail := format('a checkpoint covers chain %s up to seq %s, but the chain no longer exists', p_chain, v_cp_seq);
+      return;
+    end if;
+    raise exception using errcode = 'SC106', message = format('chain %s does not exist', coalesce(p_chain::text, 'NULL'));
+  end if;
+
+  -- Whose chain it is: the agent's project, and what checkpoints recorded.
+  select * into v_agent from scsql.agents a where a.agent_id = v_chain.agent_id;
+  if not found or v_agent.project_id <> v_chain.project_id then
+    broken_seq := 0; kind := 'chain-identity';
+    detail := format('the chain belongs to project %s, but its agent %s %s', v_chain.project_id, v_chain.agent_id,
+                     case when v_agent.agent_id is null then 'does not exist' else format('belongs to project %s', v_agent.project_id) end);
+    return;
+  end if;
+  select h.checkpoint_id, h.project_id, h.agent_id into r from scsql.checkpoint_heads h
+  where h.chain_id = p_chain and (h.project_id <> v_chain.project_id or h.agent_id <> v_chain.agent_id)
+  order by h.checkpoint_id limit 1;
+  if found then
+    broken_seq := 0; kind := 'chain-identity';
+    detail := format('checkpoint %s recorded the chain in project %s for agent %s; it is now in project %s for agent %s',
+                     r.checkpoint_id, r.project_id, coalesce(r.agent_id::text, '?'), v_chain.project_id, v_chain.agent_id);
+    return;
+  end if;
+
+  -- A horizon left by retention of earlier versions is trusted only at a checkpointed head.
+  if v_chain.horizon_seq > 0 then
+    if not exists (select from scsql.checkpoint_heads h where h.chain_id = p_chain and h.seq = v_chain.horizon_seq
+                   and h.row_hash = v_chain.horizon_hash) then
+      broken_seq := v_chain.horizon_seq; kind := 'horizon-unanchored';
+      detail := format('the chain''s horizon (seq %s) is not the head of any checkpoint', v_chain.horizon_seq);
+      return;
+    end if;
+    v_legacy := v_chain.horizon_seq;
+  end if;
+
   if p_from_checkpoint is not null then
     select h.seq, h.row_hash into v_cp_seq, v_cp_hash from scsql.checkpoint_heads h
-    where h.project_id = v_chain.project_id and h.checkpoint_id = p_from_checkpoint and h.chain_id = p_chain;
+    where h.checkpoint_id = p_from_checkpoint and h.chain_id = p_chain;
     if not found then
       raise exception using errcode = 'SC010',
         message = format('checkpoint %s has no head for chain %s', p_from_checkpoint, p_chain);
     end if;
-    if v_cp_seq > v_seq then
-      v_seq := v_cp_seq;
-      v_prev := v_cp_hash;
-    end if;
+    v_seq := v_cp_seq;
+    v_prev := v_cp_hash;
   end if;
 
-  select string_agg(format('select t.seq, t.prev_hash, t.row_hash, sha256(t.prev_hash || scsql._enc_int(t.chain_id) || scsql._enc_int(t.seq) || %s || t.signature) as computed from %s t where t.chain_id = $1 and t.seq > $2',
+  -- Segments checkpoints signed: where rows may be missing (their partition was retired).
+  v_parts := array(select p.part from scsql._chain_partitions() p);
+  select array_agg(g.first_seq order by g.first_seq, g.last_seq), array_agg(g.last_seq order by g.first_seq, g.last_seq),
+         array_agg(g.part like '%@%' and g.part not like '%@default'
+                   and not g.part = any (v_parts)
+                   order by g.first_seq, g.last_seq)
+  into v_firsts, v_lasts, v_retired
+  from (select distinct g.first_seq, g.last_seq, g.part from scsql.checkpoint_segments g where g.chain_id = p_chain) g;
+
+  select string_agg(format('select t.seq, t.prev_hash, t.row_hash, t.author_id, t.project_id, sha256(t.prev_hash || scsql._enc_int(t.chain_id) || scsql._enc_int(t.seq) || %s || t.signature) as computed from %s t where t.chain_id = $1 and t.seq > $2',
                            scsql._chain_body_expr(ct.table_name, 't', '$3'), ct.table_name), ' union all ')
   into v_query from scsql.chained_tables ct;
   if v_query is not null then
-    for r in execute v_query || ' order by 1' using p_chain, v_seq, v_author loop
+    v_query := 'with e as (select s.seq, array_agg(distinct s.row_hash) as hashes from ('
+            || 'select h.seq, h.row_hash from scsql.checkpoint_heads h where h.chain_id = $1 '
+            || 'union all select g.last_seq, g.row_hash from scsql.checkpoint_segments g where g.chain_id = $1) s group by s.seq) '
+            || 'select x.*, (e.seq is not null and (cardinality(e.hashes) > 1 or e.hashes[1] <> x.row_hash)) as signed_differs from ('
+            || v_query || ') x left join e on e.seq = x.seq order by x.seq';
+    for r in execute v_query using p_chain, v_seq, v_agent.name loop
       rows_checked := rows_checked + 1;
       if r.seq = v_seq then
-        ok := false; broken_seq := r.seq; kind := 'fork';
+        broken_seq := r.seq; kind := 'fork';
         detail := format('two rows have seq %s', r.seq);
         return;
-      elsif r.seq <> v_seq + 1 then
-        ok := false; broken_seq := r.seq; kind := 'seq-gap';
-        detail := format('expected seq %s, found %s: rows are missing', v_seq + 1, r.seq);
-        return;
-      elsif r.prev_hash <> v_prev then
-        ok := false; broken_seq := r.seq; kind := 'prev-mismatch';
+      elsif r.seq > v_seq + 1 then
+        select * into v_gap from scsql._chain_gap(v_seq + 1, r.seq - 1, v_firsts, v_lasts, v_retired, v_legacy);
+        if not v_gap.ok then
+          broken_seq := r.seq; kind := 'seq-gap';
+          detail := format('expected seq %s, found %s: rows are missing (seq %s was not retired)', v_seq + 1, r.seq, v_gap.missing_at);
+          return;
+        end if;
+        -- The row before a retired run is known by the hash a checkpoint signed for it.
+        v_prev := null;
+        select e.row_hash into v_prev from scsql.checkpoint_segments e where e.chain_id = p_chain and e.last_seq = r.seq - 1 limit 1;
+        if v_prev is null and r.seq - 1 = v_legacy then
+          v_prev := v_chain.horizon_hash;
+        end if;
+      end if;
+      if v_prev is not null and r.prev_hash <> v_prev then
+        broken_seq := r.seq; kind := 'prev-mismatch';
         detail := 'prev_hash is not the row_hash of the previous row';
         return;
       elsif r.computed <> r.row_hash then
-        ok := false; broken_seq := r.seq; kind := 'hash-mismatch';
+        broken_seq := r.seq; kind := 'hash-mismatch';
         detail := 'row_hash does not match the row''s content';
+        return;
+      elsif r.author_id <> v_chain.agent_id then
+        broken_seq := r.seq; kind := 'wrong-author';
+        detail := format('the row names author %s in the chain of agent %s', r.author_id, v_chain.agent_id);
+        return;
+      elsif r.project_id <> v_chain.project_id then
+        broken_seq := r.seq; kind := 'wrong-project';
+        detail := format('the row is in project %s, its chain in project %s', r.project_id, v_chain.project_id);
+        return;
+      elsif r.signed_differs then
+        broken_seq := r.seq; kind := 'checkpoint-mismatch';
+        detail := 'row_hash differs from the one a checkpoint signed';
         return;
       end if;
       v_seq := r.seq;
       v_prev := r.row_hash;
     end loop;
   end if;
-  if v_seq <> v_chain.head_seq or v_prev <> v_chain.head_hash then
-    ok := false; broken_seq := v_seq + 1; kind := 'head-mismatch';
-    detail := format('the chain''s head is seq %s but its rows end at seq %s', v_chain.head_seq, v_seq);
-    return;
+  -- The end: the recorded head, possibly in retired rows.
+  v_end := v_seq;
+  if v_seq < v_chain.head_seq then
+    select * into v_gap from scsql._chain_gap(v_seq + 1, v_chain.head_seq, v_firsts, v_lasts, v_retired, v_legacy);
+    if v_gap.ok then
+      v_end := v_chain.head_seq;
+      v_prev := null;
+      select e.row_hash into v_prev from scsql.checkpoint_segments e where e.chain_id = p_chain and e.last_seq = v_end limit 1;
+      if v_prev is null and v_end = v_legacy then
+        v_prev := v_chain.horizon_hash;
+      end if;
+    end if;
   end if;
   -- The newest checkpoint must still be in the chain (a removed tail is found here).
-  select h.seq, h.row_hash into v_cp_seq, v_cp_hash from scsql.checkpoint_heads h
-  where h.project_id = v_chain.project_id and h.chain_id = p_chain
-  order by h.checkpoint_id desc limit 1;
-  if found and v_cp_seq > v_seq then
-    ok := false; broken_seq := v_seq + 1; kind := 'checkpoint-mismatch';
-    detail := format('checkpoint covers seq %s but the chain ends at seq %s', v_cp_seq, v_seq);
+  select max(h.seq) into v_cp_seq from scsql.checkpoint_heads h where h.chain_id = p_chain;
+  if v_cp_seq > v_end then
+    broken_seq := v_end + 1; kind := 'checkpoint-mismatch';
+    detail := format('checkpoint covers seq %s but the chain ends at seq %s', v_cp_seq, v_end);
+    return;
+  end if;
+  if v_end <> v_chain.head_seq or v_prev is distinct from v_chain.head_hash then
+    broken_seq := v_end + 1; kind := 'head-mismatch';
+    detail := format('the chain''s head is seq %s but its rows end at seq %s', v_chain.head_seq, v_end);
     return;
   end if;
   ok := true;
 end
 $$;
 comment on function scsql.verify_chain(bigint, bigint) is
-  'Auditor. Re-computes chain P_CHAIN in SQL from its horizon (or from checkpoint P_FROM_CHECKPOINT): every row''s seq follows the previous one, prev_hash is the previous row_hash, and row_hash = sha256(prev_hash || canonical row bytes || signature) (see scsql._enc). Returns chain_id, ok, rows_checked and, for the first break, broken_seq and kind: seq-gap (rows missing before broken_seq), fork (seq repeated), prev-mismatch, hash-mismatch (the row was altered), head-mismatch or checkpoint-mismatch (the newest rows were removed). Signatures are checked by scsql verify. Raises SC106 for an unknown chain.';
+  'Auditor. Re-computes chain P_CHAIN in SQL, every row still present (or those after checkpoint P_FROM_CHECKPOINT): every row''s seq follows the previous one, prev_hash is the previous row_hash, row_hash = sha256(prev_hash || canonical row bytes || signature) (see scsql._enc), the row''s author and project are the chain''s, and rows a checkpoint signed still have the signed hash. Rows may be missing only where checkpoint segments say their partition was retired and it is gone (or, for retention of earlier versions, at or below a horizon that is a checkpointed head); the row after them must link to the hash the checkpoint signed. Returns chain_id, ok, rows_checked and, for the first break, broken_seq and kind: seq-gap (rows missing before broken_seq), fork (seq repeated), prev-mismatch, hash-mismatch (the row was altered), wrong-author, wrong-project, checkpoint-mismatch (a row differs from what a checkpoint signed, or the newest rows were removed), head-mismatch, horizon-unanchored (the horizon is not a checkpointed head), chain-identity (broken_seq 0: the chain''s project or agent differs from its agent''s project or from what a checkpoint recorded) or chain-missing (a checkpoint names the chain but it is gone). Signatures are checked by scsql verify. Raises SC106 for a chain no checkpoint knows, SC010 for a checkpoint without that chain.';
 
 create or replace function scsql.chain_heads()
 returns table (project text, agent text, chain_id bigint, head_seq bigint, head_hash text, horizon_seq bigint)

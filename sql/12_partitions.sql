@@ -1,6 +1,8 @@
 -- 12 partitions: daily partitions of tool_calls and outcomes, through
 -- pg_partman (4.x or 5.x) when it is installed, else through the built-in
--- maintenance below; retention that never drops rows no checkpoint covers.
+-- maintenance below; retention that never drops rows no checkpoint covers
+-- (checkpoint segments, sql/13_checkpoints.sql, name the partition of every
+-- row they cover, so verification knows which missing rows were retired).
 --
 -- pg_partman is used only to create partitions: its part_config.retention
 -- stays NULL (it has no hook to ask before dropping), and retention is done
@@ -114,6 +116,28 @@ $$;
 comment on function scsql._default_rows_in(regclass, timestamptz, timestamptz) is
   'Private. One row when the default partition holds rows in [lo, hi).';
 
+create or replace function scsql._chain_partitions()
+returns table (relid oid, part text, dated boolean)
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql
+as $$
+  select c.oid, t.table_name, false
+  from scsql.chained_tables t join pg_catalog.pg_class c on c.oid = t.table_name::regclass
+  where c.relkind = 'r'
+  union all
+  select p.partition::oid,
+         t.table_name || '@' || case when p.is_default then 'default'
+                                     else to_char(p.lower_bound at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') end,
+         not p.is_default
+  from scsql.chained_tables t join pg_catalog.pg_class c on c.oid = t.table_name::regclass
+  cross join lateral scsql._partitions(c.oid::regclass) p
+  where c.relkind = 'p'
+$$;
+comment on function scsql._chain_partitions() is
+  'Private; verifiers and checkpoints read it. Every table that holds chained rows, with the name checkpoints give it (PART): the table''s name for a table that is not partitioned, <table>@default for a default partition, and <table>@<lower bound, UTC, YYYY-MM-DDTHH:MI:SSZ> for a dated partition (DATED: retention may drop it). The name depends only on the parent and the bounds, so it is the same whether pg_partman or the built-in maintenance made the partition.';
+
 create or replace function scsql._retire_partition(p_partition regclass)
 returns void
 language plpgsql
@@ -122,6 +146,7 @@ set search_path = pg_catalog, scsql
 as $$
 declare
   v_parent regclass;
+  v_part text;
   v_uncovered text;
   r record;
 begin
@@ -131,33 +156,27 @@ begin
     raise exception using errcode = 'SC121',
       message = format('%s is not a dated partition of a time-partitioned scsql table', scsql._qualified(p_partition));
   end if;
-  -- Every chain with rows here must be covered by a checkpoint at or past its newest row here.
-  for r in execute format('select project_id, chain_id, max(seq) as max_seq from %s group by 1, 2', p_partition) loop
-    perform from scsql.checkpoint_heads h
-    where h.project_id = r.project_id and h.chain_id = r.chain_id and h.seq >= r.max_seq;
-    if not found then
-      v_uncovered := concat_ws(', ', v_uncovered, format('chain %s up to seq %s', r.chain_id, r.max_seq));
-    end if;
+  select p.part into v_part from scsql._chain_partitions() p where p.relid = p_partition and p.dated;
+  -- Every row here must lie in a segment a checkpoint signed for this
+  -- partition: verification then knows these rows were retired, and links
+  -- the rows kept around them to the hashes the checkpoint signed.
+  for r in execute format(
+      'select t.chain_id, max(t.seq) as max_seq, count(*) as n from %s t '
+      'where not exists (select from scsql.checkpoint_segments g where g.part = $1 and g.chain_id = t.chain_id '
+      '                  and g.last_seq >= t.seq and g.first_seq <= t.seq) '
+      'group by 1 order by 1', p_partition) using v_part loop
+    v_uncovered := concat_ws(', ', v_uncovered, format('chain %s up to seq %s (%s rows)', r.chain_id, r.max_seq, r.n));
   end loop;
   if v_uncovered is not null then
     raise exception using errcode = 'SC120',
       message = format('refusing to drop %s: no checkpoint covers %s', scsql._qualified(p_partition), v_uncovered),
       hint = 'Record a checkpoint (scsql checkpoint), keep its export, then run maintenance again.';
   end if;
-  -- Verification of each chain now starts at the oldest checkpoint past the dropped rows.
-  for r in execute format('select project_id, chain_id, max(seq) as max_seq from %s group by 1, 2', p_partition) loop
-    update scsql.chains c
-    set horizon_seq = h.seq, horizon_hash = h.row_hash, horizon_checkpoint = h.checkpoint_id
-    from (select h.seq, h.row_hash, h.checkpoint_id from scsql.checkpoint_heads h
-          where h.project_id = r.project_id and h.chain_id = r.chain_id and h.seq >= r.max_seq
-          order by h.seq, h.checkpoint_id limit 1) h
-    where c.project_id = r.project_id and c.chain_id = r.chain_id and h.seq > c.horizon_seq;
-  end loop;
   execute format('drop table %s', p_partition);
 end
 $$;
 comment on function scsql._retire_partition(regclass) is
-  'Private, called by retention. Drops one dated partition of tool_calls or outcomes, only when every chain with rows in it has a checkpoint at or past its newest row there; moves each such chain''s verification horizon to that checkpoint. Raises SC120 naming the uncovered chains and seqs (nothing is dropped), SC121 for a table that is not such a partition (the default partition is never dropped).';
+  'Private, called by retention. Drops one dated partition of tool_calls or outcomes, only when every row in it lies in a segment a checkpoint signed for this partition (checkpoint format 3): verification then accepts exactly these rows as retired and checks that the rows kept around them link to the hashes the checkpoint signed. Raises SC120 naming the uncovered chains and seqs (nothing is dropped), SC121 for a table that is not such a partition (the default partition is never dropped).';
 
 create or replace function scsql._partman_manages(p_schema text, p_parent text)
 returns boolean

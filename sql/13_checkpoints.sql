@@ -10,19 +10,41 @@
 -- by comparing the chain with the exported checkpoint.
 --
 -- Checkpoint payload (what the auditor signs), in the canonical field
--- encoding of scsql._enc: text "scsql/checkpoint/2", int project_id,
--- timestamptz at, int key_id, int number of heads, then for each chain in
--- chain_id order: int chain_id, int seq, bytea row_hash.
+-- encoding of scsql._enc. Format 3, written by this version:
+--   text "scsql/checkpoint/3", int project_id, timestamptz at, int key_id,
+--   int number of chains, then for each chain in chain_id order:
+--     int chain_id, int agent_id, int seq, bytea row_hash   (the head)
+--     int from_seq, int number of segments, then for each segment in seq
+--     order: int last_seq, bytea row_hash, text part.
+-- The segments cover the chain's rows from_seq + 1 .. seq, in order: segment
+-- i holds rows (last_seq of segment i-1, or from_seq) + 1 .. last_seq, all in
+-- the partition named part (scsql._chain_partitions: "scsql.sessions",
+-- "scsql.tool_calls@default", "scsql.tool_calls@2025-06-01T00:00:00Z"),
+-- and row_hash is the row_hash of its last row; the last segment ends at the
+-- head. from_seq is the chain's head in the auditor's previous format-3
+-- checkpoint (0 for the first), so successive checkpoints describe every
+-- row once. Exported lines carry agent_id, from_seq and segments in each
+-- head ({"chain_id", "agent_id", "seq", "row_hash", "from_seq", "segments":
+-- [{"last_seq", "row_hash", "part"}]}).
 --
--- Format 2 states that the auditor verified every row of each chain up to
+-- Format 3 states that the auditor verified every row of each chain up to
 -- its head (links, hashes and signatures) before signing: scsql checkpoint
 -- verifies first and refuses to sign chains that do not verify (SC132).
--- Verifiers then check every hash but the signatures only of rows after the
--- newest format-2 head of a chain (the rows up to it are the ones the
--- auditor verified, since their hashes lead to the signed head). Format 1,
--- "scsql/checkpoint/1" with the same fields, vouches for the heads only and
--- was written by earlier versions; verifiers accept both and tell them
--- apart by the payload the signature verifies.
+-- Verifiers then check every hash, but the signatures only of rows after the
+-- newest verified head of a chain (the rows up to it are the ones the
+-- auditor verified, since their hashes lead to signed hashes). A row may be
+-- missing only when a segment places it in a dated partition that no longer
+-- exists (retention dropped it; scsql._retire_partition drops only rows in
+-- segments), and the row after it must link to the hash the segment signed,
+-- so the rows kept around retired ones stay bound to signed hashes. The
+-- project and agent signed for a chain must still be the chain's.
+--
+-- Earlier formats are still verified and told apart by the payload the
+-- signature verifies: format 2, "scsql/checkpoint/2", int project_id,
+-- timestamptz at, int key_id, int number of heads, then per chain int
+-- chain_id, int seq, bytea row_hash (verified up to the heads, no agent and
+-- no segments); format 1, "scsql/checkpoint/1" with the same fields, only
+-- vouches for the heads.
 
 select scsql._define_error(code, name, meaning) from (values
   ('SC130', 'auditor_key_missing',  'No auditor key is registered, or the key_id is not the current auditor key.'),
@@ -103,9 +125,36 @@ $$;
 comment on function scsql._chain_row_hash(bigint, bigint) is
   'Private. The row_hash of the row at P_SEQ of chain P_CHAIN, whichever chained table holds it; NULL when none does.';
 
+create or replace function scsql._chain_row_at(p_chain bigint, p_seq bigint, out row_hash bytea, out part text)
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, scsql
+as $$
+declare
+  v_query text;
+  v_oid oid;
+begin
+  select string_agg(format('select row_hash, tableoid from %s where chain_id = $1 and seq = $2', t.table_name), ' union all ')
+  into v_query from scsql.chained_tables t;
+  if v_query is null then
+    return;
+  end if;
+  execute v_query || ' limit 1' into row_hash, v_oid using p_chain, p_seq;
+  select p.part into part from scsql._chain_partitions() p where p.relid = v_oid;
+end
+$$;
+comment on function scsql._chain_row_at(bigint, bigint) is
+  'Private. The row_hash of the row at P_SEQ of chain P_CHAIN and the partition holding it (its name in scsql._chain_partitions), whichever chained table holds it; NULLs when none does.';
+
+drop function if exists scsql.record_checkpoint(bigint, timestamptz, integer, bigint[], bigint[], bytea[], bytea);
+
 create or replace function scsql.record_checkpoint(
   p_project_id bigint, p_at timestamptz, p_key_id integer,
-  p_chain_ids bigint[], p_seqs bigint[], p_hashes bytea[], p_signature bytea)
+  p_chain_ids bigint[], p_seqs bigint[], p_hashes bytea[], p_signature bytea,
+  p_agent_ids bigint[] default null, p_from_seqs bigint[] default null,
+  p_seg_chain_ids bigint[] default null, p_seg_last_seqs bigint[] default null,
+  p_seg_hashes bytea[] default null, p_seg_parts text[] default null)
 returns bigint
 language plpgsql
 security definer
@@ -115,19 +164,38 @@ declare
   v_id bigint;
   v_chain scsql.chains;
   v_hash bytea;
+  v_at record;
+  v_next bigint;
+  v_format3 boolean := p_agent_ids is not null;
+  s record;
   i integer;
 begin
   if p_key_id is null or p_key_id is distinct from (select max(k.key_id) from scsql.auditor_keys k) then
     raise exception using errcode = 'SC130',
       message = format('key %s is not the current auditor key', coalesce(p_key_id::text, 'NULL')),
-      hint = 'An administrator registers the auditor''s key: scsql checkpoint --register-key.';
+      hint = 'Register the auditor''s key: scsql checkpoint --init.';
   end if;
   perform scsql._require(p_signature is not null and length(p_signature) = 64, 'signature must be 64 bytes (Ed25519)');
   perform scsql._require(p_at is not null and abs(extract(epoch from p_at - clock_timestamp())) <= extract(epoch from scsql._chain_clock_skew()),
-    'at must be within scsql.clock_skew of the server clock');
+    'at must be within scsql.chain_settings.clock_skew of the server clock');
   perform scsql._require(cardinality(p_chain_ids) >= 1 and cardinality(p_chain_ids) = cardinality(p_seqs)
                          and cardinality(p_seqs) = cardinality(p_hashes),
                          'chain_ids, seqs and hashes must be non-empty arrays of one length');
+  if v_format3 then
+    perform scsql._require(cardinality(p_agent_ids) = cardinality(p_chain_ids) and cardinality(p_from_seqs) = cardinality(p_chain_ids),
+                           'agent_ids and from_seqs must have one entry per chain');
+    perform scsql._require(p_seg_chain_ids is not null and p_seg_last_seqs is not null and p_seg_hashes is not null
+                           and p_seg_parts is not null
+                           and coalesce(cardinality(p_seg_chain_ids), 0) = coalesce(cardinality(p_seg_last_seqs), 0)
+                           and coalesce(cardinality(p_seg_last_seqs), 0) = coalesce(cardinality(p_seg_hashes), 0)
+                           and coalesce(cardinality(p_seg_hashes), 0) = coalesce(cardinality(p_seg_parts), 0),
+                           'the segment arrays must be given together and have one length');
+    perform scsql._require(not exists (select from unnest(p_seg_chain_ids) c where not c = any (p_chain_ids)),
+                           'every segment must belong to a chain of the checkpoint');
+  else
+    perform scsql._require(p_from_seqs is null and p_seg_chain_ids is null,
+                           'from_seqs and segments come with agent_ids (checkpoint format 3)');
+  end if;
   insert into scsql.checkpoints (project_id, at, key_id, signature)
   values (p_project_id, p_at, p_key_id, p_signature) returning checkpoint_id into v_id;
   for i in 1 .. cardinality(p_chain_ids) loop
@@ -145,14 +213,42 @@ begin
       raise exception using errcode = 'SC131',
         message = format('chain %s has no row at seq %s with that row_hash', p_chain_ids[i], p_seqs[i]);
     end if;
-    insert into scsql.checkpoint_heads (project_id, checkpoint_id, chain_id, seq, row_hash)
-    values (p_project_id, v_id, p_chain_ids[i], p_seqs[i], p_hashes[i]);
+    if v_format3 then
+      if p_agent_ids[i] is distinct from v_chain.agent_id then
+        raise exception using errcode = 'SC131',
+          message = format('chain %s belongs to agent %s, not %s', p_chain_ids[i], v_chain.agent_id, coalesce(p_agent_ids[i]::text, 'NULL'));
+      end if;
+      perform scsql._require(p_from_seqs[i] between 0 and p_seqs[i], 'from_seq must be between 0 and the head''s seq');
+      -- The segments cover from_seq + 1 .. seq in order; each ends at a row of its partition with its hash.
+      v_next := p_from_seqs[i] + 1;
+      for s in select u.last_seq, u.row_hash, u.part
+               from unnest(p_seg_chain_ids, p_seg_last_seqs, p_seg_hashes, p_seg_parts) u(chain_id, last_seq, row_hash, part)
+               where u.chain_id = p_chain_ids[i] order by u.last_seq loop
+        select * into v_at from scsql._chain_row_at(p_chain_ids[i], s.last_seq);
+        if s.last_seq < v_next or s.last_seq > p_seqs[i] or v_at.row_hash is distinct from s.row_hash
+           or v_at.part is distinct from s.part then
+          raise exception using errcode = 'SC131',
+            message = format('chain %s has no row at seq %s with that row_hash in partition %s (segments must cover seq %s to %s in order)',
+                             p_chain_ids[i], s.last_seq, coalesce(s.part, 'NULL'), p_from_seqs[i] + 1, p_seqs[i]);
+        end if;
+        insert into scsql.checkpoint_segments (project_id, checkpoint_id, chain_id, first_seq, last_seq, row_hash, part)
+        values (p_project_id, v_id, p_chain_ids[i], v_next, s.last_seq, s.row_hash, s.part);
+        v_next := s.last_seq + 1;
+      end loop;
+      if v_next <> p_seqs[i] + 1 then
+        raise exception using errcode = 'SC131',
+          message = format('the segments of chain %s end at seq %s, not at its head %s', p_chain_ids[i], v_next - 1, p_seqs[i]);
+      end if;
+    end if;
+    insert into scsql.checkpoint_heads (project_id, checkpoint_id, chain_id, seq, row_hash, agent_id, from_seq)
+    values (p_project_id, v_id, p_chain_ids[i], p_seqs[i], p_hashes[i],
+            case when v_format3 then p_agent_ids[i] end, case when v_format3 then p_from_seqs[i] end);
   end loop;
   return v_id;
 end
 $$;
-comment on function scsql.record_checkpoint(bigint, timestamptz, integer, bigint[], bigint[], bytea[], bytea) is
-  'Auditor. Records a checkpoint of project P_PROJECT_ID: the heads (chain_ids, seqs, row hashes) signed at P_AT with auditor key P_KEY_ID; the signed payload is described in sql/13_checkpoints.sql (canonical fields: "scsql/checkpoint/2", project_id, at, key_id, n, then chain_id, seq, row_hash per chain in chain_id order; format 2 means the auditor verified every row up to these heads, format 1 of earlier versions only vouches for the heads). Returns checkpoint_id. Raises SC130 when the key is not the current auditor key, SC131 when a head is not in its chain, SC010 for malformed arguments.';
+comment on function scsql.record_checkpoint(bigint, timestamptz, integer, bigint[], bigint[], bytea[], bytea, bigint[], bigint[], bigint[], bigint[], bytea[], text[]) is
+  'Auditor. Records a checkpoint of project P_PROJECT_ID: the heads (chain_ids, seqs, row hashes) signed at P_AT with auditor key P_KEY_ID, and in format 3 each chain''s agent (p_agent_ids), the seq after which its segments start (p_from_seqs) and the segments (p_seg_chain_ids, p_seg_last_seqs, p_seg_hashes, p_seg_parts: runs of rows in one partition, each with its last row''s hash; they cover from_seq + 1 .. seq in order). The signed payload is described in sql/13_checkpoints.sql; format 3 means the auditor verified every row up to these heads. Returns checkpoint_id. Raises SC130 when the key is not the current auditor key, SC131 when a head or segment is not in its chain (or the chain is of another project or agent), SC010 for malformed arguments.';
 
 create or replace function scsql.checkpoints(p_after_id bigint default 0)
 returns table (checkpoint_id bigint, project_id bigint, project text, at timestamptz, key_id integer,
@@ -163,7 +259,16 @@ security definer
 set search_path = pg_catalog, scsql
 as $$
   select c.checkpoint_id, c.project_id, p.name, c.at, c.key_id, encode(k.public_key, 'hex'), encode(c.signature, 'hex'),
-         (select jsonb_agg(jsonb_build_object('chain_id', h.chain_id, 'seq', h.seq, 'row_hash', encode(h.row_hash, 'hex'))
+         (select jsonb_agg(case when h.agent_id is null
+                                then jsonb_build_object('chain_id', h.chain_id, 'seq', h.seq, 'row_hash', encode(h.row_hash, 'hex'))
+                                else jsonb_build_object('chain_id', h.chain_id, 'seq', h.seq, 'row_hash', encode(h.row_hash, 'hex'),
+                                       'agent_id', h.agent_id, 'from_seq', h.from_seq,
+                                       'segments', coalesce((select jsonb_agg(jsonb_build_object('last_seq', g.last_seq,
+                                                                'row_hash', encode(g.row_hash, 'hex'), 'part', g.part)
+                                                              order by g.last_seq)
+                                                             from scsql.checkpoint_segments g
+                                                             where g.project_id = h.project_id and g.checkpoint_id = h.checkpoint_id
+                                                               and g.chain_id = h.chain_id), '[]'::jsonb)) end
                            order by h.chain_id)
           from scsql.checkpoint_heads h where h.project_id = c.project_id and h.checkpoint_id = c.checkpoint_id)
   from scsql.checkpoints c
@@ -173,4 +278,4 @@ as $$
   order by c.checkpoint_id
 $$;
 comment on function scsql.checkpoints(bigint) is
-  'Auditor. Checkpoints with checkpoint_id > P_AFTER_ID (default all), oldest first: project, signing time, auditor key id and public key, signature and heads (chain_id, seq, row_hash in hex) as JSON. scsql checkpoint --export appends them to a JSONL file.';
+  'Auditor. Checkpoints with checkpoint_id > P_AFTER_ID (default all), oldest first: project, signing time, auditor key id and public key, signature and heads as JSON (chain_id, seq, row_hash in hex; in format 3 also agent_id, from_seq and segments: last_seq, row_hash, part). scsql checkpoint --export appends them to a JSONL file.';

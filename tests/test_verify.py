@@ -134,7 +134,8 @@ def test_truncated_tail_is_found_against_the_exported_checkpoint(trail, tmp_path
             f"delete from scsql.tool_calls where chain_id = {ca} and seq = 5",
             f"update scsql.chains c set head_seq = 4, head_hash = t.row_hash from scsql.tool_calls t "
             f"where c.chain_id = {ca} and t.chain_id = {ca} and t.seq = 4",
-            "delete from scsql.checkpoint_heads", "delete from scsql.checkpoints")
+            "delete from scsql.checkpoint_segments", "delete from scsql.checkpoint_heads",
+            "delete from scsql.checkpoints")
     assert verify(db.admin, workers=1, progress=False).ok  # the database alone no longer knows
     brk, _ = _first_break(db, checkpoint_files=[export])
     assert (brk.chain_id, brk.seq, brk.kind) == (ca, 5, "checkpoint-mismatch")
@@ -255,6 +256,7 @@ def test_signatures_are_checked_after_the_newest_verified_checkpoint_or_all_with
     assert (cb, 2, "hash-mismatch") in [(x.chain_id, x.seq, x.kind) for x in brk]
     # A format-1 checkpoint (heads only) does not stand for verified signatures.
     with db.connect() as conn:
+        conn.execute("delete from scsql.checkpoint_segments")
         conn.execute("delete from scsql.checkpoint_heads")
         conn.execute("delete from scsql.checkpoints")
         conn.execute("set role scsql_auditor")

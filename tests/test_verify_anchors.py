@@ -1,0 +1,295 @@
+"""What verification trusts, attacked by a DBA (superuser, user triggers off):
+the horizon, whole chains, the project and author of rows, the clock
+tolerance, and the rows retention keeps around those it retires. Each attack
+is found by scsql verify and by scsql.verify_chain, at the right chain."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import psycopg
+import pytest
+
+from scsql import cli
+from scsql.cmd_audit import export_checkpoints, record_checkpoints
+from scsql.registry import Api
+from scsql.verify import verify
+
+from .test_partitions import _allow_old_rows, _auditor, _backdate_keys, _partition_of, _write_at
+from .test_verify import _sql_verify, _tamper, trail  # noqa: F401 - the fixture
+
+
+def _breaks(db, **kw) -> list[tuple[int, int, str]]:
+    return [(b.chain_id, b.seq, b.kind) for b in verify(db.admin, workers=1, progress=False, **kw).breaks]
+
+
+def _checkpoint(db, tmp_path):
+    """An auditor key, a checkpoint of every chain, and its export (kept outside the database)."""
+    key = _auditor(db)
+    record_checkpoints(db.admin, key, progress=False)
+    export = tmp_path / "outside" / "checkpoints.jsonl"
+    export_checkpoints(db.admin, export)
+    return key, export
+
+
+# -- S2: the horizon -------------------------------------------------------------------
+
+
+def test_moving_the_horizon_to_the_head_is_found(trail):
+    db, a, b, ca, cb = trail
+    _tamper(db, f"update scsql.tool_calls set output_tokens = 1 where chain_id = {ca} and seq = 3",
+            f"update scsql.chains set horizon_seq = head_seq, horizon_hash = head_hash where chain_id = {ca}")
+    assert _breaks(db) == [(ca, 6, "horizon-unanchored")]
+    sql = _sql_verify(db, ca)
+    assert (sql["ok"], sql["broken_seq"], sql["kind"]) == (False, 6, "horizon-unanchored")
+
+
+def test_a_horizon_at_a_checkpointed_head_still_leaves_every_row_checked(trail, tmp_path):
+    """Anchoring the horizon at a signed head is not enough to hide an edit:
+    every row still present is verified, whatever the horizon says."""
+    db, a, b, ca, cb = trail
+    _key, export = _checkpoint(db, tmp_path)
+    _tamper(db, f"update scsql.tool_calls set output_tokens = 1 where chain_id = {ca} and seq = 3",
+            f"update scsql.chains set horizon_seq = head_seq, horizon_hash = head_hash where chain_id = {ca}")
+    assert _breaks(db) == [(ca, 3, "hash-mismatch")]
+    assert _breaks(db, checkpoint_files=[export]) == [(ca, 3, "hash-mismatch")]
+    sql = _sql_verify(db, ca)
+    assert (sql["ok"], sql["broken_seq"], sql["kind"]) == (False, 3, "hash-mismatch")
+
+
+def test_a_row_removed_below_a_moved_horizon_is_a_gap(trail, tmp_path):
+    db, a, b, ca, cb = trail
+    _key, export = _checkpoint(db, tmp_path)
+    _tamper(db, f"delete from scsql.tool_calls where chain_id = {ca} and seq = 2",
+            f"update scsql.chains set horizon_seq = head_seq, horizon_hash = head_hash where chain_id = {ca}")
+    assert _breaks(db, checkpoint_files=[export]) == [(ca, 3, "seq-gap")]
+    sql = _sql_verify(db, ca)
+    assert (sql["broken_seq"], sql["kind"]) == (3, "seq-gap")
+
+
+# -- S3: whole chains, and breaks in checkpoint data under the right chain -------------------
+
+
+def test_a_deleted_chain_is_missing_against_checkpoints(trail, tmp_path):
+    db, a, b, ca, cb = trail
+    _key, export = _checkpoint(db, tmp_path)
+    _tamper(db, f"delete from scsql.tool_calls where chain_id = {cb}", f"delete from scsql.chains where chain_id = {cb}")
+    assert _breaks(db, checkpoint_files=[export]) == [(cb, 3, "chain-missing")]
+    assert _breaks(db) == [(cb, 3, "chain-missing")]  # the database's own checkpoint names it too
+    sql = _sql_verify(db, cb)
+    assert (sql["ok"], sql["broken_seq"], sql["kind"]) == (False, 3, "chain-missing")
+    # Without the database's checkpoints, the export alone still knows the chain.
+    _tamper(db, "delete from scsql.checkpoint_segments", "delete from scsql.checkpoint_heads",
+            "delete from scsql.checkpoints")
+    assert _breaks(db) == []
+    assert _breaks(db, checkpoint_files=[export]) == [(cb, 3, "chain-missing")]
+
+
+def test_a_break_in_checkpoint_data_names_the_chain_it_concerns(trail, tmp_path):
+    db, a, b, ca, cb = trail
+    assert ca < cb
+    _key, export = _checkpoint(db, tmp_path)
+    _tamper(db, f"delete from scsql.checkpoint_heads where chain_id = {cb}")
+    assert _breaks(db) == [(cb, 0, "checkpoint-signature")]
+    assert [(c, k) for c, _s, k in _breaks(db, checkpoint_files=[export])] == [(cb, "checkpoint-signature")]
+
+
+# -- S4: project and author -------------------------------------------------------------
+
+
+def test_a_row_moved_to_another_project_is_found(trail, tmp_path):
+    db, a, b, ca, cb = trail
+    other = db.project()
+    with db.connect() as conn:
+        pid = conn.execute("select project_id from scsql.projects where name = %s", (other,)).fetchone()["project_id"]
+    _tamper(db, f"update scsql.outcomes set project_id = {pid} where chain_id = {ca}")
+    assert _breaks(db) == [(ca, 6, "wrong-project")]
+    sql = _sql_verify(db, ca)
+    assert (sql["broken_seq"], sql["kind"]) == (6, "wrong-project")
+
+
+def test_a_row_given_another_author_fails_the_sql_verification(trail):
+    db, a, b, ca, cb = trail
+    with db.connect() as conn:
+        b_id = conn.execute("select agent_id from scsql.agents where name = %s", (b.name,)).fetchone()["agent_id"]
+    _tamper(db, f"update scsql.tool_calls set author_id = {b_id} where chain_id = {ca} and seq = 2")
+    sql = _sql_verify(db, ca)
+    assert (sql["broken_seq"], sql["kind"]) == (2, "wrong-author")
+    assert _breaks(db)[0][:2] == (ca, 2)
+
+
+def test_a_chain_moved_to_another_project_with_its_agent_is_found_against_checkpoints(trail, tmp_path):
+    """Rows, chain and agent moved together stay consistent among themselves;
+    the checkpoints the auditor signed still say where the chain was."""
+    db, a, b, ca, cb = trail
+    _key, export = _checkpoint(db, tmp_path)
+    other = db.project()
+    with db.connect() as conn:
+        pid = conn.execute("select project_id from scsql.projects where name = %s", (other,)).fetchone()["project_id"]
+    _tamper(db, f"update scsql.agents set project_id = {pid} where name = '{a.name}'",
+            f"update scsql.chains set project_id = {pid} where chain_id = {ca}",
+            f"update scsql.tool_calls set project_id = {pid} where chain_id = {ca}",
+            f"update scsql.outcomes set project_id = {pid} where chain_id = {ca}")
+    assert _breaks(db) == [(ca, 0, "chain-identity")]
+    assert _sql_verify(db, ca)["kind"] == "chain-identity"
+    _tamper(db, "delete from scsql.checkpoint_segments", "delete from scsql.checkpoint_heads",
+            "delete from scsql.checkpoints")
+    assert _breaks(db, checkpoint_files=[export]) == [(ca, 0, "chain-identity")]
+    # The chain alone moved (its agent did not): found without any checkpoint.
+    _tamper(db, f"update scsql.agents set project_id = (select project_id from scsql.agents where name = '{b.name}') "
+                f"where name = '{a.name}'")
+    assert _breaks(db) == [(ca, 0, "chain-identity")]
+    assert _sql_verify(db, ca)["kind"] == "chain-identity"
+
+
+def test_exported_checkpoints_name_each_chains_agent_and_old_lines_stay_readable(trail, tmp_path):
+    db, a, b, ca, cb = trail
+    _key, export = _checkpoint(db, tmp_path)
+    [line] = [json.loads(x) for x in export.read_text().splitlines()]
+    with db.connect() as conn:
+        agents = {r["chain_id"]: r["agent_id"] for r in conn.execute("select chain_id, agent_id from scsql.chains")}
+    assert {h["chain_id"]: h["agent_id"] for h in line["heads"]} == agents
+    assert all(h["segments"][-1]["last_seq"] == h["seq"] and h["from_seq"] == 0 for h in line["heads"])
+    # A format-2 line, as earlier versions exported it, is still verified and used.
+    from scsql.verify import checkpoint_payload
+
+    at = dt.datetime.fromisoformat(line["at"])
+    heads = [(h["chain_id"], h["seq"], bytes.fromhex(h["row_hash"])) for h in line["heads"]]
+    old = dict(line, checkpoint_id=999, heads=[{"chain_id": c, "seq": s, "row_hash": h.hex()} for c, s, h in heads],
+               signature=_key.sign(checkpoint_payload(line["project_id"], at, line["key_id"], heads, version=2)).hex())
+    old_file = tmp_path / "old.jsonl"
+    old_file.write_text(json.dumps(old) + "\n")
+    assert _breaks(db, checkpoint_files=[old_file]) == []
+    _tamper(db, f"delete from scsql.outcomes where chain_id = {ca}",
+            f"update scsql.chains c set head_seq = 5, head_hash = t.row_hash from scsql.tool_calls t "
+            f"where c.chain_id = {ca} and t.chain_id = {ca} and t.seq = 5",
+            "delete from scsql.checkpoint_segments", "delete from scsql.checkpoint_heads",
+            "delete from scsql.checkpoints")
+    assert _breaks(db, checkpoint_files=[old_file]) == [(ca, 6, "checkpoint-mismatch")]
+
+
+# -- S6: the clock tolerance --------------------------------------------------------------
+
+
+def test_an_agent_cannot_widen_the_clock_tolerance(scsql_db):
+    project = scsql_db.project()
+    a = scsql_db.agent("clock", project)
+    Api(a).call("record_tool_call", tool="now")
+    _backdate_keys(scsql_db)  # only the clock stands between a backdated row and the chain
+    backdated = dt.datetime.now(dt.UTC) - dt.timedelta(days=2)
+    with pytest.raises(psycopg.Error) as err, psycopg.connect(scsql_db.login(a.name)) as conn:
+        conn.execute("set scsql.clock_skew = '100 years'")
+        from scsql.audit import TOOL_CALL_FIELDS
+        from scsql.chain import sign_row
+
+        args = sign_row(a, "scsql.tool_calls", TOOL_CALL_FIELDS, {"tool": "backdated"}, at=backdated)
+        conn.execute("select * from scsql.record_tool_call(p_tool => 'backdated', p_at => %s, p_key_id => %s, "
+                     "p_signature => %s)", (backdated, args["key_id"], args["signature"]))
+    assert err.value.sqlstate == "SC103"
+    with pytest.raises(psycopg.Error) as err, psycopg.connect(scsql_db.login(a.name)) as conn:
+        conn.execute("select scsql.set_clock_skew('100 years')")
+    assert err.value.sqlstate == "42501"
+    with scsql_db.connect() as conn:  # administrators set it, within bounds
+        with pytest.raises(psycopg.Error) as err:
+            conn.execute("select scsql.set_clock_skew('100 years')")
+        assert err.value.sqlstate == "SC010"
+        conn.rollback()
+        assert conn.execute("select scsql.set_clock_skew('3 days') as s").fetchone()["s"] == dt.timedelta(days=3)
+        conn.commit()
+    from scsql.audit import TOOL_CALL_FIELDS
+    from scsql.chain import sign_row
+
+    args = sign_row(a, "scsql.tool_calls", TOOL_CALL_FIELDS, {"tool": "backdated"}, at=backdated)
+    with a.transaction() as conn:
+        conn.execute("select * from scsql.record_tool_call(p_tool => 'backdated', p_at => %s, p_key_id => %s, "
+                     "p_signature => %s)", (backdated, args["key_id"], args["signature"]))
+
+
+# -- retention: every row still present is verified -----------------------------------------
+
+
+@pytest.fixture
+def retired(scsql_db, tmp_path):
+    """Agent A's chain: a session (seq 1, never retired), two tool calls three
+    days old (seq 2, 3), a tool call and an outcome of today (seq 4, 5), all
+    checkpointed and exported, then a tool call after the checkpoint (seq 6);
+    the old partition is then retired."""
+    db = scsql_db
+    _allow_old_rows(db)
+    three_days_ago = dt.datetime.now(dt.UTC) - dt.timedelta(days=3)
+    with db.connect() as conn:
+        conn.execute("set role scsql_owner")
+        conn.execute("select scsql._create_day_partition('scsql.tool_calls', %s)", (three_days_ago.date(),))
+    project = db.project()
+    a = db.agent("ret", project)
+    _backdate_keys(db)
+    api = Api(a)
+    api.call("start_session", client="test", title="kept forever")
+    _write_at(a, three_days_ago, "old-1")
+    _write_at(a, three_days_ago, "old-2")
+    api.call("record_tool_call", tool="new-1")
+    api.call("record_outcome", kind="accepted", summary="kept", task_ref="T-1")
+    old = _partition_of(db, "old-1")
+    with db.connect() as conn:
+        with pytest.raises(psycopg.Error) as err:  # no checkpoint covers the old rows yet
+            conn.execute("select scsql._retire_partition(%s::regclass)", (old,))
+        assert err.value.sqlstate == "SC120"
+    _key, export = _checkpoint(db, tmp_path)
+    api.call("record_tool_call", tool="after")
+    with db.connect() as conn:
+        conn.execute("select scsql._retire_partition(%s::regclass)", (old,))
+        chain = conn.execute("select chain_id from scsql.chains").fetchone()["chain_id"]
+    return db, a, chain, export
+
+
+def test_rows_kept_around_retired_ones_are_verified(retired):
+    db, a, chain, export = retired
+    report = verify(db.admin, workers=1, progress=False, checkpoint_files=[export])
+    assert report.ok and report.rows == 4  # seq 1, 4, 5, 6: every row still present
+    assert _sql_verify(db, chain)["ok"] and _sql_verify(db, chain)["rows_checked"] == 4
+    for table, seq in (("sessions", 1), ("tool_calls", 4), ("outcomes", 5)):
+        column = {"sessions": "title", "tool_calls": "tool", "outcomes": "summary"}[table]
+        _tamper(db, f"update scsql.{table} set {column} = {column} || ' (edited)' where chain_id = {chain} and seq = {seq}")
+        assert _breaks(db, checkpoint_files=[export]) == [(chain, seq, "hash-mismatch")], table
+        assert (_sql_verify(db, chain)["broken_seq"], _sql_verify(db, chain)["kind"]) == (seq, "hash-mismatch")
+        _tamper(db, f"update scsql.{table} set {column} = replace({column}, ' (edited)', '') "
+                    f"where chain_id = {chain} and seq = {seq}")
+    assert _breaks(db) == []
+
+
+def test_only_rows_of_retired_partitions_may_be_missing(retired):
+    db, a, chain, export = retired
+    # The session (its table is never retired) and a row of today cannot vanish like retired rows.
+    _tamper(db, f"delete from scsql.sessions where chain_id = {chain} and seq = 1")
+    assert _breaks(db, checkpoint_files=[export]) == [(chain, 4, "seq-gap")]
+    assert (_sql_verify(db, chain)["broken_seq"], _sql_verify(db, chain)["kind"]) == (4, "seq-gap")
+
+
+def test_only_todays_row_removed_is_a_gap(retired):
+    db, a, chain, export = retired
+    _tamper(db, f"delete from scsql.tool_calls where chain_id = {chain} and seq = 4")
+    assert _breaks(db, checkpoint_files=[export]) == [(chain, 5, "seq-gap")]
+    assert (_sql_verify(db, chain)["broken_seq"], _sql_verify(db, chain)["kind"]) == (5, "seq-gap")
+
+
+def test_a_row_after_retired_ones_links_to_the_signed_hash(retired):
+    """The row after the retired run must name, as its prev_hash, the hash the
+    checkpoint signed for the last retired row."""
+    db, a, chain, export = retired
+    _tamper(db, f"update scsql.tool_calls set prev_hash = sha256(prev_hash) where chain_id = {chain} and seq = 4")
+    assert _breaks(db, checkpoint_files=[export]) == [(chain, 4, "prev-mismatch")]
+    assert _sql_verify(db, chain)["kind"] == "prev-mismatch"
+
+
+def test_checkpoint_after_retention_covers_only_new_rows_and_cli_verifies(retired, tmp_path, monkeypatch, capsys):
+    db, a, chain, export = retired
+    key = _auditor(db)
+    record_checkpoints(db.admin, key, progress=False)
+    assert export_checkpoints(db.admin, export) == 1
+    newest = json.loads(export.read_text().splitlines()[-1])
+    assert [(h["from_seq"], h["seq"], [g["last_seq"] for g in h["segments"]]) for h in newest["heads"]] == [(5, 6, [6])]
+    monkeypatch.setenv("SCSQL_DSN", db.admin)
+    capsys.readouterr()
+    assert cli.main(["verify", "--checkpoints", str(export)]) == 0
+    assert "4 rows in 1 chains" in capsys.readouterr().out
