@@ -2,9 +2,19 @@
 --
 -- Agents write only through the functions of sql/20_memory.sql (security
 -- definer). They read, as themselves, what search, recall_context and pack
--- need: working memory of their own project; the knowledge base, its BM25
--- statistics and embeddings of every project they may read (their own and
--- those granted with grant_project_read). The embedding queue is private.
+-- need: working memory of their own project only; all of their own
+-- project's knowledge base; and of a project granted to them with
+-- grant_project_read only its published knowledge: sources of kind file,
+-- url and note (kb_sources.published, copied to their chunks and
+-- postings), their chunks, postings and embeddings, the terms that occur in
+-- them (published_df > 0), and the statistics row. Never another project's
+-- session summaries, archived facts or learnings. The embedding queue is
+-- private.
+--
+-- Each policy tests the own project first: its rows pass on that
+-- comparison, and the test for another project's rows (for embeddings, a
+-- lookup of a published chunk with that text) runs only for rows of other
+-- projects.
 
 select scsql._secure_table(t) from unnest(array[
   'scsql.embed_models', 'scsql.memory_state', 'scsql.memory_facts', 'scsql.kb_sources',
@@ -19,17 +29,24 @@ create policy agent_read on scsql.embed_models for select to scsql_agent using (
 create policy agent_read on scsql.memory_facts for select to scsql_agent
   using (project_id = (select scsql._my_project()));
 create policy agent_read on scsql.memory_state for select to scsql_agent
-  using (project_id = any ((select scsql._readable_projects())::bigint[]));
+  using (project_id = (select scsql._my_project())
+         or project_id = any ((select scsql._readable_projects())::bigint[]));
 create policy agent_read on scsql.kb_sources for select to scsql_agent
-  using (project_id = any ((select scsql._readable_projects())::bigint[]));
+  using (project_id = (select scsql._my_project())
+         or (published and project_id = any ((select scsql._readable_projects())::bigint[])));
 create policy agent_read on scsql.kb_chunks for select to scsql_agent
-  using (project_id = any ((select scsql._readable_projects())::bigint[]));
+  using (project_id = (select scsql._my_project())
+         or (published and project_id = any ((select scsql._readable_projects())::bigint[])));
 create policy agent_read on scsql.kb_terms for select to scsql_agent
-  using (project_id = any ((select scsql._readable_projects())::bigint[]));
+  using (project_id = (select scsql._my_project())
+         or (published_df > 0 and project_id = any ((select scsql._readable_projects())::bigint[])));
 create policy agent_read on scsql.kb_postings for select to scsql_agent
-  using (project_id = any ((select scsql._readable_projects())::bigint[]));
+  using (project_id = (select scsql._my_project())
+         or (published and project_id = any ((select scsql._readable_projects())::bigint[])));
 create policy agent_read on scsql.kb_embeddings for select to scsql_agent
-  using (project_id = any ((select scsql._readable_projects())::bigint[]));
+  using (project_id = (select scsql._my_project())
+         or (project_id = any ((select scsql._readable_projects())::bigint[])
+             and scsql._published_text(project_id, chunk_hash)));
 
 -- Helpers the API evaluates as the caller.
 grant execute on function
@@ -39,8 +56,11 @@ grant execute on function
   scsql._search(bigint[], text, integer, text[], text, timestamptz, text, vector, text, double precision,
                 double precision, double precision, double precision, double precision, integer),
   scsql._bm25(bigint[], text[], double precision, double precision, integer, text[], text, timestamptz),
-  scsql._recall_broadcasts(bigint, integer)
+  scsql._recall_broadcasts(bigint, integer), scsql._published_text(bigint, text)
 to scsql_agent;
+
+-- The index tool asks, before it reads a file, whether it may read the directory.
+grant execute on function scsql._index_scope(text) to scsql_agent;
 
 -- Background work done by scsql worker and the MCP server, as an agent.
 grant execute on function

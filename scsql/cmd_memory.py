@@ -19,9 +19,11 @@ def cmd_index(ctx, args) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0 if not report["failed"] else 1
+    counts = report["skipped_counts"]
+    why = f" ({', '.join(f'{n} {reason}' for reason, n in counts.items())})" if counts else ""
     print(f"scsql: indexed {report['indexed']} file(s) ({report['chunks']} chunks), "
           f"{report['unchanged']} unchanged, {len(report['removed'])} removed, "
-          f"{len(report['skipped'])} skipped, {len(report['failed'])} failed; root {report['root']}")
+          f"{len(report['skipped'])} skipped{why}, {len(report['failed'])} failed; root {report['root']}")
     for s in report["skipped"]:
         print(f"  skipped {s['path']}: {s['reason']}", file=sys.stderr)
     for f in report["failed"]:

@@ -19,8 +19,23 @@ decides what changed:
    :func:`code_spans`; Markdown and other text are chunked by the database
    (headings, then blank lines).
 
-Paths are stored relative to the project root: the nearest directory at or
-above PATH that contains ``.git``, else PATH itself.
+Paths are stored relative to the project root: the project's ``root_path``
+when it has one, else the nearest directory at or above PATH that contains
+``.git``, else PATH itself.
+
+What is never read (:func:`prepare`, before any file is opened):
+
+* a directory outside the project's ``root_path``, or inside a store of
+  secrets (``.ssh``, ``.gnupg``, ``.aws``, ...): refused by
+  ``scsql._index_scope`` in the database (SC213, SC214);
+* the scsql data directory and the keystore (SCSQL_DATA_DIR, SCSQL_KEYSTORE):
+  refused here (SC223), and skipped when met below PATH;
+* files named like secrets (:data:`SECRET_NAMES`) and stores of secrets met
+  below PATH: skipped unread. A file that holds a PEM private key
+  (:func:`holds_private_key`, the rule ``scsql.index_text`` enforces too) is
+  skipped whatever its name.
+
+The report counts what was skipped, per reason (``skipped_counts``).
 """
 
 from __future__ import annotations
@@ -29,14 +44,38 @@ import ast
 import hashlib
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 import pathspec
 from psycopg.types.json import Jsonb
 
+from .config import Settings
 from .errors import ScsqlError
+
+INDEX_PATH_PROTECTED = "SC223"
+
+# Files never read (file names, lower-cased, as shell patterns).
+SECRET_NAMES = (
+    ".env*", "*.pem", "*.key", "*.ppk", "*.p12", "*.pfx", "*.jks", "*.keystore",
+    "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*",
+    ".netrc", "_netrc", ".pgpass", ".git-credentials", ".pypirc",
+    "credentials", "credentials.json", "credentials.csv", "credentials.yml", "credentials.yaml",
+    "credentials.toml", "credentials.ini", "credentials.xml", "*.credentials",
+)
+# Directories never entered; the same list as scsql._index_scope.
+SECRET_DIRS = frozenset({".ssh", ".gnupg", ".aws", ".azure", ".kube", ".password-store"})
+# A PEM private key block; the same expression as scsql._holds_private_key.
+PRIVATE_KEY = re.compile(
+    r"-----BEGIN(?: [A-Z0-9]+)* PRIVATE KEY(?: BLOCK)?-----\s+(?:[A-Za-z0-9-]+:[^\n]*\s+)*[A-Za-z0-9+/=]{16,}")
+
+SKIP_SECRET_NAME = "secret file name"
+SKIP_PRIVATE_KEY = "holds a private key"
+SKIP_SECRET_DIR = "secret store directory"
+SKIP_PROTECTED = "scsql data directory or keystore"
 
 MAX_BYTES = 2 * 1024 * 1024
 MAX_CHUNK_CHARS = 1500
@@ -60,9 +99,39 @@ class Tree:
     prefix: str
     files: list[FileEntry] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
+    _counts: Counter[str] = field(default_factory=Counter)
 
     def manifest(self) -> list[dict[str, str]]:
         return [{"path": f.rel, "content_hash": f.sha256} for f in self.files]
+
+    def skip(self, rel: str, reason: str, category: str | None = None) -> None:
+        self.skipped.append({"path": rel, "reason": reason})
+        self._counts[category or reason] += 1
+
+    def skipped_counts(self) -> dict[str, int]:
+        """How many paths were skipped, per reason, most frequent first."""
+        return dict(sorted(self._counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def holds_private_key(text: str) -> bool:
+    """True when TEXT holds a PEM private key block (the marker alone is not one)."""
+    return PRIVATE_KEY.search(text) is not None
+
+
+def secret_name(name: str) -> bool:
+    """True for a file name that looks like a secret (see SECRET_NAMES)."""
+    lower = name.lower()
+    return any(fnmatchcase(lower, pattern) for pattern in SECRET_NAMES)
+
+
+def protected_dirs() -> tuple[Path, ...]:
+    """The scsql data directory and keystore of this process (resolved)."""
+    settings = Settings.load()
+    return settings.data_dir, settings.keystore
+
+
+def _within(path: Path, base: Path) -> bool:
+    return path == base or base in path.parents
 
 
 def project_root(path: Path) -> Path:
@@ -119,15 +188,46 @@ def _is_binary(data: bytes) -> bool:
     return False
 
 
-def scan(path: str | Path) -> Tree:
-    """The indexable files under PATH (see the module docstring)."""
+def _start(path: str | Path) -> Path:
     start = Path(path).expanduser()
     if not start.exists():
         raise ScsqlError("SC010", f"{path} does not exist")
     start = start.resolve()
     if not start.is_dir():
         raise ScsqlError("SC010", f"{path} is not a directory", "index a directory; index_text takes one text")
-    root = project_root(start)
+    return start
+
+
+def _refuse_protected(start: Path, protected: tuple[Path, ...]) -> None:
+    for base in protected:
+        if _within(start, base):
+            raise ScsqlError(INDEX_PATH_PROTECTED,
+                             f"{start} is the scsql data directory or keystore, or inside it ({base}); "
+                             "scsql never indexes it", "index the project's source tree")
+
+
+def prepare(agent, path: str | Path) -> Tree:
+    """Check that PATH may be indexed by the agent, then scan it.
+
+    The database decides (scsql._index_scope) whether the directory is inside
+    the project's root_path and outside stores of secrets, and names the root;
+    this process refuses its own data directory and keystore."""
+    start = _start(path)
+    protected = protected_dirs()
+    _refuse_protected(start, protected)
+    with agent.transaction() as conn:
+        root = conn.execute("select scsql._index_scope(%s) as root", (str(start),)).fetchone()["root"]
+    return scan(start, root=Path(root) if root else None, protected=protected)
+
+
+def scan(path: str | Path, root: Path | None = None, protected: tuple[Path, ...] | None = None) -> Tree:
+    """The indexable files under PATH (see the module docstring). ROOT is the
+    project root (default: found from PATH); PROTECTED the directories never
+    read (default: this process's data directory and keystore)."""
+    start = _start(path)
+    protected = protected_dirs() if protected is None else protected
+    _refuse_protected(start, protected)
+    root = root or project_root(start)
     prefix = "" if start == root else start.relative_to(root).as_posix()
     tree = Tree(root, prefix)
     ignore = _Ignore(root)
@@ -144,9 +244,15 @@ def scan(path: str | Path) -> Tree:
             full = here / d
             if full.is_symlink():
                 if not _inside(full, root):
-                    tree.skipped.append({"path": rel, "reason": "symbolic link leaves the project root"})
+                    tree.skip(rel, "symbolic link leaves the project root")
                 continue  # directory links are not followed
-            if not ignore.ignored(rel, True):
+            if ignore.ignored(rel, True):
+                continue
+            if d.lower() in SECRET_DIRS:
+                tree.skip(rel, SKIP_SECRET_DIR)
+            elif any(full == base for base in protected):
+                tree.skip(rel, SKIP_PROTECTED)
+            else:
                 keep.append(d)
         dirnames[:] = keep
         for name in sorted(filenames):
@@ -154,24 +260,40 @@ def scan(path: str | Path) -> Tree:
             full = here / name
             if ignore.ignored(rel, False):
                 continue
-            if full.is_symlink() and not _inside(full, root):
-                tree.skipped.append({"path": rel, "reason": "symbolic link leaves the project root"})
+            target = full
+            if full.is_symlink():
+                if not _inside(full, root):
+                    tree.skip(rel, "symbolic link leaves the project root")
+                    continue
+                target = full.resolve()
+            if secret_name(name) or secret_name(target.name):
+                tree.skip(rel, SKIP_SECRET_NAME)
                 continue
+            if target != full:
+                if any(_within(target, base) for base in protected):
+                    tree.skip(rel, SKIP_PROTECTED)
+                    continue
+                if any(part.lower() in SECRET_DIRS for part in target.relative_to(root).parts):
+                    tree.skip(rel, SKIP_SECRET_DIR)
+                    continue
             try:
                 if not full.is_file():
                     continue
                 size = full.stat().st_size
                 if size > MAX_BYTES:
-                    tree.skipped.append({"path": rel, "reason": f"larger than 2 MiB ({size} bytes)"})
+                    tree.skip(rel, f"larger than 2 MiB ({size} bytes)", "larger than 2 MiB")
                     continue
                 data = full.read_bytes()
             except OSError as exc:
-                tree.skipped.append({"path": rel, "reason": f"unreadable: {exc.strerror or exc}"})
+                tree.skip(rel, f"unreadable: {exc.strerror or exc}", "unreadable")
                 continue
             if not data.strip():
                 continue
             if _is_binary(data):
-                tree.skipped.append({"path": rel, "reason": "binary"})
+                tree.skip(rel, "binary")
+                continue
+            if holds_private_key(data.decode("utf-8")):
+                tree.skip(rel, SKIP_PRIVATE_KEY)
                 continue
             tree.files.append(FileEntry(rel, full, hashlib.sha256(data).hexdigest()))
     return tree
@@ -336,7 +458,7 @@ def index_files(agent, tree: Tree, actions: list[dict[str, Any]], progress: bool
     report: dict[str, Any] = {
         "root": str(tree.root), "prefix": tree.prefix, "files": len(tree.files), "indexed": 0,
         "unchanged": len(tree.files) - len(todo), "removed": removed, "chunks": 0,
-        "skipped": tree.skipped, "failed": [],
+        "skipped": tree.skipped, "skipped_counts": tree.skipped_counts(), "failed": [],
     }
     bar = tqdm(todo, desc="indexing", unit="file", disable=None if progress is None else not progress)
     for rel in bar:
@@ -360,8 +482,8 @@ def index_files(agent, tree: Tree, actions: list[dict[str, Any]], progress: bool
 
 
 def index_tree(agent, path: str | Path, progress: bool | None = None) -> dict[str, Any]:
-    """Index PATH into the agent's project: scan, compare in one round trip, index what changed."""
-    tree = scan(path)
+    """Index PATH into the agent's project: check it may, scan, compare in one round trip, index what changed."""
+    tree = prepare(agent, path)
     with agent.transaction() as conn:
         actions = conn.execute("select path, action from scsql.index(%s, %s)",
                                (tree.prefix, Jsonb(tree.manifest()))).fetchall()

@@ -8,8 +8,9 @@
   process that already has the model loaded embeds the few chunks just
   queued (inline for small writes); otherwise ``scsql worker`` does. The
   write itself never waits on the model.
-* index: walks a local directory (see indexer.py), lets the database compare
-  it with what is indexed, then indexes what changed.
+* index: has the database check that the agent may index the local
+  directory, walks it (see indexer.py; secrets are never read), lets the
+  database compare it with what is indexed, then indexes what changed.
 * Every text argument is checked for NUL bytes, which PostgreSQL text cannot
   hold, so the caller gets a clear error rather than a driver failure.
 """
@@ -103,7 +104,7 @@ def _index_before(agent, args: dict[str, Any]) -> dict[str, Any]:
     path = args.get("path")
     if not isinstance(path, str) or not path.strip():
         raise ScsqlError("SC010", "index needs path, a directory to index")
-    tree = indexer.scan(path)
+    tree = indexer.prepare(agent, path)
     _tree.set(tree)
     return {"path": tree.prefix, "manifest": tree.manifest()}
 

@@ -449,7 +449,7 @@ begin
 end
 $$;
 comment on function scsql.grant_project_read(text, text) is
-  'Administrators only. Lets agent AGENT read the public rows of project PROJECT (cross-project search, public outcomes). Idempotent. Raises SC005 / SC003 for unknown names.';
+  'Administrators only. Lets agent AGENT read the public rows of project PROJECT: its published knowledge (indexed files, URLs and notes, through search_global) and its public outcomes and learnings. Working memory, session summaries, archived facts and internal learnings stay within the project. Idempotent. Raises SC005 / SC003 for unknown names.';
 
 create or replace function scsql.revoke_project_read(p_project text, p_agent text)
 returns boolean

@@ -47,13 +47,19 @@ select scsql._define_error(code, name, meaning) from (values
   ('SC207', 'embedding_invalid', 'An embedding has the wrong dimension for its model, or the model name is unknown.'),
   ('SC208', 'summary_invalid', 'A session summary must be an object with keys done, decisions, files, open_tasks (each a string or a list of strings), not all empty, at most 20,000 characters.'),
   ('SC209', 'search_argument_invalid', 'A search parameter is out of range (k 1-200, depth 1-1000, budget 50-100000, k1 > 0, b in [0, 1], weights >= 0, rrf_k >= 1, mode bm25/vector/hybrid).'),
-  ('SC210', 'manifest_invalid', 'The file manifest given to index is not a list of {path, content_hash} objects with relative paths.')
+  ('SC210', 'manifest_invalid', 'The file manifest given to index is not a list of {path, content_hash} objects with relative paths.'),
+  ('SC211', 'source_path_reserved', 'index_text does not write paths that start with learning:, session:, fact:, memory: or message: (in any letter case): they name learnings, session summaries, archived facts, working memory and broadcasts, which only scsql writes.'),
+  ('SC212', 'source_not_yours', 'A session summary or a learning in the knowledge base belongs to the agent that wrote it (the learning''s author); only that agent may forget it, by path or by chunk.'),
+  ('SC213', 'index_path_outside_root', 'The directory to index is not inside the project''s root_path (compared with its real path, symbolic links resolved), or is not an absolute path.'),
+  ('SC214', 'index_path_secret_store', 'The directory to index is, or is inside, a store of secrets (.ssh, .gnupg, .aws, .azure, .kube, .password-store); scsql never indexes those.'),
+  ('SC215', 'private_key_refused', 'The text holds a PEM private key block (-----BEGIN ... PRIVATE KEY----- followed by key data); nothing was stored. Keys never belong in working memory or the knowledge base (index_text, remember, summarize_session refuse them; the index tool skips such files; a learning holding one is not indexed).')
 ) as t(code, name, meaning);
 
 select scsql._define_error(code, name, meaning, 'client') from (values
   ('SC220', 'embed_model_invalid', 'The default embedding model is not installed at its pinned version, or its model or tokenizer file does not match the pinned sha256. Reinstall, or set SCSQL_EMBED=none.'),
   ('SC221', 'embed_unreachable', 'The Ollama server named by SCSQL_OLLAMA_URL did not answer with embeddings. Start it and pull the model, or set SCSQL_EMBED=none.'),
-  ('SC222', 'text_has_nul', 'A text argument contains a NUL byte, which PostgreSQL text cannot hold; nothing was stored.')
+  ('SC222', 'text_has_nul', 'A text argument contains a NUL byte, which PostgreSQL text cannot hold; nothing was stored.'),
+  ('SC223', 'index_path_protected', 'The directory to index is, or is inside, the scsql data directory (SCSQL_DATA_DIR) or the keystore (SCSQL_KEYSTORE); scsql never indexes them.')
 ) as t(code, name, meaning);
 
 -- ---------------------------------------------------------------------------
@@ -147,6 +153,42 @@ immutable strict parallel safe
 as $$ select ceil(pg_catalog.char_length(p_text) / 4.0)::integer $$;
 comment on function scsql._tokens(text) is
   'Private. The token estimate used for budgets: ceil(characters / 4).';
+
+create or replace function scsql._holds_private_key(p_text text)
+returns boolean
+language sql
+immutable strict parallel safe
+as $$
+  -- The same expression as scsql/indexer.py's PRIVATE_KEY.
+  select p_text ~ '-----BEGIN(?: [A-Z0-9]+)* PRIVATE KEY(?: BLOCK)?-----\s+(?:[A-Za-z0-9-]+:[^\n]*\s+)*[A-Za-z0-9+/=]{16,}'
+$$;
+comment on function scsql._holds_private_key(text) is
+  'Private. True when a text holds a PEM private key block: a line -----BEGIN <words> PRIVATE KEY----- (or PGP''s PRIVATE KEY BLOCK), then optional header lines (Proc-Type: ...), then at least 16 characters of base64 key data. Naming the marker alone is not a key.';
+
+create or replace function scsql._published_text(p_project bigint, p_chunk_hash text)
+returns boolean
+language sql
+stable
+as $$
+  -- Not inlined (it holds a sub-select), so a policy calls it row by row, for
+  -- the few rows of other projects a vector search visits, rather than
+  -- hashing every published chunk first.
+  select exists (select from scsql.kb_chunks c
+                 where c.project_id = p_project and c.chunk_hash = p_chunk_hash and c.published)
+$$;
+comment on function scsql._published_text(bigint, text) is
+  'Private, for the row-level security of kb_embeddings. True when a published chunk (of a file, URL or note) of the project, visible to the caller, has this text (chunk_hash).';
+
+create or replace function scsql._reserved_path(p_path text)
+returns boolean
+language sql
+immutable strict parallel safe
+as $$
+  select pg_catalog.lower(pg_catalog.btrim(pg_catalog.translate(p_path, U&'\200B\200C\200D\2060\FEFF', ''), E' \t'))
+         ~ '^(learning|session|fact|memory|message):'
+$$;
+comment on function scsql._reserved_path(text) is
+  'Private. True for source paths only scsql writes: learning:<id> (learnings), session:<agent>/<time> (session summaries), fact:<key> (archived facts), and memory: and message:, which pack and recall_context use to cite working memory and broadcasts. Letter case, surrounding blanks and zero-width characters do not matter.';
 
 -- ---------------------------------------------------------------------------
 -- Chunking
@@ -352,38 +394,44 @@ declare
   v_n bigint;
   v_len bigint;
   v_files bigint;
+  v_pub_n bigint;
+  v_pub_len bigint;
 begin
   with old as (
     delete from scsql.kb_chunks c
     where c.project_id = p_project and c.chunk_id = any(p_chunk_ids)
-    returning c.chunk_id, c.term_ids, c.n_terms, c.chunk_hash, c.source_id
+    returning c.chunk_id, c.term_ids, c.n_terms, c.chunk_hash, c.source_id, c.published
   ),
   pairs as (
-    select o.chunk_id, u.term_id from old o, unnest(o.term_ids) u(term_id)
+    select o.chunk_id, u.term_id, o.published from old o, unnest(o.term_ids) u(term_id)
   ),
   dp as (
     delete from scsql.kb_postings p using pairs
     where p.project_id = p_project and p.term_id = pairs.term_id and p.chunk_id = pairs.chunk_id
   ),
   dt as (
-    update scsql.kb_terms t set df = t.df - d.n
-    from (select term_id, count(*) as n from pairs group by term_id order by term_id) d
+    update scsql.kb_terms t set df = t.df - d.n, published_df = t.published_df - d.np
+    from (select term_id, count(*) as n, count(*) filter (where published) as np
+          from pairs group by term_id order by term_id) d
     where t.project_id = p_project and t.term_id = d.term_id
   )
   select array_agg(distinct o.chunk_hash), count(*), coalesce(sum(o.n_terms), 0),
-         count(*) filter (where s.kind = 'file')
-    into v_hashes, v_n, v_len, v_files
+         count(*) filter (where s.kind = 'file'),
+         count(*) filter (where o.published), coalesce(sum(o.n_terms) filter (where o.published), 0)
+    into v_hashes, v_n, v_len, v_files, v_pub_n, v_pub_len
   from old o join scsql.kb_sources s on s.project_id = p_project and s.source_id = o.source_id;
 
   update scsql.memory_state
      set n_chunks = n_chunks - v_n, total_len = total_len - v_len,
-         n_file_chunks = n_file_chunks - v_files, updated_at = now()
+         n_file_chunks = n_file_chunks - v_files,
+         published_chunks = published_chunks - v_pub_n, published_len = published_len - v_pub_len,
+         updated_at = now()
    where project_id = p_project;
   return coalesce(v_hashes, '{}');
 end
 $$;
 comment on function scsql._unindex_chunks(bigint, bigint[]) is
-  'Private. Removes chunks with their postings, lowering document frequencies and the project''s BM25 statistics. Returns the removed chunk hashes.';
+  'Private. Removes chunks with their postings, lowering document frequencies (whole and published) and the project''s BM25 statistics. Returns the removed chunk hashes.';
 
 create or replace function scsql._index_chunks(p_project bigint, p_source_id bigint, p_path text,
                                                p_content text, p_spans jsonb, p_is_file boolean)
@@ -397,7 +445,10 @@ declare
   v_n integer;
   v_len bigint;
   v_hashes text[];
+  v_published boolean;
 begin
+  select s.published into strict v_published from scsql.kb_sources s
+  where s.project_id = p_project and s.source_id = p_source_id;
   with x as materialized (
     select * from scsql._chunk_text(p_content, p_spans)
   ),
@@ -408,10 +459,12 @@ begin
     from x, scsql._terms(concat_ws(E'\n', p_path, x.anchor, x.content)) t
   ),
   up as (
-    insert into scsql.kb_terms (project_id, term, df, max_tf)
-    select p_project, tt.term, count(*), max(tt.tf) from tt group by tt.term order by tt.term
+    insert into scsql.kb_terms (project_id, term, df, max_tf, published_df)
+    select p_project, tt.term, count(*), max(tt.tf), case when v_published then count(*) else 0 end
+    from tt group by tt.term order by tt.term
     on conflict (project_id, term) do update
-      set df = kb_terms.df + excluded.df, max_tf = greatest(kb_terms.max_tf, excluded.max_tf)
+      set df = kb_terms.df + excluded.df, max_tf = greatest(kb_terms.max_tf, excluded.max_tf),
+          published_df = kb_terms.published_df + excluded.published_df
     returning kb_terms.term_id, kb_terms.term
   ),
   agg as (
@@ -420,15 +473,15 @@ begin
   ),
   c as (
     insert into scsql.kb_chunks (project_id, source_id, seq, chunk_hash, anchor, line_start, line_end,
-                                 char_start, char_end, content, n_terms, term_ids)
+                                 char_start, char_end, content, n_terms, term_ids, published)
     select p_project, p_source_id, x.seq, x.chunk_hash, x.anchor, x.line_start, x.line_end,
-           x.char_start, x.char_end, x.content, coalesce(agg.dl, 0), coalesce(agg.ids, '{}')
+           x.char_start, x.char_end, x.content, coalesce(agg.dl, 0), coalesce(agg.ids, '{}'), v_published
     from x left join agg using (seq)
     returning kb_chunks.chunk_id, kb_chunks.seq, kb_chunks.n_terms, kb_chunks.chunk_hash
   ),
   po as (
-    insert into scsql.kb_postings (project_id, term_id, chunk_id, tf, dl)
-    select p_project, up.term_id, c.chunk_id, tt.tf, c.n_terms
+    insert into scsql.kb_postings (project_id, term_id, chunk_id, tf, dl, published)
+    select p_project, up.term_id, c.chunk_id, tt.tf, c.n_terms, v_published
     from tt join up using (term) join c using (seq)
   )
   select count(*), coalesce(sum(c.n_terms), 0), array_agg(distinct c.chunk_hash)
@@ -437,7 +490,10 @@ begin
 
   update scsql.memory_state
      set n_chunks = memory_state.n_chunks + v_n, total_len = total_len + v_len,
-         n_file_chunks = n_file_chunks + case when p_is_file then v_n else 0 end, updated_at = now()
+         n_file_chunks = n_file_chunks + case when p_is_file then v_n else 0 end,
+         published_chunks = published_chunks + case when v_published then v_n else 0 end,
+         published_len = published_len + case when v_published then v_len else 0 end,
+         updated_at = now()
    where project_id = p_project;
   n_chunks := v_n;
   hashes := coalesce(v_hashes, '{}');
@@ -445,7 +501,7 @@ begin
 end
 $$;
 comment on function scsql._index_chunks(bigint, bigint, text, text, jsonb, boolean) is
-  'Private. Chunks a source''s text and stores the chunks, their postings (terms of the source path, the anchor and the text) and document frequencies, and the project''s BM25 statistics. Returns the number of chunks and their hashes.';
+  'Private. Chunks a source''s text and stores the chunks and their postings (flagged published like their source; a chunk''s terms are those of the source path, the anchor and the text), document frequencies (whole and published) and the project''s BM25 statistics (whole and published). Returns the number of chunks and their hashes.';
 
 create or replace function scsql._gc_hashes(p_project bigint, p_hashes text[])
 returns void
@@ -522,13 +578,13 @@ begin
     end if;
     update scsql.kb_sources s
        set kind = p_kind, trust = p_trust, tier = p_tier, content_hash = v_hash, spans_hash = v_spans, meta = p_meta,
-           n_chars = char_length(p_content), updated_at = now(), expires_at = p_expires_at
+           n_chars = char_length(p_content), updated_at = now(), updated_by = v_agent, expires_at = p_expires_at
      where s.project_id = p_project and s.source_id = v_src.source_id;
   else
     insert into scsql.kb_sources (project_id, path, kind, trust, tier, content_hash, spans_hash, n_chars, meta,
-                                  created_by, expires_at)
+                                  created_by, updated_by, expires_at)
     values (p_project, p_path, p_kind, p_trust, p_tier, v_hash, v_spans, char_length(p_content), p_meta,
-            v_agent, p_expires_at)
+            v_agent, v_agent, p_expires_at)
     returning * into v_src;
   end if;
 
@@ -541,7 +597,7 @@ begin
 end
 $$;
 comment on function scsql._index_source(bigint, text, text, text, text, text, jsonb, jsonb, timestamptz) is
-  'Private. Creates or replaces one source and its chunks in the current transaction (so no half-indexed source is ever visible), keeps embeddings of unchanged chunk text, queues the new text for embedding. A source whose text, kind, trust, tier and metadata are unchanged costs one lookup.';
+  'Private. Creates or replaces one source and its chunks in the current transaction (so no half-indexed source is ever visible), records the acting agent as its last writer (updated_by), keeps embeddings of unchanged chunk text, queues the new text for embedding. A source whose text, kind, trust, tier and metadata are unchanged costs one lookup.';
 
 create or replace function scsql._forget_sources(p_project bigint, p_source_ids bigint[])
 returns integer
@@ -584,7 +640,7 @@ as $$
 begin
   if p_kind is null or p_kind not in ('file', 'url', 'note', 'session_summary', 'archived_fact', 'learning') then
     raise exception using errcode = 'SC203', message = format('unknown source kind %s', coalesce(quote_literal(p_kind), 'NULL')),
-      hint = 'Kinds: file, url, note, learning (session_summary and archived_fact are written by summarize_session and remember).';
+      hint = 'Kinds: file, url, note (learnings, session summaries and archived facts are written by record_outcome, summarize_session and remember).';
   end if;
   if p_trust is null or p_trust not in ('internal', 'external') then
     raise exception using errcode = 'SC203', message = format('unknown trust label %s', coalesce(quote_literal(p_trust), 'NULL')),
@@ -618,9 +674,13 @@ declare
 begin
   perform scsql._check_text('path', p_path, 1024, false);
   perform scsql._check_source(p_kind, v_trust, p_tier);
-  if p_kind in ('session_summary', 'archived_fact') then
+  if p_kind in ('session_summary', 'archived_fact', 'learning') then
     raise exception using errcode = 'SC203', message = format('index_text does not write %s sources', p_kind),
-      hint = 'Session summaries come from summarize_session, archived facts from remember.';
+      hint = 'Learnings come from record_outcome, session summaries from summarize_session, archived facts from remember; index_text writes file, url and note sources.';
+  end if;
+  if scsql._reserved_path(p_path) then
+    raise exception using errcode = 'SC211', message = format('path %L is reserved for sources scsql writes itself', p_path),
+      hint = 'Paths starting with learning:, session:, fact:, memory: or message: name learnings, session summaries, archived facts, working memory and broadcasts. Choose another path, such as notes/<name>.';
   end if;
   if p_content is not null and octet_length(p_content) > 2097152 then
     raise exception using errcode = 'SC204',
@@ -632,6 +692,10 @@ begin
     raise exception using errcode = 'SC201', message = format('text of %s is empty', p_path),
       hint = 'To remove a source use forget_source.';
   end if;
+  if scsql._holds_private_key(p_content) then
+    raise exception using errcode = 'SC215', message = format('text of %s holds a PEM private key block; nothing was indexed', p_path),
+      hint = 'Private keys never belong in the knowledge base, which every agent of the project can search. Remove the key (a public key or the marker alone is fine).';
+  end if;
   if p_meta is not null and (jsonb_typeof(p_meta) <> 'object' or octet_length(p_meta::text) > 10000) then
     raise exception using errcode = 'SC010', message = 'meta must be a JSON object of at most 10,000 bytes';
   end if;
@@ -641,7 +705,65 @@ begin
 end
 $$;
 comment on function scsql.index_text(text, text, text, text, text, jsonb, jsonb) is
-  'Indexes one source of the acting agent''s project, replacing what was indexed at PATH, atomically: kind file, url, note or learning; trust internal or external (default: external for a url, else internal); tier pinned, standard or session (365 days). Without spans the text is chunked by Markdown headings and blank lines (about 1,500 characters a chunk); spans [{start, end, anchor}] (1-based inclusive line numbers) chunk code by definitions. Unchanged text costs one lookup. New chunk text is queued for embedding; BM25 finds it at once. Returns path, kind, trust, chunks, unchanged, content_hash (sha256 of the text). Raises SC200/SC201 bad path or empty text, SC203 bad kind/trust/tier, SC204 text over 2 MiB, SC206 bad spans.';
+  'Indexes one source of the acting agent''s project, replacing what was indexed at PATH, atomically, and records the agent as its last writer: kind file, url or note (the project''s published knowledge, which readers granted the project may also search); trust internal or external (default: external for a url, else internal); tier pinned, standard or session (365 days). Without spans the text is chunked by Markdown headings and blank lines (about 1,500 characters a chunk); spans [{start, end, anchor}] (1-based inclusive line numbers) chunk code by definitions. Unchanged text costs one lookup. New chunk text is queued for embedding; BM25 finds it at once. Returns path, kind, trust, chunks, unchanged, content_hash (sha256 of the text). Raises SC200/SC201 bad path or empty text, SC203 bad kind/trust/tier (also for learning, session_summary and archived_fact, which only scsql writes), SC211 a reserved path (learning:, session:, fact:, memory:, message:), SC204 text over 2 MiB, SC215 text holding a PEM private key block, SC206 bad spans.';
+
+create or replace function scsql._index_scope(p_dir text)
+returns text
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, scsql
+as $$
+-- p_dir is the real path of the directory (symbolic links resolved by the
+-- caller); "." and ".." are resolved here, lexically, before any check.
+declare
+  v_root text;
+  v_parts text[] := '{}';
+  v_root_parts text[] := '{}';
+  v_part text;
+  v_n integer;
+begin
+  perform scsql._check_text('directory', p_dir, 4096, false);
+  perform scsql._require(left(p_dir, 1) = '/', format('directory %L is not an absolute path', p_dir));
+  foreach v_part in array string_to_array(p_dir, '/') loop
+    if v_part in ('', '.') then
+      continue;
+    elsif v_part = '..' then
+      v_parts := v_parts[1:cardinality(v_parts) - 1];
+    else
+      v_parts := v_parts || v_part;
+    end if;
+  end loop;
+  if exists (select from unnest(v_parts) x
+             where lower(x) in ('.ssh', '.gnupg', '.aws', '.azure', '.kube', '.password-store')) then
+    raise exception using errcode = 'SC214',
+      message = format('%s is a store of secrets (or inside one); scsql does not index it', p_dir),
+      hint = 'Index the project''s source tree; keys and credentials never belong in the knowledge base.';
+  end if;
+  select p.root_path into v_root from scsql.projects p where p.project_id = scsql._my_project();
+  if v_root is null then
+    return null;
+  end if;
+  foreach v_part in array string_to_array(v_root, '/') loop
+    if v_part in ('', '.') then
+      continue;
+    elsif v_part = '..' then
+      v_root_parts := v_root_parts[1:cardinality(v_root_parts) - 1];
+    else
+      v_root_parts := v_root_parts || v_part;
+    end if;
+  end loop;
+  v_n := cardinality(v_root_parts);
+  if cardinality(v_parts) < v_n or (v_n > 0 and v_parts[1:v_n] is distinct from v_root_parts) then
+    raise exception using errcode = 'SC213',
+      message = format('%s is outside the project''s root %s; scsql indexes only inside it', p_dir, v_root),
+      hint = 'Index a directory under the root. The root is compared with the directory''s real path (symbolic links resolved); an administrator sets it with create_project.';
+  end if;
+  return '/' || array_to_string(v_root_parts, '/');
+end
+$$;
+comment on function scsql._index_scope(text) is
+  'Private, for the index tool (scsql index PATH and MCP index) before it reads a file. DIR is the absolute real path of the directory to index. Raises SC214 when it is or lies inside a store of secrets (.ssh, .gnupg, .aws, .azure, .kube, .password-store), SC213 when the acting agent''s project has a root_path and DIR is not inside it ("." and ".." resolved), SC010 for a relative path, SC200/SC201 for a bad one. Returns the project''s root_path (normalized), which the tool takes as the root that indexed paths are relative to, or NULL when the project has none.';
 
 create or replace function scsql.index(p_path text, p_manifest jsonb)
 returns table (path text, action text)
@@ -694,7 +816,44 @@ begin
 end
 $$;
 comment on function scsql.index(text, jsonb) is
-  'Indexes a directory tree into the acting agent''s project knowledge base. The MCP tool (and scsql index PATH) takes PATH, a directory on the machine the MCP server runs on: it walks it (honouring .gitignore, skipping binaries and files over 2 MiB, refusing symbolic links that leave the project root), then this function compares the files with what is indexed, in one call, and the tool indexes the new and changed files with index_text (Python by top-level definitions, other code by a definition heuristic, Markdown by headings), one atomic transaction per file; unchanged files cost nothing and files no longer present are unindexed. The tool returns a report: files, indexed, unchanged, removed, chunks, skipped, failed. In SQL, PATH is the directory relative to the project root ('''' for all of it) and MANIFEST the files present [{path, content_hash: sha256 hex}]: file sources under PATH missing from it are unindexed (action removed) and files to (re)index are returned (action index). Raises SC210 for a bad manifest.';
+  'Indexes a directory tree into the acting agent''s project knowledge base. The MCP tool (and scsql index PATH) takes PATH, a directory on the machine the MCP server runs on: it walks it (honouring .gitignore, skipping binaries and files over 2 MiB, refusing symbolic links that leave the project root; never reading the scsql data directory and keystore, stores of secrets such as .ssh and .aws, or files named like secrets: .env*, *.pem, *.key, id_rsa*, id_ed25519*, .netrc, .pgpass, credentials files; never indexing a file that holds a private key), then this function compares the files with what is indexed, in one call, and the tool indexes the new and changed files with index_text (Python by top-level definitions, other code by a definition heuristic, Markdown by headings), one atomic transaction per file; unchanged files cost nothing and files no longer present are unindexed. The tool returns a report: files, indexed, unchanged, removed, chunks, skipped (each path with its reason), skipped_counts (how many per reason), failed. It refuses a directory outside the project''s root_path (SC213) or inside a store of secrets (SC214), both checked by _index_scope, and the scsql data directory or keystore (SC223). In SQL, PATH is the directory relative to the project root ('''' for all of it) and MANIFEST the files present [{path, content_hash: sha256 hex}]: file sources under PATH missing from it are unindexed (action removed) and files to (re)index are returned (action index). Raises SC210 for a bad manifest.';
+
+create or replace function scsql._check_forgettable(p_project bigint, p_source_ids bigint[])
+returns void
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, scsql
+as $$
+-- A session summary belongs to the agent that wrote it (created_by), a
+-- learning to the author of its outcome (scsql.learnings.author_id, found
+-- through meta.learning_id; created_by is whoever drained the queue). Other
+-- sources belong to the project.
+declare
+  v_me bigint := scsql._my_agent_id();
+  v_r record;
+begin
+  select s.path, s.kind, a.name as owner into v_r
+  from scsql.kb_sources s
+  left join scsql.learnings l
+    on s.kind = 'learning' and l.project_id = s.project_id
+   and l.learning_id = case when s.meta ->> 'learning_id' ~ '^[0-9]{1,18}$' then (s.meta ->> 'learning_id')::bigint end
+  join scsql.agents a
+    on a.agent_id = case when s.kind = 'learning' then coalesce(l.author_id, s.created_by) else s.created_by end
+  where s.project_id = p_project and s.source_id = any(p_source_ids)
+    and s.kind in ('session_summary', 'learning') and a.agent_id <> v_me
+  order by s.path
+  limit 1;
+  if found then
+    raise exception using errcode = 'SC212',
+      message = format('%s is a %s of agent %s; only that agent may forget it', v_r.path,
+                       replace(v_r.kind, '_', ' '), v_r.owner),
+      hint = 'Nothing was forgotten. Forget your own sources; a text shared with another agent''s source stays while that source does.';
+  end if;
+end
+$$;
+comment on function scsql._check_forgettable(bigint, bigint[]) is
+  'Private. Raises SC212 when one of the sources is a session summary another agent wrote, or a learning of another agent''s outcome: only their authors may forget them.';
 
 create or replace function scsql.forget_source(p_path text)
 returns boolean
@@ -711,11 +870,12 @@ begin
   if not found then
     return false;
   end if;
+  perform scsql._check_forgettable(v_project, array[v_id]);
   return scsql._forget_sources(v_project, array[v_id]) > 0;
 end
 $$;
 comment on function scsql.forget_source(text) is
-  'Removes the source at PATH of the acting agent''s project with all its chunks, postings and embeddings. Returns true when it existed, false otherwise. Raises SC200/SC201 for a bad path.';
+  'Removes the source at PATH of the acting agent''s project with all its chunks, postings and embeddings. Files, URLs, notes and archived facts are the project''s to forget; a session summary only its author may forget, a learning only the author of its outcome. Returns true when it existed, false otherwise. Raises SC200/SC201 for a bad path, SC212 for another agent''s session summary or learning.';
 
 create or replace function scsql.forget_chunk(p_chunk_hash text)
 returns integer
@@ -739,18 +899,19 @@ begin
   if v_ids is null then
     return 0;
   end if;
+  perform scsql._check_forgettable(v_project, v_sources);
   v_n := array_length(v_ids, 1);
   v_hashes := scsql._unindex_chunks(v_project, v_ids);
   update scsql.kb_sources s
      set n_chunks = (select count(*) from scsql.kb_chunks c where c.project_id = v_project and c.source_id = s.source_id),
-         updated_at = now()
+         updated_at = now(), updated_by = scsql._my_agent_id()
    where s.project_id = v_project and s.source_id = any(v_sources);
   perform scsql._gc_hashes(v_project, v_hashes);
   return v_n;
 end
 $$;
 comment on function scsql.forget_chunk(text) is
-  'Removes every chunk of the acting agent''s project whose chunk_hash is the given one (the same text may occur in several sources), with postings and embedding. Their sources stay, with fewer chunks; re-indexing changed text brings chunks back. Returns the number of chunks removed (0 when none). Raises SC010 for a malformed hash.';
+  'Removes every chunk of the acting agent''s project whose chunk_hash is the given one (the same text may occur in several sources), with postings and embedding. Their sources stay, with fewer chunks; re-indexing changed text brings chunks back. Returns the number of chunks removed (0 when none). Raises SC010 for a malformed hash, SC212 (removing nothing) when the text is also a chunk of another agent''s session summary or learning.';
 
 -- ---------------------------------------------------------------------------
 -- Public API: working memory
@@ -810,6 +971,10 @@ declare
 begin
   perform scsql._check_text('key', p_key, 200, false);
   perform scsql._check_text('value', p_value, 4000, true);
+  if scsql._holds_private_key(p_value) then
+    raise exception using errcode = 'SC215', message = format('the value of %s holds a PEM private key block; nothing was stored', p_key),
+      hint = 'Private keys never belong in working memory, which every agent of the project reads.';
+  end if;
   if p_importance is null or p_importance not between 1 and 5 then
     raise exception using errcode = 'SC202', message = format('importance must be 1 to 5, got %s', coalesce(p_importance::text, 'NULL')),
       hint = '5 = must survive, 1 = first to be archived.';
@@ -849,7 +1014,7 @@ begin
 end
 $$;
 comment on function scsql.remember(text, text, integer) is
-  'Stores a fact in the acting agent''s project working memory, or updates the fact with that key: key (1-200 characters, one line), value (1-4,000 characters), importance 1-5 (default 3). Working memory holds 100 facts, plus one per 100 indexed file chunks, up to 250; when it is full the lowest-importance, least recently updated facts move to the knowledge base as archived facts (still found by search; never dropped), so an importance-5 fact is archived only when no lower-importance fact is left. Returns key, importance, stored (memory, or archived when this fact itself was the one to go), archived (keys moved out), facts (now in memory), capacity. Raises SC200 too long, SC201 empty or control characters, SC202 importance out of range.';
+  'Stores a fact in the acting agent''s project working memory, or updates the fact with that key: key (1-200 characters, one line), value (1-4,000 characters), importance 1-5 (default 3). Working memory holds 100 facts, plus one per 100 indexed file chunks, up to 250; when it is full the lowest-importance, least recently updated facts move to the knowledge base as archived facts (still found by search; never dropped), so an importance-5 fact is archived only when no lower-importance fact is left. Returns key, importance, stored (memory, or archived when this fact itself was the one to go), archived (keys moved out), facts (now in memory), capacity. Raises SC200 too long, SC201 empty or control characters, SC202 importance out of range, SC215 a value holding a PEM private key block.';
 
 create or replace function scsql.forget(p_key text)
 returns boolean
@@ -898,10 +1063,14 @@ as $$
 -- max_tf, plus the best partial score left out); otherwise, and for several
 -- projects or with filters, every posting of every term is scored. The
 -- setting scsql.bm25_prune_postings (default 20000; 0: never prune) bounds
--- the postings read for the essential terms.
+-- the postings read for the essential terms. Over another project (which
+-- row-level security shows only in part: its published sources) the
+-- statistics are those of its published chunks, so the scores do not depend
+-- on what the caller cannot see.
 #variable_conflict use_column
 declare
   v_project bigint := p_projects[1];
+  v_me bigint := scsql._my_project();
   v_n bigint;
   v_avgdl double precision;
   v_tids bigint[];
@@ -927,7 +1096,8 @@ declare
   v_budget integer := coalesce(nullif(current_setting('scsql.bm25_prune_postings', true), '')::integer, 20000);
   v_cap integer;
 begin
-  if p_kinds is not null or p_trust is not null or p_since is not null or cardinality(p_projects) <> 1 then
+  if p_kinds is not null or p_trust is not null or p_since is not null or cardinality(p_projects) <> 1
+     or v_project is distinct from v_me then
     return query
     select array_agg(x.project_id order by x.score desc, x.project_id, x.chunk_id),
            array_agg(x.chunk_id order by x.score desc, x.project_id, x.chunk_id),
@@ -937,10 +1107,18 @@ begin
              sum(t.idf * p.tf * (p_k1 + 1) / (p.tf + p_k1 * (1 - p_b + p_b * p.dl / t.avgdl))) as score
       from (
         select t.project_id, t.term_id,
-               ln(1 + ((s.n_chunks - t.df) + 0.5)::double precision / (t.df + 0.5)::double precision) as idf,
-               greatest(s.total_len::double precision / greatest(s.n_chunks, 1), 1) as avgdl
-        from scsql.kb_terms t join scsql.memory_state s on s.project_id = t.project_id
-        where t.project_id = any(p_projects) and t.term = any(p_terms) and t.df > 0
+               ln(1 + ((t.n - t.df) + 0.5)::double precision / (t.df + 0.5)::double precision) as idf,
+               greatest(t.len::double precision / greatest(t.n, 1), 1) as avgdl
+        from (
+          -- Another project's published knowledge is scored on its own.
+          select t.project_id, t.term_id,
+                 case when t.project_id = v_me then t.df else t.published_df end as df,
+                 case when t.project_id = v_me then s.n_chunks else s.published_chunks end as n,
+                 case when t.project_id = v_me then s.total_len else s.published_len end as len
+          from scsql.kb_terms t join scsql.memory_state s on s.project_id = t.project_id
+          where t.project_id = any(p_projects) and t.term = any(p_terms)
+        ) t
+        where t.df > 0
         offset 0
       ) t
       join scsql.kb_postings p on p.project_id = t.project_id and p.term_id = t.term_id
@@ -1067,7 +1245,7 @@ begin
 end
 $$;
 comment on function scsql._bm25(bigint[], text[], double precision, double precision, integer, text[], text, timestamptz) is
-  'Private. The top-depth chunks for a set of query terms by BM25 over the given projects, as the caller sees them (row-level security applies), as arrays of project ids, chunk ids and scores, best first. Exact; common terms are pruned MaxScore-style when they cannot change the result.';
+  'Private. The top-depth chunks for a set of query terms by BM25 over the given projects, as the caller sees them (row-level security applies), as arrays of project ids, chunk ids and scores, best first; another project is scored with the statistics of its published chunks. Exact; common terms of the caller''s own project are pruned MaxScore-style when they cannot change the result.';
 
 create or replace function scsql._search(
   p_projects bigint[], p_query text, p_k integer, p_kinds text[], p_trust text, p_since timestamptz,
@@ -1267,7 +1445,7 @@ as $$
                               p_query_embedding, p_model, p_rrf_k, p_bm25_weight, p_vector_weight, p_k1, p_b, p_depth)
 $$;
 comment on function scsql.search_global(text, integer, text[], text, timestamptz, text, double precision, double precision, double precision, double precision, double precision, integer, vector, text) is
-  'Like search, over every project the acting agent may read (its own and those granted to it with grant_project_read), as row-level security allows; each result names its project. BM25 uses each project''s own statistics. Raises like search.';
+  'Like search, over every project the acting agent may read (its own and those granted to it with grant_project_read), as row-level security allows: all of its own project''s knowledge base, and of a granted project only the published knowledge (files, URLs, notes; never its session summaries, archived facts or learnings). Each result names its project. BM25 uses each project''s own statistics (of a granted project: of its published chunks). Raises like search.';
 
 -- ---------------------------------------------------------------------------
 -- Sessions, context recall, context packs
@@ -1328,6 +1506,10 @@ begin
     raise exception using errcode = 'SC208', message = 'the session summary is empty',
       hint = 'Say at least what was done, decided, touched or left open.';
   end if;
+  if scsql._holds_private_key(v_text) then
+    raise exception using errcode = 'SC215', message = 'the session summary holds a PEM private key block; nothing was stored',
+      hint = 'Private keys never belong in the knowledge base, which every agent of the project can search.';
+  end if;
   v_path := format('session:%s/%s', v_me.name, to_char(clock_timestamp() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'));
   v_text := format(E'# Session summary by %s, %s\n\n', v_me.name, to_char(now() at time zone 'UTC', 'YYYY-MM-DD HH24:MI "UTC"')) || v_text;
   select * into v_r from scsql._index_source(v_me.project_id, v_path, rtrim(v_text, E'\n'), 'session_summary', 'internal',
@@ -1336,7 +1518,7 @@ begin
 end
 $$;
 comment on function scsql.summarize_session(jsonb) is
-  'Archives a structured summary of the acting agent''s session: {"done", "decisions", "files", "open_tasks"}, each a string or a list of strings. It is kept 365 days, found by search (each part is a chunk; decisions are offered by pack) and restored by recall_context. Returns the source path (session:<agent>/<time>), its chunk count and when it expires. Raises SC208 for an empty, unknown-keyed or over-long summary.';
+  'Archives a structured summary of the acting agent''s session: {"done", "decisions", "files", "open_tasks"}, each a string or a list of strings. It is kept 365 days, found by search (each part is a chunk; decisions are offered by pack) and restored by recall_context. Returns the source path (session:<agent>/<time>), its chunk count and when it expires. Raises SC208 for an empty, unknown-keyed or over-long summary, SC215 for one holding a PEM private key block.';
 
 -- scsql._recall_broadcasts (recent broadcasts for recall_context) is defined in
 -- sql/40_integration.sql, after the broadcast channel.

@@ -81,6 +81,9 @@ begin
     select l.* from scsql.learnings l join claimed c using (project_id, learning_id)
     order by l.learning_id
   loop
+    -- A learning whose text holds a private key stays out of the knowledge
+    -- base (scsql.learnings() still shows it to those allowed).
+    continue when scsql._holds_private_key(scsql._learning_text(v_l));
     perform scsql._index_source(
       v_l.project_id, 'learning:' || v_l.learning_id, scsql._learning_text(v_l), 'learning', 'internal',
       'standard', null,
@@ -93,7 +96,7 @@ begin
 end
 $$;
 comment on function scsql._index_learnings(integer) is
-  'Private, for the MCP server and scsql worker, as an agent. Indexes up to LIMIT (1..1000, default 50) queued learnings of the acting agent''s project into the knowledge base, each as source learning:<learning_id> (kind learning, trust internal), oldest first; concurrent callers take different learnings (SKIP LOCKED). Returns how many it indexed. Raises SC010 for a bad limit.';
+  'Private, for the MCP server and scsql worker, as an agent. Indexes up to LIMIT (1..1000, default 50) queued learnings of the acting agent''s project into the knowledge base, each as source learning:<learning_id> (kind learning, trust internal), oldest first; concurrent callers take different learnings (SKIP LOCKED); one whose text holds a PEM private key block is dropped from the queue unindexed. Returns how many it indexed. Raises SC010 for a bad limit.';
 
 -- 2. recall_context restores recent broadcasts beside facts and session summaries.
 

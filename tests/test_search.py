@@ -280,6 +280,8 @@ def test_bad_texts_are_refused_and_nothing_is_half_indexed(agent):
         (("p" * 1025, "text", "note"), "SC200"),
         (("x", "text", "summary"), "SC203"),
         (("x", "text", "session_summary"), "SC203"),
+        (("x", "text", "learning"), "SC203"),
+        (("learning:1", "text", "note"), "SC211"),
         (("x", "text", "note", "unknown"), "SC203"),
     ]:
         with pytest.raises(ScsqlError) as err:
@@ -299,9 +301,8 @@ def test_bad_texts_are_refused_and_nothing_is_half_indexed(agent):
     hashes = {r["chunk_hash"] for r in q(agent, "select c.chunk_hash from scsql.kb_chunks c join scsql.kb_sources s "
                                                 "using (project_id, source_id) where s.path in ('zw1', 'zw2')")}
     assert len(hashes) == 1
-    # learning is a source kind index_text takes.
-    assert index(agent, "learning/1", "Never run migrations without a lock.", "learning")["kind"] == "learning"
-    assert search(agent, "migrations lock", kinds=["learning"])[0]["source_kind"] == "learning"
+    # Learnings reach the knowledge base only from outcomes (record_outcome), never from index_text.
+    assert search(agent, "text", kinds=["learning"]) == []
 
 
 def _store_vectors(agent, pairs: list[tuple[str, np.ndarray]]) -> None:
@@ -316,14 +317,14 @@ def _unit(v: np.ndarray) -> np.ndarray:
 
 def test_filtered_and_rls_restricted_vector_search_still_returns_k(scsql_db):
     """300 notes of this project and 300 chunks of another project lie closest
-    to the query; the 20 learnings lie further away. A vector search for
-    learnings must still fill k from them: the HNSW scan goes on (iterative
-    scan) past everything the filter and row-level security reject."""
+    to the query; the 20 URLs lie further away. A vector search for URLs must
+    still fill k from them: the HNSW scan goes on (iterative scan) past
+    everything the filter and row-level security reject."""
     rng = np.random.default_rng(7)
     me = scsql_db.agent("vec", scsql_db.project())
     other = scsql_db.agent("vec_other", scsql_db.project())
     target = _unit(rng.normal(size=384))
-    for owner, kind, n, spread in ((me, "note", 300, 0.3), (other, "note", 300, 0.2), (me, "learning", 20, 3.0)):
+    for owner, kind, n, spread in ((me, "note", 300, 0.3), (other, "note", 300, 0.2), (me, "url", 20, 3.0)):
         pairs = []
         for i in range(n):
             row = index(owner, f"{kind}/{i}", f"{kind} number {i} {owner.name}", kind)
@@ -336,8 +337,8 @@ def test_filtered_and_rls_restricted_vector_search_still_returns_k(scsql_db):
     plain = search(me, "anything", mode="vector", k=10, query_embedding=emb, model=DEFAULT_MODEL)
     assert len(plain) == 10 and {h["source_kind"] for h in plain} == {"note"} and {h["project"] for h in plain} == {
         plain[0]["project"]}
-    filtered = search(me, "anything", mode="vector", k=10, kinds=["learning"], query_embedding=emb, model=DEFAULT_MODEL)
-    assert len(filtered) == 10 and {h["source_kind"] for h in filtered} == {"learning"}
+    filtered = search(me, "anything", mode="vector", k=10, kinds=["url"], query_embedding=emb, model=DEFAULT_MODEL)
+    assert len(filtered) == 10 and {h["source_kind"] for h in filtered} == {"url"}
     scores = [h["score"] for h in filtered]
     assert scores == sorted(scores, reverse=True)
     assert all(h["retrievers"] == ["vector"] for h in filtered)

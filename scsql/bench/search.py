@@ -10,6 +10,10 @@ texts are three words from the same distribution, query embeddings are
 precomputed points near a centre. Working memory is full (250 facts) and
 there are 20 session summaries.
 
+A second project's agent, granted read access to the first project, runs
+search_global over both: the path where row-level security shows it only
+the first project's published knowledge (files, URLs, notes).
+
 Printed against baselines measured in the same run on the same server: a
 round trip that does nothing (``select 1`` in an agent transaction), and
 PostgreSQL full text search (GIN-indexed tsvector, ts_rank, OR of the
@@ -22,12 +26,22 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import secrets
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
+import psycopg
+from psycopg import sql
+
+from .. import roles
+from ..config import role_for
+from ..db import Agent
 from ..embed import DEFAULT_MODEL
+from ..signing import Keystore
 from .scratch_db import Scratch, scratch
 
 SECTIONS = 10
@@ -130,9 +144,34 @@ def measure(name: str, fn: Callable[[int], None], n: int) -> dict:
             "mean": statistics.fmean(times)}
 
 
+def reader(s: Scratch, name: str) -> Agent:
+    """An agent of another project, granted read access to the benchmark's project."""
+    project = f"{s.project}-reader"
+    roles.create_project(s.admin, project)
+    with tempfile.TemporaryDirectory(prefix="scsql-bench-") as keys:
+        roles.create_agent(s.admin, Keystore(Path(keys)), name, project, "developer")
+    with s.connect() as conn:
+        conn.execute("select scsql.grant_project_read(%s, %s)", (s.project, name))
+        conn.commit()
+    agent = Agent(s.agent.db, name)
+    with agent.transaction() as conn:
+        conn.execute("select 1 from scsql.index_text('notes/own.md', 'the reader''s own notes about w1 and w2', 'note')")
+    return agent
+
+
 def run(ctx, args: argparse.Namespace) -> int:
+    reader_name = f"bench_reader_{secrets.token_hex(3)}"
+    try:
+        return _run(ctx, args, reader_name)
+    finally:
+        with psycopg.connect(ctx.admin_conninfo(), autocommit=True) as conn:
+            conn.execute(sql.SQL("drop role if exists {}").format(sql.Identifier(role_for(reader_name))))
+
+
+def _run(ctx, args: argparse.Namespace, reader_name: str) -> int:
     with scratch(ctx.admin_conninfo(), "search") as s:
         load(s, args.chunks)
+        other = reader(s, reader_name)
         qs = queries(s, args.queries)
         with s.connect() as conn:
             conn.execute("create table public.bench_fts as select c.chunk_id, to_tsvector('english', c.content) tsv "
@@ -144,10 +183,10 @@ def run(ctx, args: argparse.Namespace) -> int:
             conn.execute("vacuum analyze public.bench_fts")
         agent = s.agent
 
-        def call(sql: str, params: Callable[[int], tuple]) -> Callable[[int], None]:
+        def call(query: str, params: Callable[[int], tuple], who: Agent = agent) -> Callable[[int], None]:
             def fn(i: int) -> None:
-                with agent.transaction() as conn:
-                    conn.execute(sql, params(i)).fetchall()
+                with who.transaction() as conn:
+                    conn.execute(query, params(i)).fetchall()
             return fn
 
         n = len(qs)
@@ -166,6 +205,9 @@ def run(ctx, args: argparse.Namespace) -> int:
                 "select * from scsql.search(%s, p_k => 10, p_query_embedding => %s::vector, p_model => %s)",
                 lambda i: (qs[i][0], qs[i][1], DEFAULT_MODEL)), n),
             measure("recall_context (budget 1500)", call("select * from scsql.recall_context()", lambda i: ()), n),
+            measure("search_global by a granted reader, hybrid", call(
+                "select * from scsql.search_global(%s, p_k => 10, p_query_embedding => %s::vector, p_model => %s)",
+                lambda i: (qs[i][0], qs[i][1], DEFAULT_MODEL), other), n),
         ]
         with s.agent.transaction() as conn:
             st = conn.execute("select * from scsql.memory_status()").fetchone()

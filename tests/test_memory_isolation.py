@@ -1,0 +1,235 @@
+"""What each kind of reader sees of a project's memory.
+
+Project B is filled through the real write paths: working-memory facts (one
+archived by eviction), files, a note, a URL, learnings from failed outcomes
+(internal and public) and a session summary, all embedded. Then, table by
+table and through search, search_global, pack and recall_context:
+
+* an agent of B sees all of it;
+* an agent granted read access to B (grant_project_read) sees only B's
+  published knowledge (sources of kind file, url and note, with their
+  chunks, postings, vocabulary and embeddings), never facts, archived
+  facts, learnings or session summaries;
+* an agent of a third project without a grant sees nothing of B.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scsql.embed import DEFAULT_MODEL, vector_literal
+from scsql.registry import Api
+
+PUBLISHED = ("file", "url", "note")
+# One word per kind of content, found nowhere else.
+HIDDEN_WORDS = {"archived_fact": "orchid", "learning": "zeppelin", "public_learning": "quasar",
+                "session_summary": "marmoset", "fact": "walrus"}
+SHARED_WORDS = {"file": "telescope", "note": "nebula", "url": "starchart"}
+
+
+def q(agent, sql, *args):
+    with agent.transaction() as conn:
+        return conn.execute(sql, args).fetchall()
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    return v / np.linalg.norm(v)
+
+
+@pytest.fixture
+def world(scsql_db):
+    pa, pb, pc = scsql_db.project(), scsql_db.project(), scsql_db.project()
+    a = scsql_db.agent("reader", pa)
+    b1, b2 = scsql_db.agent("author", pb), scsql_db.agent("colleague", pb)
+    c = scsql_db.agent("stranger", pc)
+    with scsql_db.connect() as conn:
+        conn.execute("select scsql.grant_project_read(%s, %s)", (pb, a.name))
+        conn.commit()
+    q(a, "select * from scsql.index_text('own.md', 'the reader''s own telescope notes', 'note')")
+    q(c, "select * from scsql.index_text('own.md', 'the stranger''s own telescope notes', 'note')")
+
+    # Working memory: the orchid fact has the lowest importance, so the 101st fact archives it.
+    api = Api(b1)
+    api.call("remember", key="vault.combination", value="the vault combination is orchid 42", importance=1)
+    with b1.transaction() as conn:
+        conn.execute("select count(*) from (select scsql.remember('filler.' || i, 'filler fact ' || i, 3) "
+                     "from generate_series(1, 99) i) x")
+    api.call("remember", key="pet", value="the office walrus is called Bob", importance=5)
+    # Published knowledge.
+    q(b1, "select * from scsql.index_text('src/optics.py', %s, 'file')",
+      "def point_telescope(target):\n    return target\n")
+    q(b1, "select * from scsql.index_text('notes/catalogue', 'the nebula catalogue is published weekly', 'note')")
+    q(b1, "select * from scsql.index_text('https://example.com/sky', 'external starchart of the northern sky', 'url')")
+    # Derived knowledge.
+    api.call("record_outcome", kind="failed", summary="the zeppelin deploy failed on migration 12", task_ref="T-1")
+    api.call("record_outcome", kind="failed", summary="quasar cache warmed the wrong region", task_ref="T-1",
+             classification="public")
+    api.call("summarize_session", summary={"done": ["calibrated the marmoset pipeline"],
+                                           "decisions": ["keep the marmoset pipeline"]})
+    # Every chunk of B embedded; the learning's vector is the one the attacker will query with.
+    rng = np.random.default_rng(11)
+    hashes = [r["chunk_hash"] for r in q(b1, "select distinct chunk_hash from scsql.kb_chunks")]
+    vectors = {h: _unit(rng.normal(size=384)) for h in hashes}
+    with b1.transaction() as conn:
+        conn.execute("select scsql._embed_store(%s, %s::text[], %s::vector[])",
+                     (DEFAULT_MODEL, hashes, [vector_literal(v) for v in vectors.values()]))
+    return scsql_db, pb, a, b1, b2, c, vectors
+
+
+def _admin_view(db, project: str) -> dict[str, set]:
+    """Rows of B as the owner sees them, whole and restricted to published sources."""
+    with db.connect() as conn:
+        pid = conn.execute("select project_id from scsql.projects where name = %s", (project,)).fetchone()["project_id"]
+
+        def rows(sql):
+            return {tuple(r.values()) for r in conn.execute(sql, {"p": pid, "kinds": list(PUBLISHED)}).fetchall()}
+
+        shared_chunks = ("select c.chunk_id from scsql.kb_chunks c join scsql.kb_sources s using (project_id, source_id) "
+                         "where c.project_id = %(p)s and s.kind = any(%(kinds)s)")
+        return {
+            "pid": pid,
+            "kb_sources": rows("select source_id from scsql.kb_sources where project_id = %(p)s"),
+            "kb_sources/shared": rows("select source_id from scsql.kb_sources where project_id = %(p)s "
+                                      "and kind = any(%(kinds)s)"),
+            "kb_chunks": rows("select chunk_id from scsql.kb_chunks where project_id = %(p)s"),
+            "kb_chunks/shared": rows(shared_chunks),
+            "kb_postings": rows("select term_id, chunk_id from scsql.kb_postings where project_id = %(p)s"),
+            "kb_postings/shared": rows("select term_id, chunk_id from scsql.kb_postings where project_id = %(p)s "
+                                       f"and chunk_id in ({shared_chunks})"),
+            "kb_terms": rows("select term_id from scsql.kb_terms where project_id = %(p)s"),
+            "kb_terms/shared": rows("select distinct term_id from scsql.kb_postings where project_id = %(p)s "
+                                    f"and chunk_id in ({shared_chunks})"),
+            "kb_embeddings": rows("select chunk_hash from scsql.kb_embeddings where project_id = %(p)s"),
+            "kb_embeddings/shared": rows("select distinct c.chunk_hash from scsql.kb_chunks c join scsql.kb_sources s "
+                                         "using (project_id, source_id) where c.project_id = %(p)s "
+                                         "and s.kind = any(%(kinds)s)"),
+            "memory_facts": rows("select key from scsql.memory_facts where project_id = %(p)s"),
+            "kinds": rows("select kind from scsql.kb_sources where project_id = %(p)s"),
+        }
+
+
+def _seen(agent, pid: int) -> dict[str, set]:
+    def rows(sql):
+        return {tuple(r.values()) for r in q(agent, sql, pid)}
+
+    return {
+        "kb_sources": rows("select source_id from scsql.kb_sources where project_id = %s"),
+        "kb_chunks": rows("select chunk_id from scsql.kb_chunks where project_id = %s"),
+        "kb_postings": rows("select term_id, chunk_id from scsql.kb_postings where project_id = %s"),
+        "kb_terms": rows("select term_id from scsql.kb_terms where project_id = %s"),
+        "kb_embeddings": rows("select chunk_hash from scsql.kb_embeddings where project_id = %s"),
+        "memory_facts": rows("select key from scsql.memory_facts where project_id = %s"),
+        "memory_state": rows("select project_id from scsql.memory_state where project_id = %s"),
+    }
+
+
+def test_each_reader_sees_exactly_what_it_may_table_by_table(world):
+    db, pb, a, _b1, b2, c, _ = world
+    full = _admin_view(db, pb)
+    # B really holds every kind of content, and some of it is hidden from readers.
+    assert full["kinds"] == {(k,) for k in ("file", "note", "url", "learning", "session_summary", "archived_fact")}
+    for table in ("kb_sources", "kb_chunks", "kb_postings", "kb_terms", "kb_embeddings"):
+        assert full[f"{table}/shared"] and full[f"{table}/shared"] < full[table], table
+    pid = full["pid"]
+
+    colleague = _seen(b2, pid)
+    for table in ("kb_sources", "kb_chunks", "kb_postings", "kb_terms", "kb_embeddings", "memory_facts"):
+        assert colleague[table] == full[table], table
+    assert colleague["memory_state"] == {(pid,)}
+
+    reader = _seen(a, pid)
+    for table in ("kb_sources", "kb_chunks", "kb_postings", "kb_terms", "kb_embeddings"):
+        assert reader[table] == full[f"{table}/shared"], table
+    assert reader["memory_facts"] == set()
+    kinds = {r["kind"] for r in q(a, "select kind from scsql.kb_sources where project_id = %s", pid)}
+    assert kinds == set(PUBLISHED)
+    hidden_terms = {r["term"] for r in q(b2, "select term from scsql.kb_terms where project_id = %s", pid)} - {
+        r["term"] for r in q(a, "select term from scsql.kb_terms where project_id = %s", pid)}
+    assert {"zeppelin", "quasar", "marmoset", "orchid", "walrus"} & hidden_terms == {
+        "zeppelin", "quasar", "marmoset", "orchid"}  # walrus is in working memory, never in the knowledge base
+
+    stranger = _seen(c, pid)
+    assert all(rows == set() for rows in stranger.values()), stranger
+
+
+def _projects(rows) -> set[str]:
+    return {r["project"] for r in rows}
+
+
+def test_search_pack_and_recall_show_a_reader_only_published_knowledge(world):
+    _db, pb, a, _b1, b2, c, vectors = world
+    for word in HIDDEN_WORDS.values():
+        assert pb not in _projects(q(a, "select * from scsql.search_global(%s, p_k => 50)", word)), word
+        assert pb not in _projects(q(c, "select * from scsql.search_global(%s, p_k => 50)", word)), word
+        assert q(a, "select * from scsql.search(%s)", word) == []
+    for kind, word in SHARED_WORDS.items():
+        hits = [h for h in q(a, "select * from scsql.search_global(%s, p_k => 50)", word) if h["project"] == pb]
+        assert hits and {h["source_kind"] for h in hits} == {kind}, word
+        assert pb not in _projects(q(c, "select * from scsql.search_global(%s, p_k => 50)", word)), word
+    # A colleague in B finds everything that is in the knowledge base.
+    for word in ("orchid", "zeppelin", "quasar", "marmoset", *SHARED_WORDS.values()):
+        assert q(b2, "select * from scsql.search(%s)", word), word
+    # The vector branch: the attacker queries with the learning's own vector.
+    learning_hash = q(b2, "select c.chunk_hash from scsql.kb_chunks c join scsql.kb_sources s "
+                          "using (project_id, source_id) where s.kind = 'learning' order by c.chunk_id limit 1")[0][
+        "chunk_hash"]
+    emb = vector_literal(vectors[learning_hash])
+    hits = q(a, "select * from scsql.search_global('anything', p_k => 50, p_mode => 'vector', "
+                "p_query_embedding => %s, p_model => %s)", emb, DEFAULT_MODEL)
+    b_hits = [h for h in hits if h["project"] == pb]
+    assert b_hits and {h["source_kind"] for h in b_hits} <= set(PUBLISHED)
+    own = q(b2, "select * from scsql.search('anything', p_mode => 'vector', p_query_embedding => %s, p_model => %s)",
+            emb, DEFAULT_MODEL)
+    assert own[0]["chunk_hash"] == learning_hash and own[0]["source_kind"] == "learning"
+    # pack and recall_context stay within the reader's own project.
+    packed = q(a, "select * from scsql.pack(%s)", " ".join([*HIDDEN_WORDS.values(), *SHARED_WORDS.values()]))
+    assert {p["source_path"] for p in packed} == {"own.md"}
+    assert not any(w in (p["content"] or "") for p in packed for w in HIDDEN_WORDS.values())
+    recalled = q(a, "select * from scsql.recall_context(p_budget => 100000)")
+    assert not any(w in r["content"] for r in recalled for w in HIDDEN_WORDS.values())
+    mine = q(b2, "select * from scsql.recall_context(p_budget => 100000)")
+    assert {"fact", "session"} <= {r["section"] for r in mine}
+    assert any("walrus" in r["content"] for r in mine) and any("marmoset" in r["content"] for r in mine)
+
+
+def test_a_readers_scores_do_not_depend_on_hidden_knowledge(world):
+    """BM25 over another project uses the statistics of its published sources
+    only: adding hidden learnings that share the query's words changes the
+    colleague's scores, not the reader's."""
+    _db, pb, a, b1, b2, _c, _ = world
+
+    def score(agent, fn):
+        return {h["source_path"]: h["score"] for h in q(agent, f"select * from scsql.{fn}('telescope', p_mode => 'bm25')")
+                if h["project"] == pb}
+
+    reader_before, colleague_before = score(a, "search_global"), score(b2, "search")
+    for i in range(5):
+        Api(b1).call("record_outcome", kind="failed", summary=f"telescope mount {i} slipped", task_ref="T-2")
+    reader_after, colleague_after = score(a, "search_global"), score(b2, "search")
+    assert reader_after == reader_before and "src/optics.py" in reader_after
+    assert colleague_after["src/optics.py"] != colleague_before["src/optics.py"]
+    assert len(colleague_after) == len(colleague_before) + 5
+
+
+def test_a_text_is_visible_to_a_reader_exactly_while_a_published_source_holds_it(world):
+    """Embeddings are stored per text (chunk_hash): the vector of a session
+    summary's text becomes visible to a reader when a note publishes the same
+    text, and hidden again when the note is forgotten."""
+    _db, pb, a, b1, b2, _c, _ = world
+    session = q(b2, "select c.content, c.chunk_hash, c.project_id from scsql.kb_chunks c "
+                    "join scsql.kb_sources s using (project_id, source_id) "
+                    "where s.kind = 'session_summary' and c.content like '%%marmoset%%' order by c.seq limit 1")[0]
+
+    def reader_sees() -> int:
+        return q(a, "select count(*) as n from scsql.kb_embeddings where project_id = %s and chunk_hash = %s",
+                 session["project_id"], session["chunk_hash"])[0]["n"]
+
+    assert reader_sees() == 0
+    q(b1, "select * from scsql.index_text('notes/published-copy', %s, 'note')", session["content"])
+    assert reader_sees() == 1
+    hits = q(a, "select * from scsql.search_global('marmoset', p_k => 50)")
+    assert {(h["project"], h["source_path"]) for h in hits if h["project"] == pb} == {(pb, "notes/published-copy")}
+    assert q(b1, "select scsql.forget_source('notes/published-copy') as ok")[0]["ok"] is True
+    assert reader_sees() == 0
+    assert pb not in _projects(q(a, "select * from scsql.search_global('marmoset', p_k => 50)"))
