@@ -715,4 +715,4 @@ as $$
   order by c.chain_id
 $$;
 comment on function scsql.chain_heads() is
-  'Auditor. Every chain with its project, agent, head seq and hash (hex), and the horizon seq where verification starts.';
+  'Auditor. Every chain with its project, agent, head seq and hash (hex), and its horizon seq: 0, or the seq up to which retention of earlier versions may have retired rows without checkpoint segments (trusted only at a checkpointed head; verification still checks every row present).';

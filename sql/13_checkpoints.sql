@@ -2,8 +2,10 @@
 --
 -- The auditor's private key lives in the keystore as auditor.key (mode
 -- 0600); an administrator registers its public key with
--- scsql.register_auditor_key. scsql checkpoint reads the heads
--- (checkpoint_heads_now), signs one payload per project and records it with
+-- scsql.register_auditor_key. scsql checkpoint verifies every chain and,
+-- in the same pass, reads each chain's head and the segments of its rows
+-- since its previous checkpoint (scsql/verify.py, collect=True; not
+-- checkpoint_heads_now), signs one payload per project and records it with
 -- scsql.record_checkpoint; --export appends it to a JSONL file kept outside
 -- the database, so removing the newest rows of a chain (even by a superuser
 -- with triggers disabled, who could also rewrite the heads table) is found
@@ -100,7 +102,7 @@ as $$
   order by c.project_id, c.chain_id
 $$;
 comment on function scsql.checkpoint_heads_now() is
-  'Auditor. The current head (seq, row_hash) of every non-empty chain, by project: what scsql checkpoint signs.';
+  'Auditor. The current head (seq, row_hash) of every non-empty chain, by project, as scsql.chains records it. scsql checkpoint does not sign these: it signs the heads its own verification of the rows reached.';
 
 create or replace function scsql._chain_row_hash(p_chain bigint, p_seq bigint)
 returns bytea
