@@ -226,12 +226,16 @@ begin
   perform scsql._require(p_clock_skew is not null and p_clock_skew >= interval '1 second'
                          and p_clock_skew <= interval '30 days',
                          'clock_skew must be between 1 second and 30 days');
-  update scsql.chain_settings s set clock_skew = p_clock_skew, updated_at = now(), updated_by = session_user;
+  -- An upsert: a settings row someone removed is written again, never silently skipped.
+  insert into scsql.chain_settings as s (singleton, clock_skew, updated_at, updated_by)
+  values (true, p_clock_skew, now(), session_user)
+  on conflict (singleton) do update set clock_skew = excluded.clock_skew, updated_at = excluded.updated_at,
+                                        updated_by = excluded.updated_by;
   return p_clock_skew;
 end
 $$;
 comment on function scsql.set_clock_skew(interval) is
-  'Administrators only. Sets how far the timestamp of a chained write or a checkpoint may be from the server clock (default 5 minutes; between 1 second and 30 days). Returns the new tolerance. Raises SC010 for a tolerance out of range.';
+  'Administrators only. Sets how far the timestamp of a chained write or a checkpoint may be from the server clock (default 5 minutes; between 1 second and 30 days), writing the settings row again if it was removed. Returns the new tolerance. Raises SC010 for a tolerance out of range.';
 
 create or replace function scsql._chain_check_signer(p_agent bigint, p_key_id integer, p_at timestamptz, p_signature bytea)
 returns void

@@ -180,20 +180,35 @@ begin
   perform scsql._require(p_signature is not null and length(p_signature) = 64, 'signature must be 64 bytes (Ed25519)');
   perform scsql._require(p_at is not null and abs(extract(epoch from p_at - clock_timestamp())) <= extract(epoch from scsql._chain_clock_skew()),
     'at must be within scsql.chain_settings.clock_skew of the server clock');
+  perform scsql._require(exists (select from scsql.projects p where p.project_id = p_project_id),
+                         format('project_id %s is not a project', coalesce(p_project_id::text, 'NULL')));
   perform scsql._require(cardinality(p_chain_ids) >= 1 and cardinality(p_chain_ids) = cardinality(p_seqs)
                          and cardinality(p_seqs) = cardinality(p_hashes),
                          'chain_ids, seqs and hashes must be non-empty arrays of one length');
+  perform scsql._require(not exists (select from unnest(p_chain_ids, p_seqs, p_hashes) u(c, s, h)
+                                     where u.c is null or u.s is null or u.h is null),
+                         'chain_ids, seqs and hashes must not hold NULLs');
+  perform scsql._require(not exists (select from unnest(p_chain_ids) c group by c having count(*) > 1),
+                         'each chain may appear only once in chain_ids');
   if v_format3 then
     perform scsql._require(cardinality(p_agent_ids) = cardinality(p_chain_ids) and cardinality(p_from_seqs) = cardinality(p_chain_ids),
                            'agent_ids and from_seqs must have one entry per chain');
+    perform scsql._require(not exists (select from unnest(p_agent_ids, p_from_seqs) u(a, f) where u.a is null or u.f is null),
+                           'agent_ids and from_seqs must not hold NULLs');
     perform scsql._require(p_seg_chain_ids is not null and p_seg_last_seqs is not null and p_seg_hashes is not null
                            and p_seg_parts is not null
                            and coalesce(cardinality(p_seg_chain_ids), 0) = coalesce(cardinality(p_seg_last_seqs), 0)
                            and coalesce(cardinality(p_seg_last_seqs), 0) = coalesce(cardinality(p_seg_hashes), 0)
                            and coalesce(cardinality(p_seg_hashes), 0) = coalesce(cardinality(p_seg_parts), 0),
                            'the segment arrays must be given together and have one length');
+    perform scsql._require(not exists (select from unnest(p_seg_chain_ids, p_seg_last_seqs, p_seg_hashes, p_seg_parts) u(c, s, h, p)
+                                       where u.c is null or u.s is null or u.h is null or u.p is null),
+                           'every segment needs a chain_id, last_seq, row_hash and part (no NULLs)');
     perform scsql._require(not exists (select from unnest(p_seg_chain_ids) c where not c = any (p_chain_ids)),
                            'every segment must belong to a chain of the checkpoint');
+    perform scsql._require(not exists (select from unnest(p_seg_chain_ids, p_seg_last_seqs) u(c, s)
+                                       group by u.c, u.s having count(*) > 1),
+                           'the segments of a chain must end at different seqs');
   else
     perform scsql._require(p_from_seqs is null and p_seg_chain_ids is null,
                            'from_seqs and segments come with agent_ids (checkpoint format 3)');
@@ -250,7 +265,7 @@ begin
 end
 $$;
 comment on function scsql.record_checkpoint(bigint, timestamptz, integer, bigint[], bigint[], bytea[], bytea, bigint[], bigint[], bigint[], bigint[], bytea[], text[]) is
-  'Auditor. Records a checkpoint of project P_PROJECT_ID: the heads (chain_ids, seqs, row hashes) signed at P_AT with auditor key P_KEY_ID, and in format 3 each chain''s agent (p_agent_ids), the seq after which its segments start (p_from_seqs) and the segments (p_seg_chain_ids, p_seg_last_seqs, p_seg_hashes, p_seg_parts: runs of rows in one partition, each with its last row''s hash; they cover from_seq + 1 .. seq in order). The signed payload is described in sql/13_checkpoints.sql; format 3 means the auditor verified every row up to these heads. Returns checkpoint_id. Raises SC130 when the key is not the current auditor key, SC131 when a head or segment is not in its chain (or the chain is of another project or agent), SC010 for malformed arguments.';
+  'Auditor. Records a checkpoint of project P_PROJECT_ID: the heads (chain_ids, seqs, row hashes) signed at P_AT with auditor key P_KEY_ID, and in format 3 each chain''s agent (p_agent_ids), the seq after which its segments start (p_from_seqs) and the segments (p_seg_chain_ids, p_seg_last_seqs, p_seg_hashes, p_seg_parts: runs of rows in one partition, each with its last row''s hash; they cover from_seq + 1 .. seq in order). The signed payload is described in sql/13_checkpoints.sql; format 3 means the auditor verified every row up to these heads. Returns checkpoint_id. Raises SC130 when the key is not the current auditor key, SC131 when a head or segment is not in its chain (or the chain is of another project or agent), SC010 for malformed arguments (an unknown project, arrays of different lengths, NULLs, a chain named twice, two segments of a chain ending at one seq); nothing is recorded then.';
 
 create or replace function scsql.checkpoints(p_after_id bigint default 0)
 returns table (checkpoint_id bigint, project_id bigint, project text, at timestamptz, key_id integer,

@@ -14,7 +14,7 @@ import pytest
 from scsql import cli
 from scsql.cmd_audit import export_checkpoints, record_checkpoints
 from scsql.registry import Api
-from scsql.verify import verify
+from scsql.verify import CheckpointHead, checkpoint_payload, verify
 
 from .test_partitions import _allow_old_rows, _auditor, _backdate_keys, _partition_of, _write_at
 from .test_verify import _sql_verify, _tamper, trail  # noqa: F401 - the fixture
@@ -152,8 +152,6 @@ def test_exported_checkpoints_name_each_chains_agent_and_old_lines_stay_readable
     assert {h["chain_id"]: h["agent_id"] for h in line["heads"]} == agents
     assert all(h["segments"][-1]["last_seq"] == h["seq"] and h["from_seq"] == 0 for h in line["heads"])
     # A format-2 line, as earlier versions exported it, is still verified and used.
-    from scsql.verify import checkpoint_payload
-
     at = dt.datetime.fromisoformat(line["at"])
     heads = [(h["chain_id"], h["seq"], bytes.fromhex(h["row_hash"])) for h in line["heads"]]
     old = dict(line, checkpoint_id=999, heads=[{"chain_id": c, "seq": s, "row_hash": h.hex()} for c, s, h in heads],
@@ -293,3 +291,90 @@ def test_checkpoint_after_retention_covers_only_new_rows_and_cli_verifies(retire
     capsys.readouterr()
     assert cli.main(["verify", "--checkpoints", str(export)]) == 0
     assert "4 rows in 1 chains" in capsys.readouterr().out
+
+
+# -- record_checkpoint and set_clock_skew: bad input gets a scsql error and leaves nothing ----------
+
+
+def _heads_and_segments(db, chain: int) -> dict:
+    """Valid format-3 arguments of scsql.record_checkpoint for every chain of CHAIN's project, with a
+    segment per row (the signature is not the database's to check: any 64 bytes do)."""
+    with db.connect() as conn:
+        project_id = conn.execute("select project_id from scsql.chains where chain_id = %s", (chain,)).fetchone()["project_id"]
+        heads = conn.execute("select chain_id, agent_id, head_seq, head_hash from scsql.chains "
+                             "where project_id = %s order by chain_id", (project_id,)).fetchall()
+        key_id = conn.execute("select max(key_id) as k from scsql.auditor_keys").fetchone()["k"]
+        segs = [(h["chain_id"], seq, r["row_hash"], r["part"]) for h in heads for seq in range(1, h["head_seq"] + 1)
+                for r in [conn.execute("select * from scsql._chain_row_at(%s, %s)", (h["chain_id"], seq)).fetchone()]]
+    return {"p_project_id": project_id, "p_at": dt.datetime.now(dt.UTC), "p_key_id": key_id,
+            "p_chain_ids": [h["chain_id"] for h in heads], "p_seqs": [h["head_seq"] for h in heads],
+            "p_hashes": [h["head_hash"] for h in heads], "p_signature": b"\x01" * 64,
+            "p_agent_ids": [h["agent_id"] for h in heads], "p_from_seqs": [0 for _ in heads],
+            "p_seg_chain_ids": [s[0] for s in segs], "p_seg_last_seqs": [s[1] for s in segs],
+            "p_seg_hashes": [s[2] for s in segs], "p_seg_parts": [s[3] for s in segs]}
+
+
+_RECORD = ("select scsql.record_checkpoint(p_project_id => %(p_project_id)s::bigint, p_at => %(p_at)s::timestamptz, "
+           "p_key_id => %(p_key_id)s::integer, p_chain_ids => %(p_chain_ids)s::bigint[], p_seqs => %(p_seqs)s::bigint[], "
+           "p_hashes => %(p_hashes)s::bytea[], p_signature => %(p_signature)s::bytea, "
+           "p_agent_ids => %(p_agent_ids)s::bigint[], p_from_seqs => %(p_from_seqs)s::bigint[], "
+           "p_seg_chain_ids => %(p_seg_chain_ids)s::bigint[], p_seg_last_seqs => %(p_seg_last_seqs)s::bigint[], "
+           "p_seg_hashes => %(p_seg_hashes)s::bytea[], p_seg_parts => %(p_seg_parts)s::text[]) as id")
+
+
+def test_record_checkpoint_refuses_malformed_input_with_scsql_codes(trail):
+    db, a, b, ca, cb = trail
+    key = _auditor(db)
+    good = _heads_and_segments(db, ca)
+
+    def with_segment(i: int, **change) -> dict:
+        args = dict(good)
+        for name, value in change.items():
+            column = list(args[name])
+            column[i] = value
+            args[name] = column
+        return args
+
+    def twice(names: tuple[str, ...], i: int) -> dict:
+        return dict(good, **{name: good[name] + [good[name][i]] for name in names})
+
+    first_of_cb = good["p_seg_chain_ids"].index(cb)
+    cases = {
+        "chain named twice": (twice(("p_chain_ids", "p_seqs", "p_hashes", "p_agent_ids", "p_from_seqs"), 1), "SC010"),
+        "segment named twice": (twice(("p_seg_chain_ids", "p_seg_last_seqs", "p_seg_hashes", "p_seg_parts"),
+                                      first_of_cb), "SC010"),
+        "segment without last_seq": (with_segment(first_of_cb, p_seg_last_seqs=None), "SC010"),
+        "segment without hash": (with_segment(first_of_cb, p_seg_hashes=None), "SC010"),
+        "segment without part": (with_segment(first_of_cb, p_seg_parts=None), "SC010"),
+        "empty segment": (with_segment(first_of_cb, p_seg_last_seqs=None, p_seg_hashes=None, p_seg_parts=None), "SC010"),
+        "null chain": (dict(good, p_chain_ids=[ca, None]), "SC010"),
+        "unknown project": (dict(good, p_project_id=987654321), "SC010"),
+    }
+    with db.connect() as conn:
+        conn.execute("set role scsql_auditor")
+        for name, (args, code) in cases.items():
+            with pytest.raises(psycopg.Error) as err:
+                conn.execute(_RECORD, args)
+            conn.rollback()
+            assert err.value.sqlstate == code, (name, err.value.sqlstate, err.value.diag.message_primary)
+        assert conn.execute("select count(*) as n from scsql.checkpoints").fetchone()["n"] == 0
+        assert conn.execute("select count(*) as n from scsql.checkpoint_segments").fetchone()["n"] == 0
+        # Well formed and signed, the same checkpoint is recorded and verifies.
+        heads = [CheckpointHead(c, seq, h, agent, 0, tuple((last, sh, part) for sc, last, sh, part in zip(
+                     good["p_seg_chain_ids"], good["p_seg_last_seqs"], good["p_seg_hashes"], good["p_seg_parts"]) if sc == c))
+                 for c, seq, h, agent in zip(good["p_chain_ids"], good["p_seqs"], good["p_hashes"], good["p_agent_ids"])]
+        good["p_signature"] = key.sign(checkpoint_payload(good["p_project_id"], good["p_at"], good["p_key_id"], heads))
+        conn.execute(_RECORD, good)
+        conn.commit()
+    assert _breaks(db) == []
+
+
+def test_set_clock_skew_restores_a_missing_settings_row(scsql_db):
+    db = scsql_db
+    _tamper(db, "delete from scsql.chain_settings")
+    with db.connect() as conn:
+        assert conn.execute("select scsql.set_clock_skew('2 minutes') as s").fetchone()["s"] == dt.timedelta(minutes=2)
+        conn.commit()
+        assert conn.execute("select clock_skew from scsql.chain_settings").fetchone()["clock_skew"] == \
+            dt.timedelta(minutes=2)
+        assert conn.execute("select scsql._chain_clock_skew() as s").fetchone()["s"] == dt.timedelta(minutes=2)
