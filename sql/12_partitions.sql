@@ -17,7 +17,8 @@
 
 select scsql._define_error(code, name, meaning) from (values
   ('SC120', 'partition_not_checkpointed', 'Retention refused to drop a partition holding rows that no checkpoint covers; run scsql checkpoint first.'),
-  ('SC121', 'partition_unknown',          'The table is not a partition of a time-partitioned scsql table.')
+  ('SC121', 'partition_unknown',          'The table is not a partition of a time-partitioned scsql table.'),
+  ('SC122', 'retention_snapshot',         'Retention drops partitions only in a READ COMMITTED transaction: under REPEATABLE READ or SERIALIZABLE its snapshot could miss rows written into the partition meanwhile.')
 ) as t(code, name, meaning);
 
 create or replace function scsql._partman(out schema_name text, out major integer, out version text)
@@ -156,6 +157,22 @@ begin
     raise exception using errcode = 'SC121',
       message = format('%s is not a dated partition of a time-partitioned scsql table', scsql._qualified(p_partition));
   end if;
+  -- Lock as DROP TABLE does (the parent, then the partition) before reading
+  -- the rows: a write into the partition still open is waited for and then
+  -- seen by the check below, and none can start until the drop commits.
+  -- The check must take its own snapshot after the lock, so only READ
+  -- COMMITTED will do.
+  if pg_catalog.current_setting('transaction_isolation') <> 'read committed' then
+    raise exception using errcode = 'SC122',
+      message = format('refusing to drop %s in a %s transaction', scsql._qualified(p_partition),
+                       upper(pg_catalog.current_setting('transaction_isolation'))),
+      hint = 'Run retention (scsql._maintain_partitions) in a READ COMMITTED transaction.';
+  end if;
+  execute format('lock table only %s, %s in access exclusive mode', v_parent, p_partition);
+  if not exists (select from pg_catalog.pg_inherits i where i.inhrelid = p_partition and i.inhparent = v_parent) then
+    raise exception using errcode = 'SC121',
+      message = format('%s is no longer a partition of %s', scsql._qualified(p_partition), scsql._qualified(v_parent));
+  end if;
   select p.part into v_part from scsql._chain_partitions() p where p.relid = p_partition and p.dated;
   -- Every row here must lie in a segment a checkpoint signed for this
   -- partition: verification then knows these rows were retired, and links
@@ -176,7 +193,7 @@ begin
 end
 $$;
 comment on function scsql._retire_partition(regclass) is
-  'Private, called by retention. Drops one dated partition of tool_calls or outcomes, only when every row in it lies in a segment a checkpoint signed for this partition (checkpoint format 3): verification then accepts exactly these rows as retired and checks that the rows kept around them link to the hashes the checkpoint signed. Raises SC120 naming the uncovered chains and seqs (nothing is dropped), SC121 for a table that is not such a partition (the default partition is never dropped).';
+  'Private, called by retention. Drops one dated partition of tool_calls or outcomes, only when every row in it lies in a segment a checkpoint signed for this partition (checkpoint format 3): verification then accepts exactly these rows as retired and checks that the rows kept around them link to the hashes the checkpoint signed. Takes ACCESS EXCLUSIVE locks on the parent and the partition before it reads the rows, so no write into the partition can slip between the check and the drop. Raises SC120 naming the uncovered chains and seqs (nothing is dropped), SC121 for a table that is not such a partition (the default partition is never dropped), SC122 outside a READ COMMITTED transaction.';
 
 create or replace function scsql._partman_manages(p_schema text, p_parent text)
 returns boolean
@@ -256,7 +273,7 @@ begin
           perform scsql._retire_partition(p.partition);
           action := 'dropped'; partition := scsql._qualified(p.partition); detail := format('older than %s', s.retention);
           return next;
-        exception when sqlstate 'SC120' then
+        exception when sqlstate 'SC120' or sqlstate 'SC122' then
           action := 'refused'; partition := scsql._qualified(p.partition); detail := sqlerrm;
           return next;
           exit;
@@ -267,7 +284,7 @@ begin
 end
 $$;
 comment on function scsql._maintain_partitions() is
-  'Private; run by scsql worker (job partitions), scsql partitions maintain, or from psql: select * from scsql._maintain_partitions(). For each time-partitioned table (scsql.partition_settings): with pg_partman installed (4.x or 5.x, detected from pg_extension), sets the table up with create_parent on first use and then runs its run_maintenance; otherwise creates the default partition and the daily partitions (UTC) from yesterday to PREMAKE days ahead. Then protects new partitions (append-only triggers, forced RLS) and applies retention: drops partitions older than RETENTION, oldest first, stopping at the first that no checkpoint covers (reported as refused). Returns one row per action: parent, action (created, blocked, partman-setup, partman-maintenance, dropped, refused), partition, detail.';
+  'Private; run by scsql worker (job partitions), scsql partitions maintain, or from psql: select * from scsql._maintain_partitions(). For each time-partitioned table (scsql.partition_settings): with pg_partman installed (4.x or 5.x, detected from pg_extension), sets the table up with create_parent on first use and then runs its run_maintenance; otherwise creates the default partition and the daily partitions (UTC) from yesterday to PREMAKE days ahead. Then protects new partitions (append-only triggers, forced RLS) and applies retention: drops partitions older than RETENTION, oldest first, stopping at the first that no checkpoint covers or that this transaction may not drop (not READ COMMITTED; reported as refused). Returns one row per action: parent, action (created, blocked, partman-setup, partman-maintenance, dropped, refused), partition, detail.';
 
 create or replace function scsql.set_partition_retention(p_table text, p_retention interval, p_premake integer default null)
 returns void

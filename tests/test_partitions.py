@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import datetime as dt
 import secrets
+import threading
+import time
 from pathlib import Path
 
 import psycopg
@@ -137,6 +139,72 @@ def test_retention_settings_are_validated(scsql_db):
         with pytest.raises(psycopg.Error) as err:
             conn.execute("select scsql._retire_partition('scsql.tool_calls_default')")
         assert err.value.sqlstate == "SC121"
+
+
+def test_retention_and_a_write_into_the_partition_do_not_race(scsql_db):
+    """A row written into a partition by a transaction still open when
+    retention checks the partition's coverage: retention waits for it and
+    then sees it (refused, SC120), instead of checking without it and
+    dropping it afterwards. The race is staged with two connections, and
+    pg_locks shows retention really waited for the writer."""
+    db = scsql_db
+    _allow_old_rows(db)
+    three_days_ago = dt.datetime.now(dt.UTC) - dt.timedelta(days=3)
+    with db.connect() as conn:
+        conn.execute("set role scsql_owner")
+        conn.execute("select scsql._create_day_partition('scsql.tool_calls', %s)", (three_days_ago.date(),))
+    a = db.agent("race", db.project())
+    _backdate_keys(db)
+    _write_at(a, three_days_ago, "old-1")
+    Api(a).call("record_tool_call", tool="new-1")
+    record_checkpoints(db.admin, _auditor(db), progress=False)  # covers old-1 (seq 1) and new-1 (seq 2)
+    old = _partition_of(db, "old-1")
+    outcome: dict = {}
+
+    def retire() -> None:
+        with db.connect() as conn:
+            outcome["pid"] = conn.info.backend_pid
+            try:
+                conn.execute("select scsql._retire_partition(%s::regclass)", (old,))
+                conn.commit()
+                outcome["result"] = "dropped"
+            except psycopg.Error as exc:
+                outcome["result"] = exc.sqlstate
+
+    args = sign_row(a, "scsql.tool_calls", TOOL_CALL_FIELDS, {"tool": "old-2"}, at=three_days_ago)
+    retention = threading.Thread(target=retire)
+    with a.transaction() as conn:  # seq 3, into the old partition, not committed yet
+        conn.execute("select * from scsql.record_tool_call(p_tool => 'old-2', p_at => %s, p_key_id => %s, "
+                     "p_signature => %s)", (three_days_ago, args["key_id"], args["signature"]))
+        retention.start()
+        waiting = []
+        with db.connect(autocommit=True) as watcher:
+            deadline = time.monotonic() + 30
+            while not waiting and time.monotonic() < deadline:
+                time.sleep(0.02)
+                if "pid" in outcome:
+                    waiting = watcher.execute(
+                        "select relation::regclass::text as rel, mode from pg_locks where pid = %s and not granted",
+                        (outcome["pid"],)).fetchall()
+        assert waiting, "retention did not wait for the open write"  # the race really happened
+        assert waiting[0]["mode"] == "AccessExclusiveLock"
+        assert waiting[0]["rel"] in ("scsql.tool_calls", old)
+    retention.join(30)
+    assert outcome["result"] == "SC120"  # the row written meanwhile is not covered
+    assert _exists(db, old)
+    assert verify(db.admin, workers=1, progress=False).ok
+    # A snapshot older than the lock would miss such rows: retention runs only in READ COMMITTED.
+    record_checkpoints(db.admin, _auditor(db), progress=False)
+    with db.connect() as conn:
+        conn.execute("begin isolation level repeatable read")
+        with pytest.raises(psycopg.Error) as err:
+            conn.execute("select scsql._retire_partition(%s::regclass)", (old,))
+        assert err.value.sqlstate == "SC122"
+        conn.rollback()
+        conn.execute("select scsql._retire_partition(%s::regclass)", (old,))
+        conn.commit()
+    assert not _exists(db, old)
+    assert verify(db.admin, workers=1, progress=False).ok
 
 
 # -- pg_partman ---------------------------------------------------------------------
