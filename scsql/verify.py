@@ -8,9 +8,13 @@ the database to encode). It checks every row still present in every chain
 
 * seq runs on without repeat (``fork``), and without gap (``seq-gap``) except
   where checkpoint segments say the missing rows lay in a dated partition
-  that no longer exists (retention retired them);
+  that no longer exists (retention retired them), and a run of missing rows
+  ends at the end of such a segment (or at the horizon of earlier versions);
+* no row is present where a segment says its partition no longer exists
+  (``retired-row-present``: the row was moved or put back);
 * prev_hash is the previous row's row_hash, or after retired rows the hash a
-  checkpoint signed for the last of them (``prev-mismatch``);
+  checkpoint signed for the last of them (``prev-mismatch``; checkpoints
+  that signed different hashes for it are a ``checkpoint-mismatch``);
 * row_hash = sha256(prev_hash || canonical row bytes || signature)
   (``hash-mismatch``), compared in constant time;
 * the row's author and project are its chain's (``wrong-author``,
@@ -152,7 +156,10 @@ def _dated(part: str) -> bool:
 class _Gaps:
     """Which missing seqs of one chain were retired: those in segments whose
     dated partition is gone, or (retention of earlier versions) those in no
-    segment at or below an anchored horizon."""
+    segment at or below an anchored horizon. No row may be present in a
+    retired segment, and every run of missing rows must end where the row
+    after it links to a signed hash: the end of a retired segment, or the
+    horizon."""
 
     def __init__(self, facts: ChainFacts, existing: set[str], legacy: int, legacy_hash: bytes | None):
         merged: list[list] = []
@@ -165,31 +172,54 @@ class _Gaps:
                 merged.append([first, last, retired])
         self.firsts = [m[0] for m in merged]
         self.pieces = merged
-        self.ends: dict[int, bytes] = {}
+        # Seqs any retired segment covers (merged): rows there must be gone.
+        gone: list[list[int]] = []
+        for first, last, part, _h in sorted(facts.segments):
+            if _dated(part) and part not in existing:
+                if gone and first <= gone[-1][1] + 1:
+                    gone[-1][1] = max(gone[-1][1], last)
+                else:
+                    gone.append([first, last])
+        self.gone_firsts = [g[0] for g in gone]
+        self.gone_lasts = [g[1] for g in gone]
+        self.ends: dict[int, bytes | None] = {}
         for _first, last, _part, h in facts.segments:
-            self.ends[last] = h if self.ends.get(last, h) == h else b""  # checkpoints disagree: nothing links
+            self.ends[last] = h if self.ends.get(last, h) == h else None  # None: checkpoints disagree
         self.legacy = legacy
         self.legacy_hash = legacy_hash
 
-    def gap(self, x: int, y: int) -> tuple[bool, bytes | None, bool]:
-        """(may seqs x..y be missing, the hash of row y if known, whether the horizon was needed)."""
-        s, legacy_used = x, False
+    def retired(self, seq: int) -> bool:
+        """Whether a retired segment covers seq (its row must be gone)."""
+        i = bisect.bisect_right(self.gone_firsts, seq) - 1
+        return i >= 0 and self.gone_lasts[i] >= seq
+
+    def gap(self, x: int, y: int) -> tuple[tuple[str, str] | None, bytes | None, bool]:
+        """Whether seqs x..y may be missing: (None, the hash the row after y
+        must link to, whether the horizon was needed), or ((kind, detail), None,
+        False) when they may not. The hash is None only for rows below the
+        horizon of earlier versions, which left nothing signed to link to."""
+        s, legacy_used, in_segment = x, False, False
         while s <= y:
             i = bisect.bisect_right(self.firsts, s) - 1
             if i >= 0 and self.pieces[i][1] >= s:
                 if not self.pieces[i][2]:
-                    return False, None, False
+                    return ("seq-gap", f"seq {s} was not retired: its partition still exists"), None, False
                 s = self.pieces[i][1] + 1
+                in_segment = True
             elif s <= self.legacy:
-                legacy_used = True
+                legacy_used, in_segment = True, False
                 nxt = self.firsts[i + 1] if i + 1 < len(self.firsts) else self.legacy + 1
                 s = min(nxt, self.legacy + 1)
             else:
-                return False, None, False
-        prev = self.ends.get(y)
-        if prev is None and y == self.legacy:
-            prev = self.legacy_hash
-        return True, prev, legacy_used
+                return ("seq-gap", f"seq {s} was not retired: no checkpoint segment holds it"), None, False
+        if y in self.ends:
+            prev = self.ends[y]
+            if prev is None:
+                return ("checkpoint-mismatch", f"checkpoints signed different hashes for seq {y}"), None, False
+            return None, prev, legacy_used
+        if in_segment:
+            return ("seq-gap", f"the missing rows end at seq {y}, inside a retired segment, not at a signed end"), None, False
+        return None, (self.legacy_hash if y == self.legacy else None), legacy_used
 
 
 # -- reading ----------------------------------------------------------------
@@ -398,6 +428,12 @@ def verify_part(conninfo: str, role: str | None, lo: int = MIN_ID, hi: int = MAX
             if st.broken:
                 continue
             table, stamped_enc, signed_enc, n_stamped = specs[ti]
+            gaps = st.gaps
+            if gaps.gone_firsts and seq >= st.start and gaps.retired(seq):
+                # Retention dropped this row's partition, a checkpoint says: a row here was put back or moved.
+                _fail(breaks, st, chain_id, seq, "retired-row-present",
+                      "a checkpoint segment places this row in a partition that no longer exists", table)
+                continue
             at_start = False
             if seq != st.next:
                 if seq < st.next:
@@ -414,10 +450,10 @@ def verify_part(conninfo: str, role: str | None, lo: int = MIN_ID, hi: int = MAX
                         _fail(breaks, st, chain_id, seq, "fork", f"two rows have seq {seq}", table)
                         continue
                 else:
-                    ok, prev, legacy_used = st.gaps.gap(st.next, seq - 1)
-                    if not ok:
-                        _fail(breaks, st, chain_id, seq, "seq-gap",
-                              f"expected seq {st.next}, found {seq}: rows are missing", table)
+                    problem, prev, legacy_used = gaps.gap(st.next, seq - 1)
+                    if problem is not None:
+                        _fail(breaks, st, chain_id, seq, problem[0],
+                              f"expected seq {st.next}, found {seq}: rows are missing ({problem[1]})", table)
                         continue
                     st.prev = prev  # None: the horizon of earlier versions left nothing to link to
                     if legacy_used:
@@ -502,9 +538,12 @@ def verify_part(conninfo: str, role: str | None, lo: int = MIN_ID, hi: int = MAX
             head_seq, head_hash = c[2], bytes(c[3])
             end, end_hash = st.next - 1, st.prev
             if end < head_seq:
-                ok, h, _legacy = st.gaps.gap(end + 1, head_seq)
-                if ok:
+                problem, h, _legacy = st.gaps.gap(end + 1, head_seq)
+                if problem is None:
                     end, end_hash = head_seq, h
+                elif problem[0] == "checkpoint-mismatch":
+                    _fail(breaks, st, chain_id, end + 1, *problem)
+                    continue
             newest = facts.get(chain_id, _NO_FACTS).newest
             if newest is not None and newest[0] > end and newest[0] > st.start:
                 _fail(breaks, st, chain_id, end + 1, "checkpoint-mismatch",

@@ -493,9 +493,11 @@ comment on function scsql._chain_scan_sql(text) is
 -- Verification in SQL (chain only; signatures are checked by scsql verify)
 -- ---------------------------------------------------------------------------
 
+drop function if exists scsql._chain_gap(bigint, bigint, bigint[], bigint[], boolean[], bigint);
+
 create or replace function scsql._chain_gap(
   p_from bigint, p_to bigint, p_firsts bigint[], p_lasts bigint[], p_retired boolean[], p_legacy bigint,
-  out ok boolean, out legacy_used boolean, out missing_at bigint)
+  out ok boolean, out legacy_used boolean, out missing_at bigint, out detail text)
 language plpgsql
 immutable
 as $$
@@ -505,6 +507,7 @@ declare
   v_retired boolean;
   v_next bigint;
   v_skip bigint;
+  v_in_segment boolean := false;
   i integer;
 begin
   ok := true;
@@ -522,19 +525,31 @@ begin
     end loop;
     if v_cover and v_retired then
       s := v_skip + 1;
+      v_in_segment := true;
     elsif not v_cover and s <= p_legacy then
       legacy_used := true;
+      v_in_segment := false;
       s := least(coalesce(v_next, p_legacy + 1), p_legacy + 1);
     else
       ok := false;
       missing_at := s;
+      detail := format('seq %s was not retired: %s', s,
+                       case when v_cover then 'its partition still exists' else 'no checkpoint segment holds it' end);
       return;
     end if;
   end loop;
+  -- The row after the gap must link to a signed hash: a gap ending among
+  -- retired segments ends at the end of one.
+  if v_in_segment and not p_to = any (p_lasts) then
+    ok := false;
+    legacy_used := false;
+    missing_at := p_to;
+    detail := format('the missing rows end at seq %s, inside a retired segment, not at a signed end', p_to);
+  end if;
 end
 $$;
 comment on function scsql._chain_gap(bigint, bigint, bigint[], bigint[], boolean[], bigint) is
-  'Private, used by scsql.verify_chain. Whether every seq from P_FROM to P_TO may be missing from a chain: each lies in checkpoint segments (P_FIRSTS..P_LASTS) whose partitions were all retired (P_RETIRED), or in no segment and at or below the anchored horizon P_LEGACY of earlier versions. Returns ok, whether the horizon was needed, and the first seq that may not be missing.';
+  'Private, used by scsql.verify_chain. Whether every seq from P_FROM to P_TO may be missing from a chain: each lies in checkpoint segments (P_FIRSTS..P_LASTS) whose partitions were all retired (P_RETIRED), or in no segment and at or below the anchored horizon P_LEGACY of earlier versions; and a gap ending among retired segments ends at the end of one (so the row after it links to the hash a checkpoint signed). Returns ok, whether the horizon was needed, and otherwise the seq at fault and why (detail).';
 
 create or replace function scsql.verify_chain(
   p_chain bigint, p_from_checkpoint bigint default null,
@@ -556,6 +571,9 @@ declare
   v_firsts bigint[];
   v_lasts bigint[];
   v_retired boolean[];
+  v_gone int8multirange;
+  v_hashes bytea[];
+  v_start_pending boolean := false;
   v_gap record;
   v_end bigint;
   v_parts text[];
@@ -613,16 +631,19 @@ begin
     end if;
     v_seq := v_cp_seq;
     v_prev := v_cp_hash;
+    v_start_pending := v_cp_seq > 0;  -- the row it names is checked too
   end if;
 
-  -- Segments checkpoints signed: where rows may be missing (their partition was retired).
+  -- Segments checkpoints signed: where rows may be missing (their partition
+  -- was retired), and where rows may not be present (v_gone).
   v_parts := array(select p.part from scsql._chain_partitions() p);
   select array_agg(g.first_seq order by g.first_seq, g.last_seq), array_agg(g.last_seq order by g.first_seq, g.last_seq),
-         array_agg(g.part like '%@%' and g.part not like '%@default'
-                   and not g.part = any (v_parts)
-                   order by g.first_seq, g.last_seq)
-  into v_firsts, v_lasts, v_retired
-  from (select distinct g.first_seq, g.last_seq, g.part from scsql.checkpoint_segments g where g.chain_id = p_chain) g;
+         array_agg(g.retired order by g.first_seq, g.last_seq),
+         range_agg(int8range(g.first_seq, g.last_seq, '[]')) filter (where g.retired)
+  into v_firsts, v_lasts, v_retired, v_gone
+  from (select distinct g.first_seq, g.last_seq,
+               g.part like '%@%' and g.part not like '%@default' and not g.part = any (v_parts) as retired
+        from scsql.checkpoint_segments g where g.chain_id = p_chain) g;
 
   select string_agg(format('select t.seq, t.prev_hash, t.row_hash, t.author_id, t.project_id, sha256(t.prev_hash || scsql._enc_int(t.chain_id) || scsql._enc_int(t.seq) || %s || t.signature) as computed from %s t where t.chain_id = $1 and t.seq > $2',
                            scsql._chain_body_expr(ct.table_name, 't', '$3'), ct.table_name), ' union all ')
@@ -631,10 +652,39 @@ begin
     v_query := 'with e as (select s.seq, array_agg(distinct s.row_hash) as hashes from ('
             || 'select h.seq, h.row_hash from scsql.checkpoint_heads h where h.chain_id = $1 '
             || 'union all select g.last_seq, g.row_hash from scsql.checkpoint_segments g where g.chain_id = $1) s group by s.seq) '
-            || 'select x.*, (e.seq is not null and (cardinality(e.hashes) > 1 or e.hashes[1] <> x.row_hash)) as signed_differs from ('
+            || 'select x.*, (e.seq is not null and (cardinality(e.hashes) > 1 or e.hashes[1] <> x.row_hash)) as signed_differs, '
+            || 'coalesce(x.seq <@ $4, false) as gone from ('
             || v_query || ') x left join e on e.seq = x.seq order by x.seq';
-    for r in execute v_query using p_chain, v_seq, v_agent.name loop
+    for r in execute v_query using p_chain, v_seq - v_start_pending::integer, v_agent.name, v_gone loop
       rows_checked := rows_checked + 1;
+      if r.gone then
+        broken_seq := r.seq; kind := 'retired-row-present';
+        detail := 'a checkpoint segment places this row in a partition that no longer exists';
+        return;
+      end if;
+      if v_start_pending then
+        v_start_pending := false;
+        if r.seq = v_seq then
+          -- The row the starting checkpoint names: it must be that row, unaltered.
+          if r.row_hash <> v_prev then
+            broken_seq := r.seq; kind := 'checkpoint-mismatch';
+            detail := 'the row differs from the one the starting checkpoint signed';
+          elsif r.computed <> r.row_hash then
+            broken_seq := r.seq; kind := 'hash-mismatch';
+            detail := 'row_hash does not match the row''s content';
+          elsif r.author_id <> v_chain.agent_id then
+            broken_seq := r.seq; kind := 'wrong-author';
+            detail := format('the row names author %s in the chain of agent %s', r.author_id, v_chain.agent_id);
+          elsif r.project_id <> v_chain.project_id then
+            broken_seq := r.seq; kind := 'wrong-project';
+            detail := format('the row is in project %s, its chain in project %s', r.project_id, v_chain.project_id);
+          end if;
+          if kind is not null then
+            return;
+          end if;
+          continue;
+        end if;
+      end if;
       if r.seq = v_seq then
         broken_seq := r.seq; kind := 'fork';
         detail := format('two rows have seq %s', r.seq);
@@ -643,12 +693,18 @@ begin
         select * into v_gap from scsql._chain_gap(v_seq + 1, r.seq - 1, v_firsts, v_lasts, v_retired, v_legacy);
         if not v_gap.ok then
           broken_seq := r.seq; kind := 'seq-gap';
-          detail := format('expected seq %s, found %s: rows are missing (seq %s was not retired)', v_seq + 1, r.seq, v_gap.missing_at);
+          detail := format('expected seq %s, found %s: rows are missing (%s)', v_seq + 1, r.seq, v_gap.detail);
           return;
         end if;
         -- The row before a retired run is known by the hash a checkpoint signed for it.
-        v_prev := null;
-        select e.row_hash into v_prev from scsql.checkpoint_segments e where e.chain_id = p_chain and e.last_seq = r.seq - 1 limit 1;
+        v_hashes := array(select distinct e.row_hash from scsql.checkpoint_segments e
+                          where e.chain_id = p_chain and e.last_seq = r.seq - 1);
+        if cardinality(v_hashes) > 1 then
+          broken_seq := r.seq; kind := 'checkpoint-mismatch';
+          detail := format('checkpoints signed different hashes for seq %s, the last row missing before this one', r.seq - 1);
+          return;
+        end if;
+        v_prev := v_hashes[1];
         if v_prev is null and r.seq - 1 = v_legacy then
           v_prev := v_chain.horizon_hash;
         end if;
@@ -683,9 +739,15 @@ begin
   if v_seq < v_chain.head_seq then
     select * into v_gap from scsql._chain_gap(v_seq + 1, v_chain.head_seq, v_firsts, v_lasts, v_retired, v_legacy);
     if v_gap.ok then
+      v_hashes := array(select distinct e.row_hash from scsql.checkpoint_segments e
+                        where e.chain_id = p_chain and e.last_seq = v_chain.head_seq);
+      if cardinality(v_hashes) > 1 then
+        broken_seq := v_seq + 1; kind := 'checkpoint-mismatch';
+        detail := format('checkpoints signed different hashes for seq %s, the chain''s head', v_chain.head_seq);
+        return;
+      end if;
       v_end := v_chain.head_seq;
-      v_prev := null;
-      select e.row_hash into v_prev from scsql.checkpoint_segments e where e.chain_id = p_chain and e.last_seq = v_end limit 1;
+      v_prev := v_hashes[1];
       if v_prev is null and v_end = v_legacy then
         v_prev := v_chain.horizon_hash;
       end if;
@@ -707,7 +769,7 @@ begin
 end
 $$;
 comment on function scsql.verify_chain(bigint, bigint) is
-  'Auditor. Re-computes chain P_CHAIN in SQL, every row still present (or those after checkpoint P_FROM_CHECKPOINT): every row''s seq follows the previous one, prev_hash is the previous row_hash, row_hash = sha256(prev_hash || canonical row bytes || signature) (see scsql._enc), the row''s author and project are the chain''s, and rows a checkpoint signed still have the signed hash. Rows may be missing only where checkpoint segments say their partition was retired and it is gone (or, for retention of earlier versions, at or below a horizon that is a checkpointed head); the row after them must link to the hash the checkpoint signed. Returns chain_id, ok, rows_checked and, for the first break, broken_seq and kind: seq-gap (rows missing before broken_seq), fork (seq repeated), prev-mismatch, hash-mismatch (the row was altered), wrong-author, wrong-project, checkpoint-mismatch (a row differs from what a checkpoint signed, or the newest rows were removed), head-mismatch, horizon-unanchored (the horizon is not a checkpointed head), chain-identity (broken_seq 0: the chain''s project or agent differs from its agent''s project or from what a checkpoint recorded) or chain-missing (a checkpoint names the chain but it is gone). Signatures are checked by scsql verify. Raises SC106 for a chain no checkpoint knows, SC010 for a checkpoint without that chain.';
+  'Auditor. Re-computes chain P_CHAIN in SQL, every row still present (or, with checkpoint P_FROM_CHECKPOINT, the row at its head, which must have the signed hash, and those after it): every row''s seq follows the previous one, prev_hash is the previous row_hash, row_hash = sha256(prev_hash || canonical row bytes || signature) (see scsql._enc), the row''s author and project are the chain''s, and rows a checkpoint signed still have the signed hash. Rows may be missing only where checkpoint segments say their partition was retired and it is gone (or, for retention of earlier versions, at or below a horizon that is a checkpointed head), and no row may be present there; a run of missing rows ends at the end of such a segment (or in the horizon''s range), and the row after it must link to the hash the checkpoints signed for that end. Returns chain_id, ok, rows_checked and, for the first break, broken_seq and kind: seq-gap (rows missing before broken_seq), retired-row-present (a segment puts the row in a partition that is gone: it was moved or put back), fork (seq repeated), prev-mismatch, hash-mismatch (the row was altered), wrong-author, wrong-project, checkpoint-mismatch (a row differs from what a checkpoint signed, checkpoints signed different hashes for the row before broken_seq, or the newest rows were removed), head-mismatch, horizon-unanchored (the horizon is not a checkpointed head), chain-identity (broken_seq 0: the chain''s project or agent differs from its agent''s project or from what a checkpoint recorded) or chain-missing (a checkpoint names the chain but it is gone). Signatures are checked by scsql verify. Raises SC106 for a chain no checkpoint knows, SC010 for a checkpoint without that chain.';
 
 create or replace function scsql.chain_heads()
 returns table (project text, agent text, chain_id bigint, head_seq bigint, head_hash text, horizon_seq bigint)

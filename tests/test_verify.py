@@ -188,13 +188,22 @@ def test_verification_can_start_from_a_checkpoint(trail, tmp_path, monkeypatch):
     with db.connect() as conn:
         conn.execute("set role scsql_auditor")
         r = conn.execute("select * from scsql.verify_chain(%s, %s)", (ca, cp)).fetchone()
-        assert r["ok"] and r["rows_checked"] == 1
+        assert r["ok"] and r["rows_checked"] == 2  # the checkpoint's head (seq 6) and seq 7
+
+    def from_checkpoint_in_sql():
+        with db.connect() as conn:
+            conn.execute("set role scsql_auditor")
+            r = conn.execute("select * from scsql.verify_chain(%s, %s)", (ca, cp)).fetchone()
+        return (r["ok"], r["broken_seq"], r["kind"])
+
     _tamper(db, f"update scsql.outcomes set summary = 'x' where chain_id = {ca} and seq = 6")
     brk = verify(db.admin, workers=1, progress=False, from_checkpoint=cp).breaks[0]
     assert (brk.chain_id, brk.seq, brk.kind) == (ca, 6, "hash-mismatch")  # the start row itself is checked
+    assert from_checkpoint_in_sql() == (False, 6, "hash-mismatch")
     _tamper(db, f"update scsql.outcomes set row_hash = sha256(row_hash) where chain_id = {ca} and seq = 6")
     brk = verify(db.admin, workers=1, progress=False, from_checkpoint=cp).breaks[0]
     assert (brk.chain_id, brk.seq, brk.kind) == (ca, 6, "checkpoint-mismatch")
+    assert from_checkpoint_in_sql() == (False, 6, "checkpoint-mismatch")
 
 
 def _auditor_key(db):

@@ -11,7 +11,7 @@ import json
 import psycopg
 import pytest
 
-from scsql import cli
+from scsql import cli, signing
 from scsql.cmd_audit import export_checkpoints, record_checkpoints
 from scsql.registry import Api
 from scsql.verify import CheckpointHead, checkpoint_payload, verify
@@ -291,6 +291,115 @@ def test_checkpoint_after_retention_covers_only_new_rows_and_cli_verifies(retire
     capsys.readouterr()
     assert cli.main(["verify", "--checkpoints", str(export)]) == 0
     assert "4 rows in 1 chains" in capsys.readouterr().out
+
+
+def test_checkpoints_that_sign_different_hashes_for_a_retired_row_are_a_mismatch(retired, tmp_path):
+    """The row after a retired run links to the hash the checkpoints signed for
+    its last row; when two of them sign different hashes, neither is picked."""
+    db, a, chain, export = retired
+    # In the database (scsql.verify_chain reads checkpoints without their signatures): a second segment end.
+    _tamper(db, "insert into scsql.checkpoints (project_id, at, key_id, signature) "
+                "select project_id, at, key_id, signature from scsql.checkpoints",
+                "insert into scsql.checkpoint_segments (project_id, checkpoint_id, chain_id, first_seq, last_seq, row_hash, part) "
+                "select project_id, (select max(checkpoint_id) from scsql.checkpoints), chain_id, first_seq, last_seq, "
+                f"sha256(row_hash), part from scsql.checkpoint_segments where chain_id = {chain} and last_seq = 3")
+    sql = _sql_verify(db, chain)
+    assert (sql["ok"], sql["broken_seq"], sql["kind"]) == (False, 4, "checkpoint-mismatch")
+    _tamper(db, "delete from scsql.checkpoint_segments where checkpoint_id = (select max(checkpoint_id) from scsql.checkpoints)",
+            "delete from scsql.checkpoints where checkpoint_id = (select max(checkpoint_id) from scsql.checkpoints)")
+    assert _breaks(db, checkpoint_files=[export]) == []
+    # Validly signed (scsql verify checks the auditor's signatures): an exported line that disagrees.
+    key = _auditor(db)
+    with db.connect() as conn:
+        key_id = conn.execute("select max(key_id) as k from scsql.auditor_keys").fetchone()["k"]
+    [line] = [json.loads(x) for x in export.read_text().splitlines()]
+    for h in line["heads"]:
+        for g in h["segments"]:
+            if g["last_seq"] == 3:
+                g["row_hash"] = "00" * 32
+    heads = [CheckpointHead(h["chain_id"], h["seq"], bytes.fromhex(h["row_hash"]), h["agent_id"], h["from_seq"],
+                            tuple((g["last_seq"], bytes.fromhex(g["row_hash"]), g["part"]) for g in h["segments"]))
+             for h in line["heads"]]
+    at = dt.datetime.fromisoformat(line["at"])
+    forged = dict(line, checkpoint_id=999, key_id=key_id, public_key=signing.public_bytes(key).hex(),
+                  signature=key.sign(checkpoint_payload(line["project_id"], at, key_id, heads)).hex())
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps(forged) + "\n")
+    assert _breaks(db, checkpoint_files=[export, other]) == [(chain, 4, "checkpoint-mismatch")]
+
+
+# -- a signed segment is kept whole: its rows cannot be deleted by moving the others ------------
+
+
+@pytest.fixture
+def segment(scsql_db, tmp_path):
+    """Agent A's chain: a session (seq 1), five tool calls three days old in
+    one dated partition (seq 2..6: one signed segment), a tool call of today
+    (seq 7), all checkpointed and exported."""
+    db = scsql_db
+    _allow_old_rows(db)
+    day = (dt.datetime.now(dt.UTC) - dt.timedelta(days=3)).replace(hour=12)
+    with db.connect() as conn:
+        conn.execute("set role scsql_owner")
+        conn.execute("select scsql._create_day_partition('scsql.tool_calls', %s)", (day.date(),))
+    a = db.agent("seg", db.project())
+    _backdate_keys(db)
+    api = Api(a)
+    api.call("start_session", client="test", title="kept forever")
+    for i in range(2, 7):
+        _write_at(a, day, f"old-{i}")
+    api.call("record_tool_call", tool="new-7")
+    _key, export = _checkpoint(db, tmp_path)
+    with db.connect() as conn:
+        chain = conn.execute("select chain_id from scsql.chains").fetchone()["chain_id"]
+        segments = conn.execute("select first_seq, last_seq from scsql.checkpoint_segments order by last_seq").fetchall()
+    assert [(g["first_seq"], g["last_seq"]) for g in segments] == [(1, 1), (2, 6), (7, 7)]
+    return db, chain, _partition_of(db, "old-2"), day, export
+
+
+def test_a_row_deleted_from_a_segment_moved_to_the_default_partition_is_found(segment):
+    """A DBA detaches the partition of a signed segment, deletes one row and
+    moves the others into the default partition: the segment's partition is
+    gone, but its rows are not."""
+    db, chain, old, day, export = segment
+    _tamper(db, f"alter table scsql.tool_calls detach partition {old}",
+            f"delete from {old} where seq = 4",
+            f"insert into scsql.tool_calls_default select * from {old}",
+            f"drop table {old}")
+    assert _breaks(db, checkpoint_files=[export]) == [(chain, 2, "retired-row-present")]
+    assert _breaks(db) == [(chain, 2, "retired-row-present")]
+    sql = _sql_verify(db, chain)
+    assert (sql["ok"], sql["broken_seq"], sql["kind"]) == (False, 2, "retired-row-present")
+
+
+def test_a_row_deleted_from_a_segment_reattached_with_other_bounds_is_found(segment):
+    db, chain, old, day, export = segment
+    lo = dt.datetime.combine(day.date(), dt.time(), dt.UTC)
+    _tamper(db, f"alter table scsql.tool_calls detach partition {old}",
+            f"delete from {old} where seq = 4",
+            f"alter table scsql.tool_calls attach partition {old} "
+            f"for values from ('{lo - dt.timedelta(hours=1)}') to ('{lo + dt.timedelta(days=1)}')")
+    assert _breaks(db, checkpoint_files=[export]) == [(chain, 2, "retired-row-present")]
+    sql = _sql_verify(db, chain)
+    assert (sql["ok"], sql["broken_seq"], sql["kind"]) == (False, 2, "retired-row-present")
+
+
+def test_missing_rows_must_end_where_the_next_row_links_to_a_signed_hash(scsql_db):
+    """Rows missing inside a retired segment, with the rest of it present, end
+    at no signed hash: the row after them would link to nothing checked."""
+    from scsql.verify import ChainFacts, _Gaps
+
+    retired = "scsql.tool_calls@2020-01-01T00:00:00Z"
+    gaps = _Gaps(ChainFacts(segments=[(2, 6, retired, b"\x06" * 32)]), set(), 0, None)
+    assert gaps.gap(2, 6) == (None, b"\x06" * 32, False)
+    assert gaps.gap(3, 4)[0][0] == "seq-gap"
+    legacy = _Gaps(ChainFacts(), set(), 10, b"\x0a" * 32)  # retention of earlier versions, up to seq 10
+    assert legacy.gap(3, 4) == (None, None, True) and legacy.gap(3, 10) == (None, b"\x0a" * 32, True)
+    with scsql_db.connect() as conn:
+        gap = "select ok from scsql._chain_gap(%s, %s, '{2}', '{6}', '{true}', 0)"
+        assert conn.execute(gap, (2, 6)).fetchone()["ok"]
+        assert not conn.execute(gap, (3, 4)).fetchone()["ok"]
+        assert conn.execute("select ok from scsql._chain_gap(3, 4, '{}', '{}', '{}', 10)").fetchone()["ok"]
 
 
 # -- record_checkpoint and set_clock_skew: bad input gets a scsql error and leaves nothing ----------
