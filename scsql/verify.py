@@ -538,9 +538,13 @@ def verify_part(conninfo: str, role: str | None, lo: int = MIN_ID, hi: int = MAX
             head_seq, head_hash = c[2], bytes(c[3])
             end, end_hash = st.next - 1, st.prev
             if end < head_seq:
-                problem, h, _legacy = st.gaps.gap(end + 1, head_seq)
+                problem, h, legacy_used = st.gaps.gap(end + 1, head_seq)
                 if problem is None:
                     end, end_hash = head_seq, h
+                    if legacy_used:
+                        # Retention of earlier versions retired the newest rows: nothing is
+                        # left to describe up to the head, the next segments start after it.
+                        st.legacy_gap_end = head_seq
                 elif problem[0] == "checkpoint-mismatch":
                     _fail(breaks, st, chain_id, end + 1, *problem)
                     continue

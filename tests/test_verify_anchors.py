@@ -328,6 +328,52 @@ def test_checkpoints_that_sign_different_hashes_for_a_retired_row_are_a_mismatch
     assert _breaks(db, checkpoint_files=[export, other]) == [(chain, 4, "checkpoint-mismatch")]
 
 
+def test_checkpoint_after_earlier_retention_dropped_the_newest_rows_of_an_idle_chain(scsql_db):
+    """Upgrade: retention of earlier versions dropped the partition holding
+    the newest rows of a chain that wrote nothing since, and moved its horizon
+    to its head (a format-2 checkpoint's). scsql checkpoint signs the chain
+    from its head on, verification stays clean, and the chain carries on."""
+    db = scsql_db
+    _allow_old_rows(db)
+    day = dt.datetime.now(dt.UTC) - dt.timedelta(days=3)
+    with db.connect() as conn:
+        conn.execute("set role scsql_owner")
+        conn.execute("select scsql._create_day_partition('scsql.tool_calls', %s)", (day.date(),))
+    a = db.agent("idle", db.project())
+    _backdate_keys(db)
+    Api(a).call("start_session", client="test", title="kept forever")  # seq 1
+    _write_at(a, day, "old-2")
+    _write_at(a, day, "old-3")  # the head
+    key = _auditor(db)
+    with db.connect() as conn:  # a format-2 checkpoint, as earlier versions signed it
+        c = conn.execute("select chain_id, project_id, head_seq, head_hash from scsql.chains").fetchone()
+        key_id = conn.execute("select max(key_id) as k from scsql.auditor_keys").fetchone()["k"]
+        at = dt.datetime.now(dt.UTC)
+        heads = [(c["chain_id"], c["head_seq"], c["head_hash"])]
+        cp = conn.execute("select scsql.record_checkpoint(%s::bigint, %s::timestamptz, %s::integer, %s::bigint[], "
+                          "%s::bigint[], %s::bytea[], %s::bytea) as id",
+                          (c["project_id"], at, key_id, [c["chain_id"]], [c["head_seq"]], [c["head_hash"]],
+                           key.sign(checkpoint_payload(c["project_id"], at, key_id, heads, version=2)))).fetchone()["id"]
+    chain = c["chain_id"]
+    # Retention of earlier versions: the horizon moved to that checkpoint's head, the partition dropped.
+    _tamper(db, f"update scsql.chains set horizon_seq = head_seq, horizon_hash = head_hash, horizon_checkpoint = {cp} "
+                f"where chain_id = {chain}",
+            f"drop table {_partition_of(db, 'old-2')}")
+    assert _breaks(db) == []
+    record_checkpoints(db.admin, key, progress=False)
+    with db.connect() as conn:
+        head = conn.execute("select seq, from_seq from scsql.checkpoint_heads where chain_id = %s "
+                            "order by checkpoint_id desc limit 1", (chain,)).fetchone()
+    assert (head["seq"], head["from_seq"]) == (3, 3)  # nothing left to describe up to the head
+    assert _breaks(db) == []
+    assert _sql_verify(db, chain)["ok"]
+    Api(a).call("record_tool_call", tool="new-4")  # the chain carries on
+    record_checkpoints(db.admin, key, progress=False)
+    assert _breaks(db) == []
+    sql = _sql_verify(db, chain)
+    assert sql["ok"] and sql["rows_checked"] == 2
+
+
 # -- a signed segment is kept whole: its rows cannot be deleted by moving the others ------------
 
 
