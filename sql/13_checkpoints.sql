@@ -37,9 +37,12 @@
 -- auditor verified, since their hashes lead to signed hashes). A row may be
 -- missing only when a segment places it in a dated partition that no longer
 -- exists (retention dropped it; scsql._retire_partition drops only rows in
--- segments), and the row after it must link to the hash the segment signed,
--- so the rows kept around retired ones stay bound to signed hashes. The
--- project and agent signed for a chain must still be the chain's.
+-- segments), and then no row of that segment may be present (retention
+-- drops whole partitions: a row still there was moved or put back). A run of
+-- missing rows ends at the end of a segment, and the row after it must link
+-- to the hash the segment signed, so the rows kept around retired ones stay
+-- bound to signed hashes. The project and agent signed for a chain must
+-- still be the chain's.
 --
 -- Earlier formats are still verified and told apart by the payload the
 -- signature verifies: format 2, "scsql/checkpoint/2", int project_id,
