@@ -191,16 +191,18 @@ class Bench:
 
     def fill(self, rows: int) -> None:
         """Add chained, signed rows quickly (many per transaction) for the verification phase."""
-        per_agent = rows // len(self.agents)
+        n = len(self.agents)
 
-        def fill_one(agent: Agent) -> None:
-            for start in range(0, per_agent, 1000):
+        def fill_one(agent: Agent, count: int) -> None:
+            for start in range(0, count, 1000):
                 batch = [sign_row(agent, "scsql.tool_calls", TOOL_CALL_FIELDS, _call_args(i))
-                         for i in range(start, min(per_agent, start + 1000))]
+                         for i in range(start, min(count, start + 1000))]
                 with agent.transaction() as conn, conn.cursor() as cur:
                     cur.executemany(CHAINED_CALL, [_chained_params(b) for b in batch])
 
-        threads = [threading.Thread(target=fill_one, args=(a,)) for a in self.agents]
+        # Every row asked for is written: the remainder goes to the first agents.
+        threads = [threading.Thread(target=fill_one, args=(a, rows // n + (i < rows % n)))
+                   for i, a in enumerate(self.agents)]
         for t in threads:
             t.start()
         for t in threads:
