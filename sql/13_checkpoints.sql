@@ -107,29 +107,6 @@ $$;
 comment on function scsql.checkpoint_heads_now() is
   'Auditor. The current head (seq, row_hash) of every non-empty chain, by project, as scsql.chains records it. scsql checkpoint does not sign these: it signs the heads its own verification of the rows reached.';
 
-create or replace function scsql._chain_row_hash(p_chain bigint, p_seq bigint)
-returns bytea
-language plpgsql
-stable
-security definer
-set search_path = pg_catalog, scsql
-as $$
-declare
-  v_query text;
-  v_hash bytea;
-begin
-  select string_agg(format('select row_hash from %s where chain_id = $1 and seq = $2', t.table_name), ' union all ')
-  into v_query from scsql.chained_tables t;
-  if v_query is null then
-    return null;
-  end if;
-  execute v_query || ' limit 1' into v_hash using p_chain, p_seq;
-  return v_hash;
-end
-$$;
-comment on function scsql._chain_row_hash(bigint, bigint) is
-  'Private. The row_hash of the row at P_SEQ of chain P_CHAIN, whichever chained table holds it; NULL when none does.';
-
 create or replace function scsql._chain_row_at(p_chain bigint, p_seq bigint, out row_hash bytea, out part text)
 language plpgsql
 stable
@@ -151,6 +128,16 @@ end
 $$;
 comment on function scsql._chain_row_at(bigint, bigint) is
   'Private. The row_hash of the row at P_SEQ of chain P_CHAIN and the partition holding it (its name in scsql._chain_partitions), whichever chained table holds it; NULLs when none does.';
+
+create or replace function scsql._chain_row_hash(p_chain bigint, p_seq bigint)
+returns bytea
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql
+as $$ select (scsql._chain_row_at(p_chain, p_seq)).row_hash $$;
+comment on function scsql._chain_row_hash(bigint, bigint) is
+  'Private. The row_hash of the row at P_SEQ of chain P_CHAIN, whichever chained table holds it; NULL when none does.';
 
 drop function if exists scsql.record_checkpoint(bigint, timestamptz, integer, bigint[], bigint[], bytea[], bytea);
 

@@ -40,6 +40,17 @@ def _allow_old_rows(db: ScsqlDb) -> None:
         conn.execute("select scsql.set_clock_skew('10 days')")
 
 
+def _old_day(db: ScsqlDb, days: int = 3) -> dt.datetime:
+    """A time DAYS ago whose day partition of scsql.tool_calls exists, with
+    rows that old allowed (test setup only)."""
+    _allow_old_rows(db)
+    at = dt.datetime.now(dt.UTC) - dt.timedelta(days=days)
+    with db.connect() as conn:
+        conn.execute("set role scsql_owner")
+        conn.execute("select scsql._create_day_partition('scsql.tool_calls', %s)", (at.date(),))
+    return at
+
+
 def _backdate_keys(db: ScsqlDb) -> None:
     with db.connect() as conn:
         conn.execute("update scsql.agent_keys set valid_from = now() - interval '30 days'")
@@ -99,11 +110,7 @@ def test_builtin_maintenance_creates_protects_and_retires_partitions(scsql_db):
     assert [r["lower_bound"].date() for r in days] == [today + dt.timedelta(days=i) for i in range(-1, 8)]
     assert {r["managed_by"] for r in status} == {"built-in"}
     assert any(r["is_default"] for r in status if r["parent"] == "scsql.tool_calls")
-    _allow_old_rows(db)
-    three_days_ago = dt.datetime.now(dt.UTC) - dt.timedelta(days=3)
-    with db.connect() as conn:
-        conn.execute("set role scsql_owner")
-        conn.execute("select scsql._create_day_partition('scsql.tool_calls', %s)", (three_days_ago.date(),))
+    three_days_ago = _old_day(db)
     project = db.project()
     a = db.agent("a", project)
     _backdate_keys(db)
@@ -148,11 +155,7 @@ def test_retention_and_a_write_into_the_partition_do_not_race(scsql_db):
     dropping it afterwards. The race is staged with two connections, and
     pg_locks shows retention really waited for the writer."""
     db = scsql_db
-    _allow_old_rows(db)
-    three_days_ago = dt.datetime.now(dt.UTC) - dt.timedelta(days=3)
-    with db.connect() as conn:
-        conn.execute("set role scsql_owner")
-        conn.execute("select scsql._create_day_partition('scsql.tool_calls', %s)", (three_days_ago.date(),))
+    three_days_ago = _old_day(db)
     a = db.agent("race", db.project())
     _backdate_keys(db)
     _write_at(a, three_days_ago, "old-1")

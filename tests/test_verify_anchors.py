@@ -16,7 +16,7 @@ from scsql.cmd_audit import export_checkpoints, record_checkpoints
 from scsql.registry import Api
 from scsql.verify import CheckpointHead, checkpoint_payload, verify
 
-from .test_partitions import _allow_old_rows, _auditor, _backdate_keys, _partition_of, _write_at
+from .test_partitions import _auditor, _backdate_keys, _old_day, _partition_of, _write_at
 from .test_verify import _sql_verify, _tamper, trail  # noqa: F401 - the fixture
 
 
@@ -214,11 +214,7 @@ def retired(scsql_db, tmp_path):
     checkpointed and exported, then a tool call after the checkpoint (seq 6);
     the old partition is then retired."""
     db = scsql_db
-    _allow_old_rows(db)
-    three_days_ago = dt.datetime.now(dt.UTC) - dt.timedelta(days=3)
-    with db.connect() as conn:
-        conn.execute("set role scsql_owner")
-        conn.execute("select scsql._create_day_partition('scsql.tool_calls', %s)", (three_days_ago.date(),))
+    three_days_ago = _old_day(db)
     project = db.project()
     a = db.agent("ret", project)
     _backdate_keys(db)
@@ -334,11 +330,7 @@ def test_checkpoint_after_earlier_retention_dropped_the_newest_rows_of_an_idle_c
     to its head (a format-2 checkpoint's). scsql checkpoint signs the chain
     from its head on, verification stays clean, and the chain carries on."""
     db = scsql_db
-    _allow_old_rows(db)
-    day = dt.datetime.now(dt.UTC) - dt.timedelta(days=3)
-    with db.connect() as conn:
-        conn.execute("set role scsql_owner")
-        conn.execute("select scsql._create_day_partition('scsql.tool_calls', %s)", (day.date(),))
+    day = _old_day(db)
     a = db.agent("idle", db.project())
     _backdate_keys(db)
     Api(a).call("start_session", client="test", title="kept forever")  # seq 1
@@ -383,11 +375,7 @@ def segment(scsql_db, tmp_path):
     one dated partition (seq 2..6: one signed segment), a tool call of today
     (seq 7), all checkpointed and exported."""
     db = scsql_db
-    _allow_old_rows(db)
-    day = (dt.datetime.now(dt.UTC) - dt.timedelta(days=3)).replace(hour=12)
-    with db.connect() as conn:
-        conn.execute("set role scsql_owner")
-        conn.execute("select scsql._create_day_partition('scsql.tool_calls', %s)", (day.date(),))
+    day = _old_day(db).replace(hour=12)
     a = db.agent("seg", db.project())
     _backdate_keys(db)
     api = Api(a)
