@@ -1055,13 +1055,15 @@ language plpgsql
 stable
 as $$
 -- The top p_depth chunks by BM25 (see the definition at the top of this
--- file), best first, as the caller sees them. For one project without
--- filters it is computed MaxScore-style: the postings of the rarest terms
--- (at most 20,000 rows together) give candidates; the common terms are added
--- to the best of them by index probes; the result is kept only when no other
--- chunk could beat it (its score bound: the common terms' upper bounds, from
--- max_tf, plus the best partial score left out); otherwise, and for several
--- projects or with filters, every posting of every term is scored. The
+-- file), best first, as the caller sees them. Without filters each project
+-- is ranked on its own (a chunk belongs to one project, so the best p_depth
+-- overall are among the best p_depth of each project) and the lists are
+-- merged; one project is computed MaxScore-style: the postings of the
+-- rarest terms (at most 20,000 rows together) give candidates; the common
+-- terms are added to the best of them by index probes; the result is kept
+-- only when no other chunk could beat it (its score bound: the common
+-- terms' upper bounds, from max_tf, plus the best partial score left out);
+-- otherwise, and with filters, every posting of every term is scored. The
 -- setting scsql.bm25_prune_postings (default 20000; 0: never prune) bounds
 -- the postings read for the essential terms. Over another project (which
 -- row-level security shows only in part: its published sources) the
@@ -1096,8 +1098,7 @@ declare
   v_budget integer := coalesce(nullif(current_setting('scsql.bm25_prune_postings', true), '')::integer, 20000);
   v_cap integer;
 begin
-  if p_kinds is not null or p_trust is not null or p_since is not null or cardinality(p_projects) <> 1
-     or v_project is distinct from v_me then
+  if p_kinds is not null or p_trust is not null or p_since is not null then
     return query
     select array_agg(x.project_id order by x.score desc, x.project_id, x.chunk_id),
            array_agg(x.chunk_id order by x.score desc, x.project_id, x.chunk_id),
@@ -1136,7 +1137,29 @@ begin
     return;
   end if;
 
-  select s.n_chunks, greatest(s.total_len::double precision / greatest(s.n_chunks, 1), 1)
+  if cardinality(p_projects) <> 1 then
+    -- Each project ranked on its own (pruned as below), then merged.
+    return query
+    select array_agg(x.project_id order by x.score desc, x.project_id, x.chunk_id),
+           array_agg(x.chunk_id order by x.score desc, x.project_id, x.chunk_id),
+           array_agg(x.score order by x.score desc, x.project_id, x.chunk_id)
+    from (
+      select u.project_id, u.chunk_id, u.score
+      from (select distinct pr.id from unnest(p_projects) pr(id)) pr
+      cross join lateral scsql._bm25(array[pr.id], p_terms, p_k1, p_b, p_depth, null, null, null) b
+      cross join lateral unnest(b.project_ids, b.chunk_ids, b.scores) u(project_id, chunk_id, score)
+      order by u.score desc, u.project_id, u.chunk_id
+      limit p_depth
+    ) x;
+    return;
+  end if;
+
+  -- Another project's published knowledge is scored on its own: its
+  -- statistics, and (row-level security) its postings. max_tf, an upper
+  -- bound over all of its chunks, bounds the published ones too.
+  select case when v_project = v_me then s.n_chunks else s.published_chunks end,
+         greatest(case when v_project = v_me then s.total_len else s.published_len end::double precision
+                  / greatest(case when v_project = v_me then s.n_chunks else s.published_chunks end, 1), 1)
     into v_n, v_avgdl
   from scsql.memory_state s where s.project_id = v_project;
   if not found or v_n = 0 then
@@ -1146,8 +1169,10 @@ begin
          array_agg(ln(1 + ((v_n - t.df) + 0.5)::double precision / (t.df + 0.5)::double precision) order by t.df, t.term_id),
          array_agg(t.df order by t.df, t.term_id), array_agg(t.max_tf order by t.df, t.term_id)
     into v_tids, v_idf, v_df, v_maxtf
-  from scsql.kb_terms t
-  where t.project_id = v_project and t.term = any(p_terms) and t.df > 0;
+  from (select t.term_id, t.max_tf, case when v_project = v_me then t.df else t.published_df end as df
+        from scsql.kb_terms t
+        where t.project_id = v_project and t.term = any(p_terms)) t
+  where t.df > 0;
   v_terms := coalesce(array_length(v_tids, 1), 0);
   if v_terms = 0 then
     return;
@@ -1245,7 +1270,7 @@ begin
 end
 $$;
 comment on function scsql._bm25(bigint[], text[], double precision, double precision, integer, text[], text, timestamptz) is
-  'Private. The top-depth chunks for a set of query terms by BM25 over the given projects, as the caller sees them (row-level security applies), as arrays of project ids, chunk ids and scores, best first; another project is scored with the statistics of its published chunks. Exact; common terms of the caller''s own project are pruned MaxScore-style when they cannot change the result.';
+  'Private. The top-depth chunks for a set of query terms by BM25 over the given projects, as the caller sees them (row-level security applies), as arrays of project ids, chunk ids and scores, best first; another project is scored with the statistics of its published chunks. Exact; without filters each project is ranked on its own, its common terms pruned MaxScore-style when they cannot change the result, and the lists are merged.';
 
 create or replace function scsql._search(
   p_projects bigint[], p_query text, p_k integer, p_kinds text[], p_trust text, p_since timestamptz,

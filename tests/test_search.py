@@ -425,3 +425,49 @@ def test_pruned_bm25_returns_exactly_the_full_computation(scsql_db):
                 results.append([(r["source_path"], round(r["score"], 9)) for r in rows])
             assert len(results[0]) == min(depth, len(results[0])) and results[0]
             assert results[1] == results[0] and results[2] == results[0] and results[3] == results[0], query
+
+
+def test_search_global_prunes_each_project_and_returns_exactly_the_full_computation(scsql_db):
+    """search_global ranks each readable project on its own (a granted
+    project over its published knowledge and statistics, pruned MaxScore-style
+    like the agent's own) and merges the lists; the result must equal scoring
+    every visible posting of every project at once (the path a kinds filter
+    takes), whatever the pruning budget, and hidden sessions sharing the
+    query's words must not show up."""
+    import random
+
+    pa, pb = scsql_db.project(), scsql_db.project()
+    a, b = scsql_db.agent("gprune_a", pa), scsql_db.agent("gprune_b", pb)
+    with scsql_db.connect() as conn:
+        conn.execute("select scsql.grant_project_read(%s, %s)", (pb, a.name))
+        conn.commit()
+    rng = random.Random(7)
+    vocab = [f"t{i}" for i in range(60)]
+    weights = [1.0 / (i + 1) for i in range(60)]
+    for agent, docs in ((b, 300), (a, 60)):
+        with agent.transaction() as conn:
+            for d in range(docs):
+                words = rng.choices(vocab, weights, k=rng.randint(5, 40))
+                conn.execute("select 1 from scsql.index_text(%s, %s, 'note')", (f"d{d}", " ".join(words)))
+    api = Api(b)
+    for i in range(5):  # unpublished knowledge of B with the same words
+        api.call("summarize_session", summary={"done": [" ".join(rng.choices(vocab, weights, k=30))],
+                                               "decisions": [f"t{i} t{i + 1} t{i + 2}"]})
+    every_kind = ["file", "url", "note", "session_summary", "archived_fact", "learning"]
+    queries = ["t0 t1 t2", "t0 t45", "t59 t1", "t3 t7 t20 t0", "t30 t31 t32", "t1", "t0 t1 t2 t3 t4 t5"]
+    merged = set()
+    for query in queries:
+        for depth in (5, 20, 60):
+            results = []
+            for budget, kinds in (("20000", every_kind), ("0", None), ("15", None), ("60", None), ("300", None)):
+                with a.transaction() as conn:
+                    conn.execute("select set_config('scsql.bm25_prune_postings', %s, true)", (budget,))
+                    rows = conn.execute("select project, source_kind, source_path, score from scsql.search_global("
+                                        "%s, p_mode => 'bm25', p_k => %s, p_depth => %s, p_kinds => %s)",
+                                        (query, depth, depth, kinds)).fetchall()
+                assert {r["source_kind"] for r in rows} == {"note"}, query
+                results.append(sorted(((-round(r["score"], 9), r["project"], r["source_path"]) for r in rows)))
+            assert results[0] and all(r == results[0] for r in results[1:]), (query, depth)
+            if {p for _, p, _ in results[0]} == {pa, pb}:
+                merged.add(query)
+    assert len(merged) >= 3, merged  # lists of both projects really were merged
