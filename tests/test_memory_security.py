@@ -58,7 +58,7 @@ def rooted_agent(scsql_db, root: Path, short: str):
     return scsql_db.agent(short, name)
 
 
-# -- S1: what the indexer may read ----------------------------------------------
+# -- what the indexer may read ----------------------------------------------
 
 
 def test_a_directory_outside_the_project_root_is_refused(scsql_db, tmp_path):
@@ -229,7 +229,7 @@ def test_index_text_refuses_a_private_key_block(scsql_db, tmp_path):
     assert not indexer.holds_private_key("A key file starts with -----BEGIN PRIVATE KEY----- and must never")
 
 
-# -- S7: derived sources belong to their writers ---------------------------------
+# -- derived sources belong to their writers ---------------------------------
 
 
 def _session(agent, done: str) -> str:

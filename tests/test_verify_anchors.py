@@ -33,7 +33,7 @@ def _checkpoint(db, tmp_path):
     return key, export
 
 
-# -- S2: the horizon -------------------------------------------------------------------
+# -- the horizon -------------------------------------------------------------------
 
 
 def test_moving_the_horizon_to_the_head_is_found(trail):
@@ -68,7 +68,7 @@ def test_a_row_removed_below_a_moved_horizon_is_a_gap(trail, tmp_path):
     assert (sql["broken_seq"], sql["kind"]) == (3, "seq-gap")
 
 
-# -- S3: whole chains, and breaks in checkpoint data under the right chain -------------------
+# -- whole chains, and breaks in checkpoint data under the right chain -------------------
 
 
 def test_a_deleted_chain_is_missing_against_checkpoints(trail, tmp_path):
@@ -95,7 +95,7 @@ def test_a_break_in_checkpoint_data_names_the_chain_it_concerns(trail, tmp_path)
     assert [(c, k) for c, _s, k in _breaks(db, checkpoint_files=[export])] == [(cb, "checkpoint-signature")]
 
 
-# -- S4: project and author -------------------------------------------------------------
+# -- project and author -------------------------------------------------------------
 
 
 def test_a_row_moved_to_another_project_is_found(trail, tmp_path):
@@ -167,7 +167,7 @@ def test_exported_checkpoints_name_each_chains_agent_and_old_lines_stay_readable
     assert _breaks(db, checkpoint_files=[old_file]) == [(ca, 6, "checkpoint-mismatch")]
 
 
-# -- S6: the clock tolerance --------------------------------------------------------------
+# -- the clock tolerance --------------------------------------------------------------
 
 
 def test_an_agent_cannot_widen_the_clock_tolerance(scsql_db):
