@@ -1106,6 +1106,7 @@ declare
   v_ubt double precision[];
   v_req integer[];
   v_rest double precision;
+  v_pair integer[];
 begin
   if p_kinds is not null or p_trust is not null or p_since is not null then
     return query
@@ -1271,6 +1272,41 @@ begin
     select coalesce(array_agg(i order by i), '{}') into v_req
     from generate_series(1, v_terms) i
     where ((select sum(x) from unnest(v_ubt) x) - v_ubt[i]) * (1 + 1e-9) < v_lb;
+    -- Too few, perhaps because v_lb is weak (the candidates so far seldom
+    -- hold the other strong terms): once, raise it with the best chunks
+    -- holding the two terms of highest bound, when reading their postings
+    -- costs no more than promoting the next term would.
+    if cardinality(v_req) < 2 and v_pair is null then
+      select array_agg(i order by v_ubt[i] desc, i) into v_pair
+      from (select i from generate_series(1, v_terms) i order by v_ubt[i] desc, i limit 2) x;
+      if v_df[v_pair[1]] + v_df[v_pair[2]] <= v_sum + v_df[v_e + 1] then
+        v_theta := coalesce((
+          select y.score from (
+            select c.part + coalesce((
+                     select sum(u.idf * p.tf * (p_k1 + 1) / (p.tf + p_k1 * (1 - p_b + p_b * p.dl / v_avgdl)))
+                     from unnest(v_tids, v_idf) with ordinality u(term_id, idf, i)
+                     join scsql.kb_postings p on p.project_id = v_project and p.term_id = u.term_id
+                                              and p.chunk_id = c.chunk_id
+                     where u.i <> v_pair[1] and u.i <> v_pair[2]), 0) as score
+            from (
+              select v_idf[v_pair[1]] * a.tf * (p_k1 + 1) / (a.tf + p_k1 * (1 - p_b + p_b * a.dl / v_avgdl))
+                     + v_idf[v_pair[2]] * b.tf * (p_k1 + 1) / (b.tf + p_k1 * (1 - p_b + p_b * b.dl / v_avgdl)) as part,
+                     a.chunk_id
+              from scsql.kb_postings a
+              join scsql.kb_postings b on b.project_id = v_project and b.term_id = v_tids[v_pair[2]]
+                                      and b.chunk_id = a.chunk_id
+              where a.project_id = v_project and a.term_id = v_tids[v_pair[1]]
+              order by part desc, a.chunk_id
+              limit 2 * p_depth
+            ) c
+          ) y
+          order by y.score desc offset p_depth - 1 limit 1), 0);
+        v_lb := greatest(v_lb, v_theta);
+        select coalesce(array_agg(i order by i), '{}') into v_req
+        from generate_series(1, v_terms) i
+        where ((select sum(x) from unnest(v_ubt) x) - v_ubt[i]) * (1 + 1e-9) < v_lb;
+      end if;
+    end if;
     exit when cardinality(v_req) >= 2;
     exit when v_sum + v_df[v_e + 1] > 3 * v_budget;
     v_e := v_e + 1;
