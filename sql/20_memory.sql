@@ -1107,6 +1107,12 @@ declare
   v_req integer[];
   v_rest double precision;
   v_pair integer[];
+  -- Candidates read in a round of one essential term: first only as many
+  -- as the bound usually needs (there a top-N sort of v_cap rows costs
+  -- more than reading the postings); the round reads up to v_cap when it
+  -- must look further. With more terms, grouping the postings costs most.
+  v_lim integer;
+  v_restart boolean := false;
 begin
   if p_kinds is not null or p_trust is not null or p_since is not null then
     return query
@@ -1211,26 +1217,44 @@ begin
   -- any chunk left out could reach; when it cannot (the common terms weigh
   -- too much), the next term becomes essential.
   while v_e < v_terms loop
-    select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
-      into v_cand, v_part
-    from (
-      select p.chunk_id, sum(u.idf * p.tf * (p_k1 + 1) / (p.tf + p_k1 * (1 - p_b + p_b * p.dl / v_avgdl))) as part
-      from unnest(v_tids[1:v_e], v_idf[1:v_e]) u(term_id, idf)
-      join scsql.kb_postings p on p.project_id = v_project and p.term_id = u.term_id
-      group by p.chunk_id
-      order by part desc, p.chunk_id
-      limit v_cap + 1
-    ) x;
+    v_lim := case when v_restart or v_e > 1 then v_cap else least(v_cap, 4 * greatest(p_depth * 2, 100)) end;
+    if v_e = 1 then  -- one posting per chunk: nothing to group
+      select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
+        into v_cand, v_part
+      from (
+        select p.chunk_id, v_idf[1] * p.tf * (p_k1 + 1) / (p.tf + p_k1 * (1 - p_b + p_b * p.dl / v_avgdl)) as part
+        from scsql.kb_postings p
+        where p.project_id = v_project and p.term_id = v_tids[1]
+        order by part desc, p.chunk_id
+        limit v_lim + 1
+      ) x;
+    else
+      select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
+        into v_cand, v_part
+      from (
+        select p.chunk_id, sum(u.idf * p.tf * (p_k1 + 1) / (p.tf + p_k1 * (1 - p_b + p_b * p.dl / v_avgdl))) as part
+        from unnest(v_tids[1:v_e], v_idf[1:v_e]) u(term_id, idf)
+        join scsql.kb_postings p on p.project_id = v_project and p.term_id = u.term_id
+        group by p.chunk_id
+        order by part desc, p.chunk_id
+        limit v_lim + 1
+      ) x;
+    end if;
     v_ncand := coalesce(array_length(v_cand, 1), 0);
     v_ub := 0;
     for v_i in v_e + 1 .. v_terms loop
       v_ub := v_ub + v_idf[v_i] * v_maxtf[v_i] * (p_k1 + 1)
                      / (v_maxtf[v_i] + p_k1 * (1 - p_b) + p_k1 * p_b * v_maxtf[v_i] / v_avgdl);
     end loop;
-    v_ids := '{}';
-    v_scores := '{}';
-    v_done := 0;
-    v_m := least(greatest(p_depth * 2, 100), v_ncand, v_cap);  -- element v_cap + 1 is only a sentinel
+    if v_restart then  -- the same round, read further: what was completed stays
+      v_restart := false;
+      v_m := v_done;
+    else
+      v_ids := '{}';
+      v_scores := '{}';
+      v_done := 0;
+      v_m := least(greatest(p_depth * 2, 100), v_ncand, v_cap);  -- element v_cap + 1 is only a sentinel
+    end if;
     loop
       select v_ids || coalesce(array_agg(x.chunk_id), '{}'), v_scores || coalesce(array_agg(x.score), '{}')
         into v_ids, v_scores
@@ -1262,10 +1286,15 @@ begin
       while v_i <= v_ncand and v_part[v_i] >= v_theta - v_ub loop
         v_i := v_i + 1;
       end loop;
-      exit when v_i > v_cap
-        or (v_e + 1 < v_terms and (v_i - v_m) * (v_terms - v_e) * 5 > v_df[v_e + 1]);
+      exit when v_e + 1 < v_terms and (v_i - v_m) * (v_terms - v_e) * 5 > v_df[v_e + 1];
+      if v_i > v_lim and v_ncand > v_lim and v_lim < v_cap then
+        v_restart := true;
+        exit;
+      end if;
+      exit when v_i > v_cap;
       v_m := least(v_i, v_ncand, v_cap);
     end loop;
+    continue when v_restart;
     -- A term is required when the other terms' bounds together stay below
     -- v_lb: a chunk without it cannot reach the result. With two of them,
     -- intersecting their postings (below) costs less than promoting a term.
