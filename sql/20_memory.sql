@@ -1063,7 +1063,10 @@ as $$
 -- terms are added to the best of them by index probes; the result is kept
 -- only when no other chunk could beat it (its score bound: the common
 -- terms' upper bounds, from max_tf, plus the best partial score left out);
--- otherwise, and with filters, every posting of every term is scored. The
+-- when two terms are required (without either, the other terms' bounds
+-- stay below a score already reached), only chunks holding both are
+-- scored (a merge join of their postings, the rest by probes); otherwise,
+-- and with filters, every posting of every term is scored. The
 -- setting scsql.bm25_prune_postings (default 20000; 0: never prune) bounds
 -- the postings read for the essential terms. Over another project (which
 -- row-level security shows only in part: its published sources) the
@@ -1097,6 +1100,19 @@ declare
   -- scsql.bm25_prune_postings; 0 turns pruning off).
   v_budget integer := coalesce(nullif(current_setting('scsql.bm25_prune_postings', true), '')::integer, 20000);
   v_cap integer;
+  -- A lower bound of the depth-th best score (the best theta seen), each
+  -- term's upper bound, and the terms every chunk of the result must hold.
+  v_lb double precision := 0;
+  v_ubt double precision[];
+  v_req integer[];
+  v_rest double precision;
+  v_pair integer[];
+  -- Candidates read in a round of one essential term: first only as many
+  -- as the bound usually needs (there a top-N sort of v_cap rows costs
+  -- more than reading the postings); the round reads up to v_cap when it
+  -- must look further. With more terms, grouping the postings costs most.
+  v_lim integer;
+  v_restart boolean := false;
 begin
   if p_kinds is not null or p_trust is not null or p_since is not null then
     return query
@@ -1178,6 +1194,11 @@ begin
     return;
   end if;
 
+  select array_agg(v_idf[i] * v_maxtf[i] * (p_k1 + 1)
+                   / (v_maxtf[i] + p_k1 * (1 - p_b) + p_k1 * p_b * v_maxtf[i] / v_avgdl) order by i)
+    into v_ubt
+  from generate_series(1, v_terms) i;
+
   -- Essential terms: the rarest ones, whose postings together stay small.
   v_e := 1;
   v_sum := v_df[1];
@@ -1196,26 +1217,44 @@ begin
   -- any chunk left out could reach; when it cannot (the common terms weigh
   -- too much), the next term becomes essential.
   while v_e < v_terms loop
-    select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
-      into v_cand, v_part
-    from (
-      select p.chunk_id, sum(u.idf * p.tf * (p_k1 + 1) / (p.tf + p_k1 * (1 - p_b + p_b * p.dl / v_avgdl))) as part
-      from unnest(v_tids[1:v_e], v_idf[1:v_e]) u(term_id, idf)
-      join scsql.kb_postings p on p.project_id = v_project and p.term_id = u.term_id
-      group by p.chunk_id
-      order by part desc, p.chunk_id
-      limit v_cap + 1
-    ) x;
+    v_lim := case when v_restart or v_e > 1 then v_cap else least(v_cap, 4 * greatest(p_depth * 2, 100)) end;
+    if v_e = 1 then  -- one posting per chunk: nothing to group
+      select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
+        into v_cand, v_part
+      from (
+        select p.chunk_id, v_idf[1] * p.tf * (p_k1 + 1) / (p.tf + p_k1 * (1 - p_b + p_b * p.dl / v_avgdl)) as part
+        from scsql.kb_postings p
+        where p.project_id = v_project and p.term_id = v_tids[1]
+        order by part desc, p.chunk_id
+        limit v_lim + 1
+      ) x;
+    else
+      select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
+        into v_cand, v_part
+      from (
+        select p.chunk_id, sum(u.idf * p.tf * (p_k1 + 1) / (p.tf + p_k1 * (1 - p_b + p_b * p.dl / v_avgdl))) as part
+        from unnest(v_tids[1:v_e], v_idf[1:v_e]) u(term_id, idf)
+        join scsql.kb_postings p on p.project_id = v_project and p.term_id = u.term_id
+        group by p.chunk_id
+        order by part desc, p.chunk_id
+        limit v_lim + 1
+      ) x;
+    end if;
     v_ncand := coalesce(array_length(v_cand, 1), 0);
     v_ub := 0;
     for v_i in v_e + 1 .. v_terms loop
       v_ub := v_ub + v_idf[v_i] * v_maxtf[v_i] * (p_k1 + 1)
                      / (v_maxtf[v_i] + p_k1 * (1 - p_b) + p_k1 * p_b * v_maxtf[v_i] / v_avgdl);
     end loop;
-    v_ids := '{}';
-    v_scores := '{}';
-    v_done := 0;
-    v_m := least(greatest(p_depth * 2, 100), v_ncand, v_cap);  -- element v_cap + 1 is only a sentinel
+    if v_restart then  -- the same round, read further: what was completed stays
+      v_restart := false;
+      v_m := v_done;
+    else
+      v_ids := '{}';
+      v_scores := '{}';
+      v_done := 0;
+      v_m := least(greatest(p_depth * 2, 100), v_ncand, v_cap);  -- element v_cap + 1 is only a sentinel
+    end if;
     loop
       select v_ids || coalesce(array_agg(x.chunk_id), '{}'), v_scores || coalesce(array_agg(x.score), '{}')
         into v_ids, v_scores
@@ -1230,6 +1269,7 @@ begin
       ) x;
       v_done := v_m;
       v_theta := coalesce((select sc from unnest(v_scores) sc order by sc desc offset p_depth - 1 limit 1), 0);
+      v_lb := greatest(v_lb, v_theta);
       v_next := case when v_ncand > v_m then v_part[v_m + 1] else 0 end;
       if v_theta > v_ub + v_next then
         return query
@@ -1246,14 +1286,93 @@ begin
       while v_i <= v_ncand and v_part[v_i] >= v_theta - v_ub loop
         v_i := v_i + 1;
       end loop;
-      exit when v_i > v_cap
-        or (v_e + 1 < v_terms and (v_i - v_m) * (v_terms - v_e) * 5 > v_df[v_e + 1]);
+      exit when v_e + 1 < v_terms and (v_i - v_m) * (v_terms - v_e) * 5 > v_df[v_e + 1];
+      if v_i > v_lim and v_ncand > v_lim and v_lim < v_cap then
+        v_restart := true;
+        exit;
+      end if;
+      exit when v_i > v_cap;
       v_m := least(v_i, v_ncand, v_cap);
     end loop;
+    continue when v_restart;
+    -- A term is required when the other terms' bounds together stay below
+    -- v_lb: a chunk without it cannot reach the result. With two of them,
+    -- intersecting their postings (below) costs less than promoting a term.
+    select coalesce(array_agg(i order by i), '{}') into v_req
+    from generate_series(1, v_terms) i
+    where ((select sum(x) from unnest(v_ubt) x) - v_ubt[i]) * (1 + 1e-9) < v_lb;
+    -- Too few, perhaps because v_lb is weak (the candidates so far seldom
+    -- hold the other strong terms): once, raise it with the best chunks
+    -- holding the two terms of highest bound, when reading their postings
+    -- costs no more than promoting the next term would.
+    if cardinality(v_req) < 2 and v_pair is null then
+      select array_agg(i order by v_ubt[i] desc, i) into v_pair
+      from (select i from generate_series(1, v_terms) i order by v_ubt[i] desc, i limit 2) x;
+      if v_df[v_pair[1]] + v_df[v_pair[2]] <= v_sum + v_df[v_e + 1] then
+        v_theta := coalesce((
+          select y.score from (
+            select c.part + coalesce((
+                     select sum(u.idf * p.tf * (p_k1 + 1) / (p.tf + p_k1 * (1 - p_b + p_b * p.dl / v_avgdl)))
+                     from unnest(v_tids, v_idf) with ordinality u(term_id, idf, i)
+                     join scsql.kb_postings p on p.project_id = v_project and p.term_id = u.term_id
+                                              and p.chunk_id = c.chunk_id
+                     where u.i <> v_pair[1] and u.i <> v_pair[2]), 0) as score
+            from (
+              select v_idf[v_pair[1]] * a.tf * (p_k1 + 1) / (a.tf + p_k1 * (1 - p_b + p_b * a.dl / v_avgdl))
+                     + v_idf[v_pair[2]] * b.tf * (p_k1 + 1) / (b.tf + p_k1 * (1 - p_b + p_b * b.dl / v_avgdl)) as part,
+                     a.chunk_id
+              from scsql.kb_postings a
+              join scsql.kb_postings b on b.project_id = v_project and b.term_id = v_tids[v_pair[2]]
+                                      and b.chunk_id = a.chunk_id
+              where a.project_id = v_project and a.term_id = v_tids[v_pair[1]]
+              order by part desc, a.chunk_id
+              limit 2 * p_depth
+            ) c
+          ) y
+          order by y.score desc offset p_depth - 1 limit 1), 0);
+        v_lb := greatest(v_lb, v_theta);
+        select coalesce(array_agg(i order by i), '{}') into v_req
+        from generate_series(1, v_terms) i
+        where ((select sum(x) from unnest(v_ubt) x) - v_ubt[i]) * (1 + 1e-9) < v_lb;
+      end if;
+    end if;
+    exit when cardinality(v_req) >= 2;
     exit when v_sum + v_df[v_e + 1] > 3 * v_budget;
     v_e := v_e + 1;
     v_sum := v_sum + v_df[v_e];
   end loop;
+
+  -- The chunks holding the two rarest required terms (a merge join of their
+  -- postings), whose partial score plus the other terms' bounds reaches
+  -- v_lb, completed with the other terms by index probes. Every chunk of
+  -- the result scores at least v_lb, so it is among them.
+  if cardinality(v_req) >= 2 then
+    select coalesce(sum(v_ubt[i]), 0) into v_rest
+    from generate_series(1, v_terms) i where i <> v_req[1] and i <> v_req[2];
+    return query
+    select array_agg(v_project), array_agg(x.chunk_id order by x.score desc, x.chunk_id),
+           array_agg(x.score order by x.score desc, x.chunk_id)
+    from (
+      select c.chunk_id,
+             c.part + coalesce((
+               select sum(u.idf * p.tf * (p_k1 + 1) / (p.tf + p_k1 * (1 - p_b + p_b * p.dl / v_avgdl)))
+               from unnest(v_tids, v_idf) with ordinality u(term_id, idf, i)
+               join scsql.kb_postings p on p.project_id = v_project and p.term_id = u.term_id and p.chunk_id = c.chunk_id
+               where u.i <> v_req[1] and u.i <> v_req[2]), 0) as score
+      from (
+        select a.chunk_id,
+               v_idf[v_req[1]] * a.tf * (p_k1 + 1) / (a.tf + p_k1 * (1 - p_b + p_b * a.dl / v_avgdl))
+               + v_idf[v_req[2]] * b.tf * (p_k1 + 1) / (b.tf + p_k1 * (1 - p_b + p_b * b.dl / v_avgdl)) as part
+        from scsql.kb_postings a
+        join scsql.kb_postings b on b.project_id = v_project and b.term_id = v_tids[v_req[2]] and b.chunk_id = a.chunk_id
+        where a.project_id = v_project and a.term_id = v_tids[v_req[1]]
+      ) c
+      where c.part + v_rest * (1 + 1e-9) >= v_lb
+      order by score desc, c.chunk_id
+      limit p_depth
+    ) x;
+    return;
+  end if;
 
   -- Every posting of every term.
   return query
