@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import statistics
 import subprocess
@@ -108,6 +109,15 @@ def _reset(setup: Setup) -> None:
         conn.execute("delete from scsql.tasks")
         conn.execute("delete from scsql.tasks_archive")
         conn.execute("vacuum (analyze) scsql.tasks")
+
+
+def _settle(admin: str) -> None:
+    """Write out what setting up left dirty (pgbench -i, the prefill) before a
+    measurement: otherwise the operating system flushes it while the
+    measurement runs, and the WAL flushes of each commit wait behind it."""
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("checkpoint")
+    os.sync()
 
 
 def _prefill(setup: Setup, n: int) -> None:
@@ -352,6 +362,7 @@ def run(ctx, args: argparse.Namespace) -> int:
         print("(numbers from one run on one server; compare the ratios, not the absolute values)", file=out)
         print(file=out)
         _reset(setup)
+        _settle(admin)
         enq = asyncio.run(scsql_enqueue_rate(setup, seconds))
         line = f"enqueue, 1 client, 1 task/transaction: scsql {enq:8.0f}/s"
         if peer is not None:
@@ -368,12 +379,14 @@ def run(ctx, args: argparse.Namespace) -> int:
             prefill = max(int(args.tasks_per_second_guess * seconds), 2000)
             _reset(setup)
             _prefill(setup, prefill)
+            _settle(admin)
             ours = asyncio.run(scsql_cycles(setup, w, seconds))
             tps = pgbench_tps(pgb, w, seconds) if pgb else 0.0
             line = f"{w:>7}  {ours:>14.0f}  {tps:>14.0f}  {_ratio(ours, tps):>13}"
             if peer is not None:
                 peer.reset()
                 asyncio.run(peer.prefill(prefill))
+                _settle(admin)
                 theirs = asyncio.run(peer.cycles(w, seconds))
                 line += f"  {theirs:>17.0f}  {_ratio(ours, theirs):>14}"
             print(line, file=out)
