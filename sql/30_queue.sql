@@ -258,6 +258,26 @@ $$;
 comment on function scsql._lease_refused(bigint, bigint, bigint, bigint, text) is
   'Private. Explains why a lease token does not hold a task, by raising SC302 (claimed again under a newer lease, or not this agent''s token), SC303 (lease expired, task back in the queue), SC304 (task finished) or SC301 (no such task in the project).';
 
+create or replace function scsql._held_task(p_me scsql.agents, p_task bigint, p_token bigint, p_action text)
+returns scsql.tasks
+language plpgsql
+as $$
+declare
+  v_t scsql.tasks;
+begin
+  select * into v_t from scsql.tasks t
+  where t.project_id = p_me.project_id and t.task_id = p_task
+    and t.state = 'claimed' and t.fence = p_token and t.claimed_by = p_me.agent_id
+  for update;
+  if not found then
+    perform scsql._lease_refused(p_me.project_id, p_task, p_token, p_me.agent_id, p_action);
+  end if;
+  return v_t;
+end
+$$;
+comment on function scsql._held_task(scsql.agents, bigint, bigint, text) is
+  'Private, called by the task functions (as their owner). The task P_TASK that agent P_ME holds under lease P_TOKEN, locked FOR UPDATE; when the lease does not hold it, raises what scsql._lease_refused says about P_ACTION.';
+
 create or replace function scsql._expire_leases(p_project bigint, p_team_role text, p_limit integer)
 returns table (requeued integer, dead integer)
 language plpgsql
@@ -570,13 +590,7 @@ begin
   perform scsql._require(nullif(btrim(p_error), '') is not null, 'error must say what went wrong');
   perform scsql._require(length(p_error) <= 65536, 'error is longer than 65536 characters');
   perform scsql._require(p_retry is not null, 'retry must be true or false');
-  select * into v_t from scsql.tasks t
-  where t.project_id = v_me.project_id and t.task_id = p_task
-    and t.state = 'claimed' and t.fence = p_token and t.claimed_by = v_me.agent_id
-  for update;
-  if not found then
-    perform scsql._lease_refused(v_me.project_id, p_task, p_token, v_me.agent_id, 'the failure report');
-  end if;
+  v_t := scsql._held_task(v_me, p_task, p_token, 'the failure report');
   if p_retry and v_t.attempts < v_t.max_attempts then
     -- Exponential backoff: 1 s after the first attempt, doubling, at most an hour.
     update scsql.tasks t
@@ -609,13 +623,7 @@ declare
 begin
   perform scsql._require(p_task is not null and p_token is not null, 'task and token are required');
   perform scsql._require(p_requeue is not null, 'requeue must be true or false');
-  select * into v_t from scsql.tasks t
-  where t.project_id = v_me.project_id and t.task_id = p_task
-    and t.state = 'claimed' and t.fence = p_token and t.claimed_by = v_me.agent_id
-  for update;
-  if not found then
-    perform scsql._lease_refused(v_me.project_id, p_task, p_token, v_me.agent_id, 'the release');
-  end if;
+  v_t := scsql._held_task(v_me, p_task, p_token, 'the release');
   if p_requeue then
     update scsql.tasks t
     set state = 'queued', claimed_by = null, claimed_at = null, lease_expires_at = null,
