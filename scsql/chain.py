@@ -41,6 +41,7 @@ import datetime as dt
 import hashlib
 import json
 import struct
+import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -339,6 +340,19 @@ class _Signer:
                                        serialization.NoEncryption())
         self.secret = nacl.bindings.crypto_sign_seed_keypair(seed)[1]
         self.author = _enc_text(agent.name) + _enc_int(kid)
+        self.last_at = EPOCH
+        self.lock = threading.Lock()
+
+    def stamp(self) -> dt.datetime:
+        """Now, but later than every time this signer stamped before: two writes
+        of one process never sign the same payload, so a signature that occurs
+        twice in a chain is a copy (verification reports it as a replay)."""
+        at = dt.datetime.now(dt.UTC)
+        with self.lock:
+            if at <= self.last_at:
+                at = self.last_at + dt.timedelta(microseconds=1)
+            self.last_at = at
+        return at
 
     def sign(self, data: bytes) -> bytes:
         return nacl.bindings.crypto_sign(data, self.secret)[:64]
@@ -386,7 +400,7 @@ def sign_row(agent: Agent, table: str, fields: Sequence[SignedField], args: dict
     plan = _plan(table, fields)
     signer = _signer(agent)
     out = dict(args)
-    at = at or dt.datetime.now(dt.UTC)
+    at = at or signer.stamp()
     data = b"".join([plan.head, signer.author, _enc_ts(at), *[step(out) for step in plan.steps]])
     out["at"] = at
     out["key_id"] = signer.key_id

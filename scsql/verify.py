@@ -20,6 +20,13 @@ the database to encode). It checks every row still present in every chain
 * the row's author and project are its chain's (``wrong-author``,
   ``wrong-project``), and its signature verifies with the author's public key
   valid at the row's time (``signature``, ``wrong-key``);
+* no signature occurs twice in a chain (``replay``: a signed write stored
+  again, links and hashes recomputed around it). Ed25519 signatures are
+  deterministic and the client stamps every write of a process with a later
+  time than the one before, so equal signatures mean a copy. The check keeps
+  a 64-bit hash of every signature of the chain being read (roughly 70 bytes
+  a row), and confirms a match with the database; rows before a starting
+  checkpoint (``starts``) are not read, so copies of them go unnoticed there;
 * every row a checkpoint signed (heads and segment ends) still has the signed
   hash (``checkpoint-mismatch``), the chain ends at its recorded head
   (``head-mismatch``) and at or past every checkpointed head;
@@ -302,7 +309,7 @@ class _Chain:
     """Verification state of one chain."""
 
     __slots__ = ("next", "prev", "broken", "start", "start_hash", "start_pending", "enc_id", "sig_to", "legacy",
-                 "agent", "project", "exp", "gaps", "legacy_gap_end", "covered", "seg", "segs")
+                 "agent", "project", "exp", "gaps", "legacy_gap_end", "covered", "seg", "segs", "signed")
 
     def __init__(self) -> None:
         self.next, self.prev, self.broken = 1, enc.GENESIS, False
@@ -315,6 +322,7 @@ class _Chain:
         self.covered = -1  # collecting segments of rows after this seq (-1: not collecting)
         self.seg: list | None = None
         self.segs: list[tuple[int, int, bytes, str]] = []
+        self.signed: set[int] | None = set()  # hash() of each signature seen (None once the chain is done)
 
 
 @dataclass
@@ -411,6 +419,7 @@ def verify_part(conninfo: str, role: str | None, lo: int = MIN_ID, hi: int = MAX
         prefix_cache: dict[tuple[int, int, int], bytes] = {}
         state: dict[int, _Chain] = {}
         unreported = 0
+        last: _Chain | None = None
         streams = [_scan(conn, t, ti, lo, hi) for ti, t in enumerate(tables)]
         for chain_id, seq, ti, r in heapq.merge(*streams, key=itemgetter(0, 1)):
             rows_done += 1
@@ -420,11 +429,14 @@ def verify_part(conninfo: str, role: str | None, lo: int = MIN_ID, hi: int = MAX
                 unreported = 0
             st = state.get(chain_id)
             if st is None:
+                if last is not None:
+                    last.signed = None  # rows come chain by chain: the previous chain is done
                 if chain_id in chains:
                     st = state[chain_id] = open_chain(chain_id)
                 else:
                     st = state[chain_id] = _Chain()
                     _fail(breaks, st, chain_id, seq, "chain-unknown", "rows name a chain with no head row")
+                last = st
             if st.broken:
                 continue
             table, stamped_enc, signed_enc, n_stamped = specs[ti]
@@ -504,6 +516,15 @@ def verify_part(conninfo: str, role: str | None, lo: int = MIN_ID, hi: int = MAX
                     _fail(breaks, st, chain_id, seq, "signature",
                           f"signature does not verify with key {key_id} of {names.get(author_id, author_id)}", table)
                     continue
+            # A signature seen before in this chain is the same signed write stored twice.
+            sig_hash = hash(signature)
+            if sig_hash in st.signed:
+                orig = _replayed(conn, table, chain_id, seq, signature)
+                if orig is not None:
+                    _fail(breaks, st, chain_id, seq, "replay",
+                          f"the row repeats seq {orig}: the same signed write, stored twice", table)
+                    continue
+            st.signed.add(sig_hash)
             if at_start:
                 st.start_pending = False
                 continue
@@ -565,6 +586,14 @@ def verify_part(conninfo: str, role: str | None, lo: int = MIN_ID, hi: int = MAX
                 heads[chain_id] = CheckpointHead(chain_id, head_seq, head_hash, c[1], from_seq, segments, c[6])
         conn.rollback()
     return _PartResult(rows_done, len(state), breaks, signatures, heads)
+
+
+def _replayed(conn: psycopg.Connection, table: str, chain_id: int, seq: int, signature: bytes) -> int | None:
+    """The earlier seq of chain_id in table whose row has this signature (the
+    in-memory check keeps 64-bit hashes of signatures; this confirms a match)."""
+    row = conn.execute(sql.SQL("select min(seq) from {} where chain_id = %s and seq < %s and signature = %s")
+                       .format(sql.Identifier(*table.split("."))), (chain_id, seq, signature)).fetchone()
+    return row[0] if row else None
 
 
 def _fail(breaks: list[Break], st: _Chain, chain_id: int, seq: int, kind: str, detail: str,

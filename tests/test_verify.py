@@ -11,7 +11,7 @@ import pytest
 
 from scsql import cli
 from scsql.audit import TOOL_CALL_FIELDS
-from scsql.chain import payload
+from scsql.chain import payload, row_bytes, row_hash
 from scsql.registry import Api
 from scsql.signing import generate, public_bytes
 from scsql.verify import verify
@@ -108,6 +108,39 @@ def test_row_signed_by_b_while_inserting_as_a_fails_its_signature(trail):
     assert (brk.chain_id, brk.seq, brk.kind, brk.table) == (ca, row["seq"], "signature", "scsql.tool_calls")
     assert a.name in brk.detail
     assert _sql_verify(db, ca)["ok"]  # the chain itself is intact: only signatures catch this
+
+
+def test_replayed_row_appended_with_valid_links_is_a_replay(trail):
+    """A superuser copies A's signed row to the end of A's chain with correct
+    links and hashes and moves the head: the signature is A's and verifies, so
+    only the repeated signature gives the copy away."""
+    db, a, b, ca, cb = trail
+    with db.connect() as conn:
+        src = conn.execute("select * from scsql.tool_calls where chain_id = %s and seq = 2", (ca,)).fetchone()
+        head = conn.execute("select head_seq, head_hash from scsql.chains where chain_id = %s", (ca,)).fetchone()
+        fields = conn.execute("select part, column_name, kind from scsql._chain_fields('scsql.tool_calls') "
+                              "order by part desc, ordinal").fetchall()
+        new_id = conn.execute("select max(tool_call_id) + 1000 as id from scsql.tool_calls").fetchone()["id"]
+    copy = dict(src, tool_call_id=new_id, seq=head["head_seq"] + 1, prev_hash=bytes(head["head_hash"]))
+    stamped = [f for f in fields if f["part"] == "stamped"]
+    signed = [f for f in fields if f["part"] == "signed"]
+    data = payload("scsql.tool_calls", a.name, src["key_id"], src["at"], [f["kind"] for f in signed],
+                   [src[f["column_name"]] for f in signed])
+    canonical = row_bytes(ca, copy["seq"], [f["kind"] for f in stamped], [copy[f["column_name"]] for f in stamped], data)
+    copy["row_hash"] = row_hash(copy["prev_hash"], canonical, bytes(src["signature"]))
+    cols = list(copy)
+    with db.connect() as conn:
+        conn.execute("set session_replication_role = replica")
+        conn.execute(f"insert into scsql.tool_calls ({', '.join(cols)}) values ({', '.join(['%s'] * len(cols))})",
+                     [copy[c] for c in cols])
+        conn.execute("update scsql.chains set prev_head_hash = head_hash, head_seq = %s, head_hash = %s "
+                     "where chain_id = %s", (copy["seq"], copy["row_hash"], ca))
+    assert _sql_verify(db, ca)["ok"]  # links and hashes are all right
+    brk, report = _first_break(db)
+    assert (brk.chain_id, brk.seq, brk.kind, brk.table) == (ca, copy["seq"], "replay", "scsql.tool_calls")
+    assert "seq 2" in brk.detail and [x.chain_id for x in report.breaks] == [ca]
+    brk, _ = _first_break(db, full=True)
+    assert (brk.seq, brk.kind) == (copy["seq"], "replay")
 
 
 def test_wrong_public_key_fails_at_the_first_row(trail):
