@@ -6,7 +6,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 
+import psycopg
 import pytest
 
 from scsql import cli
@@ -359,7 +361,7 @@ def test_bench_chain_runs_and_prints_full_and_incremental_verification(scsql_db,
     env = mcp_env(scsql_db)
     env["SCSQL_DSN"] = server.conninfo("postgres")
     proc = subprocess.run([sys.executable, "-m", "scsql", "bench", "chain", "--agents", "2", "--seconds", "0.3",
-                           "--rounds", "1", "--verify-rows", "400", "--workers", "2"],
+                           "--rounds", "1", "--verify-rows", "400", "--workers", "2", "--breakdown"],
                           env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
@@ -368,3 +370,11 @@ def test_bench_chain_runs_and_prints_full_and_incremental_verification(scsql_db,
     full = next(ln for ln in out.splitlines() if ln.startswith("verify (full)")).split()
     assert int(full[2]) >= 400 and "every hash and signature, ok" in out
     assert "load average" in out
+    # The breakdown runs in a scratch database of its own: every variant wrote rows.
+    breakdown = out.split("breakdown", 1)[1].splitlines()[1:]
+    assert len(breakdown) == 6 and breakdown[0].split()[0] == "plain", out
+    assert all(float(ln.split()[-3].replace(",", "")) > 0 for ln in breakdown), out
+    scratch = re.findall(r"scratch database (scsql_bench_\w+)", proc.stderr)
+    assert len(scratch) == 2, proc.stderr
+    with psycopg.connect(server.conninfo("postgres")) as conn:  # both dropped
+        assert not conn.execute("select from pg_database where datname = any(%s)", (scratch,)).fetchall()

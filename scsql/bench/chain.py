@@ -17,6 +17,14 @@ phase makes the chained writes through the registry, as MCP tool calls do.
 The phases alternate (plain, chained, registry, plain, ...) so drift on a
 busy machine hits all alike.
 
+``--breakdown`` then measures, in a second scratch database, where the
+chained path's cost goes: the same writes as a direct INSERT into
+scsql.tool_calls (no writing function), unsigned (random signature bytes),
+with the generated trigger reduced to advancing the head without encoding
+or hashing, and to no head update at all; each against plain inserts in the
+same rounds. The reduced triggers break the chains, which is why they run in
+a database of their own.
+
 Verification is timed twice: in full (every hash and every signature: the
 headline figure), and incrementally, as ``scsql verify`` runs by default
 after ``scsql checkpoint`` verified and signed the heads and some more rows
@@ -27,6 +35,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import secrets
 import sys
 import tempfile
@@ -57,6 +66,28 @@ CHAINED_CALL = (
     "select * from scsql.record_tool_call(p_tool => %s, p_model => %s, p_input_tokens => %s, p_output_tokens => %s, "
     "p_latency_ms => %s, p_input_preview => %s, p_output_preview => %s, p_at => %s, p_key_id => %s, p_signature => %s)"
 )
+
+
+DIRECT_INSERT = """
+insert into scsql.tool_calls (tool, model, origin, input_tokens, output_tokens, latency_ms, status, input_preview,
+  output_preview, cost_usd, at, key_id, signature)
+values (%s, %s, 'model', %s, %s, %s, 'ok', %s, %s, null, %s, %s, %s)
+"""
+
+
+def _reduced_trigger(source: str, variant: str) -> str:
+    """The generated insert trigger of scsql.tool_calls, reduced for --breakdown:
+    'nohash' advances the head without encoding or hashing the row, 'nohead'
+    does not touch the head at all (chain columns get placeholder values)."""
+    if variant == "nohash":
+        out = re.sub(r"head_hash = sha256\(.*?\n", "head_hash = c.head_hash\n", source, count=1)
+    else:
+        out = source.replace("for i in 1 .. 2 loop",
+                             "new.chain_id := 0; new.seq := 0; new.prev_hash := ''; new.row_hash := ''; "
+                             "new.author_id := v_agent; new.project_id := v_project;\n  for i in 1 .. 0 loop", 1)
+    if out == source:
+        raise RuntimeError(f"bench chain --breakdown: the generated trigger changed shape; cannot build {variant!r}")
+    return out
 
 
 def _chained_params(b: dict) -> tuple:
@@ -189,6 +220,39 @@ class Bench:
             return step
         return self._run(work, seconds)
 
+    def direct(self, seconds: float, signed: bool = True) -> int:
+        """The chained writes as a direct INSERT into scsql.tool_calls (--breakdown)."""
+        from ..chain import key_id
+
+        def work(k: int):
+            agent = self.agents[k]
+            kid = key_id(agent)
+
+            def step(i: int) -> None:
+                a = _call_args(i)
+                if signed:
+                    b = sign_row(agent, "scsql.tool_calls", TOOL_CALL_FIELDS, a)
+                    at, sig = b["at"], b["signature"]
+                else:
+                    at, sig = dt.datetime.now(dt.UTC), secrets.token_bytes(64)
+                with agent.transaction() as conn:
+                    conn.execute(DIRECT_INSERT, (a["tool"], a["model"], a["input_tokens"], a["output_tokens"],
+                                                 a["latency_ms"], a["input_preview"], a["output_preview"], at, kid, sig))
+            return step
+        return self._run(work, seconds)
+
+    def allow_direct_inserts(self) -> str:
+        """Let agents INSERT into scsql.tool_calls (this scratch database only); returns the trigger's source."""
+        with psycopg.connect(self.conninfo, autocommit=True) as conn:
+            conn.execute("grant insert on scsql.tool_calls to scsql_agent")
+            conn.execute("grant usage on sequence scsql.tool_calls_id_seq to scsql_agent")
+            conn.execute("create policy bench_insert on scsql.tool_calls for insert to scsql_agent with check (true)")
+            return conn.execute("select pg_get_functiondef('scsql._chain_insert_tool_calls'::regproc)").fetchone()[0]
+
+    def replace_trigger(self, source: str) -> None:
+        with psycopg.connect(self.conninfo, autocommit=True) as conn:
+            conn.execute(source)
+
     def fill(self, rows: int) -> None:
         """Add chained, signed rows quickly (many per transaction) for the verification phase."""
         n = len(self.agents)
@@ -220,6 +284,35 @@ def _checkpoint(bench: Bench) -> float:
     t = time.perf_counter()
     record_checkpoints(bench.conninfo, key, workers=None, progress=False)
     return time.perf_counter() - t
+
+
+def _breakdown(admin: str, args) -> list[tuple[str, float]]:
+    """Rates of the --breakdown variants against plain inserts, in a scratch database of their own."""
+    bench = Bench(admin, args.agents)
+    print(f"breakdown: scratch database {bench.dbname}", file=sys.stderr)
+    try:
+        bench.setup()
+        source = bench.allow_direct_inserts()
+        variants = [
+            ("record_tool_call, signed (as above)", source, bench.chained),
+            ("direct INSERT, signed", source, bench.direct),
+            ("direct INSERT, unsigned", source, lambda s: bench.direct(s, signed=False)),
+            ("  trigger: head advanced, no encoding or hash", _reduced_trigger(source, "nohash"),
+             lambda s: bench.direct(s, signed=False)),
+            ("  trigger: no head update", _reduced_trigger(source, "nohead"), lambda s: bench.direct(s, signed=False)),
+        ]
+        rows = {"plain": 0, **{v[0]: 0 for v in variants}}
+        secs = dict.fromkeys(rows, 0.0)
+        for _ in range(args.rounds):
+            for name, trigger, phase in [("plain", None, bench.plain), *variants]:
+                if trigger is not None:
+                    bench.replace_trigger(trigger)
+                t = time.perf_counter()
+                rows[name] += phase(args.seconds)
+                secs[name] += time.perf_counter() - t
+        return [(name, rows[name] / secs[name]) for name in rows]
+    finally:
+        bench.cleanup()
 
 
 def run(ctx, args) -> int:
@@ -263,9 +356,15 @@ def run(ctx, args) -> int:
         print(f"  incremental verify (the default): {incremental.rows} rows, {incremental.signatures} signatures "
               f"(rows after the checkpoint), {incremental.rate:,.0f} rows/s ({incremental.seconds:.2f} s, "
               f"{'ok' if incremental.ok else 'BROKEN'}); not the headline figure")
-        return 0 if full.ok and incremental.ok else 1
     finally:
         bench.cleanup()
+    if args.breakdown:
+        print("breakdown (a second scratch database; each rate against its own plain inserts):")
+        rates = _breakdown(ctx.admin_conninfo(), args)
+        plain = rates[0][1]
+        for name, rate in rates:
+            print(f"  {name:<46} {rate:>8,.0f} rows/s  {rate / plain:5.2f}x")
+    return 0 if full.ok and incremental.ok else 1
 
 
 def register(bsub) -> None:
@@ -275,4 +374,6 @@ def register(bsub) -> None:
     p.add_argument("--verify-rows", type=int, default=200000, help="rows to verify (filled up to this; default 200000)")
     p.add_argument("--workers", type=int, help="verification processes (default: one per core)")
     p.add_argument("--rounds", type=int, default=2, help="rounds of alternating phases (default 2)")
+    p.add_argument("--breakdown", action="store_true",
+                   help="also measure where the chained path's cost goes (direct INSERT, unsigned, reduced triggers)")
     p.set_defaults(bench_func=run)
