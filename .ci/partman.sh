@@ -31,17 +31,21 @@ WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
 
-# install_from LABEL APT_OPTIONS...: download the newest postgresql-NN-partman
-# the given apt configuration knows (PostgreSQL 15's package first, whose
-# pg_partman is 4.x on Debian 12), and copy its install script.
+# install_from LABEL MAJOR APT_OPTIONS...: download a postgresql-NN-partman the
+# given apt configuration offers (on the distribution, PostgreSQL 15's first,
+# whose pg_partman is 4.x on Debian 12; elsewhere the newest), check that its
+# pg_partman has major version MAJOR, and copy its install script.
 install_from() {
-  local label="$1"; shift
-  local pkg dir control version sql
+  local label="$1" major="$2"; shift 2
+  local pkg dir control version sql prefer=""
   pkg=""
-  [ "$label" != distribution ] || pkg="${PARTMAN_PACKAGE:-}"
+  if [ "$label" = distribution ]; then
+    pkg="${PARTMAN_PACKAGE:-}"
+    prefer=postgresql-15-partman
+  fi
   if [ -z "$pkg" ]; then
-    pkg="$(apt-cache "$@" pkgnames postgresql- | grep -E '^postgresql-[0-9]+-partman$' | sort -V \
-           | awk '$0 == "postgresql-15-partman" {print; found=1; exit} {last=$0} END {if (!found && last) print last}')"
+    pkg="$( (apt-cache "$@" pkgnames postgresql- || true) | (grep -E '^postgresql-[0-9]+-partman$' || true) | sort -V \
+           | awk -v p="$prefer" '$0 == p {print; found=1; exit} {last=$0} END {if (!found && last) print last}')"
   fi
   if [ -z "$pkg" ]; then
     echo "partman.sh: no postgresql-NN-partman package in $label" >&2
@@ -49,7 +53,11 @@ install_from() {
   fi
   dir="$WORK/$label"
   mkdir -p "$dir"
-  (cd "$dir" && apt-get "$@" download -qq "$pkg" >/dev/null 2>&1 && dpkg -x ./*.deb pkg)
+  if ! (cd "$dir" && apt-get "$@" download -qq "$pkg" >download.log 2>&1 && dpkg -x ./*.deb pkg); then
+    echo "partman.sh: downloading $pkg ($label) failed:" >&2
+    cat "$dir/download.log" >&2
+    return 1
+  fi
   control="$(find "$dir/pkg" -name pg_partman.control | head -n1)"
   if [ -z "$control" ]; then
     echo "partman.sh: $pkg ($label) has no pg_partman.control" >&2
@@ -61,16 +69,22 @@ install_from() {
     echo "partman.sh: $pkg ($label) has no pg_partman--$version.sql" >&2
     return 1
   fi
+  if [ "${version%%.*}" != "$major" ]; then
+    echo "partman.sh: $pkg ($label) has pg_partman $version, not $major.x; skipped" >&2
+    return 0
+  fi
   cp "$sql" "$EXT_DIR/"
   [ -f "$EXT_DIR/pg_partman.control" ] || cp "$control" "$EXT_DIR/"
   echo "partman.sh: installed pg_partman $version ($pkg, $label) into $EXT_DIR"
 }
 
-if has_major 4 || has_major 5; then
+if has_major 4 && has_major 5; then
   echo "partman.sh: pg_partman already installed in $EXT_DIR: $(cd "$EXT_DIR" && ls pg_partman--*.sql | tr '\n' ' ')"
-else
+  exit 0
+fi
+if ! has_major 4; then
   apt-get update -qq >/dev/null
-  install_from distribution
+  install_from distribution 4
 fi
 
 if ! has_major 5; then
@@ -80,8 +94,12 @@ if ! has_major 5; then
     > "$WORK/apt/sources.list"
   APT5=(-o "Dir::Etc::SourceList=$WORK/apt/sources.list" -o Dir::Etc::SourceParts=/dev/null -o APT::Sandbox::User=root
         -o "Dir::State::Lists=$WORK/apt/lists" -o "Dir::Cache=$WORK/apt/cache")
-  apt-get "${APT5[@]}" update -qq >/dev/null
-  install_from "$SUITE5" "${APT5[@]}"
+  if ! apt-get "${APT5[@]}" update -qq >"$WORK/apt/update.log" 2>&1; then
+    echo "partman.sh: reading Debian $SUITE5's package index failed:" >&2
+    cat "$WORK/apt/update.log" >&2
+    exit 1
+  fi
+  install_from "$SUITE5" 5 "${APT5[@]}"
 fi
 
 for major in 4 5; do

@@ -340,18 +340,19 @@ class _Signer:
                                        serialization.NoEncryption())
         self.secret = nacl.bindings.crypto_sign_seed_keypair(seed)[1]
         self.author = _enc_text(agent.name) + _enc_int(kid)
-        self.last_at = EPOCH
-        self.lock = threading.Lock()
 
     def stamp(self) -> dt.datetime:
-        """Now, but later than every time this signer stamped before: two writes
-        of one process never sign the same payload, so a signature that occurs
-        twice in a chain is a copy (verification reports it as a replay)."""
+        """Now, but later than every time this process stamped a write of this
+        agent before: two writes of one process never sign the same payload,
+        so a signature that occurs twice in a chain is a copy (verification
+        reports it as a replay). Writes of one agent from two processes would
+        need the same content in the same microsecond to collide."""
         at = dt.datetime.now(dt.UTC)
-        with self.lock:
-            if at <= self.last_at:
-                at = self.last_at + dt.timedelta(microseconds=1)
-            self.last_at = at
+        with _STAMP_LOCK:
+            last = _LAST_AT.get(self.name)
+            if last is not None and at <= last:
+                at = last + dt.timedelta(microseconds=1)
+            _LAST_AT[self.name] = at
         return at
 
     def sign(self, data: bytes) -> bytes:
@@ -359,6 +360,8 @@ class _Signer:
 
 
 _SIGNERS: dict[int, _Signer] = {}
+_LAST_AT: dict[str, dt.datetime] = {}  # per agent name, across its Agent objects in this process
+_STAMP_LOCK = threading.Lock()
 
 
 def _signer(agent: Agent) -> _Signer:

@@ -15,6 +15,7 @@ from psycopg import sql
 
 from . import errors
 from .db import unreachable
+from .errors import ScsqlError
 from .roles import admin_connection
 
 # What a superuser runs so scsql_owner can drive pg_partman (4.x or 5.x).
@@ -48,7 +49,7 @@ def partman_versions(conninfo: str) -> list[str]:
 
 
 def _version_key(version: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else p for p in version.replace("-", ".").split("."))
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in version.replace("-", ".").split("."))
 
 
 def enable_partman(conninfo: str, version: str | None = None) -> str:
@@ -59,12 +60,16 @@ def enable_partman(conninfo: str, version: str | None = None) -> str:
     try:
         with psycopg.connect(conninfo, autocommit=True) as conn:
             conn.execute(sql.SQL(ENABLE_PARTMAN).format(version=clause))
-            version = conn.execute("select extversion from pg_extension where extname = 'pg_partman'").fetchone()[0]
+            installed = conn.execute("select extversion from pg_extension where extname = 'pg_partman'").fetchone()[0]
     except psycopg.OperationalError as exc:
         raise unreachable(exc) from None
     except psycopg.Error as exc:
         raise errors.from_psycopg(exc) from None
-    return f"pg_partman {version} is installed in schema partman"
+    if version and installed != version:
+        raise ScsqlError("SC010", f"pg_partman {installed} is already installed in this database, not {version}",
+                         "upgrading pg_partman is its own procedure (ALTER EXTENSION pg_partman UPDATE, then "
+                         "pg_partman's migration notes); scsql does not do it")
+    return f"pg_partman {installed} is installed in schema partman"
 
 
 def maintain(conninfo: str) -> list[dict[str, Any]]:

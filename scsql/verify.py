@@ -22,8 +22,11 @@ the database to encode). It checks every row still present in every chain
   valid at the row's time (``signature``, ``wrong-key``);
 * no signature occurs twice in a chain (``replay``: a signed write stored
   again, links and hashes recomputed around it). Ed25519 signatures are
-  deterministic and the client stamps every write of a process with a later
-  time than the one before, so equal signatures mean a copy. The check keeps
+  deterministic and the client stamps every write an agent makes from one
+  process with a later time than the one before, so equal signatures mean a
+  copy (two processes of one agent would have to write the same content in
+  the same microsecond). A copy of a row whose partition retention dropped
+  is not caught: the original is gone. The check keeps
   a 64-bit hash of every signature of the chain being read (roughly 70 bytes
   a row), and confirms a match with the database; rows before a starting
   checkpoint (``starts``) are not read, so copies of them go unnoticed there;

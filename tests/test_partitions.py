@@ -6,6 +6,7 @@ checkpoint covers, and verification carries on from the checkpoint."""
 from __future__ import annotations
 
 import datetime as dt
+import os
 import secrets
 import threading
 import time
@@ -18,6 +19,7 @@ from scsql import partitions, signing
 from scsql.audit import TOOL_CALL_FIELDS, maintain_partitions
 from scsql.chain import sign_row
 from scsql.cmd_audit import record_checkpoints
+from scsql.errors import ScsqlError
 from scsql.migrate import Migrator
 from scsql.registry import Api
 from scsql.signing import Keystore
@@ -221,7 +223,10 @@ def partman_db(request, server, template, tmp_path_factory):
     major = request.param
     versions = [v for v in partitions.partman_versions(admin) if v.split(".")[0] == str(major)]
     if not versions:
-        pytest.skip(f"pg_partman {major}.x's extension files are not installed on this server (run .ci/partman.sh)")
+        reason = f"pg_partman {major}.x's extension files are not installed on this server (run .ci/partman.sh)"
+        if str(major) in os.environ.get("SCSQL_REQUIRE_PARTMAN", "").split(","):
+            pytest.fail(reason + "; SCSQL_REQUIRE_PARTMAN requires it")
+        pytest.skip(reason)
     name = f"{SESSION}_partman{major}_{secrets.token_hex(2)}"
     janitor = server.janitor(name)
     janitor.init()
@@ -229,6 +234,11 @@ def partman_db(request, server, template, tmp_path_factory):
     try:
         assert partitions.enable_partman(db.admin, versions[-1]) == \
             f"pg_partman {versions[-1]} is installed in schema partman"
+        other = [v for v in partitions.partman_versions(admin) if v.split(".")[0] != str(major)]
+        if other:  # asking for another version of an installed pg_partman is refused, not ignored
+            with pytest.raises(ScsqlError) as err:
+                partitions.enable_partman(db.admin, other[-1])
+            assert err.value.code == "SC010" and versions[-1] in err.value.message
         Migrator(db.admin).run()
         yield db
     finally:

@@ -363,7 +363,7 @@ def run(ctx, args) -> int:
         rates = _breakdown(ctx.admin_conninfo(), args)
         plain = rates[0][1]
         for name, rate in rates:
-            print(f"  {name:<46} {rate:>8,.0f} rows/s  {rate / plain:5.2f}x")
+            print(f"  {name:<46} {rate:>8,.0f} rows/s  {rate / plain if plain else float('nan'):5.2f}x")
     return 0 if full.ok and incremental.ok else 1
 
 
