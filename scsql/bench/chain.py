@@ -316,6 +316,13 @@ def _breakdown(admin: str, args) -> list[tuple[str, float]]:
 
 
 def run(ctx, args) -> int:
+    from .scratch_db import exit_on_sigterm
+
+    with exit_on_sigterm():  # a terminated run still drops its scratch databases
+        return _run(ctx, args)
+
+
+def _run(ctx, args) -> int:
     from ..verify import verify
 
     bench = Bench(ctx.admin_conninfo(), args.agents)

@@ -46,6 +46,17 @@ def _with_db(conninfo: str, dbname: str, user: str | None = None) -> str:
 
 
 @contextmanager
+def exit_on_sigterm() -> Iterator[None]:
+    """Turn SIGTERM into SystemExit for the block, so a terminated benchmark
+    still runs its cleanup (finally blocks drop what it created)."""
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
 def scratch(admin_conninfo: str, label: str, agent_conninfo: str | None = None) -> Iterator[Scratch]:
     token = secrets.token_hex(3)
     dbname = f"scsql_bench_{label}_{token}"
@@ -55,25 +66,23 @@ def scratch(admin_conninfo: str, label: str, agent_conninfo: str | None = None) 
         conn.execute(sql.SQL("create database {}").format(sql.Identifier(dbname)))
     admin = _with_db(admin_conninfo, dbname)
     db: Database | None = None
-    # A terminated benchmark still drops what it created.
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    try:
-        print(f"scratch database {dbname}: migrating", file=sys.stderr)
-        Migrator(admin).run()
-        with tempfile.TemporaryDirectory(prefix="scsql-bench-") as keys:
-            roles.create_project(admin, project)
-            roles.create_agent(admin, Keystore(Path(keys)), agent_name, project, "developer")
-            app = _with_db(agent_conninfo, dbname) if agent_conninfo else _with_db(admin_conninfo, dbname, APP_ROLE)
-            try:
-                db = Database(app, max_size=2, application_name="scsql-bench").open()
-            except Exception:  # noqa: BLE001 - scsql_app may not log in here: act from the admin login
-                db = Database(admin, max_size=2, application_name="scsql-bench").open()
-            yield Scratch(admin, project, Agent(db, agent_name))
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        if db is not None:
-            db.close()
-        with psycopg.connect(admin_conninfo, autocommit=True) as conn:
-            conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(dbname)))
-            conn.execute(sql.SQL("drop role if exists {}").format(sql.Identifier(role_for(agent_name))))
-        print(f"scratch database {dbname}: dropped", file=sys.stderr)
+    with exit_on_sigterm():
+        try:
+            print(f"scratch database {dbname}: migrating", file=sys.stderr)
+            Migrator(admin).run()
+            with tempfile.TemporaryDirectory(prefix="scsql-bench-") as keys:
+                roles.create_project(admin, project)
+                roles.create_agent(admin, Keystore(Path(keys)), agent_name, project, "developer")
+                app = _with_db(agent_conninfo, dbname) if agent_conninfo else _with_db(admin_conninfo, dbname, APP_ROLE)
+                try:
+                    db = Database(app, max_size=2, application_name="scsql-bench").open()
+                except Exception:  # noqa: BLE001 - scsql_app may not log in here: act from the admin login
+                    db = Database(admin, max_size=2, application_name="scsql-bench").open()
+                yield Scratch(admin, project, Agent(db, agent_name))
+        finally:
+            if db is not None:
+                db.close()
+            with psycopg.connect(admin_conninfo, autocommit=True) as conn:
+                conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(dbname)))
+                conn.execute(sql.SQL("drop role if exists {}").format(sql.Identifier(role_for(agent_name))))
+            print(f"scratch database {dbname}: dropped", file=sys.stderr)
