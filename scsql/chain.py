@@ -341,20 +341,6 @@ class _Signer:
         self.secret = nacl.bindings.crypto_sign_seed_keypair(seed)[1]
         self.author = _enc_text(agent.name) + _enc_int(kid)
 
-    def stamp(self) -> dt.datetime:
-        """Now, but later than every time this process stamped a write of this
-        agent before: two writes of one process never sign the same payload,
-        so a signature that occurs twice in a chain is a copy (verification
-        reports it as a replay). Writes of one agent from two processes would
-        need the same content in the same microsecond to collide."""
-        at = dt.datetime.now(dt.UTC)
-        with _STAMP_LOCK:
-            last = _LAST_AT.get(self.name)
-            if last is not None and at <= last:
-                at = last + dt.timedelta(microseconds=1)
-            _LAST_AT[self.name] = at
-        return at
-
     def sign(self, data: bytes) -> bytes:
         return nacl.bindings.crypto_sign(data, self.secret)[:64]
 
@@ -362,6 +348,21 @@ class _Signer:
 _SIGNERS: dict[int, _Signer] = {}
 _LAST_AT: dict[str, dt.datetime] = {}  # per agent name, across its Agent objects in this process
 _STAMP_LOCK = threading.Lock()
+
+
+def _stamp(agent_name: str) -> dt.datetime:
+    """Now, but later than every time this process stamped a write of this
+    agent before: two writes of one process never sign the same payload, so a
+    signature that occurs twice in a chain is a copy (verification reports it
+    as a replay). Writes of one agent from two processes would need the same
+    content in the same microsecond to collide."""
+    at = dt.datetime.now(dt.UTC)
+    with _STAMP_LOCK:
+        last = _LAST_AT.get(agent_name)
+        if last is not None and at <= last:
+            at = last + dt.timedelta(microseconds=1)
+        _LAST_AT[agent_name] = at
+    return at
 
 
 def _signer(agent: Agent) -> _Signer:
@@ -403,7 +404,7 @@ def sign_row(agent: Agent, table: str, fields: Sequence[SignedField], args: dict
     plan = _plan(table, fields)
     signer = _signer(agent)
     out = dict(args)
-    at = at or signer.stamp()
+    at = at or _stamp(agent.name)
     data = b"".join([plan.head, signer.author, _enc_ts(at), *[step(out) for step in plan.steps]])
     out["at"] = at
     out["key_id"] = signer.key_id

@@ -36,11 +36,6 @@ grant execute on all procedures in schema partman to scsql_owner;
 """
 
 
-def partman_available(conninfo: str) -> bool:
-    """Whether the server has pg_partman's extension files installed."""
-    return bool(partman_versions(conninfo))
-
-
 def partman_versions(conninfo: str) -> list[str]:
     """The pg_partman versions whose install scripts the server has, oldest first."""
     with admin_connection(conninfo) as conn:

@@ -41,6 +41,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -286,6 +287,22 @@ def _checkpoint(bench: Bench) -> float:
     return time.perf_counter() - t
 
 
+def _alternate(phases: list[tuple[str, Callable[[], None] | None, Callable[[float], int]]], rounds: int,
+               seconds: float) -> dict[str, tuple[int, float]]:
+    """Run the phases (name, preparation or None, run) in turn, ROUNDS times, so
+    drift on a busy machine hits all alike; returns rows and rows/s per name."""
+    rows = {name: 0 for name, _, _ in phases}
+    secs = dict.fromkeys(rows, 0.0)
+    for _ in range(rounds):
+        for name, prepare, phase in phases:
+            if prepare is not None:
+                prepare()
+            t = time.perf_counter()
+            rows[name] += phase(seconds)
+            secs[name] += time.perf_counter() - t
+    return {name: (rows[name], rows[name] / secs[name]) for name in rows}
+
+
 def _breakdown(admin: str, args) -> list[tuple[str, float]]:
     """Rates of the --breakdown variants against plain inserts, in a scratch database of their own."""
     bench = Bench(admin, args.agents)
@@ -293,24 +310,23 @@ def _breakdown(admin: str, args) -> list[tuple[str, float]]:
     try:
         bench.setup()
         source = bench.allow_direct_inserts()
-        variants = [
-            ("record_tool_call, signed (as above)", source, bench.chained),
-            ("direct INSERT, signed", source, bench.direct),
-            ("direct INSERT, unsigned", source, lambda s: bench.direct(s, signed=False)),
-            ("  trigger: head advanced, no encoding or hash", _reduced_trigger(source, "nohash"),
-             lambda s: bench.direct(s, signed=False)),
-            ("  trigger: no head update", _reduced_trigger(source, "nohead"), lambda s: bench.direct(s, signed=False)),
-        ]
-        rows = {"plain": 0, **{v[0]: 0 for v in variants}}
-        secs = dict.fromkeys(rows, 0.0)
-        for _ in range(args.rounds):
-            for name, trigger, phase in [("plain", None, bench.plain), *variants]:
-                if trigger is not None:
-                    bench.replace_trigger(trigger)
-                t = time.perf_counter()
-                rows[name] += phase(args.seconds)
-                secs[name] += time.perf_counter() - t
-        return [(name, rows[name] / secs[name]) for name in rows]
+        nohash, nohead = _reduced_trigger(source, "nohash"), _reduced_trigger(source, "nohead")
+
+        def trigger(src: str) -> Callable[[], None]:
+            return lambda: bench.replace_trigger(src)
+
+        def unsigned(seconds: float) -> int:
+            return bench.direct(seconds, signed=False)
+
+        rates = _alternate([
+            ("plain", None, bench.plain),
+            ("record_tool_call, signed (as above)", trigger(source), bench.chained),
+            ("direct INSERT, signed", trigger(source), bench.direct),
+            ("direct INSERT, unsigned", trigger(source), unsigned),
+            ("  trigger: head advanced, no encoding or hash", trigger(nohash), unsigned),
+            ("  trigger: no head update", trigger(nohead), unsigned),
+        ], args.rounds, args.seconds)
+        return [(name, rate) for name, (_, rate) in rates.items()]
     finally:
         bench.cleanup()
 
@@ -333,14 +349,10 @@ def _run(ctx, args) -> int:
         bench.setup()
         with psycopg.connect(bench.conninfo) as conn:
             version = conn.execute("show server_version").fetchone()[0]
-        rows = {"plain": 0, "chained": 0, "registry": 0}
-        secs = {"plain": 0.0, "chained": 0.0, "registry": 0.0}
-        for _ in range(args.rounds):  # phases alternate, so drift on a busy machine hits all alike
-            for phase in ("plain", "chained", "registry"):
-                t = time.perf_counter()
-                rows[phase] += getattr(bench, phase)(args.seconds)
-                secs[phase] += time.perf_counter() - t
-        rate = {p: rows[p] / secs[p] for p in rows}
+        measured = _alternate([(p, None, getattr(bench, p)) for p in ("plain", "chained", "registry")],
+                              args.rounds, args.seconds)
+        rows = {p: n for p, (n, _) in measured.items()}
+        rate = {p: r for p, (_, r) in measured.items()}
         chained_rows = rows["chained"] + rows["registry"]
         extra = max(0, args.verify_rows - chained_rows)
         if extra:
