@@ -84,3 +84,24 @@ begin
   end if;
 end
 $$;
+
+-- Nothing an agent can create may be found by name inside scsql's functions.
+-- Security-definer functions pin search_path with pg_temp last; on top of
+-- that, nobody but the database's owner and superusers may create temporary
+-- objects in this database, and nobody may create objects in schema public.
+-- (A database's privileges are not copied by CREATE DATABASE ... TEMPLATE,
+-- so this runs again on every migrate.) Needs the database's owner or a
+-- superuser; anyone else is warned, and scsql's own catalog checks fail.
+do $$
+begin
+  execute format('revoke temporary, create on database %I from public', current_database());
+  if exists (select from pg_catalog.pg_namespace where nspname = 'public') then
+    revoke create on schema public from public;
+  end if;
+exception when insufficient_privilege then
+  raise warning using
+    message = format('could not revoke TEMPORARY on database %I and CREATE on schema public from PUBLIC: %s',
+                     current_database(), sqlerrm),
+    hint = 'Run scsql migrate as a superuser or as the database''s owner; agents must not create temporary objects.';
+end
+$$;

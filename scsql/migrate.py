@@ -170,6 +170,13 @@ class Migrator:
                 conn.execute("select pg_advisory_unlock(%s, %s)", LOCK_KEY)
         return report
 
+    def bootstrap(self) -> None:
+        """Apply only the bootstrap: roles, schema, extension and the
+        database's privileges. A database cloned from a migrated template
+        needs it, because CREATE DATABASE does not copy privileges."""
+        with psycopg.connect(self.conninfo, autocommit=True) as conn:
+            self._in_tx(conn, self.source.bootstrap().text)
+
     @staticmethod
     def _in_tx(conn: psycopg.Connection, text: str) -> None:
         with conn.transaction():

@@ -88,7 +88,7 @@ returns scsql.agents
 language plpgsql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_role text := scsql._acting_role();
@@ -134,7 +134,7 @@ returns bigint[]
 language sql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
   select array_agg(p order by p) from (
     select scsql._my_project() as p
@@ -257,7 +257,7 @@ create or replace function scsql.create_project(p_name text, p_root_path text de
 returns bigint
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_id bigint;
@@ -304,7 +304,7 @@ create or replace function scsql.register_agent(p_name text, p_project text, p_t
 returns table (agent_id bigint, role_name text, key_id integer)
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint;
@@ -358,7 +358,7 @@ create or replace function scsql.revoke_agent(p_name text)
 returns timestamptz
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_agent scsql.agents;
@@ -383,7 +383,7 @@ create or replace function scsql.rotate_agent_key(p_name text, p_public_key byte
 returns integer
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_agent scsql.agents;
@@ -412,7 +412,7 @@ create or replace function scsql.define_team_role(p_name text, p_orchestrates bo
 returns void
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 begin
   perform scsql._check_name('team role', p_name, '^[a-z][a-z0-9_]{0,31}$',
@@ -430,7 +430,7 @@ create or replace function scsql.grant_project_read(p_project text, p_agent text
 returns void
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint;
@@ -455,7 +455,7 @@ create or replace function scsql.revoke_project_read(p_project text, p_agent tex
 returns boolean
 language sql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
   with d as (
     delete from scsql.project_grants g

@@ -149,7 +149,7 @@ returns table (table_name text, part text, ordinal integer, column_name text, ki
 language sql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
   select t.table_name, f.part, f.ord::integer, f.col, scsql._enc_kind(a.atttypid::regtype)
   from scsql.chained_tables t
@@ -220,7 +220,7 @@ create or replace function scsql.set_clock_skew(p_clock_skew interval)
 returns interval
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 begin
   perform scsql._require(p_clock_skew is not null and p_clock_skew >= interval '1 second'
@@ -242,7 +242,7 @@ returns void
 language plpgsql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_key integer;
@@ -385,7 +385,7 @@ create or replace function scsql.%1$I()
 returns trigger
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $body$
 declare
   v_agent bigint;
@@ -478,7 +478,7 @@ returns text
 language sql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
   select format('select chain_id, seq, at, key_id, author_id, prev_hash, row_hash, signature, project_id, tableoid::oid%s from %s where chain_id between %%s and %%s order by chain_id, seq',
                 coalesce((select string_agg(format(', %I', f.column_name), '' order by f.part desc, f.ordinal)
@@ -557,7 +557,7 @@ create or replace function scsql.verify_chain(
 language plpgsql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_chain scsql.chains;

@@ -26,7 +26,7 @@ returns bigint[]
 language sql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
   select coalesce(array_agg(a.agent_id), '{}')
   from scsql.agents a, scsql._me() me
@@ -42,7 +42,7 @@ create or replace function scsql.grant_confidential(p_agent text, p_team_role te
 returns void
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_agent scsql.agents;
@@ -66,7 +66,7 @@ create or replace function scsql.revoke_confidential(p_agent text, p_team_role t
 returns boolean
 language sql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
   with d as (
     delete from scsql.confidential_grants g using scsql.agents a
@@ -87,7 +87,7 @@ create or replace function scsql.set_model_price(p_model text, p_input_usd_per_m
 returns void
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 begin
   perform scsql._require(char_length(p_model) between 1 and 200, 'model must be 1 to 200 characters');
@@ -115,7 +115,7 @@ returns table (model text, effective_from timestamptz, input_usd_per_mtok numeri
 language sql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
   select model, effective_from, input_usd_per_mtok, output_usd_per_mtok from scsql.model_prices
   order by model, effective_from
@@ -183,7 +183,7 @@ create or replace function scsql.start_session(
   out session_id bigint, out chain_id bigint, out seq bigint)
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();
@@ -216,7 +216,7 @@ create or replace function scsql.record_tool_call(
   out tool_call_id bigint, out chain_id bigint, out seq bigint, out cost_usd numeric)
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 begin
   -- Valid arguments pass one test; the checks below name what is wrong.
@@ -291,7 +291,7 @@ create or replace function scsql.record_outcome(
   out outcome_id bigint, out chain_id bigint, out seq bigint, out learning_id bigint)
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();
@@ -353,7 +353,7 @@ create or replace function scsql._learn_from_outcome()
 returns trigger
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_kind text;

@@ -122,7 +122,7 @@ returns table (relid oid, part text, dated boolean)
 language sql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
   select c.oid, t.table_name, false
   from scsql.chained_tables t join pg_catalog.pg_class c on c.oid = t.table_name::regclass
@@ -143,7 +143,7 @@ create or replace function scsql._retire_partition(p_partition regclass)
 returns void
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_parent regclass;
@@ -214,7 +214,7 @@ create or replace function scsql._maintain_partitions()
 returns table (parent text, action text, partition text, detail text)
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 set timezone = 'UTC'
 as $$
 declare
@@ -290,7 +290,7 @@ create or replace function scsql.set_partition_retention(p_table text, p_retenti
 returns void
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 begin
   if not exists (select from scsql.partition_settings s where s.parent = p_table) then
@@ -314,7 +314,7 @@ returns table (parent text, partition text, lower_bound timestamptz, upper_bound
 language sql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
   select s.parent, scsql._qualified(p.partition), p.lower_bound, p.upper_bound, p.is_default, s.retention, s.premake,
          case when (select schema_name from scsql._partman()) is null then 'built-in'

@@ -62,7 +62,7 @@ create or replace function scsql.register_auditor_key(p_public_key bytea)
 returns integer
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_key integer;
@@ -87,7 +87,7 @@ returns table (key_id integer, public_key text, valid_from timestamptz)
 language sql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$ select key_id, encode(public_key, 'hex'), valid_from from scsql.auditor_keys order by key_id $$;
 comment on function scsql.auditor_keys() is
   'Auditor and administrators. The auditor''s registered public keys (hex), oldest first.';
@@ -97,7 +97,7 @@ returns table (project_id bigint, project text, chain_id bigint, head_seq bigint
 language sql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
   select c.project_id, p.name, c.chain_id, c.head_seq, c.head_hash
   from scsql.chains c join scsql.projects p using (project_id)
@@ -111,7 +111,7 @@ create or replace function scsql._chain_row_at(p_chain bigint, p_seq bigint, out
 language plpgsql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_query text;
@@ -134,7 +134,7 @@ returns bytea
 language sql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$ select (scsql._chain_row_at(p_chain, p_seq)).row_hash $$;
 comment on function scsql._chain_row_hash(bigint, bigint) is
   'Private. The row_hash of the row at P_SEQ of chain P_CHAIN, whichever chained table holds it; NULL when none does.';
@@ -150,7 +150,7 @@ create or replace function scsql.record_checkpoint(
 returns bigint
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_id bigint;
@@ -263,7 +263,7 @@ returns table (checkpoint_id bigint, project_id bigint, project text, at timesta
 language sql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
   select c.checkpoint_id, c.project_id, p.name, c.at, c.key_id, encode(k.public_key, 'hex'), encode(c.signature, 'hex'),
          (select jsonb_agg(case when h.agent_id is null

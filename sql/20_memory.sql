@@ -368,7 +368,7 @@ create or replace function scsql._memory_state_lock(p_project bigint)
 returns scsql.memory_state
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_state scsql.memory_state;
@@ -385,7 +385,7 @@ create or replace function scsql._unindex_chunks(p_project bigint, p_chunk_ids b
 returns text[]
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 -- Caller holds the project's memory_state lock. Returns the chunk hashes
 -- that were removed (for _gc_hashes once new chunks are in place).
@@ -438,7 +438,7 @@ create or replace function scsql._index_chunks(p_project bigint, p_source_id big
 returns table (n_chunks integer, hashes text[])
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 -- Caller holds the project's memory_state lock.
 declare
@@ -507,7 +507,7 @@ create or replace function scsql._gc_hashes(p_project bigint, p_hashes text[])
 returns void
 language sql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
   delete from scsql.kb_embeddings e
   where e.project_id = p_project and e.chunk_hash = any(p_hashes)
@@ -523,7 +523,7 @@ create or replace function scsql._enqueue_embeddings(p_project bigint, p_hashes 
 returns integer
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_model smallint;
@@ -552,7 +552,7 @@ create or replace function scsql._index_source(
 returns table (source_id bigint, chunks integer, unchanged boolean, content_hash text)
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_hash text := encode(sha256(convert_to(p_content, 'UTF8')), 'hex');
@@ -603,7 +603,7 @@ create or replace function scsql._forget_sources(p_project bigint, p_source_ids 
 returns integer
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_ids bigint[];
@@ -665,7 +665,7 @@ create or replace function scsql.index_text(
 returns table (path text, kind text, trust text, chunks integer, unchanged boolean, content_hash text)
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint := scsql._my_project();
@@ -712,7 +712,7 @@ returns text
 language plpgsql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 -- p_dir is the real path of the directory (symbolic links resolved by the
 -- caller); "." and ".." are resolved here, lexically, before any check.
@@ -769,7 +769,7 @@ create or replace function scsql.index(p_path text, p_manifest jsonb)
 returns table (path text, action text)
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint := scsql._my_project();
@@ -823,7 +823,7 @@ returns void
 language plpgsql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 -- A session summary belongs to the agent that wrote it (created_by), a
 -- learning to the author of its outcome (scsql.learnings.author_id, found
@@ -859,7 +859,7 @@ create or replace function scsql.forget_source(p_path text)
 returns boolean
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint := scsql._my_project();
@@ -881,7 +881,7 @@ create or replace function scsql.forget_chunk(p_chunk_hash text)
 returns integer
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint := scsql._my_project();
@@ -922,7 +922,7 @@ returns integer
 language sql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
   select 100 + least(150, coalesce((select s.n_file_chunks from scsql.memory_state s where s.project_id = p_project), 0) / 100)::integer
 $$;
@@ -940,7 +940,7 @@ create or replace function scsql._archive_fact(p_project bigint, p_fact scsql.me
 returns void
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 begin
   perform scsql._index_source(p_project, 'fact:' || p_fact.key, p_fact.key || E'\n' || p_fact.value,
@@ -958,7 +958,7 @@ create or replace function scsql.remember(p_key text, p_value text, p_importance
 returns table (key text, importance integer, stored text, archived text[], facts integer, capacity integer)
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint := scsql._my_project();
@@ -1020,7 +1020,7 @@ create or replace function scsql.forget(p_key text)
 returns boolean
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint := scsql._my_project();
@@ -1599,7 +1599,7 @@ create or replace function scsql.summarize_session(p_summary jsonb)
 returns table (path text, chunks integer, expires_at timestamptz)
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -1818,7 +1818,7 @@ create or replace function scsql._embed_claim(p_model text, p_limit integer defa
 returns table (chunk_hash text, content text)
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -1861,7 +1861,7 @@ create or replace function scsql._embed_store(p_model text, p_hashes text[], p_e
 returns integer
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql, public
+set search_path = pg_catalog, scsql, public, pg_temp
 as $$
 declare
   v_project bigint := scsql._my_project();
@@ -1898,7 +1898,7 @@ create or replace function scsql.set_embedding_model(p_project text, p_model tex
 returns integer
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql, public
+set search_path = pg_catalog, scsql, public, pg_temp
 as $$
 declare
   v_project bigint;
@@ -1945,7 +1945,7 @@ create or replace function scsql._purge_expired()
 returns integer
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint := scsql._my_project();
@@ -1965,7 +1965,7 @@ returns table (facts integer, capacity integer, sources integer, chunks bigint, 
 language sql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
   with p as (select scsql._my_project() as id),
   st as (select s.* from scsql.memory_state s, p where s.project_id = p.id),

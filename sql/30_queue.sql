@@ -45,7 +45,7 @@ returns text
 language sql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$ select scsql._queue_channel(a.project_id, a.team_role) from scsql._me() a $$;
 comment on function scsql._my_channel() is
   'Private. The wake-up channel the acting agent listens on: its own (project, team role). Raises like _me.';
@@ -55,7 +55,7 @@ returns boolean
 language sql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$ select coalesce((select r.orchestrates from scsql.team_roles r where r.name = p_team_role), false) $$;
 comment on function scsql._is_orchestrator(text) is
   'Private. Whether a team role is an orchestrator role (team_roles.orchestrates).';
@@ -157,7 +157,7 @@ returns text[]
 language plpgsql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_root text;
@@ -197,7 +197,7 @@ create or replace function scsql._archive_task(
 returns scsql.tasks_archive
 language sql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
   with d as (
     delete from scsql.tasks t where t.project_id = p_project and t.task_id = p_task returning t.*
@@ -219,7 +219,7 @@ create or replace function scsql._lease_refused(p_project bigint, p_task bigint,
 returns void
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_t scsql.tasks;
@@ -282,7 +282,7 @@ create or replace function scsql._expire_leases(p_project bigint, p_team_role te
 returns table (requeued integer, dead integer)
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -339,7 +339,7 @@ create or replace function scsql.enqueue_task(
   out run_after timestamptz)
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -410,7 +410,7 @@ returns table (
   exclusive_files text[], created_at timestamptz)
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -495,7 +495,7 @@ create or replace function scsql.heartbeat_task(p_task bigint, p_token bigint, p
 returns timestamptz
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();
@@ -523,7 +523,7 @@ create or replace function scsql.complete_task(
   out task_id bigint, out state text, out attempts integer, out finished_at timestamptz)
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -563,7 +563,7 @@ returns table (
   exclusive_files text[], created_at timestamptz)
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 begin
   -- In this order: a refused completion claims nothing.
@@ -579,7 +579,7 @@ create or replace function scsql.fail_task(
   out task_id bigint, out state text, out attempts integer, out max_attempts integer, out run_after timestamptz)
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -614,7 +614,7 @@ create or replace function scsql.release_task(
   out task_id bigint, out state text)
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -645,7 +645,7 @@ create or replace function scsql.cancel_task(p_task bigint, p_reason text)
 returns text
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();
@@ -679,7 +679,7 @@ returns table (
 language sql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
   with me as (select project_id from scsql._me()),
   hot as (
@@ -718,7 +718,7 @@ returns bigint
 language sql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
   select count(*)
   from scsql.tasks t, scsql._me() me
@@ -737,7 +737,7 @@ returns table (
 language sql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
   select t.task_id, t.fence, t.lease_expires_at, t.attempts, t.max_attempts, t.team_role, t.priority,
          t.payload, t.acceptance_criteria, t.complexity, t.exclusive_files, t.created_at
@@ -751,7 +751,7 @@ comment on function scsql.my_tasks() is
 create or replace function scsql.queue_maintenance(p_limit integer default 1000, out requeued integer, out dead integer)
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint;

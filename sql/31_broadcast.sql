@@ -64,7 +64,7 @@ returns integer
 language sql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
   select coalesce(
     (select s.per_minute from scsql.broadcast_senders s where s.project_id = p_project and s.agent_id = p_agent),
@@ -88,7 +88,7 @@ create or replace function scsql.broadcast(
   out recipients integer)
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -189,7 +189,7 @@ returns table (
 language plpgsql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -221,7 +221,7 @@ create or replace function scsql.ack(p_message bigint)
 returns timestamptz
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();
@@ -262,7 +262,7 @@ create or replace function scsql.explain(
 language plpgsql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -304,7 +304,7 @@ create or replace function scsql.set_broadcast_limit(p_project text, p_per_minut
 returns void
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint;

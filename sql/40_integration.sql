@@ -18,7 +18,7 @@ returns text
 language sql
 stable
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
   select concat_ws(E'\n',
     format('# %s learning: %s', initcap(p_learning.kind), left(p_learning.summary, 120)),
@@ -39,7 +39,7 @@ create or replace function scsql._queue_learning()
 returns trigger
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 begin
   if new.classification in ('public', 'internal') then
@@ -60,7 +60,7 @@ create or replace function scsql._index_learnings(p_limit integer default 50)
 returns integer
 language plpgsql
 security definer
-set search_path = pg_catalog, scsql
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint := scsql._my_project();

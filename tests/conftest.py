@@ -162,6 +162,7 @@ def scsql_db(server: Server, template: str, tmp_path: Path) -> Iterator[ScsqlDb]
     name = f"{SESSION}_{next(_counter)}"
     janitor = server.janitor(name, template=template)
     janitor.init()
+    Migrator(server.conninfo(name)).bootstrap()  # a clone does not inherit the database's privileges
     db = ScsqlDb(server, name, Keystore(tmp_path / "keys"))
     try:
         yield db

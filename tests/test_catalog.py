@@ -47,9 +47,33 @@ def test_security_definer_functions_pin_search_path(scsql_db):
     bad = []
     for r in rows:
         path = [c for c in (r["proconfig"] or []) if c.startswith("search_path=")]
-        if not path or not path[0].startswith("search_path=pg_catalog"):
-            bad.append(r["f"])
+        schemas = [s.strip() for s in path[0].removeprefix("search_path=").split(",")] if path else []
+        # pg_catalog first, so nothing shadows the built-ins; pg_temp named last,
+        # or PostgreSQL searches the caller's temporary schema first.
+        if schemas[:1] != ["pg_catalog"] or schemas[-1:] != ["pg_temp"]:
+            bad.append(f"{r['f']}: {path}")
     assert bad == []
+
+
+def test_no_agent_may_create_objects_anywhere_in_the_database(scsql_db):
+    """No schema accepts an agent's objects and no agent has TEMP: nothing an
+    agent names can be found by a function running as the owner."""
+    project = scsql_db.project()
+    agent = scsql_db.agent("creator", project)
+    from scsql.config import role_for
+
+    with scsql_db.connect() as conn:
+        rows = conn.execute("""
+            select r.role, n.nspname as what
+            from unnest(%s::text[]) r(role), pg_namespace n
+            where has_schema_privilege(r.role, n.oid, 'CREATE')
+            union all
+            select r.role, 'TEMP on the database'
+            from unnest(%s::text[]) r(role)
+            where has_database_privilege(r.role, current_database(), 'TEMP')
+               or has_database_privilege(r.role, current_database(), 'CREATE')
+        """, (roles := ["scsql_agent", "scsql_app", role_for(agent.name)], roles)).fetchall()
+    assert rows == []
 
 
 def test_every_function_has_a_comment(scsql_db):

@@ -1,0 +1,93 @@
+"""Attacks an agent with a psql login of its own can try, each a regression
+test: the attack is run for real and must fail."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from scsql.config import role_for
+
+
+@pytest.fixture
+def attacker(scsql_db):
+    project = scsql_db.project()
+    agent = scsql_db.agent("mallory", project)
+    return scsql_db, agent
+
+
+def test_agent_may_not_create_temporary_objects(attacker):
+    db, agent = attacker
+    with psycopg.connect(db.login(agent.name)) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("create temporary table loot (x text)")
+
+
+def _shadow_text(conn) -> None:
+    """The attack of finding 1: temporary types named like ours whose CHECK
+    records each role it runs as, in a setting the attacker reads back. Run
+    as the agent itself (in its own invoker functions) it gains nothing; run
+    as anyone else it is an escalation."""
+    conn.execute("""
+        create function pg_temp.spy(v pg_catalog.text) returns boolean
+        language plpgsql as $$
+        begin
+          perform pg_catalog.set_config('attack.ran_as', pg_catalog.concat_ws(' ',
+            pg_catalog.current_setting('attack.ran_as', true), current_user::pg_catalog.text), false);
+          return true;
+        end $$""")
+    conn.execute("create domain pg_temp.text as pg_catalog.text check (pg_temp.spy(value))")
+    conn.execute("create domain pg_temp.int8 as pg_catalog.int8 check (pg_temp.spy(value::pg_catalog.text))")
+    conn.execute("create domain pg_temp.bigint as pg_catalog.int8 check (pg_temp.spy(value::pg_catalog.text))")
+
+
+def _ran_as(conn) -> set[str]:
+    value = conn.execute("select current_setting('attack.ran_as', true)").fetchone()[0]
+    return set((value or "").split())
+
+
+def test_temporary_types_never_shadow_ours_in_security_definer_functions(attacker):
+    """Even where a DBA handed agents TEMP on the database, a type or table
+    an agent creates in pg_temp is never what a security-definer function
+    resolves: their search_path names pg_temp last."""
+    db, agent = attacker
+    with db.connect() as admin:
+        admin.execute(sql.SQL("grant temporary on database {} to {}").format(
+            sql.Identifier(db.name), sql.Identifier(role_for(agent.name))))
+    with psycopg.connect(db.login(agent.name), autocommit=True) as conn:
+        _shadow_text(conn)
+        for call in ("select * from scsql.whoami()", "select scsql.remember('k', 'v')",
+                     "select * from scsql.search('anything')"):
+            try:
+                conn.execute(call)
+            except psycopg.Error:
+                pass  # the agent's own invoker functions may trip over its own types
+        assert _ran_as(conn) <= {role_for(agent.name)}
+
+
+def test_every_security_definer_function_resists_temporary_shadowing(attacker):
+    """The same attack against every security-definer function an agent may
+    execute, called with NULL arguments: none may resolve the agent's type."""
+    db, agent = attacker
+    with db.connect() as admin:
+        admin.execute(sql.SQL("grant temporary on database {} to {}").format(
+            sql.Identifier(db.name), sql.Identifier(role_for(agent.name))))
+        functions = [r["f"] for r in admin.execute("""
+            select p.oid::regprocedure::text as f from pg_proc p
+            where p.pronamespace = 'scsql'::regnamespace and p.prosecdef and p.prokind = 'f'
+              and p.prorettype <> 'trigger'::regtype
+              and has_function_privilege(%s, p.oid, 'execute')
+        """, (role_for(agent.name),)).fetchall()]
+    assert functions
+    with psycopg.connect(db.login(agent.name), autocommit=True) as conn:
+        _shadow_text(conn)
+        conn.execute("set statement_timeout = '2s'")
+        for f in functions:
+            name, _, args = f.partition("(")
+            nargs = len([a for a in args.rstrip(")").split(",") if a.strip()])
+            try:
+                conn.execute(f"select {name}({', '.join(['null'] * nargs)})")
+            except psycopg.Error:
+                pass
+        assert _ran_as(conn) <= {role_for(agent.name)}
