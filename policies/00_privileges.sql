@@ -1,8 +1,9 @@
 -- Privileges every subsystem builds on. Re-applied on every migrate.
 --
--- Nothing in schema scsql is usable by PUBLIC. Functions are granted one by
--- one to the roles that may call them; the functions granted to scsql_agent
--- are exactly the tools an MCP client sees.
+-- Nothing in schemas scsql and scsql_caller is usable by PUBLIC. Functions
+-- are granted one by one to the roles that may call them; the public
+-- functions of schema scsql granted to scsql_agent are exactly the tools an
+-- MCP client sees.
 
 revoke all on schema scsql, scsql_caller from public;
 grant usage on schema scsql, scsql_caller to scsql_agent, scsql_auditor, scsql_admin;
