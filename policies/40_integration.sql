@@ -5,6 +5,3 @@
 select scsql._secure_table('scsql.kb_learning_queue');
 
 grant execute on function scsql._index_learnings(integer) to scsql_agent;
-
--- recall_context labels broadcasts the way replay does, as the caller.
-grant execute on function scsql._provenance(boolean) to scsql_agent;
