@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import atexit
 import json
+import multiprocessing
 import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -49,7 +49,6 @@ PROJECTS = 2
 PER_PHASE = 15  # acknowledged writes every writer makes before a kill, and after each restart
 POOL_TIMEOUT = 1.0  # seconds a writer's call waits for a pooled connection
 TIMEOUT = 120.0  # seconds any one awaited condition may take (a bound, not a wait: the machine may be busy)
-ROOT = Path(__file__).resolve().parent.parent
 
 
 # -- the writer process --------------------------------------------------------
@@ -62,6 +61,7 @@ def writer_main(spec: dict) -> int:
     from scsql.registry import Api
     from scsql.signing import Keystore
 
+    os.environ["SCSQL_EMBED"] = "none"  # no embedding model in a writer
     stop = Path(spec["stop"])
     tag = spec["tag"]
     with open(spec["log"], "a", buffering=1) as log:
@@ -244,13 +244,13 @@ def _read_log(path: Path) -> list[Event]:
 _databases = iter(range(1, 1000))
 
 
-def _await(what: str, condition, procs: list[subprocess.Popen], logs: list[Path]) -> None:
+def _await(what: str, condition, procs: list, logs: list[Path]) -> None:
     deadline = time.monotonic() + TIMEOUT
     while not condition():
         for p, log in zip(procs, logs, strict=True):
-            if p.poll() is not None:
-                raise AssertionError(f"writer {log.stem} exited with {p.returncode} while waiting for {what}:\n"
-                                     f"{p.stderr.read() if p.stderr else ''}")
+            if p.exitcode is not None:
+                raise AssertionError(f"writer {log.stem} exited with {p.exitcode} while waiting for {what} "
+                                     "(its traceback is in the captured stderr)")
         if time.monotonic() > deadline:
             tails = {log.stem: [(e.kind, e.ident, e.extra) for e in _read_log(log)[-3:]] for log in logs}
             raise AssertionError(f"timed out waiting for {what}; last lines of each writer: {tails}")
@@ -262,10 +262,11 @@ def run_fault_rounds(srv: FaultServer, tmp_path: Path, rounds: int) -> dict:
     from scsql.config import APP_ROLE
     from scsql.db import Agent, Database
     from scsql.errors import ScsqlError
-    from scsql.registry import Api
     from scsql.migrate import Migrator
+    from scsql.registry import Api, load_adapters
     from scsql.signing import Keystore
 
+    t0 = time.time()
     dbname = f"scsql_faults_{next(_databases)}"
     with psycopg.connect(srv.conninfo(), autocommit=True) as conn:
         conn.execute(f'create database "{dbname}"')
@@ -281,6 +282,21 @@ def run_fault_rounds(srv: FaultServer, tmp_path: Path, rounds: int) -> dict:
         roles.create_agent(admin, keystore, name, projects[w % PROJECTS], "developer")
         agents.append(name)
 
+    # The writers are forked from this process, which has imported
+    # everything they use (importing it anew would take each of them seconds
+    # on a busy machine), before any pool of this process has a thread.
+    load_adapters()
+    setup_s = time.time() - t0
+    stop = tmp_path / "stop"
+    logs = [tmp_path / f"w{w}.log" for w in range(WRITERS)]
+    fork = multiprocessing.get_context("fork")
+    procs = []
+    for w in range(WRITERS):
+        spec = {"conninfo": srv.conninfo(dbname, APP_ROLE), "agent": agents[w], "keys": str(keystore.directory),
+                "log": str(logs[w]), "stop": str(stop), "tag": str(w)}
+        procs.append(fork.Process(target=writer_main, args=(spec,), name=f"writer-{w}", daemon=True))
+        procs[-1].start()
+
     # An agent that makes no call while the server is down: its pool still
     # holds the connections of the killed server when it writes again.
     idle_name = f"{dbname}_idle"
@@ -289,6 +305,7 @@ def run_fault_rounds(srv: FaultServer, tmp_path: Path, rounds: int) -> dict:
     idle_db = Database(srv.conninfo(dbname, APP_ROLE), max_size=2).open()
     idle = Api(Agent(idle_db, idle_name, keystore.load(idle_name)))
     idle_after_restart: list[bool] = []
+    idle_n = iter(range(1, 10**6))
 
     def idle_write() -> bool:
         ident = f"fault-idle.{next(idle_n)}"
@@ -297,24 +314,15 @@ def run_fault_rounds(srv: FaultServer, tmp_path: Path, rounds: int) -> dict:
             try:
                 r = idle.call("record_tool_call", tool=ident)
             except ScsqlError as exc:
-                log.write(f"err\t{ident}\t{time.time():.6f}\t{json.dumps({'type': 'ScsqlError', 'code': exc.code, 'message': exc.message[:300]})}\n")
+                extra = {"type": "ScsqlError", "code": exc.code, "message": exc.message[:300]}
+                log.write(f"err\t{ident}\t{time.time():.6f}\t{json.dumps(extra)}\n")
                 return False
             acked = {"op": "tool", "id": r["tool_call_id"], "chain_id": r["chain_id"], "seq": r["seq"]}
             log.write(f"ack\t{ident}\t{time.time():.6f}\t{json.dumps(acked)}\n")
             return True
 
-    idle_n = iter(range(1, 10**6))
-    stop = tmp_path / "stop"
-    logs = [tmp_path / f"w{w}.log" for w in range(WRITERS)]
-    env = dict(os.environ, PYTHONPATH=str(ROOT), SCSQL_EMBED="none")
-    procs = []
-    for w in range(WRITERS):
-        spec = {"conninfo": srv.conninfo(dbname, APP_ROLE), "agent": agents[w], "keys": str(keystore.directory),
-                "log": str(logs[w]), "stop": str(stop), "tag": str(w)}
-        procs.append(subprocess.Popen([sys.executable, __file__, json.dumps(spec)], env=env, cwd=ROOT,
-                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                      text=True))
     windows = []  # (kill time, restart-ready time) per round
+    phases: list[dict] = []  # seconds from each kill to: reaped, every writer saw an error, restarted
     try:
         def acks_since(t: float) -> list[int]:
             return [sum(1 for e in _read_log(log) if e.kind == "ack" and e.t > t) for log in logs]
@@ -326,12 +334,15 @@ def run_fault_rounds(srv: FaultServer, tmp_path: Path, rounds: int) -> dict:
             assert idle_write()
             killed_at = time.time()
             srv.kill()
+            phases.append({"reaped": time.time() - killed_at})
             # Every writer notices the outage before the server comes back.
             _await("an error seen by every writer during the outage",
                    lambda k=killed_at: all(any(e.kind == "err" and e.t > k for e in _read_log(log)) for log in logs),
                    procs, logs)
+            phases[-1]["errors_seen"] = time.time() - killed_at
             srv.start()
             since = time.time()
+            phases[-1]["restarted"] = since - killed_at
             windows.append((killed_at, since))
             idle_after_restart.append(idle_write())
         _await(f"{PER_PHASE} acknowledged writes per writer after the last restart",
@@ -339,16 +350,16 @@ def run_fault_rounds(srv: FaultServer, tmp_path: Path, rounds: int) -> dict:
     finally:
         stop.touch()
         for p in procs:
-            try:
-                p.wait(timeout=TIMEOUT)
-            except subprocess.TimeoutExpired:
+            p.join(TIMEOUT)
+            if p.exitcode is None:
                 p.kill()
-                p.wait()
+                p.join()
         idle_db.close()
-    errors = {log.stem: p.stderr.read() for p, log in zip(procs, logs, strict=True)}
-    assert all(p.returncode == 0 for p in procs), errors
+    assert [p.exitcode for p in procs] == [0] * WRITERS, "a writer failed (its traceback is in the captured stderr)"
     return {"admin": admin, "agents": agents, "logs": logs, "windows": windows, "dbname": dbname,
-            "idle_log": idle_log, "idle_after_restart": idle_after_restart}
+            "idle_log": idle_log, "idle_after_restart": idle_after_restart,
+            "phases": [{k: round(v, 2) for k, v in p.items()} for p in phases],
+            "setup_s": round(setup_s, 2), "writers_s": round(time.time() - t0 - setup_s, 2)}
 
 
 def check(srv: FaultServer, run: dict, monkeypatch, capsys) -> dict:
@@ -490,7 +501,7 @@ def test_acknowledged_writes_survive_a_killed_postmaster(fault_server, tmp_path,
     run = run_fault_rounds(fault_server, tmp_path, _rounds(2))
     summary = check(fault_server, run, monkeypatch, capsys)
     with capsys.disabled():
-        print(f"\nfaults: {len(run['windows'])} kills, {summary}")
+        print(f"\nfaults: {len(run['windows'])} kills, {summary}, phases {run['phases']}, setup {run['setup_s']} s, writing {run['writers_s']} s")
 
 
 @pytest.mark.slow
@@ -498,7 +509,7 @@ def test_acknowledged_writes_survive_many_killed_postmasters(fault_server, tmp_p
     run = run_fault_rounds(fault_server, tmp_path, _rounds(6))
     summary = check(fault_server, run, monkeypatch, capsys)
     with capsys.disabled():
-        print(f"\nfaults: {len(run['windows'])} kills, {summary}")
+        print(f"\nfaults: {len(run['windows'])} kills, {summary}, phases {run['phases']}, setup {run['setup_s']} s, writing {run['writers_s']} s")
 
 
 def test_outcome_reports_its_commit_when_indexing_its_learning_fails(scsql_db):
@@ -525,7 +536,3 @@ def test_outcome_reports_its_commit_when_indexing_its_learning_fails(scsql_db):
             {"learning_id": out["learning_id"]}]
         conn.execute("grant execute on function scsql._index_learnings(integer) to scsql_agent")
     assert learning.index_queued(agent) == 1  # what scsql worker's learnings job does
-
-
-if __name__ == "__main__":
-    sys.exit(writer_main(json.loads(sys.argv[1])))
