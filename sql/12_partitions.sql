@@ -307,16 +307,17 @@ begin
       for p in select x.partition, x.upper_bound from scsql._partitions(v_parent) x
                where not x.is_default and x.upper_bound <= clock_timestamp() - s.retention
                order by x.lower_bound loop
+        partition := scsql._qualified(p.partition);  -- named before it is dropped
         begin
           perform scsql._retire_partition(p.partition);
-          action := 'dropped'; partition := scsql._qualified(p.partition); detail := format('older than %s', s.retention);
+          action := 'dropped'; detail := format('older than %s', s.retention);
           return next;
         exception when sqlstate 'SC123' then
           -- Rows of a quarantined chain stay; later partitions may still go.
-          action := 'refused'; partition := scsql._qualified(p.partition); detail := sqlerrm;
+          action := 'refused'; detail := sqlerrm;
           return next;
         when sqlstate 'SC120' or sqlstate 'SC122' then
-          action := 'refused'; partition := scsql._qualified(p.partition); detail := sqlerrm;
+          action := 'refused'; detail := sqlerrm;
           return next;
           exit;
         end;

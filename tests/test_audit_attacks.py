@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from scsql import cli
-from scsql.cmd_audit import export_checkpoints, record_checkpoints, run_checkpoint
+from scsql.cmd_audit import export_checkpoints, record_checkpoints
 from scsql.registry import Api
 from scsql.verify import verify
 
@@ -93,6 +93,8 @@ def test_a_forged_row_quarantines_its_chain_and_every_other_chain_is_still_check
     assert q["checkpoint_id"] is not None
 
     # Again: nothing new to sign for A, the same quarantine, C's new rows signed.
+    from scsql.cmd_audit import run_checkpoint
+
     Api(c).call("record_tool_call", tool="c-newer")
     run = run_checkpoint(db.admin, key, progress=False)
     assert [(qid, b.chain_id, b.seq, signed) for qid, b, signed in run.quarantined] == \
