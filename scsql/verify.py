@@ -8,8 +8,12 @@ the database to encode). It checks every row still present in every chain
 
 * seq runs on without repeat (``fork``), and without gap (``seq-gap``) except
   where checkpoint segments say the missing rows lay in a dated partition
-  that no longer exists (retention retired them), and a run of missing rows
-  ends at the end of such a segment (or at the horizon of earlier versions);
+  that no longer exists and that retention retired (a record in
+  scsql.partition_retirements that holds up against the settings log), and a
+  run of missing rows ends at the end of such a segment (or at the horizon of
+  earlier versions); rows missing from a partition dropped otherwise are a
+  ``partition-dropped`` break at the first of them, whose detail names the
+  seqs the checkpoints placed there and the partition;
 * no row is present where a segment says its partition no longer exists
   (``retired-row-present``: the row was moved or put back);
 * prev_hash is the previous row's row_hash, or after retired rows the hash a
@@ -37,6 +41,10 @@ the database to encode). It checks every row still present in every chain
   checkpoint that names it (``chain-identity``), every chain a checkpoint
   names still exists (``chain-missing``), and a horizon left by retention of
   earlier versions is a checkpointed head (``horizon-unanchored``).
+
+The report also lists the quarantined chains (scsql.chain_quarantines):
+``scsql checkpoint`` signs a chain that does not verify only up to its last
+verified row (``collect`` gives those prefixes) and records it there.
 
 Checkpoints count only when their auditor signature verifies with a
 registered auditor key; a database checkpoint that differs from its exported

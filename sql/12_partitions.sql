@@ -349,7 +349,7 @@ begin
 end
 $$;
 comment on function scsql.set_partition_retention(text, interval, integer) is
-  'Administrators only. Sets how long the daily partitions of P_TABLE (scsql.tool_calls or scsql.outcomes) are kept (NULL: forever) and, optionally, how many days ahead they are created. Retention never drops rows that no checkpoint covers. Raises SC121 for another table, SC010 for a retention under one day or premake outside 1..90.';
+  'Administrators only. Sets how long the daily partitions of P_TABLE (scsql.tool_calls or scsql.outcomes) are kept (NULL: forever) and, optionally, how many days ahead they are created. Every change is logged, with its time, in scsql.partition_settings_log; a partition counts as retired only when the retention logged at its drop had expired its range. Retention never drops rows that no checkpoint covers. Raises SC121 for another table, SC010 for a retention under one day or premake outside 1..90.';
 
 create or replace function scsql._partition_settings_logged()
 returns trigger
