@@ -193,7 +193,9 @@ class _Gaps:
         self.dropped: dict[str, tuple[int, int]] = {}
         for first, last, part, _h in sorted(facts.segments):
             gone = _dated(part) and part not in existing
-            retired: bool | None = (True if part in retirements and retirements[part] is None else None) if gone else False
+            retired: bool | None = False
+            if gone:
+                retired = True if part in retirements and retirements[part] is None else None
             if retired is None:
                 lo, hi = self.dropped.get(part, (first, last))
                 self.dropped[part] = (min(lo, first), max(hi, last))

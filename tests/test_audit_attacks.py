@@ -91,6 +91,7 @@ def test_a_forged_row_quarantines_its_chain_and_every_other_chain_is_still_check
     assert (q["chain_id"], q["from_seq"], q["anchored_seq"], q["kind"]) == (ca, 3, 2, "signature")
     assert q["agent"] == a.name and q["found_by"] and q["found_at"] and q["acknowledged_at"] is None
     assert q["checkpoint_id"] is not None
+    assert _chain_heads(db) == {ca: (3, True), cc: (None, None)}
 
     # Again: nothing new to sign for A, the same quarantine, C's new rows signed.
     from scsql.cmd_audit import run_checkpoint
@@ -135,6 +136,7 @@ def test_a_forged_row_quarantines_its_chain_and_every_other_chain_is_still_check
     with pytest.raises(psycopg.Error) as exc, psycopg.connect(db.login(a.name)) as conn:
         conn.execute("select scsql.acknowledge_quarantine(%s, 'mine')", (q["quarantine_id"],))
     assert exc.value.sqlstate == "42501"  # not the agent's to clear
+    assert _chain_heads(db) == {ca: (3, False), cc: (None, None)}
     capsys.readouterr()
     assert cli.main(["status"]) == 0
     assert "quarantine  -" in capsys.readouterr().out
@@ -142,6 +144,13 @@ def test_a_forged_row_quarantines_its_chain_and_every_other_chain_is_still_check
     assert "agent revoked, rows exported" in capsys.readouterr().err
     assert run_checkpoint(db.admin, key, progress=False).ok  # acknowledged: the run no longer fails
     assert _retire(db, a_old) == "SC123" and _exists(db, a_old)
+
+
+def _chain_heads(db) -> dict[int, tuple]:
+    with db.connect() as conn:
+        conn.execute("set role scsql_auditor")
+        return {r["chain_id"]: (r["quarantined_from"], r["quarantine_open"])
+                for r in conn.execute("select * from scsql.chain_heads()").fetchall()}
 
 
 def _sql_quarantines(db) -> list[dict]:
