@@ -11,6 +11,7 @@ be missing, and any other missing partition is a break that names its rows."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 
 import psycopg
@@ -118,6 +119,9 @@ def test_a_forged_row_quarantines_its_chain_and_every_other_chain_is_still_check
     assert cli.main(["verify"]) == 1
     err = capsys.readouterr().err
     assert f"BROKEN chain {ca} seq 3" in err and f"QUARANTINED chain {ca} " in err and "from seq 3" in err
+    assert cli.main(["verify", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert [(x["chain_id"], x["from_seq"], x["kind"]) for x in out["quarantines"]] == [(ca, 3, "signature")]
     assert cli.main(["status"]) == 0
     out = capsys.readouterr().out
     assert "quarantine  1 chain(s)" in out and f"chain {ca} " in out and a.name in out
