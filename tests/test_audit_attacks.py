@@ -271,3 +271,50 @@ def test_retention_switched_on_after_a_manual_drop_does_not_make_it_look_retired
     assert "settings log does not show a retention of 2 days" in report.breaks[0].detail
     sql = _sql_verify(db, chain)
     assert (sql["broken_seq"], sql["kind"]) == (1, "partition-dropped") and "settings log" in sql["detail"]
+
+
+# -- upgrade: partitions retention of earlier versions dropped ---------------------------------
+
+
+def _backfill(db) -> None:
+    """The statement of migration 0112 that records partitions earlier retention dropped, run again."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "migrations" / "0112_quarantine_and_retirements.sql").read_text()
+    start = text.index("set local timezone = 'UTC';")
+    end = text.index("reset timezone;") + len("reset timezone;")
+    with db.connect() as conn:
+        conn.execute(text[start:end])
+
+
+@pytest.mark.parametrize("retention", ["2 days", None])
+def test_upgrade_records_only_partitions_retention_could_have_dropped(scsql_db, retention):
+    """Earlier versions dropped checkpointed partitions without a record. The
+    upgrade records those of a table whose retention is on and under which
+    their range has expired, and no partition that still exists; with
+    retention off, nothing is recorded and the missing rows stay a break."""
+    db = scsql_db
+    days = {n: _old_day(db, days=n) for n in (5, 4, 3)}
+    a = db.agent("upgraded", db.project())
+    _backdate_keys(db)
+    for n, at in days.items():
+        _write_at(a, at, f"day-{n}")  # seq 1 (five days old), 2, 3
+    Api(a).call("record_tool_call", tool="today")  # seq 4
+    chain = _chain_of(db, a)
+    record_checkpoints(db.admin, _auditor(db), progress=False)
+    with db.connect() as conn:
+        conn.execute("select scsql.set_partition_retention('scsql.tool_calls', %s::interval)", (retention,))
+        kept = conn.execute("select part from scsql._chain_partitions() where relid = %s::regclass",
+                            (_partition_of(db, "day-5"),)).fetchone()["part"]
+    gone = [_partition_of(db, "day-4"), _partition_of(db, "day-3")]
+    _tamper(db, *[f"drop table {p}" for p in gone])  # as retention of earlier versions did
+    _backfill(db)
+    with db.connect() as conn:
+        records = conn.execute("select part, ok from scsql.partition_retirements() order by part").fetchall()
+    if retention is None:
+        assert records == []
+        assert _breaks(db) == [(chain, 2, "partition-dropped")]
+        return
+    assert len(records) == 2 and all(r["ok"] for r in records) and kept not in {r["part"] for r in records}
+    assert _breaks(db) == []
+    assert _sql_verify(db, chain)["ok"]
