@@ -13,7 +13,7 @@ select scsql._secure_table(t) from unnest(array[
   'scsql.chains', 'scsql.chained_tables', 'scsql.sessions', 'scsql.tool_calls', 'scsql.outcomes',
   'scsql.learnings', 'scsql.confidential_grants', 'scsql.model_prices', 'scsql.auditor_keys',
   'scsql.checkpoints', 'scsql.checkpoint_heads', 'scsql.checkpoint_segments', 'scsql.partition_settings',
-  'scsql.chain_settings'
+  'scsql.chain_settings', 'scsql.chain_quarantines', 'scsql.partition_retirements', 'scsql.partition_settings_log'
 ]::regclass[]) t;
 
 -- Partitions, and the append-only rules on them, are re-applied here too.
@@ -67,9 +67,12 @@ grant execute on function
   scsql.checkpoints(bigint),
   scsql._chain_fields(text),
   scsql._chain_scan_sql(text),
-  scsql._chain_partitions()
+  scsql._chain_partitions(),
+  scsql.record_quarantine(bigint, bigint, text, text)
 to scsql_auditor;
-grant execute on function scsql.auditor_keys(), scsql.partition_status() to scsql_auditor, scsql_admin;
+grant execute on function scsql.auditor_keys(), scsql.partition_status(), scsql.partition_retirements(),
+  scsql.chain_quarantines(boolean)
+to scsql_auditor, scsql_admin;
 
 -- Administrators: prices, grants, retention, the auditor's key, maintenance.
 grant execute on function
@@ -79,5 +82,6 @@ grant execute on function
   scsql.set_partition_retention(text, interval, integer),
   scsql.register_auditor_key(bytea),
   scsql.set_clock_skew(interval),
+  scsql.acknowledge_quarantine(bigint, text),
   scsql._maintain_partitions()
 to scsql_admin;

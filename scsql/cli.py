@@ -180,6 +180,7 @@ def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
         raise ScsqlError(errors.EMBEDDED_NOT_RUNNING,
                          f"the embedded server in {ctx.settings.pgdata} is not running", "start it with: scsql up")
     st = roles.status(ctx.admin_conninfo())
+    st["quarantines"] = _open_quarantines(ctx.admin_conninfo())
     if ctx.settings.embedded:
         st["server"] = {"kind": "embedded", "pid": ctx.server.pid, "data_dir": str(ctx.settings.pgdata)}
     else:
@@ -197,7 +198,31 @@ def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
     agents = [f"{a['name']} ({a['project']}, {a['team_role']}{', revoked' if a['revoked'] else ''})"
               for a in st["agents"]]
     print(f"agents      {', '.join(agents) or '-'}")
+    if st["quarantines"] is None:
+        print("quarantine  unknown (the schema predates quarantines: scsql migrate)")
+    elif st["quarantines"]:
+        from .cmd_audit import quarantine_line
+
+        print(f"quarantine  {len(st['quarantines'])} chain(s) not verified past their signed rows "
+              "(scsql verify; scsql.acknowledge_quarantine once dealt with):")
+        for q in st["quarantines"]:
+            print(f"            {quarantine_line(q)}")
+    else:
+        print("quarantine  -")
     return 0
+
+
+def _open_quarantines(conninfo: str) -> list[dict] | None:
+    """Quarantined chains no administrator acknowledged yet (None before the schema has them)."""
+    import psycopg
+
+    from .roles import admin_connection
+
+    with admin_connection(conninfo) as conn:
+        try:
+            return conn.execute("select * from scsql.chain_quarantines(true)").fetchall()
+        except psycopg.errors.UndefinedFunction:
+            return None
 
 
 def cmd_psql(ctx: Context, args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ import argparse
 import datetime as dt
 import json
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,16 +36,27 @@ def cmd_verify(ctx, args: argparse.Namespace) -> int:
                           "signatures": report.signatures, "full": report.full,
                           "checkpoints": report.checkpoints, "seconds": round(report.seconds, 3),
                           "rows_per_second": round(report.rate),
-                          "breaks": [b.__dict__ for b in report.breaks]}, indent=2))
+                          "breaks": [b.__dict__ for b in report.breaks],
+                          "quarantines": to_json(report.quarantines)}, indent=2, default=str))
     else:
         for b in report.breaks:
             print(f"BROKEN {b}", file=sys.stderr)
+        for q in report.quarantines:
+            print(f"QUARANTINED {quarantine_line(q)}", file=sys.stderr)
         state = "ok" if report.ok else f"{len(report.breaks)} break(s)"
         signatures = ("every signature" if report.full or report.signatures == report.rows else
                       f"signatures of the {report.signatures} rows after the newest verified checkpoints; --full checks all")
         print(f"scsql verify: {state}: {report.rows} rows in {report.chains} chains ({signatures}), "
               f"{report.checkpoints} checkpoints, {report.seconds:.2f}s ({report.rate:,.0f} rows/s)")
     return 0 if report.ok else 1
+
+
+def quarantine_line(q: dict[str, Any]) -> str:
+    """One line about a quarantined chain (a row of scsql.chain_quarantines())."""
+    ack = (f"; acknowledged {q['acknowledged_at']:%Y-%m-%d %H:%M} by {q['acknowledged_by']}: {q['note']}"
+           if q["acknowledged_at"] else "; open")
+    return (f"chain {q['chain_id']} ({q['project']}/{q['agent']}) from seq {q['from_seq']}, signed up to seq "
+            f"{q['anchored_seq']}: {q['kind']}, found {q['found_at']:%Y-%m-%d %H:%M} by {q['found_by']}{ack}")
 
 
 # -- checkpoint -------------------------------------------------------------------
@@ -75,8 +87,32 @@ def init_auditor_key(ctx) -> int:
     return key_id
 
 
+@dataclass
+class CheckpointRun:
+    """What one scsql checkpoint did: the checkpoints it recorded (ids), the
+    chains it quarantined (quarantine_id, the chain's first break, the seq
+    up to which it signed the chain or None), and breaks no chain can carry
+    (a checkpoint of no chain, rows of a chain with no head row)."""
+
+    ids: list[int] = field(default_factory=list)
+    quarantined: list[tuple[int, Any, int | None]] = field(default_factory=list)
+    unattributed: list[Any] = field(default_factory=list)
+    acknowledged: list[tuple[int, Any, int | None]] = field(default_factory=list)  # of quarantined: dealt with
+
+    @property
+    def ok(self) -> bool:
+        """No break but those of quarantines an administrator acknowledged."""
+        return len(self.quarantined) == len(self.acknowledged) and not self.unattributed
+
+
 def record_checkpoints(conninfo: str, key, *, workers: int | None = None, progress: bool | None = None) -> list[int]:
-    """Verify, then sign and record one checkpoint per project with chains; returns their ids.
+    """Verify, then sign and record one checkpoint per project with chains; returns their ids
+    (see :func:`run_checkpoint`, which also says which chains it quarantined)."""
+    return run_checkpoint(conninfo, key, workers=workers, progress=progress).ids
+
+
+def run_checkpoint(conninfo: str, key, *, workers: int | None = None, progress: bool | None = None) -> CheckpointRun:
+    """Verify, then sign and record one checkpoint per project with chains.
 
     Every row is verified first (links, hashes, and the signatures the
     previous verified checkpoints do not cover); the verification also reads
@@ -84,11 +120,17 @@ def record_checkpoints(conninfo: str, key, *, workers: int | None = None, progre
     checkpoint (runs of rows in one partition), and only then does the
     auditor sign them, in checkpoint format 3 ("verified up to these heads",
     with each chain's agent and segments; see sql/13_checkpoints.sql).
-    Raises SC132 when verification fails."""
+
+    A chain that does not verify does not stop the others: the auditor signs
+    its rows up to the last one that verifies (when there are new ones), and
+    records the chain in scsql.chain_quarantines (scsql.record_quarantine),
+    in the same transaction as the checkpoints; retention then keeps its
+    rows after that prefix. Breaks that belong to no chain the database
+    knows are returned as unattributed."""
     from .verify import checkpoint_payload, verify
 
     pub = signing.public_bytes(key).hex()
-    ids = []
+    run = CheckpointRun()
     with admin_connection(conninfo) as conn:
         conn.execute("set local role scsql_auditor")
         keys = conn.execute("select * from scsql.auditor_keys()").fetchall()
@@ -97,12 +139,16 @@ def record_checkpoints(conninfo: str, key, *, workers: int | None = None, progre
                          "register it: scsql checkpoint --init")
     key_id = keys[-1]["key_id"]
     report = verify(conninfo, workers=workers, progress=progress, collect=True)
-    if not report.ok:
-        raise ScsqlError("SC132", f"the chains do not verify ({len(report.breaks)} break(s); first: {report.breaks[0]})",
-                         "scsql verify lists every break; the auditor signs only chains that verify")
+    first_break: dict[int, Any] = {}
+    for b in report.breaks:  # sorted by chain, then seq
+        first_break.setdefault(b.chain_id, b)
     by_project: dict[int, list] = {}
-    for head in report.heads.values():
-        by_project.setdefault(head.project_id, []).append(head)
+    for chain_id, head in report.heads.items():
+        if chain_id not in first_break:
+            by_project.setdefault(head.project_id, []).append(head)
+    for chain_id, head in report.prefixes.items():
+        if chain_id in first_break:
+            by_project.setdefault(head.project_id, []).append(head)
     with admin_connection(conninfo) as conn:
         conn.execute("set local role scsql_auditor")
         for project_id, heads in sorted(by_project.items()):
@@ -110,7 +156,7 @@ def record_checkpoints(conninfo: str, key, *, workers: int | None = None, progre
             at = dt.datetime.now(dt.UTC)
             sig = key.sign(checkpoint_payload(project_id, at, key_id, heads, version=3))
             segments = [(h.chain_id, last, row_hash, part) for h in heads for last, row_hash, part in h.segments]
-            ids.append(conn.execute(
+            run.ids.append(conn.execute(
                 "select scsql.record_checkpoint(%s::bigint, %s::timestamptz, %s::integer, %s::bigint[], %s::bigint[], "
                 "%s::bytea[], %s::bytea, %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bytea[], "
                 "%s::text[]) as id",
@@ -118,7 +164,20 @@ def record_checkpoints(conninfo: str, key, *, workers: int | None = None, progre
                  [h.row_hash for h in heads], sig, [h.agent_id for h in heads], [h.from_seq for h in heads],
                  [g[0] for g in segments], [g[1] for g in segments], [g[2] for g in segments],
                  [g[3] for g in segments])).fetchone()["id"])
-    return ids
+        known = {r["chain_id"] for r in conn.execute(
+            "select chain_id from scsql.chains union select chain_id from scsql.checkpoint_heads").fetchall()}
+        for chain_id, b in sorted(first_break.items()):
+            if chain_id not in known:
+                run.unattributed.append(b)
+                continue
+            qid = conn.execute("select scsql.record_quarantine(%s::bigint, %s::bigint, %s::text, %s::text) as q",
+                               (chain_id, max(b.seq, 0), b.kind, str(b)[:2000])).fetchone()["q"]
+            prefix = report.prefixes.get(chain_id)
+            run.quarantined.append((qid, b, prefix.seq if prefix is not None else None))
+        acknowledged = {r["quarantine_id"] for r in conn.execute(
+            "select quarantine_id from scsql.chain_quarantines() where acknowledged_at is not null").fetchall()}
+        run.acknowledged = [q for q in run.quarantined if q[0] in acknowledged]
+    return run
 
 
 def export_checkpoints(conninfo: str, path: Path) -> int:
@@ -145,11 +204,25 @@ def cmd_checkpoint(ctx, args: argparse.Namespace) -> int:
         key_id = init_auditor_key(ctx)
         print(f"scsql: auditor key {key_id} registered ({ctx.keystore.path(AUDITOR_KEY)}, mode 0600)")
         return 0
-    ids = record_checkpoints(ctx.admin_conninfo(), auditor_key(ctx))
+    run = run_checkpoint(ctx.admin_conninfo(), auditor_key(ctx))
+    ids = run.ids
     print(f"scsql checkpoint: recorded {len(ids)} checkpoint(s)" + (f" ({', '.join(map(str, ids))})" if ids else ""))
+    for q in run.quarantined:
+        qid, b, signed = q
+        upto = f"signed up to seq {signed}" if signed is not None else "nothing new signed"
+        ack = ", acknowledged" if q in run.acknowledged else ""
+        print(f"QUARANTINED chain {b.chain_id} from seq {b.seq} (quarantine {qid}{ack}; {upto}): {b.kind}: {b.detail}",
+              file=sys.stderr)
+    for b in run.unattributed:
+        print(f"BROKEN {b} (no chain to quarantine)", file=sys.stderr)
     if args.export:
         n = export_checkpoints(ctx.admin_conninfo(), Path(args.export))
         print(f"scsql checkpoint: appended {n} checkpoint(s) to {args.export}")
+    if not run.ok:
+        print(f"scsql checkpoint: {len(run.quarantined) - len(run.acknowledged)} chain(s) in open quarantine, "
+              f"{len(run.unattributed)} other break(s); "
+              "the other chains were signed (scsql verify lists every break)", file=sys.stderr)
+        return 1
     return 0
 
 

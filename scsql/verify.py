@@ -8,8 +8,12 @@ the database to encode). It checks every row still present in every chain
 
 * seq runs on without repeat (``fork``), and without gap (``seq-gap``) except
   where checkpoint segments say the missing rows lay in a dated partition
-  that no longer exists (retention retired them), and a run of missing rows
-  ends at the end of such a segment (or at the horizon of earlier versions);
+  that no longer exists and that retention retired (a record in
+  scsql.partition_retirements that holds up against the settings log), and a
+  run of missing rows ends at the end of such a segment (or at the horizon of
+  earlier versions); rows missing from a partition dropped otherwise are a
+  ``partition-dropped`` break at the first of them, whose detail names the
+  seqs the checkpoints placed there and the partition;
 * no row is present where a segment says its partition no longer exists
   (``retired-row-present``: the row was moved or put back);
 * prev_hash is the previous row's row_hash, or after retired rows the hash a
@@ -37,6 +41,10 @@ the database to encode). It checks every row still present in every chain
   checkpoint that names it (``chain-identity``), every chain a checkpoint
   names still exists (``chain-missing``), and a horizon left by retention of
   earlier versions is a checkpointed head (``horizon-unanchored``).
+
+The report also lists the quarantined chains (scsql.chain_quarantines):
+``scsql checkpoint`` signs a chain that does not verify only up to its last
+verified row (``collect`` gives those prefixes) and records it there.
 
 Checkpoints count only when their auditor signature verifies with a
 registered auditor key; a database checkpoint that differs from its exported
@@ -126,6 +134,9 @@ class Report:
     signatures: int = 0  # rows whose signature was checked (all of them when full)
     full: bool = False
     heads: dict[int, CheckpointHead] = field(default_factory=dict)  # with collect=True: what a checkpoint signs
+    # With collect=True, for chains that do not verify: their rows up to the last one that does.
+    prefixes: dict[int, CheckpointHead] = field(default_factory=dict)
+    quarantines: list[dict[str, Any]] = field(default_factory=list)  # scsql.chain_quarantines(), oldest first
 
     @property
     def ok(self) -> bool:
@@ -171,18 +182,34 @@ class _Gaps:
     after it links to a signed hash: the end of a retired segment, or the
     horizon."""
 
-    def __init__(self, facts: ChainFacts, existing: set[str], legacy: int, legacy_hash: bytes | None):
+    def __init__(self, facts: ChainFacts, existing: set[str], legacy: int, legacy_hash: bytes | None,
+                 retirements: dict[str, str | None] | None = None, chain_id: int = 0):
+        # retirements: part -> None when retention's record of its drop holds up, else why not.
+        retirements = retirements or {}
         merged: list[list] = []
+        # A segment is retired (True) when its dated partition is gone and retention retired it,
+        # present (False) when the partition exists, dropped (None) when it is gone otherwise.
+        rank = {False: 0, None: 1, True: 2}
+        self.dropped: dict[str, tuple[int, int]] = {}
         for first, last, part, _h in sorted(facts.segments):
-            retired = _dated(part) and part not in existing
+            gone = _dated(part) and part not in existing
+            retired: bool | None = False
+            if gone:
+                retired = True if part in retirements and retirements[part] is None else None
+            if retired is None:
+                lo, hi = self.dropped.get(part, (first, last))
+                self.dropped[part] = (min(lo, first), max(hi, last))
             if merged and first <= merged[-1][1]:
                 merged[-1][1] = max(merged[-1][1], last)
-                merged[-1][2] = merged[-1][2] and retired
+                merged[-1][2] = min(merged[-1][2], retired, key=rank.__getitem__)
             else:
                 merged.append([first, last, retired])
+        self.segments = sorted(facts.segments)
+        self.retirements = retirements
+        self.chain_id = chain_id
         self.firsts = [m[0] for m in merged]
         self.pieces = merged
-        # Seqs any retired segment covers (merged): rows there must be gone.
+        # Seqs any segment of a gone partition covers (merged): rows there must be gone.
         gone: list[list[int]] = []
         for first, last, part, _h in sorted(facts.segments):
             if _dated(part) and part not in existing:
@@ -198,8 +225,22 @@ class _Gaps:
         self.legacy = legacy
         self.legacy_hash = legacy_hash
 
+    def dropped_detail(self, seq: int) -> str | None:
+        """When a segment puts seq in a partition that is gone though retention
+        did not retire it: a detail naming the rows placed there and the partition."""
+        for first, last, part, _h in self.segments:
+            if first <= seq <= last and part in self.dropped:
+                lo, hi = self.dropped[part]
+                why = self.retirements.get(part, "")
+                reason = (f"its retirement record does not hold up ({why})" if part in self.retirements
+                          else "there is no retirement record")
+                return (f"seq {lo} to {hi} of chain {self.chain_id} lay in partition {part} "
+                        f"(from {part.split('@', 1)[1]}, one day), which is gone but was not retired by retention: "
+                        f"{reason}")
+        return None
+
     def retired(self, seq: int) -> bool:
-        """Whether a retired segment covers seq (its row must be gone)."""
+        """Whether a segment of a gone partition covers seq (its row must be gone)."""
         i = bisect.bisect_right(self.gone_firsts, seq) - 1
         return i >= 0 and self.gone_lasts[i] >= seq
 
@@ -212,6 +253,12 @@ class _Gaps:
         while s <= y:
             i = bisect.bisect_right(self.firsts, s) - 1
             if i >= 0 and self.pieces[i][1] >= s:
+                if self.pieces[i][2] is None:
+                    detail = self.dropped_detail(s)
+                    if detail is not None:
+                        return ("partition-dropped", detail, s), None, False
+                    return ("seq-gap", f"seq {s} was not retired: its partition was dropped, but not by retention"), \
+                        None, False
                 if not self.pieces[i][2]:
                     return ("seq-gap", f"seq {s} was not retired: its partition still exists"), None, False
                 s = self.pieces[i][1] + 1
@@ -335,6 +382,7 @@ class _PartResult:
     breaks: list[Break]
     signatures: int
     heads: dict[int, CheckpointHead]
+    prefixes: dict[int, CheckpointHead] = field(default_factory=dict)
 
 
 def verify_part(conninfo: str, role: str | None, lo: int = MIN_ID, hi: int = MAX_ID,
@@ -366,6 +414,11 @@ def verify_part(conninfo: str, role: str | None, lo: int = MIN_ID, hi: int = MAX
         }
         parts = dict(conn.execute("select relid, part from scsql._chain_partitions()").fetchall())
         existing = set(parts.values())
+        # Partitions retention retired: part -> None when its record holds up, else why it does not.
+        retirements: dict[str, str | None] = {}
+        for part, ok, why in conn.execute("select part, ok, detail from scsql.partition_retirements()").fetchall():
+            if ok or part not in retirements:
+                retirements[part] = None if ok else why
         fields: dict[str, tuple[list[str], list[str]]] = {}
         for table, part_name, _ord, _col, kind in conn.execute("select * from scsql._chain_fields()").fetchall():
             stamped, signed = fields.setdefault(table, ([], []))
@@ -406,7 +459,7 @@ def verify_part(conninfo: str, role: str | None, lo: int = MIN_ID, hi: int = MAX
                     problem = (c[4], "horizon-unanchored",
                                f"the chain's horizon (seq {c[4]}) is not the head of any valid checkpoint")
             st.legacy = legacy
-            st.gaps = _Gaps(f, existing, legacy, legacy_hash)
+            st.gaps = _Gaps(f, existing, legacy, legacy_hash, retirements, chain_id)
             start = starts.get(chain_id)
             if start is not None:
                 st.start, st.start_hash, st.start_pending = start[0], start[1], True
@@ -467,8 +520,11 @@ def verify_part(conninfo: str, role: str | None, lo: int = MIN_ID, hi: int = MAX
                 else:
                     problem, prev, legacy_used = gaps.gap(st.next, seq - 1)
                     if problem is not None:
-                        _fail(breaks, st, chain_id, seq, problem[0],
-                              f"expected seq {st.next}, found {seq}: rows are missing ({problem[1]})", table)
+                        if problem[0] == "partition-dropped":
+                            _fail(breaks, st, chain_id, problem[2], problem[0], problem[1])
+                        else:
+                            _fail(breaks, st, chain_id, seq, problem[0],
+                                  f"expected seq {st.next}, found {seq}: rows are missing ({problem[1]})", table)
                         continue
                     st.prev = prev  # None: the horizon of earlier versions left nothing to link to
                     if legacy_used:
@@ -572,6 +628,9 @@ def verify_part(conninfo: str, role: str | None, lo: int = MIN_ID, hi: int = MAX
                 elif problem[0] == "checkpoint-mismatch":
                     _fail(breaks, st, chain_id, end + 1, *problem)
                     continue
+                elif problem[0] == "partition-dropped":
+                    _fail(breaks, st, chain_id, problem[2], problem[0], problem[1])
+                    continue
             newest = facts.get(chain_id, _NO_FACTS).newest
             if newest is not None and newest[0] > end and newest[0] > st.start:
                 _fail(breaks, st, chain_id, end + 1, "checkpoint-mismatch",
@@ -587,8 +646,31 @@ def verify_part(conninfo: str, role: str | None, lo: int = MIN_ID, hi: int = MAX
                 from_seq = max(st.covered, st.legacy_gap_end)
                 segments = tuple((last, h, part) for first, last, h, part in st.segs if first > from_seq)
                 heads[chain_id] = CheckpointHead(chain_id, head_seq, head_hash, c[1], from_seq, segments, c[6])
+        prefixes: dict[int, CheckpointHead] = {}
+        if collect:
+            for chain_id, st in state.items():
+                if st.broken and chain_id in chains:
+                    prefix = _verified_prefix(st, chain_id, chains[chain_id])
+                    if prefix is not None:
+                        prefixes[chain_id] = prefix
         conn.rollback()
-    return _PartResult(rows_done, len(state), breaks, signatures, heads)
+    return _PartResult(rows_done, len(state), breaks, signatures, heads, prefixes)
+
+
+def _verified_prefix(st: _Chain, chain_id: int, c: tuple) -> CheckpointHead | None:
+    """What a checkpoint of a broken chain signs: its rows up to the last one
+    that verified (every check passed for it and every row before it), with
+    their segments; None when no row after the chain's newest format-3
+    checkpoint verified."""
+    last, row_hash = st.next - 1, st.prev
+    from_seq = max(st.covered, st.legacy_gap_end)
+    if st.covered < 0 or st.start or row_hash is None or last <= from_seq:
+        return None
+    segs = [*st.segs, *([tuple(st.seg)] if st.seg is not None else [])]
+    segments = tuple((end, h, part) for first, end, h, part in segs if first > from_seq)
+    if not segments or segments[-1][0] != last:
+        return None
+    return CheckpointHead(chain_id, last, row_hash, c[1], from_seq, segments, c[6])
 
 
 def _replayed(conn: psycopg.Connection, table: str, chain_id: int, seq: int, signature: bytes) -> int | None:
@@ -839,6 +921,10 @@ def verify(conninfo: str, *, role: str | None = AUDITOR_ROLE, workers: int | Non
         total = sum(n for _, n in sizes)
         book = _load_checkpoints(conn, [Path(p) for p in checkpoint_files], chain_rows, report.breaks)
         report.checkpoints = book.count
+        cols = ["quarantine_id", "project", "chain_id", "agent", "from_seq", "anchored_seq", "checkpoint_id", "kind",
+                "detail", "found_at", "found_by", "acknowledged_at", "acknowledged_by", "note"]
+        report.quarantines = [dict(zip(cols, r, strict=True))
+                              for r in conn.execute("select * from scsql.chain_quarantines()").fetchall()]
         known = {c for c, _ in sizes}
         for chain_id, f in sorted(book.facts.items()):
             if chain_id not in known and f.newest is not None:
@@ -893,6 +979,7 @@ def verify(conninfo: str, *, role: str | None = AUDITOR_ROLE, workers: int | Non
             report.breaks += part.breaks
             report.signatures += part.signatures
             report.heads.update(part.heads)
+            report.prefixes.update(part.prefixes)
     finally:
         bar.close()
     report.breaks.sort(key=lambda b: (b.chain_id, b.seq))

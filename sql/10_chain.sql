@@ -534,7 +534,8 @@ begin
       ok := false;
       missing_at := s;
       detail := format('seq %s was not retired: %s', s,
-                       case when v_cover then 'its partition still exists' else 'no checkpoint segment holds it' end);
+                       case when v_cover and v_retired is null then 'its partition was dropped, but not by retention'
+                            when v_cover then 'its partition still exists' else 'no checkpoint segment holds it' end);
       return;
     end if;
   end loop;
@@ -549,7 +550,38 @@ begin
 end
 $$;
 comment on function scsql._chain_gap(bigint, bigint, bigint[], bigint[], boolean[], bigint) is
-  'Private, used by scsql.verify_chain. Whether every seq from P_FROM to P_TO may be missing from a chain: each lies in checkpoint segments (P_FIRSTS..P_LASTS) whose partitions were all retired (P_RETIRED), or in no segment and at or below the anchored horizon P_LEGACY of earlier versions; and a gap ending among retired segments ends at the end of one (so the row after it links to the hash a checkpoint signed). Returns ok, whether the horizon was needed, and otherwise the seq at fault and why (detail).';
+  'Private, used by scsql.verify_chain. Whether every seq from P_FROM to P_TO may be missing from a chain: each lies in checkpoint segments (P_FIRSTS..P_LASTS) whose partitions were all retired (P_RETIRED: true when retention retired it, false when it exists, NULL when it is gone but retention did not retire it), or in no segment and at or below the anchored horizon P_LEGACY of earlier versions; and a gap ending among retired segments ends at the end of one (so the row after it links to the hash a checkpoint signed). Returns ok, whether the horizon was needed, and otherwise the seq at fault and why (detail).';
+
+create or replace function scsql._chain_dropped(p_chain bigint, p_seq bigint,
+  out part text, out first_seq bigint, out last_seq bigint, out detail text)
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+#variable_conflict use_variable
+declare
+  v_parts text[] := array(select p.part from scsql._chain_partitions() p);
+begin
+  -- A segment holding P_SEQ whose dated partition is gone without a valid retirement record.
+  select g.part into part from scsql.checkpoint_segments g
+  where g.chain_id = p_chain and g.first_seq <= p_seq and p_seq <= g.last_seq
+    and g.part like '%@%' and g.part not like '%@default' and not g.part = any (v_parts)
+    and not exists (select from scsql.partition_retirements() r where r.part = g.part and r.ok)
+  order by g.checkpoint_id limit 1;
+  if part is null then
+    return;
+  end if;
+  select min(g.first_seq), max(g.last_seq) into first_seq, last_seq
+  from scsql.checkpoint_segments g where g.chain_id = p_chain and g.part = part;
+  select r.detail into detail from scsql.partition_retirements() r where r.part = part order by r.retired_at desc limit 1;
+  detail := format('seq %s to %s of chain %s lay in partition %s (from %s, one day), which is gone but was not retired by retention: %s',
+                   first_seq, last_seq, p_chain, part, split_part(part, '@', 2),
+                   coalesce('its retirement record does not hold up (' || detail || ')', 'there is no retirement record'));
+end
+$$;
+comment on function scsql._chain_dropped(bigint, bigint) is
+  'Private, used by scsql.verify_chain. When a checkpoint segment puts seq P_SEQ of chain P_CHAIN in a dated partition that is gone although retention did not retire it (no record in scsql.partition_retirements, or one that does not hold up): the partition''s name, the first and last seq the checkpoints place in it for this chain, and a detail naming them; NULLs otherwise.';
 
 create or replace function scsql.verify_chain(
   p_chain bigint, p_from_checkpoint bigint default null,
@@ -577,6 +609,8 @@ declare
   v_gap record;
   v_end bigint;
   v_parts text[];
+  v_retirements text[];
+  v_dropped record;
   r record;
 begin
   chain_id := p_chain;
@@ -636,13 +670,16 @@ begin
 
   -- Segments checkpoints signed: where rows may be missing (their partition
   -- was retired), and where rows may not be present (v_gone).
+  -- A gone partition counts as retired only with a retirement record that holds up.
   v_parts := array(select p.part from scsql._chain_partitions() p);
+  v_retirements := array(select x.part from scsql.partition_retirements() x where x.ok);
   select array_agg(g.first_seq order by g.first_seq, g.last_seq), array_agg(g.last_seq order by g.first_seq, g.last_seq),
-         array_agg(g.retired order by g.first_seq, g.last_seq),
-         range_agg(int8range(g.first_seq, g.last_seq, '[]')) filter (where g.retired)
+         array_agg(case when not g.gone then false when g.part = any (v_retirements) then true end
+                   order by g.first_seq, g.last_seq),
+         range_agg(int8range(g.first_seq, g.last_seq, '[]')) filter (where g.gone)
   into v_firsts, v_lasts, v_retired, v_gone
-  from (select distinct g.first_seq, g.last_seq,
-               g.part like '%@%' and g.part not like '%@default' and not g.part = any (v_parts) as retired
+  from (select distinct g.first_seq, g.last_seq, g.part,
+               g.part like '%@%' and g.part not like '%@default' and not g.part = any (v_parts) as gone
         from scsql.checkpoint_segments g where g.chain_id = p_chain) g;
 
   select string_agg(format('select t.seq, t.prev_hash, t.row_hash, t.author_id, t.project_id, sha256(t.prev_hash || scsql._enc_int(t.chain_id) || scsql._enc_int(t.seq) || %s || t.signature) as computed from %s t where t.chain_id = $1 and t.seq > $2',
@@ -692,6 +729,11 @@ begin
       elsif r.seq > v_seq + 1 then
         select * into v_gap from scsql._chain_gap(v_seq + 1, r.seq - 1, v_firsts, v_lasts, v_retired, v_legacy);
         if not v_gap.ok then
+          select * into v_dropped from scsql._chain_dropped(p_chain, v_gap.missing_at);
+          if v_dropped.part is not null then
+            broken_seq := v_gap.missing_at; kind := 'partition-dropped'; detail := v_dropped.detail;
+            return;
+          end if;
           broken_seq := r.seq; kind := 'seq-gap';
           detail := format('expected seq %s, found %s: rows are missing (%s)', v_seq + 1, r.seq, v_gap.detail);
           return;
@@ -751,6 +793,12 @@ begin
       if v_prev is null and v_end = v_legacy then
         v_prev := v_chain.horizon_hash;
       end if;
+    else
+      select * into v_dropped from scsql._chain_dropped(p_chain, v_gap.missing_at);
+      if v_dropped.part is not null then
+        broken_seq := v_gap.missing_at; kind := 'partition-dropped'; detail := v_dropped.detail;
+        return;
+      end if;
     end if;
   end if;
   -- The newest checkpoint must still be in the chain (a removed tail is found here).
@@ -769,16 +817,21 @@ begin
 end
 $$;
 comment on function scsql.verify_chain(bigint, bigint) is
-  'Auditor. Re-computes chain P_CHAIN in SQL, every row still present (or, with checkpoint P_FROM_CHECKPOINT, the row at its head, which must have the signed hash, and those after it): every row''s seq follows the previous one, prev_hash is the previous row_hash, row_hash = sha256(prev_hash || canonical row bytes || signature) (see scsql._enc), the row''s author and project are the chain''s, and rows a checkpoint signed still have the signed hash. Rows may be missing only where checkpoint segments say their partition was retired and it is gone (or, for retention of earlier versions, at or below a horizon that is a checkpointed head), and no row may be present there; a run of missing rows ends at the end of such a segment (or in the horizon''s range), and the row after it must link to the hash the checkpoints signed for that end. Returns chain_id, ok, rows_checked and, for the first break, broken_seq and kind: seq-gap (rows missing before broken_seq), retired-row-present (a segment puts the row in a partition that is gone: it was moved or put back), fork (seq repeated), prev-mismatch, hash-mismatch (the row was altered), wrong-author, wrong-project, checkpoint-mismatch (a row differs from what a checkpoint signed, checkpoints signed different hashes for the row before broken_seq, or the newest rows were removed), head-mismatch, horizon-unanchored (the horizon is not a checkpointed head), chain-identity (broken_seq 0: the chain''s project or agent differs from its agent''s project or from what a checkpoint recorded) or chain-missing (a checkpoint names the chain but it is gone). Signatures are checked by scsql verify, which also reports a signature that occurs twice in a chain (replay: a signed write stored again). Raises SC106 for a chain no checkpoint knows, SC010 for a checkpoint without that chain.';
+  'Auditor. Re-computes chain P_CHAIN in SQL, every row still present (or, with checkpoint P_FROM_CHECKPOINT, the row at its head, which must have the signed hash, and those after it): every row''s seq follows the previous one, prev_hash is the previous row_hash, row_hash = sha256(prev_hash || canonical row bytes || signature) (see scsql._enc), the row''s author and project are the chain''s, and rows a checkpoint signed still have the signed hash. Rows may be missing only where checkpoint segments place them in a partition that is gone and that retention retired (a record in scsql.partition_retirements that holds up against the settings log) (or, for retention of earlier versions, at or below a horizon that is a checkpointed head), and no row may be present there; a run of missing rows ends at the end of such a segment (or in the horizon''s range), and the row after it must link to the hash the checkpoints signed for that end. Returns chain_id, ok, rows_checked and, for the first break, broken_seq and kind: seq-gap (rows missing before broken_seq), partition-dropped (broken_seq is the first missing row: a segment places it in a partition that is gone though retention did not retire it; detail names the seqs the checkpoints place there and the partition), retired-row-present (a segment puts the row in a partition that is gone: it was moved or put back), fork (seq repeated), prev-mismatch, hash-mismatch (the row was altered), wrong-author, wrong-project, checkpoint-mismatch (a row differs from what a checkpoint signed, checkpoints signed different hashes for the row before broken_seq, or the newest rows were removed), head-mismatch, horizon-unanchored (the horizon is not a checkpointed head), chain-identity (broken_seq 0: the chain''s project or agent differs from its agent''s project or from what a checkpoint recorded) or chain-missing (a checkpoint names the chain but it is gone). Signatures are checked by scsql verify, which also reports a signature that occurs twice in a chain (replay: a signed write stored again). Raises SC106 for a chain no checkpoint knows, SC010 for a checkpoint without that chain.';
 
-create or replace function scsql.chain_heads()
-returns table (project text, agent text, chain_id bigint, head_seq bigint, head_hash text, horizon_seq bigint)
+drop function if exists scsql.chain_heads();
+create function scsql.chain_heads()
+returns table (project text, agent text, chain_id bigint, head_seq bigint, head_hash text, horizon_seq bigint,
+               quarantined_from bigint, quarantine_open boolean)
 language sql
 stable
 as $$
-  select p.name, a.name, c.chain_id, c.head_seq, encode(c.head_hash, 'hex'), c.horizon_seq
+  select p.name, a.name, c.chain_id, c.head_seq, encode(c.head_hash, 'hex'), c.horizon_seq,
+         q.from_seq, q.open
   from scsql.chains c join scsql.agents a using (agent_id) join scsql.projects p on p.project_id = c.project_id
+  left join lateral (select min(x.from_seq) as from_seq, bool_or(x.acknowledged_at is null) as open
+                     from scsql.chain_quarantines x where x.chain_id = c.chain_id) q on true
   order by c.chain_id
 $$;
 comment on function scsql.chain_heads() is
-  'Auditor. Every chain with its project, agent, head seq and hash (hex), and its horizon seq: 0, or the seq up to which retention of earlier versions may have retired rows without checkpoint segments (trusted only at a checkpointed head; verification still checks every row present).';
+  'Auditor. Every chain with its project, agent, head seq and hash (hex), its horizon seq: 0, or the seq up to which retention of earlier versions may have retired rows without checkpoint segments (trusted only at a checkpointed head; verification still checks every row present), and, for a chain scsql checkpoint quarantined (scsql.chain_quarantines), the first seq that did not verify and whether a quarantine of it is still open (not acknowledged by an administrator); NULLs otherwise.';

@@ -18,7 +18,9 @@
 select scsql._define_error(code, name, meaning) from (values
   ('SC120', 'partition_not_checkpointed', 'Retention refused to drop a partition holding rows that no checkpoint covers; run scsql checkpoint first.'),
   ('SC121', 'partition_unknown',          'The table is not a partition of a time-partitioned scsql table.'),
-  ('SC122', 'retention_snapshot',         'Retention drops partitions only in a READ COMMITTED transaction: under REPEATABLE READ or SERIALIZABLE its snapshot could miss rows written into the partition meanwhile.')
+  ('SC122', 'retention_snapshot',         'Retention drops partitions only in a READ COMMITTED transaction: under REPEATABLE READ or SERIALIZABLE its snapshot could miss rows written into the partition meanwhile.'),
+  ('SC123', 'partition_quarantined',      'Retention refused to drop a partition holding rows of a quarantined chain after its anchored prefix (scsql.chain_quarantines); they are kept as evidence.'),
+  ('SC124', 'partition_not_expired',      'Retention drops a partition only when retention is on for its table and its range has expired under it (scsql.set_partition_retention).')
 ) as t(code, name, meaning);
 
 create or replace function scsql._partman(out schema_name text, out major integer, out version text)
@@ -149,6 +151,10 @@ declare
   v_parent regclass;
   v_part text;
   v_uncovered text;
+  v_settings scsql.partition_settings;
+  v_lo timestamptz;
+  v_hi timestamptz;
+  v_chains jsonb;
   r record;
 begin
   select i.inhparent::regclass into v_parent from pg_catalog.pg_inherits i where i.inhrelid = p_partition;
@@ -156,6 +162,16 @@ begin
      or exists (select from scsql._partitions(v_parent) p where p.partition = p_partition and p.is_default) then
     raise exception using errcode = 'SC121',
       message = format('%s is not a dated partition of a time-partitioned scsql table', scsql._qualified(p_partition));
+  end if;
+  -- Only retention drops partitions: it must be on for the table, and the range expired under it.
+  select * into v_settings from scsql.partition_settings s where s.parent = scsql._qualified(v_parent);
+  select p.lower_bound, p.upper_bound into v_lo, v_hi from scsql._partitions(v_parent) p where p.partition = p_partition;
+  if v_settings.retention is null or v_hi > clock_timestamp() - v_settings.retention then
+    raise exception using errcode = 'SC124',
+      message = format('refusing to drop %s (up to %s): %s', scsql._qualified(p_partition), v_hi,
+                       case when v_settings.retention is null then format('retention is off for %s', v_settings.parent)
+                            else format('its range has not expired under the retention of %s', v_settings.retention) end),
+      hint = 'Partitions of chained tables go only through retention: scsql.set_partition_retention, then maintenance.';
   end if;
   -- Lock as DROP TABLE does (the parent, then the partition) before reading
   -- the rows: a write into the partition still open is waited for and then
@@ -174,6 +190,21 @@ begin
       message = format('%s is no longer a partition of %s', scsql._qualified(p_partition), scsql._qualified(v_parent));
   end if;
   select p.part into v_part from scsql._chain_partitions() p where p.relid = p_partition and p.dated;
+  -- Rows of a quarantined chain after its anchored prefix are evidence: kept.
+  v_uncovered := null;
+  for r in execute format(
+      'select t.chain_id, min(t.seq) as min_seq, count(*) as n from %s t '
+      'join (select q.chain_id, min(q.anchored_seq) as anchored from scsql.chain_quarantines q '
+      '      where q.chain_id is not null group by 1) q on q.chain_id = t.chain_id and t.seq > q.anchored '
+      'group by 1 order by 1', p_partition) loop
+    v_uncovered := concat_ws(', ', v_uncovered, format('chain %s from seq %s (%s rows)', r.chain_id, r.min_seq, r.n));
+  end loop;
+  if v_uncovered is not null then
+    raise exception using errcode = 'SC123',
+      message = format('refusing to drop %s: it holds rows of quarantined chains after their anchored prefix: %s',
+                       scsql._qualified(p_partition), v_uncovered),
+      hint = 'See scsql.chain_quarantines(); these rows are kept whatever the retention.';
+  end if;
   -- Every row here must lie in a segment a checkpoint signed for this
   -- partition: verification then knows these rows were retired, and links
   -- the rows kept around them to the hashes the checkpoint signed.
@@ -189,11 +220,18 @@ begin
       message = format('refusing to drop %s: no checkpoint covers %s', scsql._qualified(p_partition), v_uncovered),
       hint = 'Record a checkpoint (scsql checkpoint), keep its export, then run maintenance again.';
   end if;
+  -- What was dropped, under which setting: verification accepts the missing rows only with this record.
+  execute format(
+      'select coalesce(jsonb_agg(jsonb_build_object(''chain_id'', x.chain_id, ''first_seq'', x.f, ''last_seq'', x.l, ''rows'', x.n) '
+      'order by x.chain_id), ''[]''::jsonb) from (select t.chain_id, min(t.seq) as f, max(t.seq) as l, count(*) as n '
+      'from %s t group by 1) x', p_partition) into v_chains;
+  insert into scsql.partition_retirements (parent, part, lower_bound, upper_bound, retention, retention_set_at, chains)
+  values (v_settings.parent, v_part, v_lo, v_hi, v_settings.retention, v_settings.updated_at, v_chains);
   execute format('drop table %s', p_partition);
 end
 $$;
 comment on function scsql._retire_partition(regclass) is
-  'Private, called by retention. Drops one dated partition of tool_calls or outcomes, only when every row in it lies in a segment a checkpoint signed for this partition (checkpoint format 3): verification then accepts exactly these rows as retired and checks that the rows kept around them link to the hashes the checkpoint signed. Takes ACCESS EXCLUSIVE locks on the parent and the partition before it reads the rows, so no write into the partition can slip between the check and the drop. Raises SC120 naming the uncovered chains and seqs (nothing is dropped), SC121 for a table that is not such a partition (the default partition is never dropped), SC122 outside a READ COMMITTED transaction.';
+  'Private, called by retention. Drops one dated partition of tool_calls or outcomes, only when retention is on for its table and its range has expired under it, no row in it belongs to a quarantined chain after its anchored prefix (scsql.chain_quarantines), and every row in it lies in a segment a checkpoint signed for this partition (checkpoint format 3); it records the drop in scsql.partition_retirements (range, the retention in force and when it was set, the rows per chain). Verification accepts exactly these rows as retired and checks that the rows kept around them link to the hashes the checkpoint signed. Takes ACCESS EXCLUSIVE locks on the parent and the partition before it reads the rows, so no write into the partition can slip between the check and the drop. Raises SC124 when retention is off or the range has not expired, SC123 naming the quarantined chains and seqs, SC120 naming the uncovered chains and seqs (nothing is dropped), SC121 for a table that is not such a partition (the default partition is never dropped), SC122 outside a READ COMMITTED transaction.';
 
 create or replace function scsql._partman_manages(p_schema text, p_parent text)
 returns boolean
@@ -269,12 +307,17 @@ begin
       for p in select x.partition, x.upper_bound from scsql._partitions(v_parent) x
                where not x.is_default and x.upper_bound <= clock_timestamp() - s.retention
                order by x.lower_bound loop
+        partition := scsql._qualified(p.partition);  -- named before it is dropped
         begin
           perform scsql._retire_partition(p.partition);
-          action := 'dropped'; partition := scsql._qualified(p.partition); detail := format('older than %s', s.retention);
+          action := 'dropped'; detail := format('older than %s', s.retention);
           return next;
-        exception when sqlstate 'SC120' or sqlstate 'SC122' then
-          action := 'refused'; partition := scsql._qualified(p.partition); detail := sqlerrm;
+        exception when sqlstate 'SC123' then
+          -- Rows of a quarantined chain stay; later partitions may still go.
+          action := 'refused'; detail := sqlerrm;
+          return next;
+        when sqlstate 'SC120' or sqlstate 'SC122' then
+          action := 'refused'; detail := sqlerrm;
           return next;
           exit;
         end;
@@ -284,7 +327,7 @@ begin
 end
 $$;
 comment on function scsql._maintain_partitions() is
-  'Private; run by scsql worker (job partitions), scsql partitions maintain, or from psql: select * from scsql._maintain_partitions(). For each time-partitioned table (scsql.partition_settings): with pg_partman installed (4.x or 5.x, detected from pg_extension), sets the table up with create_parent on first use and then runs its run_maintenance; otherwise creates the default partition and the daily partitions (UTC) from yesterday to PREMAKE days ahead. Then protects new partitions (append-only triggers, forced RLS) and applies retention: drops partitions older than RETENTION, oldest first, stopping at the first that no checkpoint covers or that this transaction may not drop (not READ COMMITTED; reported as refused). Returns one row per action: parent, action (created, blocked, partman-setup, partman-maintenance, dropped, refused), partition, detail.';
+  'Private; run by scsql worker (job partitions), scsql partitions maintain, or from psql: select * from scsql._maintain_partitions(). For each time-partitioned table (scsql.partition_settings): with pg_partman installed (4.x or 5.x, detected from pg_extension), sets the table up with create_parent on first use and then runs its run_maintenance; otherwise creates the default partition and the daily partitions (UTC) from yesterday to PREMAKE days ahead. Then protects new partitions (append-only triggers, forced RLS) and applies retention: drops partitions older than RETENTION, oldest first, stopping at the first that no checkpoint covers or that this transaction may not drop (not READ COMMITTED; reported as refused), and skipping (refused) those holding rows of a quarantined chain after its anchored prefix. Each drop is recorded in scsql.partition_retirements. Returns one row per action: parent, action (created, blocked, partman-setup, partman-maintenance, dropped, refused), partition, detail.';
 
 create or replace function scsql.set_partition_retention(p_table text, p_retention interval, p_premake integer default null)
 returns void
@@ -306,7 +349,69 @@ begin
 end
 $$;
 comment on function scsql.set_partition_retention(text, interval, integer) is
-  'Administrators only. Sets how long the daily partitions of P_TABLE (scsql.tool_calls or scsql.outcomes) are kept (NULL: forever) and, optionally, how many days ahead they are created. Retention never drops rows that no checkpoint covers. Raises SC121 for another table, SC010 for a retention under one day or premake outside 1..90.';
+  'Administrators only. Sets how long the daily partitions of P_TABLE (scsql.tool_calls or scsql.outcomes) are kept (NULL: forever) and, optionally, how many days ahead they are created. Every change is logged, with its time, in scsql.partition_settings_log; a partition counts as retired only when the retention logged at its drop had expired its range. Retention never drops rows that no checkpoint covers. Raises SC121 for another table, SC010 for a retention under one day or premake outside 1..90.';
+
+create or replace function scsql._partition_settings_logged()
+returns trigger
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+begin
+  if tg_op = 'INSERT' or new.retention is distinct from old.retention or new.premake is distinct from old.premake then
+    insert into scsql.partition_settings_log (parent, retention, premake) values (new.parent, new.retention, new.premake);
+  end if;
+  return null;
+end
+$$;
+comment on function scsql._partition_settings_logged() is
+  'Private trigger on scsql.partition_settings. Appends every new retention or premake value, with the time (clock_timestamp) and session_user, to scsql.partition_settings_log, whoever changes the row and however.';
+
+drop trigger if exists zz_log on scsql.partition_settings;
+create trigger zz_log after insert or update on scsql.partition_settings
+  for each row execute function scsql._partition_settings_logged();
+drop trigger if exists zz_append_only on scsql.partition_settings_log;
+create trigger zz_append_only before update or delete on scsql.partition_settings_log
+  for each row execute function scsql._chain_append_only();
+drop trigger if exists zz_no_truncate on scsql.partition_settings_log;
+create trigger zz_no_truncate before truncate on scsql.partition_settings_log
+  for each statement execute function scsql._chain_append_only();
+drop trigger if exists zz_append_only on scsql.partition_retirements;
+create trigger zz_append_only before update or delete on scsql.partition_retirements
+  for each row execute function scsql._chain_append_only();
+drop trigger if exists zz_no_truncate on scsql.partition_retirements;
+create trigger zz_no_truncate before truncate on scsql.partition_retirements
+  for each statement execute function scsql._chain_append_only();
+
+create or replace function scsql.partition_retirements()
+returns table (part text, parent text, lower_bound timestamptz, upper_bound timestamptz, retention interval,
+               retired_at timestamptz, retired_by text, chains jsonb, ok boolean, detail text)
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+  select r.part, r.parent, r.lower_bound, r.upper_bound, r.retention, r.retired_at, r.retired_by, r.chains,
+         v.problem is null, v.problem
+  from scsql.partition_retirements r
+  cross join lateral (
+    select case
+      when r.part <> r.parent || '@' || to_char(r.lower_bound at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+        then 'the record names another range than its partition'
+      when r.upper_bound + r.retention > r.retired_at
+        then format('its range (up to %s) had not expired under the retention of %s at %s', r.upper_bound, r.retention, r.retired_at)
+      when r.retention_set_at > r.retired_at
+        then 'its retention setting is dated after the drop'
+      when (select l.retention from scsql.partition_settings_log l
+            where l.parent = r.parent and l.set_at <= r.retired_at
+            order by l.set_at desc, l.log_id desc limit 1) is distinct from r.retention
+        then format('the settings log does not show a retention of %s in force for %s at %s', r.retention, r.parent, r.retired_at)
+    end as problem
+  ) v
+  order by r.retirement_id
+$$;
+comment on function scsql.partition_retirements() is
+  'Administrators and the auditor; verifiers read it. Every partition retention dropped (scsql.partition_retirements) and whether the record holds up (ok): its part names its range, the range had expired under the recorded retention when it was dropped, and scsql.partition_settings_log shows that retention in force for the table at that time (a retention switched on afterwards, or a record added for a partition dropped by hand, does not). DETAIL says what fails. Rows missing from a chain count as retired only where a checkpoint segment names a part gone with an ok record here.';
 
 create or replace function scsql.partition_status()
 returns table (parent text, partition text, lower_bound timestamptz, upper_bound timestamptz, is_default boolean,

@@ -31,13 +31,18 @@
 --
 -- Format 3 states that the auditor verified every row of each chain up to
 -- its head (links, hashes and signatures) before signing: scsql checkpoint
--- verifies first and refuses to sign chains that do not verify (SC132).
+-- verifies first and signs a chain that does not verify only up to the last
+-- row that does (when there are new ones); it records such a chain in
+-- scsql.chain_quarantines (see the end of this file) and still signs every
+-- other chain, so one broken chain stops no other.
 -- Verifiers then check every hash, but the signatures only of rows after the
 -- newest verified head of a chain (the rows up to it are the ones the
 -- auditor verified, since their hashes lead to signed hashes). A row may be
 -- missing only when a segment places it in a dated partition that no longer
--- exists (retention dropped it; scsql._retire_partition drops only rows in
--- segments), and then no row of that segment may be present (retention
+-- exists and retention retired it (scsql._retire_partition drops only rows
+-- in segments, and records each drop in scsql.partition_retirements under
+-- the retention setting in force; a partition dropped otherwise is a
+-- partition-dropped break naming its rows), and then no row of that segment may be present (retention
 -- drops whole partitions: a row still there was moved or put back). A run of
 -- missing rows ends at the end of a segment, and the row after it must link
 -- to the hash the segment signed, so the rows kept around retired ones stay
@@ -56,7 +61,7 @@ select scsql._define_error(code, name, meaning) from (values
   ('SC131', 'checkpoint_invalid',   'A checkpoint names a chain of another project, or a seq and hash that are not in the chain.')
 ) as t(code, name, meaning);
 select scsql._define_error('SC132', 'checkpoint_refused',
-  'scsql checkpoint verified the chains before signing their heads and found a break; scsql verify lists them.', 'client');
+  'scsql checkpoint verified the chains before signing their heads and found a break; it signed the other chains, and a broken chain only up to its last verified row (scsql.chain_quarantines); scsql verify lists the breaks.', 'client');
 
 create or replace function scsql.register_auditor_key(p_public_key bytea)
 returns integer
@@ -286,3 +291,100 @@ as $$
 $$;
 comment on function scsql.checkpoints(bigint) is
   'Auditor. Checkpoints with checkpoint_id > P_AFTER_ID (default all), oldest first: project, signing time, auditor key id and public key, signature and heads as JSON (chain_id, seq, row_hash in hex; in format 3 also agent_id, from_seq and segments: last_seq, row_hash, part). scsql checkpoint --export appends them to a JSONL file.';
+
+-- ---------------------------------------------------------------------------
+-- Quarantine: a chain that does not verify is recorded, not signed past its
+-- verified prefix, and kept from retention; the other chains carry on.
+-- ---------------------------------------------------------------------------
+
+select scsql._define_error('SC133', 'quarantine_unknown',
+  'No open quarantine has that id (scsql.chain_quarantines() lists them; an acknowledged one stays acknowledged).');
+
+create or replace function scsql.record_quarantine(p_chain_id bigint, p_from_seq bigint, p_kind text, p_detail text)
+returns bigint
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_project bigint;
+  v_id bigint;
+  v_head record;
+begin
+  perform scsql._require(p_from_seq is not null and p_from_seq >= 0, 'from_seq must be 0 or more');
+  perform scsql._require(p_kind is not null and char_length(p_kind) between 1 and 100, 'kind must be 1 to 100 characters');
+  perform scsql._require(p_detail is not null and char_length(p_detail) <= 2000, 'detail must be at most 2000 characters');
+  -- The chain's project; a chain that is gone is known by the checkpoints that named it.
+  select c.project_id into v_project from scsql.chains c where c.chain_id = p_chain_id;
+  if v_project is null then
+    select h.project_id into v_project from scsql.checkpoint_heads h where h.chain_id = p_chain_id
+    order by h.checkpoint_id desc limit 1;
+  end if;
+  if v_project is null then
+    raise exception using errcode = 'SC106', message = format('chain %s does not exist', coalesce(p_chain_id::text, 'NULL'));
+  end if;
+  -- One record per break: a quarantine of this chain from this seq or earlier already says it.
+  select q.quarantine_id into v_id from scsql.chain_quarantines q
+  where q.chain_id = p_chain_id and q.from_seq <= p_from_seq order by q.from_seq, q.quarantine_id limit 1;
+  if found then
+    return v_id;
+  end if;
+  -- Anchored: what the newest checkpoint signed of the chain, but never the broken rows.
+  select h.seq, h.checkpoint_id into v_head from scsql.checkpoint_heads h
+  where h.chain_id = p_chain_id order by h.seq desc, h.checkpoint_id desc limit 1;
+  insert into scsql.chain_quarantines (project_id, chain_id, from_seq, anchored_seq, checkpoint_id, kind, detail)
+  values (v_project, p_chain_id, p_from_seq, least(coalesce(v_head.seq, 0), greatest(p_from_seq - 1, 0)),
+          v_head.checkpoint_id, p_kind, p_detail)
+  returning quarantine_id into v_id;
+  return v_id;
+end
+$$;
+comment on function scsql.record_quarantine(bigint, bigint, text, text) is
+  'Auditor; scsql checkpoint calls it for every chain that does not verify, after signing the chain''s verified prefix. Records chain P_CHAIN_ID as quarantined from seq P_FROM_SEQ (the first seq that did not verify; 0 for the chain as a whole) with the break''s kind and detail, who found it (session_user) and when; anchored_seq is the newest seq a checkpoint signed for the chain, but below P_FROM_SEQ (retention never drops the rows after it). Returns the quarantine_id, that of an existing quarantine of the chain from this seq or earlier when there is one (nothing new is recorded then). A chain that is gone but that a checkpoint named is recorded under that checkpoint''s project. Raises SC106 for a chain neither scsql.chains nor a checkpoint knows, SC010 for a bad seq, kind or detail.';
+
+create or replace function scsql.acknowledge_quarantine(p_quarantine_id bigint, p_note text)
+returns timestamptz
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_at timestamptz;
+begin
+  perform scsql._require(p_note is not null and char_length(p_note) between 1 and 2000,
+                         'note must say, in 1 to 2000 characters, what was done about the chain');
+  update scsql.chain_quarantines q
+  set acknowledged_at = now(), acknowledged_by = session_user, note = p_note
+  where q.quarantine_id = p_quarantine_id and q.acknowledged_at is null
+  returning q.acknowledged_at into v_at;
+  if not found then
+    raise exception using errcode = 'SC133',
+      message = format('quarantine %s is not open', coalesce(p_quarantine_id::text, 'NULL')),
+      hint = 'scsql.chain_quarantines() lists quarantines; an acknowledged one stays acknowledged.';
+  end if;
+  return v_at;
+end
+$$;
+comment on function scsql.acknowledge_quarantine(bigint, text) is
+  'Administrators only. Marks open quarantine P_QUARANTINE_ID as dealt with, with a note of what was done (for instance the agent revoked); the record stays, the chain stays unverified after its anchored prefix, and retention still keeps those rows. Returns the acknowledgement time. Raises SC133 when no open quarantine has that id, SC010 without a note.';
+
+create or replace function scsql.chain_quarantines(p_open_only boolean default false)
+returns table (quarantine_id bigint, project text, chain_id bigint, agent text, from_seq bigint, anchored_seq bigint,
+               checkpoint_id bigint, kind text, detail text, found_at timestamptz, found_by text,
+               acknowledged_at timestamptz, acknowledged_by text, note text)
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+  select q.quarantine_id, p.name, q.chain_id, a.name, q.from_seq, q.anchored_seq, q.checkpoint_id, q.kind, q.detail,
+         q.found_at, q.found_by, q.acknowledged_at, q.acknowledged_by, q.note
+  from scsql.chain_quarantines q
+  join scsql.projects p on p.project_id = q.project_id
+  left join scsql.chains c on c.chain_id = q.chain_id
+  left join scsql.agents a on a.agent_id = c.agent_id
+  where not coalesce(p_open_only, false) or q.acknowledged_at is null
+  order by q.quarantine_id
+$$;
+comment on function scsql.chain_quarantines(boolean) is
+  'Administrators and the auditor. Quarantined chains (all, or with P_OPEN_ONLY those no administrator acknowledged yet), oldest first: project, chain, agent, the first seq that did not verify (from_seq), the last seq signed (anchored_seq) and the checkpoint that signed it, the break (kind, detail), who found it and when, and the acknowledgement (when, by whom, note).';

@@ -71,6 +71,11 @@ def _partition_of(db: ScsqlDb, tool: str) -> str:
                             (tool,)).fetchone()["p"]
 
 
+def _retention(db: ScsqlDb, keep: str | None, table: str = "scsql.tool_calls") -> None:
+    with db.connect() as conn:
+        conn.execute("select scsql.set_partition_retention(%s, %s::interval)", (table, keep))
+
+
 def _exists(db: ScsqlDb, table: str) -> bool:
     with db.connect() as conn:
         return conn.execute("select to_regclass(%s) is not null as ok", (table,)).fetchone()["ok"]
@@ -158,6 +163,7 @@ def test_retention_and_a_write_into_the_partition_do_not_race(scsql_db):
     pg_locks shows retention really waited for the writer."""
     db = scsql_db
     three_days_ago = _old_day(db)
+    _retention(db, "2 days")
     a = db.agent("race", db.project())
     _backdate_keys(db)
     _write_at(a, three_days_ago, "old-1")
@@ -266,12 +272,16 @@ def test_partman_creates_the_partitions_and_scsql_protects_them(partman_db):
     project = db.project()
     a = db.agent("pm", project)
     _backdate_keys(db)
-    yesterday = dt.datetime.now(dt.UTC) - dt.timedelta(days=1)
-    _write_at(a, yesterday, "old-1")
-    _write_at(a, yesterday, "old-2")
+    # Retention drops only partitions whose range expired: one three days old, made by pg_partman.
+    old_day = dt.datetime.now(dt.UTC) - dt.timedelta(days=3)
+    with db.connect() as conn:
+        conn.execute("set role scsql_owner")
+        conn.execute("select partman.create_partition_time('scsql.tool_calls', array[%s::timestamptz])", (old_day,))
+    _write_at(a, old_day, "old-1")
+    _write_at(a, old_day, "old-2")
     Api(a).call("record_tool_call", tool="new-1")
     old = _partition_of(db, "old-1")
-    assert not old.endswith("_default") and old in {r["partition"] for r in status}
+    assert not old.endswith("_default") and old in {r["partition"] for r in partitions.status(db.admin)}
     actions = maintain_partitions(a)
     assert {x["action"] for x in actions} == {"partman-maintenance"}
     with db.connect() as conn:
@@ -282,7 +292,8 @@ def test_partman_creates_the_partitions_and_scsql_protects_them(partman_db):
         with pytest.raises(psycopg.Error) as err:
             conn.execute(f"delete from {old}")
         assert err.value.sqlstate == "SC100"
-    _retention_refuses_then_drops(db, a, yesterday)
+    _retention(db, "2 days")
+    _retention_refuses_then_drops(db, a, old_day)
     assert {x["action"] for x in maintain_partitions(a)} == {"partman-maintenance"}  # partman copes with the drop
 
 

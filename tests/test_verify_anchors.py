@@ -215,6 +215,8 @@ def retired(scsql_db, tmp_path):
     the old partition is then retired."""
     db = scsql_db
     three_days_ago = _old_day(db)
+    with db.connect() as conn:
+        conn.execute("select scsql.set_partition_retention('scsql.tool_calls', '2 days')")
     project = db.project()
     a = db.agent("ret", project)
     _backdate_keys(db)
@@ -424,7 +426,7 @@ def test_missing_rows_must_end_where_the_next_row_links_to_a_signed_hash(scsql_d
     from scsql.verify import ChainFacts, _Gaps
 
     retired = "scsql.tool_calls@2020-01-01T00:00:00Z"
-    gaps = _Gaps(ChainFacts(segments=[(2, 6, retired, b"\x06" * 32)]), set(), 0, None)
+    gaps = _Gaps(ChainFacts(segments=[(2, 6, retired, b"\x06" * 32)]), set(), 0, None, {retired: None})
     assert gaps.gap(2, 6) == (None, b"\x06" * 32, False)
     assert gaps.gap(3, 4)[0][0] == "seq-gap"
     legacy = _Gaps(ChainFacts(), set(), 10, b"\x0a" * 32)  # retention of earlier versions, up to seq 10
