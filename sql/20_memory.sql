@@ -788,7 +788,7 @@ declare
 begin
   perform scsql._check_text('directory', p_dir, 4096, false);
   perform scsql._require(left(p_dir, 1) = '/', format('directory %L is not an absolute path', p_dir));
-  v_parts := scsql._path_parts(pg_catalog.normalize(p_dir, 'NFC'));
+  v_parts := scsql._path_parts(p_dir);
   if v_parts is null then
     raise exception using errcode = 'SC213', message = format('directory %L climbs above "/" through ".."', p_dir),
       hint = 'Give the real path of a directory under the project root.';
@@ -800,7 +800,7 @@ begin
       hint = 'Index the project''s source tree; keys and credentials never belong in the knowledge base.';
   end if;
   select p.root_path into v_root from scsql.projects p where p.project_id = scsql._my_project();
-  v_root_parts := scsql._path_parts(pg_catalog.normalize(v_root, 'NFC'));
+  v_root_parts := scsql._path_parts(v_root);
   if v_root is null or v_root_parts is null or cardinality(v_root_parts) = 0 then
     raise exception using errcode = 'SC216',
       message = format('project %s has no root directory%s; scsql indexes only inside a project''s root',
@@ -818,7 +818,7 @@ begin
 end
 $$;
 comment on function scsql._index_scope(text) is
-  'Private, for the index tool (scsql index PATH and MCP index) before it reads a file. DIR is the absolute real path of the directory to index. Raises SC214 when it is or lies inside a store of secrets (.ssh, .gnupg, .aws, .azure, .kube, .password-store), SC216 when the acting agent''s project has no root_path (or one that names "/"), SC213 when DIR is not inside the root ("." and ".." resolved by _path_parts, both in NFC) or climbs above "/", SC010 for a relative path, SC200/SC201 for a bad one. Returns the project''s root_path (normalized), which the tool takes as the root that indexed paths are relative to.';
+  'Private, for the index tool (scsql index PATH and MCP index) before it reads a file. DIR is the absolute real path of the directory to index. Raises SC214 when it is or lies inside a store of secrets (.ssh, .gnupg, .aws, .azure, .kube, .password-store), SC216 when the acting agent''s project has no root_path (or one that names "/"), SC213 when DIR is not inside the root ("." and ".." resolved by _path_parts; both are real paths, compared as the file system spells them) or climbs above "/", SC010 for a relative path, SC200/SC201 for a bad one. Returns the project''s root_path (normalized), which the tool takes as the root that indexed paths are relative to.';
 
 create or replace function scsql.set_project_root(p_project text, p_root_path text)
 returns text
@@ -832,7 +832,7 @@ declare
 begin
   perform scsql._check_text('root_path', p_root_path, 4096, false);
   perform scsql._require(left(p_root_path, 1) = '/', format('root_path must be an absolute path, got %L', p_root_path));
-  v_parts := scsql._path_parts(pg_catalog.normalize(p_root_path, 'NFC'));
+  v_parts := scsql._path_parts(p_root_path);
   perform scsql._require(v_parts is not null and cardinality(v_parts) > 0,
     format('root_path %L names "/" (or climbs above it); a project''s root is a directory below "/"', p_root_path));
   v_root := '/' || array_to_string(v_parts, '/');
@@ -844,7 +844,7 @@ begin
 end
 $$;
 comment on function scsql.set_project_root(text, text) is
-  'Administrators only. Sets the root directory of project PROJECT: an absolute path (give its real path, symbolic links resolved; scsql up and roles.set_project_root resolve it), stored in NFC with "." and ".." resolved. The index tool reads only below it, and exclusive file paths are relative to it. Returns the stored root. Raises SC010 for a relative path or "/", SC200/SC201 for a bad one, SC005 unknown project.';
+  'Administrators only. Sets the root directory of project PROJECT: an absolute path (give its real path, symbolic links resolved; scsql up and roles.set_project_root resolve it), stored with "." and ".." resolved (as the file system spells it: the index tool compares it with real paths). The index tool reads only below it, and exclusive file paths are relative to it. Returns the stored root. Raises SC010 for a relative path or "/", SC200/SC201 for a bad one, SC005 unknown project.';
 
 create or replace function scsql.index(p_path text, p_manifest jsonb)
 returns table (path text, action text)
