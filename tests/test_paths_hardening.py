@@ -272,7 +272,7 @@ def test_scsql_up_gives_the_default_project_a_root(scsql_db, tmp_path):
     "/" + "a" * 10_000,                       # longer than PATH_MAX
     "/tmp/" + "b" * 300,                      # one name longer than NAME_MAX
     "/" + "c/" * (5 * 1024 * 1024 // 2),       # 5 MB
-])
+], ids=["path-max", "name-max", "5mb"])
 def test_index_with_an_unusable_path_is_an_error_code_not_a_traceback(scsql_db, tmp_path, path):
     agent = scsql_db.agent("long", _project(scsql_db, tmp_path))
     with pytest.raises(ScsqlError) as err:
