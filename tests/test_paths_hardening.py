@@ -169,6 +169,33 @@ def test_case_variants_enqueued_at_once_exactly_one_wins(scsql_db, orch):
     assert f"SRC/A.py (held as src/a.py by task {a_task})" in outcome["err"].message
 
 
+def test_migrate_takes_spans_held_before_case_folding_again(scsql_db, orch):
+    """An upgrade meets spans taken under the old rule (case kept): migrate
+    takes them again folded, and leaves two that now collide as they are."""
+    from scsql.migrate import Migrator
+
+    old_span = ("numrange((project_id || '.' || scsql._path_digits(path) || '0')::numeric, "
+                "(project_id || '.' || scsql._path_digits(path) || '002')::numeric, '[)')")
+    held = enqueue(orch, files=["SRC/a.py"])
+    twins = [enqueue(orch, files=[p]) for p in ("Docs", "other")]
+    with psycopg.connect(scsql_db.admin) as conn:
+        # Under the old rule Docs and docs were two files: both could be held.
+        conn.execute("update scsql.task_files set path = 'docs', span = numrange(0, 1) where task_id = %s",
+                     (twins[1],))
+        conn.execute(f"update scsql.task_files set span = {old_span}")
+    with login(scsql_db, orch.name, autocommit=False) as conn:  # the hole an upgrade must close
+        conn.execute("select scsql.enqueue_task('developer', p_exclusive_files => array['src/A.py'])")
+        conn.rollback()
+    Migrator(scsql_db.admin).run()
+    with pytest.raises(ScsqlError) as err:
+        enqueue(orch, files=["src/a.PY"])
+    assert err.value.code == "SC322" and f"held as SRC/a.py by task {held}" in err.value.message
+    spans = admin_rows(scsql_db, "select task_id, path, span = scsql._path_span(project_id, path) as folded "
+                                 "from scsql.task_files order by task_id")
+    assert sum(not s["folded"] for s in spans) == 1  # one of Docs / docs keeps its old span until it finishes
+    assert {s["path"] for s in spans if s["task_id"] in twins} == {"Docs", "docs"}
+
+
 def test_one_function_reads_paths(scsql_db):
     """Every function that splits a path does it through scsql._path_parts."""
     with psycopg.connect(scsql_db.admin) as conn:
