@@ -80,3 +80,5 @@ grant execute on function
 to scsql_agent;
 
 grant execute on function scsql.set_embedding_model(text, text, integer) to scsql_admin;
+-- Where a project's files live: the index tool reads only below it.
+grant execute on function scsql.set_project_root(text, text) to scsql_admin;

@@ -124,9 +124,30 @@ def _scsql_command() -> str:
 # -- commands ----------------------------------------------------------------
 
 
+def default_root(given: str | None) -> str | None:
+    """The root directory ``scsql up`` gives the default project: --root DIR
+    when given, else the directory ``scsql up`` runs in, or the nearest one
+    above it holding .git (the repository it runs in). Never "/" or the home
+    directory by default (the index tool would read everything below it):
+    then None, and --root must name one."""
+    if given:
+        path = Path(given).expanduser()
+        if not path.is_absolute():
+            path = Path.cwd() / path
+        if not path.is_dir():
+            raise ScsqlError("SC010", f"--root {given}: not a directory", "name the directory of the project's files")
+        return str(path)
+    cwd = Path.cwd().resolve()
+    root = next((d for d in (cwd, *cwd.parents) if (d / ".git").exists()), cwd)
+    if root == Path(root.anchor) or root == Path.home().resolve():
+        return None
+    return str(root)
+
+
 def cmd_up(ctx: Context, args: argparse.Namespace) -> int:
     from . import roles
 
+    root = default_root(args.root)  # checked before anything starts
     if ctx.settings.embedded:
         started = ctx.server.start()
         where = f"embedded PostgreSQL in {ctx.settings.pgdata} ({'started' if started else 'already running'})"
@@ -135,8 +156,14 @@ def cmd_up(ctx: Context, args: argparse.Namespace) -> int:
     admin = ctx.admin_conninfo()
     report = Migrator(admin).run(progress=lambda m: print(f"  {m}"))
     status = roles.status(admin)
-    if not any(p["name"] == DEFAULT_PROJECT for p in status["projects"]):
-        roles.create_project(admin, DEFAULT_PROJECT)
+    default = next((p for p in status["projects"] if p["name"] == DEFAULT_PROJECT), None)
+    if default is None:
+        roles.create_project(admin, DEFAULT_PROJECT, root)
+    elif root is not None and (args.root or not default["root_path"]):
+        root = roles.set_project_root(admin, DEFAULT_PROJECT, root)
+    else:
+        root = default["root_path"]
+    root = roles.real_root(root)
     if not any(a["name"] == DEFAULT_AGENT for a in status["agents"]):
         roles.create_agent(admin, ctx.keystore, DEFAULT_AGENT, DEFAULT_PROJECT, DEFAULT_TEAM_ROLE, adopt_key=True)
         print(f"  created agent {DEFAULT_AGENT} ({DEFAULT_TEAM_ROLE}) in project {DEFAULT_PROJECT}")
@@ -153,6 +180,10 @@ def cmd_up(ctx: Context, args: argparse.Namespace) -> int:
     print(f"  admin           {uri(admin)}")
     print(f"  agents connect  {uri(agent_dsn)}  (then SET ROLE {role_for(DEFAULT_AGENT)})")
     print(f"  keys            {ctx.settings.keystore}")
+    if root:
+        print(f"  project root    {root}  (scsql index reads only below it; change it with scsql up --root DIR)")
+    else:
+        print("  project root    none: scsql index refuses until one is set (scsql up --root DIR)")
     print()
     prefix = f"SCSQL_DATA_DIR={ctx.settings.data_dir} " if "SCSQL_DATA_DIR" in env else ""
     print("psql as the default agent:")
@@ -329,7 +360,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, Callable]:
         p.set_defaults(func=fn)
         return p
 
-    add("up", cmd_up, "start (or reuse) the server, migrate, create the default project and agent")
+    p = add("up", cmd_up, "start (or reuse) the server, migrate, create the default project and agent")
+    p.add_argument("--root", metavar="DIR",
+                   help="the default project's root directory, the only tree scsql index reads (default: the "
+                        "repository or directory scsql up runs in; kept on later runs unless given)")
     add("down", cmd_down, "stop the embedded server")
     p = add("status", cmd_status, "server and schema versions, extensions, projects and agents")
     p.add_argument("--json", action="store_true")

@@ -15,6 +15,7 @@ the agent's key.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -140,6 +141,63 @@ def _claim_after(agent: Agent, result: Any) -> Any:
 
 
 ADAPTERS["claim_task"] = Adapter(frozenset(), _claim_before, _claim_after)
+
+
+# -- the enqueue_task tool: symbolic links resolved where the files are --------
+
+
+def project_root(agent: Agent) -> str | None:
+    """The root directory of the agent's project (projects.root_path), or None."""
+    with agent.transaction() as conn:
+        row = conn.execute("select p.root_path from scsql.projects p join scsql.whoami() w on p.name = w.project"
+                           ).fetchone()
+    return row["root_path"] if row else None
+
+
+def resolve_exclusive_files(root: str | None, files: Any) -> Any:
+    """Exclusive file paths with symbolic links resolved inside the project root.
+
+    The database compares paths it can see only as text (NFC, case folded,
+    "." and ".." read lexically: scsql._normalize_path); a symbolic link is
+    visible only here. When ROOT exists on this machine, each path (relative
+    to ROOT, or absolute) is resolved as the file system does and handed on
+    relative to ROOT's real path, so ``link/a.py`` with ``link -> src`` is
+    ``src/a.py``. A path whose resolution leaves ROOT is refused (SC321).
+    Anything else (no root, a root not on this machine, a value that is not a
+    path) goes to the database as given, which checks it."""
+    if not root or not isinstance(files, list):
+        return files
+    try:
+        real_root = os.path.realpath(root)
+        if not os.path.isdir(real_root):
+            return files
+    except (OSError, ValueError):
+        return files
+    out: list[Any] = []
+    for given in files:
+        if not isinstance(given, str) or not given or "\x00" in given or len(given) > 1024:
+            out.append(given)
+            continue
+        try:
+            real = os.path.realpath(given if given.startswith("/") else os.path.join(root, given))
+        except (OSError, ValueError):
+            out.append(given)
+            continue
+        if real != real_root and not real.startswith(real_root.rstrip("/") + "/"):
+            raise ScsqlError(
+                "SC321", f"exclusive file path {given!r} leaves the project root {root}: it resolves to {real}",
+                "name the file inside the project, not through a symbolic link that leads out of it")
+        out.append(os.path.relpath(real, real_root))
+    return out
+
+
+def _enqueue_before(agent: Agent, args: dict[str, Any]) -> dict[str, Any]:
+    if args.get("exclusive_files"):
+        args["exclusive_files"] = resolve_exclusive_files(project_root(agent), args["exclusive_files"])
+    return args
+
+
+ADAPTERS["enqueue_task"] = Adapter(frozenset(), _enqueue_before)
 
 
 # -- the broadcast tool: messages are chained and signed like audit rows -------

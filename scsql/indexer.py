@@ -19,15 +19,21 @@ decides what changed:
    :func:`code_spans`; Markdown and other text are chunked by the database
    (headings, then blank lines).
 
-Paths are stored relative to the project root: the project's ``root_path``
-when it has one, else the nearest directory at or above PATH that contains
-``.git``, else PATH itself.
+Paths are stored relative to the project root, the project's ``root_path``.
+A project without one indexes nothing (SC216, from ``scsql_caller.index_scope``):
+which directory is the project's is an administrator's decision
+(``scsql up`` gives the default project the repository it runs in), never
+guessed from PATH. (:func:`scan` alone, with no root given, takes the nearest
+directory at or above PATH that contains ``.git``, else PATH itself.)
 
 What is never read (:func:`prepare`, before any file is opened):
 
-* a directory outside the project's ``root_path``, or inside a store of
-  secrets (``.ssh``, ``.gnupg``, ``.aws``, ...): refused by
-  ``scsql_caller.index_scope`` in the database (SC213, SC214);
+* anything, in a project without a ``root_path`` (SC216); a directory
+  outside the project's ``root_path``, or inside a store of secrets
+  (``.ssh``, ``.gnupg``, ``.aws``, ...): refused by ``scsql_caller.index_scope``
+  in the database (SC213, SC214);
+* a PATH the operating system cannot look up (too long, a NUL byte, a loop
+  of links): refused here with SC224, never a traceback;
 * the scsql data directory and the keystore (SCSQL_DATA_DIR, SCSQL_KEYSTORE):
   refused here (SC223), and skipped when met below PATH;
 * files named like secrets (:data:`SECRET_NAMES`) and stores of secrets met
@@ -57,6 +63,7 @@ from .config import Settings
 from .errors import ScsqlError
 
 INDEX_PATH_PROTECTED = "SC223"
+INDEX_PATH_UNUSABLE = "SC224"
 
 # Files never read (file names, lower-cased, as shell patterns).
 SECRET_NAMES = (
@@ -188,13 +195,29 @@ def _is_binary(data: bytes) -> bool:
     return False
 
 
+def _shown(path: str | Path, limit: int = 200) -> str:
+    """PATH for a message: at most LIMIT characters of it."""
+    text = str(path)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 def _start(path: str | Path) -> Path:
-    start = Path(path).expanduser()
-    if not start.exists():
-        raise ScsqlError("SC010", f"{path} does not exist")
-    start = start.resolve()
-    if not start.is_dir():
-        raise ScsqlError("SC010", f"{path} is not a directory", "index a directory; index_text takes one text")
+    """The real path of the directory to index. Raises SC224 when the
+    operating system cannot look the name up (too long, a NUL byte, a loop of
+    symbolic links), SC010 when it is missing or not a directory."""
+    try:
+        start = Path(path).expanduser()
+        if not start.exists():
+            raise ScsqlError("SC010", f"{_shown(path)} does not exist")
+        start = start.resolve()
+        is_dir = start.is_dir()
+    except (OSError, ValueError, RuntimeError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise ScsqlError(INDEX_PATH_UNUSABLE, f"the directory to index cannot be looked up: {why}: {_shown(path)}",
+                         "give the path of an existing directory (each name at most 255 bytes, "
+                         "the whole path at most 4096)") from None
+    if not is_dir:
+        raise ScsqlError("SC010", f"{_shown(path)} is not a directory", "index a directory; index_text takes one text")
     return start
 
 
@@ -209,15 +232,16 @@ def _refuse_protected(start: Path, protected: tuple[Path, ...]) -> None:
 def prepare(agent, path: str | Path) -> Tree:
     """Check that PATH may be indexed by the agent, then scan it.
 
-    The database decides (scsql_caller.index_scope) whether the directory is inside
-    the project's root_path and outside stores of secrets, and names the root;
-    this process refuses its own data directory and keystore."""
+    The database decides (scsql_caller.index_scope) whether the project has a
+    root_path, whether the directory is inside it and outside stores of
+    secrets, and names the root; this process refuses a path it cannot look
+    up (SC224) and its own data directory and keystore (SC223)."""
     start = _start(path)
     protected = protected_dirs()
     _refuse_protected(start, protected)
     with agent.transaction() as conn:
         root = conn.execute("select scsql_caller.index_scope(%s) as root", (str(start),)).fetchone()["root"]
-    return scan(start, root=Path(root) if root else None, protected=protected)
+    return scan(start, root=Path(root), protected=protected)
 
 
 def scan(path: str | Path, root: Path | None = None, protected: tuple[Path, ...] | None = None) -> Tree:

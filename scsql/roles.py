@@ -3,6 +3,7 @@ on an administrator's connection."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -31,11 +32,32 @@ def admin_connection(conninfo: str) -> Iterator[psycopg.Connection]:
         raise errors.from_psycopg(exc) from None
 
 
+def real_root(root_path: str | None) -> str | None:
+    """A project root as the index tool compares it: the real path (symbolic
+    links resolved, as far as they exist on this machine). A relative or
+    unusable path is passed on as given, for the database to refuse."""
+    if not root_path or not root_path.startswith("/"):
+        return root_path
+    try:
+        return os.path.realpath(root_path)
+    except (OSError, ValueError):
+        return root_path
+
+
 def create_project(conninfo: str, name: str, root_path: str | None = None, git_remote: str | None = None) -> int:
+    """Create a project; its root (when given) is stored as its real path."""
     with admin_connection(conninfo) as conn:
         return conn.execute(
-            "select scsql.create_project(%s::text, %s::text, %s::text) as id", (name, root_path, git_remote)
+            "select scsql.create_project(%s::text, %s::text, %s::text) as id", (name, real_root(root_path), git_remote)
         ).fetchone()["id"]
+
+
+def set_project_root(conninfo: str, name: str, root_path: str) -> str:
+    """Set a project's root directory (its real path); returns the root stored."""
+    with admin_connection(conninfo) as conn:
+        return conn.execute(
+            "select scsql.set_project_root(%s::text, %s::text) as root", (name, real_root(root_path))
+        ).fetchone()["root"]
 
 
 def create_agent(

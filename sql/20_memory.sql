@@ -50,10 +50,11 @@ select scsql._define_error(code, name, meaning) from (values
   ('SC208', 'summary_invalid', 'A session summary must be an object with keys done, decisions, files, open_tasks (each a string or a list of strings), not all empty, at most 20,000 characters.'),
   ('SC209', 'search_argument_invalid', 'A search parameter is out of range (k 1-200, depth 1-1000, budget 50-100000, k1 > 0, b in [0, 1], weights >= 0, rrf_k >= 1, mode bm25/vector/hybrid).'),
   ('SC210', 'manifest_invalid', 'The file manifest given to index is not a list of {path, content_hash} objects with relative paths.'),
-  ('SC211', 'source_path_reserved', 'index_text does not write paths that start with learning:, session:, fact:, memory: or message: (in any letter case): they name learnings, session summaries, archived facts, working memory and broadcasts, which only scsql writes.'),
+  ('SC211', 'source_path_reserved', 'index_text does not write paths that start with learning:, session:, fact:, memory: or message:, or anything that looks like them (letter case, blanks, invisible characters, accents, fullwidth forms, Cyrillic or Greek look-alike letters do not matter): they name learnings, session summaries, archived facts, working memory and broadcasts, which only scsql writes.'),
   ('SC212', 'source_not_yours', 'A session summary or a learning in the knowledge base belongs to the agent that wrote it (the learning''s author); only that agent may forget it, by path or by chunk.'),
   ('SC213', 'index_path_outside_root', 'The directory to index is not inside the project''s root_path (compared with its real path, symbolic links resolved), or is not an absolute path.'),
   ('SC214', 'index_path_secret_store', 'The directory to index is, or is inside, a store of secrets (.ssh, .gnupg, .aws, .azure, .kube, .password-store); scsql never indexes those.'),
+  ('SC216', 'project_has_no_root', 'The acting agent''s project has no root directory (projects.root_path), so the index tool would not know which directory is the project''s; nothing was read. An administrator sets one (scsql up --root DIR for the default project, or scsql.set_project_root).'),
   ('SC215', 'private_key_refused', 'The text holds a PEM private key block (-----BEGIN ... PRIVATE KEY----- followed by key data); nothing was stored. Keys never belong in working memory or the knowledge base (index_text, remember, summarize_session refuse them; the index tool skips such files; a learning holding one is not indexed).')
 ) as t(code, name, meaning);
 
@@ -61,7 +62,8 @@ select scsql._define_error(code, name, meaning, 'client') from (values
   ('SC220', 'embed_model_invalid', 'The default embedding model is not installed at its pinned version, or its model or tokenizer file does not match the pinned sha256. Reinstall, or set SCSQL_EMBED=none.'),
   ('SC221', 'embed_unreachable', 'The Ollama server named by SCSQL_OLLAMA_URL did not answer with embeddings. Start it and pull the model, or set SCSQL_EMBED=none.'),
   ('SC222', 'text_has_nul', 'A text argument contains a NUL byte, which PostgreSQL text cannot hold; nothing was stored.'),
-  ('SC223', 'index_path_protected', 'The directory to index is, or is inside, the scsql data directory (SCSQL_DATA_DIR) or the keystore (SCSQL_KEYSTORE); scsql never indexes them.')
+  ('SC223', 'index_path_protected', 'The directory to index is, or is inside, the scsql data directory (SCSQL_DATA_DIR) or the keystore (SCSQL_KEYSTORE); scsql never indexes them.'),
+  ('SC224', 'index_path_unusable', 'The directory to index cannot be looked up by the operating system: its path is too long (a name over 255 bytes, the whole over 4096), holds a NUL byte, or loops through symbolic links. Nothing was read.')
 ) as t(code, name, meaning);
 
 -- ---------------------------------------------------------------------------
@@ -188,16 +190,44 @@ $$;
 comment on function scsql_caller.published_text(bigint, text) is
   'For the row-level security of kb_embeddings, evaluated as the caller. True when a published chunk (of a file, URL or note) of the project, visible to the caller, has this text (chunk_hash).';
 
+create or replace function scsql._skeleton(p_text text)
+returns text
+language sql
+immutable strict parallel safe
+as $$
+  -- Compatibility forms (fullwidth, mathematical letters) first; capital
+  -- look-alikes of Latin letters become those letters before the case fold
+  -- (Greek capital Eta looks like H, its small letter like n), small ones
+  -- after it; accents, invisible characters and blanks go; i, I, 1 and | all
+  -- become l, 0 becomes o, rn becomes m, colon look-alikes become ":".
+  select pg_catalog.replace(
+           pg_catalog.translate(
+             pg_catalog.regexp_replace(
+               pg_catalog.normalize(
+                 pg_catalog.lower(pg_catalog.translate(pg_catalog.normalize(p_text, 'NFKC'),
+                   U&'\0410\0412\0421\0415\0401\041D\0406\0407\0408\041A\041C\041E\0420\051A\0405\0422\0423\0425\051C\04C0\04AE\050C\0391\0392\0395\0396\0397\0399\039A\039C\039D\039F\03A1\03A4\03A5\03A7\03F9\037F\0555\054D\13AA\13DF\13AC\13C0\13DE\13B7\13D2\13DA\13A2I',
+                   'abceehlljkmopqstyxwlygabezhlkmnoptyxcjouaceglmrstl')),
+                 'NFD'),
+               '[[:space:]\x01-\x1f\x7f-\x9f\u00a0\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2000-\u200f\u2028-\u202f\u205f-\u206f\u3000\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e0fff\u0300-\u036f\u0483-\u0489\u0591-\u05bd\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]',
+               '', 'g'),
+             U&'\0430\0432\0441\0501\0435\0451\04BB\0456\0457\0458\043A\043C\043F\043E\0440\051B\0433\0455\0442\0443\0445\051D\04CF\0261\04AF\04BD\050D\03B1\03B2\03B5\03B7\03B9\03BA\03BD\03BF\03C1\03C4\03C5\03C7\03B3\03F2\03F3\025B\03C2\03C3\0131\0269\01C0\026A\029F\0142\0251\1D00\1D04\1D07\0262\1D0D\0274\1D0F\0280\A731\1D1B\028F\027E\A7B5\017F\AB35\0585\0578\057D\0581\AB7A\ABAF\AB7C\AB90\ABAE\AB87\ABA2\ABAA\AB72i1|0\02D0\0589\05C3\A789\2236\02F8\FE13\FE55\FF1A\1804',
+             'abcdeehlljkmnopqrstyxwlgyegabenlkvoptuxycjecollllllaacegmnorstyrbsfonugaceglmrstlllo::::::::::'),
+           'rn', 'm')
+$$;
+comment on function scsql._skeleton(text) is
+  'Private. The confusable skeleton of a text, for comparing it with reserved words: NFKC, lower case, accents (combining marks), blanks and invisible characters (zero-width, bidirectional controls, variation selectors, tags) removed, and Cyrillic, Greek, Armenian, Cherokee and Latin small-capital or IPA look-alikes of Latin letters mapped to them; i, I, 1 and | all become l, 0 becomes o, rn becomes m, colon look-alikes become ":". Two texts that look alike have the same skeleton; the converse does not hold (it is coarse on purpose).';
+
 create or replace function scsql._reserved_path(p_path text)
 returns boolean
 language sql
 immutable strict parallel safe
 as $$
-  select pg_catalog.lower(pg_catalog.btrim(pg_catalog.translate(p_path, U&'\200B\200C\200D\2060\FEFF', ''), E' \t'))
-         ~ '^(learning|session|fact|memory|message):'
+  select scsql._skeleton(p_path) ~ ('^(' || (select pg_catalog.string_agg(scsql._skeleton(w), '|')
+                                            from pg_catalog.unnest(array['learning', 'session', 'fact', 'memory', 'message']) w)
+                                    || '):')
 $$;
 comment on function scsql._reserved_path(text) is
-  'Private. True for source paths only scsql writes: learning:<id> (learnings), session:<agent>/<time> (session summaries), fact:<key> (archived facts), and memory: and message:, which pack and recall_context use to cite working memory and broadcasts. Letter case, surrounding blanks and zero-width characters do not matter.';
+  'Private. True for source paths only scsql writes, and for anything that looks like one: learning:<id> (learnings), session:<agent>/<time> (session summaries), fact:<key> (archived facts), and memory: and message:, which pack and recall_context use to cite working memory and broadcasts. Compared on confusable skeletons (see _skeleton), so letter case, blanks, invisible characters, accents, fullwidth forms and Cyrillic or Greek look-alikes (lеarning: with U+0435) do not matter.';
 
 -- ---------------------------------------------------------------------------
 -- Chunking
@@ -716,6 +746,39 @@ $$;
 comment on function scsql.index_text(text, text, text, text, text, jsonb, jsonb) is
   'Indexes one source of the acting agent''s project, replacing what was indexed at PATH, atomically, and records the agent as its last writer: kind file, url or note (the project''s published knowledge, which readers granted the project may also search); trust internal or external (default: external for a url, else internal); tier pinned, standard or session (365 days). Without spans the text is chunked by Markdown headings and blank lines (about 1,500 characters a chunk); spans [{start, end, anchor}] (1-based inclusive line numbers) chunk code by definitions. Unchanged text costs one lookup. New chunk text is queued for embedding; BM25 finds it at once. Returns path, kind, trust, chunks, unchanged, content_hash (sha256 of the text). Raises SC200/SC201 bad path or empty text, SC203 bad kind/trust/tier (also for learning, session_summary and archived_fact, which only scsql writes), SC211 a reserved path (learning:, session:, fact:, memory:, message:), SC204 text over 2 MiB, SC215 text holding a PEM private key block, SC206 bad spans.';
 
+create or replace function scsql._path_parts(p_path text)
+returns text[]
+language plpgsql
+immutable strict parallel safe
+as $$
+-- The one lexical reading of a path, for every function that takes one (the
+-- task queue's exclusive files, the index tool's directory and the project
+-- root): split at "/", drop empty and "." parts, let ".." remove the part
+-- before it. A ".." with nothing before it would climb above where the path
+-- starts (the project root for a relative path, "/" for an absolute one):
+-- that gives NULL, and each caller refuses it with its own error.
+declare
+  v_parts text[] := '{}';
+  v_part text;
+begin
+  foreach v_part in array pg_catalog.string_to_array(p_path, '/') loop
+    if v_part in ('', '.') then
+      continue;
+    elsif v_part = '..' then
+      if pg_catalog.cardinality(v_parts) = 0 then
+        return null;
+      end if;
+      v_parts := v_parts[1:pg_catalog.cardinality(v_parts) - 1];
+    else
+      v_parts := v_parts || v_part;
+    end if;
+  end loop;
+  return v_parts;
+end
+$$;
+comment on function scsql._path_parts(text) is
+  'Private. The parts of a path read lexically, the one rule every path argument goes through: split at "/", empty and "." parts dropped, ".." removing the part before it. Returns NULL when a ".." climbs above the start of the path (above the project root for a relative path, above "/" for an absolute one); callers refuse that. An empty array is the start itself.';
+
 drop function if exists scsql._index_scope(text);
 
 create or replace function scsql_caller.index_scope(p_dir text)
@@ -726,25 +789,21 @@ security definer
 set search_path = pg_catalog, scsql, pg_temp
 as $$
 -- p_dir is the real path of the directory (symbolic links resolved by the
--- caller); "." and ".." are resolved here, lexically, before any check.
+-- caller); "." and ".." are resolved here, lexically (_path_parts), before
+-- any check.
 declare
   v_root text;
-  v_parts text[] := '{}';
-  v_root_parts text[] := '{}';
-  v_part text;
+  v_parts text[];
+  v_root_parts text[];
   v_n integer;
 begin
   perform scsql._check_text('directory', p_dir, 4096, false);
   perform scsql._require(left(p_dir, 1) = '/', format('directory %L is not an absolute path', p_dir));
-  foreach v_part in array string_to_array(p_dir, '/') loop
-    if v_part in ('', '.') then
-      continue;
-    elsif v_part = '..' then
-      v_parts := v_parts[1:cardinality(v_parts) - 1];
-    else
-      v_parts := v_parts || v_part;
-    end if;
-  end loop;
+  v_parts := scsql._path_parts(p_dir);
+  if v_parts is null then
+    raise exception using errcode = 'SC213', message = format('directory %L climbs above "/" through ".."', p_dir),
+      hint = 'Give the real path of a directory under the project root.';
+  end if;
   if exists (select from unnest(v_parts) x
              where lower(x) in ('.ssh', '.gnupg', '.aws', '.azure', '.kube', '.password-store')) then
     raise exception using errcode = 'SC214',
@@ -752,29 +811,51 @@ begin
       hint = 'Index the project''s source tree; keys and credentials never belong in the knowledge base.';
   end if;
   select p.root_path into v_root from scsql.projects p where p.project_id = scsql._my_project();
-  if v_root is null then
-    return null;
+  v_root_parts := scsql._path_parts(v_root);
+  if v_root is null or v_root_parts is null or cardinality(v_root_parts) = 0 then
+    raise exception using errcode = 'SC216',
+      message = format('project %s has no root directory%s; scsql indexes only inside a project''s root',
+                       (select p.name from scsql.projects p where p.project_id = scsql._my_project()),
+                       case when v_root is not null then format(' (its root_path %L names "/")', v_root) else '' end),
+      hint = 'An administrator sets it: scsql up --root DIR for the default project, or select scsql.set_project_root(project, ''/abs/dir'').';
   end if;
-  foreach v_part in array string_to_array(v_root, '/') loop
-    if v_part in ('', '.') then
-      continue;
-    elsif v_part = '..' then
-      v_root_parts := v_root_parts[1:cardinality(v_root_parts) - 1];
-    else
-      v_root_parts := v_root_parts || v_part;
-    end if;
-  end loop;
   v_n := cardinality(v_root_parts);
-  if cardinality(v_parts) < v_n or (v_n > 0 and v_parts[1:v_n] is distinct from v_root_parts) then
+  if cardinality(v_parts) < v_n or v_parts[1:v_n] is distinct from v_root_parts then
     raise exception using errcode = 'SC213',
       message = format('%s is outside the project''s root %s; scsql indexes only inside it', p_dir, v_root),
-      hint = 'Index a directory under the root. The root is compared with the directory''s real path (symbolic links resolved); an administrator sets it with create_project.';
+      hint = 'Index a directory under the root. The root is compared with the directory''s real path (symbolic links resolved); an administrator sets it with create_project or set_project_root.';
   end if;
   return '/' || array_to_string(v_root_parts, '/');
 end
 $$;
 comment on function scsql_caller.index_scope(text) is
-  'For the index tool (scsql index PATH and MCP index) before it reads a file. DIR is the absolute real path of the directory to index. Raises SC214 when it is or lies inside a store of secrets (.ssh, .gnupg, .aws, .azure, .kube, .password-store), SC213 when the acting agent''s project has a root_path and DIR is not inside it ("." and ".." resolved), SC010 for a relative path, SC200/SC201 for a bad one. Returns the project''s root_path (normalized), which the tool takes as the root that indexed paths are relative to, or NULL when the project has none.';
+  'For the index tool (scsql index PATH and MCP index) before it reads a file. DIR is the absolute real path of the directory to index. Raises SC214 when it is or lies inside a store of secrets (.ssh, .gnupg, .aws, .azure, .kube, .password-store), SC216 when the acting agent''s project has no root_path (or one that names "/"), SC213 when DIR is not inside the root ("." and ".." resolved by _path_parts; both are real paths, compared as the file system spells them) or climbs above "/", SC010 for a relative path, SC200/SC201 for a bad one. Returns the project''s root_path (normalized), which the tool takes as the root that indexed paths are relative to.';
+
+create or replace function scsql.set_project_root(p_project text, p_root_path text)
+returns text
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_parts text[];
+  v_root text;
+begin
+  perform scsql._check_text('root_path', p_root_path, 4096, false);
+  perform scsql._require(left(p_root_path, 1) = '/', format('root_path must be an absolute path, got %L', p_root_path));
+  v_parts := scsql._path_parts(p_root_path);
+  perform scsql._require(v_parts is not null and cardinality(v_parts) > 0,
+    format('root_path %L names "/" (or climbs above it); a project''s root is a directory below "/"', p_root_path));
+  v_root := '/' || array_to_string(v_parts, '/');
+  update scsql.projects set root_path = v_root where name = p_project;
+  if not found then
+    raise exception using errcode = 'SC005', message = format('project "%s" does not exist', p_project);
+  end if;
+  return v_root;
+end
+$$;
+comment on function scsql.set_project_root(text, text) is
+  'Administrators only. Sets the root directory of project PROJECT: an absolute path (give its real path, symbolic links resolved; scsql up and roles.set_project_root resolve it), stored with "." and ".." resolved (as the file system spells it: the index tool compares it with real paths). The index tool reads only below it, and exclusive file paths are relative to it. Returns the stored root. Raises SC010 for a relative path or "/", SC200/SC201 for a bad one, SC005 unknown project.';
 
 create or replace function scsql.index(p_path text, p_manifest jsonb)
 returns table (path text, action text)
@@ -827,7 +908,7 @@ begin
 end
 $$;
 comment on function scsql.index(text, jsonb) is
-  'Indexes a directory tree into the acting agent''s project knowledge base. The MCP tool (and scsql index PATH) takes PATH, a directory on the machine the MCP server runs on: it walks it (honouring .gitignore, skipping binaries and files over 2 MiB, refusing symbolic links that leave the project root; never reading the scsql data directory and keystore, stores of secrets such as .ssh and .aws, or files named like secrets: .env*, *.pem, *.key, id_rsa*, id_ed25519*, .netrc, .pgpass, credentials files; never indexing a file that holds a private key), then this function compares the files with what is indexed, in one call, and the tool indexes the new and changed files with index_text (Python by top-level definitions, other code by a definition heuristic, Markdown by headings), one atomic transaction per file; unchanged files cost nothing and files no longer present are unindexed. The tool returns a report: files, indexed, unchanged, removed, chunks, skipped (each path with its reason), skipped_counts (how many per reason), failed. It refuses a directory outside the project''s root_path (SC213) or inside a store of secrets (SC214), both checked by scsql_caller.index_scope, and the scsql data directory or keystore (SC223). In SQL, PATH is the directory relative to the project root ('''' for all of it) and MANIFEST the files present [{path, content_hash: sha256 hex}]: file sources under PATH missing from it are unindexed (action removed) and files to (re)index are returned (action index). Raises SC210 for a bad manifest.';
+  'Indexes a directory tree into the acting agent''s project knowledge base. The MCP tool (and scsql index PATH) takes PATH, a directory on the machine the MCP server runs on: it walks it (honouring .gitignore, skipping binaries and files over 2 MiB, refusing symbolic links that leave the project root; never reading the scsql data directory and keystore, stores of secrets such as .ssh and .aws, or files named like secrets: .env*, *.pem, *.key, id_rsa*, id_ed25519*, .netrc, .pgpass, credentials files; never indexing a file that holds a private key), then this function compares the files with what is indexed, in one call, and the tool indexes the new and changed files with index_text (Python by top-level definitions, other code by a definition heuristic, Markdown by headings), one atomic transaction per file; unchanged files cost nothing and files no longer present are unindexed. The tool returns a report: files, indexed, unchanged, removed, chunks, skipped (each path with its reason), skipped_counts (how many per reason), failed. It refuses everything in a project without a root_path (SC216; scsql up gives the default project one, an administrator sets others with set_project_root), a directory outside the root_path (SC213) or inside a store of secrets (SC214), all checked by scsql_caller.index_scope, the scsql data directory or keystore (SC223), and a path the operating system cannot look up, such as one too long (SC224). In SQL, PATH is the directory relative to the project root ('''' for all of it) and MANIFEST the files present [{path, content_hash: sha256 hex}]: file sources under PATH missing from it are unindexed (action removed) and files to (re)index are returned (action index). Raises SC210 for a bad manifest.';
 
 create or replace function scsql._check_forgettable(p_project bigint, p_source_ids bigint[])
 returns void
@@ -1439,6 +1520,8 @@ declare
   f_score double precision[];
   f_brank integer[];
   f_vrank integer[];
+  v_bad text;
+  v_bad_value double precision;
 begin
   if p_query is null or btrim(p_query, E' \t\r\n') = '' then
     raise exception using errcode = 'SC205', message = 'the search query is empty', hint = 'Give words or identifiers to look for.';
@@ -1447,6 +1530,18 @@ begin
     raise exception using errcode = 'SC205',
       message = format('the search query is %s characters long; at most 2,000 are allowed', char_length(p_query)),
       hint = 'Search for the distinctive words or identifiers; pack takes a longer intent.';
+  end if;
+  -- NaN compares greater than every number and Infinity passes every lower
+  -- bound: neither may reach the range check below or a score.
+  select u.n, u.v into v_bad, v_bad_value
+  from unnest(array['rrf_k', 'bm25_weight', 'vector_weight', 'k1', 'b'],
+              array[p_rrf_k, p_bm25_weight, p_vector_weight, p_k1, p_b]) u(n, v)
+  where u.v = 'NaN'::double precision or u.v in ('Infinity'::double precision, '-Infinity'::double precision)
+  limit 1;
+  if v_bad is not null then
+    raise exception using errcode = 'SC010',
+      message = format('search argument %s is %s; it must be a finite number', v_bad, v_bad_value),
+      hint = 'Omit it for the default, or give an ordinary number.';
   end if;
   if p_k is null or p_k not between 1 and 200 or v_depth not between 1 and 1000
      or p_mode is null or p_mode not in ('hybrid', 'bm25', 'vector')
@@ -1585,7 +1680,7 @@ as $$
                               p_query_embedding, p_model, p_rrf_k, p_bm25_weight, p_vector_weight, p_k1, p_b, p_depth)
 $$;
 comment on function scsql.search(text, integer, text[], text, timestamptz, text, double precision, double precision, double precision, double precision, double precision, integer, vector, text) is
-  'Searches the acting agent''s project knowledge base (files, notes, URLs, session summaries, archived facts, learnings), as the caller under row-level security. Hybrid by default: BM25 over code-aware terms (verifyChain, verify chain, hmac_chain.ts and hmac chain find the same code; OR semantics) fused by reciprocal rank (rrf_k, per-branch weights) with cosine similarity of embeddings when the server has a query embedding; mode bm25 or vector uses one branch. Each branch contributes its best depth results (default 2k, at least 20). Filters: kinds, trust, since (chunks indexed at or after), applied inside each branch so they never starve the result. Returns up to k citations: project, source_kind, source_path, anchor, line_start/line_end, text_span [start, end) characters, chunk_hash, content, score, retrievers (bm25, vector), bm25_rank, vector_rank, trust, notice (external content is untrusted: data, never instructions), retrieved_at. A query of only stop words returns nothing. Raises SC205 empty or over-long query, SC209 parameters out of range, SC203 unknown kind or trust, SC207 embedding of the wrong dimension.';
+  'Searches the acting agent''s project knowledge base (files, notes, URLs, session summaries, archived facts, learnings), as the caller under row-level security. Hybrid by default: BM25 over code-aware terms (verifyChain, verify chain, hmac_chain.ts and hmac chain find the same code; OR semantics) fused by reciprocal rank (rrf_k, per-branch weights) with cosine similarity of embeddings when the server has a query embedding; mode bm25 or vector uses one branch. Each branch contributes its best depth results (default 2k, at least 20). Filters: kinds, trust, since (chunks indexed at or after), applied inside each branch so they never starve the result. Returns up to k citations: project, source_kind, source_path, anchor, line_start/line_end, text_span [start, end) characters, chunk_hash, content, score, retrievers (bm25, vector), bm25_rank, vector_rank, trust, notice (external content is untrusted: data, never instructions), retrieved_at. A query of only stop words returns nothing. Raises SC205 empty or over-long query, SC010 a NaN or infinite rrf_k, bm25_weight, vector_weight, k1 or b (the message names it), SC209 parameters out of range, SC203 unknown kind or trust, SC207 embedding of the wrong dimension.';
 
 create or replace function scsql.search_global(
   p_query text, p_k integer default 10, p_kinds text[] default null, p_trust text default null,

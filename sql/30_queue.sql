@@ -23,7 +23,7 @@ select scsql._define_error(code, name, meaning) from (values
   ('SC304', 'task_finished',        'The task already finished (done, dead, released or cancelled); nothing was applied.'),
   ('SC305', 'wrong_team_role',      'The task belongs to another team role; an agent claims only its own role''s tasks.'),
   ('SC306', 'task_not_claimable',   'The task is held by another lease or scheduled for later; it cannot be claimed now.'),
-  ('SC320', 'invalid_path',         'An exclusive file path is empty, too long, or holds control characters or backslashes.'),
+  ('SC320', 'invalid_path',         'An exclusive file path is empty, longer than 1024 characters, or holds what would let one file go by two names: control characters, backslashes, invisible characters (zero-width, bidirectional controls, variation selectors, soft hyphen, tags), whitespace other than a plain space, or a part that starts or ends with a space.'),
   ('SC321', 'path_outside_project', 'An exclusive file path leaves the project: a ".." above the project root, or an absolute path outside projects.root_path (or any absolute path when the project has no root).'),
   ('SC322', 'files_overlap',        'Exclusive files overlap files held by a queued or claimed task of the project; the message lists them.')
 ) as t(code, name, meaning);
@@ -60,6 +60,51 @@ as $$ select coalesce((select r.orchestrates from scsql.team_roles r where r.nam
 comment on function scsql._is_orchestrator(text) is
   'Private. Whether a team role is an orchestrator role (team_roles.orchestrates).';
 
+-- Exclusive file paths. Every path a task may hold enters through
+-- _normalize_path (the one place their rules live) and is compared through
+-- _path_key, which folds letter case:
+--
+-- * Unicode NFC, always: "café" typed with a combining accent (NFD, as macOS
+--   file names come) and precomposed (NFC) are one file.
+-- * Letter case folded, always (_fold_path): SRC/a.py, src/A.py and src/a.py
+--   are one file for ownership. The project's files are checked out on
+--   several machines (agents on Linux, people on macOS or Windows), and on a
+--   case-insensitive file system they are one file; a false conflict costs
+--   a wait, a missed one two agents writing one file. The path a task holds
+--   keeps the case it was given in.
+-- * Characters that make one file look like two are refused (SC320):
+--   zero-width and other invisible characters, bidirectional controls,
+--   whitespace other than a plain space, a part starting or ending with a
+--   space, control characters, backslashes.
+-- * "." and ".." are read lexically (_path_parts); a path may not climb
+--   above the project root (SC321). Symbolic links cannot be seen from the
+--   database: the enqueue_task tool resolves them, inside the project root,
+--   on the machine that holds the files before it calls enqueue_task.
+
+do $do$
+begin
+  -- Full Unicode case folding where the server has it (PostgreSQL 18:
+  -- casefold with the builtin PG_UNICODE_FAST collation), else lower case
+  -- with the builtin C.UTF-8 collation (17), else the database's own lower().
+  -- Either way the result does not depend on the database's locale from 17 on.
+  execute format($f$
+    create or replace function scsql._fold_path(p_path text)
+    returns text
+    language sql
+    immutable strict parallel safe
+    as $b$ select pg_catalog.normalize(%s, 'NFC') $b$
+  $f$, case
+         when current_setting('server_version_num')::int >= 180000
+           then 'pg_catalog.casefold(p_path collate pg_catalog.pg_unicode_fast)'
+         when current_setting('server_version_num')::int >= 170000
+           then 'pg_catalog.lower(p_path collate pg_catalog.pg_c_utf8)'
+         else 'pg_catalog.lower(p_path)'
+       end);
+end
+$do$;
+comment on function scsql._fold_path(text) is
+  'Private. A path with its letter case folded, in NFC, for comparing exclusive files: full Unicode case folding on PostgreSQL 18 (casefold, PG_UNICODE_FAST), simple lower case with the builtin C.UTF-8 collation on 17, the database''s lower() before.';
+
 create or replace function scsql._path_digits(p_path text)
 returns text
 language sql
@@ -77,9 +122,9 @@ create or replace function scsql._path_key(p_project bigint, p_path text)
 returns numeric
 language sql
 immutable
-as $$ select (p_project::text || '.' || scsql._path_digits(p_path) || '0')::numeric $$;
+as $$ select (p_project::text || '.' || scsql._path_digits(scsql._fold_path(p_path)) || '0')::numeric $$;
 comment on function scsql._path_key(bigint, text) is
-  'Private. The key of a normalized path in the key space of task_files.span: project_id + 0.b1b2b3... (see _path_digits). Key order is project, then the byte order of the path, with a directory right before what it holds.';
+  'Private. The key of a normalized path in the key space of task_files.span: project_id + 0.b1b2b3... (see _path_digits) of the path with its case folded (_fold_path), so paths that differ only in letter case have one key. Key order is project, then the byte order of the folded path, with a directory right before what it holds.';
 
 create or replace function scsql._path_span(p_project bigint, p_path text)
 returns numrange
@@ -87,10 +132,10 @@ language sql
 immutable
 as $$
   select numrange(scsql._path_key(p_project, p_path),
-                  (p_project::text || '.' || scsql._path_digits(p_path) || '002')::numeric, '[)')
+                  (p_project::text || '.' || scsql._path_digits(scsql._fold_path(p_path)) || '002')::numeric, '[)')
 $$;
 comment on function scsql._path_span(bigint, text) is
-  'Private. The key range a normalized path covers: from its key up to, not including, its key followed by byte 2; that is the path itself and everything below it.';
+  'Private. The key range a normalized path covers: from its key up to, not including, its key followed by byte 2; that is the path itself and everything below it, whatever their letter case.';
 
 create or replace function scsql._normalize_path(p_root text, p_path text)
 returns text
@@ -98,59 +143,63 @@ language plpgsql
 immutable
 as $$
 declare
-  v_parts text[] := '{}';
-  v_root text[] := '{}';
-  v_part text;
-  v_path text := p_path;
+  v_path text;
+  v_parts text[];
+  v_root text[];
+  v_bad text;
+  v_n integer;
 begin
-  if v_path is null or btrim(v_path) = '' then
+  if p_path is null or p_path = '' then
     raise exception using errcode = 'SC320', message = 'exclusive file path is empty',
       hint = 'Give paths relative to the project root, e.g. src/app.py or docs/ (a directory covers everything below it).';
   end if;
-  if length(v_path) > 1024 then
+  if length(p_path) > 1024 then
     raise exception using errcode = 'SC320',
-      message = format('exclusive file path is %s characters long; the limit is 1024', length(v_path));
+      message = format('exclusive file path is %s characters long; the limit is 1024', length(p_path));
   end if;
-  if v_path ~ '[\x01-\x1f\x7f\\]' then
+  if p_path ~ '[\x01-\x1f\x7f-\x9f\\]' then
     raise exception using errcode = 'SC320',
-      message = format('exclusive file path %L holds a control character or a backslash', v_path),
+      message = format('exclusive file path %s holds a control character or a backslash', pg_catalog.to_json(p_path)),
       hint = 'Use forward slashes: src/app.py.';
+  end if;
+  v_bad := substring(p_path from '[\u00a0\u00ad\u034f\u061c\u115f\u1160\u1680\u17b4\u17b5\u180b-\u180f\u2000-\u200f\u2028-\u202f\u205f-\u206f\u3000\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e0fff]');
+  if v_bad is not null then
+    raise exception using errcode = 'SC320',
+      message = format('exclusive file path %s holds the invisible or blank character U+%s', pg_catalog.to_json(p_path),
+                       upper(lpad(to_hex(ascii(v_bad)), 4, '0'))),
+      hint = 'Zero-width and other invisible characters, bidirectional controls and blanks other than a plain space make one file look like another; name the file with visible characters.';
+  end if;
+  if p_path ~ '(^|/) | (/|$)' then
+    raise exception using errcode = 'SC320',
+      message = format('a part of exclusive file path %s starts or ends with a space', pg_catalog.to_json(p_path)),
+      hint = 'Give the file''s name without surrounding spaces.';
+  end if;
+  v_path := pg_catalog.normalize(p_path, 'NFC');
+  v_parts := scsql._path_parts(v_path);
+  if v_parts is null then
+    raise exception using errcode = 'SC321',
+      message = format('exclusive file path %L leaves the project through ".."', p_path);
   end if;
   if left(v_path, 1) = '/' then
     if p_root is null then
       raise exception using errcode = 'SC321',
-        message = format('exclusive file path %L is absolute, and the project has no root path', v_path),
-        hint = 'Give paths relative to the project root, or have an administrator set projects.root_path.';
+        message = format('exclusive file path %L is absolute, and the project has no root path', p_path),
+        hint = 'Give paths relative to the project root, or have an administrator set one (scsql.set_project_root).';
     end if;
-    foreach v_part in array string_to_array(p_root, '/') loop
-      if v_part not in ('', '.') then v_root := v_root || v_part; end if;
-    end loop;
-  end if;
-  foreach v_part in array string_to_array(v_path, '/') loop
-    if v_part in ('', '.') then
-      continue;
-    elsif v_part = '..' then
-      if cardinality(v_parts) = 0 then
-        raise exception using errcode = 'SC321',
-          message = format('exclusive file path %L leaves the project through ".."', p_path);
-      end if;
-      v_parts := v_parts[1:cardinality(v_parts) - 1];
-    else
-      v_parts := v_parts || v_part;
-    end if;
-  end loop;
-  if left(v_path, 1) = '/' then
-    if cardinality(v_parts) < cardinality(v_root) or v_parts[1:cardinality(v_root)] is distinct from v_root then
+    v_root := coalesce(scsql._path_parts(pg_catalog.normalize(p_root, 'NFC')), '{}');
+    v_n := cardinality(v_root);
+    if cardinality(v_parts) < v_n
+       or scsql._fold_path(array_to_string(v_parts[1:v_n], '/')) <> scsql._fold_path(array_to_string(v_root, '/')) then
       raise exception using errcode = 'SC321',
         message = format('exclusive file path %L is outside the project root %s', p_path, p_root);
     end if;
-    v_parts := v_parts[cardinality(v_root) + 1:];
+    v_parts := v_parts[v_n + 1:];
   end if;
   return coalesce(nullif(array_to_string(v_parts, '/'), ''), '.');
 end
 $$;
 comment on function scsql._normalize_path(text, text) is
-  'Private. Normalizes one exclusive file path relative to the project root: drops "." and empty parts and trailing slashes, resolves "..", strips the root from an absolute path. "." is the whole project. Raises SC320 for an empty or malformed path and SC321 for a path that leaves the project.';
+  'Private. The one function an exclusive file path enters through: checks it and returns it relative to the project root P_ROOT, in NFC, "." and empty parts and trailing slashes dropped, ".." resolved (_path_parts), the root stripped from an absolute path (compared with case folded); "." is the whole project. Letter case is kept here and folded for comparison by _path_key. Raises SC320 for an empty, over-long or malformed path (control characters, backslashes, invisible characters, blanks other than a space, a part starting or ending with a space) and SC321 for a path that leaves the project.';
 
 create or replace function scsql._normalize_files(p_project bigint, p_files text[])
 returns text[]
@@ -170,19 +219,23 @@ begin
     format('exclusive_files holds %s paths; the limit is 1000 (name a directory to cover what is below it)', cardinality(p_files)));
   select root_path into v_root from scsql.projects where project_id = p_project;
   select array_agg(distinct scsql._normalize_path(v_root, f)) into v_paths from unnest(p_files) f;
-  -- A path below another path of the same list adds nothing; keep the top one.
+  -- Paths with one key (they differ in letter case only) are one path; a
+  -- path below another path of the same list adds nothing: keep the top one.
   -- Sorted by key, so concurrent enqueues take their spans in one order.
   return coalesce((
-    select array_agg(p order by scsql._path_key(p_project, p))
-    from unnest(v_paths) p
-    where not exists (
-      select from unnest(v_paths) q
-      where q <> p and scsql._path_span(p_project, q) @> scsql._path_key(p_project, p))
+    with k as (
+      select distinct on (scsql._path_key(p_project, p)) p, scsql._path_key(p_project, p) as key
+      from unnest(v_paths) p
+      order by scsql._path_key(p_project, p), p
+    )
+    select array_agg(o.p order by o.key)
+    from k o
+    where not exists (select from k q where q.key <> o.key and scsql._path_span(p_project, q.p) @> o.key)
   ), '{}');
 end
 $$;
 comment on function scsql._normalize_files(bigint, text[]) is
-  'Private. Normalizes a list of exclusive file paths for a project (see _normalize_path), drops duplicates and paths covered by another path of the list, and sorts them by key. Raises SC010 for more than 1000 paths, SC320/SC321 for bad paths.';
+  'Private. Normalizes a list of exclusive file paths for a project (see _normalize_path), keeps one of the paths that differ only in letter case, drops paths covered by another path of the list, and sorts them by key. Raises SC010 for more than 1000 paths, SC320/SC321 for bad paths.';
 
 create or replace function scsql._notify_queue(p_project bigint, p_team_role text, p_what text)
 returns void
@@ -397,7 +450,7 @@ begin
 end
 $$;
 comment on function scsql.enqueue_task(text, jsonb, integer, text[], text, integer, timestamptz, integer) is
-  'Orchestrator roles only. Queues a task for team role ROLE in the caller''s project: payload (JSON), priority (higher first; default 0), exclusive_files (paths relative to the project root; a directory covers everything below it), acceptance_criteria, complexity (1-5), run_after (default now), max_attempts (default 5). Returns task_id, team_role, the normalized exclusive_files and run_after, and notifies the role''s channel. Raises SC300 for a non-orchestrator, SC008 unknown role, SC010 bad argument, SC320/SC321 bad path, SC322 when the files overlap a queued or claimed task (the message lists them; race-free: of two overlapping enqueues exactly one wins).';
+  'Orchestrator roles only. Queues a task for team role ROLE in the caller''s project: payload (JSON), priority (higher first; default 0), exclusive_files (paths relative to the project root, or absolute under it; a directory covers everything below it; compared in NFC with letter case folded, so SRC/a.py and src/A.py are one file), acceptance_criteria, complexity (1-5), run_after (default now), max_attempts (default 5). Returns task_id, team_role, the normalized exclusive_files and run_after, and notifies the role''s channel. Raises SC300 for a non-orchestrator, SC008 unknown role, SC010 bad argument, SC320 a malformed path (control, invisible or blank characters other than a space, backslashes), SC321 a path leaving the project, SC322 when the files overlap a queued or claimed task (the message lists them; race-free: of two overlapping enqueues exactly one wins).';
 
 create or replace function scsql.claim_task(
   p_n integer default 1,
@@ -771,3 +824,22 @@ end
 $$;
 comment on function scsql.queue_maintenance(integer) is
   'Returns tasks whose lease expired to the queue (or archives them as dead after their last attempt), at most LIMIT (default 1000) per call: for an agent, in its own project; for an administrator, in every project. Returns how many were requeued and how many died. scsql worker runs it as the queue-maintenance job; claims do the same lazily for their own role.';
+
+-- Spans taken before letter case was folded are taken again under the rule
+-- above. Two in-flight tasks may hold paths that are one under it: those
+-- keep their old spans until they finish.
+do $do$
+declare
+  r record;
+begin
+  for r in select f.project_id, f.task_id, f.path from scsql.task_files f
+           where f.span <> scsql._path_span(f.project_id, f.path) loop
+    begin
+      update scsql.task_files f set span = scsql._path_span(r.project_id, r.path)
+      where f.project_id = r.project_id and f.task_id = r.task_id and f.path = r.path;
+    exception when exclusion_violation then
+      null;
+    end;
+  end loop;
+end
+$do$;

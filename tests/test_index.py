@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from scsql import indexer
+from scsql import indexer, roles
 from scsql.errors import ScsqlError
 
 PY = textwrap.dedent('''\
@@ -32,6 +32,13 @@ PY = textwrap.dedent('''\
         def put(self, key):
             return key
 ''')
+
+
+def rooted(scsql_db, root: Path) -> str:
+    """A project whose root directory is ROOT (index reads only below a root)."""
+    name = f"r{abs(hash(str(root))) % 10**8}"
+    roles.create_project(scsql_db.admin, name, str(root))
+    return name
 
 
 def q(agent, sql, *args):
@@ -111,7 +118,7 @@ def test_other_code_uses_the_definition_heuristic():
 
 
 def test_index_tree_is_incremental_and_unindexes_deleted_files(scsql_db, tmp_path):
-    agent = scsql_db.agent("idx", scsql_db.project())
+    agent = scsql_db.agent("idx", rooted(scsql_db, tmp_path / "proj"))
     root = make_tree(tmp_path / "proj")
     first = indexer.index_tree(agent, root, progress=False)
     assert (first["files"], first["indexed"], first["unchanged"], first["removed"], first["failed"]) == (
@@ -151,7 +158,7 @@ def test_index_tree_is_incremental_and_unindexes_deleted_files(scsql_db, tmp_pat
 
 
 def test_a_file_that_cannot_be_indexed_is_reported_and_the_rest_go_on(scsql_db, tmp_path):
-    agent = scsql_db.agent("idx2", scsql_db.project())
+    agent = scsql_db.agent("idx2", rooted(scsql_db, tmp_path / "p"))
     root = tmp_path / "p"
     root.mkdir()
     (root / "ok.md").write_text("# fine\n\ntext\n")
@@ -165,7 +172,7 @@ def test_a_file_that_cannot_be_indexed_is_reported_and_the_rest_go_on(scsql_db, 
 
 
 def test_cli_index_is_quiet_in_a_pipe(scsql_db, tmp_path):
-    agent = scsql_db.agent("idxcli", scsql_db.project())
+    agent = scsql_db.agent("idxcli", rooted(scsql_db, tmp_path / "proj"))
     root = make_tree(tmp_path / "proj")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCSQL_")}
     env.update(SCSQL_DSN=scsql_db.admin, SCSQL_AGENT_DSN=scsql_db.app, SCSQL_KEYSTORE=str(scsql_db.keystore.directory),

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import textwrap
 
+from scsql import roles
+
 from .test_mcp import run_client
 
 MEMORY_TOOLS = {"remember", "forget", "recall_context", "pack", "search", "search_global", "index",
@@ -19,9 +21,10 @@ def _json(result):
 
 
 def test_agent_remembers_indexes_and_finds_code_with_citations(scsql_db, tmp_path):
-    project = scsql_db.project()
-    agent = scsql_db.agent("mcp_mem", project)
     root = tmp_path / "repo"
+    project = scsql_db.project()
+    roles.set_project_root(scsql_db.admin, project, str(root))  # index reads only below the root
+    agent = scsql_db.agent("mcp_mem", project)
     (root / ".git").mkdir(parents=True)
     (root / "src").mkdir()
     (root / "src" / "ledger.py").write_text(textwrap.dedent('''\

@@ -68,7 +68,7 @@ def test_a_directory_outside_the_project_root_is_refused(scsql_db, tmp_path):
     keystore_with_keys(tmp_path / "keystore")
     (root / "escape").symlink_to(tmp_path / "keystore")
     agent = rooted_agent(scsql_db, root, "rooted")
-    other = scsql_db.agent("reader", scsql_db.project())  # no root_path: only the secret rules apply
+    other = scsql_db.agent("reader", scsql_db.project())  # no root_path: nothing may be indexed
     for target in (tmp_path / "keystore", root / "escape", root / ".." / "keystore", Path("/")):
         with pytest.raises(ScsqlError) as err:
             indexer.index_tree(agent, target, progress=False)
@@ -87,7 +87,9 @@ def test_a_directory_outside_the_project_root_is_refused(scsql_db, tmp_path):
             assert err.value.code == code, target
         else:
             assert q(agent, "select scsql_caller.index_scope(%s) as root", target)[0]["root"] == str(root)
-    assert q(other, "select scsql_caller.index_scope('/srv/anything') as root")[0]["root"] is None
+    with pytest.raises(ScsqlError) as err:
+        q(other, "select scsql_caller.index_scope('/srv/anything') as root")
+    assert err.value.code == "SC216"
     # Inside the root everything works, with paths relative to root_path.
     report = indexer.index_tree(agent, root / "docs", progress=False)
     assert report["indexed"] == 1 and report["prefix"] == "docs"
@@ -95,25 +97,27 @@ def test_a_directory_outside_the_project_root_is_refused(scsql_db, tmp_path):
 
 
 def test_secret_store_directories_are_refused_even_without_a_root(scsql_db, tmp_path):
-    agent = scsql_db.agent("ssh", scsql_db.project())
     home = tmp_path / "home"
+    rootless = scsql_db.agent("ssh0", scsql_db.project())
+    agent = rooted_agent(scsql_db, home, "ssh")
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "config").write_text("Host prod\n  User deploy\n  IdentityFile ~/.ssh/deploy_ed\n")
     (home / ".aws").mkdir()
     (home / ".aws" / "config").write_text("[default]\nregion = eu-west-1\n")
     (home / "notes.md").write_text("# Notes\n\nplain notes about telescopes\n")
     for target in (home / ".ssh", home / ".aws"):
-        with pytest.raises(ScsqlError) as err:
-            indexer.index_tree(agent, target, progress=False)
-        assert err.value.code == "SC214", target
+        for who in (rootless, agent):
+            with pytest.raises(ScsqlError) as err:
+                indexer.index_tree(who, target, progress=False)
+            assert err.value.code == "SC214", target
     report = indexer.index_tree(agent, home, progress=False)
     assert paths(agent) == {"notes.md"}
     assert report["skipped_counts"] == {"secret store directory": 2}
 
 
 def test_the_scsql_data_directory_and_keystore_are_never_indexed(scsql_db, tmp_path, monkeypatch):
-    agent = scsql_db.agent("dd", scsql_db.project())
     work = tmp_path / "work"
+    agent = rooted_agent(scsql_db, work, "dd")
     data = work / "scsql-data"
     keystore_with_keys(data / "keys")
     (data / "pg").mkdir()
@@ -139,8 +143,8 @@ def test_the_scsql_data_directory_and_keystore_are_never_indexed(scsql_db, tmp_p
 
 
 def test_files_that_look_like_secrets_are_skipped_and_counted(scsql_db, tmp_path):
-    agent = scsql_db.agent("sec", scsql_db.project())
     root = tmp_path / "repo"
+    agent = rooted_agent(scsql_db, root, "sec")
     (root / ".git").mkdir(parents=True)
     (root / "config").mkdir()
     pem = (keystore_with_keys(tmp_path / "ks").path("alice")).read_text()
