@@ -14,8 +14,10 @@ create table scsql.channel_keys (
                check (length(key) = 32)
 );
 comment on table scsql.channel_keys is
-  'The secret each project''s LISTEN/NOTIFY channel names are derived from (see scsql._channel): 32 random bytes, made on first use. Only the owner reads it.';
+  'The secret each project''s LISTEN/NOTIFY channel names are derived from (see scsql._channel): 32 random bytes, made with the project (a trigger on scsql.projects). Only the owner reads it.';
 
 alter table scsql.channel_keys enable row level security;
 alter table scsql.channel_keys force row level security;
 create policy owner_all on scsql.channel_keys to scsql_owner using (true) with check (true);
+
+insert into scsql.channel_keys (project_id) select p.project_id from scsql.projects p;

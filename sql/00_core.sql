@@ -36,6 +36,7 @@ select scsql._define_error(code, name, meaning, raised_by) from (values
   ('SC021', 'server_too_old',      'database', 'The PostgreSQL server is older than scsql supports.'),
   ('SC022', 'migration_changed',   'client',   'A migration file that was already applied has changed on disk; applied migrations are immutable.'),
   ('SC023', 'migration_unknown',   'client',   'The database records a migration this scsql does not have; it was migrated by a newer scsql.'),
+  ('SC024', 'migration_lock_timeout', 'client', 'scsql migrate gave up waiting for sessions holding locks on scsql''s tables (it tries again for 10 minutes, waiting at most 2 s at a time so other sessions'' writes never queue behind it for longer); nothing of the step was applied.'),
   ('SC030', 'server_unreachable',  'client',   'The PostgreSQL server named by SCSQL_DSN (or the embedded server) cannot be reached.'),
   ('SC031', 'key_file_missing',    'client',   'The agent''s private key file is not in the keystore.'),
   ('SC032', 'key_file_insecure',   'client',   'The private key file can be read by group or others; chmod 600 it.'),

@@ -359,21 +359,46 @@ language plpgsql
 security definer
 set search_path = pg_catalog, scsql, pg_temp
 as $$
+declare
+  i integer;
 begin
   if p_project is null or p_name is null or p_shared is null then
     raise exception using errcode = 'SC010', message = 'project, lock name and mode must not be NULL';
   end if;
-  -- A no-op once the row exists (the conflict is found in the index).
-  insert into scsql.project_locks (project_id, name) values (p_project, p_name) on conflict do nothing;
-  if p_shared then
-    perform from scsql.project_locks l where l.project_id = p_project and l.name = p_name for share;
-  else
-    perform from scsql.project_locks l where l.project_id = p_project and l.name = p_name for no key update;
-  end if;
+  for i in 1 .. 2 loop
+    if p_shared then
+      perform from scsql.project_locks l where l.project_id = p_project and l.name = p_name for share;
+    else
+      perform from scsql.project_locks l where l.project_id = p_project and l.name = p_name for no key update;
+    end if;
+    exit when found;
+    -- Rows are made with their project (_project_lock_rows); this covers a
+    -- purpose added later.
+    insert into scsql.project_locks (project_id, name) values (p_project, p_name) on conflict do nothing;
+  end loop;
 end
 $$;
 comment on function scsql._project_lock(bigint, text, boolean) is
   'Private, for security-definer functions only. Locks the (project, purpose) row of scsql.project_locks until the end of the transaction, creating it on first use: shared (FOR SHARE; shared holders do not wait on each other) or exclusive (FOR NO KEY UPDATE; waits for and excludes every other holder). Purposes: learnings, memory_facts. Only the project''s own work waits on it. Raises SC010 for a NULL argument (and a check violation for an unknown purpose).';
+
+create or replace function scsql._project_lock_rows()
+returns trigger
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+begin
+  insert into scsql.project_locks (project_id, name)
+  select new.project_id, n.name from (values ('learnings'), ('memory_facts')) n(name)
+  on conflict do nothing;
+  return null;
+end
+$$;
+comment on function scsql._project_lock_rows() is
+  'Private trigger (after insert on scsql.projects): makes the project''s rows of scsql.project_locks in the transaction that creates the project, so the first outcomes or remembers of a new project never wait on each other''s insert of a lock row.';
+
+create or replace trigger project_lock_rows after insert on scsql.projects
+  for each row execute function scsql._project_lock_rows();
 
 create or replace function scsql._lock_my_learnings()
 returns void
