@@ -379,7 +379,7 @@ begin
 end
 $$;
 comment on function scsql._project_lock(bigint, text, boolean) is
-  'Private, for security-definer functions only. Locks the (project, purpose) row of scsql.project_locks until the end of the transaction, creating it on first use: shared (FOR SHARE; shared holders do not wait on each other) or exclusive (FOR NO KEY UPDATE; waits for and excludes every other holder). Purposes: learnings, memory_facts. Only the project''s own work waits on it. Raises SC010 for a NULL argument (and a check violation for an unknown purpose).';
+  'Private, for security-definer functions only. Locks the (project, purpose) row of scsql.project_locks until the end of the transaction (rows are made with the project; a missing one is created): shared (FOR SHARE; shared holders do not wait on each other) or exclusive (FOR NO KEY UPDATE; waits for and excludes every other holder). Purposes: learnings, memory_facts. Only the project''s own work waits on it. Raises SC010 for a NULL argument (and a check violation for an unknown purpose).';
 
 create or replace function scsql._project_lock_rows()
 returns trigger

@@ -63,6 +63,16 @@ def _project_id(db, name: str) -> int:
         return conn.execute("select project_id from scsql.projects where name = %s", (name,)).fetchone()["project_id"]
 
 
+def test_no_scsql_function_takes_an_advisory_lock(scsql_db):
+    """Per-project locks are rows agents cannot touch; advisory keys are a
+    space any session with EXECUTE can take."""
+    with scsql_db.connect() as conn:
+        found = conn.execute("select p.oid::regprocedure::text as f from pg_proc p "
+                             "where p.pronamespace = 'scsql'::regnamespace and p.prosrc ~* 'advisory' "
+                             "and p.prosrc ~* 'pg_(try_)?advisory_'").fetchall()
+    assert found == []
+
+
 def test_agents_may_not_take_advisory_locks(scsql_db):
     """Advisory keys form one space every role may lock by default; in scsql's
     database no agent may take any, so none can hold the migrators' key."""
