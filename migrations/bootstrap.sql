@@ -114,3 +114,28 @@ exception when insufficient_privilege then
     hint = 'Run scsql migrate as a superuser or as the database''s owner; agents must not create temporary objects.';
 end
 $$;
+
+-- No session of this database may take advisory locks but the owner's and
+-- superusers'. Advisory keys form one space every role may lock by default,
+-- so an agent could hold a key another session waits on: the migrators'
+-- lock (scsql/migrate.py) or pg_partman's. scsql's functions lock rows of
+-- scsql.project_locks instead. Function privileges are per database, so
+-- this affects only this database. Needs a superuser (the functions belong
+-- to the bootstrap superuser); anyone else is warned, and then agents can
+-- stall a migration by holding the migrators' key.
+do $$
+declare
+  f regprocedure;
+begin
+  for f in select p.oid::regprocedure from pg_catalog.pg_proc p
+           where p.pronamespace = 'pg_catalog'::regnamespace and p.proname ~ '^pg_(try_)?advisory_' loop
+    execute format('revoke execute on function %s from public', f);
+    execute format('grant execute on function %s to scsql_owner', f);
+  end loop;
+exception when insufficient_privilege then
+  raise warning using
+    message = format('could not revoke EXECUTE on the advisory lock functions from PUBLIC in database %I: %s',
+                     current_database(), sqlerrm),
+    hint = 'Run scsql migrate as a superuser; otherwise any agent can hold the lock scsql migrate waits on.';
+end
+$$;

@@ -52,6 +52,7 @@ grant execute on function
   scsql.record_outcome(text, text, text, bigint, bigint, text, numeric, text, text, timestamptz, integer, bytea),
   scsql.learnings(text, text, timestamptz, integer),
   scsql._learnings_export(bigint, integer),
+  scsql._lock_my_learnings(),
   scsql._maintain_partitions()
 to scsql_agent;
 grant execute on function scsql.cost_report(timestamptz, text), scsql.model_prices()

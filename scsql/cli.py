@@ -66,8 +66,7 @@ class Context:
             parts["user"] = APP_ROLE
             return make_conninfo(**parts)
         if not self.server.running and self.server.initialized:
-            print("scsql: starting the embedded server", file=sys.stderr)
-            self.server.start()
+            self.server.ensure_running(progress=lambda m: print(f"scsql: {m}", file=sys.stderr))
         return self.server.conninfo(user=APP_ROLE)
 
     def login_conninfo(self, agent: str) -> str:

@@ -10,6 +10,8 @@
 | SCSQL_DATA_DIR    | where the embedded server and the keystore live                         |
 |                   | (default: the user data directory, e.g. ~/.local/share/scsql).          |
 | SCSQL_KEYSTORE    | directory of agents' private keys (default: DATA_DIR/keys).             |
+| SCSQL_START_      | seconds an agent process (mcp, worker, hooks) waits for another one    |
+| TIMEOUT           | that is starting the embedded server, before SC033 (default 60).       |
 
 The agent an MCP server or worker acts as is never read from the environment:
 it is named on the command line.
@@ -21,7 +23,7 @@ import os
 from pathlib import Path
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 DATABASE = "scsql"
 APP_ROLE = "scsql_app"
@@ -35,6 +37,7 @@ class Settings(BaseModel):
     agent_dsn: str | None = None
     data_dir: Path
     keystore: Path
+    start_timeout: float = Field(default=60.0, gt=0, le=3600)
 
     @property
     def embedded(self) -> bool:
@@ -50,12 +53,22 @@ class Settings(BaseModel):
         root = Path(data_dir or env.get("SCSQL_DATA_DIR") or platformdirs.user_data_dir("scsql")).expanduser()
         root = root.resolve()
         keystore = Path(env.get("SCSQL_KEYSTORE") or root / "keys").expanduser().resolve()
-        return cls(
-            dsn=env.get("SCSQL_DSN") or None,
-            agent_dsn=env.get("SCSQL_AGENT_DSN") or None,
-            data_dir=root,
-            keystore=keystore,
-        )
+        extra = {}
+        if env.get("SCSQL_START_TIMEOUT"):
+            extra["start_timeout"] = env["SCSQL_START_TIMEOUT"]
+        try:
+            return cls(
+                dsn=env.get("SCSQL_DSN") or None,
+                agent_dsn=env.get("SCSQL_AGENT_DSN") or None,
+                data_dir=root,
+                keystore=keystore,
+                **extra,
+            )
+        except ValidationError:
+            from .errors import ScsqlError
+
+            raise ScsqlError("SC010", f"SCSQL_START_TIMEOUT must be a number of seconds from 0 to 3600, "
+                                      f"got {env.get('SCSQL_START_TIMEOUT')!r}", "unset it for the default, 60") from None
 
 
 def role_for(agent: str) -> str:

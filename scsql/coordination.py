@@ -34,10 +34,13 @@ from .worker import Job
 DEFAULT_POLL_SECONDS = 2.0
 
 
-def my_channel(agent: Agent) -> str:
-    """The wake-up channel of the agent's (project, team role), as the database names it."""
+def my_channel(agent: Agent, purpose: str = "team") -> str:
+    """The channel the agent LISTENs on for ``purpose`` (``team``: its (project,
+    team role)'s tasks and messages; ``learnings``: its project's queued
+    learnings), as the database names it: an opaque name derived from a
+    secret of the project, which reveals nothing about any project."""
     with agent.transaction() as conn:
-        return conn.execute("select scsql._my_channel() as c").fetchone()["c"]
+        return conn.execute("select scsql.my_channel(%s) as c", (purpose,)).fetchone()["c"]
 
 
 class Listener:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -76,10 +77,14 @@ class EmbeddedServer:
 
     # -- start and stop ------------------------------------------------------
 
-    def start(self) -> bool:
-        """Start the server unless it runs. Returns True when it was started now.
+    def start(self, wait: float = 0.0, progress: Callable[[str], None] = lambda _msg: None) -> bool:
+        """Start the server unless it runs. Returns True when this call started it.
 
-        Two `scsql up` at once: the second gets SC033 instead of racing initdb.
+        One process starts it: the one holding DATA_DIR/.up.lock. Another that
+        finds the lock taken waits up to ``wait`` seconds for it to be released
+        and then uses the server the holder started (or starts it itself when
+        the holder died first). With ``wait`` 0, as for ``scsql up``, it is
+        refused at once. Both refusals are SC033.
         """
         import fasteners
 
@@ -87,17 +92,28 @@ class EmbeddedServer:
         lock_path = self.settings.data_dir / ".up.lock"
         lock = fasteners.InterProcessLock(str(lock_path))
         if not lock.acquire(blocking=False):
-            holder = _read_pid(self.settings.data_dir / ".up.pid")
-            raise ScsqlError(
-                errors.EMBEDDED_BUSY,
-                f"another scsql up (pid {holder or 'unknown'}) is starting the server in {self.pgdata}",
-                "wait for it to finish, then run scsql status",
-            )
+            holder = _read_pid(self.settings.data_dir / ".up.pid") or "unknown"
+            if wait <= 0:
+                raise ScsqlError(
+                    errors.EMBEDDED_BUSY,
+                    f"another scsql up or agent process (pid {holder}) is starting the server in {self.pgdata}",
+                    "wait for it to finish, then run scsql status",
+                )
+            progress(f"waiting for pid {holder} to start the embedded server in {self.pgdata}")
+            if not lock.acquire(blocking=True, timeout=wait, max_delay=0.1):
+                raise ScsqlError(
+                    errors.EMBEDDED_BUSY,
+                    f"the embedded server in {self.pgdata} did not come up within {wait:g} s: "
+                    f"another scsql process (pid {holder}) is still starting it",
+                    f"see what that process is doing and the server log in {self.pgdata / 'log'}; "
+                    "SCSQL_START_TIMEOUT sets how many seconds agent processes wait",
+                )
         try:
             (self.settings.data_dir / ".up.pid").write_text(str(os.getpid()))
             if self.running:
                 started = False
             else:
+                progress(f"starting the embedded server in {self.pgdata}")
                 self.pgdata.mkdir(exist_ok=True)
                 server = _ep().get_server(self.pgdata, cleanup_mode=None)
                 if tune(self.pgdata, server.get_uri()):
@@ -108,6 +124,15 @@ class EmbeddedServer:
         finally:
             (self.settings.data_dir / ".up.pid").unlink(missing_ok=True)
             lock.release()
+
+    def ensure_running(self, progress: Callable[[str], None] = lambda _msg: None) -> bool:
+        """For agent processes (mcp, worker, hooks): make sure the server runs.
+        Of several started at once against a stopped server, one starts it and
+        the others wait for it (up to SCSQL_START_TIMEOUT seconds, then SC033).
+        Returns True when this process started it."""
+        if self.running:
+            return False
+        return self.start(wait=self.settings.start_timeout, progress=progress)
 
     def stop(self) -> bool:
         """Stop the server. Returns False when it was not running."""

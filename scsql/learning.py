@@ -40,4 +40,6 @@ def _index_after_outcome(agent: Agent, result: Any) -> Any:
 def jobs():
     from .worker import Job
 
-    return [Job("learnings", index_queued, ["scsql_learnings"])]
+    from .coordination import my_channel
+
+    return [Job("learnings", index_queued, [lambda agent: my_channel(agent, "learnings")])]

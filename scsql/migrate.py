@@ -12,7 +12,16 @@ Three kinds of files define the database:
 
 Everything after the bootstrap runs as ``scsql_owner``. A session-level
 advisory lock serialises migrators: a second one waits, then finds nothing
-left to apply.
+left to apply. No agent can hold that lock: the bootstrap revokes EXECUTE on
+the advisory lock functions from PUBLIC in scsql's database (when run by a
+superuser) and gives it back to scsql_owner only.
+
+DDL waits for every session holding a lock on its table, a reader's open
+transaction included, and every other session's writes queue behind that
+wait. So each transaction of a migration waits at most LOCK_TIMEOUT for a
+lock, is rolled back and tried again (for up to ``lock_wait`` seconds in
+all), and an agent's long transaction delays the migration, not every
+project's writes.
 
 :func:`Migrator.script` renders the same steps as one psql script, so a DBA
 can apply them with plain ``psql -f`` and no Python.
@@ -22,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +42,9 @@ from . import __version__, errors
 from .errors import ScsqlError
 
 LOCK_KEY = (1396921201, 1)  # pg_advisory_lock(int4, int4): "scsql", migrate
+LOCK_TIMEOUT = "2s"  # the longest one statement of a migration waits for a table lock
+LOCK_WAIT = 600.0  # seconds a migrator keeps trying again before it gives up
+MIGRATION_LOCK_TIMEOUT = "SC024"
 _MIGRATION_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 
@@ -120,9 +133,11 @@ def _record(m: Migration) -> str:
 
 
 class Migrator:
-    def __init__(self, conninfo: str, source: Source | None = None):
+    def __init__(self, conninfo: str, source: Source | None = None, lock_wait: float = LOCK_WAIT):
         self.conninfo = conninfo
         self.source = source or Source()
+        self.lock_wait = lock_wait
+        self._progress: Callable[[str], None] = lambda _msg: None
 
     def run(
         self,
@@ -133,6 +148,7 @@ class Migrator:
         """Apply the bootstrap, pending migrations up to ``target`` and (at the
         head, unless ``with_api`` is false) sql/ and policies/."""
         report = Report()
+        self._progress = progress
         migrations = self.source.migrations()
         head = migrations[-1].version if migrations else 0
         try:
@@ -177,10 +193,41 @@ class Migrator:
         with psycopg.connect(self.conninfo, autocommit=True) as conn:
             self._in_tx(conn, self.source.bootstrap().text)
 
+    def _in_tx(self, conn: psycopg.Connection, text: str) -> None:
+        """Run TEXT in one transaction whose lock waits are bounded by
+        LOCK_TIMEOUT; on a lock timeout, roll back and try again, for up to
+        ``lock_wait`` seconds, then raise SC024 naming the sessions in the way."""
+        deadline = time.monotonic() + self.lock_wait
+        pause = 0.2
+        while True:
+            try:
+                with conn.transaction():
+                    conn.execute(f"set local lock_timeout = '{LOCK_TIMEOUT}'")
+                    conn.execute(text)
+                return
+            except psycopg.errors.LockNotAvailable:
+                holders = self._lock_holders(conn)
+                if time.monotonic() + pause > deadline:
+                    raise ScsqlError(
+                        MIGRATION_LOCK_TIMEOUT,
+                        f"migrate gave up after {self.lock_wait:g} s: sessions holding locks on scsql's tables "
+                        f"kept it waiting ({holders or 'they have finished since'}); nothing of this step was applied",
+                        "end those sessions' transactions (pg_terminate_backend if they are stuck), "
+                        "then run scsql migrate again",
+                    ) from None
+                self._progress(f"a table is locked by {holders or 'another session'}; trying again")
+                time.sleep(pause)
+                pause = min(pause * 2, 5.0)
+
     @staticmethod
-    def _in_tx(conn: psycopg.Connection, text: str) -> None:
-        with conn.transaction():
-            conn.execute(text)
+    def _lock_holders(conn: psycopg.Connection) -> str:
+        rows = conn.execute(
+            "select a.pid, a.usename, a.state from pg_catalog.pg_stat_activity a "
+            "where a.datname = current_database() and a.pid <> pg_backend_pid() and a.xact_start is not null "
+            "and exists (select from pg_catalog.pg_locks l join pg_catalog.pg_class c on c.oid = l.relation "
+            "            where l.pid = a.pid and l.granted and c.relnamespace = 'scsql'::regnamespace) "
+            "order by a.xact_start limit 5").fetchall()
+        return ", ".join(f"pid {pid} ({user}, {state})" for pid, user, state in rows)
 
     @staticmethod
     def _applied(conn: psycopg.Connection) -> dict[int, str]:

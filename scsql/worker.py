@@ -36,7 +36,9 @@ class Job:
 
     name: str
     run: Callable[[Agent], int]
-    channels: list[str] = field(default_factory=list)
+    # Channel names, or functions of the agent that return one (names that
+    # depend on the agent's project).
+    channels: list[str | Callable[[Agent], str]] = field(default_factory=list)
 
 
 def load_jobs(only: list[str] | None = None) -> list[Job]:
@@ -69,7 +71,7 @@ def serve(
     on_progress: Callable[[str, int], None] = lambda n, k: None,
 ) -> None:
     """Drain, then sleep until a NOTIFY on a job's channel or the poll interval; repeat."""
-    channels = sorted({c for j in jobs for c in j.channels})
+    channels = sorted({c(agent) if callable(c) else c for j in jobs for c in j.channels})
     with psycopg.connect(agent.db.conninfo, autocommit=True) as listener:
         for ch in channels:
             listener.execute(sql.SQL("listen {}").format(sql.Identifier(ch)))

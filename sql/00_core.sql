@@ -36,10 +36,11 @@ select scsql._define_error(code, name, meaning, raised_by) from (values
   ('SC021', 'server_too_old',      'database', 'The PostgreSQL server is older than scsql supports.'),
   ('SC022', 'migration_changed',   'client',   'A migration file that was already applied has changed on disk; applied migrations are immutable.'),
   ('SC023', 'migration_unknown',   'client',   'The database records a migration this scsql does not have; it was migrated by a newer scsql.'),
+  ('SC024', 'migration_lock_timeout', 'client', 'scsql migrate gave up waiting for sessions holding locks on scsql''s tables (it tries again for 10 minutes, waiting at most 2 s at a time so other sessions'' writes never queue behind it for longer); nothing of the step was applied.'),
   ('SC030', 'server_unreachable',  'client',   'The PostgreSQL server named by SCSQL_DSN (or the embedded server) cannot be reached.'),
   ('SC031', 'key_file_missing',    'client',   'The agent''s private key file is not in the keystore.'),
   ('SC032', 'key_file_insecure',   'client',   'The private key file can be read by group or others; chmod 600 it.'),
-  ('SC033', 'embedded_busy',       'client',   'Another scsql up is starting the embedded server right now.'),
+  ('SC033', 'embedded_busy',       'client',   'Another scsql process is starting the embedded server and it did not come up in time (SCSQL_START_TIMEOUT seconds, default 60), or a second scsql up was started meanwhile.'),
   ('SC034', 'embedded_not_running','client',   'The embedded server is not running; start it with scsql up.'),
   ('SC035', 'agent_required',      'client',   'The command acts as an agent and needs --agent NAME; identity is never taken from the environment.'),
   ('SC036', 'agent_login_privileged', 'client', 'An agent process was given a superuser or role-administering login; agent processes log in as scsql_app (SCSQL_AGENT_DSN) or as the agent''s own role.'),
@@ -540,6 +541,9 @@ as $$
   where p.pronamespace = 'scsql'::regnamespace
     and p.prokind = 'f'
     and p.proname !~ '^_'
+    -- Agent-executable functions that are not tools: scsql's client calls
+    -- them itself (my_channel names the channel it LISTENs on).
+    and p.proname <> all (array['my_channel'])
     and pg_catalog.has_function_privilege(p.oid, 'execute')
   order by p.proname
 $$;

@@ -354,6 +354,70 @@ comment on function scsql.record_outcome(text, text, text, bigint, bigint, text,
   'Records what came of a tool call, session or task (give at least one of tool_call_id, session_id, task_ref): kind (shipped, accepted, rejected, failed, insufficient, errored, reverted), summary, signal source (test, ci, human, review, agent, ...), confidence 0..1, evidence (8000 characters), classification (public: the project and readers granted across projects; internal, the default: the project''s agents; confidential: agents of the author''s team role or granted; restricted: the author and the auditor). In the same transaction, failures (rejected, failed, insufficient, errored, reverted) and confident successes (shipped, accepted with confidence >= 0.8) become learnings. Returns outcome_id, chain_id, seq and learning_id (NULL when none). Chained and signed by the scsql client. Raises SC010 bad argument, SC110 bad classification, SC111 unknown reference, SC101/SC102/SC103 bad signing fields.';
 
 -- ---------------------------------------------------------------------------
+-- Per-project locks
+-- ---------------------------------------------------------------------------
+
+-- Row locks on scsql.project_locks, never advisory locks: any session may
+-- take any advisory key, so an agent could hold the one another project
+-- waits on. Agents hold no privilege on project_locks, and every caller of
+-- this function passes the acting agent's own project.
+create or replace function scsql._project_lock(p_project bigint, p_name text, p_shared boolean)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  i integer;
+begin
+  if p_project is null or p_name is null or p_shared is null then
+    raise exception using errcode = 'SC010', message = 'project, lock name and mode must not be NULL';
+  end if;
+  for i in 1 .. 2 loop
+    if p_shared then
+      perform from scsql.project_locks l where l.project_id = p_project and l.name = p_name for share;
+    else
+      perform from scsql.project_locks l where l.project_id = p_project and l.name = p_name for no key update;
+    end if;
+    exit when found;
+    -- Rows are made with their project (_project_lock_rows); this covers a
+    -- purpose added later.
+    insert into scsql.project_locks (project_id, name) values (p_project, p_name) on conflict do nothing;
+  end loop;
+end
+$$;
+comment on function scsql._project_lock(bigint, text, boolean) is
+  'Private, for security-definer functions only. Locks the (project, purpose) row of scsql.project_locks until the end of the transaction (rows are made with the project; a missing one is created): shared (FOR SHARE; shared holders do not wait on each other) or exclusive (FOR NO KEY UPDATE; waits for and excludes every other holder). Purposes: learnings, memory_facts. Only the project''s own work waits on it. Raises SC010 for a NULL argument (and a check violation for an unknown purpose).';
+
+create or replace function scsql._project_lock_rows()
+returns trigger
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+begin
+  insert into scsql.project_locks (project_id, name)
+  select new.project_id, n.name from (values ('learnings'), ('memory_facts')) n(name)
+  on conflict do nothing;
+  return null;
+end
+$$;
+comment on function scsql._project_lock_rows() is
+  'Private trigger (after insert on scsql.projects): makes the project''s rows of scsql.project_locks in the transaction that creates the project, so the first outcomes or remembers of a new project never wait on each other''s insert of a lock row.';
+
+create or replace trigger project_lock_rows after insert on scsql.projects
+  for each row execute function scsql._project_lock_rows();
+
+create or replace function scsql._lock_my_learnings()
+returns void
+language sql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$ select scsql._project_lock(scsql._my_project(), 'learnings', false) $$;
+comment on function scsql._lock_my_learnings() is
+  'Private, used by _learnings_export. Takes the acting agent''s own project''s learnings lock exclusively, so it waits for every transaction of the project still inserting learnings. Raises like _me.';
+
+-- ---------------------------------------------------------------------------
 -- Learning loop
 -- ---------------------------------------------------------------------------
 
@@ -375,7 +439,7 @@ begin
   end if;
   -- Exports take this lock exclusively, so every learning id below the ones
   -- they read is committed (or rolled back) by then: none is skipped.
-  perform pg_advisory_xact_lock_shared(1396921302, new.project_id::integer);
+  perform scsql._project_lock(new.project_id, 'learnings', true);
   insert into scsql.learnings (project_id, kind, outcome_id, outcome_kind, author_id, tool, tool_call_id, session_id,
                                task_ref, signal, confidence, summary, evidence, classification)
   values (new.project_id, v_kind, new.outcome_id, new.kind, new.author_id,
@@ -439,7 +503,7 @@ begin
     raise exception using errcode = 'SC010', message = 'after_id must be >= 0';
   end if;
   -- Wait for transactions that are inserting learnings of this project.
-  perform pg_advisory_xact_lock(1396921302, scsql_caller.project_id()::integer);
+  perform scsql._lock_my_learnings();
   return query
   select l.learning_id, l.kind, l.outcome_kind, l.created_at,
          coalesce((select a.name from scsql.agents a where a.agent_id = l.author_id), l.author_id::text),

@@ -248,12 +248,18 @@ $$;
 comment on function scsql._partman_manages(text, text) is
   'Private. Whether pg_partman (installed in schema P_SCHEMA) has P_PARENT in its part_config.';
 
+-- DDL on a partitioned table waits for every session that holds a lock on
+-- it, a reader's ACCESS SHARE included, and every writer queues behind that
+-- wait. So maintenance gives up after 200 ms (lock_timeout), reports the
+-- table as deferred and tries again on its next run (partitions are made
+-- days ahead, and rows of a day without one land in the default partition).
 create or replace function scsql._maintain_partitions()
 returns table (parent text, action text, partition text, detail text)
 language plpgsql
 security definer
 set search_path = pg_catalog, scsql, pg_temp
 set timezone = 'UTC'
+set lock_timeout = '200ms'
 as $$
 declare
   s scsql.partition_settings;
@@ -263,45 +269,63 @@ declare
   v_result text;
   v_children integer;
   v_managed boolean;
+  v_actions text[];
+  v_parts text[];
+  v_details text[];
   d date;
   p record;
+  i integer;
 begin
   select * into pm from scsql._partman();
   for s in select * from scsql.partition_settings order by 1 loop
     v_parent := s.parent::regclass;
     parent := s.parent;
-    select count(*) into v_children from pg_catalog.pg_inherits i where i.inhparent = v_parent;
-    v_managed := case when pm.schema_name is null then false else scsql._partman_manages(pm.schema_name, s.parent) end;
-    if pm.schema_name is not null and (v_managed or v_children = 0) then
-      if not v_managed then
-        execute format('select %I.create_parent(p_parent_table := %L, p_control := %L, p_type := %L, p_interval := %L, p_premake := %s, p_start_partition := %L, p_jobmon := false)',
-                       pm.schema_name, s.parent, 'at', case when pm.major >= 5 then 'range' else 'native' end,
-                       '1 day', s.premake, (v_today - 1)::text);
-        action := 'partman-setup'; partition := null; detail := format('pg_partman %s', pm.version);
-        return next;
-      else
-        execute format('update %I.part_config set premake = %s, retention = null where parent_table = %L',
-                       pm.schema_name, s.premake, s.parent);
-        execute format('select %I.run_maintenance(p_parent_table := %L, p_jobmon := false)', pm.schema_name, s.parent);
-        action := 'partman-maintenance'; partition := null; detail := format('pg_partman %s', pm.version);
-        return next;
-      end if;
-    else
-      if not exists (select from scsql._partitions(v_parent) x where x.is_default) then
-        execute format('create table %s partition of %s default', s.parent || '_default', v_parent);
-        action := 'created'; partition := s.parent || '_default'; detail := 'default partition';
-        return next;
-      end if;
-      for d in select generate_series(v_today - 1, v_today + s.premake, interval '1 day')::date loop
-        v_result := scsql._create_day_partition(v_parent, d);
-        if v_result is not null then
-          action := v_result; partition := d::text;
-          detail := case v_result when 'blocked' then 'the default partition holds rows of this day' else 'built-in maintenance' end;
-          return next;
+    v_actions := '{}'; v_parts := '{}'; v_details := '{}';
+    -- Actions are reported once the block commits to its savepoint: a block
+    -- that times out on a lock is rolled back whole and reported as deferred.
+    begin
+      select count(*) into v_children from pg_catalog.pg_inherits i where i.inhparent = v_parent;
+      v_managed := case when pm.schema_name is null then false else scsql._partman_manages(pm.schema_name, s.parent) end;
+      if pm.schema_name is not null and (v_managed or v_children = 0) then
+        if not v_managed then
+          execute format('select %I.create_parent(p_parent_table := %L, p_control := %L, p_type := %L, p_interval := %L, p_premake := %s, p_start_partition := %L, p_jobmon := false)',
+                         pm.schema_name, s.parent, 'at', case when pm.major >= 5 then 'range' else 'native' end,
+                         '1 day', s.premake, (v_today - 1)::text);
+          v_actions := v_actions || 'partman-setup'::text; v_parts := v_parts || null::text;
+          v_details := v_details || format('pg_partman %s', pm.version);
+        else
+          execute format('update %I.part_config set premake = %s, retention = null where parent_table = %L',
+                         pm.schema_name, s.premake, s.parent);
+          execute format('select %I.run_maintenance(p_parent_table := %L, p_jobmon := false)', pm.schema_name, s.parent);
+          v_actions := v_actions || 'partman-maintenance'::text; v_parts := v_parts || null::text;
+          v_details := v_details || format('pg_partman %s', pm.version);
         end if;
-      end loop;
-    end if;
-    perform scsql._chain_protect(v_parent);
+      else
+        if not exists (select from scsql._partitions(v_parent) x where x.is_default) then
+          execute format('create table %s partition of %s default', s.parent || '_default', v_parent);
+          v_actions := v_actions || 'created'::text; v_parts := v_parts || (s.parent || '_default');
+          v_details := v_details || 'default partition'::text;
+        end if;
+        for d in select generate_series(v_today - 1, v_today + s.premake, interval '1 day')::date loop
+          v_result := scsql._create_day_partition(v_parent, d);
+          if v_result is not null then
+            v_actions := v_actions || v_result; v_parts := v_parts || d::text;
+            v_details := v_details || case v_result when 'blocked' then 'the default partition holds rows of this day'
+                                                    else 'built-in maintenance' end;
+          end if;
+        end loop;
+      end if;
+      perform scsql._chain_protect(v_parent);
+    exception when lock_not_available then
+      action := 'deferred'; partition := null;
+      detail := format('another session holds a lock on %s (%s); maintenance tries again on its next run', s.parent, sqlerrm);
+      return next;
+      continue;
+    end;
+    for i in 1 .. coalesce(array_length(v_actions, 1), 0) loop
+      action := v_actions[i]; partition := v_parts[i]; detail := v_details[i];
+      return next;
+    end loop;
     -- Retention: oldest first; stop at the first partition that may not go.
     if s.retention is not null then
       for p in select x.partition, x.upper_bound from scsql._partitions(v_parent) x
@@ -312,14 +336,21 @@ begin
           perform scsql._retire_partition(p.partition);
           action := 'dropped'; detail := format('older than %s', s.retention);
           return next;
-        exception when sqlstate 'SC123' then
-          -- Rows of a quarantined chain stay; later partitions may still go.
-          action := 'refused'; detail := sqlerrm;
-          return next;
-        when sqlstate 'SC120' or sqlstate 'SC122' then
-          action := 'refused'; detail := sqlerrm;
-          return next;
-          exit;
+        exception
+          when sqlstate 'SC123' then
+            -- Rows of a quarantined chain stay; later partitions may still go.
+            action := 'refused'; partition := scsql._qualified(p.partition); detail := sqlerrm;
+            return next;
+          when sqlstate 'SC120' or sqlstate 'SC122' then
+            action := 'refused'; partition := scsql._qualified(p.partition); detail := sqlerrm;
+            return next;
+            exit;
+          when lock_not_available then
+            action := 'deferred'; partition := scsql._qualified(p.partition);
+            detail := format('another session holds a lock on %s or the partition (%s); retention tries again on its next run',
+                             s.parent, sqlerrm);
+            return next;
+            exit;
         end;
       end loop;
     end if;
@@ -327,7 +358,7 @@ begin
 end
 $$;
 comment on function scsql._maintain_partitions() is
-  'Private; run by scsql worker (job partitions), scsql partitions maintain, or from psql: select * from scsql._maintain_partitions(). For each time-partitioned table (scsql.partition_settings): with pg_partman installed (4.x or 5.x, detected from pg_extension), sets the table up with create_parent on first use and then runs its run_maintenance; otherwise creates the default partition and the daily partitions (UTC) from yesterday to PREMAKE days ahead. Then protects new partitions (append-only triggers, forced RLS) and applies retention: drops partitions older than RETENTION, oldest first, stopping at the first that no checkpoint covers or that this transaction may not drop (not READ COMMITTED; reported as refused), and skipping (refused) those holding rows of a quarantined chain after its anchored prefix. Each drop is recorded in scsql.partition_retirements. Returns one row per action: parent, action (created, blocked, partman-setup, partman-maintenance, dropped, refused), partition, detail.';
+  'Private; run by scsql worker (job partitions), scsql partitions maintain, or from psql: select * from scsql._maintain_partitions(). For each time-partitioned table (scsql.partition_settings): with pg_partman installed (4.x or 5.x, detected from pg_extension), sets the table up with create_parent on first use and then runs its run_maintenance; otherwise creates the default partition and the daily partitions (UTC) from yesterday to PREMAKE days ahead. Then protects new partitions (append-only triggers, forced RLS) and applies retention: drops partitions older than RETENTION, oldest first, stopping at the first that no checkpoint covers or that this transaction may not drop (not READ COMMITTED; reported as refused), and skipping (refused) those holding rows of a quarantined chain after its anchored prefix. Each drop is recorded in scsql.partition_retirements. Every lock it takes waits at most 200 ms (lock_timeout), so a session holding a lock on a table (a reader''s open transaction included) never queues other sessions'' writes behind maintenance for longer: the table''s work is then rolled back and reported as deferred, and the next run tries again. Returns one row per action: parent, action (created, blocked, partman-setup, partman-maintenance, dropped, refused, deferred), partition, detail.';
 
 create or replace function scsql.set_partition_retention(p_table text, p_retention interval, p_premake integer default null)
 returns void

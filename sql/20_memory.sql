@@ -1024,9 +1024,9 @@ comment on function scsql._memory_capacity(bigint) is
 create or replace function scsql._facts_lock(p_project bigint)
 returns void
 language sql
-as $$ select pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('scsql.memory_facts', p_project)) $$;
+as $$ select scsql._project_lock(p_project, 'memory_facts', false) $$;
 comment on function scsql._facts_lock(bigint) is
-  'Private. Serializes changes to one project''s working memory (a transaction-level advisory lock), so concurrent remembers never exceed capacity nor lose a fact.';
+  'Private. Serializes changes to one project''s working memory (its memory_facts row of scsql.project_locks, locked until commit; no other project waits on it), so concurrent remembers never exceed capacity nor lose a fact.';
 
 create or replace function scsql._archive_fact(p_project bigint, p_fact scsql.memory_facts)
 returns void

@@ -12,8 +12,9 @@
 -- (SC302) and its result is never applied.
 --
 -- Wake-ups: enqueue and requeue NOTIFY the channel of the (project, team
--- role), named by scsql._queue_channel. A notification is only a hint;
--- clients poll as a fallback.
+-- role), named by scsql._queue_channel after a secret of the project, so a
+-- name reveals nothing and cannot be guessed. A notification is only a
+-- hint; clients poll as a fallback.
 
 select scsql._define_error(code, name, meaning) from (values
   ('SC300', 'not_orchestrator',     'Only agents of an orchestrator team role (team_roles.orchestrates) may enqueue or cancel tasks.'),
@@ -32,23 +33,79 @@ select scsql._define_error(code, name, meaning) from (values
 -- Helpers
 -- ---------------------------------------------------------------------------
 
+create or replace function scsql._channel(p_project bigint, p_purpose text)
+returns text
+language plpgsql
+volatile
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_key bytea;
+begin
+  if p_project is null or p_purpose is null then
+    raise exception using errcode = 'SC010', message = 'project and purpose of a channel must not be NULL';
+  end if;
+  select k.key into v_key from scsql.channel_keys k where k.project_id = p_project;
+  if not found then
+    insert into scsql.channel_keys (project_id) values (p_project) on conflict do nothing;
+    select k.key into strict v_key from scsql.channel_keys k where k.project_id = p_project;
+  end if;
+  return 'scsql_' || left(encode(sha256(v_key || convert_to(p_purpose, 'UTF8')), 'hex'), 32);
+end
+$$;
+comment on function scsql._channel(bigint, text) is
+  'Private. The LISTEN/NOTIFY channel of one purpose of a project: scsql_ and 32 hex digits of sha256 of the project''s secret channel key (scsql.channel_keys, made with the project, read only by the owner) and the purpose. The name reveals neither the project nor the purpose, and cannot be derived without the key. Raises SC010 for a NULL argument.';
+
+create or replace function scsql._channel_key_row()
+returns trigger
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+begin
+  insert into scsql.channel_keys (project_id) values (new.project_id) on conflict do nothing;
+  return null;
+end
+$$;
+comment on function scsql._channel_key_row() is
+  'Private trigger (after insert on scsql.projects): makes the project''s secret channel key with the project.';
+
+create or replace trigger channel_key_row after insert on scsql.projects
+  for each row execute function scsql._channel_key_row();
+
 create or replace function scsql._queue_channel(p_project bigint, p_team_role text)
 returns text
 language sql
-immutable
-as $$ select 'scsql_' || p_project || '_' || p_team_role $$;
+volatile
+as $$ select scsql._channel(p_project, 'team:' || p_team_role) $$;
 comment on function scsql._queue_channel(bigint, text) is
-  'Private. The LISTEN/NOTIFY channel of one (project, team role): scsql_<project_id>_<team role>, at most 58 bytes. Enqueue, requeue and broadcasts notify it; the payload ("task" or "message") is only a hint.';
+  'Private. The wake-up channel of one (project, team role) (see _channel). Enqueue, requeue and broadcasts notify it; the payload ("task" or "message") is only a hint.';
 
-create or replace function scsql._my_channel()
+-- Renamed: the channel an agent listens on is scsql.my_channel.
+drop function if exists scsql._my_channel();
+
+create or replace function scsql.my_channel(p_purpose text default 'team')
 returns text
-language sql
-stable
+language plpgsql
+volatile
 security definer
 set search_path = pg_catalog, scsql, pg_temp
-as $$ select scsql._queue_channel(a.project_id, a.team_role) from scsql._me() a $$;
-comment on function scsql._my_channel() is
-  'Private. The wake-up channel the acting agent listens on: its own (project, team role). Raises like _me.';
+as $$
+declare
+  v_me scsql.agents := scsql._me();
+begin
+  if p_purpose = 'team' then
+    return scsql._queue_channel(v_me.project_id, v_me.team_role);
+  elsif p_purpose = 'learnings' then
+    return scsql._channel(v_me.project_id, 'learnings');
+  end if;
+  raise exception using errcode = 'SC010',
+    message = format('purpose must be team or learnings, got %s', coalesce(quote_literal(p_purpose), 'NULL'));
+end
+$$;
+comment on function scsql.my_channel(text) is
+  'The LISTEN/NOTIFY channel the acting agent listens on for PURPOSE: team (default; tasks and messages for its own team role in its own project, hints "task" and "message") or learnings (learnings of its project queued for the knowledge base, hint "learning"). A name reveals nothing about the project or role, and no other project''s channel can be derived from it. Not an MCP tool: clients call it to LISTEN. Raises SC010 for another purpose, and like _me.';
 
 create or replace function scsql._is_orchestrator(p_team_role text)
 returns boolean

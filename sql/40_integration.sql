@@ -44,13 +44,13 @@ as $$
 begin
   if new.classification in ('public', 'internal') then
     insert into scsql.kb_learning_queue (project_id, learning_id) values (new.project_id, new.learning_id);
-    perform pg_catalog.pg_notify('scsql_learnings', new.project_id::text);
+    perform pg_catalog.pg_notify(scsql._channel(new.project_id, 'learnings'), 'learning');
   end if;
   return null;
 end
 $$;
 comment on function scsql._queue_learning() is
-  'Private trigger (after insert on scsql.learnings): queues a public or internal learning for the knowledge base, in the outcome''s transaction, and wakes workers (NOTIFY scsql_learnings).';
+  'Private trigger (after insert on scsql.learnings): queues a public or internal learning for the knowledge base, in the outcome''s transaction, and wakes the project''s workers (NOTIFY its learnings channel, see scsql.my_channel).';
 
 create or replace trigger learnings_to_knowledge
   after insert on scsql.learnings

@@ -171,8 +171,8 @@ def test_learnings_export_appends_only_what_is_new(scsql_db, tmp_path):
         exporter.start()
         with scsql_db.connect(autocommit=True) as watch:
             for _ in range(500):
-                if watch.execute("select count(*) as n from pg_locks where locktype = 'advisory' and not granted "
-                                 "and database = (select oid from pg_database where datname = current_database())"
+                if watch.execute("select count(*) as n from pg_locks l join pg_stat_activity a using (pid) "
+                                 "where not l.granted and a.datname = current_database()"
                                  ).fetchone()["n"]:
                     break
                 threading.Event().wait(0.02)

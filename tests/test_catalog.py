@@ -26,7 +26,7 @@ RENAMED_IN_PARALLEL = {
     "scsql._learnings_export(bigint,integer)",
     "scsql._purge_expired()",
     "scsql._maintain_partitions()",
-    "scsql._my_channel()",
+    "scsql._lock_my_learnings()",
 }
 
 

@@ -213,7 +213,7 @@ def test_dot_dot_above_the_start_is_refused_the_same_way_everywhere(scsql_db, tm
         enqueue(orch, files=["../x"])
     assert err.value.code == "SC321"
     with pytest.raises(ScsqlError) as err:
-        one(orch, "select scsql._index_scope(%s) as root", f"/../..{root}")
+        one(orch, "select scsql_caller.index_scope(%s) as root", f"/../..{root}")
     assert err.value.code == "SC213"
 
 
@@ -232,7 +232,7 @@ def test_index_in_a_project_without_a_root_reads_nothing(scsql_db, tmp_path):
         Api(agent).call("index", path=str(tree))
     assert err.value.code == "SC216"
     with pytest.raises(ScsqlError) as err:
-        one(agent, "select scsql._index_scope(%s) as root", str(tree))
+        one(agent, "select scsql_caller.index_scope(%s) as root", str(tree))
     assert err.value.code == "SC216" and "no root" in err.value.message
     proc = subprocess.run([sys.executable, "-m", "scsql", "index", str(tree), "--agent", agent.name],
                           env=_cli_env(scsql_db), capture_output=True, text=True, timeout=120, check=False)
