@@ -16,7 +16,7 @@ create policy agent_read on scsql.task_files for select to scsql_agent
   using (project_id = (select scsql_caller.project_id()));
 
 grant execute on function
-  scsql.my_channel(text),
+  scsql_caller.my_channel(text),
   scsql.enqueue_task(text, jsonb, integer, text[], text, integer, timestamptz, integer),
   scsql.claim_task(integer, integer, numeric, bigint),
   scsql.heartbeat_task(bigint, bigint, integer),

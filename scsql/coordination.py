@@ -40,7 +40,7 @@ def my_channel(agent: Agent, purpose: str = "team") -> str:
     learnings), as the database names it: an opaque name derived from a
     secret of the project, which reveals nothing about any project."""
     with agent.transaction() as conn:
-        return conn.execute("select scsql.my_channel(%s) as c", (purpose,)).fetchone()["c"]
+        return conn.execute("select scsql_caller.my_channel(%s) as c", (purpose,)).fetchone()["c"]
 
 
 class Listener:

@@ -541,9 +541,6 @@ as $$
   where p.pronamespace = 'scsql'::regnamespace
     and p.prokind = 'f'
     and p.proname !~ '^_'
-    -- Agent-executable functions that are not tools: scsql's client calls
-    -- them itself (my_channel names the channel it LISTENs on).
-    and p.proname <> all (array['my_channel'])
     and pg_catalog.has_function_privilege(p.oid, 'execute')
   order by p.proname
 $$;

@@ -82,10 +82,12 @@ as $$ select scsql._channel(p_project, 'team:' || p_team_role) $$;
 comment on function scsql._queue_channel(bigint, text) is
   'Private. The wake-up channel of one (project, team role) (see _channel). Enqueue, requeue and broadcasts notify it; the payload ("task" or "message") is only a hint.';
 
--- Renamed: the channel an agent listens on is scsql.my_channel.
+-- Renamed: the channel an agent listens on is scsql_caller.my_channel, a
+-- function the client calls for itself, never an MCP tool.
 drop function if exists scsql._my_channel();
+drop function if exists scsql.my_channel(text);
 
-create or replace function scsql.my_channel(p_purpose text default 'team')
+create or replace function scsql_caller.my_channel(p_purpose text default 'team')
 returns text
 language plpgsql
 volatile
@@ -104,8 +106,8 @@ begin
     message = format('purpose must be team or learnings, got %s', coalesce(quote_literal(p_purpose), 'NULL'));
 end
 $$;
-comment on function scsql.my_channel(text) is
-  'The LISTEN/NOTIFY channel the acting agent listens on for PURPOSE: team (default; tasks and messages for its own team role in its own project, hints "task" and "message") or learnings (learnings of its project queued for the knowledge base, hint "learning"). A name reveals nothing about the project or role, and no other project''s channel can be derived from it. Not an MCP tool: clients call it to LISTEN. Raises SC010 for another purpose, and like _me.';
+comment on function scsql_caller.my_channel(text) is
+  'The LISTEN/NOTIFY channel the acting agent listens on for PURPOSE: team (default; tasks and messages for its own team role in its own project, hints "task" and "message") or learnings (learnings of its project queued for the knowledge base, hint "learning"). A name reveals nothing about the project or role, and no other project''s channel can be derived from it. Clients call it to LISTEN (it is not an MCP tool). Raises SC010 for another purpose, and like _me.';
 
 create or replace function scsql._is_orchestrator(p_team_role text)
 returns boolean

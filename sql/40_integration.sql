@@ -50,7 +50,7 @@ begin
 end
 $$;
 comment on function scsql._queue_learning() is
-  'Private trigger (after insert on scsql.learnings): queues a public or internal learning for the knowledge base, in the outcome''s transaction, and wakes the project''s workers (NOTIFY its learnings channel, see scsql.my_channel).';
+  'Private trigger (after insert on scsql.learnings): queues a public or internal learning for the knowledge base, in the outcome''s transaction, and wakes the project''s workers (NOTIFY its learnings channel, see scsql_caller.my_channel).';
 
 create or replace trigger learnings_to_knowledge
   after insert on scsql.learnings

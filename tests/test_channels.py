@@ -54,9 +54,9 @@ def test_an_agent_cannot_derive_another_projects_channel(two_projects):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(denied)
         # Only its own channel, whatever it asks.
-        assert conn.execute("select scsql.my_channel() as c").fetchone()["c"] == coordination.my_channel(dev)
+        assert conn.execute("select scsql_caller.my_channel() as c").fetchone()["c"] == coordination.my_channel(dev)
         with pytest.raises(psycopg.Error) as err:
-            conn.execute("select scsql.my_channel('team:qa')")
+            conn.execute("select scsql_caller.my_channel('team:qa')")
         assert err.value.sqlstate == "SC010"
 
 
