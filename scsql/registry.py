@@ -387,6 +387,14 @@ class ApiFunction:
         return {k: getattr(model, f"f_{k}") for k in args}
 
     def call(self, agent: Agent, args: dict[str, Any]) -> Any:
+        try:
+            return self._call(agent, args)
+        except OSError as exc:
+            # An adapter that touches the file system (index) was given a path
+            # the system refuses (too long, say): the argument's fault.
+            raise _invalid(f"{self.name}: the path cannot be used: {exc.strerror or type(exc).__name__}") from None
+
+    def _call(self, agent: Agent, args: dict[str, Any]) -> Any:
         args = self.validate(args)
         if self.adapter.before is not None:
             args = self.adapter.before(agent, args)
