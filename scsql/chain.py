@@ -105,21 +105,11 @@ def _json_number(value: Decimal) -> str:
     return text[1:] if value.is_zero() and text.startswith("-") else text
 
 
-_JSON_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
 def _json_string(value: str) -> str:
-    out = ['"']
-    for ch in value:
-        esc = _JSON_ESCAPES.get(ch)
-        if esc is not None:
-            out.append(esc)
-        elif ch < " ":
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
+    """A JSON string as jsonb prints it: \\" \\\\ \\b \\f \\n \\r \\t, other control
+    characters as \\u00xx (lower-case hex), everything else as itself. Python's
+    encoder with ensure_ascii off writes exactly that."""
+    return json.dumps(value, ensure_ascii=False)
 
 
 def jsonb_text(value: Any) -> str:
@@ -249,9 +239,9 @@ class SignedField:
 def _prepare(f: SignedField, value: Any) -> tuple[Any, Any]:
     """(value to send, value to sign) for one field."""
     if f.kind == "jsonb":
-        # The registry sends jsonb arguments as JSON text (None as JSON null);
-        # the server stores what it parses from that text: sign the same.
-        return value, JsonValue.parse(json.dumps(value))
+        # The registry sends jsonb arguments as jsonb_text(value) (None as JSON
+        # null), the text the server stores and prints back: sign the same.
+        return value, JsonValue(value)
     if value is None:
         return None, None
     if f.kind == "numeric" and isinstance(value, float | int) and not isinstance(value, bool):

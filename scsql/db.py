@@ -104,6 +104,9 @@ class Database:
             raise errors.from_psycopg(exc) from None
         except psycopg.Error as exc:
             raise errors.from_psycopg(exc) from None
+        except UnicodeEncodeError as exc:  # a str holding a lone surrogate cannot be sent as UTF-8
+            raise ScsqlError(errors.INVALID_ARGUMENT, f"an argument is not valid Unicode text: {exc.reason}",
+                             "send well-formed UTF-8: a lone surrogate (\\ud800-\\udfff) is not a character") from None
 
 
 # Functions run on every new pooled connection (for example, registering the
@@ -133,7 +136,7 @@ class Agent:
                 yield conn
         except ScsqlError as exc:
             # SET ROLE to a role that does not exist, or that this login may not assume.
-            if exc.code in ("22023", "42704") and "role" in exc.message:
+            if exc.sqlstate in ("22023", "42704") and "role" in exc.message:
                 raise ScsqlError(
                     "SC003",
                     f"agent {self.name!r} is not registered on this server (no role {self.role})",

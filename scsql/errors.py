@@ -21,6 +21,9 @@ AGENT_REQUIRED = "SC035"
 AGENT_LOGIN_PRIVILEGED = "SC036"
 MIGRATION_CHANGED = "SC022"
 MIGRATION_UNKNOWN = "SC023"
+INVALID_ARGUMENT = "SC010"
+DATABASE_ERROR = "SC037"
+TEXT_HAS_NUL = "SC222"
 
 # Filled from scsql.error_codes the first time a connection is available, so
 # messages can carry the stable name beside the code.
@@ -30,12 +33,14 @@ _NAMES: dict[str, str] = {}
 class ScsqlError(Exception):
     """An error with a stable code, a message a person can act on, and a hint."""
 
-    def __init__(self, code: str, message: str, hint: str | None = None, name: str | None = None):
+    def __init__(self, code: str, message: str, hint: str | None = None, name: str | None = None,
+                 sqlstate: str | None = None):
         super().__init__(message)
         self.code = code
         self.message = message
         self.hint = hint
         self.name = name or _NAMES.get(code)
+        self.sqlstate = sqlstate or code  # what PostgreSQL (or the driver) said, before mapping
 
     def __str__(self) -> str:
         head = f"{self.code} {self.name}" if self.name else self.code
@@ -60,12 +65,41 @@ def learn_names(conn: psycopg.Connection) -> None:
     _NAMES.update(dict(rows))
 
 
+def _is_catalogued(code: str) -> bool:
+    return code.startswith("SC") or code == "42501" or code in _NAMES
+
+
+# SQLSTATE classes that mean the arguments could not be taken as given (a
+# value PostgreSQL cannot hold, a string too long for an index or tsvector):
+# the caller's input, reported as invalid_argument with the original state.
+_ARGUMENT_CLASSES = ("22", "54")
+
+
 def from_psycopg(exc: psycopg.Error) -> ScsqlError:
-    """Turn a database error into a ScsqlError carrying its SQLSTATE."""
+    """Turn a database or driver error into a ScsqlError whose code is in
+    scsql.error_codes.
+
+    SCnnn codes and 42501 pass through. A data exception (class 22) or an
+    exceeded program limit (class 54) becomes SC010 invalid_argument; a
+    failure of the driver itself to send an argument (no SQLSTATE) becomes
+    SC222 for a NUL byte and SC010 otherwise; anything else becomes SC037
+    database_error. The message keeps the original SQLSTATE."""
     diag = exc.diag
-    code = exc.sqlstate or "XX000"
-    message = diag.message_primary or str(exc).strip()
-    detail = diag.message_detail
+    state = exc.sqlstate
+    message = (diag.message_primary if state else None) or str(exc).strip() or type(exc).__name__
+    detail = diag.message_detail if state else None
     if detail:
         message = f"{message}: {detail}"
-    return ScsqlError(code, message, diag.message_hint)
+    hint = diag.message_hint if state else None
+    if state and _is_catalogued(state):
+        return ScsqlError(state, message, hint)
+    if state is None:
+        if "NUL" in message or "\\x00" in message or "0x00" in message:
+            return ScsqlError(TEXT_HAS_NUL, f"{message}; nothing was stored", "PostgreSQL text cannot hold NUL bytes: remove them",
+                              sqlstate="client")
+        return ScsqlError(INVALID_ARGUMENT, f"an argument could not be sent to PostgreSQL: {message}", hint,
+                          sqlstate="client")
+    if state[:2] in _ARGUMENT_CLASSES:
+        return ScsqlError(INVALID_ARGUMENT, f"{message} (SQLSTATE {state})", hint, sqlstate=state)
+    return ScsqlError(DATABASE_ERROR, f"{message} (SQLSTATE {state})",
+                      hint or "nothing was stored; retry, and report it if it persists", sqlstate=state)

@@ -22,42 +22,212 @@ import decimal
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 from psycopg import sql
 from psycopg.types.json import Jsonb
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
-from pydantic import ConfigDict, Field, create_model
+from pydantic import (AfterValidator, BeforeValidator, ConfigDict, Field, PlainValidator, Strict, ValidationError,
+                      WithJsonSchema, create_model)
 
+from . import errors
 from .db import Agent
 from .errors import ScsqlError
+
+# -- argument values: what each PostgreSQL type accepts ------------------------
+#
+# Strict: a value is taken only as the type it is (a float is not an integer,
+# a bool is not a number, a string is not a number); nothing lossy is
+# coerced. What the model returns is exactly what is bound, and what a signed
+# write signs.
+
+MAX_JSON_DEPTH = 100  # nesting of a jsonb argument (PostgreSQL's own limit is its stack)
+MAX_NUMERIC_EXPONENT = 131072  # digits numeric holds before the decimal point
+
+_INT_RANGES = {"smallint": 2**15, "integer": 2**31, "bigint": 2**63}
+
+
+def _invalid(message: str, hint: str | None = None) -> ScsqlError:
+    return ScsqlError(errors.INVALID_ARGUMENT, message, hint)
+
+
+def check_text(name: str, value: Any, depth: int = 0) -> None:
+    """Refuse what PostgreSQL text cannot hold, anywhere in an argument (jsonb
+    and arrays included): a NUL byte (SC222) or a lone surrogate (SC010); and
+    nesting deeper than MAX_JSON_DEPTH (SC010)."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ScsqlError(errors.TEXT_HAS_NUL, f"argument {name} contains a NUL byte (\\x00); nothing was stored",
+                             "PostgreSQL text cannot hold NUL bytes: remove them")
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise _invalid(f"argument {name} is not valid Unicode text: it holds a lone surrogate",
+                               "send well-formed UTF-8; \\ud800-\\udfff alone are not characters") from None
+        return
+    if depth > MAX_JSON_DEPTH:
+        raise _invalid(f"argument {name} is nested deeper than {MAX_JSON_DEPTH} levels")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            check_text(name, k, depth + 1)
+            check_text(name, v, depth + 1)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            check_text(name, v, depth + 1)
+
+
+def _finite_decimal(value: decimal.Decimal, what: str) -> decimal.Decimal:
+    if not value.is_finite():
+        raise ValueError(f"{what} must be a finite number")
+    if abs(value.adjusted()) > MAX_NUMERIC_EXPONENT:
+        raise ValueError(f"{what} is too large or too small for PostgreSQL numeric")
+    return value
+
+
+def _numeric(value: Any) -> decimal.Decimal:
+    """int, finite float or finite Decimal, as the exact Decimal that is bound and signed."""
+    if isinstance(value, bool) or not isinstance(value, int | float | decimal.Decimal):
+        raise ValueError("Input should be a number")
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError("Input should be a finite number")
+        return decimal.Decimal(repr(value))
+    if isinstance(value, int):
+        try:
+            str(value)
+        except ValueError:
+            raise ValueError("Input has too many digits") from None
+    return _finite_decimal(decimal.Decimal(value), "Input")
+
+
+def _json_walk(value: Any, depth: int) -> None:
+    if depth > MAX_JSON_DEPTH:
+        raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    if value is None or isinstance(value, bool | str):
+        return
+    if isinstance(value, int):
+        try:
+            str(value)
+        except ValueError:
+            raise ValueError("JSON integer has too many digits") from None
+        return
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError("JSON has no NaN or Infinity")
+        return
+    if isinstance(value, decimal.Decimal):
+        _finite_decimal(value, "a JSON number")
+        return
+    if isinstance(value, list | tuple):
+        for v in value:
+            _json_walk(v, depth + 1)
+        return
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ValueError(f"JSON object keys are strings, not {type(k).__name__}")
+            _json_walk(v, depth + 1)
+        return
+    raise ValueError(f"{type(value).__name__} is not a JSON value")
+
+
+def json_value(value: Any) -> Any:
+    """A JSON value as PostgreSQL's jsonb stores it: its jsonb text read back
+    (numbers with a fraction or exponent as Decimal, keys in jsonb's order).
+    That text is what is bound (see :func:`jsonb`), and a signed write signs it."""
+    from .chain import JsonValue, jsonb_text
+
+    _json_walk(value, 0)
+    return JsonValue.parse(jsonb_text(value)).value
+
+
+def jsonb(value: Any) -> Jsonb:
+    """A jsonb parameter written as :func:`chain.jsonb_text` writes it, Decimals exactly."""
+    from .chain import jsonb_text
+
+    return Jsonb(value, dumps=jsonb_text)
+
+
+def _timestamp(value: Any) -> Any:
+    if isinstance(value, dt.datetime | str):
+        return value
+    raise ValueError("Input should be an ISO 8601 timestamp string")
+
+
+def _aware(value: dt.datetime) -> dt.datetime:
+    """A timestamp without a zone is taken as UTC (never as the server's zone)."""
+    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+
+
+def _date(value: Any) -> Any:
+    if isinstance(value, dt.datetime) or not isinstance(value, dt.date | str):
+        raise ValueError("Input should be an ISO 8601 date string")
+    return value
+
+
+def _uuid(value: Any) -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    if isinstance(value, str):
+        try:
+            return uuid.UUID(value)
+        except ValueError:
+            pass
+    raise ValueError("Input should be a UUID")
+
+
+def _bytea(value: Any) -> bytes:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, str) and value.startswith("\\x"):
+        try:
+            return bytes.fromhex(value[2:])
+        except ValueError:
+            pass
+    raise ValueError("Input should be bytes, or a string \\x followed by hex digits")
+
 
 _SCALARS: dict[str, Any] = {
     "text": str,
     "character varying": str,
     "name": str,
-    "uuid": str,
     "interval": str,
-    "bytea": str,
-    "integer": int,
-    "bigint": int,
-    "smallint": int,
-    "numeric": float,
+    "uuid": Annotated[uuid.UUID, PlainValidator(_uuid), WithJsonSchema({"type": "string", "format": "uuid"})],
+    "bytea": Annotated[bytes, PlainValidator(_bytea), WithJsonSchema({"type": "string"})],
+    "numeric": Annotated[decimal.Decimal, PlainValidator(_numeric), WithJsonSchema({"type": "number"})],
     "double precision": float,
     "real": float,
     "boolean": bool,
-    "jsonb": Any,
-    "json": Any,
-    "timestamp with time zone": dt.datetime,
-    "date": dt.date,
+    "jsonb": Annotated[Any, AfterValidator(json_value)],
+    "json": Annotated[Any, AfterValidator(json_value)],
+    "timestamp with time zone": Annotated[dt.datetime, BeforeValidator(_timestamp), Strict(False),
+                                          AfterValidator(_aware)],
+    "date": Annotated[dt.date, BeforeValidator(_date), Strict(False)],
     "vector": list[float],
 }
 
 
 def python_type(pg_type: str) -> Any:
+    """The pydantic type of an argument of a PostgreSQL type (strict; ranges of the integer types)."""
     if pg_type.endswith("[]"):
         return list[python_type(pg_type[:-2])]
+    if pg_type in _INT_RANGES:
+        bound = _INT_RANGES[pg_type]
+        return Annotated[int, Field(ge=-bound, le=bound - 1)]
     return _SCALARS.get(pg_type, str)
+
+
+def _validation_message(fn: str, exc: ValidationError) -> str:
+    seen: dict[str, str] = {}
+    for err in exc.errors(include_url=False, include_input=False):
+        loc = [str(x) for x in err["loc"]]
+        if loc and loc[0].startswith("f_"):
+            loc[0] = loc[0][2:]
+        # A union (T | None) reports once per member: keep the first message per place.
+        where = ".".join(x for x in loc if not x.startswith("function-") and x != "none") or "arguments"
+        seen.setdefault(where, err["msg"].removeprefix("Value error, "))
+    return f"{fn}: " + "; ".join(f"{k}: {v}" for k, v in seen.items())
 
 
 def to_json(value: Any) -> Any:
@@ -141,7 +311,7 @@ def after(function: str):
 class ArgModel(ArgModelBase):
     """Tool arguments: unknown names (say, an agent_id) are refused, not ignored."""
 
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, strict=True, allow_inf_nan=False)
 
 
 @dataclass
@@ -159,20 +329,27 @@ class ApiFunction:
     def visible_params(self) -> list[Param]:
         return [p for p in self.params if p.name not in self.adapter.supplies]
 
-    def arg_model(self) -> type[ArgModel]:
+    def arg_model(self, partial: bool = False) -> type[ArgModel]:
+        """The arguments' model, whose JSON schema is the tool's input schema;
+        ``partial``: every argument optional (a required one left out is
+        reported after the adapter has supplied what it supplies)."""
         fields: dict[str, Any] = {}
         for p in self.visible_params:
             typ = python_type(p.pg_type)
-            default = None if p.optional else ...
-            if p.optional:
+            optional = p.optional or partial
+            default = None if optional else ...
+            if optional:
                 typ = typ | None
             fields[f"f_{p.name}"] = (typ, Field(default, alias=p.name, description=f"{p.pg_type}"))
         return create_model(f"{self.name}_args", __base__=ArgModel, **fields)
 
     def __post_init__(self) -> None:
         self._known = {p.name: p for p in self.params}
+        self._visible = {p.name: p for p in self.visible_params}
         self._required = [p.name for p in self.params if not p.optional]
         self._queries: dict[tuple[str, ...], str] = {}
+        self._model = self.arg_model(partial=True)
+        self._arg_help = ", ".join(f"{p.name} {p.pg_type}" for p in self.visible_params) or "none"
 
     def query(self, supplied: list[Param]) -> sql.Composed:
         args = sql.SQL(", ").join(
@@ -191,23 +368,45 @@ class ApiFunction:
             text = self._queries[supplied] = self.query([self._known[n] for n in supplied]).as_string(None)
         return text
 
-    def call(self, agent: Agent, args: dict[str, Any]) -> Any:
-        known = self._known
-        for k in args:
-            if k not in known:
-                unknown = sorted(set(args) - set(known))
-                raise ScsqlError(
-                    "SC010", f"{self.name} has no argument {', '.join(unknown)}",
-                    f"arguments: {', '.join(p.name for p in self.visible_params) or 'none'}",
-                )
+    def validate(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The caller's arguments checked against the tool's model (the MCP input
+        schema) and converted to the values that are bound: a ScsqlError
+        (SC010, SC222) for anything else. Arguments that are None are omitted."""
+        visible = self._visible
+        unknown = [k for k in args if k not in visible]
+        if unknown:
+            raise _invalid(f"{self.name} has no argument {', '.join(sorted(map(str, unknown)))}",
+                           f"arguments: {', '.join(visible) or 'none'}")
         args = {k: v for k, v in args.items() if v is not None}
+        for k, v in args.items():
+            check_text(k, v)
+        try:
+            model = self._model.model_validate({f"f_{k}": v for k, v in args.items()}, by_alias=False, by_name=True)
+        except ValidationError as exc:
+            raise _invalid(_validation_message(self.name, exc), f"arguments: {self._arg_help}") from None
+        return {k: getattr(model, f"f_{k}") for k in args}
+
+    def call(self, agent: Agent, args: dict[str, Any]) -> Any:
+        try:
+            return self._call(agent, args)
+        except OSError as exc:
+            # An adapter that touches the file system (index) was given a path
+            # the system refuses (too long, say): the argument's fault.
+            raise _invalid(f"{self.name}: the path cannot be used: {exc.strerror or type(exc).__name__}") from None
+
+    def _call(self, agent: Agent, args: dict[str, Any]) -> Any:
+        args = self.validate(args)
         if self.adapter.before is not None:
             args = self.adapter.before(agent, args)
+            for k, v in args.items():
+                if k not in self._visible:
+                    check_text(k, v)  # what an adapter supplies (paths read from disk, say) too
         missing = [n for n in self._required if n not in args]
         if missing:
-            raise ScsqlError("SC010", f"{self.name} needs argument {', '.join(missing)}")
+            raise _invalid(f"{self.name} needs argument {', '.join(missing)}")
+        known = self._known
         supplied = tuple(p.name for p in self.params if p.name in args)
-        values = [Jsonb(args[n]) if known[n].pg_type in ("jsonb", "json") else args[n] for n in supplied]
+        values = [jsonb(args[n]) if known[n].pg_type in ("jsonb", "json") else args[n] for n in supplied]
         with agent.transaction() as conn:
             rows = conn.execute(self._query_text(supplied), values).fetchall()
         if self.returns_set:

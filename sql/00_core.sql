@@ -44,6 +44,8 @@ select scsql._define_error(code, name, meaning, raised_by) from (values
   ('SC034', 'embedded_not_running','client',   'The embedded server is not running; start it with scsql up.'),
   ('SC035', 'agent_required',      'client',   'The command acts as an agent and needs --agent NAME; identity is never taken from the environment.'),
   ('SC036', 'agent_login_privileged', 'client', 'An agent process was given a superuser or role-administering login; agent processes log in as scsql_app (SCSQL_AGENT_DSN) or as the agent''s own role.'),
+  ('SC037', 'database_error',      'client',   'PostgreSQL raised an error that the call does not map to a code of its own (its SQLSTATE is in the message); nothing was stored. Retry; if it persists, report it.'),
+  ('SC222', 'text_has_nul',        'client',   'A text argument, or a string inside a jsonb or array argument, contains a NUL byte (\u0000), which PostgreSQL text cannot hold; nothing was stored.'),
   ('42501', 'insufficient_privilege', 'database', 'PostgreSQL refused the call: the role may not execute that function or touch that table (for example an agent calling an administrator function).')
 ) as t(code, name, raised_by, meaning);
 

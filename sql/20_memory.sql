@@ -61,7 +61,6 @@ select scsql._define_error(code, name, meaning) from (values
 select scsql._define_error(code, name, meaning, 'client') from (values
   ('SC220', 'embed_model_invalid', 'The default embedding model is not installed at its pinned version, or its model or tokenizer file does not match the pinned sha256. Reinstall, or set SCSQL_EMBED=none.'),
   ('SC221', 'embed_unreachable', 'The Ollama server named by SCSQL_OLLAMA_URL did not answer with embeddings. Start it and pull the model, or set SCSQL_EMBED=none.'),
-  ('SC222', 'text_has_nul', 'A text argument contains a NUL byte, which PostgreSQL text cannot hold; nothing was stored.'),
   ('SC223', 'index_path_protected', 'The directory to index is, or is inside, the scsql data directory (SCSQL_DATA_DIR) or the keystore (SCSQL_KEYSTORE); scsql never indexes them.'),
   ('SC224', 'index_path_unusable', 'The directory to index cannot be looked up by the operating system: its path is too long (a name over 255 bytes, the whole over 4096), holds a NUL byte, or loops through symbolic links. Nothing was read.')
 ) as t(code, name, meaning);

@@ -39,9 +39,14 @@ def test_client_lists_tools_and_whoami_is_the_named_agent(scsql_db):
         who = await client.call_tool("whoami", {})
         forged = await client.call_tool("whoami", {"agent": scsql_db.agents["mcp_b"].name})
         status = await client.call_tool("status", {})
-        return tools, who, forged, status
+        unknown = await client.call_tool("register_agent", {"name": "x"})
+        typed = await client.call_tool("record_tool_call", {"tool": "Read", "input_tokens": 1.7})
+        return tools, who, forged, status, unknown, typed
 
-    tools, who, forged, status = run_client(scsql_db, a.name, script)
+    tools, who, forged, status, unknown, typed = run_client(scsql_db, a.name, script)
+    # Refusals carry a code: a tool the agent lacks, an argument of the wrong type.
+    assert unknown.is_error and unknown.content[0].text.startswith("42501")
+    assert typed.is_error and ": SC010" in typed.content[0].text and "input_tokens" in typed.content[0].text
     names = {t.name for t in tools.tools}
     assert {"whoami", "status"} <= names
     assert not names & {"register_agent", "revoke_agent", "create_project"}  # admin functions are not tools
@@ -51,6 +56,7 @@ def test_client_lists_tools_and_whoami_is_the_named_agent(scsql_db):
     assert not who.is_error
     assert json.loads(who.content[0].text)["agent"] == a.name
     assert forged.is_error and "agent" in forged.content[0].text  # unknown arguments are refused
+    assert ": SC010" in forged.content[0].text
     assert json.loads(status.content[0].text)["schema_version"] >= 1
 
 
