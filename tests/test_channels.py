@@ -86,6 +86,6 @@ def test_notifications_reach_only_the_projects_channel_with_a_fixed_hint(two_pro
 def test_my_channel_is_not_an_mcp_tool(two_projects):
     db, orch, dev, qa, qorch, qdev = two_projects
     with dev.transaction() as conn:
-        api = [r["name"] for r in conn.execute("select name from scsql._api()").fetchall()]
+        api = [r["name"] for r in conn.execute("select name from scsql_caller.api()").fetchall()]
         assert "my_channel" not in api and "enqueue_task" in api
         assert conn.execute("select to_regprocedure('scsql._my_channel()') as f").fetchone()["f"] is None
