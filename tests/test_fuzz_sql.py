@@ -638,3 +638,28 @@ def test_fuzz_rounds(server, template, tmp_path_factory):
             left = [c for c in rep.calls if c.leftover]
             assert not bad and not left and rep.verify == [] and rep.chain_rows[0] == rep.chain_rows[1], (
                 f"seed {SEED + 1 + r}: " + _summary(bad + left))
+
+
+# Calls the fuzzer found failing, kept as fixed cases: (function call, code expected).
+REGRESSIONS = [
+    ("scsql.search('parser', 2147483647)", "SC209"),  # 2 * k overflowed before k was checked
+    ("scsql.search('parser', -2147483648, p_mode => 'x')", "SC209"),
+    ("scsql.search_global('parser', 2147483647)", "SC209"),
+    # The BM25 branch as agents may call it (scsql._bm25, or scsql_caller.bm25 where helpers have public names).
+    ("{bm25}(array[{me}], array['parser'], 1.2, 0.75, -1, null, null, null)", "SC209"),
+    ("{bm25}(array[{me}], array['parser'], 1.2, 0.75, 2147483647, null, null, null)", "SC209"),
+]
+
+
+@pytest.mark.parametrize("call, code", REGRESSIONS, ids=[c for c, _ in REGRESSIONS])
+def test_calls_the_fuzzer_found(scsql_db, call, code):
+    project = scsql_db.project()
+    a = scsql_db.agent("rg", project)
+    registry.Api(a).call("index_text", path="notes/a.md", content="the parser parses")
+    with psycopg.connect(scsql_db.login(a.name), autocommit=True) as conn:
+        caller = conn.execute("select to_regnamespace('scsql_caller') is not null").fetchone()[0]
+        call = call.format(bm25="scsql_caller.bm25" if caller else "scsql._bm25",
+                           me="scsql_caller.project_id()" if caller else "scsql._my_project()")
+        with pytest.raises(psycopg.Error) as err:
+            conn.execute(f"select * from {call}").fetchall()
+        assert err.value.sqlstate == code, err.value
