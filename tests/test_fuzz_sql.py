@@ -730,3 +730,38 @@ def test_calls_the_fuzzer_found(regression_db, role, call, code):
         assert conn.execute("select count(*) as n from scsql.agent_keys").fetchone()["n"] == 1
         assert conn.execute("select count(*) as n from pg_roles where rolname = %s",
                             (role_for(a.name + "_2"),)).fetchone()["n"] == 0
+
+
+def test_the_fuzzer_catches_planted_faults(server, template, tmp_path_factory):
+    """Functions planted with each fault the checks look for: the fuzzer reports every one."""
+    with _fresh_db(server, template, tmp_path_factory) as db:
+        project = db.project()
+        agent = db.agent("pl", project, pool_size=1)
+        with db.connect() as conn:
+            conn.execute("""
+                create function scsql.zz_leaky(p_x text) returns void language plpgsql as $$
+                begin  -- a session-level lock outlives the failed statement
+                  perform pg_advisory_lock(4242);
+                  raise exception using errcode = 'SC010', message = 'planted';
+                end $$;
+                create function scsql.zz_uncoded(p_n integer) returns integer language sql as $$ select 1 / p_n $$;
+                create function scsql.zz_slow(p_x text) returns void language sql as $$ select pg_sleep(1) $$;
+                grant execute on function scsql.zz_leaky(text), scsql.zz_uncoded(integer), scsql.zz_slow(text)
+                  to scsql_agent;
+            """)
+            conn.commit()
+            planted = [f for f in _functions(conn, "scsql_agent") if f.name.startswith("zz_")]
+        fuzzer = Fuzzer(db, SEED, 10)
+        try:
+            with psycopg.connect(db.login(agent.name), autocommit=True) as conn:
+                conn.execute("set statement_timeout = '200ms'")
+                for fn in planted:
+                    fuzzer.run([(conn, agent)], fn)
+        finally:
+            fuzzer.close()
+    by_name: dict[str, list[Call]] = {}
+    for c in fuzzer.calls:
+        by_name.setdefault(c.fn.name, []).append(c)
+    assert any(c.leftover and c.leftover.get("advisory locks") for c in by_name["zz_leaky"])
+    assert any(c.sqlstate == "22012" for c in by_name["zz_uncoded"])
+    assert all(c.sqlstate == "57014" for c in by_name["zz_slow"])
