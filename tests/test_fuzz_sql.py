@@ -56,10 +56,11 @@ TIMEOUT = "5s"  # statement_timeout of every call; reaching it is a failure
 WAIT_ARGS = {"p_wait_seconds"}
 
 # Failures that are reported but not counted here (test_functions_changed_in_parallel
-# lists them). Private functions (scsql._*) are not API: agents are not to
-# execute them (DESIGN rule 7). The ones policies and search evaluate as the
-# caller stay executable under public names in schema scsql_caller, so their
-# failures count: _bm25 and _search are checked here, _terms see SLOW_BY_NATURE.
+# lists them). Private functions (scsql._*) are not API: their callers check
+# the arguments, and agents are not to execute them (DESIGN rule 7). The ones
+# policies and search evaluate as the caller stay executable under public
+# names in schema scsql_caller, so their failures count: _bm25 and _search
+# check their arguments, _terms see SLOW_BY_NATURE.
 CALLER_HELPERS = {"_bm25", "_search", "_terms", "_tokens", "_published_text", "_index_scope",
                   "_me", "_my_project", "_my_agent_id", "_readable_projects", "_confidential_authors", "_api"}
 SEARCH_WEIGHTS = {"p_rrf_k", "p_bm25_weight", "p_vector_weight", "p_k1", "p_b"}
@@ -72,7 +73,7 @@ def _parallel(c: Call) -> str | None:
     """Why a failing call is reported without counting, or None when it counts."""
     name = c.fn.name
     if name.startswith("_") and c.fn.qualified.startswith("scsql.") and name not in CALLER_HELPERS:
-        return "private function: agents are not to execute it"
+        return "private function: its callers check its arguments"
     if name in {"search", "search_global", "_search", "search_projects"} and any(
             n in SEARCH_WEIGHTS and lbl != "ok" for n, lbl in zip(c.fn.arg_names, c.labels)):
         return "search weights out of range (NaN, infinite, denormal)"
