@@ -32,6 +32,7 @@ select scsql._define_error(code, name, meaning, raised_by) from (values
   ('SC009', 'invalid_key',         'database', 'A public key is not a 32-byte Ed25519 key.'),
   ('SC010', 'invalid_argument',    'database', 'An argument is missing, empty, too long or out of range; the message names it.'),
   ('SC011', 'identity_mismatch',   'database', 'A call named an agent other than the one acting. Identity comes from the database role, never from an argument.'),
+  ('SC012', 'key_in_use',          'database', 'That public key is already registered, to this agent or another; every agent key is a new key pair.'),
   ('SC020', 'pgvector_missing',    'database', 'The pgvector extension is not installed on the server.'),
   ('SC021', 'server_too_old',      'database', 'The PostgreSQL server is older than scsql supports.'),
   ('SC022', 'migration_changed',   'client',   'A migration file that was already applied has changed on disk; applied migrations are immutable.'),
@@ -381,7 +382,12 @@ begin
   insert into scsql.agents (project_id, name, role_name, team_role)
   values (v_project, p_name, v_role, p_team_role)
   returning agents.agent_id into v_agent;
-  insert into scsql.agent_keys (agent_id, key_id, public_key) values (v_agent, 1, p_public_key);
+  begin
+    insert into scsql.agent_keys (agent_id, key_id, public_key) values (v_agent, 1, p_public_key);
+  exception when unique_violation then
+    raise exception using errcode = 'SC012', message = format('public key %s is already registered', encode(p_public_key, 'hex')),
+      hint = 'Give each agent its own key pair: scsql agent create generates one.';
+  end;
 
   -- The agent role logs in (a shared deployment may give each agent its own
   -- credentials) and inherits the agent group's privileges. The Python
@@ -395,7 +401,7 @@ begin
 end
 $$;
 comment on function scsql.register_agent(text, text, text, bytea) is
-  'Administrators only. Registers agent NAME in PROJECT with a team role and its raw 32-byte Ed25519 public key: creates the role scsql_agent_<name> in the scsql_agent group, lets scsql_app SET ROLE to it, records key 1. Returns agent_id, role_name, key_id. Raises SC007 bad name, SC009 bad key, SC005 unknown project, SC008 unknown team role, SC004 when the agent or role exists. All or nothing.';
+  'Administrators only. Registers agent NAME in PROJECT with a team role and its raw 32-byte Ed25519 public key: creates the role scsql_agent_<name> in the scsql_agent group, lets scsql_app SET ROLE to it, records key 1. Returns agent_id, role_name, key_id. Raises SC007 bad name, SC009 bad key, SC012 a key already registered, SC005 unknown project, SC008 unknown team role, SC004 when the agent or role exists. All or nothing.';
 
 create or replace function scsql.revoke_agent(p_name text)
 returns timestamptz
@@ -444,12 +450,17 @@ begin
       message = format('public key must be 32 bytes (raw Ed25519), got %s', coalesce(length(p_public_key)::text, 'NULL'));
   end if;
   select coalesce(max(key_id), 0) + 1 into v_key from scsql.agent_keys where agent_id = v_agent.agent_id;
-  insert into scsql.agent_keys (agent_id, key_id, public_key) values (v_agent.agent_id, v_key, p_public_key);
+  begin
+    insert into scsql.agent_keys (agent_id, key_id, public_key) values (v_agent.agent_id, v_key, p_public_key);
+  exception when unique_violation then  -- the agent row is locked, so key_id is free: the key is not
+    raise exception using errcode = 'SC012', message = format('public key %s is already registered', encode(p_public_key, 'hex')),
+      hint = 'Rotate to a new key pair: scsql agent rotate-key NAME generates one.';
+  end;
   return v_key;
 end
 $$;
 comment on function scsql.rotate_agent_key(text, bytea) is
-  'Administrators only. Registers a new Ed25519 public key for agent NAME, valid from now; rows written earlier stay verifiable with the key valid when they were written. Returns the new key_id. Raises SC003 unknown agent, SC002 revoked, SC009 bad key.';
+  'Administrators only. Registers a new Ed25519 public key for agent NAME, valid from now; rows written earlier stay verifiable with the key valid when they were written. Returns the new key_id. Raises SC003 unknown agent, SC002 revoked, SC009 bad key, SC012 a key already registered.';
 
 create or replace function scsql.define_team_role(p_name text, p_orchestrates boolean default false, p_description text default '')
 returns void

@@ -1207,6 +1207,10 @@ declare
   v_lim integer;
   v_restart boolean := false;
 begin
+  if p_depth is null or p_depth not between 1 and 1000 then
+    raise exception using errcode = 'SC209', message = format('search depth %s is out of range', p_depth),
+      hint = 'depth 1-1000.';
+  end if;
   if p_kinds is not null or p_trust is not null or p_since is not null then
     return query
     select array_agg(x.project_id order by x.score desc, x.project_id, x.chunk_id),
@@ -1503,7 +1507,7 @@ set hnsw.ef_search = 100
 as $$
 #variable_conflict use_column
 declare
-  v_depth integer := coalesce(p_depth, greatest(2 * p_k, 20));
+  v_depth integer := coalesce(p_depth, greatest(2 * least(greatest(p_k, 0), 500), 20));  -- k is checked below
   v_filtered boolean := p_kinds is not null or p_trust is not null or p_since is not null;
   v_terms text[];
   b_proj bigint[];
