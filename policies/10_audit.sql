@@ -50,10 +50,12 @@ grant execute on function
   scsql.start_session(text, text, text, timestamptz, integer, bytea),
   scsql.record_tool_call(text, text, bigint, text, text, integer, integer, integer, text, text, timestamptz, integer, bytea),
   scsql.record_outcome(text, text, text, bigint, bigint, text, numeric, text, text, timestamptz, integer, bytea),
-  scsql.learnings(text, text, timestamptz, integer),
-  scsql._learnings_export(bigint, integer),
-  scsql._maintain_partitions()
+  scsql.learnings(text, text, timestamptz, integer)
 to scsql_agent;
+-- Background work an agent runs through scsql (learnings export, partition
+-- maintenance): granted to scsql_worker, which agents inherit; not MCP tools.
+grant execute on function scsql.learnings_export(bigint, integer), scsql.maintain_partitions()
+  to scsql_worker;
 grant execute on function scsql.cost_report(timestamptz, text), scsql.model_prices()
   to scsql_agent, scsql_auditor;
 
@@ -79,5 +81,5 @@ grant execute on function
   scsql.set_partition_retention(text, interval, integer),
   scsql.register_auditor_key(bytea),
   scsql.set_clock_skew(interval),
-  scsql._maintain_partitions()
+  scsql.maintain_partitions()
 to scsql_admin;

@@ -61,9 +61,9 @@ _last_maintenance: dict[int, float] = {}
 
 
 def maintain_partitions(agent: Agent) -> list[dict]:
-    """Run partition maintenance once (scsql._maintain_partitions); returns its actions."""
+    """Run partition maintenance once (scsql.maintain_partitions); returns its actions."""
     with agent.transaction() as conn:
-        return conn.execute("select * from scsql._maintain_partitions()").fetchall()
+        return conn.execute("select * from scsql.maintain_partitions()").fetchall()
 
 
 def _partitions_job(agent: Agent) -> int:

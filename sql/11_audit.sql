@@ -413,7 +413,7 @@ $$;
 comment on function scsql.learnings(text, text, timestamptz, integer) is
   'Learnings the caller may see (classification applies), newest first: failures and experiments derived from outcomes. QUERY keeps those whose summary, evidence, tool, signal, outcome kind or task contain every word of it (case-insensitive); KIND = failure or experiment; SINCE a time; LIMIT 1..1000 (default 50). Returns learning_id, kind, outcome_kind, created_at, agent, tool, signal, confidence, summary, evidence, classification, outcome_id, tool_call_id, session_id, task_ref. Raises SC010 for a bad kind or limit.';
 
-create or replace function scsql._learnings_export(p_after_id bigint, p_limit integer default 10000)
+create or replace function scsql.learnings_export(p_after_id bigint, p_limit integer default 10000)
 returns table (learning_id bigint, kind text, outcome_kind text, created_at timestamptz, agent text, tool text,
                signal text, confidence numeric, summary text, evidence text, classification text,
                outcome_id bigint, tool_call_id bigint, session_id bigint, task_ref text)
@@ -422,6 +422,7 @@ volatile
 as $$
 begin
   perform scsql._require(p_after_id >= 0, 'after_id must be >= 0');
+  perform scsql._require(p_limit between 1 and 10000, 'limit must be 1 to 10,000');
   -- Wait for transactions that are inserting learnings of this project.
   perform pg_advisory_xact_lock(1396921302, scsql._my_project()::integer);
   return query
@@ -435,5 +436,5 @@ begin
   limit p_limit;
 end
 $$;
-comment on function scsql._learnings_export(bigint, integer) is
-  'Private, used by scsql learnings export. Learnings of the caller''s project that it may see with learning_id > P_AFTER_ID, oldest first. It first waits for transactions still inserting learnings in the caller''s project, so no lower id can appear after the export: remembering the highest exported id is enough to append only what is new.';
+comment on function scsql.learnings_export(bigint, integer) is
+  'Background work of scsql learnings export (not an MCP tool). Learnings of the caller''s project that it may see with learning_id > P_AFTER_ID, oldest first. It first waits for transactions still inserting learnings in the caller''s project, so no lower id can appear after the export: remembering the highest exported id is enough to append only what is new. LIMIT 1..10,000 (default 10,000). Raises SC001/SC002 when the caller is not an acting agent, SC010 for a negative AFTER_ID or a bad limit.';

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 MANIFEST = Path(__file__).with_name("privileges.txt")
-ROLES = ("scsql_agent", "scsql_auditor", "scsql_admin", "scsql_app")
+ROLES = ("scsql_agent", "scsql_auditor", "scsql_admin", "scsql_app", "scsql_worker")
 
 
 def test_every_table_has_forced_row_level_security(scsql_db):

@@ -72,8 +72,10 @@ def world(scsql_db):
     hashes = [r["chunk_hash"] for r in q(b1, "select distinct chunk_hash from scsql.kb_chunks")]
     vectors = {h: _unit(rng.normal(size=384)) for h in hashes}
     with b1.transaction() as conn:
-        conn.execute("select scsql._embed_store(%s, %s::text[], %s::vector[])",
-                     (DEFAULT_MODEL, hashes, [vector_literal(v) for v in vectors.values()]))
+        token = conn.execute("select claim_token from scsql.embed_claim(%s, 1000) limit 1",
+                             (DEFAULT_MODEL,)).fetchone()["claim_token"]
+        conn.execute("select scsql.embed_store(%s, %s, %s::text[], %s::vector[])",
+                     (DEFAULT_MODEL, token, hashes, [vector_literal(v) for v in vectors.values()]))
     return scsql_db, pb, a, b1, b2, c, vectors
 
 

@@ -306,9 +306,12 @@ def test_bad_texts_are_refused_and_nothing_is_half_indexed(agent):
 
 
 def _store_vectors(agent, pairs: list[tuple[str, np.ndarray]]) -> None:
+    """Store chosen vectors as a worker would: claim the queued chunks, then store under the claim."""
     with agent.transaction() as conn:
-        conn.execute("select scsql._embed_store(%s, %s::text[], %s::vector[])",
-                     (DEFAULT_MODEL, [h for h, _ in pairs], [vector_literal(v) for _, v in pairs]))
+        token = conn.execute("select claim_token from scsql.embed_claim(%s, 1000) limit 1",
+                             (DEFAULT_MODEL,)).fetchone()["claim_token"]
+        conn.execute("select scsql.embed_store(%s, %s, %s::text[], %s::vector[])",
+                     (DEFAULT_MODEL, token, [h for h, _ in pairs], [vector_literal(v) for _, v in pairs]))
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
