@@ -1846,6 +1846,7 @@ declare
   v_model smallint;
   v_token uuid := pg_catalog.gen_random_uuid();
   v_until timestamptz;
+  v_hashes text[];
 begin
   perform scsql._check_text('model', p_model, 200, false);
   perform scsql._require(p_limit between 1 and 1000, 'limit must be 1 to 1000');
@@ -1855,27 +1856,28 @@ begin
     return;  -- nothing is ever queued for a model no project uses
   end if;
   v_until := clock_timestamp() + make_interval(secs => p_lease_seconds);
-  -- Queue rows whose text is gone (forgotten meanwhile) are dropped.
+  -- Queue rows whose text is gone (forgotten meanwhile) are dropped. The
+  -- list is made once (materialized), never per queue row.
+  with gone as materialized (
+    select q2.chunk_hash from scsql.kb_embed_queue q2
+    where q2.project_id = v_me.project_id and q2.model_id = v_model
+      and not exists (select from scsql.kb_chunks c where c.project_id = v_me.project_id and c.chunk_hash = q2.chunk_hash)
+    limit 1000 for update skip locked)
   delete from scsql.kb_embed_queue q
-  where q.project_id = v_me.project_id and q.model_id = v_model
-    and q.chunk_hash in (
-      select q2.chunk_hash from scsql.kb_embed_queue q2
-      where q2.project_id = v_me.project_id and q2.model_id = v_model
-        and not exists (select from scsql.kb_chunks c where c.project_id = v_me.project_id and c.chunk_hash = q2.chunk_hash)
-      limit 1000 for update skip locked);
+  using gone g
+  where q.project_id = v_me.project_id and q.model_id = v_model and q.chunk_hash = g.chunk_hash;
+  select array_agg(p.chunk_hash) into v_hashes
+  from (select q.chunk_hash from scsql.kb_embed_queue q
+        where q.project_id = v_me.project_id and q.model_id = v_model
+          and (q.claim_expires_at is null or q.claim_expires_at <= clock_timestamp())
+        order by q.enqueued_at, q.chunk_hash
+        limit p_limit
+        for update skip locked) p;
   return query
-  with picked as (
-    select q.chunk_hash from scsql.kb_embed_queue q
-    where q.project_id = v_me.project_id and q.model_id = v_model
-      and (q.claim_expires_at is null or q.claim_expires_at <= clock_timestamp())
-    order by q.enqueued_at, q.chunk_hash
-    limit p_limit
-    for update skip locked),
-  claimed as (
+  with claimed as (
     update scsql.kb_embed_queue q
     set claimed_by = v_me.agent_id, claim_token = v_token, claim_expires_at = v_until
-    from picked p
-    where q.project_id = v_me.project_id and q.model_id = v_model and q.chunk_hash = p.chunk_hash
+    where q.project_id = v_me.project_id and q.model_id = v_model and q.chunk_hash = any(v_hashes)
     returning q.chunk_hash)
   select c.chunk_hash, scsql._embed_input(v_me.project_id, c.chunk_hash), v_token, v_until
   from claimed c
