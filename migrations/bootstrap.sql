@@ -78,6 +78,15 @@ $$;
 create schema if not exists scsql authorization scsql_owner;
 comment on schema scsql is 'scsql: memory, audit and coordination for AI coding agents. \df+ scsql.* is the reference manual.';
 
+-- Functions that run with the caller's rights: what row-level security
+-- policies and the API functions that run as the caller evaluate (the
+-- acting agent's identity, search under the caller's policies), and what
+-- the Python layer asks before it acts. Agents may execute them; none is an
+-- MCP tool, because tools are the public functions of schema scsql only.
+-- A leading _ in schema scsql means agents cannot execute the function.
+create schema if not exists scsql_caller authorization scsql_owner;
+comment on schema scsql_caller is 'scsql: functions that run with the caller''s rights, for row-level security policies, API functions that run as the caller, and the Python layer. Not MCP tools. \df+ scsql_caller.* describes them.';
+
 create extension if not exists vector;
 
 -- The ledger of applied migrations. Created here because it must exist

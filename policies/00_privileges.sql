@@ -1,24 +1,27 @@
 -- Privileges every subsystem builds on. Re-applied on every migrate.
 --
--- Nothing in schema scsql is usable by PUBLIC. Functions are granted one by
--- one to the roles that may call them; the functions granted to scsql_agent
--- are exactly the tools an MCP client sees. Background work that agents run
--- through scsql (embedding, learning indexing, retention, maintenance) is
--- granted to scsql_worker, which scsql_agent inherits: callable, not a tool.
+-- Nothing in schemas scsql and scsql_caller is usable by PUBLIC. Functions
+-- are granted one by one to the roles that may call them; the public
+-- functions of schema scsql granted to scsql_agent are exactly the tools an
+-- MCP client sees. Background work that agents run through scsql
+-- (embedding, learning indexing, retention, maintenance) is granted to
+-- scsql_worker, which scsql_agent inherits: callable, not a tool.
 
-revoke all on schema scsql from public;
-grant usage on schema scsql to scsql_agent, scsql_auditor, scsql_admin;
+revoke all on schema scsql, scsql_caller from public;
+grant usage on schema scsql, scsql_caller to scsql_agent, scsql_auditor, scsql_admin;
 
 -- Start from nothing, so that a grant removed from these files is taken back
 -- on the next migrate; the files below grant exactly what each role holds.
 revoke all on all tables in schema scsql from public, scsql_agent, scsql_auditor, scsql_admin, scsql_app, scsql_worker;
 revoke all on all sequences in schema scsql from public, scsql_agent, scsql_auditor, scsql_admin, scsql_app, scsql_worker;
-revoke all on all functions in schema scsql from public, scsql_agent, scsql_auditor, scsql_admin, scsql_app, scsql_worker;
-alter default privileges for role scsql_owner in schema scsql revoke execute on functions from public;
+revoke all on all functions in schema scsql, scsql_caller from public, scsql_agent, scsql_auditor, scsql_admin, scsql_app, scsql_worker;
+alter default privileges for role scsql_owner in schema scsql, scsql_caller revoke execute on functions from public;
 
--- Helpers that policies and API functions evaluate as the caller.
+-- A function whose name starts with _ is private: only the owner, and so
+-- the security-definer functions, execute it (test_catalog.py checks that no
+-- agent can). What policies and functions running as the caller need has a
+-- public name in schema scsql_caller, which holds no MCP tools.
+grant execute on function scsql_caller.api() to scsql_agent, scsql_auditor, scsql_admin;
 grant execute on function
-  scsql._acting_role(), scsql._me(), scsql._my_project(), scsql._my_agent_id(),
-  scsql._readable_projects(), scsql._require(boolean, text),
-  scsql._check_name(text, text, text, text), scsql._api()
-to scsql_agent, scsql_auditor, scsql_admin;
+  scsql_caller.agent(), scsql_caller.project_id(), scsql_caller.agent_id(), scsql_caller.readable_projects()
+to scsql_agent;

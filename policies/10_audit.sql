@@ -22,28 +22,28 @@ select scsql._chain_protect(t::regclass) from scsql.chained_tables t(t);
 grant select on scsql.sessions, scsql.tool_calls, scsql.outcomes, scsql.learnings, scsql.chains to scsql_agent;
 
 create policy agent_read on scsql.chains for select to scsql_agent
-  using (project_id = (select scsql._my_project()));
+  using (project_id = (select scsql_caller.project_id()));
 create policy agent_read on scsql.sessions for select to scsql_agent
-  using (project_id = (select scsql._my_project()));
+  using (project_id = (select scsql_caller.project_id()));
 create policy agent_read on scsql.tool_calls for select to scsql_agent
-  using (project_id = (select scsql._my_project()));
+  using (project_id = (select scsql_caller.project_id()));
 create policy agent_read on scsql.outcomes for select to scsql_agent
-  using (project_id = any ((select scsql._readable_projects())::bigint[])
+  using (project_id = any ((select scsql_caller.readable_projects())::bigint[])
          and (classification = 'public'
-              or (project_id = (select scsql._my_project())
+              or (project_id = (select scsql_caller.project_id())
                   and (classification = 'internal'
-                       or author_id = (select scsql._my_agent_id())
-                       or (classification = 'confidential' and author_id = any ((select scsql._confidential_authors())::bigint[]))))));
+                       or author_id = (select scsql_caller.agent_id())
+                       or (classification = 'confidential' and author_id = any ((select scsql_caller.confidential_authors())::bigint[]))))));
 create policy agent_read on scsql.learnings for select to scsql_agent
-  using (project_id = any ((select scsql._readable_projects())::bigint[])
+  using (project_id = any ((select scsql_caller.readable_projects())::bigint[])
          and (classification = 'public'
-              or (project_id = (select scsql._my_project())
+              or (project_id = (select scsql_caller.project_id())
                   and (classification = 'internal'
-                       or author_id = (select scsql._my_agent_id())
-                       or (classification = 'confidential' and author_id = any ((select scsql._confidential_authors())::bigint[]))))));
+                       or author_id = (select scsql_caller.agent_id())
+                       or (classification = 'confidential' and author_id = any ((select scsql_caller.confidential_authors())::bigint[]))))));
 
--- Helpers the policies and triggers evaluate as the caller.
-grant execute on function scsql._confidential_authors() to scsql_agent;
+-- What the policies evaluate as the caller.
+grant execute on function scsql_caller.confidential_authors() to scsql_agent;
 
 -- Agents: writing and reading their telemetry.
 grant execute on function

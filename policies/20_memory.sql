@@ -27,40 +27,39 @@ to scsql_agent;
 
 create policy agent_read on scsql.embed_models for select to scsql_agent using (true);
 create policy agent_read on scsql.memory_facts for select to scsql_agent
-  using (project_id = (select scsql._my_project()));
+  using (project_id = (select scsql_caller.project_id()));
 create policy agent_read on scsql.memory_state for select to scsql_agent
-  using (project_id = (select scsql._my_project())
-         or project_id = any ((select scsql._readable_projects())::bigint[]));
+  using (project_id = (select scsql_caller.project_id())
+         or project_id = any ((select scsql_caller.readable_projects())::bigint[]));
 create policy agent_read on scsql.kb_sources for select to scsql_agent
-  using (project_id = (select scsql._my_project())
-         or (published and project_id = any ((select scsql._readable_projects())::bigint[])));
+  using (project_id = (select scsql_caller.project_id())
+         or (published and project_id = any ((select scsql_caller.readable_projects())::bigint[])));
 create policy agent_read on scsql.kb_chunks for select to scsql_agent
-  using (project_id = (select scsql._my_project())
-         or (published and project_id = any ((select scsql._readable_projects())::bigint[])));
+  using (project_id = (select scsql_caller.project_id())
+         or (published and project_id = any ((select scsql_caller.readable_projects())::bigint[])));
 create policy agent_read on scsql.kb_terms for select to scsql_agent
-  using (project_id = (select scsql._my_project())
-         or (published_df > 0 and project_id = any ((select scsql._readable_projects())::bigint[])));
+  using (project_id = (select scsql_caller.project_id())
+         or (published_df > 0 and project_id = any ((select scsql_caller.readable_projects())::bigint[])));
 create policy agent_read on scsql.kb_postings for select to scsql_agent
-  using (project_id = (select scsql._my_project())
-         or (published and project_id = any ((select scsql._readable_projects())::bigint[])));
+  using (project_id = (select scsql_caller.project_id())
+         or (published and project_id = any ((select scsql_caller.readable_projects())::bigint[])));
 create policy agent_read on scsql.kb_embeddings for select to scsql_agent
-  using (project_id = (select scsql._my_project())
-         or (project_id = any ((select scsql._readable_projects())::bigint[])
-             and scsql._published_text(project_id, chunk_hash)));
+  using (project_id = (select scsql_caller.project_id())
+         or (project_id = any ((select scsql_caller.readable_projects())::bigint[])
+             and scsql_caller.published_text(project_id, chunk_hash)));
 
--- Helpers the API evaluates as the caller.
+-- What search, search_global, pack and the kb_embeddings policy evaluate as
+-- the caller.
 grant execute on function
-  scsql._normalize(text), scsql._chunk_hash(text), scsql._terms(text),
-  scsql._check_text(text, text, integer, boolean), scsql._tokens(text),
-  scsql._chunk_text(text, jsonb, integer), scsql._check_source(text, text, text),
-  scsql._search(bigint[], text, integer, text[], text, timestamptz, text, vector, text, double precision,
-                double precision, double precision, double precision, double precision, integer),
-  scsql._bm25(bigint[], text[], double precision, double precision, integer, text[], text, timestamptz),
-  scsql._recall_broadcasts(bigint, integer), scsql._published_text(bigint, text)
+  scsql_caller.terms(text), scsql_caller.tokens(text), scsql_caller.published_text(bigint, text),
+  scsql_caller.search_projects(bigint[], text, integer, text[], text, timestamptz, text, vector, text,
+                               double precision, double precision, double precision, double precision,
+                               double precision, integer),
+  scsql_caller.bm25(bigint[], text[], double precision, double precision, integer, text[], text, timestamptz)
 to scsql_agent;
 
 -- The index tool asks, before it reads a file, whether it may read the directory.
-grant execute on function scsql._index_scope(text) to scsql_agent;
+grant execute on function scsql_caller.index_scope(text) to scsql_agent;
 
 -- Background work done by scsql worker and the MCP server, as an agent:
 -- granted to scsql_worker, which agents inherit, so it is never an MCP tool.
@@ -69,7 +68,7 @@ grant execute on function
 to scsql_worker;
 
 -- The auditor samples stored vectors to re-embed them (scsql verify --embeddings).
-grant execute on function scsql.embedding_sample(integer), scsql._embed_input(bigint, text) to scsql_auditor;
+grant execute on function scsql.embedding_sample(integer) to scsql_auditor;
 
 -- The API: these are the agents' memory tools.
 grant execute on function

@@ -9,11 +9,11 @@ select scsql._secure_table(t) from unnest(array[
 
 grant select on scsql.tasks, scsql.tasks_archive, scsql.task_files to scsql_agent;
 create policy agent_read on scsql.tasks for select to scsql_agent
-  using (project_id = (select scsql._my_project()));
+  using (project_id = (select scsql_caller.project_id()));
 create policy agent_read on scsql.tasks_archive for select to scsql_agent
-  using (project_id = (select scsql._my_project()));
+  using (project_id = (select scsql_caller.project_id()));
 create policy agent_read on scsql.task_files for select to scsql_agent
-  using (project_id = (select scsql._my_project()));
+  using (project_id = (select scsql_caller.project_id()));
 
 grant execute on function
   scsql._my_channel(),
@@ -40,11 +40,11 @@ select scsql._secure_table(t) from unnest(array[
 
 grant select on scsql.messages, scsql.message_acks, scsql.coordination_settings to scsql_agent;
 create policy agent_read on scsql.messages for select to scsql_agent
-  using (project_id = (select scsql._my_project()));
+  using (project_id = (select scsql_caller.project_id()));
 create policy agent_read on scsql.message_acks for select to scsql_agent
-  using (project_id = (select scsql._my_project()));
+  using (project_id = (select scsql_caller.project_id()));
 create policy agent_read on scsql.coordination_settings for select to scsql_agent
-  using (project_id = (select scsql._my_project()));
+  using (project_id = (select scsql_caller.project_id()));
 
 grant execute on function
   scsql.broadcast(text, text, text, jsonb, bigint, timestamptz, integer, bytea),

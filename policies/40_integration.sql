@@ -6,6 +6,3 @@ select scsql._secure_table('scsql.kb_learning_queue');
 
 -- Background work of scsql worker and the MCP server (never an MCP tool).
 grant execute on function scsql.index_learnings(integer) to scsql_worker;
-
--- recall_context labels broadcasts the way replay does, as the caller.
-grant execute on function scsql._provenance(boolean) to scsql_agent;

@@ -8,6 +8,7 @@ privileges of its own, so a bug that forgot the role could do nothing.
 
 from __future__ import annotations
 
+import selectors
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -44,7 +45,18 @@ class Database:
             open=False,
             kwargs={"autocommit": False, "application_name": application_name, "row_factory": dict_row},
             configure=self._configure,
+            check=self._check,
         )
+
+    @staticmethod
+    def _check(conn: psycopg.Connection) -> None:
+        """A connection taken from the pool: an idle one has nothing to read
+        unless the server closed it (a restart, a crash), and only then is the
+        server asked, so a dead connection is replaced instead of failing a call."""
+        with selectors.DefaultSelector() as sel:
+            sel.register(conn.fileno(), selectors.EVENT_READ)
+            if sel.select(0):
+                ConnectionPool.check_connection(conn)
 
     def _configure(self, conn: psycopg.Connection) -> None:
         """Per-connection setup; subsystems add adapters here."""

@@ -27,7 +27,7 @@ What is never read (:func:`prepare`, before any file is opened):
 
 * a directory outside the project's ``root_path``, or inside a store of
   secrets (``.ssh``, ``.gnupg``, ``.aws``, ...): refused by
-  ``scsql._index_scope`` in the database (SC213, SC214);
+  ``scsql_caller.index_scope`` in the database (SC213, SC214);
 * the scsql data directory and the keystore (SCSQL_DATA_DIR, SCSQL_KEYSTORE):
   refused here (SC223), and skipped when met below PATH;
 * files named like secrets (:data:`SECRET_NAMES`) and stores of secrets met
@@ -66,7 +66,7 @@ SECRET_NAMES = (
     "credentials", "credentials.json", "credentials.csv", "credentials.yml", "credentials.yaml",
     "credentials.toml", "credentials.ini", "credentials.xml", "*.credentials",
 )
-# Directories never entered; the same list as scsql._index_scope.
+# Directories never entered; the same list as scsql_caller.index_scope.
 SECRET_DIRS = frozenset({".ssh", ".gnupg", ".aws", ".azure", ".kube", ".password-store"})
 # A PEM private key block; the same expression as scsql._holds_private_key.
 PRIVATE_KEY = re.compile(
@@ -209,14 +209,14 @@ def _refuse_protected(start: Path, protected: tuple[Path, ...]) -> None:
 def prepare(agent, path: str | Path) -> Tree:
     """Check that PATH may be indexed by the agent, then scan it.
 
-    The database decides (scsql._index_scope) whether the directory is inside
+    The database decides (scsql_caller.index_scope) whether the directory is inside
     the project's root_path and outside stores of secrets, and names the root;
     this process refuses its own data directory and keystore."""
     start = _start(path)
     protected = protected_dirs()
     _refuse_protected(start, protected)
     with agent.transaction() as conn:
-        root = conn.execute("select scsql._index_scope(%s) as root", (str(start),)).fetchone()["root"]
+        root = conn.execute("select scsql_caller.index_scope(%s) as root", (str(start),)).fetchone()["root"]
     return scan(start, root=Path(root) if root else None, protected=protected)
 
 

@@ -9,10 +9,14 @@ any other way (psql).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from .db import Agent
+from .errors import ScsqlError
 from .registry import after
+
+log = logging.getLogger("scsql.learning")
 
 
 def index_queued(agent: Agent, limit: int = 50) -> int:
@@ -24,7 +28,12 @@ def index_queued(agent: Agent, limit: int = 50) -> int:
 @after("record_outcome")
 def _index_after_outcome(agent: Agent, result: Any) -> Any:
     if isinstance(result, dict) and result.get("learning_id") is not None:
-        index_queued(agent)
+        try:
+            index_queued(agent)
+        except ScsqlError as exc:
+            # The outcome has committed: the call reports it. Its learning
+            # stays queued, and the learnings job of scsql worker indexes it.
+            log.warning("learning %s stays queued for scsql worker: %s", result["learning_id"], exc)
     return result
 
 

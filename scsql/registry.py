@@ -1,7 +1,7 @@
 """The SQL API as Python calls and MCP tools, derived from the catalogue.
 
-``scsql._api()`` lists the public functions the acting role may execute, with
-their argument names and types. Each becomes an :class:`ApiFunction`: a
+``scsql_caller.api()`` lists the public functions of schema scsql the acting
+role may execute, with their argument names and types. Each becomes an :class:`ApiFunction`: a
 pydantic model of its arguments (``p_`` prefixes dropped, trailing defaulted
 arguments optional, unknown arguments refused) and one bound
 ``select ... from scsql.fn(arg => %s::type, ...)`` call. Nothing about a
@@ -228,7 +228,7 @@ class Api:
         self.agent = agent
         load_adapters()
         with agent.transaction() as conn:
-            rows = conn.execute("select * from scsql._api()").fetchall()
+            rows = conn.execute("select * from scsql_caller.api()").fetchall()
         self.functions: dict[str, ApiFunction] = {}
         for r in rows:
             if r["name"] in self.functions:

@@ -111,7 +111,7 @@ begin
 end
 $$;
 comment on function scsql._me() is
-  'Private. The acting agent''s row. Raises SC001 when the session is not acting as an agent and SC002 when the agent was revoked. Every API function that acts for an agent starts here.';
+  'Private. The acting agent''s row. Raises SC001 when the session is not acting as an agent and SC002 when the agent was revoked. Every security-definer function that acts for an agent starts here; functions that run as the caller use scsql_caller.agent().';
 
 create or replace function scsql._my_project()
 returns bigint
@@ -119,7 +119,7 @@ language sql
 stable
 as $$ select (scsql._me()).project_id $$;
 comment on function scsql._my_project() is
-  'Private. The acting agent''s project_id (raises like _me). Policies call it as (select scsql._my_project()) so it runs once per statement.';
+  'Private, for security-definer functions. The acting agent''s project_id (raises like _me). Policies and functions that run as the caller use scsql_caller.project_id().';
 
 create or replace function scsql._my_agent_id()
 returns bigint
@@ -127,9 +127,49 @@ language sql
 stable
 as $$ select (scsql._me()).agent_id $$;
 comment on function scsql._my_agent_id() is
-  'Private. The acting agent''s agent_id (raises like _me).';
+  'Private, for security-definer functions. The acting agent''s agent_id (raises like _me); scsql_caller.agent_id() for everyone else.';
 
-create or replace function scsql._readable_projects()
+-- ---------------------------------------------------------------------------
+-- The caller's identity, for policies and for functions that run as the
+-- caller (schema scsql_caller). Agents may execute these, not the private
+-- helpers above, which security-definer functions call as the owner.
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql_caller.agent()
+returns scsql.agents
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$ select * from scsql._me() $$;
+comment on function scsql_caller.agent() is
+  'The acting agent''s row of scsql.agents, for functions that run as the caller (whoami). Raises SC001 when the session is not acting as an agent and SC002 when the agent was revoked.';
+
+create or replace function scsql_caller.project_id()
+returns bigint
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$ select (scsql._me()).project_id $$;
+comment on function scsql_caller.project_id() is
+  'The acting agent''s project_id (raises SC001 / SC002 like scsql_caller.agent). Policies call it as (select scsql_caller.project_id()) so it runs once per statement.';
+
+create or replace function scsql_caller.agent_id()
+returns bigint
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$ select (scsql._me()).agent_id $$;
+comment on function scsql_caller.agent_id() is
+  'The acting agent''s agent_id (raises SC001 / SC002 like scsql_caller.agent).';
+
+-- Upgrades: the policies that called the private versions are recreated
+-- by policies/, in the same transaction, with the functions below.
+drop function if exists scsql._readable_projects() cascade;
+
+create or replace function scsql_caller.readable_projects()
 returns bigint[]
 language sql
 stable
@@ -142,8 +182,8 @@ as $$
     select g.project_id from scsql.project_grants g where g.agent_id = scsql._my_agent_id()
   ) s
 $$;
-comment on function scsql._readable_projects() is
-  'Private. Projects whose public rows the acting agent may read: its own, plus those an administrator granted with grant_project_read.';
+comment on function scsql_caller.readable_projects() is
+  'Projects whose public rows the acting agent may read: its own, plus those an administrator granted with grant_project_read. Raises SC001 / SC002 like scsql_caller.agent.';
 
 create or replace function scsql._require(p_ok boolean, p_what text)
 returns void
@@ -188,7 +228,7 @@ stable
 as $$
   select a.name, p.name, a.team_role, r.orchestrates, a.role_name,
          k.key_id, encode(k.public_key, 'hex'), a.created_at
-  from scsql._me() a
+  from scsql_caller.agent() a
   join scsql.projects p using (project_id)
   join scsql.team_roles r on r.name = a.team_role
   left join lateral (
@@ -473,7 +513,9 @@ comment on function scsql.revoke_project_read(text, text) is
 -- The API catalogue (what MCP tools are derived from)
 -- ---------------------------------------------------------------------------
 
-create or replace function scsql._api()
+drop function if exists scsql._api();
+
+create or replace function scsql_caller.api()
 returns table (
   name text, signature text, description text, returns_set boolean, return_type text,
   returns_row boolean, arg_names text[], arg_types text[], n_defaults integer
@@ -504,5 +546,5 @@ as $$
     and not pg_catalog.has_function_privilege('scsql_worker', p.oid, 'execute')
   order by p.proname
 $$;
-comment on function scsql._api() is
-  'Private. The public API functions the current role may execute, with argument names and types, how many trailing arguments have defaults, the return type and the function comment; functions of background work (those scsql_worker may execute) are left out. The MCP server derives one tool per row, so an agent''s tools are exactly the functions granted to scsql_agent.';
+comment on function scsql_caller.api() is
+  'The public API functions of schema scsql the current role may execute, with argument names and types, how many trailing arguments have defaults, the return type and the function comment; functions of background work (those scsql_worker may execute) are left out. The MCP server derives one tool per row, so an agent''s tools are exactly the functions granted to scsql_agent.';

@@ -21,7 +21,10 @@ select scsql._make_chained('scsql.outcomes',
 -- Classification
 -- ---------------------------------------------------------------------------
 
-create or replace function scsql._confidential_authors()
+-- Upgrades: policies/ recreates the policies that called the private version.
+drop function if exists scsql._confidential_authors() cascade;
+
+create or replace function scsql_caller.confidential_authors()
 returns bigint[]
 language sql
 stable
@@ -35,8 +38,8 @@ as $$
          or exists (select from scsql.confidential_grants g
                     where g.project_id = me.project_id and g.agent_id = me.agent_id and g.team_role = a.team_role))
 $$;
-comment on function scsql._confidential_authors() is
-  'Private. Agents of the acting agent''s project whose confidential rows it may read: those of its own team role, and of team roles an administrator granted it (grant_confidential). Policies call it once per statement.';
+comment on function scsql_caller.confidential_authors() is
+  'Agents of the acting agent''s project whose confidential rows it may read: those of its own team role, and of team roles an administrator granted it (grant_confidential). Policies call it once per statement.';
 
 create or replace function scsql.grant_confidential(p_agent text, p_team_role text)
 returns void
@@ -148,9 +151,14 @@ language plpgsql
 stable
 as $$
 begin
-  perform scsql._require(p_group_by in ('model', 'tool', 'agent', 'session', 'day', 'origin', 'status', 'project'),
-    format('group_by must be model, tool, agent, session, day, origin, status or project, got %L', p_group_by));
-  perform scsql._require(p_since is not null, 'since must be a time');
+  -- Runs as the caller, who may not execute the private scsql._require.
+  if p_group_by is null or p_group_by not in ('model', 'tool', 'agent', 'session', 'day', 'origin', 'status', 'project') then
+    raise exception using errcode = 'SC010',
+      message = format('group_by must be model, tool, agent, session, day, origin, status or project, got %L', p_group_by);
+  end if;
+  if p_since is null then
+    raise exception using errcode = 'SC010', message = 'since must be a time';
+  end if;
   return query
   select k.key, count(*)::bigint, sum(t.input_tokens)::bigint, sum(t.output_tokens)::bigint,
          coalesce(sum(t.cost_usd), 0), count(*) filter (where t.cost_usd is null)::bigint
@@ -392,8 +400,13 @@ language plpgsql
 stable
 as $$
 begin
-  perform scsql._require(p_kind is null or p_kind in ('failure', 'experiment'), 'kind must be failure or experiment');
-  perform scsql._require(p_limit between 1 and 1000, 'limit must be 1 to 1000');
+  -- Runs as the caller, who may not execute the private scsql._require.
+  if p_kind is not null and p_kind not in ('failure', 'experiment') then
+    raise exception using errcode = 'SC010', message = 'kind must be failure or experiment';
+  end if;
+  if p_limit is null or p_limit not between 1 and 1000 then
+    raise exception using errcode = 'SC010', message = 'limit must be 1 to 1000';
+  end if;
   return query
   select l.learning_id, l.kind, l.outcome_kind, l.created_at,
          coalesce((select a.name from scsql.agents a where a.agent_id = l.author_id), l.author_id::text),
@@ -421,17 +434,22 @@ language plpgsql
 volatile
 as $$
 begin
-  perform scsql._require(p_after_id >= 0, 'after_id must be >= 0');
-  perform scsql._require(p_limit between 1 and 10000, 'limit must be 1 to 10,000');
+  -- Runs as the caller, who may not execute the private scsql._require.
+  if p_after_id is null or p_after_id < 0 then
+    raise exception using errcode = 'SC010', message = 'after_id must be >= 0';
+  end if;
+  if p_limit is null or p_limit not between 1 and 10000 then
+    raise exception using errcode = 'SC010', message = 'limit must be 1 to 10,000';
+  end if;
   -- Wait for transactions that are inserting learnings of this project.
-  perform pg_advisory_xact_lock(1396921302, scsql._my_project()::integer);
+  perform pg_advisory_xact_lock(1396921302, scsql_caller.project_id()::integer);
   return query
   select l.learning_id, l.kind, l.outcome_kind, l.created_at,
          coalesce((select a.name from scsql.agents a where a.agent_id = l.author_id), l.author_id::text),
          l.tool, l.signal, l.confidence, l.summary, l.evidence, l.classification,
          l.outcome_id, l.tool_call_id, l.session_id, l.task_ref
   from scsql.learnings l
-  where l.learning_id > p_after_id and l.project_id = scsql._my_project()
+  where l.learning_id > p_after_id and l.project_id = scsql_caller.project_id()
   order by l.learning_id
   limit p_limit;
 end

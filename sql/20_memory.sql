@@ -2,8 +2,10 @@
 -- session summaries, context recall and context packs.
 --
 -- Re-applied on every migrate. Writers are SECURITY DEFINER (agents have no
--- DML on these tables); readers (search, recall_context, pack) run as the
--- caller, so row-level security decides what they see.
+-- DML on these tables); readers (search, search_global, pack) run as the
+-- caller, so row-level security decides what they see, and call the search
+-- functions of schema scsql_caller; recall_context reads only the acting
+-- agent's own project and runs as the owner.
 --
 -- Definitions used throughout:
 --
@@ -32,7 +34,7 @@
 --   file; capacity = 100 + size / 100, at most 250.
 -- * Token estimate (recall_context, pack): ceil(characters / 4).
 
--- Load pgvector's library now, so the hnsw.* settings that _search pins
+-- Load pgvector's library now, so the hnsw.* settings that search_projects pins
 -- are known parameters rather than placeholders.
 select '[1]'::public.vector;
 
@@ -92,7 +94,9 @@ as $$ select pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(scsql._no
 comment on function scsql._chunk_hash(text) is
   'Private. sha256 (hex) of the normalized text: the content address of a chunk.';
 
-create or replace function scsql._terms(p_text text)
+drop function if exists scsql._terms(text);
+
+create or replace function scsql_caller.terms(p_text text)
 returns table (term text, tf integer)
 language sql
 immutable strict parallel safe
@@ -118,8 +122,8 @@ as $$
   from (select * from parts union all select * from wholes) u
   group by u.term
 $$;
-comment on function scsql._terms(text) is
-  'Private. The BM25 terms of a text with their frequencies, used identically for chunks and queries: camelCase and snake_case split, English stemming and stop words, and compound tokens (paths, dotted names, snake_case, camelCase) also kept whole in lower case.';
+comment on function scsql_caller.terms(text) is
+  'The BM25 terms of a text with their frequencies, used identically for chunks and queries: camelCase and snake_case split, English stemming and stop words, and compound tokens (paths, dotted names, snake_case, camelCase) also kept whole in lower case.';
 
 create or replace function scsql._check_text(p_what text, p_value text, p_max integer, p_allow_newlines boolean default true)
 returns void
@@ -148,13 +152,15 @@ $$;
 comment on function scsql._check_text(text, text, integer, boolean) is
   'Private. Raises SC201 when a text is empty or has control characters, SC200 when it is longer than p_max characters.';
 
-create or replace function scsql._tokens(p_text text)
+drop function if exists scsql._tokens(text);
+
+create or replace function scsql_caller.tokens(p_text text)
 returns integer
 language sql
 immutable strict parallel safe
 as $$ select ceil(pg_catalog.char_length(p_text) / 4.0)::integer $$;
-comment on function scsql._tokens(text) is
-  'Private. The token estimate used for budgets: ceil(characters / 4).';
+comment on function scsql_caller.tokens(text) is
+  'The token estimate used for budgets: ceil(characters / 4).';
 
 create or replace function scsql._holds_private_key(p_text text)
 returns boolean
@@ -167,7 +173,10 @@ $$;
 comment on function scsql._holds_private_key(text) is
   'Private. True when a text holds a PEM private key block: a line -----BEGIN <words> PRIVATE KEY----- (or PGP''s PRIVATE KEY BLOCK), then optional header lines (Proc-Type: ...), then at least 16 characters of base64 key data. Naming the marker alone is not a key.';
 
-create or replace function scsql._published_text(p_project bigint, p_chunk_hash text)
+-- Upgrades: policies/ recreates the policy that called the private version.
+drop function if exists scsql._published_text(bigint, text) cascade;
+
+create or replace function scsql_caller.published_text(p_project bigint, p_chunk_hash text)
 returns boolean
 language sql
 stable
@@ -178,8 +187,8 @@ as $$
   select exists (select from scsql.kb_chunks c
                  where c.project_id = p_project and c.chunk_hash = p_chunk_hash and c.published)
 $$;
-comment on function scsql._published_text(bigint, text) is
-  'Private, for the row-level security of kb_embeddings. True when a published chunk (of a file, URL or note) of the project, visible to the caller, has this text (chunk_hash).';
+comment on function scsql_caller.published_text(bigint, text) is
+  'For the row-level security of kb_embeddings, evaluated as the caller. True when a published chunk (of a file, URL or note) of the project, visible to the caller, has this text (chunk_hash).';
 
 create or replace function scsql._reserved_path(p_path text)
 returns boolean
@@ -458,7 +467,7 @@ begin
     -- The source path and the anchor count as text of every chunk, so a
     -- file or symbol name finds its chunks.
     select x.seq, t.term, t.tf
-    from x, scsql._terms(concat_ws(E'\n', p_path, x.anchor, x.content)) t
+    from x, scsql_caller.terms(concat_ws(E'\n', p_path, x.anchor, x.content)) t
   ),
   up as (
     insert into scsql.kb_terms (project_id, term, df, max_tf, published_df)
@@ -709,7 +718,9 @@ $$;
 comment on function scsql.index_text(text, text, text, text, text, jsonb, jsonb) is
   'Indexes one source of the acting agent''s project, replacing what was indexed at PATH, atomically, and records the agent as its last writer: kind file, url or note (the project''s published knowledge, which readers granted the project may also search); trust internal or external (default: external for a url, else internal); tier pinned, standard or session (365 days). Without spans the text is chunked by Markdown headings and blank lines (about 1,500 characters a chunk); spans [{start, end, anchor}] (1-based inclusive line numbers) chunk code by definitions. Unchanged text costs one lookup. New chunk text is queued for embedding; BM25 finds it at once. Returns path, kind, trust, chunks, unchanged, content_hash (sha256 of the text). Raises SC200/SC201 bad path or empty text, SC203 bad kind/trust/tier (also for learning, session_summary and archived_fact, which only scsql writes), SC211 a reserved path (learning:, session:, fact:, memory:, message:), SC204 text over 2 MiB, SC215 text holding a PEM private key block, SC206 bad spans.';
 
-create or replace function scsql._index_scope(p_dir text)
+drop function if exists scsql._index_scope(text);
+
+create or replace function scsql_caller.index_scope(p_dir text)
 returns text
 language plpgsql
 stable
@@ -764,8 +775,8 @@ begin
   return '/' || array_to_string(v_root_parts, '/');
 end
 $$;
-comment on function scsql._index_scope(text) is
-  'Private, for the index tool (scsql index PATH and MCP index) before it reads a file. DIR is the absolute real path of the directory to index. Raises SC214 when it is or lies inside a store of secrets (.ssh, .gnupg, .aws, .azure, .kube, .password-store), SC213 when the acting agent''s project has a root_path and DIR is not inside it ("." and ".." resolved), SC010 for a relative path, SC200/SC201 for a bad one. Returns the project''s root_path (normalized), which the tool takes as the root that indexed paths are relative to, or NULL when the project has none.';
+comment on function scsql_caller.index_scope(text) is
+  'For the index tool (scsql index PATH and MCP index) before it reads a file. DIR is the absolute real path of the directory to index. Raises SC214 when it is or lies inside a store of secrets (.ssh, .gnupg, .aws, .azure, .kube, .password-store), SC213 when the acting agent''s project has a root_path and DIR is not inside it ("." and ".." resolved), SC010 for a relative path, SC200/SC201 for a bad one. Returns the project''s root_path (normalized), which the tool takes as the root that indexed paths are relative to, or NULL when the project has none.';
 
 create or replace function scsql.index(p_path text, p_manifest jsonb)
 returns table (path text, action text)
@@ -818,7 +829,7 @@ begin
 end
 $$;
 comment on function scsql.index(text, jsonb) is
-  'Indexes a directory tree into the acting agent''s project knowledge base. The MCP tool (and scsql index PATH) takes PATH, a directory on the machine the MCP server runs on: it walks it (honouring .gitignore, skipping binaries and files over 2 MiB, refusing symbolic links that leave the project root; never reading the scsql data directory and keystore, stores of secrets such as .ssh and .aws, or files named like secrets: .env*, *.pem, *.key, id_rsa*, id_ed25519*, .netrc, .pgpass, credentials files; never indexing a file that holds a private key), then this function compares the files with what is indexed, in one call, and the tool indexes the new and changed files with index_text (Python by top-level definitions, other code by a definition heuristic, Markdown by headings), one atomic transaction per file; unchanged files cost nothing and files no longer present are unindexed. The tool returns a report: files, indexed, unchanged, removed, chunks, skipped (each path with its reason), skipped_counts (how many per reason), failed. It refuses a directory outside the project''s root_path (SC213) or inside a store of secrets (SC214), both checked by _index_scope, and the scsql data directory or keystore (SC223). In SQL, PATH is the directory relative to the project root ('''' for all of it) and MANIFEST the files present [{path, content_hash: sha256 hex}]: file sources under PATH missing from it are unindexed (action removed) and files to (re)index are returned (action index). Raises SC210 for a bad manifest.';
+  'Indexes a directory tree into the acting agent''s project knowledge base. The MCP tool (and scsql index PATH) takes PATH, a directory on the machine the MCP server runs on: it walks it (honouring .gitignore, skipping binaries and files over 2 MiB, refusing symbolic links that leave the project root; never reading the scsql data directory and keystore, stores of secrets such as .ssh and .aws, or files named like secrets: .env*, *.pem, *.key, id_rsa*, id_ed25519*, .netrc, .pgpass, credentials files; never indexing a file that holds a private key), then this function compares the files with what is indexed, in one call, and the tool indexes the new and changed files with index_text (Python by top-level definitions, other code by a definition heuristic, Markdown by headings), one atomic transaction per file; unchanged files cost nothing and files no longer present are unindexed. The tool returns a report: files, indexed, unchanged, removed, chunks, skipped (each path with its reason), skipped_counts (how many per reason), failed. It refuses a directory outside the project''s root_path (SC213) or inside a store of secrets (SC214), both checked by scsql_caller.index_scope, and the scsql data directory or keystore (SC223). In SQL, PATH is the directory relative to the project root ('''' for all of it) and MANIFEST the files present [{path, content_hash: sha256 hex}]: file sources under PATH missing from it are unindexed (action removed) and files to (re)index are returned (action index). Raises SC210 for a bad manifest.';
 
 create or replace function scsql._check_forgettable(p_project bigint, p_source_ids bigint[])
 returns void
@@ -1049,7 +1060,9 @@ comment on function scsql.forget(text) is
 -- Search: BM25 and vector branches, reciprocal rank fusion
 -- ---------------------------------------------------------------------------
 
-create or replace function scsql._bm25(
+drop function if exists scsql._bm25(bigint[], text[], double precision, double precision, integer, text[], text, timestamptz);
+
+create or replace function scsql_caller.bm25(
   p_projects bigint[], p_terms text[], p_k1 double precision, p_b double precision, p_depth integer,
   p_kinds text[], p_trust text, p_since timestamptz)
 returns table (project_ids bigint[], chunk_ids bigint[], scores double precision[])
@@ -1077,7 +1090,7 @@ as $$
 #variable_conflict use_column
 declare
   v_project bigint := p_projects[1];
-  v_me bigint := scsql._my_project();
+  v_me bigint := scsql_caller.project_id();
   v_n bigint;
   v_avgdl double precision;
   v_tids bigint[];
@@ -1164,7 +1177,7 @@ begin
     from (
       select u.project_id, u.chunk_id, u.score
       from (select distinct pr.id from unnest(p_projects) pr(id)) pr
-      cross join lateral scsql._bm25(array[pr.id], p_terms, p_k1, p_b, p_depth, null, null, null) b
+      cross join lateral scsql_caller.bm25(array[pr.id], p_terms, p_k1, p_b, p_depth, null, null, null) b
       cross join lateral unnest(b.project_ids, b.chunk_ids, b.scores) u(project_id, chunk_id, score)
       order by u.score desc, u.project_id, u.chunk_id
       limit p_depth
@@ -1390,10 +1403,13 @@ begin
   ) x;
 end
 $$;
-comment on function scsql._bm25(bigint[], text[], double precision, double precision, integer, text[], text, timestamptz) is
-  'Private. The top-depth chunks for a set of query terms by BM25 over the given projects, as the caller sees them (row-level security applies), as arrays of project ids, chunk ids and scores, best first; another project is scored with the statistics of its published chunks. Exact; without filters each project is ranked on its own, its common terms pruned MaxScore-style when they cannot change the result, and the lists are merged.';
+comment on function scsql_caller.bm25(bigint[], text[], double precision, double precision, integer, text[], text, timestamptz) is
+  'The top-depth chunks for a set of query terms by BM25 over the given projects, as the caller sees them (row-level security applies), as arrays of project ids, chunk ids and scores, best first; another project is scored with the statistics of its published chunks. Exact; without filters each project is ranked on its own, its common terms pruned MaxScore-style when they cannot change the result, and the lists are merged.';
 
-create or replace function scsql._search(
+drop function if exists scsql._search(bigint[], text, integer, text[], text, timestamptz, text, vector, text, double precision,
+                                       double precision, double precision, double precision, double precision, integer);
+
+create or replace function scsql_caller.search_projects(
   p_projects bigint[], p_query text, p_k integer, p_kinds text[], p_trust text, p_since timestamptz,
   p_mode text, p_query_embedding vector, p_model text, p_rrf_k double precision,
   p_bm25_weight double precision, p_vector_weight double precision,
@@ -1453,7 +1469,7 @@ begin
       hint = 'Trust is internal or external.';
   end if;
 
-  select array_agg(t.term) into v_terms from scsql._terms(p_query) t;
+  select array_agg(t.term) into v_terms from scsql_caller.terms(p_query) t;
   if v_terms is null then
     return;  -- only stop words or punctuation: nothing to look for
   end if;
@@ -1464,7 +1480,7 @@ begin
   -- BM25 branch.
   if p_mode in ('hybrid', 'bm25') then
     select b.project_ids, b.chunk_ids, b.scores into b_proj, b_chunk, b_score
-    from scsql._bm25(p_projects, v_terms, p_k1, p_b, v_depth, p_kinds, p_trust, p_since) b;
+    from scsql_caller.bm25(p_projects, v_terms, p_k1, p_b, v_depth, p_kinds, p_trust, p_since) b;
   end if;
 
   -- Vector branch: the partial HNSW index of the query's model, scanned
@@ -1550,8 +1566,8 @@ begin
   order by f.ord;
 end
 $$;
-comment on function scsql._search(bigint[], text, integer, text[], text, timestamptz, text, vector, text, double precision, double precision, double precision, double precision, double precision, integer) is
-  'Private. Hybrid search over the given projects as the caller (row-level security applies): BM25 top-depth and, with a query embedding of a known model, HNSW cosine top-depth (iterative scan, filters applied inside the scan), fused by weighted reciprocal rank over the union of both lists.';
+comment on function scsql_caller.search_projects(bigint[], text, integer, text[], text, timestamptz, text, vector, text, double precision, double precision, double precision, double precision, double precision, integer) is
+  'Hybrid search over the given projects as the caller (row-level security applies): BM25 top-depth and, with a query embedding of a known model, HNSW cosine top-depth (iterative scan, filters applied inside the scan), fused by weighted reciprocal rank over the union of both lists.';
 
 create or replace function scsql.search(
   p_query text, p_k integer default 10, p_kinds text[] default null, p_trust text default null,
@@ -1567,7 +1583,7 @@ returns table (
 language sql
 stable
 as $$
-  select * from scsql._search(array[scsql._my_project()], p_query, p_k, p_kinds, p_trust, p_since, p_mode,
+  select * from scsql_caller.search_projects(array[scsql_caller.project_id()], p_query, p_k, p_kinds, p_trust, p_since, p_mode,
                               p_query_embedding, p_model, p_rrf_k, p_bm25_weight, p_vector_weight, p_k1, p_b, p_depth)
 $$;
 comment on function scsql.search(text, integer, text[], text, timestamptz, text, double precision, double precision, double precision, double precision, double precision, integer, vector, text) is
@@ -1587,7 +1603,7 @@ returns table (
 language sql
 stable
 as $$
-  select * from scsql._search(scsql._readable_projects(), p_query, p_k, p_kinds, p_trust, p_since, p_mode,
+  select * from scsql_caller.search_projects(scsql_caller.readable_projects(), p_query, p_k, p_kinds, p_trust, p_since, p_mode,
                               p_query_embedding, p_model, p_rrf_k, p_bm25_weight, p_vector_weight, p_k1, p_b, p_depth)
 $$;
 comment on function scsql.search_global(text, integer, text[], text, timestamptz, text, double precision, double precision, double precision, double precision, double precision, integer, vector, text) is
@@ -1674,7 +1690,11 @@ returns table (section text, item integer, key text, content text, importance in
                at timestamptz, tokens integer, source_path text)
 language plpgsql
 stable
+security definer
+set search_path = pg_catalog, scsql, pg_temp
 as $$
+-- Runs as the owner and reads only the acting agent's own project, every
+-- row of which row-level security shows the agent too.
 #variable_conflict use_column
 declare
   v_project bigint := scsql._my_project();
@@ -1709,10 +1729,10 @@ begin
     from scsql._recall_broadcasts(v_project, 10) b
   ),
   costed as (
-    select i.*, scsql._tokens(i.content) as tokens,
+    select i.*, scsql_caller.tokens(i.content) as tokens,
            -- Each section first gets its share of the budget (facts 60%,
            -- sessions 30%, broadcasts 10%) ...
-           sum(scsql._tokens(i.content)) over (partition by i.sec order by i.item) as sec_cum,
+           sum(scsql_caller.tokens(i.content)) over (partition by i.sec order by i.item) as sec_cum,
            case i.sec when 1 then 0.6 when 2 then 0.3 else 0.1 end * p_budget as share
     from items i
   ),
@@ -1744,7 +1764,7 @@ stable
 as $$
 #variable_conflict use_column
 declare
-  v_project bigint := scsql._my_project();
+  v_project bigint := scsql_caller.project_id();
   v_terms text[];
 begin
   if p_budget is null or p_budget not between 50 and 100000 then
@@ -1754,7 +1774,7 @@ begin
     raise exception using errcode = 'SC205',
       message = format('the intent must be 1 to 2,000 characters, got %s', coalesce(char_length(p_intent), 0));
   end if;
-  select array_agg(t.term) into v_terms from scsql._terms(p_intent) t;
+  select array_agg(t.term) into v_terms from scsql_caller.terms(p_intent) t;
   if v_terms is null then
     return;
   end if;
@@ -1764,7 +1784,7 @@ begin
     -- the terms' rarity in the knowledge base, then by importance.
     select f.key, f.key || ': ' || f.value as content, f.importance,
            (select sum(coalesce(ln(1 + (st.n_chunks - kt.df + 0.5) / (kt.df + 0.5)), ln(2 + coalesce(st.n_chunks, 0))))
-            from scsql._terms(f.key || ' ' || f.value) ft
+            from scsql_caller.terms(f.key || ' ' || f.value) ft
             left join scsql.kb_terms kt on kt.project_id = v_project and kt.term = ft.term
             where ft.term = any(v_terms)) as rel
     from scsql.memory_facts f
@@ -1777,7 +1797,7 @@ begin
   ),
   hits as (
     select row_number() over (order by s.score desc) as rank, s.*
-    from scsql._search(array[v_project], p_intent, 20, null, null, null, 'hybrid', p_query_embedding, p_model,
+    from scsql_caller.search_projects(array[v_project], p_intent, 20, null, null, null, 'hybrid', p_query_embedding, p_model,
                        60, 1, 1, 1.2, 0.75, 50) s
   ),
   items as (
@@ -1796,7 +1816,7 @@ begin
   ),
   ordered as (
     select row_number() over (order by i.score desc, i.pref, i.source_path, i.line_start) as item, i.*,
-           scsql._tokens(i.content) as tokens
+           scsql_caller.tokens(i.content) as tokens
     from items i
   ),
   cum as (
@@ -1974,6 +1994,8 @@ returns table (project text, model text, chunk_hash text, content text, embeddin
                stored_by text, stored_at timestamptz)
 language plpgsql
 stable
+security definer
+set search_path = pg_catalog, scsql, pg_temp
 as $$
 begin
   perform scsql._require(p_n between 1 and 100000, 'sample size must be 1 to 100,000');

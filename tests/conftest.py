@@ -184,9 +184,10 @@ def empty_db(server: Server) -> Iterator[str]:
 
 
 def schema_dump(server: Server, conninfo: str) -> str:
-    """pg_dump --schema-only of schema scsql, without volatile lines."""
+    """pg_dump --schema-only of schemas scsql and scsql_caller, without volatile lines."""
     out = subprocess.run(
-        [server.bin("pg_dump"), "--schema-only", "--no-owner", "--schema=scsql", "-d", conninfo],
+        [server.bin("pg_dump"), "--schema-only", "--no-owner", "--schema=scsql", "--schema=scsql_caller", "-d",
+         conninfo],
         check=True, capture_output=True, text=True,
     ).stdout
     keep = [ln for ln in out.splitlines() if ln.strip() and not ln.startswith("--")

@@ -1,15 +1,27 @@
 """The catalogue keeps the security rules: forced RLS on every table, pinned
 search_path on every security-definer function, a comment on every function,
-no agent privilege that no policy governs, and exactly the privileges each
-role is meant to have."""
+no private function an agent may execute, no agent privilege that no policy
+governs, and exactly the privileges each role is meant to have, in every
+schema scsql creates."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import pytest
+
+from scsql.errors import ScsqlError
+
 MANIFEST = Path(__file__).with_name("privileges.txt")
 ROLES = ("scsql_agent", "scsql_auditor", "scsql_admin", "scsql_app", "scsql_worker")
+# scsql's schemas: the API (and its private _ functions), and the functions
+# that run with the caller's rights (policies, caller-rights API functions).
+SCHEMAS = ["scsql", "scsql_caller"]
+# Private functions agents still execute: they are being renamed in parallel.
+RENAMED_IN_PARALLEL = {
+    "scsql._my_channel()",
+}
 
 
 def test_every_table_has_forced_row_level_security(scsql_db):
@@ -17,8 +29,8 @@ def test_every_table_has_forced_row_level_security(scsql_db):
         rows = conn.execute("""
             select c.oid::regclass::text as t, c.relrowsecurity, c.relforcerowsecurity
             from pg_class c
-            where c.relnamespace = 'scsql'::regnamespace and c.relkind in ('r', 'p')
-        """).fetchall()
+            where c.relnamespace::regnamespace::text = any(%s) and c.relkind in ('r', 'p')
+        """, (SCHEMAS,)).fetchall()
     assert rows, "no tables found"
     bad = [r["t"] for r in rows if not (r["relrowsecurity"] and r["relforcerowsecurity"])]
     assert bad == []
@@ -30,9 +42,9 @@ def test_partitions_are_reached_only_through_their_parent(scsql_db):
         rows = conn.execute("""
             select c.oid::regclass::text as t
             from pg_class c
-            where c.relnamespace = 'scsql'::regnamespace and c.relispartition
+            where c.relnamespace::regnamespace::text = any(%s) and c.relispartition
               and (has_table_privilege('scsql_agent', c.oid, 'select,insert,update,delete'))
-        """).fetchall()
+        """, (SCHEMAS,)).fetchall()
     assert rows == []
 
 
@@ -41,8 +53,8 @@ def test_security_definer_functions_pin_search_path(scsql_db):
         rows = conn.execute("""
             select p.oid::regprocedure::text as f, p.proconfig
             from pg_proc p
-            where p.pronamespace = 'scsql'::regnamespace and p.prosecdef
-        """).fetchall()
+            where p.pronamespace::regnamespace::text = any(%s) and p.prosecdef
+        """, (SCHEMAS,)).fetchall()
     assert rows, "expected security-definer functions"
     bad = []
     for r in rows:
@@ -53,6 +65,57 @@ def test_security_definer_functions_pin_search_path(scsql_db):
         if schemas[:1] != ["pg_catalog"] or schemas[-1:] != ["pg_temp"]:
             bad.append(f"{r['f']}: {path}")
     assert bad == []
+
+
+def test_agents_cannot_execute_private_functions(scsql_db):
+    """A leading _ means agents cannot execute the function: not the agent
+    group, not an agent registered now (through the group or PUBLIC). What
+    policies and caller-rights functions evaluate as the agent lives in
+    schema scsql_caller under public names."""
+    from scsql.config import role_for
+
+    agent = scsql_db.agent("private", scsql_db.project())
+    roles = ["scsql_agent", role_for(agent.name)]
+    with scsql_db.connect() as conn:
+        rows = conn.execute("""
+            select r.role, p.oid::regprocedure::text as f
+            from unnest(%s::text[]) r(role), pg_proc p
+            where p.pronamespace = 'scsql'::regnamespace and p.proname ~ '^_'
+              and has_function_privilege(r.role, p.oid, 'EXECUTE')
+            order by 1, 2
+        """, (roles,)).fetchall()
+        names = conn.execute("""
+            select count(*) as n from pg_proc p
+            where p.pronamespace = 'scsql'::regnamespace and p.proname ~ '^_'
+        """).fetchone()["n"]
+    assert names > 50  # the private helpers are there, and the pattern finds them
+    assert [(r["role"], r["f"]) for r in rows if r["f"] not in RENAMED_IN_PARALLEL] == []
+    # The agent's policies, which call scsql_caller, work; a private function is refused.
+    with agent.transaction() as conn:
+        assert conn.execute("select count(*) as n from scsql.agents").fetchone()["n"] == 1
+    for call in ("scsql._me()", "scsql._my_project()", "scsql._require(true, 'x')", "scsql._chunk_hash('x')",
+                 "scsql._check_name('a', 'b', 'c', 'd')"):
+        with pytest.raises(ScsqlError) as err, agent.transaction() as conn:
+            conn.execute(f"select {call}")
+        assert err.value.code == "42501", call
+
+
+def test_functions_that_run_as_the_caller_are_not_tools(scsql_db):
+    """Tools are derived from scsql_caller.api(): public functions of schema
+    scsql only. What agents execute in scsql_caller is never a tool."""
+    agent = scsql_db.agent("tools", scsql_db.project())
+    with agent.transaction() as conn:
+        schemas = conn.execute("""
+            select p.pronamespace::regnamespace::text as nsp, count(*) as n
+            from scsql_caller.api() a join pg_proc p on p.oid = a.signature::regprocedure
+            group by 1
+        """).fetchall()
+        callable_here = conn.execute("""
+            select count(*) as n from pg_proc p
+            where p.pronamespace = 'scsql_caller'::regnamespace and has_function_privilege(p.oid, 'EXECUTE')
+        """).fetchone()["n"]
+    assert [r["nsp"] for r in schemas] == ["scsql"] and schemas[0]["n"] > 20
+    assert callable_here > 0
 
 
 def test_no_agent_may_create_objects_anywhere_in_the_database(scsql_db):
@@ -82,9 +145,9 @@ def test_every_function_has_a_comment(scsql_db):
             select p.oid::regprocedure::text as f
             from pg_proc p
             left join pg_depend d on d.objid = p.oid and d.deptype = 'e'
-            where p.pronamespace = 'scsql'::regnamespace and d.objid is null
+            where p.pronamespace::regnamespace::text = any(%s) and d.objid is null
               and coalesce(obj_description(p.oid, 'pg_proc'), '') = ''
-        """).fetchall()
+        """, (SCHEMAS,)).fetchall()
     assert [r["f"] for r in rows] == []
 
 
@@ -95,7 +158,7 @@ def test_agent_table_privileges_are_all_governed_by_policies(scsql_db):
               select c.oid, c.oid::regclass::text as t, p.priv
               from pg_class c
               cross join unnest(array['SELECT', 'INSERT', 'UPDATE', 'DELETE']) p(priv)
-              where c.relnamespace = 'scsql'::regnamespace and c.relkind in ('r', 'p', 'v')
+              where c.relnamespace::regnamespace::text = any(%s) and c.relkind in ('r', 'p', 'v')
                 and has_table_privilege('scsql_agent', c.oid, p.priv)
             )
             select t, priv from privs
@@ -109,7 +172,7 @@ def test_agent_table_privileges_are_all_governed_by_policies(scsql_db):
                      or (privs.priv = 'DELETE' and pol.polcmd = 'd'))
                 and (0 = any (pol.polroles) or 'scsql_agent'::regrole::oid = any (pol.polroles))
             )
-        """).fetchall()
+        """, (SCHEMAS,)).fetchall()
     assert rows == []
 
 
@@ -118,32 +181,35 @@ def test_no_truncate_or_references_for_anyone_but_the_owner(scsql_db):
         rows = conn.execute("""
             select r, c.oid::regclass::text as t
             from pg_class c, unnest(%s::text[]) r
-            where c.relnamespace = 'scsql'::regnamespace and c.relkind in ('r', 'p')
+            where c.relnamespace::regnamespace::text = any(%s) and c.relkind in ('r', 'p')
               and (has_table_privilege(r, c.oid, 'TRUNCATE') or has_table_privilege(r, c.oid, 'REFERENCES')
                    or has_table_privilege(r, c.oid, 'TRIGGER'))
-        """, (list(ROLES),)).fetchall()
+        """, (list(ROLES), SCHEMAS)).fetchall()
     assert rows == []
 
 
 def current_privileges(conn) -> list[str]:
-    """Every privilege each scsql role holds on objects of schema scsql, one line each."""
+    """Every privilege each scsql role holds on objects of scsql's schemas, one line each."""
     rows = conn.execute("""
-        with r(role) as (select unnest(%s::text[]))
-        select r.role || ' table ' || c.relname || ' ' || p.priv as line
+        with r(role) as (select unnest(%s::text[])), s(nsp) as (select unnest(%s::text[]))
+        select r.role || ' table '
+               || case when c.relnamespace = 'scsql'::regnamespace then c.relname::text else c.oid::regclass::text end
+               || ' ' || p.priv as line
         from r, pg_class c, unnest(array['SELECT','INSERT','UPDATE','DELETE','TRUNCATE']) p(priv)
-        where c.relnamespace = 'scsql'::regnamespace and c.relkind in ('r', 'p', 'v', 'm')
+        where c.relnamespace::regnamespace::text in (select nsp from s) and c.relkind in ('r', 'p', 'v', 'm')
           and not c.relispartition
           and has_table_privilege(r.role, c.oid, p.priv)
         union all
         select r.role || ' function ' || p.oid::regprocedure::text
         from r, pg_proc p
-        where p.pronamespace = 'scsql'::regnamespace and has_function_privilege(r.role, p.oid, 'EXECUTE')
+        where p.pronamespace::regnamespace::text in (select nsp from s)
+          and has_function_privilege(r.role, p.oid, 'EXECUTE')
         union all
-        select r.role || ' schema scsql ' || priv
-        from r, unnest(array['USAGE', 'CREATE']) priv
-        where has_schema_privilege(r.role, 'scsql', priv)
+        select r.role || ' schema ' || s.nsp || ' ' || priv
+        from r, s, unnest(array['USAGE', 'CREATE']) priv
+        where has_schema_privilege(r.role, s.nsp, priv)
         order by 1
-    """, (list(ROLES),)).fetchall()
+    """, (list(ROLES), SCHEMAS)).fetchall()
     return [r["line"] for r in rows]
 
 
@@ -173,7 +239,7 @@ def test_login_role_holds_nothing_and_auditor_changes_nothing(scsql_db):
 def test_every_raised_sqlstate_is_in_the_error_catalogue(scsql_db):
     with scsql_db.connect() as conn:
         sources = [r["prosrc"] for r in conn.execute(
-            "select prosrc from pg_proc where pronamespace = 'scsql'::regnamespace").fetchall()]
+            "select prosrc from pg_proc where pronamespace::regnamespace::text = any(%s)", (SCHEMAS,)).fetchall()]
         known = {r["code"] for r in conn.execute("select code from scsql.error_codes").fetchall()}
     raised = set()
     for src in sources:

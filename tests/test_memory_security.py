@@ -83,11 +83,11 @@ def test_a_directory_outside_the_project_root_is_refused(scsql_db, tmp_path):
                          (f"{root}/", None), (f"{root}/./docs/..", None)):
         if code:
             with pytest.raises(ScsqlError) as err:
-                q(agent, "select scsql._index_scope(%s) as root", target)
+                q(agent, "select scsql_caller.index_scope(%s) as root", target)
             assert err.value.code == code, target
         else:
-            assert q(agent, "select scsql._index_scope(%s) as root", target)[0]["root"] == str(root)
-    assert q(other, "select scsql._index_scope('/srv/anything') as root")[0]["root"] is None
+            assert q(agent, "select scsql_caller.index_scope(%s) as root", target)[0]["root"] == str(root)
+    assert q(other, "select scsql_caller.index_scope('/srv/anything') as root")[0]["root"] is None
     # Inside the root everything works, with paths relative to root_path.
     report = indexer.index_tree(agent, root / "docs", progress=False)
     assert report["indexed"] == 1 and report["prefix"] == "docs"

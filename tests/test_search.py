@@ -76,7 +76,7 @@ def test_skip_locked_finds_the_queue_doc(agent):
     assert search(agent, "locking")[0]["source_path"] == "docs/queue.md"  # stemmed
 
 
-def test_citation_envelope_points_at_the_exact_text(agent):
+def test_citation_envelope_points_at_the_exact_text(agent, scsql_db):
     hit = search(agent, "chain of hashes")[0]
     text = DOCS[hit["source_path"]]
     start, end = hit["text_span"]
@@ -84,7 +84,7 @@ def test_citation_envelope_points_at_the_exact_text(agent):
     lines = text.split("\n")
     assert "\n".join(lines[hit["line_start"] - 1:hit["line_end"]]) == hit["content"]
     assert (hit["anchor"], hit["trust"], hit["notice"], hit["retrievers"]) == ("Chains", "internal", None, ["bm25"])
-    with agent.transaction() as conn:
+    with scsql_db.connect() as conn:  # the content address is private to the database
         h = conn.execute("select scsql._chunk_hash(%s) as h", (hit["content"],)).fetchone()["h"]
     assert hit["chunk_hash"] == h and hit["retrieved_at"] is not None and hit["bm25_rank"] == 1
 
@@ -107,9 +107,9 @@ def _bm25_reference(agent, query: str, k1: float, b: float) -> dict[str, float]:
         chunks = conn.execute("""
             select s.path, c.chunk_id, array_agg(t.term) as terms, array_agg(t.tf) as tfs
             from scsql.kb_chunks c join scsql.kb_sources s using (project_id, source_id),
-                 scsql._terms(concat_ws(E'\\n', s.path, c.anchor, c.content)) t
+                 scsql_caller.terms(concat_ws(E'\\n', s.path, c.anchor, c.content)) t
             group by s.path, c.chunk_id""").fetchall()
-        qterms = {r["term"] for r in conn.execute("select term from scsql._terms(%s)", (query,)).fetchall()}
+        qterms = {r["term"] for r in conn.execute("select term from scsql_caller.terms(%s)", (query,)).fetchall()}
     docs = {(r["path"], r["chunk_id"]): dict(zip(r["terms"], r["tfs"], strict=True)) for r in chunks}
     n = len(docs)
     avgdl = sum(sum(d.values()) for d in docs.values()) / n
