@@ -27,7 +27,9 @@ end
 $$;
 
 -- Roles. scsql_owner owns every object; scsql_agent is the group every agent
--- role belongs to; scsql_auditor reads everything and changes nothing;
+-- role belongs to; scsql_worker holds the background-work functions (embedding,
+-- learning indexing, retention, maintenance) that scsql worker and the MCP
+-- server run as an agent, and scsql_agent inherits them; scsql_auditor reads everything and changes nothing;
 -- scsql_admin may register agents and projects; scsql_app is the login the
 -- Python layer connects as: it may SET ROLE to agent roles and holds no
 -- privileges of its own (NOINHERIT).
@@ -39,6 +41,7 @@ begin
     select * from (values
       ('scsql_owner',   'nologin createrole'),
       ('scsql_agent',   'nologin'),
+      ('scsql_worker',  'nologin'),
       ('scsql_auditor', 'nologin'),
       ('scsql_admin',   'nologin'),
       ('scsql_app',     'login noinherit')
@@ -57,6 +60,20 @@ $$;
 
 -- The owner adds new agent roles to the agent group, so it needs ADMIN on it.
 grant scsql_agent to scsql_owner with admin option;
+
+-- Agents inherit the worker functions through their group. They are not
+-- tools: scsql._api() leaves out what scsql_worker may execute. No agent may
+-- SET ROLE to scsql_worker (PostgreSQL 16 and newer), where it would act as
+-- no agent.
+do $$
+begin
+  if current_setting('server_version_num')::int >= 160000 then
+    execute 'grant scsql_worker to scsql_agent with inherit true, set false';
+  else
+    execute 'grant scsql_worker to scsql_agent';
+  end if;
+end
+$$;
 
 create schema if not exists scsql authorization scsql_owner;
 comment on schema scsql is 'scsql: memory, audit and coordination for AI coding agents. \df+ scsql.* is the reference manual.';

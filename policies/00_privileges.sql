@@ -3,16 +3,18 @@
 -- Nothing in schemas scsql and scsql_caller is usable by PUBLIC. Functions
 -- are granted one by one to the roles that may call them; the public
 -- functions of schema scsql granted to scsql_agent are exactly the tools an
--- MCP client sees.
+-- MCP client sees. Background work that agents run through scsql
+-- (embedding, learning indexing, retention, maintenance) is granted to
+-- scsql_worker, which scsql_agent inherits: callable, not a tool.
 
 revoke all on schema scsql, scsql_caller from public;
 grant usage on schema scsql, scsql_caller to scsql_agent, scsql_auditor, scsql_admin;
 
 -- Start from nothing, so that a grant removed from these files is taken back
 -- on the next migrate; the files below grant exactly what each role holds.
-revoke all on all tables in schema scsql from public, scsql_agent, scsql_auditor, scsql_admin, scsql_app;
-revoke all on all sequences in schema scsql from public, scsql_agent, scsql_auditor, scsql_admin, scsql_app;
-revoke all on all functions in schema scsql, scsql_caller from public, scsql_agent, scsql_auditor, scsql_admin, scsql_app;
+revoke all on all tables in schema scsql from public, scsql_agent, scsql_auditor, scsql_admin, scsql_app, scsql_worker;
+revoke all on all sequences in schema scsql from public, scsql_agent, scsql_auditor, scsql_admin, scsql_app, scsql_worker;
+revoke all on all functions in schema scsql, scsql_caller from public, scsql_agent, scsql_auditor, scsql_admin, scsql_app, scsql_worker;
 alter default privileges for role scsql_owner in schema scsql, scsql_caller revoke execute on functions from public;
 
 -- A function whose name starts with _ is private: only the owner, and so

@@ -50,11 +50,14 @@ grant execute on function
   scsql.start_session(text, text, text, timestamptz, integer, bytea),
   scsql.record_tool_call(text, text, bigint, text, text, integer, integer, integer, text, text, timestamptz, integer, bytea),
   scsql.record_outcome(text, text, text, bigint, bigint, text, numeric, text, text, timestamptz, integer, bytea),
-  scsql.learnings(text, text, timestamptz, integer),
-  scsql._learnings_export(bigint, integer),
-  scsql._lock_my_learnings(),
-  scsql._maintain_partitions()
+  scsql.learnings(text, text, timestamptz, integer)
 to scsql_agent;
+-- Background work an agent runs through scsql (learnings export): granted to
+-- scsql_worker, which agents inherit; not MCP tools. Partition maintenance is
+-- an administrator's: its ACCESS EXCLUSIVE locks would let an agent that holds
+-- them open stall every project's writes.
+grant execute on function scsql.learnings_export(bigint, integer), scsql_caller.lock_my_learnings()
+  to scsql_worker;
 grant execute on function scsql.cost_report(timestamptz, text), scsql.model_prices()
   to scsql_agent, scsql_auditor;
 
@@ -84,5 +87,5 @@ grant execute on function
   scsql.register_auditor_key(bytea),
   scsql.set_clock_skew(interval),
   scsql.acknowledge_quarantine(bigint, text),
-  scsql._maintain_partitions()
+  scsql.maintain_partitions()
 to scsql_admin;

@@ -61,10 +61,14 @@ to scsql_agent;
 -- The index tool asks, before it reads a file, whether it may read the directory.
 grant execute on function scsql_caller.index_scope(text) to scsql_agent;
 
--- Background work done by scsql worker and the MCP server, as an agent.
+-- Background work done by scsql worker and the MCP server, as an agent:
+-- granted to scsql_worker, which agents inherit, so it is never an MCP tool.
 grant execute on function
-  scsql._embed_claim(text, integer), scsql._embed_store(text, text[], vector[]), scsql._purge_expired()
-to scsql_agent;
+  scsql.embed_claim(text, integer, integer), scsql.embed_store(text, uuid, text[], vector[]), scsql.purge_expired()
+to scsql_worker;
+
+-- The auditor samples stored vectors to re-embed them (scsql verify --embeddings).
+grant execute on function scsql.embedding_sample(integer) to scsql_auditor;
 
 -- The API: these are the agents' memory tools.
 grant execute on function

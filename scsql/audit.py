@@ -9,10 +9,8 @@ MCP tools of the same names take only the content arguments.
 
 from __future__ import annotations
 
-import time
 
 from .chain import SignedField, signed_write
-from .db import Agent
 from .worker import Job
 
 SESSION_FIELDS = (
@@ -56,25 +54,8 @@ for _function, (_table, _fields) in SIGNED_WRITES.items():
     signed_write(_function, _table, _fields)
 
 
-MAINTENANCE_EVERY = 600.0  # seconds between partition maintenance runs of one worker
-_last_maintenance: dict[int, float] = {}
-
-
-def maintain_partitions(agent: Agent) -> list[dict]:
-    """Run partition maintenance once (scsql._maintain_partitions); returns its actions."""
-    with agent.transaction() as conn:
-        return conn.execute("select * from scsql._maintain_partitions()").fetchall()
-
-
-def _partitions_job(agent: Agent) -> int:
-    now = time.monotonic()
-    if now - _last_maintenance.get(id(agent), -MAINTENANCE_EVERY) < MAINTENANCE_EVERY:
-        return 0
-    _last_maintenance[id(agent)] = now
-    # Creating partitions is not "more work pending": report 0 so the worker sleeps.
-    maintain_partitions(agent)
-    return 0
-
-
 def jobs() -> list[Job]:
-    return [Job("partitions", _partitions_job)]
+    # Partition maintenance takes ACCESS EXCLUSIVE locks that every project's
+    # writes queue behind, so no agent may run it: scsql worker runs it over
+    # an administrator's connection (cmd_worker.partitions_job).
+    return []

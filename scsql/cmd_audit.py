@@ -29,6 +29,8 @@ AUDITOR_KEY = "auditor"
 def cmd_verify(ctx, args: argparse.Namespace) -> int:
     from .verify import verify
 
+    if args.embeddings:
+        return verify_embeddings(ctx, args)
     report = verify(ctx.admin_conninfo(), workers=args.workers, checkpoint_files=args.checkpoints or (),
                     from_checkpoint=args.from_checkpoint, full=args.full)
     if args.json:
@@ -57,6 +59,30 @@ def quarantine_line(q: dict[str, Any]) -> str:
            if q["acknowledged_at"] else "; open")
     return (f"chain {q['chain_id']} ({q['project']}/{q['agent']}) from seq {q['from_seq']}, signed up to seq "
             f"{q['anchored_seq']}: {q['kind']}, found {q['found_at']:%Y-%m-%d %H:%M} by {q['found_by']}{ack}")
+
+
+def verify_embeddings(ctx, args: argparse.Namespace) -> int:
+    """Re-embed a sample of stored vectors with this process's provider, as the auditor."""
+    from . import embed
+
+    prov = embed.provider()
+    if prov is None:
+        raise ScsqlError("SC010", "verify --embeddings needs an embedding provider", "unset SCSQL_EMBED=none")
+    with admin_connection(ctx.admin_conninfo()) as conn:
+        conn.execute("set local role scsql_auditor")
+        check = embed.check_stored(conn, prov, args.sample)
+    if args.json:
+        print(json.dumps(check.model_dump() | {"ok": check.ok}, indent=2))
+    else:
+        for m in check.mismatches:
+            print(f"MISMATCH project {m.project} chunk {m.chunk_hash} model {m.model}: cosine {m.similarity} "
+                  f"to its text re-embedded; stored by {m.stored_by or 'unknown'} at {m.stored_at}", file=sys.stderr)
+        others = ", ".join(f"{n} of {model}" for model, n in sorted(check.skipped.items()))
+        print(f"scsql verify --embeddings: {'ok' if check.ok else f'{len(check.mismatches)} mismatch(es)'}: "
+              f"{check.checked} vector(s) of {prov.name} re-embedded"
+              + (f"; not checked (other models): {others}" if others else "")
+              + (f"; {check.gone} whose text is gone" if check.gone else ""))
+    return 0 if check.ok else 1
 
 
 # -- checkpoint -------------------------------------------------------------------
@@ -270,7 +296,7 @@ def export_learnings(agent, directory: Path) -> dict[str, int]:
     files = {"failure": out / "failures.jsonl", "experiment": out / "experiments.jsonl"}
     while True:
         with agent.transaction() as conn:
-            rows = conn.execute("select * from scsql._learnings_export(%s::bigint, 5000)", (last,)).fetchall()
+            rows = conn.execute("select * from scsql.learnings_export(%s::bigint, 5000)", (last,)).fetchall()
         if not rows:
             break
         handles = {k: p.open("a") for k, p in files.items()}
@@ -354,6 +380,10 @@ def register(sub, add) -> None:
     p.add_argument("--full", action="store_true",
                    help="check every signature again, also of rows the newest verified checkpoints cover "
                         "(by default every hash and link is checked, and signatures after those checkpoints)")
+    p.add_argument("--embeddings", action="store_true",
+                   help="instead: re-embed a random sample of stored vectors with this process's model (SCSQL_EMBED) "
+                        "and name who stored each one whose cosine similarity is below 0.99")
+    p.add_argument("--sample", type=int, default=100, help="with --embeddings: vectors to check (default 100)")
     p.add_argument("--json", action="store_true")
 
     p = add("checkpoint", cmd_checkpoint, "sign and record every chain head with the auditor's key")

@@ -242,27 +242,87 @@ def vector_literal(v: np.ndarray) -> str:
 
 def embed_queued(agent, prov: Provider | None = None, limit: int = 32) -> int:
     """Embed up to ``limit`` queued chunk texts of the agent's project with the
-    provider's model, in one transaction. Returns how many were claimed (0:
-    nothing is waiting)."""
+    provider's model, in one transaction: claim them (embed_claim), embed, and
+    store the vectors under the claim's token (embed_store). Returns how many
+    were claimed (0: nothing is waiting)."""
     prov = prov if prov is not None else provider()
     if prov is None:
         return 0
     with agent.transaction() as conn:
-        rows = conn.execute("select chunk_hash, content from scsql._embed_claim(%s, %s)",
+        rows = conn.execute("select chunk_hash, content, claim_token from scsql.embed_claim(%s, %s)",
                             (prov.name, limit)).fetchall()
         if not rows:
             return 0
         vectors = prov.embed([r["content"] for r in rows])
         conn.execute(
-            "select scsql._embed_store(%s, %s::text[], %s::vector[])",
-            (prov.name, [r["chunk_hash"] for r in rows], [vector_literal(v) for v in vectors]),
+            "select scsql.embed_store(%s, %s::uuid, %s::text[], %s::vector[])",
+            (prov.name, rows[0]["claim_token"], [r["chunk_hash"] for r in rows],
+             [vector_literal(v) for v in vectors]),
         )
     return len(rows)
 
 
 def purge_expired(agent) -> int:
     with agent.transaction() as conn:
-        return conn.execute("select scsql._purge_expired() as n").fetchone()["n"]
+        return conn.execute("select scsql.purge_expired() as n").fetchone()["n"]
+
+
+# -- checking stored vectors -------------------------------------------------
+
+MIN_SIMILARITY = 0.99
+
+
+class Mismatch(BaseModel):
+    """A stored vector that does not follow from its text and model."""
+
+    project: str
+    model: str
+    chunk_hash: str
+    similarity: float
+    stored_by: str | None
+    stored_at: str
+
+
+class EmbeddingCheck(BaseModel):
+    checked: int
+    skipped: dict[str, int]  # model -> vectors of a model this process does not run
+    gone: int  # vectors whose text is no longer a chunk
+    mismatches: list[Mismatch]
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+
+def check_stored(conn, prov: Provider, sample: int = 100, min_similarity: float = MIN_SIMILARITY) -> EmbeddingCheck:
+    """Re-embed a random sample of stored vectors (scsql.embedding_sample, as
+    the auditor) with the same model and report each whose cosine similarity
+    to the recomputed vector is below ``min_similarity``, naming who stored it.
+    Vectors of other models than the provider's are counted, not checked."""
+    rows = conn.execute("select project, model, chunk_hash, content, embedding::text as embedding, stored_by, "
+                        "stored_at::text as stored_at from scsql.embedding_sample(%s)", (sample,)).fetchall()
+    skipped: dict[str, int] = {}
+    mine = []
+    gone = 0
+    for r in rows:
+        if r["model"] != prov.name:
+            skipped[r["model"]] = skipped.get(r["model"], 0) + 1
+        elif r["content"] is None:
+            gone += 1
+        else:
+            mine.append(r)
+    mismatches = []
+    if mine:
+        fresh = np.asarray(prov.embed([r["content"] for r in mine]), dtype=np.float64)
+        for r, f in zip(mine, fresh, strict=True):
+            stored = np.asarray(json.loads(r["embedding"]), dtype=np.float64)
+            denom = float(np.linalg.norm(stored) * np.linalg.norm(f))
+            sim = float(stored @ f / denom) if denom > 0 and stored.shape == f.shape else -1.0
+            if not sim >= min_similarity:
+                mismatches.append(Mismatch(project=r["project"], model=r["model"], chunk_hash=r["chunk_hash"],
+                                           similarity=round(sim, 4), stored_by=r["stored_by"],
+                                           stored_at=r["stored_at"]))
+    return EmbeddingCheck(checked=len(mine), skipped=skipped, gone=gone, mismatches=mismatches)
 
 
 def jobs():

@@ -22,7 +22,7 @@ log = logging.getLogger("scsql.learning")
 def index_queued(agent: Agent, limit: int = 50) -> int:
     """Index up to ``limit`` queued learnings of the agent's project. Returns how many."""
     with agent.transaction() as conn:
-        return conn.execute("select scsql._index_learnings(%s) as n", (limit,)).fetchone()["n"]
+        return conn.execute("select scsql.index_learnings(%s) as n", (limit,)).fetchone()["n"]
 
 
 @after("record_outcome")

@@ -1,6 +1,6 @@
 """Daily partitions of tool_calls and outcomes.
 
-The work is done by SQL functions (``scsql._maintain_partitions``,
+The work is done by SQL functions (``scsql.maintain_partitions``,
 ``scsql.partition_status``, ``scsql.set_partition_retention``); this module
 calls them on an administrator's connection, and installs pg_partman into a
 database (which needs a superuser) before its first migrate.
@@ -70,7 +70,7 @@ def enable_partman(conninfo: str, version: str | None = None) -> str:
 def maintain(conninfo: str) -> list[dict[str, Any]]:
     with admin_connection(conninfo) as conn:
         conn.execute("set local role scsql_admin")
-        return conn.execute("select * from scsql._maintain_partitions()").fetchall()
+        return conn.execute("select * from scsql.maintain_partitions()").fetchall()
 
 
 def status(conninfo: str) -> list[dict[str, Any]]:

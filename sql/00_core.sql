@@ -555,7 +555,10 @@ as $$
     and p.prokind = 'f'
     and p.proname !~ '^_'
     and pg_catalog.has_function_privilege(p.oid, 'execute')
+    -- Background work (embed_claim, index_learnings, ...) is granted to
+    -- scsql_worker, which agents inherit: callable, never a tool.
+    and not pg_catalog.has_function_privilege('scsql_worker', p.oid, 'execute')
   order by p.proname
 $$;
 comment on function scsql_caller.api() is
-  'The public API functions of schema scsql the current role may execute, with argument names and types, how many trailing arguments have defaults, the return type and the function comment. The MCP server derives one tool per row, so an agent''s tools are exactly the functions granted to it.';
+  'The public API functions of schema scsql the current role may execute, with argument names and types, how many trailing arguments have defaults, the return type and the function comment; functions of background work (those scsql_worker may execute) are left out. The MCP server derives one tool per row, so an agent''s tools are exactly the functions granted to scsql_agent.';

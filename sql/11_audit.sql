@@ -408,14 +408,16 @@ comment on function scsql._project_lock_rows() is
 create or replace trigger project_lock_rows after insert on scsql.projects
   for each row execute function scsql._project_lock_rows();
 
-create or replace function scsql._lock_my_learnings()
+drop function if exists scsql._lock_my_learnings();
+
+create or replace function scsql_caller.lock_my_learnings()
 returns void
 language sql
 security definer
 set search_path = pg_catalog, scsql, pg_temp
 as $$ select scsql._project_lock(scsql._my_project(), 'learnings', false) $$;
-comment on function scsql._lock_my_learnings() is
-  'Private, used by _learnings_export. Takes the acting agent''s own project''s learnings lock exclusively, so it waits for every transaction of the project still inserting learnings. Raises like _me.';
+comment on function scsql_caller.lock_my_learnings() is
+  'Used by learnings_export, which runs as the caller. Takes the acting agent''s own project''s learnings lock exclusively, so it waits for every transaction of the project still inserting learnings. Raises like _me.';
 
 -- ---------------------------------------------------------------------------
 -- Learning loop
@@ -490,7 +492,7 @@ $$;
 comment on function scsql.learnings(text, text, timestamptz, integer) is
   'Learnings the caller may see (classification applies), newest first: failures and experiments derived from outcomes. QUERY keeps those whose summary, evidence, tool, signal, outcome kind or task contain every word of it (case-insensitive); KIND = failure or experiment; SINCE a time; LIMIT 1..1000 (default 50). Returns learning_id, kind, outcome_kind, created_at, agent, tool, signal, confidence, summary, evidence, classification, outcome_id, tool_call_id, session_id, task_ref. Raises SC010 for a bad kind or limit.';
 
-create or replace function scsql._learnings_export(p_after_id bigint, p_limit integer default 10000)
+create or replace function scsql.learnings_export(p_after_id bigint, p_limit integer default 10000)
 returns table (learning_id bigint, kind text, outcome_kind text, created_at timestamptz, agent text, tool text,
                signal text, confidence numeric, summary text, evidence text, classification text,
                outcome_id bigint, tool_call_id bigint, session_id bigint, task_ref text)
@@ -502,8 +504,11 @@ begin
   if p_after_id is null or p_after_id < 0 then
     raise exception using errcode = 'SC010', message = 'after_id must be >= 0';
   end if;
+  if p_limit is null or p_limit not between 1 and 10000 then
+    raise exception using errcode = 'SC010', message = 'limit must be 1 to 10,000';
+  end if;
   -- Wait for transactions that are inserting learnings of this project.
-  perform scsql._lock_my_learnings();
+  perform scsql_caller.lock_my_learnings();
   return query
   select l.learning_id, l.kind, l.outcome_kind, l.created_at,
          coalesce((select a.name from scsql.agents a where a.agent_id = l.author_id), l.author_id::text),
@@ -515,5 +520,5 @@ begin
   limit p_limit;
 end
 $$;
-comment on function scsql._learnings_export(bigint, integer) is
-  'Private, used by scsql learnings export. Learnings of the caller''s project that it may see with learning_id > P_AFTER_ID, oldest first. It first waits for transactions still inserting learnings in the caller''s project, so no lower id can appear after the export: remembering the highest exported id is enough to append only what is new.';
+comment on function scsql.learnings_export(bigint, integer) is
+  'Background work of scsql learnings export (not an MCP tool). Learnings of the caller''s project that it may see with learning_id > P_AFTER_ID, oldest first. It first waits for transactions still inserting learnings in the caller''s project, so no lower id can appear after the export: remembering the highest exported id is enough to append only what is new. LIMIT 1..10,000 (default 10,000). Raises SC001/SC002 when the caller is not an acting agent, SC010 for a negative AFTER_ID or a bad limit.';

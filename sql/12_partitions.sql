@@ -182,7 +182,7 @@ begin
     raise exception using errcode = 'SC122',
       message = format('refusing to drop %s in a %s transaction', scsql._qualified(p_partition),
                        upper(pg_catalog.current_setting('transaction_isolation'))),
-      hint = 'Run retention (scsql._maintain_partitions) in a READ COMMITTED transaction.';
+      hint = 'Run retention (scsql.maintain_partitions) in a READ COMMITTED transaction.';
   end if;
   execute format('lock table only %s, %s in access exclusive mode', v_parent, p_partition);
   if not exists (select from pg_catalog.pg_inherits i where i.inhrelid = p_partition and i.inhparent = v_parent) then
@@ -253,7 +253,7 @@ comment on function scsql._partman_manages(text, text) is
 -- wait. So maintenance gives up after 200 ms (lock_timeout), reports the
 -- table as deferred and tries again on its next run (partitions are made
 -- days ahead, and rows of a day without one land in the default partition).
-create or replace function scsql._maintain_partitions()
+create or replace function scsql.maintain_partitions()
 returns table (parent text, action text, partition text, detail text)
 language plpgsql
 security definer
@@ -357,8 +357,8 @@ begin
   end loop;
 end
 $$;
-comment on function scsql._maintain_partitions() is
-  'Private; run by scsql worker (job partitions), scsql partitions maintain, or from psql: select * from scsql._maintain_partitions(). For each time-partitioned table (scsql.partition_settings): with pg_partman installed (4.x or 5.x, detected from pg_extension), sets the table up with create_parent on first use and then runs its run_maintenance; otherwise creates the default partition and the daily partitions (UTC) from yesterday to PREMAKE days ahead. Then protects new partitions (append-only triggers, forced RLS) and applies retention: drops partitions older than RETENTION, oldest first, stopping at the first that no checkpoint covers or that this transaction may not drop (not READ COMMITTED; reported as refused), and skipping (refused) those holding rows of a quarantined chain after its anchored prefix. Each drop is recorded in scsql.partition_retirements. Every lock it takes waits at most 200 ms (lock_timeout), so a session holding a lock on a table (a reader''s open transaction included) never queues other sessions'' writes behind maintenance for longer: the table''s work is then rolled back and reported as deferred, and the next run tries again. Returns one row per action: parent, action (created, blocked, partman-setup, partman-maintenance, dropped, refused, deferred), partition, detail.';
+comment on function scsql.maintain_partitions() is
+  'Administrators only (not an MCP tool): run by scsql worker (job partitions) over an administrator''s connection, by scsql partitions maintain, or from psql: select * from scsql.maintain_partitions(). For each time-partitioned table (scsql.partition_settings): with pg_partman installed (4.x or 5.x, detected from pg_extension), sets the table up with create_parent on first use and then runs its run_maintenance; otherwise creates the default partition and the daily partitions (UTC) from yesterday to PREMAKE days ahead. Then protects new partitions (append-only triggers, forced RLS) and applies retention: drops partitions older than RETENTION, oldest first, stopping at the first that no checkpoint covers or that this transaction may not drop (not READ COMMITTED; reported as refused), and skipping (refused) those holding rows of a quarantined chain after its anchored prefix. Each drop is recorded in scsql.partition_retirements. Every lock it takes waits at most 200 ms (lock_timeout), so a session holding a lock on a table (a reader''s open transaction included) never queues other sessions'' writes behind maintenance for longer: the table''s work is then rolled back and reported as deferred, and the next run tries again. Returns one row per action: parent, action (created, blocked, partman-setup, partman-maintenance, dropped, refused, deferred), partition, detail.';
 
 create or replace function scsql.set_partition_retention(p_table text, p_retention interval, p_premake integer default null)
 returns void
@@ -464,4 +464,4 @@ comment on function scsql.partition_status() is
   'Administrators and the auditor. Every partition of the time-partitioned tables with its bounds (UTC), whether it is the default partition, the retention and premake settings, and whether pg_partman or the built-in maintenance manages it.';
 
 -- Create the partitions now, so a fresh install can record at once.
-select count(*) from scsql._maintain_partitions();
+select count(*) from scsql.maintain_partitions();

@@ -55,7 +55,9 @@ select scsql._define_error(code, name, meaning) from (values
   ('SC213', 'index_path_outside_root', 'The directory to index is not inside the project''s root_path (compared with its real path, symbolic links resolved), or is not an absolute path.'),
   ('SC214', 'index_path_secret_store', 'The directory to index is, or is inside, a store of secrets (.ssh, .gnupg, .aws, .azure, .kube, .password-store); scsql never indexes those.'),
   ('SC216', 'project_has_no_root', 'The acting agent''s project has no root directory (projects.root_path), so the index tool would not know which directory is the project''s; nothing was read. An administrator sets one (scsql up --root DIR for the default project, or scsql.set_project_root).'),
-  ('SC215', 'private_key_refused', 'The text holds a PEM private key block (-----BEGIN ... PRIVATE KEY----- followed by key data); nothing was stored. Keys never belong in working memory or the knowledge base (index_text, remember, summarize_session refuse them; the index tool skips such files; a learning holding one is not indexed).')
+  ('SC215', 'private_key_refused', 'The text holds a PEM private key block (-----BEGIN ... PRIVATE KEY----- followed by key data); nothing was stored. Keys never belong in working memory or the knowledge base (index_text, remember, summarize_session refuse them; the index tool skips such files; a learning holding one is not indexed).'),
+  ('SC225', 'embed_not_claimed', 'An embedding was offered for a chunk the acting agent holds no claim on: nobody claimed it, another agent did, it was claimed with another token or model, or it is not waiting for an embedding. Embeddings are stored only through embed_claim then embed_store; nothing was stored.'),
+  ('SC226', 'embed_lease_expired', 'The lease of the claim an embedding was offered under has ended (another worker may hold the chunk now); nothing was stored. Claim again and store before the lease ends.')
 ) as t(code, name, meaning);
 
 select scsql._define_error(code, name, meaning, 'client') from (values
@@ -1932,85 +1934,181 @@ comment on function scsql.pack(text, integer, vector, text) is
 -- Embeddings: queue, storage, model changes, retention
 -- ---------------------------------------------------------------------------
 
-create or replace function scsql._embed_claim(p_model text, p_limit integer default 32)
-returns table (chunk_hash text, content text)
+create or replace function scsql._embed_input(p_project bigint, p_chunk_hash text)
+returns text
+language sql
+stable
+as $$
+  -- The text embedded: the chunk, with its anchor (heading or symbol) above
+  -- it when its opening lines do not show it already, so a section cut in
+  -- pieces keeps its context.
+  select case when c.anchor is null or strpos(left(c.content, 400), c.anchor) > 0 then c.content
+              else c.anchor || E'\n' || c.content end
+  from scsql.kb_chunks c
+  where c.project_id = p_project and c.chunk_hash = p_chunk_hash
+  order by c.chunk_id
+  limit 1
+$$;
+comment on function scsql._embed_input(bigint, text) is
+  'Private. The text a worker embeds for a chunk hash of a project: the first chunk with that text, preceded by its anchor when its first 400 characters do not contain it. NULL when no chunk of the project has that text.';
+
+create or replace function scsql.embed_claim(p_model text, p_limit integer default 32, p_lease_seconds integer default 600)
+returns table (chunk_hash text, content text, claim_token uuid, lease_expires_at timestamptz)
 language plpgsql
 security definer
 set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
-  v_project bigint := scsql._my_project();
+  v_me scsql.agents := scsql._me();
   v_model smallint;
+  v_token uuid := pg_catalog.gen_random_uuid();
+  v_until timestamptz;
+  v_hashes text[];
 begin
+  perform scsql._check_text('model', p_model, 200, false);
+  perform scsql._require(p_limit between 1 and 1000, 'limit must be 1 to 1000');
+  perform scsql._require(p_lease_seconds between 10 and 3600, 'lease must be 10 to 3,600 seconds');
   select model_id into v_model from scsql.embed_models where name = p_model;
   if not found then
-    return;
+    return;  -- nothing is ever queued for a model no project uses
   end if;
-  -- Queue rows whose text is gone (forgotten meanwhile) are dropped.
+  v_until := clock_timestamp() + make_interval(secs => p_lease_seconds);
+  -- Queue rows whose text is gone (forgotten meanwhile) are dropped. The
+  -- list is made once (materialized), never per queue row.
+  with gone as materialized (
+    select q2.chunk_hash from scsql.kb_embed_queue q2
+    where q2.project_id = v_me.project_id and q2.model_id = v_model
+      and not exists (select from scsql.kb_chunks c where c.project_id = v_me.project_id and c.chunk_hash = q2.chunk_hash)
+    limit 1000 for update skip locked)
   delete from scsql.kb_embed_queue q
-  where q.project_id = v_project and q.model_id = v_model
-    and q.chunk_hash in (
-      select q2.chunk_hash from scsql.kb_embed_queue q2
-      where q2.project_id = v_project and q2.model_id = v_model
-        and not exists (select from scsql.kb_chunks c where c.project_id = v_project and c.chunk_hash = q2.chunk_hash)
-      limit 1000 for update skip locked);
-  return query
-  select q.chunk_hash,
-         -- The text embedded: the chunk, with its anchor (heading or symbol)
-         -- above it when its opening lines do not show it already, so a
-         -- section cut in pieces keeps its context.
-         (select case when c.anchor is null or strpos(left(c.content, 400), c.anchor) > 0 then c.content
-                      else c.anchor || E'\n' || c.content end
-          from scsql.kb_chunks c
-           where c.project_id = v_project and c.chunk_hash = q.chunk_hash
-           order by c.chunk_id limit 1)
+  using gone g
+  where q.project_id = v_me.project_id and q.model_id = v_model and q.chunk_hash = g.chunk_hash;
+  select array_agg(p.chunk_hash) into v_hashes
   from (select q.chunk_hash from scsql.kb_embed_queue q
-        where q.project_id = v_project and q.model_id = v_model
+        where q.project_id = v_me.project_id and q.model_id = v_model
+          and (q.claim_expires_at is null or q.claim_expires_at <= clock_timestamp())
         order by q.enqueued_at, q.chunk_hash
-        limit least(greatest(coalesce(p_limit, 32), 1), 1000)
-        for update skip locked) q;
+        limit p_limit
+        for update skip locked) p;
+  return query
+  with claimed as (
+    update scsql.kb_embed_queue q
+    set claimed_by = v_me.agent_id, claim_token = v_token, claim_expires_at = v_until
+    where q.project_id = v_me.project_id and q.model_id = v_model and q.chunk_hash = any(v_hashes)
+    returning q.chunk_hash)
+  select c.chunk_hash, scsql._embed_input(v_me.project_id, c.chunk_hash), v_token, v_until
+  from claimed c
+  order by c.chunk_hash;
 end
 $$;
-comment on function scsql._embed_claim(text, integer) is
-  'Private, for scsql worker and the MCP server. Locks (FOR UPDATE SKIP LOCKED, until the transaction ends) up to p_limit queued chunk hashes of the acting agent''s project waiting for an embedding with model p_model, and returns each with the text to embed (its text, preceded by its anchor when the text does not start by showing it). Embed them and call _embed_store in the same transaction.';
+comment on function scsql.embed_claim(text, integer, integer) is
+  'Background work of scsql worker and the MCP server (not an MCP tool). Claims up to LIMIT (1..1000, default 32) chunk hashes of the acting agent''s project queued for an embedding with MODEL and not under another live claim (concurrent workers take different ones: SKIP LOCKED), for LEASE_SECONDS (10..3600, default 600). Returns each with the text to embed (the chunk text, preceded by its anchor when its opening does not show it), the claim''s token and when the lease ends: embed them with MODEL and pass the token to embed_store before then. Returns nothing for a model no project uses. Raises SC010 for a bad limit or lease, SC200/SC201 for a bad model name.';
 
-create or replace function scsql._embed_store(p_model text, p_hashes text[], p_embeddings vector[])
+create or replace function scsql.embed_store(p_model text, p_claim_token uuid, p_hashes text[], p_embeddings vector[])
 returns integer
 language plpgsql
 security definer
 set search_path = pg_catalog, scsql, public, pg_temp
 as $$
 declare
-  v_project bigint := scsql._my_project();
+  v_me scsql.agents := scsql._me();
   v_model scsql.embed_models;
+  v_bad record;
   v_n integer;
 begin
+  perform scsql._check_text('model', p_model, 200, false);
   select * into v_model from scsql.embed_models where name = p_model;
   if not found then
     raise exception using errcode = 'SC207', message = format('unknown embedding model %L', p_model),
       hint = 'An administrator registers a model with set_embedding_model.';
   end if;
+  perform scsql._require(p_claim_token is not null, 'claim_token is required: embed_claim hands it out');
+  perform scsql._require(coalesce(array_length(p_hashes, 1), 0) between 1 and 1000, 'give 1 to 1,000 chunk hashes');
   if coalesce(array_length(p_hashes, 1), 0) <> coalesce(array_length(p_embeddings, 1), 0) then
     raise exception using errcode = 'SC207', message = 'one embedding per chunk hash is needed';
   end if;
-  if exists (select from unnest(p_embeddings) e where e is null or vector_dims(e) <> v_model.dims) then
-    raise exception using errcode = 'SC207', message = format('every embedding of model %s must have %s dimensions', p_model, v_model.dims);
+  perform scsql._require(not exists (select from unnest(p_hashes) h where h is null or h !~ '^[0-9a-f]{64}$'),
+                         'every chunk hash must be 64 lower-case hex digits');
+  perform scsql._require((select count(distinct h) from unnest(p_hashes) h) = array_length(p_hashes, 1),
+                         'each chunk hash may be given once');
+  -- pgvector's input already refuses NaN and infinite components; a zero
+  -- vector has no direction for cosine distance.
+  if exists (select from unnest(p_embeddings) e
+             where e is null or vector_dims(e) <> v_model.dims or not (vector_norm(e) > 0)) then
+    raise exception using errcode = 'SC207',
+      message = format('every embedding of model %s must have %s finite dimensions, not all zero', p_model, v_model.dims);
   end if;
-  insert into scsql.kb_embeddings (project_id, model_id, chunk_hash, embedding)
-  select v_project, v_model.model_id, h, e
-  from unnest(p_hashes, p_embeddings) u(h, e)
-  where exists (select from scsql.kb_chunks c where c.project_id = v_project and c.chunk_hash = h)
+  -- Every hash that is still chunk text of the project needs the caller's
+  -- live claim, with this token, for this model. The queue rows are locked
+  -- first, so a claim cannot move to another worker while this one stores.
+  perform from scsql.kb_embed_queue q
+  where q.project_id = v_me.project_id and q.model_id = v_model.model_id and q.chunk_hash = any(p_hashes)
+  order by q.chunk_hash
+  for update;
+  select h, q.claimed_by, q.claim_token, q.claim_expires_at, q.chunk_hash is not null as queued into v_bad
+  from unnest(p_hashes) h
+  left join scsql.kb_embed_queue q
+    on q.project_id = v_me.project_id and q.model_id = v_model.model_id and q.chunk_hash = h
+  where exists (select from scsql.kb_chunks c where c.project_id = v_me.project_id and c.chunk_hash = h)
+    and not (q.claimed_by is not distinct from v_me.agent_id and q.claim_token is not distinct from p_claim_token
+             and q.claim_expires_at > clock_timestamp())
   order by h
-  on conflict (project_id, model_id, chunk_hash) do update set embedding = excluded.embedding, created_at = now();
+  limit 1;
+  if found then
+    if v_bad.claimed_by = v_me.agent_id and v_bad.claim_token = p_claim_token then
+      raise exception using errcode = 'SC226',
+        message = format('the claim on chunk %s (model %s) expired at %s; nothing was stored',
+                         v_bad.h, p_model, v_bad.claim_expires_at),
+        hint = 'Claim again with embed_claim (a longer lease, or fewer chunks) and store before the lease ends.';
+    end if;
+    raise exception using errcode = 'SC225',
+      message = format('agent "%s" holds no claim on chunk %s for model %s%s; nothing was stored', v_me.name, v_bad.h, p_model,
+                       case when not v_bad.queued then ' (it is not waiting for an embedding)'
+                            when v_bad.claimed_by is null then ' (nobody claimed it)'
+                            when v_bad.claimed_by <> v_me.agent_id then ' (another agent claimed it)'
+                            else ' (it was claimed with another token)' end),
+      hint = 'Embeddings are stored only for chunks claimed with embed_claim, with its token, before the lease ends.';
+  end if;
+  insert into scsql.kb_embeddings (project_id, model_id, chunk_hash, embedding, stored_by, created_at)
+  select v_me.project_id, v_model.model_id, u.h, u.e, v_me.agent_id, now()
+  from unnest(p_hashes, p_embeddings) u(h, e)
+  where exists (select from scsql.kb_chunks c where c.project_id = v_me.project_id and c.chunk_hash = u.h)
+  order by u.h
+  on conflict (project_id, model_id, chunk_hash)
+  do update set embedding = excluded.embedding, stored_by = excluded.stored_by, created_at = excluded.created_at;
   get diagnostics v_n = row_count;
   delete from scsql.kb_embed_queue q
-  where q.project_id = v_project and q.model_id = v_model.model_id and q.chunk_hash = any(p_hashes);
+  where q.project_id = v_me.project_id and q.model_id = v_model.model_id and q.chunk_hash = any(p_hashes)
+    and q.claimed_by = v_me.agent_id and q.claim_token = p_claim_token;
   return v_n;
 end
 $$;
-comment on function scsql._embed_store(text, text[], vector[]) is
-  'Private, for scsql worker and the MCP server. Stores embeddings of model p_model for chunk hashes of the acting agent''s project and removes them from the queue. Returns how many were stored. Raises SC207 for an unknown model or a wrong dimension.';
+comment on function scsql.embed_store(text, uuid, text[], vector[]) is
+  'Background work of scsql worker and the MCP server (not an MCP tool). Stores the embeddings (vectors of MODEL''s dimension, finite, not all zero) of chunk hashes the acting agent claimed with embed_claim, presenting the claim''s token before its lease ends; records the agent (stored_by) and the time, and takes the hashes off the queue. A hash whose text is no longer a chunk of the project is skipped. Returns how many were stored. All or nothing: raises SC225 when any hash is not under the caller''s claim with this token and model (never claimed, claimed by another agent, or not waiting for an embedding), SC226 when the claim''s lease expired, SC207 for an unknown model, a wrong dimension or a zero vector, SC010 for a missing token, a malformed or repeated hash, or more than 1,000.';
+
+create or replace function scsql.embedding_sample(p_n integer default 100)
+returns table (project text, model text, chunk_hash text, content text, embedding vector,
+               stored_by text, stored_at timestamptz)
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+begin
+  perform scsql._require(p_n between 1 and 100000, 'sample size must be 1 to 100,000');
+  return query
+  select p.name, m.name, e.chunk_hash, scsql._embed_input(e.project_id, e.chunk_hash), e.embedding,
+         coalesce(a.name, e.stored_by::text), e.created_at
+  from (select * from scsql.kb_embeddings order by random() limit p_n) e
+  join scsql.projects p on p.project_id = e.project_id
+  join scsql.embed_models m on m.model_id = e.model_id
+  left join scsql.agents a on a.agent_id = e.stored_by
+  order by p.name, m.name, e.chunk_hash;
+end
+$$;
+comment on function scsql.embedding_sample(integer) is
+  'The auditor''s. N (1..100,000, default 100) stored embeddings chosen at random, each with its project, model, chunk_hash, the text a worker embeds for it (content; NULL when no chunk has that text any more), the vector, the agent that stored it (stored_by; NULL before scsql recorded it) and when. scsql verify --embeddings re-embeds the texts with the same model and names the agent of every vector that does not follow from its text. Raises SC010 for a bad N.';
 
 create or replace function scsql.set_embedding_model(p_project text, p_model text, p_dims integer)
 returns integer
@@ -2059,7 +2157,7 @@ $$;
 comment on function scsql.set_embedding_model(text, text, integer) is
   'Administrators only. Makes MODEL (with DIMS dimensions; registered, with its own HNSW index, on first use) the embedding model of PROJECT: new chunks are queued for it and every existing chunk text is queued for re-embedding by scsql worker. Search keeps working meanwhile: vectors are kept per model, a query embedded with the new model finds the chunks embedded so far, and BM25 finds the rest. Returns how many chunk texts were queued. Raises SC005 unknown project, SC207 dimension conflict.';
 
-create or replace function scsql._purge_expired()
+create or replace function scsql.purge_expired()
 returns integer
 language plpgsql
 security definer
@@ -2074,8 +2172,8 @@ begin
   return scsql._forget_sources(v_project, v_ids);
 end
 $$;
-comment on function scsql._purge_expired() is
-  'Private, for scsql worker. Deletes the acting agent''s project sources whose retention ended (session summaries after 365 days). Returns how many were deleted.';
+comment on function scsql.purge_expired() is
+  'Background work of scsql worker (not an MCP tool). Deletes the acting agent''s project sources whose retention ended (session summaries after 365 days). Returns how many were deleted.';
 
 create or replace function scsql.memory_status()
 returns table (facts integer, capacity integer, sources integer, chunks bigint, file_chunks bigint,

@@ -56,7 +56,10 @@ create or replace trigger learnings_to_knowledge
   after insert on scsql.learnings
   for each row execute function scsql._queue_learning();
 
-create or replace function scsql._index_learnings(p_limit integer default 50)
+comment on table scsql.kb_learning_queue is
+  'Public and internal learnings not yet indexed into the knowledge base; drained by scsql.index_learnings.';
+
+create or replace function scsql.index_learnings(p_limit integer default 50)
 returns integer
 language plpgsql
 security definer
@@ -95,8 +98,8 @@ begin
   return v_done;
 end
 $$;
-comment on function scsql._index_learnings(integer) is
-  'Private, for the MCP server and scsql worker, as an agent. Indexes up to LIMIT (1..1000, default 50) queued learnings of the acting agent''s project into the knowledge base, each as source learning:<learning_id> (kind learning, trust internal), oldest first; concurrent callers take different learnings (SKIP LOCKED); one whose text holds a PEM private key block is dropped from the queue unindexed. Returns how many it indexed. Raises SC010 for a bad limit.';
+comment on function scsql.index_learnings(integer) is
+  'Background work of the MCP server and scsql worker, as an agent (not an MCP tool). Indexes up to LIMIT (1..1000, default 50) queued learnings of the acting agent''s project into the knowledge base, each as source learning:<learning_id> (kind learning, trust internal), oldest first; concurrent callers take different learnings (SKIP LOCKED); one whose text holds a PEM private key block is dropped from the queue unindexed. Returns how many it indexed. Raises SC010 for a bad limit.';
 
 -- 2. recall_context restores recent broadcasts beside facts and session summaries.
 

@@ -200,7 +200,8 @@ def test_mcp_tools_hide_the_signing_arguments(scsql_db):
         props = set(tools[name].parameters["properties"])
         assert {"at", "key_id", "signature"}.isdisjoint(props), name
     assert "tool" in tools["record_tool_call"].parameters["properties"]
-    for hidden in ("verify_chain", "record_checkpoint", "checkpoint_heads_now", "_maintain_partitions"):
+    for hidden in ("verify_chain", "record_checkpoint", "checkpoint_heads_now", "maintain_partitions",
+                   "learnings_export"):
         assert hidden not in tools
 
 

@@ -165,7 +165,7 @@ def _sql_quarantines(db) -> list[dict]:
 
 def _maintain(db) -> list[dict]:
     with db.connect() as conn:
-        return conn.execute("select * from scsql._maintain_partitions() where action in ('dropped', 'refused')"
+        return conn.execute("select * from scsql.maintain_partitions() where action in ('dropped', 'refused')"
                             ).fetchall()
 
 

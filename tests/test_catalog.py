@@ -14,21 +14,10 @@ import pytest
 from scsql.errors import ScsqlError
 
 MANIFEST = Path(__file__).with_name("privileges.txt")
-ROLES = ("scsql_agent", "scsql_auditor", "scsql_admin", "scsql_app")
+ROLES = ("scsql_agent", "scsql_auditor", "scsql_admin", "scsql_app", "scsql_worker")
 # scsql's schemas: the API (and its private _ functions), and the functions
 # that run with the caller's rights (policies, caller-rights API functions).
 SCHEMAS = ["scsql", "scsql_caller"]
-# Private functions agents still execute: they are being renamed in parallel.
-RENAMED_IN_PARALLEL = {
-    "scsql._embed_claim(text,integer)",
-    "scsql._embed_store(text,text[],vector[])",
-    "scsql._index_learnings(integer)",
-    "scsql._learnings_export(bigint,integer)",
-    "scsql._purge_expired()",
-    "scsql._maintain_partitions()",
-    "scsql._lock_my_learnings()",
-}
-
 
 def test_every_table_has_forced_row_level_security(scsql_db):
     with scsql_db.connect() as conn:
@@ -95,7 +84,7 @@ def test_agents_cannot_execute_private_functions(scsql_db):
             where p.pronamespace = 'scsql'::regnamespace and p.proname ~ '^_'
         """).fetchone()["n"]
     assert names > 50  # the private helpers are there, and the pattern finds them
-    assert [(r["role"], r["f"]) for r in rows if r["f"] not in RENAMED_IN_PARALLEL] == []
+    assert [(r["role"], r["f"]) for r in rows] == []
     # The agent's policies, which call scsql_caller, work; a private function is refused.
     with agent.transaction() as conn:
         assert conn.execute("select count(*) as n from scsql.agents").fetchone()["n"] == 1

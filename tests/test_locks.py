@@ -197,7 +197,7 @@ def test_partition_maintenance_gives_up_on_a_reader_and_tries_again(scsql_db):
         def maintain() -> None:
             with db.connect() as conn:
                 result["pid"] = conn.info.backend_pid
-                result["rows"] = conn.execute("select * from scsql._maintain_partitions()").fetchall()
+                result["rows"] = conn.execute("select * from scsql.maintain_partitions()").fetchall()
                 conn.commit()
 
         m = threading.Thread(target=maintain, daemon=True)
@@ -223,7 +223,7 @@ def test_partition_maintenance_gives_up_on_a_reader_and_tries_again(scsql_db):
     finally:
         tables.close()
     with db.connect() as conn:
-        rows = conn.execute("select * from scsql._maintain_partitions()").fetchall()
+        rows = conn.execute("select * from scsql.maintain_partitions()").fetchall()
         conn.commit()
     assert any(r["action"] == "created" and r["parent"] == "scsql.tool_calls" for r in rows), rows
     assert _future_partition(db, "scsql.tool_calls") == missing

@@ -71,9 +71,19 @@ def world(scsql_db):
     rng = np.random.default_rng(11)
     hashes = [r["chunk_hash"] for r in q(b1, "select distinct chunk_hash from scsql.kb_chunks")]
     vectors = {h: _unit(rng.normal(size=384)) for h in hashes}
+    # Vectors an MCP server with the model loaded stored inline are replaced:
+    # the administrator drops them and queues every chunk again; B's worker
+    # claims them all and stores these.
+    with scsql_db.connect() as conn:
+        conn.execute("delete from scsql.kb_embeddings e using scsql.projects p "
+                     "where p.project_id = e.project_id and p.name = %s", (pb,))
+        conn.execute("select scsql.set_embedding_model(%s, %s, 384)", (pb, DEFAULT_MODEL))
+        conn.commit()
     with b1.transaction() as conn:
-        conn.execute("select scsql._embed_store(%s, %s::text[], %s::vector[])",
-                     (DEFAULT_MODEL, hashes, [vector_literal(v) for v in vectors.values()]))
+        token = conn.execute("select claim_token from scsql.embed_claim(%s, 1000) limit 1",
+                             (DEFAULT_MODEL,)).fetchone()["claim_token"]
+        conn.execute("select scsql.embed_store(%s, %s, %s::text[], %s::vector[])",
+                     (DEFAULT_MODEL, token, hashes, [vector_literal(v) for v in vectors.values()]))
     return scsql_db, pb, a, b1, b2, c, vectors
 
 

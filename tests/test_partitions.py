@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from scsql import partitions, signing
-from scsql.audit import TOOL_CALL_FIELDS, maintain_partitions
+from scsql.audit import TOOL_CALL_FIELDS
 from scsql.chain import sign_row
 from scsql.cmd_audit import record_checkpoints
 from scsql.errors import ScsqlError
@@ -121,7 +121,7 @@ def test_builtin_maintenance_creates_protects_and_retires_partitions(scsql_db):
     project = db.project()
     a = db.agent("a", project)
     _backdate_keys(db)
-    actions = maintain_partitions(a)  # protects the new partition; nothing to retire yet
+    actions = partitions.maintain(db.admin)  # protects the new partition; nothing to retire yet
     assert not [x for x in actions if x["action"] in ("dropped", "refused")]
     _write_at(a, three_days_ago, "old-1")
     _write_at(a, three_days_ago, "old-2")
@@ -137,10 +137,10 @@ def test_builtin_maintenance_creates_protects_and_retires_partitions(scsql_db):
         assert rls
     with db.connect() as conn:
         conn.execute("select scsql.set_partition_retention('scsql.tool_calls', '2 days')")
-    refused = [x for x in maintain_partitions(a) if x["action"] == "refused"]
+    refused = [x for x in partitions.maintain(db.admin) if x["action"] == "refused"]
     assert [(x["parent"], x["partition"]) for x in refused] == [("scsql.tool_calls", old)]
     _retention_refuses_then_drops(db, a, three_days_ago)
-    assert [x for x in maintain_partitions(a) if x["action"] in ("dropped", "refused")] == []
+    assert [x for x in partitions.maintain(db.admin) if x["action"] in ("dropped", "refused")] == []
 
 
 def test_retention_settings_are_validated(scsql_db):
@@ -282,7 +282,7 @@ def test_partman_creates_the_partitions_and_scsql_protects_them(partman_db):
     Api(a).call("record_tool_call", tool="new-1")
     old = _partition_of(db, "old-1")
     assert not old.endswith("_default") and old in {r["partition"] for r in partitions.status(db.admin)}
-    actions = maintain_partitions(a)
+    actions = partitions.maintain(db.admin)
     assert {x["action"] for x in actions} == {"partman-maintenance"}
     with db.connect() as conn:
         with pytest.raises(psycopg.Error) as err:
@@ -294,7 +294,7 @@ def test_partman_creates_the_partitions_and_scsql_protects_them(partman_db):
         assert err.value.sqlstate == "SC100"
     _retention(db, "2 days")
     _retention_refuses_then_drops(db, a, old_day)
-    assert {x["action"] for x in maintain_partitions(a)} == {"partman-maintenance"}  # partman copes with the drop
+    assert {x["action"] for x in partitions.maintain(db.admin)} == {"partman-maintenance"}  # partman copes with the drop
 
 
 def test_worker_runs_partition_maintenance_and_cli_reports_it(scsql_db, monkeypatch, capsys):

@@ -2,7 +2,7 @@
 recall_context over a knowledge base of 100,000 chunks.
 
 The corpus is synthetic and generated set-based in SQL, through the real
-write path (index_text, then _embed_store): Markdown files of ten sections,
+write path (index_text, then embed_claim and embed_store, as a worker does): Markdown files of ten sections,
 each section about 60 words drawn from a 20,000-word vocabulary with a
 Zipf-like (log-uniform) distribution, with camelCase/snake_case identifiers
 mixed in; 384-dimensional unit vectors around 200 cluster centres. Query
@@ -86,18 +86,24 @@ def load(s: Scratch, chunks: int) -> None:
 
     t0 = time.perf_counter()
     with s.agent.transaction() as conn:
-        hashes = [r["chunk_hash"] for r in conn.execute("select distinct chunk_hash from scsql.kb_chunks").fetchall()]
-    bar = _tqdm(total=len(hashes), desc="vectors", unit="chunk")
-    step = 2000
-    for start in range(0, len(hashes), step):
-        part = hashes[start:start + step]
+        pending = conn.execute("select pending_embeddings as n from scsql.memory_status()").fetchone()["n"]
+    bar = _tqdm(total=pending, desc="vectors", unit="chunk")
+    stored = 0
+    while True:
+        # The agent claims queued chunk hashes and stores their vectors under
+        # the claim, like scsql worker; the vectors are synthetic points.
         with s.agent.transaction() as conn:
-            point = _POINT.format(c=f"abs(hashtext(h)) %% {CLUSTERS}", spread="0.15")
-            conn.execute(f"select scsql._embed_store(%s, array_agg(h), array_agg({point})) "
-                         f"from unnest(%s::text[]) h", (DEFAULT_MODEL, part))
-        bar.update(len(part))
+            point = _POINT.format(c="abs(hashtext(c.chunk_hash)) %% " + str(CLUSTERS), spread="0.15")
+            n = conn.execute(f"with c as materialized (select * from scsql.embed_claim(%s, 1000)) "
+                             f"select coalesce(scsql.embed_store(%s, min(c.claim_token::text)::uuid, "
+                             f"array_agg(c.chunk_hash), array_agg({point})), 0) as n "
+                             f"from c having count(*) > 0", (DEFAULT_MODEL, DEFAULT_MODEL)).fetchone()
+        if n is None:
+            break
+        stored += n["n"]
+        bar.update(n["n"])
     bar.close()
-    print(f"stored {len(hashes)} vectors (HNSW index built as they arrive) in {time.perf_counter() - t0:.0f} s",
+    print(f"stored {stored} vectors (HNSW index built as they arrive) in {time.perf_counter() - t0:.0f} s",
           file=sys.stderr)
 
     with s.agent.transaction() as conn:
