@@ -1,0 +1,341 @@
+-- scsql redaction: one function every write path applies to the text it
+-- stores (prompts, previews, facts, knowledge-base text, summaries,
+-- broadcasts, task payloads), so a write made with psql is redacted too.
+--
+-- Re-applied on every migrate (CREATE OR REPLACE). Runs as scsql_owner.
+-- Every function here is private (owner only): the security-definer write
+-- paths call them. scsql.redaction_kinds() shows administrators and the
+-- auditor what is redacted and by which pattern.
+--
+-- A secret becomes [REDACTED:<kind>]; only the secret part is replaced, so
+-- AWS_SECRET_ACCESS_KEY=wJal... becomes AWS_SECRET_ACCESS_KEY=[REDACTED:aws_secret_key]
+-- and postgres://app:pw@db/x becomes postgres://app:[REDACTED:url_password]@db/x.
+-- No rule matches a marker, so redacting twice changes nothing.
+--
+-- The patterns are PostgreSQL regular expressions without back references,
+-- which the engine runs as automata: time grows with the length of the
+-- text, not exponentially (no catastrophic backtracking). A value ends at
+-- whitespace, a quote or a delimiter, so no match runs on past a line.
+
+-- ---------------------------------------------------------------------------
+-- The rules, in the order they are applied
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._redaction_rules()
+returns text[]
+language sql
+immutable parallel safe
+as $rules$
+  -- One row per rule: kind, mode, pattern, replacement, flags, prefilter, description.
+  -- mode replace: regexp_replace(text, pattern, replacement, flags), run only
+  --   when the text matches the prefilter (a cheap literal test).
+  -- mode assigned: the pattern finds (name)(separator)(value)(call paren);
+  --   scsql._assigned_secret_kind decides from the name and the value
+  --   whether, and as which kind, the value is replaced.
+  -- Specific token shapes come first, so a JWT sent as a bearer token is a
+  -- jwt and a GitHub token in a URL is a github_token.
+  select array[
+    ['private_key', 'replace',
+     '-----BEGIN[A-Z0-9 ]{0,40}?PRIVATE KEY(?: BLOCK)?-----(?=(?:[[:space:]]|\\[nr])+(?:[A-Za-z-]+:[^\n]*(?:[[:space:]]|\\[nr])+)*[A-Za-z0-9+/=]{16}).*?-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----',
+     '[REDACTED:private_key]', 'g', 'PRIVATE KEY',
+     'A PEM private key block (PKCS#8, RSA, EC, DSA, OPENSSH, ENCRYPTED, PGP PRIVATE KEY BLOCK) holding key data, from its BEGIN line to its END line; the whole block is replaced. Naming the marker without key data is not a key.'],
+    ['private_key', 'replace',
+     '-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----(?:[[:space:]]|\\[nr])+(?:[A-Za-z-]+:[^\n\\]*(?:[[:space:]]|\\[nr])+)*[A-Za-z0-9+/=]{16,}(?:(?:[[:space:]]|\\[nr])*[A-Za-z0-9+/=]{16,})*',
+     '[REDACTED:private_key]', 'g', 'PRIVATE KEY',
+     'A PEM private key block cut off before its END line: the BEGIN line and the key data after it.'],
+    ['anthropic_key', 'replace',
+     '\msk-ant-[A-Za-z0-9_-]{20,}',
+     '[REDACTED:anthropic_key]', 'g', 'sk-ant-',
+     'An Anthropic API key: sk-ant- followed by at least 20 key characters (sk-ant-api03-..., sk-ant-admin01-...).'],
+    ['openai_key', 'replace',
+     '\msk-(?:proj-|svcacct-|admin-)?(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{20,}',
+     '[REDACTED:openai_key]', 'g', 'sk-',
+     'An OpenAI API key: sk-, sk-proj-, sk-svcacct- or sk-admin- followed by at least 20 characters with an upper-case letter and a digit (so sk-learn-style words are not keys).'],
+    ['github_token', 'replace',
+     '\m(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})',
+     '[REDACTED:github_token]', 'g', 'gh[pousr]_|github_pat_',
+     'A GitHub token: ghp_, gho_, ghu_, ghs_ or ghr_ followed by at least 30 letters and digits, or a fine-grained github_pat_ token.'],
+    ['slack_token', 'replace',
+     '\m(?:xox[abposre]-[A-Za-z0-9-]{10,}|xapp-[0-9]-[A-Za-z0-9-]{10,})',
+     '[REDACTED:slack_token]', 'g', 'xox|xapp-',
+     'A Slack token: xoxb-, xoxp-, xoxa-, xoxo-, xoxs-, xoxr-, xoxe- or an app-level xapp- token.'],
+    ['slack_webhook', 'replace',
+     '(hooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9_/+-]{8,}',
+     '\1[REDACTED:slack_webhook]', 'g', 'hooks\.slack\.com',
+     'A Slack incoming-webhook URL: the path after hooks.slack.com/services/ (or workflows/, triggers/) is replaced; the host stays.'],
+    ['aws_access_key', 'replace',
+     '\m(?:AKIA|ASIA)[A-Z0-9]{16}\M',
+     '[REDACTED:aws_access_key]', 'g', 'AKIA|ASIA',
+     'An AWS access key id: AKIA (long-term) or ASIA (temporary) followed by 16 upper-case letters and digits.'],
+    ['jwt', 'replace',
+     '\meyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*',
+     '[REDACTED:jwt]', 'g', 'eyJ',
+     'A JSON Web Token: three base64url segments separated by dots, the header starting eyJ (base64 of {"). A base64 blob without the dots is not a JWT.'],
+    ['bearer', 'replace',
+     '(\mbearer[ \t]+)(?=[A-Za-z0-9._~+/-]*[0-9])[A-Za-z0-9._~+/-]{16,}=*',
+     '\1[REDACTED:bearer]', 'gi', '[Bb][Ee][Aa][Rr][Ee][Rr]',
+     'A bearer token (Authorization: Bearer ...): at least 16 token characters with a digit after the word Bearer, which stays. Tokens of a known shape (JWT, GitHub, ...) keep their own kind.'],
+    ['basic_auth', 'replace',
+     '(authorization["'']?[ \t]*[:=][ \t]*["'']?basic[ \t]+)[A-Za-z0-9+/]{8,}={0,2}',
+     '\1[REDACTED:basic_auth]', 'gi', '[Bb][Aa][Ss][Ii][Cc]',
+     'HTTP basic credentials (Authorization: Basic <base64 of user:password>); the header name and Basic stay.'],
+    ['url_password', 'replace',
+     '(\m[A-Za-z][A-Za-z0-9+.-]{0,30}://[^[:space:]:/@"''<>]*:)(?![$%{*]|\[REDACTED:|(?:[Pp]ass(?:word)?|PASS(?:WORD)?|[Pp]asswd|PASSWD|[Ss]ecret|SECRET|changeme)@)[^[:space:]/"''<>@]+(?:@[^[:space:]/"''<>@]+)*(@)',
+     '\1[REDACTED:url_password]\2', 'g', '://[^[:space:]/]*:[^[:space:]/]*@',
+     'The password of a URL with credentials (scheme://user:password@host, also with an empty user as in redis://:password@host); scheme, user and host stay. Placeholders ($VAR, ${VAR}, %s, {x}, ***, the words password or secret) are not passwords.'],
+    ['password, aws_secret_key, assigned_secret', 'assigned',
+     '([A-Za-z0-9_.-]*(?:key|secret|token|passw(?:or)?d|pwd|pass|passphrase|credentials?))(["'']?[ \t]*(?::=|=>|=|:)[ \t]*)("[^"\n]+"|''[^''\n]+''|[^[:space:]"''`,;&(){}<>\[\]]+)(\(?)',
+     '', 'gi', 'key|secret|token|passw|pwd|pass|credential',
+     'A value assigned to a secret-looking name (.env and shell: NAME=value, export NAME=value; JSON, YAML, code: "name": "value", name: value, name = "value", name := "value"; libpq and ODBC connection strings: password=... / Pwd=...; query strings: access_token=...). Only the value is replaced, by the kind of its name: password for names ending in password, passwd, passphrase, pwd or _pass (any literal value of 4 or more characters; an unquoted bare identifier such as self.password or str is code, not a value); aws_secret_key for aws_secret_access_key and the like; assigned_secret for names ending in _key, _secret, _token or _credentials (or apiKey, clientSecret, ...) when the value looks random: at least 12 characters, letters and digits, no spaces, not a URL or path, and a Shannon entropy of at least 0.7 times the most its alphabet and length allow. Names of non-secret keys (public_key, primary_key, idempotency_key, cache_key, page_token, max_tokens, bare key, ...) and placeholders (${VAR}, <token>, ***, changeme, None, ...) are left alone.'],
+    ['password, aws_secret_key, assigned_secret', 'assigned',
+     '(--[A-Za-z0-9-]*(?:key|secret|token|password|passwd|pwd|passphrase))([ \t]+)("[^"\n]+"|''[^''\n]+''|[^[:space:]"''`,;&(){}<>\[\]]+)(\(?)',
+     '', 'gi', '--[A-Za-z0-9-]*(key|secret|token|passw|pwd)',
+     'A value given to a command-line option with a secret-looking name (--api-key VALUE, --password VALUE), judged as above.']
+  ]
+$rules$;
+comment on function scsql._redaction_rules() is
+  'Private. The redaction rules in the order scsql._redact applies them, as a two-dimensional text array, one row per rule: kind, mode (replace or assigned), pattern (a PostgreSQL regular expression), replacement, flags, prefilter (a cheap expression the text must match for the rule to run) and a description. scsql.redaction_kinds() lists them.';
+
+-- ---------------------------------------------------------------------------
+-- Helpers
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._entropy(p_text text)
+returns double precision
+language sql
+immutable strict parallel safe
+as $$
+  select coalesce(-sum(p * ln(p)) / ln(2), 0)
+  from (select count(*)::double precision / length(p_text) as p
+        from pg_catalog.string_to_table(p_text, null) c
+        group by c) s
+$$;
+comment on function scsql._entropy(text) is
+  'Private. Shannon entropy of a text in bits per character: -sum(p * log2 p) over the frequencies p of its characters; 0 for the empty text, NULL for NULL.';
+
+create or replace function scsql._looks_random(p_value text)
+returns boolean
+language plpgsql
+immutable strict parallel safe
+as $$
+declare
+  v_n integer := length(p_value);
+  v_alphabet integer;
+begin
+  -- At least 12 characters, with letters and digits and no spaces.
+  if v_n < 12 or p_value ~ '[[:space:]]' or p_value !~ '[0-9]' or p_value !~ '[A-Za-z]' then
+    return false;
+  end if;
+  -- The most entropy a text can have is log2 of its length or of its
+  -- alphabet, whichever is smaller. Random keys come close to it (hex:
+  -- about 3.8 of 4 bits); words, identifiers and repeated patterns do not.
+  v_alphabet := case
+    when p_value ~ '^[0-9a-fA-F-]+$' then 16
+    when p_value ~ '^[a-z0-9_.-]+$' or p_value ~ '^[A-Z0-9_.-]+$' then 36
+    else 64 end;
+  return scsql._entropy(p_value) >= 0.7 * ln(least(v_n, v_alphabet)::double precision) / ln(2);
+end
+$$;
+comment on function scsql._looks_random(text) is
+  'Private. True when a value looks like a random secret rather than a word, an identifier or a number: at least 12 characters, letters and digits, no whitespace, and a Shannon entropy (scsql._entropy) of at least 0.7 times log2(min(length, alphabet size)), where the alphabet is 16 for hex, 36 for one-case letters and digits, 64 otherwise.';
+
+create or replace function scsql._assigned_secret_kind(p_name text, p_value text, p_quoted boolean, p_env boolean)
+returns text
+language plpgsql
+immutable parallel safe
+as $$
+declare
+  v_name text := lower(ltrim(p_name, '-.'));
+  v_class text;
+  v_value text := p_value;
+begin
+  if p_name is null or v_value is null then
+    return null;
+  end if;
+  -- Which kind of name.
+  if v_name ~ '(password|passwd|passphrase)$' or v_name ~ '(^|[_.-])(pwd|pass)$' or p_name ~ '[a-z0-9](Pwd|Pass)$' then
+    v_class := 'password';
+  elsif v_name ~ '(^|[_.-])aws[_.-]?secret[_.-]?(access[_.-]?)?key$' or v_name ~ '^(aws)?secretaccesskey$' then
+    v_class := 'aws_secret_key';
+  elsif (v_name ~ '(^|[_.-])(key|secret|token|credentials?)$' and v_name !~ '^key$')
+     or p_name ~ '[a-z0-9](Key|Secret|Token|Credentials?)$'
+     or v_name ~ '^(secret|token|credentials?)$'
+     or v_name ~ '(api|secret|private|access|auth|client|signing|encryption|master|session|app|bot|service|refresh|deploy|webhook|bearer)(key|secret|token)$' then
+    v_class := 'assigned_secret';
+  else
+    return null;
+  end if;
+  -- Names of keys and tokens that are not secrets.
+  if v_class = 'assigned_secret'
+     and (v_name ~ '(public|publishable|idempotency|primary|foreign|partition|cache|lookup|dedup|dedupe|deduplication|composite|surrogate|continuation|pagination)[_.-]?(key|token)$'
+          or v_name ~ '(^|[_.-])(pub|sort|row|hash|range|unique|natural|page|next|sync|max|min|num|total|input|output|prompt|completion|context|csrf|ssh|gpg|host|foreign)[_.-]?(key|token|tokens)$'
+          or p_name ~ '[a-z0-9](Public|Pub|Sort|Row|Hash|Range|Page|Next|Sync|Max|Primary|Cache|Idempotency|Partition)(Key|Token)$') then
+    return null;
+  end if;
+  -- Placeholders, references and markers are not values.
+  if v_value = '' or v_value ~ '^(\$|%\(|%s$|\{|<|\*{3,}|[xX]{3,}$|\.\.\.|\[REDACTED:)'
+     or lower(v_value) in ('none', 'null', 'nil', 'true', 'false', 'undefined', 'changeme', 'change_me', 'changeit',
+                           'secret', 'password', 'passwd', 'required', 'optional', 'todo', 'tbd', 'redacted', 'hidden',
+                           'masked', 'str', 'string', 'bytes', 'int', 'env') then
+    return null;
+  end if;
+  if v_class = 'password' then
+    if length(v_value) < 4 or v_value ~ '[[:space:]]' then
+      return null;
+    end if;
+    -- Unquoted identifiers are code (password=self.password, password: str),
+    -- except in an .env or shell assignment (NAME=value at a line start).
+    if not p_quoted and not p_env
+       and (v_value ~ '^[A-Za-z_$][A-Za-z0-9_$]*(\.[A-Za-z_$][A-Za-z0-9_$]*)+$' or v_value ~ '^[A-Za-z_]+$') then
+      return null;
+    end if;
+    -- PWD is also the working directory.
+    if v_name ~ '(^|[_.-])pwd$' and v_value ~ '^[/~.]' then
+      return null;
+    end if;
+    return 'password';
+  end if;
+  if v_class = 'aws_secret_key' and v_value ~ '^[A-Za-z0-9/+]{40}$' then
+    return 'aws_secret_key';
+  end if;
+  -- A URL or a file path is not a key; neither is anything that does not look random.
+  if v_value ~ '://' or v_value ~ '^(~|\.\.?)?/[A-Za-z0-9._-]{2,}(/[A-Za-z0-9._-]{2,})*/?$' or not scsql._looks_random(v_value) then
+    return null;
+  end if;
+  return v_class;
+end
+$$;
+comment on function scsql._assigned_secret_kind(text, text, boolean, boolean) is
+  'Private. The redaction kind of VALUE assigned to NAME (password, aws_secret_key or assigned_secret), or NULL when it is not a secret: NAME is not secret-looking or names a non-secret key (public_key, primary_key, page_token, ...), VALUE is a placeholder ($VAR, ${VAR}, <x>, ***, None, changeme, ...) or a marker, a password value is shorter than 4 characters, has spaces or (unless QUOTED or ENV, an .env/shell NAME=value line) is a bare identifier such as self.password, and any other value does not look random (scsql._looks_random) or is a URL or path. QUOTED: the value was a quoted literal; ENV: the assignment starts a line.';
+
+create or replace function scsql._redact_assigned(p_text text, p_pattern text, p_flags text)
+returns text
+language plpgsql
+immutable strict parallel safe
+as $$
+declare
+  v_parts text[];
+  v_out text;
+  v_match text[];
+  v_i integer := 0;
+  v_value text;
+  v_quote text := '';
+  v_kind text;
+  v_before text;
+  v_env boolean;
+begin
+  -- The pieces between matches, and the matches in the same order: the
+  -- output is piece 1, match 1 (redacted or not), piece 2, ..., piece n+1.
+  v_parts := pg_catalog.regexp_split_to_array(p_text, p_pattern, replace(p_flags, 'g', ''));
+  if array_length(v_parts, 1) = 1 then
+    return p_text;
+  end if;
+  v_out := v_parts[1];
+  for v_match in select m from pg_catalog.regexp_matches(p_text, p_pattern, p_flags) m loop
+    v_i := v_i + 1;
+    v_value := v_match[3];
+    v_quote := '';
+    if left(v_value, 1) in ('"', '''') and length(v_value) >= 2 and right(v_value, 1) = left(v_value, 1) then
+      v_quote := left(v_value, 1);
+      v_value := substr(v_value, 2, length(v_value) - 2);
+    end if;
+    v_before := v_parts[v_i];
+    v_env := v_match[2] = '=' and v_quote = ''
+             and ((v_i = 1 and v_before ~ '^[ \t]*(export[ \t]+)?$') or v_before ~ '\n[ \t]*(export[ \t]+)?$');
+    v_kind := case when v_match[4] = '(' then null
+                   else scsql._assigned_secret_kind(v_match[1], v_value, v_quote <> '', v_env) end;
+    if v_kind is null then
+      v_out := v_out || v_match[1] || v_match[2] || v_match[3] || v_match[4];
+    else
+      v_out := v_out || v_match[1] || v_match[2] || v_quote || '[REDACTED:' || v_kind || ']' || v_quote || v_match[4];
+    end if;
+    v_out := v_out || v_parts[v_i + 1];
+  end loop;
+  return v_out;
+end
+$$;
+comment on function scsql._redact_assigned(text, text, text) is
+  'Private. Applies one assigned-secret rule of scsql._redaction_rules: finds (name)(separator)(value)(paren) with the pattern and replaces the value, keeping its quotes, by [REDACTED:<kind>] where scsql._assigned_secret_kind names a kind. A value followed by ( is a call, not a literal.';
+
+-- ---------------------------------------------------------------------------
+-- The redaction functions
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._redact(p_text text)
+returns text
+language plpgsql
+immutable strict parallel safe
+as $$
+declare
+  v_rules text[] := scsql._redaction_rules();
+  v_text text := p_text;
+begin
+  -- Most texts hold nothing secret-shaped: one scan decides.
+  if v_text !~* '(key|secret|token|passw|pwd|pass|credential|akia|asia|gh[pousr]_|github_pat_|sk-|xox|xapp-|hooks\.slack|eyj|bearer|basic|://|private key)' then
+    return v_text;
+  end if;
+  for i in 1 .. array_length(v_rules, 1) loop
+    if (strpos(v_rules[i][5], 'i') > 0 and v_text ~* v_rules[i][6])
+       or (strpos(v_rules[i][5], 'i') = 0 and v_text ~ v_rules[i][6]) then
+      if v_rules[i][2] = 'replace' then
+        v_text := pg_catalog.regexp_replace(v_text, v_rules[i][3], v_rules[i][4], v_rules[i][5]);
+      else
+        v_text := scsql._redact_assigned(v_text, v_rules[i][3], v_rules[i][5]);
+      end if;
+    end if;
+  end loop;
+  return v_text;
+end
+$$;
+comment on function scsql._redact(text) is
+  'Private; every write path applies it to the text it stores. Returns the text with each secret replaced by [REDACTED:<kind>] (kinds and patterns: scsql.redaction_kinds()): private_key, anthropic_key, openai_key, github_token, slack_token, slack_webhook, aws_access_key, jwt, bearer, basic_auth, url_password, and values assigned to secret-looking names: password, aws_secret_key, assigned_secret. Only the secret part is replaced (names, URL schemes, users and hosts stay). Git shas, UUIDs, hashes and base64 that are not assigned to a secret name are left alone. Idempotent: _redact(_redact(x)) = _redact(x). NULL for NULL; raises nothing.';
+
+create or replace function scsql._redact_jsonb(p_value jsonb)
+returns jsonb
+language plpgsql
+immutable strict parallel safe
+as $$
+declare
+  v_kind text;
+  v_string text;
+begin
+  case pg_catalog.jsonb_typeof(p_value)
+    when 'string' then
+      return pg_catalog.to_jsonb(scsql._redact(p_value #>> '{}'));
+    when 'array' then
+      return (select coalesce(pg_catalog.jsonb_agg(scsql._redact_jsonb(e) order by n), '[]'::jsonb)
+              from pg_catalog.jsonb_array_elements(p_value) with ordinality a(e, n));
+    when 'object' then
+      return (
+        select coalesce(pg_catalog.jsonb_object_agg(scsql._redact(k),
+                 case when pg_catalog.jsonb_typeof(v) = 'string'
+                      then pg_catalog.to_jsonb(coalesce(
+                             '[REDACTED:' || scsql._assigned_secret_kind(k, scsql._redact(v #>> '{}'), true, false) || ']',
+                             scsql._redact(v #>> '{}')))
+                      else scsql._redact_jsonb(v) end), '{}'::jsonb)
+        from pg_catalog.jsonb_each(p_value) e(k, v));
+    else
+      return p_value;
+  end case;
+end
+$$;
+comment on function scsql._redact_jsonb(jsonb) is
+  'Private; every write path applies it to the JSON it stores (task payloads, broadcast bodies, summaries). Returns the value with every string redacted by scsql._redact, recursively through arrays and objects. Object keys are redacted too (two keys that redact to the same text collapse into one, the last kept). A string member of an object is also judged with its key as the name it is assigned to, so {"api_key": "<random>"} and {"password": "hunter2"} are redacted like api_key=... in text. Numbers, booleans and null stay. NULL for NULL; raises nothing.';
+
+-- ---------------------------------------------------------------------------
+-- Public: what is redacted
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql.redaction_kinds()
+returns table (kind text, applied integer, pattern text, description text)
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+  select r[i][1], i, r[i][3], r[i][7]
+  from (select scsql._redaction_rules() as r) s, generate_series(1, array_length(s.r, 1)) i
+  order by i
+$$;
+comment on function scsql.redaction_kinds() is
+  'What scsql redacts before it stores text: one row per rule, in the order applied, with the kind written in the marker [REDACTED:<kind>], the PostgreSQL regular expression that finds it, and a description of what it matches and what stays. Every write path (facts, knowledge-base text, summaries, prompts, previews, broadcasts, task payloads) applies these rules, also to writes made with psql. Raises nothing.';
