@@ -28,73 +28,78 @@ immutable parallel safe
 as $rules$
   -- One row per rule: kind, mode, pattern, replacement, flags, prefilter, description.
   -- mode replace: regexp_replace(text, pattern, replacement, flags), run only
-  --   when the text matches the prefilter (a cheap literal test).
-  -- mode assigned: the pattern finds (name)(separator)(value)(call paren);
+  --   when the text matches the prefilter (LIKE patterns, | between them, a cheap test).
+  -- mode assigned: the pattern finds (secret word)(separator)(value)(call
+  --   paren); the name is the identifier that ends with the secret word;
   --   scsql._assigned_secret_kind decides from the name and the value
   --   whether, and as which kind, the value is replaced.
   -- Specific token shapes come first, so a JWT sent as a bearer token is a
   -- jwt and a GitHub token in a URL is a github_token.
   select array[
     ['private_key', 'replace',
-     '-----BEGIN[A-Z0-9 ]{0,40}?PRIVATE KEY(?: BLOCK)?-----(?=(?:[[:space:]]|\\[nr])+(?:[A-Za-z-]+:[^\n]*(?:[[:space:]]|\\[nr])+)*[A-Za-z0-9+/=]{16}).*?-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----',
-     '[REDACTED:private_key]', 'g', 'PRIVATE KEY',
+     '-----BEGIN[A-Z0-9 ]*?PRIVATE KEY(?: BLOCK)?-----(?=(?:[[:space:]]|\\[nr])+(?:[A-Za-z-]+:[^\n]*(?:[[:space:]]|\\[nr])+)*[A-Za-z0-9+/=]{16}).*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----',
+     '[REDACTED:private_key]', 'g', '%PRIVATE KEY%',
      'A PEM private key block (PKCS#8, RSA, EC, DSA, OPENSSH, ENCRYPTED, PGP PRIVATE KEY BLOCK) holding key data, from its BEGIN line to its END line; the whole block is replaced. Naming the marker without key data is not a key.'],
     ['private_key', 'replace',
-     '-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----(?:[[:space:]]|\\[nr])+(?:[A-Za-z-]+:[^\n\\]*(?:[[:space:]]|\\[nr])+)*[A-Za-z0-9+/=]{16,}(?:(?:[[:space:]]|\\[nr])*[A-Za-z0-9+/=]{16,})*',
-     '[REDACTED:private_key]', 'g', 'PRIVATE KEY',
+     '-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:[[:space:]]|\\[nr])+(?:[A-Za-z-]+:[^\n\\]*(?:[[:space:]]|\\[nr])+)*[A-Za-z0-9+/=]{16,}(?:(?:[[:space:]]|\\[nr])*[A-Za-z0-9+/=]{16,})*',
+     '[REDACTED:private_key]', 'g', '%PRIVATE KEY%',
      'A PEM private key block cut off before its END line: the BEGIN line and the key data after it.'],
     ['anthropic_key', 'replace',
      '\msk-ant-[A-Za-z0-9_-]{20,}',
-     '[REDACTED:anthropic_key]', 'g', 'sk-ant-',
+     '[REDACTED:anthropic_key]', 'g', '%sk-ant-%',
      'An Anthropic API key: sk-ant- followed by at least 20 key characters (sk-ant-api03-..., sk-ant-admin01-...).'],
     ['openai_key', 'replace',
      '\msk-(?:proj-|svcacct-|admin-)?(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{20,}',
-     '[REDACTED:openai_key]', 'g', 'sk-',
+     '[REDACTED:openai_key]', 'g', '%sk-%',
      'An OpenAI API key: sk-, sk-proj-, sk-svcacct- or sk-admin- followed by at least 20 characters with an upper-case letter and a digit (so sk-learn-style words are not keys).'],
     ['github_token', 'replace',
      '\m(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})',
-     '[REDACTED:github_token]', 'g', 'gh[pousr]_|github_pat_',
+     '[REDACTED:github_token]', 'g', '%ghp_%|%gho_%|%ghu_%|%ghs_%|%ghr_%|%github_pat_%',
      'A GitHub token: ghp_, gho_, ghu_, ghs_ or ghr_ followed by at least 30 letters and digits, or a fine-grained github_pat_ token.'],
     ['slack_token', 'replace',
-     '\m(?:xox[abposre]-[A-Za-z0-9-]{10,}|xapp-[0-9]-[A-Za-z0-9-]{10,})',
-     '[REDACTED:slack_token]', 'g', 'xox|xapp-',
-     'A Slack token: xoxb-, xoxp-, xoxa-, xoxo-, xoxs-, xoxr-, xoxe- or an app-level xapp- token.'],
+     '\m(?:xox[abposre]-[0-9]+-[A-Za-z0-9-]{8,}|xapp-[0-9]-[A-Za-z0-9-]{10,})',
+     '[REDACTED:slack_token]', 'g', '%xox%|%xapp-%',
+     'A Slack token: xoxb-, xoxp-, xoxa-, xoxo-, xoxs-, xoxr- or xoxe- followed by a number and at least 8 more token characters, or an app-level xapp- token (so the word xoxo-and-so-on is not a token).'],
     ['slack_webhook', 'replace',
      '(hooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9_/+-]{8,}',
-     '\1[REDACTED:slack_webhook]', 'g', 'hooks\.slack\.com',
+     '\1[REDACTED:slack_webhook]', 'g', '%hooks.slack.com/%',
      'A Slack incoming-webhook URL: the path after hooks.slack.com/services/ (or workflows/, triggers/) is replaced; the host stays.'],
     ['aws_access_key', 'replace',
      '\m(?:AKIA|ASIA)[A-Z0-9]{16}\M',
-     '[REDACTED:aws_access_key]', 'g', 'AKIA|ASIA',
+     '[REDACTED:aws_access_key]', 'g', '%AKIA%|%ASIA%',
      'An AWS access key id: AKIA (long-term) or ASIA (temporary) followed by 16 upper-case letters and digits.'],
     ['jwt', 'replace',
      '\meyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*',
-     '[REDACTED:jwt]', 'g', 'eyJ',
+     '[REDACTED:jwt]', 'g', '%eyJ%.%.%',
      'A JSON Web Token: three base64url segments separated by dots, the header starting eyJ (base64 of {"). A base64 blob without the dots is not a JWT.'],
     ['bearer', 'replace',
      '(\mbearer[ \t]+)(?=[A-Za-z0-9._~+/-]*[0-9])[A-Za-z0-9._~+/-]{16,}=*',
-     '\1[REDACTED:bearer]', 'gi', '[Bb][Ee][Aa][Rr][Ee][Rr]',
+     '\1[REDACTED:bearer]', 'gi', '%bearer%',
      'A bearer token (Authorization: Bearer ...): at least 16 token characters with a digit after the word Bearer, which stays. Tokens of a known shape (JWT, GitHub, ...) keep their own kind.'],
     ['basic_auth', 'replace',
-     '(authorization["'']?[ \t]*[:=][ \t]*["'']?basic[ \t]+)[A-Za-z0-9+/]{8,}={0,2}',
-     '\1[REDACTED:basic_auth]', 'gi', '[Bb][Aa][Ss][Ii][Cc]',
-     'HTTP basic credentials (Authorization: Basic <base64 of user:password>); the header name and Basic stay.'],
+     '(authorization["'']?[ \t]*[:=][ \t]*["'']?basic[ \t]+)(?=[A-Za-z0-9+/]*(?:[0-9+/]|[A-Z][A-Za-z0-9+/]*[A-Z]))[A-Za-z0-9+/]{8,}={0,2}',
+     '\1[REDACTED:basic_auth]', 'gi', '%basic%',
+     'HTTP basic credentials (Authorization: Basic <base64 of user:password>): at least 8 base64 characters with a digit, + or / or two upper-case letters (so Basic authentication is a word); the header name and Basic stay.'],
     ['url_password', 'replace',
-     '(\m[A-Za-z][A-Za-z0-9+.-]{0,30}://[^[:space:]:/@"''<>]*:)(?![$%{*]|\[REDACTED:|(?:[Pp]ass(?:word)?|PASS(?:WORD)?|[Pp]asswd|PASSWD|[Ss]ecret|SECRET|changeme)@)[^[:space:]/"''<>@]+(?:@[^[:space:]/"''<>@]+)*(@)',
-     '\1[REDACTED:url_password]\2', 'g', '://[^[:space:]/]*:[^[:space:]/]*@',
+     '(://[^[:space:]:/@"''<>]*:)(?![$%{*]|\[REDACTED:|(?:[Pp]ass(?:word)?|PASS(?:WORD)?|[Pp]asswd|PASSWD|[Ss]ecret|SECRET|changeme)@)[^[:space:]/"''<>@]+(?:@[^[:space:]/"''<>@]+)*(@)',
+     '\1[REDACTED:url_password]\2', 'g', '%://%:%@%',
      'The password of a URL with credentials (scheme://user:password@host, also with an empty user as in redis://:password@host); scheme, user and host stay. Placeholders ($VAR, ${VAR}, %s, {x}, ***, the words password or secret) are not passwords.'],
     ['password, aws_secret_key, assigned_secret', 'assigned',
-     '([A-Za-z0-9_.-]*(?:key|secret|token|passw(?:or)?d|pwd|pass|passphrase|credentials?))(["'']?[ \t]*(?::=|=>|=|:)[ \t]*)("[^"\n]+"|''[^''\n]+''|[^[:space:]"''`,;&(){}<>\[\]]+)(\(?)',
-     '', 'gi', 'key|secret|token|passw|pwd|pass|credential',
+     '(key|secret|token|passw(?:or)?d|pwd|pass|passphrase|credentials?)(["'']?[ \t]*(?::=|=>|=|:)[ \t]*)("[^"\n]+"|''[^''\n]+''|[^[:space:]"''`,;&(){}<>\[\]]+)(\(?)',
+     '', 'gi', '%key%|%secret%|%token%|%pwd%|%pass%|%credential%',
      'A value assigned to a secret-looking name (.env and shell: NAME=value, export NAME=value; JSON, YAML, code: "name": "value", name: value, name = "value", name := "value"; libpq and ODBC connection strings: password=... / Pwd=...; query strings: access_token=...). Only the value is replaced, by the kind of its name: password for names ending in password, passwd, passphrase, pwd or _pass (any literal value of 4 or more characters; an unquoted bare identifier such as self.password or str is code, not a value); aws_secret_key for aws_secret_access_key and the like; assigned_secret for names ending in _key, _secret, _token or _credentials (or apiKey, clientSecret, ...) when the value looks random: at least 12 characters, letters and digits, no spaces, not a URL or path, and a Shannon entropy of at least 0.7 times the most its alphabet and length allow. Names of non-secret keys (public_key, primary_key, idempotency_key, cache_key, page_token, max_tokens, bare key, ...) and placeholders (${VAR}, <token>, ***, changeme, None, ...) are left alone.'],
     ['password, aws_secret_key, assigned_secret', 'assigned',
      '(--[A-Za-z0-9-]*(?:key|secret|token|password|passwd|pwd|passphrase))([ \t]+)("[^"\n]+"|''[^''\n]+''|[^[:space:]"''`,;&(){}<>\[\]]+)(\(?)',
-     '', 'gi', '--[A-Za-z0-9-]*(key|secret|token|passw|pwd)',
-     'A value given to a command-line option with a secret-looking name (--api-key VALUE, --password VALUE), judged as above.']
+     '', 'gi', '%--%key%|%--%secret%|%--%token%|%--%pwd%|%--%pass%',
+     'A value given to a command-line option with a secret-looking name (--api-key VALUE, --password VALUE), judged as above.'],
+    ['password', 'assigned',
+     '((?:^|\n)[ \t]*password|\mlogin[ \t]+[^[:space:]]+[ \t]+password)([ \t]+)("[^"\n]+"|''[^''\n]+''|[^[:space:]"''`,;&(){}<>\[\]]+)(\(?)',
+     '', 'g', '%password%',
+     'A .netrc password (machine HOST login USER password VALUE, on one line or one per line), judged as above.']
   ]
 $rules$;
 comment on function scsql._redaction_rules() is
-  'Private. The redaction rules in the order scsql._redact applies them, as a two-dimensional text array, one row per rule: kind, mode (replace or assigned), pattern (a PostgreSQL regular expression), replacement, flags, prefilter (a cheap expression the text must match for the rule to run) and a description. scsql.redaction_kinds() lists them.';
+  'Private. The redaction rules in the order scsql._redact applies them, as a two-dimensional text array, one row per rule: kind, mode (replace or assigned), pattern (a PostgreSQL regular expression), replacement, flags, prefilter (LIKE patterns separated by |, of which the text must match one for the rule to run; ILIKE when the flags hold i) and a description. scsql.redaction_kinds() lists them.';
 
 -- ---------------------------------------------------------------------------
 -- Helpers
@@ -120,18 +125,22 @@ immutable strict parallel safe
 as $$
 declare
   v_n integer := length(p_value);
+  v_lower text := lower(p_value);
   v_alphabet integer;
 begin
-  -- At least 12 characters, with letters and digits and no spaces.
-  if v_n < 12 or p_value ~ '[[:space:]]' or p_value !~ '[0-9]' or p_value !~ '[A-Za-z]' then
+  -- At least 12 characters, with letters and digits and no spaces. (Tests
+  -- by translate rather than regular expressions: a session caches only 32
+  -- compiled expressions, and _redact needs most of them for its rules.)
+  if v_n < 12 or p_value ~ '[[:space:]]' or translate(p_value, '0123456789', '') = p_value or v_lower = upper(p_value) then
     return false;
   end if;
   -- The most entropy a text can have is log2 of its length or of its
   -- alphabet, whichever is smaller. Random keys come close to it (hex:
   -- about 3.8 of 4 bits); words, identifiers and repeated patterns do not.
   v_alphabet := case
-    when p_value ~ '^[0-9a-fA-F-]+$' then 16
-    when p_value ~ '^[a-z0-9_.-]+$' or p_value ~ '^[A-Z0-9_.-]+$' then 36
+    when translate(v_lower, '0123456789abcdef-', '') = '' then 16
+    when translate(v_lower, '0123456789abcdefghijklmnopqrstuvwxyz_.-', '') = ''
+         and (p_value = v_lower or p_value = upper(p_value)) then 36
     else 64 end;
   return scsql._entropy(p_value) >= 0.7 * ln(least(v_n, v_alphabet)::double precision) / ln(2);
 end
@@ -152,28 +161,25 @@ begin
   if p_name is null or v_value is null then
     return null;
   end if;
-  -- Which kind of name.
-  if v_name ~ '(password|passwd|passphrase)$' or v_name ~ '(^|[_.-])(pwd|pass)$' or p_name ~ '[a-z0-9](Pwd|Pass)$' then
+  -- Which kind of name. (Few distinct regular expressions: see _looks_random.)
+  if v_name ~ '(password|passwd|passphrase)$|(^|[_.-])(pwd|pass)$'
+     or (p_name ~ '[a-z0-9](Pwd|Pass|Key|Secret|Token|Credentials?)$' and (right(v_name, 3) = 'pwd' or right(v_name, 4) = 'pass')) then
     v_class := 'password';
-  elsif v_name ~ '(^|[_.-])aws[_.-]?secret[_.-]?(access[_.-]?)?key$' or v_name ~ '^(aws)?secretaccesskey$' then
+  elsif v_name ~ '(^|[_.-])aws[_.-]?secret[_.-]?(access[_.-]?)?key$|^(aws)?secretaccesskey$' then
     v_class := 'aws_secret_key';
-  elsif (v_name ~ '(^|[_.-])(key|secret|token|credentials?)$' and v_name !~ '^key$')
-     or p_name ~ '[a-z0-9](Key|Secret|Token|Credentials?)$'
-     or v_name ~ '^(secret|token|credentials?)$'
-     or v_name ~ '(api|secret|private|access|auth|client|signing|encryption|master|session|app|bot|service|refresh|deploy|webhook|bearer)(key|secret|token)$' then
+  elsif (v_name <> 'key' and v_name ~ '(^|[_.-])(key|secret|token|credentials?)$|(api|secret|private|access|auth|client|signing|encryption|master|session|app|bot|service|refresh|deploy|webhook|bearer)(key|secret|token)$')
+     or p_name ~ '[a-z0-9](Pwd|Pass|Key|Secret|Token|Credentials?)$' then
     v_class := 'assigned_secret';
   else
     return null;
   end if;
   -- Names of keys and tokens that are not secrets.
   if v_class = 'assigned_secret'
-     and (v_name ~ '(public|publishable|idempotency|primary|foreign|partition|cache|lookup|dedup|dedupe|deduplication|composite|surrogate|continuation|pagination)[_.-]?(key|token)$'
-          or v_name ~ '(^|[_.-])(pub|sort|row|hash|range|unique|natural|page|next|sync|max|min|num|total|input|output|prompt|completion|context|csrf|ssh|gpg|host|foreign)[_.-]?(key|token|tokens)$'
-          or p_name ~ '[a-z0-9](Public|Pub|Sort|Row|Hash|Range|Page|Next|Sync|Max|Primary|Cache|Idempotency|Partition)(Key|Token)$') then
+     and v_name ~ '(public|publishable|idempotency|primary|foreign|partition|cache|lookup|dedup|dedupe|deduplication|composite|surrogate|continuation|pagination)[_.-]?(key|token)$|(^|[_.-])(pub|sort|row|hash|range|unique|natural|page|next|sync|max|min|num|total|input|output|prompt|completion|context|csrf|ssh|gpg|host)[_.-]?(key|token)$' then
     return null;
   end if;
   -- Placeholders, references and markers are not values.
-  if v_value = '' or v_value ~ '^(\$|%\(|%s$|\{|<|\*{3,}|[xX]{3,}$|\.\.\.|\[REDACTED:)'
+  if v_value = '' or v_value ~ '^(\$|%\(|%s$|\{|<|!|\*{3,}|[xX]{3,}$|\.\.\.|\[REDACTED:)'
      or lower(v_value) in ('none', 'null', 'nil', 'true', 'false', 'undefined', 'changeme', 'change_me', 'changeit',
                            'secret', 'password', 'passwd', 'required', 'optional', 'todo', 'tbd', 'redacted', 'hidden',
                            'masked', 'str', 'string', 'bytes', 'int', 'env') then
@@ -186,27 +192,27 @@ begin
     -- Unquoted identifiers are code (password=self.password, password: str),
     -- except in an .env or shell assignment (NAME=value at a line start).
     if not p_quoted and not p_env
-       and (v_value ~ '^[A-Za-z_$][A-Za-z0-9_$]*(\.[A-Za-z_$][A-Za-z0-9_$]*)+$' or v_value ~ '^[A-Za-z_]+$') then
+       and v_value ~ '^[A-Za-z_$][A-Za-z0-9_$]*(\.[A-Za-z_$][A-Za-z0-9_$]*)+$|^[A-Za-z_]+$' then
       return null;
     end if;
     -- PWD is also the working directory.
-    if v_name ~ '(^|[_.-])pwd$' and v_value ~ '^[/~.]' then
+    if right(v_name, 3) = 'pwd' and left(v_value, 1) in ('/', '~', '.') then
       return null;
     end if;
     return 'password';
   end if;
-  if v_class = 'aws_secret_key' and v_value ~ '^[A-Za-z0-9/+]{40}$' then
+  if v_class = 'aws_secret_key' and length(v_value) = 40 and translate(v_value, 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/+', '') = '' then
     return 'aws_secret_key';
   end if;
   -- A URL or a file path is not a key; neither is anything that does not look random.
-  if v_value ~ '://' or v_value ~ '^(~|\.\.?)?/[A-Za-z0-9._-]{2,}(/[A-Za-z0-9._-]{2,})*/?$' or not scsql._looks_random(v_value) then
+  if v_value ~ '://|^(~|\.\.?)?/[A-Za-z0-9._-]{2,}(/[A-Za-z0-9._-]{2,})*/?$' or not scsql._looks_random(v_value) then
     return null;
   end if;
   return v_class;
 end
 $$;
 comment on function scsql._assigned_secret_kind(text, text, boolean, boolean) is
-  'Private. The redaction kind of VALUE assigned to NAME (password, aws_secret_key or assigned_secret), or NULL when it is not a secret: NAME is not secret-looking or names a non-secret key (public_key, primary_key, page_token, ...), VALUE is a placeholder ($VAR, ${VAR}, <x>, ***, None, changeme, ...) or a marker, a password value is shorter than 4 characters, has spaces or (unless QUOTED or ENV, an .env/shell NAME=value line) is a bare identifier such as self.password, and any other value does not look random (scsql._looks_random) or is a URL or path. QUOTED: the value was a quoted literal; ENV: the assignment starts a line.';
+  'Private. The redaction kind of VALUE assigned to NAME (password, aws_secret_key or assigned_secret), or NULL when it is not a secret: NAME is not secret-looking or names a non-secret key (public_key, primary_key, page_token, ...), VALUE is a placeholder ($VAR, ${VAR}, <x>, a YAML tag such as !Ref, ***, None, changeme, ...) or a marker, a password value is shorter than 4 characters, has spaces or (unless QUOTED or ENV, an .env/shell NAME=value line) is a bare identifier such as self.password, and any other value does not look random (scsql._looks_random) or is a URL or path. QUOTED: the value was a quoted literal; ENV: the assignment starts a line.';
 
 create or replace function scsql._redact_assigned(p_text text, p_pattern text, p_flags text)
 returns text
@@ -222,6 +228,7 @@ declare
   v_quote text := '';
   v_kind text;
   v_before text;
+  v_prefix text;
   v_env boolean;
 begin
   -- The pieces between matches, and the matches in the same order: the
@@ -239,11 +246,16 @@ begin
       v_quote := left(v_value, 1);
       v_value := substr(v_value, 2, length(v_value) - 2);
     end if;
+    -- The pattern starts at the secret word, so that the scan looks for a
+    -- literal; the name is the identifier that ends with it.
     v_before := v_parts[v_i];
-    v_env := v_match[2] = '=' and v_quote = ''
-             and ((v_i = 1 and v_before ~ '^[ \t]*(export[ \t]+)?$') or v_before ~ '\n[ \t]*(export[ \t]+)?$');
+    v_prefix := substring(right(v_before, 200) from '[A-Za-z0-9_.-]*$');
+    v_before := left(v_before, length(v_before) - length(v_prefix));
+    -- An .env or shell line: NAME=value (or export NAME=value) at a line start.
+    v_env := v_match[2] = '=' and v_quote = '' and (v_i = 1 or strpos(v_before, E'\n') > 0)
+             and btrim(pg_catalog.split_part(v_before, E'\n', -1), E' \t') in ('', 'export');
     v_kind := case when v_match[4] = '(' then null
-                   else scsql._assigned_secret_kind(v_match[1], v_value, v_quote <> '', v_env) end;
+                   else scsql._assigned_secret_kind(v_prefix || v_match[1], v_value, v_quote <> '', v_env) end;
     if v_kind is null then
       v_out := v_out || v_match[1] || v_match[2] || v_match[3] || v_match[4];
     else
@@ -255,7 +267,7 @@ begin
 end
 $$;
 comment on function scsql._redact_assigned(text, text, text) is
-  'Private. Applies one assigned-secret rule of scsql._redaction_rules: finds (name)(separator)(value)(paren) with the pattern and replaces the value, keeping its quotes, by [REDACTED:<kind>] where scsql._assigned_secret_kind names a kind. A value followed by ( is a call, not a literal.';
+  'Private. Applies one assigned-secret rule of scsql._redaction_rules: finds (secret word)(separator)(value)(paren) with the pattern, takes the identifier ending in the secret word as the name, and replaces the value, keeping its quotes, by [REDACTED:<kind>] where scsql._assigned_secret_kind names a kind. A value followed by ( is a call, not a literal.';
 
 -- ---------------------------------------------------------------------------
 -- The redaction functions
@@ -275,8 +287,8 @@ begin
     return v_text;
   end if;
   for i in 1 .. array_length(v_rules, 1) loop
-    if (strpos(v_rules[i][5], 'i') > 0 and v_text ~* v_rules[i][6])
-       or (strpos(v_rules[i][5], 'i') = 0 and v_text ~ v_rules[i][6]) then
+    if (strpos(v_rules[i][5], 'i') > 0 and v_text ilike any (pg_catalog.string_to_array(v_rules[i][6], '|')))
+       or (strpos(v_rules[i][5], 'i') = 0 and v_text like any (pg_catalog.string_to_array(v_rules[i][6], '|'))) then
       if v_rules[i][2] = 'replace' then
         v_text := pg_catalog.regexp_replace(v_text, v_rules[i][3], v_rules[i][4], v_rules[i][5]);
       else
