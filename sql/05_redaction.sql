@@ -13,9 +13,11 @@
 -- No rule matches a marker, so redacting twice changes nothing.
 --
 -- The patterns are PostgreSQL regular expressions without back references,
--- which the engine runs as automata: time grows with the length of the
--- text, not exponentially (no catastrophic backtracking). A value ends at
--- whitespace, a quote or a delimiter, so no match runs on past a line.
+-- which the engine runs as automata: no catastrophic backtracking. Time
+-- grows linearly with the text: lookahead constraints, which the engine
+-- re-runs at every candidate position, only look a bounded distance ahead
+-- (a key body of 20 characters, not "any uppercase letter later on"), and
+-- the body of a private key block cannot run past the next ----- marker.
 
 -- ---------------------------------------------------------------------------
 -- The rules, in the order they are applied
@@ -37,7 +39,7 @@ as $rules$
   -- jwt and a GitHub token in a URL is a github_token.
   select array[
     ['private_key', 'replace',
-     '-----BEGIN[A-Z0-9 ]*?PRIVATE KEY(?: BLOCK)?-----(?=(?:[[:space:]]|\\[nr])+(?:[A-Za-z-]+:[^\n]*(?:[[:space:]]|\\[nr])+)*[A-Za-z0-9+/=]{16}).*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----',
+     '-----BEGIN[A-Z0-9 ]*?PRIVATE KEY(?: BLOCK)?-----(?=(?:[[:space:]]|\\[nr])+(?:[A-Za-z-]+:[^\n]*(?:[[:space:]]|\\[nr])+)*[A-Za-z0-9+/=]{16})(?:[^-]|-[^-]|--[^-]|---[^-]|----[^-])*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----',
      '[REDACTED:private_key]', 'g', '%PRIVATE KEY%',
      'A PEM private key block (PKCS#8, RSA, EC, DSA, OPENSSH, ENCRYPTED, PGP PRIVATE KEY BLOCK) holding key data, from its BEGIN line to its END line; the whole block is replaced. Naming the marker without key data is not a key.'],
     ['private_key', 'replace',
@@ -49,7 +51,7 @@ as $rules$
      '[REDACTED:anthropic_key]', 'g', '%sk-ant-%',
      'An Anthropic API key: sk-ant- followed by at least 20 key characters (sk-ant-api03-..., sk-ant-admin01-...).'],
     ['openai_key', 'replace',
-     '\msk-(?:proj-|svcacct-|admin-)?(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{20,}',
+     '\msk-(?:proj-|svcacct-|admin-)?(?=[A-Za-z0-9_-]{20})[A-Za-z0-9_-]*(?:[A-Z][A-Za-z0-9_-]*[0-9]|[0-9][A-Za-z0-9_-]*[A-Z])[A-Za-z0-9_-]*',
      '[REDACTED:openai_key]', 'g', '%sk-%',
      'An OpenAI API key: sk-, sk-proj-, sk-svcacct- or sk-admin- followed by at least 20 characters with an upper-case letter and a digit (so sk-learn-style words are not keys).'],
     ['github_token', 'replace',
@@ -73,11 +75,11 @@ as $rules$
      '[REDACTED:jwt]', 'g', '%eyJ%.%.%',
      'A JSON Web Token: three base64url segments separated by dots, the header starting eyJ (base64 of {"). A base64 blob without the dots is not a JWT.'],
     ['bearer', 'replace',
-     '(\mbearer[ \t]+)(?=[A-Za-z0-9._~+/-]*[0-9])[A-Za-z0-9._~+/-]{16,}=*',
+     '(\mbearer[ \t]+)(?=[A-Za-z0-9._~+/-]{16})[A-Za-z._~+/-]*[0-9][A-Za-z0-9._~+/-]*=*',
      '\1[REDACTED:bearer]', 'gi', '%bearer%',
      'A bearer token (Authorization: Bearer ...): at least 16 token characters with a digit after the word Bearer, which stays. Tokens of a known shape (JWT, GitHub, ...) keep their own kind.'],
     ['basic_auth', 'replace',
-     '(authorization["'']?[ \t]*[:=][ \t]*["'']?basic[ \t]+)(?=[A-Za-z0-9+/]*(?:[0-9+/]|[A-Z][A-Za-z0-9+/]*[A-Z]))[A-Za-z0-9+/]{8,}={0,2}',
+     '(authorization["'']?[ \t]*[:=][ \t]*["'']?basic[ \t]+)(?=[A-Za-z0-9+/]{8})[A-Za-z0-9+/]*(?:[0-9+/]|[A-Z][A-Za-z0-9+/]*[A-Z])[A-Za-z0-9+/]*={0,2}',
      '\1[REDACTED:basic_auth]', 'gi', '%basic%',
      'HTTP basic credentials (Authorization: Basic <base64 of user:password>): at least 8 base64 characters with a digit, + or / or two upper-case letters (so Basic authentication is a word); the header name and Basic stay.'],
     ['url_password', 'replace',
@@ -85,15 +87,15 @@ as $rules$
      '\1[REDACTED:url_password]\2', 'g', '%://%:%@%',
      'The password of a URL with credentials (scheme://user:password@host, also with an empty user as in redis://:password@host); scheme, user and host stay. Placeholders ($VAR, ${VAR}, %s, {x}, ***, the words password or secret) are not passwords.'],
     ['password, aws_secret_key, assigned_secret', 'assigned',
-     '(key|secret|token|passw(?:or)?d|pwd|pass|passphrase|credentials?)(["'']?[ \t]*(?::=|=>|=|:)[ \t]*)("[^"\n]+"|''[^''\n]+''|[^[:space:]"''`,;&(){}<>\[\]]+)(\(?)',
+     '(key|secret|token|passw(?:or)?d|pwd|pass|passphrase|credentials?)(["'']?[ \t]*(?::=|=>|=|:)[ \t]*)("[^"\n]+"|''[^''\n]+''|[^[:space:]"''`,;&(){}<>\[\]]*[^[:space:]"''`,;&(){}<>\[\]:.!?])(\(?)',
      '', 'gi', '%key%|%secret%|%token%|%pwd%|%pass%|%credential%',
-     'A value assigned to a secret-looking name (.env and shell: NAME=value, export NAME=value; JSON, YAML, code: "name": "value", name: value, name = "value", name := "value"; libpq and ODBC connection strings: password=... / Pwd=...; query strings: access_token=...). Only the value is replaced, by the kind of its name: password for names ending in password, passwd, passphrase, pwd or _pass (any literal value of 4 or more characters; an unquoted bare identifier such as self.password or str is code, not a value); aws_secret_key for aws_secret_access_key and the like; assigned_secret for names ending in _key, _secret, _token or _credentials (or apiKey, clientSecret, ...) when the value looks random: at least 12 characters, letters and digits, no spaces, not a URL or path, and a Shannon entropy of at least 0.7 times the most its alphabet and length allow. Names of non-secret keys (public_key, primary_key, idempotency_key, cache_key, page_token, max_tokens, bare key, ...) and placeholders (${VAR}, <token>, ***, changeme, None, ...) are left alone.'],
+     'A value assigned to a secret-looking name (.env and shell: NAME=value, export NAME=value; JSON, YAML, code: "name": "value", name: value, name = "value", name := "value"; libpq and ODBC connection strings: password=... / Pwd=...; query strings: access_token=...). Only the value is replaced, by the kind of its name: password for names ending in password, passwd, passphrase, pwd or _pass (a quoted or .env value of 4 or more characters; elsewhere a value with letters and a digit or symbol, or of 6 or more digits, so self.password, str and prose are not passwords); aws_secret_key for aws_secret_access_key and the like; assigned_secret for names ending in _key, _secret, _token or _credentials (or apiKey, clientSecret, ...) when the value looks random: at least 12 characters, letters and digits, no spaces, not a URL or path, and a Shannon entropy of at least 0.7 times the most its alphabet and length allow. Names of non-secret keys (public_key, primary_key, idempotency_key, cache_key, page_token, max_tokens, bare key, ...) and placeholders (${VAR}, <token>, ***, changeme, None, ...) are left alone.'],
     ['password, aws_secret_key, assigned_secret', 'assigned',
-     '(--[A-Za-z0-9-]*(?:key|secret|token|password|passwd|pwd|passphrase))([ \t]+)("[^"\n]+"|''[^''\n]+''|[^[:space:]"''`,;&(){}<>\[\]]+)(\(?)',
+     '(--[A-Za-z0-9-]*(?:key|secret|token|password|passwd|pwd|passphrase))([ \t]+)("[^"\n]+"|''[^''\n]+''|[^[:space:]"''`,;&(){}<>\[\]]*[^[:space:]"''`,;&(){}<>\[\]:.!?])(\(?)',
      '', 'gi', '%--%key%|%--%secret%|%--%token%|%--%pwd%|%--%pass%',
      'A value given to a command-line option with a secret-looking name (--api-key VALUE, --password VALUE), judged as above.'],
     ['password', 'assigned',
-     '((?:^|\n)[ \t]*password|\mlogin[ \t]+[^[:space:]]+[ \t]+password)([ \t]+)("[^"\n]+"|''[^''\n]+''|[^[:space:]"''`,;&(){}<>\[\]]+)(\(?)',
+     '((?:^|\n)[ \t]*password|\mlogin[ \t]+[^[:space:]]+[ \t]+password)([ \t]+)("[^"\n]+"|''[^''\n]+''|[^[:space:]"''`,;&(){}<>\[\]]*[^[:space:]"''`,;&(){}<>\[\]:.!?])(\(?)',
      '', 'g', '%password%',
      'A .netrc password (machine HOST login USER password VALUE, on one line or one per line), judged as above.']
   ]
@@ -189,10 +191,15 @@ begin
     if length(v_value) < 4 or v_value ~ '[[:space:]]' then
       return null;
     end if;
-    -- Unquoted identifiers are code (password=self.password, password: str),
-    -- except in an .env or shell assignment (NAME=value at a line start).
+    -- Outside quotes and .env or shell lines (NAME=value at a line start),
+    -- a password has letters and a digit or a symbol, or is a number of 6
+    -- or more digits: identifiers are code (password=self.password,
+    -- password: str), and words, times and dates are prose.
     if not p_quoted and not p_env
-       and v_value ~ '^[A-Za-z_$][A-Za-z0-9_$]*(\.[A-Za-z_$][A-Za-z0-9_$]*)+$|^[A-Za-z_]+$' then
+       and not (translate(v_value, '0123456789', '') = '' and length(v_value) >= 6)
+       and (lower(v_value) = upper(v_value)
+            or (translate(v_value, '0123456789', '') = v_value
+                and translate(v_value, 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789:./_-$', '') = '')) then
       return null;
     end if;
     -- PWD is also the working directory.
@@ -212,7 +219,7 @@ begin
 end
 $$;
 comment on function scsql._assigned_secret_kind(text, text, boolean, boolean) is
-  'Private. The redaction kind of VALUE assigned to NAME (password, aws_secret_key or assigned_secret), or NULL when it is not a secret: NAME is not secret-looking or names a non-secret key (public_key, primary_key, page_token, ...), VALUE is a placeholder ($VAR, ${VAR}, <x>, a YAML tag such as !Ref, ***, None, changeme, ...) or a marker, a password value is shorter than 4 characters, has spaces or (unless QUOTED or ENV, an .env/shell NAME=value line) is a bare identifier such as self.password, and any other value does not look random (scsql._looks_random) or is a URL or path. QUOTED: the value was a quoted literal; ENV: the assignment starts a line.';
+  'Private. The redaction kind of VALUE assigned to NAME (password, aws_secret_key or assigned_secret), or NULL when it is not a secret: NAME is not secret-looking or names a non-secret key (public_key, primary_key, page_token, ...), VALUE is a placeholder ($VAR, ${VAR}, <x>, a YAML tag such as !Ref, ***, None, changeme, ...) or a marker, a password value is shorter than 4 characters, has spaces or (unless QUOTED or ENV, an .env/shell NAME=value line) has no letter or neither a digit nor a symbol (self.password, str, a:b, 10:30; a number of 6 or more digits is a password), and any other value does not look random (scsql._looks_random) or is a URL or path. QUOTED: the value was a quoted literal; ENV: the assignment starts a line.';
 
 create or replace function scsql._redact_assigned(p_text text, p_pattern text, p_flags text)
 returns text
@@ -221,7 +228,7 @@ immutable strict parallel safe
 as $$
 declare
   v_parts text[];
-  v_out text;
+  v_out text[];
   v_match text[];
   v_i integer := 0;
   v_value text;
@@ -237,7 +244,9 @@ begin
   if array_length(v_parts, 1) = 1 then
     return p_text;
   end if;
-  v_out := v_parts[1];
+  -- Pieces are collected in an array and joined once: appending to a
+  -- text copies it, which is quadratic over many matches.
+  v_out := array[v_parts[1]];
   for v_match in select m from pg_catalog.regexp_matches(p_text, p_pattern, p_flags) m loop
     v_i := v_i + 1;
     v_value := v_match[3];
@@ -257,13 +266,13 @@ begin
     v_kind := case when v_match[4] = '(' then null
                    else scsql._assigned_secret_kind(v_prefix || v_match[1], v_value, v_quote <> '', v_env) end;
     if v_kind is null then
-      v_out := v_out || v_match[1] || v_match[2] || v_match[3] || v_match[4];
+      v_out := v_out || (v_match[1] || v_match[2] || v_match[3] || v_match[4]);
     else
-      v_out := v_out || v_match[1] || v_match[2] || v_quote || '[REDACTED:' || v_kind || ']' || v_quote || v_match[4];
+      v_out := v_out || (v_match[1] || v_match[2] || v_quote || '[REDACTED:' || v_kind || ']' || v_quote || v_match[4]);
     end if;
     v_out := v_out || v_parts[v_i + 1];
   end loop;
-  return v_out;
+  return pg_catalog.array_to_string(v_out, '');
 end
 $$;
 comment on function scsql._redact_assigned(text, text, text) is
@@ -320,7 +329,10 @@ begin
     when 'object' then
       return (
         select coalesce(pg_catalog.jsonb_object_agg(scsql._redact(k),
-                 case when pg_catalog.jsonb_typeof(v) = 'string'
+                 case when pg_catalog.jsonb_typeof(v) = 'string' and lower(k) in ('authorization', 'proxy-authorization')
+                      -- A header value: judged as the header line it comes from.
+                      then pg_catalog.to_jsonb(substr(scsql._redact('Authorization: ' || (v #>> '{}')), 16))
+                      when pg_catalog.jsonb_typeof(v) = 'string'
                       then pg_catalog.to_jsonb(coalesce(
                              '[REDACTED:' || scsql._assigned_secret_kind(k, scsql._redact(v #>> '{}'), true, false) || ']',
                              scsql._redact(v #>> '{}')))
@@ -332,7 +344,7 @@ begin
 end
 $$;
 comment on function scsql._redact_jsonb(jsonb) is
-  'Private; every write path applies it to the JSON it stores (task payloads, broadcast bodies, summaries). Returns the value with every string redacted by scsql._redact, recursively through arrays and objects. Object keys are redacted too (two keys that redact to the same text collapse into one, the last kept). A string member of an object is also judged with its key as the name it is assigned to, so {"api_key": "<random>"} and {"password": "hunter2"} are redacted like api_key=... in text. Numbers, booleans and null stay. NULL for NULL; raises nothing.';
+  'Private; every write path applies it to the JSON it stores (task payloads, broadcast bodies, summaries). Returns the value with every string redacted by scsql._redact, recursively through arrays and objects. Object keys are redacted too (two keys that redact to the same text collapse into one, the last kept). A string member of an object is also judged with its key as the name it is assigned to, so {"api_key": "<random>"} and {"password": "hunter2"} are redacted like api_key=... in text, and the value of an Authorization key like an Authorization header. Numbers, booleans and null stay. NULL for NULL; raises nothing.';
 
 -- ---------------------------------------------------------------------------
 -- Public: what is redacted
