@@ -87,15 +87,15 @@ as $rules$
      '\1[REDACTED:url_password]\2', 'g', '%://%:%@%',
      'The password of a URL with credentials (scheme://user:password@host, also with an empty user as in redis://:password@host); scheme, user and host stay. Placeholders ($VAR, ${VAR}, %s, {x}, ***, the words password or secret) are not passwords.'],
     ['password, aws_secret_key, assigned_secret', 'assigned',
-     '(key|secret|token|passw(?:or)?d|pwd|pass|passphrase|credentials?)(["'']?[ \t]*(?::=|=>|=|:)[ \t]*)("[^"\n]+"|''[^''\n]+''|[^[:space:]"''`,;&(){}<>\[\]]*[^[:space:]"''`,;&(){}<>\[\]:.!?])(\(?)',
+     '(key|secret|token|passw(?:or)?d|pwd|pass|passphrase|credentials?)(["'']?[ \t]*(?::=|=>|=|:)[ \t]*)("[^"\n]+"|''[^''\n]+''|[^[:space:]"''`,;&(){}<>\[\]\\]*[^[:space:]"''`,;&(){}<>\[\]\\:.!?])(\(?)',
      '', 'gi', '%key%|%secret%|%token%|%pwd%|%pass%|%credential%',
      'A value assigned to a secret-looking name (.env and shell: NAME=value, export NAME=value; JSON, YAML, code: "name": "value", name: value, name = "value", name := "value"; libpq and ODBC connection strings: password=... / Pwd=...; query strings: access_token=...). Only the value is replaced, by the kind of its name: password for names ending in password, passwd, passphrase, pwd or _pass (a quoted or .env value of 4 or more characters; elsewhere a value with letters and a digit or symbol, or of 6 or more digits, so self.password, str and prose are not passwords); aws_secret_key for aws_secret_access_key and the like; assigned_secret for names ending in _key, _secret, _token or _credentials (or apiKey, clientSecret, ...) when the value looks random: at least 12 characters, letters and digits, no spaces, not a URL or path, and a Shannon entropy of at least 0.7 times the most its alphabet and length allow. Names of non-secret keys (public_key, primary_key, idempotency_key, cache_key, page_token, max_tokens, bare key, ...) and placeholders (${VAR}, <token>, ***, changeme, None, ...) are left alone.'],
     ['password, aws_secret_key, assigned_secret', 'assigned',
-     '(--[A-Za-z0-9-]*(?:key|secret|token|password|passwd|pwd|passphrase))([ \t]+)("[^"\n]+"|''[^''\n]+''|[^[:space:]"''`,;&(){}<>\[\]]*[^[:space:]"''`,;&(){}<>\[\]:.!?])(\(?)',
+     '(--[A-Za-z0-9-]*(?:key|secret|token|password|passwd|pwd|passphrase))([ \t]+)("[^"\n]+"|''[^''\n]+''|[^[:space:]"''`,;&(){}<>\[\]\\]*[^[:space:]"''`,;&(){}<>\[\]\\:.!?])(\(?)',
      '', 'gi', '%--%key%|%--%secret%|%--%token%|%--%pwd%|%--%pass%',
      'A value given to a command-line option with a secret-looking name (--api-key VALUE, --password VALUE), judged as above.'],
     ['password', 'assigned',
-     '((?:^|\n)[ \t]*password|\mlogin[ \t]+[^[:space:]]+[ \t]+password)([ \t]+)("[^"\n]+"|''[^''\n]+''|[^[:space:]"''`,;&(){}<>\[\]]*[^[:space:]"''`,;&(){}<>\[\]:.!?])(\(?)',
+     '((?:^|\n)[ \t]*password|\mlogin[ \t]+[^[:space:]]+[ \t]+password)([ \t]+)("[^"\n]+"|''[^''\n]+''|[^[:space:]"''`,;&(){}<>\[\]\\]*[^[:space:]"''`,;&(){}<>\[\]\\:.!?])(\(?)',
      '', 'g', '%password%',
      'A .netrc password (machine HOST login USER password VALUE, on one line or one per line), judged as above.']
   ]
@@ -181,7 +181,7 @@ begin
     return null;
   end if;
   -- Placeholders, references and markers are not values.
-  if v_value = '' or v_value ~ '^(\$|%\(|%s$|\{|<|!|\*{3,}|[xX]{3,}$|\.\.\.|\[REDACTED:)'
+  if v_value = '' or v_value ~ '^(\$|\{|<|!|\?|\*{3,}|[xX]{3,}$|\.\.\.|\[REDACTED:)|%[sdr(]|\{[A-Za-z0-9_.]*\}'
      or lower(v_value) in ('none', 'null', 'nil', 'true', 'false', 'undefined', 'changeme', 'change_me', 'changeit',
                            'secret', 'password', 'passwd', 'required', 'optional', 'todo', 'tbd', 'redacted', 'hidden',
                            'masked', 'str', 'string', 'bytes', 'int', 'env') then
@@ -219,7 +219,7 @@ begin
 end
 $$;
 comment on function scsql._assigned_secret_kind(text, text, boolean, boolean) is
-  'Private. The redaction kind of VALUE assigned to NAME (password, aws_secret_key or assigned_secret), or NULL when it is not a secret: NAME is not secret-looking or names a non-secret key (public_key, primary_key, page_token, ...), VALUE is a placeholder ($VAR, ${VAR}, <x>, a YAML tag such as !Ref, ***, None, changeme, ...) or a marker, a password value is shorter than 4 characters, has spaces or (unless QUOTED or ENV, an .env/shell NAME=value line) has no letter or neither a digit nor a symbol (self.password, str, a:b, 10:30; a number of 6 or more digits is a password), and any other value does not look random (scsql._looks_random) or is a URL or path. QUOTED: the value was a quoted literal; ENV: the assignment starts a line.';
+  'Private. The redaction kind of VALUE assigned to NAME (password, aws_secret_key or assigned_secret), or NULL when it is not a secret: NAME is not secret-looking or names a non-secret key (public_key, primary_key, page_token, ...), VALUE is a placeholder or template ($VAR, ${VAR}, the ?message of ${VAR:?message}, <x>, %s, {name}, a YAML tag such as !Ref, ***, None, changeme, ...) or a marker, a password value is shorter than 4 characters, has spaces or (unless QUOTED or ENV, an .env/shell NAME=value line) has no letter or neither a digit nor a symbol (self.password, str, a:b, 10:30; a number of 6 or more digits is a password), and any other value does not look random (scsql._looks_random) or is a URL or path. QUOTED: the value was a quoted literal; ENV: the assignment is an .env or shell line (NAME=value at a line start, NAME in capitals).';
 
 create or replace function scsql._redact_assigned(p_text text, p_pattern text, p_flags text)
 returns text
@@ -260,8 +260,11 @@ begin
     v_before := v_parts[v_i];
     v_prefix := substring(right(v_before, 200) from '[A-Za-z0-9_.-]*$');
     v_before := left(v_before, length(v_before) - length(v_prefix));
-    -- An .env or shell line: NAME=value (or export NAME=value) at a line start.
+    -- An .env or shell line: NAME=value (or export NAME=value) at a line
+    -- start, NAME in capitals as environment variables are (a lower-case
+    -- name=value line is a keyword argument in code as often as not).
     v_env := v_match[2] = '=' and v_quote = '' and (v_i = 1 or strpos(v_before, E'\n') > 0)
+             and v_prefix || v_match[1] = upper(v_prefix || v_match[1])
              and btrim(pg_catalog.split_part(v_before, E'\n', -1), E' \t') in ('', 'export');
     v_kind := case when v_match[4] = '(' then null
                    else scsql._assigned_secret_kind(v_prefix || v_match[1], v_value, v_quote <> '', v_env) end;
