@@ -172,16 +172,18 @@ def test_administrators_see_the_kinds_and_their_patterns(scsql_db):
     assert all(r["pattern"] and r["description"] for r in rows)
 
 
-# Random prose: words, numbers of at most 3 digits, punctuation (with : but
-# no quotes, = or /), and at sentence starts the values that must never be
-# taken for secrets: git shas, UUIDs, sha256 digests, base64 fixtures.
+# Random prose: words (secret words among them), numbers of at most 3
+# digits, punctuation followed by a space (so words never fuse into a
+# token such as a-b:1, which after "password: " is password-shaped), and at
+# sentence starts the values that must never be taken for secrets: git
+# shas, UUIDs, sha256 digests, base64 fixtures.
 words = st.one_of(
     st.text("abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=12),
     st.sampled_from(["key", "token", "secret", "password", "pass", "pwd", "bearer", "basic", "authorization",
                      "api", "xoxo", "sk", "login", "private", "credentials"]),
     st.integers(0, 999).map(str),
 )
-separators = st.sampled_from([" ", " ", " ", ", ", ": ", "; ", " - ", "-", "! ", "? ", " (", ") ", ":"])
+separators = st.sampled_from([" ", " ", " ", ", ", ": ", "; ", " - ", "! ", "? ", " (", ") "])
 specials = st.one_of(
     st.text("0123456789abcdef", min_size=40, max_size=40),
     st.uuids().map(str),
