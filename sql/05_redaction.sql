@@ -17,7 +17,8 @@
 -- grows linearly with the text: lookahead constraints, which the engine
 -- re-runs at every candidate position, only look a bounded distance ahead
 -- (a key body of 20 characters, not "any uppercase letter later on"), and
--- the body of a private key block cannot run past the next ----- marker.
+-- the body and header lines of a private key block cannot run past the
+-- next ----- marker.
 
 -- ---------------------------------------------------------------------------
 -- The rules, in the order they are applied
@@ -39,11 +40,11 @@ as $rules$
   -- jwt and a GitHub token in a URL is a github_token.
   select array[
     ['private_key', 'replace',
-     '-----BEGIN[A-Z0-9 ]*?PRIVATE KEY(?: BLOCK)?-----(?=(?:[[:space:]]|\\[nr])+(?:[A-Za-z-]+:[^\n]*(?:[[:space:]]|\\[nr])+)*[A-Za-z0-9+/=]{16})(?:[^-]|-[^-]|--[^-]|---[^-]|----[^-])*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----',
+     '-----BEGIN[A-Z0-9 ]*?PRIVATE KEY(?: BLOCK)?-----(?=(?:[[:space:]]|\\[nr])+(?:[A-Za-z-]+:(?:[^\n\\-]|-[^\n\\-])*(?:[[:space:]]|\\[nr])+)*[A-Za-z0-9+/=]{16})(?:[^-]|-[^-]|--[^-]|---[^-]|----[^-])*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----',
      '[REDACTED:private_key]', 'g', '%PRIVATE KEY%',
      'A PEM private key block (PKCS#8, RSA, EC, DSA, OPENSSH, ENCRYPTED, PGP PRIVATE KEY BLOCK) holding key data, from its BEGIN line to its END line; the whole block is replaced. Naming the marker without key data is not a key.'],
     ['private_key', 'replace',
-     '-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:[[:space:]]|\\[nr])+(?:[A-Za-z-]+:[^\n\\]*(?:[[:space:]]|\\[nr])+)*[A-Za-z0-9+/=]{16,}(?:(?:[[:space:]]|\\[nr])*[A-Za-z0-9+/=]{16,})*',
+     '-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:[[:space:]]|\\[nr])+(?:[A-Za-z-]+:(?:[^\n\\-]|-[^\n\\-])*(?:[[:space:]]|\\[nr])+)*[A-Za-z0-9+/=]{16,}(?:(?:[[:space:]]|\\[nr])*[A-Za-z0-9+/=]{16,})*',
      '[REDACTED:private_key]', 'g', '%PRIVATE KEY%',
      'A PEM private key block cut off before its END line: the BEGIN line and the key data after it.'],
     ['anthropic_key', 'replace',
@@ -83,7 +84,7 @@ as $rules$
      '\1[REDACTED:basic_auth]', 'gi', '%basic%',
      'HTTP basic credentials (Authorization: Basic <base64 of user:password>): at least 8 base64 characters with a digit, + or / or two upper-case letters (so Basic authentication is a word); the header name and Basic stay.'],
     ['url_password', 'replace',
-     '(://[^[:space:]:/@"''<>]*:)(?![$%{*]|\[REDACTED:|(?:[Pp]ass(?:word)?|PASS(?:WORD)?|[Pp]asswd|PASSWD|[Ss]ecret|SECRET|changeme)@)[^[:space:]/"''<>@]+(?:@[^[:space:]/"''<>@]+)*(@)',
+     '(://[^[:space:]:/@"''<>]*:)(?![$*{]|%s|%\(|\[REDACTED:|(?:[Pp]ass(?:word)?|PASS(?:WORD)?|[Pp]asswd|PASSWD|[Ss]ecret|SECRET|changeme)@)[^[:space:]/"''<>@]+(?:@[^[:space:]/"''<>@]+)*(@)',
      '\1[REDACTED:url_password]\2', 'g', '%://%:%@%',
      'The password of a URL with credentials (scheme://user:password@host, also with an empty user as in redis://:password@host); scheme, user and host stay. Placeholders ($VAR, ${VAR}, %s, {x}, ***, the words password or secret) are not passwords.'],
     ['password, aws_secret_key, assigned_secret', 'assigned',

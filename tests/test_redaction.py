@@ -232,4 +232,14 @@ def test_speed_is_reported(admin):
     print()
     for what, ms, base in report:
         print(f"redaction speed: {what}: {ms:.1f} ms (one trivial regexp_replace: {base:.1f} ms, ratio {ms / base:.1f})")
+    # Inputs built to make a backtracking or quadratic matcher crawl: time
+    # should grow with the length (about 4x for 4x the text), not its square.
+    for what, unit in [("sk- repeated", "sk-"), ("BEGIN without END, one line", "-----BEGIN PRIVATE KEY----- Proc-Type: x "),
+                       ("BEGIN without END, key lines", "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n"),
+                       ("password=word repeated", "password=word "), ("token: repeated", "token: "),
+                       ("Bearer and a long token", "Bearer " + "a" * 50 + " "), ("://a: repeated", "://a:")]:
+        small, large = (unit * 100_000)[:100_000], (unit * 400_000)[:400_000]
+        t_small, t_large = timed(one, small), timed(one, large)
+        print(f"redaction speed: adversarial {what}: 100 KB {t_small:.0f} ms, 400 KB {t_large:.0f} ms "
+              f"(x{t_large / t_small:.1f})")
     assert len(redact(admin, big)) > 0
