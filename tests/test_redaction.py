@@ -111,6 +111,28 @@ def test_redaction_is_idempotent(admin):
     assert [i for i, (a, b) in enumerate(zip(once, twice)) if a != b] == []
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(parts=st.lists(st.one_of(st.sampled_from([c["text"] for c in CORPUS]), st.text(max_size=40)), min_size=1, max_size=4),
+       glue=st.sampled_from(["", " ", "\n", "=", ":", "\"", "@"]))
+def test_redaction_is_idempotent_on_mixed_texts(admin, parts, glue):
+    """Corpus texts glued to each other and to random text, also at the
+    characters that join names, values and hosts."""
+    text = glue.join(parts).replace("\x00", "")
+    once = redact(admin, text)
+    assert redact(admin, once) == once
+
+
+def test_jsonb_redaction_is_idempotent(admin):
+    docs = [{"text": c["text"], "note": c["note"], "kinds": c["kinds"]} for c in CORPUS]
+    docs.append({"api_key": "Zx81kQm2Pq9LrT5vWb3NcD7f", "headers": {"Authorization": "Basic ZGVwbG95OnMzY3IzdA=="},
+                 "password": "hunter2!", "list": [{"client_secret": "Zx81kQm2Pq9LrT5vWb3NcD7f"}]})
+    rows = admin.execute("""
+        select r = scsql._redact_jsonb(r) as same
+        from unnest(%s::jsonb[]) d, lateral (select scsql._redact_jsonb(d) as r) x
+    """, ([json.dumps(d) for d in docs],)).fetchall()
+    assert [i for i, r in enumerate(rows) if not r[0]] == []
+
+
 def test_null_in_null_out_and_empty_text(admin):
     row = admin.execute("select scsql._redact(null) as t, scsql._redact_jsonb(null) as j, scsql._redact('') as e").fetchone()
     assert row == (None, None, "")
