@@ -1,11 +1,12 @@
--- scsql redaction: one function every write path applies to the text it
--- stores (prompts, previews, facts, knowledge-base text, summaries,
--- broadcasts, task payloads), so a write made with psql is redacted too.
+-- scsql redaction: one function for every write path to apply to the text
+-- it stores (prompts, previews, facts, knowledge-base text, summaries,
+-- broadcasts, task payloads), in the database, so that a write made with
+-- psql is redacted too.
 --
 -- Re-applied on every migrate (CREATE OR REPLACE). Runs as scsql_owner.
--- Every function here is private (owner only): the security-definer write
--- paths call them. scsql.redaction_kinds() shows administrators and the
--- auditor what is redacted and by which pattern.
+-- The redaction functions are private (owner only), for the security-
+-- definer write paths to call; scsql.redaction_kinds() shows administrators
+-- and the auditor what is redacted and by which pattern.
 --
 -- A secret becomes [REDACTED:<kind>]; only the secret part is replaced, so
 -- AWS_SECRET_ACCESS_KEY=wJal... becomes AWS_SECRET_ACCESS_KEY=[REDACTED:aws_secret_key]
@@ -313,16 +314,13 @@ begin
 end
 $$;
 comment on function scsql._redact(text) is
-  'Private; every write path applies it to the text it stores. Returns the text with each secret replaced by [REDACTED:<kind>] (kinds and patterns: scsql.redaction_kinds()): private_key, anthropic_key, openai_key, github_token, slack_token, slack_webhook, aws_access_key, jwt, bearer, basic_auth, url_password, and values assigned to secret-looking names: password, aws_secret_key, assigned_secret. Only the secret part is replaced (names, URL schemes, users and hosts stay). Git shas, UUIDs, hashes and base64 that are not assigned to a secret name are left alone. Idempotent: _redact(_redact(x)) = _redact(x). NULL for NULL; raises nothing.';
+  'Private; the function write paths apply to the text they store. Returns the text with each secret replaced by [REDACTED:<kind>] (kinds and patterns: scsql.redaction_kinds()): private_key, anthropic_key, openai_key, github_token, slack_token, slack_webhook, aws_access_key, jwt, bearer, basic_auth, url_password, and values assigned to secret-looking names: password, aws_secret_key, assigned_secret. Only the secret part is replaced (names, URL schemes, users and hosts stay). Git shas, UUIDs, hashes and base64 that are not assigned to a secret name are left alone. Idempotent: _redact(_redact(x)) = _redact(x). NULL for NULL; raises nothing.';
 
 create or replace function scsql._redact_jsonb(p_value jsonb)
 returns jsonb
 language plpgsql
 immutable strict parallel safe
 as $$
-declare
-  v_kind text;
-  v_string text;
 begin
   case pg_catalog.jsonb_typeof(p_value)
     when 'string' then
@@ -332,23 +330,23 @@ begin
               from pg_catalog.jsonb_array_elements(p_value) with ordinality a(e, n));
     when 'object' then
       return (
-        select coalesce(pg_catalog.jsonb_object_agg(scsql._redact(k),
-                 case when pg_catalog.jsonb_typeof(v) = 'string' and lower(k) in ('authorization', 'proxy-authorization')
+        select coalesce(pg_catalog.jsonb_object_agg(scsql._redact(m.k),
+                 case when pg_catalog.jsonb_typeof(m.v) <> 'string' then scsql._redact_jsonb(m.v)
                       -- A header value: judged as the header line it comes from.
-                      then pg_catalog.to_jsonb(substr(scsql._redact('Authorization: ' || (v #>> '{}')), 16))
-                      when pg_catalog.jsonb_typeof(v) = 'string'
-                      then pg_catalog.to_jsonb(coalesce(
-                             '[REDACTED:' || scsql._assigned_secret_kind(k, scsql._redact(v #>> '{}'), true, false) || ']',
-                             scsql._redact(v #>> '{}')))
-                      else scsql._redact_jsonb(v) end), '{}'::jsonb)
-        from pg_catalog.jsonb_each(p_value) e(k, v));
+                      when lower(m.k) in ('authorization', 'proxy-authorization')
+                      then pg_catalog.to_jsonb(substr(scsql._redact('Authorization: ' || (m.v #>> '{}')), 16))
+                      -- Else the string on its own, then as the value of its key.
+                      else pg_catalog.to_jsonb(coalesce('[REDACTED:' || scsql._assigned_secret_kind(m.k, r.s, true, false) || ']', r.s))
+                 end), '{}'::jsonb)
+        from pg_catalog.jsonb_each(p_value) m(k, v)
+        cross join lateral (select scsql._redact(m.v #>> '{}') as s) r);
     else
       return p_value;
   end case;
 end
 $$;
 comment on function scsql._redact_jsonb(jsonb) is
-  'Private; every write path applies it to the JSON it stores (task payloads, broadcast bodies, summaries). Returns the value with every string redacted by scsql._redact, recursively through arrays and objects. Object keys are redacted too (two keys that redact to the same text collapse into one, the last kept). A string member of an object is also judged with its key as the name it is assigned to, so {"api_key": "<random>"} and {"password": "hunter2"} are redacted like api_key=... in text, and the value of an Authorization key like an Authorization header. Numbers, booleans and null stay. NULL for NULL; raises nothing.';
+  'Private; the function write paths apply to the JSON they store (task payloads, broadcast bodies, summaries). Returns the value with every string redacted by scsql._redact, recursively through arrays and objects. Object keys are redacted too (two keys that redact to the same text collapse into one, the last kept). A string member of an object is also judged with its key as the name it is assigned to, so {"api_key": "<random>"} and {"password": "hunter2"} are redacted like api_key=... in text, and the value of an Authorization key like an Authorization header. Numbers, booleans and null stay. NULL for NULL; raises nothing.';
 
 -- ---------------------------------------------------------------------------
 -- Public: what is redacted
@@ -366,4 +364,4 @@ as $$
   order by i
 $$;
 comment on function scsql.redaction_kinds() is
-  'What scsql redacts before it stores text: one row per rule, in the order applied, with the kind written in the marker [REDACTED:<kind>], the PostgreSQL regular expression that finds it, and a description of what it matches and what stays. Every write path (facts, knowledge-base text, summaries, prompts, previews, broadcasts, task payloads) applies these rules, also to writes made with psql. Raises nothing.';
+  'What scsql redacts before it stores text: one row per rule, in the order applied, with the kind written in the marker [REDACTED:<kind>], the PostgreSQL regular expression that finds it, and a description of what it matches and what stays. These are the rules of the redaction function that write paths apply in the database to the text and JSON they store (facts, knowledge-base text, summaries, prompts, previews, broadcasts, task payloads), so writes made with psql are redacted too. Raises nothing.';
