@@ -25,3 +25,8 @@ grant execute on function scsql_caller.api() to scsql_agent, scsql_auditor, scsq
 grant execute on function
   scsql_caller.agent(), scsql_caller.project_id(), scsql_caller.agent_id(), scsql_caller.readable_projects()
 to scsql_agent;
+
+-- What redaction replaces (sql/05_redaction.sql), for people at psql. Not
+-- granted to agents, so it is no MCP tool; the redaction functions
+-- themselves are private.
+grant execute on function scsql.redaction_kinds() to scsql_admin, scsql_auditor;

@@ -1,0 +1,367 @@
+-- scsql redaction: one function for every write path to apply to the text
+-- it stores (prompts, previews, facts, knowledge-base text, summaries,
+-- broadcasts, task payloads), in the database, so that a write made with
+-- psql is redacted too.
+--
+-- Re-applied on every migrate (CREATE OR REPLACE). Runs as scsql_owner.
+-- The redaction functions are private (owner only), for the security-
+-- definer write paths to call; scsql.redaction_kinds() shows administrators
+-- and the auditor what is redacted and by which pattern.
+--
+-- A secret becomes [REDACTED:<kind>]; only the secret part is replaced, so
+-- AWS_SECRET_ACCESS_KEY=wJal... becomes AWS_SECRET_ACCESS_KEY=[REDACTED:aws_secret_key]
+-- and postgres://app:pw@db/x becomes postgres://app:[REDACTED:url_password]@db/x.
+-- No rule matches a marker, so redacting twice changes nothing.
+--
+-- The patterns are PostgreSQL regular expressions without back references,
+-- which the engine runs as automata: no catastrophic backtracking. Time
+-- grows linearly with the text: lookahead constraints, which the engine
+-- re-runs at every candidate position, only look a bounded distance ahead
+-- (a key body of 20 characters, not "any uppercase letter later on"), and
+-- the body and header lines of a private key block cannot run past the
+-- next ----- marker.
+
+-- ---------------------------------------------------------------------------
+-- The rules, in the order they are applied
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._redaction_rules()
+returns text[]
+language sql
+immutable parallel safe
+as $rules$
+  -- One row per rule: kind, mode, pattern, replacement, flags, prefilter, description.
+  -- mode replace: regexp_replace(text, pattern, replacement, flags), run only
+  --   when the text matches the prefilter (LIKE patterns, | between them, a cheap test).
+  -- mode assigned: the pattern finds (secret word)(separator)(value)(call
+  --   paren); the name is the identifier that ends with the secret word;
+  --   scsql._assigned_secret_kind decides from the name and the value
+  --   whether, and as which kind, the value is replaced.
+  -- Specific token shapes come first, so a JWT sent as a bearer token is a
+  -- jwt and a GitHub token in a URL is a github_token.
+  select array[
+    ['private_key', 'replace',
+     '-----BEGIN[A-Z0-9 ]*?PRIVATE KEY(?: BLOCK)?-----(?=(?:[[:space:]]|\\[nr])+(?:[A-Za-z-]+:(?:[^\n\\-]|-[^\n\\-])*(?:[[:space:]]|\\[nr])+)*[A-Za-z0-9+/=]{16})(?:[^-]|-[^-]|--[^-]|---[^-]|----[^-])*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----',
+     '[REDACTED:private_key]', 'g', '%PRIVATE KEY%',
+     'A PEM private key block (PKCS#8, RSA, EC, DSA, OPENSSH, ENCRYPTED, PGP PRIVATE KEY BLOCK) holding key data, from its BEGIN line to its END line; the whole block is replaced. Naming the marker without key data is not a key.'],
+    ['private_key', 'replace',
+     '-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:[[:space:]]|\\[nr])+(?:[A-Za-z-]+:(?:[^\n\\-]|-[^\n\\-])*(?:[[:space:]]|\\[nr])+)*[A-Za-z0-9+/=]{16,}(?:(?:[[:space:]]|\\[nr])*[A-Za-z0-9+/=]{16,})*',
+     '[REDACTED:private_key]', 'g', '%PRIVATE KEY%',
+     'A PEM private key block cut off before its END line: the BEGIN line and the key data after it.'],
+    ['anthropic_key', 'replace',
+     '\msk-ant-[A-Za-z0-9_-]{20,}',
+     '[REDACTED:anthropic_key]', 'g', '%sk-ant-%',
+     'An Anthropic API key: sk-ant- followed by at least 20 key characters (sk-ant-api03-..., sk-ant-admin01-...).'],
+    ['openai_key', 'replace',
+     '\msk-(?:proj-|svcacct-|admin-)?(?=[A-Za-z0-9_-]{20})[A-Za-z0-9_-]*(?:[A-Z][A-Za-z0-9_-]*[0-9]|[0-9][A-Za-z0-9_-]*[A-Z])[A-Za-z0-9_-]*',
+     '[REDACTED:openai_key]', 'g', '%sk-%',
+     'An OpenAI API key: sk-, sk-proj-, sk-svcacct- or sk-admin- followed by at least 20 characters with an upper-case letter and a digit (so sk-learn-style words are not keys).'],
+    ['github_token', 'replace',
+     '\m(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})',
+     '[REDACTED:github_token]', 'g', '%ghp_%|%gho_%|%ghu_%|%ghs_%|%ghr_%|%github_pat_%',
+     'A GitHub token: ghp_, gho_, ghu_, ghs_ or ghr_ followed by at least 30 letters and digits, or a fine-grained github_pat_ token.'],
+    ['slack_token', 'replace',
+     '\m(?:xox[abposre]-[0-9]+-[A-Za-z0-9-]{8,}|xapp-[0-9]-[A-Za-z0-9-]{10,})',
+     '[REDACTED:slack_token]', 'g', '%xox%|%xapp-%',
+     'A Slack token: xoxb-, xoxp-, xoxa-, xoxo-, xoxs-, xoxr- or xoxe- followed by a number and at least 8 more token characters, or an app-level xapp- token (so the word xoxo-and-so-on is not a token).'],
+    ['slack_webhook', 'replace',
+     '(hooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9_/+-]{8,}',
+     '\1[REDACTED:slack_webhook]', 'g', '%hooks.slack.com/%',
+     'A Slack incoming-webhook URL: the path after hooks.slack.com/services/ (or workflows/, triggers/) is replaced; the host stays.'],
+    ['aws_access_key', 'replace',
+     '\m(?:AKIA|ASIA)[A-Z0-9]{16}\M',
+     '[REDACTED:aws_access_key]', 'g', '%AKIA%|%ASIA%',
+     'An AWS access key id: AKIA (long-term) or ASIA (temporary) followed by 16 upper-case letters and digits.'],
+    ['jwt', 'replace',
+     '\meyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*',
+     '[REDACTED:jwt]', 'g', '%eyJ%.%.%',
+     'A JSON Web Token: three base64url segments separated by dots, the header starting eyJ (base64 of {"). A base64 blob without the dots is not a JWT.'],
+    ['bearer', 'replace',
+     '(\mbearer[ \t]+)(?=[A-Za-z0-9._~+/-]{16})[A-Za-z._~+/-]*[0-9][A-Za-z0-9._~+/-]*=*',
+     '\1[REDACTED:bearer]', 'gi', '%bearer%',
+     'A bearer token (Authorization: Bearer ...): at least 16 token characters with a digit after the word Bearer, which stays. Tokens of a known shape (JWT, GitHub, ...) keep their own kind.'],
+    ['basic_auth', 'replace',
+     '(authorization["'']?[ \t]*[:=][ \t]*["'']?basic[ \t]+)(?=[A-Za-z0-9+/]{8})[A-Za-z0-9+/]*(?:[0-9+/]|[A-Z][A-Za-z0-9+/]*[A-Z])[A-Za-z0-9+/]*={0,2}',
+     '\1[REDACTED:basic_auth]', 'gi', '%basic%',
+     'HTTP basic credentials (Authorization: Basic <base64 of user:password>): at least 8 base64 characters with a digit, + or / or two upper-case letters (so Basic authentication is a word); the header name and Basic stay.'],
+    ['url_password', 'replace',
+     '(://[^[:space:]:/@"''<>]*:)(?![$*{]|%s|%\(|\[REDACTED:|(?:[Pp]ass(?:word)?|PASS(?:WORD)?|[Pp]asswd|PASSWD|[Ss]ecret|SECRET|changeme)@)[^[:space:]/"''<>@]+(?:@[^[:space:]/"''<>@]+)*(@)',
+     '\1[REDACTED:url_password]\2', 'g', '%://%:%@%',
+     'The password of a URL with credentials (scheme://user:password@host, also with an empty user as in redis://:password@host); scheme, user and host stay. Placeholders ($VAR, ${VAR}, %s, {x}, ***, the words password or secret) are not passwords.'],
+    ['password, aws_secret_key, assigned_secret', 'assigned',
+     '(key|secret|token|passw(?:or)?d|pwd|pass|passphrase|credentials?)(["'']?[ \t]*(?::=|=>|=|:)[ \t]*)("[^"\n]+"|''[^''\n]+''|[^[:space:]"''`,;&(){}<>\[\]\\]*[^[:space:]"''`,;&(){}<>\[\]\\:.!?])(\(?)',
+     '', 'gi', '%key%|%secret%|%token%|%pwd%|%pass%|%credential%',
+     'A value assigned to a secret-looking name (.env and shell: NAME=value, export NAME=value; JSON, YAML, code: "name": "value", name: value, name = "value", name := "value"; libpq and ODBC connection strings: password=... / Pwd=...; query strings: access_token=...). Only the value is replaced, by the kind of its name: password for names ending in password, passwd, passphrase, pwd or _pass (a quoted or .env value of 4 or more characters; elsewhere a value with letters and a digit or symbol, or of 6 or more digits, so self.password, str and prose are not passwords); aws_secret_key for aws_secret_access_key and the like; assigned_secret for names ending in _key, _secret, _token or _credentials (or apiKey, clientSecret, ...) when the value looks random: at least 12 characters, letters and digits, no spaces, not a URL or path, and a Shannon entropy of at least 0.7 times the most its alphabet and length allow. Names of non-secret keys (public_key, primary_key, idempotency_key, cache_key, page_token, max_tokens, bare key, ...) and placeholders (${VAR}, <token>, ***, changeme, None, ...) are left alone.'],
+    ['password, aws_secret_key, assigned_secret', 'assigned',
+     '(--[A-Za-z0-9-]*(?:key|secret|token|password|passwd|pwd|passphrase))([ \t]+)("[^"\n]+"|''[^''\n]+''|[^[:space:]"''`,;&(){}<>\[\]\\]*[^[:space:]"''`,;&(){}<>\[\]\\:.!?])(\(?)',
+     '', 'gi', '%--%key%|%--%secret%|%--%token%|%--%pwd%|%--%pass%',
+     'A value given to a command-line option with a secret-looking name (--api-key VALUE, --password VALUE), judged as above.'],
+    ['password', 'assigned',
+     '((?:^|\n)[ \t]*password|\mlogin[ \t]+[^[:space:]]+[ \t]+password)([ \t]+)("[^"\n]+"|''[^''\n]+''|[^[:space:]"''`,;&(){}<>\[\]\\]*[^[:space:]"''`,;&(){}<>\[\]\\:.!?])(\(?)',
+     '', 'g', '%password%',
+     'A .netrc password (machine HOST login USER password VALUE, on one line or one per line), judged as above.']
+  ]
+$rules$;
+comment on function scsql._redaction_rules() is
+  'Private. The redaction rules in the order scsql._redact applies them, as a two-dimensional text array, one row per rule: kind, mode (replace or assigned), pattern (a PostgreSQL regular expression), replacement, flags, prefilter (LIKE patterns separated by |, of which the text must match one for the rule to run; ILIKE when the flags hold i) and a description. scsql.redaction_kinds() lists them.';
+
+-- ---------------------------------------------------------------------------
+-- Helpers
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._entropy(p_text text)
+returns double precision
+language sql
+immutable strict parallel safe
+as $$
+  select coalesce(-sum(p * ln(p)) / ln(2), 0)
+  from (select count(*)::double precision / length(p_text) as p
+        from pg_catalog.string_to_table(p_text, null) c
+        group by c) s
+$$;
+comment on function scsql._entropy(text) is
+  'Private. Shannon entropy of a text in bits per character: -sum(p * log2 p) over the frequencies p of its characters; 0 for the empty text, NULL for NULL.';
+
+create or replace function scsql._looks_random(p_value text)
+returns boolean
+language plpgsql
+immutable strict parallel safe
+as $$
+declare
+  v_n integer := length(p_value);
+  v_lower text := lower(p_value);
+  v_alphabet integer;
+begin
+  -- At least 12 characters, with letters and digits and no spaces. (Tests
+  -- by translate rather than regular expressions: a session caches only 32
+  -- compiled expressions, and _redact needs most of them for its rules.)
+  if v_n < 12 or p_value ~ '[[:space:]]' or translate(p_value, '0123456789', '') = p_value or v_lower = upper(p_value) then
+    return false;
+  end if;
+  -- The most entropy a text can have is log2 of its length or of its
+  -- alphabet, whichever is smaller. Random keys come close to it (hex:
+  -- about 3.8 of 4 bits); words, identifiers and repeated patterns do not.
+  v_alphabet := case
+    when translate(v_lower, '0123456789abcdef-', '') = '' then 16
+    when translate(v_lower, '0123456789abcdefghijklmnopqrstuvwxyz_.-', '') = ''
+         and (p_value = v_lower or p_value = upper(p_value)) then 36
+    else 64 end;
+  return scsql._entropy(p_value) >= 0.7 * ln(least(v_n, v_alphabet)::double precision) / ln(2);
+end
+$$;
+comment on function scsql._looks_random(text) is
+  'Private. True when a value looks like a random secret rather than a word, an identifier or a number: at least 12 characters, letters and digits, no whitespace, and a Shannon entropy (scsql._entropy) of at least 0.7 times log2(min(length, alphabet size)), where the alphabet is 16 for hex, 36 for one-case letters and digits, 64 otherwise.';
+
+create or replace function scsql._assigned_secret_kind(p_name text, p_value text, p_quoted boolean, p_env boolean)
+returns text
+language plpgsql
+immutable parallel safe
+as $$
+declare
+  v_name text := lower(ltrim(p_name, '-.'));
+  v_class text;
+  v_value text := p_value;
+begin
+  if p_name is null or v_value is null then
+    return null;
+  end if;
+  -- Which kind of name. (Few distinct regular expressions: see _looks_random.)
+  if v_name ~ '(password|passwd|passphrase)$|(^|[_.-])(pwd|pass)$'
+     or (p_name ~ '[a-z0-9](Pwd|Pass|Key|Secret|Token|Credentials?)$' and (right(v_name, 3) = 'pwd' or right(v_name, 4) = 'pass')) then
+    v_class := 'password';
+  elsif v_name ~ '(^|[_.-])aws[_.-]?secret[_.-]?(access[_.-]?)?key$|^(aws)?secretaccesskey$' then
+    v_class := 'aws_secret_key';
+  elsif (v_name <> 'key' and v_name ~ '(^|[_.-])(key|secret|token|credentials?)$|(api|secret|private|access|auth|client|signing|encryption|master|session|app|bot|service|refresh|deploy|webhook|bearer)(key|secret|token)$')
+     or p_name ~ '[a-z0-9](Pwd|Pass|Key|Secret|Token|Credentials?)$' then
+    v_class := 'assigned_secret';
+  else
+    return null;
+  end if;
+  -- Names of keys and tokens that are not secrets.
+  if v_class = 'assigned_secret'
+     and v_name ~ '(public|publishable|idempotency|primary|foreign|partition|cache|lookup|dedup|dedupe|deduplication|composite|surrogate|continuation|pagination)[_.-]?(key|token)$|(^|[_.-])(pub|sort|row|hash|range|unique|natural|page|next|sync|max|min|num|total|input|output|prompt|completion|context|csrf|ssh|gpg|host)[_.-]?(key|token)$' then
+    return null;
+  end if;
+  -- Placeholders, references and markers are not values.
+  if v_value = '' or v_value ~ '^(\$|\{|<|!|\?|\*{3,}|[xX]{3,}$|\.\.\.|\[REDACTED:)|%[sdr(]|\{[A-Za-z0-9_.]*\}'
+     or lower(v_value) in ('none', 'null', 'nil', 'true', 'false', 'undefined', 'changeme', 'change_me', 'changeit',
+                           'secret', 'password', 'passwd', 'required', 'optional', 'todo', 'tbd', 'redacted', 'hidden',
+                           'masked', 'str', 'string', 'bytes', 'int', 'env') then
+    return null;
+  end if;
+  if v_class = 'password' then
+    if length(v_value) < 4 or v_value ~ '[[:space:]]' then
+      return null;
+    end if;
+    -- Outside quotes and .env or shell lines (NAME=value at a line start),
+    -- a password has letters and a digit or a symbol, or is a number of 6
+    -- or more digits: identifiers are code (password=self.password,
+    -- password: str), and words, times and dates are prose.
+    if not p_quoted and not p_env
+       and not (translate(v_value, '0123456789', '') = '' and length(v_value) >= 6)
+       and (lower(v_value) = upper(v_value)
+            or (translate(v_value, '0123456789', '') = v_value
+                and translate(v_value, 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789:./_-$', '') = '')) then
+      return null;
+    end if;
+    -- PWD is also the working directory.
+    if right(v_name, 3) = 'pwd' and left(v_value, 1) in ('/', '~', '.') then
+      return null;
+    end if;
+    return 'password';
+  end if;
+  if v_class = 'aws_secret_key' and length(v_value) = 40 and translate(v_value, 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/+', '') = '' then
+    return 'aws_secret_key';
+  end if;
+  -- A URL or a file path is not a key; neither is anything that does not look random.
+  if v_value ~ '://|^(~|\.\.?)?/[A-Za-z0-9._-]{2,}(/[A-Za-z0-9._-]{2,})*/?$' or not scsql._looks_random(v_value) then
+    return null;
+  end if;
+  return v_class;
+end
+$$;
+comment on function scsql._assigned_secret_kind(text, text, boolean, boolean) is
+  'Private. The redaction kind of VALUE assigned to NAME (password, aws_secret_key or assigned_secret), or NULL when it is not a secret: NAME is not secret-looking or names a non-secret key (public_key, primary_key, page_token, ...), VALUE is a placeholder or template ($VAR, ${VAR}, the ?message of ${VAR:?message}, <x>, %s, {name}, a YAML tag such as !Ref, ***, None, changeme, ...) or a marker, a password value is shorter than 4 characters, has spaces or (unless QUOTED or ENV, an .env/shell NAME=value line) has no letter or neither a digit nor a symbol (self.password, str, a:b, 10:30; a number of 6 or more digits is a password), and any other value does not look random (scsql._looks_random) or is a URL or path. QUOTED: the value was a quoted literal; ENV: the assignment is an .env or shell line (NAME=value at a line start, NAME in capitals).';
+
+create or replace function scsql._redact_assigned(p_text text, p_pattern text, p_flags text)
+returns text
+language plpgsql
+immutable strict parallel safe
+as $$
+declare
+  v_parts text[];
+  v_out text[];
+  v_match text[];
+  v_i integer := 0;
+  v_value text;
+  v_quote text := '';
+  v_kind text;
+  v_before text;
+  v_prefix text;
+  v_env boolean;
+begin
+  -- The pieces between matches, and the matches in the same order: the
+  -- output is piece 1, match 1 (redacted or not), piece 2, ..., piece n+1.
+  v_parts := pg_catalog.regexp_split_to_array(p_text, p_pattern, replace(p_flags, 'g', ''));
+  if array_length(v_parts, 1) = 1 then
+    return p_text;
+  end if;
+  -- Pieces are collected in an array and joined once: appending to a
+  -- text copies it, which is quadratic over many matches.
+  v_out := array[v_parts[1]];
+  for v_match in select m from pg_catalog.regexp_matches(p_text, p_pattern, p_flags) m loop
+    v_i := v_i + 1;
+    v_value := v_match[3];
+    v_quote := '';
+    if left(v_value, 1) in ('"', '''') and length(v_value) >= 2 and right(v_value, 1) = left(v_value, 1) then
+      v_quote := left(v_value, 1);
+      v_value := substr(v_value, 2, length(v_value) - 2);
+    end if;
+    -- The pattern starts at the secret word, so that the scan looks for a
+    -- literal; the name is the identifier that ends with it.
+    v_before := v_parts[v_i];
+    v_prefix := substring(right(v_before, 200) from '[A-Za-z0-9_.-]*$');
+    v_before := left(v_before, length(v_before) - length(v_prefix));
+    -- An .env or shell line: NAME=value (or export NAME=value) at a line
+    -- start, NAME in capitals as environment variables are (a lower-case
+    -- name=value line is a keyword argument in code as often as not).
+    v_env := v_match[2] = '=' and v_quote = '' and (v_i = 1 or strpos(v_before, E'\n') > 0)
+             and v_prefix || v_match[1] = upper(v_prefix || v_match[1])
+             and btrim(pg_catalog.split_part(v_before, E'\n', -1), E' \t') in ('', 'export');
+    v_kind := case when v_match[4] = '(' then null
+                   else scsql._assigned_secret_kind(v_prefix || v_match[1], v_value, v_quote <> '', v_env) end;
+    if v_kind is null then
+      v_out := v_out || (v_match[1] || v_match[2] || v_match[3] || v_match[4]);
+    else
+      v_out := v_out || (v_match[1] || v_match[2] || v_quote || '[REDACTED:' || v_kind || ']' || v_quote || v_match[4]);
+    end if;
+    v_out := v_out || v_parts[v_i + 1];
+  end loop;
+  return pg_catalog.array_to_string(v_out, '');
+end
+$$;
+comment on function scsql._redact_assigned(text, text, text) is
+  'Private. Applies one assigned-secret rule of scsql._redaction_rules: finds (secret word)(separator)(value)(paren) with the pattern, takes the identifier ending in the secret word as the name, and replaces the value, keeping its quotes, by [REDACTED:<kind>] where scsql._assigned_secret_kind names a kind. A value followed by ( is a call, not a literal.';
+
+-- ---------------------------------------------------------------------------
+-- The redaction functions
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._redact(p_text text)
+returns text
+language plpgsql
+immutable strict parallel safe
+as $$
+declare
+  v_rules text[] := scsql._redaction_rules();
+  v_text text := p_text;
+begin
+  -- Most texts hold nothing secret-shaped: one scan decides.
+  if v_text !~* '(key|secret|token|passw|pwd|pass|credential|akia|asia|gh[pousr]_|github_pat_|sk-|xox|xapp-|hooks\.slack|eyj|bearer|basic|://|private key)' then
+    return v_text;
+  end if;
+  for i in 1 .. array_length(v_rules, 1) loop
+    if (strpos(v_rules[i][5], 'i') > 0 and v_text ilike any (pg_catalog.string_to_array(v_rules[i][6], '|')))
+       or (strpos(v_rules[i][5], 'i') = 0 and v_text like any (pg_catalog.string_to_array(v_rules[i][6], '|'))) then
+      if v_rules[i][2] = 'replace' then
+        v_text := pg_catalog.regexp_replace(v_text, v_rules[i][3], v_rules[i][4], v_rules[i][5]);
+      else
+        v_text := scsql._redact_assigned(v_text, v_rules[i][3], v_rules[i][5]);
+      end if;
+    end if;
+  end loop;
+  return v_text;
+end
+$$;
+comment on function scsql._redact(text) is
+  'Private; the function write paths apply to the text they store. Returns the text with each secret replaced by [REDACTED:<kind>] (kinds and patterns: scsql.redaction_kinds()): private_key, anthropic_key, openai_key, github_token, slack_token, slack_webhook, aws_access_key, jwt, bearer, basic_auth, url_password, and values assigned to secret-looking names: password, aws_secret_key, assigned_secret. Only the secret part is replaced (names, URL schemes, users and hosts stay). Git shas, UUIDs, hashes and base64 that are not assigned to a secret name are left alone. Idempotent: _redact(_redact(x)) = _redact(x). NULL for NULL; raises nothing.';
+
+create or replace function scsql._redact_jsonb(p_value jsonb)
+returns jsonb
+language plpgsql
+immutable strict parallel safe
+as $$
+begin
+  case pg_catalog.jsonb_typeof(p_value)
+    when 'string' then
+      return pg_catalog.to_jsonb(scsql._redact(p_value #>> '{}'));
+    when 'array' then
+      return (select coalesce(pg_catalog.jsonb_agg(scsql._redact_jsonb(e) order by n), '[]'::jsonb)
+              from pg_catalog.jsonb_array_elements(p_value) with ordinality a(e, n));
+    when 'object' then
+      return (
+        select coalesce(pg_catalog.jsonb_object_agg(scsql._redact(m.k),
+                 case when pg_catalog.jsonb_typeof(m.v) <> 'string' then scsql._redact_jsonb(m.v)
+                      -- A header value: judged as the header line it comes from.
+                      when lower(m.k) in ('authorization', 'proxy-authorization')
+                      then pg_catalog.to_jsonb(substr(scsql._redact('Authorization: ' || (m.v #>> '{}')), 16))
+                      -- Else the string on its own, then as the value of its key.
+                      else pg_catalog.to_jsonb(coalesce('[REDACTED:' || scsql._assigned_secret_kind(m.k, r.s, true, false) || ']', r.s))
+                 end), '{}'::jsonb)
+        from pg_catalog.jsonb_each(p_value) m(k, v)
+        cross join lateral (select scsql._redact(m.v #>> '{}') as s) r);
+    else
+      return p_value;
+  end case;
+end
+$$;
+comment on function scsql._redact_jsonb(jsonb) is
+  'Private; the function write paths apply to the JSON they store (task payloads, broadcast bodies, summaries). Returns the value with every string redacted by scsql._redact, recursively through arrays and objects. Object keys are redacted too (two keys that redact to the same text collapse into one, the last kept). A string member of an object is also judged with its key as the name it is assigned to, so {"api_key": "<random>"} and {"password": "hunter2"} are redacted like api_key=... in text, and the value of an Authorization key like an Authorization header. Numbers, booleans and null stay. NULL for NULL; raises nothing.';
+
+-- ---------------------------------------------------------------------------
+-- Public: what is redacted
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql.redaction_kinds()
+returns table (kind text, applied integer, pattern text, description text)
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+  select r[i][1], i, r[i][3], r[i][7]
+  from (select scsql._redaction_rules() as r) s, generate_series(1, array_length(s.r, 1)) i
+  order by i
+$$;
+comment on function scsql.redaction_kinds() is
+  'What scsql redacts before it stores text: one row per rule, in the order applied, with the kind written in the marker [REDACTED:<kind>], the PostgreSQL regular expression that finds it, and a description of what it matches and what stays. These are the rules of the redaction function that write paths apply in the database to the text and JSON they store (facts, knowledge-base text, summaries, prompts, previews, broadcasts, task payloads), so writes made with psql are redacted too. Raises nothing.';
