@@ -141,6 +141,7 @@ def test_another_subsystems_table_becomes_chained_with_one_call(scsql_db):
               insert into scsql.probes (t, i, n, b, ts, x, u, j, at, key_id, signature)
               values (p_t, p_i, p_n, p_b, p_ts, p_x, p_u, p_j, p_at, p_key_id, p_signature) returning seq $$""")
         conn.execute("comment on function scsql.write_probe is 'test probe'")
+        conn.execute("revoke execute on function scsql.write_probe from public")  # as policies/ do for every function
         conn.execute("grant execute on function scsql.write_probe to scsql_agent")
         conn.execute("grant select on scsql.probes to scsql_auditor")  # as policies/99_auditor.sql does
         conn.commit()

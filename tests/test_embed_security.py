@@ -26,8 +26,7 @@ from scsql import embed
 from scsql.embed import DEFAULT_MODEL, vector_literal
 from scsql.registry import Api
 
-WORKER_FUNCTIONS = ("embed_claim", "embed_store", "purge_expired", "index_learnings", "learnings_export",
-                    "maintain_partitions")
+WORKER_FUNCTIONS = ("embed_claim", "embed_store", "purge_expired", "index_learnings", "learnings_export")
 OLD_NAMES = ("_embed_claim", "_embed_store", "_purge_expired", "_index_learnings", "_learnings_export",
              "_maintain_partitions")
 
@@ -194,6 +193,9 @@ def test_worker_functions_are_callable_but_are_not_tools(scsql_db):
                                 (name,)).fetchone()["ok"], name
         assert conn.execute("select count(*) as n from pg_proc where pronamespace = 'scsql'::regnamespace "
                             "and proname = any(%s)", (list(OLD_NAMES),)).fetchone()["n"] == 0
+        # Partition maintenance is an administrator's: its locks would stall every project.
+        assert not conn.execute("select has_function_privilege('scsql.maintain_partitions()', 'execute') as ok"
+                                ).fetchone()["ok"]
         # The worker group is inherited, never a role to act as.
         refused(conn, "42501", "set role scsql_worker")
         # The background work still runs as this agent.

@@ -511,7 +511,7 @@ def test_outcome_reports_its_commit_when_indexing_its_learning_fails(scsql_db):
     returns the committed outcome, and the learning stays queued for scsql
     worker: a caller told "failed" would record the outcome a second time.
     Here the second transaction fails because the agents lose EXECUTE on
-    _index_learnings."""
+    index_learnings."""
     from scsql import learning
     from scsql.registry import Api
 
@@ -519,12 +519,12 @@ def test_outcome_reports_its_commit_when_indexing_its_learning_fails(scsql_db):
     agent = scsql_db.agent("o", project)
     api = Api(agent)
     with scsql_db.connect(autocommit=True) as conn:
-        conn.execute("revoke execute on function scsql._index_learnings(integer) from scsql_agent")
+        conn.execute("revoke execute on function scsql.index_learnings(integer) from scsql_worker")
     out = api.call("record_outcome", kind="failed", summary="the migration broke the build", task_ref="T-9")
     assert out["learning_id"] is not None
     with scsql_db.connect(autocommit=True) as conn:
         assert conn.execute("select count(*) as n from scsql.outcomes where task_ref = 'T-9'").fetchone()["n"] == 1
         assert conn.execute("select learning_id from scsql.kb_learning_queue").fetchall() == [
             {"learning_id": out["learning_id"]}]
-        conn.execute("grant execute on function scsql._index_learnings(integer) to scsql_agent")
+        conn.execute("grant execute on function scsql.index_learnings(integer) to scsql_worker")
     assert learning.index_queued(agent) == 1  # what scsql worker's learnings job does

@@ -740,7 +740,8 @@ def test_the_fuzzer_catches_planted_faults(server, template, tmp_path_factory):
         agent = db.agent("pl", project, pool_size=1)
         with db.connect() as conn:
             conn.execute("""
-                create function scsql.zz_leaky(p_x text) returns void language plpgsql as $$
+                create function scsql.zz_leaky(p_x text) returns void language plpgsql
+                  security definer set search_path = pg_catalog, pg_temp as $$
                 begin  -- a session-level lock outlives the failed statement
                   perform pg_advisory_lock(4242);
                   raise exception using errcode = 'SC010', message = 'planted';

@@ -22,6 +22,8 @@ GLOBAL_TABLES = {"schema_migrations", "error_codes", "team_roles"}
 # Audit catalogues: the registry of chained tables, the model price list, the
 # auditor's public keys and per-table partition settings belong to no project.
 GLOBAL_TABLES |= {"chained_tables", "model_prices", "auditor_keys", "partition_settings"}
+# A partition holds rows of every project: its retirement and the retention settings log are global.
+GLOBAL_TABLES |= {"partition_retirements", "partition_settings_log"}
 GLOBAL_TABLES.add("chain_settings")  # one row: the clock tolerance of every chain, set by administrators
 GLOBAL_TABLES.add("embed_models")  # catalogue of embedding models: name, dimension (one HNSW index each)
 THROUGH_AGENT = {"agent_keys"}

@@ -143,7 +143,7 @@ def test_hostile_locks_of_one_project_do_not_delay_another(scsql_db, tmp_path):
                     "p_at => %s, p_key_id => %s, p_signature => %s)",
                     (args["kind"], args["summary"], args["task_ref"], args["at"], args["key_id"], args["signature"]))
         own.execute("select * from scsql.remember('k', 'v', 3)")
-        own.execute("select * from scsql._learnings_export(0, 10)")
+        own.execute("select * from scsql.learnings_export(0, 10)")
 
         # The victim project's writes complete at once.
         dev_api, orch_api = Api(dev), Api(orch)
