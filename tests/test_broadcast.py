@@ -18,7 +18,7 @@ from scsql.coordination import BROADCAST_FIELDS, BROADCAST_TABLE
 from scsql.errors import ScsqlError
 from scsql.registry import Api
 
-from .test_queue_support import admin_rows, enqueue, login, one, rows
+from .helpers import admin_rows, enqueue, login, one, rows
 
 
 @pytest.fixture

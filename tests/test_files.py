@@ -14,7 +14,7 @@ import pytest
 from scsql import roles
 from scsql.errors import ScsqlError
 
-from .test_queue_support import admin_rows, claim, enqueue, login, one
+from .helpers import admin_rows, claim, enqueue, login, one
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import textwrap
 
-from .test_mcp import run_client
+from .helpers import run_client
 
 MEMORY_TOOLS = {"remember", "forget", "recall_context", "pack", "search", "search_global", "index",
                 "summarize_session"}

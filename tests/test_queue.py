@@ -19,7 +19,7 @@ from scsql.errors import ScsqlError
 from scsql.registry import Api
 
 from .test_mcp import mcp_env
-from .test_queue_support import admin_rows, claim, enqueue, one, rows
+from .helpers import admin_rows, claim, enqueue, one, rows
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import pytest
 from scsql.errors import ScsqlError
 
 from .test_mcp import mcp_env
-from .test_queue_support import InFlight, admin_rows, claim, enqueue, login, one, register
+from .helpers import InFlight, admin_rows, claim, enqueue, login, one, register
 
 
 def _wait_for(predicate, timeout: float = 30.0, every: float = 0.02):
