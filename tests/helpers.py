@@ -105,14 +105,12 @@ def admin_rows(db: ScsqlDb, query: str, *params: Any) -> list[dict[str, Any]]:
 # and the timestamps stored on each task. Instead of sleeping until the clock
 # reaches them, a test moves them into the past as the administrator.
 
-def expire_leases(db: ScsqlDb, *tasks: int) -> int:
-    """Lets the leases of the claimed TASKS (all claimed tasks when none is named)
-    run out now, as if their time had passed; returns how many leases it moved."""
+def expire_leases(db: ScsqlDb) -> int:
+    """Lets the lease of every claimed task run out now, as if its time had
+    passed; returns how many leases it moved."""
     with db.connect() as conn:
-        return conn.execute(
-            "update scsql.tasks set lease_expires_at = clock_timestamp() - interval '1 second' "
-            "where state = 'claimed' and (cardinality(%s::bigint[]) = 0 or task_id = any(%s::bigint[]))",
-            (list(tasks), list(tasks))).rowcount
+        return conn.execute("update scsql.tasks set lease_expires_at = clock_timestamp() - interval '1 second' "
+                            "where state = 'claimed'").rowcount
 
 
 def end_backoff(db: ScsqlDb) -> int:
