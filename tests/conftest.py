@@ -12,9 +12,7 @@ test creates carries this session's prefix and is dropped at the end.
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +29,7 @@ from scsql.db import Agent, Database
 from scsql.migrate import Migrator
 from scsql.signing import Keystore
 
-SESSION = "t" + secrets.token_hex(3)  # prefix of every database and agent of this run
+from .helpers import SESSION, serial
 
 
 @dataclass
@@ -109,9 +107,6 @@ def template(server: Server) -> Iterator[str]:
         janitor.drop()
 
 
-_counter = iter(range(1, 10**6))
-
-
 @dataclass
 class ScsqlDb:
     """One fresh, migrated scsql database, and helpers to populate it."""
@@ -138,13 +133,13 @@ class ScsqlDb:
         return psycopg.connect(conninfo or self.admin, row_factory=dict_row, **kw)
 
     def project(self, name: str | None = None) -> str:
-        name = name or f"p{next(_counter)}"
+        name = name or f"p{next(serial)}"
         roles.create_project(self.admin, name)
         return name
 
     def agent(self, short: str, project: str, team_role: str = "developer", pool_size: int = 4) -> Agent:
         """Register an agent (name prefixed with the session) and open it as the Python layer does."""
-        name = f"{SESSION}_{short}_{next(_counter)}"
+        name = f"{SESSION}_{short}_{next(serial)}"
         roles.create_agent(self.admin, self.keystore, name, project, team_role)
         db = Database(self.app, max_size=pool_size).open()
         self._pools.append(db)
@@ -159,7 +154,7 @@ class ScsqlDb:
 
 @pytest.fixture
 def scsql_db(server: Server, template: str, tmp_path: Path) -> Iterator[ScsqlDb]:
-    name = f"{SESSION}_{next(_counter)}"
+    name = f"{SESSION}_{next(serial)}"
     janitor = server.janitor(name, template=template)
     janitor.init()
     Migrator(server.conninfo(name)).bootstrap()  # a clone does not inherit the database's privileges
@@ -174,22 +169,10 @@ def scsql_db(server: Server, template: str, tmp_path: Path) -> Iterator[ScsqlDb]
 @pytest.fixture
 def empty_db(server: Server) -> Iterator[str]:
     """A database with nothing in it; yields the administrator's conninfo."""
-    name = f"{SESSION}_{next(_counter)}"
+    name = f"{SESSION}_{next(serial)}"
     janitor = server.janitor(name)
     janitor.init()
     try:
         yield server.conninfo(name)
     finally:
         janitor.drop()
-
-
-def schema_dump(server: Server, conninfo: str) -> str:
-    """pg_dump --schema-only of schemas scsql and scsql_caller, without volatile lines."""
-    out = subprocess.run(
-        [server.bin("pg_dump"), "--schema-only", "--no-owner", "--schema=scsql", "--schema=scsql_caller", "-d",
-         conninfo],
-        check=True, capture_output=True, text=True,
-    ).stdout
-    keep = [ln for ln in out.splitlines() if ln.strip() and not ln.startswith("--")
-            and not ln.startswith("\\restrict") and not ln.startswith("\\unrestrict")]
-    return "\n".join(keep)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import psycopg
 import pytest
@@ -18,7 +17,7 @@ from scsql.coordination import BROADCAST_FIELDS, BROADCAST_TABLE
 from scsql.errors import ScsqlError
 from scsql.registry import Api
 
-from .test_queue_support import admin_rows, enqueue, login, one, rows
+from .helpers import admin_rows, enqueue, lock_waiters, login, one, rows, wait_for
 
 
 @pytest.fixture
@@ -197,12 +196,8 @@ def test_rate_limit_holds_under_concurrent_sends(scsql_db):
         for t in threads:
             t.start()
         ready.wait()
-        deadline = time.monotonic() + 30
-        waiting = 0
-        while waiting < n and time.monotonic() < deadline:
-            waiting = holder.execute("select count(*) from pg_locks where relation = 'scsql.broadcast_senders'::regclass "
-                                     "and not granted").fetchone()[0]
-            time.sleep(0.02)
+        wait_for(lambda: lock_waiters(db, "scsql.broadcast_senders") >= n)
+        waiting = lock_waiters(db, "scsql.broadcast_senders")
         holder.rollback()
         for t in threads:
             t.join(60)

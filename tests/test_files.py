@@ -14,7 +14,7 @@ import pytest
 from scsql import roles
 from scsql.errors import ScsqlError
 
-from .test_queue_support import admin_rows, claim, enqueue, login, one
+from .helpers import admin_rows, claim, enqueue, login, one, wait_for
 
 
 @pytest.fixture
@@ -137,9 +137,7 @@ def test_overlapping_enqueue_waits_for_the_uncommitted_one(scsql_db, orch, first
 
         th = threading.Thread(target=b)
         th.start()
-        deadline = time.monotonic() + 30
-        while _waiting_on_lock(db) < 1 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(lambda: _waiting_on_lock(db) >= 1)
         assert _waiting_on_lock(db) == 1  # B really waits on A
         a.commit() if first_commits else a.rollback()
         th.join(30)
@@ -178,9 +176,7 @@ def test_many_overlapping_enqueues_at_once_exactly_one_wins(scsql_db, orch):
         for t in threads:
             t.start()
         ready.wait()
-        deadline = time.monotonic() + 30
-        while _waiting_on_lock(db) < n and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(lambda: _waiting_on_lock(db) >= n)
         assert _waiting_on_lock(db) == n  # all twenty are inside enqueue_task together
         holder.rollback()
         for t in threads:

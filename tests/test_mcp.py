@@ -2,31 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import subprocess
 import sys
 
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters
-
-
-def mcp_env(db) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCSQL_")}
-    env.update(SCSQL_DSN=db.admin, SCSQL_AGENT_DSN=db.app, SCSQL_KEYSTORE=str(db.keystore.directory))
-    return env
-
-
-def run_client(db, agent: str, script):
-    params = StdioServerParameters(command=sys.executable, args=["-m", "scsql", "mcp", "--agent", agent],
-                                   env=mcp_env(db))
-
-    async def main():
-        async with Client(params, read_timeout_seconds=60) as client:
-            return await script(client)
-
-    return asyncio.run(main())
+from .helpers import mcp_env, run_client
 
 
 def test_client_lists_tools_and_whoami_is_the_named_agent(scsql_db):

@@ -9,7 +9,7 @@ import textwrap
 
 from scsql import roles
 
-from .test_mcp import run_client
+from .helpers import run_client
 
 MEMORY_TOOLS = {"remember", "forget", "recall_context", "pack", "search", "search_global", "index",
                 "summarize_session"}

@@ -15,7 +15,7 @@ import pytest
 from scsql.errors import ScsqlError
 from scsql.migrate import Migrator, Source
 
-from .conftest import schema_dump
+from .helpers import schema_dump
 
 REPO = Path(__file__).resolve().parent.parent
 

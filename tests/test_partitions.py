@@ -25,50 +25,8 @@ from scsql.registry import Api
 from scsql.signing import Keystore
 from scsql.verify import verify
 
-from .conftest import SESSION, ScsqlDb
-
-
-def _write_at(agent, at: dt.datetime, tool: str) -> dict:
-    args = sign_row(agent, "scsql.tool_calls", TOOL_CALL_FIELDS, {"tool": tool}, at=at)
-    with agent.transaction() as conn:
-        return conn.execute(
-            "select * from scsql.record_tool_call(p_tool => %s, p_at => %s, p_key_id => %s, p_signature => %s)",
-            (tool, at, args["key_id"], args["signature"])).fetchone()
-
-
-def _allow_old_rows(db: ScsqlDb) -> None:
-    """Rows written 'days ago': an administrator widens the clock tolerance (test setup only)."""
-    with db.connect(autocommit=True) as conn:
-        conn.execute("select scsql.set_clock_skew('10 days')")
-
-
-def _old_day(db: ScsqlDb, days: int = 3) -> dt.datetime:
-    """A time DAYS ago whose day partition of scsql.tool_calls exists, with
-    rows that old allowed (test setup only)."""
-    _allow_old_rows(db)
-    at = dt.datetime.now(dt.UTC) - dt.timedelta(days=days)
-    with db.connect() as conn:
-        conn.execute("set role scsql_owner")
-        conn.execute("select scsql._create_day_partition('scsql.tool_calls', %s)", (at.date(),))
-    return at
-
-
-def _backdate_keys(db: ScsqlDb) -> None:
-    with db.connect() as conn:
-        conn.execute("update scsql.agent_keys set valid_from = now() - interval '30 days'")
-
-
-def _auditor(db: ScsqlDb):
-    key = signing.generate()
-    with db.connect() as conn:
-        conn.execute("select scsql.register_auditor_key(%s)", (signing.public_bytes(key),))
-    return key
-
-
-def _partition_of(db: ScsqlDb, tool: str) -> str:
-    with db.connect() as conn:
-        return conn.execute("select tableoid::regclass::text as p from scsql.tool_calls where tool = %s",
-                            (tool,)).fetchone()["p"]
+from .conftest import ScsqlDb
+from .helpers import SESSION, allow_old_rows, auditor_key, backdate_keys, old_day, partition_of, write_at
 
 
 def _retention(db: ScsqlDb, keep: str | None, table: str = "scsql.tool_calls") -> None:
@@ -83,14 +41,14 @@ def _exists(db: ScsqlDb, table: str) -> bool:
 
 def _retention_refuses_then_drops(db: ScsqlDb, agent, old_partition_day: dt.datetime) -> None:
     """Rows in an old partition: dropping it is refused until a checkpoint covers them."""
-    old = _partition_of(db, "old-1")
-    assert old != _partition_of(db, "new-1")
+    old = partition_of(db, "old-1")
+    assert old != partition_of(db, "new-1")
     with db.connect() as conn:
         with pytest.raises(psycopg.Error) as err:
             conn.execute("select scsql._retire_partition(%s::regclass)", (old,))
         assert err.value.sqlstate == "SC120" and "seq 2" in err.value.diag.message_primary
     assert _exists(db, old)
-    key = _auditor(db)
+    key = auditor_key(db)
     record_checkpoints(db.admin, key)  # covers seq 1..3
     Api(agent).call("record_tool_call", tool="new-2")  # seq 4, after the checkpoint
     with db.connect() as conn:
@@ -117,16 +75,16 @@ def test_builtin_maintenance_creates_protects_and_retires_partitions(scsql_db):
     assert [r["lower_bound"].date() for r in days] == [today + dt.timedelta(days=i) for i in range(-1, 8)]
     assert {r["managed_by"] for r in status} == {"built-in"}
     assert any(r["is_default"] for r in status if r["parent"] == "scsql.tool_calls")
-    three_days_ago = _old_day(db)
+    three_days_ago = old_day(db)
     project = db.project()
     a = db.agent("a", project)
-    _backdate_keys(db)
+    backdate_keys(db)
     actions = partitions.maintain(db.admin)  # protects the new partition; nothing to retire yet
     assert not [x for x in actions if x["action"] in ("dropped", "refused")]
-    _write_at(a, three_days_ago, "old-1")
-    _write_at(a, three_days_ago, "old-2")
+    write_at(a, three_days_ago, "old-1")
+    write_at(a, three_days_ago, "old-2")
     Api(a).call("record_tool_call", tool="new-1")
-    old = _partition_of(db, "old-1")
+    old = partition_of(db, "old-1")
     with db.connect() as conn:  # the new partition is append-only and closed to agents like the others
         with pytest.raises(psycopg.Error) as err:
             conn.execute(f"truncate {old}")
@@ -162,14 +120,14 @@ def test_retention_and_a_write_into_the_partition_do_not_race(scsql_db):
     dropping it afterwards. The race is staged with two connections, and
     pg_locks shows retention really waited for the writer."""
     db = scsql_db
-    three_days_ago = _old_day(db)
+    three_days_ago = old_day(db)
     _retention(db, "2 days")
     a = db.agent("race", db.project())
-    _backdate_keys(db)
-    _write_at(a, three_days_ago, "old-1")
+    backdate_keys(db)
+    write_at(a, three_days_ago, "old-1")
     Api(a).call("record_tool_call", tool="new-1")
-    record_checkpoints(db.admin, _auditor(db), progress=False)  # covers old-1 (seq 1) and new-1 (seq 2)
-    old = _partition_of(db, "old-1")
+    record_checkpoints(db.admin, auditor_key(db), progress=False)  # covers old-1 (seq 1) and new-1 (seq 2)
+    old = partition_of(db, "old-1")
     outcome: dict = {}
 
     def retire() -> None:
@@ -205,7 +163,7 @@ def test_retention_and_a_write_into_the_partition_do_not_race(scsql_db):
     assert _exists(db, old)
     assert verify(db.admin, workers=1, progress=False).ok
     # A snapshot older than the lock would miss such rows: retention runs only in READ COMMITTED.
-    record_checkpoints(db.admin, _auditor(db), progress=False)
+    record_checkpoints(db.admin, auditor_key(db), progress=False)
     with db.connect() as conn:
         conn.execute("begin isolation level repeatable read")
         with pytest.raises(psycopg.Error) as err:
@@ -268,19 +226,19 @@ def test_partman_creates_the_partitions_and_scsql_protects_them(partman_db):
     days = {r["lower_bound"].date() for r in status if r["parent"] == "scsql.tool_calls" and not r["is_default"]}
     assert {today - dt.timedelta(days=1), today, today + dt.timedelta(days=7)} <= days
 
-    _allow_old_rows(db)
+    allow_old_rows(db)
     project = db.project()
     a = db.agent("pm", project)
-    _backdate_keys(db)
+    backdate_keys(db)
     # Retention drops only partitions whose range expired: one three days old, made by pg_partman.
-    old_day = dt.datetime.now(dt.UTC) - dt.timedelta(days=3)
+    expired_day = dt.datetime.now(dt.UTC) - dt.timedelta(days=3)
     with db.connect() as conn:
         conn.execute("set role scsql_owner")
-        conn.execute("select partman.create_partition_time('scsql.tool_calls', array[%s::timestamptz])", (old_day,))
-    _write_at(a, old_day, "old-1")
-    _write_at(a, old_day, "old-2")
+        conn.execute("select partman.create_partition_time('scsql.tool_calls', array[%s::timestamptz])", (expired_day,))
+    write_at(a, expired_day, "old-1")
+    write_at(a, expired_day, "old-2")
     Api(a).call("record_tool_call", tool="new-1")
-    old = _partition_of(db, "old-1")
+    old = partition_of(db, "old-1")
     assert not old.endswith("_default") and old in {r["partition"] for r in partitions.status(db.admin)}
     actions = partitions.maintain(db.admin)
     assert {x["action"] for x in actions} == {"partman-maintenance"}
@@ -293,7 +251,7 @@ def test_partman_creates_the_partitions_and_scsql_protects_them(partman_db):
             conn.execute(f"delete from {old}")
         assert err.value.sqlstate == "SC100"
     _retention(db, "2 days")
-    _retention_refuses_then_drops(db, a, old_day)
+    _retention_refuses_then_drops(db, a, expired_day)
     assert {x["action"] for x in partitions.maintain(db.admin)} == {"partman-maintenance"}  # partman copes with the drop
 
 

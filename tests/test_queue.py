@@ -18,8 +18,7 @@ from scsql import coordination
 from scsql.errors import ScsqlError
 from scsql.registry import Api
 
-from .test_mcp import mcp_env
-from .test_queue_support import admin_rows, claim, enqueue, one, rows
+from .helpers import admin_rows, claim, end_backoff, enqueue, expire_leases, mcp_env, one, rows, run_client, wait_for
 
 
 @pytest.fixture
@@ -132,8 +131,7 @@ def test_fail_retries_with_exponential_backoff_then_dies_and_frees_files(team):
     assert claim(dev) == []  # backing off
     [stats] = rows(dev, "select * from scsql.queue_stats()")
     assert stats["scheduled"] == 1
-    with db.connect() as conn:  # let the backoff pass without sleeping
-        conn.execute("update scsql.tasks set run_after = now() - interval '1 second'")
+    end_backoff(db)  # let the backoff pass without sleeping
     [t2] = claim(dev)
     assert (t2["lease_token"], t2["attempt"]) == (2, 2)
     r = one(dev, "select * from scsql.fail_task(%s, %s, 'boom again')", tid, t2["lease_token"])
@@ -149,8 +147,7 @@ def test_backoff_doubles(team):
     tid = enqueue(orch, max_attempts=10)
     delays = []
     for _ in range(4):
-        with db.connect() as conn:
-            conn.execute("update scsql.tasks set run_after = now() - interval '1 second'")
+        end_backoff(db)
         [t] = claim(dev)
         r = one(dev, "select *, run_after - clock_timestamp() as d from scsql.fail_task(%s, %s, 'x')",
                 tid, t["lease_token"])
@@ -192,18 +189,18 @@ def test_cancel_by_orchestrator_frees_files_and_fences_the_holder(team):
 
 
 def test_expired_lease_is_reclaimed_lazily_and_counted_as_claimable(team):
-    _, orch, dev, dev2, _ = team
+    db, orch, dev, dev2, _ = team
     tid = enqueue(orch)
-    [t] = claim(dev, lease=1)
+    [t] = claim(dev, lease=60)
     assert one(dev2, "select scsql.claimable_for_me() as n")["n"] == 0
-    time.sleep(1.2)
+    expire_leases(db)
     assert one(dev2, "select scsql.claimable_for_me() as n")["n"] == 1
     [stats] = rows(dev2, "select * from scsql.queue_stats()")
     assert stats["expired"] == 1
     # An expired lease nobody reclaimed yet still completes...
-    r = one(dev, "select scsql.heartbeat_task(%s, %s, 1) as u", tid, t["lease_token"])
+    r = one(dev, "select scsql.heartbeat_task(%s, %s, 60) as u", tid, t["lease_token"])
     assert r["u"] > dt.datetime.now(dt.timezone.utc)
-    time.sleep(1.2)
+    expire_leases(db)
     # ...but once another worker claims, the old token is fenced off.
     [t2] = claim(dev2)
     assert t2["task_id"] == tid and t2["lease_token"] == 2
@@ -214,9 +211,9 @@ def test_maintenance_requeues_expired_leases_of_the_callers_project_only(team):
     other_orch = db.agent("oo", db.project(), "orchestrator")
     other_dev = db.agent("od", other_orch.whoami()["project"], "developer")
     mine, theirs = enqueue(orch), enqueue(other_orch)
-    claim(dev, lease=1)
-    claim(other_dev, lease=1)
-    time.sleep(1.2)
+    claim(dev)
+    claim(other_dev)
+    expire_leases(db)
     assert one(dev, "select * from scsql.queue_maintenance()") == {"requeued": 1, "dead": 0}
     with pytest.raises(ScsqlError) as err:
         one(dev, "select * from scsql.complete_task(%s, 1)", mine)
@@ -230,8 +227,8 @@ def test_maintenance_requeues_expired_leases_of_the_callers_project_only(team):
 def test_expiry_on_the_last_attempt_kills_the_task(team):
     db, orch, dev, _, _ = team
     tid = enqueue(orch, max_attempts=1, files=["x"])
-    claim(dev, lease=1)
-    time.sleep(1.2)
+    claim(dev)
+    expire_leases(db)
     assert one(dev, "select * from scsql.queue_maintenance()") == {"requeued": 0, "dead": 1}
     [arch] = admin_rows(db, "select task_id, state, last_error from scsql.tasks_archive")
     assert arch["task_id"] == tid and arch["state"] == "dead" and "expired" in arch["last_error"]
@@ -281,19 +278,42 @@ def test_enqueue_notifies_the_roles_channel_on_commit(team):
     assert got == [(channel, "task")]
 
 
+def _sleeping_in_claim(db) -> bool:
+    """A session is inside claim_task, sleeping between its polls for work."""
+    return admin_rows(db, "select count(*) as n from pg_stat_activity where datname = current_database() "
+                          "and state = 'active' and wait_event = 'PgSleep' and query like '%%claim_task%%'")[0]["n"] > 0
+
+
+def _in_listener_wait(monkeypatch) -> threading.Event:
+    """An event set when a client claim, having found nothing after its LISTEN,
+    starts waiting for a notification (or its poll interval)."""
+    waiting = threading.Event()
+    wait = coordination.Listener.wait
+
+    def observed(self, timeout: float) -> bool:
+        waiting.set()
+        return wait(self, timeout)
+
+    monkeypatch.setattr(coordination.Listener, "wait", observed)
+    return waiting
+
+
 def test_sql_claim_waits_for_work(team):
-    _, orch, dev, _, _ = team
-    timer = threading.Timer(0.5, lambda: enqueue(orch))
-    timer.start()
-    got = rows(dev, "select * from scsql.claim_task(p_wait_seconds => 10)")
-    timer.join()
+    db, orch, dev, _, _ = team
+    got = []
+    t = threading.Thread(target=lambda: got.extend(rows(dev, "select * from scsql.claim_task(p_wait_seconds => 10)")))
+    t.start()
+    wait_for(lambda: _sleeping_in_claim(db))  # the claim found nothing and waits
+    enqueue(orch)
+    t.join(20)
     assert len(got) == 1
 
 
-def test_client_claim_wakes_on_notify_not_on_the_poll(team):
+def test_client_claim_wakes_on_notify_not_on_the_poll(team, monkeypatch):
     """The poll interval is far longer than the test allows, so only the
     NOTIFY of the enqueue can wake the waiting claim in time."""
     _, orch, dev, _, _ = team
+    waiting = _in_listener_wait(monkeypatch)
     result = {}
 
     def waiter():
@@ -302,21 +322,23 @@ def test_client_claim_wakes_on_notify_not_on_the_poll(team):
 
     t = threading.Thread(target=waiter)
     t.start()
-    time.sleep(0.5)
+    assert waiting.wait(20)  # the claim found nothing and waits on LISTEN
     tid = enqueue(orch)
     t.join(20)
     assert not t.is_alive()
     assert [x["task_id"] for x in result["tasks"]] == [tid]
 
 
-def test_claim_task_tool_waits_through_the_adapter(team):
+def test_claim_task_tool_waits_through_the_adapter(team, monkeypatch):
     _, orch, dev, _, _ = team
     api = Api(dev)
     assert api.call("claim_task", wait_seconds=0) == []
-    timer = threading.Timer(0.5, lambda: enqueue(orch, payload={"n": 1}))
-    timer.start()
+    waiting = _in_listener_wait(monkeypatch)
+    # The enqueue comes once the tool's claim found nothing and waits on LISTEN.
+    later = threading.Thread(target=lambda: waiting.wait(20) and enqueue(orch, payload={"n": 1}))
+    later.start()
     got = api.call("claim_task", wait_seconds=20, lease_seconds=60)
-    timer.join()
+    later.join()
     assert len(got) == 1 and got[0]["payload"] == {"n": 1} and got[0]["lease_token"] == 1
     done = api.call("complete_task", task=got[0]["task_id"], token=got[0]["lease_token"], result={"ok": 1})
     assert done["state"] == "done"
@@ -355,10 +377,10 @@ def test_stop_check_blocks_while_work_remains(team):
 def test_worker_job_requeues_expired_leases(team):
     from scsql import worker
 
-    _, orch, dev, _, _ = team
+    db, orch, dev, _, _ = team
     enqueue(orch)
-    claim(dev, lease=1)
-    time.sleep(1.2)
+    claim(dev)
+    expire_leases(db)
     jobs = [j for j in worker.load_jobs() if j.name == "queue-maintenance"]
     assert worker.drain(dev, jobs) == 1
     assert one(dev, "select scsql.claimable_for_me() as n")["n"] == 1
@@ -380,8 +402,6 @@ def test_bench_queue_runs_and_prints_ratios(scsql_db, server):
 
 def test_coordination_tools_over_mcp(team):
     """An orchestrator and a developer, each its own MCP server process."""
-    from .test_mcp import run_client
-
     db, orch, dev, _, _ = team
 
     async def orchestrate(client):

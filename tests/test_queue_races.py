@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
 
 import psycopg
@@ -17,25 +16,19 @@ import pytest
 
 from scsql.errors import ScsqlError
 
-from .test_mcp import mcp_env
-from .test_queue_support import InFlight, admin_rows, claim, enqueue, login, one, register
-
-
-def _wait_for(predicate, timeout: float = 30.0, every: float = 0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError("condition not reached in time")
-
-
-def _lock_waiters(db, table: str) -> int:
-    with psycopg.connect(db.admin, autocommit=True) as conn:
-        return conn.execute(
-            "select count(*) from pg_locks where relation = %s::regclass and not granted", (table,)
-        ).fetchone()[0]
+from .helpers import (
+    InFlight,
+    admin_rows,
+    claim,
+    enqueue,
+    expire_leases,
+    lock_waiters,
+    login,
+    mcp_env,
+    one,
+    register,
+    wait_for,
+)
 
 
 def _race(db, n_workers: int, n_tasks: int):
@@ -78,8 +71,8 @@ def _race(db, n_workers: int, n_tasks: int):
         for t in threads:
             t.start()
         ready.wait()
-        _wait_for(lambda: _lock_waiters(db, "scsql.tasks") >= n_workers, timeout=60)
-        all_waited = _lock_waiters(db, "scsql.tasks")
+        wait_for(lambda: lock_waiters(db, "scsql.tasks") >= n_workers, timeout=60)
+        all_waited = lock_waiters(db, "scsql.tasks")
         holder.rollback()  # release: every worker claims at once
         for t in threads:
             t.join(180)
@@ -127,8 +120,8 @@ def test_expired_lease_is_reclaimed_and_the_late_completion_is_refused(scsql_db)
     orch = db.agent("orch", project, "orchestrator")
     slow, fast = db.agent("slow", project), db.agent("fast", project)
     tid = enqueue(orch, files=["src/x.py"])
-    [t1] = claim(slow, lease=1)
-    time.sleep(1.3)  # slow is still working; its lease runs out
+    [t1] = claim(slow)
+    expire_leases(db)  # slow is still working; its lease runs out
 
     # fast claims in a transaction it keeps open; slow's completion meets the
     # row fast holds and must wait for fast's outcome.
@@ -146,8 +139,8 @@ def test_expired_lease_is_reclaimed_and_the_late_completion_is_refused(scsql_db)
 
         th = threading.Thread(target=late_complete)
         th.start()
-        _wait_for(lambda: admin_rows(db, "select count(*) as n from pg_stat_activity where datname = current_database() "
-                                         "and wait_event_type = 'Lock' and query like '%%complete_task%%'")[0]["n"] == 1)
+        wait_for(lambda: admin_rows(db, "select count(*) as n from pg_stat_activity where datname = current_database() "
+                                        "and wait_event_type = 'Lock' and query like '%%complete_task%%'")[0]["n"] == 1)
         fconn.commit()
         th.join(30)
     assert "err" in outcome and outcome["err"].code == "SC302"
@@ -173,11 +166,11 @@ def test_worker_process_killed_mid_task_gives_the_task_back_after_its_lease(scsq
         env=mcp_env(db), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         start_new_session=True)
     try:
-        first = _wait_for(lambda: admin_rows(db, "select lease_expires_at from scsql.tasks where state = 'claimed'"),
-                          timeout=60)[0]["lease_expires_at"]
+        first = wait_for(lambda: admin_rows(db, "select lease_expires_at from scsql.tasks where state = 'claimed'"),
+                         timeout=60)[0]["lease_expires_at"]
         # The worker is alive and heartbeating: its lease moves forward.
-        _wait_for(lambda: admin_rows(db, "select lease_expires_at from scsql.tasks")[0]["lease_expires_at"] > first,
-                  timeout=10)
+        wait_for(lambda: admin_rows(db, "select lease_expires_at from scsql.tasks")[0]["lease_expires_at"] > first,
+                 timeout=10)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
     finally:
@@ -186,5 +179,5 @@ def test_worker_process_killed_mid_task_gives_the_task_back_after_its_lease(scsq
             proc.wait(10)
     assert proc.returncode == -signal.SIGKILL
     assert claim(heir) == []  # the lease still runs
-    got = _wait_for(lambda: claim(heir, lease=60), timeout=10, every=0.2)
+    got = wait_for(lambda: claim(heir, lease=60), timeout=10, every=0.2)
     assert got[0]["task_id"] == tid and got[0]["lease_token"] == 2 and got[0]["attempt"] == 2

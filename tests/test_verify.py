@@ -18,37 +18,7 @@ from scsql.registry import Api
 from scsql.signing import generate, public_bytes
 from scsql.verify import verify
 
-
-@pytest.fixture
-def trail(scsql_db):
-    """Agents A and B of one project, each with a few chained rows."""
-    project = scsql_db.project()
-    a = scsql_db.agent("a", project)
-    b = scsql_db.agent("b", project)
-    api_a, api_b = Api(a), Api(b)
-    for i in range(1, 6):
-        api_a.call("record_tool_call", tool=f"tool{i}", input_preview=f"args {i}", output_preview=f"result {i}",
-                   input_tokens=i, output_tokens=10 * i)
-    api_a.call("record_outcome", kind="accepted", summary="done", task_ref="T-1", confidence=0.5)
-    for i in range(3):
-        api_b.call("record_tool_call", tool=f"b{i}")
-    with scsql_db.connect() as conn:
-        chains = {r["name"]: r["chain_id"] for r in conn.execute(
-            "select a.name, c.chain_id from scsql.chains c join scsql.agents a using (agent_id)").fetchall()}
-    return scsql_db, a, b, chains[a.name], chains[b.name]
-
-
-def _tamper(db, *statements: str) -> None:
-    with db.connect() as conn:
-        conn.execute("set session_replication_role = replica")  # user triggers off
-        for s in statements:
-            conn.execute(s)
-
-
-def _sql_verify(db, chain: int) -> dict:
-    with db.connect() as conn:
-        conn.execute("set role scsql_auditor")
-        return conn.execute("select * from scsql.verify_chain(%s)", (chain,)).fetchone()
+from .helpers import mcp_env, sql_verify, tamper, trail  # noqa: F401 - trail is a fixture
 
 
 def _first_break(db, **kw):
@@ -61,31 +31,31 @@ def test_untouched_trail_verifies(trail):
     db, a, b, ca, cb = trail
     report = verify(db.admin, workers=1, progress=False)
     assert report.ok and report.rows == 9 and report.chains == 2
-    assert _sql_verify(db, ca)["ok"] and _sql_verify(db, cb)["ok"]
+    assert sql_verify(db, ca)["ok"] and sql_verify(db, cb)["ok"]
 
 
 def test_edited_row_is_a_hash_mismatch_at_its_seq(trail):
     db, a, b, ca, cb = trail
-    _tamper(db, f"update scsql.tool_calls set output_tokens = 1 where chain_id = {ca} and seq = 3")
+    tamper(db, f"update scsql.tool_calls set output_tokens = 1 where chain_id = {ca} and seq = 3")
     brk, report = _first_break(db)
     assert (brk.chain_id, brk.seq, brk.kind) == (ca, 3, "hash-mismatch")
     assert len(report.breaks) == 1  # B's chain is intact
-    sql = _sql_verify(db, ca)
+    sql = sql_verify(db, ca)
     assert (sql["ok"], sql["broken_seq"], sql["kind"]) == (False, 3, "hash-mismatch")
 
 
 def test_deleted_row_is_found_at_the_next_seq(trail):
     db, a, b, ca, cb = trail
-    _tamper(db, f"delete from scsql.tool_calls where chain_id = {ca} and seq = 2")
+    tamper(db, f"delete from scsql.tool_calls where chain_id = {ca} and seq = 2")
     brk, _ = _first_break(db)
     assert (brk.chain_id, brk.seq, brk.kind) == (ca, 3, "seq-gap")
-    sql = _sql_verify(db, ca)
+    sql = sql_verify(db, ca)
     assert (sql["broken_seq"], sql["kind"]) == (3, "seq-gap")
 
 
 def test_swapped_contents_are_found(trail):
     db, a, b, ca, cb = trail
-    _tamper(db, f"""
+    tamper(db, f"""
         with x as (select seq, tool, input_preview, output_preview, input_tokens, output_tokens
                    from scsql.tool_calls where chain_id = {ca} and seq in (2, 4))
         update scsql.tool_calls t set tool = y.tool, input_preview = y.input_preview, output_preview = y.output_preview,
@@ -93,7 +63,7 @@ def test_swapped_contents_are_found(trail):
         from x y where t.chain_id = {ca} and t.seq in (2, 4) and y.seq = 6 - t.seq""")
     brk, _ = _first_break(db)
     assert (brk.chain_id, brk.seq, brk.kind) == (ca, 2, "hash-mismatch")
-    assert _sql_verify(db, ca)["broken_seq"] == 2
+    assert sql_verify(db, ca)["broken_seq"] == 2
 
 
 def test_row_signed_by_b_while_inserting_as_a_fails_its_signature(trail):
@@ -109,7 +79,7 @@ def test_row_signed_by_b_while_inserting_as_a_fails_its_signature(trail):
     brk, report = _first_break(db)
     assert (brk.chain_id, brk.seq, brk.kind, brk.table) == (ca, row["seq"], "signature", "scsql.tool_calls")
     assert a.name in brk.detail
-    assert _sql_verify(db, ca)["ok"]  # the chain itself is intact: only signatures catch this
+    assert sql_verify(db, ca)["ok"]  # the chain itself is intact: only signatures catch this
 
 
 def test_replayed_row_appended_with_valid_links_is_a_replay(trail):
@@ -137,7 +107,7 @@ def test_replayed_row_appended_with_valid_links_is_a_replay(trail):
                      [copy[c] for c in cols])
         conn.execute("update scsql.chains set prev_head_hash = head_hash, head_seq = %s, head_hash = %s "
                      "where chain_id = %s", (copy["seq"], copy["row_hash"], ca))
-    assert _sql_verify(db, ca)["ok"]  # links and hashes are all right
+    assert sql_verify(db, ca)["ok"]  # links and hashes are all right
     brk, report = _first_break(db)
     assert (brk.chain_id, brk.seq, brk.kind, brk.table) == (ca, copy["seq"], "replay", "scsql.tool_calls")
     assert "seq 2" in brk.detail and [x.chain_id for x in report.breaks] == [ca]
@@ -164,13 +134,13 @@ def test_truncated_tail_is_found_against_the_exported_checkpoint(trail, tmp_path
     assert len(lines) == 1 and {h["chain_id"]: h["seq"] for h in lines[0]["heads"]} == {ca: 6, cb: 3}
     assert cli.main(["verify", "--checkpoints", str(export)]) == 0
     # A superuser removes A's newest two rows, rewinds the head and removes the checkpoints from the database.
-    _tamper(db,
-            f"delete from scsql.outcomes where chain_id = {ca}",
-            f"delete from scsql.tool_calls where chain_id = {ca} and seq = 5",
-            f"update scsql.chains c set head_seq = 4, head_hash = t.row_hash from scsql.tool_calls t "
-            f"where c.chain_id = {ca} and t.chain_id = {ca} and t.seq = 4",
-            "delete from scsql.checkpoint_segments", "delete from scsql.checkpoint_heads",
-            "delete from scsql.checkpoints")
+    tamper(db,
+           f"delete from scsql.outcomes where chain_id = {ca}",
+           f"delete from scsql.tool_calls where chain_id = {ca} and seq = 5",
+           f"update scsql.chains c set head_seq = 4, head_hash = t.row_hash from scsql.tool_calls t "
+           f"where c.chain_id = {ca} and t.chain_id = {ca} and t.seq = 4",
+           "delete from scsql.checkpoint_segments", "delete from scsql.checkpoint_heads",
+           "delete from scsql.checkpoints")
     assert verify(db.admin, workers=1, progress=False).ok  # the database alone no longer knows
     brk, _ = _first_break(db, checkpoint_files=[export])
     assert (brk.chain_id, brk.seq, brk.kind) == (ca, 5, "checkpoint-mismatch")
@@ -186,7 +156,7 @@ def test_verify_command_names_the_break_and_exits_non_zero(trail, monkeypatch, c
     assert cli.main(["verify"]) == 0
     out = capsys.readouterr()
     assert "ok: 9 rows in 2 chains" in out.out and out.err == ""  # no progress bar in a pipe
-    _tamper(db, f"update scsql.tool_calls set tool = 'rm -rf' where chain_id = {cb} and seq = 2")
+    tamper(db, f"update scsql.tool_calls set tool = 'rm -rf' where chain_id = {cb} and seq = 2")
     assert cli.main(["verify", "--workers", "2"]) == 1
     err = capsys.readouterr().err
     assert f"chain {cb} seq 2 (scsql.tool_calls): hash-mismatch" in err
@@ -216,7 +186,7 @@ def test_verification_can_start_from_a_checkpoint(trail, tmp_path, monkeypatch):
     api.call("record_tool_call", tool="after")  # seq 7
     with db.connect() as conn:
         cp = conn.execute("select max(checkpoint_id) as id from scsql.checkpoints").fetchone()["id"]
-    _tamper(db, f"update scsql.tool_calls set tool = 'x' where chain_id = {ca} and seq = 2")
+    tamper(db, f"update scsql.tool_calls set tool = 'x' where chain_id = {ca} and seq = 2")
     assert verify(db.admin, workers=1, progress=False).breaks[0].seq == 2
     report = verify(db.admin, workers=1, progress=False, from_checkpoint=cp)
     assert report.ok, report.breaks  # rows after the checkpoint are intact
@@ -231,11 +201,11 @@ def test_verification_can_start_from_a_checkpoint(trail, tmp_path, monkeypatch):
             r = conn.execute("select * from scsql.verify_chain(%s, %s)", (ca, cp)).fetchone()
         return (r["ok"], r["broken_seq"], r["kind"])
 
-    _tamper(db, f"update scsql.outcomes set summary = 'x' where chain_id = {ca} and seq = 6")
+    tamper(db, f"update scsql.outcomes set summary = 'x' where chain_id = {ca} and seq = 6")
     brk = verify(db.admin, workers=1, progress=False, from_checkpoint=cp).breaks[0]
     assert (brk.chain_id, brk.seq, brk.kind) == (ca, 6, "hash-mismatch")  # the start row itself is checked
     assert from_checkpoint_in_sql() == (False, 6, "hash-mismatch")
-    _tamper(db, f"update scsql.outcomes set row_hash = sha256(row_hash) where chain_id = {ca} and seq = 6")
+    tamper(db, f"update scsql.outcomes set row_hash = sha256(row_hash) where chain_id = {ca} and seq = 6")
     brk = verify(db.admin, workers=1, progress=False, from_checkpoint=cp).breaks[0]
     assert (brk.chain_id, brk.seq, brk.kind) == (ca, 6, "checkpoint-mismatch")
     assert from_checkpoint_in_sql() == (False, 6, "checkpoint-mismatch")
@@ -287,14 +257,14 @@ def test_signatures_are_checked_after_the_newest_verified_checkpoint_or_all_with
     assert report.ok and (report.rows, report.signatures, report.full) == (10, 1, False)
     full = verify(db.admin, workers=2, progress=False, full=True)
     assert full.ok and (full.rows, full.signatures, full.full) == (10, 10, True)
-    _tamper(db, f"update scsql.agent_keys set public_key = '\\x{public_bytes(generate()).hex()}' "
+    tamper(db, f"update scsql.agent_keys set public_key = '\\x{public_bytes(generate()).hex()}' "
                 f"where agent_id = (select agent_id from scsql.agents where name = '{a.name}')")
     brk = verify(db.admin, workers=1, progress=False).breaks
     assert [(x.chain_id, x.seq, x.kind) for x in brk] == [(ca, 7, "signature")]  # only the row after the checkpoint
     brk = verify(db.admin, workers=1, progress=False, full=True).breaks
     assert [(x.chain_id, x.seq, x.kind) for x in brk] == [(ca, 1, "signature")]
     # Hashes are still checked below the checkpoint.
-    _tamper(db, f"update scsql.tool_calls set tool = 'x' where chain_id = {cb} and seq = 2")
+    tamper(db, f"update scsql.tool_calls set tool = 'x' where chain_id = {cb} and seq = 2")
     brk = verify(db.admin, workers=1, progress=False).breaks
     assert (cb, 2, "hash-mismatch") in [(x.chain_id, x.seq, x.kind) for x in brk]
     # A format-1 checkpoint (heads only) does not stand for verified signatures.
@@ -326,7 +296,7 @@ def test_processes_split_chains_in_ranges_that_also_read_rows_of_unknown_chains(
         report = verify(db.admin, workers=workers, progress=False)
         assert report.ok and (report.rows, report.chains) == (10, 3), (workers, report.breaks)
     # A row copied into a chain that has no head row, beyond every real chain id.
-    _tamper(db, f"insert into scsql.tool_calls select project_id, tool_call_id + 1000, at, session_id, tool, model, "
+    tamper(db, f"insert into scsql.tool_calls select project_id, tool_call_id + 1000, at, session_id, tool, model, "
                 f"origin, input_tokens, output_tokens, latency_ms, status, input_preview, output_preview, cost_usd, "
                 f"author_id, key_id, 9223372036854775807, seq, prev_hash, row_hash, signature "
                 f"from scsql.tool_calls where chain_id = {cb} and seq = 1")
@@ -354,8 +324,6 @@ def test_bench_chain_runs_and_prints_full_and_incremental_verification(scsql_db,
     full verification rate is the headline, the incremental one is apart."""
     import subprocess
     import sys
-
-    from .test_mcp import mcp_env
 
     env = mcp_env(scsql_db)
     env["SCSQL_DSN"] = server.conninfo("postgres")

@@ -16,8 +16,16 @@ from scsql.cmd_audit import export_checkpoints, record_checkpoints
 from scsql.registry import Api
 from scsql.verify import CheckpointHead, checkpoint_payload, verify
 
-from .test_partitions import _auditor, _backdate_keys, _old_day, _partition_of, _write_at
-from .test_verify import _sql_verify, _tamper, trail  # noqa: F401 - the fixture
+from .helpers import (  # noqa: F401 - trail is a fixture
+    auditor_key,
+    backdate_keys,
+    old_day,
+    partition_of,
+    sql_verify,
+    tamper,
+    trail,
+    write_at,
+)
 
 
 def _breaks(db, **kw) -> list[tuple[int, int, str]]:
@@ -26,7 +34,7 @@ def _breaks(db, **kw) -> list[tuple[int, int, str]]:
 
 def _checkpoint(db, tmp_path):
     """An auditor key, a checkpoint of every chain, and its export (kept outside the database)."""
-    key = _auditor(db)
+    key = auditor_key(db)
     record_checkpoints(db.admin, key, progress=False)
     export = tmp_path / "outside" / "checkpoints.jsonl"
     export_checkpoints(db.admin, export)
@@ -38,10 +46,10 @@ def _checkpoint(db, tmp_path):
 
 def test_moving_the_horizon_to_the_head_is_found(trail):
     db, a, b, ca, cb = trail
-    _tamper(db, f"update scsql.tool_calls set output_tokens = 1 where chain_id = {ca} and seq = 3",
-            f"update scsql.chains set horizon_seq = head_seq, horizon_hash = head_hash where chain_id = {ca}")
+    tamper(db, f"update scsql.tool_calls set output_tokens = 1 where chain_id = {ca} and seq = 3",
+           f"update scsql.chains set horizon_seq = head_seq, horizon_hash = head_hash where chain_id = {ca}")
     assert _breaks(db) == [(ca, 6, "horizon-unanchored")]
-    sql = _sql_verify(db, ca)
+    sql = sql_verify(db, ca)
     assert (sql["ok"], sql["broken_seq"], sql["kind"]) == (False, 6, "horizon-unanchored")
 
 
@@ -50,21 +58,21 @@ def test_a_horizon_at_a_checkpointed_head_still_leaves_every_row_checked(trail, 
     every row still present is verified, whatever the horizon says."""
     db, a, b, ca, cb = trail
     _key, export = _checkpoint(db, tmp_path)
-    _tamper(db, f"update scsql.tool_calls set output_tokens = 1 where chain_id = {ca} and seq = 3",
-            f"update scsql.chains set horizon_seq = head_seq, horizon_hash = head_hash where chain_id = {ca}")
+    tamper(db, f"update scsql.tool_calls set output_tokens = 1 where chain_id = {ca} and seq = 3",
+           f"update scsql.chains set horizon_seq = head_seq, horizon_hash = head_hash where chain_id = {ca}")
     assert _breaks(db) == [(ca, 3, "hash-mismatch")]
     assert _breaks(db, checkpoint_files=[export]) == [(ca, 3, "hash-mismatch")]
-    sql = _sql_verify(db, ca)
+    sql = sql_verify(db, ca)
     assert (sql["ok"], sql["broken_seq"], sql["kind"]) == (False, 3, "hash-mismatch")
 
 
 def test_a_row_removed_below_a_moved_horizon_is_a_gap(trail, tmp_path):
     db, a, b, ca, cb = trail
     _key, export = _checkpoint(db, tmp_path)
-    _tamper(db, f"delete from scsql.tool_calls where chain_id = {ca} and seq = 2",
-            f"update scsql.chains set horizon_seq = head_seq, horizon_hash = head_hash where chain_id = {ca}")
+    tamper(db, f"delete from scsql.tool_calls where chain_id = {ca} and seq = 2",
+           f"update scsql.chains set horizon_seq = head_seq, horizon_hash = head_hash where chain_id = {ca}")
     assert _breaks(db, checkpoint_files=[export]) == [(ca, 3, "seq-gap")]
-    sql = _sql_verify(db, ca)
+    sql = sql_verify(db, ca)
     assert (sql["broken_seq"], sql["kind"]) == (3, "seq-gap")
 
 
@@ -74,14 +82,14 @@ def test_a_row_removed_below_a_moved_horizon_is_a_gap(trail, tmp_path):
 def test_a_deleted_chain_is_missing_against_checkpoints(trail, tmp_path):
     db, a, b, ca, cb = trail
     _key, export = _checkpoint(db, tmp_path)
-    _tamper(db, f"delete from scsql.tool_calls where chain_id = {cb}", f"delete from scsql.chains where chain_id = {cb}")
+    tamper(db, f"delete from scsql.tool_calls where chain_id = {cb}", f"delete from scsql.chains where chain_id = {cb}")
     assert _breaks(db, checkpoint_files=[export]) == [(cb, 3, "chain-missing")]
     assert _breaks(db) == [(cb, 3, "chain-missing")]  # the database's own checkpoint names it too
-    sql = _sql_verify(db, cb)
+    sql = sql_verify(db, cb)
     assert (sql["ok"], sql["broken_seq"], sql["kind"]) == (False, 3, "chain-missing")
     # Without the database's checkpoints, the export alone still knows the chain.
-    _tamper(db, "delete from scsql.checkpoint_segments", "delete from scsql.checkpoint_heads",
-            "delete from scsql.checkpoints")
+    tamper(db, "delete from scsql.checkpoint_segments", "delete from scsql.checkpoint_heads",
+           "delete from scsql.checkpoints")
     assert _breaks(db) == []
     assert _breaks(db, checkpoint_files=[export]) == [(cb, 3, "chain-missing")]
 
@@ -90,7 +98,7 @@ def test_a_break_in_checkpoint_data_names_the_chain_it_concerns(trail, tmp_path)
     db, a, b, ca, cb = trail
     assert ca < cb
     _key, export = _checkpoint(db, tmp_path)
-    _tamper(db, f"delete from scsql.checkpoint_heads where chain_id = {cb}")
+    tamper(db, f"delete from scsql.checkpoint_heads where chain_id = {cb}")
     assert _breaks(db) == [(cb, 0, "checkpoint-signature")]
     assert [(c, k) for c, _s, k in _breaks(db, checkpoint_files=[export])] == [(cb, "checkpoint-signature")]
 
@@ -103,9 +111,9 @@ def test_a_row_moved_to_another_project_is_found(trail, tmp_path):
     other = db.project()
     with db.connect() as conn:
         pid = conn.execute("select project_id from scsql.projects where name = %s", (other,)).fetchone()["project_id"]
-    _tamper(db, f"update scsql.outcomes set project_id = {pid} where chain_id = {ca}")
+    tamper(db, f"update scsql.outcomes set project_id = {pid} where chain_id = {ca}")
     assert _breaks(db) == [(ca, 6, "wrong-project")]
-    sql = _sql_verify(db, ca)
+    sql = sql_verify(db, ca)
     assert (sql["broken_seq"], sql["kind"]) == (6, "wrong-project")
 
 
@@ -113,8 +121,8 @@ def test_a_row_given_another_author_fails_the_sql_verification(trail):
     db, a, b, ca, cb = trail
     with db.connect() as conn:
         b_id = conn.execute("select agent_id from scsql.agents where name = %s", (b.name,)).fetchone()["agent_id"]
-    _tamper(db, f"update scsql.tool_calls set author_id = {b_id} where chain_id = {ca} and seq = 2")
-    sql = _sql_verify(db, ca)
+    tamper(db, f"update scsql.tool_calls set author_id = {b_id} where chain_id = {ca} and seq = 2")
+    sql = sql_verify(db, ca)
     assert (sql["broken_seq"], sql["kind"]) == (2, "wrong-author")
     assert _breaks(db)[0][:2] == (ca, 2)
 
@@ -127,20 +135,20 @@ def test_a_chain_moved_to_another_project_with_its_agent_is_found_against_checkp
     other = db.project()
     with db.connect() as conn:
         pid = conn.execute("select project_id from scsql.projects where name = %s", (other,)).fetchone()["project_id"]
-    _tamper(db, f"update scsql.agents set project_id = {pid} where name = '{a.name}'",
-            f"update scsql.chains set project_id = {pid} where chain_id = {ca}",
-            f"update scsql.tool_calls set project_id = {pid} where chain_id = {ca}",
-            f"update scsql.outcomes set project_id = {pid} where chain_id = {ca}")
+    tamper(db, f"update scsql.agents set project_id = {pid} where name = '{a.name}'",
+           f"update scsql.chains set project_id = {pid} where chain_id = {ca}",
+           f"update scsql.tool_calls set project_id = {pid} where chain_id = {ca}",
+           f"update scsql.outcomes set project_id = {pid} where chain_id = {ca}")
     assert _breaks(db) == [(ca, 0, "chain-identity")]
-    assert _sql_verify(db, ca)["kind"] == "chain-identity"
-    _tamper(db, "delete from scsql.checkpoint_segments", "delete from scsql.checkpoint_heads",
-            "delete from scsql.checkpoints")
+    assert sql_verify(db, ca)["kind"] == "chain-identity"
+    tamper(db, "delete from scsql.checkpoint_segments", "delete from scsql.checkpoint_heads",
+           "delete from scsql.checkpoints")
     assert _breaks(db, checkpoint_files=[export]) == [(ca, 0, "chain-identity")]
     # The chain alone moved (its agent did not): found without any checkpoint.
-    _tamper(db, f"update scsql.agents set project_id = (select project_id from scsql.agents where name = '{b.name}') "
+    tamper(db, f"update scsql.agents set project_id = (select project_id from scsql.agents where name = '{b.name}') "
                 f"where name = '{a.name}'")
     assert _breaks(db) == [(ca, 0, "chain-identity")]
-    assert _sql_verify(db, ca)["kind"] == "chain-identity"
+    assert sql_verify(db, ca)["kind"] == "chain-identity"
 
 
 def test_exported_checkpoints_name_each_chains_agent_and_old_lines_stay_readable(trail, tmp_path):
@@ -159,11 +167,11 @@ def test_exported_checkpoints_name_each_chains_agent_and_old_lines_stay_readable
     old_file = tmp_path / "old.jsonl"
     old_file.write_text(json.dumps(old) + "\n")
     assert _breaks(db, checkpoint_files=[old_file]) == []
-    _tamper(db, f"delete from scsql.outcomes where chain_id = {ca}",
-            f"update scsql.chains c set head_seq = 5, head_hash = t.row_hash from scsql.tool_calls t "
-            f"where c.chain_id = {ca} and t.chain_id = {ca} and t.seq = 5",
-            "delete from scsql.checkpoint_segments", "delete from scsql.checkpoint_heads",
-            "delete from scsql.checkpoints")
+    tamper(db, f"delete from scsql.outcomes where chain_id = {ca}",
+           f"update scsql.chains c set head_seq = 5, head_hash = t.row_hash from scsql.tool_calls t "
+           f"where c.chain_id = {ca} and t.chain_id = {ca} and t.seq = 5",
+           "delete from scsql.checkpoint_segments", "delete from scsql.checkpoint_heads",
+           "delete from scsql.checkpoints")
     assert _breaks(db, checkpoint_files=[old_file]) == [(ca, 6, "checkpoint-mismatch")]
 
 
@@ -174,7 +182,7 @@ def test_an_agent_cannot_widen_the_clock_tolerance(scsql_db):
     project = scsql_db.project()
     a = scsql_db.agent("clock", project)
     Api(a).call("record_tool_call", tool="now")
-    _backdate_keys(scsql_db)  # only the clock stands between a backdated row and the chain
+    backdate_keys(scsql_db)  # only the clock stands between a backdated row and the chain
     backdated = dt.datetime.now(dt.UTC) - dt.timedelta(days=2)
     with pytest.raises(psycopg.Error) as err, psycopg.connect(scsql_db.login(a.name)) as conn:
         conn.execute("set scsql.clock_skew = '100 years'")
@@ -214,19 +222,19 @@ def retired(scsql_db, tmp_path):
     checkpointed and exported, then a tool call after the checkpoint (seq 6);
     the old partition is then retired."""
     db = scsql_db
-    three_days_ago = _old_day(db)
+    three_days_ago = old_day(db)
     with db.connect() as conn:
         conn.execute("select scsql.set_partition_retention('scsql.tool_calls', '2 days')")
     project = db.project()
     a = db.agent("ret", project)
-    _backdate_keys(db)
+    backdate_keys(db)
     api = Api(a)
     api.call("start_session", client="test", title="kept forever")
-    _write_at(a, three_days_ago, "old-1")
-    _write_at(a, three_days_ago, "old-2")
+    write_at(a, three_days_ago, "old-1")
+    write_at(a, three_days_ago, "old-2")
     api.call("record_tool_call", tool="new-1")
     api.call("record_outcome", kind="accepted", summary="kept", task_ref="T-1")
-    old = _partition_of(db, "old-1")
+    old = partition_of(db, "old-1")
     with db.connect() as conn:
         with pytest.raises(psycopg.Error) as err:  # no checkpoint covers the old rows yet
             conn.execute("select scsql._retire_partition(%s::regclass)", (old,))
@@ -243,13 +251,13 @@ def test_rows_kept_around_retired_ones_are_verified(retired):
     db, a, chain, export = retired
     report = verify(db.admin, workers=1, progress=False, checkpoint_files=[export])
     assert report.ok and report.rows == 4  # seq 1, 4, 5, 6: every row still present
-    assert _sql_verify(db, chain)["ok"] and _sql_verify(db, chain)["rows_checked"] == 4
+    assert sql_verify(db, chain)["ok"] and sql_verify(db, chain)["rows_checked"] == 4
     for table, seq in (("sessions", 1), ("tool_calls", 4), ("outcomes", 5)):
         column = {"sessions": "title", "tool_calls": "tool", "outcomes": "summary"}[table]
-        _tamper(db, f"update scsql.{table} set {column} = {column} || ' (edited)' where chain_id = {chain} and seq = {seq}")
+        tamper(db, f"update scsql.{table} set {column} = {column} || ' (edited)' where chain_id = {chain} and seq = {seq}")
         assert _breaks(db, checkpoint_files=[export]) == [(chain, seq, "hash-mismatch")], table
-        assert (_sql_verify(db, chain)["broken_seq"], _sql_verify(db, chain)["kind"]) == (seq, "hash-mismatch")
-        _tamper(db, f"update scsql.{table} set {column} = replace({column}, ' (edited)', '') "
+        assert (sql_verify(db, chain)["broken_seq"], sql_verify(db, chain)["kind"]) == (seq, "hash-mismatch")
+        tamper(db, f"update scsql.{table} set {column} = replace({column}, ' (edited)', '') "
                     f"where chain_id = {chain} and seq = {seq}")
     assert _breaks(db) == []
 
@@ -257,30 +265,30 @@ def test_rows_kept_around_retired_ones_are_verified(retired):
 def test_only_rows_of_retired_partitions_may_be_missing(retired):
     db, a, chain, export = retired
     # The session (its table is never retired) and a row of today cannot vanish like retired rows.
-    _tamper(db, f"delete from scsql.sessions where chain_id = {chain} and seq = 1")
+    tamper(db, f"delete from scsql.sessions where chain_id = {chain} and seq = 1")
     assert _breaks(db, checkpoint_files=[export]) == [(chain, 4, "seq-gap")]
-    assert (_sql_verify(db, chain)["broken_seq"], _sql_verify(db, chain)["kind"]) == (4, "seq-gap")
+    assert (sql_verify(db, chain)["broken_seq"], sql_verify(db, chain)["kind"]) == (4, "seq-gap")
 
 
 def test_only_todays_row_removed_is_a_gap(retired):
     db, a, chain, export = retired
-    _tamper(db, f"delete from scsql.tool_calls where chain_id = {chain} and seq = 4")
+    tamper(db, f"delete from scsql.tool_calls where chain_id = {chain} and seq = 4")
     assert _breaks(db, checkpoint_files=[export]) == [(chain, 5, "seq-gap")]
-    assert (_sql_verify(db, chain)["broken_seq"], _sql_verify(db, chain)["kind"]) == (5, "seq-gap")
+    assert (sql_verify(db, chain)["broken_seq"], sql_verify(db, chain)["kind"]) == (5, "seq-gap")
 
 
 def test_a_row_after_retired_ones_links_to_the_signed_hash(retired):
     """The row after the retired run must name, as its prev_hash, the hash the
     checkpoint signed for the last retired row."""
     db, a, chain, export = retired
-    _tamper(db, f"update scsql.tool_calls set prev_hash = sha256(prev_hash) where chain_id = {chain} and seq = 4")
+    tamper(db, f"update scsql.tool_calls set prev_hash = sha256(prev_hash) where chain_id = {chain} and seq = 4")
     assert _breaks(db, checkpoint_files=[export]) == [(chain, 4, "prev-mismatch")]
-    assert _sql_verify(db, chain)["kind"] == "prev-mismatch"
+    assert sql_verify(db, chain)["kind"] == "prev-mismatch"
 
 
 def test_checkpoint_after_retention_covers_only_new_rows_and_cli_verifies(retired, tmp_path, monkeypatch, capsys):
     db, a, chain, export = retired
-    key = _auditor(db)
+    key = auditor_key(db)
     record_checkpoints(db.admin, key, progress=False)
     assert export_checkpoints(db.admin, export) == 1
     newest = json.loads(export.read_text().splitlines()[-1])
@@ -296,18 +304,18 @@ def test_checkpoints_that_sign_different_hashes_for_a_retired_row_are_a_mismatch
     its last row; when two of them sign different hashes, neither is picked."""
     db, a, chain, export = retired
     # In the database (scsql.verify_chain reads checkpoints without their signatures): a second segment end.
-    _tamper(db, "insert into scsql.checkpoints (project_id, at, key_id, signature) "
+    tamper(db, "insert into scsql.checkpoints (project_id, at, key_id, signature) "
                 "select project_id, at, key_id, signature from scsql.checkpoints",
                 "insert into scsql.checkpoint_segments (project_id, checkpoint_id, chain_id, first_seq, last_seq, row_hash, part) "
                 "select project_id, (select max(checkpoint_id) from scsql.checkpoints), chain_id, first_seq, last_seq, "
                 f"sha256(row_hash), part from scsql.checkpoint_segments where chain_id = {chain} and last_seq = 3")
-    sql = _sql_verify(db, chain)
+    sql = sql_verify(db, chain)
     assert (sql["ok"], sql["broken_seq"], sql["kind"]) == (False, 4, "checkpoint-mismatch")
-    _tamper(db, "delete from scsql.checkpoint_segments where checkpoint_id = (select max(checkpoint_id) from scsql.checkpoints)",
-            "delete from scsql.checkpoints where checkpoint_id = (select max(checkpoint_id) from scsql.checkpoints)")
+    tamper(db, "delete from scsql.checkpoint_segments where checkpoint_id = (select max(checkpoint_id) from scsql.checkpoints)",
+           "delete from scsql.checkpoints where checkpoint_id = (select max(checkpoint_id) from scsql.checkpoints)")
     assert _breaks(db, checkpoint_files=[export]) == []
     # Validly signed (scsql verify checks the auditor's signatures): an exported line that disagrees.
-    key = _auditor(db)
+    key = auditor_key(db)
     with db.connect() as conn:
         key_id = conn.execute("select max(key_id) as k from scsql.auditor_keys").fetchone()["k"]
     [line] = [json.loads(x) for x in export.read_text().splitlines()]
@@ -332,13 +340,13 @@ def test_checkpoint_after_earlier_retention_dropped_the_newest_rows_of_an_idle_c
     to its head (a format-2 checkpoint's). scsql checkpoint signs the chain
     from its head on, verification stays clean, and the chain carries on."""
     db = scsql_db
-    day = _old_day(db)
+    day = old_day(db)
     a = db.agent("idle", db.project())
-    _backdate_keys(db)
+    backdate_keys(db)
     Api(a).call("start_session", client="test", title="kept forever")  # seq 1
-    _write_at(a, day, "old-2")
-    _write_at(a, day, "old-3")  # the head
-    key = _auditor(db)
+    write_at(a, day, "old-2")
+    write_at(a, day, "old-3")  # the head
+    key = auditor_key(db)
     with db.connect() as conn:  # a format-2 checkpoint, as earlier versions signed it
         c = conn.execute("select chain_id, project_id, head_seq, head_hash from scsql.chains").fetchone()
         key_id = conn.execute("select max(key_id) as k from scsql.auditor_keys").fetchone()["k"]
@@ -350,9 +358,9 @@ def test_checkpoint_after_earlier_retention_dropped_the_newest_rows_of_an_idle_c
                            key.sign(checkpoint_payload(c["project_id"], at, key_id, heads, version=2)))).fetchone()["id"]
     chain = c["chain_id"]
     # Retention of earlier versions: the horizon moved to that checkpoint's head, the partition dropped.
-    _tamper(db, f"update scsql.chains set horizon_seq = head_seq, horizon_hash = head_hash, horizon_checkpoint = {cp} "
+    tamper(db, f"update scsql.chains set horizon_seq = head_seq, horizon_hash = head_hash, horizon_checkpoint = {cp} "
                 f"where chain_id = {chain}",
-            f"drop table {_partition_of(db, 'old-2')}")
+            f"drop table {partition_of(db, 'old-2')}")
     assert _breaks(db) == []
     record_checkpoints(db.admin, key, progress=False)
     with db.connect() as conn:
@@ -360,11 +368,11 @@ def test_checkpoint_after_earlier_retention_dropped_the_newest_rows_of_an_idle_c
                             "order by checkpoint_id desc limit 1", (chain,)).fetchone()
     assert (head["seq"], head["from_seq"]) == (3, 3)  # nothing left to describe up to the head
     assert _breaks(db) == []
-    assert _sql_verify(db, chain)["ok"]
+    assert sql_verify(db, chain)["ok"]
     Api(a).call("record_tool_call", tool="new-4")  # the chain carries on
     record_checkpoints(db.admin, key, progress=False)
     assert _breaks(db) == []
-    sql = _sql_verify(db, chain)
+    sql = sql_verify(db, chain)
     assert sql["ok"] and sql["rows_checked"] == 2
 
 
@@ -377,20 +385,20 @@ def segment(scsql_db, tmp_path):
     one dated partition (seq 2..6: one signed segment), a tool call of today
     (seq 7), all checkpointed and exported."""
     db = scsql_db
-    day = _old_day(db).replace(hour=12)
+    day = old_day(db).replace(hour=12)
     a = db.agent("seg", db.project())
-    _backdate_keys(db)
+    backdate_keys(db)
     api = Api(a)
     api.call("start_session", client="test", title="kept forever")
     for i in range(2, 7):
-        _write_at(a, day, f"old-{i}")
+        write_at(a, day, f"old-{i}")
     api.call("record_tool_call", tool="new-7")
     _key, export = _checkpoint(db, tmp_path)
     with db.connect() as conn:
         chain = conn.execute("select chain_id from scsql.chains").fetchone()["chain_id"]
         segments = conn.execute("select first_seq, last_seq from scsql.checkpoint_segments order by last_seq").fetchall()
     assert [(g["first_seq"], g["last_seq"]) for g in segments] == [(1, 1), (2, 6), (7, 7)]
-    return db, chain, _partition_of(db, "old-2"), day, export
+    return db, chain, partition_of(db, "old-2"), day, export
 
 
 def test_a_row_deleted_from_a_segment_moved_to_the_default_partition_is_found(segment):
@@ -398,25 +406,25 @@ def test_a_row_deleted_from_a_segment_moved_to_the_default_partition_is_found(se
     moves the others into the default partition: the segment's partition is
     gone, but its rows are not."""
     db, chain, old, day, export = segment
-    _tamper(db, f"alter table scsql.tool_calls detach partition {old}",
-            f"delete from {old} where seq = 4",
-            f"insert into scsql.tool_calls_default select * from {old}",
-            f"drop table {old}")
+    tamper(db, f"alter table scsql.tool_calls detach partition {old}",
+           f"delete from {old} where seq = 4",
+           f"insert into scsql.tool_calls_default select * from {old}",
+           f"drop table {old}")
     assert _breaks(db, checkpoint_files=[export]) == [(chain, 2, "retired-row-present")]
     assert _breaks(db) == [(chain, 2, "retired-row-present")]
-    sql = _sql_verify(db, chain)
+    sql = sql_verify(db, chain)
     assert (sql["ok"], sql["broken_seq"], sql["kind"]) == (False, 2, "retired-row-present")
 
 
 def test_a_row_deleted_from_a_segment_reattached_with_other_bounds_is_found(segment):
     db, chain, old, day, export = segment
     lo = dt.datetime.combine(day.date(), dt.time(), dt.UTC)
-    _tamper(db, f"alter table scsql.tool_calls detach partition {old}",
-            f"delete from {old} where seq = 4",
-            f"alter table scsql.tool_calls attach partition {old} "
-            f"for values from ('{lo - dt.timedelta(hours=1)}') to ('{lo + dt.timedelta(days=1)}')")
+    tamper(db, f"alter table scsql.tool_calls detach partition {old}",
+           f"delete from {old} where seq = 4",
+           f"alter table scsql.tool_calls attach partition {old} "
+           f"for values from ('{lo - dt.timedelta(hours=1)}') to ('{lo + dt.timedelta(days=1)}')")
     assert _breaks(db, checkpoint_files=[export]) == [(chain, 2, "retired-row-present")]
-    sql = _sql_verify(db, chain)
+    sql = sql_verify(db, chain)
     assert (sql["ok"], sql["broken_seq"], sql["kind"]) == (False, 2, "retired-row-present")
 
 
@@ -469,7 +477,7 @@ _RECORD = ("select scsql.record_checkpoint(p_project_id => %(p_project_id)s::big
 
 def test_record_checkpoint_refuses_malformed_input_with_scsql_codes(trail):
     db, a, b, ca, cb = trail
-    key = _auditor(db)
+    key = auditor_key(db)
     good = _heads_and_segments(db, ca)
 
     def with_segment(i: int, **change) -> dict:
@@ -516,7 +524,7 @@ def test_record_checkpoint_refuses_malformed_input_with_scsql_codes(trail):
 
 def test_set_clock_skew_restores_a_missing_settings_row(scsql_db):
     db = scsql_db
-    _tamper(db, "delete from scsql.chain_settings")
+    tamper(db, "delete from scsql.chain_settings")
     with db.connect() as conn:
         assert conn.execute("select scsql.set_clock_skew('2 minutes') as s").fetchone()["s"] == dt.timedelta(minutes=2)
         conn.commit()

@@ -1,0 +1,290 @@
+"""Code the test modules share: naming, queries, the queue's clock, waiting on
+a condition, MCP clients, audit trails. Test modules import from here, never
+from one another; conftest.py holds the fixtures of the database itself."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import itertools
+import os
+import secrets
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from scsql import roles, signing
+from scsql.audit import TOOL_CALL_FIELDS
+from scsql.chain import sign_row
+from scsql.db import Agent
+from scsql.registry import Api
+
+if TYPE_CHECKING:
+    from .conftest import ScsqlDb, Server
+
+T = TypeVar("T")
+
+SESSION = "t" + secrets.token_hex(3)  # prefix of every database and agent of this run
+serial = itertools.count(1)  # numbers the databases, projects and agents of this run
+
+
+# -- waiting on a condition ---------------------------------------------------
+
+def wait_for(predicate: Callable[[], T], timeout: float = 30.0, every: float = 0.02) -> T:
+    """Poll ``predicate`` until it returns something true, and return that; fail after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError("condition not reached in time")
+
+
+def lock_waiters(db: ScsqlDb, table: str) -> int:
+    """How many sessions wait for a lock on ``table``."""
+    with psycopg.connect(db.admin, autocommit=True) as conn:
+        return conn.execute(
+            "select count(*) from pg_locks where relation = %s::regclass and not granted", (table,)
+        ).fetchone()[0]
+
+
+def one(agent: Agent, query: str, *params: Any) -> dict[str, Any] | None:
+    with agent.transaction() as conn:
+        return conn.execute(query, params).fetchone()
+
+
+def rows(agent: Agent, query: str, *params: Any) -> list[dict[str, Any]]:
+    with agent.transaction() as conn:
+        return conn.execute(query, params).fetchall()
+
+
+def enqueue(orch: Agent, role: str = "developer", files: list[str] | None = None, **kw: Any) -> int:
+    args = {"p_role": role, "p_exclusive_files": files or [], **{f"p_{k}": v for k, v in kw.items()}}
+    casts = {"p_role": "text", "p_exclusive_files": "text[]", "p_payload": "jsonb", "p_priority": "integer",
+             "p_acceptance_criteria": "text", "p_complexity": "integer", "p_run_after": "timestamptz",
+             "p_max_attempts": "integer"}
+    sql = ", ".join(f"{k} => %({k})s::{casts[k]}" for k in args)
+    if "p_payload" in args:
+        args["p_payload"] = psycopg.types.json.Jsonb(args["p_payload"])
+    with orch.transaction() as conn:
+        return conn.execute(f"select task_id from scsql.enqueue_task({sql})", args).fetchone()["task_id"]
+
+
+def claim(agent: Agent, n: int = 1, lease: int = 300, task: int | None = None) -> list[dict[str, Any]]:
+    return rows(agent, "select * from scsql.claim_task(p_n => %s::integer, p_lease_seconds => %s::integer, "
+                "p_task => %s::bigint)", n, lease, task)
+
+
+def register(db: ScsqlDb, short: str, project: str, team_role: str = "developer") -> str:
+    """Register an agent without opening a pool for it; returns its name."""
+    name = f"{SESSION}_{short}_{next(serial)}"
+    roles.create_agent(db.admin, db.keystore, name, project, team_role)
+    return name
+
+
+def login(db: ScsqlDb, name: str, autocommit: bool = True) -> psycopg.Connection:
+    """A connection that logs in as the agent's own role."""
+    return psycopg.connect(db.login(name), autocommit=autocommit, row_factory=dict_row)
+
+
+def admin_rows(db: ScsqlDb, query: str, *params: Any) -> list[dict[str, Any]]:
+    with db.connect() as conn:
+        return conn.execute(query, params).fetchall()
+
+
+# -- the queue's clock ----------------------------------------------------------
+# Lease expiry and retry backoff are decided in SQL against clock_timestamp()
+# and the timestamps stored on each task. Instead of sleeping until the clock
+# reaches them, a test moves them into the past as the administrator.
+
+def expire_leases(db: ScsqlDb) -> int:
+    """Lets the lease of every claimed task run out now, as if its time had
+    passed; returns how many leases it moved."""
+    with db.connect() as conn:
+        return conn.execute("update scsql.tasks set lease_expires_at = clock_timestamp() - interval '1 second' "
+                            "where state = 'claimed'").rowcount
+
+
+def end_backoff(db: ScsqlDb) -> int:
+    """Lets the run_after of every queued task pass now (the end of a retry
+    backoff, without waiting for it); returns how many tasks it moved."""
+    with db.connect() as conn:
+        return conn.execute("update scsql.tasks set run_after = now() - interval '1 second' "
+                            "where state = 'queued'").rowcount
+
+
+class Sampler(threading.Thread):
+    """Samples pg_stat_activity until stopped: the most sessions of the
+    database that were at once running a statement matching ``like``."""
+
+    def __init__(self, db: ScsqlDb, like: str, every: float = 0.005):
+        super().__init__(daemon=True)
+        self.db, self.like, self.every = db, like, every
+        self.peak = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        with psycopg.connect(self.db.admin, autocommit=True) as conn:
+            while not self.stop.is_set():
+                n = conn.execute(
+                    "select count(*) from pg_stat_activity where datname = current_database() "
+                    "and state = 'active' and query like %s and pid <> pg_backend_pid()", (self.like,)
+                ).fetchone()[0]
+                self.peak = max(self.peak, n)
+                time.sleep(self.every)
+
+    def __enter__(self) -> Sampler:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+        self.join()
+
+
+class InFlight:
+    """Counts calls in flight at once across threads; ``peak`` is the most."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.now = 0
+        self.peak = 0
+
+    def __enter__(self) -> InFlight:
+        with self.lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        with self.lock:
+            self.now -= 1
+
+
+# -- MCP servers, each its own process -------------------------------------------
+
+def mcp_env(db: ScsqlDb) -> dict[str, str]:
+    """The environment of an scsql process serving DB (no SCSQL_ variable of ours leaks in)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCSQL_")}
+    env.update(SCSQL_DSN=db.admin, SCSQL_AGENT_DSN=db.app, SCSQL_KEYSTORE=str(db.keystore.directory))
+    return env
+
+
+def run_client(db: ScsqlDb, agent: str, script):
+    """Runs ``await script(client)`` against an MCP server process of AGENT; returns its result."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "scsql", "mcp", "--agent", agent],
+                                   env=mcp_env(db))
+
+    async def main():
+        async with Client(params, read_timeout_seconds=60) as client:
+            return await script(client)
+
+    return asyncio.run(main())
+
+
+# -- audit trails, checkpoints and partitions -----------------------------------
+
+@pytest.fixture
+def trail(scsql_db):
+    """Agents A and B of one project, each with a few chained rows."""
+    project = scsql_db.project()
+    a = scsql_db.agent("a", project)
+    b = scsql_db.agent("b", project)
+    api_a, api_b = Api(a), Api(b)
+    for i in range(1, 6):
+        api_a.call("record_tool_call", tool=f"tool{i}", input_preview=f"args {i}", output_preview=f"result {i}",
+                   input_tokens=i, output_tokens=10 * i)
+    api_a.call("record_outcome", kind="accepted", summary="done", task_ref="T-1", confidence=0.5)
+    for i in range(3):
+        api_b.call("record_tool_call", tool=f"b{i}")
+    with scsql_db.connect() as conn:
+        chains = {r["name"]: r["chain_id"] for r in conn.execute(
+            "select a.name, c.chain_id from scsql.chains c join scsql.agents a using (agent_id)").fetchall()}
+    return scsql_db, a, b, chains[a.name], chains[b.name]
+
+
+def tamper(db: ScsqlDb, *statements: str) -> None:
+    """Runs STATEMENTS as a superuser with user triggers off (an attacking DBA)."""
+    with db.connect() as conn:
+        conn.execute("set session_replication_role = replica")  # user triggers off
+        for s in statements:
+            conn.execute(s)
+
+
+def sql_verify(db: ScsqlDb, chain: int) -> dict:
+    """scsql.verify_chain(CHAIN) as the auditor role."""
+    with db.connect() as conn:
+        conn.execute("set role scsql_auditor")
+        return conn.execute("select * from scsql.verify_chain(%s)", (chain,)).fetchone()
+
+
+def write_at(agent: Agent, at: dt.datetime, tool: str) -> dict:
+    """A tool call recorded (and signed) as made AT."""
+    args = sign_row(agent, "scsql.tool_calls", TOOL_CALL_FIELDS, {"tool": tool}, at=at)
+    with agent.transaction() as conn:
+        return conn.execute(
+            "select * from scsql.record_tool_call(p_tool => %s, p_at => %s, p_key_id => %s, p_signature => %s)",
+            (tool, at, args["key_id"], args["signature"])).fetchone()
+
+
+def allow_old_rows(db: ScsqlDb) -> None:
+    """Rows written 'days ago': an administrator widens the clock tolerance (test setup only)."""
+    with db.connect(autocommit=True) as conn:
+        conn.execute("select scsql.set_clock_skew('10 days')")
+
+
+def old_day(db: ScsqlDb, days: int = 3) -> dt.datetime:
+    """A time DAYS ago whose day partition of scsql.tool_calls exists, with
+    rows that old allowed (test setup only)."""
+    allow_old_rows(db)
+    at = dt.datetime.now(dt.UTC) - dt.timedelta(days=days)
+    with db.connect() as conn:
+        conn.execute("set role scsql_owner")
+        conn.execute("select scsql._create_day_partition('scsql.tool_calls', %s)", (at.date(),))
+    return at
+
+
+def backdate_keys(db: ScsqlDb) -> None:
+    """Every agent key valid since 30 days ago, so rows written in the past verify."""
+    with db.connect() as conn:
+        conn.execute("update scsql.agent_keys set valid_from = now() - interval '30 days'")
+
+
+def auditor_key(db: ScsqlDb):
+    """A new auditor signing key, registered; returns the private key."""
+    key = signing.generate()
+    with db.connect() as conn:
+        conn.execute("select scsql.register_auditor_key(%s)", (signing.public_bytes(key),))
+    return key
+
+
+def partition_of(db: ScsqlDb, tool: str) -> str:
+    """The partition of scsql.tool_calls holding the call of TOOL."""
+    with db.connect() as conn:
+        return conn.execute("select tableoid::regclass::text as p from scsql.tool_calls where tool = %s",
+                            (tool,)).fetchone()["p"]
+
+
+# -- schemas -----------------------------------------------------------------------
+
+def schema_dump(server: Server, conninfo: str) -> str:
+    """pg_dump --schema-only of schemas scsql and scsql_caller, without volatile lines."""
+    out = subprocess.run(
+        [server.bin("pg_dump"), "--schema-only", "--no-owner", "--schema=scsql", "--schema=scsql_caller", "-d",
+         conninfo],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    keep = [ln for ln in out.splitlines() if ln.strip() and not ln.startswith("--")
+            and not ln.startswith("\\restrict") and not ln.startswith("\\unrestrict")]
+    return "\n".join(keep)
