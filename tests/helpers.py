@@ -269,6 +269,11 @@ def auditor_key(db: ScsqlDb):
     return key
 
 
+def table_exists(db: ScsqlDb, table: str) -> bool:
+    with db.connect() as conn:
+        return conn.execute("select to_regclass(%s) is not null as ok", (table,)).fetchone()["ok"]
+
+
 def partition_of(db: ScsqlDb, tool: str) -> str:
     """The partition of scsql.tool_calls holding the call of TOOL."""
     with db.connect() as conn:
@@ -288,3 +293,17 @@ def schema_dump(server: Server, conninfo: str) -> str:
     keep = [ln for ln in out.splitlines() if ln.strip() and not ln.startswith("--")
             and not ln.startswith("\\restrict") and not ln.startswith("\\unrestrict")]
     return "\n".join(keep)
+
+
+def scsql(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SCSQL_")}
+    return subprocess.run([sys.executable, "-m", "scsql", *args], env={**base, **(env or {})},
+                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def one_error_line(proc: subprocess.CompletedProcess, code: str) -> str:
+    assert proc.returncode != 0, proc.stdout
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert code in lines[0]
+    return lines[0]

@@ -22,8 +22,7 @@ from scsql.cmd_audit import export_checkpoints, record_checkpoints
 from scsql.registry import Api
 from scsql.verify import verify
 
-from .test_partitions import _auditor, _backdate_keys, _exists, _old_day, _partition_of, _write_at
-from .test_verify import _sql_verify, _tamper
+from .helpers import auditor_key, backdate_keys, old_day, partition_of, sql_verify, table_exists, tamper, write_at
 
 
 def _breaks(db, **kw) -> list[tuple[int, int, str]]:
@@ -67,23 +66,23 @@ def _retire(db, partition: str) -> str:
 def test_a_forged_row_quarantines_its_chain_and_every_other_chain_is_still_checkpointed(
         scsql_db, monkeypatch, capsys):
     db = scsql_db
-    old = _old_day(db)
-    older = _old_day(db, days=4)
+    old = old_day(db)
+    older = old_day(db, days=4)
     a = db.agent("forger", db.project())
     c = db.agent("bystander", db.project())  # another project
-    _backdate_keys(db)
+    backdate_keys(db)
     with db.connect() as conn:
         conn.execute("select scsql.set_partition_retention('scsql.tool_calls', '2 days')")
-    _write_at(c, older, "c-old")      # C: seq 1, four days old
+    write_at(c, older, "c-old")      # C: seq 1, four days old
     Api(c).call("record_tool_call", tool="c-new")  # C: seq 2
-    _write_at(a, old, "a-old-1")      # A: seq 1, three days old
-    _write_at(a, old, "a-old-2")      # A: seq 2
+    write_at(a, old, "a-old-1")      # A: seq 1, three days old
+    write_at(a, old, "a-old-2")      # A: seq 2
     _forge(db, a, old)                # A: seq 3, in the same old partition, signed with garbage
     Api(a).call("record_tool_call", tool="a-new")  # A: seq 4, properly signed, after the forgery
     ca, cc = _chain_of(db, a), _chain_of(db, c)
     assert _breaks(db) == [(ca, 3, "signature")]
 
-    key = _auditor(db)
+    key = auditor_key(db)
     record_checkpoints(db.admin, key, progress=False)  # earlier versions refused every chain here (SC132)
     assert _heads(db) == {ca: 2, cc: 2}  # A's verified prefix, and all of C
     with db.connect() as conn:
@@ -105,11 +104,11 @@ def test_a_forged_row_quarantines_its_chain_and_every_other_chain_is_still_check
     assert len(_sql_quarantines(db)) == 1
 
     # Retention drops C's old partition but keeps A's: it holds A's rows after the signed prefix.
-    a_old, c_old = _partition_of(db, "a-old-1"), _partition_of(db, "c-old")
+    a_old, c_old = partition_of(db, "a-old-1"), partition_of(db, "c-old")
     actions = _maintain(db)
     assert [(r["action"], r["partition"]) for r in actions] == [("dropped", c_old), ("refused", a_old)]
     assert "quarantined" in actions[1]["detail"] and f"chain {ca} from seq 3" in actions[1]["detail"]
-    assert not _exists(db, c_old) and _exists(db, a_old)
+    assert not table_exists(db, c_old) and table_exists(db, a_old)
     assert _retire(db, a_old) == "SC123"
     assert _breaks(db) == [(ca, 3, "signature")]  # C stays clean after its retirement
 
@@ -147,7 +146,7 @@ def test_a_forged_row_quarantines_its_chain_and_every_other_chain_is_still_check
     assert cli.main(["verify"]) == 1
     assert "agent revoked, rows exported" in capsys.readouterr().err
     assert run_checkpoint(db.admin, key, progress=False).ok  # acknowledged: the run no longer fails
-    assert _retire(db, a_old) == "SC123" and _exists(db, a_old)
+    assert _retire(db, a_old) == "SC123" and table_exists(db, a_old)
 
 
 def _chain_heads(db) -> dict[int, tuple]:
@@ -182,16 +181,16 @@ def test_a_checkpointed_partition_dropped_by_a_superuser_is_a_break_naming_its_r
     Api(b).call("record_tool_call", tool="b-1")   # B: seq 1, today's partition
     Api(b).call("record_outcome", kind="accepted", summary="kept", task_ref="T-1")  # B: seq 2, outcomes
     ca, cb = _chain_of(db, a), _chain_of(db, b)
-    record_checkpoints(db.admin, _auditor(db), progress=False)
+    record_checkpoints(db.admin, auditor_key(db), progress=False)
     export = tmp_path / "outside" / "cp.jsonl"
     export_checkpoints(db.admin, export)
-    today = _partition_of(db, "today-0")
+    today = partition_of(db, "today-0")
     with db.connect() as conn:
         part = conn.execute("select part from scsql._chain_partitions() where relid = %s::regclass",
                             (today,)).fetchone()["part"]
         assert conn.execute("select retention from scsql.partition_settings where parent = 'scsql.tool_calls'"
                             ).fetchone()["retention"] is None  # retention is off (the default)
-    _tamper(db, f"drop table {today}")  # a superuser
+    tamper(db, f"drop table {today}")  # a superuser
 
     for kw in ({}, {"checkpoint_files": [export]}):
         report = verify(db.admin, workers=1, progress=False, **kw)
@@ -201,7 +200,7 @@ def test_a_checkpointed_partition_dropped_by_a_superuser_is_a_break_naming_its_r
         assert f"seq 2 to 38 of chain {ca}" in detail and part in detail and "no retirement record" in detail
         assert f"seq 1 to 1 of chain {cb}" in report.breaks[1].detail
     for chain, seq, span in ((ca, 2, "seq 2 to 38"), (cb, 1, "seq 1 to 1")):
-        sql = _sql_verify(db, chain)
+        sql = sql_verify(db, chain)
         assert (sql["ok"], sql["broken_seq"], sql["kind"]) == (False, seq, "partition-dropped")
         assert span in sql["detail"] and part in sql["detail"]
 
@@ -211,15 +210,15 @@ def test_a_checkpointed_partition_dropped_by_a_superuser_is_a_break_naming_its_r
 
 def test_retention_on_and_expired_retires_and_records_it_and_verification_stays_clean(scsql_db):
     db = scsql_db
-    old = _old_day(db)
+    old = old_day(db)
     a = db.agent("kept", db.project())
-    _backdate_keys(db)
-    _write_at(a, old, "old-1")
-    _write_at(a, old, "old-2")
+    backdate_keys(db)
+    write_at(a, old, "old-1")
+    write_at(a, old, "old-2")
     Api(a).call("record_tool_call", tool="new-1")
     chain = _chain_of(db, a)
-    partition = _partition_of(db, "old-1")
-    record_checkpoints(db.admin, _auditor(db), progress=False)
+    partition = partition_of(db, "old-1")
+    record_checkpoints(db.admin, auditor_key(db), progress=False)
     assert _retire(db, partition) == "SC124"  # retention is off: nothing may go
     with db.connect() as conn:
         conn.execute("select scsql.set_partition_retention('scsql.tool_calls', '5 days')")
@@ -227,14 +226,14 @@ def test_retention_on_and_expired_retires_and_records_it_and_verification_stays_
     with db.connect() as conn:
         conn.execute("select scsql.set_partition_retention('scsql.tool_calls', '2 days')")
     assert [r["action"] for r in _maintain(db)] == ["dropped"]
-    assert not _exists(db, partition)
+    assert not table_exists(db, partition)
     with db.connect() as conn:
         conn.execute("set role scsql_auditor")
         [r] = conn.execute("select * from scsql.partition_retirements()").fetchall()
     assert r["ok"] and r["retention"] == dt.timedelta(days=2)
     assert r["chains"] == [{"chain_id": chain, "first_seq": 1, "last_seq": 2, "rows": 2}]
     assert _breaks(db) == []
-    assert _sql_verify(db, chain)["ok"]
+    assert sql_verify(db, chain)["ok"]
 
 
 # -- (iv) retention switched on afterwards does not make a manual drop retention -------------------
@@ -242,34 +241,34 @@ def test_retention_on_and_expired_retires_and_records_it_and_verification_stays_
 
 def test_retention_switched_on_after_a_manual_drop_does_not_make_it_look_retired(scsql_db):
     db = scsql_db
-    old = _old_day(db)
+    old = old_day(db)
     a = db.agent("late", db.project())
-    _backdate_keys(db)
-    _write_at(a, old, "old-1")
-    _write_at(a, old, "old-2")
+    backdate_keys(db)
+    write_at(a, old, "old-1")
+    write_at(a, old, "old-2")
     Api(a).call("record_tool_call", tool="new-1")
     chain = _chain_of(db, a)
-    partition = _partition_of(db, "old-1")
-    record_checkpoints(db.admin, _auditor(db), progress=False)
+    partition = partition_of(db, "old-1")
+    record_checkpoints(db.admin, auditor_key(db), progress=False)
     dropped_at = dt.datetime.now(dt.UTC)
-    _tamper(db, f"drop table {partition}")  # retention is off
+    tamper(db, f"drop table {partition}")  # retention is off
     assert _breaks(db) == [(chain, 1, "partition-dropped")]
     # The superuser then turns retention on, runs maintenance, and adds a record dated at the drop.
-    _tamper(db, "update scsql.partition_settings set retention = '2 days', updated_at = now() - interval '1 day' "
+    tamper(db, "update scsql.partition_settings set retention = '2 days', updated_at = now() - interval '1 day' "
                 "where parent = 'scsql.tool_calls'")
     _maintain(db)
     assert _breaks(db) == [(chain, 1, "partition-dropped")]
     with db.connect() as conn:
         part = conn.execute("select part from scsql.checkpoint_segments where first_seq = 1").fetchone()["part"]
     lo = dt.datetime.fromisoformat(part.split("@")[1].replace("Z", "+00:00"))
-    _tamper(db, "insert into scsql.partition_retirements (parent, part, lower_bound, upper_bound, retention, "
+    tamper(db, "insert into scsql.partition_retirements (parent, part, lower_bound, upper_bound, retention, "
                 "retention_set_at, retired_at) values ('scsql.tool_calls', "
                 f"'{part}', '{lo}', '{lo + dt.timedelta(days=1)}', '2 days', '{dropped_at - dt.timedelta(days=1)}', "
                 f"'{dropped_at}')")
     report = verify(db.admin, workers=1, progress=False)
     assert [(x.chain_id, x.seq, x.kind) for x in report.breaks] == [(chain, 1, "partition-dropped")]
     assert "settings log does not show a retention of 2 days" in report.breaks[0].detail
-    sql = _sql_verify(db, chain)
+    sql = sql_verify(db, chain)
     assert (sql["broken_seq"], sql["kind"]) == (1, "partition-dropped") and "settings log" in sql["detail"]
 
 
@@ -294,20 +293,20 @@ def test_upgrade_records_only_partitions_retention_could_have_dropped(scsql_db, 
     their range has expired, and no partition that still exists; with
     retention off, nothing is recorded and the missing rows stay a break."""
     db = scsql_db
-    days = {n: _old_day(db, days=n) for n in (5, 4, 3)}
+    days = {n: old_day(db, days=n) for n in (5, 4, 3)}
     a = db.agent("upgraded", db.project())
-    _backdate_keys(db)
+    backdate_keys(db)
     for n, at in days.items():
-        _write_at(a, at, f"day-{n}")  # seq 1 (five days old), 2, 3
+        write_at(a, at, f"day-{n}")  # seq 1 (five days old), 2, 3
     Api(a).call("record_tool_call", tool="today")  # seq 4
     chain = _chain_of(db, a)
-    record_checkpoints(db.admin, _auditor(db), progress=False)
+    record_checkpoints(db.admin, auditor_key(db), progress=False)
     with db.connect() as conn:
         conn.execute("select scsql.set_partition_retention('scsql.tool_calls', %s::interval)", (retention,))
         kept = conn.execute("select part from scsql._chain_partitions() where relid = %s::regclass",
-                            (_partition_of(db, "day-5"),)).fetchone()["part"]
-    gone = [_partition_of(db, "day-4"), _partition_of(db, "day-3")]
-    _tamper(db, *[f"drop table {p}" for p in gone])  # as retention of earlier versions did
+                            (partition_of(db, "day-5"),)).fetchone()["part"]
+    gone = [partition_of(db, "day-4"), partition_of(db, "day-3")]
+    tamper(db, *[f"drop table {p}" for p in gone])  # as retention of earlier versions did
     _backfill(db)
     with db.connect() as conn:
         records = conn.execute("select part, ok from scsql.partition_retirements() order by part").fetchall()
@@ -317,4 +316,4 @@ def test_upgrade_records_only_partitions_retention_could_have_dropped(scsql_db, 
         return
     assert len(records) == 2 and all(r["ok"] for r in records) and kept not in {r["part"] for r in records}
     assert _breaks(db) == []
-    assert _sql_verify(db, chain)["ok"]
+    assert sql_verify(db, chain)["ok"]

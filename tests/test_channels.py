@@ -13,7 +13,7 @@ from psycopg.rows import dict_row
 from scsql import coordination
 from scsql.registry import Api
 
-from .test_queue_support import enqueue
+from .helpers import enqueue
 
 
 @pytest.fixture

@@ -7,25 +7,12 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import fasteners
 import pytest
 
-
-def scsql(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("SCSQL_")}
-    return subprocess.run([sys.executable, "-m", "scsql", *args], env={**base, **(env or {})},
-                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-
-
-def one_error_line(proc: subprocess.CompletedProcess, code: str) -> str:
-    assert proc.returncode != 0, proc.stdout
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert code in lines[0]
-    return lines[0]
+from .helpers import one_error_line, scsql
 
 
 @pytest.fixture

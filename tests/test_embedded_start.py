@@ -13,7 +13,7 @@ import time
 import fasteners
 import pytest
 
-from .test_cli import one_error_line, scsql
+from .helpers import one_error_line, scsql
 
 N = 4
 

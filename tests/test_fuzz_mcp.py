@@ -40,7 +40,7 @@ from mcp.shared.exceptions import MCPError
 
 from scsql.verify import verify
 
-from .test_mcp import mcp_env
+from .helpers import mcp_env
 
 CALL_TIMEOUT = 60.0
 BIG = 5 * 1024 * 1024  # a 5 MB string, once per tool

@@ -237,7 +237,7 @@ PLAUSIBLE: dict[str, list[Any]] = {
     "p_value": ["use tabs"], "p_importance": [3], "p_path": ["src/a.py", "notes/a.md"],
     "p_content": ["def verifyChain():\n    return True\n"], "p_trust": ["internal", "external", None],
     "p_tier": ["standard"], "p_spans": [None], "p_meta": [None, {"lang": "python"}],
-    "p_manifest": [{"files": []}], "p_chunk_hash": ["0" * 64], "p_k": [5], "p_mode": ["hybrid", "bm25"],
+    "p_chunk_hash": ["0" * 64], "p_k": [5], "p_mode": ["hybrid", "bm25"],
     "p_rrf_k": [60.0], "p_bm25_weight": [1.0], "p_vector_weight": [1.0], "p_k1": [1.2], "p_b": [0.75],
     "p_depth": [None, 40], "p_retry": [True], "p_requeue": [True], "p_since": [dt.datetime(2020, 1, 1, tzinfo=dt.UTC)],
     "p_run_after": [None], "p_input_tokens": [10], "p_output_tokens": [20], "p_latency_ms": [5],
@@ -583,9 +583,9 @@ def report(server, template, tmp_path_factory) -> Iterator[Report]:
 def _fresh_db(server, template, tmp_path_factory) -> Iterator[ScsqlDb]:
     """A migrated database of its own, like the scsql_db fixture, for a whole module."""
     from scsql.signing import Keystore
-    from tests.conftest import _counter
+    from tests.helpers import serial
 
-    name = f"{SESSION}_{next(_counter)}"
+    name = f"{SESSION}_{next(serial)}"
     janitor = server.janitor(name, template=template)
     janitor.init()
     Migrator(server.conninfo(name)).bootstrap()

@@ -23,7 +23,7 @@ from scsql.cmd_audit import export_learnings
 from scsql.migrate import LOCK_KEY, Migrator
 from scsql.registry import Api
 
-from .test_queue_support import claim, enqueue
+from .helpers import claim, enqueue
 
 BOUND = 15.0
 

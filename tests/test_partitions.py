@@ -26,17 +26,12 @@ from scsql.signing import Keystore
 from scsql.verify import verify
 
 from .conftest import ScsqlDb
-from .helpers import SESSION, allow_old_rows, auditor_key, backdate_keys, old_day, partition_of, write_at
+from .helpers import SESSION, allow_old_rows, auditor_key, backdate_keys, old_day, partition_of, table_exists, write_at
 
 
 def _retention(db: ScsqlDb, keep: str | None, table: str = "scsql.tool_calls") -> None:
     with db.connect() as conn:
         conn.execute("select scsql.set_partition_retention(%s, %s::interval)", (table, keep))
-
-
-def _exists(db: ScsqlDb, table: str) -> bool:
-    with db.connect() as conn:
-        return conn.execute("select to_regclass(%s) is not null as ok", (table,)).fetchone()["ok"]
 
 
 def _retention_refuses_then_drops(db: ScsqlDb, agent, old_partition_day: dt.datetime) -> None:
@@ -47,13 +42,13 @@ def _retention_refuses_then_drops(db: ScsqlDb, agent, old_partition_day: dt.date
         with pytest.raises(psycopg.Error) as err:
             conn.execute("select scsql._retire_partition(%s::regclass)", (old,))
         assert err.value.sqlstate == "SC120" and "seq 2" in err.value.diag.message_primary
-    assert _exists(db, old)
+    assert table_exists(db, old)
     key = auditor_key(db)
     record_checkpoints(db.admin, key)  # covers seq 1..3
     Api(agent).call("record_tool_call", tool="new-2")  # seq 4, after the checkpoint
     with db.connect() as conn:
         conn.execute("select scsql._retire_partition(%s::regclass)", (old,))
-    assert not _exists(db, old)
+    assert not table_exists(db, old)
     report = verify(db.admin, workers=1, progress=False)
     assert report.ok, report.breaks
     assert report.rows == 2  # seq 3 and 4: the rows still present
@@ -160,7 +155,7 @@ def test_retention_and_a_write_into_the_partition_do_not_race(scsql_db):
         assert waiting[0]["rel"] in ("scsql.tool_calls", old)
     retention.join(30)
     assert outcome["result"] == "SC120"  # the row written meanwhile is not covered
-    assert _exists(db, old)
+    assert table_exists(db, old)
     assert verify(db.admin, workers=1, progress=False).ok
     # A snapshot older than the lock would miss such rows: retention runs only in READ COMMITTED.
     record_checkpoints(db.admin, auditor_key(db), progress=False)
@@ -172,7 +167,7 @@ def test_retention_and_a_write_into_the_partition_do_not_race(scsql_db):
         conn.rollback()
         conn.execute("select scsql._retire_partition(%s::regclass)", (old,))
         conn.commit()
-    assert not _exists(db, old)
+    assert not table_exists(db, old)
     assert verify(db.admin, workers=1, progress=False).ok
 
 

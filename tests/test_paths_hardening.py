@@ -31,7 +31,7 @@ from scsql.config import role_for
 from scsql.errors import ScsqlError
 from scsql.registry import Api
 
-from .test_queue_support import admin_rows, enqueue, login, one, rows
+from .helpers import admin_rows, enqueue, login, one, rows
 
 REPO = Path(__file__).resolve().parent.parent
 
