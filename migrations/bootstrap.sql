@@ -156,3 +156,24 @@ exception when insufficient_privilege then
     hint = 'Run scsql migrate as a superuser; otherwise any agent can hold the lock scsql migrate waits on.';
 end
 $$;
+
+-- Nor may anyone but superusers create large objects in this database: they
+-- are a store outside row-level security, quotas and the audit trail, which
+-- one agent could fill and share with another project's agent. scsql uses
+-- none. Needs a superuser, like the advisory locks above.
+do $$
+declare
+  f regprocedure;
+begin
+  for f in select p.oid::regprocedure from pg_catalog.pg_proc p
+           where p.pronamespace = 'pg_catalog'::regnamespace
+             and p.proname in ('lo_creat', 'lo_create', 'lo_from_bytea', 'lo_import') loop
+    execute format('revoke execute on function %s from public', f);
+  end loop;
+exception when insufficient_privilege then
+  raise warning using
+    message = format('could not revoke EXECUTE on the large object functions from PUBLIC in database %I: %s',
+                     current_database(), sqlerrm),
+    hint = 'Run scsql migrate as a superuser; otherwise agents can store large objects outside row-level security.';
+end
+$$;

@@ -175,14 +175,24 @@ class JsonValue:
     """A jsonb value as read or sent; ``JsonValue(None)`` is JSON null, unlike SQL NULL."""
 
     value: Any
+    # PostgreSQL's own text of a value Python cannot hold (nested past Python's
+    # recursion limit, an integer past its digit limit). That text is already
+    # the canonical encoding, so such a row still encodes, and verifies or
+    # breaks on its own: one row can never stop the verification of the rest.
+    text: str | None = None
 
     @classmethod
     def parse(cls, text: str | bytes) -> JsonValue:
-        return cls(json.loads(text, parse_float=Decimal))
+        try:
+            return cls(json.loads(text, parse_float=Decimal))
+        except (RecursionError, ValueError):
+            return cls(None, bytes(text).decode("utf-8") if not isinstance(text, str) else text)
 
 
 def _enc_jsonb(v: Any) -> bytes:
     if isinstance(v, JsonValue):
+        if v.text is not None:
+            return field(b"j", v.text.encode("utf-8"))
         v = v.value
     return field(b"j", jsonb_text(v).encode("utf-8"))
 

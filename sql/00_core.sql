@@ -203,6 +203,31 @@ $$;
 comment on function scsql._require(boolean, text) is
   'Private. Raises SC010 invalid_argument with the given message unless the condition is true (NULL counts as false).';
 
+create or replace function scsql._jsonb_depth(p_value jsonb, p_limit integer default 64)
+returns integer
+language sql
+immutable parallel safe
+as $$
+  -- Walks at most p_limit + 1 levels, so a value nested thousands deep
+  -- costs no more than one nested just too deep.
+  with recursive t(v, d) as (
+    select p_value, 1
+    union all
+    select c.v, t.d + 1
+    from t cross join lateral (
+      select e.value as v from pg_catalog.jsonb_array_elements(
+        case when pg_catalog.jsonb_typeof(t.v) = 'array' then t.v end) e
+      union all
+      select e.value from pg_catalog.jsonb_each(
+        case when pg_catalog.jsonb_typeof(t.v) = 'object' then t.v end) e
+    ) c
+    where t.d <= p_limit
+  )
+  select max(d) from t
+$$;
+comment on function scsql._jsonb_depth(jsonb, integer) is
+  'Private. How deep a JSON value nests (a scalar is 1, [1] is 2), counted up to LIMIT + 1 at most. Write paths refuse values deeper than 64 levels: every client, the verifier included, must be able to read back what is stored.';
+
 create or replace function scsql._check_name(p_kind text, p_value text, p_pattern text, p_rule text)
 returns void
 language plpgsql
@@ -395,7 +420,8 @@ begin
   execute format('create role %I login', v_role);
   perform scsql._join_agent_group(v_role);
   execute format('grant %I to scsql_app', v_role);
-  execute format('comment on role %I is %L', v_role, format('scsql agent %s of project %s', p_name, p_project));
+  -- Role comments are readable by every role of the cluster: name no project.
+  execute format('comment on role %I is %L', v_role, format('scsql agent %s', p_name));
 
   return query select v_agent, v_role, 1;
 end

@@ -736,8 +736,9 @@ begin
     raise exception using errcode = 'SC215', message = format('text of %s holds a PEM private key block; nothing was indexed', p_path),
       hint = 'Private keys never belong in the knowledge base, which every agent of the project can search. Remove the key (a public key or the marker alone is fine).';
   end if;
-  if p_meta is not null and (jsonb_typeof(p_meta) <> 'object' or octet_length(p_meta::text) > 10000) then
-    raise exception using errcode = 'SC010', message = 'meta must be a JSON object of at most 10,000 bytes';
+  if p_meta is not null and (jsonb_typeof(p_meta) <> 'object' or octet_length(p_meta::text) > 10000
+                             or scsql._jsonb_depth(p_meta) > 64) then
+    raise exception using errcode = 'SC010', message = 'meta must be a JSON object of at most 10,000 bytes, nested at most 64 levels';
   end if;
   select * into v_r from scsql._index_source(v_project, p_path, p_content, p_kind, v_trust, p_tier, p_spans,
     coalesce(p_meta, '{}'), case when p_tier = 'session' then now() + interval '365 days' end);
@@ -1193,7 +1194,9 @@ declare
   v_done integer;
   -- Postings the essential terms may have together (setting
   -- scsql.bm25_prune_postings; 0 turns pruning off).
-  v_budget integer := coalesce(nullif(current_setting('scsql.bm25_prune_postings', true), '')::integer, 20000);
+  -- Any session may set it: a value that is not a count is ignored, not an error.
+  v_budget integer := case when current_setting('scsql.bm25_prune_postings', true) ~ '^\s*[0-9]{1,9}\s*$'
+                           then current_setting('scsql.bm25_prune_postings', true)::integer else 20000 end;
   v_cap integer;
   -- A lower bound of the depth-th best score (the best theta seen), each
   -- term's upper bound, and the terms every chunk of the result must hold.

@@ -471,6 +471,7 @@ begin
   end if;
   perform scsql._require(p_payload is not null, 'payload must be a JSON value (use {} for none)');
   perform scsql._require(pg_catalog.octet_length(p_payload::text) <= 1048576, 'payload is larger than 1 MiB');
+  perform scsql._require(scsql._jsonb_depth(p_payload) <= 64, 'payload nests deeper than 64 levels');
   perform scsql._require(p_priority is not null and p_priority between -1000000 and 1000000,
     'priority must be between -1000000 and 1000000 (higher runs first)');
   perform scsql._require(p_complexity is null or p_complexity between 1 and 5, 'complexity must be 1 (trivial) to 5 (very large)');
@@ -643,6 +644,7 @@ declare
 begin
   perform scsql._require(p_task is not null and p_token is not null, 'task and token are required');
   perform scsql._require(p_result is null or pg_catalog.octet_length(p_result::text) <= 1048576, 'result is larger than 1 MiB');
+  perform scsql._require(p_result is null or scsql._jsonb_depth(p_result) <= 64, 'result nests deeper than 64 levels');
   with d as (
     delete from scsql.tasks t
     where t.project_id = v_me.project_id and t.task_id = p_task

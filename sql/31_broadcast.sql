@@ -124,6 +124,7 @@ begin
   end if;
   perform scsql._require(p_payload is not null, 'payload must be a JSON value (use {} for none)');
   perform scsql._require(pg_catalog.octet_length(p_payload::text) <= 65536, 'payload is larger than 64 KiB');
+  perform scsql._require(scsql._jsonb_depth(p_payload) <= 64, 'payload nests deeper than 64 levels');
   if p_task is not null
      and not exists (select from scsql.tasks t where t.project_id = v_me.project_id and t.task_id = p_task)
      and not exists (select from scsql.tasks_archive t where t.project_id = v_me.project_id and t.task_id = p_task) then

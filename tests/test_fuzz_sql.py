@@ -55,15 +55,13 @@ TIMEOUT = "5s"  # statement_timeout of every call; reaching it is a failure
 # Arguments whose meaning is to wait: pinned to 0 so no call waits on purpose.
 WAIT_ARGS = {"p_wait_seconds"}
 
-# Failures that are reported but not counted here (test_functions_changed_in_parallel
-# lists them). Private functions (scsql._*) are not API: their callers check
+# Failures that are reported but not counted. Private functions (scsql._*) are not API: their callers check
 # the arguments, and agents are not to execute them (DESIGN rule 7). The ones
 # policies and search evaluate as the caller stay executable under public
 # names in schema scsql_caller, so their failures count: _bm25 and _search
 # check their arguments, _terms see SLOW_BY_NATURE.
 CALLER_HELPERS = {"_bm25", "_search", "_terms", "_tokens", "_published_text", "_index_scope",
                   "_me", "_my_project", "_my_agent_id", "_readable_projects", "_confidential_authors", "_api"}
-SEARCH_WEIGHTS = {"p_rrf_k", "p_bm25_weight", "p_vector_weight", "p_k1", "p_b"}
 # Pure computation whose cost grows with its input (5 MB of text): bounded by
 # the callers that take text from agents, not by the function itself.
 SLOW_BY_NATURE = {"_terms", "terms"}
@@ -74,11 +72,6 @@ def _parallel(c: Call) -> str | None:
     name = c.fn.name
     if name.startswith("_") and c.fn.qualified.startswith("scsql.") and name not in CALLER_HELPERS:
         return "private function: its callers check its arguments"
-    if name in {"search", "search_global", "_search", "search_projects"} and any(
-            n in SEARCH_WEIGHTS and lbl != "ok" for n, lbl in zip(c.fn.arg_names, c.labels)):
-        return "search weights out of range (NaN, infinite, denormal)"
-    if name in {"embed_claim", "embed_store"}:
-        return "embedding claim and store"
     if name in SLOW_BY_NATURE and c.sqlstate == "57014":
         return "BM25 terms of a 5 MB text take longer than the timeout"
     return None
@@ -663,12 +656,6 @@ def test_chained_rows_are_what_the_chain_heads_count_and_verify(report: Report):
     rows, heads = report.chain_rows
     assert rows == heads
     assert report.verify == []
-
-
-@pytest.mark.xfail(reason="fixed in parallel", strict=False)
-def test_functions_changed_in_parallel(report: Report):
-    bad = [c for c in report.bad_codes() if _parallel(c) is not None]
-    assert not bad, _summary(bad) + "\n" + "\n".join(sorted({f"{c.fn.name}: {_parallel(c)}" for c in bad}))
 
 
 @pytest.mark.slow

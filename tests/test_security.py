@@ -91,3 +91,68 @@ def test_every_security_definer_function_resists_temporary_shadowing(attacker):
             except psycopg.Error:
                 pass
         assert _ran_as(conn) <= {role_for(agent.name)}
+
+
+DEEP = "[" * 2000 + "]" * 2000
+
+
+def test_values_nested_too_deep_for_a_client_are_refused_where_they_enter(attacker):
+    """A payload nested 2,000 deep is valid jsonb, but no client (the verifier
+    included) could read it back: every write path refuses it."""
+    db, agent = attacker
+    orch = db.agent("boss", db.project(), "orchestrator")
+    with psycopg.connect(db.login(orch.name), autocommit=True) as conn:
+        with pytest.raises(psycopg.Error) as err:
+            conn.execute("select scsql.enqueue_task('developer', %s::jsonb)", (DEEP,))
+        assert err.value.sqlstate == "SC010" and "64 levels" in str(err.value)
+        task = conn.execute("select task_id from scsql.enqueue_task('developer', %s::jsonb)",
+                            ('{"a": [[1]]}',)).fetchone()[0]
+    assert task
+    with psycopg.connect(db.login(agent.name), autocommit=True) as conn:
+        with pytest.raises(psycopg.Error) as err:
+            conn.execute("select * from scsql.index_text('notes/a.md', 'text', p_meta => %s::jsonb)",
+                         ('{"m": ' + DEEP + "}",))
+        assert err.value.sqlstate == "SC010"
+
+
+def test_the_verifier_encodes_values_python_cannot_parse(scsql_db):
+    """A row holding jsonb Python cannot parse (nested past its recursion
+    limit, an integer past its digit limit: a superuser could plant one) is
+    encoded from PostgreSQL's own text, exactly as the database encodes it,
+    so it verifies or breaks on its own and never stops verification."""
+    from psycopg.types.json import set_json_loads
+
+    from scsql import chain
+
+    huge = "1" * 5000
+    with scsql_db.connect() as conn:
+        set_json_loads(chain.JsonValue.parse, conn)
+        for text in (DEEP, '{"n": ' + huge + "}", '{"a": [1, 2.50, "x"]}'):
+            row = conn.execute("select %s::jsonb as v, scsql._enc_jsonb(%s::jsonb) as e", (text, text)).fetchone()
+            assert chain.encode("jsonb", row["v"]) == bytes(row["e"]), text[:20]
+
+
+def test_agents_may_not_create_large_objects(attacker):
+    """Large objects live outside row-level security and the audit trail."""
+    db, agent = attacker
+    with psycopg.connect(db.login(agent.name), autocommit=True) as conn:
+        for call in ("select lo_from_bytea(0, 'loot')", "select lo_create(0)", "select lo_creat(-1)"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(call)
+
+
+def test_role_comments_name_no_project(attacker):
+    """Every role of the cluster reads role comments; RLS hides projects."""
+    db, agent = attacker
+    with psycopg.connect(db.login(agent.name), autocommit=True) as conn:
+        comment = conn.execute("select shobj_description(oid, 'pg_authid') from pg_roles where rolname = %s",
+                               (role_for(agent.name),)).fetchone()[0]
+    project = agent.whoami()["project"]
+    assert comment and project not in comment
+
+
+def test_a_session_setting_never_breaks_search(attacker):
+    db, agent = attacker
+    with psycopg.connect(db.login(agent.name), autocommit=True) as conn:
+        conn.execute("set scsql.bm25_prune_postings = 'many'")
+        conn.execute("select * from scsql.search('anything')").fetchall()
