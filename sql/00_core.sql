@@ -438,7 +438,10 @@ as $$
 declare
   v_agent scsql.agents;
 begin
-  select * into v_agent from scsql.agents where name = p_name for update;
+  -- FOR NO KEY UPDATE: it does not wait for the key-share locks an agent's own
+  -- open transaction holds on its row (every write it made references it), so
+  -- no agent can hold off its own revocation or key rotation.
+  select * into v_agent from scsql.agents where name = p_name for no key update;
   if not found then
     raise exception using errcode = 'SC003', message = format('agent "%s" does not exist', p_name);
   end if;
@@ -464,7 +467,10 @@ declare
   v_agent scsql.agents;
   v_key integer;
 begin
-  select * into v_agent from scsql.agents where name = p_name for update;
+  -- FOR NO KEY UPDATE: it does not wait for the key-share locks an agent's own
+  -- open transaction holds on its row (every write it made references it), so
+  -- no agent can hold off its own revocation or key rotation.
+  select * into v_agent from scsql.agents where name = p_name for no key update;
   if not found then
     raise exception using errcode = 'SC003', message = format('agent "%s" does not exist', p_name);
   end if;

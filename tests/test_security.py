@@ -156,3 +156,25 @@ def test_a_session_setting_never_breaks_search(attacker):
     with psycopg.connect(db.login(agent.name), autocommit=True) as conn:
         conn.execute("set scsql.bm25_prune_postings = 'many'")
         conn.execute("select * from scsql.search('anything')").fetchall()
+
+
+def test_an_agent_cannot_hold_off_its_own_revocation_or_key_rotation(attacker):
+    """An agent that keeps a write transaction open holds key-share locks on
+    its own agents row; revoking it or rotating its key must not wait on them."""
+    from scsql.signing import generate, public_bytes
+
+    db, agent = attacker
+    with psycopg.connect(db.login(agent.name)) as conn:
+        conn.execute("select scsql.remember('held', 'open transaction')")
+        held = conn.execute("select count(*) from pg_locks where pid = pg_backend_pid() "
+                            "and relation = 'scsql.agents'::regclass").fetchone()[0]
+        assert held  # the open transaction really holds a lock on scsql.agents
+        with db.connect() as admin:
+            admin.execute("set statement_timeout = '10s'")
+            admin.execute("select scsql.rotate_agent_key(%s, %s)", (agent.name, public_bytes(generate())))
+            admin.execute("select scsql.revoke_agent(%s)", (agent.name,))
+            admin.commit()
+        conn.rollback()
+        with pytest.raises(psycopg.Error) as err:
+            conn.execute("select scsql.remember('after', 'revocation')")
+        assert err.value.sqlstate == "SC002"
