@@ -77,7 +77,7 @@ import json
 import multiprocessing as mp
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -385,6 +385,318 @@ class _PartResult:
     prefixes: dict[int, CheckpointHead] = field(default_factory=dict)
 
 
+class _ChainRow(NamedTuple):
+    """A row of scsql.chains as verification reads it."""
+
+    chain_id: int
+    agent_id: int
+    head_seq: int
+    head_hash: bytes
+    horizon_seq: int
+    horizon_hash: bytes
+    project_id: int
+
+
+class _TableSpec(NamedTuple):
+    """How to encode the rows of one chained table: its stamped and signed fields."""
+
+    ti: int
+    table: str
+    stamped: list[Callable[[Any], bytes]]
+    signed: list[Callable[[Any], bytes]]
+    n_stamped: int
+
+
+class _PartVerifier:
+    """Verifies the chains with lo <= chain_id <= hi over one connection: the
+    catalogue read once, then the rows chain by chain (one method a check),
+    then each chain's end against its head and its checkpoints."""
+
+    def __init__(self, conn: psycopg.Connection, lo: int, hi: int, facts: dict[int, ChainFacts],
+                 key_override: dict[str, bytes] | None, starts: dict[int, tuple[int, bytes]],
+                 full: bool, collect: bool) -> None:
+        self.conn, self.lo, self.hi = conn, lo, hi
+        self.facts, self.starts, self.full, self.collect = facts, starts, full, collect
+        self.breaks: list[Break] = []
+        self.heads: dict[int, CheckpointHead] = {}
+        self.state: dict[int, _Chain] = {}
+        self.rows = self.signatures = 0
+        self.prefix_cache: dict[tuple[int, int, int], bytes] = {}
+        self.agents = {a: (name, project) for a, name, project in
+                       conn.execute("select agent_id, name, project_id from scsql.agents").fetchall()}
+        self.names = {a: v[0] for a, v in self.agents.items()}
+        self.keys = _Keys.load(conn, key_override, self.names).keys
+        self.chains = {r.chain_id: r for r in map(_ChainRow._make, conn.execute(
+            "select chain_id, agent_id, head_seq, head_hash, horizon_seq, horizon_hash, project_id "
+            "from scsql.chains where chain_id between %s and %s", (lo, hi)).fetchall())}
+        self.parts = dict(conn.execute("select relid, part from scsql._chain_partitions()").fetchall())
+        self.existing = set(self.parts.values())
+        # Partitions retention retired: part -> None when its record holds up, else why it does not.
+        self.retirements: dict[str, str | None] = {}
+        for part, ok, why in conn.execute("select part, ok, detail from scsql.partition_retirements()").fetchall():
+            if ok or part not in self.retirements:
+                self.retirements[part] = None if ok else why
+        fields: dict[str, tuple[list[str], list[str]]] = {}
+        for table, part_name, _ord, _col, kind in conn.execute("select * from scsql._chain_fields()").fetchall():
+            stamped, signed = fields.setdefault(table, ([], []))
+            (stamped if part_name == "stamped" else signed).append(kind)
+        self.tables = sorted(fields)
+        self.specs = [_TableSpec(ti, t, [enc.ENCODERS[k] for k in fields[t][0]],
+                                 [enc.ENCODERS[k] for k in fields[t][1]], len(fields[t][0]))
+                      for ti, t in enumerate(self.tables)]
+
+    def fail(self, st: _Chain, chain_id: int, seq: int, kind: str, detail: str, table: str | None = None) -> bool:
+        _fail(self.breaks, st, chain_id, seq, kind, detail, table)
+        return False
+
+    # -- a chain's own checks ------------------------------------------------
+
+    def _identity_problem(self, c: _ChainRow, f: ChainFacts) -> tuple[int, str, str] | None:
+        agent = self.agents.get(c.agent_id)
+        if agent is None or agent[1] != c.project_id:
+            return (0, "chain-identity", f"the chain is in project {c.project_id} but its agent "
+                    f"{self.names.get(c.agent_id, c.agent_id)} "
+                    + ("does not exist" if agent is None else f"belongs to project {agent[1]}"))
+        for project_id, agent_id, source in f.identity:
+            if project_id != c.project_id or (agent_id is not None and agent_id != c.agent_id):
+                return (0, "chain-identity", f"{source} recorded the chain in project {project_id} for "
+                        f"agent {agent_id if agent_id is not None else '?'}; it is now in project {c.project_id} "
+                        f"for agent {c.agent_id}")
+        return None
+
+    def open_chain(self, chain_id: int) -> _Chain:
+        """The state of a chain known to scsql.chains, after its chain-level checks."""
+        c, f = self.chains[chain_id], self.facts.get(chain_id, _NO_FACTS)
+        st = _Chain()
+        st.enc_id = enc._enc_int(chain_id)
+        st.agent, st.project = c.agent_id, c.project_id
+        st.sig_to = 0 if self.full else f.verified
+        st.exp = f.expected or None
+        legacy, legacy_hash = 0, None
+        problem = self._identity_problem(c, f)
+        if problem is None and c.horizon_seq > 0:
+            # A horizon left by retention of earlier versions: trusted only at a signed head.
+            if (c.horizon_seq, bytes(c.horizon_hash)) in f.anchors:
+                legacy, legacy_hash = c.horizon_seq, bytes(c.horizon_hash)
+            else:
+                problem = (c.horizon_seq, "horizon-unanchored",
+                           f"the chain's horizon (seq {c.horizon_seq}) is not the head of any valid checkpoint")
+        st.legacy = legacy
+        st.gaps = _Gaps(f, self.existing, legacy, legacy_hash, self.retirements, chain_id)
+        start = self.starts.get(chain_id)
+        if start is not None:
+            st.start, st.start_hash, st.start_pending = start[0], start[1], True
+            st.next, st.prev = start[0] + 1, start[1]
+        if self.collect:
+            st.covered = f.covered
+        if problem is not None:
+            self.fail(st, chain_id, *problem)
+        return st
+
+    # -- the rows ----------------------------------------------------------------
+
+    def scan(self) -> None:
+        unreported = 0
+        last: _Chain | None = None
+        streams = [_scan(self.conn, t, ti, self.lo, self.hi) for ti, t in enumerate(self.tables)]
+        for chain_id, seq, ti, r in heapq.merge(*streams, key=itemgetter(0, 1)):
+            self.rows += 1
+            unreported += 1
+            if unreported >= 5000:
+                _report_progress(unreported)
+                unreported = 0
+            st = self.state.get(chain_id)
+            if st is None:
+                if last is not None:
+                    last.signed = None  # rows come chain by chain: the previous chain is done
+                st = self.state[chain_id] = self._first_row_of(chain_id, seq)
+                last = st
+            if not st.broken:
+                self.row(st, chain_id, seq, self.specs[ti], r)
+        _report_progress(unreported)
+
+    def _first_row_of(self, chain_id: int, seq: int) -> _Chain:
+        if chain_id in self.chains:
+            return self.open_chain(chain_id)
+        st = _Chain()
+        self.fail(st, chain_id, seq, "chain-unknown", "rows name a chain with no head row")
+        return st
+
+    def row(self, st: _Chain, chain_id: int, seq: int, spec: _TableSpec, r: tuple) -> None:
+        """One row. r: chain_id, seq, at, key_id, author_id, prev_hash, row_hash,
+        signature, project_id, partition, stamped..., signed..."""
+        at_start = self.place(st, chain_id, seq, spec.table, r)
+        if at_start is None:
+            return
+        if not at_start and st.prev is not None and not hmac.compare_digest(r[5], st.prev):
+            self.fail(st, chain_id, seq, "prev-mismatch", "prev_hash is not the previous row's row_hash", spec.table)
+            return
+        if not self.content(st, chain_id, seq, spec, r):
+            return
+        if at_start:
+            st.start_pending = False
+            return
+        if st.exp is not None and not self.as_checkpointed(st, chain_id, seq, spec.table, r[6]):
+            return
+        st.next, st.prev = seq + 1, r[6]
+        if seq > st.covered >= 0:
+            self.extend_segment(st, seq, r[6], self.parts.get(r[9], ""))
+
+    def place(self, st: _Chain, chain_id: int, seq: int, table: str, r: tuple) -> bool | None:
+        """Where the row stands in its chain: None when it is skipped or broke the
+        chain, True when it is the row the starting checkpoint names, else False."""
+        gaps = st.gaps
+        if gaps.gone_firsts and seq >= st.start and gaps.retired(seq):
+            # Retention dropped this row's partition, a checkpoint says: a row here was put back or moved.
+            return self.fail(st, chain_id, seq, "retired-row-present",
+                             "a checkpoint segment places this row in a partition that no longer exists", table) or None
+        if seq == st.next:
+            return False
+        if seq < st.next:
+            if seq < st.start:
+                return None  # before the starting checkpoint
+            if not (seq == st.start and st.start_pending):
+                return self.fail(st, chain_id, seq, "fork", f"two rows have seq {seq}", table) or None
+            # The row the start point names: it must be that row, unaltered.
+            if not hmac.compare_digest(r[6], st.start_hash):
+                return self.fail(st, chain_id, seq, "checkpoint-mismatch",
+                                 "the row differs from the one the starting checkpoint signed", table) or None
+            return True
+        problem, prev, legacy_used = gaps.gap(st.next, seq - 1)
+        if problem is not None:
+            if problem[0] == "partition-dropped":
+                return self.fail(st, chain_id, problem[2], problem[0], problem[1]) or None
+            return self.fail(st, chain_id, seq, problem[0],
+                             f"expected seq {st.next}, found {seq}: rows are missing ({problem[1]})", table) or None
+        st.prev = prev  # None: the horizon of earlier versions left nothing to link to
+        if legacy_used:
+            st.legacy_gap_end = seq - 1
+        return False
+
+    def content(self, st: _Chain, chain_id: int, seq: int, spec: _TableSpec, r: tuple) -> bool:
+        """The row's hash, author, project, key, signature, and that it is no replay."""
+        at, key_id, author_id, prev_hash, row_hash, signature = r[2], r[3], r[4], r[5], r[6], r[7]
+        table, n = spec.table, spec.n_stamped
+        signed_payload = self._prefix(spec.ti, table, author_id, key_id) + enc._enc_ts(at) + b"".join(
+            [enc.NULL if v is None else f(v) for f, v in zip(spec.signed, r[10 + n:])])
+        digest = hashlib.sha256(prev_hash)
+        digest.update(st.enc_id)
+        digest.update(enc._enc_int(seq))
+        digest.update(b"".join([enc.NULL if v is None else f(v) for f, v in zip(spec.stamped, r[10:10 + n])]))
+        digest.update(signed_payload)
+        digest.update(signature)
+        name = self.names.get(author_id, author_id)
+        if not hmac.compare_digest(digest.digest(), row_hash):
+            return self.fail(st, chain_id, seq, "hash-mismatch", "row_hash does not match the row's content", table)
+        if author_id != st.agent:
+            return self.fail(st, chain_id, seq, "wrong-author", f"row names author {name} in the chain of "
+                             f"{self.names.get(st.agent, st.agent)}", table)
+        if r[8] != st.project:
+            return self.fail(st, chain_id, seq, "wrong-project",
+                             f"the row is in project {r[8]}, its chain in project {st.project}", table)
+        k = self.keys.get((author_id, key_id))
+        if k is None or at < k[1] or (k[2] is not None and at >= k[2]):
+            return self.fail(st, chain_id, seq, "wrong-key",
+                             f"key {key_id} of {name} was not valid at {at.isoformat()}", table)
+        if seq > st.sig_to or seq <= st.legacy:
+            self.signatures += 1
+            try:
+                nacl.bindings.crypto_sign_open(signature + signed_payload, k[0])
+            except (nacl.exceptions.BadSignatureError, ValueError):
+                return self.fail(st, chain_id, seq, "signature",
+                                 f"signature does not verify with key {key_id} of {name}", table)
+        # A signature seen before in this chain is the same signed write stored twice.
+        sig_hash = hash(signature)
+        if sig_hash in st.signed:
+            orig = _replayed(self.conn, table, chain_id, seq, signature)
+            if orig is not None:
+                return self.fail(st, chain_id, seq, "replay",
+                                 f"the row repeats seq {orig}: the same signed write, stored twice", table)
+        st.signed.add(sig_hash)
+        return True
+
+    def _prefix(self, ti: int, table: str, author_id: int, key_id: int) -> bytes:
+        key = (ti, author_id, key_id)
+        prefix = self.prefix_cache.get(key)
+        if prefix is None:
+            prefix = self.prefix_cache[key] = (enc._enc_text(enc.FORMAT) + enc._enc_text(table)
+                                               + enc._enc_text(self.names.get(author_id, "")) + enc._enc_int(key_id))
+        return prefix
+
+    def as_checkpointed(self, st: _Chain, chain_id: int, seq: int, table: str, row_hash: bytes) -> bool:
+        exp = st.exp.get(seq)
+        bad = next((source for h, source in exp if not hmac.compare_digest(row_hash, h)), None) if exp else None
+        if bad is not None:
+            return self.fail(st, chain_id, seq, "checkpoint-mismatch",
+                             f"row_hash differs from the one signed in {bad}", table)
+        return True
+
+    @staticmethod
+    def extend_segment(st: _Chain, seq: int, row_hash: bytes, part: str) -> None:
+        sg = st.seg
+        if sg is not None and sg[3] == part and sg[1] == seq - 1:
+            sg[1], sg[2] = seq, row_hash
+            return
+        if sg is not None:
+            st.segs.append(tuple(sg))
+        st.seg = [seq, seq, row_hash, part]
+
+    # -- the ends ----------------------------------------------------------------
+
+    def finish(self) -> None:
+        """Chain ends: the recorded head (possibly among retired rows), and every checkpointed head."""
+        for chain_id, c in self.chains.items():
+            st = self.state.get(chain_id)
+            if st is None:
+                st = self.state[chain_id] = self.open_chain(chain_id)
+            if not st.broken:
+                self.end(st, chain_id, c)
+
+    def end(self, st: _Chain, chain_id: int, c: _ChainRow) -> None:
+        head_seq, head_hash = c.head_seq, bytes(c.head_hash)
+        end, end_hash = st.next - 1, st.prev
+        if end < head_seq:
+            problem, h, legacy_used = st.gaps.gap(end + 1, head_seq)
+            if problem is None:
+                end, end_hash = head_seq, h
+                if legacy_used:
+                    # Retention of earlier versions retired the newest rows: nothing is
+                    # left to describe up to the head, the next segments start after it.
+                    st.legacy_gap_end = head_seq
+            elif problem[0] == "checkpoint-mismatch":
+                self.fail(st, chain_id, end + 1, *problem)
+                return
+            elif problem[0] == "partition-dropped":
+                self.fail(st, chain_id, problem[2], problem[0], problem[1])
+                return
+        newest = self.facts.get(chain_id, _NO_FACTS).newest
+        if newest is not None and newest[0] > end and newest[0] > st.start:
+            self.fail(st, chain_id, end + 1, "checkpoint-mismatch",
+                      f"{newest[1]} covers seq {newest[0]} but the chain ends at seq {end}")
+            return
+        if end != head_seq or end_hash is None or not hmac.compare_digest(end_hash, head_hash):
+            self.fail(st, chain_id, end + 1, "head-mismatch",
+                      f"the chain's head is seq {head_seq} but its rows end at seq {end}")
+            return
+        if self.collect and head_seq > 0:
+            if st.seg is not None:
+                st.segs.append(tuple(st.seg))
+            from_seq = max(st.covered, st.legacy_gap_end)
+            segments = tuple((last, h, part) for first, last, h, part in st.segs if first > from_seq)
+            self.heads[chain_id] = CheckpointHead(chain_id, head_seq, head_hash, c.agent_id, from_seq, segments,
+                                                  c.project_id)
+
+    def result(self) -> _PartResult:
+        prefixes: dict[int, CheckpointHead] = {}
+        if self.collect:
+            for chain_id, st in self.state.items():
+                if st.broken and chain_id in self.chains:
+                    prefix = _verified_prefix(st, chain_id, self.chains[chain_id])
+                    if prefix is not None:
+                        prefixes[chain_id] = prefix
+        return _PartResult(self.rows, len(self.state), self.breaks, self.signatures, self.heads, prefixes)
+
+
 def verify_part(conninfo: str, role: str | None, lo: int = MIN_ID, hi: int = MAX_ID,
                 facts: dict[int, ChainFacts] | None = None,
                 key_override: dict[str, bytes] | None = None,
@@ -397,264 +709,12 @@ def verify_part(conninfo: str, role: str | None, lo: int = MIN_ID, hi: int = MAX
     it are not checked). ``full``: check every signature. ``collect``: also
     return, per chain, the head and the segments after its newest format-3
     checkpoint (what the next checkpoint signs)."""
-    facts = facts or {}
-    starts = starts or {}
-    breaks: list[Break] = []
-    heads: dict[int, CheckpointHead] = {}
-    rows_done = signatures = 0
     with _connect(conninfo, role) as conn:
-        agents = {a: (name, project) for a, name, project in
-                  conn.execute("select agent_id, name, project_id from scsql.agents").fetchall()}
-        names = {a: v[0] for a, v in agents.items()}
-        keys = _Keys.load(conn, key_override, names).keys
-        chains = {
-            r[0]: r for r in conn.execute(
-                "select chain_id, agent_id, head_seq, head_hash, horizon_seq, horizon_hash, project_id "
-                "from scsql.chains where chain_id between %s and %s", (lo, hi)).fetchall()
-        }
-        parts = dict(conn.execute("select relid, part from scsql._chain_partitions()").fetchall())
-        existing = set(parts.values())
-        # Partitions retention retired: part -> None when its record holds up, else why it does not.
-        retirements: dict[str, str | None] = {}
-        for part, ok, why in conn.execute("select part, ok, detail from scsql.partition_retirements()").fetchall():
-            if ok or part not in retirements:
-                retirements[part] = None if ok else why
-        fields: dict[str, tuple[list[str], list[str]]] = {}
-        for table, part_name, _ord, _col, kind in conn.execute("select * from scsql._chain_fields()").fetchall():
-            stamped, signed = fields.setdefault(table, ([], []))
-            (stamped if part_name == "stamped" else signed).append(kind)
-        tables = sorted(fields)
-        specs = []
-        for t in tables:
-            stamped, signed = fields[t]
-            specs.append((t, [enc.ENCODERS[k] for k in stamped], [enc.ENCODERS[k] for k in signed], len(stamped)))
-
-        def open_chain(chain_id: int) -> _Chain:
-            """The state of a chain known to scsql.chains, after its chain-level checks."""
-            c = chains[chain_id]
-            f = facts.get(chain_id, _NO_FACTS)
-            st = _Chain()
-            st.enc_id = enc._enc_int(chain_id)
-            st.agent, st.project = c[1], c[6]
-            st.sig_to = 0 if full else f.verified
-            st.exp = f.expected or None
-            legacy, legacy_hash = 0, None
-            problem: tuple[int, str, str] | None = None
-            agent = agents.get(c[1])
-            if agent is None or agent[1] != c[6]:
-                problem = (0, "chain-identity", f"the chain is in project {c[6]} but its agent {names.get(c[1], c[1])} "
-                           + ("does not exist" if agent is None else f"belongs to project {agent[1]}"))
-            else:
-                for project_id, agent_id, source in f.identity:
-                    if project_id != c[6] or (agent_id is not None and agent_id != c[1]):
-                        problem = (0, "chain-identity", f"{source} recorded the chain in project {project_id} for "
-                                   f"agent {agent_id if agent_id is not None else '?'}; it is now in project {c[6]} "
-                                   f"for agent {c[1]}")
-                        break
-            if problem is None and c[4] > 0:
-                # A horizon left by retention of earlier versions: trusted only at a signed head.
-                if (c[4], bytes(c[5])) in f.anchors:
-                    legacy, legacy_hash = c[4], bytes(c[5])
-                else:
-                    problem = (c[4], "horizon-unanchored",
-                               f"the chain's horizon (seq {c[4]}) is not the head of any valid checkpoint")
-            st.legacy = legacy
-            st.gaps = _Gaps(f, existing, legacy, legacy_hash, retirements, chain_id)
-            start = starts.get(chain_id)
-            if start is not None:
-                st.start, st.start_hash, st.start_pending = start[0], start[1], True
-                st.next, st.prev = start[0] + 1, start[1]
-            if collect:
-                st.covered = f.covered
-            if problem is not None:
-                _fail(breaks, st, chain_id, *problem)
-            return st
-
-        enc_ts, enc_int, join, NULL, compare = enc._enc_ts, enc._enc_int, b"".join, enc.NULL, hmac.compare_digest
-        sha256, sign_open = hashlib.sha256, nacl.bindings.crypto_sign_open
-        prefix_cache: dict[tuple[int, int, int], bytes] = {}
-        state: dict[int, _Chain] = {}
-        unreported = 0
-        last: _Chain | None = None
-        streams = [_scan(conn, t, ti, lo, hi) for ti, t in enumerate(tables)]
-        for chain_id, seq, ti, r in heapq.merge(*streams, key=itemgetter(0, 1)):
-            rows_done += 1
-            unreported += 1
-            if unreported >= 5000:
-                _report_progress(unreported)
-                unreported = 0
-            st = state.get(chain_id)
-            if st is None:
-                if last is not None:
-                    last.signed = None  # rows come chain by chain: the previous chain is done
-                if chain_id in chains:
-                    st = state[chain_id] = open_chain(chain_id)
-                else:
-                    st = state[chain_id] = _Chain()
-                    _fail(breaks, st, chain_id, seq, "chain-unknown", "rows name a chain with no head row")
-                last = st
-            if st.broken:
-                continue
-            table, stamped_enc, signed_enc, n_stamped = specs[ti]
-            gaps = st.gaps
-            if gaps.gone_firsts and seq >= st.start and gaps.retired(seq):
-                # Retention dropped this row's partition, a checkpoint says: a row here was put back or moved.
-                _fail(breaks, st, chain_id, seq, "retired-row-present",
-                      "a checkpoint segment places this row in a partition that no longer exists", table)
-                continue
-            at_start = False
-            if seq != st.next:
-                if seq < st.next:
-                    if seq < st.start:
-                        continue  # before the starting checkpoint
-                    if seq == st.start and st.start_pending:
-                        # The row the start point names: it must be that row, unaltered.
-                        if not compare(r[6], st.start_hash):
-                            _fail(breaks, st, chain_id, seq, "checkpoint-mismatch",
-                                  "the row differs from the one the starting checkpoint signed", table)
-                            continue
-                        at_start = True
-                    else:
-                        _fail(breaks, st, chain_id, seq, "fork", f"two rows have seq {seq}", table)
-                        continue
-                else:
-                    problem, prev, legacy_used = gaps.gap(st.next, seq - 1)
-                    if problem is not None:
-                        if problem[0] == "partition-dropped":
-                            _fail(breaks, st, chain_id, problem[2], problem[0], problem[1])
-                        else:
-                            _fail(breaks, st, chain_id, seq, problem[0],
-                                  f"expected seq {st.next}, found {seq}: rows are missing ({problem[1]})", table)
-                        continue
-                    st.prev = prev  # None: the horizon of earlier versions left nothing to link to
-                    if legacy_used:
-                        st.legacy_gap_end = seq - 1
-            # r: chain_id, seq, at, key_id, author_id, prev_hash, row_hash, signature, project_id, partition,
-            #    stamped..., signed...
-            at, key_id, author_id, prev_hash, row_hash, signature = r[2], r[3], r[4], r[5], r[6], r[7]
-            if not at_start and st.prev is not None and not compare(prev_hash, st.prev):
-                _fail(breaks, st, chain_id, seq, "prev-mismatch", "prev_hash is not the previous row's row_hash", table)
-                continue
-            key = (ti, author_id, key_id)
-            prefix = prefix_cache.get(key)
-            if prefix is None:
-                prefix = (enc._enc_text(enc.FORMAT) + enc._enc_text(table)
-                          + enc._enc_text(names.get(author_id, "")) + enc._enc_int(key_id))
-                prefix_cache[key] = prefix
-            signed_payload = prefix + enc_ts(at) + join([NULL if v is None else f(v)
-                                                        for f, v in zip(signed_enc, r[10 + n_stamped:])])
-            stamped_bytes = join([NULL if v is None else f(v) for f, v in zip(stamped_enc, r[10:10 + n_stamped])])
-            digest = sha256(prev_hash)
-            digest.update(st.enc_id)
-            digest.update(enc_int(seq))
-            digest.update(stamped_bytes)
-            digest.update(signed_payload)
-            digest.update(signature)
-            if not compare(digest.digest(), row_hash):
-                _fail(breaks, st, chain_id, seq, "hash-mismatch", "row_hash does not match the row's content", table)
-                continue
-            if author_id != st.agent:
-                _fail(breaks, st, chain_id, seq, "wrong-author",
-                      f"row names author {names.get(author_id, author_id)} in the chain of "
-                      f"{names.get(st.agent, st.agent)}", table)
-                continue
-            if r[8] != st.project:
-                _fail(breaks, st, chain_id, seq, "wrong-project",
-                      f"the row is in project {r[8]}, its chain in project {st.project}", table)
-                continue
-            k = keys.get((author_id, key_id))
-            if k is None or at < k[1] or (k[2] is not None and at >= k[2]):
-                _fail(breaks, st, chain_id, seq, "wrong-key",
-                      f"key {key_id} of {names.get(author_id, author_id)} was not valid at {at.isoformat()}", table)
-                continue
-            if seq > st.sig_to or seq <= st.legacy:
-                signatures += 1
-                try:
-                    sign_open(signature + signed_payload, k[0])
-                except (nacl.exceptions.BadSignatureError, ValueError):
-                    _fail(breaks, st, chain_id, seq, "signature",
-                          f"signature does not verify with key {key_id} of {names.get(author_id, author_id)}", table)
-                    continue
-            # A signature seen before in this chain is the same signed write stored twice.
-            sig_hash = hash(signature)
-            if sig_hash in st.signed:
-                orig = _replayed(conn, table, chain_id, seq, signature)
-                if orig is not None:
-                    _fail(breaks, st, chain_id, seq, "replay",
-                          f"the row repeats seq {orig}: the same signed write, stored twice", table)
-                    continue
-            st.signed.add(sig_hash)
-            if at_start:
-                st.start_pending = False
-                continue
-            if st.exp is not None:
-                exp = st.exp.get(seq)
-                if exp is not None:
-                    bad = next((source for h, source in exp if not compare(row_hash, h)), None)
-                    if bad is not None:
-                        _fail(breaks, st, chain_id, seq, "checkpoint-mismatch",
-                              f"row_hash differs from the one signed in {bad}", table)
-                        continue
-            st.next = seq + 1
-            st.prev = row_hash
-            if seq > st.covered >= 0:
-                part = parts.get(r[9], "")
-                sg = st.seg
-                if sg is not None and sg[3] == part and sg[1] == seq - 1:
-                    sg[1], sg[2] = seq, row_hash
-                else:
-                    if sg is not None:
-                        st.segs.append(tuple(sg))
-                    st.seg = [seq, seq, row_hash, part]
-        _report_progress(unreported)
-
-        # Chain ends: the recorded head (possibly among retired rows), and every checkpointed head.
-        for chain_id, c in chains.items():
-            st = state.get(chain_id)
-            if st is None:
-                st = state[chain_id] = open_chain(chain_id)
-            if st.broken:
-                continue
-            head_seq, head_hash = c[2], bytes(c[3])
-            end, end_hash = st.next - 1, st.prev
-            if end < head_seq:
-                problem, h, legacy_used = st.gaps.gap(end + 1, head_seq)
-                if problem is None:
-                    end, end_hash = head_seq, h
-                    if legacy_used:
-                        # Retention of earlier versions retired the newest rows: nothing is
-                        # left to describe up to the head, the next segments start after it.
-                        st.legacy_gap_end = head_seq
-                elif problem[0] == "checkpoint-mismatch":
-                    _fail(breaks, st, chain_id, end + 1, *problem)
-                    continue
-                elif problem[0] == "partition-dropped":
-                    _fail(breaks, st, chain_id, problem[2], problem[0], problem[1])
-                    continue
-            newest = facts.get(chain_id, _NO_FACTS).newest
-            if newest is not None and newest[0] > end and newest[0] > st.start:
-                _fail(breaks, st, chain_id, end + 1, "checkpoint-mismatch",
-                      f"{newest[1]} covers seq {newest[0]} but the chain ends at seq {end}")
-                continue
-            if end != head_seq or end_hash is None or not hmac.compare_digest(end_hash, head_hash):
-                _fail(breaks, st, chain_id, end + 1, "head-mismatch",
-                      f"the chain's head is seq {head_seq} but its rows end at seq {end}")
-                continue
-            if collect and head_seq > 0:
-                if st.seg is not None:
-                    st.segs.append(tuple(st.seg))
-                from_seq = max(st.covered, st.legacy_gap_end)
-                segments = tuple((last, h, part) for first, last, h, part in st.segs if first > from_seq)
-                heads[chain_id] = CheckpointHead(chain_id, head_seq, head_hash, c[1], from_seq, segments, c[6])
-        prefixes: dict[int, CheckpointHead] = {}
-        if collect:
-            for chain_id, st in state.items():
-                if st.broken and chain_id in chains:
-                    prefix = _verified_prefix(st, chain_id, chains[chain_id])
-                    if prefix is not None:
-                        prefixes[chain_id] = prefix
+        v = _PartVerifier(conn, lo, hi, facts or {}, key_override, starts or {}, full, collect)
+        v.scan()
+        v.finish()
         conn.rollback()
-    return _PartResult(rows_done, len(state), breaks, signatures, heads, prefixes)
+    return v.result()
 
 
 def _verified_prefix(st: _Chain, chain_id: int, c: tuple) -> CheckpointHead | None:
@@ -899,6 +959,55 @@ def _ranges(sizes: list[tuple[int, int]], parts: int) -> list[tuple[int, int]]:
     return [(edges[i], edges[i + 1] - 1) for i in range(len(edges) - 1)]
 
 
+def _missing_chains(book: Any, known: set[int]) -> list[Break]:
+    """Chains a valid checkpoint covers that no longer exist."""
+    return [Break(chain_id, f.newest[0], "chain-missing",
+                  f"{f.newest[1]} covers the chain up to seq {f.newest[0]}, but the chain no longer exists")
+            for chain_id, f in sorted(book.facts.items()) if chain_id not in known and f.newest is not None]
+
+
+def _start_points(conn: psycopg.Connection, book: Any, from_checkpoint: int | None) -> dict[int, tuple[int, bytes]]:
+    """chain_id -> (seq, row_hash) of the checkpoint verification starts from (none: from the first row)."""
+    if from_checkpoint is None:
+        return {}
+    cp = book.valid_db.get(from_checkpoint)
+    if cp is None:
+        exists = conn.execute("select count(*) from scsql.checkpoints where checkpoint_id = %s",
+                              (from_checkpoint,)).fetchone()[0]
+        raise ScsqlError("SC010", f"checkpoint {from_checkpoint} does not exist" if not exists else
+                         f"checkpoint {from_checkpoint} is not signed by a registered auditor key "
+                         "(or differs from its export): verification cannot start from it")
+    return {h.chain_id: (h.seq, h.row_hash) for h in _heads_of(cp)}
+
+
+def _run_parts(conninfo: str, role: str | None, ranges: list[tuple[int, int]], bar: Any,
+               facts: dict[int, ChainFacts], key_override: dict[str, bytes] | None,
+               starts: dict[int, tuple[int, bytes]], full: bool, collect: bool) -> list[_PartResult]:
+    """verify_part over each range of chain ids: in this process for one range, else one process a range."""
+    if len(ranges) == 1:
+        _init_worker(_BarQueue(bar))
+        try:
+            return [verify_part(conninfo, role, MIN_ID, MAX_ID, facts, key_override, starts, full, collect)]
+        finally:
+            _init_worker(None)
+
+    def share(d: dict, lo: int, hi: int) -> dict:
+        return {c: v for c, v in d.items() if lo <= c <= hi}
+
+    # fork starts workers in milliseconds; nothing (no connection, no
+    # thread) is open in this process at that point.
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    queue = ctx.Queue()
+    with ProcessPoolExecutor(len(ranges), mp_context=ctx, initializer=_init_worker, initargs=(queue,)) as pool:
+        futures = [pool.submit(verify_part, conninfo, role, lo, hi, share(facts, lo, hi), key_override,
+                               share(starts, lo, hi), full, collect)
+                   for lo, hi in ranges]
+        while not all(f.done() for f in futures):
+            _drain(queue, bar, 0.1)
+        _drain(queue, bar, 0)
+        return [f.result() for f in futures]
+
+
 def verify(conninfo: str, *, role: str | None = AUDITOR_ROLE, workers: int | None = None,
            checkpoint_files: Iterable[Path] = (), progress: bool | None = None,
            key_override: dict[str, bytes] | None = None, from_checkpoint: int | None = None,
@@ -925,22 +1034,8 @@ def verify(conninfo: str, *, role: str | None = AUDITOR_ROLE, workers: int | Non
                 "detail", "found_at", "found_by", "acknowledged_at", "acknowledged_by", "note"]
         report.quarantines = [dict(zip(cols, r, strict=True))
                               for r in conn.execute("select * from scsql.chain_quarantines()").fetchall()]
-        known = {c for c, _ in sizes}
-        for chain_id, f in sorted(book.facts.items()):
-            if chain_id not in known and f.newest is not None:
-                report.breaks.append(Break(chain_id, f.newest[0], "chain-missing",
-                                           f"{f.newest[1]} covers the chain up to seq {f.newest[0]}, "
-                                           "but the chain no longer exists"))
-        starts: dict[int, tuple[int, bytes]] = {}
-        if from_checkpoint is not None:
-            cp = book.valid_db.get(from_checkpoint)
-            if cp is None:
-                exists = conn.execute("select count(*) from scsql.checkpoints where checkpoint_id = %s",
-                                      (from_checkpoint,)).fetchone()[0]
-                raise ScsqlError("SC010", f"checkpoint {from_checkpoint} does not exist" if not exists else
-                                 f"checkpoint {from_checkpoint} is not signed by a registered auditor key "
-                                 "(or differs from its export): verification cannot start from it")
-            starts = {h.chain_id: (h.seq, h.row_hash) for h in _heads_of(cp)}
+        report.breaks += _missing_chains(book, {c for c, _ in sizes})
+        starts = _start_points(conn, book, from_checkpoint)
         conn.rollback()
     if workers is None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -948,31 +1043,8 @@ def verify(conninfo: str, *, role: str | None = AUDITOR_ROLE, workers: int | Non
     ranges = _ranges(sizes, workers) if sizes else [(MIN_ID, MAX_ID)]
     bar = tqdm(total=total, unit="row", desc="verify", disable=(None if progress is None else not progress),
                dynamic_ncols=True, leave=False)
-    full = report.full
-
-    def share(d: dict, lo: int, hi: int) -> dict:
-        return {c: v for c, v in d.items() if lo <= c <= hi}
-
     try:
-        if len(ranges) == 1:
-            _init_worker(_BarQueue(bar))
-            try:
-                results = [verify_part(conninfo, role, MIN_ID, MAX_ID, book.facts, key_override, starts, full, collect)]
-            finally:
-                _init_worker(None)
-        else:
-            # fork starts workers in milliseconds; nothing (no connection, no
-            # thread) is open in this process at that point.
-            ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-            queue = ctx.Queue()
-            with ProcessPoolExecutor(len(ranges), mp_context=ctx, initializer=_init_worker, initargs=(queue,)) as pool:
-                futures = [pool.submit(verify_part, conninfo, role, lo, hi, share(book.facts, lo, hi), key_override,
-                                       share(starts, lo, hi), full, collect)
-                           for lo, hi in ranges]
-                while not all(f.done() for f in futures):
-                    _drain(queue, bar, 0.1)
-                _drain(queue, bar, 0)
-                results = [f.result() for f in futures]
+        results = _run_parts(conninfo, role, ranges, bar, book.facts, key_override, starts, report.full, collect)
         for part in results:
             report.rows += part.rows
             report.chains += part.chains
