@@ -132,48 +132,35 @@ exception when insufficient_privilege then
 end
 $$;
 
--- No session of this database may take advisory locks but the owner's and
--- superusers'. Advisory keys form one space every role may lock by default,
--- so an agent could hold a key another session waits on: the migrators'
--- lock (scsql/migrate.py) or pg_partman's. scsql's functions lock rows of
--- scsql.project_locks instead. Function privileges are per database, so
--- this affects only this database. Needs a superuser (the functions belong
--- to the bootstrap superuser); anyone else is warned, and then agents can
--- stall a migration by holding the migrators' key.
+-- Built-in functions agents must not reach in this database (function
+-- privileges are per database, so nothing else is affected):
+-- * advisory locks, but for the owner: advisory keys form one space every
+--   role may lock, so an agent could hold a key another session waits on
+--   (the migrators' lock in scsql/migrate.py, or pg_partman's); scsql's
+--   functions lock rows of scsql.project_locks instead;
+-- * creating large objects, for anyone: a store outside row-level security,
+--   quotas and the audit trail, which one agent could fill and share with
+--   another project's agent; scsql uses none.
+-- Needs a superuser (the functions belong to the bootstrap superuser); anyone
+-- else is warned, and then agents keep both.
 do $$
 declare
-  f regprocedure;
+  f record;
 begin
-  for f in select p.oid::regprocedure from pg_catalog.pg_proc p
-           where p.pronamespace = 'pg_catalog'::regnamespace and p.proname ~ '^pg_(try_)?advisory_' loop
-    execute format('revoke execute on function %s from public', f);
-    execute format('grant execute on function %s to scsql_owner', f);
-  end loop;
-exception when insufficient_privilege then
-  raise warning using
-    message = format('could not revoke EXECUTE on the advisory lock functions from PUBLIC in database %I: %s',
-                     current_database(), sqlerrm),
-    hint = 'Run scsql migrate as a superuser; otherwise any agent can hold the lock scsql migrate waits on.';
-end
-$$;
-
--- Nor may anyone but superusers create large objects in this database: they
--- are a store outside row-level security, quotas and the audit trail, which
--- one agent could fill and share with another project's agent. scsql uses
--- none. Needs a superuser, like the advisory locks above.
-do $$
-declare
-  f regprocedure;
-begin
-  for f in select p.oid::regprocedure from pg_catalog.pg_proc p
+  for f in select p.oid::regprocedure as fn, p.proname ~ '^pg_(try_)?advisory_' as advisory
+           from pg_catalog.pg_proc p
            where p.pronamespace = 'pg_catalog'::regnamespace
-             and p.proname in ('lo_creat', 'lo_create', 'lo_from_bytea', 'lo_import') loop
-    execute format('revoke execute on function %s from public', f);
+             and (p.proname ~ '^pg_(try_)?advisory_'
+                  or p.proname in ('lo_creat', 'lo_create', 'lo_from_bytea', 'lo_import')) loop
+    execute format('revoke execute on function %s from public', f.fn);
+    if f.advisory then
+      execute format('grant execute on function %s to scsql_owner', f.fn);
+    end if;
   end loop;
 exception when insufficient_privilege then
   raise warning using
-    message = format('could not revoke EXECUTE on the large object functions from PUBLIC in database %I: %s',
+    message = format('could not revoke EXECUTE on the advisory lock and large object functions from PUBLIC in database %I: %s',
                      current_database(), sqlerrm),
-    hint = 'Run scsql migrate as a superuser; otherwise agents can store large objects outside row-level security.';
+    hint = 'Run scsql migrate as a superuser; otherwise any agent can hold the lock scsql migrate waits on, and store large objects outside row-level security.';
 end
 $$;
