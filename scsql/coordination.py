@@ -152,7 +152,7 @@ ADAPTERS["claim_task"] = Adapter(frozenset(), _claim_before, _claim_after)
 def project_root(agent: Agent) -> str | None:
     """The root directory of the agent's project (projects.root_path), or None."""
     with agent.transaction() as conn:
-        row = conn.execute("select p.root_path from scsql.projects p join scsql.whoami() w on p.name = w.project"
+        row = conn.execute("select root_path from scsql.projects where project_id = scsql_caller.project_id()"
                            ).fetchone()
     return row["root_path"] if row else None
 
