@@ -407,6 +407,12 @@ class _TableSpec(NamedTuple):
     n_stamped: int
 
 
+# Bound once: the row checks run for every row of every chain.
+_compare, _sha256, _join = hmac.compare_digest, hashlib.sha256, b"".join
+_enc_int, _enc_ts, _NULL = enc._enc_int, enc._enc_ts, enc.NULL
+_sign_open = nacl.bindings.crypto_sign_open
+
+
 class _PartVerifier:
     """Verifies the chains with lo <= chain_id <= hi over one connection: the
     catalogue read once, then the rows chain by chain (one method a check),
@@ -528,7 +534,7 @@ class _PartVerifier:
         at_start = self.place(st, chain_id, seq, spec.table, r)
         if at_start is None:
             return
-        if not at_start and st.prev is not None and not hmac.compare_digest(r[5], st.prev):
+        if not at_start and st.prev is not None and not _compare(r[5], st.prev):
             self.fail(st, chain_id, seq, "prev-mismatch", "prev_hash is not the previous row's row_hash", spec.table)
             return
         if not self.content(st, chain_id, seq, spec, r):
@@ -576,44 +582,47 @@ class _PartVerifier:
     def content(self, st: _Chain, chain_id: int, seq: int, spec: _TableSpec, r: tuple) -> bool:
         """The row's hash, author, project, key, signature, and that it is no replay."""
         at, key_id, author_id, prev_hash, row_hash, signature = r[2], r[3], r[4], r[5], r[6], r[7]
-        table, n = spec.table, spec.n_stamped
-        signed_payload = self._prefix(spec.ti, table, author_id, key_id) + enc._enc_ts(at) + b"".join(
-            [enc.NULL if v is None else f(v) for f, v in zip(spec.signed, r[10 + n:])])
-        digest = hashlib.sha256(prev_hash)
+        n, null = spec.n_stamped, _NULL
+        signed_payload = self._prefix(spec.ti, spec.table, author_id, key_id) + _enc_ts(at) + _join(
+            [null if v is None else f(v) for f, v in zip(spec.signed, r[10 + n:])])
+        digest = _sha256(prev_hash)
         digest.update(st.enc_id)
-        digest.update(enc._enc_int(seq))
-        digest.update(b"".join([enc.NULL if v is None else f(v) for f, v in zip(spec.stamped, r[10:10 + n])]))
+        digest.update(_enc_int(seq))
+        digest.update(_join([null if v is None else f(v) for f, v in zip(spec.stamped, r[10:10 + n])]))
         digest.update(signed_payload)
         digest.update(signature)
-        name = self.names.get(author_id, author_id)
-        if not hmac.compare_digest(digest.digest(), row_hash):
-            return self.fail(st, chain_id, seq, "hash-mismatch", "row_hash does not match the row's content", table)
+        if not _compare(digest.digest(), row_hash):
+            return self.fail(st, chain_id, seq, "hash-mismatch", "row_hash does not match the row's content",
+                             spec.table)
         if author_id != st.agent:
-            return self.fail(st, chain_id, seq, "wrong-author", f"row names author {name} in the chain of "
-                             f"{self.names.get(st.agent, st.agent)}", table)
+            return self.fail(st, chain_id, seq, "wrong-author", f"row names author {self.name(author_id)} in the "
+                             f"chain of {self.name(st.agent)}", spec.table)
         if r[8] != st.project:
             return self.fail(st, chain_id, seq, "wrong-project",
-                             f"the row is in project {r[8]}, its chain in project {st.project}", table)
+                             f"the row is in project {r[8]}, its chain in project {st.project}", spec.table)
         k = self.keys.get((author_id, key_id))
         if k is None or at < k[1] or (k[2] is not None and at >= k[2]):
             return self.fail(st, chain_id, seq, "wrong-key",
-                             f"key {key_id} of {name} was not valid at {at.isoformat()}", table)
+                             f"key {key_id} of {self.name(author_id)} was not valid at {at.isoformat()}", spec.table)
         if seq > st.sig_to or seq <= st.legacy:
             self.signatures += 1
             try:
-                nacl.bindings.crypto_sign_open(signature + signed_payload, k[0])
+                _sign_open(signature + signed_payload, k[0])
             except (nacl.exceptions.BadSignatureError, ValueError):
                 return self.fail(st, chain_id, seq, "signature",
-                                 f"signature does not verify with key {key_id} of {name}", table)
+                                 f"signature does not verify with key {key_id} of {self.name(author_id)}", spec.table)
         # A signature seen before in this chain is the same signed write stored twice.
         sig_hash = hash(signature)
         if sig_hash in st.signed:
-            orig = _replayed(self.conn, table, chain_id, seq, signature)
+            orig = _replayed(self.conn, spec.table, chain_id, seq, signature)
             if orig is not None:
                 return self.fail(st, chain_id, seq, "replay",
-                                 f"the row repeats seq {orig}: the same signed write, stored twice", table)
+                                 f"the row repeats seq {orig}: the same signed write, stored twice", spec.table)
         st.signed.add(sig_hash)
         return True
+
+    def name(self, agent_id: int) -> Any:
+        return self.names.get(agent_id, agent_id)
 
     def _prefix(self, ti: int, table: str, author_id: int, key_id: int) -> bytes:
         key = (ti, author_id, key_id)
