@@ -1,6 +1,6 @@
 -- Memory and retrieval: row-level security and grants.
 --
--- Agents write only through the functions of sql/20_memory.sql (security
+-- Agents write only through the functions of sql/20_text.sql to 25_embeddings.sql (security
 -- definer). They read, as themselves, what search, recall_context and pack
 -- need: working memory of their own project only; all of their own
 -- project's knowledge base; and of a project granted to them with

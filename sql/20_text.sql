@@ -1,0 +1,404 @@
+-- scsql memory, the definitions every memory file uses, and text: normalization,
+-- terms, validation and chunking. The other memory files: 21_knowledge (the
+-- knowledge base), 22_facts (working memory), 23_search, 24_context (session
+-- summaries, recall, packs), 25_embeddings.
+--
+-- Re-applied on every migrate. Writers are SECURITY DEFINER (agents have no
+-- DML on these tables); readers (search, search_global, pack) run as the
+-- caller, so row-level security decides what they see, and call the search
+-- functions of schema scsql_caller; recall_context reads only the acting
+-- agent's own project and runs as the owner.
+--
+-- Definitions used throughout:
+--
+-- * Normalized text (chunk_hash = sha256 of it, hex): Unicode NFC; zero-width
+--   characters (U+200B, U+200C, U+200D, U+2060, U+FEFF) removed; CRLF and CR
+--   become LF; spaces and tabs at the end of each line removed; leading and
+--   trailing whitespace removed.
+-- * Terms (BM25, identical at index and query time): zero-width characters
+--   removed; camelCase and acronym boundaries split (verifyChain -> verify
+--   Chain, HTTPServer -> HTTP Server); every run of characters that are not
+--   letters or digits separates words; each word goes through PostgreSQL's
+--   'english' text search configuration (lower case, Snowball stem, English
+--   stop words dropped). In addition every compound token (letters, digits
+--   and underscores joined by . / : -, or containing an underscore or a
+--   camelCase boundary; at most 128 characters) is kept whole, in lower case,
+--   unstemmed: hmac_chain.ts gives hmac_chain.ts, hmac, chain and ts. A
+--   chunk's terms are those of its source path, its anchor and its text.
+-- * BM25: score(D, Q) = sum over distinct query terms t of
+--   idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * |D| / avgdl)), with
+--   idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)), N = chunks in the project,
+--   |D| = terms in the chunk. OR semantics: a chunk matching any term scores.
+--   Postings live in kb_postings (one row per term and chunk, tf and |D|
+--   in the primary key's leaf), df and max_tf in kb_terms, N and the total
+--   length in memory_state; the write functions keep all three exact.
+-- * Project size (working-memory capacity): the number of chunks of kind
+--   file; capacity = 100 + size / 100, at most 250.
+-- * Token estimate (recall_context, pack): ceil(characters / 4).
+
+-- Load pgvector's library now, so the hnsw.* settings that search_projects pins
+-- are known parameters rather than placeholders.
+select '[1]'::public.vector;
+
+select scsql._define_error(code, name, meaning) from (values
+  ('SC200', 'memory_text_too_long', 'A key, value, path, query or text is longer than scsql accepts; nothing was truncated or stored. The message gives the limit.'),
+  ('SC201', 'memory_text_invalid', 'A key, value, path or text is empty or contains control characters.'),
+  ('SC202', 'importance_invalid', 'Importance must be an integer from 1 to 5.'),
+  ('SC203', 'source_kind_invalid', 'Source kind must be one of file, url, note, session_summary, archived_fact, learning; trust internal or external (a url is always external); tier pinned, standard or session.'),
+  ('SC204', 'source_too_large', 'A source text is larger than 2 MiB; nothing was indexed. Split it, or index the parts separately.'),
+  ('SC205', 'query_invalid', 'A search query is empty (or only whitespace) or longer than 2,000 characters.'),
+  ('SC206', 'spans_invalid', 'The chunk spans given to index_text are not increasing, non-overlapping line ranges inside the text.'),
+  ('SC207', 'embedding_invalid', 'An embedding has the wrong dimension for its model, or the model name is unknown.'),
+  ('SC208', 'summary_invalid', 'A session summary must be an object with keys done, decisions, files, open_tasks (each a string or a list of strings), not all empty, at most 20,000 characters.'),
+  ('SC209', 'search_argument_invalid', 'A search parameter is out of range (k 1-200, depth 1-1000, budget 50-100000, k1 > 0, b in [0, 1], weights >= 0, rrf_k >= 1, mode bm25/vector/hybrid).'),
+  ('SC210', 'manifest_invalid', 'The file manifest given to index is not a list of {path, content_hash} objects with relative paths.'),
+  ('SC211', 'source_path_reserved', 'index_text does not write paths that start with learning:, session:, fact:, memory: or message:, or anything that looks like them (letter case, blanks, invisible characters, accents, fullwidth forms, Cyrillic or Greek look-alike letters do not matter): they name learnings, session summaries, archived facts, working memory and broadcasts, which only scsql writes.'),
+  ('SC212', 'source_not_yours', 'A session summary or a learning in the knowledge base belongs to the agent that wrote it (the learning''s author); only that agent may forget it, by path or by chunk.'),
+  ('SC213', 'index_path_outside_root', 'The directory to index is not inside the project''s root_path (compared with its real path, symbolic links resolved), or is not an absolute path.'),
+  ('SC214', 'index_path_secret_store', 'The directory to index is, or is inside, a store of secrets (.ssh, .gnupg, .aws, .azure, .kube, .password-store); scsql never indexes those.'),
+  ('SC216', 'project_has_no_root', 'The acting agent''s project has no root directory (projects.root_path), so the index tool would not know which directory is the project''s; nothing was read. An administrator sets one (scsql up --root DIR for the default project, or scsql.set_project_root).'),
+  ('SC215', 'private_key_refused', 'The text holds a PEM private key block (-----BEGIN ... PRIVATE KEY----- followed by key data); nothing was stored. Keys never belong in working memory or the knowledge base (index_text, remember, summarize_session refuse them; the index tool skips such files; a learning holding one is not indexed).'),
+  ('SC225', 'embed_not_claimed', 'An embedding was offered for a chunk the acting agent holds no claim on: nobody claimed it, another agent did, it was claimed with another token or model, or it is not waiting for an embedding. Embeddings are stored only through embed_claim then embed_store; nothing was stored.'),
+  ('SC226', 'embed_lease_expired', 'The lease of the claim an embedding was offered under has ended (another worker may hold the chunk now); nothing was stored. Claim again and store before the lease ends.')
+) as t(code, name, meaning);
+
+select scsql._define_error(code, name, meaning, 'client') from (values
+  ('SC220', 'embed_model_invalid', 'The default embedding model is not installed at its pinned version, or its model or tokenizer file does not match the pinned sha256. Reinstall, or set SCSQL_EMBED=none.'),
+  ('SC221', 'embed_unreachable', 'The Ollama server named by SCSQL_OLLAMA_URL did not answer with embeddings. Start it and pull the model, or set SCSQL_EMBED=none.'),
+  ('SC223', 'index_path_protected', 'The directory to index is, or is inside, the scsql data directory (SCSQL_DATA_DIR) or the keystore (SCSQL_KEYSTORE); scsql never indexes them.'),
+  ('SC224', 'index_path_unusable', 'The directory to index cannot be looked up by the operating system: its path is too long (a name over 255 bytes, the whole over 4096), holds a NUL byte, or loops through symbolic links. Nothing was read.')
+) as t(code, name, meaning);
+
+-- ---------------------------------------------------------------------------
+-- Text: normalization, terms, validation
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._normalize(p_text text)
+returns text
+language sql
+immutable strict parallel safe
+as $$
+  select pg_catalog.btrim(
+           pg_catalog.regexp_replace(
+             pg_catalog.replace(pg_catalog.replace(
+               pg_catalog.translate(pg_catalog.normalize(p_text, 'NFC'), U&'\200B\200C\200D\2060\FEFF', ''),
+               E'\r\n', E'\n'), E'\r', E'\n'),
+             '[ \t]+(\n|$)', '\1', 'g'),
+           E' \t\n')
+$$;
+comment on function scsql._normalize(text) is
+  'Private. The normalized form of a text, whose sha256 is a chunk_hash: NFC, zero-width characters removed, CRLF/CR to LF, trailing spaces of each line and surrounding whitespace removed.';
+
+create or replace function scsql._chunk_hash(p_text text)
+returns text
+language sql
+immutable strict parallel safe
+as $$ select pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(scsql._normalize(p_text), 'UTF8')), 'hex') $$;
+comment on function scsql._chunk_hash(text) is
+  'Private. sha256 (hex) of the normalized text: the content address of a chunk.';
+
+drop function if exists scsql._terms(text);
+
+create or replace function scsql_caller.terms(p_text text)
+returns table (term text, tf integer)
+language sql
+immutable strict parallel safe
+as $$
+  with t as (
+    select pg_catalog.translate(p_text, U&'\200B\200C\200D\2060\FEFF', '') as s
+  ),
+  parts as (
+    select l.lexeme as term, coalesce(pg_catalog.array_length(l.positions, 1), 1) as n
+    from t, pg_catalog.unnest(pg_catalog.to_tsvector('pg_catalog.english'::regconfig,
+      pg_catalog.regexp_replace(
+        pg_catalog.regexp_replace(
+          pg_catalog.regexp_replace(t.s, '([[:lower:][:digit:]])([[:upper:]])', '\1 \2', 'g'),
+          '([[:upper:]])([[:upper:]][[:lower:]])', '\1 \2', 'g'),
+        '[^[:alnum:]]+', ' ', 'g'))) l
+  ),
+  wholes as (
+    select pg_catalog.lower(m[1]) as term, 1 as n
+    from t, pg_catalog.regexp_matches(t.s, '([[:alnum:]_]+(?:[./:-][[:alnum:]_]+)*)', 'g') m
+    where m[1] ~ '[_./:-]|[[:lower:][:digit:]][[:upper:]]|[[:upper:]][[:upper:]][[:lower:]]' and pg_catalog.char_length(m[1]) <= 128
+  )
+  select u.term, sum(u.n)::integer
+  from (select * from parts union all select * from wholes) u
+  group by u.term
+$$;
+comment on function scsql_caller.terms(text) is
+  'The BM25 terms of a text with their frequencies, used identically for chunks and queries: camelCase and snake_case split, English stemming and stop words, and compound tokens (paths, dotted names, snake_case, camelCase) also kept whole in lower case.';
+
+create or replace function scsql._check_text(p_what text, p_value text, p_max integer, p_allow_newlines boolean default true)
+returns void
+language plpgsql
+immutable
+as $$
+begin
+  if p_value is null or pg_catalog.btrim(p_value, E' \t\r\n') = '' then
+    raise exception using errcode = 'SC201', message = format('%s is empty', p_what),
+      hint = format('Give a non-empty %s.', p_what);
+  end if;
+  if pg_catalog.char_length(p_value) > p_max then
+    raise exception using errcode = 'SC200',
+      message = format('%s is %s characters long; at most %s are allowed', p_what,
+                       pg_catalog.char_length(p_value), p_max),
+      hint = 'Nothing was stored or truncated. Shorten it, or index long text with index_text.';
+  end if;
+  if (p_allow_newlines and p_value ~ E'[\\x01-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')
+     or (not p_allow_newlines and p_value ~ E'[\\x01-\\x1F\\x7F]') then
+    raise exception using errcode = 'SC201',
+      message = format('%s contains control characters', p_what),
+      hint = case when p_allow_newlines then 'Only tabs and newlines are allowed.' else 'Use a single line of printable text.' end;
+  end if;
+end
+$$;
+comment on function scsql._check_text(text, text, integer, boolean) is
+  'Private. Raises SC201 when a text is empty or has control characters, SC200 when it is longer than p_max characters.';
+
+drop function if exists scsql._tokens(text);
+
+create or replace function scsql_caller.tokens(p_text text)
+returns integer
+language sql
+immutable strict parallel safe
+as $$ select ceil(pg_catalog.char_length(p_text) / 4.0)::integer $$;
+comment on function scsql_caller.tokens(text) is
+  'The token estimate used for budgets: ceil(characters / 4).';
+
+create or replace function scsql._holds_private_key(p_text text)
+returns boolean
+language sql
+immutable strict parallel safe
+as $$
+  -- The same expression as scsql/indexer.py's PRIVATE_KEY.
+  select p_text ~ '-----BEGIN(?: [A-Z0-9]+)* PRIVATE KEY(?: BLOCK)?-----\s+(?:[A-Za-z0-9-]+:[^\n]*\s+)*[A-Za-z0-9+/=]{16,}'
+$$;
+comment on function scsql._holds_private_key(text) is
+  'Private. True when a text holds a PEM private key block: a line -----BEGIN <words> PRIVATE KEY----- (or PGP''s PRIVATE KEY BLOCK), then optional header lines (Proc-Type: ...), then at least 16 characters of base64 key data. Naming the marker alone is not a key.';
+
+-- Upgrades: policies/ recreates the policy that called the private version.
+drop function if exists scsql._published_text(bigint, text) cascade;
+
+create or replace function scsql_caller.published_text(p_project bigint, p_chunk_hash text)
+returns boolean
+language sql
+stable
+as $$
+  -- Not inlined (it holds a sub-select), so a policy calls it row by row, for
+  -- the few rows of other projects a vector search visits, rather than
+  -- hashing every published chunk first.
+  select exists (select from scsql.kb_chunks c
+                 where c.project_id = p_project and c.chunk_hash = p_chunk_hash and c.published)
+$$;
+comment on function scsql_caller.published_text(bigint, text) is
+  'For the row-level security of kb_embeddings, evaluated as the caller. True when a published chunk (of a file, URL or note) of the project, visible to the caller, has this text (chunk_hash).';
+
+create or replace function scsql._skeleton(p_text text)
+returns text
+language sql
+immutable strict parallel safe
+as $$
+  -- Compatibility forms (fullwidth, mathematical letters) first; capital
+  -- look-alikes of Latin letters become those letters before the case fold
+  -- (Greek capital Eta looks like H, its small letter like n), small ones
+  -- after it; accents, invisible characters and blanks go; i, I, 1 and | all
+  -- become l, 0 becomes o, rn becomes m, colon look-alikes become ":".
+  select pg_catalog.replace(
+           pg_catalog.translate(
+             pg_catalog.regexp_replace(
+               pg_catalog.normalize(
+                 pg_catalog.lower(pg_catalog.translate(pg_catalog.normalize(p_text, 'NFKC'),
+                   U&'\0410\0412\0421\0415\0401\041D\0406\0407\0408\041A\041C\041E\0420\051A\0405\0422\0423\0425\051C\04C0\04AE\050C\0391\0392\0395\0396\0397\0399\039A\039C\039D\039F\03A1\03A4\03A5\03A7\03F9\037F\0555\054D\13AA\13DF\13AC\13C0\13DE\13B7\13D2\13DA\13A2I',
+                   'abceehlljkmopqstyxwlygabezhlkmnoptyxcjouaceglmrstl')),
+                 'NFD'),
+               '[[:space:]\x01-\x1f\x7f-\x9f\u00a0\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2000-\u200f\u2028-\u202f\u205f-\u206f\u3000\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e0fff\u0300-\u036f\u0483-\u0489\u0591-\u05bd\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]',
+               '', 'g'),
+             U&'\0430\0432\0441\0501\0435\0451\04BB\0456\0457\0458\043A\043C\043F\043E\0440\051B\0433\0455\0442\0443\0445\051D\04CF\0261\04AF\04BD\050D\03B1\03B2\03B5\03B7\03B9\03BA\03BD\03BF\03C1\03C4\03C5\03C7\03B3\03F2\03F3\025B\03C2\03C3\0131\0269\01C0\026A\029F\0142\0251\1D00\1D04\1D07\0262\1D0D\0274\1D0F\0280\A731\1D1B\028F\027E\A7B5\017F\AB35\0585\0578\057D\0581\AB7A\ABAF\AB7C\AB90\ABAE\AB87\ABA2\ABAA\AB72i1|0\02D0\0589\05C3\A789\2236\02F8\FE13\FE55\FF1A\1804',
+             'abcdeehlljkmnopqrstyxwlgyegabenlkvoptuxycjecollllllaacegmnorstyrbsfonugaceglmrstlllo::::::::::'),
+           'rn', 'm')
+$$;
+comment on function scsql._skeleton(text) is
+  'Private. The confusable skeleton of a text, for comparing it with reserved words: NFKC, lower case, accents (combining marks), blanks and invisible characters (zero-width, bidirectional controls, variation selectors, tags) removed, and Cyrillic, Greek, Armenian, Cherokee and Latin small-capital or IPA look-alikes of Latin letters mapped to them; i, I, 1 and | all become l, 0 becomes o, rn becomes m, colon look-alikes become ":". Two texts that look alike have the same skeleton; the converse does not hold (it is coarse on purpose).';
+
+create or replace function scsql._reserved_path(p_path text)
+returns boolean
+language sql
+immutable strict parallel safe
+as $$
+  select scsql._skeleton(p_path) ~ ('^(' || (select pg_catalog.string_agg(scsql._skeleton(w), '|')
+                                            from pg_catalog.unnest(array['learning', 'session', 'fact', 'memory', 'message']) w)
+                                    || '):')
+$$;
+comment on function scsql._reserved_path(text) is
+  'Private. True for source paths only scsql writes, and for anything that looks like one: learning:<id> (learnings), session:<agent>/<time> (session summaries), fact:<key> (archived facts), and memory: and message:, which pack and recall_context use to cite working memory and broadcasts. Compared on confusable skeletons (see _skeleton), so letter case, blanks, invisible characters, accents, fullwidth forms and Cyrillic or Greek look-alikes (lеarning: with U+0435) do not matter.';
+
+-- ---------------------------------------------------------------------------
+-- Chunking
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._chunk_text(p_content text, p_spans jsonb default null, p_max integer default 1500)
+returns table (seq integer, anchor text, line_start integer, line_end integer,
+               char_start integer, char_end integer, content text, chunk_hash text)
+language plpgsql
+immutable
+as $$
+-- Sections come from p_spans ([{start, end, anchor}], 1-based inclusive
+-- line numbers, increasing and non-overlapping; lines outside every span are
+-- not indexed) or, without spans, from Markdown headings outside fenced code
+-- blocks (text before the first heading is a section without anchor). A
+-- section longer than p_max characters is cut at its last blank line that
+-- leaves at least p_max/3 characters, else before the line that overflows; a
+-- single line longer than p_max is cut into p_max-character pieces.
+declare
+  v_lines text[] := pg_catalog.string_to_array(p_content, E'\n');
+  v_n integer := coalesce(pg_catalog.array_length(v_lines, 1), 0);
+  v_off integer[] := '{}';     -- v_off[i] = 0-based character offset of line i; v_off[n+1] = length + 1
+  v_sec_start integer[] := '{}';
+  v_sec_end integer[] := '{}';
+  v_sec_anchor text[] := '{}';
+  v_fence boolean := false;
+  v_anchor text;
+  v_prev_end integer := 0;
+  v_span jsonb;
+  v_s integer;
+  v_e integer;
+  v_i integer;
+  v_j integer;
+  v_cut integer;
+  v_blank integer;
+  v_seq integer := 0;
+  v_text text;
+  v_piece integer;
+  v_acc integer := 0;
+  v_a integer;
+  v_z integer;
+begin
+  for v_i in 1 .. v_n loop
+    v_off[v_i] := v_acc;
+    v_acc := v_acc + pg_catalog.char_length(v_lines[v_i]) + 1;
+  end loop;
+  v_off[v_n + 1] := v_acc;
+
+  if p_spans is not null then
+    if pg_catalog.jsonb_typeof(p_spans) <> 'array' or pg_catalog.jsonb_array_length(p_spans) > 100000 then
+      raise exception using errcode = 'SC206', message = 'spans must be a JSON array of {start, end, anchor}';
+    end if;
+    for v_span in select value from pg_catalog.jsonb_array_elements(p_spans) loop
+      if pg_catalog.jsonb_typeof(v_span) <> 'object'
+         or pg_catalog.jsonb_typeof(v_span -> 'start') is distinct from 'number'
+         or pg_catalog.jsonb_typeof(v_span -> 'end') is distinct from 'number'
+         or (v_span ? 'anchor' and pg_catalog.jsonb_typeof(v_span -> 'anchor') not in ('string', 'null')) then
+        raise exception using errcode = 'SC206', message = format('bad span %s: expected {"start": line, "end": line, "anchor": text}', v_span);
+      end if;
+      begin
+        v_s := (v_span ->> 'start')::integer;
+        v_e := (v_span ->> 'end')::integer;
+      exception when others then
+        raise exception using errcode = 'SC206', message = format('bad span %s: line numbers must be integers', v_span);
+      end;
+      if v_s <= v_prev_end or v_e < v_s or v_e > v_n then
+        raise exception using errcode = 'SC206',
+          message = format('span %s-%s is not after line %s and inside the text''s %s lines', v_s, v_e, v_prev_end, v_n);
+      end if;
+      v_anchor := pg_catalog.left(v_span ->> 'anchor', 200);
+      v_sec_start := v_sec_start || v_s;
+      v_sec_end := v_sec_end || v_e;
+      v_sec_anchor := v_sec_anchor || v_anchor;
+      v_prev_end := v_e;
+    end loop;
+  else
+    v_s := 1;
+    v_anchor := null;
+    for v_i in 1 .. v_n loop
+      if not v_fence and v_lines[v_i] ~ '^#{1,6}[ \t]+\S' and v_i > 1 then
+        v_sec_start := v_sec_start || v_s;
+        v_sec_end := v_sec_end || (v_i - 1);
+        v_sec_anchor := v_sec_anchor || v_anchor;
+        v_s := v_i;
+      end if;
+      if not v_fence and v_lines[v_i] ~ '^#{1,6}[ \t]+\S' then
+        v_anchor := pg_catalog.left(pg_catalog.btrim(pg_catalog.regexp_replace(v_lines[v_i], '^#{1,6}[ \t]+|[ \t]+#+[ \t]*$', '', 'g')), 200);
+      end if;
+      if v_lines[v_i] ~ '^[ \t]*(```|~~~)' then
+        v_fence := not v_fence;
+      end if;
+    end loop;
+    if v_n > 0 then
+      v_sec_start := v_sec_start || v_s;
+      v_sec_end := v_sec_end || v_n;
+      v_sec_anchor := v_sec_anchor || v_anchor;
+    end if;
+  end if;
+
+  for v_j in 1 .. coalesce(pg_catalog.array_length(v_sec_start, 1), 0) loop
+    v_s := v_sec_start[v_j];
+    anchor := v_sec_anchor[v_j];
+    while v_s <= v_sec_end[v_j] loop
+      -- Longest run of whole lines from v_s that fits in p_max.
+      v_i := v_s;
+      v_blank := null;
+      while v_i <= v_sec_end[v_j] and v_off[v_i + 1] - 1 - v_off[v_s] <= p_max loop
+        if v_i > v_s and pg_catalog.btrim(v_lines[v_i], E' \t\r') = ''
+           and v_off[v_i] - v_off[v_s] >= p_max / 3 then
+          v_blank := v_i;
+        end if;
+        v_i := v_i + 1;
+      end loop;
+      if v_i > v_sec_end[v_j] then
+        v_cut := v_sec_end[v_j];                -- the rest fits
+      elsif v_i = v_s then
+        v_cut := null;                          -- one line longer than p_max
+      elsif v_blank is not null then
+        v_cut := v_blank - 1;                   -- the blank line itself starts no chunk
+      else
+        v_cut := v_i - 1;
+      end if;
+
+      if v_cut is null then
+        v_piece := 0;
+        while v_piece * p_max < pg_catalog.char_length(v_lines[v_s]) loop
+          content := pg_catalog.substr(v_lines[v_s], v_piece * p_max + 1, p_max);
+          if scsql._normalize(content) <> '' then
+            v_seq := v_seq + 1;
+            seq := v_seq;
+            line_start := v_s;
+            line_end := v_s;
+            char_start := v_off[v_s] + v_piece * p_max;
+            char_end := char_start + pg_catalog.char_length(content);
+            chunk_hash := scsql._chunk_hash(content);
+            return next;
+          end if;
+          v_piece := v_piece + 1;
+        end loop;
+        v_s := v_s + 1;
+      else
+        -- Blank lines at either end are not part of the chunk.
+        v_a := v_s;
+        v_z := v_cut;
+        while v_z > v_a and pg_catalog.btrim(v_lines[v_z], E' \t\r') = '' loop
+          v_z := v_z - 1;
+        end loop;
+        while v_a < v_z and pg_catalog.btrim(v_lines[v_a], E' \t\r') = '' loop
+          v_a := v_a + 1;
+        end loop;
+        v_text := pg_catalog.substr(p_content, v_off[v_a] + 1, v_off[v_z + 1] - 1 - v_off[v_a]);
+        if scsql._normalize(v_text) <> '' then
+          v_seq := v_seq + 1;
+          seq := v_seq;
+          content := v_text;
+          line_start := v_a;
+          line_end := v_z;
+          char_start := v_off[v_a];
+          char_end := v_off[v_z + 1] - 1;
+          chunk_hash := scsql._chunk_hash(v_text);
+          return next;
+        end if;
+        v_s := case when v_i <= v_sec_end[v_j] and v_blank is not null then v_blank + 1 else v_cut + 1 end;
+      end if;
+    end loop;
+  end loop;
+end
+$$;
+comment on function scsql._chunk_text(text, jsonb, integer) is
+  'Private. Splits a text into chunks: by the given line spans, else by Markdown headings; sections longer than p_max characters are cut at blank lines, then at line ends. Returns each chunk with anchor, 1-based line span, 0-based character span [start, end), text and chunk_hash. Raises SC206 for bad spans.';
+

@@ -1,0 +1,611 @@
+-- scsql memory: the knowledge base. Sources and their chunks, postings and
+-- statistics kept exact by the write functions, the public functions that
+-- index and forget text, files and paths. Definitions: sql/20_text.sql.
+
+-- ---------------------------------------------------------------------------
+-- Writing the knowledge base (private; called by the API functions below)
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._memory_state_lock(p_project bigint)
+returns scsql.memory_state
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_state scsql.memory_state;
+begin
+  insert into scsql.memory_state (project_id) values (p_project) on conflict do nothing;
+  select * into v_state from scsql.memory_state where project_id = p_project for update;
+  return v_state;
+end
+$$;
+comment on function scsql._memory_state_lock(bigint) is
+  'Private. Creates the project''s memory_state row if needed and locks it: every writer of the knowledge base holds this lock until commit, so BM25 statistics and document frequencies stay exact under concurrency.';
+
+create or replace function scsql._unindex_chunks(p_project bigint, p_chunk_ids bigint[])
+returns text[]
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+-- Caller holds the project's memory_state lock. Returns the chunk hashes
+-- that were removed (for _gc_hashes once new chunks are in place).
+declare
+  v_hashes text[];
+  v_n bigint;
+  v_len bigint;
+  v_files bigint;
+  v_pub_n bigint;
+  v_pub_len bigint;
+begin
+  with old as (
+    delete from scsql.kb_chunks c
+    where c.project_id = p_project and c.chunk_id = any(p_chunk_ids)
+    returning c.chunk_id, c.term_ids, c.n_terms, c.chunk_hash, c.source_id, c.published
+  ),
+  pairs as (
+    select o.chunk_id, u.term_id, o.published from old o, unnest(o.term_ids) u(term_id)
+  ),
+  dp as (
+    delete from scsql.kb_postings p using pairs
+    where p.project_id = p_project and p.term_id = pairs.term_id and p.chunk_id = pairs.chunk_id
+  ),
+  dt as (
+    update scsql.kb_terms t set df = t.df - d.n, published_df = t.published_df - d.np
+    from (select term_id, count(*) as n, count(*) filter (where published) as np
+          from pairs group by term_id order by term_id) d
+    where t.project_id = p_project and t.term_id = d.term_id
+  )
+  select array_agg(distinct o.chunk_hash), count(*), coalesce(sum(o.n_terms), 0),
+         count(*) filter (where s.kind = 'file'),
+         count(*) filter (where o.published), coalesce(sum(o.n_terms) filter (where o.published), 0)
+    into v_hashes, v_n, v_len, v_files, v_pub_n, v_pub_len
+  from old o join scsql.kb_sources s on s.project_id = p_project and s.source_id = o.source_id;
+
+  update scsql.memory_state
+     set n_chunks = n_chunks - v_n, total_len = total_len - v_len,
+         n_file_chunks = n_file_chunks - v_files,
+         published_chunks = published_chunks - v_pub_n, published_len = published_len - v_pub_len,
+         updated_at = now()
+   where project_id = p_project;
+  return coalesce(v_hashes, '{}');
+end
+$$;
+comment on function scsql._unindex_chunks(bigint, bigint[]) is
+  'Private. Removes chunks with their postings, lowering document frequencies (whole and published) and the project''s BM25 statistics. Returns the removed chunk hashes.';
+
+create or replace function scsql._index_chunks(p_project bigint, p_source_id bigint, p_path text,
+                                               p_content text, p_spans jsonb, p_is_file boolean)
+returns table (n_chunks integer, hashes text[])
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+-- Caller holds the project's memory_state lock.
+declare
+  v_n integer;
+  v_len bigint;
+  v_hashes text[];
+  v_published boolean;
+begin
+  select s.published into strict v_published from scsql.kb_sources s
+  where s.project_id = p_project and s.source_id = p_source_id;
+  with x as materialized (
+    select * from scsql._chunk_text(p_content, p_spans)
+  ),
+  tt as materialized (
+    -- The source path and the anchor count as text of every chunk, so a
+    -- file or symbol name finds its chunks.
+    select x.seq, t.term, t.tf
+    from x, scsql_caller.terms(concat_ws(E'\n', p_path, x.anchor, x.content)) t
+  ),
+  up as (
+    insert into scsql.kb_terms (project_id, term, df, max_tf, published_df)
+    select p_project, tt.term, count(*), max(tt.tf), case when v_published then count(*) else 0 end
+    from tt group by tt.term order by tt.term
+    on conflict (project_id, term) do update
+      set df = kb_terms.df + excluded.df, max_tf = greatest(kb_terms.max_tf, excluded.max_tf),
+          published_df = kb_terms.published_df + excluded.published_df
+    returning kb_terms.term_id, kb_terms.term
+  ),
+  agg as (
+    select tt.seq, array_agg(up.term_id order by up.term_id) as ids, sum(tt.tf)::integer as dl
+    from tt join up using (term) group by tt.seq
+  ),
+  c as (
+    insert into scsql.kb_chunks (project_id, source_id, seq, chunk_hash, anchor, line_start, line_end,
+                                 char_start, char_end, content, n_terms, term_ids, published)
+    select p_project, p_source_id, x.seq, x.chunk_hash, x.anchor, x.line_start, x.line_end,
+           x.char_start, x.char_end, x.content, coalesce(agg.dl, 0), coalesce(agg.ids, '{}'), v_published
+    from x left join agg using (seq)
+    returning kb_chunks.chunk_id, kb_chunks.seq, kb_chunks.n_terms, kb_chunks.chunk_hash
+  ),
+  po as (
+    insert into scsql.kb_postings (project_id, term_id, chunk_id, tf, dl, published)
+    select p_project, up.term_id, c.chunk_id, tt.tf, c.n_terms, v_published
+    from tt join up using (term) join c using (seq)
+  )
+  select count(*), coalesce(sum(c.n_terms), 0), array_agg(distinct c.chunk_hash)
+    into v_n, v_len, v_hashes
+  from c;
+
+  update scsql.memory_state
+     set n_chunks = memory_state.n_chunks + v_n, total_len = total_len + v_len,
+         n_file_chunks = n_file_chunks + case when p_is_file then v_n else 0 end,
+         published_chunks = published_chunks + case when v_published then v_n else 0 end,
+         published_len = published_len + case when v_published then v_len else 0 end,
+         updated_at = now()
+   where project_id = p_project;
+  n_chunks := v_n;
+  hashes := coalesce(v_hashes, '{}');
+  return next;
+end
+$$;
+comment on function scsql._index_chunks(bigint, bigint, text, text, jsonb, boolean) is
+  'Private. Chunks a source''s text and stores the chunks and their postings (flagged published like their source; a chunk''s terms are those of the source path, the anchor and the text), document frequencies (whole and published) and the project''s BM25 statistics (whole and published). Returns the number of chunks and their hashes.';
+
+create or replace function scsql._gc_hashes(p_project bigint, p_hashes text[])
+returns void
+language sql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+  delete from scsql.kb_embeddings e
+  where e.project_id = p_project and e.chunk_hash = any(p_hashes)
+    and not exists (select from scsql.kb_chunks c where c.project_id = p_project and c.chunk_hash = e.chunk_hash);
+  delete from scsql.kb_embed_queue q
+  where q.project_id = p_project and q.chunk_hash = any(p_hashes)
+    and not exists (select from scsql.kb_chunks c where c.project_id = p_project and c.chunk_hash = q.chunk_hash);
+$$;
+comment on function scsql._gc_hashes(bigint, text[]) is
+  'Private. Deletes the embeddings and queued embedding work of chunk hashes no chunk of the project uses any more.';
+
+create or replace function scsql._enqueue_embeddings(p_project bigint, p_hashes text[])
+returns integer
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_model smallint;
+  v_n integer;
+begin
+  select embed_model_id into v_model from scsql.memory_state where project_id = p_project;
+  insert into scsql.kb_embed_queue (project_id, model_id, chunk_hash)
+  select p_project, v_model, h from unnest(p_hashes) h
+  where not exists (select from scsql.kb_embeddings e
+                    where e.project_id = p_project and e.model_id = v_model and e.chunk_hash = h)
+  order by h
+  on conflict do nothing;
+  get diagnostics v_n = row_count;
+  if v_n > 0 then
+    perform pg_notify('scsql_embed', p_project::text);
+  end if;
+  return v_n;
+end
+$$;
+comment on function scsql._enqueue_embeddings(bigint, text[]) is
+  'Private. Queues the chunk hashes that have no embedding for the project''s active model, and wakes workers (NOTIFY scsql_embed). Returns how many were queued.';
+
+create or replace function scsql._index_source(
+  p_project bigint, p_path text, p_content text, p_kind text, p_trust text, p_tier text,
+  p_spans jsonb, p_meta jsonb, p_expires_at timestamptz)
+returns table (source_id bigint, chunks integer, unchanged boolean, content_hash text)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_hash text := encode(sha256(convert_to(p_content, 'UTF8')), 'hex');
+  v_spans text := md5(p_spans::text);
+  v_src scsql.kb_sources;
+  v_old_ids bigint[];
+  v_old_hashes text[] := '{}';
+  v_new record;
+  v_agent bigint := scsql._my_agent_id();
+begin
+  perform scsql._memory_state_lock(p_project);
+  select * into v_src from scsql.kb_sources s where s.project_id = p_project and s.path = p_path for update;
+  if found and v_src.content_hash = v_hash and v_src.kind = p_kind and v_src.trust = p_trust
+     and v_src.tier = p_tier and v_src.meta = p_meta and v_src.spans_hash is not distinct from v_spans then
+    return query select v_src.source_id, v_src.n_chunks, true, v_hash;
+    return;
+  end if;
+  if found then
+    select array_agg(c.chunk_id) into v_old_ids
+    from scsql.kb_chunks c where c.project_id = p_project and c.source_id = v_src.source_id;
+    if v_old_ids is not null then
+      v_old_hashes := scsql._unindex_chunks(p_project, v_old_ids);
+    end if;
+    update scsql.kb_sources s
+       set kind = p_kind, trust = p_trust, tier = p_tier, content_hash = v_hash, spans_hash = v_spans, meta = p_meta,
+           n_chars = char_length(p_content), updated_at = now(), updated_by = v_agent, expires_at = p_expires_at
+     where s.project_id = p_project and s.source_id = v_src.source_id;
+  else
+    insert into scsql.kb_sources (project_id, path, kind, trust, tier, content_hash, spans_hash, n_chars, meta,
+                                  created_by, updated_by, expires_at)
+    values (p_project, p_path, p_kind, p_trust, p_tier, v_hash, v_spans, char_length(p_content), p_meta,
+            v_agent, v_agent, p_expires_at)
+    returning * into v_src;
+  end if;
+
+  select * into v_new from scsql._index_chunks(p_project, v_src.source_id, p_path, p_content, p_spans, p_kind = 'file');
+  update scsql.kb_sources s set n_chunks = v_new.n_chunks
+   where s.project_id = p_project and s.source_id = v_src.source_id;
+  perform scsql._gc_hashes(p_project, v_old_hashes);
+  perform scsql._enqueue_embeddings(p_project, v_new.hashes);
+  return query select v_src.source_id, v_new.n_chunks, false, v_hash;
+end
+$$;
+comment on function scsql._index_source(bigint, text, text, text, text, text, jsonb, jsonb, timestamptz) is
+  'Private. Creates or replaces one source and its chunks in the current transaction (so no half-indexed source is ever visible), records the acting agent as its last writer (updated_by), keeps embeddings of unchanged chunk text, queues the new text for embedding. A source whose text, kind, trust, tier and metadata are unchanged costs one lookup.';
+
+create or replace function scsql._forget_sources(p_project bigint, p_source_ids bigint[])
+returns integer
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_ids bigint[];
+  v_hashes text[] := '{}';
+  v_n integer;
+begin
+  if coalesce(array_length(p_source_ids, 1), 0) = 0 then
+    return 0;
+  end if;
+  perform scsql._memory_state_lock(p_project);
+  select array_agg(c.chunk_id) into v_ids
+  from scsql.kb_chunks c where c.project_id = p_project and c.source_id = any(p_source_ids);
+  if v_ids is not null then
+    v_hashes := scsql._unindex_chunks(p_project, v_ids);
+  end if;
+  delete from scsql.kb_sources s where s.project_id = p_project and s.source_id = any(p_source_ids);
+  get diagnostics v_n = row_count;
+  perform scsql._gc_hashes(p_project, v_hashes);
+  return v_n;
+end
+$$;
+comment on function scsql._forget_sources(bigint, bigint[]) is
+  'Private. Deletes sources with their chunks, postings and no-longer-used embeddings. Returns how many sources were deleted.';
+
+-- ---------------------------------------------------------------------------
+-- Public API: the knowledge base
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._check_source(p_kind text, p_trust text, p_tier text)
+returns void
+language plpgsql
+immutable
+as $$
+begin
+  if p_kind is null or p_kind not in ('file', 'url', 'note', 'session_summary', 'archived_fact', 'learning') then
+    raise exception using errcode = 'SC203', message = format('unknown source kind %s', coalesce(quote_literal(p_kind), 'NULL')),
+      hint = 'Kinds: file, url, note (learnings, session summaries and archived facts are written by record_outcome, summarize_session and remember).';
+  end if;
+  if p_trust is null or p_trust not in ('internal', 'external') then
+    raise exception using errcode = 'SC203', message = format('unknown trust label %s', coalesce(quote_literal(p_trust), 'NULL')),
+      hint = 'Trust is internal or external.';
+  end if;
+  if p_kind = 'url' and p_trust <> 'external' then
+    raise exception using errcode = 'SC203', message = 'a url source is always external',
+      hint = 'Omit trust for a url, or pass external.';
+  end if;
+  if p_tier is null or p_tier not in ('pinned', 'standard', 'session') then
+    raise exception using errcode = 'SC203', message = format('unknown retention tier %s', coalesce(quote_literal(p_tier), 'NULL')),
+      hint = 'Tiers: pinned (kept until forgotten), standard (kept while the source exists), session (365 days).';
+  end if;
+end
+$$;
+comment on function scsql._check_source(text, text, text) is
+  'Private. Raises SC203 unless kind, trust and tier are valid (a url is always external).';
+
+create or replace function scsql.index_text(
+  p_path text, p_content text, p_kind text default 'note', p_trust text default null,
+  p_tier text default 'standard', p_spans jsonb default null, p_meta jsonb default null)
+returns table (path text, kind text, trust text, chunks integer, unchanged boolean, content_hash text)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_project bigint := scsql._my_project();
+  v_trust text := coalesce(p_trust, case when p_kind = 'url' then 'external' else 'internal' end);
+  v_r record;
+begin
+  perform scsql._check_text('path', p_path, 1024, false);
+  perform scsql._check_source(p_kind, v_trust, p_tier);
+  if p_kind in ('session_summary', 'archived_fact', 'learning') then
+    raise exception using errcode = 'SC203', message = format('index_text does not write %s sources', p_kind),
+      hint = 'Learnings come from record_outcome, session summaries from summarize_session, archived facts from remember; index_text writes file, url and note sources.';
+  end if;
+  if scsql._reserved_path(p_path) then
+    raise exception using errcode = 'SC211', message = format('path %L is reserved for sources scsql writes itself', p_path),
+      hint = 'Paths starting with learning:, session:, fact:, memory: or message: name learnings, session summaries, archived facts, working memory and broadcasts. Choose another path, such as notes/<name>.';
+  end if;
+  if p_content is not null and octet_length(p_content) > 2097152 then
+    raise exception using errcode = 'SC204',
+      message = format('text of %s is %s bytes; at most 2 MiB (2,097,152 bytes) can be indexed as one source',
+                       p_path, octet_length(p_content)),
+      hint = 'Nothing was indexed. Split the text into several sources.';
+  end if;
+  if p_content is null or scsql._normalize(p_content) = '' then
+    raise exception using errcode = 'SC201', message = format('text of %s is empty', p_path),
+      hint = 'To remove a source use forget_source.';
+  end if;
+  if scsql._holds_private_key(p_content) then
+    raise exception using errcode = 'SC215', message = format('text of %s holds a PEM private key block; nothing was indexed', p_path),
+      hint = 'Private keys never belong in the knowledge base, which every agent of the project can search. Remove the key (a public key or the marker alone is fine).';
+  end if;
+  if p_meta is not null and (jsonb_typeof(p_meta) <> 'object' or octet_length(p_meta::text) > 10000
+                             or scsql._jsonb_depth(p_meta) > 64) then
+    raise exception using errcode = 'SC010', message = 'meta must be a JSON object of at most 10,000 bytes, nested at most 64 levels';
+  end if;
+  select * into v_r from scsql._index_source(v_project, p_path, p_content, p_kind, v_trust, p_tier, p_spans,
+    coalesce(p_meta, '{}'), case when p_tier = 'session' then now() + interval '365 days' end);
+  return query select p_path, p_kind, v_trust, v_r.chunks, v_r.unchanged, v_r.content_hash;
+end
+$$;
+comment on function scsql.index_text(text, text, text, text, text, jsonb, jsonb) is
+  'Indexes one source of the acting agent''s project, replacing what was indexed at PATH, atomically, and records the agent as its last writer: kind file, url or note (the project''s published knowledge, which readers granted the project may also search); trust internal or external (default: external for a url, else internal); tier pinned, standard or session (365 days). Without spans the text is chunked by Markdown headings and blank lines (about 1,500 characters a chunk); spans [{start, end, anchor}] (1-based inclusive line numbers) chunk code by definitions. Unchanged text costs one lookup. New chunk text is queued for embedding; BM25 finds it at once. Returns path, kind, trust, chunks, unchanged, content_hash (sha256 of the text). Raises SC200/SC201 bad path or empty text, SC203 bad kind/trust/tier (also for learning, session_summary and archived_fact, which only scsql writes), SC211 a reserved path (learning:, session:, fact:, memory:, message:), SC204 text over 2 MiB, SC215 text holding a PEM private key block, SC206 bad spans.';
+
+create or replace function scsql._path_parts(p_path text)
+returns text[]
+language plpgsql
+immutable strict parallel safe
+as $$
+-- The one lexical reading of a path, for every function that takes one (the
+-- task queue's exclusive files, the index tool's directory and the project
+-- root): split at "/", drop empty and "." parts, let ".." remove the part
+-- before it. A ".." with nothing before it would climb above where the path
+-- starts (the project root for a relative path, "/" for an absolute one):
+-- that gives NULL, and each caller refuses it with its own error.
+declare
+  v_parts text[] := '{}';
+  v_part text;
+begin
+  foreach v_part in array pg_catalog.string_to_array(p_path, '/') loop
+    if v_part in ('', '.') then
+      continue;
+    elsif v_part = '..' then
+      if pg_catalog.cardinality(v_parts) = 0 then
+        return null;
+      end if;
+      v_parts := v_parts[1:pg_catalog.cardinality(v_parts) - 1];
+    else
+      v_parts := v_parts || v_part;
+    end if;
+  end loop;
+  return v_parts;
+end
+$$;
+comment on function scsql._path_parts(text) is
+  'Private. The parts of a path read lexically, the one rule every path argument goes through: split at "/", empty and "." parts dropped, ".." removing the part before it. Returns NULL when a ".." climbs above the start of the path (above the project root for a relative path, above "/" for an absolute one); callers refuse that. An empty array is the start itself.';
+
+drop function if exists scsql._index_scope(text);
+
+create or replace function scsql_caller.index_scope(p_dir text)
+returns text
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+-- p_dir is the real path of the directory (symbolic links resolved by the
+-- caller); "." and ".." are resolved here, lexically (_path_parts), before
+-- any check.
+declare
+  v_root text;
+  v_parts text[];
+  v_root_parts text[];
+  v_n integer;
+begin
+  perform scsql._check_text('directory', p_dir, 4096, false);
+  perform scsql._require(left(p_dir, 1) = '/', format('directory %L is not an absolute path', p_dir));
+  v_parts := scsql._path_parts(p_dir);
+  if v_parts is null then
+    raise exception using errcode = 'SC213', message = format('directory %L climbs above "/" through ".."', p_dir),
+      hint = 'Give the real path of a directory under the project root.';
+  end if;
+  if exists (select from unnest(v_parts) x
+             where lower(x) in ('.ssh', '.gnupg', '.aws', '.azure', '.kube', '.password-store')) then
+    raise exception using errcode = 'SC214',
+      message = format('%s is a store of secrets (or inside one); scsql does not index it', p_dir),
+      hint = 'Index the project''s source tree; keys and credentials never belong in the knowledge base.';
+  end if;
+  select p.root_path into v_root from scsql.projects p where p.project_id = scsql._my_project();
+  v_root_parts := scsql._path_parts(v_root);
+  if v_root is null or v_root_parts is null or cardinality(v_root_parts) = 0 then
+    raise exception using errcode = 'SC216',
+      message = format('project %s has no root directory%s; scsql indexes only inside a project''s root',
+                       (select p.name from scsql.projects p where p.project_id = scsql._my_project()),
+                       case when v_root is not null then format(' (its root_path %L names "/")', v_root) else '' end),
+      hint = 'An administrator sets it: scsql up --root DIR for the default project, or select scsql.set_project_root(project, ''/abs/dir'').';
+  end if;
+  v_n := cardinality(v_root_parts);
+  if cardinality(v_parts) < v_n or v_parts[1:v_n] is distinct from v_root_parts then
+    raise exception using errcode = 'SC213',
+      message = format('%s is outside the project''s root %s; scsql indexes only inside it', p_dir, v_root),
+      hint = 'Index a directory under the root. The root is compared with the directory''s real path (symbolic links resolved); an administrator sets it with create_project or set_project_root.';
+  end if;
+  return '/' || array_to_string(v_root_parts, '/');
+end
+$$;
+comment on function scsql_caller.index_scope(text) is
+  'For the index tool (scsql index PATH and MCP index) before it reads a file. DIR is the absolute real path of the directory to index. Raises SC214 when it is or lies inside a store of secrets (.ssh, .gnupg, .aws, .azure, .kube, .password-store), SC216 when the acting agent''s project has no root_path (or one that names "/"), SC213 when DIR is not inside the root ("." and ".." resolved by _path_parts; both are real paths, compared as the file system spells them) or climbs above "/", SC010 for a relative path, SC200/SC201 for a bad one. Returns the project''s root_path (normalized), which the tool takes as the root that indexed paths are relative to.';
+
+create or replace function scsql.set_project_root(p_project text, p_root_path text)
+returns text
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_parts text[];
+  v_root text;
+begin
+  perform scsql._check_text('root_path', p_root_path, 4096, false);
+  perform scsql._require(left(p_root_path, 1) = '/', format('root_path must be an absolute path, got %L', p_root_path));
+  v_parts := scsql._path_parts(p_root_path);
+  perform scsql._require(v_parts is not null and cardinality(v_parts) > 0,
+    format('root_path %L names "/" (or climbs above it); a project''s root is a directory below "/"', p_root_path));
+  v_root := '/' || array_to_string(v_parts, '/');
+  update scsql.projects set root_path = v_root where name = p_project;
+  if not found then
+    raise exception using errcode = 'SC005', message = format('project "%s" does not exist', p_project);
+  end if;
+  return v_root;
+end
+$$;
+comment on function scsql.set_project_root(text, text) is
+  'Administrators only. Sets the root directory of project PROJECT: an absolute path (give its real path, symbolic links resolved; scsql up and roles.set_project_root resolve it), stored with "." and ".." resolved (as the file system spells it: the index tool compares it with real paths). The index tool reads only below it, and exclusive file paths are relative to it. Returns the stored root. Raises SC010 for a relative path or "/", SC200/SC201 for a bad one, SC005 unknown project.';
+
+create or replace function scsql.index(p_path text, p_manifest jsonb)
+returns table (path text, action text)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_project bigint := scsql._my_project();
+  v_prefix text := coalesce(rtrim(p_path, '/'), '');
+  v_ids bigint[];
+  v_removed text[];
+begin
+  if p_manifest is null or jsonb_typeof(p_manifest) <> 'array' then
+    raise exception using errcode = 'SC210', message = 'manifest must be a JSON array of {path, content_hash}';
+  end if;
+  if v_prefix like '/%' or v_prefix ~ '(^|/)\.\.(/|$)' then
+    raise exception using errcode = 'SC210', message = format('path %L must be a directory relative to the project root', p_path);
+  end if;
+  if exists (
+    select from jsonb_array_elements(p_manifest) m
+    where jsonb_typeof(m) <> 'object'
+       or jsonb_typeof(m -> 'path') is distinct from 'string'
+       or coalesce(m ->> 'content_hash', '') !~ '^[0-9a-f]{64}$'
+       or (m ->> 'path') like '/%' or (m ->> 'path') ~ '(^|/)\.\.(/|$)' or (m ->> 'path') = ''
+       or char_length(m ->> 'path') > 1024
+       or (v_prefix <> '' and left(m ->> 'path', char_length(v_prefix) + 1) <> v_prefix || '/')
+  ) then
+    raise exception using errcode = 'SC210',
+      message = 'every manifest entry must be {"path": relative path under the prefix, "content_hash": sha256 hex}';
+  end if;
+
+  -- Files under the prefix that are no longer in the tree: unindex them.
+  select array_agg(s.source_id), array_agg(s.path order by s.path) into v_ids, v_removed
+  from scsql.kb_sources s
+  where s.project_id = v_project and s.kind = 'file'
+    and (v_prefix = '' or left(s.path, char_length(v_prefix) + 1) = v_prefix || '/')
+    and not exists (select from jsonb_array_elements(p_manifest) m where m ->> 'path' = s.path);
+  perform scsql._forget_sources(v_project, v_ids);
+
+  return query
+    select r, 'removed'::text from unnest(v_removed) r
+    union all
+    select m ->> 'path', 'index'
+    from jsonb_array_elements(p_manifest) m
+    where not exists (select from scsql.kb_sources s
+                      where s.project_id = v_project and s.path = m ->> 'path'
+                        and s.kind = 'file' and s.content_hash = m ->> 'content_hash')
+    order by 2, 1;
+end
+$$;
+comment on function scsql.index(text, jsonb) is
+  'Indexes a directory tree into the acting agent''s project knowledge base. The MCP tool (and scsql index PATH) takes PATH, a directory on the machine the MCP server runs on: it walks it (honouring .gitignore, skipping binaries and files over 2 MiB, refusing symbolic links that leave the project root; never reading the scsql data directory and keystore, stores of secrets such as .ssh and .aws, or files named like secrets: .env*, *.pem, *.key, id_rsa*, id_ed25519*, .netrc, .pgpass, credentials files; never indexing a file that holds a private key), then this function compares the files with what is indexed, in one call, and the tool indexes the new and changed files with index_text (Python by top-level definitions, other code by a definition heuristic, Markdown by headings), one atomic transaction per file; unchanged files cost nothing and files no longer present are unindexed. The tool returns a report: files, indexed, unchanged, removed, chunks, skipped (each path with its reason), skipped_counts (how many per reason), failed. It refuses everything in a project without a root_path (SC216; scsql up gives the default project one, an administrator sets others with set_project_root), a directory outside the root_path (SC213) or inside a store of secrets (SC214), all checked by scsql_caller.index_scope, the scsql data directory or keystore (SC223), and a path the operating system cannot look up, such as one too long (SC224). In SQL, PATH is the directory relative to the project root ('''' for all of it) and MANIFEST the files present [{path, content_hash: sha256 hex}]: file sources under PATH missing from it are unindexed (action removed) and files to (re)index are returned (action index). Raises SC210 for a bad manifest.';
+
+create or replace function scsql._check_forgettable(p_project bigint, p_source_ids bigint[])
+returns void
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+-- A session summary belongs to the agent that wrote it (created_by), a
+-- learning to the author of its outcome (scsql.learnings.author_id, found
+-- through meta.learning_id; created_by is whoever drained the queue). Other
+-- sources belong to the project.
+declare
+  v_me bigint := scsql._my_agent_id();
+  v_r record;
+begin
+  select s.path, s.kind, a.name as owner into v_r
+  from scsql.kb_sources s
+  left join scsql.learnings l
+    on s.kind = 'learning' and l.project_id = s.project_id
+   and l.learning_id = case when s.meta ->> 'learning_id' ~ '^[0-9]{1,18}$' then (s.meta ->> 'learning_id')::bigint end
+  join scsql.agents a
+    on a.agent_id = case when s.kind = 'learning' then coalesce(l.author_id, s.created_by) else s.created_by end
+  where s.project_id = p_project and s.source_id = any(p_source_ids)
+    and s.kind in ('session_summary', 'learning') and a.agent_id <> v_me
+  order by s.path
+  limit 1;
+  if found then
+    raise exception using errcode = 'SC212',
+      message = format('%s is a %s of agent %s; only that agent may forget it', v_r.path,
+                       replace(v_r.kind, '_', ' '), v_r.owner),
+      hint = 'Nothing was forgotten. Forget your own sources; a text shared with another agent''s source stays while that source does.';
+  end if;
+end
+$$;
+comment on function scsql._check_forgettable(bigint, bigint[]) is
+  'Private. Raises SC212 when one of the sources is a session summary another agent wrote, or a learning of another agent''s outcome: only their authors may forget them.';
+
+create or replace function scsql.forget_source(p_path text)
+returns boolean
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_project bigint := scsql._my_project();
+  v_id bigint;
+begin
+  perform scsql._check_text('path', p_path, 1024, false);
+  select source_id into v_id from scsql.kb_sources where project_id = v_project and path = p_path;
+  if not found then
+    return false;
+  end if;
+  perform scsql._check_forgettable(v_project, array[v_id]);
+  return scsql._forget_sources(v_project, array[v_id]) > 0;
+end
+$$;
+comment on function scsql.forget_source(text) is
+  'Removes the source at PATH of the acting agent''s project with all its chunks, postings and embeddings. Files, URLs, notes and archived facts are the project''s to forget; a session summary only its author may forget, a learning only the author of its outcome. Returns true when it existed, false otherwise. Raises SC200/SC201 for a bad path, SC212 for another agent''s session summary or learning.';
+
+create or replace function scsql.forget_chunk(p_chunk_hash text)
+returns integer
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_project bigint := scsql._my_project();
+  v_ids bigint[];
+  v_sources bigint[];
+  v_hashes text[];
+  v_n integer;
+begin
+  if p_chunk_hash is null or lower(p_chunk_hash) !~ '^[0-9a-f]{64}$' then
+    raise exception using errcode = 'SC010', message = format('%L is not a chunk_hash (64 hexadecimal digits)', p_chunk_hash);
+  end if;
+  perform scsql._memory_state_lock(v_project);
+  select array_agg(chunk_id), array_agg(distinct source_id) into v_ids, v_sources from scsql.kb_chunks
+  where project_id = v_project and chunk_hash = lower(p_chunk_hash);
+  if v_ids is null then
+    return 0;
+  end if;
+  perform scsql._check_forgettable(v_project, v_sources);
+  v_n := array_length(v_ids, 1);
+  v_hashes := scsql._unindex_chunks(v_project, v_ids);
+  update scsql.kb_sources s
+     set n_chunks = (select count(*) from scsql.kb_chunks c where c.project_id = v_project and c.source_id = s.source_id),
+         updated_at = now(), updated_by = scsql._my_agent_id()
+   where s.project_id = v_project and s.source_id = any(v_sources);
+  perform scsql._gc_hashes(v_project, v_hashes);
+  return v_n;
+end
+$$;
+comment on function scsql.forget_chunk(text) is
+  'Removes every chunk of the acting agent''s project whose chunk_hash is the given one (the same text may occur in several sources), with postings and embedding. Their sources stay, with fewer chunks; re-indexing changed text brings chunks back. Returns the number of chunks removed (0 when none). Raises SC010 for a malformed hash, SC212 (removing nothing) when the text is also a chunk of another agent''s session summary or learning.';
+

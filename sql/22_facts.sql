@@ -1,0 +1,133 @@
+-- scsql memory: working-memory facts (remember, forget), their capacity and
+-- their archive in the knowledge base. Definitions: sql/20_text.sql.
+
+-- ---------------------------------------------------------------------------
+-- Public API: working memory
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._memory_capacity(p_project bigint)
+returns integer
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+  select 100 + least(150, coalesce((select s.n_file_chunks from scsql.memory_state s where s.project_id = p_project), 0) / 100)::integer
+$$;
+comment on function scsql._memory_capacity(bigint) is
+  'Private. Working-memory capacity of a project: 100 facts, plus one per 100 indexed file chunks (the project''s size), up to 250 (reached at 15,000 file chunks).';
+
+create or replace function scsql._facts_lock(p_project bigint)
+returns void
+language sql
+as $$ select scsql._project_lock(p_project, 'memory_facts', false) $$;
+comment on function scsql._facts_lock(bigint) is
+  'Private. Serializes changes to one project''s working memory (its memory_facts row of scsql.project_locks, locked until commit; no other project waits on it), so concurrent remembers never exceed capacity nor lose a fact.';
+
+create or replace function scsql._archive_fact(p_project bigint, p_fact scsql.memory_facts)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+begin
+  perform scsql._index_source(p_project, 'fact:' || p_fact.key, p_fact.key || E'\n' || p_fact.value,
+    'archived_fact', 'internal', 'standard', null,
+    jsonb_build_object('key', p_fact.key, 'importance', p_fact.importance, 'created_at', p_fact.created_at,
+                       'updated_at', p_fact.updated_at, 'archived_at', clock_timestamp()),
+    null);
+  delete from scsql.memory_facts f where f.project_id = p_project and f.key = p_fact.key;
+end
+$$;
+comment on function scsql._archive_fact(bigint, scsql.memory_facts) is
+  'Private. Moves a fact from working memory to the knowledge base as the archived_fact source fact:<key> (searchable, with its importance and times in meta).';
+
+create or replace function scsql.remember(p_key text, p_value text, p_importance integer default 3)
+returns table (key text, importance integer, stored text, archived text[], facts integer, capacity integer)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_project bigint := scsql._my_project();
+  v_agent bigint := scsql._my_agent_id();
+  v_cap integer;
+  v_count integer;
+  v_fact scsql.memory_facts;
+  v_archived text[] := '{}';
+  v_old bigint;
+begin
+  perform scsql._check_text('key', p_key, 200, false);
+  perform scsql._check_text('value', p_value, 4000, true);
+  if scsql._holds_private_key(p_value) then
+    raise exception using errcode = 'SC215', message = format('the value of %s holds a PEM private key block; nothing was stored', p_key),
+      hint = 'Private keys never belong in working memory, which every agent of the project reads.';
+  end if;
+  if p_importance is null or p_importance not between 1 and 5 then
+    raise exception using errcode = 'SC202', message = format('importance must be 1 to 5, got %s', coalesce(p_importance::text, 'NULL')),
+      hint = '5 = must survive, 1 = first to be archived.';
+  end if;
+  perform scsql._facts_lock(v_project);
+
+  insert into scsql.memory_facts as f (project_id, key, value, importance, created_at, updated_at, created_by, updated_by)
+  values (v_project, p_key, p_value, p_importance, clock_timestamp(), clock_timestamp(), v_agent, v_agent)
+  on conflict on constraint memory_facts_pkey do update
+    set value = excluded.value, importance = excluded.importance,
+        updated_at = excluded.updated_at, updated_by = excluded.updated_by;
+
+  -- A fresh value supersedes an archived copy of the same key.
+  select s.source_id into v_old from scsql.kb_sources s
+  where s.project_id = v_project and s.path = 'fact:' || p_key and s.kind = 'archived_fact';
+  if found then
+    perform scsql._forget_sources(v_project, array[v_old]);
+  end if;
+
+  v_cap := scsql._memory_capacity(v_project);
+  select count(*) into v_count from scsql.memory_facts f where f.project_id = v_project;
+  if v_count > v_cap then
+    for v_fact in
+      select * from scsql.memory_facts f where f.project_id = v_project
+      order by f.importance, f.updated_at, f.key
+      limit v_count - v_cap
+    loop
+      perform scsql._archive_fact(v_project, v_fact);
+      v_archived := v_archived || v_fact.key;
+    end loop;
+    v_count := v_cap;
+  end if;
+
+  return query select p_key, p_importance,
+    case when p_key = any(v_archived) then 'archived' else 'memory' end,
+    v_archived, v_count, v_cap;
+end
+$$;
+comment on function scsql.remember(text, text, integer) is
+  'Stores a fact in the acting agent''s project working memory, or updates the fact with that key: key (1-200 characters, one line), value (1-4,000 characters), importance 1-5 (default 3). Working memory holds 100 facts, plus one per 100 indexed file chunks, up to 250; when it is full the lowest-importance, least recently updated facts move to the knowledge base as archived facts (still found by search; never dropped), so an importance-5 fact is archived only when no lower-importance fact is left. Returns key, importance, stored (memory, or archived when this fact itself was the one to go), archived (keys moved out), facts (now in memory), capacity. Raises SC200 too long, SC201 empty or control characters, SC202 importance out of range, SC215 a value holding a PEM private key block.';
+
+create or replace function scsql.forget(p_key text)
+returns boolean
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_project bigint := scsql._my_project();
+  v_found boolean;
+  v_old bigint;
+begin
+  perform scsql._check_text('key', p_key, 200, false);
+  perform scsql._facts_lock(v_project);
+  delete from scsql.memory_facts f where f.project_id = v_project and f.key = p_key;
+  v_found := found;
+  select s.source_id into v_old from scsql.kb_sources s
+  where s.project_id = v_project and s.path = 'fact:' || p_key and s.kind = 'archived_fact';
+  if found then
+    perform scsql._forget_sources(v_project, array[v_old]);
+    v_found := true;
+  end if;
+  return v_found;
+end
+$$;
+comment on function scsql.forget(text) is
+  'Forgets the fact KEY of the acting agent''s project, in working memory and in the archive. Returns true when there was such a fact, false otherwise (so a second forget returns false). Raises SC200/SC201 for a bad key.';
+

@@ -1,0 +1,226 @@
+-- scsql memory: session summaries, context recall and context packs.
+-- Definitions: sql/20_text.sql.
+
+-- ---------------------------------------------------------------------------
+-- Sessions, context recall, context packs
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql.summarize_session(p_summary jsonb)
+returns table (path text, chunks integer, expires_at timestamptz)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+#variable_conflict use_column
+declare
+  v_me scsql.agents := scsql._me();
+  v_keys constant text[] := array['done', 'decisions', 'files', 'open_tasks'];
+  v_titles constant text[] := array['Done', 'Decisions', 'Files', 'Open tasks'];
+  v_clean jsonb := '{}';
+  v_items text[];
+  v_text text := '';
+  v_path text;
+  v_expires timestamptz := now() + interval '365 days';
+  v_r record;
+  v_i integer;
+begin
+  if p_summary is null or jsonb_typeof(p_summary) <> 'object' then
+    raise exception using errcode = 'SC208', message = 'a session summary must be a JSON object',
+      hint = 'Give {"done": [...], "decisions": [...], "files": [...], "open_tasks": [...]}.';
+  end if;
+  if exists (select from jsonb_object_keys(p_summary) k where k <> all (v_keys)) then
+    raise exception using errcode = 'SC208',
+      message = format('unknown keys in session summary: %s',
+                       (select string_agg(k, ', ') from jsonb_object_keys(p_summary) k where k <> all (v_keys))),
+      hint = 'Keys: done, decisions, files, open_tasks.';
+  end if;
+  if octet_length(p_summary::text) > 20000 then
+    raise exception using errcode = 'SC208', message = format('session summary is %s bytes; at most 20,000', octet_length(p_summary::text));
+  end if;
+  for v_i in 1 .. 4 loop
+    v_items := case coalesce(jsonb_typeof(p_summary -> v_keys[v_i]), 'null')
+      when 'string' then array[p_summary ->> v_keys[v_i]]
+      when 'array' then (select array_agg(e #>> '{}' order by o) from jsonb_array_elements(p_summary -> v_keys[v_i]) with ordinality x(e, o))
+      when 'null' then null
+      else array[null::text] end;
+    if v_items is not null and (exists (select from unnest(v_items) i where i is null)
+        or exists (select from jsonb_array_elements(case when jsonb_typeof(p_summary -> v_keys[v_i]) = 'array'
+                                                         then p_summary -> v_keys[v_i] else '[]' end) e
+                   where jsonb_typeof(e) <> 'string')) then
+      raise exception using errcode = 'SC208', message = format('%s must be a string or a list of strings', v_keys[v_i]);
+    end if;
+    select array_agg(btrim(i)) into v_items from unnest(v_items) i where btrim(i) <> '';
+    if v_items is not null then
+      v_clean := v_clean || jsonb_build_object(v_keys[v_i], to_jsonb(v_items));
+      v_text := v_text || format(E'## %s\n', v_titles[v_i])
+                || (select string_agg('- ' || i, E'\n') from unnest(v_items) i) || E'\n\n';
+    end if;
+  end loop;
+  if v_clean = '{}' then
+    raise exception using errcode = 'SC208', message = 'the session summary is empty',
+      hint = 'Say at least what was done, decided, touched or left open.';
+  end if;
+  if scsql._holds_private_key(v_text) then
+    raise exception using errcode = 'SC215', message = 'the session summary holds a PEM private key block; nothing was stored',
+      hint = 'Private keys never belong in the knowledge base, which every agent of the project can search.';
+  end if;
+  v_path := format('session:%s/%s', v_me.name, to_char(clock_timestamp() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'));
+  v_text := format(E'# Session summary by %s, %s\n\n', v_me.name, to_char(now() at time zone 'UTC', 'YYYY-MM-DD HH24:MI "UTC"')) || v_text;
+  select * into v_r from scsql._index_source(v_me.project_id, v_path, rtrim(v_text, E'\n'), 'session_summary', 'internal',
+    'session', null, jsonb_build_object('agent', v_me.name, 'summary', v_clean), v_expires);
+  return query select v_path, v_r.chunks, v_expires;
+end
+$$;
+comment on function scsql.summarize_session(jsonb) is
+  'Archives a structured summary of the acting agent''s session: {"done", "decisions", "files", "open_tasks"}, each a string or a list of strings. It is kept 365 days, found by search (each part is a chunk; decisions are offered by pack) and restored by recall_context. Returns the source path (session:<agent>/<time>), its chunk count and when it expires. Raises SC208 for an empty, unknown-keyed or over-long summary, SC215 for one holding a PEM private key block.';
+
+-- scsql._recall_broadcasts (recent broadcasts for recall_context) is defined in
+-- sql/40_integration.sql, after the broadcast channel.
+
+create or replace function scsql.recall_context(p_budget integer default 1500)
+returns table (section text, item integer, key text, content text, importance integer,
+               at timestamptz, tokens integer, source_path text)
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+-- Runs as the owner and reads only the acting agent's own project, every
+-- row of which row-level security shows the agent too.
+#variable_conflict use_column
+declare
+  v_project bigint := scsql._my_project();
+begin
+  if p_budget is null or p_budget not between 50 and 100000 then
+    raise exception using errcode = 'SC209', message = format('budget must be 50 to 100,000 tokens, got %s', p_budget);
+  end if;
+  return query
+  with items as (
+    select 1 as sec, 'fact' as section,
+           row_number() over (order by f.importance desc, f.updated_at desc, f.key) as item,
+           f.key, f.key || ': ' || f.value as content, f.importance::integer as importance,
+           f.updated_at as at, null::text as source_path
+    from scsql.memory_facts f
+    where f.project_id = v_project
+    union all
+    select 2, 'session', row_number() over (order by s.created_at desc, s.source_id desc),
+           s.meta ->> 'agent',
+           concat_ws(E'\n',
+             'session ' || to_char(s.created_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI') || ' UTC by ' || (s.meta ->> 'agent'),
+             'done: ' || (select string_agg(x, '; ') from jsonb_array_elements_text(s.meta -> 'summary' -> 'done') x),
+             'decisions: ' || (select string_agg(x, '; ') from jsonb_array_elements_text(s.meta -> 'summary' -> 'decisions') x),
+             'files: ' || (select string_agg(x, ', ') from jsonb_array_elements_text(s.meta -> 'summary' -> 'files') x),
+             'open tasks: ' || (select string_agg(x, '; ') from jsonb_array_elements_text(s.meta -> 'summary' -> 'open_tasks') x)),
+           null, s.created_at, s.path
+    from (select * from scsql.kb_sources s
+          where s.project_id = v_project and s.kind = 'session_summary'
+            and (s.expires_at is null or s.expires_at > now())
+          order by s.created_at desc, s.source_id desc limit 5) s
+    union all
+    select 3, 'broadcast', row_number() over (order by b.at desc), b.key, b.content, null, b.at, null
+    from scsql._recall_broadcasts(v_project, 10) b
+  ),
+  costed as (
+    select i.*, scsql_caller.tokens(i.content) as tokens,
+           -- Each section first gets its share of the budget (facts 60%,
+           -- sessions 30%, broadcasts 10%) ...
+           sum(scsql_caller.tokens(i.content)) over (partition by i.sec order by i.item) as sec_cum,
+           case i.sec when 1 then 0.6 when 2 then 0.3 else 0.1 end * p_budget as share
+    from items i
+  ),
+  firsts as (
+    select c.*, c.sec_cum <= c.share as in_share from costed c
+  ),
+  filled as (
+    -- ... then what is left goes to the remaining items in order.
+    select f.*, (select coalesce(sum(x.tokens), 0) from firsts x where x.in_share) as used,
+           sum(case when f.in_share then 0 else f.tokens end) over (order by f.sec, f.item) as extra_cum
+    from firsts f
+  )
+  select f.section, f.item::integer, f.key, f.content, f.importance, f.at, f.tokens, f.source_path
+  from filled f
+  where f.in_share or f.used + f.extra_cum <= p_budget
+  order by f.sec, f.item;
+end
+$$;
+comment on function scsql.recall_context(integer) is
+  'Restores the acting agent''s project context in one call, within a token budget (default 1,500; 50 to 100,000; tokens estimated as ceil(characters / 4)): working-memory facts by importance then recency, the latest session summaries (up to 5), and recent broadcasts. Each section first gets a share of the budget (facts 60%, sessions 30%, broadcasts 10%), what is left goes to the remaining items in order; items are never cut. Stable order: section, then item. Returns section (fact, session, broadcast), item, key, content, importance, at, tokens, source_path. Raises SC209 for a budget out of range.';
+
+create or replace function scsql.pack(p_intent text, p_budget integer default 2000,
+                                      p_query_embedding vector default null, p_model text default null)
+returns table (item integer, kind text, score double precision, tokens integer, key text, content text,
+               source_path text, anchor text, line_start integer, line_end integer, chunk_hash text,
+               trust text, notice text)
+language plpgsql
+stable
+as $$
+#variable_conflict use_column
+declare
+  v_project bigint := scsql_caller.project_id();
+  v_terms text[];
+begin
+  if p_budget is null or p_budget not between 50 and 100000 then
+    raise exception using errcode = 'SC209', message = format('budget must be 50 to 100,000 tokens, got %s', p_budget);
+  end if;
+  if p_intent is null or btrim(p_intent, E' \t\r\n') = '' or char_length(p_intent) > 2000 then
+    raise exception using errcode = 'SC205',
+      message = format('the intent must be 1 to 2,000 characters, got %s', coalesce(char_length(p_intent), 0));
+  end if;
+  select array_agg(t.term) into v_terms from scsql_caller.terms(p_intent) t;
+  if v_terms is null then
+    return;
+  end if;
+  return query
+  with facts as (
+    -- Working-memory facts that share terms with the intent, weighted by
+    -- the terms' rarity in the knowledge base, then by importance.
+    select f.key, f.key || ': ' || f.value as content, f.importance,
+           (select sum(coalesce(ln(1 + (st.n_chunks - kt.df + 0.5) / (kt.df + 0.5)), ln(2 + coalesce(st.n_chunks, 0))))
+            from scsql_caller.terms(f.key || ' ' || f.value) ft
+            left join scsql.kb_terms kt on kt.project_id = v_project and kt.term = ft.term
+            where ft.term = any(v_terms)) as rel
+    from scsql.memory_facts f
+    left join scsql.memory_state st on st.project_id = v_project
+    where f.project_id = v_project
+  ),
+  ranked_facts as (
+    select row_number() over (order by f.rel desc, f.importance desc, f.key) as rank, f.*
+    from facts f where f.rel > 0
+  ),
+  hits as (
+    select row_number() over (order by s.score desc) as rank, s.*
+    from scsql_caller.search_projects(array[v_project], p_intent, 20, null, null, null, 'hybrid', p_query_embedding, p_model,
+                       60, 1, 1, 1.2, 0.75, 50) s
+  ),
+  items as (
+    select 1.0 / (60 + r.rank) as score, 0 as pref, 'fact' as kind, r.key, r.content,
+           'memory:' || r.key as source_path, null::text as anchor, null::integer as line_start, null::integer as line_end,
+           null::text as chunk_hash, 'internal'::text as trust, null::text as notice
+    from ranked_facts r
+    union all
+    select 1.0 / (60 + h.rank), 1,
+           case when h.source_kind = 'session_summary' and h.anchor = 'Decisions' then 'decision'
+                when h.source_kind = 'learning' then 'learning'
+                when h.source_kind = 'archived_fact' then 'fact'
+                else 'chunk' end,
+           null, h.content, h.source_path, h.anchor, h.line_start, h.line_end, h.chunk_hash, h.trust, h.notice
+    from hits h
+  ),
+  ordered as (
+    select row_number() over (order by i.score desc, i.pref, i.source_path, i.line_start) as item, i.*,
+           scsql_caller.tokens(i.content) as tokens
+    from items i
+  ),
+  cum as (
+    select o.*, sum(o.tokens) over (order by o.item) as total from ordered o
+  )
+  select c.item::integer, c.kind, c.score::double precision, c.tokens, c.key, c.content, c.source_path, c.anchor,
+         c.line_start, c.line_end, c.chunk_hash, c.trust, c.notice
+  from cum c
+  where c.total <= p_budget
+  order by c.item;
+end
+$$;
+comment on function scsql.pack(text, integer, vector, text) is
+  'A bounded context pack for a task described by INTENT (1-2,000 characters), within BUDGET tokens (default 2,000; tokens = ceil(characters / 4)): the working-memory facts that share terms with the intent, and the best hybrid-search hits, labelled fact, decision (from session summaries), learning or chunk, each with its citation (source_path, anchor, line span, chunk_hash, trust, notice). Facts and hits are ranked by reciprocal rank; when over budget the lowest-scored items are dropped first. Returns item, kind, score, tokens, key, content and the citation fields. Raises SC205 for a bad intent, SC209 for a budget out of range.';
+
