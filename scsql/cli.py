@@ -19,13 +19,14 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from . import __version__, errors
-from .config import APP_ROLE, Settings, role_for
-from .db import Agent, Database, unreachable
-from .embedded import EmbeddedServer, bin_path
-from .errors import ScsqlError
-from .migrate import Migrator, Source
-from .signing import Keystore
+from . import __version__
+from .core import errors
+from .core.config import APP_ROLE, Settings, role_for
+from .core.db import Agent, Database, unreachable
+from .core.embedded import EmbeddedServer, bin_path
+from .core.errors import ScsqlError
+from .core.migrate import Migrator, Source
+from .core.keys import Keystore
 
 DEFAULT_PROJECT = "default"
 DEFAULT_AGENT = "default"
@@ -34,10 +35,10 @@ DEFAULT_TEAM_ROLE = "orchestrator"
 # Modules that add subcommands: each has register(subparsers, add_command).
 COMMAND_MODULES: list[str] = [
     "scsql.bench",
-    "scsql.cmd_worker",
-    "scsql.cmd_audit",
-    "scsql.cmd_coord",
-    "scsql.cmd_memory",
+    "scsql.core.cli",
+    "scsql.audit.cli",
+    "scsql.coordination.cli",
+    "scsql.memory.cli",
 ]
 
 
@@ -144,7 +145,7 @@ def default_root(given: str | None) -> str | None:
 
 
 def cmd_up(ctx: Context, args: argparse.Namespace) -> int:
-    from . import roles
+    from .core import roles
 
     root = default_root(args.root)  # checked before anything starts
     if ctx.settings.embedded:
@@ -204,7 +205,7 @@ def cmd_down(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
-    from . import roles
+    from .core import roles
 
     if ctx.settings.embedded and not ctx.server.running:
         raise ScsqlError(errors.EMBEDDED_NOT_RUNNING,
@@ -231,7 +232,7 @@ def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
     if st["quarantines"] is None:
         print("quarantine  unknown (the schema predates quarantines: scsql migrate)")
     elif st["quarantines"]:
-        from .cmd_audit import quarantine_line
+        from .audit.cli import quarantine_line
 
         print(f"quarantine  {len(st['quarantines'])} chain(s) not verified past their signed rows "
               "(scsql verify; scsql.acknowledge_quarantine once dealt with):")
@@ -246,7 +247,7 @@ def _open_quarantines(conninfo: str) -> list[dict] | None:
     """Quarantined chains no administrator acknowledged yet (None before the schema has them)."""
     import psycopg
 
-    from .roles import admin_connection
+    from .core.roles import admin_connection
 
     with admin_connection(conninfo) as conn:
         try:
@@ -256,7 +257,7 @@ def _open_quarantines(conninfo: str) -> list[dict] | None:
 
 
 def cmd_psql(ctx: Context, args: argparse.Namespace) -> int:
-    from . import roles
+    from .core import roles
 
     if args.agent:
         known = {a["agent"]: a for a in roles.list_agents(ctx.admin_conninfo())}
@@ -290,7 +291,7 @@ def cmd_migrate(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_project(ctx: Context, args: argparse.Namespace) -> int:
-    from . import roles
+    from .core import roles
 
     if args.action == "create":
         pid = roles.create_project(ctx.admin_conninfo(), args.name, args.root, args.git_remote)
@@ -302,7 +303,7 @@ def cmd_project(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_agent(ctx: Context, args: argparse.Namespace) -> int:
-    from . import roles
+    from .core import roles
 
     admin = ctx.admin_conninfo()
     if args.action == "create":
@@ -328,7 +329,7 @@ def cmd_agent(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_errors(ctx: Context, args: argparse.Namespace) -> int:
-    from . import roles
+    from .core import roles
 
     with roles.admin_connection(ctx.admin_conninfo()) as conn:
         rows = conn.execute("select code, name, raised_by, meaning from scsql.error_codes order by code").fetchall()

@@ -35,10 +35,11 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from pydantic import ConfigDict
 
-from . import __version__, errors
-from .db import Agent
-from .errors import ScsqlError
-from .registry import Api, ApiFunction
+from . import __version__
+from .core import errors
+from .core.db import Agent
+from .core.errors import ScsqlError
+from .core.registry import Api, ApiFunction
 
 log = logging.getLogger("scsql.mcp")
 

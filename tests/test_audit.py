@@ -11,11 +11,11 @@ import psycopg
 import pytest
 
 from scsql import cli
-from scsql.audit import SIGNED_WRITES
-from scsql.cmd_audit import export_learnings
-from scsql.errors import ScsqlError
+from scsql.audit.telemetry import SIGNED_WRITES
+from scsql.audit.cli import export_learnings
+from scsql.core.errors import ScsqlError
 from scsql.mcp_server import build
-from scsql.registry import Api
+from scsql.core.registry import Api
 
 
 def _visible(agent, table: str = "outcomes") -> set[str]:
@@ -154,8 +154,8 @@ def test_learnings_export_appends_only_what_is_new(scsql_db, tmp_path):
     # A learning whose transaction is still open when an export starts (with
     # a lower id than learnings committed after it) is not skipped: the export
     # waits for it.
-    from scsql.audit import OUTCOME_FIELDS
-    from scsql.chain import sign_row
+    from scsql.audit.telemetry import OUTCOME_FIELDS
+    from scsql.audit.encoding import sign_row
 
     slow = a.db.pool.getconn()
     try:
@@ -240,7 +240,7 @@ def test_mcp_tool_writes_a_signed_row_and_cli_exports_learnings(scsql_db, tmp_pa
     assert cli.main(["price", "set", "m", "1", "2"]) == 0
     assert cli.main(["price", "list"]) == 0
     assert "m\t" in capsys.readouterr().out
-    from scsql.verify import verify
+    from scsql.audit.verify import verify
 
     assert verify(scsql_db.admin, workers=1, progress=False).ok
 

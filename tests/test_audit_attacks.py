@@ -18,9 +18,9 @@ import psycopg
 import pytest
 
 from scsql import cli
-from scsql.cmd_audit import export_checkpoints, record_checkpoints
-from scsql.registry import Api
-from scsql.verify import verify
+from scsql.audit.cli import export_checkpoints, record_checkpoints
+from scsql.core.registry import Api
+from scsql.audit.verify import verify
 
 from .helpers import auditor_key, backdate_keys, old_day, partition_of, sql_verify, table_exists, tamper, write_at
 
@@ -94,7 +94,7 @@ def test_a_forged_row_quarantines_its_chain_and_every_other_chain_is_still_check
     assert _chain_heads(db) == {ca: (3, True), cc: (None, None)}
 
     # Again: nothing new to sign for A, the same quarantine, C's new rows signed.
-    from scsql.cmd_audit import run_checkpoint
+    from scsql.audit.cli import run_checkpoint
 
     Api(c).call("record_tool_call", tool="c-newer")
     run = run_checkpoint(db.admin, key, progress=False)

@@ -9,9 +9,9 @@ from decimal import Decimal
 
 import pytest
 
-from scsql.errors import ScsqlError
-from scsql.registry import Api
-from scsql.verify import verify
+from scsql.core.errors import ScsqlError
+from scsql.core.registry import Api
+from scsql.audit.verify import verify
 
 
 def _count(scsql_db, table: str) -> int:

@@ -11,11 +11,11 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from scsql import coordination
-from scsql.chain import sign_row
-from scsql.coordination import BROADCAST_FIELDS, BROADCAST_TABLE
-from scsql.errors import ScsqlError
-from scsql.registry import Api
+from scsql.coordination import client
+from scsql.audit.encoding import sign_row
+from scsql.coordination.client import BROADCAST_FIELDS, BROADCAST_TABLE
+from scsql.core.errors import ScsqlError
+from scsql.core.registry import Api
 
 from .helpers import admin_rows, enqueue, lock_waiters, login, one, rows, wait_for
 
@@ -213,7 +213,7 @@ def test_rate_limit_holds_under_concurrent_sends(scsql_db):
 def test_broadcast_notifies_the_recipients_channel(team):
     db, _, orch, dev, _, qa = team
     with psycopg.connect(db.app, autocommit=True) as listener:
-        listener.execute(f'listen "{coordination.my_channel(dev)}"')
+        listener.execute(f'listen "{client.my_channel(dev)}"')
         send(orch, "STATUS", to_role="qa")
         send(orch, "ASSIGN", to_agent=dev.name)
         got = [n.payload for n in listener.notifies(timeout=2, stop_after=1)]
@@ -232,7 +232,7 @@ def test_broadcast_tools_through_the_registry(team):
 
 
 def test_messages_are_chained_signed_and_append_only(team):
-    from scsql import verify
+    from scsql.audit import verify
 
     db, _, orch, dev, _, _ = team
     first = send(orch, "ASSIGN", to_agent=dev.name, payload='{"n": 1}')
@@ -259,8 +259,8 @@ def test_messages_are_chained_signed_and_append_only(team):
 
 
 def test_unsigned_or_forged_broadcasts_are_refused_or_detected(team):
-    from scsql import verify
-    from scsql.signing import generate
+    from scsql.audit import verify
+    from scsql.core.keys import generate
 
     db, _, orch, dev, _, _ = team
     with pytest.raises(ScsqlError) as err:

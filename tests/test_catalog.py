@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from scsql.errors import ScsqlError
+from scsql.core.errors import ScsqlError
 
 MANIFEST = Path(__file__).with_name("privileges.txt")
 ROLES = ("scsql_agent", "scsql_auditor", "scsql_admin", "scsql_app", "scsql_worker")
@@ -67,7 +67,7 @@ def test_agents_cannot_execute_private_functions(scsql_db):
     group, not an agent registered now (through the group or PUBLIC). What
     policies and caller-rights functions evaluate as the agent lives in
     schema scsql_caller under public names."""
-    from scsql.config import role_for
+    from scsql.core.config import role_for
 
     agent = scsql_db.agent("private", scsql_db.project())
     roles = ["scsql_agent", role_for(agent.name)]
@@ -118,7 +118,7 @@ def test_no_agent_may_create_objects_anywhere_in_the_database(scsql_db):
     agent names can be found by a function running as the owner."""
     project = scsql_db.project()
     agent = scsql_db.agent("creator", project)
-    from scsql.config import role_for
+    from scsql.core.config import role_for
 
     with scsql_db.connect() as conn:
         rows = conn.execute("""

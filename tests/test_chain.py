@@ -9,10 +9,10 @@ import time
 import psycopg
 import pytest
 
-from scsql import roles
-from scsql.errors import ScsqlError
-from scsql.registry import Api
-from scsql.verify import verify
+from scsql.core import roles
+from scsql.core.errors import ScsqlError
+from scsql.core.registry import Api
+from scsql.audit.verify import verify
 
 
 def _chain_rows(db, agent_name: str) -> list[dict]:
@@ -157,8 +157,8 @@ def test_author_and_chain_come_from_the_role_never_from_input(scsql_db):
         conn.execute(f"grant usage on sequence scsql.tool_calls_id_seq to {a.role}")
         conn.execute(f"create policy oops on scsql.tool_calls for insert to {a.role} with check (true)")
         conn.commit()
-    from scsql.audit import TOOL_CALL_FIELDS
-    from scsql.chain import sign_row
+    from scsql.audit.telemetry import TOOL_CALL_FIELDS
+    from scsql.audit.encoding import sign_row
 
     signed = sign_row(a, "scsql.tool_calls", TOOL_CALL_FIELDS, {"tool": "Read"})
     base = ("insert into scsql.tool_calls (tool, origin, input_tokens, output_tokens, status, at, key_id, signature{}) "
@@ -217,8 +217,8 @@ def test_writes_that_name_their_own_author_project_and_chain_are_linked(scsql_db
         conn.execute(f"grant usage on sequence scsql.tool_calls_id_seq to {a.role}")
         conn.execute(f"create policy own_insert on scsql.tool_calls for insert to {a.role} with check (true)")
         conn.commit()
-    from scsql.audit import TOOL_CALL_FIELDS
-    from scsql.chain import sign_row
+    from scsql.audit.telemetry import TOOL_CALL_FIELDS
+    from scsql.audit.encoding import sign_row
 
     signed = sign_row(a, "scsql.tool_calls", TOOL_CALL_FIELDS, {"tool": "Write"})
     with psycopg.connect(scsql_db.login(a.name)) as conn:
@@ -249,15 +249,15 @@ def test_rows_signed_through_libsodium_match_the_openssl_signature(scsql_db):
     """Writers sign with libsodium; Ed25519 is deterministic, so the signature
     is the one the agent's key (an OpenSSL key object) makes over the payload
     the specification describes."""
-    from scsql import chain
-    from scsql.audit import TOOL_CALL_FIELDS
+    from scsql.audit import encoding
+    from scsql.audit.telemetry import TOOL_CALL_FIELDS
 
     project = scsql_db.project()
     a = scsql_db.agent("sodium", project)
     args = {"tool": "Read", "model": "m", "input_tokens": 3, "input_preview": "x" * 5000, "session_id": None}
-    signed = chain.sign_row(a, "scsql.tool_calls", TOOL_CALL_FIELDS, args)
+    signed = encoding.sign_row(a, "scsql.tool_calls", TOOL_CALL_FIELDS, args)
     values = [signed[f.name] for f in TOOL_CALL_FIELDS]
     assert signed["input_preview"] == "x" * 3999 + "…" and signed["origin"] == "model" and signed["status"] == "ok"
-    data = chain.payload("scsql.tool_calls", a.name, signed["key_id"], signed["at"], [f.kind for f in TOOL_CALL_FIELDS], values)
+    data = encoding.payload("scsql.tool_calls", a.name, signed["key_id"], signed["at"], [f.kind for f in TOOL_CALL_FIELDS], values)
     assert signed["signature"] == a.key.sign(data)
     assert args == {"tool": "Read", "model": "m", "input_tokens": 3, "input_preview": "x" * 5000, "session_id": None}

@@ -14,10 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scsql import chain, registry
-from scsql.chain import SignedField, signed_write
-from scsql.registry import Api
-from scsql.verify import verify
+from scsql.audit import encoding
+from scsql.core import registry
+from scsql.audit.encoding import SignedField, signed_write
+from scsql.core.registry import Api
+from scsql.audit.verify import verify
 
 ZONES = ["UTC", "America/Los_Angeles", "Asia/Kolkata", "Pacific/Chatham", "Europe/Berlin", "-12:45"]
 DATESTYLES = ["ISO, MDY", "SQL, DMY", "German", "Postgres, YMD"]
@@ -99,10 +100,10 @@ def test_python_and_sql_encode_every_value_alike(probe_conn, inline_query, r):
         " scsql._enc_bool(%s::boolean), scsql._enc_ts(%s::timestamptz), scsql._enc_bytea(%s::bytea),"
         " scsql._enc_uuid(%s::uuid), scsql._enc_jsonb(%s::jsonb)",
         (r["text"], r["int"], r["numeric"], r["bool"], r["ts"], r["bytea"], r["uuid"], jtext)).fetchone()
-    expected = [chain.encode("text", r["text"]), chain.encode("int", r["int"]), chain.encode("numeric", r["numeric"]),
-                chain.encode("bool", r["bool"]), chain.encode("ts", r["ts"]), chain.encode("bytea", r["bytea"]),
-                chain.encode("uuid", r["uuid"]),
-                chain.encode("jsonb", None if jtext is None else chain.JsonValue.parse(jtext))]
+    expected = [encoding.encode("text", r["text"]), encoding.encode("int", r["int"]), encoding.encode("numeric", r["numeric"]),
+                encoding.encode("bool", r["bool"]), encoding.encode("ts", r["ts"]), encoding.encode("bytea", r["bytea"]),
+                encoding.encode("uuid", r["uuid"]),
+                encoding.encode("jsonb", None if jtext is None else encoding.JsonValue.parse(jtext))]
     assert [bytes(g) for g in got] == expected
     params = dict(zip(KINDS, (r["text"], r["int"], r["numeric"], r["bool"], r["ts"], r["bytea"], r["uuid"], jtext)))
     inline = probe_conn.execute(inline_query, params).fetchone()
@@ -110,13 +111,13 @@ def test_python_and_sql_encode_every_value_alike(probe_conn, inline_query, r):
 
 
 def test_encoding_matches_the_documented_examples():
-    assert chain.encode("text", None) == b"N\x00\x00\x00\x00"
-    assert chain.encode("text", "é") == b"t\x00\x00\x00\x02\xc3\xa9"
-    assert chain.encode("numeric", Decimal("1.50")) == b"n\x00\x00\x00\x031.5"
-    assert chain.encode("numeric", Decimal("-0.00")) == b"n\x00\x00\x00\x010"
-    assert chain.encode("numeric", Decimal("1E+2")) == b"n\x00\x00\x00\x03100"
-    assert chain.encode("ts", dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.UTC)) == b"T\x00\x00\x00\x071000000"
-    assert chain.jsonb_text({"bb": 1, "a": [True, None, "x\n"], "c": Decimal("1.50")}) == \
+    assert encoding.encode("text", None) == b"N\x00\x00\x00\x00"
+    assert encoding.encode("text", "é") == b"t\x00\x00\x00\x02\xc3\xa9"
+    assert encoding.encode("numeric", Decimal("1.50")) == b"n\x00\x00\x00\x031.5"
+    assert encoding.encode("numeric", Decimal("-0.00")) == b"n\x00\x00\x00\x010"
+    assert encoding.encode("numeric", Decimal("1E+2")) == b"n\x00\x00\x00\x03100"
+    assert encoding.encode("ts", dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.UTC)) == b"T\x00\x00\x00\x071000000"
+    assert encoding.jsonb_text({"bb": 1, "a": [True, None, "x\n"], "c": Decimal("1.50")}) == \
         '{"a": [true, null, "x\\n"], "c": 1.50, "bb": 1}'
 
 

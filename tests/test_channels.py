@@ -10,8 +10,8 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from scsql import coordination
-from scsql.registry import Api
+from scsql.coordination import client
+from scsql.core.registry import Api
 
 from .helpers import enqueue
 
@@ -31,15 +31,15 @@ def _ids(db) -> dict[str, int]:
 
 def test_channel_names_reveal_neither_project_nor_role(two_projects):
     db, orch, dev, qa, qorch, qdev = two_projects
-    names = {a.name: coordination.my_channel(a) for a in (orch, dev, qa, qorch, qdev)}
-    learnings = {a.name: coordination.my_channel(a, "learnings") for a in (dev, qa, qdev)}
+    names = {a.name: client.my_channel(a) for a in (orch, dev, qa, qorch, qdev)}
+    learnings = {a.name: client.my_channel(a, "learnings") for a in (dev, qa, qdev)}
     for name in [*names.values(), *learnings.values()]:
         assert re.fullmatch(r"scsql_[0-9a-f]{32}", name), name
         for word in ("orchestrator", "developer", "qa", *(str(i) for i in _ids(db).values())):
             assert f"_{word}" not in name.removeprefix("scsql_")
     # Stable per (project, role), distinct otherwise: one project's developer
     # channel says nothing about the other's.
-    assert coordination.my_channel(dev) == names[dev.name]
+    assert client.my_channel(dev) == names[dev.name]
     assert len({names[orch.name], names[dev.name], names[qa.name], names[qorch.name], names[qdev.name]}) == 5
     assert learnings[dev.name] == learnings[qa.name] != learnings[qdev.name]
     assert learnings[dev.name] not in names.values()
@@ -54,7 +54,7 @@ def test_an_agent_cannot_derive_another_projects_channel(two_projects):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(denied)
         # Only its own channel, whatever it asks.
-        assert conn.execute("select scsql_caller.my_channel() as c").fetchone()["c"] == coordination.my_channel(dev)
+        assert conn.execute("select scsql_caller.my_channel() as c").fetchone()["c"] == client.my_channel(dev)
         with pytest.raises(psycopg.Error) as err:
             conn.execute("select scsql_caller.my_channel('team:qa')")
         assert err.value.sqlstate == "SC010"
@@ -64,8 +64,8 @@ def test_notifications_reach_only_the_projects_channel_with_a_fixed_hint(two_pro
     db, orch, dev, qa, qorch, qdev = two_projects
     ids = _ids(db)
     q_id = max(ids.values())
-    mine, theirs = coordination.my_channel(dev), coordination.my_channel(qdev)
-    their_learnings = coordination.my_channel(qdev, "learnings")
+    mine, theirs = client.my_channel(dev), client.my_channel(qdev)
+    their_learnings = client.my_channel(qdev, "learnings")
     # A listener (any session may LISTEN on any name) on its own channel and
     # on every name the old scheme gave the other project.
     guesses = [f"scsql_{q_id}_developer", f"scsql_{q_id}_orchestrator", "scsql_learnings"]

@@ -14,9 +14,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from scsql import embed, worker
-from scsql.errors import ScsqlError
-from scsql.registry import Api
+from scsql.memory import embed
+from scsql.core import worker
+from scsql.core.errors import ScsqlError
+from scsql.core.registry import Api
 
 
 def q(agent, sql, *args):

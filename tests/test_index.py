@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from scsql import indexer, roles
-from scsql.errors import ScsqlError
+from scsql.memory import indexer
+from scsql.core import roles
+from scsql.core.errors import ScsqlError
 
 PY = textwrap.dedent('''\
     """A module."""

@@ -3,7 +3,7 @@ found by search; recall_context restores recent broadcasts."""
 
 from __future__ import annotations
 
-from scsql.registry import Api
+from scsql.core.registry import Api
 
 
 def _search(agent, query: str) -> list[dict]:
@@ -44,8 +44,8 @@ def test_restricted_and_confidential_learnings_stay_out_of_the_knowledge_base(sc
 
 def _record_outcome_sql(agent, conn, summary: str) -> dict:
     """record_outcome as a psql user calls it: signed arguments, no Python adapter afterwards."""
-    from scsql.audit import OUTCOME_FIELDS
-    from scsql.chain import sign_row
+    from scsql.audit.telemetry import OUTCOME_FIELDS
+    from scsql.audit.encoding import sign_row
 
     args = sign_row(agent, "scsql.outcomes", OUTCOME_FIELDS, {"kind": "failed", "summary": summary, "task_ref": "T-9"})
     return conn.execute(
@@ -55,7 +55,7 @@ def _record_outcome_sql(agent, conn, summary: str) -> dict:
 
 
 def test_outcome_recorded_from_sql_is_indexed_by_the_worker(scsql_db):
-    from scsql import worker
+    from scsql.core import worker
 
     project = scsql_db.project()
     a = scsql_db.agent("sqlpath", project)
@@ -70,7 +70,7 @@ def test_outcome_recorded_from_sql_is_indexed_by_the_worker(scsql_db):
 def test_learning_rolls_back_with_its_outcome(scsql_db):
     """The learning and its place in the queue are written in the outcome's
     transaction: when that transaction rolls back, neither remains."""
-    from scsql import worker
+    from scsql.core import worker
 
     project = scsql_db.project()
     a = scsql_db.agent("rollback", project)
@@ -137,8 +137,8 @@ def test_worker_wakes_on_enqueue_and_runs_the_task_with_a_command(scsql_db, tmp_
     import sys
     import threading
 
-    from scsql import worker
-    from scsql.cmd_worker import _task_job
+    from scsql.core import worker
+    from scsql.core.cli import _task_job
 
     project = scsql_db.project()
     orch = scsql_db.agent("boss", project, "orchestrator")

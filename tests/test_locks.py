@@ -17,11 +17,11 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from scsql.audit import OUTCOME_FIELDS
-from scsql.chain import sign_row
-from scsql.cmd_audit import export_learnings
-from scsql.migrate import LOCK_KEY, Migrator
-from scsql.registry import Api
+from scsql.audit.telemetry import OUTCOME_FIELDS
+from scsql.audit.encoding import sign_row
+from scsql.audit.cli import export_learnings
+from scsql.core.migrate import LOCK_KEY, Migrator
+from scsql.core.registry import Api
 
 from .helpers import claim, enqueue
 

@@ -49,7 +49,7 @@ def test_mcp_refuses_to_start_without_an_agent(scsql_db):
 
 
 def test_mcp_refuses_a_revoked_agent(scsql_db):
-    from scsql import roles
+    from scsql.core import roles
 
     project = scsql_db.project()
     a = scsql_db.agent("mcp_rev", project)

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from scsql.errors import ScsqlError
+from scsql.core.errors import ScsqlError
 
 
 def q(agent, sql, *args):
@@ -128,7 +128,7 @@ def test_bad_facts_are_refused_and_nothing_is_stored(agent, key, value, importan
 
 
 def test_nul_bytes_get_a_clear_error_through_the_api(agent):
-    from scsql.registry import Api
+    from scsql.core.registry import Api
 
     api = Api(agent)
     with pytest.raises(ScsqlError) as err:
@@ -247,7 +247,7 @@ def test_pack_keeps_the_best_items_within_budget_with_citations(agent):
 
 
 def test_expired_session_summaries_are_purged_by_the_worker(scsql_db, agent):
-    from scsql import worker
+    from scsql.core import worker
 
     q(agent, "select * from scsql.summarize_session('{\"done\": \"ancient history\"}')")
     q(agent, "select * from scsql.summarize_session('{\"done\": \"recent work\"}')")

@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scsql.embed import DEFAULT_MODEL, vector_literal
-from scsql.registry import Api
+from scsql.memory.embed import DEFAULT_MODEL, vector_literal
+from scsql.core.registry import Api
 
 PUBLISHED = ("file", "url", "note")
 # One word per kind of content, found nowhere else.

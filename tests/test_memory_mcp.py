@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import textwrap
 
-from scsql import roles
+from scsql.core import roles
 
 from .helpers import run_client
 

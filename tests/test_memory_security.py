@@ -21,10 +21,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from scsql import indexer, roles
-from scsql.errors import ScsqlError
-from scsql.registry import Api
-from scsql.signing import Keystore, generate
+from scsql.memory import indexer
+from scsql.core import roles
+from scsql.core.errors import ScsqlError
+from scsql.core.registry import Api
+from scsql.core.keys import Keystore, generate
 
 KEY_QUERY = "BEGIN PRIVATE KEY"
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from scsql.errors import ScsqlError
-from scsql.migrate import Migrator, Source
+from scsql.core.errors import ScsqlError
+from scsql.core.migrate import Migrator, Source
 
 from .helpers import schema_dump
 

@@ -9,7 +9,7 @@ import time
 import psycopg
 import pytest
 
-from scsql.config import role_for
+from scsql.core.config import role_for
 
 
 @pytest.fixture
@@ -158,8 +158,8 @@ def test_ids_do_not_count_other_projects_writes(two_projects):
                    "shared daily partition of tool_calls from retention forever (even after the quarantine is "
                    "acknowledged), and with it every other project's expired rows")
 def test_one_agents_quarantine_does_not_keep_other_projects_expired_rows(two_projects):
-    from scsql.cmd_audit import record_checkpoints
-    from scsql.registry import Api
+    from scsql.audit.cli import record_checkpoints
+    from scsql.core.registry import Api
 
     from .helpers import auditor_key, backdate_keys, old_day, partition_of, write_at
     from .test_audit_attacks import _forge, _maintain

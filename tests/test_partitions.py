@@ -15,15 +15,16 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from scsql import partitions, signing
-from scsql.audit import TOOL_CALL_FIELDS
-from scsql.chain import sign_row
-from scsql.cmd_audit import record_checkpoints
-from scsql.errors import ScsqlError
-from scsql.migrate import Migrator
-from scsql.registry import Api
-from scsql.signing import Keystore
-from scsql.verify import verify
+from scsql.audit import partitions
+from scsql.core import keys
+from scsql.audit.telemetry import TOOL_CALL_FIELDS
+from scsql.audit.encoding import sign_row
+from scsql.audit.cli import record_checkpoints
+from scsql.core.errors import ScsqlError
+from scsql.core.migrate import Migrator
+from scsql.core.registry import Api
+from scsql.core.keys import Keystore
+from scsql.audit.verify import verify
 
 from .conftest import ScsqlDb
 from .helpers import SESSION, allow_old_rows, auditor_key, backdate_keys, old_day, partition_of, table_exists, write_at

@@ -26,10 +26,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from scsql import indexer, roles
-from scsql.config import role_for
-from scsql.errors import ScsqlError
-from scsql.registry import Api
+from scsql.memory import indexer
+from scsql.core import roles
+from scsql.core.config import role_for
+from scsql.core.errors import ScsqlError
+from scsql.core.registry import Api
 
 from .helpers import admin_rows, enqueue, login, one, rows
 
@@ -172,7 +173,7 @@ def test_case_variants_enqueued_at_once_exactly_one_wins(scsql_db, orch):
 def test_migrate_takes_spans_held_before_case_folding_again(scsql_db, orch):
     """An upgrade meets spans taken under the old rule (case kept): migrate
     takes them again folded, and leaves two that now collide as they are."""
-    from scsql.migrate import Migrator
+    from scsql.core.migrate import Migrator
 
     old_span = ("numrange((project_id || '.' || scsql._path_digits(path) || '0')::numeric, "
                 "(project_id || '.' || scsql._path_digits(path) || '002')::numeric, '[)')")

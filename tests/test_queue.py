@@ -14,9 +14,9 @@ import time
 import psycopg
 import pytest
 
-from scsql import coordination
-from scsql.errors import ScsqlError
-from scsql.registry import Api
+from scsql.coordination import client
+from scsql.core.errors import ScsqlError
+from scsql.core.registry import Api
 
 from .helpers import admin_rows, claim, end_backoff, enqueue, expire_leases, mcp_env, one, rows, run_client, wait_for
 
@@ -267,8 +267,8 @@ def test_bad_claim_arguments(team, args, code):
 
 def test_enqueue_notifies_the_roles_channel_on_commit(team):
     db, orch, dev, _, qa = team
-    channel = coordination.my_channel(dev)
-    assert channel == coordination.my_channel(dev) and channel != coordination.my_channel(qa)
+    channel = client.my_channel(dev)
+    assert channel == client.my_channel(dev) and channel != client.my_channel(qa)
     assert len(channel.encode()) <= 63
     with psycopg.connect(db.app, autocommit=True) as listener:
         listener.execute(f'listen "{channel}"')
@@ -288,13 +288,13 @@ def _in_listener_wait(monkeypatch) -> threading.Event:
     """An event set when a client claim, having found nothing after its LISTEN,
     starts waiting for a notification (or its poll interval)."""
     waiting = threading.Event()
-    wait = coordination.Listener.wait
+    wait = client.Listener.wait
 
     def observed(self, timeout: float) -> bool:
         waiting.set()
         return wait(self, timeout)
 
-    monkeypatch.setattr(coordination.Listener, "wait", observed)
+    monkeypatch.setattr(client.Listener, "wait", observed)
     return waiting
 
 
@@ -317,7 +317,7 @@ def test_client_claim_wakes_on_notify_not_on_the_poll(team, monkeypatch):
     result = {}
 
     def waiter():
-        result["tasks"] = coordination.claim(dev, wait_seconds=60, poll_seconds=60)
+        result["tasks"] = client.claim(dev, wait_seconds=60, poll_seconds=60)
         result["at"] = time.monotonic()
 
     t = threading.Thread(target=waiter)
@@ -375,7 +375,7 @@ def test_stop_check_blocks_while_work_remains(team):
 
 
 def test_worker_job_requeues_expired_leases(team):
-    from scsql import worker
+    from scsql.core import worker
 
     db, orch, dev, _, _ = team
     enqueue(orch)

@@ -14,7 +14,7 @@ from collections import Counter
 import psycopg
 import pytest
 
-from scsql.errors import ScsqlError
+from scsql.core.errors import ScsqlError
 
 from .helpers import (
     InFlight,

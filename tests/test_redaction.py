@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scsql.errors import ScsqlError
-from scsql.migrate import Migrator
+from scsql.core.errors import ScsqlError
+from scsql.core.migrate import Migrator
 
 from .conftest import SESSION
 

@@ -14,9 +14,9 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from scsql.embed import DEFAULT_MODEL, vector_literal
-from scsql.errors import ScsqlError
-from scsql.registry import Api
+from scsql.memory.embed import DEFAULT_MODEL, vector_literal
+from scsql.core.errors import ScsqlError
+from scsql.core.registry import Api
 
 TS_CODE = """\
 import { createHmac } from "crypto";

@@ -7,7 +7,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from scsql.config import role_for
+from scsql.core.config import role_for
 
 
 @pytest.fixture
@@ -122,14 +122,14 @@ def test_the_verifier_encodes_values_python_cannot_parse(scsql_db):
     so it verifies or breaks on its own and never stops verification."""
     from psycopg.types.json import set_json_loads
 
-    from scsql import chain
+    from scsql.audit import encoding
 
     huge = "1" * 5000
     with scsql_db.connect() as conn:
-        set_json_loads(chain.JsonValue.parse, conn)
+        set_json_loads(encoding.JsonValue.parse, conn)
         for text in (DEEP, '{"n": ' + huge + "}", '{"a": [1, 2.50, "x"]}'):
             row = conn.execute("select %s::jsonb as v, scsql._enc_jsonb(%s::jsonb) as e", (text, text)).fetchone()
-            assert chain.encode("jsonb", row["v"]) == bytes(row["e"]), text[:20]
+            assert encoding.encode("jsonb", row["v"]) == bytes(row["e"]), text[:20]
 
 
 def test_agents_may_not_create_large_objects(attacker):
@@ -161,7 +161,7 @@ def test_a_session_setting_never_breaks_search(attacker):
 def test_an_agent_cannot_hold_off_its_own_revocation_or_key_rotation(attacker):
     """An agent that keeps a write transaction open holds key-share locks on
     its own agents row; revoking it or rotating its key must not wait on them."""
-    from scsql.signing import generate, public_bytes
+    from scsql.core.keys import generate, public_bytes
 
     db, agent = attacker
     with psycopg.connect(db.login(agent.name)) as conn:

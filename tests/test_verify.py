@@ -12,11 +12,11 @@ import psycopg
 import pytest
 
 from scsql import cli
-from scsql.audit import TOOL_CALL_FIELDS
-from scsql.chain import payload, row_bytes, row_hash
-from scsql.registry import Api
-from scsql.signing import generate, public_bytes
-from scsql.verify import verify
+from scsql.audit.telemetry import TOOL_CALL_FIELDS
+from scsql.audit.encoding import payload, row_bytes, row_hash
+from scsql.core.registry import Api
+from scsql.core.keys import generate, public_bytes
+from scsql.audit.verify import verify
 
 from .helpers import mcp_env, sql_verify, tamper, trail  # noqa: F401 - trail is a fixture
 
@@ -212,17 +212,17 @@ def test_verification_can_start_from_a_checkpoint(trail, tmp_path, monkeypatch):
 
 
 def _auditor_key(db):
-    from scsql import signing
+    from scsql.core import keys
 
-    key = signing.generate()
+    key = keys.generate()
     with db.connect() as conn:
-        conn.execute("select scsql.register_auditor_key(%s)", (signing.public_bytes(key),))
+        conn.execute("select scsql.register_auditor_key(%s)", (keys.public_bytes(key),))
         conn.commit()
     return key
 
 
 def test_checkpoint_verifies_before_signing_and_signs_a_broken_chain_only_up_to_its_break(trail):
-    from scsql.cmd_audit import run_checkpoint
+    from scsql.audit.cli import run_checkpoint
 
     db, a, b, ca, cb = trail
     key = _auditor_key(db)
@@ -245,8 +245,8 @@ def test_signatures_are_checked_after_the_newest_verified_checkpoint_or_all_with
     hash but checks only newer signatures; --full checks them all. Replacing
     A's public key shows the difference; an old-format checkpoint, which only
     vouches for the heads, shortens nothing."""
-    from scsql.cmd_audit import record_checkpoints
-    from scsql.verify import checkpoint_payload
+    from scsql.audit.cli import record_checkpoints
+    from scsql.audit.verify import checkpoint_payload
 
     db, a, b, ca, cb = trail
     assert verify(db.admin, workers=1, progress=False).signatures == 9

@@ -11,10 +11,11 @@ import json
 import psycopg
 import pytest
 
-from scsql import cli, signing
-from scsql.cmd_audit import export_checkpoints, record_checkpoints
-from scsql.registry import Api
-from scsql.verify import CheckpointHead, checkpoint_payload, verify
+from scsql import cli
+from scsql.core import keys
+from scsql.audit.cli import export_checkpoints, record_checkpoints
+from scsql.core.registry import Api
+from scsql.audit.verify import CheckpointHead, checkpoint_payload, verify
 
 from .helpers import (  # noqa: F401 - trail is a fixture
     auditor_key,
@@ -186,8 +187,8 @@ def test_an_agent_cannot_widen_the_clock_tolerance(scsql_db):
     backdated = dt.datetime.now(dt.UTC) - dt.timedelta(days=2)
     with pytest.raises(psycopg.Error) as err, psycopg.connect(scsql_db.login(a.name)) as conn:
         conn.execute("set scsql.clock_skew = '100 years'")
-        from scsql.audit import TOOL_CALL_FIELDS
-        from scsql.chain import sign_row
+        from scsql.audit.telemetry import TOOL_CALL_FIELDS
+        from scsql.audit.encoding import sign_row
 
         args = sign_row(a, "scsql.tool_calls", TOOL_CALL_FIELDS, {"tool": "backdated"}, at=backdated)
         conn.execute("select * from scsql.record_tool_call(p_tool => 'backdated', p_at => %s, p_key_id => %s, "
@@ -203,8 +204,8 @@ def test_an_agent_cannot_widen_the_clock_tolerance(scsql_db):
         conn.rollback()
         assert conn.execute("select scsql.set_clock_skew('3 days') as s").fetchone()["s"] == dt.timedelta(days=3)
         conn.commit()
-    from scsql.audit import TOOL_CALL_FIELDS
-    from scsql.chain import sign_row
+    from scsql.audit.telemetry import TOOL_CALL_FIELDS
+    from scsql.audit.encoding import sign_row
 
     args = sign_row(a, "scsql.tool_calls", TOOL_CALL_FIELDS, {"tool": "backdated"}, at=backdated)
     with a.transaction() as conn:
@@ -327,7 +328,7 @@ def test_checkpoints_that_sign_different_hashes_for_a_retired_row_are_a_mismatch
                             tuple((g["last_seq"], bytes.fromhex(g["row_hash"]), g["part"]) for g in h["segments"]))
              for h in line["heads"]]
     at = dt.datetime.fromisoformat(line["at"])
-    forged = dict(line, checkpoint_id=999, key_id=key_id, public_key=signing.public_bytes(key).hex(),
+    forged = dict(line, checkpoint_id=999, key_id=key_id, public_key=keys.public_bytes(key).hex(),
                   signature=key.sign(checkpoint_payload(line["project_id"], at, key_id, heads)).hex())
     other = tmp_path / "other.jsonl"
     other.write_text(json.dumps(forged) + "\n")
@@ -431,7 +432,7 @@ def test_a_row_deleted_from_a_segment_reattached_with_other_bounds_is_found(segm
 def test_missing_rows_must_end_where_the_next_row_links_to_a_signed_hash(scsql_db):
     """Rows missing inside a retired segment, with the rest of it present, end
     at no signed hash: the row after them would link to nothing checked."""
-    from scsql.verify import ChainFacts, _Gaps
+    from scsql.audit.verify import ChainFacts, _Gaps
 
     retired = "scsql.tool_calls@2020-01-01T00:00:00Z"
     gaps = _Gaps(ChainFacts(segments=[(2, 6, retired, b"\x06" * 32)]), set(), 0, None, {retired: None})

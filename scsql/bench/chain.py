@@ -47,13 +47,13 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from .. import roles
-from ..audit import TOOL_CALL_FIELDS
-from ..chain import sign_row
-from ..db import Agent, Database
-from ..migrate import Migrator
-from ..registry import Api
-from ..signing import Keystore
+from ..core import roles
+from ..audit.telemetry import TOOL_CALL_FIELDS
+from ..audit.encoding import sign_row
+from ..core.db import Agent, Database
+from ..core.migrate import Migrator
+from ..core.registry import Api
+from ..core.keys import Keystore
 
 PLAIN_INSERT = """
 insert into bench_plain (project_id, tool_call_id, at, session_id, tool, model, origin, input_tokens, output_tokens,
@@ -223,7 +223,7 @@ class Bench:
 
     def direct(self, seconds: float, signed: bool = True) -> int:
         """The chained writes as a direct INSERT into scsql.tool_calls (--breakdown)."""
-        from ..chain import key_id
+        from ..audit.encoding import key_id
 
         def work(k: int):
             agent = self.agents[k]
@@ -276,12 +276,12 @@ class Bench:
 
 def _checkpoint(bench: Bench) -> float:
     """Register an auditor key and record a (verifying) checkpoint; returns its seconds."""
-    from .. import signing
-    from ..cmd_audit import record_checkpoints
+    from ..core import keys
+    from ..audit.cli import record_checkpoints
 
-    key = signing.generate()
+    key = keys.generate()
     with psycopg.connect(bench.conninfo) as conn:
-        conn.execute("select scsql.register_auditor_key(%s::bytea)", (signing.public_bytes(key),))
+        conn.execute("select scsql.register_auditor_key(%s::bytea)", (keys.public_bytes(key),))
     t = time.perf_counter()
     record_checkpoints(bench.conninfo, key, workers=None, progress=False)
     return time.perf_counter() - t
@@ -339,7 +339,7 @@ def run(ctx, args) -> int:
 
 
 def _run(ctx, args) -> int:
-    from ..verify import verify
+    from ..audit.verify import verify
 
     bench = Bench(ctx.admin_conninfo(), args.agents)
     print(f"scsql bench chain: {args.agents} agents, {args.seconds:g} s per phase x {args.rounds} rounds, "

@@ -36,11 +36,11 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from tqdm import tqdm
 
-from .. import roles
-from ..config import role_for
-from ..embedded import bin_path
-from ..migrate import Migrator
-from ..signing import Keystore
+from ..core import roles
+from ..core.config import role_for
+from ..core.embedded import bin_path
+from ..core.migrate import Migrator
+from ..core.keys import Keystore
 
 DB = "scsql_bench_queue"
 PGBENCH_DB = "scsql_bench_pgbench"

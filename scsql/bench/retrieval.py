@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from .. import embed
+from ..memory import embed
 from .scratch_db import Scratch, scratch
 
 K_EVAL = 10

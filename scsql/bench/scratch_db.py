@@ -17,11 +17,11 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from .. import roles
-from ..config import APP_ROLE, role_for
-from ..db import Agent, Database
-from ..migrate import Migrator
-from ..signing import Keystore
+from ..core import roles
+from ..core.config import APP_ROLE, role_for
+from ..core.db import Agent, Database
+from ..core.migrate import Migrator
+from ..core.keys import Keystore
 
 
 @dataclass

@@ -37,11 +37,11 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from .. import roles
-from ..config import role_for
-from ..db import Agent
-from ..embed import DEFAULT_MODEL
-from ..signing import Keystore
+from ..core import roles
+from ..core.config import role_for
+from ..core.db import Agent
+from ..memory.embed import DEFAULT_MODEL
+from ..core.keys import Keystore
 from .scratch_db import Scratch, scratch
 
 SECTIONS = 10

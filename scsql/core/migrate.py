@@ -38,7 +38,8 @@ from pathlib import Path
 
 import psycopg
 
-from . import __version__, errors
+from .. import __version__
+from . import errors
 from .errors import ScsqlError
 
 LOCK_KEY = (1396921201, 1)  # pg_advisory_lock(int4, int4): "scsql", migrate
@@ -66,7 +67,7 @@ class Migration(SqlFile):
 def _dir(kind: str) -> Path:
     """Directory of one kind of SQL file: the source checkout's when scsql runs
     from one, else the copy packaged with scsql."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parent.parent  # the scsql package
     checkout = package.parent
     if (checkout / "pyproject.toml").is_file() and (checkout / kind).is_dir():
         return checkout / kind

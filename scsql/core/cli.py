@@ -24,7 +24,7 @@ def partitions_job(admin_conninfo: str) -> worker.Job:
     every project's writes queue behind, so agents may not run it; a worker
     without an administrator's connection says so once and leaves it to
     `scsql partitions maintain` (or pg_partman's background worker)."""
-    from . import partitions
+    from ..audit import partitions
     from .errors import ScsqlError
 
     last = [-MAINTENANCE_EVERY]
@@ -46,17 +46,17 @@ def partitions_job(admin_conninfo: str) -> worker.Job:
 
 
 def _task_job(agent, command: list[str], lease: int) -> worker.Job:
-    from . import coordination
-    from .cmd_coord import _run_one
+    from ..coordination import client
+    from ..coordination.cli import _run_one
 
     def run(agent) -> int:
-        tasks = coordination.claim_once(agent, 1, lease)
+        tasks = client.claim_once(agent, 1, lease)
         if not tasks:
             return 0
         _run_one(agent, tasks[0], command, lease)
         return 1
 
-    return worker.Job("tasks", run, [coordination.my_channel(agent)])
+    return worker.Job("tasks", run, [client.my_channel(agent)])
 
 
 def cmd_worker(ctx, args) -> int:

@@ -17,9 +17,10 @@ import sys
 import threading
 from typing import Any
 
-from . import coordination, roles
-from .db import Agent
-from .errors import ScsqlError
+from . import client
+from ..core import roles
+from ..core.db import Agent
+from ..core.errors import ScsqlError
 
 STOP_BLOCKED = 2  # Claude Code: a Stop hook exiting 2 blocks the stop; stderr is the reason
 
@@ -122,7 +123,7 @@ def cmd_queue_run(ctx, args: argparse.Namespace) -> int:
     agent = ctx.open_agent(args.agent, need_key=False, pool_size=2)
     done = 0
     while args.max_tasks is None or done < args.max_tasks:
-        tasks = coordination.claim(agent, 1, args.lease, args.wait, args.poll)
+        tasks = client.claim(agent, 1, args.lease, args.wait, args.poll)
         if not tasks:
             break
         try:
@@ -159,7 +160,7 @@ def register(sub, add) -> None:
     p.add_argument("--agent", help="the agent that claims (required)")
     p.add_argument("--lease", type=int, default=300, help="lease length in seconds (heartbeats every third)")
     p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a task when none is queued")
-    p.add_argument("--poll", type=float, default=coordination.DEFAULT_POLL_SECONDS,
+    p.add_argument("--poll", type=float, default=client.DEFAULT_POLL_SECONDS,
                    help="seconds between polls while waiting (LISTEN wakes sooner)")
     p.add_argument("--max-tasks", type=int, help="stop after this many tasks")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- the command to run for each task")

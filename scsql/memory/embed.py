@@ -34,7 +34,7 @@ from typing import Literal, Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from .errors import ScsqlError
+from ..core.errors import ScsqlError
 
 log = logging.getLogger("scsql.embed")
 
@@ -326,7 +326,7 @@ def check_stored(conn, prov: Provider, sample: int = 100, min_similarity: float 
 
 
 def jobs():
-    from .worker import Job
+    from ..core.worker import Job
 
     return [
         Job("embed", lambda agent: embed_queued(agent), ["scsql_embed"]),

@@ -8,7 +8,7 @@ import json
 import sys
 
 from . import embed
-from .registry import Api
+from ..core.registry import Api
 
 
 def cmd_index(ctx, args) -> int:

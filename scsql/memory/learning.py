@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .db import Agent
-from .errors import ScsqlError
-from .registry import after
+from ..core.db import Agent
+from ..core.errors import ScsqlError
+from ..core.registry import after
 
 log = logging.getLogger("scsql.learning")
 
@@ -38,8 +38,8 @@ def _index_after_outcome(agent: Agent, result: Any) -> Any:
 
 
 def jobs():
-    from .worker import Job
+    from ..core.worker import Job
 
-    from .coordination import my_channel
+    from ..coordination.client import my_channel
 
     return [Job("learnings", index_queued, [lambda agent: my_channel(agent, "learnings")])]

@@ -14,7 +14,7 @@ from psycopg.rows import dict_row
 from . import errors
 from .db import unreachable
 from .errors import ScsqlError
-from .signing import Keystore, generate, public_bytes
+from .keys import Keystore, generate, public_bytes
 
 
 @contextmanager

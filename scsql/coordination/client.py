@@ -25,11 +25,11 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from .chain import SignedField, signed_write
-from .db import Agent
-from .errors import ScsqlError
-from .registry import ADAPTERS, Adapter
-from .worker import Job
+from ..audit.encoding import SignedField, signed_write
+from ..core.db import Agent
+from ..core.errors import ScsqlError
+from ..core.registry import ADAPTERS, Adapter
+from ..core.worker import Job
 
 DEFAULT_POLL_SECONDS = 2.0
 

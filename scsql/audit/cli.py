@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import partitions, signing
-from .errors import ScsqlError
-from .registry import to_json
-from .roles import admin_connection
+from . import partitions
+from ..core import keys
+from ..core.errors import ScsqlError
+from ..core.registry import to_json
+from ..core.roles import admin_connection
 
 AUDITOR_KEY = "auditor"
 
@@ -63,7 +64,7 @@ def quarantine_line(q: dict[str, Any]) -> str:
 
 def verify_embeddings(ctx, args: argparse.Namespace) -> int:
     """Re-embed a sample of stored vectors with this process's provider, as the auditor."""
-    from . import embed
+    from ..memory import embed
 
     prov = embed.provider()
     if prov is None:
@@ -98,12 +99,12 @@ def init_auditor_key(ctx) -> int:
         key = ctx.keystore.load(AUDITOR_KEY)
         staged = None
     else:
-        key = signing.generate()
+        key = keys.generate()
         staged = ctx.keystore.stage(AUDITOR_KEY, key)
     try:
         with admin_connection(ctx.admin_conninfo()) as conn:
             key_id = conn.execute("select scsql.register_auditor_key(%s::bytea) as k",
-                                  (signing.public_bytes(key),)).fetchone()["k"]
+                                  (keys.public_bytes(key),)).fetchone()["k"]
     except BaseException:
         if staged is not None:
             staged.unlink(missing_ok=True)
@@ -155,15 +156,15 @@ def run_checkpoint(conninfo: str, key, *, workers: int | None = None, progress: 
     knows are returned as unattributed."""
     from .verify import checkpoint_payload, verify
 
-    pub = signing.public_bytes(key).hex()
+    pub = keys.public_bytes(key).hex()
     run = CheckpointRun()
     with admin_connection(conninfo) as conn:
         conn.execute("set local role scsql_auditor")
-        keys = conn.execute("select * from scsql.auditor_keys()").fetchall()
-    if not keys or keys[-1]["public_key"] != pub:
+        registered = conn.execute("select * from scsql.auditor_keys()").fetchall()
+    if not registered or registered[-1]["public_key"] != pub:
         raise ScsqlError("SC130", "the keystore's auditor.key is not the current registered auditor key",
                          "register it: scsql checkpoint --init")
-    key_id = keys[-1]["key_id"]
+    key_id = registered[-1]["key_id"]
     report = verify(conninfo, workers=workers, progress=progress, collect=True)
     first_break: dict[int, Any] = {}
     for b in report.breaks:  # sorted by chain, then seq

@@ -13,10 +13,10 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from . import errors
-from .db import unreachable
-from .errors import ScsqlError
-from .roles import admin_connection
+from ..core import errors
+from ..core.db import unreachable
+from ..core.errors import ScsqlError
+from ..core.roles import admin_connection
 
 # What a superuser runs so scsql_owner can drive pg_partman (4.x or 5.x).
 ENABLE_PARTMAN = """

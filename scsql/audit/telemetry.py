@@ -10,8 +10,8 @@ MCP tools of the same names take only the content arguments.
 from __future__ import annotations
 
 
-from .chain import SignedField, signed_write
-from .worker import Job
+from .encoding import SignedField, signed_write
+from ..core.worker import Job
 
 SESSION_FIELDS = (
     SignedField("client", "text"),

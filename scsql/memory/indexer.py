@@ -59,8 +59,8 @@ from typing import Any
 import pathspec
 from psycopg.types.json import Jsonb
 
-from .config import Settings
-from .errors import ScsqlError
+from ..core.config import Settings
+from ..core.errors import ScsqlError
 
 INDEX_PATH_PROTECTED = "SC223"
 INDEX_PATH_UNUSABLE = "SC224"

@@ -50,9 +50,9 @@ from typing import Any
 
 import nacl.bindings
 
-from . import registry
-from .db import Agent
-from .errors import ScsqlError
+from ..core import registry
+from ..core.db import Agent
+from ..core.errors import ScsqlError
 
 FORMAT = "scsql/1"
 GENESIS = bytes(32)
@@ -382,7 +382,7 @@ def key_id(agent: Agent) -> int:
     cached = _KEY_IDS.get((id(agent), id(agent.key)))
     if cached is not None and cached[0] is agent.key:
         return cached[1]
-    from .signing import public_bytes
+    from ..core.keys import public_bytes
 
     pub = public_bytes(agent.key)
     me = agent.whoami()

@@ -136,7 +136,7 @@ def json_value(value: Any) -> Any:
     """A JSON value as PostgreSQL's jsonb stores it: its jsonb text read back
     (numbers with a fraction or exponent as Decimal, keys in jsonb's order).
     That text is what is bound (see :func:`jsonb`), and a signed write signs it."""
-    from .chain import JsonValue, jsonb_text
+    from ..audit.encoding import JsonValue, jsonb_text
 
     _json_walk(value, 0)
     return JsonValue.parse(jsonb_text(value)).value
@@ -144,7 +144,7 @@ def json_value(value: Any) -> Any:
 
 def jsonb(value: Any) -> Jsonb:
     """A jsonb parameter written as :func:`chain.jsonb_text` writes it, Decimals exactly."""
-    from .chain import jsonb_text
+    from ..audit.encoding import jsonb_text
 
     return Jsonb(value, dumps=jsonb_text)
 
@@ -275,10 +275,10 @@ ADAPTERS: dict[str, Adapter] = {}
 
 # Modules that register adapters when imported. Subsystems append theirs.
 ADAPTER_MODULES: list[str] = [
-    "scsql.audit",
-    "scsql.coordination",
-    "scsql.memory",
-    "scsql.learning",
+    "scsql.audit.telemetry",
+    "scsql.coordination.client",
+    "scsql.memory.adapters",
+    "scsql.memory.learning",
 ]
 
 

@@ -90,8 +90,8 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import set_json_loads
 
-from . import chain as enc
-from .errors import ScsqlError
+from . import encoding as enc
+from ..core.errors import ScsqlError
 
 BATCH = 20000
 AUDITOR_ROLE = "scsql_auditor"

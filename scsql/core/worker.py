@@ -22,10 +22,10 @@ from .db import Agent
 
 # Modules with a jobs() function. Subsystems append their module here.
 JOB_MODULES: list[str] = [
-    "scsql.audit",
-    "scsql.coordination",
-    "scsql.embed",
-    "scsql.learning",
+    "scsql.audit.telemetry",
+    "scsql.coordination.client",
+    "scsql.memory.embed",
+    "scsql.memory.learning",
 ]
 
 

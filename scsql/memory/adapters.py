@@ -22,9 +22,9 @@ import logging
 from typing import Any
 
 from . import embed, indexer
-from .db import on_connect
-from .errors import ScsqlError
-from .registry import ADAPTERS, Adapter
+from ..core.db import on_connect
+from ..core.errors import ScsqlError
+from ..core.registry import ADAPTERS, Adapter
 
 log = logging.getLogger("scsql.memory")
 
