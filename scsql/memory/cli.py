@@ -8,7 +8,7 @@ import json
 import sys
 
 from . import embed
-from ..core.registry import Api
+from ..api import Api
 
 
 def cmd_index(ctx, args) -> int:
