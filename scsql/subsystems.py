@@ -24,10 +24,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .core.registry import Adapter
-from .core.worker import Job
+if TYPE_CHECKING:  # the command line builds its parser without importing them
+    from .core.registry import Adapter
+    from .core.worker import Job
 
 
 @dataclass(frozen=True)

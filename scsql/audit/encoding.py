@@ -199,19 +199,19 @@ def payload_author(author: str, key_id: int) -> bytes:
     return enc_text(author) + enc_int(key_id)
 
 
-def fields(kinds: Sequence[str], values: Sequence[Any]) -> bytes:
+def encode_fields(kinds: Sequence[str], values: Sequence[Any]) -> bytes:
     """Fields of the given kinds, one after the other."""
     return b"".join([encode(k, v) for k, v in zip(kinds, values, strict=True)])
 
 
 def payload(table: str, author: str, key_id: int, at: dt.datetime, kinds: Sequence[str], values: Sequence[Any]) -> bytes:
     """The bytes an author signs: format, table, author, key id, time, then the signed fields."""
-    return payload_head(table) + payload_author(author, key_id) + enc_ts(at) + fields(kinds, values)
+    return payload_head(table) + payload_author(author, key_id) + enc_ts(at) + encode_fields(kinds, values)
 
 
 def row_bytes(chain_id: int, seq: int, stamped: bytes, signed_payload: bytes) -> bytes:
     """Canonical row bytes: chain id, seq, the stamped fields (encoded, see
-    :func:`fields`), then the signed payload."""
+    :func:`encode_fields`), then the signed payload."""
     return enc_int(chain_id) + enc_int(seq) + stamped + signed_payload
 
 
