@@ -8,7 +8,6 @@ non-zero exit status.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import shutil
@@ -19,7 +18,7 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from . import __version__
+from . import __version__, subsystems
 from .core import errors
 from .core.config import APP_ROLE, Settings, role_for
 from .core.db import Agent, Database, unreachable
@@ -31,16 +30,6 @@ from .core.keys import Keystore
 DEFAULT_PROJECT = "default"
 DEFAULT_AGENT = "default"
 DEFAULT_TEAM_ROLE = "orchestrator"
-
-# Modules that add subcommands: each has register(subparsers, add_command).
-COMMAND_MODULES: list[str] = [
-    "scsql.bench",
-    "scsql.core.cli",
-    "scsql.audit.cli",
-    "scsql.coordination.cli",
-    "scsql.memory.cli",
-]
-
 
 class Context:
     """What a command needs: settings, and the connections they imply."""
@@ -400,8 +389,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, Callable]:
     p = add("mcp", cmd_mcp, "serve the agent's tools over MCP (stdio)")
     p.add_argument("--agent", help="the agent this server acts as (required)")
 
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub, add)
+    subsystems.register_commands(sub, add)
     return parser, add
 
 

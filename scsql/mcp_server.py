@@ -1,5 +1,8 @@
 """The MCP server: one agent, over stdio, with one tool per API function the
-agent may execute (see registry.py).
+agent may execute (see core/registry.py and api.py). It is the only module
+that imports the MCP SDK, and it uses the SDK's public low-level server: the
+tools are listed and called by two handlers, their schemas come from the
+catalogue.
 
 Every request gets an answer, and every refusal carries a code:
 
@@ -27,19 +30,16 @@ from typing import Any, BinaryIO
 
 import anyio
 import mcp_types as types
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.mcpserver.tools.base import Tool
-from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
+from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
-from pydantic import ConfigDict
 
 from . import __version__
 from .core import errors
 from .core.db import Agent
 from .core.errors import ScsqlError
-from .core.registry import Api, ApiFunction
+from .api import Api
+from .core.registry import ApiFunction
 
 log = logging.getLogger("scsql.mcp")
 
@@ -53,18 +53,6 @@ carry a stable code (SCnnn) and a hint saying what to do."""
 MAX_LINE_BYTES = 32 * 1024 * 1024  # one JSON-RPC message on stdin
 
 
-class _RawArgs(ArgModelBase):
-    """Hands the tool's arguments to the registry unchanged: the registry
-    validates them with the function's model (whose schema the tool
-    publishes) and answers with a coded error, which the SDK's own
-    validation would not."""
-
-    model_config = ConfigDict(extra="allow")
-
-    def model_dump_one_level(self) -> dict[str, Any]:
-        return dict(self.model_extra or {})
-
-
 def _coded(exc: BaseException) -> ScsqlError:
     if isinstance(exc, ScsqlError):
         return exc
@@ -73,70 +61,75 @@ def _coded(exc: BaseException) -> ScsqlError:
                       "nothing was stored; retry, and report it if it persists")
 
 
-def _tool(api: Api, fn: ApiFunction) -> Tool:
-    model = fn.arg_model()
-    schema = model.model_json_schema(by_alias=True)
-    # Clients that send an array as a JSON string (some do) get it parsed, as
-    # the SDK does; nothing else is coerced.
-    arrays = {p.name for p in fn.visible_params if p.pg_type.endswith("[]")}
+def _failed(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
-    def run(**kwargs: Any) -> str:
-        for name in arrays & kwargs.keys():
-            value = kwargs[name]
+
+class Tools:
+    """The agent's tools: their list, and calls to them, answered with the
+    function's result as JSON text or an error result carrying an SC code."""
+
+    def __init__(self, api: Api):
+        self.api = api
+        self.functions: dict[str, ApiFunction] = dict(api.functions)
+        self.listed = [types.Tool(name=fn.name, description=fn.description,
+                                  input_schema=fn.arg_model().model_json_schema(by_alias=True))
+                       for fn in self.functions.values()]
+        # Clients that send an array as a JSON string (some do) get it parsed;
+        # nothing else is coerced.
+        self.arrays = {fn.name: {p.name for p in fn.visible_params if p.pg_type.endswith("[]")}
+                       for fn in self.functions.values()}
+
+    async def list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=self.listed)
+
+    async def call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        fn = self.functions.get(params.name)
+        if fn is None:
+            return _failed(str(ScsqlError("42501", f"no tool {params.name!r}: this agent may not call it, or it "
+                                                   "does not exist", "tools/list names the tools this agent has")))
+        args = dict(params.arguments or {})
+        for name in self.arrays[fn.name] & args.keys():
+            value = args[name]
             if isinstance(value, str) and value.lstrip().startswith("["):
                 try:
-                    kwargs[name] = json.loads(value)
+                    args[name] = json.loads(value)
                 except (ValueError, RecursionError):
                     pass
         try:
-            result = fn.call(api.agent, kwargs)
-            return json.dumps(result, ensure_ascii=False, indent=1)
+            result = await anyio.to_thread.run_sync(fn.call, self.api.agent, args)
+            text = json.dumps(result, ensure_ascii=False, indent=1)
         except Exception as exc:  # noqa: BLE001 - every failure is answered with a code
-            raise ToolError(str(_coded(exc))) from None
-
-    return Tool(
-        fn=run,
-        name=fn.name,
-        description=fn.description,
-        parameters=schema,
-        fn_metadata=FuncMetadata(arg_model=_RawArgs),
-        is_async=False,
-    )
+            coded = _coded(exc)
+            log.info("tool %r failed: %r", fn.name, str(coded))
+            return _failed(f"Error executing tool {fn.name}: {coded}")
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
 
-class ScsqlServer(MCPServer):
-    """MCPServer whose unknown tools are refused with a code, and whose stdio
-    transport answers every line."""
+class ScsqlServer:
+    """The low-level MCP server with the agent's tools, on a stdio transport
+    that answers every line."""
 
-    tool_names: frozenset[str] = frozenset()
+    def __init__(self, agent: Agent):
+        self.tools = Tools(Api(agent))
+        self.server = Server("scsql", version=__version__, instructions=INSTRUCTIONS,
+                             on_list_tools=self.tools.list_tools, on_call_tool=self.tools.call_tool)
 
-    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-        if name not in self.tool_names:
-            raise ToolError(str(ScsqlError("42501", f"no tool {name!r}: this agent may not call it, or it does not exist",
-                                           "tools/list names the tools this agent has")))
-        return await super().call_tool(name, arguments, context)
+    def run(self, transport: str = "stdio") -> None:
+        if transport != "stdio":
+            raise ValueError("scsql serves MCP over stdio")
+        anyio.run(self.run_stdio_async)
 
     async def run_stdio_async(self) -> None:
         with _claim_stdin() as raw:
             lines = _Lines(raw)
             async with stdio_server(stdin=lines) as (read_stream, write_stream):
                 lines.reply_to(write_stream)
-                server = self._lowlevel_server
-                await server.run(read_stream, write_stream, server.create_initialization_options())
+                await self.server.run(read_stream, write_stream, self.server.create_initialization_options())
 
 
-def build(agent: Agent) -> MCPServer:
-    api = Api(agent)
-    tools = [_tool(api, fn) for fn in api.functions.values()]
-    server = ScsqlServer(
-        name="scsql",
-        version=__version__,
-        instructions=INSTRUCTIONS,
-        tools=tools,
-        log_level="WARNING",
-    )
-    server.tool_names = frozenset(t.name for t in tools)
-    return server
+def build(agent: Agent) -> ScsqlServer:
+    return ScsqlServer(agent)
 
 
 # -- stdio: every line answered ---------------------------------------------------

@@ -313,74 +313,46 @@ $$;
 comment on function scsql._chain_protect(regclass) is
   'Private. Makes a chained table and each of its partitions append-only: revokes UPDATE, DELETE and TRUNCATE from every role (the owner included), adds the TRUNCATE trigger (row triggers are inherited by partitions, statement triggers are not), and puts partitions under forced RLS with no agent access. Tables already protected (they have the TRUNCATE trigger) are skipped, so partition maintenance can call it often.';
 
-create or replace function scsql._make_chained(p_table regclass, p_signed text[], p_stamped text[] default '{}')
-returns void
+-- The insert trigger of a chained table, generated for its fields.
+create or replace function scsql._chain_trigger_sql(p_table text, p_link text default 'chain')
+returns text
 language plpgsql
 as $$
 declare
-  v_name text;
-  v_kind text;
-  v_col text;
-  v_fn text := scsql._chain_object_name(p_table::text, '_chain_insert_');
-  v_reserved constant text[] := array['project_id', 'at', 'author_id', 'key_id', 'chain_id', 'seq', 'prev_hash', 'row_hash', 'signature'];
-  v_chain_cols constant text[][] := array[
-    ['at', 'timestamptz'], ['author_id', 'bigint'], ['key_id', 'integer'], ['chain_id', 'bigint'],
-    ['seq', 'bigint'], ['prev_hash', 'bytea'], ['row_hash', 'bytea'], ['signature', 'bytea']];
-  i integer;
+  v_link text;
 begin
-  select n.nspname || '.' || c.relname into v_name
-  from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
-  where c.oid = p_table and c.relkind in ('r', 'p') and not c.relispartition;
-  if v_name is null then
-    raise exception using errcode = 'SC105', message = format('%s is not a table (or is a partition)', p_table);
-  end if;
-  if not exists (select from pg_catalog.pg_attribute where attrelid = p_table and attname = 'project_id'
-                 and atttypid = 'bigint'::regtype and not attisdropped) then
-    raise exception using errcode = 'SC105', message = format('%s has no project_id bigint column', v_name),
-      hint = 'Chains belong to a project: every chained table carries project_id.';
-  end if;
-  if p_signed is null or cardinality(p_signed) = 0 or p_stamped is null then
-    raise exception using errcode = 'SC105', message = 'p_signed must list at least one column and p_stamped may not be NULL';
-  end if;
-  if (select count(distinct c) from unnest(p_signed || p_stamped) c) <> cardinality(p_signed || p_stamped) then
-    raise exception using errcode = 'SC105', message = 'a column is listed twice in p_signed/p_stamped';
-  end if;
-  foreach v_col in array p_signed || p_stamped loop
-    if v_col = any (v_reserved) then
-      raise exception using errcode = 'SC105', message = format('column %s is managed by the chain; do not list it', v_col);
-    end if;
-    select scsql._enc_kind(a.atttypid::regtype) into v_kind from pg_catalog.pg_attribute a
-    where a.attrelid = p_table and a.attname = v_col and not a.attisdropped;
-    if not found then
-      raise exception using errcode = 'SC105', message = format('%s has no column %s', v_name, v_col);
-    end if;
-    if v_kind is null then
-      raise exception using errcode = 'SC105',
-        message = format('column %s.%s has a type the canonical encoding does not define', v_name, v_col),
-        hint = 'Chainable types: text, varchar, smallint, integer, bigint, numeric, boolean, timestamptz, bytea, uuid, jsonb.';
-    end if;
+  if p_link in ('chain', 'head') then
+    v_link := format($l$  for i in 1 .. 2 loop
+    update scsql.chains c
+    set prev_head_hash = c.head_hash,
+        head_seq = c.head_seq + 1,
+        head_hash = %1$s
+    where c.project_id = v_project and c.agent_id = v_agent
+    returning c.chain_id, c.head_seq, c.prev_head_hash, c.head_hash, c.agent_id, c.project_id
+    into new.chain_id, new.seq, new.prev_hash, new.row_hash, new.author_id, new.project_id;
+    exit when found;
+    insert into scsql.chains (project_id, agent_id) values (v_project, v_agent)
+    on conflict (project_id, agent_id) do nothing;
   end loop;
-
-  -- Chain columns the table lacks (the table must be empty for NOT NULL).
-  for i in 1 .. array_length(v_chain_cols, 1) loop
-    execute format('alter table %s add column if not exists %I %s', p_table, v_chain_cols[i][1], v_chain_cols[i][2]);
-    execute format('alter table %s alter column %I set not null', p_table, v_chain_cols[i][1]);
-  end loop;
-  execute format('create index if not exists %I on %s (chain_id, seq)',
-                 scsql._chain_object_name(v_name, '') || '_chain_idx', p_table);
-
-  insert into scsql.chained_tables (table_name, signed_fields, stamped_fields)
-  values (v_name, p_signed, p_stamped)
-  on conflict (table_name) do update set signed_fields = excluded.signed_fields, stamped_fields = excluded.stamped_fields;
-
-  -- The insert trigger, generated for this table's fields. It runs once for
+$l$, case when p_link = 'head' then 'c.head_hash'
+          else format('sha256(c.head_hash || %s || %s || %s || new.signature)',
+                      scsql._enc_expr('int', 'c.chain_id'), scsql._enc_expr('int', 'c.head_seq + 1'),
+                      scsql._chain_body_expr(p_table, 'new', 'v_name')) end);
+  elsif p_link = 'none' then
+    v_link := $l$  new.chain_id := 0; new.seq := 0; new.prev_hash := ''; new.row_hash := '';
+  new.author_id := v_agent; new.project_id := v_project;
+$l$;
+  else
+    raise exception using errcode = 'SC010', message = format('p_link must be chain, head or none, not %s', p_link);
+  end if;
+  -- The trigger runs once for
   -- every chained write, so its common path is short: one lookup of the
   -- acting agent and its signing key, one test of everything a well-formed
   -- write satisfies, and one UPDATE of the chain's head that computes the
   -- row hash with the encoding inline (no helper calls per row). A write that
   -- fails the test takes the slow path, which applies scsql._me() and
   -- scsql._chain_check_signer and raises their precise errors.
-  execute format($f$
+  return format($f$
 create or replace function scsql.%1$I()
 returns trigger
 language plpgsql
@@ -441,23 +413,75 @@ begin
   -- Link: advancing the head locks its row until commit, so concurrent
   -- writers of one agent queue here and the chain stays linear. The same
   -- statement stamps the author and project from the acting agent.
-  for i in 1 .. 2 loop
-    update scsql.chains c
-    set prev_head_hash = c.head_hash,
-        head_seq = c.head_seq + 1,
-        head_hash = sha256(c.head_hash || %3$s || %4$s || %2$s || new.signature)
-    where c.project_id = v_project and c.agent_id = v_agent
-    returning c.chain_id, c.head_seq, c.prev_head_hash, c.head_hash, c.agent_id, c.project_id
-    into new.chain_id, new.seq, new.prev_hash, new.row_hash, new.author_id, new.project_id;
-    exit when found;
-    insert into scsql.chains (project_id, agent_id) values (v_project, v_agent)
-    on conflict (project_id, agent_id) do nothing;
-  end loop;
-  return new;
+%2$s  return new;
 end
 $body$;
-$f$, v_fn, scsql._chain_body_expr(v_name, 'new', 'v_name'),
-     scsql._enc_expr('int', 'c.chain_id'), scsql._enc_expr('int', 'c.head_seq + 1'));
+$f$, scsql._chain_object_name(p_table, '_chain_insert_'), v_link);
+end
+$$;
+comment on function scsql._chain_trigger_sql(text, text) is 'Private. The CREATE FUNCTION statement of the insert trigger of chained table p_table (see scsql._make_chained). p_link chain (the default) links each row into its author''s chain; head and none are reduced forms for measuring where a chained write''s cost goes (scsql bench chain --breakdown, in a scratch database): head advances the head without encoding or hashing the row, none leaves the head alone and gives the chain columns placeholder values. Raises SC010 for another p_link.';
+
+create or replace function scsql._make_chained(p_table regclass, p_signed text[], p_stamped text[] default '{}')
+returns void
+language plpgsql
+as $$
+declare
+  v_name text;
+  v_kind text;
+  v_col text;
+  v_fn text := scsql._chain_object_name(p_table::text, '_chain_insert_');
+  v_reserved constant text[] := array['project_id', 'at', 'author_id', 'key_id', 'chain_id', 'seq', 'prev_hash', 'row_hash', 'signature'];
+  v_chain_cols constant text[][] := array[
+    ['at', 'timestamptz'], ['author_id', 'bigint'], ['key_id', 'integer'], ['chain_id', 'bigint'],
+    ['seq', 'bigint'], ['prev_hash', 'bytea'], ['row_hash', 'bytea'], ['signature', 'bytea']];
+  i integer;
+begin
+  select n.nspname || '.' || c.relname into v_name
+  from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
+  where c.oid = p_table and c.relkind in ('r', 'p') and not c.relispartition;
+  if v_name is null then
+    raise exception using errcode = 'SC105', message = format('%s is not a table (or is a partition)', p_table);
+  end if;
+  if not exists (select from pg_catalog.pg_attribute where attrelid = p_table and attname = 'project_id'
+                 and atttypid = 'bigint'::regtype and not attisdropped) then
+    raise exception using errcode = 'SC105', message = format('%s has no project_id bigint column', v_name),
+      hint = 'Chains belong to a project: every chained table carries project_id.';
+  end if;
+  if p_signed is null or cardinality(p_signed) = 0 or p_stamped is null then
+    raise exception using errcode = 'SC105', message = 'p_signed must list at least one column and p_stamped may not be NULL';
+  end if;
+  if (select count(distinct c) from unnest(p_signed || p_stamped) c) <> cardinality(p_signed || p_stamped) then
+    raise exception using errcode = 'SC105', message = 'a column is listed twice in p_signed/p_stamped';
+  end if;
+  foreach v_col in array p_signed || p_stamped loop
+    if v_col = any (v_reserved) then
+      raise exception using errcode = 'SC105', message = format('column %s is managed by the chain; do not list it', v_col);
+    end if;
+    select scsql._enc_kind(a.atttypid::regtype) into v_kind from pg_catalog.pg_attribute a
+    where a.attrelid = p_table and a.attname = v_col and not a.attisdropped;
+    if not found then
+      raise exception using errcode = 'SC105', message = format('%s has no column %s', v_name, v_col);
+    end if;
+    if v_kind is null then
+      raise exception using errcode = 'SC105',
+        message = format('column %s.%s has a type the canonical encoding does not define', v_name, v_col),
+        hint = 'Chainable types: text, varchar, smallint, integer, bigint, numeric, boolean, timestamptz, bytea, uuid, jsonb.';
+    end if;
+  end loop;
+
+  -- Chain columns the table lacks (the table must be empty for NOT NULL).
+  for i in 1 .. array_length(v_chain_cols, 1) loop
+    execute format('alter table %s add column if not exists %I %s', p_table, v_chain_cols[i][1], v_chain_cols[i][2]);
+    execute format('alter table %s alter column %I set not null', p_table, v_chain_cols[i][1]);
+  end loop;
+  execute format('create index if not exists %I on %s (chain_id, seq)',
+                 scsql._chain_object_name(v_name, '') || '_chain_idx', p_table);
+
+  insert into scsql.chained_tables (table_name, signed_fields, stamped_fields)
+  values (v_name, p_signed, p_stamped)
+  on conflict (table_name) do update set signed_fields = excluded.signed_fields, stamped_fields = excluded.stamped_fields;
+
+  execute scsql._chain_trigger_sql(v_name);
   execute format('comment on function scsql.%I() is %L', v_fn,
     format('Private trigger, generated by scsql._make_chained for %s. Stamps the author from the acting role, checks the signing fields and links the row into its author''s chain. Raises SC011 (another author), SC104 (another chain or project, or chain columns set), SC101/SC102/SC103 (signing fields).', v_name));
   execute format('drop trigger if exists zz_chain_insert on %s', p_table);

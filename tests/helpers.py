@@ -22,9 +22,9 @@ from psycopg.rows import dict_row
 
 from scsql.core import roles, keys
 from scsql.audit.telemetry import TOOL_CALL_FIELDS
-from scsql.audit.encoding import sign_row
+from scsql.audit.signing import sign_row
 from scsql.core.db import Agent
-from scsql.core.registry import Api
+from scsql.api import Api
 
 if TYPE_CHECKING:
     from .conftest import ScsqlDb, Server

@@ -7,6 +7,8 @@ import json
 import threading
 from decimal import Decimal
 
+import anyio
+import mcp_types
 import psycopg
 import pytest
 
@@ -15,7 +17,7 @@ from scsql.audit.telemetry import SIGNED_WRITES
 from scsql.audit.cli import export_learnings
 from scsql.core.errors import ScsqlError
 from scsql.mcp_server import build
-from scsql.core.registry import Api
+from scsql.api import Api
 
 
 def _visible(agent, table: str = "outcomes") -> set[str]:
@@ -155,7 +157,7 @@ def test_learnings_export_appends_only_what_is_new(scsql_db, tmp_path):
     # a lower id than learnings committed after it) is not skipped: the export
     # waits for it.
     from scsql.audit.telemetry import OUTCOME_FIELDS
-    from scsql.audit.encoding import sign_row
+    from scsql.audit.signing import sign_row
 
     slow = a.db.pool.getconn()
     try:
@@ -193,13 +195,13 @@ def test_mcp_tools_hide_the_signing_arguments(scsql_db):
     project = scsql_db.project()
     a = scsql_db.agent("a", project)
     server = build(a)
-    tools = {t.name: t for t in server._tool_manager.list_tools()}
+    tools = {t.name: t for t in server.tools.listed}
     for name in ("record_tool_call", "record_outcome", "start_session", "cost_report", "learnings"):
         assert name in tools
     for name in SIGNED_WRITES:
-        props = set(tools[name].parameters["properties"])
+        props = set(tools[name].input_schema["properties"])
         assert {"at", "key_id", "signature"}.isdisjoint(props), name
-    assert "tool" in tools["record_tool_call"].parameters["properties"]
+    assert "tool" in tools["record_tool_call"].input_schema["properties"]
     for hidden in ("verify_chain", "record_checkpoint", "checkpoint_heads_now", "maintain_partitions",
                    "learnings_export"):
         assert hidden not in tools
@@ -209,7 +211,8 @@ def test_python_signed_fields_match_the_sql_registry_and_defaults(scsql_db):
     with scsql_db.connect() as conn:
         fields = conn.execute("select table_name, column_name, kind from scsql._chain_fields() where part = 'signed' "
                               "order by table_name, ordinal").fetchall()
-        for function, (table, declared) in SIGNED_WRITES.items():
+        for function, signed in SIGNED_WRITES.items():
+            table, declared = signed.table, signed.fields
             assert [(f["column_name"], f["kind"]) for f in fields if f["table_name"] == table] == \
                 [(f.name, f.kind) for f in declared], table
             args = conn.execute("select pg_get_function_arguments(oid) as a from pg_proc where proname = %s "
@@ -223,10 +226,16 @@ def test_python_signed_fields_match_the_sql_registry_and_defaults(scsql_db):
 def test_mcp_tool_writes_a_signed_row_and_cli_exports_learnings(scsql_db, tmp_path, monkeypatch, capsys):
     project = scsql_db.project()
     a = scsql_db.agent("mcp", project)
-    tools = {t.name: t for t in build(a)._tool_manager.list_tools()}
-    call = json.loads(tools["record_tool_call"].fn(tool="Edit", model="m", input_tokens=3))
-    out = json.loads(tools["record_outcome"].fn(kind="reverted", summary="edit broke the build",
-                                                tool_call_id=call["tool_call_id"], signal="ci"))
+    tools = build(a).tools
+
+    def tool(name: str, **arguments):
+        result = anyio.run(tools.call_tool, None, mcp_types.CallToolRequestParams(name=name, arguments=arguments))
+        assert not result.is_error, result.content[0].text
+        return json.loads(result.content[0].text)
+
+    call = tool("record_tool_call", tool="Edit", model="m", input_tokens=3)
+    out = tool("record_outcome", kind="reverted", summary="edit broke the build",
+               tool_call_id=call["tool_call_id"], signal="ci")
     assert call["seq"] == 1 and out["seq"] == 2 and out["learning_id"]
     monkeypatch.setenv("SCSQL_DSN", scsql_db.admin)
     monkeypatch.setenv("SCSQL_AGENT_DSN", scsql_db.app)

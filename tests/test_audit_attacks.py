@@ -19,7 +19,7 @@ import pytest
 
 from scsql import cli
 from scsql.audit.cli import export_checkpoints, record_checkpoints
-from scsql.core.registry import Api
+from scsql.api import Api
 from scsql.audit.verify import verify
 
 from .helpers import auditor_key, backdate_keys, old_day, partition_of, sql_verify, table_exists, tamper, write_at

@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 
 from scsql.core.errors import ScsqlError
-from scsql.core.registry import Api
+from scsql.api import Api
 from scsql.audit.verify import verify
 
 

@@ -12,10 +12,10 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from scsql.coordination import client
-from scsql.audit.encoding import sign_row
+from scsql.audit.signing import sign_row
 from scsql.coordination.client import BROADCAST_FIELDS, BROADCAST_TABLE
 from scsql.core.errors import ScsqlError
-from scsql.core.registry import Api
+from scsql.api import Api
 
 from .helpers import admin_rows, enqueue, lock_waiters, login, one, rows, wait_for
 

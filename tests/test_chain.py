@@ -11,7 +11,7 @@ import pytest
 
 from scsql.core import roles
 from scsql.core.errors import ScsqlError
-from scsql.core.registry import Api
+from scsql.api import Api
 from scsql.audit.verify import verify
 
 
@@ -158,7 +158,7 @@ def test_author_and_chain_come_from_the_role_never_from_input(scsql_db):
         conn.execute(f"create policy oops on scsql.tool_calls for insert to {a.role} with check (true)")
         conn.commit()
     from scsql.audit.telemetry import TOOL_CALL_FIELDS
-    from scsql.audit.encoding import sign_row
+    from scsql.audit.signing import sign_row
 
     signed = sign_row(a, "scsql.tool_calls", TOOL_CALL_FIELDS, {"tool": "Read"})
     base = ("insert into scsql.tool_calls (tool, origin, input_tokens, output_tokens, status, at, key_id, signature{}) "
@@ -218,7 +218,7 @@ def test_writes_that_name_their_own_author_project_and_chain_are_linked(scsql_db
         conn.execute(f"create policy own_insert on scsql.tool_calls for insert to {a.role} with check (true)")
         conn.commit()
     from scsql.audit.telemetry import TOOL_CALL_FIELDS
-    from scsql.audit.encoding import sign_row
+    from scsql.audit.signing import sign_row
 
     signed = sign_row(a, "scsql.tool_calls", TOOL_CALL_FIELDS, {"tool": "Write"})
     with psycopg.connect(scsql_db.login(a.name)) as conn:
@@ -250,14 +250,19 @@ def test_rows_signed_through_libsodium_match_the_openssl_signature(scsql_db):
     is the one the agent's key (an OpenSSL key object) makes over the payload
     the specification describes."""
     from scsql.audit import encoding
+    from scsql.audit.signing import sign_row
     from scsql.audit.telemetry import TOOL_CALL_FIELDS
 
     project = scsql_db.project()
     a = scsql_db.agent("sodium", project)
     args = {"tool": "Read", "model": "m", "input_tokens": 3, "input_preview": "x" * 5000, "session_id": None}
-    signed = encoding.sign_row(a, "scsql.tool_calls", TOOL_CALL_FIELDS, args)
+    signed = sign_row(a, "scsql.tool_calls", TOOL_CALL_FIELDS, args)
     values = [signed[f.name] for f in TOOL_CALL_FIELDS]
-    assert signed["input_preview"] == "x" * 3999 + "…" and signed["origin"] == "model" and signed["status"] == "ok"
+    # Nothing is shortened on the way: the database refuses what is too long.
+    assert signed["input_preview"] == "x" * 5000 and signed["origin"] == "model" and signed["status"] == "ok"
     data = encoding.payload("scsql.tool_calls", a.name, signed["key_id"], signed["at"], [f.kind for f in TOOL_CALL_FIELDS], values)
     assert signed["signature"] == a.key.sign(data)
     assert args == {"tool": "Read", "model": "m", "input_tokens": 3, "input_preview": "x" * 5000, "session_id": None}
+    with pytest.raises(ScsqlError) as refused:
+        Api(a).call("record_tool_call", tool="Read", input_preview="x" * 5000)
+    assert refused.value.code == "SC010" and "input_preview" in refused.value.message

@@ -5,6 +5,7 @@ chained and signed with one SQL call and one Python declaration."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import uuid
@@ -15,9 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scsql.audit import encoding
-from scsql.core import registry
-from scsql.audit.encoding import SignedField, signed_write
-from scsql.core.registry import Api
+from scsql.audit.signing import SignedField, SignedTable
+from scsql.api import Api
 from scsql.audit.verify import verify
 
 ZONES = ["UTC", "America/Los_Angeles", "Asia/Kolkata", "Pacific/Chatham", "Europe/Berlin", "-12:45"]
@@ -123,7 +123,7 @@ def test_encoding_matches_the_documented_examples():
 
 def test_another_subsystems_table_becomes_chained_with_one_call(scsql_db):
     """A table with every chainable type, made chained by _make_chained and
-    written through a signed_write declaration, verifies; the SQL rejects
+    written through a SignedTable declaration, verifies; the SQL rejects
     what the encoding cannot express."""
     with scsql_db.connect() as conn:
         conn.execute("set role scsql_owner")
@@ -156,27 +156,25 @@ def test_another_subsystems_table_becomes_chained_with_one_call(scsql_db):
                                "and table_name = 'probes' order by ordinal_position").fetchall()
     assert {"chain_id", "seq", "prev_hash", "row_hash", "signature", "key_id", "author_id", "at"} <= \
         {c["column_name"] for c in columns}
-    signed_write("write_probe", "scsql.probes", [
+    probes = SignedTable("scsql.probes", [
         SignedField("t", "text"), SignedField("i", "int"), SignedField("n", "numeric"), SignedField("b", "bool"),
         SignedField("ts", "ts"), SignedField("x", "bytea"), SignedField("u", "uuid"), SignedField("j", "jsonb")])
-    try:
-        project = scsql_db.project()
-        a = scsql_db.agent("probe", project)
-        api = Api(a)
-        assert {"at", "key_id", "signature"}.isdisjoint(
-            set(api.functions["write_probe"].arg_model().model_json_schema(by_alias=True)["properties"]))
-        api.call("record_tool_call", tool="Read")
-        values = [
-            dict(t="naïve ☃", i=-7, n=Decimal("1.2300"), b=True, ts=dt.datetime(2001, 2, 3, 4, 5, 6, 789, tzinfo=dt.UTC),
-                 x=b"\x00\xff", u=str(uuid.uuid4()), j={"k": [1, 2.5, "v"], "a": None}),
-            dict(t=None, i=None, n=None, b=None, ts=None, x=None, u=None, j=None),
-            dict(t="", i=0, n=0.1, b=False, ts=dt.datetime(1969, 12, 31, 23, 59, 59, tzinfo=dt.UTC), x=b"", u=None,
-                 j=[{"bb": 1, "a": 1e-7}]),
-        ]
-        seqs = [api.call("write_probe", **v) for v in values]
-        assert seqs == [2, 3, 4]  # the same chain as the agent's tool call
-        report = verify(scsql_db.admin, workers=1, progress=False)
-        assert report.ok, report.breaks
-        assert report.rows == 4
-    finally:
-        registry.ADAPTERS.pop("write_probe", None)
+    project = scsql_db.project()
+    a = scsql_db.agent("probe", project)
+    api = Api(a)
+    api.functions["write_probe"] = dataclasses.replace(api.functions["write_probe"], adapter=probes.adapter())
+    assert {"at", "key_id", "signature"}.isdisjoint(
+        set(api.functions["write_probe"].arg_model().model_json_schema(by_alias=True)["properties"]))
+    api.call("record_tool_call", tool="Read")
+    values = [
+        dict(t="naïve ☃", i=-7, n=Decimal("1.2300"), b=True, ts=dt.datetime(2001, 2, 3, 4, 5, 6, 789, tzinfo=dt.UTC),
+             x=b"\x00\xff", u=str(uuid.uuid4()), j={"k": [1, 2.5, "v"], "a": None}),
+        dict(t=None, i=None, n=None, b=None, ts=None, x=None, u=None, j=None),
+        dict(t="", i=0, n=0.1, b=False, ts=dt.datetime(1969, 12, 31, 23, 59, 59, tzinfo=dt.UTC), x=b"", u=None,
+             j=[{"bb": 1, "a": 1e-7}]),
+    ]
+    seqs = [api.call("write_probe", **v) for v in values]
+    assert seqs == [2, 3, 4]  # the same chain as the agent's tool call
+    report = verify(scsql_db.admin, workers=1, progress=False)
+    assert report.ok, report.breaks
+    assert report.rows == 4

@@ -11,7 +11,7 @@ import pytest
 from psycopg.rows import dict_row
 
 from scsql.coordination import client
-from scsql.core.registry import Api
+from scsql.api import Api
 
 from .helpers import enqueue
 

@@ -14,10 +14,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
+from scsql import subsystems
 from scsql.memory import embed
 from scsql.core import worker
 from scsql.core.errors import ScsqlError
-from scsql.core.registry import Api
+from scsql.api import Api
 
 
 def q(agent, sql, *args):
@@ -133,7 +134,7 @@ def test_worker_drains_the_queue_and_hybrid_search_then_uses_vectors(scsql_db, m
              emb, minilm.name)[0]["retrievers"] == ["bm25"]
     assert q(agent, "select * from scsql.search(%s, p_query_embedding => %s, p_model => %s)",
              query, emb, minilm.name) == []
-    jobs = worker.load_jobs(["embed"])
+    jobs = subsystems.jobs(["embed"])
     assert [j.name for j in jobs] == ["embed"] and jobs[0].channels == ["scsql_embed"]
     assert worker.drain(agent, jobs) == 2
     status = q(agent, "select * from scsql.memory_status()")[0]

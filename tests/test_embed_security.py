@@ -24,7 +24,7 @@ from psycopg.rows import dict_row
 
 from scsql.memory import embed
 from scsql.memory.embed import DEFAULT_MODEL, vector_literal
-from scsql.core.registry import Api
+from scsql.api import Api
 
 WORKER_FUNCTIONS = ("embed_claim", "embed_store", "purge_expired", "index_learnings", "learnings_export")
 OLD_NAMES = ("_embed_claim", "_embed_store", "_purge_expired", "_index_learnings", "_learnings_export",

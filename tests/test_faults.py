@@ -62,7 +62,7 @@ def writer_main(spec: dict) -> int:
     """One writer: writes until the stop file appears, logging try/ack/err lines."""
     from scsql.core.db import Agent, Database
     from scsql.core.errors import ScsqlError
-    from scsql.core.registry import Api
+    from scsql.api import Api
     from scsql.core.keys import Keystore
 
     os.environ["SCSQL_EMBED"] = "none"  # no embedding model in a writer
@@ -267,7 +267,8 @@ def run_fault_rounds(srv: FaultServer, tmp_path: Path, rounds: int) -> dict:
     from scsql.core.db import Agent, Database
     from scsql.core.errors import ScsqlError
     from scsql.core.migrate import Migrator
-    from scsql.core.registry import Api, load_adapters
+    from scsql import subsystems
+    from scsql.api import Api
     from scsql.core.keys import Keystore
 
     t0 = time.time()
@@ -289,7 +290,7 @@ def run_fault_rounds(srv: FaultServer, tmp_path: Path, rounds: int) -> dict:
     # The writers are forked from this process, which has imported
     # everything they use (importing it anew would take each of them seconds
     # on a busy machine), before any pool of this process has a thread.
-    load_adapters()
+    subsystems.adapters()
     setup_s = time.time() - t0
     stop = tmp_path / "stop"
     logs = [tmp_path / f"w{w}.log" for w in range(WRITERS)]
@@ -513,7 +514,7 @@ def test_outcome_reports_its_commit_when_indexing_its_learning_fails(scsql_db):
     Here the second transaction fails because the agents lose EXECUTE on
     index_learnings."""
     from scsql.memory import learning
-    from scsql.core.registry import Api
+    from scsql.api import Api
 
     project = scsql_db.project()
     agent = scsql_db.agent("o", project)

@@ -41,7 +41,8 @@ import pytest
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from scsql.core import registry
+from scsql import subsystems
+from scsql.api import Api
 from scsql.core.config import role_for
 from scsql.core.migrate import Migrator
 from scsql.core.keys import generate, public_bytes
@@ -331,6 +332,8 @@ class Fuzzer:
         self.sets = sets
         self.calls: list[Call] = []
         self.pinned: list[str] = []
+        # The adapters that sign a function's writes (they supply its signature).
+        self.signers = {name: a for name, a in subsystems.adapters().items() if "signature" in a.supplies}
         self.watch = psycopg.connect(db.admin, autocommit=True, row_factory=dict_row)
         self.count_sql = self._count_sql()
         self.plausible = dict(PLAUSIBLE)
@@ -422,10 +425,10 @@ class Fuzzer:
         before = self.counts()
         for k, (labels, values, passed) in enumerate(self.argument_sets(fn)):
             conn, signer = sessions[k % len(sessions)]
-            adapter = registry.ADAPTERS.get(fn.name) if signer is not None else None
+            adapter = self.signers.get(fn.name) if signer is not None else None
             names, types = fn.arg_names[:passed], fn.arg_types[:passed]
             signed = False
-            if adapter is not None and adapter.before is not None and k % 3 != 2:
+            if adapter is not None and k % 3 != 2:
                 values, signed = self._sign(adapter, signer, names, values)
             args = ", ".join(f"%s::{t}" for t in types)
             query = f"select * from {fn.qualified}({args})"
@@ -452,7 +455,8 @@ class Fuzzer:
         if any(isinstance(v, Raw) for v in args.values()):
             return values, False
         try:
-            signed = adapter.before(agent, {k: v for k, v in args.items() if v is not None})
+            # The adapter's call returns the arguments it was given: signed, not sent.
+            signed = adapter.around(agent, {k: v for k, v in args.items() if v is not None}, lambda given: given)
         except Exception:  # noqa: BLE001 - a value the client cannot sign is sent unsigned
             return values, False
         all_names = [n.removeprefix("p_") for n in names]
@@ -501,7 +505,6 @@ def _fuzz(db: ScsqlDb, seed: int, sets: int) -> Report:
     orchestrator = db.agent("fzo", project, "orchestrator", pool_size=1)
     developer = db.agent("fzd", project, "developer", pool_size=1)
     victim = db.agent("fzv", project, "qa", pool_size=1)  # what admin functions may revoke or rotate
-    registry.load_adapters()
     fuzzer = Fuzzer(db, seed, sets)
     try:
         with db.connect() as conn:
@@ -540,7 +543,7 @@ def _fuzz(db: ScsqlDb, seed: int, sets: int) -> Report:
 
 def _seed_rows(db: ScsqlDb, fuzzer: Fuzzer, orchestrator, developer, victim, project: str) -> None:
     """A few real rows, so ids the fuzzer passes name something: a task, a message, a fact."""
-    api_o, api_d = registry.Api(orchestrator), registry.Api(developer)
+    api_o, api_d = Api(orchestrator), Api(developer)
     task = api_o.call("enqueue_task", role="developer", payload={"x": 1}, exclusive_files=["src/seed.py"])
     claimed = api_d.call("claim_task")
     msg = api_o.call("broadcast", type="STATUS", to_role="developer", payload={"seed": True})
@@ -696,7 +699,7 @@ def regression_db(server, template, tmp_path_factory) -> Iterator[tuple[ScsqlDb,
     with _fresh_db(server, template, tmp_path_factory) as db:
         project = db.project()
         a = db.agent("rg", project, pool_size=1)
-        registry.Api(a).call("index_text", path="notes/a.md", content="the parser parses")
+        Api(a).call("index_text", path="notes/a.md", content="the parser parses")
         yield db, a, project
 
 

@@ -39,7 +39,7 @@ def two_projects(scsql_db):
 
 def _fill(db, agent, orch) -> None:
     """Rows of the agent's project in every subsystem, written as its agents write them."""
-    from scsql.core.registry import Api
+    from scsql.api import Api
 
     api, boss = Api(agent), Api(orch)
     api.call("remember", key="deploy", value="staging deploys from ci/deploy.sh", importance=4)

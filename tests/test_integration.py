@@ -3,7 +3,8 @@ found by search; recall_context restores recent broadcasts."""
 
 from __future__ import annotations
 
-from scsql.core.registry import Api
+from scsql import subsystems
+from scsql.api import Api
 
 
 def _search(agent, query: str) -> list[dict]:
@@ -45,7 +46,7 @@ def test_restricted_and_confidential_learnings_stay_out_of_the_knowledge_base(sc
 def _record_outcome_sql(agent, conn, summary: str) -> dict:
     """record_outcome as a psql user calls it: signed arguments, no Python adapter afterwards."""
     from scsql.audit.telemetry import OUTCOME_FIELDS
-    from scsql.audit.encoding import sign_row
+    from scsql.audit.signing import sign_row
 
     args = sign_row(agent, "scsql.outcomes", OUTCOME_FIELDS, {"kind": "failed", "summary": summary, "task_ref": "T-9"})
     return conn.execute(
@@ -62,7 +63,7 @@ def test_outcome_recorded_from_sql_is_indexed_by_the_worker(scsql_db):
     with a.transaction() as conn:
         assert _record_outcome_sql(a, conn, "wombat cache stampede")["learning_id"] is not None
     assert _search(a, "wombat stampede") == []  # queued, not indexed yet
-    done = worker.drain(a, worker.load_jobs(["learnings"]))
+    done = worker.drain(a, subsystems.jobs(["learnings"]))
     assert done == 1
     assert _search(a, "wombat stampede")[0]["source_path"].startswith("learning:")
 
@@ -82,7 +83,7 @@ def test_learning_rolls_back_with_its_outcome(scsql_db):
             assert conn.execute("select count(*) as n from scsql.learnings").fetchone()["n"] == 1
     finally:
         a.db.pool.putconn(conn)
-    assert worker.drain(a, worker.load_jobs(["learnings"])) == 0
+    assert worker.drain(a, subsystems.jobs(["learnings"])) == 0
     assert _search(a, "quokka") == []
 
 

@@ -18,10 +18,10 @@ import pytest
 from psycopg.rows import dict_row
 
 from scsql.audit.telemetry import OUTCOME_FIELDS
-from scsql.audit.encoding import sign_row
+from scsql.audit.signing import sign_row
 from scsql.audit.cli import export_learnings
 from scsql.core.migrate import LOCK_KEY, Migrator
-from scsql.core.registry import Api
+from scsql.api import Api
 
 from .helpers import claim, enqueue
 

@@ -12,6 +12,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
+from scsql import subsystems
 from scsql.core.errors import ScsqlError
 
 
@@ -128,7 +129,7 @@ def test_bad_facts_are_refused_and_nothing_is_stored(agent, key, value, importan
 
 
 def test_nul_bytes_get_a_clear_error_through_the_api(agent):
-    from scsql.core.registry import Api
+    from scsql.api import Api
 
     api = Api(agent)
     with pytest.raises(ScsqlError) as err:
@@ -260,7 +261,7 @@ def test_expired_session_summaries_are_purged_by_the_worker(scsql_db, agent):
         conn.commit()
     sessions = [r["content"] for r in q(agent, "select * from scsql.recall_context()") if r["section"] == "session"]
     assert len(sessions) == 1 and sessions[0].endswith("done: recent work")
-    assert worker.drain(agent, worker.load_jobs(["memory_retention"])) == 1
+    assert worker.drain(agent, subsystems.jobs(["memory_retention"])) == 1
     assert [r["path"] for r in q(agent, "select path from scsql.kb_sources")] == [rows[1]["path"]]
     assert q(agent, "select * from scsql.search('ancient')") == []
 

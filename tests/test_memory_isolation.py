@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from scsql.memory.embed import DEFAULT_MODEL, vector_literal
-from scsql.core.registry import Api
+from scsql.api import Api
 
 PUBLISHED = ("file", "url", "note")
 # One word per kind of content, found nowhere else.

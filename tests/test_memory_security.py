@@ -24,7 +24,7 @@ import pytest
 from scsql.memory import indexer
 from scsql.core import roles
 from scsql.core.errors import ScsqlError
-from scsql.core.registry import Api
+from scsql.api import Api
 from scsql.core.keys import Keystore, generate
 
 KEY_QUERY = "BEGIN PRIVATE KEY"

@@ -159,7 +159,7 @@ def test_ids_do_not_count_other_projects_writes(two_projects):
                    "acknowledged), and with it every other project's expired rows")
 def test_one_agents_quarantine_does_not_keep_other_projects_expired_rows(two_projects):
     from scsql.audit.cli import record_checkpoints
-    from scsql.core.registry import Api
+    from scsql.api import Api
 
     from .helpers import auditor_key, backdate_keys, old_day, partition_of, write_at
     from .test_audit_attacks import _forge, _maintain

@@ -18,11 +18,11 @@ import pytest
 from scsql.audit import partitions
 from scsql.core import keys
 from scsql.audit.telemetry import TOOL_CALL_FIELDS
-from scsql.audit.encoding import sign_row
+from scsql.audit.signing import sign_row
 from scsql.audit.cli import record_checkpoints
 from scsql.core.errors import ScsqlError
 from scsql.core.migrate import Migrator
-from scsql.core.registry import Api
+from scsql.api import Api
 from scsql.core.keys import Keystore
 from scsql.audit.verify import verify
 

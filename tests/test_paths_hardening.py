@@ -30,7 +30,7 @@ from scsql.memory import indexer
 from scsql.core import roles
 from scsql.core.config import role_for
 from scsql.core.errors import ScsqlError
-from scsql.core.registry import Api
+from scsql.api import Api
 
 from .helpers import admin_rows, enqueue, login, one, rows
 

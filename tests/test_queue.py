@@ -14,9 +14,10 @@ import time
 import psycopg
 import pytest
 
+from scsql import subsystems
 from scsql.coordination import client
 from scsql.core.errors import ScsqlError
-from scsql.core.registry import Api
+from scsql.api import Api
 
 from .helpers import admin_rows, claim, end_backoff, enqueue, expire_leases, mcp_env, one, rows, run_client, wait_for
 
@@ -381,7 +382,7 @@ def test_worker_job_requeues_expired_leases(team):
     enqueue(orch)
     claim(dev)
     expire_leases(db)
-    jobs = [j for j in worker.load_jobs() if j.name == "queue-maintenance"]
+    jobs = [j for j in subsystems.jobs() if j.name == "queue-maintenance"]
     assert worker.drain(dev, jobs) == 1
     assert one(dev, "select scsql.claimable_for_me() as n")["n"] == 1
 

@@ -16,7 +16,7 @@ from psycopg.rows import dict_row
 
 from scsql.memory.embed import DEFAULT_MODEL, vector_literal
 from scsql.core.errors import ScsqlError
-from scsql.core.registry import Api
+from scsql.api import Api
 
 TS_CODE = """\
 import { createHmac } from "crypto";

@@ -13,8 +13,8 @@ import pytest
 
 from scsql import cli
 from scsql.audit.telemetry import TOOL_CALL_FIELDS
-from scsql.audit.encoding import payload, row_bytes, row_hash
-from scsql.core.registry import Api
+from scsql.audit.encoding import encode_fields, payload, row_bytes, row_hash
+from scsql.api import Api
 from scsql.core.keys import generate, public_bytes
 from scsql.audit.verify import verify
 
@@ -98,7 +98,7 @@ def test_replayed_row_appended_with_valid_links_is_a_replay(trail):
     signed = [f for f in fields if f["part"] == "signed"]
     data = payload("scsql.tool_calls", a.name, src["key_id"], src["at"], [f["kind"] for f in signed],
                    [src[f["column_name"]] for f in signed])
-    canonical = row_bytes(ca, copy["seq"], [f["kind"] for f in stamped], [copy[f["column_name"]] for f in stamped], data)
+    canonical = row_bytes(ca, copy["seq"], encode_fields([f["kind"] for f in stamped], [copy[f["column_name"]] for f in stamped]), data)
     copy["row_hash"] = row_hash(copy["prev_hash"], canonical, bytes(src["signature"]))
     cols = list(copy)
     with db.connect() as conn:
@@ -341,7 +341,7 @@ def test_bench_chain_runs_and_prints_full_and_incremental_verification(scsql_db,
     breakdown = out.split("breakdown", 1)[1].splitlines()[1:]
     assert len(breakdown) == 6 and breakdown[0].split()[0] == "plain", out
     assert all(float(ln.split()[-3].replace(",", "")) > 0 for ln in breakdown), out
-    scratch = re.findall(r"scratch database (scsql_bench_\w+)", proc.stderr)
+    scratch = sorted(set(re.findall(r"scratch database (scsql_bench_\w+)", proc.stderr)))
     assert len(scratch) == 2, proc.stderr
     with psycopg.connect(server.conninfo("postgres")) as conn:  # both dropped
         assert not conn.execute("select from pg_database where datname = any(%s)", (scratch,)).fetchall()

@@ -14,7 +14,7 @@ import pytest
 from scsql import cli
 from scsql.core import keys
 from scsql.audit.cli import export_checkpoints, record_checkpoints
-from scsql.core.registry import Api
+from scsql.api import Api
 from scsql.audit.verify import CheckpointHead, checkpoint_payload, verify
 
 from .helpers import (  # noqa: F401 - trail is a fixture
@@ -188,7 +188,7 @@ def test_an_agent_cannot_widen_the_clock_tolerance(scsql_db):
     with pytest.raises(psycopg.Error) as err, psycopg.connect(scsql_db.login(a.name)) as conn:
         conn.execute("set scsql.clock_skew = '100 years'")
         from scsql.audit.telemetry import TOOL_CALL_FIELDS
-        from scsql.audit.encoding import sign_row
+        from scsql.audit.signing import sign_row
 
         args = sign_row(a, "scsql.tool_calls", TOOL_CALL_FIELDS, {"tool": "backdated"}, at=backdated)
         conn.execute("select * from scsql.record_tool_call(p_tool => 'backdated', p_at => %s, p_key_id => %s, "
@@ -205,7 +205,7 @@ def test_an_agent_cannot_widen_the_clock_tolerance(scsql_db):
         assert conn.execute("select scsql.set_clock_skew('3 days') as s").fetchone()["s"] == dt.timedelta(days=3)
         conn.commit()
     from scsql.audit.telemetry import TOOL_CALL_FIELDS
-    from scsql.audit.encoding import sign_row
+    from scsql.audit.signing import sign_row
 
     args = sign_row(a, "scsql.tool_calls", TOOL_CALL_FIELDS, {"tool": "backdated"}, at=backdated)
     with a.transaction() as conn:

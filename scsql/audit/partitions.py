@@ -8,6 +8,8 @@ database (which needs a superuser) before its first migrate.
 
 from __future__ import annotations
 
+import sys
+import time
 from typing import Any
 
 import psycopg
@@ -17,6 +19,7 @@ from ..core import errors
 from ..core.db import unreachable
 from ..core.errors import ScsqlError
 from ..core.roles import admin_connection
+from ..core.worker import Job
 
 # What a superuser runs so scsql_owner can drive pg_partman (4.x or 5.x).
 ENABLE_PARTMAN = """
@@ -77,3 +80,30 @@ def status(conninfo: str) -> list[dict[str, Any]]:
     with admin_connection(conninfo) as conn:
         conn.execute("set local role scsql_admin")
         return conn.execute("select * from scsql.partition_status()").fetchall()
+
+
+MAINTENANCE_EVERY = 600.0  # seconds between partition maintenance runs
+
+
+def maintenance_job(admin_conninfo: str) -> Job:
+    """Partition maintenance over an administrator's connection, at most once
+    every MAINTENANCE_EVERY seconds. It takes ACCESS EXCLUSIVE locks that
+    every project's writes queue behind, so agents may not run it; a worker
+    without an administrator's connection says so once and leaves it to
+    `scsql partitions maintain` (or pg_partman's background worker)."""
+    last = [-MAINTENANCE_EVERY]
+
+    def run(_agent) -> int:
+        now = time.monotonic()
+        if now - last[0] < MAINTENANCE_EVERY:
+            return 0
+        last[0] = now
+        try:
+            maintain(admin_conninfo)
+        except ScsqlError as exc:
+            print(f"scsql worker: partition maintenance skipped ({exc.code}: {exc.message}); "
+                  "run scsql partitions maintain as an administrator", file=sys.stderr)
+            last[0] = float("inf")  # said once
+        return 0  # creating partitions is not "more work pending": the worker sleeps
+
+    return Job("partitions", run)

@@ -1,17 +1,15 @@
-"""Telemetry writes (sessions, tool calls, outcomes) signed by the agent, and
-the background job that maintains their partitions.
+"""Telemetry writes (sessions, tool calls, outcomes), signed by the agent.
 
 The SQL functions ``scsql.start_session``, ``scsql.record_tool_call`` and
 ``scsql.record_outcome`` write chained rows; the declarations below make the
-registry sign each call with the agent's key (see :mod:`scsql.chain`), so the
+registry sign each call with the agent's key (see :mod:`.signing`), so the
 MCP tools of the same names take only the content arguments.
 """
 
 from __future__ import annotations
 
 
-from .encoding import SignedField, signed_write
-from ..core.worker import Job
+from .signing import SignedField, SignedTable
 
 SESSION_FIELDS = (
     SignedField("client", "text"),
@@ -28,8 +26,8 @@ TOOL_CALL_FIELDS = (
     SignedField("output_tokens", "int", 0),
     SignedField("latency_ms", "int"),
     SignedField("status", "text", "ok"),
-    SignedField("input_preview", "text", max_chars=4000),
-    SignedField("output_preview", "text", max_chars=4000),
+    SignedField("input_preview", "text"),
+    SignedField("output_preview", "text"),
 )
 
 OUTCOME_FIELDS = (
@@ -40,22 +38,14 @@ OUTCOME_FIELDS = (
     SignedField("signal", "text", "agent"),
     SignedField("confidence", "numeric"),
     SignedField("summary", "text"),
-    SignedField("evidence", "text", max_chars=8000),
+    SignedField("evidence", "text"),
     SignedField("classification", "text", "internal"),
 )
 
-SIGNED_WRITES = {
-    "start_session": ("scsql.sessions", SESSION_FIELDS),
-    "record_tool_call": ("scsql.tool_calls", TOOL_CALL_FIELDS),
-    "record_outcome": ("scsql.outcomes", OUTCOME_FIELDS),
-}
+SESSIONS = SignedTable("scsql.sessions", SESSION_FIELDS)
+TOOL_CALLS = SignedTable("scsql.tool_calls", TOOL_CALL_FIELDS)
+OUTCOMES = SignedTable("scsql.outcomes", OUTCOME_FIELDS)
 
-for _function, (_table, _fields) in SIGNED_WRITES.items():
-    signed_write(_function, _table, _fields)
+SIGNED_WRITES = {"start_session": SESSIONS, "record_tool_call": TOOL_CALLS, "record_outcome": OUTCOMES}
 
-
-def jobs() -> list[Job]:
-    # Partition maintenance takes ACCESS EXCLUSIVE locks that every project's
-    # writes queue behind, so no agent may run it: scsql worker runs it over
-    # an administrator's connection (cmd_worker.partitions_job).
-    return []
+ADAPTERS = {function: table.adapter() for function, table in SIGNED_WRITES.items()}

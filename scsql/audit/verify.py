@@ -70,7 +70,6 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
-import hashlib
 import heapq
 import hmac
 import json
@@ -325,7 +324,24 @@ class _Keys:
 MIN_ID, MAX_ID = -(2**63), 2**63 - 1
 
 
-def _scan(conn: psycopg.Connection, table: str, ti: int, lo: int, hi: int) -> Iterator[tuple]:
+class _Row(NamedTuple):
+    """One chained row as the scan reads it (scsql._chain_scan_sql): its chain
+    columns, then its stamped and signed fields in the table's order."""
+
+    chain_id: int
+    seq: int
+    at: dt.datetime
+    key_id: int
+    author_id: int
+    prev_hash: bytes
+    row_hash: bytes
+    signature: bytes
+    project_id: int
+    partition: int
+    fields: tuple
+
+
+def _scan(conn: psycopg.Connection, table: str, ti: int, lo: int, hi: int) -> Iterator[tuple[int, int, int, _Row]]:
     query = conn.execute("select scsql._chain_scan_sql(%s)", (table,)).fetchone()[0]
     cur = conn.cursor(name=f"scan_{ti}", binary=True)
     cur.itersize = BATCH
@@ -335,7 +351,7 @@ def _scan(conn: psycopg.Connection, table: str, ti: int, lo: int, hi: int) -> It
         if not rows:
             break
         for r in rows:
-            yield (r[0], r[1], ti, r)
+            yield (r[0], r[1], ti, _Row(*r[:10], r[10:]))
     cur.close()
 
 
@@ -358,13 +374,13 @@ def _report_progress(n: int) -> None:
 class _Chain:
     """Verification state of one chain."""
 
-    __slots__ = ("next", "prev", "broken", "start", "start_hash", "start_pending", "enc_id", "sig_to", "legacy",
+    __slots__ = ("next", "prev", "broken", "start", "start_hash", "start_pending", "sig_to", "legacy",
                  "agent", "project", "exp", "gaps", "legacy_gap_end", "covered", "seg", "segs", "signed")
 
     def __init__(self) -> None:
         self.next, self.prev, self.broken = 1, enc.GENESIS, False
         self.start, self.start_hash, self.start_pending = 0, b"", False
-        self.enc_id, self.sig_to, self.legacy = b"", 0, 0
+        self.sig_to, self.legacy = 0, 0
         self.agent = self.project = None
         self.exp: dict[int, list[tuple[bytes, str]]] | None = None
         self.gaps: _Gaps | None = None
@@ -408,8 +424,8 @@ class _TableSpec(NamedTuple):
 
 
 # Bound once: the row checks run for every row of every chain.
-_compare, _sha256, _join = hmac.compare_digest, hashlib.sha256, b"".join
-_enc_int, _enc_ts, _NULL = enc._enc_int, enc._enc_ts, enc.NULL
+_compare, _join = hmac.compare_digest, b"".join
+_enc_ts, _NULL, _row_bytes, _row_hash = enc.enc_ts, enc.NULL, enc.row_bytes, enc.row_hash
 _sign_open = nacl.bindings.crypto_sign_open
 
 
@@ -474,7 +490,6 @@ class _PartVerifier:
         """The state of a chain known to scsql.chains, after its chain-level checks."""
         c, f = self.chains[chain_id], self.facts.get(chain_id, _NO_FACTS)
         st = _Chain()
-        st.enc_id = enc._enc_int(chain_id)
         st.agent, st.project = c.agent_id, c.project_id
         st.sig_to = 0 if self.full else f.verified
         st.exp = f.expected or None
@@ -528,13 +543,12 @@ class _PartVerifier:
         self.fail(st, chain_id, seq, "chain-unknown", "rows name a chain with no head row")
         return st
 
-    def row(self, st: _Chain, chain_id: int, seq: int, spec: _TableSpec, r: tuple) -> None:
-        """One row. r: chain_id, seq, at, key_id, author_id, prev_hash, row_hash,
-        signature, project_id, partition, stamped..., signed..."""
+    def row(self, st: _Chain, chain_id: int, seq: int, spec: _TableSpec, r: _Row) -> None:
+        """One row, check by check."""
         at_start = self.place(st, chain_id, seq, spec.table, r)
         if at_start is None:
             return
-        if not at_start and st.prev is not None and not _compare(r[5], st.prev):
+        if not at_start and st.prev is not None and not _compare(r.prev_hash, st.prev):
             self.fail(st, chain_id, seq, "prev-mismatch", "prev_hash is not the previous row's row_hash", spec.table)
             return
         if not self.content(st, chain_id, seq, spec, r):
@@ -542,13 +556,13 @@ class _PartVerifier:
         if at_start:
             st.start_pending = False
             return
-        if st.exp is not None and not self.as_checkpointed(st, chain_id, seq, spec.table, r[6]):
+        if st.exp is not None and not self.as_checkpointed(st, chain_id, seq, spec.table, r.row_hash):
             return
-        st.next, st.prev = seq + 1, r[6]
+        st.next, st.prev = seq + 1, r.row_hash
         if seq > st.covered >= 0:
-            self.extend_segment(st, seq, r[6], self.parts.get(r[9], ""))
+            self.extend_segment(st, seq, r.row_hash, self.parts.get(r.partition, ""))
 
-    def place(self, st: _Chain, chain_id: int, seq: int, table: str, r: tuple) -> bool | None:
+    def place(self, st: _Chain, chain_id: int, seq: int, table: str, r: _Row) -> bool | None:
         """Where the row stands in its chain: None when it is skipped or broke the
         chain, True when it is the row the starting checkpoint names, else False."""
         gaps = st.gaps
@@ -564,7 +578,7 @@ class _PartVerifier:
             if not (seq == st.start and st.start_pending):
                 return self.fail(st, chain_id, seq, "fork", f"two rows have seq {seq}", table) or None
             # The row the start point names: it must be that row, unaltered.
-            if not hmac.compare_digest(r[6], st.start_hash):
+            if not hmac.compare_digest(r.row_hash, st.start_hash):
                 return self.fail(st, chain_id, seq, "checkpoint-mismatch",
                                  "the row differs from the one the starting checkpoint signed", table) or None
             return True
@@ -579,27 +593,23 @@ class _PartVerifier:
             st.legacy_gap_end = seq - 1
         return False
 
-    def content(self, st: _Chain, chain_id: int, seq: int, spec: _TableSpec, r: tuple) -> bool:
+    def content(self, st: _Chain, chain_id: int, seq: int, spec: _TableSpec, r: _Row) -> bool:
         """The row's hash, author, project, key, signature, and that it is no replay."""
-        at, key_id, author_id, prev_hash, row_hash, signature = r[2], r[3], r[4], r[5], r[6], r[7]
+        at, key_id, author_id, prev_hash, row_hash, signature = r.at, r.key_id, r.author_id, r.prev_hash, r.row_hash, r.signature
         n, null = spec.n_stamped, _NULL
         signed_payload = self._prefix(spec.ti, spec.table, author_id, key_id) + _enc_ts(at) + _join(
-            [null if v is None else f(v) for f, v in zip(spec.signed, r[10 + n:])])
-        digest = _sha256(prev_hash)
-        digest.update(st.enc_id)
-        digest.update(_enc_int(seq))
-        digest.update(_join([null if v is None else f(v) for f, v in zip(spec.stamped, r[10:10 + n])]))
-        digest.update(signed_payload)
-        digest.update(signature)
-        if not _compare(digest.digest(), row_hash):
+            [null if v is None else f(v) for f, v in zip(spec.signed, r.fields[n:])])
+        stamped = _join([null if v is None else f(v) for f, v in zip(spec.stamped, r.fields[:n])])
+        digest = _row_hash(prev_hash, _row_bytes(chain_id, seq, stamped, signed_payload), signature)
+        if not _compare(digest, row_hash):
             return self.fail(st, chain_id, seq, "hash-mismatch", "row_hash does not match the row's content",
                              spec.table)
         if author_id != st.agent:
             return self.fail(st, chain_id, seq, "wrong-author", f"row names author {self.name(author_id)} in the "
                              f"chain of {self.name(st.agent)}", spec.table)
-        if r[8] != st.project:
+        if r.project_id != st.project:
             return self.fail(st, chain_id, seq, "wrong-project",
-                             f"the row is in project {r[8]}, its chain in project {st.project}", spec.table)
+                             f"the row is in project {r.project_id}, its chain in project {st.project}", spec.table)
         k = self.keys.get((author_id, key_id))
         if k is None or at < k[1] or (k[2] is not None and at >= k[2]):
             return self.fail(st, chain_id, seq, "wrong-key",
@@ -628,8 +638,8 @@ class _PartVerifier:
         key = (ti, author_id, key_id)
         prefix = self.prefix_cache.get(key)
         if prefix is None:
-            prefix = self.prefix_cache[key] = (enc._enc_text(enc.FORMAT) + enc._enc_text(table)
-                                               + enc._enc_text(self.names.get(author_id, "")) + enc._enc_int(key_id))
+            prefix = self.prefix_cache[key] = (enc.payload_head(table)
+                                               + enc.payload_author(self.names.get(author_id, ""), key_id))
         return prefix
 
     def as_checkpointed(self, st: _Chain, chain_id: int, seq: int, table: str, row_hash: bytes) -> bool:
@@ -726,7 +736,7 @@ def verify_part(conninfo: str, role: str | None, lo: int = MIN_ID, hi: int = MAX
     return v.result()
 
 
-def _verified_prefix(st: _Chain, chain_id: int, c: tuple) -> CheckpointHead | None:
+def _verified_prefix(st: _Chain, chain_id: int, c: _ChainRow) -> CheckpointHead | None:
     """What a checkpoint of a broken chain signs: its rows up to the last one
     that verified (every check passed for it and every row before it), with
     their segments; None when no row after the chain's newest format-3
@@ -739,7 +749,7 @@ def _verified_prefix(st: _Chain, chain_id: int, c: tuple) -> CheckpointHead | No
     segments = tuple((end, h, part) for first, end, h, part in segs if first > from_seq)
     if not segments or segments[-1][0] != last:
         return None
-    return CheckpointHead(chain_id, last, row_hash, c[1], from_seq, segments, c[6])
+    return CheckpointHead(chain_id, last, row_hash, c.agent_id, from_seq, segments, c.project_id)
 
 
 def _replayed(conn: psycopg.Connection, table: str, chain_id: int, seq: int, signature: bytes) -> int | None:
@@ -770,18 +780,18 @@ def checkpoint_payload(project_id: int, at: dt.datetime, key_id: int,
                        heads: Iterable[CheckpointHead | Sequence[Any]], version: int = 3) -> bytes:
     """What the auditor signs: see sql/13_checkpoints.sql."""
     hs = sorted((h if isinstance(h, CheckpointHead) else CheckpointHead(*h) for h in heads), key=itemgetter(0))
-    parts = [enc._enc_text(CHECKPOINT_FORMATS[version]), enc._enc_int(project_id), enc._enc_ts(at),
-             enc._enc_int(key_id), enc._enc_int(len(hs))]
+    parts = [enc.enc_text(CHECKPOINT_FORMATS[version]), enc.enc_int(project_id), enc.enc_ts(at),
+             enc.enc_int(key_id), enc.enc_int(len(hs))]
     for h in hs:
         if version < 3:
-            parts += [enc._enc_int(h.chain_id), enc._enc_int(h.seq), enc._enc_bytea(h.row_hash)]
+            parts += [enc.enc_int(h.chain_id), enc.enc_int(h.seq), enc.enc_bytea(h.row_hash)]
             continue
         if h.agent_id is None or h.from_seq is None:
             raise ValueError("format 3 names each chain's agent and from_seq")
-        parts += [enc._enc_int(h.chain_id), enc._enc_int(h.agent_id), enc._enc_int(h.seq), enc._enc_bytea(h.row_hash),
-                  enc._enc_int(h.from_seq), enc._enc_int(len(h.segments))]
+        parts += [enc.enc_int(h.chain_id), enc.enc_int(h.agent_id), enc.enc_int(h.seq), enc.enc_bytea(h.row_hash),
+                  enc.enc_int(h.from_seq), enc.enc_int(len(h.segments))]
         for last_seq, row_hash, part in h.segments:
-            parts += [enc._enc_int(last_seq), enc._enc_bytea(row_hash), enc._enc_text(part)]
+            parts += [enc.enc_int(last_seq), enc.enc_bytea(row_hash), enc.enc_text(part)]
     return b"".join(parts)
 
 
@@ -817,10 +827,6 @@ def _checkpoint_version(cp: dict[str, Any]) -> int | None:
             continue
         return version
     return None
-
-
-def _checkpoint_ok(cp: dict[str, Any]) -> bool:
-    return _checkpoint_version(cp) is not None
 
 
 def read_checkpoint_file(path: Path) -> list[dict[str, Any]]:

@@ -35,25 +35,18 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
 import secrets
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from ..core import roles
-from ..audit.telemetry import TOOL_CALL_FIELDS
-from ..audit.encoding import sign_row
-from ..core.db import Agent, Database
-from ..core.migrate import Migrator
-from ..core.registry import Api
-from ..core.keys import Keystore
+from ..api import Api
+from ..audit.telemetry import TOOL_CALLS
+from ..core.db import Agent
+from .scratch_db import ScratchDatabase, exit_on_sigterm
 
 PLAIN_INSERT = """
 insert into bench_plain (project_id, tool_call_id, at, session_id, tool, model, origin, input_tokens, output_tokens,
@@ -76,21 +69,6 @@ values (%s, %s, 'model', %s, %s, %s, 'ok', %s, %s, null, %s, %s, %s)
 """
 
 
-def _reduced_trigger(source: str, variant: str) -> str:
-    """The generated insert trigger of scsql.tool_calls, reduced for --breakdown:
-    'nohash' advances the head without encoding or hashing the row, 'nohead'
-    does not touch the head at all (chain columns get placeholder values)."""
-    if variant == "nohash":
-        out = re.sub(r"head_hash = sha256\(.*?\n", "head_hash = c.head_hash\n", source, count=1)
-    else:
-        out = source.replace("for i in 1 .. 2 loop",
-                             "new.chain_id := 0; new.seq := 0; new.prev_hash := ''; new.row_hash := ''; "
-                             "new.author_id := v_agent; new.project_id := v_project;\n  for i in 1 .. 0 loop", 1)
-    if out == source:
-        raise RuntimeError(f"bench chain --breakdown: the generated trigger changed shape; cannot build {variant!r}")
-    return out
-
-
 def _chained_params(b: dict) -> tuple:
     return (b["tool"], b["model"], b["input_tokens"], b["output_tokens"], b["latency_ms"], b["input_preview"],
             b["output_preview"], b["at"], b["key_id"], b["signature"])
@@ -104,25 +82,14 @@ def _call_args(i: int) -> dict:
 
 class Bench:
     def __init__(self, admin_conninfo: str, agents: int):
-        self.admin = admin_conninfo
-        self.tag = "bench_" + secrets.token_hex(3)
-        self.dbname = f"scsql_{self.tag}"
-        parts = conninfo_to_dict(admin_conninfo)
-        parts["dbname"] = self.dbname
-        self.conninfo = make_conninfo(**parts)
+        self.db = ScratchDatabase(admin_conninfo, "chain")
+        self.dbname, self.conninfo = self.db.name, self.db.admin
         self.n_agents = agents
-        self.tmp = tempfile.TemporaryDirectory(prefix="scsql-bench-")
-        self.keystore = Keystore(Path(self.tmp.name) / "keys")
         self.agents: list[Agent] = []
-        self.pools: list[Database] = []
         self._plain_ids = iter(range(1, 10**12))
 
     def setup(self) -> None:
-        with psycopg.connect(self.admin, autocommit=True) as conn:
-            conn.execute(f'create database "{self.dbname}"')
-        Migrator(self.conninfo).run()
-        project = self.tag.replace("_", "-")
-        roles.create_project(self.conninfo, project)
+        self.db.create()
         with psycopg.connect(self.conninfo) as conn:
             # Same columns, partitioning and indexes as scsql.tool_calls; no chain.
             conn.execute("create table public.bench_plain (like scsql.tool_calls including defaults including constraints) "
@@ -134,21 +101,10 @@ class Bench:
             conn.execute("grant insert on public.bench_plain to scsql_agent")
             conn.execute("select scsql.set_model_price('claude-sonnet-4', 3, 15, now() - interval '1 day')")
         for i in range(self.n_agents):
-            name = f"{self.tag}_{i}"
-            roles.create_agent(self.conninfo, self.keystore, name, project, "developer")
-            db = Database(self.conninfo, max_size=2, application_name=f"scsql:bench:{i}").open()
-            self.pools.append(db)
-            self.agents.append(Agent(db, name, self.keystore.load(name)))
+            self.agents.append(self.db.open_agent(self.db.add_agent(f"{self.dbname}_{i}")))
 
     def cleanup(self) -> None:
-        for db in self.pools:
-            db.close()
-        with psycopg.connect(self.admin, autocommit=True) as conn:
-            conn.execute(f'drop database if exists "{self.dbname}" with (force)')
-            for (role,) in conn.execute("select rolname from pg_roles where rolname like %s",
-                                        (f"scsql_agent_{self.tag}_%",)).fetchall():
-                conn.execute(f'drop role if exists "{role}"')
-        self.tmp.cleanup()
+        self.db.drop()
 
     # -- phases ---------------------------------------------------------------
 
@@ -183,7 +139,7 @@ class Bench:
             agent = self.agents[k]
 
             def step(i: int) -> None:
-                b = sign_row(agent, "scsql.tool_calls", TOOL_CALL_FIELDS, _call_args(i))
+                b = TOOL_CALLS.sign(agent, _call_args(i))
                 with agent.transaction() as conn:
                     conn.execute(CHAINED_CALL, _chained_params(b))
             return step
@@ -223,7 +179,7 @@ class Bench:
 
     def direct(self, seconds: float, signed: bool = True) -> int:
         """The chained writes as a direct INSERT into scsql.tool_calls (--breakdown)."""
-        from ..audit.encoding import key_id
+        from ..audit.signing import key_id
 
         def work(k: int):
             agent = self.agents[k]
@@ -232,7 +188,7 @@ class Bench:
             def step(i: int) -> None:
                 a = _call_args(i)
                 if signed:
-                    b = sign_row(agent, "scsql.tool_calls", TOOL_CALL_FIELDS, a)
+                    b = TOOL_CALLS.sign(agent, a)
                     at, sig = b["at"], b["signature"]
                 else:
                     at, sig = dt.datetime.now(dt.UTC), secrets.token_bytes(64)
@@ -242,17 +198,18 @@ class Bench:
             return step
         return self._run(work, seconds)
 
-    def allow_direct_inserts(self) -> str:
-        """Let agents INSERT into scsql.tool_calls (this scratch database only); returns the trigger's source."""
+    def allow_direct_inserts(self) -> None:
+        """Let agents INSERT into scsql.tool_calls (this scratch database only)."""
         with psycopg.connect(self.conninfo, autocommit=True) as conn:
             conn.execute("grant insert on scsql.tool_calls to scsql_agent")
             conn.execute("grant usage on sequence scsql.tool_calls_id_seq to scsql_agent")
             conn.execute("create policy bench_insert on scsql.tool_calls for insert to scsql_agent with check (true)")
-            return conn.execute("select pg_get_functiondef('scsql._chain_insert_tool_calls'::regproc)").fetchone()[0]
 
-    def replace_trigger(self, source: str) -> None:
+    def link_rows(self, link: str) -> None:
+        """Replace the insert trigger of scsql.tool_calls with the generator's form ``link``
+        (chain, head or none: see scsql._chain_trigger_sql)."""
         with psycopg.connect(self.conninfo, autocommit=True) as conn:
-            conn.execute(source)
+            conn.execute(conn.execute("select scsql._chain_trigger_sql('scsql.tool_calls', %s)", (link,)).fetchone()[0])
 
     def fill(self, rows: int) -> None:
         """Add chained, signed rows quickly (many per transaction) for the verification phase."""
@@ -260,7 +217,7 @@ class Bench:
 
         def fill_one(agent: Agent, count: int) -> None:
             for start in range(0, count, 1000):
-                batch = [sign_row(agent, "scsql.tool_calls", TOOL_CALL_FIELDS, _call_args(i))
+                batch = [TOOL_CALLS.sign(agent, _call_args(i))
                          for i in range(start, min(count, start + 1000))]
                 with agent.transaction() as conn, conn.cursor() as cur:
                     cur.executemany(CHAINED_CALL, [_chained_params(b) for b in batch])
@@ -309,22 +266,21 @@ def _breakdown(admin: str, args) -> list[tuple[str, float]]:
     print(f"breakdown: scratch database {bench.dbname}", file=sys.stderr)
     try:
         bench.setup()
-        source = bench.allow_direct_inserts()
-        nohash, nohead = _reduced_trigger(source, "nohash"), _reduced_trigger(source, "nohead")
+        bench.allow_direct_inserts()
 
-        def trigger(src: str) -> Callable[[], None]:
-            return lambda: bench.replace_trigger(src)
+        def trigger(link: str) -> Callable[[], None]:
+            return lambda: bench.link_rows(link)
 
         def unsigned(seconds: float) -> int:
             return bench.direct(seconds, signed=False)
 
         rates = _alternate([
             ("plain", None, bench.plain),
-            ("record_tool_call, signed (as above)", trigger(source), bench.chained),
-            ("direct INSERT, signed", trigger(source), bench.direct),
-            ("direct INSERT, unsigned", trigger(source), unsigned),
-            ("  trigger: head advanced, no encoding or hash", trigger(nohash), unsigned),
-            ("  trigger: no head update", trigger(nohead), unsigned),
+            ("record_tool_call, signed (as above)", trigger("chain"), bench.chained),
+            ("direct INSERT, signed", trigger("chain"), bench.direct),
+            ("direct INSERT, unsigned", trigger("chain"), unsigned),
+            ("  trigger: head advanced, no encoding or hash", trigger("head"), unsigned),
+            ("  trigger: no head update", trigger("none"), unsigned),
         ], args.rounds, args.seconds)
         return [(name, rate) for name, (_, rate) in rates.items()]
     finally:
@@ -332,8 +288,7 @@ def _breakdown(admin: str, args) -> list[tuple[str, float]]:
 
 
 def run(ctx, args) -> int:
-    from .scratch_db import exit_on_sigterm
-
+    
     with exit_on_sigterm():  # a terminated run still drops its scratch databases
         return _run(ctx, args)
 

@@ -11,8 +11,8 @@ same run on the same server.
 * with ``--history N``, the latency of a claim on a fresh queue and after N
   completed tasks went through the queue (loaded with set-based SQL).
 
-Everything runs in scratch databases (``scsql_bench_queue``,
-``scsql_bench_pgbench``) that are dropped at the end.
+Everything runs in scratch databases of its own (see scratch_db.py)
+that are dropped at the end (kept with --keep).
 """
 
 from __future__ import annotations
@@ -24,78 +24,35 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from tqdm import tqdm
 
-from ..core import roles
 from ..core.config import role_for
 from ..core.embedded import bin_path
-from ..core.migrate import Migrator
-from ..core.keys import Keystore
-
-DB = "scsql_bench_queue"
-PGBENCH_DB = "scsql_bench_pgbench"
-
-
-def _conninfo(admin: str, dbname: str) -> str:
-    return make_conninfo(**dict(conninfo_to_dict(admin), dbname=dbname))
-
-
-def _recreate(admin: str, dbname: str) -> None:
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(dbname)))
-        conn.execute(sql.SQL("create database {}").format(sql.Identifier(dbname)))
-
-
-def _drop(admin: str, dbname: str) -> None:
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(dbname)))
-
+from .scratch_db import ScratchDatabase
 
 @dataclass
 class Setup:
+    db: ScratchDatabase
     conninfo: str  # administrator, scratch database
     orchestrator: str  # role names
     workers: list[str]
     project_id: int
-    made_roles: list[str] = field(default_factory=list)
 
 
 def _setup(admin: str, n_worker_agents: int) -> Setup:
-    _recreate(admin, DB)
-    conninfo = _conninfo(admin, DB)
-    Migrator(conninfo).run()
-    tag = uuid.uuid4().hex[:8]
-    project = f"bench-{tag}"
-    roles.create_project(conninfo, project)
-    keystore = Keystore(Path(tempfile.mkdtemp(prefix="scsql-bench-keys-")))
-    orch = f"bench_{tag}_orch"
-    roles.create_agent(conninfo, keystore, orch, project, "orchestrator")
-    workers = [f"bench_{tag}_w{i}" for i in range(n_worker_agents)]
-    for w in workers:
-        roles.create_agent(conninfo, keystore, w, project, "developer")
-    with psycopg.connect(conninfo) as conn:
-        pid = conn.execute("select project_id from scsql.projects where name = %s", (project,)).fetchone()[0]
-    made = [role_for(orch)] + [role_for(w) for w in workers]
-    return Setup(conninfo, role_for(orch), [role_for(w) for w in workers], pid, made)
-
-
-def _teardown(admin: str, setup: Setup | None) -> None:
-    _drop(admin, DB)
-    if setup is None:
-        return
-    with psycopg.connect(admin, autocommit=True) as conn:
-        for r in setup.made_roles:
-            conn.execute(sql.SQL("drop role if exists {}").format(sql.Identifier(r)))
+    db = ScratchDatabase(admin, "queue").create()
+    orch = db.add_agent(f"{db.name}_orch", "orchestrator")
+    workers = [db.add_agent(f"{db.name}_w{i}") for i in range(n_worker_agents)]
+    with psycopg.connect(db.admin) as conn:
+        pid = conn.execute("select project_id from scsql.projects where name = %s", (db.project,)).fetchone()[0]
+    return Setup(db, db.admin, role_for(orch), [role_for(w) for w in workers], pid)
 
 
 async def _agent_conn(conninfo: str, role: str) -> psycopg.AsyncConnection:
@@ -241,12 +198,10 @@ def _pgbench_bin() -> str:
     return bin_path("pgbench")
 
 
-def pgbench_init(admin: str, scale: int) -> str:
-    _recreate(admin, PGBENCH_DB)
-    conninfo = _conninfo(admin, PGBENCH_DB)
-    subprocess.run([_pgbench_bin(), "-i", "-q", "-s", str(scale), conninfo],
+def pgbench_init(db: ScratchDatabase, scale: int) -> str:
+    subprocess.run([_pgbench_bin(), "-i", "-q", "-s", str(scale), db.create(migrate=False).admin],
                    check=True, capture_output=True, text=True)
-    return conninfo
+    return db.admin
 
 
 def pgbench_tps(conninfo: str, clients: int, seconds: float) -> float:
@@ -343,6 +298,7 @@ def run(ctx, args: argparse.Namespace) -> int:
     counts = [int(x) for x in args.workers.split(",")]
     seconds = args.seconds
     setup = None
+    pgbench_db = ScratchDatabase(admin, "pgbench")
     out = sys.stdout
     try:
         print("scsql bench queue: setting up scratch databases", file=sys.stderr)
@@ -356,7 +312,7 @@ def run(ctx, args: argparse.Namespace) -> int:
                       "skipping the peer", file=sys.stderr)
             if peer is not None:
                 asyncio.run(peer.install())
-        pgb = None if args.no_pgbench else pgbench_init(admin, args.pgbench_scale)
+        pgb = None if args.no_pgbench else pgbench_init(pgbench_db, args.pgbench_scale)
 
         print(f"server: {admin.split('dbname=')[0].strip()}  duration per measurement: {seconds:.0f} s", file=out)
         print("(numbers from one run on one server; compare the ratios, not the absolute values)", file=out)
@@ -409,10 +365,12 @@ def run(ctx, args: argparse.Namespace) -> int:
                      else f"autovacuum had not run {args.autovacuum_wait:.0f} s after the load"),
                   file=out)
     finally:
-        if not args.keep:
-            if not args.no_pgbench:
-                _drop(admin, PGBENCH_DB)
-            _teardown(admin, setup)
+        for db in (pgbench_db, setup.db if setup else None):
+            if db is not None:
+                db.keep = args.keep
+                if db.keep:
+                    print(f"scsql bench queue: kept scratch database {db.name}", file=sys.stderr)
+                db.drop()
     return 0
 
 

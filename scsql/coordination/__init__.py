@@ -1,0 +1,3 @@
+"""Coordination (sql/30-31): the client side of the task queue and broadcasts
+(client: waiting for work, signed broadcasts, file paths, the queue's job)
+and the coordination commands (cli)."""

@@ -9,14 +9,13 @@ connection listens, and it does not say who will win the task).
 The ``claim_task`` tool takes ``wait_seconds``: the adapter registered here
 turns an empty claim into a LISTEN-and-retry loop, so an MCP client that asks
 to wait does not spin the database. The ``broadcast`` tool is a chained,
-signed write (see :mod:`scsql.chain`): its adapter signs each message with
+signed write (see :mod:`scsql.audit.signing`): its adapter signs each message with
 the agent's key.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,10 +24,10 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from ..audit.encoding import SignedField, signed_write
+from ..audit.signing import SignedField, SignedTable
 from ..core.db import Agent
 from ..core.errors import ScsqlError
-from ..core.registry import ADAPTERS, Adapter
+from ..core.registry import Adapter, Call
 from ..core.worker import Job
 
 DEFAULT_POLL_SECONDS = 2.0
@@ -107,43 +106,20 @@ def claim(
             listener.wait(min(poll_seconds, remaining))
 
 
-def wait_for_work(agent: Agent, timeout: float, poll_seconds: float = DEFAULT_POLL_SECONDS) -> int:
-    """Wait until a task is claimable for the agent or ``timeout`` passes; return how many are."""
-    deadline = time.monotonic() + timeout
-    with listening(agent) as listener:
-        while True:
-            with agent.transaction() as conn:
-                n = conn.execute("select scsql.claimable_for_me() as n").fetchone()["n"]
-            remaining = deadline - time.monotonic()
-            if n or remaining <= 0:
-                return n
-            listener.wait(min(poll_seconds, remaining))
-
-
 # -- the claim_task tool: wait on LISTEN rather than in the database ----------
 
-_pending = threading.local()  # the wait of the claim_task call in flight on this thread
-
-
-def _claim_before(agent: Agent, args: dict[str, Any]) -> dict[str, Any]:
+def _claim(agent: Agent, args: dict[str, Any], call: Call) -> Any:
+    """Claim; when nothing was claimable and the caller asked to wait, wait
+    on LISTEN (outside any transaction) and claim again until the deadline."""
     wait = float(args.pop("wait_seconds", 0) or 0)
     if not 0 <= wait <= 600:
         raise ScsqlError("SC010", "wait_seconds must be 0 to 600")
-    _pending.call = None
-    if wait > 0 and args.get("task") is None:
-        _pending.call = (time.monotonic() + wait, int(args.get("n", 1)), int(args.get("lease_seconds", 300)))
-    return args
-
-
-def _claim_after(agent: Agent, result: Any) -> Any:
-    call, _pending.call = getattr(_pending, "call", None), None
-    if result or call is None:
-        return result
-    deadline, n, lease = call
-    return claim(agent, n=n, lease_seconds=lease, wait_seconds=max(deadline - time.monotonic(), 0.0))
-
-
-ADAPTERS["claim_task"] = Adapter(frozenset(), _claim_before, _claim_after)
+    deadline = time.monotonic() + wait
+    rows = call(args)
+    if rows or wait <= 0 or args.get("task") is not None:
+        return rows
+    return claim(agent, n=int(args.get("n", 1)), lease_seconds=int(args.get("lease_seconds", 300)),
+                 wait_seconds=max(deadline - time.monotonic(), 0.0))
 
 
 # -- the enqueue_task tool: symbolic links resolved where the files are --------
@@ -194,13 +170,10 @@ def resolve_exclusive_files(root: str | None, files: Any) -> Any:
     return out
 
 
-def _enqueue_before(agent: Agent, args: dict[str, Any]) -> dict[str, Any]:
+def _enqueue(agent: Agent, args: dict[str, Any], call: Call) -> Any:
     if args.get("exclusive_files"):
         args["exclusive_files"] = resolve_exclusive_files(project_root(agent), args["exclusive_files"])
-    return args
-
-
-ADAPTERS["enqueue_task"] = Adapter(frozenset(), _enqueue_before)
+    return call(args)
 
 
 # -- the broadcast tool: messages are chained and signed like audit rows -------
@@ -214,7 +187,13 @@ BROADCAST_FIELDS = (
     SignedField("task", "int"),
     SignedField("payload", "jsonb", {}),
 )
-signed_write("broadcast", BROADCAST_TABLE, BROADCAST_FIELDS)
+BROADCASTS = SignedTable(BROADCAST_TABLE, BROADCAST_FIELDS)
+
+ADAPTERS: dict[str, Adapter] = {
+    "claim_task": Adapter(frozenset(), _claim),
+    "enqueue_task": Adapter(frozenset(), _enqueue),
+    "broadcast": BROADCASTS.adapter(),
+}
 
 
 # -- scsql worker -------------------------------------------------------------

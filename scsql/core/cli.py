@@ -11,39 +11,10 @@ wakes it at once; polling every --poll seconds is the fallback.
 from __future__ import annotations
 
 import sys
-import time
 
 from . import worker
-
-MAINTENANCE_EVERY = 600.0  # seconds between partition maintenance runs
-
-
-def partitions_job(admin_conninfo: str) -> worker.Job:
-    """Partition maintenance over an administrator's connection, at most once
-    every MAINTENANCE_EVERY seconds. It takes ACCESS EXCLUSIVE locks that
-    every project's writes queue behind, so agents may not run it; a worker
-    without an administrator's connection says so once and leaves it to
-    `scsql partitions maintain` (or pg_partman's background worker)."""
-    from ..audit import partitions
-    from .errors import ScsqlError
-
-    last = [-MAINTENANCE_EVERY]
-
-    def run(_agent) -> int:
-        now = time.monotonic()
-        if now - last[0] < MAINTENANCE_EVERY:
-            return 0
-        last[0] = now
-        try:
-            partitions.maintain(admin_conninfo)
-        except ScsqlError as exc:
-            print(f"scsql worker: partition maintenance skipped ({exc.code}: {exc.message}); "
-                  "run scsql partitions maintain as an administrator", file=sys.stderr)
-            last[0] = float("inf")  # said once
-        return 0  # creating partitions is not "more work pending": the worker sleeps
-
-    return worker.Job("partitions", run)
-
+from .. import subsystems
+from ..audit import partitions
 
 def _task_job(agent, command: list[str], lease: int) -> worker.Job:
     from ..coordination import client
@@ -61,9 +32,9 @@ def _task_job(agent, command: list[str], lease: int) -> worker.Job:
 
 def cmd_worker(ctx, args) -> int:
     agent = ctx.open_agent(args.agent)
-    jobs = worker.load_jobs(args.job or None)
+    jobs = subsystems.jobs(args.job or None)
     if not args.job or "partitions" in args.job:
-        jobs.append(partitions_job(ctx.admin_conninfo()))
+        jobs.append(partitions.maintenance_job(ctx.admin_conninfo()))
     command = [a for a in args.command if a != "--"]
     if command:
         jobs.append(_task_job(agent, command, args.lease))

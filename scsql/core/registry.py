@@ -9,15 +9,18 @@ function is written twice: add a function to sql/, grant it to scsql_agent in
 policies/, and it is a tool.
 
 Where Python must add something a caller cannot (a signature made with the
-agent's private key, an embedding of the query), an :class:`Adapter`
-registered under the function's name supplies those arguments; they are hidden
-from the tool's schema.
+agent's private key, an embedding of the query), or do something around the
+call (walk a directory, wait for work), an :class:`Adapter` for the function
+does it: the arguments it supplies are hidden from the tool's schema. Each
+subsystem declares its adapters; ``scsql/subsystems.py`` gathers them.
+
+This module knows nothing of MCP: the tool schema is the JSON schema of the
+pydantic model of a function's arguments, which ``mcp_server.py`` publishes.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import importlib
 import decimal
 import uuid
 from collections.abc import Callable
@@ -26,10 +29,10 @@ from typing import Annotated, Any
 
 from psycopg import sql
 from psycopg.types.json import Jsonb
-from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
-from pydantic import (AfterValidator, BeforeValidator, ConfigDict, Field, PlainValidator, Strict, ValidationError,
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, Strict, ValidationError,
                       WithJsonSchema, create_model)
 
+from ..audit.encoding import JsonValue, jsonb_text
 from . import errors
 from .db import Agent
 from .errors import ScsqlError
@@ -136,16 +139,12 @@ def json_value(value: Any) -> Any:
     """A JSON value as PostgreSQL's jsonb stores it: its jsonb text read back
     (numbers with a fraction or exponent as Decimal, keys in jsonb's order).
     That text is what is bound (see :func:`jsonb`), and a signed write signs it."""
-    from ..audit.encoding import JsonValue, jsonb_text
-
     _json_walk(value, 0)
     return JsonValue.parse(jsonb_text(value)).value
 
 
 def jsonb(value: Any) -> Jsonb:
     """A jsonb parameter written as :func:`chain.jsonb_text` writes it, Decimals exactly."""
-    from ..audit.encoding import jsonb_text
-
     return Jsonb(value, dumps=jsonb_text)
 
 
@@ -262,53 +261,31 @@ class Param:
         object.__setattr__(self, "name", self.sql_name[2:] if self.sql_name.startswith("p_") else self.sql_name)
 
 
-@dataclass
+Call = Callable[[dict[str, Any]], Any]  # sends the call with these arguments; returns its result
+
+
+@dataclass(frozen=True)
 class Adapter:
-    """Python-side help for one function: arguments it supplies, and a result hook."""
+    """Python-side help for one function: the arguments it supplies (hidden
+    from the tool's schema), and ``around(agent, args, call)``, which does
+    what the function needs around the call and makes it with ``call(args)``
+    (or not at all), returning the result."""
 
     supplies: frozenset[str] = frozenset()
-    before: Callable[[Agent, dict[str, Any]], dict[str, Any]] | None = None
-    after: Callable[[Agent, Any], Any] | None = None
+    around: Callable[[Agent, dict[str, Any], Call], Any] | None = None
+
+    def wrapping(self, inner: Adapter) -> Adapter:
+        """This adapter around ``inner``: ``inner`` runs closest to the call."""
+        outer_fn, inner_fn = self.around, inner.around
+        if outer_fn is None or inner_fn is None:
+            return Adapter(self.supplies | inner.supplies, outer_fn or inner_fn)
+
+        def around(agent: Agent, args: dict[str, Any], call: Call) -> Any:
+            return outer_fn(agent, args, lambda a: inner_fn(agent, a, call))
+        return Adapter(self.supplies | inner.supplies, around)
 
 
-ADAPTERS: dict[str, Adapter] = {}
-
-# Modules that register adapters when imported. Subsystems append theirs.
-ADAPTER_MODULES: list[str] = [
-    "scsql.audit.telemetry",
-    "scsql.coordination.client",
-    "scsql.memory.adapters",
-    "scsql.memory.learning",
-]
-
-
-def load_adapters() -> None:
-    for module in ADAPTER_MODULES:
-        importlib.import_module(module)
-
-
-def adapter(function: str, supplies: tuple[str, ...] = ()):
-    """Register ``before(agent, args) -> args`` for an API function."""
-
-    def deco(fn: Callable[[Agent, dict[str, Any]], dict[str, Any]]):
-        ADAPTERS[function] = Adapter(frozenset(supplies), fn, ADAPTERS.get(function, Adapter()).after)
-        return fn
-
-    return deco
-
-
-def after(function: str):
-    """Register ``after(agent, result) -> result`` for an API function, keeping its ``before``."""
-
-    def deco(fn: Callable[[Agent, Any], Any]):
-        old = ADAPTERS.get(function, Adapter())
-        ADAPTERS[function] = Adapter(old.supplies, old.before, fn)
-        return fn
-
-    return deco
-
-
-class ArgModel(ArgModelBase):
+class ArgModel(BaseModel):
     """Tool arguments: unknown names (say, an agent_id) are refused, not ignored."""
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, strict=True, allow_inf_nan=False)
@@ -396,11 +373,16 @@ class ApiFunction:
 
     def _call(self, agent: Agent, args: dict[str, Any]) -> Any:
         args = self.validate(args)
-        if self.adapter.before is not None:
-            args = self.adapter.before(agent, args)
-            for k, v in args.items():
-                if k not in self._visible:
-                    check_text(k, v)  # what an adapter supplies (paths read from disk, say) too
+        around = self.adapter.around
+        if around is None:
+            return to_json(self._send(agent, args))
+        return to_json(around(agent, args, lambda given: self._send(agent, given)))
+
+    def _send(self, agent: Agent, args: dict[str, Any]) -> Any:
+        """The call with these arguments (the caller's, as the adapter completed them), in one transaction."""
+        for k, v in args.items():
+            if k not in self._visible:
+                check_text(k, v)  # what an adapter supplies (paths read from disk, say) too
         missing = [n for n in self._required if n not in args]
         if missing:
             raise _invalid(f"{self.name} needs argument {', '.join(missing)}")
@@ -410,22 +392,20 @@ class ApiFunction:
         with agent.transaction() as conn:
             rows = conn.execute(self._query_text(supplied), values).fetchall()
         if self.returns_set:
-            result: Any = rows if self.returns_row else [next(iter(r.values())) for r in rows]
-        elif self.returns_row:
-            result = rows[0] if rows else None
-        else:
-            result = rows[0]["result"]
-        if self.adapter.after is not None:
-            result = self.adapter.after(agent, result)
-        return to_json(result)
+            return rows if self.returns_row else [next(iter(r.values())) for r in rows]
+        if self.returns_row:
+            return rows[0] if rows else None
+        return rows[0]["result"]
 
 
-class Api:
-    """The functions one agent may call, loaded once from the catalogue."""
+class Catalogue:
+    """The functions one agent may call, loaded once from the catalogue, each
+    with its adapter from ``adapters`` (:class:`scsql.api.Api` gives it
+    every subsystem's)."""
 
-    def __init__(self, agent: Agent):
+    def __init__(self, agent: Agent, adapters: dict[str, Adapter] | None = None):
         self.agent = agent
-        load_adapters()
+        adapters = adapters or {}
         with agent.transaction() as conn:
             rows = conn.execute("select * from scsql_caller.api()").fetchall()
         self.functions: dict[str, ApiFunction] = {}
@@ -439,7 +419,7 @@ class Api:
             ]
             self.functions[r["name"]] = ApiFunction(
                 r["name"], r["signature"], r["description"], r["returns_set"], r["return_type"],
-                r["returns_row"], params, ADAPTERS.get(r["name"], Adapter()),
+                r["returns_row"], params, adapters.get(r["name"], Adapter()),
             )
 
     def call(self, name: str, **args: Any) -> Any:

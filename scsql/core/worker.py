@@ -1,15 +1,13 @@
 """``scsql worker``: the background process that drains scsql's queued jobs
 (embeddings, maintenance, ...), so that writes never wait on slow work.
 
-Each subsystem contributes jobs: a module listed in ``JOB_MODULES`` defines
-``jobs() -> list[Job]``. The worker acts as one agent, named on the command
+Each subsystem contributes jobs (``scsql/subsystems.py`` lists them). The worker acts as one agent, named on the command
 line; it wakes on LISTEN/NOTIFY hints and polls as a fallback, since a
 notification is only a hint and may be missed.
 """
 
 from __future__ import annotations
 
-import importlib
 import select
 import time
 from collections.abc import Callable
@@ -19,15 +17,6 @@ import psycopg
 from psycopg import sql
 
 from .db import Agent
-
-# Modules with a jobs() function. Subsystems append their module here.
-JOB_MODULES: list[str] = [
-    "scsql.audit.telemetry",
-    "scsql.coordination.client",
-    "scsql.memory.embed",
-    "scsql.memory.learning",
-]
-
 
 @dataclass
 class Job:
@@ -39,13 +28,6 @@ class Job:
     # Channel names, or functions of the agent that return one (names that
     # depend on the agent's project).
     channels: list[str | Callable[[Agent], str]] = field(default_factory=list)
-
-
-def load_jobs(only: list[str] | None = None) -> list[Job]:
-    jobs: list[Job] = []
-    for module in JOB_MODULES:
-        jobs.extend(importlib.import_module(module).jobs())
-    return [j for j in jobs if only is None or j.name in only]
 
 
 def drain(agent: Agent, jobs: list[Job], on_progress: Callable[[str, int], None] = lambda n, k: None) -> int:

@@ -17,14 +17,13 @@
 
 from __future__ import annotations
 
-import contextvars
 import logging
 from typing import Any
 
 from . import embed, indexer
 from ..core.db import on_connect
 from ..core.errors import ScsqlError
-from ..core.registry import ADAPTERS, Adapter
+from ..core.registry import Adapter, Call
 
 log = logging.getLogger("scsql.memory")
 
@@ -67,22 +66,27 @@ def check_args(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _with_query_embedding(text_arg: str):
-    def before(agent, args: dict[str, Any]) -> dict[str, Any]:
-        check_args(args)
-        query = args.get(text_arg)
-        prov = embed.provider()
-        if prov is None or not isinstance(query, str) or not query.strip() or len(query) > 2000:
-            return args  # the database gives the error for a bad query
-        if args.get("mode") == "bm25":
-            return args
-        try:
-            vector = prov.embed([query])[0]
-        except ScsqlError as exc:
-            log.warning("search without embeddings: %s", exc)
-            return args
-        return {**args, "query_embedding": embed.vector_literal(vector), "model": prov.name}
+    """Around a search: the query's embedding, when a provider gives one."""
 
-    return before
+    def around(agent, args: dict[str, Any], call: Call) -> Any:
+        return call(_query_embedding(check_args(args), text_arg))
+
+    return around
+
+
+def _query_embedding(args: dict[str, Any], text_arg: str) -> dict[str, Any]:
+    query = args.get(text_arg)
+    prov = embed.provider()
+    if prov is None or not isinstance(query, str) or not query.strip() or len(query) > 2000:
+        return args  # the database gives the error for a bad query
+    if args.get("mode") == "bm25":
+        return args
+    try:
+        vector = prov.embed([query])[0]
+    except ScsqlError as exc:
+        log.warning("search without embeddings: %s", exc)
+        return args
+    return {**args, "query_embedding": embed.vector_literal(vector), "model": prov.name}
 
 
 def _embed_inline(agent, result: Any) -> Any:
@@ -96,37 +100,34 @@ def _embed_inline(agent, result: Any) -> Any:
     return result
 
 
-_tree: contextvars.ContextVar[indexer.Tree | None] = contextvars.ContextVar("scsql_index_tree", default=None)
+def _write_then_embed(agent, args: dict[str, Any], call: Call) -> Any:
+    return _embed_inline(agent, call(check_args(args)))
 
 
-def _index_before(agent, args: dict[str, Any]) -> dict[str, Any]:
+def _checked(agent, args: dict[str, Any], call: Call) -> Any:
+    return call(check_args(args))
+
+
+def _index(agent, args: dict[str, Any], call: Call) -> Any:
+    """The database checks that the agent may index the directory; it is
+    walked here; the database compares it with what is indexed; what changed
+    is indexed."""
     check_args(args)
     path = args.get("path")
     if not isinstance(path, str) or not path.strip():
         raise ScsqlError("SC010", "index needs path, a directory to index")
     tree = indexer.prepare(agent, path)
-    _tree.set(tree)
-    return {"path": tree.prefix, "manifest": tree.manifest()}
+    rows = call({"path": tree.prefix, "manifest": tree.manifest()})
+    return _embed_inline(agent, indexer.index_files(agent, tree, rows))
 
 
-def _index_after(agent, rows: Any) -> Any:
-    tree = _tree.get()
-    _tree.set(None)
-    if tree is None:
-        return rows
-    report = indexer.index_files(agent, tree, rows)
-    return _embed_inline(agent, report)
+_EMBEDDING = frozenset({"query_embedding", "model"})
 
-
-def _register() -> None:
-    for fn in ("search", "search_global"):
-        ADAPTERS[fn] = Adapter(frozenset({"query_embedding", "model"}), _with_query_embedding("query"))
-    ADAPTERS["pack"] = Adapter(frozenset({"query_embedding", "model"}), _with_query_embedding("intent"))
-    for fn in ("remember", "index_text", "summarize_session"):
-        ADAPTERS[fn] = Adapter(frozenset(), lambda agent, args: check_args(args), _embed_inline)
-    for fn in ("forget", "forget_source", "forget_chunk", "recall_context"):
-        ADAPTERS[fn] = Adapter(frozenset(), lambda agent, args: check_args(args))
-    ADAPTERS["index"] = Adapter(frozenset({"manifest"}), _index_before, _index_after)
-
-
-_register()
+ADAPTERS: dict[str, Adapter] = {
+    "search": Adapter(_EMBEDDING, _with_query_embedding("query")),
+    "search_global": Adapter(_EMBEDDING, _with_query_embedding("query")),
+    "pack": Adapter(_EMBEDDING, _with_query_embedding("intent")),
+    **{fn: Adapter(frozenset(), _write_then_embed) for fn in ("remember", "index_text", "summarize_session")},
+    **{fn: Adapter(frozenset(), _checked) for fn in ("forget", "forget_source", "forget_chunk", "recall_context")},
+    "index": Adapter(frozenset({"manifest"}), _index),
+}

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import sys
 
-from . import embed
-from ..core.registry import Api
 
 
 def cmd_index(ctx, args) -> int:
@@ -33,6 +31,8 @@ def cmd_index(ctx, args) -> int:
 
 def cmd_search(ctx, args) -> int:
     agent = ctx.open_agent(args.agent, need_key=False)
+    from ..api import Api
+
     rows = Api(agent).call("search_global" if args.all_projects else "search", query=args.query, k=args.k,
                            mode=args.mode)
     if args.json:
@@ -50,6 +50,9 @@ def cmd_search(ctx, args) -> int:
 
 
 def cmd_memory(ctx, args) -> int:
+    from ..api import Api
+    from . import embed
+
     if args.action == "status":
         agent = ctx.open_agent(args.agent, need_key=False)
         rows = Api(agent).call("memory_status")

@@ -14,7 +14,8 @@ from typing import Any
 
 from ..core.db import Agent
 from ..core.errors import ScsqlError
-from ..core.registry import after
+from ..core.registry import Adapter, Call
+from ..core.worker import Job
 
 log = logging.getLogger("scsql.learning")
 
@@ -25,8 +26,8 @@ def index_queued(agent: Agent, limit: int = 50) -> int:
         return conn.execute("select scsql.index_learnings(%s) as n", (limit,)).fetchone()["n"]
 
 
-@after("record_outcome")
-def _index_after_outcome(agent: Agent, result: Any) -> Any:
+def _index_after_outcome(agent: Agent, args: dict[str, Any], call: Call) -> Any:
+    result = call(args)
     if isinstance(result, dict) and result.get("learning_id") is not None:
         try:
             index_queued(agent)
@@ -37,9 +38,11 @@ def _index_after_outcome(agent: Agent, result: Any) -> Any:
     return result
 
 
-def jobs():
-    from ..core.worker import Job
+# Around the signed write of an outcome (scsql/subsystems.py lists audit first).
+ADAPTERS = {"record_outcome": Adapter(frozenset(), _index_after_outcome)}
 
+
+def jobs() -> list[Job]:
     from ..coordination.client import my_channel
 
     return [Job("learnings", index_queued, [lambda agent: my_channel(agent, "learnings")])]

@@ -1,0 +1,191 @@
+"""Signing chained writes with the acting agent's key.
+
+Making a write chained and signed, for any subsystem
+------------------------------------------------------
+
+1. In an ``sql/`` file, make the table chained (idempotent)::
+
+       select scsql._make_chained('scsql.broadcasts', array['kind', 'body'], array['broadcast_id']);
+
+2. Write rows through an API function whose arguments include the signed
+   columns (``p_kind``, ``p_body``) and, last, ``p_at timestamptz default null,
+   p_key_id integer default null, p_signature bytea default null``; it inserts
+   them unchanged (the chain trigger does the rest).
+
+3. In Python, declare the table's signed fields once, in the subsystem's
+   module, and give its adapter to the function in the subsystem's
+   ``ADAPTERS`` (which ``scsql/subsystems.py`` lists)::
+
+       BROADCASTS = SignedTable("scsql.broadcasts", [
+           SignedField("kind", "text"),
+           SignedField("body", "jsonb"),
+       ])
+       ADAPTERS = {"send_broadcast": BROADCASTS.adapter()}
+
+   The fields are the table's ``signed_fields`` in order, each with its
+   encoding kind and the default the SQL function applies when the argument
+   is omitted. The adapter fills the defaults, stamps ``at``, finds the key id
+   of the agent's loaded key, signs the payload (see :mod:`.encoding`) and
+   passes ``at``, ``key_id`` and ``signature``; those three are hidden from
+   the MCP schema.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import nacl.bindings
+from cryptography.hazmat.primitives import serialization
+
+from ..core.db import Agent
+from ..core.errors import ScsqlError
+from ..core.keys import public_bytes
+from ..core.registry import Adapter
+from . import encoding
+from .encoding import JsonValue
+
+SUPPLIED = ("at", "key_id", "signature")  # the arguments a signed write's adapter adds
+
+
+@dataclass(frozen=True)
+class SignedField:
+    """One signed column: its name (= the function argument without p_), its
+    encoding kind, and the default the SQL function applies when the argument
+    is omitted."""
+
+    name: str
+    kind: str
+    default: Any = None
+
+
+def _send_and_sign(kind: str, value: Any) -> tuple[Any, Any]:
+    """(value to send, value to sign) of one field."""
+    if kind == "jsonb":
+        # The registry sends jsonb arguments as jsonb_text(value) (None as JSON
+        # null), the text the server stores and prints back: sign the same.
+        return value, JsonValue(value)
+    if kind == "numeric" and isinstance(value, float | int) and not isinstance(value, bool):
+        value = encoding.as_decimal(value)
+    return value, value
+
+
+def _field_step(f: SignedField) -> Callable[[dict[str, Any]], bytes]:
+    """Fill one field of the arguments (its default when omitted) and return
+    its canonical bytes; resolved once per declaration, not once per row."""
+    name, default, kind = f.name, f.default, f.kind
+    if kind in ("text", "int"):  # the common kinds: sent and signed as given
+        enc = encoding.ENCODERS[kind]
+
+        def plain_step(out: dict[str, Any]) -> bytes:
+            v = out[name] = out.get(name, default)
+            return encoding.NULL if v is None else enc(v)
+        return plain_step
+
+    def step(out: dict[str, Any]) -> bytes:
+        send, signed = _send_and_sign(kind, out.get(name, default))
+        out[name] = send
+        return encoding.encode(kind, signed)
+    return step
+
+
+class _Signer:
+    """One agent's loaded key, ready to sign: its key_id, the libsodium secret
+    key (libsodium signs faster than OpenSSL here and releases the GIL, so
+    concurrent writers of one process sign in parallel), and the payload's
+    author bytes. Ed25519 is deterministic: the signature is the same
+    whichever library makes it."""
+
+    def __init__(self, agent: Agent, kid: int):
+        self.key = agent.key
+        self.name = agent.name
+        self.key_id = kid
+        seed = agent.key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
+                                       serialization.NoEncryption())
+        self.secret = nacl.bindings.crypto_sign_seed_keypair(seed)[1]
+        self.author = encoding.payload_author(agent.name, kid)
+
+    def sign(self, data: bytes) -> bytes:
+        return nacl.bindings.crypto_sign(data, self.secret)[:64]
+
+
+# One signer per Agent object, dropped with it; remade when its key changes.
+_SIGNERS: weakref.WeakKeyDictionary[Agent, _Signer] = weakref.WeakKeyDictionary()
+_LAST_AT: dict[str, dt.datetime] = {}  # per agent name, across its Agent objects in this process
+_STAMP_LOCK = threading.Lock()
+
+
+def _stamp(agent_name: str) -> dt.datetime:
+    """Now, but later than every time this process stamped a write of this
+    agent before: two writes of one process never sign the same payload, so a
+    signature that occurs twice in a chain is a copy (verification reports it
+    as a replay). Writes of one agent from two processes would need the same
+    content in the same microsecond to collide."""
+    at = dt.datetime.now(dt.UTC)
+    with _STAMP_LOCK:
+        last = _LAST_AT.get(agent_name)
+        if last is not None and at <= last:
+            at = last + dt.timedelta(microseconds=1)
+        _LAST_AT[agent_name] = at
+    return at
+
+
+def _signer(agent: Agent) -> _Signer:
+    signer = _SIGNERS.get(agent)
+    if signer is None or signer.key is not agent.key or signer.name != agent.name:
+        signer = _SIGNERS[agent] = _Signer(agent, _current_key_id(agent))
+    return signer
+
+
+def _current_key_id(agent: Agent) -> int:
+    if agent.key is None:
+        raise ScsqlError("SC031", f"agent {agent.name!r} has no private key loaded; chained writes are signed")
+    me = agent.whoami()
+    if me["public_key"] != public_bytes(agent.key).hex():
+        raise ScsqlError(
+            "SC102",
+            f"the key loaded for agent {agent.name!r} is not its current key (key {me['key_id']})",
+            "the key was rotated: restart the agent process so it loads its new key",
+        )
+    return me["key_id"]
+
+
+def key_id(agent: Agent) -> int:
+    """The key_id of the private key this agent process holds (its current key)."""
+    return _signer(agent).key_id
+
+
+class SignedTable:
+    """The signed fields of one chained table, resolved once: how to fill,
+    encode and sign a write of it."""
+
+    def __init__(self, table: str, fields: Sequence[SignedField]):
+        self.table = table
+        self.fields = tuple(fields)
+        self._head = encoding.payload_head(table)
+        self._steps = [_field_step(f) for f in self.fields]
+
+    def sign(self, agent: Agent, args: dict[str, Any], at: dt.datetime | None = None) -> dict[str, Any]:
+        """Fill defaults, stamp ``at``, sign the payload; returns the arguments to send."""
+        signer = _signer(agent)
+        out = dict(args)
+        at = at or _stamp(agent.name)
+        data = b"".join([self._head, signer.author, encoding.enc_ts(at), *[step(out) for step in self._steps]])
+        out["at"] = at
+        out["key_id"] = signer.key_id
+        out["signature"] = signer.sign(data)
+        return out
+
+    def adapter(self) -> Adapter:
+        """The registry adapter that signs every call of a writer of this table."""
+        return Adapter(frozenset(SUPPLIED), lambda agent, args, call: call(self.sign(agent, args)))
+
+
+def sign_row(agent: Agent, table: str, fields: Sequence[SignedField], args: dict[str, Any],
+             at: dt.datetime | None = None) -> dict[str, Any]:
+    """One write of ``table`` signed (see :meth:`SignedTable.sign`)."""
+    return SignedTable(table, fields).sign(agent, args, at)
