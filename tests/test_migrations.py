@@ -127,6 +127,25 @@ def _catalog(conninfo: str) -> str:
         return "\n".join(" | ".join(row) for row in conn.execute(_CATALOG).fetchall())
 
 
+def _contents(conninfo: str) -> str:
+    """The rows of scsql's tables, without their timestamps: in a database no
+    one has used yet, what the migrations and sql/ put there (the error
+    catalogue, team roles, settings, the ledger)."""
+    out = []
+    with psycopg.connect(conninfo) as conn:
+        tables = conn.execute(
+            "select c.oid::regclass::text, array_agg(pg_catalog.quote_ident(a.attname) order by a.attnum) "
+            "from pg_catalog.pg_class c join pg_catalog.pg_attribute a on a.attrelid = c.oid "
+            "where c.relnamespace = 'scsql'::regnamespace and c.relkind in ('r', 'p') and not c.relispartition "
+            "and a.attnum > 0 and not a.attisdropped "
+            "and a.atttypid not in ('timestamptz'::regtype, 'timestamp'::regtype) "
+            "group by 1 order by 1").fetchall()
+        for table, columns in tables:
+            rows = conn.execute(f"select ({', '.join(columns)})::text from {table} order by 1").fetchall()
+            out += [f"{table} | {row}" for (row,) in rows]
+    return "\n".join(out)
+
+
 def _assert_same(fresh: str, upgraded: str, what: str) -> None:
     if upgraded != fresh:
         diff = difflib.unified_diff(fresh.splitlines(), upgraded.splitlines(), "fresh install", what,
@@ -233,6 +252,7 @@ def test_release_upgraded_equals_fresh_install(server, empty_db, template, tmp_p
     fresh = server.conninfo(template)
     _assert_same(schema_dump(server, fresh), schema_dump(server, empty_db), f"schema after upgrading from {tag}")
     _assert_same(_catalog(fresh), _catalog(empty_db), f"catalog after upgrading from {tag}")
+    _assert_same(_contents(fresh), _contents(empty_db), f"contents after upgrading from {tag}")
 
 
 # Functions earlier versions had, in the shapes they had, that this tree no
@@ -292,13 +312,18 @@ def test_functions_of_earlier_versions_are_dropped_by_migrations(server, empty_d
     fresh = server.conninfo(template)
     _assert_same(schema_dump(server, fresh), schema_dump(server, empty_db), "schema after the upgrade")
     _assert_same(_catalog(fresh), _catalog(empty_db), "catalog after the upgrade")
+    _assert_same(_contents(fresh), _contents(empty_db), "contents after the upgrade")
 
 
 def test_the_upgrade_comparison_finds_what_is_left_behind(server, scsql_db):
     """The comparison the upgrade tests make fails on an old overload of a
-    function, an object outside scsql's schemas and an object of another
-    owner: what an upgrade could leave behind."""
-    fresh = schema_dump(server, scsql_db.admin), _catalog(scsql_db.admin)
+    function, an object outside scsql's schemas, an object of another owner
+    and an error code sql/ no longer defines: what an upgrade could leave
+    behind."""
+    def state():
+        return schema_dump(server, scsql_db.admin), _catalog(scsql_db.admin), _contents(scsql_db.admin)
+
+    fresh = state()
     leftovers = [  # (what is left behind, which comparison sees it, how it is undone)
         ("create function scsql.broadcast(text, text, text, jsonb, bigint) returns bigint "
          "language sql as 'select 0::bigint'", "schema", "drop function scsql.broadcast(text, text, text, jsonb, bigint)"),
@@ -306,19 +331,21 @@ def test_the_upgrade_comparison_finds_what_is_left_behind(server, scsql_db):
          "drop function public.scsql_leftover()"),
         ("alter function scsql.chain_heads() owner to current_user", "catalog",
          "alter function scsql.chain_heads() owner to scsql_owner"),
+        ("select scsql._define_error('SC999', 'withdrawn', 'An error no version raises any more.')", "contents",
+         "delete from scsql.error_codes where code = 'SC999'"),
     ]
     for leftover, seen_by, undo in leftovers:
         with psycopg.connect(scsql_db.admin, autocommit=True) as conn:
             conn.execute(leftover)
             try:
-                after = schema_dump(server, scsql_db.admin), _catalog(scsql_db.admin)
+                after = state()
             finally:
                 conn.execute(undo)
         with pytest.raises(pytest.fail.Exception) as failed:
-            _assert_same(fresh[0], after[0], "schema")
-            _assert_same(fresh[1], after[1], "catalog")
+            for what, before, now in zip(("schema", "catalog", "contents"), fresh, after):
+                _assert_same(before, now, what)
         assert str(failed.value).startswith(seen_by), leftover
-    assert (schema_dump(server, scsql_db.admin), _catalog(scsql_db.admin)) == fresh
+    assert state() == fresh
 
 def test_rerunning_migrate_changes_nothing(server, scsql_db):
     before = schema_dump(server, scsql_db.admin)
