@@ -53,9 +53,14 @@ def test_fresh_install_equals_step_by_step_upgrade(server, empty_db, template):
 
 DATA = Path(__file__).resolve().parent / "data"
 
-# Earlier releases (git tags) whose upgrade to this tree is tested. Each has a
-# snapshot, tests/data/release-<tag>.tar.xz (see the module's docstring).
+# Earlier releases (git tags), oldest first, whose upgrade to this tree is
+# tested. Each has a snapshot, tests/data/release-<tag>.tar.xz (see the
+# module's docstring).
 RELEASES = ("0.1.0",)
+
+# Each release upgraded to this tree, and, once there are two, the oldest
+# upgraded by every later release's migrator in turn, then by this tree.
+UPGRADE_PATHS = [(tag,) for tag in RELEASES] + ([RELEASES] if len(RELEASES) > 1 else [])
 
 # A snapshot holds these directories of the release, whole, and the modules
 # of its package that its migrator imports (found when the snapshot is made).
@@ -63,6 +68,7 @@ SNAPSHOT_DIRS = ("migrations", "sql", "policies")
 
 # Run from an extracted snapshot with PYTHONPATH at it: the release's own
 # migrator applies the release's files. Arguments: conninfo, snapshot root.
+# (Every release so far has this API; one that changes it gets its own.)
 _RELEASE_MIGRATE = """
 import sys
 from pathlib import Path
@@ -96,14 +102,16 @@ select 'schema', ns.nspname, pg_catalog.pg_get_userbyid(n.nspowner), coalesce(n.
 union all
 select 'extension', extname, extversion, extnamespace::regnamespace::text from pg_catalog.pg_extension
 union all
-select 'relation ' || c.relkind::text, c.oid::regclass::text, pg_catalog.pg_get_userbyid(c.relowner), coalesce(c.relacl::text, '')
+select 'relation ' || c.relkind::text, c.oid::regclass::text, pg_catalog.pg_get_userbyid(c.relowner),
+       coalesce(c.relacl::text, '')
   from pg_catalog.pg_class c join ns on ns.oid = c.relnamespace
 union all
 select 'function ' || p.prokind::text, p.oid::regprocedure::text, pg_catalog.pg_get_userbyid(p.proowner),
        coalesce(p.proacl::text, '')
   from pg_catalog.pg_proc p join ns on ns.oid = p.pronamespace
 union all
-select 'type ' || t.typtype::text, t.oid::regtype::text, pg_catalog.pg_get_userbyid(t.typowner), coalesce(t.typacl::text, '')
+select 'type ' || t.typtype::text, t.oid::regtype::text, pg_catalog.pg_get_userbyid(t.typowner),
+       coalesce(t.typacl::text, '')
   from pg_catalog.pg_type t join ns on ns.oid = t.typnamespace
 union all
 select 'default acl ' || d.defaclobjtype::text, coalesce(d.defaclnamespace::regnamespace::text, ''),
@@ -239,13 +247,16 @@ def test_release_snapshot_is_the_tagged_tree(tag):
     assert changed == []
 
 
-@pytest.mark.parametrize("tag", RELEASES)
-def test_release_upgraded_equals_fresh_install(server, empty_db, template, tmp_path, tag):
-    """A database that release TAG installed, then migrated with this tree,
-    is a fresh install of this tree: no object an earlier version made and
-    this one does not (an old overload of a function, a policy, a grant) is
-    left behind, and none is missing."""
-    root = install_release(tag, empty_db, tmp_path)
+@pytest.mark.parametrize("path", UPGRADE_PATHS, ids="-".join)
+def test_release_upgraded_equals_fresh_install(server, empty_db, template, tmp_path, path):
+    """A database that a release installed (and later releases upgraded, in
+    turn), then migrated with this tree, is a fresh install of this tree: no
+    object an earlier version made and this one does not (an old overload of
+    a function, a policy, a grant, an error code) is left behind, and none
+    is missing."""
+    for tag in path:
+        root = install_release(tag, empty_db, tmp_path)
+    tag = path[-1]
     released = [m.name for m in Source(root).migrations()]
     report = Migrator(empty_db, Source(REPO)).run()
     assert report.applied == [m.name for m in Source(REPO).migrations() if m.name not in released]
@@ -265,7 +276,8 @@ create function scsql._readable_projects() returns bigint[] language sql as 'sel
 create function scsql._confidential_authors() returns bigint[] language sql as 'select array[]::bigint[]';
 create function scsql._published_text(bigint, text) returns boolean language sql as 'select false';
 create policy earlier_readable on scsql.projects for select using (project_id = any (scsql._readable_projects()));
-create policy earlier_confidential on scsql.projects for select using (project_id = any (scsql._confidential_authors()));
+create policy earlier_confidential on scsql.projects for select
+  using (project_id = any (scsql._confidential_authors()));
 create policy earlier_published on scsql.projects for select using (scsql._published_text(project_id, name));
 create function scsql._api() returns setof text language sql as 'select null::text where false';
 create function scsql._chain_link(bigint, bigint, bigint, bytea, bytea) returns void language plpgsql as 'begin end';
@@ -326,7 +338,8 @@ def test_the_upgrade_comparison_finds_what_is_left_behind(server, scsql_db):
     fresh = state()
     leftovers = [  # (what is left behind, which comparison sees it, how it is undone)
         ("create function scsql.broadcast(text, text, text, jsonb, bigint) returns bigint "
-         "language sql as 'select 0::bigint'", "schema", "drop function scsql.broadcast(text, text, text, jsonb, bigint)"),
+         "language sql as 'select 0::bigint'", "schema",
+         "drop function scsql.broadcast(text, text, text, jsonb, bigint)"),
         ("create function public.scsql_leftover() returns int language sql as 'select 1'", "catalog",
          "drop function public.scsql_leftover()"),
         ("alter function scsql.chain_heads() owner to current_user", "catalog",
