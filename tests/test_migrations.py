@@ -267,7 +267,7 @@ def test_release_upgraded_equals_fresh_install(server, empty_db, template, tmp_p
 
 
 # Functions earlier versions had, in the shapes they had, that this tree no
-# longer defines (migrations 0003, 0113, 0205 and 0304 drop them), with the
+# longer defines (migrations 0003, 0114, 0206 and 0306 drop them), with the
 # policies that called some of them.
 _EARLIER_FUNCTIONS = """
 set role scsql_owner;

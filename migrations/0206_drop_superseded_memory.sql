@@ -1,4 +1,4 @@
--- 0205 functions of text, the knowledge base and search that earlier
+-- 0206 functions of text, the knowledge base and search that earlier
 -- versions had and this one does not.
 --
 -- sql/ and policies/ define each function once, with CREATE OR REPLACE, on

@@ -1,4 +1,4 @@
--- 0113 functions of the chain, the audit log and checkpoints that earlier
+-- 0114 functions of the chain, the audit log and checkpoints that earlier
 -- versions had and this one does not, or had with other results.
 --
 -- sql/ and policies/ define each function once, with CREATE OR REPLACE, on

@@ -1,4 +1,4 @@
--- 0304 functions of the queue and the broadcast channel that earlier
+-- 0306 functions of the queue and the broadcast channel that earlier
 -- versions had and this one does not, or had with other results.
 --
 -- sql/ and policies/ define each function once, with CREATE OR REPLACE, on
