@@ -10,8 +10,8 @@ Three kinds of files define the database:
 * ``sql/*.sql`` then ``policies/*.sql`` -- functions, triggers, views, grants and
   row-level security; re-applied in one transaction on every migrate.
 
-sql/ and policies/ create and replace; they never drop what an earlier
-version made. When a function's arguments change (or it is renamed or moved
+sql/ and policies/ define what this version has; they do not clean up
+after earlier versions. When a function's arguments change (or it is renamed or moved
 to another schema), sql/ defines the new one and a new numbered migration
 drops the old one, once: ``drop function if exists scsql.f(<old argument
 types>)``. When only its results change, CREATE OR REPLACE cannot change
