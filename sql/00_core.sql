@@ -169,10 +169,6 @@ as $$ select (scsql._me()).agent_id $$;
 comment on function scsql_caller.agent_id() is
   'The acting agent''s agent_id (raises SC001 / SC002 like scsql_caller.agent).';
 
--- Upgrades: the policies that called the private versions are recreated
--- by policies/, in the same transaction, with the functions below.
-drop function if exists scsql._readable_projects() cascade;
-
 create or replace function scsql_caller.readable_projects()
 returns bigint[]
 language sql
@@ -558,8 +554,6 @@ comment on function scsql.revoke_project_read(text, text) is
 -- ---------------------------------------------------------------------------
 -- The API catalogue (what MCP tools are derived from)
 -- ---------------------------------------------------------------------------
-
-drop function if exists scsql._api();
 
 create or replace function scsql_caller.api()
 returns table (

@@ -274,8 +274,6 @@ $$;
 comment on function scsql._chain_check_signer(bigint, integer, timestamptz, bytea) is
   'Private. Raises the error for a chained write whose signing fields are wrong (the generated triggers check them inline and call it to report): a 64-byte signature (SC101), a timestamp within scsql.chain_settings.clock_skew of the server clock (SC103), and key_id = the author''s key valid at that time (SC102). The signature itself is checked by verifiers, which hold the public keys; the database has no Ed25519.';
 
-drop function if exists scsql._chain_link(bigint, bigint, bigint, bytea, bytea);
-
 create or replace function scsql._chain_append_only()
 returns trigger
 language plpgsql
@@ -516,8 +514,6 @@ comment on function scsql._chain_scan_sql(text) is
 -- ---------------------------------------------------------------------------
 -- Verification in SQL (chain only; signatures are checked by scsql verify)
 -- ---------------------------------------------------------------------------
-
-drop function if exists scsql._chain_gap(bigint, bigint, bigint[], bigint[], boolean[], bigint);
 
 create or replace function scsql._chain_gap(
   p_from bigint, p_to bigint, p_firsts bigint[], p_lasts bigint[], p_retired boolean[], p_legacy bigint,
@@ -843,8 +839,7 @@ $$;
 comment on function scsql.verify_chain(bigint, bigint) is
   'Auditor. Re-computes chain P_CHAIN in SQL, every row still present (or, with checkpoint P_FROM_CHECKPOINT, the row at its head, which must have the signed hash, and those after it): every row''s seq follows the previous one, prev_hash is the previous row_hash, row_hash = sha256(prev_hash || canonical row bytes || signature) (see scsql._enc), the row''s author and project are the chain''s, and rows a checkpoint signed still have the signed hash. Rows may be missing only where checkpoint segments place them in a partition that is gone and that retention retired (a record in scsql.partition_retirements that holds up against the settings log) (or, for retention of earlier versions, at or below a horizon that is a checkpointed head), and no row may be present there; a run of missing rows ends at the end of such a segment (or in the horizon''s range), and the row after it must link to the hash the checkpoints signed for that end. Returns chain_id, ok, rows_checked and, for the first break, broken_seq and kind: seq-gap (rows missing before broken_seq), partition-dropped (broken_seq is the first missing row: a segment places it in a partition that is gone though retention did not retire it; detail names the seqs the checkpoints place there and the partition), retired-row-present (a segment puts the row in a partition that is gone: it was moved or put back), fork (seq repeated), prev-mismatch, hash-mismatch (the row was altered), wrong-author, wrong-project, checkpoint-mismatch (a row differs from what a checkpoint signed, checkpoints signed different hashes for the row before broken_seq, or the newest rows were removed), head-mismatch, horizon-unanchored (the horizon is not a checkpointed head), chain-identity (broken_seq 0: the chain''s project or agent differs from its agent''s project or from what a checkpoint recorded) or chain-missing (a checkpoint names the chain but it is gone). Signatures are checked by scsql verify, which also reports a signature that occurs twice in a chain (replay: a signed write stored again). Raises SC106 for a chain no checkpoint knows, SC010 for a checkpoint without that chain.';
 
-drop function if exists scsql.chain_heads();
-create function scsql.chain_heads()
+create or replace function scsql.chain_heads()
 returns table (project text, agent text, chain_id bigint, head_seq bigint, head_hash text, horizon_seq bigint,
                quarantined_from bigint, quarantine_open boolean)
 language sql

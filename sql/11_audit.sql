@@ -21,9 +21,6 @@ select scsql._make_chained('scsql.outcomes',
 -- Classification
 -- ---------------------------------------------------------------------------
 
--- Upgrades: policies/ recreates the policies that called the private version.
-drop function if exists scsql._confidential_authors() cascade;
-
 create or replace function scsql_caller.confidential_authors()
 returns bigint[]
 language sql
@@ -129,8 +126,6 @@ comment on function scsql.model_prices() is
 -- The price lookup is a plain SQL table function so the planner inlines it
 -- into the INSERT of record_tool_call (a function call per write costs more
 -- than the lookup). It replaces _tool_call_cost.
-drop function if exists scsql._tool_call_cost(text, timestamptz, text, integer, integer);
-
 create or replace function scsql._model_price(p_model text, p_at timestamptz)
 returns table (input_usd_per_mtok numeric, output_usd_per_mtok numeric)
 language sql
@@ -407,8 +402,6 @@ comment on function scsql._project_lock_rows() is
 
 create or replace trigger project_lock_rows after insert on scsql.projects
   for each row execute function scsql._project_lock_rows();
-
-drop function if exists scsql._lock_my_learnings();
 
 create or replace function scsql_caller.lock_my_learnings()
 returns void

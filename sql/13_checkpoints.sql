@@ -144,8 +144,6 @@ as $$ select (scsql._chain_row_at(p_chain, p_seq)).row_hash $$;
 comment on function scsql._chain_row_hash(bigint, bigint) is
   'Private. The row_hash of the row at P_SEQ of chain P_CHAIN, whichever chained table holds it; NULL when none does.';
 
-drop function if exists scsql.record_checkpoint(bigint, timestamptz, integer, bigint[], bigint[], bytea[], bytea);
-
 create or replace function scsql.record_checkpoint(
   p_project_id bigint, p_at timestamptz, p_key_id integer,
   p_chain_ids bigint[], p_seqs bigint[], p_hashes bytea[], p_signature bytea,

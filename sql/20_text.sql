@@ -97,8 +97,6 @@ as $$ select pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(scsql._no
 comment on function scsql._chunk_hash(text) is
   'Private. sha256 (hex) of the normalized text: the content address of a chunk.';
 
-drop function if exists scsql._terms(text);
-
 create or replace function scsql_caller.terms(p_text text)
 returns table (term text, tf integer)
 language sql
@@ -155,8 +153,6 @@ $$;
 comment on function scsql._check_text(text, text, integer, boolean) is
   'Private. Raises SC201 when a text is empty or has control characters, SC200 when it is longer than p_max characters.';
 
-drop function if exists scsql._tokens(text);
-
 create or replace function scsql_caller.tokens(p_text text)
 returns integer
 language sql
@@ -175,9 +171,6 @@ as $$
 $$;
 comment on function scsql._holds_private_key(text) is
   'Private. True when a text holds a PEM private key block: a line -----BEGIN <words> PRIVATE KEY----- (or PGP''s PRIVATE KEY BLOCK), then optional header lines (Proc-Type: ...), then at least 16 characters of base64 key data. Naming the marker alone is not a key.';
-
--- Upgrades: policies/ recreates the policy that called the private version.
-drop function if exists scsql._published_text(bigint, text) cascade;
 
 create or replace function scsql_caller.published_text(p_project bigint, p_chunk_hash text)
 returns boolean

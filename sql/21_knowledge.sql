@@ -383,8 +383,6 @@ $$;
 comment on function scsql._path_parts(text) is
   'Private. The parts of a path read lexically, the one rule every path argument goes through: split at "/", empty and "." parts dropped, ".." removing the part before it. Returns NULL when a ".." climbs above the start of the path (above the project root for a relative path, above "/" for an absolute one); callers refuse that. An empty array is the start itself.';
 
-drop function if exists scsql._index_scope(text);
-
 create or replace function scsql_caller.index_scope(p_dir text)
 returns text
 language plpgsql

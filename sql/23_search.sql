@@ -5,8 +5,6 @@
 -- Search: BM25 and vector branches, reciprocal rank fusion
 -- ---------------------------------------------------------------------------
 
-drop function if exists scsql._bm25(bigint[], text[], double precision, double precision, integer, text[], text, timestamptz);
-
 create or replace function scsql_caller.bm25(
   p_projects bigint[], p_terms text[], p_k1 double precision, p_b double precision, p_depth integer,
   p_kinds text[], p_trust text, p_since timestamptz)
@@ -356,9 +354,6 @@ end
 $$;
 comment on function scsql_caller.bm25(bigint[], text[], double precision, double precision, integer, text[], text, timestamptz) is
   'The top-depth chunks for a set of query terms by BM25 over the given projects, as the caller sees them (row-level security applies), as arrays of project ids, chunk ids and scores, best first; another project is scored with the statistics of its published chunks. Exact; without filters each project is ranked on its own, its common terms pruned MaxScore-style when they cannot change the result, and the lists are merged.';
-
-drop function if exists scsql._search(bigint[], text, integer, text[], text, timestamptz, text, vector, text, double precision,
-                                       double precision, double precision, double precision, double precision, integer);
 
 create or replace function scsql_caller.search_projects(
   p_projects bigint[], p_query text, p_k integer, p_kinds text[], p_trust text, p_since timestamptz,

@@ -82,11 +82,6 @@ as $$ select scsql._channel(p_project, 'team:' || p_team_role) $$;
 comment on function scsql._queue_channel(bigint, text) is
   'Private. The wake-up channel of one (project, team role) (see _channel). Enqueue, requeue and broadcasts notify it; the payload ("task" or "message") is only a hint.';
 
--- Renamed: the channel an agent listens on is scsql_caller.my_channel, a
--- function the client calls for itself, never an MCP tool.
-drop function if exists scsql._my_channel();
-drop function if exists scsql.my_channel(text);
-
 create or replace function scsql_caller.my_channel(p_purpose text default 'team')
 returns text
 language plpgsql

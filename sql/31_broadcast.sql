@@ -25,18 +25,6 @@ select scsql._make_chained('scsql.messages',
   p_signed  => array['type', 'to_role', 'to_agent', 'task_id', 'payload'],
   p_stamped => array['message_id', 'created_at', 'sender_role', 'from_orchestrator', 'to_agent_id']);
 
--- Earlier signatures of functions whose arguments or results changed.
-drop function if exists scsql.broadcast(text, text, text, jsonb, bigint);
-do $$
-begin
-  if exists (select from pg_catalog.pg_proc where oid = 'scsql.explain(bigint)'::regprocedure
-             and not 'seq' = any (proargnames)) then
-    drop function scsql.explain(bigint);
-  end if;
-exception when undefined_function then null;
-end
-$$;
-
 create or replace function scsql._message_types()
 returns text[]
 language sql

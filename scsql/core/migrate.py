@@ -10,6 +10,19 @@ Three kinds of files define the database:
 * ``sql/*.sql`` then ``policies/*.sql`` -- functions, triggers, views, grants and
   row-level security; re-applied in one transaction on every migrate.
 
+sql/ and policies/ define what this version has; they do not clean up after
+earlier versions. When a function's arguments change (or it is renamed or
+moved to another schema), sql/ defines the new one and a new numbered
+migration drops the old one, once: ``drop function if exists scsql.f(<old
+argument types>)``. When only its results change, CREATE OR REPLACE cannot
+change them: the migration drops the function only while it still has the old
+results (a ``do`` block testing ``pg_proc``), and sql/ creates it again. A
+dropped function takes its grants with it (policies/ grants them again) and,
+with ``cascade``, the policies that call it (policies/ recreates them).
+tests/test_migrations.py installs each earlier release (tests/data/) with its
+own migrator, upgrades it, and fails on any object a fresh install does not
+have.
+
 Everything after the bootstrap runs as ``scsql_owner``. A session-level
 advisory lock serialises migrators: a second one waits, then finds nothing
 left to apply. No agent can hold that lock: the bootstrap revokes EXECUTE on
