@@ -47,13 +47,12 @@ def partitions_job(admin_conninfo: str) -> worker.Job:
 
 def _task_job(agent, command: list[str], lease: int) -> worker.Job:
     from . import coordination
-    from .cmd_coord import _run_one
 
     def run(agent) -> int:
         tasks = coordination.claim_once(agent, 1, lease)
         if not tasks:
             return 0
-        _run_one(agent, tasks[0], command, lease)
+        coordination.run_task(agent, tasks[0], command, lease)
         return 1
 
     return worker.Job("tasks", run, [coordination.my_channel(agent)])

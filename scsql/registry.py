@@ -269,6 +269,8 @@ class Adapter:
     supplies: frozenset[str] = frozenset()
     before: Callable[[Agent, dict[str, Any]], dict[str, Any]] | None = None
     after: Callable[[Agent, Any], Any] | None = None
+    # Arguments of the tool that the function does not have: ``before`` reads and removes them.
+    takes: tuple[Param, ...] = ()
 
 
 ADAPTERS: dict[str, Adapter] = {}
@@ -291,7 +293,8 @@ def adapter(function: str, supplies: tuple[str, ...] = ()):
     """Register ``before(agent, args) -> args`` for an API function."""
 
     def deco(fn: Callable[[Agent, dict[str, Any]], dict[str, Any]]):
-        ADAPTERS[function] = Adapter(frozenset(supplies), fn, ADAPTERS.get(function, Adapter()).after)
+        old = ADAPTERS.get(function, Adapter())
+        ADAPTERS[function] = Adapter(frozenset(supplies), fn, old.after, old.takes)
         return fn
 
     return deco
@@ -302,7 +305,7 @@ def after(function: str):
 
     def deco(fn: Callable[[Agent, Any], Any]):
         old = ADAPTERS.get(function, Adapter())
-        ADAPTERS[function] = Adapter(old.supplies, old.before, fn)
+        ADAPTERS[function] = Adapter(old.supplies, old.before, fn, old.takes)
         return fn
 
     return deco
@@ -327,7 +330,7 @@ class ApiFunction:
 
     @property
     def visible_params(self) -> list[Param]:
-        return [p for p in self.params if p.name not in self.adapter.supplies]
+        return [p for p in self.params if p.name not in self.adapter.supplies] + list(self.adapter.takes)
 
     def arg_model(self, partial: bool = False) -> type[ArgModel]:
         """The arguments' model, whose JSON schema is the tool's input schema;
