@@ -31,6 +31,8 @@ grant execute on function
   scsql.my_tasks(),
   scsql.queue_maintenance(integer)
 to scsql_agent;
+-- 00_privileges.sql revokes all functions from PUBLIC, which are not procedures.
+revoke all on procedure scsql.wait_for_task(numeric, bigint) from public;
 grant execute on procedure scsql.wait_for_task(numeric, bigint) to scsql_agent;
 grant execute on function scsql.queue_maintenance(integer) to scsql_admin;
 
