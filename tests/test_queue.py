@@ -380,6 +380,25 @@ def test_claim_task_tool_waits_through_the_adapter(team, monkeypatch):
     assert err.value.code == "SC010"
 
 
+def test_run_task_completes_on_success_and_fails_otherwise(team):
+    """coordination.run_task (scsql queue run, scsql worker -- CMD): the task as JSON on stdin,
+    exit 0 completes it with stdout as the result, anything else fails it with stderr."""
+    db, orch, dev, _, _ = team
+    ok = enqueue(orch, payload={"n": 2}, priority=1)
+    bad = enqueue(orch)
+    echo = [sys.executable, "-c", "import json, os, sys; t = json.load(sys.stdin); "
+            "print(json.dumps({'twice': t['payload']['n'] * 2, 'id': int(os.environ['SCSQL_TASK_ID'])}))"]
+    [t] = coordination.claim_once(dev, 1, 60)
+    assert t["task_id"] == ok and coordination.run_task(dev, t, echo, 60) is True
+    [t] = coordination.claim_once(dev, 1, 60)
+    fail = [sys.executable, "-c", "import sys; sys.exit('it broke')"]
+    assert t["task_id"] == bad and coordination.run_task(dev, t, fail, 60) is False
+    archived = {r["task_id"]: r for r in admin_rows(db, "select task_id, state, result from scsql.tasks_archive")}
+    assert archived[ok]["state"] == "done" and archived[ok]["result"] == {"twice": 4, "id": ok}
+    [failed] = admin_rows(db, "select state, last_error from scsql.tasks where task_id = %s", bad)
+    assert failed == {"state": "queued", "last_error": "it broke"}  # retried later, with the reason
+
+
 def test_queue_tools_are_offered(team):
     _, _, dev, _, _ = team
     names = set(Api(dev).functions)
