@@ -622,14 +622,14 @@ begin
   loop
     claimable := scsql.claimable_for_me();
     exit when claimable > 0 or pg_catalog.clock_timestamp() >= v_deadline;
-    -- Hold no transaction, snapshot or lock while waiting.
+    -- A new transaction each poll: no xid, no lock, no snapshot older than one sleep.
     commit;
     perform pg_catalog.pg_sleep(least(0.2, extract(epoch from v_deadline - pg_catalog.clock_timestamp())));
   end loop;
 end
 $$;
 comment on procedure scsql.wait_for_task(numeric, bigint) is
-  'Waits up to wait_seconds (0-600, default 60) until a task is claimable for the caller (scsql.claimable_for_me() above zero), without claiming it: CALL it outside a transaction block (psql in autocommit) as the agent''s own role, then claim with claim_task, which may still find nothing when another worker was faster. It polls every 0.2 seconds and commits between polls, so while it waits it holds no transaction, snapshot or lock. Returns claimable: how many tasks were claimable when it returned, 0 after the wait ran out. A client that can LISTEN waits on scsql_caller.my_channel(''team'') instead (scsql''s own client does). Raises SC010 for a bad wait_seconds; PostgreSQL refuses it (2D000, invalid transaction termination) inside a transaction block or under SET LOCAL ROLE, where it cannot commit.';
+  'Waits up to wait_seconds (0-600, default 60) until a task is claimable for the caller (scsql.claimable_for_me() above zero), without claiming it: CALL it outside a transaction block (psql in autocommit) as the agent''s own role, then claim with claim_task, which may still find nothing when another worker was faster. It polls every 0.2 seconds and commits between polls, so while it waits it holds no transaction id and no lock, and no transaction or snapshot of it lasts longer than one poll (a waiting claim_task of earlier versions held one transaction for the whole wait). Returns claimable: how many tasks were claimable when it returned, 0 after the wait ran out. A client that can LISTEN waits on scsql_caller.my_channel(''team'') instead (scsql''s own client does). Raises SC010 for a bad wait_seconds. Inside a transaction block (which SET LOCAL ROLE needs) it cannot commit: when it would have to wait there, PostgreSQL refuses it with 2D000 (invalid transaction termination).';
 
 create or replace function scsql.heartbeat_task(p_task bigint, p_token bigint, p_lease_seconds integer default null)
 returns timestamptz
