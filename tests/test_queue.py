@@ -345,7 +345,7 @@ def test_sql_wait_for_task_returns_at_once_with_work_and_refuses_bad_input(team)
 def test_client_claim_wakes_on_notify_not_on_the_poll(team, monkeypatch):
     """The poll interval is far longer than the test allows, so only the
     NOTIFY of the enqueue can wake the waiting claim in time."""
-    _, orch, dev, _, _ = team
+    db, orch, dev, _, _ = team
     waiting = _in_listener_wait(monkeypatch)
     result = {}
 
@@ -356,6 +356,9 @@ def test_client_claim_wakes_on_notify_not_on_the_poll(team, monkeypatch):
     t = threading.Thread(target=waiter)
     t.start()
     assert waiting.wait(20)  # the claim found nothing and waits on LISTEN
+    # ... outside any transaction: every session of the database but this one is idle between transactions.
+    wait_for(lambda: admin_rows(db, "select count(*) as n from pg_stat_activity where datname = current_database() "
+                                    "and pid <> pg_backend_pid() and xact_start is not null")[0]["n"] == 0, timeout=5)
     tid = enqueue(orch)
     t.join(20)
     assert not t.is_alive()
