@@ -18,7 +18,8 @@ create policy agent_read on scsql.task_files for select to scsql_agent
 grant execute on function
   scsql_caller.my_channel(text),
   scsql.enqueue_task(text, jsonb, integer, text[], text, integer, timestamptz, integer),
-  scsql.claim_task(integer, integer, numeric, bigint),
+  scsql.claim_task(integer, integer),
+  scsql.claim_task_by_id(bigint, integer),
   scsql.heartbeat_task(bigint, bigint, integer),
   scsql.complete_task(bigint, bigint, jsonb),
   scsql.complete_and_claim(bigint, bigint, jsonb, integer, integer),
@@ -30,6 +31,9 @@ grant execute on function
   scsql.my_tasks(),
   scsql.queue_maintenance(integer)
 to scsql_agent;
+-- 00_privileges.sql revokes all functions from PUBLIC, which are not procedures.
+revoke all on procedure scsql.wait_for_task(numeric, bigint) from public;
+grant execute on procedure scsql.wait_for_task(numeric, bigint) to scsql_agent;
 grant execute on function scsql.queue_maintenance(integer) to scsql_admin;
 
 -- The broadcast channel. Agents read their own project's messages and

@@ -144,12 +144,32 @@ as $$ select (scsql._chain_row_at(p_chain, p_seq)).row_hash $$;
 comment on function scsql._chain_row_hash(bigint, bigint) is
   'Private. The row_hash of the row at P_SEQ of chain P_CHAIN, whichever chained table holds it; NULL when none does.';
 
+create or replace function scsql._checkpoint_int(p_value jsonb)
+returns bigint
+language sql
+immutable
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+  select case when pg_catalog.jsonb_typeof(p_value) = 'number' and p_value::text ~ '^[0-9]{1,18}$'
+              then p_value::text::bigint end
+$$;
+comment on function scsql._checkpoint_int(jsonb) is
+  'Private. A JSON number that is a whole number from 0 to 10^18 - 1, as bigint; NULL for anything else (another type, a fraction, an exponent, a sign, JSON null, absent).';
+
+create or replace function scsql._checkpoint_hash(p_value jsonb)
+returns bytea
+language sql
+immutable
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+  select case when pg_catalog.jsonb_typeof(p_value) = 'string' and (p_value #>> '{}') ~ '^[0-9a-fA-F]{64}$'
+              then pg_catalog.decode(p_value #>> '{}', 'hex') end
+$$;
+comment on function scsql._checkpoint_hash(jsonb) is
+  'Private. A JSON string of 64 hex digits (a sha256 row_hash, as scsql.checkpoints() writes it) as its 32 bytes; NULL for anything else.';
+
 create or replace function scsql.record_checkpoint(
-  p_project_id bigint, p_at timestamptz, p_key_id integer,
-  p_chain_ids bigint[], p_seqs bigint[], p_hashes bytea[], p_signature bytea,
-  p_agent_ids bigint[] default null, p_from_seqs bigint[] default null,
-  p_seg_chain_ids bigint[] default null, p_seg_last_seqs bigint[] default null,
-  p_seg_hashes bytea[] default null, p_seg_parts text[] default null)
+  p_project_id bigint, p_at timestamptz, p_key_id integer, p_signature bytea, p_heads jsonb)
 returns bigint
 language plpgsql
 security definer
@@ -161,7 +181,17 @@ declare
   v_hash bytea;
   v_at record;
   v_next bigint;
-  v_format3 boolean := p_agent_ids is not null;
+  v_format3 boolean;
+  v_bad text;
+  v_chain_ids bigint[];
+  v_seqs bigint[];
+  v_hashes bytea[];
+  v_agent_ids bigint[];
+  v_from_seqs bigint[];
+  v_seg_chain_ids bigint[];
+  v_seg_last_seqs bigint[];
+  v_seg_hashes bytea[];
+  v_seg_parts text[];
   s record;
   i integer;
 begin
@@ -175,90 +205,111 @@ begin
     'at must be within scsql.chain_settings.clock_skew of the server clock');
   perform scsql._require(exists (select from scsql.projects p where p.project_id = p_project_id),
                          format('project_id %s is not a project', coalesce(p_project_id::text, 'NULL')));
-  perform scsql._require(cardinality(p_chain_ids) >= 1 and cardinality(p_chain_ids) = cardinality(p_seqs)
-                         and cardinality(p_seqs) = cardinality(p_hashes),
-                         'chain_ids, seqs and hashes must be non-empty arrays of one length');
-  perform scsql._require(not exists (select from unnest(p_chain_ids, p_seqs, p_hashes) u(c, s, h)
+
+  -- The heads: a JSON array of objects, as scsql.checkpoints() returns them.
+  -- One check a statement, each relying on the ones before: nothing here may fail other than by _require.
+  perform scsql._require(jsonb_typeof(p_heads) is not distinct from 'array', 'heads must be a non-empty JSON array of objects');
+  perform scsql._require(jsonb_array_length(p_heads) >= 1, 'heads must be a non-empty JSON array of objects');
+  perform scsql._require(not exists (select from jsonb_array_elements(p_heads) h where jsonb_typeof(h) <> 'object'),
+                         'heads must be a non-empty JSON array of objects');
+  select string_agg(distinct k, ', ') into v_bad
+  from jsonb_array_elements(p_heads) h, jsonb_object_keys(h) k
+  where k <> all (array['chain_id', 'seq', 'row_hash', 'agent_id', 'from_seq', 'segments']);
+  perform scsql._require(v_bad is null,
+                         format('a head has no key %s (keys: chain_id, seq, row_hash; in format 3 also agent_id, from_seq, segments)', v_bad));
+  select array_agg(scsql._checkpoint_int(h -> 'chain_id') order by n), array_agg(scsql._checkpoint_int(h -> 'seq') order by n),
+         array_agg(scsql._checkpoint_hash(h -> 'row_hash') order by n),
+         array_agg(scsql._checkpoint_int(h -> 'agent_id') order by n), array_agg(scsql._checkpoint_int(h -> 'from_seq') order by n),
+         bool_or(h ?| array['agent_id', 'from_seq', 'segments'])
+  into v_chain_ids, v_seqs, v_hashes, v_agent_ids, v_from_seqs, v_format3
+  from jsonb_array_elements(p_heads) with ordinality e(h, n);
+  perform scsql._require(not exists (select from unnest(v_chain_ids, v_seqs, v_hashes) u(c, s, h)
                                      where u.c is null or u.s is null or u.h is null),
-                         'chain_ids, seqs and hashes must not hold NULLs');
-  perform scsql._require(not exists (select from unnest(p_chain_ids) c group by c having count(*) > 1),
-                         'each chain may appear only once in chain_ids');
+                         'every head needs chain_id and seq (whole numbers) and row_hash (64 hex digits)');
+  perform scsql._require(not exists (select from unnest(v_chain_ids) c group by c having count(*) > 1),
+                         'each chain may appear only once in heads');
   if v_format3 then
-    perform scsql._require(cardinality(p_agent_ids) = cardinality(p_chain_ids) and cardinality(p_from_seqs) = cardinality(p_chain_ids),
-                           'agent_ids and from_seqs must have one entry per chain');
-    perform scsql._require(not exists (select from unnest(p_agent_ids, p_from_seqs) u(a, f) where u.a is null or u.f is null),
-                           'agent_ids and from_seqs must not hold NULLs');
-    perform scsql._require(p_seg_chain_ids is not null and p_seg_last_seqs is not null and p_seg_hashes is not null
-                           and p_seg_parts is not null
-                           and coalesce(cardinality(p_seg_chain_ids), 0) = coalesce(cardinality(p_seg_last_seqs), 0)
-                           and coalesce(cardinality(p_seg_last_seqs), 0) = coalesce(cardinality(p_seg_hashes), 0)
-                           and coalesce(cardinality(p_seg_hashes), 0) = coalesce(cardinality(p_seg_parts), 0),
-                           'the segment arrays must be given together and have one length');
-    perform scsql._require(not exists (select from unnest(p_seg_chain_ids, p_seg_last_seqs, p_seg_hashes, p_seg_parts) u(c, s, h, p)
-                                       where u.c is null or u.s is null or u.h is null or u.p is null),
-                           'every segment needs a chain_id, last_seq, row_hash and part (no NULLs)');
-    perform scsql._require(not exists (select from unnest(p_seg_chain_ids) c where not c = any (p_chain_ids)),
-                           'every segment must belong to a chain of the checkpoint');
-    perform scsql._require(not exists (select from unnest(p_seg_chain_ids, p_seg_last_seqs) u(c, s)
+    perform scsql._require(not exists (select from jsonb_array_elements(p_heads) h
+                                       where scsql._checkpoint_int(h -> 'agent_id') is null
+                                          or scsql._checkpoint_int(h -> 'from_seq') is null
+                                          or jsonb_typeof(h -> 'segments') is distinct from 'array'),
+                           'agent_id, from_seq and segments come together (checkpoint format 3): every head needs agent_id and from_seq (whole numbers) and segments (an array), or none has any');
+    perform scsql._require(not exists (select from jsonb_array_elements(p_heads) h, jsonb_array_elements(h -> 'segments') g
+                                       where jsonb_typeof(g) <> 'object'),
+                           'every segment must be an object of last_seq (a whole number), row_hash (64 hex digits) and part (text)');
+    select string_agg(distinct k, ', ') into v_bad
+    from jsonb_array_elements(p_heads) h, jsonb_array_elements(h -> 'segments') g, jsonb_object_keys(g) k
+    where k <> all (array['last_seq', 'row_hash', 'part']);
+    perform scsql._require(v_bad is null, format('a segment has no key %s (keys: last_seq, row_hash, part)', v_bad));
+    perform scsql._require(not exists (select from jsonb_array_elements(p_heads) h, jsonb_array_elements(h -> 'segments') g
+                                       where scsql._checkpoint_int(g -> 'last_seq') is null
+                                          or scsql._checkpoint_hash(g -> 'row_hash') is null
+                                          or jsonb_typeof(g -> 'part') is distinct from 'string'),
+                           'every segment must be an object of last_seq (a whole number), row_hash (64 hex digits) and part (text)');
+    select coalesce(array_agg(scsql._checkpoint_int(h -> 'chain_id') order by n, m), '{}'),
+           coalesce(array_agg(scsql._checkpoint_int(g -> 'last_seq') order by n, m), '{}'),
+           coalesce(array_agg(scsql._checkpoint_hash(g -> 'row_hash') order by n, m), '{}'),
+           coalesce(array_agg(g ->> 'part' order by n, m), '{}')
+    into v_seg_chain_ids, v_seg_last_seqs, v_seg_hashes, v_seg_parts
+    from jsonb_array_elements(p_heads) with ordinality e(h, n), jsonb_array_elements(h -> 'segments') with ordinality f(g, m);
+    perform scsql._require(not exists (select from unnest(v_seg_chain_ids, v_seg_last_seqs) u(c, s)
                                        group by u.c, u.s having count(*) > 1),
                            'the segments of a chain must end at different seqs');
-  else
-    perform scsql._require(p_from_seqs is null and p_seg_chain_ids is null,
-                           'from_seqs and segments come with agent_ids (checkpoint format 3)');
   end if;
+
   insert into scsql.checkpoints (project_id, at, key_id, signature)
   values (p_project_id, p_at, p_key_id, p_signature) returning checkpoint_id into v_id;
-  for i in 1 .. cardinality(p_chain_ids) loop
-    select * into v_chain from scsql.chains c where c.chain_id = p_chain_ids[i];
+  for i in 1 .. cardinality(v_chain_ids) loop
+    select * into v_chain from scsql.chains c where c.chain_id = v_chain_ids[i];
     if not found or v_chain.project_id <> p_project_id then
-      raise exception using errcode = 'SC131', message = format('chain %s is not a chain of project %s', p_chain_ids[i], p_project_id);
+      raise exception using errcode = 'SC131', message = format('chain %s is not a chain of project %s', v_chain_ids[i], p_project_id);
     end if;
     v_hash := null;
-    if p_seqs[i] = v_chain.head_seq then
+    if v_seqs[i] = v_chain.head_seq then
       v_hash := v_chain.head_hash;
-    elsif p_seqs[i] between 1 and v_chain.head_seq then
-      v_hash := scsql._chain_row_hash(p_chain_ids[i], p_seqs[i]);
+    elsif v_seqs[i] between 1 and v_chain.head_seq then
+      v_hash := scsql._chain_row_hash(v_chain_ids[i], v_seqs[i]);
     end if;
-    if v_hash is null or p_hashes[i] is distinct from v_hash then
+    if v_hash is null or v_hashes[i] is distinct from v_hash then
       raise exception using errcode = 'SC131',
-        message = format('chain %s has no row at seq %s with that row_hash', p_chain_ids[i], p_seqs[i]);
+        message = format('chain %s has no row at seq %s with that row_hash', v_chain_ids[i], v_seqs[i]);
     end if;
     if v_format3 then
-      if p_agent_ids[i] is distinct from v_chain.agent_id then
+      if v_agent_ids[i] is distinct from v_chain.agent_id then
         raise exception using errcode = 'SC131',
-          message = format('chain %s belongs to agent %s, not %s', p_chain_ids[i], v_chain.agent_id, coalesce(p_agent_ids[i]::text, 'NULL'));
+          message = format('chain %s belongs to agent %s, not %s', v_chain_ids[i], v_chain.agent_id, v_agent_ids[i]);
       end if;
-      perform scsql._require(p_from_seqs[i] between 0 and p_seqs[i], 'from_seq must be between 0 and the head''s seq');
+      perform scsql._require(v_from_seqs[i] <= v_seqs[i], 'from_seq must be between 0 and the head''s seq');
       -- The segments cover from_seq + 1 .. seq in order; each ends at a row of its partition with its hash.
-      v_next := p_from_seqs[i] + 1;
+      v_next := v_from_seqs[i] + 1;
       for s in select u.last_seq, u.row_hash, u.part
-               from unnest(p_seg_chain_ids, p_seg_last_seqs, p_seg_hashes, p_seg_parts) u(chain_id, last_seq, row_hash, part)
-               where u.chain_id = p_chain_ids[i] order by u.last_seq loop
-        select * into v_at from scsql._chain_row_at(p_chain_ids[i], s.last_seq);
-        if s.last_seq < v_next or s.last_seq > p_seqs[i] or v_at.row_hash is distinct from s.row_hash
+               from unnest(v_seg_chain_ids, v_seg_last_seqs, v_seg_hashes, v_seg_parts) u(chain_id, last_seq, row_hash, part)
+               where u.chain_id = v_chain_ids[i] order by u.last_seq loop
+        select * into v_at from scsql._chain_row_at(v_chain_ids[i], s.last_seq);
+        if s.last_seq < v_next or s.last_seq > v_seqs[i] or v_at.row_hash is distinct from s.row_hash
            or v_at.part is distinct from s.part then
           raise exception using errcode = 'SC131',
             message = format('chain %s has no row at seq %s with that row_hash in partition %s (segments must cover seq %s to %s in order)',
-                             p_chain_ids[i], s.last_seq, coalesce(s.part, 'NULL'), p_from_seqs[i] + 1, p_seqs[i]);
+                             v_chain_ids[i], s.last_seq, s.part, v_from_seqs[i] + 1, v_seqs[i]);
         end if;
         insert into scsql.checkpoint_segments (project_id, checkpoint_id, chain_id, first_seq, last_seq, row_hash, part)
-        values (p_project_id, v_id, p_chain_ids[i], v_next, s.last_seq, s.row_hash, s.part);
+        values (p_project_id, v_id, v_chain_ids[i], v_next, s.last_seq, s.row_hash, s.part);
         v_next := s.last_seq + 1;
       end loop;
-      if v_next <> p_seqs[i] + 1 then
+      if v_next <> v_seqs[i] + 1 then
         raise exception using errcode = 'SC131',
-          message = format('the segments of chain %s end at seq %s, not at its head %s', p_chain_ids[i], v_next - 1, p_seqs[i]);
+          message = format('the segments of chain %s end at seq %s, not at its head %s', v_chain_ids[i], v_next - 1, v_seqs[i]);
       end if;
     end if;
     insert into scsql.checkpoint_heads (project_id, checkpoint_id, chain_id, seq, row_hash, agent_id, from_seq)
-    values (p_project_id, v_id, p_chain_ids[i], p_seqs[i], p_hashes[i],
-            case when v_format3 then p_agent_ids[i] end, case when v_format3 then p_from_seqs[i] end);
+    values (p_project_id, v_id, v_chain_ids[i], v_seqs[i], v_hashes[i],
+            case when v_format3 then v_agent_ids[i] end, case when v_format3 then v_from_seqs[i] end);
   end loop;
   return v_id;
 end
 $$;
-comment on function scsql.record_checkpoint(bigint, timestamptz, integer, bigint[], bigint[], bytea[], bytea, bigint[], bigint[], bigint[], bigint[], bytea[], text[]) is
-  'Auditor. Records a checkpoint of project P_PROJECT_ID: the heads (chain_ids, seqs, row hashes) signed at P_AT with auditor key P_KEY_ID, and in format 3 each chain''s agent (p_agent_ids), the seq after which its segments start (p_from_seqs) and the segments (p_seg_chain_ids, p_seg_last_seqs, p_seg_hashes, p_seg_parts: runs of rows in one partition, each with its last row''s hash; they cover from_seq + 1 .. seq in order). The signed payload is described in sql/13_checkpoints.sql; format 3 means the auditor verified every row up to these heads. Returns checkpoint_id. Raises SC130 when the key is not the current auditor key, SC131 when a head or segment is not in its chain (or the chain is of another project or agent), SC010 for malformed arguments (an unknown project, arrays of different lengths, NULLs, a chain named twice, two segments of a chain ending at one seq); nothing is recorded then.';
+comment on function scsql.record_checkpoint(bigint, timestamptz, integer, bytea, jsonb) is
+  'Auditor. Records a checkpoint of project P_PROJECT_ID signed at P_AT with auditor key P_KEY_ID (P_SIGNATURE, 64 bytes). P_HEADS is a JSON array with one object per chain, the shape scsql.checkpoints() returns: {"chain_id", "seq", "row_hash"} (the head; row_hash in hex), and in format 3 in every head also "agent_id", "from_seq" (the seq after which its segments start) and "segments": [{"last_seq", "row_hash", "part"}] (runs of rows in one partition, each with its last row''s hash; they cover from_seq + 1 .. seq in order). Numbers are whole JSON numbers, hashes 64 hex digits; no other keys. The signed payload is described in sql/13_checkpoints.sql; format 3 means the auditor verified every row up to these heads. Returns checkpoint_id. Raises SC130 when the key is not the current auditor key, SC131 when a head or segment is not in its chain (or the chain is of another project or agent), SC010 for malformed arguments (an unknown project, heads that are not an array of objects, an unknown key, a missing or mistyped value, format-3 keys in some heads only, a chain named twice, two segments of a chain ending at one seq); nothing is recorded then.';
 
 create or replace function scsql.checkpoints(p_after_id bigint default 0)
 returns table (checkpoint_id bigint, project_id bigint, project text, at timestamptz, key_id integer,

@@ -507,11 +507,7 @@ $$;
 comment on function scsql.enqueue_task(text, jsonb, integer, text[], text, integer, timestamptz, integer) is
   'Orchestrator roles only. Queues a task for team role ROLE in the caller''s project: payload (JSON), priority (higher first; default 0), exclusive_files (paths relative to the project root, or absolute under it; a directory covers everything below it; compared in NFC with letter case folded, so SRC/a.py and src/A.py are one file), acceptance_criteria, complexity (1-5), run_after (default now), max_attempts (default 5). Returns task_id, team_role, the normalized exclusive_files and run_after, and notifies the role''s channel. Raises SC300 for a non-orchestrator, SC008 unknown role, SC010 bad argument, SC320 a malformed path (control, invisible or blank characters other than a space, backslashes), SC321 a path leaving the project, SC322 when the files overlap a queued or claimed task (the message lists them; race-free: of two overlapping enqueues exactly one wins).';
 
-create or replace function scsql.claim_task(
-  p_n integer default 1,
-  p_lease_seconds integer default 300,
-  p_wait_seconds numeric default 0,
-  p_task bigint default null)
+create or replace function scsql.claim_task(p_n integer default 1, p_lease_seconds integer default 300)
 returns table (
   task_id bigint, lease_token bigint, lease_expires_at timestamptz, attempt integer, max_attempts integer,
   team_role text, priority integer, payload jsonb, acceptance_criteria text, complexity smallint,
@@ -523,81 +519,112 @@ as $$
 #variable_conflict use_column
 declare
   v_me scsql.agents := scsql._me();
-  v_deadline timestamptz;
-  v_t scsql.tasks;
-  v_holder text;
 begin
   perform scsql._require(p_n is not null and p_n between 1 and 100, 'n must be 1 to 100');
   perform scsql._require(p_lease_seconds is not null and p_lease_seconds between 1 and 86400, 'lease_seconds must be 1 to 86400');
-  perform scsql._require(p_wait_seconds is not null and p_wait_seconds between 0 and 600, 'wait_seconds must be 0 to 600');
-
-  if p_task is not null then
+  -- Expired leases come back lazily, at claim time (and by queue_maintenance).
+  if exists (select from scsql.tasks t
+             where t.project_id = v_me.project_id and t.team_role = v_me.team_role
+               and t.state = 'claimed' and t.lease_expires_at < clock_timestamp()) then
     perform scsql._expire_leases(v_me.project_id, v_me.team_role, 100);
-    select * into v_t from scsql.tasks t where t.project_id = v_me.project_id and t.task_id = p_task;
-    if not found then
-      if exists (select from scsql.tasks_archive a where a.project_id = v_me.project_id and a.task_id = p_task) then
-        raise exception using errcode = 'SC304', message = format('task %s already finished', p_task);
-      end if;
-      raise exception using errcode = 'SC301', message = format('no task %s in your project', p_task);
-    end if;
-    if v_t.team_role <> v_me.team_role then
-      raise exception using errcode = 'SC305',
-        message = format('task %s is for team role %s; agent %s is %s and claims only %s tasks',
-                         p_task, v_t.team_role, v_me.name, v_me.team_role, v_me.team_role);
-    end if;
-    return query
-    update scsql.tasks t
-    set state = 'claimed', fence = t.fence + 1, attempts = t.attempts + 1, claimed_by = v_me.agent_id,
-        claimed_at = clock_timestamp(), lease_seconds = p_lease_seconds,
-        lease_expires_at = clock_timestamp() + make_interval(secs => p_lease_seconds)
-    where t.project_id = v_me.project_id and t.task_id = p_task
-      and t.state = 'queued' and t.run_after <= clock_timestamp()
-    returning t.task_id, t.fence, t.lease_expires_at, t.attempts, t.max_attempts, t.team_role, t.priority,
-              t.payload, t.acceptance_criteria, t.complexity, t.exclusive_files, t.created_at;
-    if not found then
-      select * into v_t from scsql.tasks t where t.project_id = v_me.project_id and t.task_id = p_task;
-      select name into v_holder from scsql.agents where agent_id = v_t.claimed_by;
-      raise exception using errcode = 'SC306',
-        message = case when v_t.state = 'claimed'
-                       then format('task %s is claimed by agent %s until %s', p_task, coalesce(v_holder, '?'), v_t.lease_expires_at)
-                       else format('task %s is scheduled for %s', p_task, v_t.run_after) end;
-    end if;
-    return;
   end if;
+  return query
+  with c as (
+    select t.project_id, t.task_id
+    from scsql.tasks t
+    where t.project_id = v_me.project_id and t.team_role = v_me.team_role
+      and t.state = 'queued' and t.run_after <= clock_timestamp()
+    order by t.priority desc, t.task_id
+    limit p_n
+    for update skip locked
+  )
+  update scsql.tasks t
+  set state = 'claimed', fence = t.fence + 1, attempts = t.attempts + 1, claimed_by = v_me.agent_id,
+      claimed_at = clock_timestamp(), lease_seconds = p_lease_seconds,
+      lease_expires_at = clock_timestamp() + make_interval(secs => p_lease_seconds)
+  from c
+  where t.project_id = c.project_id and t.task_id = c.task_id
+  returning t.task_id, t.fence, t.lease_expires_at, t.attempts, t.max_attempts, t.team_role, t.priority,
+            t.payload, t.acceptance_criteria, t.complexity, t.exclusive_files, t.created_at;
+end
+$$;
+comment on function scsql.claim_task(integer, integer) is
+  'Claims up to N (1-100) queued tasks of the caller''s own team role in its own project, now, best priority first, then oldest, with FOR UPDATE SKIP LOCKED, so concurrent workers never get the same task. Each comes with lease_token (the task''s fence: it grows with every claim) and lease_expires_at (now + lease_seconds, default 300). Pass the token to heartbeat_task, complete_task, fail_task or release_task. Expired leases of the role return to the queue first. Returns the claimed tasks, none when nothing is queued: it never waits (to wait for work, CALL scsql.wait_for_task outside a transaction, or LISTEN on scsql_caller.my_channel(''team''), then claim again; the MCP tool claim_task adds wait_seconds and does that, claiming, waiting on LISTEN with no transaction open, and claiming again). claim_task_by_id claims one named task. Raises SC010 for a bad n or lease_seconds.';
 
-  v_deadline := clock_timestamp() + make_interval(secs => p_wait_seconds::double precision);
-  loop
-    -- Expired leases come back lazily, at claim time (and by queue_maintenance).
-    if exists (select from scsql.tasks t
-               where t.project_id = v_me.project_id and t.team_role = v_me.team_role
-                 and t.state = 'claimed' and t.lease_expires_at < clock_timestamp()) then
-      perform scsql._expire_leases(v_me.project_id, v_me.team_role, 100);
+create or replace function scsql.claim_task_by_id(p_task bigint, p_lease_seconds integer default 300)
+returns table (
+  task_id bigint, lease_token bigint, lease_expires_at timestamptz, attempt integer, max_attempts integer,
+  team_role text, priority integer, payload jsonb, acceptance_criteria text, complexity smallint,
+  exclusive_files text[], created_at timestamptz)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+#variable_conflict use_column
+declare
+  v_me scsql.agents := scsql._me();
+  v_t scsql.tasks;
+  v_holder text;
+begin
+  perform scsql._require(p_task is not null, 'task is required');
+  perform scsql._require(p_lease_seconds is not null and p_lease_seconds between 1 and 86400, 'lease_seconds must be 1 to 86400');
+  perform scsql._expire_leases(v_me.project_id, v_me.team_role, 100);
+  select * into v_t from scsql.tasks t where t.project_id = v_me.project_id and t.task_id = p_task;
+  if not found then
+    if exists (select from scsql.tasks_archive a where a.project_id = v_me.project_id and a.task_id = p_task) then
+      raise exception using errcode = 'SC304', message = format('task %s already finished', p_task);
     end if;
-    return query
-    with c as (
-      select t.project_id, t.task_id
-      from scsql.tasks t
-      where t.project_id = v_me.project_id and t.team_role = v_me.team_role
-        and t.state = 'queued' and t.run_after <= clock_timestamp()
-      order by t.priority desc, t.task_id
-      limit p_n
-      for update skip locked
-    )
-    update scsql.tasks t
-    set state = 'claimed', fence = t.fence + 1, attempts = t.attempts + 1, claimed_by = v_me.agent_id,
-        claimed_at = clock_timestamp(), lease_seconds = p_lease_seconds,
-        lease_expires_at = clock_timestamp() + make_interval(secs => p_lease_seconds)
-    from c
-    where t.project_id = c.project_id and t.task_id = c.task_id
-    returning t.task_id, t.fence, t.lease_expires_at, t.attempts, t.max_attempts, t.team_role, t.priority,
-              t.payload, t.acceptance_criteria, t.complexity, t.exclusive_files, t.created_at;
-    exit when found or clock_timestamp() >= v_deadline;
-    perform pg_catalog.pg_sleep(least(0.2, extract(epoch from v_deadline - clock_timestamp())));
+    raise exception using errcode = 'SC301', message = format('no task %s in your project', p_task);
+  end if;
+  if v_t.team_role <> v_me.team_role then
+    raise exception using errcode = 'SC305',
+      message = format('task %s is for team role %s; agent %s is %s and claims only %s tasks',
+                       p_task, v_t.team_role, v_me.name, v_me.team_role, v_me.team_role);
+  end if;
+  return query
+  update scsql.tasks t
+  set state = 'claimed', fence = t.fence + 1, attempts = t.attempts + 1, claimed_by = v_me.agent_id,
+      claimed_at = clock_timestamp(), lease_seconds = p_lease_seconds,
+      lease_expires_at = clock_timestamp() + make_interval(secs => p_lease_seconds)
+  where t.project_id = v_me.project_id and t.task_id = p_task
+    and t.state = 'queued' and t.run_after <= clock_timestamp()
+  returning t.task_id, t.fence, t.lease_expires_at, t.attempts, t.max_attempts, t.team_role, t.priority,
+            t.payload, t.acceptance_criteria, t.complexity, t.exclusive_files, t.created_at;
+  if not found then
+    select * into v_t from scsql.tasks t where t.project_id = v_me.project_id and t.task_id = p_task;
+    select name into v_holder from scsql.agents where agent_id = v_t.claimed_by;
+    raise exception using errcode = 'SC306',
+      message = case when v_t.state = 'claimed'
+                     then format('task %s is claimed by agent %s until %s', p_task, coalesce(v_holder, '?'), v_t.lease_expires_at)
+                     else format('task %s is scheduled for %s', p_task, v_t.run_after) end;
+  end if;
+end
+$$;
+comment on function scsql.claim_task_by_id(bigint, integer) is
+  'Claims task TASK of the caller''s own team role in its own project, now, with a lease of lease_seconds (default 300), as claim_task does for the next task in the queue (an ASSIGN names the task to take). Returns the claimed task, one row with the columns of claim_task. Unlike claim_task, a task that cannot be claimed is an error, not an empty result: raises SC301 no such task in your project, SC304 finished, SC305 task of another team role, SC306 task held by another lease or scheduled for later, SC010 bad argument.';
+
+create or replace procedure scsql.wait_for_task(p_wait_seconds numeric default 60, inout claimable bigint default null)
+language plpgsql
+as $$
+declare
+  v_deadline timestamptz;
+begin
+  if p_wait_seconds is null or not p_wait_seconds between 0 and 600 then
+    raise exception using errcode = 'SC010', message = 'wait_seconds must be 0 to 600',
+      hint = 'Call it again to wait longer.';
+  end if;
+  v_deadline := pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => p_wait_seconds::double precision);
+  loop
+    claimable := scsql.claimable_for_me();
+    exit when claimable > 0 or pg_catalog.clock_timestamp() >= v_deadline;
+    -- A new transaction each poll: no xid, no lock, no snapshot older than one sleep.
+    commit;
+    perform pg_catalog.pg_sleep(least(0.2, extract(epoch from v_deadline - pg_catalog.clock_timestamp())));
   end loop;
 end
 $$;
-comment on function scsql.claim_task(integer, integer, numeric, bigint) is
-  'Claims up to N (1-100) queued tasks of the caller''s own team role in its own project, best priority first, then oldest, with FOR UPDATE SKIP LOCKED, so concurrent workers never get the same task. Each comes with lease_token (the task''s fence: it grows with every claim) and lease_expires_at (now + lease_seconds, default 300). Pass the token to heartbeat_task, complete_task, fail_task or release_task. Expired leases of the role return to the queue first. wait_seconds (0-600) waits for work when none is queued (scsql''s client waits on LISTEN, psql polls). With task, claims that one task. Returns the claimed tasks (possibly none). Raises SC301 no such task in your project, SC304 finished, SC305 task of another team role, SC306 task held or scheduled, SC010 bad argument.';
+comment on procedure scsql.wait_for_task(numeric, bigint) is
+  'Waits up to wait_seconds (0-600, default 60) until a task is claimable for the caller (scsql.claimable_for_me() above zero), without claiming it: CALL it outside a transaction block (psql in autocommit) as the agent''s own role, then claim with claim_task, which may still find nothing when another worker was faster. It polls every 0.2 seconds and commits between polls, so while it waits it holds no transaction id and no lock, and no transaction or snapshot of it lasts longer than one poll. Returns claimable: how many tasks were claimable when it returned, 0 after the wait ran out. A client that can LISTEN waits on scsql_caller.my_channel(''team'') instead (scsql''s own client does). Raises SC010 for a bad wait_seconds. Inside a transaction block (which SET LOCAL ROLE needs) it cannot commit: when it would have to wait there, PostgreSQL refuses it with 2D000 (invalid transaction termination).';
 
 create or replace function scsql.heartbeat_task(p_task bigint, p_token bigint, p_lease_seconds integer default null)
 returns timestamptz

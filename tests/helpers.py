@@ -79,8 +79,11 @@ def enqueue(orch: Agent, role: str = "developer", files: list[str] | None = None
 
 
 def claim(agent: Agent, n: int = 1, lease: int = 300, task: int | None = None) -> list[dict[str, Any]]:
-    return rows(agent, "select * from scsql.claim_task(p_n => %s::integer, p_lease_seconds => %s::integer, "
-                "p_task => %s::bigint)", n, lease, task)
+    """claim_task, or with TASK claim_task_by_id."""
+    if task is not None:
+        return rows(agent, "select * from scsql.claim_task_by_id(p_task => %s::bigint, p_lease_seconds => %s::integer)",
+                    task, lease)
+    return rows(agent, "select * from scsql.claim_task(p_n => %s::integer, p_lease_seconds => %s::integer)", n, lease)
 
 
 def register(db: ScsqlDb, short: str, project: str, team_role: str = "developer") -> str:

@@ -139,14 +139,14 @@ def test_worker_wakes_on_enqueue_and_runs_the_task_with_a_command(scsql_db, tmp_
     import threading
 
     from scsql.core import worker
-    from scsql.core.cli import _task_job
+    from scsql.coordination.client import task_job
 
     project = scsql_db.project()
     orch = scsql_db.agent("boss", project, "orchestrator")
     dev = scsql_db.agent("hands", project, "developer")
     script = tmp_path / "task.py"
     script.write_text("import json, sys; t = json.load(sys.stdin); print(json.dumps({'echo': t['payload']}))\n")
-    job = _task_job(dev, [sys.executable, str(script)], lease=30)
+    job = task_job(dev, [sys.executable, str(script)], lease=30)
     first_drain = threading.Event()
     inner = job.run
 

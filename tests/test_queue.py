@@ -19,7 +19,8 @@ from scsql.coordination import client
 from scsql.core.errors import ScsqlError
 from scsql.api import Api
 
-from .helpers import admin_rows, claim, end_backoff, enqueue, expire_leases, mcp_env, one, rows, run_client, wait_for
+from .helpers import (admin_rows, claim, end_backoff, enqueue, expire_leases, login, mcp_env, one, rows, run_client,
+                      wait_for)
 
 
 @pytest.fixture
@@ -279,10 +280,11 @@ def test_enqueue_notifies_the_roles_channel_on_commit(team):
     assert got == [(channel, "task")]
 
 
-def _sleeping_in_claim(db) -> bool:
-    """A session is inside claim_task, sleeping between its polls for work."""
-    return admin_rows(db, "select count(*) as n from pg_stat_activity where datname = current_database() "
-                          "and state = 'active' and wait_event = 'PgSleep' and query like '%%claim_task%%'")[0]["n"] > 0
+def _waiting_in_sql(db) -> list[dict]:
+    """Sessions inside scsql.wait_for_task, sleeping between their polls for work."""
+    return admin_rows(db, "select pid, backend_xid, xact_start from pg_stat_activity "
+                          "where datname = current_database() and state = 'active' and wait_event = 'PgSleep' "
+                          "and query like '%%wait_for_task%%'")
 
 
 def _in_listener_wait(monkeypatch) -> threading.Event:
@@ -299,21 +301,52 @@ def _in_listener_wait(monkeypatch) -> threading.Event:
     return waiting
 
 
-def test_sql_claim_waits_for_work(team):
+def test_sql_wait_for_task_waits_for_work_between_transactions(team):
+    """From psql, waiting is CALL scsql.wait_for_task outside a transaction,
+    then claim_task: the procedure commits between its polls, so the waiting
+    session never holds a transaction id and its transaction is always young."""
     db, orch, dev, _, _ = team
     got = []
-    t = threading.Thread(target=lambda: got.extend(rows(dev, "select * from scsql.claim_task(p_wait_seconds => 10)")))
+
+    def waiter():
+        with login(db, dev.name) as conn:  # the agent's own login, autocommit: as in psql
+            got.append(conn.execute("call scsql.wait_for_task(20)").fetchone())
+            got.append(conn.execute("select * from scsql.claim_task()").fetchall())
+
+    t = threading.Thread(target=waiter)
     t.start()
-    wait_for(lambda: _sleeping_in_claim(db))  # the claim found nothing and waits
-    enqueue(orch)
+    [first] = wait_for(lambda: _waiting_in_sql(db))  # it found nothing and waits
+    # Across its polls the transaction is a new one each time, and none has an xid.
+    [later] = wait_for(lambda: [s for s in _waiting_in_sql(db) if s["xact_start"] > first["xact_start"]])
+    assert later["pid"] == first["pid"] and first["backend_xid"] is None and later["backend_xid"] is None
+    tid = enqueue(orch)
     t.join(20)
-    assert len(got) == 1
+    assert not t.is_alive()
+    assert got[0] == {"claimable": 1} and [x["task_id"] for x in got[1]] == [tid]
+
+
+def test_sql_wait_for_task_returns_at_once_with_work_and_refuses_bad_input(team):
+    db, orch, dev, _, _ = team
+    with login(db, dev.name) as conn:
+        assert conn.execute("call scsql.wait_for_task(0)").fetchone() == {"claimable": 0}
+        enqueue(orch)
+        assert conn.execute("call scsql.wait_for_task(600)").fetchone() == {"claimable": 1}
+        for bad in ("601", "-1", "null"):
+            with pytest.raises(psycopg.Error) as err:
+                conn.execute(f"call scsql.wait_for_task({bad})")
+            assert err.value.sqlstate == "SC010"
+        [t] = conn.execute("select * from scsql.claim_task()").fetchall()
+        # Waiting commits, so a transaction block refuses it.
+        with pytest.raises(psycopg.Error) as err, conn.transaction():
+            conn.execute("call scsql.wait_for_task(1)")
+        assert err.value.sqlstate == "2D000"
+    assert t["lease_token"] == 1
 
 
 def test_client_claim_wakes_on_notify_not_on_the_poll(team, monkeypatch):
     """The poll interval is far longer than the test allows, so only the
     NOTIFY of the enqueue can wake the waiting claim in time."""
-    _, orch, dev, _, _ = team
+    db, orch, dev, _, _ = team
     waiting = _in_listener_wait(monkeypatch)
     result = {}
 
@@ -324,6 +357,9 @@ def test_client_claim_wakes_on_notify_not_on_the_poll(team, monkeypatch):
     t = threading.Thread(target=waiter)
     t.start()
     assert waiting.wait(20)  # the claim found nothing and waits on LISTEN
+    # ... outside any transaction: every session of the database but this one is idle between transactions.
+    wait_for(lambda: admin_rows(db, "select count(*) as n from pg_stat_activity where datname = current_database() "
+                                    "and pid <> pg_backend_pid() and xact_start is not null")[0]["n"] == 0, timeout=5)
     tid = enqueue(orch)
     t.join(20)
     assert not t.is_alive()
@@ -348,12 +384,34 @@ def test_claim_task_tool_waits_through_the_adapter(team, monkeypatch):
     assert err.value.code == "SC010"
 
 
+def test_run_task_completes_on_success_and_fails_otherwise(team):
+    """client.run_task (scsql queue run, scsql worker -- CMD): the task as JSON on stdin,
+    exit 0 completes it with stdout as the result, anything else fails it with stderr."""
+    db, orch, dev, _, _ = team
+    ok = enqueue(orch, payload={"n": 2}, priority=1)
+    bad = enqueue(orch)
+    echo = [sys.executable, "-c", "import json, os, sys; t = json.load(sys.stdin); "
+            "print(json.dumps({'twice': t['payload']['n'] * 2, 'id': int(os.environ['SCSQL_TASK_ID'])}))"]
+    [t] = client.claim_once(dev, 1, 60)
+    assert t["task_id"] == ok and client.run_task(dev, t, echo, 60) is True
+    [t] = client.claim_once(dev, 1, 60)
+    fail = [sys.executable, "-c", "import sys; sys.exit('it broke')"]
+    assert t["task_id"] == bad and client.run_task(dev, t, fail, 60) is False
+    archived = {r["task_id"]: r for r in admin_rows(db, "select task_id, state, result from scsql.tasks_archive")}
+    assert archived[ok]["state"] == "done" and archived[ok]["result"] == {"twice": 4, "id": ok}
+    [failed] = admin_rows(db, "select state, last_error from scsql.tasks where task_id = %s", bad)
+    assert failed == {"state": "queued", "last_error": "it broke"}  # retried later, with the reason
+
+
 def test_queue_tools_are_offered(team):
     _, _, dev, _, _ = team
     names = set(Api(dev).functions)
     assert {"enqueue_task", "claim_task", "heartbeat_task", "complete_task", "fail_task", "release_task",
-            "queue_stats", "complete_and_claim", "claimable_for_me"} <= names
+            "queue_stats", "complete_and_claim", "claimable_for_me", "claim_task_by_id"} <= names
     assert not {n for n in names if n.startswith("_")}
+    assert "wait_for_task" not in names  # a procedure, for psql: the claim_task tool waits on LISTEN
+    claim_args = Api(dev).functions["claim_task"].arg_model().model_json_schema()["properties"]
+    assert set(claim_args) == {"n", "lease_seconds", "wait_seconds"}
 
 
 def _stop_check(db, agent) -> subprocess.CompletedProcess:

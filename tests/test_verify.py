@@ -10,6 +10,7 @@ import re
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 from scsql import cli
 from scsql.audit.telemetry import TOOL_CALL_FIELDS
@@ -279,9 +280,9 @@ def test_signatures_are_checked_after_the_newest_verified_checkpoint_or_all_with
         project = conn.execute("select project_id from scsql.chains where chain_id = %s", (ca,)).fetchone()["project_id"]
         at = dt.datetime.now(dt.UTC)
         h = [(r["chain_id"], r["head_seq"], bytes(r["head_hash"])) for r in heads]
-        conn.execute("select scsql.record_checkpoint(%s, %s, %s, %s, %s, %s, %s)",
-                     (project, at, key_id, [x[0] for x in h], [x[1] for x in h], [x[2] for x in h],
-                      key.sign(checkpoint_payload(project, at, key_id, h, version=1))))
+        conn.execute("select scsql.record_checkpoint(%s, %s, %s, %s, %s)",
+                     (project, at, key_id, key.sign(checkpoint_payload(project, at, key_id, h, version=1)),
+                      Jsonb([{"chain_id": c, "seq": seq, "row_hash": row_hash.hex()} for c, seq, row_hash in h])))
         conn.commit()
     report = verify(db.admin, workers=1, progress=False)
     assert report.checkpoints == 1

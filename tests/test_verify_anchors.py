@@ -10,6 +10,7 @@ import json
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 from scsql import cli
 from scsql.core import keys
@@ -353,10 +354,12 @@ def test_checkpoint_after_earlier_retention_dropped_the_newest_rows_of_an_idle_c
         key_id = conn.execute("select max(key_id) as k from scsql.auditor_keys").fetchone()["k"]
         at = dt.datetime.now(dt.UTC)
         heads = [(c["chain_id"], c["head_seq"], c["head_hash"])]
-        cp = conn.execute("select scsql.record_checkpoint(%s::bigint, %s::timestamptz, %s::integer, %s::bigint[], "
-                          "%s::bigint[], %s::bytea[], %s::bytea) as id",
-                          (c["project_id"], at, key_id, [c["chain_id"]], [c["head_seq"]], [c["head_hash"]],
-                           key.sign(checkpoint_payload(c["project_id"], at, key_id, heads, version=2)))).fetchone()["id"]
+        cp = conn.execute("select scsql.record_checkpoint(%s::bigint, %s::timestamptz, %s::integer, %s::bytea, "
+                          "%s::jsonb) as id",
+                          (c["project_id"], at, key_id,
+                           key.sign(checkpoint_payload(c["project_id"], at, key_id, heads, version=2)),
+                           Jsonb([{"chain_id": c["chain_id"], "seq": c["head_seq"],
+                                   "row_hash": bytes(c["head_hash"]).hex()}]))).fetchone()["id"]
     chain = c["chain_id"]
     # Retention of earlier versions: the horizon moved to that checkpoint's head, the partition dropped.
     tamper(db, f"update scsql.chains set horizon_seq = head_seq, horizon_hash = head_hash, horizon_checkpoint = {cp} "
@@ -452,73 +455,94 @@ def test_missing_rows_must_end_where_the_next_row_links_to_a_signed_hash(scsql_d
 
 def _heads_and_segments(db, chain: int) -> dict:
     """Valid format-3 arguments of scsql.record_checkpoint for every chain of CHAIN's project, with a
-    segment per row (the signature is not the database's to check: any 64 bytes do)."""
+    segment per row (the signature is not the database's to check: any 64 bytes do). p_heads is a
+    list of heads as the function takes them, hashes in hex."""
     with db.connect() as conn:
         project_id = conn.execute("select project_id from scsql.chains where chain_id = %s", (chain,)).fetchone()["project_id"]
         heads = conn.execute("select chain_id, agent_id, head_seq, head_hash from scsql.chains "
                              "where project_id = %s order by chain_id", (project_id,)).fetchall()
         key_id = conn.execute("select max(key_id) as k from scsql.auditor_keys").fetchone()["k"]
-        segs = [(h["chain_id"], seq, r["row_hash"], r["part"]) for h in heads for seq in range(1, h["head_seq"] + 1)
-                for r in [conn.execute("select * from scsql._chain_row_at(%s, %s)", (h["chain_id"], seq)).fetchone()]]
+        segs = {h["chain_id"]: [{"last_seq": seq, "row_hash": bytes(r["row_hash"]).hex(), "part": r["part"]}
+                                for seq in range(1, h["head_seq"] + 1)
+                                for r in [conn.execute("select * from scsql._chain_row_at(%s, %s)",
+                                                       (h["chain_id"], seq)).fetchone()]]
+                for h in heads}
     return {"p_project_id": project_id, "p_at": dt.datetime.now(dt.UTC), "p_key_id": key_id,
-            "p_chain_ids": [h["chain_id"] for h in heads], "p_seqs": [h["head_seq"] for h in heads],
-            "p_hashes": [h["head_hash"] for h in heads], "p_signature": b"\x01" * 64,
-            "p_agent_ids": [h["agent_id"] for h in heads], "p_from_seqs": [0 for _ in heads],
-            "p_seg_chain_ids": [s[0] for s in segs], "p_seg_last_seqs": [s[1] for s in segs],
-            "p_seg_hashes": [s[2] for s in segs], "p_seg_parts": [s[3] for s in segs]}
+            "p_signature": b"\x01" * 64,
+            "p_heads": [{"chain_id": h["chain_id"], "seq": h["head_seq"], "row_hash": bytes(h["head_hash"]).hex(),
+                         "agent_id": h["agent_id"], "from_seq": 0, "segments": segs[h["chain_id"]]} for h in heads]}
 
 
 _RECORD = ("select scsql.record_checkpoint(p_project_id => %(p_project_id)s::bigint, p_at => %(p_at)s::timestamptz, "
-           "p_key_id => %(p_key_id)s::integer, p_chain_ids => %(p_chain_ids)s::bigint[], p_seqs => %(p_seqs)s::bigint[], "
-           "p_hashes => %(p_hashes)s::bytea[], p_signature => %(p_signature)s::bytea, "
-           "p_agent_ids => %(p_agent_ids)s::bigint[], p_from_seqs => %(p_from_seqs)s::bigint[], "
-           "p_seg_chain_ids => %(p_seg_chain_ids)s::bigint[], p_seg_last_seqs => %(p_seg_last_seqs)s::bigint[], "
-           "p_seg_hashes => %(p_seg_hashes)s::bytea[], p_seg_parts => %(p_seg_parts)s::text[]) as id")
+           "p_key_id => %(p_key_id)s::integer, p_signature => %(p_signature)s::bytea, p_heads => %(p_heads)s::jsonb) as id")
 
 
 def test_record_checkpoint_refuses_malformed_input_with_scsql_codes(trail):
     db, a, b, ca, cb = trail
     key = auditor_key(db)
     good = _heads_and_segments(db, ca)
+    heads = good["p_heads"]
+    i_cb = [h["chain_id"] for h in heads].index(cb)
 
-    def with_segment(i: int, **change) -> dict:
-        args = dict(good)
-        for name, value in change.items():
-            column = list(args[name])
-            column[i] = value
-            args[name] = column
-        return args
+    def with_head(i: int, **change) -> dict:
+        """GOOD with head I changed: a value None removes the key, "null" is JSON null."""
+        out = [dict(h) for h in heads]
+        out[i] = {k: (None if v == "null" else v) for k, v in {**out[i], **change}.items() if v is not None}
+        return dict(good, p_heads=out)
 
-    def twice(names: tuple[str, ...], i: int) -> dict:
-        return dict(good, **{name: good[name] + [good[name][i]] for name in names})
+    def with_segment(**change) -> dict:
+        """GOOD with the first segment of chain CB changed: a value None removes the key, "null" is JSON null."""
+        seg = {k: (None if v == "null" else v) for k, v in {**heads[i_cb]["segments"][0], **change}.items()
+               if v is not None}
+        return with_head(i_cb, segments=[seg] + heads[i_cb]["segments"][1:])
 
-    first_of_cb = good["p_seg_chain_ids"].index(cb)
     cases = {
-        "chain named twice": (twice(("p_chain_ids", "p_seqs", "p_hashes", "p_agent_ids", "p_from_seqs"), 1), "SC010"),
-        "segment named twice": (twice(("p_seg_chain_ids", "p_seg_last_seqs", "p_seg_hashes", "p_seg_parts"),
-                                      first_of_cb), "SC010"),
-        "segment without last_seq": (with_segment(first_of_cb, p_seg_last_seqs=None), "SC010"),
-        "segment without hash": (with_segment(first_of_cb, p_seg_hashes=None), "SC010"),
-        "segment without part": (with_segment(first_of_cb, p_seg_parts=None), "SC010"),
-        "empty segment": (with_segment(first_of_cb, p_seg_last_seqs=None, p_seg_hashes=None, p_seg_parts=None), "SC010"),
-        "null chain": (dict(good, p_chain_ids=[ca, None]), "SC010"),
+        "chain named twice": (dict(good, p_heads=heads + [heads[1]]), "SC010"),
+        "segment named twice": (with_head(i_cb, segments=heads[i_cb]["segments"] + heads[i_cb]["segments"][:1]),
+                                "SC010"),
+        "segment without last_seq": (with_segment(last_seq="null"), "SC010"),
+        "segment without hash": (with_segment(row_hash="null"), "SC010"),
+        "segment without part": (with_segment(part="null"), "SC010"),
+        "empty segment": (with_head(i_cb, segments=[{}] + heads[i_cb]["segments"][1:]), "SC010"),
+        "null chain": (with_head(1, chain_id="null"), "SC010"),
         "unknown project": (dict(good, p_project_id=987654321), "SC010"),
+        # The shape of the JSON itself.
+        "heads not an array": (dict(good, p_heads=heads[0]), "SC010"),
+        "no heads": (dict(good, p_heads=[]), "SC010"),
+        "a head not an object": (dict(good, p_heads=heads + [[cb, 1]]), "SC010"),
+        "an unknown key in a head": (with_head(0, signer="someone"), "SC010"),
+        "an unknown key in a segment": (with_segment(extra=1), "SC010"),
+        "chain_id as a string": (with_head(0, chain_id=str(heads[0]["chain_id"])), "SC010"),
+        "seq a fraction": (with_head(0, seq=heads[0]["seq"] + 0.5), "SC010"),
+        "seq negative": (with_head(0, seq=-1), "SC010"),
+        "hash not hex": (with_head(0, row_hash="zz" * 32), "SC010"),
+        "hash too short": (with_head(0, row_hash=heads[0]["row_hash"][:62]), "SC010"),
+        "format 3 in one head only": (with_head(0, agent_id=None, from_seq=None, segments=None), "SC010"),
+        "from_seq missing": (with_head(0, from_seq=None), "SC010"),
+        "segments not an array": (with_head(i_cb, segments={"last_seq": 1}), "SC010"),
+        "part not text": (with_segment(part=1), "SC010"),
+        # Well formed, but not what the chain holds.
+        "a hash not in the chain": (with_head(0, row_hash="00" * 32), "SC131"),
+        "segments short of the head": (with_head(i_cb, segments=heads[i_cb]["segments"][:-1]), "SC131"),
     }
     with db.connect() as conn:
         conn.execute("set role scsql_auditor")
         for name, (args, code) in cases.items():
             with pytest.raises(psycopg.Error) as err:
-                conn.execute(_RECORD, args)
+                conn.execute(_RECORD, dict(args, p_heads=Jsonb(args["p_heads"])))
             conn.rollback()
             assert err.value.sqlstate == code, (name, err.value.sqlstate, err.value.diag.message_primary)
         assert conn.execute("select count(*) as n from scsql.checkpoints").fetchone()["n"] == 0
         assert conn.execute("select count(*) as n from scsql.checkpoint_segments").fetchone()["n"] == 0
         # Well formed and signed, the same checkpoint is recorded and verifies.
-        heads = [CheckpointHead(c, seq, h, agent, 0, tuple((last, sh, part) for sc, last, sh, part in zip(
-                     good["p_seg_chain_ids"], good["p_seg_last_seqs"], good["p_seg_hashes"], good["p_seg_parts"]) if sc == c))
-                 for c, seq, h, agent in zip(good["p_chain_ids"], good["p_seqs"], good["p_hashes"], good["p_agent_ids"])]
-        good["p_signature"] = key.sign(checkpoint_payload(good["p_project_id"], good["p_at"], good["p_key_id"], heads))
-        conn.execute(_RECORD, good)
+        signed = [CheckpointHead(h["chain_id"], h["seq"], bytes.fromhex(h["row_hash"]), h["agent_id"], 0,
+                                 tuple((g["last_seq"], bytes.fromhex(g["row_hash"]), g["part"]) for g in h["segments"]))
+                  for h in heads]
+        good["p_signature"] = key.sign(checkpoint_payload(good["p_project_id"], good["p_at"], good["p_key_id"], signed))
+        cp = conn.execute(_RECORD, dict(good, p_heads=Jsonb(heads))).fetchone()["id"]
+        # What scsql.checkpoints() returns is what record_checkpoint takes.
+        [back] = conn.execute("select heads from scsql.checkpoints(%s)", (cp - 1,)).fetchall()
+        assert back["heads"] == heads
         conn.commit()
     assert _breaks(db) == []
 

@@ -154,6 +154,8 @@ def run_checkpoint(conninfo: str, key, *, workers: int | None = None, progress: 
     in the same transaction as the checkpoints; retention then keeps its
     rows after that prefix. Breaks that belong to no chain the database
     knows are returned as unattributed."""
+    from psycopg.types.json import Jsonb
+
     from .verify import checkpoint_payload, verify
 
     pub = keys.public_bytes(key).hex()
@@ -182,15 +184,14 @@ def run_checkpoint(conninfo: str, key, *, workers: int | None = None, progress: 
             heads.sort(key=lambda h: h.chain_id)
             at = dt.datetime.now(dt.UTC)
             sig = key.sign(checkpoint_payload(project_id, at, key_id, heads, version=3))
-            segments = [(h.chain_id, last, row_hash, part) for h in heads for last, row_hash, part in h.segments]
+            heads_json = [{"chain_id": h.chain_id, "seq": h.seq, "row_hash": bytes(h.row_hash).hex(),
+                           "agent_id": h.agent_id, "from_seq": h.from_seq,
+                           "segments": [{"last_seq": last, "row_hash": bytes(row_hash).hex(), "part": part}
+                                        for last, row_hash, part in h.segments]} for h in heads]
             run.ids.append(conn.execute(
-                "select scsql.record_checkpoint(%s::bigint, %s::timestamptz, %s::integer, %s::bigint[], %s::bigint[], "
-                "%s::bytea[], %s::bytea, %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bytea[], "
-                "%s::text[]) as id",
-                (project_id, at, key_id, [h.chain_id for h in heads], [h.seq for h in heads],
-                 [h.row_hash for h in heads], sig, [h.agent_id for h in heads], [h.from_seq for h in heads],
-                 [g[0] for g in segments], [g[1] for g in segments], [g[2] for g in segments],
-                 [g[3] for g in segments])).fetchone()["id"])
+                "select scsql.record_checkpoint(p_project_id => %s::bigint, p_at => %s::timestamptz, "
+                "p_key_id => %s::integer, p_signature => %s::bytea, p_heads => %s::jsonb) as id",
+                (project_id, at, key_id, sig, Jsonb(heads_json))).fetchone()["id"])
         known = {r["chain_id"] for r in conn.execute(
             "select chain_id from scsql.chains union select chain_id from scsql.checkpoint_heads").fetchall()}
         for chain_id, b in sorted(first_break.items()):

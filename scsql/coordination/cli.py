@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import threading
 from typing import Any
 
 from . import client
@@ -71,51 +68,6 @@ def cmd_queue_maintain(ctx, args: argparse.Namespace) -> int:
 # -- scsql queue run ----------------------------------------------------------
 
 
-class _Heartbeat(threading.Thread):
-    """Extends a lease every third of its length until stopped."""
-
-    def __init__(self, agent: Agent, task: dict[str, Any], lease_seconds: int):
-        super().__init__(daemon=True)
-        self.agent, self.task, self.every = agent, task, max(lease_seconds / 3, 0.2)
-        self.stopped = threading.Event()
-        self.lost: ScsqlError | None = None
-
-    def run(self) -> None:
-        while not self.stopped.wait(self.every):
-            try:
-                _one(self.agent, "select scsql.heartbeat_task(%s::bigint, %s::bigint) as until",
-                     (self.task["task_id"], self.task["lease_token"]))
-            except ScsqlError as exc:
-                self.lost = exc
-                return
-
-
-def _run_one(agent: Agent, task: dict[str, Any], command: list[str], lease: int) -> bool:
-    env = dict(os.environ, SCSQL_TASK_ID=str(task["task_id"]), SCSQL_LEASE_TOKEN=str(task["lease_token"]))
-    beat = _Heartbeat(agent, task, lease)
-    beat.start()
-    try:
-        proc = subprocess.run(command, input=json.dumps(task, default=str), capture_output=True, text=True, env=env)
-    finally:
-        beat.stopped.set()
-        beat.join()
-    ident = (task["task_id"], task["lease_token"])
-    if proc.returncode == 0:
-        out = proc.stdout.strip()
-        try:
-            result = json.loads(out) if out else None
-        except ValueError:
-            result = {"stdout": out}
-        _one(agent, "select * from scsql.complete_task(%s::bigint, %s::bigint, %s::jsonb)",
-             (*ident, json.dumps(result)))
-        print(f"scsql: task {task['task_id']} done", file=sys.stderr)
-        return True
-    error = (proc.stderr.strip() or f"exit status {proc.returncode}")[-4000:]
-    row = _one(agent, "select * from scsql.fail_task(%s::bigint, %s::bigint, %s::text)", (*ident, error))
-    print(f"scsql: task {task['task_id']} failed ({row['state']})", file=sys.stderr)
-    return False
-
-
 def cmd_queue_run(ctx, args: argparse.Namespace) -> int:
     command = [a for a in args.command if a != "--"]
     if not command:
@@ -127,7 +79,7 @@ def cmd_queue_run(ctx, args: argparse.Namespace) -> int:
         if not tasks:
             break
         try:
-            _run_one(agent, tasks[0], command, args.lease)
+            client.run_task(agent, tasks[0], command, args.lease)
         except ScsqlError as exc:
             print(f"scsql: error {exc}", file=sys.stderr)
         done += 1

@@ -6,16 +6,26 @@ role), which ``enqueue_task`` and every requeue NOTIFY, and polls as a
 fallback, since a notification is only a hint (it is lost while no
 connection listens, and it does not say who will win the task).
 
-The ``claim_task`` tool takes ``wait_seconds``: the adapter registered here
-turns an empty claim into a LISTEN-and-retry loop, so an MCP client that asks
-to wait does not spin the database. The ``broadcast`` tool is a chained,
-signed write (see :mod:`scsql.audit.signing`): its adapter signs each message with
-the agent's key.
+``scsql.claim_task`` claims and returns at once. The ``claim_task`` tool
+adds ``wait_seconds``, which the function does not have: the adapter
+registered here turns an empty claim into a LISTEN-and-retry loop, each claim
+its own short transaction and no transaction open while it waits, so an MCP
+client that asks to wait does not spin or hold the database. The
+``broadcast`` tool is a chained, signed write (see :mod:`scsql.audit.signing`): its
+adapter signs each message with the agent's key.
+
+:func:`run_task` runs a command for a claimed task, heartbeating its lease,
+and completes or fails the task by the command's exit status (``scsql queue
+run`` and ``scsql worker -- CMD``).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,7 +37,7 @@ from psycopg import sql
 from ..audit.signing import SignedField, SignedTable
 from ..core.db import Agent
 from ..core.errors import ScsqlError
-from ..core.registry import Adapter, Call
+from ..core.registry import Adapter, Call, Param
 from ..core.worker import Job
 
 DEFAULT_POLL_SECONDS = 2.0
@@ -74,6 +84,7 @@ def listening(agent: Agent) -> Iterator[Listener]:
 
 
 def claim_once(agent: Agent, n: int = 1, lease_seconds: int = 300) -> list[dict[str, Any]]:
+    """Claim up to ``n`` tasks now (scsql.claim_task), in one transaction of its own."""
     with agent.transaction() as conn:
         return conn.execute(
             "select * from scsql.claim_task(p_n => %s::integer, p_lease_seconds => %s::integer)",
@@ -90,8 +101,10 @@ def claim(
 ) -> list[dict[str, Any]]:
     """Claim up to ``n`` tasks, waiting up to ``wait_seconds`` for some to appear.
 
-    Waits on LISTEN and polls every ``poll_seconds`` in case a hint is missed
-    or another worker won the task it announced."""
+    Each claim is a transaction of its own; between claims it waits on LISTEN
+    (an autocommit connection, no transaction open) and polls every
+    ``poll_seconds`` in case a hint is missed or another worker won the task
+    it announced."""
     deadline = time.monotonic() + max(wait_seconds, 0.0)
     rows = claim_once(agent, n, lease_seconds)
     if rows or wait_seconds <= 0:
@@ -116,7 +129,7 @@ def _claim(agent: Agent, args: dict[str, Any], call: Call) -> Any:
         raise ScsqlError("SC010", "wait_seconds must be 0 to 600")
     deadline = time.monotonic() + wait
     rows = call(args)
-    if rows or wait <= 0 or args.get("task") is not None:
+    if rows or wait <= 0:
         return rows
     return claim(agent, n=int(args.get("n", 1)), lease_seconds=int(args.get("lease_seconds", 300)),
                  wait_seconds=max(deadline - time.monotonic(), 0.0))
@@ -190,13 +203,86 @@ BROADCAST_FIELDS = (
 BROADCASTS = SignedTable(BROADCAST_TABLE, BROADCAST_FIELDS)
 
 ADAPTERS: dict[str, Adapter] = {
-    "claim_task": Adapter(frozenset(), _claim),
+    # wait_seconds is the tool's own: the database claims without waiting.
+    "claim_task": Adapter(frozenset(), _claim, (Param("wait_seconds", "numeric", True),)),
     "enqueue_task": Adapter(frozenset(), _enqueue),
     "broadcast": BROADCASTS.adapter(),
 }
 
 
+# -- running a claimed task's command ------------------------------------------
+
+
+class Heartbeat(threading.Thread):
+    """Extends the lease of ``task`` every third of its length until stopped;
+    ``lost`` holds the error when the lease was lost (the task was claimed
+    again or finished)."""
+
+    def __init__(self, agent: Agent, task: dict[str, Any], lease_seconds: int):
+        super().__init__(daemon=True)
+        self.agent, self.task, self.every = agent, task, max(lease_seconds / 3, 0.2)
+        self.stopped = threading.Event()
+        self.lost: ScsqlError | None = None
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.every):
+            try:
+                with self.agent.transaction() as conn:
+                    conn.execute("select scsql.heartbeat_task(%s::bigint, %s::bigint) as until",
+                                 (self.task["task_id"], self.task["lease_token"]))
+            except ScsqlError as exc:
+                self.lost = exc
+                return
+
+
+def run_task(agent: Agent, task: dict[str, Any], command: list[str], lease_seconds: int) -> bool:
+    """Run ``command`` for a task the agent claimed: the task as JSON on its
+    stdin, SCSQL_TASK_ID and SCSQL_LEASE_TOKEN in its environment, the lease
+    heartbeated meanwhile. Exit status 0 completes the task with the command's
+    stdout as the result (JSON, or ``{"stdout": ...}``); anything else fails it
+    with the end of its stderr. Returns True when the command succeeded.
+    Raises ScsqlError when the completion or failure is refused (a lost lease)."""
+    env = dict(os.environ, SCSQL_TASK_ID=str(task["task_id"]), SCSQL_LEASE_TOKEN=str(task["lease_token"]))
+    beat = Heartbeat(agent, task, lease_seconds)
+    beat.start()
+    try:
+        proc = subprocess.run(command, input=json.dumps(task, default=str), capture_output=True, text=True, env=env)
+    finally:
+        beat.stopped.set()
+        beat.join()
+    ident = (task["task_id"], task["lease_token"])
+    if proc.returncode == 0:
+        out = proc.stdout.strip()
+        try:
+            result = json.loads(out) if out else None
+        except ValueError:
+            result = {"stdout": out}
+        with agent.transaction() as conn:
+            conn.execute("select * from scsql.complete_task(%s::bigint, %s::bigint, %s::jsonb)",
+                         (*ident, json.dumps(result)))
+        print(f"scsql: task {task['task_id']} done", file=sys.stderr)
+        return True
+    error = (proc.stderr.strip() or f"exit status {proc.returncode}")[-4000:]
+    with agent.transaction() as conn:
+        row = conn.execute("select * from scsql.fail_task(%s::bigint, %s::bigint, %s::text)", (*ident, error)).fetchone()
+    print(f"scsql: task {task['task_id']} failed ({row['state']})", file=sys.stderr)
+    return False
+
+
 # -- scsql worker -------------------------------------------------------------
+
+
+def task_job(agent: Agent, command: list[str], lease_seconds: int) -> Job:
+    """``scsql worker -- CMD``: claim the agent's tasks one at a time and run CMD for each (:func:`run_task`)."""
+
+    def run(agent: Agent) -> int:
+        tasks = claim_once(agent, 1, lease_seconds)
+        if not tasks:
+            return 0
+        run_task(agent, tasks[0], command, lease_seconds)
+        return 1
+
+    return Job("tasks", run, [my_channel(agent)])
 
 
 def _maintain(agent: Agent) -> int:

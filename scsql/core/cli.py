@@ -13,31 +13,19 @@ from __future__ import annotations
 import sys
 
 from . import worker
-from .. import subsystems
-from ..audit import partitions
-
-def _task_job(agent, command: list[str], lease: int) -> worker.Job:
-    from ..coordination import client
-    from ..coordination.cli import _run_one
-
-    def run(agent) -> int:
-        tasks = client.claim_once(agent, 1, lease)
-        if not tasks:
-            return 0
-        _run_one(agent, tasks[0], command, lease)
-        return 1
-
-    return worker.Job("tasks", run, [client.my_channel(agent)])
-
 
 def cmd_worker(ctx, args) -> int:
+    from .. import subsystems
+    from ..audit import partitions
+    from ..coordination import client
+
     agent = ctx.open_agent(args.agent)
     jobs = subsystems.jobs(args.job or None)
     if not args.job or "partitions" in args.job:
         jobs.append(partitions.maintenance_job(ctx.admin_conninfo()))
     command = [a for a in args.command if a != "--"]
     if command:
-        jobs.append(_task_job(agent, command, args.lease))
+        jobs.append(client.task_job(agent, command, args.lease))
     if not jobs:
         print("scsql: no background jobs are defined", file=sys.stderr)
         return 0

@@ -273,16 +273,18 @@ class Adapter:
 
     supplies: frozenset[str] = frozenset()
     around: Callable[[Agent, dict[str, Any], Call], Any] | None = None
+    # Arguments of the tool that the function does not have: ``around`` reads and removes them.
+    takes: tuple[Param, ...] = ()
 
     def wrapping(self, inner: Adapter) -> Adapter:
         """This adapter around ``inner``: ``inner`` runs closest to the call."""
         outer_fn, inner_fn = self.around, inner.around
         if outer_fn is None or inner_fn is None:
-            return Adapter(self.supplies | inner.supplies, outer_fn or inner_fn)
+            return Adapter(self.supplies | inner.supplies, outer_fn or inner_fn, self.takes + inner.takes)
 
         def around(agent: Agent, args: dict[str, Any], call: Call) -> Any:
             return outer_fn(agent, args, lambda a: inner_fn(agent, a, call))
-        return Adapter(self.supplies | inner.supplies, around)
+        return Adapter(self.supplies | inner.supplies, around, self.takes + inner.takes)
 
 
 class ArgModel(BaseModel):
@@ -304,7 +306,7 @@ class ApiFunction:
 
     @property
     def visible_params(self) -> list[Param]:
-        return [p for p in self.params if p.name not in self.adapter.supplies]
+        return [p for p in self.params if p.name not in self.adapter.supplies] + list(self.adapter.takes)
 
     def arg_model(self, partial: bool = False) -> type[ArgModel]:
         """The arguments' model, whose JSON schema is the tool's input schema;
