@@ -7,13 +7,14 @@ How the README says what to run (a reader sees the first two; the third is an
 HTML comment, invisible once rendered):
 
 - A fence's language says what a block is. ``sh``, ``bash``: commands, run one
-  line at a time with bash, each of which must exit 0. ``console``: the lines
-  starting with ``$ `` are such commands, the others their output. ``sql``: run
-  by the ``scsql psql ...`` command the paragraph just before the block names
-  in inline code (``scsql psql --agent alice``, ``scsql psql --auditor``), with
-  the block on its standard input, as if pasted; psql stops at the first error
-  (ON_ERROR_STOP) and exits non-zero. ``text``, ``json``: not commands.
-  Any other language, or none, fails the test.
+  line at a time, each by a bash of its own (so no ``cd`` or ``export``), each
+  of which must exit 0. ``console``: the lines starting with ``$ `` are such
+  commands, the others their output. ``sql``: run by the ``scsql psql ...``
+  command the paragraph just before the block names in inline code (``scsql
+  psql --agent alice``, ``scsql psql --auditor``), with the block on its
+  standard input, as if pasted; psql stops at the first error (ON_ERROR_STOP)
+  and exits non-zero. ``text``, ``json``: not commands. Any other language, or
+  none, fails the test.
 - ``<!-- not run: REASON -->`` on the line before a fence: the block cannot run
   as written in a test (it installs packages, serves until stopped, needs a
   server of your own). Its ``scsql`` lines must still be commands the CLI
@@ -91,7 +92,7 @@ def readme_blocks(text: str) -> list[Block]:
         start = i
         end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == "```"), None)
         assert end is not None, f"README.md:{start + 1}: a code fence is never closed"
-        before = [ln for ln in lines[:start]]
+        before = list(lines[:start])
         while before and not before[-1].strip():
             before.pop()
         mark = NOT_RUN.match(before[-1].strip()) if before else None
@@ -148,9 +149,13 @@ def test_every_block_says_what_it_is():
         if b.lang in NOT_COMMANDS and b.not_run:
             problems.append(f"{b.where()}: a {b.lang} block is never run; drop its 'not run' mark")
         if b.lang in SQL and not b.not_run and not b.runner:
-            problems.append(f"{b.where()}: the paragraph before a SQL block must name the `scsql psql ...` that runs it")
+            problems.append(f"{b.where()}: the paragraph before a SQL block must name the "
+                            "`scsql psql ...` that runs it")
         if b.lang in COMMANDS:
             for command in b.commands():
+                if not b.not_run and re.match(r"^(cd|export|source|\.)\s", command):
+                    problems.append(f"{b.where()}: {command!r}: each line runs in a shell of its own, "
+                                    "so this would not carry over to the next one")
                 argv = scsql_argv(command)
                 why = cli_accepts(argv) if argv is not None else None
                 if why:
