@@ -30,6 +30,7 @@ from .core.keys import Keystore
 DEFAULT_PROJECT = "default"
 DEFAULT_AGENT = "default"
 DEFAULT_TEAM_ROLE = "orchestrator"
+AUDITOR_ROLE = "scsql_auditor"
 
 class Context:
     """What a command needs: settings, and the connections they imply."""
@@ -246,6 +247,9 @@ def _open_quarantines(conninfo: str) -> list[dict] | None:
 
 
 def cmd_psql(ctx: Context, args: argparse.Namespace) -> int:
+    """psql on the server: as the administrator; as an agent's own login role
+    (--agent); or as the administrator with role scsql_auditor (--auditor).
+    Every argument scsql does not know is passed on to psql, in order."""
     from .core import roles
 
     if args.agent:
@@ -257,10 +261,16 @@ def cmd_psql(ctx: Context, args: argparse.Namespace) -> int:
         if agent["revoked_at"] is not None:
             raise ScsqlError("SC002", f"agent {args.agent!r} was revoked at {agent['revoked_at']} and can no longer act")
     conninfo = ctx.login_conninfo(args.agent) if args.agent else ctx.admin_conninfo()
+    if args.auditor:
+        parts = conninfo_to_dict(conninfo)
+        parts["options"] = " ".join(filter(None, [parts.get("options"), f"-c role={AUDITOR_ROLE}"]))
+        conninfo = make_conninfo(**parts)
     psql = bin_path("psql")
     if not os.path.exists(psql):
         psql = shutil.which("psql") or "psql"
-    extra = [a for a in args.psql_args if a != "--"]
+    extra = list(args.psql_args)
+    if extra[:1] == ["--"]:
+        extra = extra[1:]
     argv = [psql, "-X", "-v", "ON_ERROR_STOP=1", conninfo, *extra]
     sys.stdout.flush()
     os.execv(psql, argv)
@@ -356,9 +366,13 @@ def build_parser() -> tuple[argparse.ArgumentParser, Callable]:
     add("down", cmd_down, "stop the embedded server")
     p = add("status", cmd_status, "server and schema versions, extensions, projects and agents")
     p.add_argument("--json", action="store_true")
-    p = add("psql", cmd_psql, "open psql on the server, as an agent's role when --agent is given")
-    p.add_argument("--agent", help="log in as this agent's role")
-    p.add_argument("psql_args", nargs=argparse.REMAINDER, help="further psql arguments (after --)")
+    p = add("psql", cmd_psql, "open psql on the server (as the administrator unless --agent or --auditor is given); "
+                               "other arguments are psql's, e.g. -c SQL or -f FILE")
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--agent", help="log in as this agent's role")
+    who.add_argument("--auditor", action="store_true",
+                     help="the administrator's login acting as role scsql_auditor (reads everything, changes nothing)")
+    p.set_defaults(psql_args=[], pass_through=True)
     p = add("migrate", cmd_migrate, "apply pending migrations, then sql/ and policies/")
     p.add_argument("--print", action="store_true", help="write the complete SQL for psql instead of applying it")
     p.add_argument("--to", type=int, metavar="VERSION", help="apply migrations up to VERSION only")
@@ -395,7 +409,11 @@ def build_parser() -> tuple[argparse.ArgumentParser, Callable]:
 
 def main(argv: list[str] | None = None) -> int:
     parser, _ = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and not getattr(args, "pass_through", False):
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if unknown:
+        args.psql_args = unknown  # scsql psql: psql's own options and arguments, in order
     try:
         ctx = Context(Settings.load(args.data_dir))
         return args.func(ctx, args)

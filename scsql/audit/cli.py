@@ -32,6 +32,8 @@ def cmd_verify(ctx, args: argparse.Namespace) -> int:
 
     if args.embeddings:
         return verify_embeddings(ctx, args)
+    for path in args.checkpoints or ():
+        checkpoint_file(path)  # a missing or unreadable file is one clear error, before any work
     report = verify(ctx.admin_conninfo(), workers=args.workers, checkpoint_files=args.checkpoints or (),
                     from_checkpoint=args.from_checkpoint, full=args.full)
     if args.json:
@@ -211,20 +213,45 @@ def run_checkpoint(conninfo: str, key, *, workers: int | None = None, progress: 
 def export_checkpoints(conninfo: str, path: Path) -> int:
     """Append to the JSONL file the checkpoints it does not hold yet; returns how many."""
     path = Path(path)
-    last = 0
-    if path.exists():
-        for line in path.read_text().splitlines():
-            if line.strip():
-                last = max(last, json.loads(line)["checkpoint_id"])
+    last = last_exported(path)
     with admin_connection(conninfo) as conn:
         conn.execute("set local role scsql_auditor")
         rows = conn.execute("select * from scsql.checkpoints(%s::bigint)", (last,)).fetchall()
-    if rows:
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a") as fh:
+        with path.open("a") as fh:  # created even when there is nothing new, so verify --checkpoints can read it
             for r in rows:
                 fh.write(json.dumps(to_json(r), sort_keys=True) + "\n")
+    except OSError as exc:
+        raise ScsqlError("SC010", f"--export {path}: cannot write: {exc.strerror}",
+                         "name a file in a directory you may write to") from None
     return len(rows)
+
+
+def last_exported(path: Path) -> int:
+    """The highest checkpoint id in an export file (0 when it does not exist yet); SC010 when it is not one."""
+    last = 0
+    if path.exists():
+        for n, cp in enumerate(checkpoint_file(path), 1):
+            if not isinstance(cp, dict) or not isinstance(cp.get("checkpoint_id"), int):
+                raise ScsqlError("SC010", f"{path}:{n} is not an exported checkpoint (it has no checkpoint_id)",
+                                 "export to a new file, or to one an earlier scsql checkpoint --export wrote")
+            last = max(last, cp["checkpoint_id"])
+    return last
+
+
+def checkpoint_file(path: Path) -> list[Any]:
+    """The lines of an exported checkpoint file; SC010 when it is missing, unreadable or not JSON lines."""
+    from .verify import read_checkpoint_file
+
+    try:
+        return read_checkpoint_file(path)
+    except FileNotFoundError:
+        raise ScsqlError("SC010", f"checkpoint file {path}: no such file",
+                         "name a file scsql checkpoint --export FILE wrote") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScsqlError("SC010", f"checkpoint file {path}: cannot read it: {getattr(exc, 'strerror', None) or exc}",
+                         "name a file scsql checkpoint --export FILE wrote") from None
 
 
 def cmd_checkpoint(ctx, args: argparse.Namespace) -> int:
@@ -232,6 +259,8 @@ def cmd_checkpoint(ctx, args: argparse.Namespace) -> int:
         key_id = init_auditor_key(ctx)
         print(f"scsql: auditor key {key_id} registered ({ctx.keystore.path(AUDITOR_KEY)}, mode 0600)")
         return 0
+    if args.export:
+        last_exported(Path(args.export))  # a file that is not an export stops us before anything is signed
     run = run_checkpoint(ctx.admin_conninfo(), auditor_key(ctx))
     ids = run.ids
     print(f"scsql checkpoint: recorded {len(ids)} checkpoint(s)" + (f" ({', '.join(map(str, ids))})" if ids else ""))
