@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from scsql import cli
-from scsql.audit.cli import export_checkpoints, record_checkpoints
+from scsql.audit.checkpoints import export_checkpoints, record_checkpoints
 from scsql.api import Api
 from scsql.audit.verify import verify
 
@@ -94,7 +94,7 @@ def test_a_forged_row_quarantines_its_chain_and_every_other_chain_is_still_check
     assert _chain_heads(db) == {ca: (3, True), cc: (None, None)}
 
     # Again: nothing new to sign for A, the same quarantine, C's new rows signed.
-    from scsql.audit.cli import run_checkpoint
+    from scsql.audit.checkpoints import run_checkpoint
 
     Api(c).call("record_tool_call", tool="c-newer")
     run = run_checkpoint(db.admin, key, progress=False)

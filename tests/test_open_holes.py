@@ -158,7 +158,7 @@ def test_ids_do_not_count_other_projects_writes(two_projects):
                    "shared daily partition of tool_calls from retention forever (even after the quarantine is "
                    "acknowledged), and with it every other project's expired rows")
 def test_one_agents_quarantine_does_not_keep_other_projects_expired_rows(two_projects):
-    from scsql.audit.cli import record_checkpoints
+    from scsql.audit.checkpoints import record_checkpoints
     from scsql.api import Api
 
     from .helpers import auditor_key, backdate_keys, old_day, partition_of, write_at

@@ -19,7 +19,7 @@ from scsql.audit import partitions
 from scsql.core import keys
 from scsql.audit.telemetry import TOOL_CALL_FIELDS
 from scsql.audit.signing import sign_row
-from scsql.audit.cli import record_checkpoints
+from scsql.audit.checkpoints import record_checkpoints
 from scsql.core.errors import ScsqlError
 from scsql.core.migrate import Migrator
 from scsql.api import Api

@@ -223,7 +223,7 @@ def _auditor_key(db):
 
 
 def test_checkpoint_verifies_before_signing_and_signs_a_broken_chain_only_up_to_its_break(trail):
-    from scsql.audit.cli import run_checkpoint
+    from scsql.audit.checkpoints import run_checkpoint
 
     db, a, b, ca, cb = trail
     key = _auditor_key(db)
@@ -246,8 +246,8 @@ def test_signatures_are_checked_after_the_newest_verified_checkpoint_or_all_with
     hash but checks only newer signatures; --full checks them all. Replacing
     A's public key shows the difference; an old-format checkpoint, which only
     vouches for the heads, shortens nothing."""
-    from scsql.audit.cli import record_checkpoints
-    from scsql.audit.verify import checkpoint_payload
+    from scsql.audit.checkpoints import record_checkpoints
+    from scsql.audit.encoding import checkpoint_payload
 
     db, a, b, ca, cb = trail
     assert verify(db.admin, workers=1, progress=False).signatures == 9

@@ -14,9 +14,10 @@ from psycopg.types.json import Jsonb
 
 from scsql import cli
 from scsql.core import keys
-from scsql.audit.cli import export_checkpoints, record_checkpoints
+from scsql.audit.checkpoints import export_checkpoints, record_checkpoints
 from scsql.api import Api
-from scsql.audit.verify import CheckpointHead, checkpoint_payload, verify
+from scsql.audit.encoding import CheckpointHead, checkpoint_payload
+from scsql.audit.verify import verify
 
 from .helpers import (  # noqa: F401 - trail is a fixture
     auditor_key,

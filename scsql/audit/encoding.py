@@ -13,7 +13,8 @@ functions here, and nothing else, so they cannot disagree with each other.
 A row's bytes (``row_bytes``): chain id, seq, the stamped fields, then the
 signed payload (``payload``: format, table, author, key id, time, then the
 signed fields). Its hash (``row_hash``): sha256 of the previous row's hash,
-the row's bytes and its signature.
+the row's bytes and its signature. What the auditor signs of a checkpoint
+(``checkpoint_payload``) is specified in sql/13_checkpoints.sql.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ import hashlib
 import json
 import struct
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 
 FORMAT = "scsql/1"
@@ -218,3 +220,46 @@ def row_bytes(chain_id: int, seq: int, stamped: bytes, signed_payload: bytes) ->
 def row_hash(prev_hash: bytes, canonical: bytes, signature: bytes) -> bytes:
     """A row's hash: sha256 of the previous row's hash, the row's bytes, its signature."""
     return hashlib.sha256(bytes(prev_hash) + canonical + bytes(signature)).digest()
+
+
+# -- checkpoints ----------------------------------------------------------------
+
+
+class CheckpointHead(NamedTuple):
+    """One chain in a checkpoint. Formats 1 and 2 sign chain_id, seq and
+    row_hash; format 3 also the agent, from_seq and the segments
+    ((last_seq, row_hash, part), in seq order) covering from_seq + 1 .. seq."""
+
+    chain_id: int
+    seq: int
+    row_hash: bytes
+    agent_id: int | None = None
+    from_seq: int | None = None
+    segments: tuple[tuple[int, bytes, str], ...] = ()
+    project_id: int | None = None  # not signed per chain: the checkpoint's project
+
+
+# The auditor signs "scsql/checkpoint/3" (heads with their agents and
+# segments) after verifying every row up to the heads; "scsql/checkpoint/2"
+# (heads only, verified) and "scsql/checkpoint/1" (heads only) were written
+# by earlier versions. See sql/13_checkpoints.sql.
+CHECKPOINT_FORMATS = {3: "scsql/checkpoint/3", 2: "scsql/checkpoint/2", 1: "scsql/checkpoint/1"}
+
+
+def checkpoint_payload(project_id: int, at: dt.datetime, key_id: int,
+                       heads: Iterable[CheckpointHead | Sequence[Any]], version: int = 3) -> bytes:
+    """What the auditor signs: see sql/13_checkpoints.sql."""
+    hs = sorted((h if isinstance(h, CheckpointHead) else CheckpointHead(*h) for h in heads), key=itemgetter(0))
+    parts = [enc_text(CHECKPOINT_FORMATS[version]), enc_int(project_id), enc_ts(at),
+             enc_int(key_id), enc_int(len(hs))]
+    for h in hs:
+        if version < 3:
+            parts += [enc_int(h.chain_id), enc_int(h.seq), enc_bytea(h.row_hash)]
+            continue
+        if h.agent_id is None or h.from_seq is None:
+            raise ValueError("format 3 names each chain's agent and from_seq")
+        parts += [enc_int(h.chain_id), enc_int(h.agent_id), enc_int(h.seq), enc_bytea(h.row_hash),
+                  enc_int(h.from_seq), enc_int(len(h.segments))]
+        for last_seq, row_hash, part in h.segments:
+            parts += [enc_int(last_seq), enc_bytea(row_hash), enc_text(part)]
+    return b"".join(parts)

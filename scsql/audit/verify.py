@@ -76,7 +76,7 @@ import json
 import multiprocessing as mp
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -90,6 +90,7 @@ from psycopg import sql
 from psycopg.types.json import set_json_loads
 
 from . import encoding as enc
+from .encoding import CHECKPOINT_FORMATS, CheckpointHead, checkpoint_payload
 from ..core.errors import ScsqlError
 
 BATCH = 20000
@@ -107,20 +108,6 @@ class Break:
     def __str__(self) -> str:
         where = f" ({self.table})" if self.table else ""
         return f"chain {self.chain_id} seq {self.seq}{where}: {self.kind}: {self.detail}"
-
-
-class CheckpointHead(NamedTuple):
-    """One chain in a checkpoint. Formats 1 and 2 sign chain_id, seq and
-    row_hash; format 3 also the agent, from_seq and the segments
-    ((last_seq, row_hash, part), in seq order) covering from_seq + 1 .. seq."""
-
-    chain_id: int
-    seq: int
-    row_hash: bytes
-    agent_id: int | None = None
-    from_seq: int | None = None
-    segments: tuple[tuple[int, bytes, str], ...] = ()
-    project_id: int | None = None  # not signed per chain: the checkpoint's project
 
 
 @dataclass
@@ -767,32 +754,6 @@ def _fail(breaks: list[Break], st: _Chain, chain_id: int, seq: int, kind: str, d
 
 
 # -- checkpoints ----------------------------------------------------------------
-
-
-# The auditor signs "scsql/checkpoint/3" (heads with their agents and
-# segments) after verifying every row up to the heads; "scsql/checkpoint/2"
-# (heads only, verified) and "scsql/checkpoint/1" (heads only) were written
-# by earlier versions. See sql/13_checkpoints.sql.
-CHECKPOINT_FORMATS = {3: "scsql/checkpoint/3", 2: "scsql/checkpoint/2", 1: "scsql/checkpoint/1"}
-
-
-def checkpoint_payload(project_id: int, at: dt.datetime, key_id: int,
-                       heads: Iterable[CheckpointHead | Sequence[Any]], version: int = 3) -> bytes:
-    """What the auditor signs: see sql/13_checkpoints.sql."""
-    hs = sorted((h if isinstance(h, CheckpointHead) else CheckpointHead(*h) for h in heads), key=itemgetter(0))
-    parts = [enc.enc_text(CHECKPOINT_FORMATS[version]), enc.enc_int(project_id), enc.enc_ts(at),
-             enc.enc_int(key_id), enc.enc_int(len(hs))]
-    for h in hs:
-        if version < 3:
-            parts += [enc.enc_int(h.chain_id), enc.enc_int(h.seq), enc.enc_bytea(h.row_hash)]
-            continue
-        if h.agent_id is None or h.from_seq is None:
-            raise ValueError("format 3 names each chain's agent and from_seq")
-        parts += [enc.enc_int(h.chain_id), enc.enc_int(h.agent_id), enc.enc_int(h.seq), enc.enc_bytea(h.row_hash),
-                  enc.enc_int(h.from_seq), enc.enc_int(len(h.segments))]
-        for last_seq, row_hash, part in h.segments:
-            parts += [enc.enc_int(last_seq), enc.enc_bytea(row_hash), enc.enc_text(part)]
-    return b"".join(parts)
 
 
 def _heads_of(cp: dict[str, Any]) -> list[CheckpointHead]:

@@ -234,7 +234,7 @@ class Bench:
 def _checkpoint(bench: Bench) -> float:
     """Register an auditor key and record a (verifying) checkpoint; returns its seconds."""
     from ..core import keys
-    from ..audit.cli import record_checkpoints
+    from ..audit.checkpoints import record_checkpoints
 
     key = keys.generate()
     with psycopg.connect(bench.conninfo) as conn:
