@@ -174,7 +174,7 @@ def sandbox(tmp_path: Path):
     (bin_dir / "scsql").chmod(0o755)
     shutil.copy(README, work / "README.md")
     (work / "src").mkdir()
-    shutil.copy(REPO / "scsql" / "chain.py", work / "src" / "chain.py")
+    shutil.copy(REPO / "scsql" / "audit" / "encoding.py", work / "src" / "encoding.py")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SCSQL_", "PG"))}
     env.update(HOME=str(home), SCSQL_DATA_DIR=str(home / ".local" / "share" / "scsql"),
                SCSQL_KEYSTORE=str(home / "keys"), PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",

@@ -291,6 +291,26 @@ def _ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}x" if b else "-"
 
 
+def _history(setup: Setup, args: argparse.Namespace, out) -> None:
+    """--history N: claim latency on a fresh queue and after N completed tasks."""
+    print(file=out)
+    _reset(setup)
+    fresh = _claim_latency_ms(setup, args.latency_samples)
+    _reset(setup)
+    _load_history(setup, args.history)
+    waited = _await_autovacuum(setup, args.autovacuum_wait)
+    after = _claim_latency_ms(setup, args.latency_samples)
+    with psycopg.connect(setup.conninfo) as conn:
+        st = conn.execute("select n_live_tup, n_dead_tup, autovacuum_count from pg_stat_user_tables "
+                          "where relid = 'scsql.tasks'::regclass").fetchone()
+    print(f"claim latency (median of {args.latency_samples}): fresh queue {fresh:.3f} ms, "
+          f"after {args.history:,} completed tasks {after:.3f} ms, ratio {after / fresh:.2f}x "
+          f"(goal <= 1.5x); hot table: {st[0]} live, {st[1]} dead rows, autovacuumed {st[2]} time(s); "
+          + (f"autovacuum cleaned it {waited:.0f} s after the load" if waited is not None
+             else f"autovacuum had not run {args.autovacuum_wait:.0f} s after the load"),
+          file=out)
+
+
 def run(ctx, args: argparse.Namespace) -> int:
     admin = ctx.admin_conninfo()
     if ctx.settings.embedded and not ctx.server.running:
@@ -348,22 +368,7 @@ def run(ctx, args: argparse.Namespace) -> int:
             print(line, file=out)
             out.flush()
         if args.history:
-            print(file=out)
-            _reset(setup)
-            fresh = _claim_latency_ms(setup, args.latency_samples)
-            _reset(setup)
-            _load_history(setup, args.history)
-            waited = _await_autovacuum(setup, args.autovacuum_wait)
-            after = _claim_latency_ms(setup, args.latency_samples)
-            with psycopg.connect(setup.conninfo) as conn:
-                st = conn.execute("select n_live_tup, n_dead_tup, autovacuum_count from pg_stat_user_tables "
-                                  "where relid = 'scsql.tasks'::regclass").fetchone()
-            print(f"claim latency (median of {args.latency_samples}): fresh queue {fresh:.3f} ms, "
-                  f"after {args.history:,} completed tasks {after:.3f} ms, ratio {after / fresh:.2f}x "
-                  f"(goal <= 1.5x); hot table: {st[0]} live, {st[1]} dead rows, autovacuumed {st[2]} time(s); "
-                  + (f"autovacuum cleaned it {waited:.0f} s after the load" if waited is not None
-                     else f"autovacuum had not run {args.autovacuum_wait:.0f} s after the load"),
-                  file=out)
+            _history(setup, args, out)
     finally:
         for db in (pgbench_db, setup.db if setup else None):
             if db is not None:

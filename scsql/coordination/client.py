@@ -272,14 +272,14 @@ def run_task(agent: Agent, task: dict[str, Any], command: list[str], lease_secon
 # -- scsql worker -------------------------------------------------------------
 
 
-def task_job(agent: Agent, command: list[str], lease_seconds: int) -> Job:
+def task_job(agent: Agent, command: list[str], lease: int) -> Job:
     """``scsql worker -- CMD``: claim the agent's tasks one at a time and run CMD for each (:func:`run_task`)."""
 
     def run(agent: Agent) -> int:
-        tasks = claim_once(agent, 1, lease_seconds)
+        tasks = claim_once(agent, 1, lease)
         if not tasks:
             return 0
-        run_task(agent, tasks[0], command, lease_seconds)
+        run_task(agent, tasks[0], command, lease)
         return 1
 
     return Job("tasks", run, [my_channel(agent)])

@@ -1,18 +1,38 @@
-"""``scsql worker``: drain background jobs as one agent, and optionally run
-the agent's queued tasks with a command.
+"""The commands of the foundation: the server (up, down, status, psql,
+migrate, errors), projects and agents, the MCP server of one agent, and
+``scsql worker``.
 
-With ``-- CMD ...`` the worker also claims the tasks of its agent's team role,
-one at a time, and runs CMD for each (the task as JSON on stdin, heartbeating
-the lease; exit 0 completes the task with its stdout as the result, anything
-else fails it). It LISTENs on its (project, team role) channel, so an enqueue
-wakes it at once; polling every --poll seconds is the fallback.
+``scsql worker`` drains background jobs as one agent, and optionally runs
+the agent's queued tasks with a command. With ``-- CMD ...`` the worker also
+claims the tasks of its agent's team role, one at a time, and runs CMD for
+each (the task as JSON on stdin, heartbeating the lease; exit 0 completes
+the task with its stdout as the result, anything else fails it). It LISTENs
+on its (project, team role) channel, so an enqueue wakes it at once; polling
+every --poll seconds is the fallback.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import shutil
 import sys
+from pathlib import Path
 
-from . import worker
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from .. import __version__
+from . import errors, worker
+from .config import APP_ROLE, role_for
+from .embedded import bin_path
+from .errors import ScsqlError
+from .migrate import Migrator, Source
+
+DEFAULT_PROJECT = "default"
+DEFAULT_AGENT = "default"
+DEFAULT_TEAM_ROLE = "orchestrator"
+AUDITOR_ROLE = "scsql_auditor"
 
 def cmd_worker(ctx, args) -> int:
     from .. import subsystems
@@ -42,7 +62,314 @@ def cmd_worker(ctx, args) -> int:
     return 0
 
 
+def uri(conninfo: str) -> str:
+    """A conninfo string as a postgresql:// URI (for pasting)."""
+    d = conninfo_to_dict(conninfo)
+    host = d.pop("host", "")
+    port = d.pop("port", None)
+    user = d.pop("user", "")
+    db = d.pop("dbname", "")
+    d.pop("password", None)
+    params = {}
+    if host.startswith("/"):
+        params["host"] = host
+        netloc = f"{user}@"
+    else:
+        netloc = f"{user}@{host}" + (f":{port}" if port else "")
+    if port and host.startswith("/") and port != "5432":
+        params["port"] = port
+    params.update({k: v for k, v in d.items() if v})
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+    return f"postgresql://{netloc}/{db}" + (f"?{query}" if query else "")
+
+
+def _scsql_command() -> str:
+    return shutil.which("scsql") or "scsql"
+
+
+# -- commands ----------------------------------------------------------------
+
+
+def default_root(given: str | None) -> str | None:
+    """The root directory ``scsql up`` gives the default project: --root DIR
+    when given, else the directory ``scsql up`` runs in, or the nearest one
+    above it holding .git (the repository it runs in). Never "/" or the home
+    directory by default (the index tool would read everything below it):
+    then None, and --root must name one."""
+    if given:
+        path = Path(given).expanduser()
+        if not path.is_absolute():
+            path = Path.cwd() / path
+        if not path.is_dir():
+            raise ScsqlError("SC010", f"--root {given}: not a directory", "name the directory of the project's files")
+        return str(path)
+    cwd = Path.cwd().resolve()
+    root = next((d for d in (cwd, *cwd.parents) if (d / ".git").exists()), cwd)
+    if root == Path(root.anchor) or root == Path.home().resolve():
+        return None
+    return str(root)
+
+
+def cmd_up(ctx, args: argparse.Namespace) -> int:
+    from . import roles
+
+    root = default_root(args.root)  # checked before anything starts
+    if ctx.settings.embedded:
+        started = ctx.server.start()
+        where = f"embedded PostgreSQL in {ctx.settings.pgdata} ({'started' if started else 'already running'})"
+    else:
+        where = "the server named by SCSQL_DSN"
+    admin = ctx.admin_conninfo()
+    report = Migrator(admin).run(progress=lambda m: print(f"  {m}"))
+    status = roles.status(admin)
+    default = next((p for p in status["projects"] if p["name"] == DEFAULT_PROJECT), None)
+    if default is None:
+        roles.create_project(admin, DEFAULT_PROJECT, root)
+    elif root is not None and (args.root or not default["root_path"]):
+        root = roles.set_project_root(admin, DEFAULT_PROJECT, root)
+    else:
+        root = default["root_path"]
+    root = roles.real_root(root)
+    if not any(a["name"] == DEFAULT_AGENT for a in status["agents"]):
+        roles.create_agent(admin, ctx.keystore, DEFAULT_AGENT, DEFAULT_PROJECT, DEFAULT_TEAM_ROLE, adopt_key=True)
+        print(f"  created agent {DEFAULT_AGENT} ({DEFAULT_TEAM_ROLE}) in project {DEFAULT_PROJECT}")
+    agent_dsn = ctx.settings.agent_dsn or (admin if ctx.settings.dsn else ctx.server.conninfo(user=APP_ROLE))
+    env = {}
+    if os.environ.get("SCSQL_DATA_DIR") or args.data_dir:
+        env["SCSQL_DATA_DIR"] = str(ctx.settings.data_dir)
+    if ctx.settings.dsn:
+        env["SCSQL_AGENT_DSN"] = uri(agent_dsn)
+    mcp = {"mcpServers": {f"scsql-{DEFAULT_AGENT}": {
+        "command": _scsql_command(), "args": ["mcp", "--agent", DEFAULT_AGENT], **({"env": env} if env else {})}}}
+    print(f"scsql {__version__} is up on {where}")
+    print(f"  schema version  {report.schema_version}")
+    print(f"  admin           {uri(admin)}")
+    print(f"  agents connect  {uri(agent_dsn)}  (then SET ROLE {role_for(DEFAULT_AGENT)})")
+    print(f"  keys            {ctx.settings.keystore}")
+    if root:
+        print(f"  project root    {root}  (scsql index reads only below it; change it with scsql up --root DIR)")
+    else:
+        print("  project root    none: scsql index refuses until one is set (scsql up --root DIR)")
+    print()
+    prefix = f"SCSQL_DATA_DIR={ctx.settings.data_dir} " if "SCSQL_DATA_DIR" in env else ""
+    print("psql as the default agent:")
+    print(f"  {prefix}scsql psql --agent {DEFAULT_AGENT}")
+    print("MCP client (Claude Code: put this in .mcp.json; one entry per agent):")
+    print("  " + json.dumps(mcp, indent=2).replace("\n", "\n  "))
+    return 0
+
+
+def cmd_down(ctx, args: argparse.Namespace) -> int:
+    if not ctx.settings.embedded:
+        print("scsql: SCSQL_DSN names an external server; there is no embedded server to stop")
+        return 0
+    if ctx.server.stop():
+        print(f"scsql: stopped the embedded server in {ctx.settings.pgdata}")
+    else:
+        print(f"scsql: the embedded server in {ctx.settings.pgdata} was not running")
+    return 0
+
+
+def cmd_status(ctx, args: argparse.Namespace) -> int:
+    from . import roles
+
+    if ctx.settings.embedded and not ctx.server.running:
+        raise ScsqlError(errors.EMBEDDED_NOT_RUNNING,
+                         f"the embedded server in {ctx.settings.pgdata} is not running", "start it with: scsql up")
+    st = roles.status(ctx.admin_conninfo())
+    st["quarantines"] = _open_quarantines(ctx.admin_conninfo())
+    if ctx.settings.embedded:
+        st["server"] = {"kind": "embedded", "pid": ctx.server.pid, "data_dir": str(ctx.settings.pgdata)}
+    else:
+        st["server"] = {"kind": "external", "dsn": uri(ctx.settings.dsn or "")}
+    if args.json:
+        print(json.dumps(st, indent=2, default=str))
+        return 0
+    srv = st["server"]
+    where = (f"embedded, pid {srv['pid']}, {srv['data_dir']}" if srv["kind"] == "embedded" else srv["dsn"])
+    exts = ", ".join(f"{k} {v}" if v else f"{k} absent" for k, v in st["extensions"].items())
+    print(f"server      PostgreSQL {st['server_version']} ({where})")
+    print(f"schema      version {st['schema_version']} (scsql {__version__})")
+    print(f"extensions  {exts}")
+    print(f"projects    {', '.join(p['name'] for p in st['projects']) or '-'}")
+    agents = [f"{a['name']} ({a['project']}, {a['team_role']}{', revoked' if a['revoked'] else ''})"
+              for a in st["agents"]]
+    print(f"agents      {', '.join(agents) or '-'}")
+    if st["quarantines"] is None:
+        print("quarantine  unknown (the schema predates quarantines: scsql migrate)")
+    elif st["quarantines"]:
+        from ..audit.cli import quarantine_line
+
+        print(f"quarantine  {len(st['quarantines'])} chain(s) not verified past their signed rows "
+              "(scsql verify; scsql.acknowledge_quarantine once dealt with):")
+        for q in st["quarantines"]:
+            print(f"            {quarantine_line(q)}")
+    else:
+        print("quarantine  -")
+    return 0
+
+
+def _open_quarantines(conninfo: str) -> list[dict] | None:
+    """Quarantined chains no administrator acknowledged yet (None before the schema has them)."""
+    import psycopg
+
+    from .roles import admin_connection
+
+    with admin_connection(conninfo) as conn:
+        try:
+            return conn.execute("select * from scsql.chain_quarantines(true)").fetchall()
+        except psycopg.errors.UndefinedFunction:
+            return None
+
+
+def cmd_psql(ctx, args: argparse.Namespace) -> int:
+    """psql on the server: as the administrator; as an agent's own login role
+    (--agent); or as the administrator with role scsql_auditor (--auditor).
+    Every argument scsql does not know is passed on to psql, in order."""
+    from . import roles
+
+    if args.agent:
+        known = {a["agent"]: a for a in roles.list_agents(ctx.admin_conninfo())}
+        agent = known.get(args.agent)
+        if agent is None:
+            raise ScsqlError("SC003", f"agent {args.agent!r} is not registered on this server",
+                             "scsql agent list shows the agents")
+        if agent["revoked_at"] is not None:
+            raise ScsqlError("SC002", f"agent {args.agent!r} was revoked at {agent['revoked_at']} and can no longer act")
+    conninfo = ctx.login_conninfo(args.agent) if args.agent else ctx.admin_conninfo()
+    if args.auditor:
+        parts = conninfo_to_dict(conninfo)
+        parts["options"] = " ".join(filter(None, [parts.get("options"), f"-c role={AUDITOR_ROLE}"]))
+        conninfo = make_conninfo(**parts)
+    psql = bin_path("psql")
+    if not os.path.exists(psql):
+        psql = shutil.which("psql") or "psql"
+    extra = list(args.psql_args)
+    if extra[:1] == ["--"]:
+        extra = extra[1:]
+    argv = [psql, "-X", "-v", "ON_ERROR_STOP=1", conninfo, *extra]
+    sys.stdout.flush()
+    os.execv(psql, argv)
+    return 0  # not reached
+
+
+def cmd_migrate(ctx, args: argparse.Namespace) -> int:
+    source = Source(Path(args.source)) if args.source else None
+    migrator = Migrator(ctx.admin_conninfo() if not args.print else "", source)
+    if args.print:
+        sys.stdout.write(migrator.script())
+        return 0
+    report = migrator.run(target=args.to, progress=lambda m: print(f"  {m}"))
+    print(f"scsql: schema at version {report.schema_version}; "
+          f"{len(report.applied)} migration(s) applied" + (" after waiting for another migrator" if report.waited else ""))
+    return 0
+
+
+def cmd_project(ctx, args: argparse.Namespace) -> int:
+    from . import roles
+
+    if args.action == "create":
+        pid = roles.create_project(ctx.admin_conninfo(), args.name, args.root, args.git_remote)
+        print(f"scsql: created project {args.name} (id {pid})")
+    else:
+        for p in roles.status(ctx.admin_conninfo())["projects"]:
+            print(f"{p['name']}\t{p['root_path'] or '-'}\t{p['git_remote'] or '-'}")
+    return 0
+
+
+def cmd_agent(ctx, args: argparse.Namespace) -> int:
+    from . import roles
+
+    admin = ctx.admin_conninfo()
+    if args.action == "create":
+        row = roles.create_agent(admin, ctx.keystore, args.name, args.project, args.role)
+        print(f"scsql: created agent {args.name} (role {row['role_name']}, project {args.project}, {args.role})")
+        print(f"  private key  {row['key_file']} (mode 0600)")
+        print(f"  public key   {row['public_key']}")
+        print(f"  MCP          {_scsql_command()} mcp --agent {args.name}")
+    elif args.action == "list":
+        rows = roles.list_agents(admin)
+        if args.json:
+            print(json.dumps(rows, indent=2, default=str))
+        for r in [] if args.json else rows:
+            state = f"revoked {r['revoked_at']:%Y-%m-%d %H:%M}" if r["revoked_at"] else "active"
+            print(f"{r['agent']}\t{r['project']}\t{r['team_role']}\t{state}\tkey {r['key_id']}")
+    elif args.action == "revoke":
+        at = roles.revoke_agent(admin, args.name)
+        print(f"scsql: agent {args.name} revoked at {at}; its history stays verifiable")
+    elif args.action == "rotate-key":
+        key_id = roles.rotate_key(admin, ctx.keystore, args.name)
+        print(f"scsql: agent {args.name} now signs with key {key_id}; older rows verify with older keys")
+    return 0
+
+
+def cmd_errors(ctx, args: argparse.Namespace) -> int:
+    from . import roles
+
+    with roles.admin_connection(ctx.admin_conninfo()) as conn:
+        rows = conn.execute("select code, name, raised_by, meaning from scsql.error_codes order by code").fetchall()
+    for r in rows:
+        print(f"{r['code']}  {r['name']:<24} {r['raised_by']:<8}  {r['meaning']}")
+    return 0
+
+
+def cmd_mcp(ctx, args: argparse.Namespace) -> int:
+    from .. import mcp_server
+
+    agent = ctx.open_agent(args.agent)
+    mcp_server.build(agent).run("stdio")
+    return 0
+
+
+
+# -- parser ------------------------------------------------------------------
+
+
 def register(sub, add) -> None:
+    p = add("up", cmd_up, "start (or reuse) the server, migrate, create the default project and agent")
+    p.add_argument("--root", metavar="DIR",
+                   help="the default project's root directory, the only tree scsql index reads (default: the "
+                        "repository or directory scsql up runs in; kept on later runs unless given)")
+    add("down", cmd_down, "stop the embedded server")
+    p = add("status", cmd_status, "server and schema versions, extensions, projects and agents")
+    p.add_argument("--json", action="store_true")
+    p = add("psql", cmd_psql, "open psql on the server (as the administrator unless --agent or --auditor is given); "
+                               "other arguments are psql's, e.g. -c SQL or -f FILE")
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--agent", help="log in as this agent's role")
+    who.add_argument("--auditor", action="store_true",
+                     help="the administrator's login acting as role scsql_auditor (reads everything, changes nothing)")
+    p.set_defaults(psql_args=[], pass_through=True)
+    p = add("migrate", cmd_migrate, "apply pending migrations, then sql/ and policies/")
+    p.add_argument("--print", action="store_true", help="write the complete SQL for psql instead of applying it")
+    p.add_argument("--to", type=int, metavar="VERSION", help="apply migrations up to VERSION only")
+    p.add_argument("--source", metavar="DIR", help="read migrations/, sql/, policies/ from DIR (a release checkout)")
+
+    p = add("project", cmd_project, "create or list projects")
+    psub = p.add_subparsers(dest="action", required=True)
+    c = psub.add_parser("create", help="create a project")
+    c.add_argument("name")
+    c.add_argument("--root", help="absolute path of the project's tree")
+    c.add_argument("--git-remote")
+    psub.add_parser("list", help="list projects")
+
+    p = add("agent", cmd_agent, "create, list, revoke agents and rotate their keys")
+    asub = p.add_subparsers(dest="action", required=True)
+    c = asub.add_parser("create", help="create an agent: role, key pair, registration")
+    c.add_argument("name")
+    c.add_argument("--project", required=True)
+    c.add_argument("--role", required=True, help="team role: orchestrator, developer, qa, reviewer, researcher, ...")
+    c = asub.add_parser("list", help="list agents")
+    c.add_argument("--json", action="store_true")
+    c = asub.add_parser("revoke", help="revoke an agent; its history stays verifiable")
+    c.add_argument("name")
+    c = asub.add_parser("rotate-key", help="give an agent a new key pair")
+    c.add_argument("name")
+
+    add("errors", cmd_errors, "the catalogue of error codes (scsql.error_codes)")
+    p = add("mcp", cmd_mcp, "serve the agent's tools over MCP (stdio)")
+    p.add_argument("--agent", help="the agent this server acts as (required)")
+
     p = add("worker", cmd_worker, "drain background jobs (embeddings, learnings, maintenance) as an agent, "
                                   "and run its queued tasks with -- CMD")
     p.add_argument("--agent", help="the agent the worker acts as (required)")
