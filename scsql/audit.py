@@ -28,8 +28,8 @@ TOOL_CALL_FIELDS = (
     SignedField("output_tokens", "int", 0),
     SignedField("latency_ms", "int"),
     SignedField("status", "text", "ok"),
-    SignedField("input_preview", "text", max_chars=4000),
-    SignedField("output_preview", "text", max_chars=4000),
+    SignedField("input_preview", "text"),
+    SignedField("output_preview", "text"),
 )
 
 OUTCOME_FIELDS = (
@@ -40,7 +40,7 @@ OUTCOME_FIELDS = (
     SignedField("signal", "text", "agent"),
     SignedField("confidence", "numeric"),
     SignedField("summary", "text"),
-    SignedField("evidence", "text", max_chars=8000),
+    SignedField("evidence", "text"),
     SignedField("classification", "text", "internal"),
 )
 

@@ -237,13 +237,12 @@ def row_hash(prev_hash: bytes, canonical: bytes, signature: bytes) -> bytes:
 @dataclass(frozen=True)
 class SignedField:
     """One signed column: its name (= the function argument without p_), its
-    encoding kind, the default the SQL function applies when the argument is
-    omitted, and for text an optional length the client truncates to."""
+    encoding kind, and the default the SQL function applies when the argument
+    is omitted."""
 
     name: str
     kind: str
     default: Any = None
-    max_chars: int | None = None
 
 
 def _prepare(f: SignedField, value: Any) -> tuple[Any, Any]:
@@ -256,26 +255,21 @@ def _prepare(f: SignedField, value: Any) -> tuple[Any, Any]:
         return None, None
     if f.kind == "numeric" and isinstance(value, float | int) and not isinstance(value, bool):
         value = _decimal(value)
-    elif f.kind == "text" and f.max_chars is not None and isinstance(value, str) and len(value) > f.max_chars:
-        value = value[: f.max_chars - 1] + "…"
     return value, value
 
 
 def _field_step(f: SignedField) -> Callable[[dict[str, Any]], bytes]:
-    """Fill one field of the arguments (default, truncation) and return its
+    """Fill one field of the arguments (its default) and return its
     canonical bytes; the same rules as :func:`_prepare`, resolved once per
     declaration instead of once per row."""
     name, default, kind = f.name, f.default, f.kind
     if kind == "text":
-        limit = f.max_chars
 
         def text_step(out: dict[str, Any]) -> bytes:
             v = out.get(name, default)
             if v is None:
                 out[name] = None
                 return NULL
-            if limit is not None and isinstance(v, str) and len(v) > limit:
-                v = v[: limit - 1] + "…"
             out[name] = v
             b = v.encode("utf-8")
             return b"t" + _len(len(b)) + b
