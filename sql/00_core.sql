@@ -283,12 +283,15 @@ language plpgsql
 stable
 as $$
 declare
-  v_rel regclass := pg_catalog.pg_partition_root(pg_catalog.to_regclass(format('%I.%I', p_schema, p_table)));
+  v_rel regclass := pg_catalog.to_regclass(format('%I.%I', p_schema, p_table));
   v_note text;
   v_m text[];
 begin
   -- A partition's constraints carry the names of its root table's, which
-  -- hold the comments. A NULL in a NOT NULL column is reported with the
+  -- hold the comments (pg_partition_root is NULL for a table that is in no
+  -- partition tree).
+  v_rel := coalesce(pg_catalog.pg_partition_root(v_rel), v_rel);
+  -- A NULL in a NOT NULL column is reported with the
   -- check constraint on that column alone: it states the column's rule.
   select pg_catalog.obj_description(c.oid, 'pg_constraint') into v_note
   from pg_catalog.pg_constraint c
@@ -307,7 +310,12 @@ begin
       schema = coalesce(p_schema, ''), table = coalesce(p_table, ''),
       constraint = coalesce(p_constraint, ''), column = coalesce(p_column, '');
   end if;
-  raise exception using errcode = v_m[1], message = v_m[2], hint = coalesce(v_m[3], ''),
+  if v_m[3] is null then
+    raise exception using errcode = v_m[1], message = v_m[2],
+      schema = coalesce(p_schema, ''), table = coalesce(p_table, ''),
+      constraint = coalesce(p_constraint, ''), column = coalesce(p_column, '');
+  end if;
+  raise exception using errcode = v_m[1], message = v_m[2], hint = v_m[3],
     schema = coalesce(p_schema, ''), table = coalesce(p_table, ''),
     constraint = coalesce(p_constraint, ''), column = coalesce(p_column, '');
 end

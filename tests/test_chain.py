@@ -257,7 +257,7 @@ def test_rows_signed_through_libsodium_match_the_openssl_signature(scsql_db):
     args = {"tool": "Read", "model": "m", "input_tokens": 3, "input_preview": "x" * 5000, "session_id": None}
     signed = chain.sign_row(a, "scsql.tool_calls", TOOL_CALL_FIELDS, args)
     values = [signed[f.name] for f in TOOL_CALL_FIELDS]
-    assert signed["input_preview"] == "x" * 3999 + "…" and signed["origin"] == "model" and signed["status"] == "ok"
+    assert signed["input_preview"] == "x" * 5000 and signed["origin"] == "model" and signed["status"] == "ok"
     data = chain.payload("scsql.tool_calls", a.name, signed["key_id"], signed["at"], [f.kind for f in TOOL_CALL_FIELDS], values)
     assert signed["signature"] == a.key.sign(data)
     assert args == {"tool": "Read", "model": "m", "input_tokens": 3, "input_preview": "x" * 5000, "session_id": None}
