@@ -66,10 +66,13 @@ begin
   end if;
   perform scsql._facts_lock(v_project);
 
-  -- importance is checked by the table's constraint.
+  -- importance is checked by the table's constraint. It is a smallint:
+  -- clamped to its range, a value out of it stays out of 1..5, so the
+  -- constraint, not the cast, refuses it.
   begin
     insert into scsql.memory_facts as f (project_id, key, value, importance, created_at, updated_at, created_by, updated_by)
-    values (v_project, p_key, p_value, p_importance, clock_timestamp(), clock_timestamp(), v_agent, v_agent)
+    values (v_project, p_key, p_value, least(greatest(p_importance, -32768), 32767), clock_timestamp(), clock_timestamp(),
+            v_agent, v_agent)
     on conflict on constraint memory_facts_pkey do update
       set value = excluded.value, importance = excluded.importance,
           updated_at = excluded.updated_at, updated_by = excluded.updated_by;

@@ -476,10 +476,13 @@ begin
   v_files := scsql._normalize_files(v_me.project_id, p_exclusive_files);
 
   -- complexity and max_attempts are checked by the table's constraints.
+  -- complexity is a smallint: clamped to its range, a value out of it stays
+  -- out of 1..5, so the constraint, not the cast, refuses it.
   begin
     insert into scsql.tasks (project_id, team_role, priority, payload, acceptance_criteria, complexity,
                              exclusive_files, run_after, max_attempts, created_by)
-    values (v_me.project_id, p_role, p_priority, p_payload, coalesce(p_acceptance_criteria, ''), p_complexity,
+    values (v_me.project_id, p_role, p_priority, p_payload, coalesce(p_acceptance_criteria, ''),
+            least(greatest(p_complexity, -32768), 32767),
             v_files, coalesce(p_run_after, now()), p_max_attempts, v_me.agent_id)
     returning tasks.task_id, tasks.team_role, tasks.exclusive_files, tasks.run_after
     into task_id, team_role, exclusive_files, run_after;

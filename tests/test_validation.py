@@ -173,7 +173,9 @@ AGENT_CASES = [
      "outcomes_classification_check"),
     ("remember", {"key": "k", "value": "v", "importance": 0}, "memory_facts_importance_check"),
     ("remember", {"key": "k", "value": "v", "importance": 6}, "memory_facts_importance_check"),
+    ("remember", {"key": "k", "value": "v", "importance": -2**31}, "memory_facts_importance_check"),  # smallint column
     ("enqueue_task", {"role": "developer", "complexity": 6}, "tasks_complexity_check"),
+    ("enqueue_task", {"role": "developer", "complexity": 2**31 - 1}, "tasks_complexity_check"),  # smallint column
     ("enqueue_task", {"role": "developer", "max_attempts": 0}, "tasks_max_attempts_check"),
     ("enqueue_task", {"role": "developer", "max_attempts": 101}, "tasks_max_attempts_check"),
 ]
@@ -225,6 +227,9 @@ def test_bad_keys_and_limits_raise_the_mapped_code(team):
     mapped = _mapped(db)
     err = _admin_error(db, "select scsql.rotate_agent_key(%s, %s)", orch.name, b"k" * 31)
     assert (err.sqlstate, err.diag.message_primary) == mapped["agent_keys_public_key_check"][:2]
+    for key in (b"k" * 33, None):
+        err = _admin_error(db, "select scsql.register_auditor_key(%s)", key)
+        assert (err.sqlstate, err.diag.message_primary) == mapped["auditor_keys_public_key_check"][:2]
     for args in ((project, 10001), (project, -1)):
         err = _admin_error(db, "select scsql.set_broadcast_limit(%s, %s)", *args)
         assert (err.sqlstate, err.diag.message_primary) == mapped["coordination_settings_broadcasts_per_minute_check"][:2]
@@ -232,6 +237,7 @@ def test_bad_keys_and_limits_raise_the_mapped_code(team):
     assert (err.sqlstate, err.diag.message_primary) == mapped["broadcast_senders_per_minute_check"][:2]
     with db.connect() as conn:
         assert conn.execute("select count(*) as n from scsql.agent_keys").fetchone()["n"] == 2
+        assert conn.execute("select count(*) as n from scsql.auditor_keys").fetchone()["n"] == 0
         assert conn.execute("select count(*) as n from scsql.coordination_settings where broadcasts_per_minute > 10000"
                             ).fetchone()["n"] == 0
 
