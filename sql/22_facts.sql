@@ -71,8 +71,9 @@ begin
   -- constraint, not the cast, refuses it.
   begin
     insert into scsql.memory_facts as f (project_id, key, value, importance, created_at, updated_at, created_by, updated_by)
-    values (v_project, p_key, p_value, least(greatest(p_importance, -32768), 32767), clock_timestamp(), clock_timestamp(),
-            v_agent, v_agent)
+    values (v_project, p_key, p_value,
+            case when p_importance < -32768 then -32768 when p_importance > 32767 then 32767 else p_importance end,
+            clock_timestamp(), clock_timestamp(), v_agent, v_agent)
     on conflict on constraint memory_facts_pkey do update
       set value = excluded.value, importance = excluded.importance,
           updated_at = excluded.updated_at, updated_by = excluded.updated_by;

@@ -482,7 +482,7 @@ begin
     insert into scsql.tasks (project_id, team_role, priority, payload, acceptance_criteria, complexity,
                              exclusive_files, run_after, max_attempts, created_by)
     values (v_me.project_id, p_role, p_priority, p_payload, coalesce(p_acceptance_criteria, ''),
-            least(greatest(p_complexity, -32768), 32767),
+            case when p_complexity < -32768 then -32768 when p_complexity > 32767 then 32767 else p_complexity end,
             v_files, coalesce(p_run_after, now()), p_max_attempts, v_me.agent_id)
     returning tasks.task_id, tasks.team_role, tasks.exclusive_files, tasks.run_after
     into task_id, team_role, exclusive_files, run_after;
