@@ -242,6 +242,193 @@ comment on function scsql._check_name(text, text, text, text) is
   'Private. Raises SC007 invalid_name unless the value matches the pattern; the hint states the rule.';
 
 -- ---------------------------------------------------------------------------
+-- Constraint violations: the table constraints are the limits. A write
+-- function inserts, catches check_violation / not_null_violation and calls
+-- _raise_violation, which reports the SC code, message and hint that the
+-- violated constraint's comment holds ('SCnnn: message', optionally a line
+-- 'hint: ...'). sql/90_constraints.sql writes those comments, all of them.
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._map_constraint(p_table regclass, p_constraint text, p_code text,
+                                                 p_message text, p_hint text default null)
+returns void
+language plpgsql
+as $$
+begin
+  if not exists (select from scsql.error_codes e where e.code = p_code) then
+    raise exception 'constraint % of % maps to %, which scsql.error_codes does not define', p_constraint, p_table, p_code;
+  end if;
+  if not exists (select from pg_catalog.pg_constraint c
+                 where c.conrelid = p_table and c.conname = p_constraint and c.contype = 'c') then
+    raise exception '% has no check constraint %', p_table, p_constraint;
+  end if;
+  if p_message is null or p_message ~ '\n' or (p_hint is not null and p_hint ~ '\n') then
+    raise exception 'the message (and hint) of constraint % is one line of text', p_constraint;
+  end if;
+  execute format('comment on constraint %I on %s is %L', p_constraint, p_table,
+                 p_code || ': ' || p_message || coalesce(E'\nhint: ' || p_hint, ''));
+end
+$$;
+comment on function scsql._map_constraint(regclass, text, text, text, text) is
+  'Private, used by sql/90_constraints.sql. Maps check constraint CONSTRAINT of TABLE to the error its violation raises: writes the comment ''SCnnn: message'' (and a second line ''hint: ...'') on the constraint, which _raise_violation reads. Raises when the code is not in scsql.error_codes or the table has no such check constraint.';
+
+create or replace function scsql._raise_violation(p_sqlstate text, p_schema text, p_table text,
+                                                  p_constraint text, p_column text, p_message text)
+returns void
+language plpgsql
+stable
+as $$
+declare
+  v_rel regclass := pg_catalog.to_regclass(format('%I.%I', p_schema, p_table));
+  v_note text;
+  v_m text[];
+begin
+  -- A partition's constraints carry the names of its root table's, which
+  -- hold the comments (pg_partition_root is NULL for a table that is in no
+  -- partition tree).
+  v_rel := coalesce(pg_catalog.pg_partition_root(v_rel), v_rel);
+  -- A NULL in a NOT NULL column is reported with the
+  -- check constraint on that column alone: it states the column's rule.
+  select pg_catalog.obj_description(c.oid, 'pg_constraint') into v_note
+  from pg_catalog.pg_constraint c
+  where c.conrelid = v_rel and c.contype = 'c'
+    and case when p_sqlstate = '23502'
+             then c.conkey = (select array[a.attnum] from pg_catalog.pg_attribute a
+                              where a.attrelid = v_rel and a.attname = p_column)
+             else c.conname = p_constraint end
+    and pg_catalog.obj_description(c.oid, 'pg_constraint') ~ '^SC[0-9]{3}: '
+  order by c.conname
+  limit 1;
+  v_m := regexp_match(v_note, '^(SC[0-9]{3}): ([^\n]*)(?:\nhint: ([^\n]*))?$');
+  if v_m is null then
+    -- Not an argument's limit: an invariant the database itself keeps.
+    raise exception using errcode = p_sqlstate, message = p_message,
+      schema = coalesce(p_schema, ''), table = coalesce(p_table, ''),
+      constraint = coalesce(p_constraint, ''), column = coalesce(p_column, '');
+  end if;
+  if v_m[3] is null then
+    raise exception using errcode = v_m[1], message = v_m[2],
+      schema = coalesce(p_schema, ''), table = coalesce(p_table, ''),
+      constraint = coalesce(p_constraint, ''), column = coalesce(p_column, '');
+  end if;
+  raise exception using errcode = v_m[1], message = v_m[2], hint = v_m[3],
+    schema = coalesce(p_schema, ''), table = coalesce(p_table, ''),
+    constraint = coalesce(p_constraint, ''), column = coalesce(p_column, '');
+end
+$$;
+comment on function scsql._raise_violation(text, text, text, text, text, text) is
+  'Private. Called in the check_violation / not_null_violation handler of a write function with its stacked diagnostics (RETURNED_SQLSTATE, SCHEMA_NAME, TABLE_NAME, CONSTRAINT_NAME, COLUMN_NAME, MESSAGE_TEXT). Raises the SC code, message and hint mapped to the violated check constraint (for a NULL in a NOT NULL column: to the check constraint on that column alone) by scsql._map_constraint, keeping the schema, table, constraint and column names; re-raises the violation as it was when the constraint is not mapped (an invariant the database keeps, not a limit of an argument).';
+
+create or replace function scsql._check_row(p_table regclass, p_row anyelement)
+returns void
+language plpgsql
+stable
+as $$
+declare
+  c record;
+  v_bad boolean;
+begin
+  -- As PostgreSQL does: NOT NULL first (here: of the columns a mapped check
+  -- constraint states the rule of), then the check constraints by name.
+  for c in
+    select k.conname, pg_catalog.pg_get_expr(k.conbin, k.conrelid) as expr, a.attname, a.attnotnull
+    from pg_catalog.pg_constraint k
+    left join pg_catalog.pg_attribute a
+      on a.attrelid = k.conrelid and cardinality(k.conkey) = 1 and a.attnum = k.conkey[1]
+    where k.conrelid = p_table and k.contype = 'c'
+      and pg_catalog.obj_description(k.oid, 'pg_constraint') ~ '^SC[0-9]{3}: '
+    order by (a.attnotnull is true) desc, case when a.attnotnull then a.attnum end, k.conname
+  loop
+    if c.attnotnull then
+      execute format('select %I is null from (select ($1).*) r', c.attname) into v_bad using p_row;
+      if v_bad then
+        perform scsql._raise_violation('23502', (select n.nspname from pg_catalog.pg_class t join pg_catalog.pg_namespace n
+                                                 on n.oid = t.relnamespace where t.oid = p_table),
+                                       (select t.relname from pg_catalog.pg_class t where t.oid = p_table),
+                                       null, c.attname, format('null value in column "%s"', c.attname));
+      end if;
+    end if;
+    execute format('select (%s) is false from (select ($1).*) r', c.expr) into v_bad using p_row;
+    if v_bad then
+      perform scsql._raise_violation('23514', (select n.nspname from pg_catalog.pg_class t join pg_catalog.pg_namespace n
+                                               on n.oid = t.relnamespace where t.oid = p_table),
+                                     (select t.relname from pg_catalog.pg_class t where t.oid = p_table),
+                                     c.conname, null, format('violates check constraint "%s"', c.conname));
+    end if;
+  end loop;
+end
+$$;
+comment on function scsql._check_row(regclass, anyelement) is
+  'Private. Evaluates the mapped check constraints of TABLE (and NOT NULL of the columns they are about) on ROW, a row of that table, and raises the first violation as _raise_violation maps it. The insert trigger of a chained table calls it before it reports wrong signing fields, so a bad argument is reported as such whether or not the write was signed; PostgreSQL checks the constraints themselves only after BEFORE triggers.';
+
+-- ---------------------------------------------------------------------------
+-- Look-ups by name that raise when nothing has the name
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._project_id(p_name text)
+returns bigint
+language plpgsql
+stable
+as $$
+declare
+  v_id bigint;
+begin
+  select p.project_id into v_id from scsql.projects p where p.name = p_name;
+  if not found then
+    raise exception using errcode = 'SC005', message = format('project "%s" does not exist', p_name),
+      hint = 'Create it first: select scsql.create_project(name).';
+  end if;
+  return v_id;
+end
+$$;
+comment on function scsql._project_id(text) is
+  'Private. The project_id of project NAME. Raises SC005 when no project has that name.';
+
+create or replace function scsql._agent(p_name text, p_lock boolean default false)
+returns scsql.agents
+language plpgsql
+as $$
+declare
+  v_agent scsql.agents;
+begin
+  if p_lock then
+    -- FOR NO KEY UPDATE: it does not wait for the key-share locks an agent's
+    -- own open transaction holds on its row (every write it made references
+    -- it), so no agent can hold off its own revocation or key rotation.
+    select * into v_agent from scsql.agents a where a.name = p_name for no key update;
+  else
+    select * into v_agent from scsql.agents a where a.name = p_name;
+  end if;
+  if not found then
+    raise exception using errcode = 'SC003', message = format('agent "%s" does not exist', p_name),
+      hint = 'scsql.list_agents() lists the agents.';
+  end if;
+  return v_agent;
+end
+$$;
+comment on function scsql._agent(text, boolean) is
+  'Private. The row of agent NAME (revoked or not), locked FOR NO KEY UPDATE when LOCK is true. Raises SC003 when no agent has that name.';
+
+create or replace function scsql._team_role(p_name text)
+returns scsql.team_roles
+language plpgsql
+stable
+as $$
+declare
+  v_role scsql.team_roles;
+begin
+  select * into v_role from scsql.team_roles r where r.name = p_name;
+  if not found then
+    raise exception using errcode = 'SC008', message = format('team role "%s" does not exist', p_name),
+      hint = format('Known team roles: %s.', (select string_agg(r.name, ', ' order by r.name) from scsql.team_roles r));
+  end if;
+  return v_role;
+end
+$$;
+comment on function scsql._team_role(text) is
+  'Private. The row of team role NAME. Raises SC008 when no team role has that name; the hint lists the known ones.';
+
+-- ---------------------------------------------------------------------------
 -- Public API: identity
 -- ---------------------------------------------------------------------------
 
@@ -326,17 +513,21 @@ set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_id bigint;
+  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
 begin
-  perform scsql._check_name('project', p_name, '^[a-z0-9][a-z0-9._-]{0,62}$',
-    'is 1 to 63 lower-case letters, digits, dots, dashes or underscores, starting with a letter or digit');
-  perform scsql._require(p_root_path is null or p_root_path like '/%',
-    format('root_path must be an absolute path, got %L', p_root_path));
   if exists (select from scsql.projects where name = p_name) then
     raise exception using errcode = 'SC006', message = format('project "%s" already exists', p_name);
   end if;
-  insert into scsql.projects (name, root_path, git_remote)
-  values (p_name, p_root_path, nullif(p_git_remote, ''))
-  returning project_id into v_id;
+  -- The name and the root path are checked by the table's constraints.
+  begin
+    insert into scsql.projects (name, root_path, git_remote)
+    values (p_name, p_root_path, nullif(p_git_remote, ''))
+    returning project_id into v_id;
+  exception when check_violation or not_null_violation then
+    get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
+      v_constraint = constraint_name, v_column = column_name, v_message = message_text;
+    perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+  end;
   return v_id;
 end
 $$;
@@ -385,15 +576,8 @@ begin
                        p_name, coalesce(length(p_public_key)::text, 'NULL')),
       hint = 'scsql agent create generates the key pair and registers the public key.';
   end if;
-  select p.project_id into v_project from scsql.projects p where p.name = p_project;
-  if not found then
-    raise exception using errcode = 'SC005', message = format('project "%s" does not exist', p_project),
-      hint = 'Create it first: select scsql.create_project(name).';
-  end if;
-  if not exists (select from scsql.team_roles r where r.name = p_team_role) then
-    raise exception using errcode = 'SC008', message = format('team role "%s" does not exist', p_team_role),
-      hint = format('Known team roles: %s.', (select string_agg(name, ', ' order by name) from scsql.team_roles));
-  end if;
+  v_project := scsql._project_id(p_project);
+  perform scsql._team_role(p_team_role);
   v_role := 'scsql_agent_' || p_name;
   if exists (select from scsql.agents a where a.name = p_name)
      or exists (select from pg_catalog.pg_roles where rolname = v_role) then
@@ -434,13 +618,7 @@ as $$
 declare
   v_agent scsql.agents;
 begin
-  -- FOR NO KEY UPDATE: it does not wait for the key-share locks an agent's own
-  -- open transaction holds on its row (every write it made references it), so
-  -- no agent can hold off its own revocation or key rotation.
-  select * into v_agent from scsql.agents where name = p_name for no key update;
-  if not found then
-    raise exception using errcode = 'SC003', message = format('agent "%s" does not exist', p_name);
-  end if;
+  v_agent := scsql._agent(p_name, true);
   if v_agent.revoked_at is not null then
     return v_agent.revoked_at;
   end if;
@@ -462,27 +640,24 @@ as $$
 declare
   v_agent scsql.agents;
   v_key integer;
+  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
 begin
-  -- FOR NO KEY UPDATE: it does not wait for the key-share locks an agent's own
-  -- open transaction holds on its row (every write it made references it), so
-  -- no agent can hold off its own revocation or key rotation.
-  select * into v_agent from scsql.agents where name = p_name for no key update;
-  if not found then
-    raise exception using errcode = 'SC003', message = format('agent "%s" does not exist', p_name);
-  end if;
+  v_agent := scsql._agent(p_name, true);
   if v_agent.revoked_at is not null then
     raise exception using errcode = 'SC002', message = format('agent "%s" is revoked; its keys cannot change', p_name);
   end if;
-  if p_public_key is null or length(p_public_key) <> 32 then
-    raise exception using errcode = 'SC009',
-      message = format('public key must be 32 bytes (raw Ed25519), got %s', coalesce(length(p_public_key)::text, 'NULL'));
-  end if;
   select coalesce(max(key_id), 0) + 1 into v_key from scsql.agent_keys where agent_id = v_agent.agent_id;
   begin
+    -- The key's length is checked by the table's constraint.
     insert into scsql.agent_keys (agent_id, key_id, public_key) values (v_agent.agent_id, v_key, p_public_key);
-  exception when unique_violation then  -- the agent row is locked, so key_id is free: the key is not
-    raise exception using errcode = 'SC012', message = format('public key %s is already registered', encode(p_public_key, 'hex')),
-      hint = 'Rotate to a new key pair: scsql agent rotate-key NAME generates one.';
+  exception
+    when unique_violation then  -- the agent row is locked, so key_id is free: the key is not
+      raise exception using errcode = 'SC012', message = format('public key %s is already registered', encode(p_public_key, 'hex')),
+        hint = 'Rotate to a new key pair: scsql agent rotate-key NAME generates one.';
+    when check_violation or not_null_violation then
+      get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
+        v_constraint = constraint_name, v_column = column_name, v_message = message_text;
+      perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
   end;
   return v_key;
 end
@@ -496,13 +671,18 @@ language plpgsql
 security definer
 set search_path = pg_catalog, scsql, pg_temp
 as $$
+declare
+  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
 begin
-  perform scsql._check_name('team role', p_name, '^[a-z][a-z0-9_]{0,31}$',
-    'is 1 to 32 lower-case letters, digits or underscores, starting with a letter');
   perform scsql._require(p_orchestrates is not null, 'orchestrates must be true or false');
+  -- The name is checked by the table's constraint.
   insert into scsql.team_roles (name, orchestrates, description)
   values (p_name, p_orchestrates, coalesce(p_description, ''))
   on conflict (name) do update set orchestrates = excluded.orchestrates, description = excluded.description;
+exception when check_violation or not_null_violation then
+  get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
+    v_constraint = constraint_name, v_column = column_name, v_message = message_text;
+  perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
 end
 $$;
 comment on function scsql.define_team_role(text, boolean, text) is
@@ -518,14 +698,8 @@ declare
   v_project bigint;
   v_agent bigint;
 begin
-  select project_id into v_project from scsql.projects where name = p_project;
-  if not found then
-    raise exception using errcode = 'SC005', message = format('project "%s" does not exist', p_project);
-  end if;
-  select agent_id into v_agent from scsql.agents where name = p_agent;
-  if not found then
-    raise exception using errcode = 'SC003', message = format('agent "%s" does not exist', p_agent);
-  end if;
+  v_project := scsql._project_id(p_project);
+  v_agent := (scsql._agent(p_agent)).agent_id;
   insert into scsql.project_grants (project_id, agent_id) values (v_project, v_agent)
   on conflict do nothing;
 end

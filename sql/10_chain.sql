@@ -222,16 +222,20 @@ language plpgsql
 security definer
 set search_path = pg_catalog, scsql, pg_temp
 as $$
+declare
+  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
 begin
-  perform scsql._require(p_clock_skew is not null and p_clock_skew >= interval '1 second'
-                         and p_clock_skew <= interval '30 days',
-                         'clock_skew must be between 1 second and 30 days');
-  -- An upsert: a settings row someone removed is written again, never silently skipped.
+  -- An upsert: a settings row someone removed is written again, never silently
+  -- skipped. The range is checked by the table's constraint.
   insert into scsql.chain_settings as s (singleton, clock_skew, updated_at, updated_by)
   values (true, p_clock_skew, now(), session_user)
   on conflict (singleton) do update set clock_skew = excluded.clock_skew, updated_at = excluded.updated_at,
                                         updated_by = excluded.updated_by;
   return p_clock_skew;
+exception when check_violation or not_null_violation then
+  get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
+    v_constraint = constraint_name, v_column = column_name, v_message = message_text;
+  perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
 end
 $$;
 comment on function scsql.set_clock_skew(interval) is
@@ -393,6 +397,9 @@ begin
     if new.seq is not null or new.prev_hash is not null or new.row_hash is not null then
       raise exception using errcode = 'SC104', message = 'seq, prev_hash and row_hash are assigned by the chain, not by the writer';
     end if;
+    -- A bad argument is reported before the signing fields, signed or not:
+    -- the table's constraints, which PostgreSQL checks after this trigger.
+    perform scsql._check_row(%3$L, new);
     -- Signing fields: a signature, a timestamp near the server clock, the key valid then.
     perform scsql._chain_check_signer(v_me.agent_id, new.key_id, new.at, new.signature);
     if new.chain_id is not null then
@@ -414,7 +421,7 @@ begin
 %2$s  return new;
 end
 $body$;
-$f$, scsql._chain_object_name(p_table, '_chain_insert_'), v_link);
+$f$, scsql._chain_object_name(p_table, '_chain_insert_'), v_link, p_table);
 end
 $$;
 comment on function scsql._chain_trigger_sql(text, text) is 'Private. The CREATE FUNCTION statement of the insert trigger of chained table p_table (see scsql._make_chained). p_link chain (the default) links each row into its author''s chain; head and none are reduced forms for measuring where a chained write''s cost goes (scsql bench chain --breakdown, in a scratch database): head advances the head without encoding or hashing the row, none leaves the head alone and gives the chain columns placeholder values. Raises SC010 for another p_link.';

@@ -47,13 +47,8 @@ as $$
 declare
   v_agent scsql.agents;
 begin
-  select * into v_agent from scsql.agents where name = p_agent;
-  if not found then
-    raise exception using errcode = 'SC003', message = format('agent "%s" does not exist', p_agent);
-  end if;
-  if not exists (select from scsql.team_roles where name = p_team_role) then
-    raise exception using errcode = 'SC008', message = format('team role "%s" does not exist', p_team_role);
-  end if;
+  v_agent := scsql._agent(p_agent);
+  perform scsql._team_role(p_team_role);
   insert into scsql.confidential_grants (project_id, agent_id, team_role)
   values (v_agent.project_id, v_agent.agent_id, p_team_role)
   on conflict do nothing;
@@ -89,8 +84,9 @@ language plpgsql
 security definer
 set search_path = pg_catalog, scsql, pg_temp
 as $$
+declare
+  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
 begin
-  perform scsql._require(char_length(p_model) between 1 and 200, 'model must be 1 to 200 characters');
   if p_input_usd_per_mtok is null or p_output_usd_per_mtok is null
      or p_input_usd_per_mtok < 0 or p_output_usd_per_mtok < 0
      or p_input_usd_per_mtok = 'NaN' or p_output_usd_per_mtok = 'NaN'
@@ -101,10 +97,17 @@ begin
   end if;
   perform scsql._require(p_effective_from is not null and p_effective_from <> '-infinity' and p_effective_from <> 'infinity',
                          'effective_from must be a finite time');
-  insert into scsql.model_prices (model, effective_from, input_usd_per_mtok, output_usd_per_mtok)
-  values (p_model, p_effective_from, p_input_usd_per_mtok, p_output_usd_per_mtok)
-  on conflict (model, effective_from) do update
-    set input_usd_per_mtok = excluded.input_usd_per_mtok, output_usd_per_mtok = excluded.output_usd_per_mtok;
+  -- The model name is checked by the table's constraint.
+  begin
+    insert into scsql.model_prices (model, effective_from, input_usd_per_mtok, output_usd_per_mtok)
+    values (p_model, p_effective_from, p_input_usd_per_mtok, p_output_usd_per_mtok)
+    on conflict (model, effective_from) do update
+      set input_usd_per_mtok = excluded.input_usd_per_mtok, output_usd_per_mtok = excluded.output_usd_per_mtok;
+  exception when check_violation or not_null_violation then
+    get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
+      v_constraint = constraint_name, v_column = column_name, v_message = message_text;
+    perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+  end;
 end
 $$;
 comment on function scsql.set_model_price(text, numeric, numeric, timestamptz) is
@@ -190,13 +193,16 @@ set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();
+  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
 begin
-  perform scsql._require(p_client is null or char_length(p_client) <= 100, 'client must be at most 100 characters');
-  perform scsql._require(p_model is null or char_length(p_model) <= 200, 'model must be at most 200 characters');
-  perform scsql._require(p_title is null or char_length(p_title) <= 500, 'title must be at most 500 characters');
+  -- The lengths are checked by the table's constraints.
   insert into scsql.sessions as s (client, model, title, at, key_id, signature)
   values (p_client, p_model, p_title, p_at, p_key_id, p_signature)
   returning s.session_id, s.chain_id, s.seq into session_id, chain_id, seq;
+exception when check_violation or not_null_violation then
+  get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
+    v_constraint = constraint_name, v_column = column_name, v_message = message_text;
+  perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
 end
 $$;
 comment on function scsql.start_session(text, text, text, timestamptz, integer, bytea) is
@@ -221,45 +227,11 @@ language plpgsql
 security definer
 set search_path = pg_catalog, scsql, pg_temp
 as $$
+declare
+  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
 begin
-  -- Valid arguments pass one test; the checks below name what is wrong.
-  if (char_length(p_tool) between 1 and 200
-      and p_status in ('ok', 'error', 'timeout', 'cancelled', 'denied') and p_origin in ('model', 'database')
-      and p_input_tokens >= 0 and p_output_tokens >= 0 and (p_latency_ms is null or p_latency_ms >= 0)
-      and (p_model is null or char_length(p_model) <= 200)
-      and (p_input_preview is null or char_length(p_input_preview) <= 4000)
-      and (p_output_preview is null or char_length(p_output_preview) <= 4000)) is not true then
-    if (char_length(p_tool) between 1 and 200) is not true then
-      raise exception using errcode = 'SC010', message = 'tool must be 1 to 200 characters';
-    end if;
-    if (p_status in ('ok', 'error', 'timeout', 'cancelled', 'denied')) is not true then
-      raise exception using errcode = 'SC010', message = format('status must be ok, error, timeout, cancelled or denied, got %L', p_status);
-    end if;
-    if (p_origin in ('model', 'database')) is not true then
-      raise exception using errcode = 'SC010', message = format('origin must be model (the model generated the call) or database (it only assembled database content), got %L', p_origin);
-    end if;
-    if (p_input_tokens >= 0 and p_output_tokens >= 0) is not true then
-      raise exception using errcode = 'SC010', message = 'token counts must be >= 0';
-    end if;
-    if (p_latency_ms is null or p_latency_ms >= 0) is not true then
-      raise exception using errcode = 'SC010', message = 'latency_ms must be >= 0';
-    end if;
-    if (p_model is null or char_length(p_model) <= 200) is not true then
-      raise exception using errcode = 'SC010', message = 'model must be at most 200 characters';
-    end if;
-    if (p_input_preview is null or char_length(p_input_preview) <= 4000) is not true then
-      raise exception using errcode = 'SC010', message = 'input_preview must be at most 4000 characters';
-    end if;
-    if (p_output_preview is null or char_length(p_output_preview) <= 4000) is not true then
-      raise exception using errcode = 'SC010', message = 'output_preview must be at most 4000 characters';
-    end if;
-  end if;
-  if p_session_id is not null then
-    if not exists (
-        select from scsql.sessions s where s.project_id = scsql._my_project() and s.session_id = p_session_id) then
-      raise exception using errcode = 'SC111', message = format('session %s does not exist in this project', p_session_id);
-    end if;
-  end if;
+  -- The arguments are checked by the table's constraints, the session after
+  -- them (as the row is in the block, a reference that fails undoes it).
   insert into scsql.tool_calls as t (session_id, tool, model, origin, input_tokens, output_tokens, latency_ms, status,
                                      input_preview, output_preview, cost_usd, at, key_id, signature)
   values (p_session_id, p_tool, p_model, p_origin, p_input_tokens, p_output_tokens, p_latency_ms, p_status,
@@ -273,6 +245,16 @@ begin
                      from scsql._model_price(p_model, p_at) mp) end,
           p_at, p_key_id, p_signature)
   returning t.tool_call_id, t.chain_id, t.seq, t.cost_usd into tool_call_id, chain_id, seq, cost_usd;
+  if p_session_id is not null then
+    if not exists (
+        select from scsql.sessions s where s.project_id = scsql._my_project() and s.session_id = p_session_id) then
+      raise exception using errcode = 'SC111', message = format('session %s does not exist in this project', p_session_id);
+    end if;
+  end if;
+exception when check_violation or not_null_violation then
+  get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
+    v_constraint = constraint_name, v_column = column_name, v_message = message_text;
+  perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
 end
 $$;
 comment on function scsql.record_tool_call(text, text, bigint, text, text, integer, integer, integer, text, text, timestamptz, integer, bytea) is
@@ -298,32 +280,16 @@ set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();
+  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
 begin
-  if (p_kind in ('shipped', 'accepted', 'rejected', 'failed', 'insufficient', 'errored', 'reverted')) is not true then
-    raise exception using errcode = 'SC010', message = format('kind must be shipped, accepted, rejected, failed, insufficient, errored or reverted, got %L', p_kind);
-  end if;
-  if (char_length(p_summary) between 1 and 1000) is not true then
-    raise exception using errcode = 'SC010', message = 'summary must be 1 to 1000 characters';
-  end if;
-  if (p_signal ~ '^[a-z][a-z0-9_.-]{0,31}$') is not true then
-    raise exception using errcode = 'SC010', message = format('signal must name the source in lower case (test, ci, human, review, agent, ...), got %L', p_signal);
-  end if;
-  if (p_confidence is null or (p_confidence >= 0 and p_confidence <= 1)) is not true then
-    raise exception using errcode = 'SC010', message = 'confidence must be between 0 and 1';
-  end if;
-  if (p_evidence is null or char_length(p_evidence) <= 8000) is not true then
-    raise exception using errcode = 'SC010', message = 'evidence must be at most 8000 characters';
-  end if;
-  if (p_task_ref is null or char_length(p_task_ref) <= 200) is not true then
-    raise exception using errcode = 'SC010', message = 'task_ref must be at most 200 characters';
-  end if;
-  if (p_tool_call_id is not null or p_session_id is not null or p_task_ref is not null) is not true then
-    raise exception using errcode = 'SC010', message = 'an outcome refers to a tool call, a session or a task: give tool_call_id, session_id or task_ref';
-  end if;
-  if p_classification is null or p_classification not in ('public', 'internal', 'confidential', 'restricted') then
-    raise exception using errcode = 'SC110',
-      message = format('classification must be public, internal, confidential or restricted, got %s', coalesce(quote_literal(p_classification), 'NULL'));
-  end if;
+  -- The arguments are checked by the table's constraints, the references
+  -- after them (as the row is in the block, a reference that fails undoes it
+  -- and the learning its trigger wrote).
+  insert into scsql.outcomes as o (tool_call_id, session_id, task_ref, kind, signal, confidence, summary, evidence,
+                                   classification, at, key_id, signature)
+  values (p_tool_call_id, p_session_id, p_task_ref, p_kind, p_signal, p_confidence, p_summary, p_evidence,
+          p_classification, p_at, p_key_id, p_signature)
+  returning o.outcome_id, o.chain_id, o.seq into outcome_id, chain_id, seq;
   if p_tool_call_id is not null then
     if not exists (
         select from scsql.tool_calls t where t.project_id = v_me.project_id and t.tool_call_id = p_tool_call_id) then
@@ -336,13 +302,12 @@ begin
       raise exception using errcode = 'SC111', message = format('session %s does not exist in this project', p_session_id);
     end if;
   end if;
-  insert into scsql.outcomes as o (tool_call_id, session_id, task_ref, kind, signal, confidence, summary, evidence,
-                                   classification, at, key_id, signature)
-  values (p_tool_call_id, p_session_id, p_task_ref, p_kind, p_signal, p_confidence, p_summary, p_evidence,
-          p_classification, p_at, p_key_id, p_signature)
-  returning o.outcome_id, o.chain_id, o.seq into outcome_id, chain_id, seq;
   select l.learning_id into learning_id from scsql.learnings l
   where l.project_id = v_me.project_id and l.outcome_id = record_outcome.outcome_id;
+exception when check_violation or not_null_violation then
+  get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
+    v_constraint = constraint_name, v_column = column_name, v_message = message_text;
+  perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
 end
 $$;
 comment on function scsql.record_outcome(text, text, text, bigint, bigint, text, numeric, text, text, timestamptz, integer, bytea) is

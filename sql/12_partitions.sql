@@ -366,17 +366,22 @@ language plpgsql
 security definer
 set search_path = pg_catalog, scsql, pg_temp
 as $$
+declare
+  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
 begin
   if not exists (select from scsql.partition_settings s where s.parent = p_table) then
     raise exception using errcode = 'SC121',
       message = format('%s is not a time-partitioned scsql table', p_table),
       hint = format('Partitioned tables: %s.', (select string_agg(parent, ', ' order by parent) from scsql.partition_settings));
   end if;
-  perform scsql._require(p_retention is null or p_retention >= interval '1 day', 'retention must be at least 1 day (or NULL: keep forever)');
-  perform scsql._require(p_premake is null or p_premake between 1 and 90, 'premake must be 1 to 90 days');
+  -- retention and premake are checked by the table's constraints.
   update scsql.partition_settings s
   set retention = p_retention, premake = coalesce(p_premake, s.premake), updated_at = now()
   where s.parent = p_table;
+exception when check_violation or not_null_violation then
+  get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
+    v_constraint = constraint_name, v_column = column_name, v_message = message_text;
+  perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
 end
 $$;
 comment on function scsql.set_partition_retention(text, interval, integer) is

@@ -71,17 +71,19 @@ set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_key integer;
+  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
 begin
-  if p_public_key is null or length(p_public_key) <> 32 then
-    raise exception using errcode = 'SC009',
-      message = format('the auditor''s public key must be 32 bytes (raw Ed25519), got %s', coalesce(length(p_public_key)::text, 'NULL'));
-  end if;
   select key_id into v_key from scsql.auditor_keys where public_key = p_public_key;
   if found then
     return v_key;
   end if;
+  -- The key's length is checked by the table's constraint.
   insert into scsql.auditor_keys (public_key) values (p_public_key) returning key_id into v_key;
   return v_key;
+exception when check_violation or not_null_violation then
+  get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
+    v_constraint = constraint_name, v_column = column_name, v_message = message_text;
+  perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
 end
 $$;
 comment on function scsql.register_auditor_key(bytea) is

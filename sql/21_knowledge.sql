@@ -442,6 +442,7 @@ as $$
 declare
   v_parts text[];
   v_root text;
+  v_project bigint;
 begin
   perform scsql._check_text('root_path', p_root_path, 4096, false);
   perform scsql._require(left(p_root_path, 1) = '/', format('root_path must be an absolute path, got %L', p_root_path));
@@ -449,10 +450,8 @@ begin
   perform scsql._require(v_parts is not null and cardinality(v_parts) > 0,
     format('root_path %L names "/" (or climbs above it); a project''s root is a directory below "/"', p_root_path));
   v_root := '/' || array_to_string(v_parts, '/');
-  update scsql.projects set root_path = v_root where name = p_project;
-  if not found then
-    raise exception using errcode = 'SC005', message = format('project "%s" does not exist', p_project);
-  end if;
+  v_project := scsql._project_id(p_project);
+  update scsql.projects set root_path = v_root where project_id = v_project;
   return v_root;
 end
 $$;

@@ -56,6 +56,7 @@ declare
   v_fact scsql.memory_facts;
   v_archived text[] := '{}';
   v_old bigint;
+  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
 begin
   perform scsql._check_text('key', p_key, 200, false);
   perform scsql._check_text('value', p_value, 4000, true);
@@ -63,17 +64,24 @@ begin
     raise exception using errcode = 'SC215', message = format('the value of %s holds a PEM private key block; nothing was stored', p_key),
       hint = 'Private keys never belong in working memory, which every agent of the project reads.';
   end if;
-  if p_importance is null or p_importance not between 1 and 5 then
-    raise exception using errcode = 'SC202', message = format('importance must be 1 to 5, got %s', coalesce(p_importance::text, 'NULL')),
-      hint = '5 = must survive, 1 = first to be archived.';
-  end if;
   perform scsql._facts_lock(v_project);
 
-  insert into scsql.memory_facts as f (project_id, key, value, importance, created_at, updated_at, created_by, updated_by)
-  values (v_project, p_key, p_value, p_importance, clock_timestamp(), clock_timestamp(), v_agent, v_agent)
-  on conflict on constraint memory_facts_pkey do update
-    set value = excluded.value, importance = excluded.importance,
-        updated_at = excluded.updated_at, updated_by = excluded.updated_by;
+  -- importance is checked by the table's constraint. It is a smallint:
+  -- clamped to its range, a value out of it stays out of 1..5, so the
+  -- constraint, not the cast, refuses it.
+  begin
+    insert into scsql.memory_facts as f (project_id, key, value, importance, created_at, updated_at, created_by, updated_by)
+    values (v_project, p_key, p_value,
+            case when p_importance < -32768 then -32768 when p_importance > 32767 then 32767 else p_importance end,
+            clock_timestamp(), clock_timestamp(), v_agent, v_agent)
+    on conflict on constraint memory_facts_pkey do update
+      set value = excluded.value, importance = excluded.importance,
+          updated_at = excluded.updated_at, updated_by = excluded.updated_by;
+  exception when check_violation or not_null_violation then
+    get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
+      v_constraint = constraint_name, v_column = column_name, v_message = message_text;
+    perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+  end;
 
   -- A fresh value supersedes an archived copy of the same key.
   select s.source_id into v_old from scsql.kb_sources s

@@ -192,10 +192,7 @@ declare
   v_model scsql.embed_models;
   v_n integer;
 begin
-  select project_id into v_project from scsql.projects where name = p_project;
-  if not found then
-    raise exception using errcode = 'SC005', message = format('project "%s" does not exist', p_project);
-  end if;
+  v_project := scsql._project_id(p_project);
   perform scsql._check_text('model', p_model, 200, false);
   if p_dims is null or p_dims not between 1 and 2000 then
     raise exception using errcode = 'SC207', message = format('dimensions must be 1 to 2,000, got %s', p_dims);

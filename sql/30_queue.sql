@@ -454,32 +454,38 @@ declare
   v_files text[];
   v_held integer;
   v_overlap text;
+  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
 begin
   if not scsql._is_orchestrator(v_me.team_role) then
     raise exception using errcode = 'SC300',
       message = format('agent %s has team role %s, which may not enqueue tasks', v_me.name, v_me.team_role),
       hint = 'Only orchestrator roles enqueue. Send a PROPOSED or STATUS broadcast to the orchestrator instead.';
   end if;
-  if not exists (select from scsql.team_roles r where r.name = p_role) then
-    raise exception using errcode = 'SC008', message = format('team role %L does not exist', p_role),
-      hint = format('Known team roles: %s.', (select string_agg(name, ', ' order by name) from scsql.team_roles));
-  end if;
+  perform scsql._team_role(p_role);
   perform scsql._require(p_payload is not null, 'payload must be a JSON value (use {} for none)');
   perform scsql._require(pg_catalog.octet_length(p_payload::text) <= 1048576, 'payload is larger than 1 MiB');
   perform scsql._require(scsql._jsonb_depth(p_payload) <= 64, 'payload nests deeper than 64 levels');
   perform scsql._require(p_priority is not null and p_priority between -1000000 and 1000000,
     'priority must be between -1000000 and 1000000 (higher runs first)');
-  perform scsql._require(p_complexity is null or p_complexity between 1 and 5, 'complexity must be 1 (trivial) to 5 (very large)');
-  perform scsql._require(p_max_attempts is not null and p_max_attempts between 1 and 100, 'max_attempts must be 1 to 100');
   perform scsql._require(length(coalesce(p_acceptance_criteria, '')) <= 65536, 'acceptance_criteria is longer than 65536 characters');
   v_files := scsql._normalize_files(v_me.project_id, p_exclusive_files);
 
-  insert into scsql.tasks (project_id, team_role, priority, payload, acceptance_criteria, complexity,
-                           exclusive_files, run_after, max_attempts, created_by)
-  values (v_me.project_id, p_role, p_priority, p_payload, coalesce(p_acceptance_criteria, ''), p_complexity,
-          v_files, coalesce(p_run_after, now()), p_max_attempts, v_me.agent_id)
-  returning tasks.task_id, tasks.team_role, tasks.exclusive_files, tasks.run_after
-  into task_id, team_role, exclusive_files, run_after;
+  -- complexity and max_attempts are checked by the table's constraints.
+  -- complexity is a smallint: clamped to its range, a value out of it stays
+  -- out of 1..5, so the constraint, not the cast, refuses it.
+  begin
+    insert into scsql.tasks (project_id, team_role, priority, payload, acceptance_criteria, complexity,
+                             exclusive_files, run_after, max_attempts, created_by)
+    values (v_me.project_id, p_role, p_priority, p_payload, coalesce(p_acceptance_criteria, ''),
+            case when p_complexity < -32768 then -32768 when p_complexity > 32767 then 32767 else p_complexity end,
+            v_files, coalesce(p_run_after, now()), p_max_attempts, v_me.agent_id)
+    returning tasks.task_id, tasks.team_role, tasks.exclusive_files, tasks.run_after
+    into task_id, team_role, exclusive_files, run_after;
+  exception when check_violation or not_null_violation then
+    get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
+      v_constraint = constraint_name, v_column = column_name, v_message = message_text;
+    perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+  end;
 
   if cardinality(v_files) > 0 then
     -- The exclusion constraint decides, even against transactions that have

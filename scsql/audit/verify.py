@@ -1,7 +1,7 @@
 """Independent verification of every chain: links, hashes and signatures.
 
 The verifier reads rows, public keys and checkpoints, and recomputes
-everything itself with the canonical encoding of :mod:`scsql.chain` (written
+everything itself with the canonical encoding of :mod:`scsql.audit.encoding` (written
 from the specification in ``COMMENT ON FUNCTION scsql._enc``, not by asking
 the database to encode). It checks every row still present in every chain
 (or those after a checkpoint, with ``from_checkpoint``):

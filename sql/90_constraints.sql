@@ -1,0 +1,97 @@
+-- 90 constraints: the error each check constraint's violation raises.
+--
+-- The limits of what a write may store are the tables' constraints
+-- (migrations/); this file is the one place that says which SC code,
+-- message and hint a violation of each raises. scsql._map_constraint writes
+-- them as the constraint's comment ('SCnnn: message', a second line
+-- 'hint: ...'); a write function catches check_violation and
+-- not_null_violation and calls scsql._raise_violation, which reads it (a
+-- NULL in a NOT NULL column is reported with the check constraint on that
+-- column). Chained tables are also checked this way before wrong signing
+-- fields are reported (scsql._check_row), so a bad argument is reported as
+-- one whether the write was signed or not.
+--
+-- Constraints that no caller's argument reaches (counters, hashes and
+-- states the database computes) are not mapped: their violation is a bug
+-- and is raised as PostgreSQL reports it. tests/test_validation.py lists
+-- them, each with its reason, and fails on a check constraint that is in
+-- neither list.
+
+select scsql._map_constraint(t::regclass, c, code, message, hint) from (values
+  -- identity
+  ('scsql.projects', 'projects_name_check', 'SC007',
+   'invalid project name: a project name is 1 to 63 lower-case letters, digits, dots, dashes or underscores, starting with a letter or digit', null),
+  ('scsql.projects', 'projects_root_path_check', 'SC010', 'root_path must be an absolute path', null),
+  ('scsql.team_roles', 'team_roles_name_check', 'SC007',
+   'invalid team role name: a team role name is 1 to 32 lower-case letters, digits or underscores, starting with a letter', null),
+  ('scsql.agents', 'agents_name_check', 'SC007',
+   'invalid agent name: an agent name is 1 to 48 lower-case letters, digits or underscores, starting with a letter', null),
+  ('scsql.agent_keys', 'agent_keys_public_key_check', 'SC009', 'public key must be 32 bytes (raw Ed25519)',
+   'scsql agent create and scsql agent rotate-key generate the key pair and register the public key.'),
+
+  -- audit
+  ('scsql.sessions', 'sessions_client_check', 'SC010', 'client must be at most 100 characters', null),
+  ('scsql.sessions', 'sessions_model_check', 'SC010', 'model must be at most 200 characters', null),
+  ('scsql.sessions', 'sessions_title_check', 'SC010', 'title must be at most 500 characters', null),
+  ('scsql.tool_calls', 'tool_calls_tool_check', 'SC010', 'tool must be 1 to 200 characters', null),
+  ('scsql.tool_calls', 'tool_calls_status_check', 'SC010', 'status must be ok, error, timeout, cancelled or denied', null),
+  ('scsql.tool_calls', 'tool_calls_origin_check', 'SC010',
+   'origin must be model (the model generated the call) or database (it only assembled database content)', null),
+  ('scsql.tool_calls', 'tool_calls_input_tokens_check', 'SC010', 'token counts must be >= 0 (input_tokens)', null),
+  ('scsql.tool_calls', 'tool_calls_output_tokens_check', 'SC010', 'token counts must be >= 0 (output_tokens)', null),
+  ('scsql.tool_calls', 'tool_calls_latency_ms_check', 'SC010', 'latency_ms must be >= 0', null),
+  ('scsql.tool_calls', 'tool_calls_model_check', 'SC010', 'model must be at most 200 characters', null),
+  ('scsql.tool_calls', 'tool_calls_input_preview_check', 'SC010', 'input_preview must be at most 4000 characters; nothing was stored',
+   'Shorten the preview before recording it: scsql truncates nothing.'),
+  ('scsql.tool_calls', 'tool_calls_output_preview_check', 'SC010', 'output_preview must be at most 4000 characters; nothing was stored',
+   'Shorten the preview before recording it: scsql truncates nothing.'),
+  ('scsql.outcomes', 'outcomes_kind_check', 'SC010',
+   'kind must be shipped, accepted, rejected, failed, insufficient, errored or reverted', null),
+  ('scsql.outcomes', 'outcomes_summary_check', 'SC010', 'summary must be 1 to 1000 characters', null),
+  ('scsql.outcomes', 'outcomes_signal_check', 'SC010',
+   'signal must name the source in lower case (test, ci, human, review, agent, ...): a letter, then up to 31 letters, digits, _ . or -', null),
+  ('scsql.outcomes', 'outcomes_confidence_check', 'SC010', 'confidence must be between 0 and 1', null),
+  ('scsql.outcomes', 'outcomes_evidence_check', 'SC010', 'evidence must be at most 8000 characters; nothing was stored',
+   'Shorten the evidence before recording it: scsql truncates nothing.'),
+  ('scsql.outcomes', 'outcomes_task_ref_check', 'SC010', 'task_ref must be at most 200 characters', null),
+  ('scsql.outcomes', 'outcomes_names_subject', 'SC010',
+   'an outcome refers to a tool call, a session or a task: give tool_call_id, session_id or task_ref', null),
+  ('scsql.outcomes', 'outcomes_classification_check', 'SC110',
+   'classification must be public, internal, confidential or restricted', null),
+  ('scsql.model_prices', 'model_prices_model_check', 'SC010', 'model must be 1 to 200 characters', null),
+  ('scsql.model_prices', 'model_prices_input_usd_per_mtok_check', 'SC112',
+   'prices must be finite and >= 0 USD per million tokens (input)', null),
+  ('scsql.model_prices', 'model_prices_output_usd_per_mtok_check', 'SC112',
+   'prices must be finite and >= 0 USD per million tokens (output)', null),
+  ('scsql.chain_settings', 'chain_settings_clock_skew_check', 'SC010', 'clock_skew must be between 1 second and 30 days', null),
+  ('scsql.partition_settings', 'partition_settings_retention_check', 'SC010',
+   'retention must be at least 1 day (or NULL: keep forever)', null),
+  ('scsql.partition_settings', 'partition_settings_premake_check', 'SC010', 'premake must be 1 to 90 days', null),
+  ('scsql.auditor_keys', 'auditor_keys_public_key_check', 'SC009', 'the auditor''s public key must be 32 bytes (raw Ed25519)', null),
+  ('scsql.chain_quarantines', 'chain_quarantines_from_seq_check', 'SC010', 'from_seq must be 0 or more', null),
+  ('scsql.chain_quarantines', 'chain_quarantines_kind_check', 'SC010', 'kind must be 1 to 100 characters', null),
+  ('scsql.chain_quarantines', 'chain_quarantines_detail_check', 'SC010', 'detail must be at most 2000 characters', null),
+  ('scsql.chain_quarantines', 'chain_quarantines_note_check', 'SC010',
+   'note must say, in 1 to 2000 characters, what was done about the chain', null),
+
+  -- memory
+  ('scsql.memory_facts', 'memory_facts_importance_check', 'SC202', 'importance must be 1 to 5',
+   '5 = must survive, 1 = first to be archived.'),
+  ('scsql.embed_models', 'embed_models_dims_check', 'SC207', 'dimensions must be 1 to 2,000', null),
+  ('scsql.kb_sources', 'kb_sources_kind_check', 'SC203',
+   'source kind must be file, url, note, session_summary, archived_fact or learning', null),
+  ('scsql.kb_sources', 'kb_sources_trust_check', 'SC203', 'trust must be internal or external', null),
+  ('scsql.kb_sources', 'kb_sources_tier_check', 'SC203', 'tier must be pinned, standard or session', null),
+  ('scsql.kb_sources', 'kb_sources_url_external', 'SC203', 'a url source is always external', null),
+
+  -- coordination
+  ('scsql.tasks', 'tasks_complexity_check', 'SC010', 'complexity must be 1 (trivial) to 5 (very large)', null),
+  ('scsql.tasks', 'tasks_max_attempts_check', 'SC010', 'max_attempts must be 1 to 100', null),
+  ('scsql.coordination_settings', 'coordination_settings_broadcasts_per_minute_check', 'SC010',
+   'per_minute must be 0 to 10000 (null clears an agent''s override)', null),
+  ('scsql.broadcast_senders', 'broadcast_senders_per_minute_check', 'SC010',
+   'per_minute must be 0 to 10000 (null clears an agent''s override)', null),
+  ('scsql.messages', 'messages_type_check', 'SC340',
+   'unknown message type: ASSIGN, STATUS, MERGE, DEPENDENCY, PROPOSED, REJECT, REVISE, LAUNCH_ROLE or RETIRE_ROLE', null),
+  ('scsql.messages', 'messages_one_recipient', 'SC010', 'name exactly one recipient: to_role or to_agent', null)
+) as m(t, c, code, message, hint);
