@@ -15,8 +15,8 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from scsql.errors import ScsqlError
-from scsql.registry import Api
+from scsql.api import Api
+from scsql.core.errors import ScsqlError
 
 # Check constraints that no caller's argument reaches: the database computes
 # or keeps these values itself, so a violation is a bug and is raised as
@@ -300,13 +300,13 @@ def test_a_direct_insert_gets_postgresql_s_error_and_a_function_maps_it(team):
 def test_previews_and_evidence_are_never_truncated(team):
     """The client signed a 4,000-character prefix ending in an ellipsis and
     stored that; now the value is sent whole and the database refuses it."""
-    from scsql import chain
-    from scsql.audit import OUTCOME_FIELDS, TOOL_CALL_FIELDS
+    from scsql.audit.signing import sign_row
+    from scsql.audit.telemetry import OUTCOME_FIELDS, TOOL_CALL_FIELDS
 
     db, _, orch, _ = team
-    signed = chain.sign_row(orch, "scsql.tool_calls", TOOL_CALL_FIELDS, {"tool": "Read", "input_preview": "x" * 5000})
+    signed = sign_row(orch, "scsql.tool_calls", TOOL_CALL_FIELDS, {"tool": "Read", "input_preview": "x" * 5000})
     assert signed["input_preview"] == "x" * 5000
-    signed = chain.sign_row(orch, "scsql.outcomes", OUTCOME_FIELDS,
+    signed = sign_row(orch, "scsql.outcomes", OUTCOME_FIELDS,
                             {"kind": "failed", "summary": "s", "task_ref": "T", "evidence": "e" * 9000})
     assert signed["evidence"] == "e" * 9000
     api = Api(orch)
