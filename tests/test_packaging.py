@@ -29,7 +29,7 @@ def test_installed_layout_finds_its_sql(tmp_path):
                    check=True, capture_output=True, timeout=300)
     site = tmp_path / "site"
     zipfile.ZipFile(next(tmp_path.glob("scsql-*.whl"))).extractall(site)
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import scsql.migrate as m; "
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import scsql.core.migrate as m; "
             "assert m.__file__.startswith(sys.argv[1]), m.__file__; print(m.Migrator('').script())")
     out = subprocess.run([sys.executable, "-c", code, str(site)], check=True, capture_output=True, text=True,
                          cwd=tmp_path, timeout=60).stdout
