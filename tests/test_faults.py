@@ -261,23 +261,16 @@ def _await(what: str, condition, procs: list, logs: list[Path]) -> None:
         time.sleep(0.05)
 
 
-def run_fault_rounds(srv: FaultServer, tmp_path: Path, rounds: int) -> dict:
+def _create_database(srv: FaultServer, keystore) -> tuple[str, str, list[str], list[str]]:
+    """Creates and migrates a database of its own with its projects and one agent per writer."""
     from scsql.core import roles
-    from scsql.core.config import APP_ROLE
-    from scsql.core.db import Agent, Database
-    from scsql.core.errors import ScsqlError
     from scsql.core.migrate import Migrator
-    from scsql import subsystems
-    from scsql.api import Api
-    from scsql.core.keys import Keystore
 
-    t0 = time.time()
     dbname = f"scsql_faults_{next(_databases)}"
     with psycopg.connect(srv.conninfo(), autocommit=True) as conn:
         conn.execute(f'create database "{dbname}"')
     admin = srv.conninfo(dbname)
     Migrator(admin).run()
-    keystore = Keystore(tmp_path / "keys")
     projects = [f"{dbname}_p{j}" for j in range(PROJECTS)]
     for p in projects:
         roles.create_project(admin, p)
@@ -286,14 +279,14 @@ def run_fault_rounds(srv: FaultServer, tmp_path: Path, rounds: int) -> dict:
         name = f"{dbname}_w{w}"
         roles.create_agent(admin, keystore, name, projects[w % PROJECTS], "developer")
         agents.append(name)
+    return dbname, admin, projects, agents
 
-    # The writers are forked from this process, which has imported
-    # everything they use (importing it anew would take each of them seconds
-    # on a busy machine), before any pool of this process has a thread.
-    subsystems.adapters()
-    setup_s = time.time() - t0
-    stop = tmp_path / "stop"
-    logs = [tmp_path / f"w{w}.log" for w in range(WRITERS)]
+
+def _start_writers(srv: FaultServer, dbname: str, agents: list[str], keystore, stop: Path,
+                   logs: list[Path]) -> list:
+    """Forks one writer process per agent, each writing through its own pool and logging to its own file."""
+    from scsql.core.config import APP_ROLE
+
     fork = multiprocessing.get_context("fork")
     procs = []
     for w in range(WRITERS):
@@ -301,15 +294,21 @@ def run_fault_rounds(srv: FaultServer, tmp_path: Path, rounds: int) -> dict:
                 "log": str(logs[w]), "stop": str(stop), "tag": str(w)}
         procs.append(fork.Process(target=writer_main, args=(spec,), name=f"writer-{w}", daemon=True))
         procs[-1].start()
+    return procs
 
-    # An agent that makes no call while the server is down: its pool still
-    # holds the connections of the killed server when it writes again.
+
+def _open_idle_agent(srv: FaultServer, admin: str, dbname: str, keystore, project: str, idle_log: Path):
+    """Opens an agent that makes no call during the outage; returns its database and a one-write call."""
+    from scsql.core import roles
+    from scsql.core.config import APP_ROLE
+    from scsql.core.db import Agent, Database
+    from scsql.core.errors import ScsqlError
+    from scsql.api import Api
+
     idle_name = f"{dbname}_idle"
-    roles.create_agent(admin, keystore, idle_name, projects[0], "developer")
-    idle_log = tmp_path / "idle.log"
+    roles.create_agent(admin, keystore, idle_name, project, "developer")
     idle_db = Database(srv.conninfo(dbname, APP_ROLE), max_size=2).open()
     idle = Api(Agent(idle_db, idle_name, keystore.load(idle_name)))
-    idle_after_restart: list[bool] = []
     idle_n = iter(range(1, 10**6))
 
     def idle_write() -> bool:
@@ -326,39 +325,77 @@ def run_fault_rounds(srv: FaultServer, tmp_path: Path, rounds: int) -> dict:
             log.write(f"ack\t{ident}\t{time.time():.6f}\t{json.dumps(acked)}\n")
             return True
 
+    return idle_db, idle_write
+
+
+def _kill_and_restart(srv: FaultServer, rounds: int, procs: list, logs: list[Path], idle_write,
+                      windows: list, phases: list[dict], idle_after_restart: list[bool]) -> None:
+    """Kills the postmaster mid-write ROUNDS times, each once every writer has acknowledged writes, and restarts it."""
+    def acks_since(t: float) -> list[int]:
+        return [sum(1 for e in _read_log(log) if e.kind == "ack" and e.t > t) for log in logs]
+
+    since = 0.0
+    for _ in range(rounds):
+        _await(f"{PER_PHASE} acknowledged writes per writer before the kill",
+               lambda s=since: min(acks_since(s)) >= PER_PHASE, procs, logs)
+        assert idle_write()
+        killed_at = time.time()
+        srv.kill()
+        phases.append({"reaped": time.time() - killed_at})
+        # Every writer notices the outage before the server comes back.
+        _await("an error seen by every writer during the outage",
+               lambda k=killed_at: all(any(e.kind == "err" and e.t > k for e in _read_log(log)) for log in logs),
+               procs, logs)
+        phases[-1]["errors_seen"] = time.time() - killed_at
+        srv.start()
+        since = time.time()
+        phases[-1]["restarted"] = since - killed_at
+        windows.append((killed_at, since))
+        idle_after_restart.append(idle_write())
+    _await(f"{PER_PHASE} acknowledged writes per writer after the last restart",
+           lambda s=since: min(acks_since(s)) >= PER_PHASE, procs, logs)
+
+
+def _stop_writers(stop: Path, procs: list) -> None:
+    """Tells the writers to stop and waits for each (killing one that does not end in time)."""
+    stop.touch()
+    for p in procs:
+        p.join(TIMEOUT)
+        if p.exitcode is None:
+            p.kill()
+            p.join()
+
+
+def run_fault_rounds(srv: FaultServer, tmp_path: Path, rounds: int) -> dict:
+    """Runs the writers through ROUNDS kills and restarts; returns what the checks need and the timings."""
+    from scsql import subsystems
+    from scsql.core.keys import Keystore
+
+    t0 = time.time()
+    keystore = Keystore(tmp_path / "keys")
+    dbname, admin, projects, agents = _create_database(srv, keystore)
+
+    # The writers are forked from this process, which has imported
+    # everything they use (importing it anew would take each of them seconds
+    # on a busy machine), before any pool of this process has a thread.
+    subsystems.adapters()
+    setup_s = time.time() - t0
+    stop = tmp_path / "stop"
+    logs = [tmp_path / f"w{w}.log" for w in range(WRITERS)]
+    procs = _start_writers(srv, dbname, agents, keystore, stop, logs)
+
+    # An agent that makes no call while the server is down: its pool still
+    # holds the connections of the killed server when it writes again.
+    idle_log = tmp_path / "idle.log"
+    idle_db, idle_write = _open_idle_agent(srv, admin, dbname, keystore, projects[0], idle_log)
+    idle_after_restart: list[bool] = []
+
     windows = []  # (kill time, restart-ready time) per round
     phases: list[dict] = []  # seconds from each kill to: reaped, every writer saw an error, restarted
     try:
-        def acks_since(t: float) -> list[int]:
-            return [sum(1 for e in _read_log(log) if e.kind == "ack" and e.t > t) for log in logs]
-
-        since = 0.0
-        for _ in range(rounds):
-            _await(f"{PER_PHASE} acknowledged writes per writer before the kill",
-                   lambda s=since: min(acks_since(s)) >= PER_PHASE, procs, logs)
-            assert idle_write()
-            killed_at = time.time()
-            srv.kill()
-            phases.append({"reaped": time.time() - killed_at})
-            # Every writer notices the outage before the server comes back.
-            _await("an error seen by every writer during the outage",
-                   lambda k=killed_at: all(any(e.kind == "err" and e.t > k for e in _read_log(log)) for log in logs),
-                   procs, logs)
-            phases[-1]["errors_seen"] = time.time() - killed_at
-            srv.start()
-            since = time.time()
-            phases[-1]["restarted"] = since - killed_at
-            windows.append((killed_at, since))
-            idle_after_restart.append(idle_write())
-        _await(f"{PER_PHASE} acknowledged writes per writer after the last restart",
-               lambda s=since: min(acks_since(s)) >= PER_PHASE, procs, logs)
+        _kill_and_restart(srv, rounds, procs, logs, idle_write, windows, phases, idle_after_restart)
     finally:
-        stop.touch()
-        for p in procs:
-            p.join(TIMEOUT)
-            if p.exitcode is None:
-                p.kill()
-                p.join()
+        _stop_writers(stop, procs)
         idle_db.close()
     assert [p.exitcode for p in procs] == [0] * WRITERS, "a writer failed (its traceback is in the captured stderr)"
     return {"admin": admin, "agents": agents, "logs": logs, "windows": windows, "dbname": dbname,
@@ -367,10 +404,8 @@ def run_fault_rounds(srv: FaultServer, tmp_path: Path, rounds: int) -> dict:
             "setup_s": round(setup_s, 2), "writers_s": round(time.time() - t0 - setup_s, 2)}
 
 
-def check(srv: FaultServer, run: dict, monkeypatch, capsys) -> dict:
-    from scsql import cli
-
-    admin, windows = run["admin"], run["windows"]
+def _read_attempts(run: dict) -> tuple[dict, dict, dict, dict]:
+    """Reads the writers' logs: each identity attempted once, and acknowledged or failed only if attempted."""
     events = {log.stem: _read_log(log) for log in run["logs"]}
     tried: dict[str, str] = {}
     acked: dict[str, dict] = {}
@@ -386,7 +421,12 @@ def check(srv: FaultServer, run: dict, monkeypatch, capsys) -> dict:
                 failed[e.ident] = e.extra
     assert not set(acked) & set(failed)
     assert set(acked) | set(failed) <= set(tried)
+    return events, tried, acked, failed
 
+
+def _check_kill_windows(srv: FaultServer, run: dict, events: dict, failed: dict) -> None:
+    """Every kill fell mid-write, the idle pool recovered, errors were ScsqlErrors, and each restart recovered."""
+    windows = run["windows"]
     # The kill happened mid-write, in every round, for every writer.
     for r, (killed, ready) in enumerate(windows):
         for w, evs in events.items():
@@ -405,6 +445,9 @@ def check(srv: FaultServer, run: dict, monkeypatch, capsys) -> dict:
         assert "not properly shut down; automatic recovery in progress" in text, text[-2000:]
         assert "database system is ready to accept connections" in text
 
+
+def _read_database(admin: str) -> dict:
+    """Reads the stored writes, chain rows and heads, verify_chain of each chain and the orphan learnings."""
     with psycopg.connect(admin, row_factory=dict_row) as conn:
         tools = conn.execute("select tool as ident, tool_call_id as id, chain_id, seq from scsql.tool_calls").fetchall()
         outcomes = conn.execute(
@@ -425,7 +468,13 @@ def check(srv: FaultServer, run: dict, monkeypatch, capsys) -> dict:
         orphan_learnings = conn.execute(
             "select count(*) as n from scsql.learnings l where l.outcome_id is not null and not exists "
             "(select from scsql.outcomes o where o.outcome_id = l.outcome_id)").fetchone()["n"]
+    return {"tools": tools, "outcomes": outcomes, "facts": facts, "rows": rows, "heads": heads,
+            "sql_verify": sql_verify, "orphan_learnings": orphan_learnings}
 
+
+def _check_stored_writes(db: dict, tried: dict, acked: dict, failed: dict, windows: list) -> list[str]:
+    """Every acknowledged write is stored once where it was said to be; returns the writes stored unacknowledged."""
+    tools, outcomes, facts = db["tools"], db["outcomes"], db["facts"]
     # Every stored write is present once and was attempted; acknowledged ones are where they were said to be.
     stored: dict[str, list[dict]] = defaultdict(list)
     for r in tools + outcomes + facts:
@@ -456,10 +505,15 @@ def check(srv: FaultServer, run: dict, monkeypatch, capsys) -> dict:
     for i in in_doubt:
         per_writer[i.rsplit(".", 1)[0]] += 1
     assert max(per_writer.values(), default=0) <= len(windows), per_writer
-    assert orphan_learnings == 0
+    assert db["orphan_learnings"] == 0
     for r in outcomes:
         assert r["learnings"] == (1 if r["kind"] == "failed" else 0), r
+    return in_doubt
 
+
+def _check_chains(events: dict, db: dict) -> None:
+    """Each writer's rows lie on one chain in order; no signature twice; every chain is 1..head, linked and verified."""
+    rows, heads, sql_verify = db["rows"], db["heads"], db["sql_verify"]
     # Each writer's acknowledged rows lie on one chain, in the order it wrote them.
     for w, evs in events.items():
         seqs = [e.extra for e in evs if e.kind == "ack" and e.extra["op"] != "fact"]
@@ -480,13 +534,29 @@ def check(srv: FaultServer, run: dict, monkeypatch, capsys) -> dict:
             assert bytes(b["prev_hash"]) == bytes(a["row_hash"]), f"chain {c} seq {b['seq']} does not link"
         assert sql_verify[c]["ok"], sql_verify[c]
 
-    # scsql verify --full, as the command runs it: every hash and every signature.
+
+def _check_verify_command(admin: str, rows: list[dict], monkeypatch, capsys) -> None:
+    """scsql verify --full, as the command runs it, checks every hash and every signature and finds no break."""
+    from scsql import cli
+
     monkeypatch.setenv("SCSQL_DSN", admin)
     capsys.readouterr()
     assert cli.main(["verify", "--full", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] and not report["breaks"], report["breaks"][:5]
     assert (report["rows"], report["signatures"], report["chains"], report["full"]) == (len(rows), len(rows), WRITERS + 1, True)
+
+
+def check(srv: FaultServer, run: dict, monkeypatch, capsys) -> dict:
+    """Checks the writers' logs and the recovered database against each other; returns a summary of the run."""
+    admin, windows = run["admin"], run["windows"]
+    events, tried, acked, failed = _read_attempts(run)
+    _check_kill_windows(srv, run, events, failed)
+    db = _read_database(admin)
+    in_doubt = _check_stored_writes(db, tried, acked, failed, windows)
+    _check_chains(events, db)
+    rows = db["rows"]
+    _check_verify_command(admin, rows, monkeypatch, capsys)
 
     return {"acked": len(acked), "attempted": len(tried), "errors": len(failed), "in_doubt": len(in_doubt),
             "rows": len(rows), "error_codes": sorted({x["code"] for x in failed.values()}),
