@@ -582,6 +582,14 @@ class _PartVerifier:
     def content(self, st: _Chain, chain_id: int, seq: int, spec: _TableSpec, r: tuple) -> bool:
         """The row's hash, author, project, key, signature, and that it is no replay."""
         at, key_id, author_id, prev_hash, row_hash, signature = r[2], r[3], r[4], r[5], r[6], r[7]
+        # Author and project first, as scsql.verify_chain: a row given another author is a wrong-author
+        # there (it hashes the chain's agent's name), not a hash-mismatch.
+        if author_id != st.agent:
+            return self.fail(st, chain_id, seq, "wrong-author", f"row names author {self.name(author_id)} in the "
+                             f"chain of {self.name(st.agent)}", spec.table)
+        if r[8] != st.project:
+            return self.fail(st, chain_id, seq, "wrong-project",
+                             f"the row is in project {r[8]}, its chain in project {st.project}", spec.table)
         n, null = spec.n_stamped, _NULL
         signed_payload = self._prefix(spec.ti, spec.table, author_id, key_id) + _enc_ts(at) + _join(
             [null if v is None else f(v) for f, v in zip(spec.signed, r[10 + n:])])
@@ -594,12 +602,6 @@ class _PartVerifier:
         if not _compare(digest.digest(), row_hash):
             return self.fail(st, chain_id, seq, "hash-mismatch", "row_hash does not match the row's content",
                              spec.table)
-        if author_id != st.agent:
-            return self.fail(st, chain_id, seq, "wrong-author", f"row names author {self.name(author_id)} in the "
-                             f"chain of {self.name(st.agent)}", spec.table)
-        if r[8] != st.project:
-            return self.fail(st, chain_id, seq, "wrong-project",
-                             f"the row is in project {r[8]}, its chain in project {st.project}", spec.table)
         k = self.keys.get((author_id, key_id))
         if k is None or at < k[1] or (k[2] is not None and at >= k[2]):
             return self.fail(st, chain_id, seq, "wrong-key",
