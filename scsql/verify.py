@@ -556,6 +556,11 @@ class _PartVerifier:
             # Retention dropped this row's partition, a checkpoint says: a row here was put back or moved.
             return self.fail(st, chain_id, seq, "retired-row-present",
                              "a checkpoint segment places this row in a partition that no longer exists", table) or None
+        if st.start_pending and seq > st.start:
+            st.start_pending = False
+            problem = self.start_missing(st, seq, "seq-gap")
+            if problem is not None:
+                return self.fail(st, chain_id, *problem, table) or None
         if seq == st.next:
             return False
         if seq < st.next:
@@ -578,6 +583,17 @@ class _PartVerifier:
         if legacy_used:
             st.legacy_gap_end = seq - 1
         return False
+
+    @staticmethod
+    def start_missing(st: _Chain, seq: int, kind: str) -> tuple[int, str, str] | None:
+        """The row the starting checkpoint names is missing: None when retention
+        took it, else the break (seq, kind, detail) to report at SEQ."""
+        detail = st.gaps.dropped_detail(st.start)
+        if detail is not None:
+            return st.start, "partition-dropped", detail
+        if st.gaps.retired(st.start) or st.start <= st.legacy:
+            return None
+        return seq, kind, f"seq {st.start}, the row the starting checkpoint names, is missing"
 
     def content(self, st: _Chain, chain_id: int, seq: int, spec: _TableSpec, r: tuple) -> bool:
         """The row's hash, author, project, key, signature, and that it is no replay."""
@@ -665,6 +681,11 @@ class _PartVerifier:
 
     def end(self, st: _Chain, chain_id: int, c: _ChainRow) -> None:
         head_seq, head_hash = c.head_seq, bytes(c.head_hash)
+        if st.start_pending:  # no row from the starting checkpoint's on
+            problem = self.start_missing(st, st.start, "checkpoint-mismatch")
+            if problem is not None:
+                self.fail(st, chain_id, *problem)
+                return
         end, end_hash = st.next - 1, st.prev
         if end < head_seq:
             problem, h, legacy_used = st.gaps.gap(end + 1, head_seq)

@@ -721,6 +721,16 @@ begin
           end if;
           continue;
         end if;
+        -- The row the starting checkpoint names is missing: only retention may have taken it.
+        select * into v_dropped from scsql._chain_dropped(p_chain, v_seq);
+        if v_dropped.part is not null then
+          broken_seq := v_seq; kind := 'partition-dropped'; detail := v_dropped.detail;
+          return;
+        elsif not (coalesce(v_seq <@ v_gone, false) or v_seq <= v_legacy) then
+          broken_seq := r.seq; kind := 'seq-gap';
+          detail := format('seq %s, the row the starting checkpoint names, is missing', v_seq);
+          return;
+        end if;
       end if;
       if r.seq = v_seq then
         broken_seq := r.seq; kind := 'fork';
@@ -781,6 +791,17 @@ begin
       v_prev := r.row_hash;
     end loop;
   end if;
+  if v_start_pending then  -- no row from the starting checkpoint's on
+    select * into v_dropped from scsql._chain_dropped(p_chain, v_seq);
+    if v_dropped.part is not null then
+      broken_seq := v_seq; kind := 'partition-dropped'; detail := v_dropped.detail;
+      return;
+    elsif not (coalesce(v_seq <@ v_gone, false) or v_seq <= v_legacy) then
+      broken_seq := v_seq; kind := 'checkpoint-mismatch';
+      detail := format('seq %s, the row the starting checkpoint names, is missing', v_seq);
+      return;
+    end if;
+  end if;
   -- The end: the recorded head, possibly in retired rows.
   v_end := v_seq;
   if v_seq < v_chain.head_seq then
@@ -822,7 +843,7 @@ begin
 end
 $$;
 comment on function scsql.verify_chain(bigint, bigint) is
-  'Auditor. Re-computes chain P_CHAIN in SQL, every row still present (or, with checkpoint P_FROM_CHECKPOINT, the row at its head, which must have the signed hash, and those after it): every row''s seq follows the previous one, prev_hash is the previous row_hash, row_hash = sha256(prev_hash || canonical row bytes || signature) (see scsql._enc), the row''s author and project are the chain''s, no signature occurs twice among the chain''s rows of one table, and rows a checkpoint signed still have the signed hash. Rows may be missing only where checkpoint segments place them in a partition that is gone and that retention retired (a record in scsql.partition_retirements that holds up against the settings log) (or, for retention of earlier versions, at or below a horizon that is a checkpointed head), and no row may be present there; a run of missing rows ends at the end of such a segment (or in the horizon''s range), and the row after it must link to the hash the checkpoints signed for that end. Returns chain_id, ok, rows_checked and, for the first break, broken_seq and kind: seq-gap (rows missing before broken_seq), partition-dropped (broken_seq is the first missing row: a segment places it in a partition that is gone though retention did not retire it; detail names the seqs the checkpoints place there and the partition), retired-row-present (a segment puts the row in a partition that is gone: it was moved or put back), fork (seq repeated), prev-mismatch, hash-mismatch (the row was altered), wrong-author, wrong-project, replay (the row repeats the signature of an earlier row it checked: a signed write stored again, links and hashes recomputed around it), checkpoint-mismatch (a row differs from what a checkpoint signed, checkpoints signed different hashes for the row before broken_seq, or the newest rows were removed), head-mismatch, horizon-unanchored (the horizon is not a checkpointed head), chain-identity (broken_seq 0: the chain''s project or agent differs from its agent''s project or from what a checkpoint recorded) or chain-missing (a checkpoint names the chain but it is gone). Ed25519 signatures are checked by scsql verify (PostgreSQL has no verifier of them). Raises SC106 for a chain no checkpoint knows, SC010 for a checkpoint without that chain.';
+  'Auditor. Re-computes chain P_CHAIN in SQL, every row still present (or, with checkpoint P_FROM_CHECKPOINT, the row at its head, which must be present, unless retention retired it, and have the signed hash, and those after it): every row''s seq follows the previous one, prev_hash is the previous row_hash, row_hash = sha256(prev_hash || canonical row bytes || signature) (see scsql._enc), the row''s author and project are the chain''s, no signature occurs twice among the chain''s rows of one table, and rows a checkpoint signed still have the signed hash. Rows may be missing only where checkpoint segments place them in a partition that is gone and that retention retired (a record in scsql.partition_retirements that holds up against the settings log) (or, for retention of earlier versions, at or below a horizon that is a checkpointed head), and no row may be present there; a run of missing rows ends at the end of such a segment (or in the horizon''s range), and the row after it must link to the hash the checkpoints signed for that end. Returns chain_id, ok, rows_checked and, for the first break, broken_seq and kind: seq-gap (rows missing before broken_seq), partition-dropped (broken_seq is the first missing row: a segment places it in a partition that is gone though retention did not retire it; detail names the seqs the checkpoints place there and the partition), retired-row-present (a segment puts the row in a partition that is gone: it was moved or put back), fork (seq repeated), prev-mismatch, hash-mismatch (the row was altered), wrong-author, wrong-project, replay (the row repeats the signature of an earlier row it checked: a signed write stored again, links and hashes recomputed around it), checkpoint-mismatch (a row differs from what a checkpoint signed, checkpoints signed different hashes for the row before broken_seq, or the newest rows were removed), head-mismatch, horizon-unanchored (the horizon is not a checkpointed head), chain-identity (broken_seq 0: the chain''s project or agent differs from its agent''s project or from what a checkpoint recorded) or chain-missing (a checkpoint names the chain but it is gone). Ed25519 signatures are checked by scsql verify (PostgreSQL has no verifier of them). Raises SC106 for a chain no checkpoint knows, SC010 for a checkpoint without that chain.';
 
 drop function if exists scsql.chain_heads();
 create function scsql.chain_heads()

@@ -202,6 +202,25 @@ def test_verification_can_start_from_a_checkpoint(trail, verifier, tmp_path, mon
     assert verifier.breaks(db, from_checkpoint=cp) == [(ca, 6, "checkpoint-mismatch")]
 
 
+def test_the_row_a_starting_checkpoint_names_cannot_be_deleted(trail, verifier):
+    """Verification from a checkpoint checks the row it names: deleting that
+    row is found as verification of every row finds it, whether rows follow
+    it or it was the newest."""
+    from scsql.cmd_audit import record_checkpoints
+
+    db, a, b, ca, cb = trail
+    record_checkpoints(db.admin, _auditor_key(db), progress=False)  # A: seq 1..6
+    Api(a).call("record_tool_call", tool="after")  # seq 7
+    with db.connect() as conn:
+        cp = conn.execute("select max(checkpoint_id) as id from scsql.checkpoints").fetchone()["id"]
+    tamper(db, f"delete from scsql.outcomes where chain_id = {ca} and seq = 6")
+    assert verifier.breaks(db) == [(ca, 7, "seq-gap")]
+    assert verifier.breaks(db, from_checkpoint=cp) == [(ca, 7, "seq-gap")]
+    tamper(db, f"delete from scsql.tool_calls where chain_id = {ca} and seq = 7")
+    assert verifier.breaks(db) == [(ca, 6, "checkpoint-mismatch")]
+    assert verifier.breaks(db, from_checkpoint=cp) == [(ca, 6, "checkpoint-mismatch")]
+
+
 def _auditor_key(db):
     from scsql import signing
 

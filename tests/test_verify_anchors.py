@@ -344,6 +344,32 @@ def test_checkpoints_that_sign_different_hashes_for_a_retired_row_are_a_mismatch
     assert verifier.breaks(db) == [(chain, 4, "checkpoint-mismatch")]
 
 
+def test_verification_can_start_from_a_checkpoint_whose_row_retention_retired(scsql_db, verifier):
+    """The row a starting checkpoint names may be missing when retention took it."""
+    db = scsql_db
+    day = old_day(db)
+    with db.connect() as conn:
+        conn.execute("select scsql.set_partition_retention('scsql.tool_calls', '2 days')")
+    a = db.agent("start", db.project())
+    backdate_keys(db)
+    Api(a).call("start_session", client="test", title="kept forever")  # seq 1
+    write_at(a, day, "old-2")
+    write_at(a, day, "old-3")
+    key = auditor_key(db)
+    record_checkpoints(db.admin, key, progress=False)  # its head: seq 3, three days old
+    with db.connect() as conn:
+        cp = conn.execute("select max(checkpoint_id) as id from scsql.checkpoints").fetchone()["id"]
+    Api(a).call("record_tool_call", tool="new-4")
+    record_checkpoints(db.admin, key, progress=False)
+    with db.connect() as conn:
+        conn.execute("select scsql._retire_partition(%s::regclass)", (partition_of(db, "old-2"),))
+        chain = conn.execute("select chain_id from scsql.chains").fetchone()["chain_id"]
+    assert verifier.breaks(db) == []
+    assert verifier.breaks(db, from_checkpoint=cp) == []
+    tamper(db, f"update scsql.tool_calls set prev_hash = sha256(prev_hash) where chain_id = {chain} and seq = 4")
+    assert verifier.breaks(db, from_checkpoint=cp) == [(chain, 4, "prev-mismatch")]
+
+
 def test_checkpoint_after_earlier_retention_dropped_the_newest_rows_of_an_idle_chain(scsql_db, verifier):
     """Upgrade: retention of earlier versions dropped the partition holding
     the newest rows of a chain that wrote nothing since, and moved its horizon
