@@ -505,7 +505,13 @@ class _PartVerifier:
         unreported = 0
         last: _Chain | None = None
         streams = [_scan(self.conn, t, ti, self.lo, self.hi) for ti, t in enumerate(self.tables)]
-        for chain_id, seq, ti, r in heapq.merge(*streams, key=itemgetter(0, 1)):
+        rows = heapq.merge(*streams, key=itemgetter(0, 1))
+        ahead = next(rows, None)
+        while ahead is not None:
+            chain_id, seq, ti, r = ahead
+            ahead = next(rows, None)
+            # Another row with this seq follows: a fork, whichever of them comes first.
+            twin = ahead is not None and ahead[1] == seq and ahead[0] == chain_id
             self.rows += 1
             unreported += 1
             if unreported >= 5000:
@@ -518,7 +524,7 @@ class _PartVerifier:
                 st = self.state[chain_id] = self._first_row_of(chain_id, seq)
                 last = st
             if not st.broken:
-                self.row(st, chain_id, seq, self.specs[ti], r)
+                self.row(st, chain_id, seq, self.specs[ti], r, twin)
         _report_progress(unreported)
 
     def _first_row_of(self, chain_id: int, seq: int) -> _Chain:
@@ -528,10 +534,11 @@ class _PartVerifier:
         self.fail(st, chain_id, seq, "chain-unknown", "rows name a chain with no head row")
         return st
 
-    def row(self, st: _Chain, chain_id: int, seq: int, spec: _TableSpec, r: tuple) -> None:
+    def row(self, st: _Chain, chain_id: int, seq: int, spec: _TableSpec, r: tuple, twin: bool = False) -> None:
         """One row. r: chain_id, seq, at, key_id, author_id, prev_hash, row_hash,
-        signature, project_id, partition, stamped..., signed..."""
-        at_start = self.place(st, chain_id, seq, spec.table, r)
+        signature, project_id, partition, stamped..., signed...; twin: another
+        row of the chain with this seq follows."""
+        at_start = self.place(st, chain_id, seq, spec.table, r, twin)
         if at_start is None:
             return
         if not at_start and st.prev is not None and not _compare(r[5], st.prev):
@@ -548,7 +555,7 @@ class _PartVerifier:
         if seq > st.covered >= 0:
             self.extend_segment(st, seq, r[6], self.parts.get(r[9], ""))
 
-    def place(self, st: _Chain, chain_id: int, seq: int, table: str, r: tuple) -> bool | None:
+    def place(self, st: _Chain, chain_id: int, seq: int, table: str, r: tuple, twin: bool = False) -> bool | None:
         """Where the row stands in its chain: None when it is skipped or broke the
         chain, True when it is the row the starting checkpoint names, else False."""
         gaps = st.gaps
@@ -556,6 +563,8 @@ class _PartVerifier:
             # Retention dropped this row's partition, a checkpoint says: a row here was put back or moved.
             return self.fail(st, chain_id, seq, "retired-row-present",
                              "a checkpoint segment places this row in a partition that no longer exists", table) or None
+        if twin and seq >= st.start:
+            return self.fail(st, chain_id, seq, "fork", f"two rows have seq {seq}", table) or None
         if st.start_pending and seq > st.start:
             st.start_pending = False
             problem = self.start_missing(st, seq, "seq-gap")

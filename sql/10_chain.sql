@@ -690,13 +690,20 @@ begin
             || 'select h.seq, h.row_hash from scsql.checkpoint_heads h where h.chain_id = $1 '
             || 'union all select g.last_seq, g.row_hash from scsql.checkpoint_segments g where g.chain_id = $1) s group by s.seq) '
             || 'select x.*, (e.seq is not null and (cardinality(e.hashes) > 1 or e.hashes[1] <> x.row_hash)) as signed_differs, '
-            || 'coalesce(x.seq <@ $4, false) as gone, min(x.seq) over (partition by x.tbl, x.signature) as first_seq from ('
+            || 'coalesce(x.seq <@ $4, false) as gone, min(x.seq) over (partition by x.tbl, x.signature) as first_seq, '
+            || 'count(*) over (partition by x.seq) as copies from ('
             || v_query || ') x left join e on e.seq = x.seq order by x.seq';
     for r in execute v_query using p_chain, v_seq - v_start_pending::integer, v_agent.name, v_gone loop
       rows_checked := rows_checked + 1;
       if r.gone then
         broken_seq := r.seq; kind := 'retired-row-present';
         detail := 'a checkpoint segment places this row in a partition that no longer exists';
+        return;
+      end if;
+      if r.copies > 1 then
+        -- Another row has this seq: a fork, whichever of them comes first.
+        broken_seq := r.seq; kind := 'fork';
+        detail := format('two rows have seq %s', r.seq);
         return;
       end if;
       if v_start_pending then

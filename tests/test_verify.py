@@ -45,6 +45,27 @@ def test_deleted_row_is_found_at_the_next_seq(trail, verifier):
     assert verifier.breaks(db) == [(ca, 3, "seq-gap")]
 
 
+_COPIES = {
+    "scsql.tool_calls": "insert into scsql.tool_calls select project_id, tool_call_id + 1000, at, session_id, tool, "
+                        "model, origin, input_tokens, output_tokens, latency_ms, status, input_preview, output_preview, "
+                        "cost_usd, author_id, key_id, chain_id, seq, prev_hash, row_hash, signature "
+                        "from scsql.tool_calls where chain_id = {chain} and seq = 3",
+    "scsql.sessions": "insert into scsql.sessions (project_id, client, title, at, author_id, key_id, chain_id, seq, "
+                      "prev_hash, row_hash, signature) select project_id, 'copy', tool, at, author_id, key_id, chain_id, "
+                      "seq, prev_hash, row_hash, signature from scsql.tool_calls where chain_id = {chain} and seq = 3",
+}
+
+
+@pytest.mark.parametrize("table", list(_COPIES))
+def test_a_second_row_at_a_seq_is_a_fork_whichever_is_read_first(trail, verifier, table):
+    """A row stored again at a seq of its chain, in the same table (read after
+    the original) or in another one (read before it), is a fork, not the
+    hash-mismatch of whichever of the two a verifier happens to read first."""
+    db, a, b, ca, cb = trail
+    tamper(db, _COPIES[table].format(chain=ca))
+    assert verifier.breaks(db) == [(ca, 3, "fork")]
+
+
 def test_swapped_contents_are_found(trail, verifier):
     db, a, b, ca, cb = trail
     tamper(db, f"""
