@@ -4,7 +4,8 @@ The verifier reads rows, public keys and checkpoints, and recomputes
 everything itself with the canonical encoding of :mod:`scsql.chain` (written
 from the specification in ``COMMENT ON FUNCTION scsql._enc``, not by asking
 the database to encode). It checks every row still present in every chain
-(or those after a checkpoint, with ``from_checkpoint``):
+(or those after a checkpoint, with ``from_checkpoint``, and the row it names,
+which only retention may have taken):
 
 * seq runs on without repeat (``fork``), and without gap (``seq-gap``) except
   where checkpoint segments say the missing rows lay in a dated partition
