@@ -709,21 +709,28 @@ begin
                g.part like '%@%' and g.part not like '%@default' and not g.part = any (v_parts) as gone
         from scsql.checkpoint_segments g where g.chain_id = p_chain) g;
 
-  select string_agg(format('select t.seq, t.prev_hash, t.row_hash, t.author_id, t.project_id, sha256(t.prev_hash || scsql._enc_int(t.chain_id) || scsql._enc_int(t.seq) || %s || t.signature) as computed from %s t where t.chain_id = $1 and t.seq > $2',
-                           scsql._chain_body_expr(ct.table_name, 't', '$3'), ct.table_name), ' union all ')
+  select string_agg(format('select t.seq, t.prev_hash, t.row_hash, t.author_id, t.project_id, sha256(t.prev_hash || scsql._enc_int(t.chain_id) || scsql._enc_int(t.seq) || %s || t.signature) as computed, %L as tbl, t.signature from %s t where t.chain_id = $1 and t.seq > $2',
+                           scsql._chain_body_expr(ct.table_name, 't', '$3'), ct.table_name, ct.table_name), ' union all ')
   into v_query from scsql.chained_tables ct;
   if v_query is not null then
     v_query := 'with e as (select s.seq, array_agg(distinct s.row_hash) as hashes from ('
             || 'select h.seq, h.row_hash from scsql.checkpoint_heads h where h.chain_id = $1 '
             || 'union all select g.last_seq, g.row_hash from scsql.checkpoint_segments g where g.chain_id = $1) s group by s.seq) '
             || 'select x.*, (e.seq is not null and (cardinality(e.hashes) > 1 or e.hashes[1] <> x.row_hash)) as signed_differs, '
-            || 'coalesce(x.seq <@ $4, false) as gone from ('
+            || 'coalesce(x.seq <@ $4, false) as gone, min(x.seq) over (partition by x.tbl, x.signature) as first_seq, '
+            || 'count(*) over (partition by x.seq) as copies from ('
             || v_query || ') x left join e on e.seq = x.seq order by x.seq';
     for r in execute v_query using p_chain, v_seq - v_start_pending::integer, v_agent.name, v_gone loop
       rows_checked := rows_checked + 1;
       if r.gone then
         broken_seq := r.seq; kind := 'retired-row-present';
         detail := 'a checkpoint segment places this row in a partition that no longer exists';
+        return;
+      end if;
+      if r.copies > 1 then
+        -- Another row has this seq: a fork, whichever of them comes first.
+        broken_seq := r.seq; kind := 'fork';
+        detail := format('two rows have seq %s', r.seq);
         return;
       end if;
       if v_start_pending then
@@ -733,20 +740,30 @@ begin
           if r.row_hash <> v_prev then
             broken_seq := r.seq; kind := 'checkpoint-mismatch';
             detail := 'the row differs from the one the starting checkpoint signed';
-          elsif r.computed <> r.row_hash then
-            broken_seq := r.seq; kind := 'hash-mismatch';
-            detail := 'row_hash does not match the row''s content';
           elsif r.author_id <> v_chain.agent_id then
             broken_seq := r.seq; kind := 'wrong-author';
             detail := format('the row names author %s in the chain of agent %s', r.author_id, v_chain.agent_id);
           elsif r.project_id <> v_chain.project_id then
             broken_seq := r.seq; kind := 'wrong-project';
             detail := format('the row is in project %s, its chain in project %s', r.project_id, v_chain.project_id);
+          elsif r.computed <> r.row_hash then
+            broken_seq := r.seq; kind := 'hash-mismatch';
+            detail := 'row_hash does not match the row''s content';
           end if;
           if kind is not null then
             return;
           end if;
           continue;
+        end if;
+        -- The row the starting checkpoint names is missing: only retention may have taken it.
+        select * into v_dropped from scsql._chain_dropped(p_chain, v_seq);
+        if v_dropped.part is not null then
+          broken_seq := v_seq; kind := 'partition-dropped'; detail := v_dropped.detail;
+          return;
+        elsif not (coalesce(v_seq <@ v_gone, false) or v_seq <= v_legacy) then
+          broken_seq := r.seq; kind := 'seq-gap';
+          detail := format('seq %s, the row the starting checkpoint names, is missing', v_seq);
+          return;
         end if;
       end if;
       if r.seq = v_seq then
@@ -782,10 +799,6 @@ begin
         broken_seq := r.seq; kind := 'prev-mismatch';
         detail := 'prev_hash is not the row_hash of the previous row';
         return;
-      elsif r.computed <> r.row_hash then
-        broken_seq := r.seq; kind := 'hash-mismatch';
-        detail := 'row_hash does not match the row''s content';
-        return;
       elsif r.author_id <> v_chain.agent_id then
         broken_seq := r.seq; kind := 'wrong-author';
         detail := format('the row names author %s in the chain of agent %s', r.author_id, v_chain.agent_id);
@@ -793,6 +806,15 @@ begin
       elsif r.project_id <> v_chain.project_id then
         broken_seq := r.seq; kind := 'wrong-project';
         detail := format('the row is in project %s, its chain in project %s', r.project_id, v_chain.project_id);
+        return;
+      elsif r.computed <> r.row_hash then
+        broken_seq := r.seq; kind := 'hash-mismatch';
+        detail := 'row_hash does not match the row''s content';
+        return;
+      elsif r.first_seq < r.seq then
+        -- A signature seen before in this chain: the same signed write stored twice.
+        broken_seq := r.seq; kind := 'replay';
+        detail := format('the row repeats seq %s: the same signed write, stored twice', r.first_seq);
         return;
       elsif r.signed_differs then
         broken_seq := r.seq; kind := 'checkpoint-mismatch';
@@ -802,6 +824,17 @@ begin
       v_seq := r.seq;
       v_prev := r.row_hash;
     end loop;
+  end if;
+  if v_start_pending then  -- no row from the starting checkpoint's on
+    select * into v_dropped from scsql._chain_dropped(p_chain, v_seq);
+    if v_dropped.part is not null then
+      broken_seq := v_seq; kind := 'partition-dropped'; detail := v_dropped.detail;
+      return;
+    elsif not (coalesce(v_seq <@ v_gone, false) or v_seq <= v_legacy) then
+      broken_seq := v_seq; kind := 'checkpoint-mismatch';
+      detail := format('seq %s, the row the starting checkpoint names, is missing', v_seq);
+      return;
+    end if;
   end if;
   -- The end: the recorded head, possibly in retired rows.
   v_end := v_seq;
@@ -844,7 +877,7 @@ begin
 end
 $$;
 comment on function scsql.verify_chain(bigint, bigint) is
-  'Auditor. Re-computes chain P_CHAIN in SQL, every row still present (or, with checkpoint P_FROM_CHECKPOINT, the row at its head, which must have the signed hash, and those after it): every row''s seq follows the previous one, prev_hash is the previous row_hash, row_hash = sha256(prev_hash || canonical row bytes || signature) (see scsql._enc), the row''s author and project are the chain''s, and rows a checkpoint signed still have the signed hash. Rows may be missing only where checkpoint segments place them in a partition that is gone and that retention retired (a record in scsql.partition_retirements that holds up against the settings log) (or, for retention of earlier versions, at or below a horizon that is a checkpointed head), and no row may be present there; a run of missing rows ends at the end of such a segment (or in the horizon''s range), and the row after it must link to the hash the checkpoints signed for that end. Returns chain_id, ok, rows_checked and, for the first break, broken_seq and kind: seq-gap (rows missing before broken_seq), partition-dropped (broken_seq is the first missing row: a segment places it in a partition that is gone though retention did not retire it; detail names the seqs the checkpoints place there and the partition), retired-row-present (a segment puts the row in a partition that is gone: it was moved or put back), fork (seq repeated), prev-mismatch, hash-mismatch (the row was altered), wrong-author, wrong-project, checkpoint-mismatch (a row differs from what a checkpoint signed, checkpoints signed different hashes for the row before broken_seq, or the newest rows were removed), head-mismatch, horizon-unanchored (the horizon is not a checkpointed head), chain-identity (broken_seq 0: the chain''s project or agent differs from its agent''s project or from what a checkpoint recorded) or chain-missing (a checkpoint names the chain but it is gone). Signatures are checked by scsql verify, which also reports a signature that occurs twice in a chain (replay: a signed write stored again). Raises SC106 for a chain no checkpoint knows, SC010 for a checkpoint without that chain.';
+  'Auditor. Re-computes chain P_CHAIN in SQL, every row still present (or, with checkpoint P_FROM_CHECKPOINT, the row at its head, which must be present, unless retention retired it, and have the signed hash, and those after it): every row''s seq follows the previous one, prev_hash is the previous row_hash, row_hash = sha256(prev_hash || canonical row bytes || signature) (see scsql._enc), the row''s author and project are the chain''s, no signature occurs twice among the chain''s rows of one table, and rows a checkpoint signed still have the signed hash. Rows may be missing only where checkpoint segments place them in a partition that is gone and that retention retired (a record in scsql.partition_retirements that holds up against the settings log) (or, for retention of earlier versions, at or below a horizon that is a checkpointed head), and no row may be present there; a run of missing rows ends at the end of such a segment (or in the horizon''s range), and the row after it must link to the hash the checkpoints signed for that end. Returns chain_id, ok, rows_checked and, for the first break, broken_seq and kind: seq-gap (rows missing before broken_seq), partition-dropped (broken_seq is the first missing row: a segment places it in a partition that is gone though retention did not retire it; detail names the seqs the checkpoints place there and the partition), retired-row-present (a segment puts the row in a partition that is gone: it was moved or put back), fork (seq repeated), prev-mismatch, hash-mismatch (the row was altered), wrong-author, wrong-project, replay (the row repeats the signature of an earlier row it checked: a signed write stored again, links and hashes recomputed around it), checkpoint-mismatch (a row differs from what a checkpoint signed, checkpoints signed different hashes for the row before broken_seq, or the newest rows were removed), head-mismatch, horizon-unanchored (the horizon is not a checkpointed head), chain-identity (broken_seq 0: the chain''s project or agent differs from its agent''s project or from what a checkpoint recorded) or chain-missing (a checkpoint names the chain but it is gone). Ed25519 signatures are checked by scsql verify (PostgreSQL has no verifier of them). Raises SC106 for a chain no checkpoint knows, SC010 for a checkpoint without that chain.';
 
 create or replace function scsql.chain_heads()
 returns table (project text, agent text, chain_id bigint, head_seq bigint, head_hash text, horizon_seq bigint,

@@ -29,7 +29,7 @@ from scsql.core.db import Agent, Database
 from scsql.core.migrate import Migrator
 from scsql.core.keys import Keystore
 
-from .helpers import SESSION, serial
+from .helpers import SESSION, VERIFIERS, serial
 
 
 @dataclass
@@ -176,3 +176,10 @@ def empty_db(server: Server) -> Iterator[str]:
         yield server.conninfo(name)
     finally:
         janitor.drop()
+
+
+@pytest.fixture(params=["python", "sql"])
+def verifier(request):
+    """scsql verify (python) or scsql.verify_chain (sql), behind one interface:
+    ``run(db, ...)`` gives a Verdict, ``breaks(db, ...)`` its (chain, seq, kind)."""
+    return VERIFIERS[request.param]

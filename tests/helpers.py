@@ -14,7 +14,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import psycopg
 import pytest
@@ -230,6 +231,127 @@ def sql_verify(db: ScsqlDb, chain: int) -> dict:
     with db.connect() as conn:
         conn.execute("set role scsql_auditor")
         return conn.execute("select * from scsql.verify_chain(%s)", (chain,)).fetchone()
+
+
+# -- the two verifiers, behind one interface --------------------------------------
+# The rules of gaps, segments, horizons and checkpoints are written twice: in
+# Python (scsql verify) and in SQL (scsql.verify_chain). Tamper tests take the
+# ``verifier`` fixture (conftest.py), which runs them against each, so the two
+# cannot drift apart. Where one of them legitimately cannot check something,
+# the test marks that combination (``sql_cannot``) and says why; a check of an
+# exported checkpoint file inside a test about the database's own rows runs
+# only where ``verifier.reads_files`` (scsql.verify_chain reads the database).
+
+
+class Finding(NamedTuple):
+    """One break as a verifier reports it."""
+
+    chain: int
+    seq: int
+    kind: str
+    detail: str
+
+
+@dataclass
+class Verdict:
+    """What a verifier found in the whole database, normalised: the breaks by
+    (chain, seq), the rows it checked and the chains it went through."""
+
+    findings: list[Finding]
+    rows: int
+    chains: int
+
+    @property
+    def breaks(self) -> list[tuple[int, int, str]]:
+        return [(f.chain, f.seq, f.kind) for f in self.findings]
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+
+class VerifierCannot(Exception):
+    """The verifier has no means to do what a test asks of it (checkpoint files,
+    signatures): the test's mark for that verifier says why."""
+
+
+class PythonVerifier:
+    """scsql verify (scsql/verify.py): links, hashes, signatures, checkpoints of
+    the database and of exported files, as the auditor."""
+
+    name = "python"
+    reads_files = True  # exported checkpoints (checkpoint_files)
+
+    def run(self, db: ScsqlDb, *, checkpoint_files=(), from_checkpoint: int | None = None, full: bool = False,
+            key_override: dict[str, bytes] | None = None, workers: int = 1) -> Verdict:
+        from scsql.audit.verify import verify
+
+        report = verify(db.admin, workers=workers, progress=False, checkpoint_files=checkpoint_files,
+                        from_checkpoint=from_checkpoint, full=full, key_override=key_override)
+        findings = [Finding(b.chain_id, b.seq, b.kind, b.detail) for b in report.breaks]
+        return Verdict(findings, report.rows, report.chains)
+
+    def breaks(self, db: ScsqlDb, **kw: Any) -> list[tuple[int, int, str]]:
+        return self.run(db, **kw).breaks
+
+    def exported(self, *paths: Any) -> dict[str, Any]:
+        """The arguments that add exported checkpoint files to what the verifier reads."""
+        return {"checkpoint_files": list(paths)}
+
+
+class SqlVerifier:
+    """scsql.verify_chain (sql/10_chain.sql) as the auditor, over every chain of
+    scsql.chains and every chain a checkpoint of the database names; with a
+    starting checkpoint, the chains it holds start from it, the others from
+    their first row (as scsql verify does). It reads only the database: no
+    checkpoint file, and no Ed25519 (PostgreSQL has no verifier of its own)."""
+
+    name = "sql"
+    reads_files = False
+
+    def run(self, db: ScsqlDb, *, checkpoint_files=(), from_checkpoint: int | None = None, full: bool = False,
+            key_override: dict[str, bytes] | None = None, workers: int = 1) -> Verdict:
+        if list(checkpoint_files):
+            raise VerifierCannot("scsql.verify_chain reads the checkpoints in the database, not exported files")
+        if full or key_override:
+            raise VerifierCannot("scsql.verify_chain checks no signature (no Ed25519 in PostgreSQL)")
+        with db.connect() as conn:
+            chains = [r["chain_id"] for r in conn.execute(
+                "select chain_id from scsql.chains union select chain_id from scsql.checkpoint_heads order by 1")]
+            starting = {r["chain_id"] for r in conn.execute(
+                "select chain_id from scsql.checkpoint_heads where checkpoint_id = %s", (from_checkpoint,))}
+        findings, rows = [], 0
+        with db.connect() as conn:
+            conn.execute("set role scsql_auditor")
+            for chain in chains:
+                r = conn.execute("select * from scsql.verify_chain(%s, %s)",
+                                 (chain, from_checkpoint if chain in starting else None)).fetchone()
+                rows += r["rows_checked"]
+                if not r["ok"]:
+                    findings.append(Finding(chain, r["broken_seq"], r["kind"], r["detail"]))
+        findings.sort(key=lambda f: (f.chain, f.seq))
+        return Verdict(findings, rows, len(chains))
+
+    def breaks(self, db: ScsqlDb, **kw: Any) -> list[tuple[int, int, str]]:
+        return self.run(db, **kw).breaks
+
+    def exported(self, *paths: Any) -> dict[str, Any]:
+        """None: it reads the database's checkpoints, of which the files are copies."""
+        return {}
+
+
+VERIFIERS = {"python": PythonVerifier(), "sql": SqlVerifier()}
+
+
+def sql_cannot(reason: str, raises: type[BaseException] = AssertionError) -> pytest.MarkDecorator:
+    """Runs a test against both verifiers, expecting the SQL one to fail it
+    (strictly: should it ever pass, the mark must go) for REASON: an assertion
+    it cannot meet, or a VerifierCannot for what it has no means to do."""
+    return pytest.mark.parametrize("verifier", [
+        "python",
+        pytest.param("sql", marks=pytest.mark.xfail(strict=True, raises=raises,
+                                                    reason=f"scsql.verify_chain: {reason}")),
+    ], indirect=True)
 
 
 def write_at(agent: Agent, at: dt.datetime, tool: str) -> dict:

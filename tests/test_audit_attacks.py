@@ -22,7 +22,7 @@ from scsql.audit.checkpoints import export_checkpoints, record_checkpoints
 from scsql.api import Api
 from scsql.audit.verify import verify
 
-from .helpers import auditor_key, backdate_keys, old_day, partition_of, sql_verify, table_exists, tamper, write_at
+from .helpers import auditor_key, backdate_keys, old_day, partition_of, table_exists, tamper, write_at
 
 
 def _breaks(db, **kw) -> list[tuple[int, int, str]]:
@@ -171,7 +171,7 @@ def _maintain(db) -> list[dict]:
 # -- (ii) a checkpointed partition dropped by hand, retention off ------------------------------
 
 
-def test_a_checkpointed_partition_dropped_by_a_superuser_is_a_break_naming_its_rows(scsql_db, tmp_path):
+def test_a_checkpointed_partition_dropped_by_a_superuser_is_a_break_naming_its_rows(scsql_db, verifier, tmp_path):
     db = scsql_db
     a = db.agent("dropped", db.project())
     b = db.agent("middle", db.project())
@@ -192,23 +192,18 @@ def test_a_checkpointed_partition_dropped_by_a_superuser_is_a_break_naming_its_r
                             ).fetchone()["retention"] is None  # retention is off (the default)
     tamper(db, f"drop table {today}")  # a superuser
 
-    for kw in ({}, {"checkpoint_files": [export]}):
-        report = verify(db.admin, workers=1, progress=False, **kw)
-        assert [(x.chain_id, x.seq, x.kind) for x in report.breaks] == \
-            [(ca, 2, "partition-dropped"), (cb, 1, "partition-dropped")]
-        detail = report.breaks[0].detail
+    for kw in ({}, verifier.exported(export)):
+        report = verifier.run(db, **kw)
+        assert report.breaks == [(ca, 2, "partition-dropped"), (cb, 1, "partition-dropped")]
+        detail = report.findings[0].detail
         assert f"seq 2 to 38 of chain {ca}" in detail and part in detail and "no retirement record" in detail
-        assert f"seq 1 to 1 of chain {cb}" in report.breaks[1].detail
-    for chain, seq, span in ((ca, 2, "seq 2 to 38"), (cb, 1, "seq 1 to 1")):
-        sql = sql_verify(db, chain)
-        assert (sql["ok"], sql["broken_seq"], sql["kind"]) == (False, seq, "partition-dropped")
-        assert span in sql["detail"] and part in sql["detail"]
+        assert f"seq 1 to 1 of chain {cb}" in report.findings[1].detail and part in report.findings[1].detail
 
 
 # -- (iii) real retention verifies clean -----------------------------------------------------
 
 
-def test_retention_on_and_expired_retires_and_records_it_and_verification_stays_clean(scsql_db):
+def test_retention_on_and_expired_retires_and_records_it_and_verification_stays_clean(scsql_db, verifier):
     db = scsql_db
     old = old_day(db)
     a = db.agent("kept", db.project())
@@ -232,14 +227,13 @@ def test_retention_on_and_expired_retires_and_records_it_and_verification_stays_
         [r] = conn.execute("select * from scsql.partition_retirements()").fetchall()
     assert r["ok"] and r["retention"] == dt.timedelta(days=2)
     assert r["chains"] == [{"chain_id": chain, "first_seq": 1, "last_seq": 2, "rows": 2}]
-    assert _breaks(db) == []
-    assert sql_verify(db, chain)["ok"]
+    assert verifier.breaks(db) == []
 
 
 # -- (iv) retention switched on afterwards does not make a manual drop retention -------------------
 
 
-def test_retention_switched_on_after_a_manual_drop_does_not_make_it_look_retired(scsql_db):
+def test_retention_switched_on_after_a_manual_drop_does_not_make_it_look_retired(scsql_db, verifier):
     db = scsql_db
     old = old_day(db)
     a = db.agent("late", db.project())
@@ -252,12 +246,12 @@ def test_retention_switched_on_after_a_manual_drop_does_not_make_it_look_retired
     record_checkpoints(db.admin, auditor_key(db), progress=False)
     dropped_at = dt.datetime.now(dt.UTC)
     tamper(db, f"drop table {partition}")  # retention is off
-    assert _breaks(db) == [(chain, 1, "partition-dropped")]
+    assert verifier.breaks(db) == [(chain, 1, "partition-dropped")]
     # The superuser then turns retention on, runs maintenance, and adds a record dated at the drop.
     tamper(db, "update scsql.partition_settings set retention = '2 days', updated_at = now() - interval '1 day' "
                 "where parent = 'scsql.tool_calls'")
     _maintain(db)
-    assert _breaks(db) == [(chain, 1, "partition-dropped")]
+    assert verifier.breaks(db) == [(chain, 1, "partition-dropped")]
     with db.connect() as conn:
         part = conn.execute("select part from scsql.checkpoint_segments where first_seq = 1").fetchone()["part"]
     lo = dt.datetime.fromisoformat(part.split("@")[1].replace("Z", "+00:00"))
@@ -265,11 +259,9 @@ def test_retention_switched_on_after_a_manual_drop_does_not_make_it_look_retired
                 "retention_set_at, retired_at) values ('scsql.tool_calls', "
                 f"'{part}', '{lo}', '{lo + dt.timedelta(days=1)}', '2 days', '{dropped_at - dt.timedelta(days=1)}', "
                 f"'{dropped_at}')")
-    report = verify(db.admin, workers=1, progress=False)
-    assert [(x.chain_id, x.seq, x.kind) for x in report.breaks] == [(chain, 1, "partition-dropped")]
-    assert "settings log does not show a retention of 2 days" in report.breaks[0].detail
-    sql = sql_verify(db, chain)
-    assert (sql["broken_seq"], sql["kind"]) == (1, "partition-dropped") and "settings log" in sql["detail"]
+    report = verifier.run(db)
+    assert report.breaks == [(chain, 1, "partition-dropped")]
+    assert "settings log does not show a retention of 2 days" in report.findings[0].detail
 
 
 # -- upgrade: partitions retention of earlier versions dropped ---------------------------------
@@ -287,7 +279,7 @@ def _backfill(db) -> None:
 
 
 @pytest.mark.parametrize("retention", ["2 days", None])
-def test_upgrade_records_only_partitions_retention_could_have_dropped(scsql_db, retention):
+def test_upgrade_records_only_partitions_retention_could_have_dropped(scsql_db, verifier, retention):
     """Earlier versions dropped checkpointed partitions without a record. The
     upgrade records those of a table whose retention is on and under which
     their range has expired, and no partition that still exists; with
@@ -312,8 +304,7 @@ def test_upgrade_records_only_partitions_retention_could_have_dropped(scsql_db, 
         records = conn.execute("select part, ok from scsql.partition_retirements() order by part").fetchall()
     if retention is None:
         assert records == []
-        assert _breaks(db) == [(chain, 2, "partition-dropped")]
+        assert verifier.breaks(db) == [(chain, 2, "partition-dropped")]
         return
     assert len(records) == 2 and all(r["ok"] for r in records) and kept not in {r["part"] for r in records}
-    assert _breaks(db) == []
-    assert sql_verify(db, chain)["ok"]
+    assert verifier.breaks(db) == []

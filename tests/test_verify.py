@@ -19,7 +19,7 @@ from scsql.api import Api
 from scsql.core.keys import generate, public_bytes
 from scsql.audit.verify import verify
 
-from .helpers import mcp_env, sql_verify, tamper, trail  # noqa: F401 - trail is a fixture
+from .helpers import VerifierCannot, mcp_env, sql_cannot, sql_verify, tamper, trail  # noqa: F401 - trail is a fixture
 
 
 def _first_break(db, **kw):
@@ -28,33 +28,46 @@ def _first_break(db, **kw):
     return report.breaks[0], report
 
 
-def test_untouched_trail_verifies(trail):
+def test_untouched_trail_verifies(trail, verifier):
     db, a, b, ca, cb = trail
-    report = verify(db.admin, workers=1, progress=False)
+    report = verifier.run(db)
     assert report.ok and report.rows == 9 and report.chains == 2
-    assert sql_verify(db, ca)["ok"] and sql_verify(db, cb)["ok"]
 
 
-def test_edited_row_is_a_hash_mismatch_at_its_seq(trail):
+def test_edited_row_is_a_hash_mismatch_at_its_seq(trail, verifier):
     db, a, b, ca, cb = trail
     tamper(db, f"update scsql.tool_calls set output_tokens = 1 where chain_id = {ca} and seq = 3")
-    brk, report = _first_break(db)
-    assert (brk.chain_id, brk.seq, brk.kind) == (ca, 3, "hash-mismatch")
-    assert len(report.breaks) == 1  # B's chain is intact
-    sql = sql_verify(db, ca)
-    assert (sql["ok"], sql["broken_seq"], sql["kind"]) == (False, 3, "hash-mismatch")
+    assert verifier.breaks(db) == [(ca, 3, "hash-mismatch")]  # B's chain is intact
 
 
-def test_deleted_row_is_found_at_the_next_seq(trail):
+def test_deleted_row_is_found_at_the_next_seq(trail, verifier):
     db, a, b, ca, cb = trail
     tamper(db, f"delete from scsql.tool_calls where chain_id = {ca} and seq = 2")
-    brk, _ = _first_break(db)
-    assert (brk.chain_id, brk.seq, brk.kind) == (ca, 3, "seq-gap")
-    sql = sql_verify(db, ca)
-    assert (sql["broken_seq"], sql["kind"]) == (3, "seq-gap")
+    assert verifier.breaks(db) == [(ca, 3, "seq-gap")]
 
 
-def test_swapped_contents_are_found(trail):
+_COPIES = {
+    "scsql.tool_calls": "insert into scsql.tool_calls select project_id, tool_call_id + 1000, at, session_id, tool, "
+                        "model, origin, input_tokens, output_tokens, latency_ms, status, input_preview, output_preview, "
+                        "cost_usd, author_id, key_id, chain_id, seq, prev_hash, row_hash, signature "
+                        "from scsql.tool_calls where chain_id = {chain} and seq = 3",
+    "scsql.sessions": "insert into scsql.sessions (project_id, client, title, at, author_id, key_id, chain_id, seq, "
+                      "prev_hash, row_hash, signature) select project_id, 'copy', tool, at, author_id, key_id, chain_id, "
+                      "seq, prev_hash, row_hash, signature from scsql.tool_calls where chain_id = {chain} and seq = 3",
+}
+
+
+@pytest.mark.parametrize("table", list(_COPIES))
+def test_a_second_row_at_a_seq_is_a_fork_whichever_is_read_first(trail, verifier, table):
+    """A row stored again at a seq of its chain, in the same table (read after
+    the original) or in another one (read before it), is a fork, not the
+    hash-mismatch of whichever of the two a verifier happens to read first."""
+    db, a, b, ca, cb = trail
+    tamper(db, _COPIES[table].format(chain=ca))
+    assert verifier.breaks(db) == [(ca, 3, "fork")]
+
+
+def test_swapped_contents_are_found(trail, verifier):
     db, a, b, ca, cb = trail
     tamper(db, f"""
         with x as (select seq, tool, input_preview, output_preview, input_tokens, output_tokens
@@ -62,12 +75,11 @@ def test_swapped_contents_are_found(trail):
         update scsql.tool_calls t set tool = y.tool, input_preview = y.input_preview, output_preview = y.output_preview,
                input_tokens = y.input_tokens, output_tokens = y.output_tokens
         from x y where t.chain_id = {ca} and t.seq in (2, 4) and y.seq = 6 - t.seq""")
-    brk, _ = _first_break(db)
-    assert (brk.chain_id, brk.seq, brk.kind) == (ca, 2, "hash-mismatch")
-    assert sql_verify(db, ca)["broken_seq"] == 2
+    assert verifier.breaks(db) == [(ca, 2, "hash-mismatch")]
 
 
-def test_row_signed_by_b_while_inserting_as_a_fails_its_signature(trail):
+@sql_cannot("it checks no Ed25519 signature (PostgreSQL has no verifier of its own): the chain is intact")
+def test_row_signed_by_b_while_inserting_as_a_fails_its_signature(trail, verifier):
     db, a, b, ca, cb = trail
     at = dt.datetime.now(dt.UTC)
     values = {"tool": "forged", "status": "ok", "origin": "model", "input_tokens": 0, "output_tokens": 0}
@@ -77,13 +89,14 @@ def test_row_signed_by_b_while_inserting_as_a_fails_its_signature(trail):
         row = conn.execute(
             "select * from scsql.record_tool_call(p_tool => 'forged', p_at => %s, p_key_id => 1, p_signature => %s)",
             (at, b.key.sign(data))).fetchone()
-    brk, report = _first_break(db)
-    assert (brk.chain_id, brk.seq, brk.kind, brk.table) == (ca, row["seq"], "signature", "scsql.tool_calls")
-    assert a.name in brk.detail
     assert sql_verify(db, ca)["ok"]  # the chain itself is intact: only signatures catch this
+    found = verifier.run(db).findings
+    assert [(f.chain, f.seq, f.kind) for f in found] == [(ca, row["seq"], "signature")]
+    assert a.name in found[0].detail
+    assert _first_break(db)[0].table == "scsql.tool_calls"
 
 
-def test_replayed_row_appended_with_valid_links_is_a_replay(trail):
+def test_replayed_row_appended_with_valid_links_is_a_replay(trail, verifier):
     """A superuser copies A's signed row to the end of A's chain with correct
     links and hashes and moves the head: the signature is A's and verifies, so
     only the repeated signature gives the copy away."""
@@ -108,22 +121,31 @@ def test_replayed_row_appended_with_valid_links_is_a_replay(trail):
                      [copy[c] for c in cols])
         conn.execute("update scsql.chains set prev_head_hash = head_hash, head_seq = %s, head_hash = %s "
                      "where chain_id = %s", (copy["seq"], copy["row_hash"], ca))
-    assert sql_verify(db, ca)["ok"]  # links and hashes are all right
-    brk, report = _first_break(db)
-    assert (brk.chain_id, brk.seq, brk.kind, brk.table) == (ca, copy["seq"], "replay", "scsql.tool_calls")
-    assert "seq 2" in brk.detail and [x.chain_id for x in report.breaks] == [ca]
-    brk, _ = _first_break(db, full=True)
-    assert (brk.seq, brk.kind) == (copy["seq"], "replay")
+    found = verifier.run(db).findings  # links and hashes are all right: only the repeated signature tells
+    assert [(f.chain, f.seq, f.kind) for f in found] == [(ca, copy["seq"], "replay")]
+    assert "seq 2" in found[0].detail
+    if verifier.name == "python":
+        assert _first_break(db)[0].table == "scsql.tool_calls"
+        brk, _ = _first_break(db, full=True)
+        assert (brk.seq, brk.kind) == (copy["seq"], "replay")
 
 
-def test_wrong_public_key_fails_at_the_first_row(trail):
+@sql_cannot("it checks no signature, so it takes no public keys to check them with", raises=VerifierCannot)
+def test_wrong_public_key_fails_at_the_first_row(trail, verifier):
     db, a, b, ca, cb = trail
-    brk, report = _first_break(db, key_override={a.name: public_bytes(generate())})
-    assert (brk.chain_id, brk.seq, brk.kind) == (ca, 1, "signature")
-    assert [x.chain_id for x in report.breaks] == [ca]
+    assert verifier.breaks(db, key_override={a.name: public_bytes(generate())}) == [(ca, 1, "signature")]
 
 
-def test_truncated_tail_is_found_against_the_exported_checkpoint(trail, tmp_path, monkeypatch, capsys):
+@sql_cannot("it checks no signature, so neither which key had to make it")
+def test_a_key_made_valid_only_after_the_rows_it_signed_is_a_wrong_key(trail, verifier):
+    db, a, b, ca, cb = trail
+    tamper(db, "update scsql.agent_keys set valid_from = now() + interval '1 day' "
+               f"where agent_id = (select agent_id from scsql.agents where name = '{a.name}')")
+    assert verifier.breaks(db) == [(ca, 1, "wrong-key")]
+
+
+@sql_cannot("it reads the checkpoints in the database, not an exported file", raises=VerifierCannot)
+def test_truncated_tail_is_found_against_the_exported_checkpoint(trail, verifier, tmp_path, monkeypatch, capsys):
     db, a, b, ca, cb = trail
     monkeypatch.setenv("SCSQL_DSN", db.admin)
     monkeypatch.setenv("SCSQL_KEYSTORE", str(tmp_path / "keys"))
@@ -142,9 +164,8 @@ def test_truncated_tail_is_found_against_the_exported_checkpoint(trail, tmp_path
            f"where c.chain_id = {ca} and t.chain_id = {ca} and t.seq = 4",
            "delete from scsql.checkpoint_segments", "delete from scsql.checkpoint_heads",
            "delete from scsql.checkpoints")
-    assert verify(db.admin, workers=1, progress=False).ok  # the database alone no longer knows
-    brk, _ = _first_break(db, checkpoint_files=[export])
-    assert (brk.chain_id, brk.seq, brk.kind) == (ca, 5, "checkpoint-mismatch")
+    assert verifier.run(db).ok  # the database alone no longer knows
+    assert verifier.breaks(db, checkpoint_files=[export]) == [(ca, 5, "checkpoint-mismatch")]
     capsys.readouterr()
     assert cli.main(["verify", "--checkpoints", str(export)]) == 1
     err = capsys.readouterr().err
@@ -163,7 +184,9 @@ def test_verify_command_names_the_break_and_exits_non_zero(trail, monkeypatch, c
     assert f"chain {cb} seq 2 (scsql.tool_calls): hash-mismatch" in err
 
 
-def test_tampered_checkpoint_file_is_refused(trail, tmp_path, monkeypatch):
+@sql_cannot("it reads the checkpoints in the database, not an exported file, and checks no auditor signature",
+            raises=VerifierCannot)
+def test_tampered_checkpoint_file_is_refused(trail, verifier, tmp_path, monkeypatch):
     db, a, b, ca, cb = trail
     monkeypatch.setenv("SCSQL_DSN", db.admin)
     monkeypatch.setenv("SCSQL_KEYSTORE", str(tmp_path / "keys"))
@@ -173,11 +196,10 @@ def test_tampered_checkpoint_file_is_refused(trail, tmp_path, monkeypatch):
     cp = json.loads(export.read_text())
     cp["heads"][0]["seq"] += 1
     export.write_text(json.dumps(cp) + "\n")
-    brk, _ = _first_break(db, checkpoint_files=[export])
-    assert brk.kind == "checkpoint-signature"
+    assert [kind for _c, _s, kind in verifier.breaks(db, checkpoint_files=[export])][:1] == ["checkpoint-signature"]
 
 
-def test_verification_can_start_from_a_checkpoint(trail, tmp_path, monkeypatch):
+def test_verification_can_start_from_a_checkpoint(trail, verifier, tmp_path, monkeypatch):
     db, a, b, ca, cb = trail
     monkeypatch.setenv("SCSQL_DSN", db.admin)
     monkeypatch.setenv("SCSQL_KEYSTORE", str(tmp_path / "keys"))
@@ -188,28 +210,37 @@ def test_verification_can_start_from_a_checkpoint(trail, tmp_path, monkeypatch):
     with db.connect() as conn:
         cp = conn.execute("select max(checkpoint_id) as id from scsql.checkpoints").fetchone()["id"]
     tamper(db, f"update scsql.tool_calls set tool = 'x' where chain_id = {ca} and seq = 2")
-    assert verify(db.admin, workers=1, progress=False).breaks[0].seq == 2
-    report = verify(db.admin, workers=1, progress=False, from_checkpoint=cp)
+    assert verifier.breaks(db)[0][:2] == (ca, 2)
+    report = verifier.run(db, from_checkpoint=cp)
     assert report.ok, report.breaks  # rows after the checkpoint are intact
-    with db.connect() as conn:
-        conn.execute("set role scsql_auditor")
-        r = conn.execute("select * from scsql.verify_chain(%s, %s)", (ca, cp)).fetchone()
-        assert r["ok"] and r["rows_checked"] == 2  # the checkpoint's head (seq 6) and seq 7
-
-    def from_checkpoint_in_sql():
+    if verifier.name == "sql":  # it counts the rows it checked, not those it read before the start
         with db.connect() as conn:
             conn.execute("set role scsql_auditor")
             r = conn.execute("select * from scsql.verify_chain(%s, %s)", (ca, cp)).fetchone()
-        return (r["ok"], r["broken_seq"], r["kind"])
-
+            assert r["ok"] and r["rows_checked"] == 2  # the checkpoint's head (seq 6) and seq 7
     tamper(db, f"update scsql.outcomes set summary = 'x' where chain_id = {ca} and seq = 6")
-    brk = verify(db.admin, workers=1, progress=False, from_checkpoint=cp).breaks[0]
-    assert (brk.chain_id, brk.seq, brk.kind) == (ca, 6, "hash-mismatch")  # the start row itself is checked
-    assert from_checkpoint_in_sql() == (False, 6, "hash-mismatch")
+    assert verifier.breaks(db, from_checkpoint=cp) == [(ca, 6, "hash-mismatch")]  # the start row itself is checked
     tamper(db, f"update scsql.outcomes set row_hash = sha256(row_hash) where chain_id = {ca} and seq = 6")
-    brk = verify(db.admin, workers=1, progress=False, from_checkpoint=cp).breaks[0]
-    assert (brk.chain_id, brk.seq, brk.kind) == (ca, 6, "checkpoint-mismatch")
-    assert from_checkpoint_in_sql() == (False, 6, "checkpoint-mismatch")
+    assert verifier.breaks(db, from_checkpoint=cp) == [(ca, 6, "checkpoint-mismatch")]
+
+
+def test_the_row_a_starting_checkpoint_names_cannot_be_deleted(trail, verifier):
+    """Verification from a checkpoint checks the row it names: deleting that
+    row is found as verification of every row finds it, whether rows follow
+    it or it was the newest."""
+    from scsql.audit.checkpoints import record_checkpoints
+
+    db, a, b, ca, cb = trail
+    record_checkpoints(db.admin, _auditor_key(db), progress=False)  # A: seq 1..6
+    Api(a).call("record_tool_call", tool="after")  # seq 7
+    with db.connect() as conn:
+        cp = conn.execute("select max(checkpoint_id) as id from scsql.checkpoints").fetchone()["id"]
+    tamper(db, f"delete from scsql.outcomes where chain_id = {ca} and seq = 6")
+    assert verifier.breaks(db) == [(ca, 7, "seq-gap")]
+    assert verifier.breaks(db, from_checkpoint=cp) == [(ca, 7, "seq-gap")]
+    tamper(db, f"delete from scsql.tool_calls where chain_id = {ca} and seq = 7")
+    assert verifier.breaks(db) == [(ca, 6, "checkpoint-mismatch")]
+    assert verifier.breaks(db, from_checkpoint=cp) == [(ca, 6, "checkpoint-mismatch")]
 
 
 def _auditor_key(db):
@@ -289,12 +320,14 @@ def test_signatures_are_checked_after_the_newest_verified_checkpoint_or_all_with
     assert (ca, 1, "signature") in [(x.chain_id, x.seq, x.kind) for x in report.breaks]  # checked again
 
 
-def test_processes_split_chains_in_ranges_that_also_read_rows_of_unknown_chains(trail):
+@sql_cannot("it verifies the chains scsql.chains (or a checkpoint) names; rows naming a chain with no head row "
+            "are in none of them")
+def test_processes_split_chains_in_ranges_that_also_read_rows_of_unknown_chains(trail, verifier):
     db, a, b, ca, cb = trail
     c = db.agent("c", db.project())
     Api(c).call("record_tool_call", tool="c1")
     for workers in (1, 2, 3):
-        report = verify(db.admin, workers=workers, progress=False)
+        report = verifier.run(db, workers=workers)
         assert report.ok and (report.rows, report.chains) == (10, 3), (workers, report.breaks)
     # A row copied into a chain that has no head row, beyond every real chain id.
     tamper(db, f"insert into scsql.tool_calls select project_id, tool_call_id + 1000, at, session_id, tool, model, "
@@ -302,8 +335,8 @@ def test_processes_split_chains_in_ranges_that_also_read_rows_of_unknown_chains(
                 f"author_id, key_id, 9223372036854775807, seq, prev_hash, row_hash, signature "
                 f"from scsql.tool_calls where chain_id = {cb} and seq = 1")
     for workers in (1, 2, 3):
-        brk = verify(db.admin, workers=workers, progress=False).breaks
-        assert [(x.chain_id, x.kind) for x in brk] == [(9223372036854775807, "chain-unknown")], workers
+        brk = verifier.breaks(db, workers=workers)
+        assert [(c, kind) for c, _seq, kind in brk] == [(9223372036854775807, "chain-unknown")], workers
 
 
 def test_verify_command_says_which_signatures_it_checked(trail, tmp_path, monkeypatch, capsys):

@@ -20,15 +20,19 @@ from scsql.audit.encoding import CheckpointHead, checkpoint_payload
 from scsql.audit.verify import verify
 
 from .helpers import (  # noqa: F401 - trail is a fixture
+    VerifierCannot,
     auditor_key,
     backdate_keys,
     old_day,
     partition_of,
-    sql_verify,
+    sql_cannot,
     tamper,
     trail,
     write_at,
 )
+
+
+READS_NO_FILE = "it reads the checkpoints in the database, not an exported file"
 
 
 def _breaks(db, **kw) -> list[tuple[int, int, str]]:
@@ -47,90 +51,81 @@ def _checkpoint(db, tmp_path):
 # -- the horizon -------------------------------------------------------------------
 
 
-def test_moving_the_horizon_to_the_head_is_found(trail):
+def test_moving_the_horizon_to_the_head_is_found(trail, verifier):
     db, a, b, ca, cb = trail
     tamper(db, f"update scsql.tool_calls set output_tokens = 1 where chain_id = {ca} and seq = 3",
            f"update scsql.chains set horizon_seq = head_seq, horizon_hash = head_hash where chain_id = {ca}")
-    assert _breaks(db) == [(ca, 6, "horizon-unanchored")]
-    sql = sql_verify(db, ca)
-    assert (sql["ok"], sql["broken_seq"], sql["kind"]) == (False, 6, "horizon-unanchored")
+    assert verifier.breaks(db) == [(ca, 6, "horizon-unanchored")]
 
 
-def test_a_horizon_at_a_checkpointed_head_still_leaves_every_row_checked(trail, tmp_path):
+def test_a_horizon_at_a_checkpointed_head_still_leaves_every_row_checked(trail, verifier, tmp_path):
     """Anchoring the horizon at a signed head is not enough to hide an edit:
     every row still present is verified, whatever the horizon says."""
     db, a, b, ca, cb = trail
     _key, export = _checkpoint(db, tmp_path)
     tamper(db, f"update scsql.tool_calls set output_tokens = 1 where chain_id = {ca} and seq = 3",
            f"update scsql.chains set horizon_seq = head_seq, horizon_hash = head_hash where chain_id = {ca}")
-    assert _breaks(db) == [(ca, 3, "hash-mismatch")]
-    assert _breaks(db, checkpoint_files=[export]) == [(ca, 3, "hash-mismatch")]
-    sql = sql_verify(db, ca)
-    assert (sql["ok"], sql["broken_seq"], sql["kind"]) == (False, 3, "hash-mismatch")
+    assert verifier.breaks(db) == [(ca, 3, "hash-mismatch")]
+    assert verifier.breaks(db, **verifier.exported(export)) == [(ca, 3, "hash-mismatch")]
 
 
-def test_a_row_removed_below_a_moved_horizon_is_a_gap(trail, tmp_path):
+def test_a_row_removed_below_a_moved_horizon_is_a_gap(trail, verifier, tmp_path):
     db, a, b, ca, cb = trail
     _key, export = _checkpoint(db, tmp_path)
     tamper(db, f"delete from scsql.tool_calls where chain_id = {ca} and seq = 2",
            f"update scsql.chains set horizon_seq = head_seq, horizon_hash = head_hash where chain_id = {ca}")
-    assert _breaks(db, checkpoint_files=[export]) == [(ca, 3, "seq-gap")]
-    sql = sql_verify(db, ca)
-    assert (sql["broken_seq"], sql["kind"]) == (3, "seq-gap")
+    assert verifier.breaks(db) == [(ca, 3, "seq-gap")]
+    assert verifier.breaks(db, **verifier.exported(export)) == [(ca, 3, "seq-gap")]
 
 
 # -- whole chains, and breaks in checkpoint data under the right chain -------------------
 
 
-def test_a_deleted_chain_is_missing_against_checkpoints(trail, tmp_path):
+def test_a_deleted_chain_is_missing_against_checkpoints(trail, verifier, tmp_path):
     db, a, b, ca, cb = trail
     _key, export = _checkpoint(db, tmp_path)
     tamper(db, f"delete from scsql.tool_calls where chain_id = {cb}", f"delete from scsql.chains where chain_id = {cb}")
-    assert _breaks(db, checkpoint_files=[export]) == [(cb, 3, "chain-missing")]
-    assert _breaks(db) == [(cb, 3, "chain-missing")]  # the database's own checkpoint names it too
-    sql = sql_verify(db, cb)
-    assert (sql["ok"], sql["broken_seq"], sql["kind"]) == (False, 3, "chain-missing")
+    assert verifier.breaks(db, **verifier.exported(export)) == [(cb, 3, "chain-missing")]
+    assert verifier.breaks(db) == [(cb, 3, "chain-missing")]  # the database's own checkpoint names it too
     # Without the database's checkpoints, the export alone still knows the chain.
     tamper(db, "delete from scsql.checkpoint_segments", "delete from scsql.checkpoint_heads",
            "delete from scsql.checkpoints")
-    assert _breaks(db) == []
-    assert _breaks(db, checkpoint_files=[export]) == [(cb, 3, "chain-missing")]
+    assert verifier.breaks(db) == []
+    if verifier.reads_files:
+        assert verifier.breaks(db, checkpoint_files=[export]) == [(cb, 3, "chain-missing")]
 
 
-def test_a_break_in_checkpoint_data_names_the_chain_it_concerns(trail, tmp_path):
+@sql_cannot("it checks no auditor signature: the checkpoint rows left in the database count for it as they are")
+def test_a_break_in_checkpoint_data_names_the_chain_it_concerns(trail, verifier, tmp_path):
     db, a, b, ca, cb = trail
     assert ca < cb
     _key, export = _checkpoint(db, tmp_path)
     tamper(db, f"delete from scsql.checkpoint_heads where chain_id = {cb}")
-    assert _breaks(db) == [(cb, 0, "checkpoint-signature")]
-    assert [(c, k) for c, _s, k in _breaks(db, checkpoint_files=[export])] == [(cb, "checkpoint-signature")]
+    assert verifier.breaks(db) == [(cb, 0, "checkpoint-signature")]
+    assert [(c, k) for c, _s, k in verifier.breaks(db, checkpoint_files=[export])] == [(cb, "checkpoint-signature")]
 
 
 # -- project and author -------------------------------------------------------------
 
 
-def test_a_row_moved_to_another_project_is_found(trail, tmp_path):
+def test_a_row_moved_to_another_project_is_found(trail, verifier, tmp_path):
     db, a, b, ca, cb = trail
     other = db.project()
     with db.connect() as conn:
         pid = conn.execute("select project_id from scsql.projects where name = %s", (other,)).fetchone()["project_id"]
     tamper(db, f"update scsql.outcomes set project_id = {pid} where chain_id = {ca}")
-    assert _breaks(db) == [(ca, 6, "wrong-project")]
-    sql = sql_verify(db, ca)
-    assert (sql["broken_seq"], sql["kind"]) == (6, "wrong-project")
+    assert verifier.breaks(db) == [(ca, 6, "wrong-project")]
 
 
-def test_a_row_given_another_author_fails_the_sql_verification(trail):
+def test_a_row_given_another_author_fails_the_sql_verification(trail, verifier):
     db, a, b, ca, cb = trail
     with db.connect() as conn:
         b_id = conn.execute("select agent_id from scsql.agents where name = %s", (b.name,)).fetchone()["agent_id"]
     tamper(db, f"update scsql.tool_calls set author_id = {b_id} where chain_id = {ca} and seq = 2")
-    sql = sql_verify(db, ca)
-    assert (sql["broken_seq"], sql["kind"]) == (2, "wrong-author")
-    assert _breaks(db)[0][:2] == (ca, 2)
+    assert verifier.breaks(db) == [(ca, 2, "wrong-author")]
 
 
-def test_a_chain_moved_to_another_project_with_its_agent_is_found_against_checkpoints(trail, tmp_path):
+def test_a_chain_moved_to_another_project_with_its_agent_is_found_against_checkpoints(trail, verifier, tmp_path):
     """Rows, chain and agent moved together stay consistent among themselves;
     the checkpoints the auditor signed still say where the chain was."""
     db, a, b, ca, cb = trail
@@ -142,19 +137,19 @@ def test_a_chain_moved_to_another_project_with_its_agent_is_found_against_checkp
            f"update scsql.chains set project_id = {pid} where chain_id = {ca}",
            f"update scsql.tool_calls set project_id = {pid} where chain_id = {ca}",
            f"update scsql.outcomes set project_id = {pid} where chain_id = {ca}")
-    assert _breaks(db) == [(ca, 0, "chain-identity")]
-    assert sql_verify(db, ca)["kind"] == "chain-identity"
+    assert verifier.breaks(db) == [(ca, 0, "chain-identity")]
     tamper(db, "delete from scsql.checkpoint_segments", "delete from scsql.checkpoint_heads",
            "delete from scsql.checkpoints")
-    assert _breaks(db, checkpoint_files=[export]) == [(ca, 0, "chain-identity")]
+    if verifier.reads_files:
+        assert verifier.breaks(db, checkpoint_files=[export]) == [(ca, 0, "chain-identity")]
     # The chain alone moved (its agent did not): found without any checkpoint.
     tamper(db, f"update scsql.agents set project_id = (select project_id from scsql.agents where name = '{b.name}') "
                 f"where name = '{a.name}'")
-    assert _breaks(db) == [(ca, 0, "chain-identity")]
-    assert sql_verify(db, ca)["kind"] == "chain-identity"
+    assert verifier.breaks(db) == [(ca, 0, "chain-identity")]
 
 
-def test_exported_checkpoints_name_each_chains_agent_and_old_lines_stay_readable(trail, tmp_path):
+@sql_cannot(READS_NO_FILE, raises=VerifierCannot)
+def test_exported_checkpoints_name_each_chains_agent_and_old_lines_stay_readable(trail, verifier, tmp_path):
     db, a, b, ca, cb = trail
     _key, export = _checkpoint(db, tmp_path)
     [line] = [json.loads(x) for x in export.read_text().splitlines()]
@@ -169,13 +164,13 @@ def test_exported_checkpoints_name_each_chains_agent_and_old_lines_stay_readable
                signature=_key.sign(checkpoint_payload(line["project_id"], at, line["key_id"], heads, version=2)).hex())
     old_file = tmp_path / "old.jsonl"
     old_file.write_text(json.dumps(old) + "\n")
-    assert _breaks(db, checkpoint_files=[old_file]) == []
+    assert verifier.breaks(db, checkpoint_files=[old_file]) == []
     tamper(db, f"delete from scsql.outcomes where chain_id = {ca}",
            f"update scsql.chains c set head_seq = 5, head_hash = t.row_hash from scsql.tool_calls t "
            f"where c.chain_id = {ca} and t.chain_id = {ca} and t.seq = 5",
            "delete from scsql.checkpoint_segments", "delete from scsql.checkpoint_heads",
            "delete from scsql.checkpoints")
-    assert _breaks(db, checkpoint_files=[old_file]) == [(ca, 6, "checkpoint-mismatch")]
+    assert verifier.breaks(db, checkpoint_files=[old_file]) == [(ca, 6, "checkpoint-mismatch")]
 
 
 # -- the clock tolerance --------------------------------------------------------------
@@ -250,43 +245,38 @@ def retired(scsql_db, tmp_path):
     return db, a, chain, export
 
 
-def test_rows_kept_around_retired_ones_are_verified(retired):
+def test_rows_kept_around_retired_ones_are_verified(retired, verifier):
     db, a, chain, export = retired
-    report = verify(db.admin, workers=1, progress=False, checkpoint_files=[export])
+    report = verifier.run(db, **verifier.exported(export))
     assert report.ok and report.rows == 4  # seq 1, 4, 5, 6: every row still present
-    assert sql_verify(db, chain)["ok"] and sql_verify(db, chain)["rows_checked"] == 4
     for table, seq in (("sessions", 1), ("tool_calls", 4), ("outcomes", 5)):
         column = {"sessions": "title", "tool_calls": "tool", "outcomes": "summary"}[table]
         tamper(db, f"update scsql.{table} set {column} = {column} || ' (edited)' where chain_id = {chain} and seq = {seq}")
-        assert _breaks(db, checkpoint_files=[export]) == [(chain, seq, "hash-mismatch")], table
-        assert (sql_verify(db, chain)["broken_seq"], sql_verify(db, chain)["kind"]) == (seq, "hash-mismatch")
+        assert verifier.breaks(db, **verifier.exported(export)) == [(chain, seq, "hash-mismatch")], table
         tamper(db, f"update scsql.{table} set {column} = replace({column}, ' (edited)', '') "
                     f"where chain_id = {chain} and seq = {seq}")
-    assert _breaks(db) == []
+    assert verifier.breaks(db) == []
 
 
-def test_only_rows_of_retired_partitions_may_be_missing(retired):
+def test_only_rows_of_retired_partitions_may_be_missing(retired, verifier):
     db, a, chain, export = retired
     # The session (its table is never retired) and a row of today cannot vanish like retired rows.
     tamper(db, f"delete from scsql.sessions where chain_id = {chain} and seq = 1")
-    assert _breaks(db, checkpoint_files=[export]) == [(chain, 4, "seq-gap")]
-    assert (sql_verify(db, chain)["broken_seq"], sql_verify(db, chain)["kind"]) == (4, "seq-gap")
+    assert verifier.breaks(db, **verifier.exported(export)) == [(chain, 4, "seq-gap")]
 
 
-def test_only_todays_row_removed_is_a_gap(retired):
+def test_only_todays_row_removed_is_a_gap(retired, verifier):
     db, a, chain, export = retired
     tamper(db, f"delete from scsql.tool_calls where chain_id = {chain} and seq = 4")
-    assert _breaks(db, checkpoint_files=[export]) == [(chain, 5, "seq-gap")]
-    assert (sql_verify(db, chain)["broken_seq"], sql_verify(db, chain)["kind"]) == (5, "seq-gap")
+    assert verifier.breaks(db, **verifier.exported(export)) == [(chain, 5, "seq-gap")]
 
 
-def test_a_row_after_retired_ones_links_to_the_signed_hash(retired):
+def test_a_row_after_retired_ones_links_to_the_signed_hash(retired, verifier):
     """The row after the retired run must name, as its prev_hash, the hash the
     checkpoint signed for the last retired row."""
     db, a, chain, export = retired
     tamper(db, f"update scsql.tool_calls set prev_hash = sha256(prev_hash) where chain_id = {chain} and seq = 4")
-    assert _breaks(db, checkpoint_files=[export]) == [(chain, 4, "prev-mismatch")]
-    assert sql_verify(db, chain)["kind"] == "prev-mismatch"
+    assert verifier.breaks(db, **verifier.exported(export)) == [(chain, 4, "prev-mismatch")]
 
 
 def test_checkpoint_after_retention_covers_only_new_rows_and_cli_verifies(retired, tmp_path, monkeypatch, capsys):
@@ -302,21 +292,23 @@ def test_checkpoint_after_retention_covers_only_new_rows_and_cli_verifies(retire
     assert "4 rows in 1 chains" in capsys.readouterr().out
 
 
-def test_checkpoints_that_sign_different_hashes_for_a_retired_row_are_a_mismatch(retired, tmp_path):
+def test_checkpoints_that_sign_different_hashes_for_a_retired_row_are_a_mismatch(retired, verifier, tmp_path):
     """The row after a retired run links to the hash the checkpoints signed for
     its last row; when two of them sign different hashes, neither is picked."""
     db, a, chain, export = retired
-    # In the database (scsql.verify_chain reads checkpoints without their signatures): a second segment end.
+    # In the database, a second segment end under a copied signature that does not cover it.
     tamper(db, "insert into scsql.checkpoints (project_id, at, key_id, signature) "
                 "select project_id, at, key_id, signature from scsql.checkpoints",
                 "insert into scsql.checkpoint_segments (project_id, checkpoint_id, chain_id, first_seq, last_seq, row_hash, part) "
                 "select project_id, (select max(checkpoint_id) from scsql.checkpoints), chain_id, first_seq, last_seq, "
                 f"sha256(row_hash), part from scsql.checkpoint_segments where chain_id = {chain} and last_seq = 3")
-    sql = sql_verify(db, chain)
-    assert (sql["ok"], sql["broken_seq"], sql["kind"]) == (False, 4, "checkpoint-mismatch")
+    # scsql.verify_chain reads checkpoints without their signatures (no Ed25519 in PostgreSQL) and takes the
+    # second end at its word; scsql verify counts only checkpoints whose auditor signature verifies.
+    assert verifier.breaks(db) == {"sql": [(chain, 4, "checkpoint-mismatch")],
+                                   "python": [(chain, 0, "checkpoint-signature")]}[verifier.name]
     tamper(db, "delete from scsql.checkpoint_segments where checkpoint_id = (select max(checkpoint_id) from scsql.checkpoints)",
            "delete from scsql.checkpoints where checkpoint_id = (select max(checkpoint_id) from scsql.checkpoints)")
-    assert _breaks(db, checkpoint_files=[export]) == []
+    assert verifier.breaks(db, **verifier.exported(export)) == []
     # Validly signed (scsql verify checks the auditor's signatures): an exported line that disagrees.
     key = auditor_key(db)
     with db.connect() as conn:
@@ -334,10 +326,54 @@ def test_checkpoints_that_sign_different_hashes_for_a_retired_row_are_a_mismatch
                   signature=key.sign(checkpoint_payload(line["project_id"], at, key_id, heads)).hex())
     other = tmp_path / "other.jsonl"
     other.write_text(json.dumps(forged) + "\n")
-    assert _breaks(db, checkpoint_files=[export, other]) == [(chain, 4, "checkpoint-mismatch")]
+    if verifier.reads_files:
+        assert verifier.breaks(db, checkpoint_files=[export, other]) == [(chain, 4, "checkpoint-mismatch")]
+    # The same checkpoint, validly signed, in the database: both verifiers refuse to pick either hash.
+    with db.connect() as conn:
+        conn.execute("set session_replication_role = replica")
+        cp = conn.execute("insert into scsql.checkpoints (project_id, at, key_id, signature) values (%s, %s, %s, %s) "
+                          "returning checkpoint_id", (line["project_id"], at, key_id,
+                                                      bytes.fromhex(forged["signature"]))).fetchone()["checkpoint_id"]
+        for h in heads:
+            conn.execute("insert into scsql.checkpoint_heads (project_id, checkpoint_id, chain_id, seq, row_hash, "
+                         "agent_id, from_seq) values (%s, %s, %s, %s, %s, %s, %s)",
+                         (line["project_id"], cp, h.chain_id, h.seq, h.row_hash, h.agent_id, h.from_seq))
+            first = h.from_seq + 1
+            for last, row_hash, part in h.segments:
+                conn.execute("insert into scsql.checkpoint_segments (project_id, checkpoint_id, chain_id, first_seq, "
+                             "last_seq, row_hash, part) values (%s, %s, %s, %s, %s, %s, %s)",
+                             (line["project_id"], cp, h.chain_id, first, last, row_hash, part))
+                first = last + 1
+    assert verifier.breaks(db) == [(chain, 4, "checkpoint-mismatch")]
 
 
-def test_checkpoint_after_earlier_retention_dropped_the_newest_rows_of_an_idle_chain(scsql_db):
+def test_verification_can_start_from_a_checkpoint_whose_row_retention_retired(scsql_db, verifier):
+    """The row a starting checkpoint names may be missing when retention took it."""
+    db = scsql_db
+    day = old_day(db)
+    with db.connect() as conn:
+        conn.execute("select scsql.set_partition_retention('scsql.tool_calls', '2 days')")
+    a = db.agent("start", db.project())
+    backdate_keys(db)
+    Api(a).call("start_session", client="test", title="kept forever")  # seq 1
+    write_at(a, day, "old-2")
+    write_at(a, day, "old-3")
+    key = auditor_key(db)
+    record_checkpoints(db.admin, key, progress=False)  # its head: seq 3, three days old
+    with db.connect() as conn:
+        cp = conn.execute("select max(checkpoint_id) as id from scsql.checkpoints").fetchone()["id"]
+    Api(a).call("record_tool_call", tool="new-4")
+    record_checkpoints(db.admin, key, progress=False)
+    with db.connect() as conn:
+        conn.execute("select scsql._retire_partition(%s::regclass)", (partition_of(db, "old-2"),))
+        chain = conn.execute("select chain_id from scsql.chains").fetchone()["chain_id"]
+    assert verifier.breaks(db) == []
+    assert verifier.breaks(db, from_checkpoint=cp) == []
+    tamper(db, f"update scsql.tool_calls set prev_hash = sha256(prev_hash) where chain_id = {chain} and seq = 4")
+    assert verifier.breaks(db, from_checkpoint=cp) == [(chain, 4, "prev-mismatch")]
+
+
+def test_checkpoint_after_earlier_retention_dropped_the_newest_rows_of_an_idle_chain(scsql_db, verifier):
     """Upgrade: retention of earlier versions dropped the partition holding
     the newest rows of a chain that wrote nothing since, and moved its horizon
     to its head (a format-2 checkpoint's). scsql checkpoint signs the chain
@@ -366,19 +402,17 @@ def test_checkpoint_after_earlier_retention_dropped_the_newest_rows_of_an_idle_c
     tamper(db, f"update scsql.chains set horizon_seq = head_seq, horizon_hash = head_hash, horizon_checkpoint = {cp} "
                 f"where chain_id = {chain}",
             f"drop table {partition_of(db, 'old-2')}")
-    assert _breaks(db) == []
+    assert verifier.breaks(db) == []
     record_checkpoints(db.admin, key, progress=False)
     with db.connect() as conn:
         head = conn.execute("select seq, from_seq from scsql.checkpoint_heads where chain_id = %s "
                             "order by checkpoint_id desc limit 1", (chain,)).fetchone()
     assert (head["seq"], head["from_seq"]) == (3, 3)  # nothing left to describe up to the head
-    assert _breaks(db) == []
-    assert sql_verify(db, chain)["ok"]
+    assert verifier.breaks(db) == []
     Api(a).call("record_tool_call", tool="new-4")  # the chain carries on
     record_checkpoints(db.admin, key, progress=False)
-    assert _breaks(db) == []
-    sql = sql_verify(db, chain)
-    assert sql["ok"] and sql["rows_checked"] == 2
+    report = verifier.run(db)
+    assert report.ok and report.rows == 2
 
 
 # -- a signed segment is kept whole: its rows cannot be deleted by moving the others ------------
@@ -406,7 +440,7 @@ def segment(scsql_db, tmp_path):
     return db, chain, partition_of(db, "old-2"), day, export
 
 
-def test_a_row_deleted_from_a_segment_moved_to_the_default_partition_is_found(segment):
+def test_a_row_deleted_from_a_segment_moved_to_the_default_partition_is_found(segment, verifier):
     """A DBA detaches the partition of a signed segment, deletes one row and
     moves the others into the default partition: the segment's partition is
     gone, but its rows are not."""
@@ -415,22 +449,18 @@ def test_a_row_deleted_from_a_segment_moved_to_the_default_partition_is_found(se
            f"delete from {old} where seq = 4",
            f"insert into scsql.tool_calls_default select * from {old}",
            f"drop table {old}")
-    assert _breaks(db, checkpoint_files=[export]) == [(chain, 2, "retired-row-present")]
-    assert _breaks(db) == [(chain, 2, "retired-row-present")]
-    sql = sql_verify(db, chain)
-    assert (sql["ok"], sql["broken_seq"], sql["kind"]) == (False, 2, "retired-row-present")
+    assert verifier.breaks(db, **verifier.exported(export)) == [(chain, 2, "retired-row-present")]
+    assert verifier.breaks(db) == [(chain, 2, "retired-row-present")]
 
 
-def test_a_row_deleted_from_a_segment_reattached_with_other_bounds_is_found(segment):
+def test_a_row_deleted_from_a_segment_reattached_with_other_bounds_is_found(segment, verifier):
     db, chain, old, day, export = segment
     lo = dt.datetime.combine(day.date(), dt.time(), dt.UTC)
     tamper(db, f"alter table scsql.tool_calls detach partition {old}",
            f"delete from {old} where seq = 4",
            f"alter table scsql.tool_calls attach partition {old} "
            f"for values from ('{lo - dt.timedelta(hours=1)}') to ('{lo + dt.timedelta(days=1)}')")
-    assert _breaks(db, checkpoint_files=[export]) == [(chain, 2, "retired-row-present")]
-    sql = sql_verify(db, chain)
-    assert (sql["ok"], sql["broken_seq"], sql["kind"]) == (False, 2, "retired-row-present")
+    assert verifier.breaks(db, **verifier.exported(export)) == [(chain, 2, "retired-row-present")]
 
 
 def test_missing_rows_must_end_where_the_next_row_links_to_a_signed_hash(scsql_db):

@@ -4,7 +4,8 @@ The verifier reads rows, public keys and checkpoints, and recomputes
 everything itself with the canonical encoding of :mod:`scsql.audit.encoding` (written
 from the specification in ``COMMENT ON FUNCTION scsql._enc``, not by asking
 the database to encode). It checks every row still present in every chain
-(or those after a checkpoint, with ``from_checkpoint``):
+(or those after a checkpoint, with ``from_checkpoint``, and the row it names,
+which only retention may have taken):
 
 * seq runs on without repeat (``fork``), and without gap (``seq-gap``) except
   where checkpoint segments say the missing rows lay in a dated partition
@@ -507,7 +508,13 @@ class _PartVerifier:
         unreported = 0
         last: _Chain | None = None
         streams = [_scan(self.conn, t, ti, self.lo, self.hi) for ti, t in enumerate(self.tables)]
-        for chain_id, seq, ti, r in heapq.merge(*streams, key=itemgetter(0, 1)):
+        rows = heapq.merge(*streams, key=itemgetter(0, 1))
+        ahead = next(rows, None)
+        while ahead is not None:
+            chain_id, seq, ti, r = ahead
+            ahead = next(rows, None)
+            # Another row with this seq follows: a fork, whichever of them comes first.
+            twin = ahead is not None and ahead[1] == seq and ahead[0] == chain_id
             self.rows += 1
             unreported += 1
             if unreported >= 5000:
@@ -520,7 +527,7 @@ class _PartVerifier:
                 st = self.state[chain_id] = self._first_row_of(chain_id, seq)
                 last = st
             if not st.broken:
-                self.row(st, chain_id, seq, self.specs[ti], r)
+                self.row(st, chain_id, seq, self.specs[ti], r, twin)
         _report_progress(unreported)
 
     def _first_row_of(self, chain_id: int, seq: int) -> _Chain:
@@ -530,9 +537,9 @@ class _PartVerifier:
         self.fail(st, chain_id, seq, "chain-unknown", "rows name a chain with no head row")
         return st
 
-    def row(self, st: _Chain, chain_id: int, seq: int, spec: _TableSpec, r: _Row) -> None:
-        """One row, check by check."""
-        at_start = self.place(st, chain_id, seq, spec.table, r)
+    def row(self, st: _Chain, chain_id: int, seq: int, spec: _TableSpec, r: _Row, twin: bool = False) -> None:
+        """One row, check by check; twin: another row of the chain with this seq follows."""
+        at_start = self.place(st, chain_id, seq, spec.table, r, twin)
         if at_start is None:
             return
         if not at_start and st.prev is not None and not _compare(r.prev_hash, st.prev):
@@ -549,7 +556,7 @@ class _PartVerifier:
         if seq > st.covered >= 0:
             self.extend_segment(st, seq, r.row_hash, self.parts.get(r.partition, ""))
 
-    def place(self, st: _Chain, chain_id: int, seq: int, table: str, r: _Row) -> bool | None:
+    def place(self, st: _Chain, chain_id: int, seq: int, table: str, r: _Row, twin: bool = False) -> bool | None:
         """Where the row stands in its chain: None when it is skipped or broke the
         chain, True when it is the row the starting checkpoint names, else False."""
         gaps = st.gaps
@@ -557,6 +564,13 @@ class _PartVerifier:
             # Retention dropped this row's partition, a checkpoint says: a row here was put back or moved.
             return self.fail(st, chain_id, seq, "retired-row-present",
                              "a checkpoint segment places this row in a partition that no longer exists", table) or None
+        if twin and seq >= st.start:
+            return self.fail(st, chain_id, seq, "fork", f"two rows have seq {seq}", table) or None
+        if st.start_pending and seq > st.start:
+            st.start_pending = False
+            problem = self.start_missing(st, seq, "seq-gap")
+            if problem is not None:
+                return self.fail(st, chain_id, *problem, table) or None
         if seq == st.next:
             return False
         if seq < st.next:
@@ -580,9 +594,28 @@ class _PartVerifier:
             st.legacy_gap_end = seq - 1
         return False
 
+    @staticmethod
+    def start_missing(st: _Chain, seq: int, kind: str) -> tuple[int, str, str] | None:
+        """The row the starting checkpoint names is missing: None when retention
+        took it, else the break (seq, kind, detail) to report at SEQ."""
+        detail = st.gaps.dropped_detail(st.start)
+        if detail is not None:
+            return st.start, "partition-dropped", detail
+        if st.gaps.retired(st.start) or st.start <= st.legacy:
+            return None
+        return seq, kind, f"seq {st.start}, the row the starting checkpoint names, is missing"
+
     def content(self, st: _Chain, chain_id: int, seq: int, spec: _TableSpec, r: _Row) -> bool:
         """The row's hash, author, project, key, signature, and that it is no replay."""
         at, key_id, author_id, prev_hash, row_hash, signature = r.at, r.key_id, r.author_id, r.prev_hash, r.row_hash, r.signature
+        # Author and project first, as scsql.verify_chain: a row given another author is a wrong-author
+        # there (it hashes the chain's agent's name), not a hash-mismatch.
+        if author_id != st.agent:
+            return self.fail(st, chain_id, seq, "wrong-author", f"row names author {self.name(author_id)} in the "
+                             f"chain of {self.name(st.agent)}", spec.table)
+        if r.project_id != st.project:
+            return self.fail(st, chain_id, seq, "wrong-project",
+                             f"the row is in project {r.project_id}, its chain in project {st.project}", spec.table)
         n, null = spec.n_stamped, _NULL
         signed_payload = self._prefix(spec.ti, spec.table, author_id, key_id) + _enc_ts(at) + _join(
             [null if v is None else f(v) for f, v in zip(spec.signed, r.fields[n:])])
@@ -591,12 +624,6 @@ class _PartVerifier:
         if not _compare(digest, row_hash):
             return self.fail(st, chain_id, seq, "hash-mismatch", "row_hash does not match the row's content",
                              spec.table)
-        if author_id != st.agent:
-            return self.fail(st, chain_id, seq, "wrong-author", f"row names author {self.name(author_id)} in the "
-                             f"chain of {self.name(st.agent)}", spec.table)
-        if r.project_id != st.project:
-            return self.fail(st, chain_id, seq, "wrong-project",
-                             f"the row is in project {r.project_id}, its chain in project {st.project}", spec.table)
         k = self.keys.get((author_id, key_id))
         if k is None or at < k[1] or (k[2] is not None and at >= k[2]):
             return self.fail(st, chain_id, seq, "wrong-key",
@@ -660,6 +687,11 @@ class _PartVerifier:
 
     def end(self, st: _Chain, chain_id: int, c: _ChainRow) -> None:
         head_seq, head_hash = c.head_seq, bytes(c.head_hash)
+        if st.start_pending:  # no row from the starting checkpoint's on
+            problem = self.start_missing(st, st.start, "checkpoint-mismatch")
+            if problem is not None:
+                self.fail(st, chain_id, *problem)
+                return
         end, end_hash = st.next - 1, st.prev
         if end < head_seq:
             problem, h, legacy_used = st.gaps.gap(end + 1, head_seq)
