@@ -112,7 +112,12 @@ def test_a_forged_row_quarantines_its_chain_and_every_other_chain_is_still_check
     assert _retire(db, a_old) == "SC123"
     assert _breaks(db) == [(ca, 3, "signature")]  # C stays clean after its retirement
 
-    # scsql verify and scsql status show the quarantine.
+    _check_quarantine_reported(db, ca, a.name, monkeypatch, capsys)
+    _check_acknowledged(db, a, ca, cc, q, key, a_old, capsys)
+
+
+def _check_quarantine_reported(db, ca: int, agent: str, monkeypatch, capsys) -> None:
+    """scsql verify and scsql status show the quarantine."""
     monkeypatch.setenv("SCSQL_DSN", db.admin)
     capsys.readouterr()
     assert cli.main(["verify"]) == 1
@@ -123,9 +128,13 @@ def test_a_forged_row_quarantines_its_chain_and_every_other_chain_is_still_check
     assert [(x["chain_id"], x["from_seq"], x["kind"]) for x in out["quarantines"]] == [(ca, 3, "signature")]
     assert cli.main(["status"]) == 0
     out = capsys.readouterr().out
-    assert "quarantine  1 chain(s)" in out and f"chain {ca} " in out and a.name in out
+    assert "quarantine  1 chain(s)" in out and f"chain {ca} " in out and agent in out
 
-    # An administrator acknowledges it: status is quiet, verify still names the chain, retention still keeps it.
+
+def _check_acknowledged(db, a, ca: int, cc: int, q: dict, key, a_old: str, capsys) -> None:
+    """An administrator acknowledges it: status is quiet, verify still names the chain, retention still keeps it."""
+    from scsql.audit.checkpoints import run_checkpoint
+
     with db.connect() as conn:
         with pytest.raises(psycopg.Error) as exc:
             conn.execute("select scsql.acknowledge_quarantine(%s, '')", (q["quarantine_id"],))
