@@ -136,7 +136,7 @@ $$;
 -- privileges are per database, so nothing else is affected):
 -- * advisory locks, but for the owner: advisory keys form one space every
 --   role may lock, so an agent could hold a key another session waits on
---   (the migrators' lock in scsql/migrate.py, or pg_partman's); scsql's
+--   (the migrators' lock in scsql/core/migrate.py, or pg_partman's); scsql's
 --   functions lock rows of scsql.project_locks instead;
 -- * creating large objects, for anyone: a store outside row-level security,
 --   quotas and the audit trail, which one agent could fill and share with

@@ -4,7 +4,7 @@
 -- 0600); an administrator registers its public key with
 -- scsql.register_auditor_key. scsql checkpoint verifies every chain and,
 -- in the same pass, reads each chain's head and the segments of its rows
--- since its previous checkpoint (scsql/verify.py, collect=True; not
+-- since its previous checkpoint (scsql/audit/verify.py, collect=True; not
 -- checkpoint_heads_now), signs one payload per project and records it with
 -- scsql.record_checkpoint; --export appends it to a JSONL file kept outside
 -- the database, so removing the newest rows of a chain (even by a superuser
