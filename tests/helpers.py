@@ -99,6 +99,39 @@ def login(db: ScsqlDb, name: str, autocommit: bool = True) -> psycopg.Connection
     return psycopg.connect(db.login(name), autocommit=autocommit, row_factory=dict_row)
 
 
+def enqueue_against_uncommitted(db: ScsqlDb, first: Agent, second: Agent, held: str, wanted: str,
+                                commit: bool) -> tuple[int, dict[str, Any]]:
+    """FIRST enqueues a task owning HELD in an open transaction; SECOND enqueues
+    one owning WANTED from a thread and is shown to wait on FIRST's lock; then
+    FIRST commits (or rolls back). Returns FIRST's task id and what SECOND got
+    (``task`` or ``err``)."""
+    from scsql.core.errors import ScsqlError
+
+    outcome: dict[str, Any] = {}
+    with login(db, first.name, autocommit=False) as a:
+        a_task = a.execute("select task_id from scsql.enqueue_task('developer', p_exclusive_files => array[%s])",
+                           (held,)).fetchone()["task_id"]
+
+        def b() -> None:
+            try:
+                outcome["task"] = enqueue(second, files=[wanted])
+            except ScsqlError as exc:
+                outcome["err"] = exc
+
+        th = threading.Thread(target=b)
+        th.start()
+        wait_for(lambda: enqueues_waiting_on_a_lock(db) >= 1)
+        assert enqueues_waiting_on_a_lock(db) == 1  # the second really waits on the first
+        a.commit() if commit else a.rollback()
+        th.join(30)
+    return a_task, outcome
+
+
+def enqueues_waiting_on_a_lock(db: ScsqlDb) -> int:
+    return admin_rows(db, "select count(*) as n from pg_stat_activity where datname = current_database() "
+                          "and wait_event_type = 'Lock' and query like '%%enqueue_task%%'")[0]["n"]
+
+
 def admin_rows(db: ScsqlDb, query: str, *params: Any) -> list[dict[str, Any]]:
     with db.connect() as conn:
         return conn.execute(query, params).fetchall()

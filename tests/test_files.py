@@ -14,7 +14,8 @@ import pytest
 from scsql.core import roles
 from scsql.core.errors import ScsqlError
 
-from .helpers import admin_rows, claim, enqueue, login, one, wait_for
+from .helpers import (admin_rows, claim, enqueue, enqueue_against_uncommitted, enqueues_waiting_on_a_lock, login,
+                      one, wait_for)
 
 
 @pytest.fixture
@@ -112,11 +113,6 @@ def test_completing_frees_the_files(scsql_db, orch):
     enqueue(orch, files=["src/a.py"])
 
 
-def _waiting_on_lock(db) -> int:
-    return admin_rows(db, "select count(*) as n from pg_stat_activity where datname = current_database() "
-                          "and wait_event_type = 'Lock' and query like '%%enqueue_task%%'")[0]["n"]
-
-
 @pytest.mark.parametrize("first_commits", [True, False])
 def test_overlapping_enqueue_waits_for_the_uncommitted_one(scsql_db, orch, first_commits):
     """B's enqueue meets A's uncommitted spans and waits for A's outcome:
@@ -124,23 +120,7 @@ def test_overlapping_enqueue_waits_for_the_uncommitted_one(scsql_db, orch, first
     check and an insert."""
     db = scsql_db
     second = db.agent("orch_b", orch.whoami()["project"], "orchestrator")
-    outcome = {}
-    with login(db, orch.name, autocommit=False) as a:
-        a_task = a.execute("select task_id from scsql.enqueue_task('developer', p_exclusive_files => "
-                           "array['src/auth/login.py'])").fetchone()["task_id"]
-
-        def b():
-            try:
-                outcome["task"] = enqueue(second, files=["src/auth"])
-            except ScsqlError as exc:
-                outcome["err"] = exc
-
-        th = threading.Thread(target=b)
-        th.start()
-        wait_for(lambda: _waiting_on_lock(db) >= 1)
-        assert _waiting_on_lock(db) == 1  # B really waits on A
-        a.commit() if first_commits else a.rollback()
-        th.join(30)
+    a_task, outcome = enqueue_against_uncommitted(db, orch, second, "src/auth/login.py", "src/auth", first_commits)
     if first_commits:
         assert outcome["err"].code == "SC322"
         assert f"src/auth (held as src/auth/login.py by task {a_task})" in outcome["err"].message
@@ -176,8 +156,8 @@ def test_many_overlapping_enqueues_at_once_exactly_one_wins(scsql_db, orch):
         for t in threads:
             t.start()
         ready.wait()
-        wait_for(lambda: _waiting_on_lock(db) >= n)
-        assert _waiting_on_lock(db) == n  # all twenty are inside enqueue_task together
+        wait_for(lambda: enqueues_waiting_on_a_lock(db) >= n)
+        assert enqueues_waiting_on_a_lock(db) == n  # all twenty are inside enqueue_task together
         holder.rollback()
         for t in threads:
             t.join(60)

@@ -18,7 +18,6 @@ import math
 import os
 import subprocess
 import sys
-import threading
 import time
 import unicodedata
 from pathlib import Path
@@ -32,7 +31,7 @@ from scsql.core.config import role_for
 from scsql.core.errors import ScsqlError
 from scsql.api import Api
 
-from .helpers import admin_rows, enqueue, login, one, rows
+from .helpers import admin_rows, enqueue, enqueue_against_uncommitted, login, one, rows
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -142,30 +141,7 @@ def test_case_variants_enqueued_at_once_exactly_one_wins(scsql_db, orch):
     the exclusion constraint compares folded keys, so there is no window."""
     db = scsql_db
     second = db.agent("orch_b", orch.whoami()["project"], "orchestrator")
-    outcome = {}
-    with login(db, orch.name, autocommit=False) as a:
-        a_task = a.execute("select task_id from scsql.enqueue_task('developer', p_exclusive_files => "
-                           "array['src/a.py'])").fetchone()["task_id"]
-
-        def b():
-            try:
-                outcome["task"] = enqueue(second, files=["SRC/A.py"])
-            except ScsqlError as exc:
-                outcome["err"] = exc
-
-        th = threading.Thread(target=b)
-        th.start()
-
-        def waiting() -> int:
-            return admin_rows(db, "select count(*) as n from pg_stat_activity where datname = current_database() "
-                                  "and wait_event_type = 'Lock' and query like '%%enqueue_task%%'")[0]["n"]
-
-        deadline = time.monotonic() + 30
-        while waiting() < 1 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert waiting() == 1  # B really waits on A's uncommitted span
-        a.commit()
-        th.join(30)
+    a_task, outcome = enqueue_against_uncommitted(db, orch, second, "src/a.py", "SRC/A.py", commit=True)
     assert outcome["err"].code == "SC322"
     assert f"SRC/A.py (held as src/a.py by task {a_task})" in outcome["err"].message
 
