@@ -209,20 +209,25 @@ def test_a_checkpointed_partition_dropped_by_a_superuser_is_a_break_naming_its_r
         assert f"seq 1 to 1 of chain {cb}" in report.findings[1].detail and part in report.findings[1].detail
 
 
+def _two_old_rows_and_a_new_one_checkpointed(db, name: str) -> tuple[int, str]:
+    """Agent NAME writes two rows three days old and one now, and the auditor
+    signs them; returns its chain and the old rows' partition."""
+    old = old_day(db)
+    a = db.agent(name, db.project())
+    backdate_keys(db)
+    write_at(a, old, "old-1")
+    write_at(a, old, "old-2")
+    Api(a).call("record_tool_call", tool="new-1")
+    record_checkpoints(db.admin, auditor_key(db), progress=False)
+    return _chain_of(db, a), partition_of(db, "old-1")
+
+
 # -- (iii) real retention verifies clean -----------------------------------------------------
 
 
 def test_retention_on_and_expired_retires_and_records_it_and_verification_stays_clean(scsql_db, verifier):
     db = scsql_db
-    old = old_day(db)
-    a = db.agent("kept", db.project())
-    backdate_keys(db)
-    write_at(a, old, "old-1")
-    write_at(a, old, "old-2")
-    Api(a).call("record_tool_call", tool="new-1")
-    chain = _chain_of(db, a)
-    partition = partition_of(db, "old-1")
-    record_checkpoints(db.admin, auditor_key(db), progress=False)
+    chain, partition = _two_old_rows_and_a_new_one_checkpointed(db, "kept")
     assert _retire(db, partition) == "SC124"  # retention is off: nothing may go
     with db.connect() as conn:
         conn.execute("select scsql.set_partition_retention('scsql.tool_calls', '5 days')")
@@ -244,15 +249,7 @@ def test_retention_on_and_expired_retires_and_records_it_and_verification_stays_
 
 def test_retention_switched_on_after_a_manual_drop_does_not_make_it_look_retired(scsql_db, verifier):
     db = scsql_db
-    old = old_day(db)
-    a = db.agent("late", db.project())
-    backdate_keys(db)
-    write_at(a, old, "old-1")
-    write_at(a, old, "old-2")
-    Api(a).call("record_tool_call", tool="new-1")
-    chain = _chain_of(db, a)
-    partition = partition_of(db, "old-1")
-    record_checkpoints(db.admin, auditor_key(db), progress=False)
+    chain, partition = _two_old_rows_and_a_new_one_checkpointed(db, "late")
     dropped_at = dt.datetime.now(dt.UTC)
     tamper(db, f"drop table {partition}")  # retention is off
     assert verifier.breaks(db) == [(chain, 1, "partition-dropped")]
