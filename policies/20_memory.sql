@@ -55,7 +55,10 @@ grant execute on function
   scsql_caller.search_projects(bigint[], text, integer, text[], text, timestamptz, text, vector, text,
                                double precision, double precision, double precision, double precision,
                                double precision, integer),
-  scsql_caller.bm25(bigint[], text[], double precision, double precision, integer, text[], text, timestamptz)
+  scsql_caller.bm25(bigint[], text[], double precision, double precision, integer, text[], text, timestamptz),
+  scsql_caller.bm25_idf(bigint, bigint),
+  scsql_caller.bm25_term(double precision, double precision, double precision, double precision, double precision,
+                         double precision)
 to scsql_agent;
 
 -- The index tool asks, before it reads a file, whether it may read the directory.
