@@ -376,7 +376,7 @@ begin
       hint = 'Give the real path of a directory under the project root.';
   end if;
   if exists (select from unnest(v_parts) x
-             where lower(x) in ('.ssh', '.gnupg', '.aws', '.azure', '.kube', '.password-store')) then
+             where lower(x) = any(scsql_caller.secret_dirs())) then
     raise exception using errcode = 'SC214',
       message = format('%s is a store of secrets (or inside one); scsql does not index it', p_dir),
       hint = 'Index the project''s source tree; keys and credentials never belong in the knowledge base.';
@@ -400,7 +400,7 @@ begin
 end
 $$;
 comment on function scsql_caller.index_scope(text) is
-  'For the index tool (scsql index PATH and MCP index) before it reads a file. DIR is the absolute real path of the directory to index. Raises SC214 when it is or lies inside a store of secrets (.ssh, .gnupg, .aws, .azure, .kube, .password-store), SC216 when the acting agent''s project has no root_path (or one that names "/"), SC213 when DIR is not inside the root ("." and ".." resolved by _path_parts; both are real paths, compared as the file system spells them) or climbs above "/", SC010 for a relative path, SC200/SC201 for a bad one. Returns the project''s root_path (normalized), which the tool takes as the root that indexed paths are relative to.';
+  'For the index tool (scsql index PATH and MCP index) before it reads a file. DIR is the absolute real path of the directory to index. Raises SC214 when it is or lies inside a store of secrets (scsql_caller.secret_dirs: .ssh, .gnupg, .aws, .azure, .kube, .password-store), SC216 when the acting agent''s project has no root_path (or one that names "/"), SC213 when DIR is not inside the root ("." and ".." resolved by _path_parts; both are real paths, compared as the file system spells them) or climbs above "/", SC010 for a relative path, SC200/SC201 for a bad one. Returns the project''s root_path (normalized), which the tool takes as the root that indexed paths are relative to.';
 
 create or replace function scsql.set_project_root(p_project text, p_root_path text)
 returns text
