@@ -29,6 +29,8 @@
 --   idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * |D| / avgdl)), with
 --   idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)), N = chunks in the project,
 --   |D| = terms in the chunk. OR semantics: a chunk matching any term scores.
+--   idf and one term's score are scsql_caller.bm25_idf and bm25_term
+--   (sql/23_search.sql), the only places the formula is written.
 --   Postings live in kb_postings (one row per term and chunk, tf and |D|
 --   in the primary key's leaf), df and max_tf in kb_terms, N and the total
 --   length in memory_state; the write functions keep all three exact.

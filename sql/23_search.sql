@@ -33,8 +33,9 @@ returns table (project_ids bigint[], chunk_ids bigint[], scores double precision
 language plpgsql
 stable
 as $$
--- The top p_depth chunks by BM25 (see the definition at the top of this
--- file), best first, as the caller sees them. Without filters each project
+-- The top p_depth chunks by BM25 (the definition: sql/20_text.sql; every
+-- term score is bm25_term, every idf bm25_idf), best first, as the caller
+-- sees them. Without filters each project
 -- is ranked on its own (a chunk belongs to one project, so the best p_depth
 -- overall are among the best p_depth of each project) and the lists are
 -- merged; one project is computed MaxScore-style: the postings of the
