@@ -11,9 +11,12 @@ create or replace function scsql_caller.bm25_idf(p_n bigint, p_df bigint)
 returns double precision
 language sql
 immutable parallel safe
-as $$ select pg_catalog.ln(1 + ((p_n - p_df) + 0.5)::double precision / (p_df + 0.5)::double precision) $$;
+as $$
+  select case when p_n between 0 and 1e15 and p_df between 0 and 1e15  -- exact in double precision: never ln(0)
+              then pg_catalog.ln(1 + ((p_n - p_df) + 0.5)::double precision / (p_df + 0.5)::double precision) end
+$$;
 comment on function scsql_caller.bm25_idf(bigint, bigint) is
-  'The BM25 inverse document frequency of a term found in DF of N chunks: ln(1 + (N - df + 0.5) / (df + 0.5)) (the definition in sql/20_text.sql). One SQL expression, inlined by the planner into the queries that call it. Raises nothing; NULL for a NULL argument.';
+  'The BM25 inverse document frequency of a term found in DF of N chunks: ln(1 + (N - df + 0.5) / (df + 0.5)) (the definition in sql/20_text.sql). One SQL expression, inlined by the planner into the queries that call it. Raises nothing: NULL for an argument that is NULL, negative or over 1e15 (statistics never are).';
 
 create or replace function scsql_caller.bm25_term(
   p_idf double precision, p_tf double precision, p_dl double precision, p_avgdl double precision,
@@ -21,10 +24,18 @@ create or replace function scsql_caller.bm25_term(
 returns double precision
 language sql
 immutable parallel safe
-as $$ select p_idf * p_tf * (p_k1 + 1) / (p_tf + p_k1 * (1 - p_b + p_b * p_dl / p_avgdl)) $$;
+as $$
+  -- The guard holds for every value bm25 passes (and for k1 and b as search
+  -- validates them, short of values below 1e-280); outside it the formula
+  -- could divide by zero, overflow or underflow.
+  select case when (p_idf = 0 or p_idf between 1e-280 and 1e12) and p_tf between 1 and 1e12
+                   and p_dl between 1 and 1e12 and p_avgdl between 1 and 1e12 and p_k1 between 1e-280 and 1e12
+                   and (p_b = 0 or p_b between 1e-280 and 1)
+              then p_idf * p_tf * (p_k1 + 1) / (p_tf + p_k1 * (1 - p_b + p_b * p_dl / p_avgdl)) end
+$$;
 comment on function scsql_caller.bm25_term(double precision, double precision, double precision, double precision,
                                           double precision, double precision) is
-  'The BM25 score one term adds to a chunk: idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)), for a term of inverse document frequency IDF (bm25_idf) occurring TF times in a chunk of DL terms, AVGDL the mean chunk length (the definition in sql/20_text.sql). With TF = DL = max_tf it is the term''s upper bound over every chunk (the score grows with tf and falls with dl, and dl >= tf). The one place scsql_caller.bm25 computes a term score: one SQL expression, inlined by the planner into the queries (and PL/pgSQL expressions) that call it, so it costs what the formula written out costs. Raises nothing; NULL for a NULL argument.';
+  'The BM25 score one term adds to a chunk: idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)), for a term of inverse document frequency IDF (bm25_idf) occurring TF times in a chunk of DL terms, AVGDL the mean chunk length (the definition in sql/20_text.sql). With TF = DL = max_tf it is the term''s upper bound over every chunk (the score grows with tf and falls with dl, and dl >= tf). The one place scsql_caller.bm25 computes a term score: one SQL expression, inlined by the planner into the queries (and PL/pgSQL expressions) that call it, so it costs about what the formula written out costs. Raises nothing: NULL outside the domain where the formula cannot fail (idf 0 or 1e-280 to 1e12; tf, dl and avgdl 1 to 1e12; k1 1e-280 to 1e12; b 0 or 1e-280 to 1), which holds every value bm25 computes.';
 
 create or replace function scsql_caller.bm25(
   p_projects bigint[], p_terms text[], p_k1 double precision, p_b double precision, p_depth integer,
