@@ -24,18 +24,10 @@ create or replace function scsql_caller.bm25_term(
 returns double precision
 language sql
 immutable parallel safe
-as $$
-  -- The guard holds for every value bm25 passes (and for k1 and b as search
-  -- validates them, short of values below 1e-280); outside it the formula
-  -- could divide by zero, overflow or underflow.
-  select case when (p_idf = 0 or p_idf between 1e-280 and 1e12) and p_tf between 1 and 1e12
-                   and p_dl between 1 and 1e12 and p_avgdl between 1 and 1e12 and p_k1 between 1e-280 and 1e12
-                   and (p_b = 0 or p_b between 1e-280 and 1)
-              then p_idf * p_tf * (p_k1 + 1) / (p_tf + p_k1 * (1 - p_b + p_b * p_dl / p_avgdl)) end
-$$;
+as $$ select p_idf * p_tf * (p_k1 + 1) / (p_tf + p_k1 * (1 - p_b + p_b * p_dl / p_avgdl)) $$;
 comment on function scsql_caller.bm25_term(double precision, double precision, double precision, double precision,
                                           double precision, double precision) is
-  'The BM25 score one term adds to a chunk: idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)), for a term of inverse document frequency IDF (bm25_idf) occurring TF times in a chunk of DL terms, AVGDL the mean chunk length (the definition in sql/20_text.sql). With TF = DL = max_tf it is the term''s upper bound over every chunk (the score grows with tf and falls with dl, and dl >= tf). The one place scsql_caller.bm25 computes a term score: one SQL expression, inlined by the planner into the queries (and PL/pgSQL expressions) that call it, so it costs about what the formula written out costs. Raises nothing: NULL outside the domain where the formula cannot fail (idf 0 or 1e-280 to 1e12; tf, dl and avgdl 1 to 1e12; k1 1e-280 to 1e12; b 0 or 1e-280 to 1), which holds every value bm25 computes.';
+  'The BM25 score one term adds to a chunk: idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)), for a term of inverse document frequency IDF (bm25_idf) occurring TF times in a chunk of DL terms, AVGDL the mean chunk length (the definition in sql/20_text.sql). With TF = DL = max_tf it is the term''s upper bound over every chunk (the score grows with tf and falls with dl, and dl >= tf). The one place scsql_caller.bm25 computes a term score: one SQL expression, inlined by the planner into the queries (and PL/pgSQL expressions) that call it, so it costs what the formula written out costs (a guard against values bm25 never passes would double that per posting). Arithmetic only: raises 22012 (division by zero) or 22003 (overflow, underflow) for values outside BM25''s domain, which search never passes (it validates k1 and b; tf, dl and avgdl are at least 1).';
 
 create or replace function scsql_caller.bm25(
   p_projects bigint[], p_terms text[], p_k1 double precision, p_b double precision, p_depth integer,
