@@ -55,11 +55,17 @@ grant execute on function
   scsql_caller.search_projects(bigint[], text, integer, text[], text, timestamptz, text, vector, text,
                                double precision, double precision, double precision, double precision,
                                double precision, integer),
-  scsql_caller.bm25(bigint[], text[], double precision, double precision, integer, text[], text, timestamptz)
+  scsql_caller.bm25(bigint[], text[], double precision, double precision, integer, text[], text, timestamptz),
+  scsql_caller.bm25_idf(bigint, bigint),
+  scsql_caller.bm25_term(double precision, double precision, double precision, double precision, double precision,
+                         double precision)
 to scsql_agent;
 
--- The index tool asks, before it reads a file, whether it may read the directory.
-grant execute on function scsql_caller.index_scope(text) to scsql_agent;
+-- The index tool asks, before it reads a file, whether it may read the
+-- directory, and reads what counts as a secret.
+grant execute on function scsql_caller.index_scope(text), scsql_caller.secret_dirs(),
+  scsql_caller.private_key_pattern()
+to scsql_agent;
 
 -- Background work done by scsql worker and the MCP server, as an agent:
 -- granted to scsql_worker, which agents inherit, so it is never an MCP tool.

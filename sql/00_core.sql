@@ -502,6 +502,56 @@ comment on function scsql.list_agents() is
   'Agents the caller may see, with project, team role, PostgreSQL role, created and revoked times, and current key. An agent sees its own project''s agents; administrators and the auditor see all.';
 
 -- ---------------------------------------------------------------------------
+-- Paths: one reading for every function that takes one
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._path_parts(p_path text)
+returns text[]
+language plpgsql
+immutable strict parallel safe
+as $$
+-- The one lexical reading of a path, for every function that takes one:
+-- the project root (create_project, set_project_root, through _root_parts),
+-- the index tool's directory (index_scope), the files and prefix of
+-- scsql.index, and the task queue's exclusive files (_normalize_path).
+-- Split at "/", drop empty and "." parts, let ".." remove the part before
+-- it. A ".." with nothing before it would climb above where the path starts
+-- (the project root for a relative path, "/" for an absolute one): that gives
+-- NULL, and each caller refuses it with its own error. Whether the path was
+-- absolute is the caller's to see (a leading "/").
+declare
+  v_parts text[] := '{}';
+  v_part text;
+begin
+  foreach v_part in array pg_catalog.string_to_array(p_path, '/') loop
+    if v_part in ('', '.') then
+      continue;
+    elsif v_part = '..' then
+      if pg_catalog.cardinality(v_parts) = 0 then
+        return null;
+      end if;
+      v_parts := v_parts[1:pg_catalog.cardinality(v_parts) - 1];
+    else
+      v_parts := v_parts || v_part;
+    end if;
+  end loop;
+  return v_parts;
+end
+$$;
+comment on function scsql._path_parts(text) is
+  'Private. The parts of a path read lexically, the one rule every path argument goes through (project roots, the index tool''s directory, scsql.index''s prefix and files, exclusive files): split at "/", empty and "." parts dropped, ".." removing the part before it. Returns NULL when a ".." climbs above the start of the path (above the project root for a relative path, above "/" for an absolute one); callers refuse that. An empty array is the start itself. Symbolic links are not seen: a path that may hold one is resolved (real path) by the caller on the machine that has the files.';
+
+create or replace function scsql._root_parts(p_root text)
+returns text[]
+language sql
+immutable strict parallel safe
+as $$
+  select case when pg_catalog.left(p_root, 1) = '/' then nullif(scsql._path_parts(p_root), '{}'::text[]) end
+$$;
+comment on function scsql._root_parts(text) is
+  'Private. The parts of a project root (see _path_parts), the one reading of projects.root_path: NULL unless it is an absolute path naming a directory below "/" ("/" itself, a relative path and a ".." climbing above "/" are no root). create_project and set_project_root refuse what gives NULL and store ''/'' || the parts joined by "/"; index_scope and exclusive file paths treat it as no root.';
+
+-- ---------------------------------------------------------------------------
 -- Administration (EXECUTE granted to scsql_admin only)
 -- ---------------------------------------------------------------------------
 
@@ -514,14 +564,17 @@ as $$
 declare
   v_id bigint;
   v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
+  v_root text := '/' || array_to_string(scsql._root_parts(p_root_path), '/');
 begin
+  perform scsql._require(p_root_path is null or v_root is not null,
+    format('root_path must be an absolute path of a directory below "/", got %L', p_root_path));
   if exists (select from scsql.projects where name = p_name) then
     raise exception using errcode = 'SC006', message = format('project "%s" already exists', p_name);
   end if;
-  -- The name and the root path are checked by the table's constraints.
+  -- The name is checked by the table's constraints.
   begin
     insert into scsql.projects (name, root_path, git_remote)
-    values (p_name, p_root_path, nullif(p_git_remote, ''))
+    values (p_name, v_root, nullif(p_git_remote, ''))
     returning project_id into v_id;
   exception when check_violation or not_null_violation then
     get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
@@ -532,7 +585,7 @@ begin
 end
 $$;
 comment on function scsql.create_project(text, text, text) is
-  'Administrators only. Creates a project (name; optional absolute root path and git remote) and returns its project_id. Raises SC007 for a bad name, SC010 for a relative root path, SC006 when it exists.';
+  'Administrators only. Creates a project (name; optional root path and git remote) and returns its project_id. The root is an absolute path of a directory below "/" (give its real path), stored with "." and ".." resolved like set_project_root does (_root_parts). Raises SC007 for a bad name, SC010 for a root path that is relative, names "/" or climbs above it, SC006 when it exists.';
 
 create or replace function scsql._join_agent_group(p_role text)
 returns void

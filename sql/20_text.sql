@@ -29,6 +29,8 @@
 --   idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * |D| / avgdl)), with
 --   idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)), N = chunks in the project,
 --   |D| = terms in the chunk. OR semantics: a chunk matching any term scores.
+--   idf and one term's score are scsql_caller.bm25_idf and bm25_term
+--   (sql/23_search.sql), the only places the formula is written.
 --   Postings live in kb_postings (one row per term and chunk, tf and |D|
 --   in the primary key's leaf), df and max_tf in kb_terms, N and the total
 --   length in memory_state; the write functions keep all three exact.
@@ -161,16 +163,36 @@ as $$ select ceil(pg_catalog.char_length(p_text) / 4.0)::integer $$;
 comment on function scsql_caller.tokens(text) is
   'The token estimate used for budgets: ceil(characters / 4).';
 
+-- What counts as a secret, said once for SQL and for the index tool
+-- (scsql/memory/indexer.py reads both functions once per run over its connection).
+
+create or replace function scsql_caller.secret_dirs()
+returns text[]
+language sql
+immutable parallel safe
+as $$ select array['.ssh', '.gnupg', '.aws', '.azure', '.kube', '.password-store'] $$;
+comment on function scsql_caller.secret_dirs() is
+  'The names of directories that are stores of secrets (.ssh, .gnupg, .aws, .azure, .kube, .password-store), compared with a directory name in lower case (lower()): index_scope refuses a directory that is or lies inside one (SC214), and the index tool, which reads this list once per run, never enters one. Raises nothing.';
+
+create or replace function scsql_caller.private_key_pattern()
+returns text
+language sql
+immutable parallel safe
+as $$
+  -- Whitespace is spelled out (the characters \s matches in Python), so
+  -- the regular expressions of PostgreSQL and Python read this pattern alike.
+  select '-----BEGIN(?: [A-Z0-9]+)* PRIVATE KEY(?: BLOCK)?-----[\t\n\v\f\r \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+(?:[A-Za-z0-9-]+:[^\n]*[\t\n\v\f\r \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+)*[A-Za-z0-9+/=]{16,}'::text
+$$;
+comment on function scsql_caller.private_key_pattern() is
+  'The regular expression of a PEM private key block, one text that PostgreSQL (_holds_private_key) and Python''s re (the index tool, which reads it once per run) read alike: a line -----BEGIN <words> PRIVATE KEY----- (or PGP''s PRIVATE KEY BLOCK), whitespace, optional header lines (Proc-Type: ...), then at least 16 characters of base64 key data. Whitespace is the class Python calls \s (tab, LF, VT, FF, CR, U+001C-U+001F, space, U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000), written out. Raises nothing.';
+
 create or replace function scsql._holds_private_key(p_text text)
 returns boolean
 language sql
 immutable strict parallel safe
-as $$
-  -- The same expression as scsql/indexer.py's PRIVATE_KEY.
-  select p_text ~ '-----BEGIN(?: [A-Z0-9]+)* PRIVATE KEY(?: BLOCK)?-----\s+(?:[A-Za-z0-9-]+:[^\n]*\s+)*[A-Za-z0-9+/=]{16,}'
-$$;
+as $$ select p_text ~ scsql_caller.private_key_pattern() $$;
 comment on function scsql._holds_private_key(text) is
-  'Private. True when a text holds a PEM private key block: a line -----BEGIN <words> PRIVATE KEY----- (or PGP''s PRIVATE KEY BLOCK), then optional header lines (Proc-Type: ...), then at least 16 characters of base64 key data. Naming the marker alone is not a key.';
+  'Private. True when a text holds a PEM private key block (scsql_caller.private_key_pattern: -----BEGIN <words> PRIVATE KEY----- or PGP''s PRIVATE KEY BLOCK, optional header lines, then at least 16 characters of base64 key data). Naming the marker alone is not a key.';
 
 create or replace function scsql_caller.published_text(p_project bigint, p_chunk_hash text)
 returns boolean

@@ -350,38 +350,6 @@ $$;
 comment on function scsql.index_text(text, text, text, text, text, jsonb, jsonb) is
   'Indexes one source of the acting agent''s project, replacing what was indexed at PATH, atomically, and records the agent as its last writer: kind file, url or note (the project''s published knowledge, which readers granted the project may also search); trust internal or external (default: external for a url, else internal); tier pinned, standard or session (365 days). Without spans the text is chunked by Markdown headings and blank lines (about 1,500 characters a chunk); spans [{start, end, anchor}] (1-based inclusive line numbers) chunk code by definitions. Unchanged text costs one lookup. New chunk text is queued for embedding; BM25 finds it at once. Returns path, kind, trust, chunks, unchanged, content_hash (sha256 of the text). Raises SC200/SC201 bad path or empty text, SC203 bad kind/trust/tier (also for learning, session_summary and archived_fact, which only scsql writes), SC211 a reserved path (learning:, session:, fact:, memory:, message:), SC204 text over 2 MiB, SC215 text holding a PEM private key block, SC206 bad spans.';
 
-create or replace function scsql._path_parts(p_path text)
-returns text[]
-language plpgsql
-immutable strict parallel safe
-as $$
--- The one lexical reading of a path, for every function that takes one (the
--- task queue's exclusive files, the index tool's directory and the project
--- root): split at "/", drop empty and "." parts, let ".." remove the part
--- before it. A ".." with nothing before it would climb above where the path
--- starts (the project root for a relative path, "/" for an absolute one):
--- that gives NULL, and each caller refuses it with its own error.
-declare
-  v_parts text[] := '{}';
-  v_part text;
-begin
-  foreach v_part in array pg_catalog.string_to_array(p_path, '/') loop
-    if v_part in ('', '.') then
-      continue;
-    elsif v_part = '..' then
-      if pg_catalog.cardinality(v_parts) = 0 then
-        return null;
-      end if;
-      v_parts := v_parts[1:pg_catalog.cardinality(v_parts) - 1];
-    else
-      v_parts := v_parts || v_part;
-    end if;
-  end loop;
-  return v_parts;
-end
-$$;
-comment on function scsql._path_parts(text) is
-  'Private. The parts of a path read lexically, the one rule every path argument goes through: split at "/", empty and "." parts dropped, ".." removing the part before it. Returns NULL when a ".." climbs above the start of the path (above the project root for a relative path, above "/" for an absolute one); callers refuse that. An empty array is the start itself.';
 
 create or replace function scsql_caller.index_scope(p_dir text)
 returns text
@@ -407,14 +375,14 @@ begin
       hint = 'Give the real path of a directory under the project root.';
   end if;
   if exists (select from unnest(v_parts) x
-             where lower(x) in ('.ssh', '.gnupg', '.aws', '.azure', '.kube', '.password-store')) then
+             where lower(x) = any(scsql_caller.secret_dirs())) then
     raise exception using errcode = 'SC214',
       message = format('%s is a store of secrets (or inside one); scsql does not index it', p_dir),
       hint = 'Index the project''s source tree; keys and credentials never belong in the knowledge base.';
   end if;
   select p.root_path into v_root from scsql.projects p where p.project_id = scsql._my_project();
-  v_root_parts := scsql._path_parts(v_root);
-  if v_root is null or v_root_parts is null or cardinality(v_root_parts) = 0 then
+  v_root_parts := scsql._root_parts(v_root);
+  if v_root_parts is null then
     raise exception using errcode = 'SC216',
       message = format('project %s has no root directory%s; scsql indexes only inside a project''s root',
                        (select p.name from scsql.projects p where p.project_id = scsql._my_project()),
@@ -431,7 +399,7 @@ begin
 end
 $$;
 comment on function scsql_caller.index_scope(text) is
-  'For the index tool (scsql index PATH and MCP index) before it reads a file. DIR is the absolute real path of the directory to index. Raises SC214 when it is or lies inside a store of secrets (.ssh, .gnupg, .aws, .azure, .kube, .password-store), SC216 when the acting agent''s project has no root_path (or one that names "/"), SC213 when DIR is not inside the root ("." and ".." resolved by _path_parts; both are real paths, compared as the file system spells them) or climbs above "/", SC010 for a relative path, SC200/SC201 for a bad one. Returns the project''s root_path (normalized), which the tool takes as the root that indexed paths are relative to.';
+  'For the index tool (scsql index PATH and MCP index) before it reads a file. DIR is the absolute real path of the directory to index. Raises SC214 when it is or lies inside a store of secrets (scsql_caller.secret_dirs: .ssh, .gnupg, .aws, .azure, .kube, .password-store), SC216 when the acting agent''s project has no root_path (or one that names "/"), SC213 when DIR is not inside the root ("." and ".." resolved by _path_parts; both are real paths, compared as the file system spells them) or climbs above "/", SC010 for a relative path, SC200/SC201 for a bad one. Returns the project''s root_path (normalized), which the tool takes as the root that indexed paths are relative to.';
 
 create or replace function scsql.set_project_root(p_project text, p_root_path text)
 returns text
@@ -446,8 +414,8 @@ declare
 begin
   perform scsql._check_text('root_path', p_root_path, 4096, false);
   perform scsql._require(left(p_root_path, 1) = '/', format('root_path must be an absolute path, got %L', p_root_path));
-  v_parts := scsql._path_parts(p_root_path);
-  perform scsql._require(v_parts is not null and cardinality(v_parts) > 0,
+  v_parts := scsql._root_parts(p_root_path);
+  perform scsql._require(v_parts is not null,
     format('root_path %L names "/" (or climbs above it); a project''s root is a directory below "/"', p_root_path));
   v_root := '/' || array_to_string(v_parts, '/');
   v_project := scsql._project_id(p_project);
@@ -456,7 +424,7 @@ begin
 end
 $$;
 comment on function scsql.set_project_root(text, text) is
-  'Administrators only. Sets the root directory of project PROJECT: an absolute path (give its real path, symbolic links resolved; scsql up and roles.set_project_root resolve it), stored with "." and ".." resolved (as the file system spells it: the index tool compares it with real paths). The index tool reads only below it, and exclusive file paths are relative to it. Returns the stored root. Raises SC010 for a relative path or "/", SC200/SC201 for a bad one, SC005 unknown project.';
+  'Administrators only. Sets the root directory of project PROJECT: an absolute path (give its real path, symbolic links resolved; scsql up and roles.set_project_root resolve it), stored with "." and ".." resolved (_root_parts; as the file system spells it: the index tool compares it with real paths). The index tool reads only below it, and exclusive file paths are relative to it. Returns the stored root. Raises SC010 for a relative path or "/", SC200/SC201 for a bad one, SC005 unknown project.';
 
 create or replace function scsql.index(p_path text, p_manifest jsonb)
 returns table (path text, action text)
@@ -473,7 +441,9 @@ begin
   if p_manifest is null or jsonb_typeof(p_manifest) <> 'array' then
     raise exception using errcode = 'SC210', message = 'manifest must be a JSON array of {path, content_hash}';
   end if;
-  if v_prefix like '/%' or v_prefix ~ '(^|/)\.\.(/|$)' then
+  -- Paths here are keys of sources: relative, spelled as _path_parts reads
+  -- them (no ".", "..", or empty part), so one file has one name.
+  if array_to_string(scsql._path_parts(v_prefix), '/') is distinct from v_prefix then
     raise exception using errcode = 'SC210', message = format('path %L must be a directory relative to the project root', p_path);
   end if;
   if exists (
@@ -481,7 +451,7 @@ begin
     where jsonb_typeof(m) <> 'object'
        or jsonb_typeof(m -> 'path') is distinct from 'string'
        or coalesce(m ->> 'content_hash', '') !~ '^[0-9a-f]{64}$'
-       or (m ->> 'path') like '/%' or (m ->> 'path') ~ '(^|/)\.\.(/|$)' or (m ->> 'path') = ''
+       or array_to_string(scsql._path_parts(m ->> 'path'), '/') is distinct from (m ->> 'path') or (m ->> 'path') = ''
        or char_length(m ->> 'path') > 1024
        or (v_prefix <> '' and left(m ->> 'path', char_length(v_prefix) + 1) <> v_prefix || '/')
   ) then
@@ -509,7 +479,7 @@ begin
 end
 $$;
 comment on function scsql.index(text, jsonb) is
-  'Indexes a directory tree into the acting agent''s project knowledge base. The MCP tool (and scsql index PATH) takes PATH, a directory on the machine the MCP server runs on: it walks it (honouring .gitignore, skipping binaries and files over 2 MiB, refusing symbolic links that leave the project root; never reading the scsql data directory and keystore, stores of secrets such as .ssh and .aws, or files named like secrets: .env*, *.pem, *.key, id_rsa*, id_ed25519*, .netrc, .pgpass, credentials files; never indexing a file that holds a private key), then this function compares the files with what is indexed, in one call, and the tool indexes the new and changed files with index_text (Python by top-level definitions, other code by a definition heuristic, Markdown by headings), one atomic transaction per file; unchanged files cost nothing and files no longer present are unindexed. The tool returns a report: files, indexed, unchanged, removed, chunks, skipped (each path with its reason), skipped_counts (how many per reason), failed. It refuses everything in a project without a root_path (SC216; scsql up gives the default project one, an administrator sets others with set_project_root), a directory outside the root_path (SC213) or inside a store of secrets (SC214), all checked by scsql_caller.index_scope, the scsql data directory or keystore (SC223), and a path the operating system cannot look up, such as one too long (SC224). In SQL, PATH is the directory relative to the project root ('''' for all of it) and MANIFEST the files present [{path, content_hash: sha256 hex}]: file sources under PATH missing from it are unindexed (action removed) and files to (re)index are returned (action index). Raises SC210 for a bad manifest.';
+  'Indexes a directory tree into the acting agent''s project knowledge base. The MCP tool (and scsql index PATH) takes PATH, a directory on the machine the MCP server runs on: it walks it (honouring .gitignore, skipping binaries and files over 2 MiB, refusing symbolic links that leave the project root; never reading the scsql data directory and keystore, stores of secrets such as .ssh and .aws, or files named like secrets: .env*, *.pem, *.key, id_rsa*, id_ed25519*, .netrc, .pgpass, credentials files; never indexing a file that holds a private key), then this function compares the files with what is indexed, in one call, and the tool indexes the new and changed files with index_text (Python by top-level definitions, other code by a definition heuristic, Markdown by headings), one atomic transaction per file; unchanged files cost nothing and files no longer present are unindexed. The tool returns a report: files, indexed, unchanged, removed, chunks, skipped (each path with its reason), skipped_counts (how many per reason), failed. It refuses everything in a project without a root_path (SC216; scsql up gives the default project one, an administrator sets others with set_project_root), a directory outside the root_path (SC213) or inside a store of secrets (SC214), all checked by scsql_caller.index_scope, the scsql data directory or keystore (SC223), and a path the operating system cannot look up, such as one too long (SC224). In SQL, PATH is the directory relative to the project root ('''' for all of it) and MANIFEST the files present [{path, content_hash: sha256 hex}], each path relative and spelled as _path_parts reads it (no ".", ".." or empty part, no leading or trailing "/"; a trailing "/" of PATH is dropped): file sources under PATH missing from it are unindexed (action removed) and files to (re)index are returned (action index). Raises SC210 for a bad manifest.';
 
 create or replace function scsql._check_forgettable(p_project bigint, p_source_ids bigint[])
 returns void

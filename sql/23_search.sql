@@ -5,6 +5,28 @@
 -- Search: BM25 and vector branches, reciprocal rank fusion
 -- ---------------------------------------------------------------------------
 
+create or replace function scsql_caller.bm25_idf(p_n bigint, p_df bigint)
+returns double precision
+language sql
+immutable parallel safe
+as $$
+  select case when p_n between 0 and 1e15 and p_df between 0 and 1e15  -- exact in double precision: never ln(0)
+              then pg_catalog.ln(1 + ((p_n - p_df) + 0.5)::double precision / (p_df + 0.5)::double precision) end
+$$;
+comment on function scsql_caller.bm25_idf(bigint, bigint) is
+  'The BM25 inverse document frequency of a term found in DF of N chunks: ln(1 + (N - df + 0.5) / (df + 0.5)) (the definition in sql/20_text.sql). One SQL expression, inlined by the planner into the queries that call it. Raises nothing: NULL for an argument that is NULL, negative or over 1e15 (statistics never are).';
+
+create or replace function scsql_caller.bm25_term(
+  p_idf double precision, p_tf double precision, p_dl double precision, p_avgdl double precision,
+  p_k1 double precision, p_b double precision)
+returns double precision
+language sql
+immutable parallel safe
+as $$ select p_idf * p_tf * (p_k1 + 1) / (p_tf + p_k1 * (1 - p_b + p_b * p_dl / p_avgdl)) $$;
+comment on function scsql_caller.bm25_term(double precision, double precision, double precision, double precision,
+                                          double precision, double precision) is
+  'The BM25 score one term adds to a chunk: idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)), for a term of inverse document frequency IDF (bm25_idf) occurring TF times in a chunk of DL terms, AVGDL the mean chunk length (the definition in sql/20_text.sql). With TF = DL = max_tf it is the term''s upper bound over every chunk (the score grows with tf and falls with dl, and dl >= tf). The one place scsql_caller.bm25 computes a term score: one SQL expression, inlined by the planner into the queries (and PL/pgSQL expressions) that call it, so it costs what the formula written out costs (a guard against values bm25 never passes would double that per posting). Arithmetic only: raises 22012 (division by zero) or 22003 (overflow, underflow) for values outside BM25''s domain, which search never passes (it validates k1 and b; tf, dl and avgdl are at least 1).';
+
 create or replace function scsql_caller.bm25(
   p_projects bigint[], p_terms text[], p_k1 double precision, p_b double precision, p_depth integer,
   p_kinds text[], p_trust text, p_since timestamptz)
@@ -12,8 +34,9 @@ returns table (project_ids bigint[], chunk_ids bigint[], scores double precision
 language plpgsql
 stable
 as $$
--- The top p_depth chunks by BM25 (see the definition at the top of this
--- file), best first, as the caller sees them. Without filters each project
+-- The top p_depth chunks by BM25 (the definition: sql/20_text.sql; every
+-- term score is bm25_term, every idf bm25_idf), best first, as the caller
+-- sees them. Without filters each project
 -- is ranked on its own (a chunk belongs to one project, so the best p_depth
 -- overall are among the best p_depth of each project) and the lists are
 -- merged; one project is computed MaxScore-style: the postings of the
@@ -64,6 +87,7 @@ declare
   -- term's upper bound, and the terms every chunk of the result must hold.
   v_lb double precision := 0;
   v_ubt double precision[];
+  v_ubsum double precision;
   v_req integer[];
   v_rest double precision;
   v_pair integer[];
@@ -85,10 +109,10 @@ begin
            array_agg(x.score order by x.score desc, x.project_id, x.chunk_id)
     from (
       select p.project_id, p.chunk_id,
-             sum(t.idf * p.tf * (p_k1 + 1) / (p.tf + p_k1 * (1 - p_b + p_b * p.dl / t.avgdl))) as score
+             sum(scsql_caller.bm25_term(t.idf, p.tf, p.dl, t.avgdl, p_k1, p_b)) as score
       from (
         select t.project_id, t.term_id,
-               ln(1 + ((t.n - t.df) + 0.5)::double precision / (t.df + 0.5)::double precision) as idf,
+               scsql_caller.bm25_idf(t.n, t.df) as idf,
                greatest(t.len::double precision / greatest(t.n, 1), 1) as avgdl
         from (
           -- Another project's published knowledge is scored on its own.
@@ -146,7 +170,7 @@ begin
     return;
   end if;
   select array_agg(t.term_id order by t.df, t.term_id),
-         array_agg(ln(1 + ((v_n - t.df) + 0.5)::double precision / (t.df + 0.5)::double precision) order by t.df, t.term_id),
+         array_agg(scsql_caller.bm25_idf(v_n, t.df) order by t.df, t.term_id),
          array_agg(t.df order by t.df, t.term_id), array_agg(t.max_tf order by t.df, t.term_id)
     into v_tids, v_idf, v_df, v_maxtf
   from (select t.term_id, t.max_tf, case when v_project = v_me then t.df else t.published_df end as df
@@ -158,10 +182,11 @@ begin
     return;
   end if;
 
-  select array_agg(v_idf[i] * v_maxtf[i] * (p_k1 + 1)
-                   / (v_maxtf[i] + p_k1 * (1 - p_b) + p_k1 * p_b * v_maxtf[i] / v_avgdl) order by i)
+  -- Each term's upper bound: its score in a chunk of max_tf terms, all of them it.
+  select array_agg(scsql_caller.bm25_term(v_idf[i], v_maxtf[i], v_maxtf[i], v_avgdl, p_k1, p_b) order by i)
     into v_ubt
   from generate_series(1, v_terms) i;
+  v_ubsum := (select sum(x) from unnest(v_ubt) x);
 
   -- Essential terms: the rarest ones, whose postings together stay small.
   v_e := 1;
@@ -186,7 +211,7 @@ begin
       select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
         into v_cand, v_part
       from (
-        select p.chunk_id, v_idf[1] * p.tf * (p_k1 + 1) / (p.tf + p_k1 * (1 - p_b + p_b * p.dl / v_avgdl)) as part
+        select p.chunk_id, scsql_caller.bm25_term(v_idf[1], p.tf, p.dl, v_avgdl, p_k1, p_b) as part
         from scsql.kb_postings p
         where p.project_id = v_project and p.term_id = v_tids[1]
         order by part desc, p.chunk_id
@@ -196,7 +221,7 @@ begin
       select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
         into v_cand, v_part
       from (
-        select p.chunk_id, sum(u.idf * p.tf * (p_k1 + 1) / (p.tf + p_k1 * (1 - p_b + p_b * p.dl / v_avgdl))) as part
+        select p.chunk_id, sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b)) as part
         from unnest(v_tids[1:v_e], v_idf[1:v_e]) u(term_id, idf)
         join scsql.kb_postings p on p.project_id = v_project and p.term_id = u.term_id
         group by p.chunk_id
@@ -205,11 +230,8 @@ begin
       ) x;
     end if;
     v_ncand := coalesce(array_length(v_cand, 1), 0);
-    v_ub := 0;
-    for v_i in v_e + 1 .. v_terms loop
-      v_ub := v_ub + v_idf[v_i] * v_maxtf[v_i] * (p_k1 + 1)
-                     / (v_maxtf[v_i] + p_k1 * (1 - p_b) + p_k1 * p_b * v_maxtf[v_i] / v_avgdl);
-    end loop;
+    -- What the terms that are not essential can add at most.
+    v_ub := coalesce((select sum(x) from unnest(v_ubt[v_e + 1:v_terms]) x), 0);
     if v_restart then  -- the same round, read further: what was completed stays
       v_restart := false;
       v_m := v_done;
@@ -224,7 +246,7 @@ begin
         into v_ids, v_scores
       from (
         select c.chunk_id,
-               c.part + coalesce(sum(u.idf * p.tf * (p_k1 + 1) / (p.tf + p_k1 * (1 - p_b + p_b * p.dl / v_avgdl))), 0)
+               c.part + coalesce(sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b)), 0)
                  as score
         from unnest(v_cand[v_done + 1:v_m], v_part[v_done + 1:v_m]) c(chunk_id, part)
         cross join unnest(v_tids[v_e + 1:v_terms], v_idf[v_e + 1:v_terms]) u(term_id, idf)
@@ -264,7 +286,7 @@ begin
     -- intersecting their postings (below) costs less than promoting a term.
     select coalesce(array_agg(i order by i), '{}') into v_req
     from generate_series(1, v_terms) i
-    where ((select sum(x) from unnest(v_ubt) x) - v_ubt[i]) * (1 + 1e-9) < v_lb;
+    where (v_ubsum - v_ubt[i]) * (1 + 1e-9) < v_lb;
     -- Too few, perhaps because v_lb is weak (the candidates so far seldom
     -- hold the other strong terms): once, raise it with the best chunks
     -- holding the two terms of highest bound, when reading their postings
@@ -276,14 +298,14 @@ begin
         v_theta := coalesce((
           select y.score from (
             select c.part + coalesce((
-                     select sum(u.idf * p.tf * (p_k1 + 1) / (p.tf + p_k1 * (1 - p_b + p_b * p.dl / v_avgdl)))
+                     select sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b))
                      from unnest(v_tids, v_idf) with ordinality u(term_id, idf, i)
                      join scsql.kb_postings p on p.project_id = v_project and p.term_id = u.term_id
                                               and p.chunk_id = c.chunk_id
                      where u.i <> v_pair[1] and u.i <> v_pair[2]), 0) as score
             from (
-              select v_idf[v_pair[1]] * a.tf * (p_k1 + 1) / (a.tf + p_k1 * (1 - p_b + p_b * a.dl / v_avgdl))
-                     + v_idf[v_pair[2]] * b.tf * (p_k1 + 1) / (b.tf + p_k1 * (1 - p_b + p_b * b.dl / v_avgdl)) as part,
+              select scsql_caller.bm25_term(v_idf[v_pair[1]], a.tf, a.dl, v_avgdl, p_k1, p_b)
+                     + scsql_caller.bm25_term(v_idf[v_pair[2]], b.tf, b.dl, v_avgdl, p_k1, p_b) as part,
                      a.chunk_id
               from scsql.kb_postings a
               join scsql.kb_postings b on b.project_id = v_project and b.term_id = v_tids[v_pair[2]]
@@ -297,7 +319,7 @@ begin
         v_lb := greatest(v_lb, v_theta);
         select coalesce(array_agg(i order by i), '{}') into v_req
         from generate_series(1, v_terms) i
-        where ((select sum(x) from unnest(v_ubt) x) - v_ubt[i]) * (1 + 1e-9) < v_lb;
+        where (v_ubsum - v_ubt[i]) * (1 + 1e-9) < v_lb;
       end if;
     end if;
     exit when cardinality(v_req) >= 2;
@@ -319,14 +341,14 @@ begin
     from (
       select c.chunk_id,
              c.part + coalesce((
-               select sum(u.idf * p.tf * (p_k1 + 1) / (p.tf + p_k1 * (1 - p_b + p_b * p.dl / v_avgdl)))
+               select sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b))
                from unnest(v_tids, v_idf) with ordinality u(term_id, idf, i)
                join scsql.kb_postings p on p.project_id = v_project and p.term_id = u.term_id and p.chunk_id = c.chunk_id
                where u.i <> v_req[1] and u.i <> v_req[2]), 0) as score
       from (
         select a.chunk_id,
-               v_idf[v_req[1]] * a.tf * (p_k1 + 1) / (a.tf + p_k1 * (1 - p_b + p_b * a.dl / v_avgdl))
-               + v_idf[v_req[2]] * b.tf * (p_k1 + 1) / (b.tf + p_k1 * (1 - p_b + p_b * b.dl / v_avgdl)) as part
+               scsql_caller.bm25_term(v_idf[v_req[1]], a.tf, a.dl, v_avgdl, p_k1, p_b)
+               + scsql_caller.bm25_term(v_idf[v_req[2]], b.tf, b.dl, v_avgdl, p_k1, p_b) as part
         from scsql.kb_postings a
         join scsql.kb_postings b on b.project_id = v_project and b.term_id = v_tids[v_req[2]] and b.chunk_id = a.chunk_id
         where a.project_id = v_project and a.term_id = v_tids[v_req[1]]
@@ -343,7 +365,7 @@ begin
   select array_agg(v_project), array_agg(x.chunk_id order by x.score desc, x.chunk_id),
          array_agg(x.score order by x.score desc, x.chunk_id)
   from (
-    select p.chunk_id, sum(u.idf * p.tf * (p_k1 + 1) / (p.tf + p_k1 * (1 - p_b + p_b * p.dl / v_avgdl))) as score
+    select p.chunk_id, sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b)) as score
     from unnest(v_tids, v_idf) u(term_id, idf)
     join scsql.kb_postings p on p.project_id = v_project and p.term_id = u.term_id
     group by p.chunk_id

@@ -235,12 +235,12 @@ begin
       message = format('exclusive file path %L leaves the project through ".."', p_path);
   end if;
   if left(v_path, 1) = '/' then
-    if p_root is null then
+    v_root := scsql._root_parts(pg_catalog.normalize(p_root, 'NFC'));
+    if v_root is null then
       raise exception using errcode = 'SC321',
         message = format('exclusive file path %L is absolute, and the project has no root path', p_path),
         hint = 'Give paths relative to the project root, or have an administrator set one (scsql.set_project_root).';
     end if;
-    v_root := coalesce(scsql._path_parts(pg_catalog.normalize(p_root, 'NFC')), '{}');
     v_n := cardinality(v_root);
     if cardinality(v_parts) < v_n
        or scsql._fold_path(array_to_string(v_parts[1:v_n], '/')) <> scsql._fold_path(array_to_string(v_root, '/')) then
@@ -253,7 +253,7 @@ begin
 end
 $$;
 comment on function scsql._normalize_path(text, text) is
-  'Private. The one function an exclusive file path enters through: checks it and returns it relative to the project root P_ROOT, in NFC, "." and empty parts and trailing slashes dropped, ".." resolved (_path_parts), the root stripped from an absolute path (compared with case folded); "." is the whole project. Letter case is kept here and folded for comparison by _path_key. Raises SC320 for an empty, over-long or malformed path (control characters, backslashes, invisible characters, blanks other than a space, a part starting or ending with a space) and SC321 for a path that leaves the project.';
+  'Private. The one function an exclusive file path enters through: checks it and returns it relative to the project root P_ROOT, in NFC, "." and empty parts and trailing slashes dropped, ".." resolved (_path_parts), the root (_root_parts; a root that names "/" or climbs above it is no root) stripped from an absolute path (compared with case folded); "." is the whole project. Letter case is kept here and folded for comparison by _path_key. Raises SC320 for an empty, over-long or malformed path (control characters, backslashes, invisible characters, blanks other than a space, a part starting or ending with a space) and SC321 for a path that leaves the project.';
 
 create or replace function scsql._normalize_files(p_project bigint, p_files text[])
 returns text[]

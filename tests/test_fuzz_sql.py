@@ -66,6 +66,10 @@ CALLER_HELPERS = {"_bm25", "_search", "_terms", "_tokens", "_published_text", "_
 # Pure computation whose cost grows with its input (5 MB of text): bounded by
 # the callers that take text from agents, not by the function itself.
 SLOW_BY_NATURE = {"_terms", "terms"}
+# Arithmetic the planner inlines into search's queries, which agents execute only
+# because nothing the caller may not execute is inlined: a guard against values
+# search never passes it would double its cost per posting scored.
+INLINED_ARITHMETIC = {"bm25_term"}
 
 
 def _parallel(c: Call) -> str | None:
@@ -75,6 +79,8 @@ def _parallel(c: Call) -> str | None:
         return "private function: its callers check its arguments"
     if name in SLOW_BY_NATURE and c.sqlstate == "57014":
         return "BM25 terms of a 5 MB text take longer than the timeout"
+    if name in INLINED_ARITHMETIC and c.sqlstate in ("22003", "22012"):
+        return "inlined arithmetic: overflow or division by zero outside the values search passes"
     return None
 
 

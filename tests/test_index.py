@@ -71,17 +71,19 @@ def make_tree(root: Path) -> Path:
     return root
 
 
-def test_scan_honours_gitignore_and_skips_binaries_and_escaping_links(tmp_path):
+def test_scan_honours_gitignore_and_skips_binaries_and_escaping_links(scsql_db, tmp_path):
     root = make_tree(tmp_path / "proj")
     outside = tmp_path / "outside.md"
     outside.write_text("# secret outside the root\n")
     os.symlink(outside, root / "escape.md")
     os.symlink(tmp_path, root / "escape_dir")
     os.symlink(root / "README.md", root / "alias.md")  # inside the root: fine
-    tree = indexer.scan(root / "src")
+    with scsql_db.connect() as conn:
+        secrets = indexer.Secrets.read(conn)
+    tree = indexer.scan(root / "src", secrets)
     assert tree.root == root and tree.prefix == "src"
     assert sorted(f.rel for f in tree.files) == ["src/.gitignore", "src/chain.py", "src/hmac_chain.ts"]
-    full = indexer.scan(root)
+    full = indexer.scan(root, secrets)
     assert sorted(f.rel for f in full.files) == [
         ".gitignore", "README.md", "alias.md", "keep.log", "src/.gitignore", "src/chain.py", "src/hmac_chain.ts"]
     skipped = {s["path"]: s["reason"] for s in full.skipped}
@@ -92,7 +94,7 @@ def test_scan_honours_gitignore_and_skips_binaries_and_escaping_links(tmp_path):
     readme = next(f for f in full.files if f.rel == "README.md")
     assert readme.sha256 == hashlib.sha256((root / "README.md").read_bytes()).hexdigest()
     with pytest.raises(ScsqlError):
-        indexer.scan(root / "README.md")
+        indexer.scan(root / "README.md", secrets)
 
 
 def test_python_is_chunked_by_top_level_definitions():

@@ -229,9 +229,11 @@ def test_index_text_refuses_a_private_key_block(scsql_db, tmp_path):
       "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n-----END PUBLIC KEY-----\n")
     assert paths(agent) == {"about.md", "pub.md"}
     # The indexer's content rule and the database's are the same rule.
+    with agent.transaction() as conn:
+        secrets = indexer.Secrets.read(conn)
     for text in variants:
-        assert indexer.holds_private_key(text)
-    assert not indexer.holds_private_key("A key file starts with -----BEGIN PRIVATE KEY----- and must never")
+        assert secrets.holds_private_key(text)
+    assert not secrets.holds_private_key("A key file starts with -----BEGIN PRIVATE KEY----- and must never")
 
 
 # -- derived sources belong to their writers ---------------------------------

@@ -38,8 +38,9 @@ What is never read (:func:`prepare`, before any file is opened):
   refused here (SC223), and skipped when met below PATH;
 * files named like secrets (:data:`SECRET_NAMES`) and stores of secrets met
   below PATH: skipped unread. A file that holds a PEM private key
-  (:func:`holds_private_key`, the rule ``scsql.index_text`` enforces too) is
-  skipped whatever its name.
+  (:meth:`Secrets.holds_private_key`, the rule ``scsql.index_text`` enforces
+  too) is skipped whatever its name. The stores of secrets and the private
+  key pattern are the database's (:class:`Secrets`, read once per run).
 
 The report counts what was skipped, per reason (``skipped_counts``).
 """
@@ -73,11 +74,6 @@ SECRET_NAMES = (
     "credentials", "credentials.json", "credentials.csv", "credentials.yml", "credentials.yaml",
     "credentials.toml", "credentials.ini", "credentials.xml", "*.credentials",
 )
-# Directories never entered; the same list as scsql_caller.index_scope.
-SECRET_DIRS = frozenset({".ssh", ".gnupg", ".aws", ".azure", ".kube", ".password-store"})
-# A PEM private key block; the same expression as scsql._holds_private_key.
-PRIVATE_KEY = re.compile(
-    r"-----BEGIN(?: [A-Z0-9]+)* PRIVATE KEY(?: BLOCK)?-----\s+(?:[A-Za-z0-9-]+:[^\n]*\s+)*[A-Za-z0-9+/=]{16,}")
 
 SKIP_SECRET_NAME = "secret file name"
 SKIP_PRIVATE_KEY = "holds a private key"
@@ -120,9 +116,29 @@ class Tree:
         return dict(sorted(self._counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def holds_private_key(text: str) -> bool:
-    """True when TEXT holds a PEM private key block (the marker alone is not one)."""
-    return PRIVATE_KEY.search(text) is not None
+@dataclass(frozen=True)
+class Secrets:
+    """What the database counts as secret, read once per run: the stores of
+    secrets never entered (``scsql_caller.secret_dirs``) and the PEM private
+    key pattern (``scsql_caller.private_key_pattern``, which
+    ``scsql.index_text`` enforces too)."""
+
+    dirs: frozenset[str]
+    private_key: re.Pattern[str]
+
+    @classmethod
+    def read(cls, conn) -> Secrets:
+        row = conn.execute("select scsql_caller.secret_dirs() as dirs, "
+                           "scsql_caller.private_key_pattern() as pattern").fetchone()
+        return cls(frozenset(row["dirs"]), re.compile(row["pattern"]))
+
+    def secret_dir(self, name: str) -> bool:
+        """True for a directory name that is a store of secrets (compared in lower case)."""
+        return name.lower() in self.dirs
+
+    def holds_private_key(self, text: str) -> bool:
+        """True when TEXT holds a PEM private key block (the marker alone is not one)."""
+        return self.private_key.search(text) is not None
 
 
 def secret_name(name: str) -> bool:
@@ -241,13 +257,16 @@ def prepare(agent, path: str | Path) -> Tree:
     _refuse_protected(start, protected)
     with agent.transaction() as conn:
         root = conn.execute("select scsql_caller.index_scope(%s) as root", (str(start),)).fetchone()["root"]
-    return scan(start, root=Path(root), protected=protected)
+        secrets = Secrets.read(conn)
+    return scan(start, secrets, root=Path(root), protected=protected)
 
 
-def scan(path: str | Path, root: Path | None = None, protected: tuple[Path, ...] | None = None) -> Tree:
-    """The indexable files under PATH (see the module docstring). ROOT is the
-    project root (default: found from PATH); PROTECTED the directories never
-    read (default: this process's data directory and keystore)."""
+def scan(path: str | Path, secrets: Secrets, root: Path | None = None,
+         protected: tuple[Path, ...] | None = None) -> Tree:
+    """The indexable files under PATH (see the module docstring). SECRETS are
+    the database's (Secrets.read); ROOT is the project root (default: found
+    from PATH); PROTECTED the directories never read (default: this
+    process's data directory and keystore)."""
     start = _start(path)
     protected = protected_dirs() if protected is None else protected
     _refuse_protected(start, protected)
@@ -272,7 +291,7 @@ def scan(path: str | Path, root: Path | None = None, protected: tuple[Path, ...]
                 continue  # directory links are not followed
             if ignore.ignored(rel, True):
                 continue
-            if d.lower() in SECRET_DIRS:
+            if secrets.secret_dir(d):
                 tree.skip(rel, SKIP_SECRET_DIR)
             elif any(full == base for base in protected):
                 tree.skip(rel, SKIP_PROTECTED)
@@ -297,7 +316,7 @@ def scan(path: str | Path, root: Path | None = None, protected: tuple[Path, ...]
                 if any(_within(target, base) for base in protected):
                     tree.skip(rel, SKIP_PROTECTED)
                     continue
-                if any(part.lower() in SECRET_DIRS for part in target.relative_to(root).parts):
+                if any(secrets.secret_dir(part) for part in target.relative_to(root).parts):
                     tree.skip(rel, SKIP_SECRET_DIR)
                     continue
             try:
@@ -316,7 +335,7 @@ def scan(path: str | Path, root: Path | None = None, protected: tuple[Path, ...]
             if _is_binary(data):
                 tree.skip(rel, "binary")
                 continue
-            if holds_private_key(data.decode("utf-8")):
+            if secrets.holds_private_key(data.decode("utf-8")):
                 tree.skip(rel, SKIP_PRIVATE_KEY)
                 continue
             tree.files.append(FileEntry(rel, full, hashlib.sha256(data).hexdigest()))
