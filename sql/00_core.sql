@@ -566,15 +566,16 @@ declare
   v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
   v_root text := '/' || array_to_string(scsql._root_parts(p_root_path), '/');
 begin
-  perform scsql._require(p_root_path is null or v_root is not null,
+  -- An absolute root is stored as set_project_root stores it; the table's
+  -- constraints check the name and that the root is absolute.
+  perform scsql._require(left(p_root_path, 1) is distinct from '/' or v_root is not null,
     format('root_path must be an absolute path of a directory below "/", got %L', p_root_path));
   if exists (select from scsql.projects where name = p_name) then
     raise exception using errcode = 'SC006', message = format('project "%s" already exists', p_name);
   end if;
-  -- The name is checked by the table's constraints.
   begin
     insert into scsql.projects (name, root_path, git_remote)
-    values (p_name, v_root, nullif(p_git_remote, ''))
+    values (p_name, coalesce(v_root, p_root_path), nullif(p_git_remote, ''))
     returning project_id into v_id;
   exception when check_violation or not_null_violation then
     get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
