@@ -2,3 +2,5 @@
 writes with the agent's key (signing), the telemetry writes (telemetry),
 verification of every chain (verify), auditor checkpoints and partition
 retention (partitions), and their commands (cli)."""
+
+AUDITOR_ROLE = "scsql_auditor"  # the role verification and checkpoints act as

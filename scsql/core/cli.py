@@ -24,6 +24,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from .. import __version__
 from . import errors, worker
+from ..audit import AUDITOR_ROLE
 from .config import APP_ROLE, role_for
 from .embedded import bin_path
 from .errors import ScsqlError
@@ -32,7 +33,6 @@ from .migrate import Migrator, Source
 DEFAULT_PROJECT = "default"
 DEFAULT_AGENT = "default"
 DEFAULT_TEAM_ROLE = "orchestrator"
-AUDITOR_ROLE = "scsql_auditor"
 
 def cmd_worker(ctx, args) -> int:
     from .. import subsystems

@@ -11,8 +11,9 @@
 * index: has the database check that the agent may index the local
   directory, walks it (see indexer.py; secrets are never read), lets the
   database compare it with what is indexed, then indexes what changed.
-* Every text argument is checked for NUL bytes, which PostgreSQL text cannot
-  hold, so the caller gets a clear error rather than a driver failure.
+
+Arguments reach an adapter already checked by the function's model in the
+registry (types, NUL bytes, nesting).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from ..core.registry import Adapter, Call
 
 log = logging.getLogger("scsql.memory")
 
-TEXT_HAS_NUL = "SC222"
 INLINE_LIMIT = 16  # chunks a write may embed inline; more wait for scsql worker
 
 
@@ -45,31 +45,11 @@ def _register_vector(conn) -> None:
             conn.rollback()  # leave the new connection idle, as the pool requires
 
 
-def _check_nul(name: str, value: Any) -> None:
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise ScsqlError(TEXT_HAS_NUL, f"argument {name} contains a NUL byte (\\x00); nothing was stored",
-                             "PostgreSQL text cannot hold NUL bytes: remove them, or index binary files as text")
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            _check_nul(name, k)
-            _check_nul(name, v)
-    elif isinstance(value, list | tuple):
-        for v in value:
-            _check_nul(name, v)
-
-
-def check_args(args: dict[str, Any]) -> dict[str, Any]:
-    for name, value in args.items():
-        _check_nul(name, value)
-    return args
-
-
 def _with_query_embedding(text_arg: str):
     """Around a search: the query's embedding, when a provider gives one."""
 
     def around(agent, args: dict[str, Any], call: Call) -> Any:
-        return call(_query_embedding(check_args(args), text_arg))
+        return call(_query_embedding(args, text_arg))
 
     return around
 
@@ -101,18 +81,13 @@ def _embed_inline(agent, result: Any) -> Any:
 
 
 def _write_then_embed(agent, args: dict[str, Any], call: Call) -> Any:
-    return _embed_inline(agent, call(check_args(args)))
-
-
-def _checked(agent, args: dict[str, Any], call: Call) -> Any:
-    return call(check_args(args))
+    return _embed_inline(agent, call(args))
 
 
 def _index(agent, args: dict[str, Any], call: Call) -> Any:
     """The database checks that the agent may index the directory; it is
     walked here; the database compares it with what is indexed; what changed
     is indexed."""
-    check_args(args)
     path = args.get("path")
     if not isinstance(path, str) or not path.strip():
         raise ScsqlError("SC010", "index needs path, a directory to index")
@@ -128,6 +103,5 @@ ADAPTERS: dict[str, Adapter] = {
     "search_global": Adapter(_EMBEDDING, _with_query_embedding("query")),
     "pack": Adapter(_EMBEDDING, _with_query_embedding("intent")),
     **{fn: Adapter(frozenset(), _write_then_embed) for fn in ("remember", "index_text", "summarize_session")},
-    **{fn: Adapter(frozenset(), _checked) for fn in ("forget", "forget_source", "forget_chunk", "recall_context")},
     "index": Adapter(frozenset({"manifest"}), _index),
 }
