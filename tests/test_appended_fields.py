@@ -109,6 +109,8 @@ def probes(scsql_db):
     assert api.call("write_probe_v3", body="seven", tag="blue", n=-3, j={"k": [1]}) == 7
     with db.connect() as conn:
         chain = conn.execute("select chain_id from scsql.appended_probes limit 1").fetchone()["chain_id"]
+        # A jsonb field left out is SQL NULL (no bytes), not JSON null.
+        assert conn.execute("select j is null as n from scsql.appended_probes where seq = 6").fetchone()["n"]
     return db, chain, before
 
 

@@ -27,7 +27,9 @@ Making a write chained and signed, for any subsystem
    is omitted, then its ``appended_fields`` in order, declared
    ``SignedField(name, kind, default, appended=True)``: a signed column added
    to a table that already has rows (``p_appended`` of ``scsql._make_chained``)
-   is signed only when not NULL, so earlier rows keep their signatures. The adapter fills the defaults, stamps ``at``, finds the key id
+   is signed only when not NULL, so earlier rows keep their signatures; its
+   argument of the writing function defaults to NULL, and a field that is None
+   is left out of the call (so a jsonb field is SQL NULL, not JSON null). The adapter fills the defaults, stamps ``at``, finds the key id
    of the agent's loaded key, signs the payload (see :mod:`.encoding`) and
    passes ``at``, ``key_id`` and ``signature``; those three are hidden from
    the MCP schema.
@@ -89,9 +91,15 @@ def _field_step(f: SignedField, position: int = 0) -> Callable[[dict[str, Any]],
         prefix = encoding.appended_prefix(position)
 
         def appended_step(out: dict[str, Any]) -> bytes:
-            send, signed = _send_and_sign(kind, out.get(name, default))
+            value = out.get(name, default)
+            if value is None:
+                # Left out, so the argument's default applies: SQL NULL, even
+                # for jsonb (which would otherwise be sent as JSON null).
+                out.pop(name, None)
+                return b""
+            send, signed = _send_and_sign(kind, value)
             out[name] = send
-            return b"" if signed is None else prefix + encoding.encode(kind, signed)
+            return prefix + encoding.encode(kind, signed)
         return appended_step
     if kind in ("text", "int"):  # the common kinds: sent and signed as given
         enc = encoding.ENCODERS[kind]
