@@ -4,6 +4,9 @@ and the rows written before keep their bytes, hashes and signatures."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
+import uuid
+from decimal import Decimal
 
 import psycopg
 import pytest
@@ -214,3 +217,38 @@ def test_appended_fields_are_checked_like_the_others(probes):
 def test_signed_table_wants_appended_fields_last():
     with pytest.raises(ValueError):
         SignedTable("scsql.appended_probes", [SignedField("tag", "text", appended=True), SignedField("body", "text")])
+
+
+def test_every_kind_can_be_appended(scsql_db, verifier):
+    """Each chainable type as an appended field, written through SignedField(..., appended=True)
+    with values and with NULLs, verifies: the generated SQL and the Python encoding agree."""
+    db = scsql_db
+    kinds = [("t", "text", "text"), ("i", "bigint", "int"), ("n", "numeric", "numeric"), ("b", "boolean", "bool"),
+             ("ts", "timestamptz", "ts"), ("x", "bytea", "bytea"), ("u", "uuid", "uuid"), ("j", "jsonb", "jsonb")]
+    with db.connect() as conn:
+        conn.execute("set role scsql_owner")
+        conn.execute("""
+            create table scsql.appended_probes (
+              project_id bigint not null, probe_id bigint generated always as identity, body text,
+              primary key (project_id, probe_id))""")
+        conn.execute("select scsql._make_chained('scsql.appended_probes', array['body'], array['probe_id'])")
+        conn.execute("alter table scsql.appended_probes " + ", ".join(f"add column {c} {t}" for c, t, _ in kinds))
+        conn.execute("select scsql._make_chained('scsql.appended_probes', array['body'], array['probe_id'], "
+                     "p_appended => %s)", ([c for c, _, _ in kinds],))
+        _writer(conn, "write_probe", [("body", "text")] + [(c, t) for c, t, _ in kinds])
+        conn.execute("grant select on scsql.appended_probes to scsql_auditor")
+        conn.commit()
+    a = db.agent("kinds", db.project())
+    api = _api(a, "write_probe",
+               [SignedField("body", "text")] + [SignedField(c, k, appended=True) for c, _, k in kinds])
+    values = [
+        dict(t="naïve ☃", i=-7, n=Decimal("1.2300"), b=True, ts=dt.datetime(2001, 2, 3, 4, 5, 6, 789, tzinfo=dt.UTC),
+             x=b"\x00\xff", u=str(uuid.uuid4()), j={"k": [1, 2.5, "v"], "a": None}),
+        dict(),
+        dict(t="", i=0, n=0.1, b=False, ts=dt.datetime(1969, 12, 31, 23, 59, 59, tzinfo=dt.UTC), x=b"",
+             j=[{"bb": 1, "a": 1e-7}]),
+        dict(b=False, j=[]),
+    ]
+    assert [api.call("write_probe", body="b", **v) for v in values] == [1, 2, 3, 4]
+    report = verifier.run(db)
+    assert report.breaks == [] and report.rows == 4

@@ -16,8 +16,10 @@ fields, then the appended fields). Appended fields are signed columns a table
 gained after it had rows: each adds ``enc_int(i)`` and its field (i = its
 1-based position in the table's ``appended_fields``) only when it is not
 NULL, and nothing when it is NULL (``encode_appended``), so rows written
-before a column was appended keep their bytes, hashes and signatures. Its hash (``row_hash``): sha256 of the previous row's hash,
-the row's bytes and its signature. What the auditor signs of a checkpoint
+before a column was appended keep their bytes, hashes and signatures.
+
+A row's hash (``row_hash``): sha256 of the previous row's hash, the row's
+bytes and its signature. What the auditor signs of a checkpoint
 (``checkpoint_payload``) is specified in sql/13_checkpoints.sql.
 """
 

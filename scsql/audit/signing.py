@@ -29,8 +29,9 @@ Making a write chained and signed, for any subsystem
    to a table that already has rows (``p_appended`` of ``scsql._make_chained``)
    is signed only when not NULL, so earlier rows keep their signatures; its
    argument of the writing function defaults to NULL, and a field that is None
-   is left out of the call (so a jsonb field is SQL NULL, not JSON null). The adapter fills the defaults, stamps ``at``, finds the key id
-   of the agent's loaded key, signs the payload (see :mod:`.encoding`) and
+   is left out of the call (so a jsonb field is SQL NULL, not JSON null).
+   The adapter fills the defaults, stamps ``at``, finds the key id of the
+   agent's loaded key, signs the payload (see :mod:`.encoding`) and
    passes ``at``, ``key_id`` and ``signature``; those three are hidden from
    the MCP schema.
 """

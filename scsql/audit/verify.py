@@ -3,7 +3,10 @@
 The verifier reads rows, public keys and checkpoints, and recomputes
 everything itself with the canonical encoding of :mod:`scsql.audit.encoding` (written
 from the specification in ``COMMENT ON FUNCTION scsql._enc``, not by asking
-the database to encode). It checks every row still present in every chain
+the database to encode; only which columns a table has, in which part --
+stamped, signed or appended -- comes from ``scsql._chain_fields``: appended
+fields enter a row's payload only when not NULL, after its position). It
+checks every row still present in every chain
 (or those after a checkpoint, with ``from_checkpoint``, and the row it names,
 which only retention may have taken):
 
