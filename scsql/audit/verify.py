@@ -4,8 +4,9 @@ The verifier reads rows, public keys and checkpoints, and recomputes
 everything itself with the canonical encoding of :mod:`scsql.audit.encoding` (written
 from the specification in ``COMMENT ON FUNCTION scsql._enc``, not by asking
 the database to encode; only which columns a table has, in which part --
-stamped, signed or appended -- comes from ``scsql._chain_fields``: appended
-fields enter a row's payload only when not NULL, after its position). It
+stamped, signed or appended -- comes from ``scsql._chain_fields``; an
+appended field enters a row's payload only when not NULL, preceded by its
+position). It
 checks every row still present in every chain
 (or those after a checkpoint, with ``from_checkpoint``, and the row it names,
 which only retention may have taken):
