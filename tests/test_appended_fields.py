@@ -252,3 +252,10 @@ def test_every_kind_can_be_appended(scsql_db, verifier):
     assert [api.call("write_probe", body="b", **v) for v in values] == [1, 2, 3, 4]
     report = verifier.run(db)
     assert report.breaks == [] and report.rows == 4
+
+
+def test_only_the_four_argument_make_chained_exists(scsql_db):
+    with scsql_db.connect() as conn:
+        found = conn.execute("select oid::regprocedure::text as f from pg_catalog.pg_proc "
+                             "where proname = '_make_chained' and pronamespace = 'scsql'::regnamespace").fetchall()
+    assert [r["f"] for r in found] == ["scsql._make_chained(regclass,text[],text[],text[])"]
