@@ -24,8 +24,14 @@ Making a write chained and signed, for any subsystem
 
    The fields are the table's ``signed_fields`` in order, each with its
    encoding kind and the default the SQL function applies when the argument
-   is omitted. The adapter fills the defaults, stamps ``at``, finds the key id
-   of the agent's loaded key, signs the payload (see :mod:`.encoding`) and
+   is omitted, then its ``appended_fields`` in order, declared
+   ``SignedField(name, kind, default, appended=True)``: a signed column added
+   to a table that already has rows (``p_appended`` of ``scsql._make_chained``)
+   is signed only when not NULL, so earlier rows keep their signatures; its
+   argument of the writing function defaults to NULL, and a field that is None
+   is left out of the call (so a jsonb field is SQL NULL, not JSON null).
+   The adapter fills the defaults, stamps ``at``, finds the key id of the
+   agent's loaded key, signs the payload (see :mod:`.encoding`) and
    passes ``at``, ``key_id`` and ``signature``; those three are hidden from
    the MCP schema.
 """
@@ -56,11 +62,14 @@ SUPPLIED = ("at", "key_id", "signature")  # the arguments a signed write's adapt
 class SignedField:
     """One signed column: its name (= the function argument without p_), its
     encoding kind, and the default the SQL function applies when the argument
-    is omitted."""
+    is omitted. ``appended=True``: a column of the table's ``appended_fields``
+    (a signed column added after rows existed), signed only when not None;
+    appended fields follow the plain ones, in ``appended_fields`` order."""
 
     name: str
     kind: str
     default: Any = None
+    appended: bool = False
 
 
 def _send_and_sign(kind: str, value: Any) -> tuple[Any, Any]:
@@ -74,10 +83,25 @@ def _send_and_sign(kind: str, value: Any) -> tuple[Any, Any]:
     return value, value
 
 
-def _field_step(f: SignedField) -> Callable[[dict[str, Any]], bytes]:
+def _field_step(f: SignedField, position: int = 0) -> Callable[[dict[str, Any]], bytes]:
     """Fill one field of the arguments (its default when omitted) and return
-    its canonical bytes; resolved once per declaration, not once per row."""
+    its canonical bytes; resolved once per declaration, not once per row.
+    ``position``: the 1-based position of an appended field."""
     name, default, kind = f.name, f.default, f.kind
+    if f.appended:
+        prefix = encoding.appended_prefix(position)
+
+        def appended_step(out: dict[str, Any]) -> bytes:
+            value = out.get(name, default)
+            if value is None:
+                # Left out, so the argument's default applies: SQL NULL, even
+                # for jsonb (which would otherwise be sent as JSON null).
+                out.pop(name, None)
+                return b""
+            send, signed = _send_and_sign(kind, value)
+            out[name] = send
+            return prefix + encoding.encode(kind, signed)
+        return appended_step
     if kind in ("text", "int"):  # the common kinds: sent and signed as given
         enc = encoding.ENCODERS[kind]
 
@@ -166,8 +190,11 @@ class SignedTable:
     def __init__(self, table: str, fields: Sequence[SignedField]):
         self.table = table
         self.fields = tuple(fields)
+        plain = [f for f in self.fields if not f.appended]
+        if self.fields[:len(plain)] != tuple(plain):
+            raise ValueError(f"{table}: appended fields must follow the plain signed fields")
         self._head = encoding.payload_head(table)
-        self._steps = [_field_step(f) for f in self.fields]
+        self._steps = [_field_step(f, i - len(plain)) for i, f in enumerate(self.fields, 1)]
 
     def sign(self, agent: Agent, args: dict[str, Any], at: dt.datetime | None = None) -> dict[str, Any]:
         """Fill defaults, stamp ``at``, sign the payload; returns the arguments to send."""
