@@ -33,6 +33,8 @@ Making a write chained and signed, for any subsystem
 from __future__ import annotations
 
 import datetime as dt
+import decimal
+import json
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -41,6 +43,7 @@ from typing import Any
 
 import nacl.bindings
 from cryptography.hazmat.primitives import serialization
+from psycopg.types.json import Jsonb
 
 from ..core.db import Agent
 from ..core.errors import ScsqlError
@@ -56,11 +59,25 @@ SUPPLIED = ("at", "key_id", "signature")  # the arguments a signed write's adapt
 class SignedField:
     """One signed column: its name (= the function argument without p_), its
     encoding kind, and the default the SQL function applies when the argument
-    is omitted."""
+    is omitted. ``redact``: free text (kind text or jsonb) that is signed as
+    ``scsql.redact`` / ``scsql.redact_jsonb`` return it, since the database
+    refuses signed text that still holds a secret (SC040)."""
 
     name: str
     kind: str
     default: Any = None
+    redact: bool = False
+
+
+def _has_text(value: Any) -> bool:
+    """Whether a JSON value holds a string anywhere (else redaction leaves it as it is)."""
+    if isinstance(value, str):
+        return True
+    if isinstance(value, dict):
+        return bool(value)  # its keys are strings
+    if isinstance(value, list | tuple):
+        return any(map(_has_text, value))
+    return False
 
 
 def _send_and_sign(kind: str, value: Any) -> tuple[Any, Any]:
@@ -168,11 +185,54 @@ class SignedTable:
         self.fields = tuple(fields)
         self._head = encoding.payload_head(table)
         self._steps = [_field_step(f) for f in self.fields]
+        self._redacted = tuple(f for f in self.fields if f.redact)
 
     def sign(self, agent: Agent, args: dict[str, Any], at: dt.datetime | None = None) -> dict[str, Any]:
-        """Fill defaults, stamp ``at``, sign the payload; returns the arguments to send."""
-        signer = _signer(agent)
+        """Redact the ``redact`` fields (one query, none when they hold no
+        text), fill defaults, stamp ``at``, sign the payload; returns the
+        arguments to send."""
         out = dict(args)
+        self._redact(agent, [out])
+        return self._sign(agent, out, at)
+
+    def sign_many(self, agent: Agent, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """:meth:`sign` for several writes, with ONE query redacting all of them."""
+        outs = [dict(r) for r in rows]
+        self._redact(agent, outs)
+        return [self._sign(agent, out, None) for out in outs]
+
+    def _redact(self, agent: Agent, outs: list[dict[str, Any]]) -> None:
+        """Replace the ``redact`` fields of each row by their redacted values,
+        in one call of scsql.redact / scsql.redact_jsonb for all rows."""
+        texts: list[tuple[dict[str, Any], str, str]] = []
+        docs: list[tuple[dict[str, Any], str, Any]] = []
+        for out in outs:
+            for f in self._redacted:
+                v = out.get(f.name, f.default)
+                if f.kind == "jsonb":
+                    if _has_text(v):
+                        docs.append((out, f.name, v))
+                elif isinstance(v, str) and v:
+                    texts.append((out, f.name, v))
+        if not texts and not docs:
+            return
+        with agent.transaction() as conn:
+            row = conn.execute(
+                "select array(select scsql.redact(t) from unnest(%s::text[]) with ordinality u(t, n) order by n) as t, "
+                "(select coalesce(jsonb_agg(scsql.redact_jsonb(j) order by n), '[]')::text "
+                " from jsonb_array_elements(%s::jsonb) with ordinality u(j, n)) as j",
+                ([v for _, _, v in texts], Jsonb([v for _, _, v in docs], dumps=encoding.jsonb_text)),
+            ).fetchone()
+        for (out, name, v), red in zip(texts, row["t"], strict=True):
+            if red != v:
+                out[name] = red
+        # Numbers exactly as the server holds them (Decimal), as jsonb_text writes them.
+        for (out, name, v), red in zip(docs, json.loads(row["j"], parse_float=decimal.Decimal), strict=True):
+            if red != v:  # else the value as given, exactly (the numbers' Python types included)
+                out[name] = red
+
+    def _sign(self, agent: Agent, out: dict[str, Any], at: dt.datetime | None) -> dict[str, Any]:
+        signer = _signer(agent)
         at = at or _stamp(agent.name)
         data = b"".join([self._head, signer.author, encoding.enc_ts(at), *[step(out) for step in self._steps]])
         out["at"] = at
