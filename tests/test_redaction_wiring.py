@@ -17,9 +17,9 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from scsql.api import Api
-from scsql.audit import telemetry
+from scsql.audit import signing, telemetry
 from scsql.audit.signing import SignedField, SignedTable, key_id, sign_row
-from scsql.coordination.client import BROADCAST_FIELDS, BROADCAST_TABLE
+from scsql.coordination.client import BROADCAST_FIELDS, BROADCAST_TABLE, BROADCASTS
 from scsql.core.errors import ScsqlError
 
 from .helpers import VERIFIERS, admin_rows, claim, login, one
@@ -212,13 +212,23 @@ def test_sign_many_redacts_every_row_in_one_query(team):
                          "p_signature => %(signature)s)", r)
     verdict = VERIFIERS["python"].run(db, full=True)
     assert verdict.ok and verdict.rows == 6, verdict.findings
-    # Nothing to redact: no query at all.
+    # Nothing redaction could change: no query at all.
     orch.transaction = counting
     try:
-        telemetry.TOOL_CALLS.sign_many(orch, [{"tool": "x"}, {"tool": "y", "input_preview": ""}])
+        telemetry.TOOL_CALLS.sign_many(orch, [{"tool": "x"}, {"tool": "y", "input_preview": ""},
+                                              {"tool": "z", "input_preview": "build 42 ok", "output_preview": "src/a.py"}])
+        BROADCASTS.sign(orch, {"type": "STATUS", "to_role": "developer", "payload": {"n": [1, 2.5, None, "done"]}})
     finally:
         del orch.transaction
     assert len(opened) == 1
+
+
+def test_the_client_asks_the_database_whenever_redaction_could_change_a_text(team):
+    """The client skips the round trip for text without any of the words that
+    scsql._redact tests first; the two lists are one."""
+    db, orch, dev = team
+    [definition] = admin_rows(db, "select pg_get_functiondef('scsql._redact(text)'::regprocedure) as d")
+    assert f"!~* '{signing._MAY_HOLD_SECRET.pattern}'" in definition["d"]
 
 
 SIGNED_SENDS = {
