@@ -3,7 +3,9 @@
 The SQL functions ``scsql.start_session``, ``scsql.record_tool_call`` and
 ``scsql.record_outcome`` write chained rows; the declarations below make the
 registry sign each call with the agent's key (see :mod:`.signing`), so the
-MCP tools of the same names take only the content arguments.
+MCP tools of the same names take only the content arguments. Free text
+(titles, previews, summaries, evidence) is signed redacted (``redact=True``):
+the database refuses signed text that still holds a secret.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from .signing import SignedField, SignedTable
 SESSION_FIELDS = (
     SignedField("client", "text"),
     SignedField("model", "text"),
-    SignedField("title", "text"),
+    SignedField("title", "text", redact=True),
 )
 
 TOOL_CALL_FIELDS = (
@@ -26,8 +28,8 @@ TOOL_CALL_FIELDS = (
     SignedField("output_tokens", "int", 0),
     SignedField("latency_ms", "int"),
     SignedField("status", "text", "ok"),
-    SignedField("input_preview", "text"),
-    SignedField("output_preview", "text"),
+    SignedField("input_preview", "text", redact=True),
+    SignedField("output_preview", "text", redact=True),
 )
 
 OUTCOME_FIELDS = (
@@ -37,8 +39,8 @@ OUTCOME_FIELDS = (
     SignedField("kind", "text"),
     SignedField("signal", "text", "agent"),
     SignedField("confidence", "numeric"),
-    SignedField("summary", "text"),
-    SignedField("evidence", "text"),
+    SignedField("summary", "text", redact=True),
+    SignedField("evidence", "text", redact=True),
     SignedField("classification", "text", "internal"),
 )
 
