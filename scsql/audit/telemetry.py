@@ -17,6 +17,12 @@ SESSION_FIELDS = (
     SignedField("client", "text"),
     SignedField("model", "text"),
     SignedField("title", "text", redact=True),
+    # Appended fields (sql/14_capture.sql): what a hook knows of the session.
+    SignedField("external_id", "text", appended=True),
+    SignedField("cwd", "text", appended=True, redact=True),
+    SignedField("git_branch", "text", appended=True),
+    SignedField("git_commit", "text", appended=True),
+    SignedField("source", "text", appended=True),
 )
 
 TOOL_CALL_FIELDS = (
@@ -30,6 +36,18 @@ TOOL_CALL_FIELDS = (
     SignedField("status", "text", "ok"),
     SignedField("input_preview", "text", redact=True),
     SignedField("output_preview", "text", redact=True),
+    # Appended fields (sql/14_capture.sql): what a hook knows of the call.
+    SignedField("tool_use_id", "text", appended=True),
+    SignedField("files", "jsonb", appended=True, redact=True),
+    SignedField("scsql_tool", "bool", appended=True),
+    SignedField("imported", "bool", appended=True),
+    SignedField("input_key", "text", appended=True, redact=True),
+)
+
+PROMPT_FIELDS = (
+    SignedField("session_id", "int"),
+    SignedField("text", "text", redact=True),
+    SignedField("imported", "bool"),
 )
 
 OUTCOME_FIELDS = (
@@ -47,7 +65,9 @@ OUTCOME_FIELDS = (
 SESSIONS = SignedTable("scsql.sessions", SESSION_FIELDS)
 TOOL_CALLS = SignedTable("scsql.tool_calls", TOOL_CALL_FIELDS)
 OUTCOMES = SignedTable("scsql.outcomes", OUTCOME_FIELDS)
+PROMPTS = SignedTable("scsql.prompts", PROMPT_FIELDS)
 
-SIGNED_WRITES = {"start_session": SESSIONS, "record_tool_call": TOOL_CALLS, "record_outcome": OUTCOMES}
+SIGNED_WRITES = {"start_session": SESSIONS, "record_tool_call": TOOL_CALLS, "record_outcome": OUTCOMES,
+                 "open_session": SESSIONS, "capture_tool_call": TOOL_CALLS, "record_prompt": PROMPTS}
 
 ADAPTERS = {function: table.adapter() for function, table in SIGNED_WRITES.items()}
