@@ -140,11 +140,15 @@ def _sign(agent: Agent, table, rows: list[tuple[dict, dt.datetime | None]]) -> l
     return [table._sign(agent, out, at) for out, (_, at) in zip(outs, rows, strict=True)]
 
 
-def _call(conn, fn: str, args: dict) -> dict | None:
-    """select * from scsql.FN(p_name => %(name)s, ...): named arguments, bound."""
+def _execute(conn, fn: str, args: dict):
+    """select * from scsql.FN(p_name => %(name)s, ...): named arguments, bound; returns the cursor."""
     names = ", ".join(f"p_{k} => %({k})s" for k in args)
     params = {k: Jsonb(v, dumps=encoding.jsonb_text) if isinstance(v, list | dict) else v for k, v in args.items()}
-    return conn.execute(f"select * from scsql.{fn}({names})", params).fetchone()
+    return conn.execute(f"select * from scsql.{fn}({names})", params)
+
+
+def _call(conn, fn: str, args: dict) -> dict | None:
+    return _execute(conn, fn, args).fetchone()
 
 
 # -- sessions -------------------------------------------------------------------
@@ -235,17 +239,24 @@ def capture(agent: Agent, events: list[dict]) -> None:
         signed_prompts = iter(_sign(agent, PROMPTS, [(
             {"session_id": sessions.get(ev.get("session_id")), "text": _clip(str(ev.get("prompt") or ""), PROMPT_CHARS),
              "imported": True if ev.get("scsql_imported") else None}, _at(ev)) for ev in prompts]))
+        # One round trip for all the rows (pipeline mode); the results are
+        # read after it, the failures' tool_call_ids among them.
+        pending = []
+        with conn.pipeline():
+            for ev in events:
+                name = ev.get("hook_event_name")
+                if name in ("PostToolUse", "PostToolUseFailure"):
+                    row = next(signed)
+                    pending.append((ev, row, _execute(conn, "capture_tool_call", {**row, "event_key": _event_key(ev)})))
+                elif name == "UserPromptSubmit":
+                    _execute(conn, "record_prompt", {**next(signed_prompts), "event_key": _event_key(ev)})
         failures = []
+        for ev, row, cur in pending:
+            out = cur.fetchone()
+            if ev.get("hook_event_name") == "PostToolUseFailure" and out["tool_call_id"] is not None:
+                failures.append((ev, row, out["tool_call_id"]))
         for ev in events:
-            name = ev.get("hook_event_name")
-            if name in ("PostToolUse", "PostToolUseFailure"):
-                row = next(signed)
-                out = _call(conn, "capture_tool_call", {**row, "event_key": _event_key(ev)})
-                if name == "PostToolUseFailure" and out["tool_call_id"] is not None:
-                    failures.append((ev, row, out["tool_call_id"]))
-            elif name == "UserPromptSubmit":
-                _call(conn, "record_prompt", {**next(signed_prompts), "event_key": _event_key(ev)})
-            elif name in ("PreCompact", "SessionEnd"):
+            if ev.get("hook_event_name") in ("PreCompact", "SessionEnd"):
                 keep_transcript(agent, conn, ev)
         if failures:
             outs = _sign(agent, OUTCOMES, [({
