@@ -262,3 +262,34 @@ def test_check_tool_use_validates(team):
         with dev.transaction() as conn:
             conn.execute("select * from scsql.check_tool_use('Bash', '[]')")
     assert e.value.code == "SC145"
+
+
+def test_two_session_starts_racing_open_one_session(team):
+    """A second SessionStart for the same Claude session, while the first is
+    uncommitted, waits for it and returns its session instead of a second."""
+    import threading
+
+    from scsql.audit.telemetry import SESSIONS
+
+    from .helpers import admin_rows, wait_for
+
+    db, dev, _, _ = team
+    sid = uuid.uuid4().hex
+    event = _ev("SessionStart", sid, source="startup")
+    got = {}
+    with dev.transaction() as a:
+        first = handlers._call(a, "open_session", SESSIONS.sign(dev, handlers._session_row(event, "startup")))
+
+        def b() -> None:
+            with dev.transaction() as conn:
+                got.update(handlers._call(conn, "open_session",
+                                          SESSIONS.sign(dev, handlers._session_row(event, "resume"))))
+
+        th = threading.Thread(target=b)
+        th.start()
+        wait_for(lambda: admin_rows(db, "select count(*) as n from pg_stat_activity where datname = current_database() "
+                                        "and wait_event_type = 'Lock' and query like '%%open_session%%'")[0]["n"] == 1)
+    th.join(30)
+    assert first["created"] is True
+    assert got == {"session_id": first["session_id"], "created": False}
+    assert _count(dev, "select count(*) as n from scsql.sessions") == 1
