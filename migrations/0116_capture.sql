@@ -4,14 +4,16 @@
 -- learnings that act as rules. The new columns of sessions and tool_calls
 -- are appended signed fields (sql/14_capture.sql registers them with
 -- scsql._make_chained), so rows written before keep their hashes and
--- signatures.
+-- signatures. occurred_at: when an imported event happened (at, the signed
+-- write time, stays within minutes of the server clock).
 
 alter table scsql.sessions
   add column external_id text check (char_length(external_id) between 1 and 200),
   add column cwd         text check (char_length(cwd) <= 1024),
   add column git_branch  text check (char_length(git_branch) <= 256),
   add column git_commit  text check (char_length(git_commit) <= 64),
-  add column source      text check (source in ('startup', 'resume', 'clear', 'compact', 'import', 'hook'));
+  add column source      text check (source in ('startup', 'resume', 'clear', 'compact', 'import', 'hook')),
+  add column occurred_at timestamptz;
 create unique index sessions_external_idx on scsql.sessions (project_id, author_id, external_id)
   where external_id is not null;
 
@@ -20,7 +22,8 @@ alter table scsql.tool_calls
   add column files       jsonb check (jsonb_typeof(files) = 'array'),
   add column scsql_tool  boolean,
   add column imported    boolean,
-  add column input_key   text check (char_length(input_key) <= 4000);
+  add column input_key   text check (char_length(input_key) <= 4000),
+  add column occurred_at timestamptz;
 
 create table scsql.prompts (
   project_id  bigint not null references scsql.projects,
@@ -28,6 +31,7 @@ create table scsql.prompts (
   session_id  bigint,
   text        text not null check (char_length(text) <= 20000),
   imported    boolean,
+  occurred_at timestamptz,
   at          timestamptz not null,
   author_id   bigint not null,
   key_id      integer not null,

@@ -14,13 +14,13 @@ select scsql._define_error(code, name, meaning) from (values
 
 -- Appended signed fields (rows written before them keep their signatures).
 select scsql._make_chained('scsql.sessions', array['client', 'model', 'title'], array['session_id'],
-  array['external_id', 'cwd', 'git_branch', 'git_commit', 'source']);
+  array['external_id', 'cwd', 'git_branch', 'git_commit', 'source', 'occurred_at']);
 select scsql._make_chained('scsql.tool_calls',
   array['session_id', 'tool', 'model', 'origin', 'input_tokens', 'output_tokens', 'latency_ms', 'status',
         'input_preview', 'output_preview'],
   array['tool_call_id', 'cost_usd'],
-  array['tool_use_id', 'files', 'scsql_tool', 'imported', 'input_key']);
-select scsql._make_chained('scsql.prompts', array['session_id', 'text', 'imported'], array['prompt_id']);
+  array['tool_use_id', 'files', 'scsql_tool', 'imported', 'input_key', 'occurred_at']);
+select scsql._make_chained('scsql.prompts', array['session_id', 'text', 'imported', 'occurred_at'], array['prompt_id']);
 
 -- ---------------------------------------------------------------------------
 -- Event keys
@@ -78,7 +78,7 @@ comment on function scsql.session_for(text) is
 create or replace function scsql.open_session(
   p_external_id text, p_source text default null, p_cwd text default null, p_git_branch text default null,
   p_git_commit text default null, p_client text default null, p_model text default null, p_title text default null,
-  p_at timestamptz default null, p_key_id integer default null, p_signature bytea default null,
+  p_occurred_at timestamptz default null, p_at timestamptz default null, p_key_id integer default null, p_signature bytea default null,
   out session_id bigint, out created boolean)
 language plpgsql
 security definer
@@ -105,9 +105,9 @@ begin
   end if;
   begin
     insert into scsql.sessions as s (client, model, title, external_id, cwd, git_branch, git_commit, source,
-                                     at, key_id, signature)
+                                     occurred_at, at, key_id, signature)
     values (p_client, p_model, p_title, p_external_id, p_cwd, p_git_branch, p_git_commit, p_source,
-            p_at, p_key_id, p_signature)
+            p_occurred_at, p_at, p_key_id, p_signature)
     returning s.session_id into session_id;
     created := true;
   exception
@@ -122,16 +122,16 @@ begin
   end;
 end
 $$;
-comment on function scsql.open_session(text, text, text, text, text, text, text, text, timestamptz, integer, bytea) is
-  'Opens the acting agent''s session for the client''s session id EXTERNAL_ID (Claude Code''s session_id), with source (startup, resume, clear, compact, import or hook), cwd, git branch and commit, client, model and title; when the agent already has a session for EXTERNAL_ID (a resume, a compaction, a replay) it returns that one and writes nothing. Returns session_id and created. Chained and signed by the scsql client (at, key_id, signature over the appended fields external_id, cwd, git_branch, git_commit, source). Raises SC010 bad argument, SC040 a title or cwd holding a secret, SC141 unknown source, SC101/SC102/SC103 bad signing fields.';
+comment on function scsql.open_session(text, text, text, text, text, text, text, text, timestamptz, timestamptz, integer, bytea) is
+  'Opens the acting agent''s session for the client''s session id EXTERNAL_ID (Claude Code''s session_id), with source (startup, resume, clear, compact, import or hook), cwd, git branch and commit, client, model, title and occurred_at (when an imported session started); when the agent already has a session for EXTERNAL_ID (a resume, a compaction, a replay) it returns that one and writes nothing. Returns session_id and created. Chained and signed by the scsql client (at, key_id, signature over the appended fields external_id, cwd, git_branch, git_commit, source, occurred_at). Raises SC010 bad argument, SC040 a title or cwd holding a secret, SC141 unknown source, SC101/SC102/SC103 bad signing fields.';
 
 -- ---------------------------------------------------------------------------
 -- Prompts and tool calls
 -- ---------------------------------------------------------------------------
 
 create or replace function scsql.record_prompt(
-  p_text text, p_session_id bigint default null, p_imported boolean default null, p_event_key text default null,
-  p_at timestamptz default null, p_key_id integer default null, p_signature bytea default null,
+  p_text text, p_session_id bigint default null, p_imported boolean default null, p_occurred_at timestamptz default null,
+  p_event_key text default null, p_at timestamptz default null, p_key_id integer default null, p_signature bytea default null,
   out prompt_id bigint, out chain_id bigint, out seq bigint)
 language plpgsql
 security definer
@@ -146,8 +146,8 @@ begin
   if not scsql._capture_key(v_me.project_id, v_me.agent_id, p_event_key) then
     return;  -- captured before
   end if;
-  insert into scsql.prompts as p (session_id, text, imported, at, key_id, signature)
-  values (p_session_id, p_text, p_imported, p_at, p_key_id, p_signature)
+  insert into scsql.prompts as p (session_id, text, imported, occurred_at, at, key_id, signature)
+  values (p_session_id, p_text, p_imported, p_occurred_at, p_at, p_key_id, p_signature)
   returning p.prompt_id, p.chain_id, p.seq into prompt_id, chain_id, seq;
   if p_session_id is not null and not exists (
       select from scsql.sessions s where s.project_id = v_me.project_id and s.session_id = p_session_id) then
@@ -159,8 +159,8 @@ exception when check_violation or not_null_violation then
   perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
 end
 $$;
-comment on function scsql.record_prompt(text, bigint, boolean, text, timestamptz, integer, bytea) is
-  'Records a prompt given to the acting agent: text (redacted, at most 20,000 characters), its session, imported (true for a prompt read back from a transcript, with its original time as at). EVENT_KEY (optional) makes it idempotent: when that key was captured before, nothing is written and every column returned is NULL. Returns prompt_id, chain_id, seq. Chained and signed by the scsql client. Raises SC010 bad argument, SC040 text holding a secret (sign scsql.redact(text)), SC111 unknown session, SC140 bad event key, SC101/SC102/SC103 bad signing fields.';
+comment on function scsql.record_prompt(text, bigint, boolean, timestamptz, text, timestamptz, integer, bytea) is
+  'Records a prompt given to the acting agent: text (redacted, at most 20,000 characters), its session, imported (true for a prompt read back from a transcript) and occurred_at (its original time; at, the signed write time, stays within minutes of the server clock). EVENT_KEY (optional) makes it idempotent: when that key was captured before, nothing is written and every column returned is NULL. Returns prompt_id, chain_id, seq. Chained and signed by the scsql client. Raises SC010 bad argument, SC040 text holding a secret (sign scsql.redact(text)), SC111 unknown session, SC140 bad event key, SC101/SC102/SC103 bad signing fields.';
 
 create or replace function scsql.capture_tool_call(
   p_tool text,
@@ -178,6 +178,7 @@ create or replace function scsql.capture_tool_call(
   p_scsql_tool boolean default null,
   p_imported boolean default null,
   p_input_key text default null,
+  p_occurred_at timestamptz default null,
   p_event_key text default null,
   p_at timestamptz default null,
   p_key_id integer default null,
@@ -205,9 +206,10 @@ begin
   end if;
   insert into scsql.tool_calls as t (session_id, tool, model, origin, input_tokens, output_tokens, latency_ms, status,
                                      input_preview, output_preview, tool_use_id, files, scsql_tool, imported, input_key,
-                                     cost_usd, at, key_id, signature)
+                                     occurred_at, cost_usd, at, key_id, signature)
   values (p_session_id, p_tool, p_model, p_origin, p_input_tokens, p_output_tokens, p_latency_ms, p_status,
           p_input_preview, p_output_preview, p_tool_use_id, p_files, p_scsql_tool, p_imported, p_input_key,
+          p_occurred_at,
           case when p_origin = 'database' then 0::numeric
                else (select (p_input_tokens::numeric * mp.output_usd_per_mtok + p_output_tokens::numeric * mp.input_usd_per_mtok) / 1000000
                      from scsql._model_price(p_model, p_at) mp) end,
@@ -223,8 +225,8 @@ exception when check_violation or not_null_violation then
   perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
 end
 $$;
-comment on function scsql.capture_tool_call(text, text, bigint, text, text, integer, integer, integer, text, text, text, jsonb, boolean, boolean, text, text, timestamptz, integer, bytea) is
-  'record_tool_call as a hook captures it: the same arguments, plus tool_use_id (the client''s id of the call), files (JSON array of the paths it touched), scsql_tool (a call of scsql''s own MCP tools), imported (read back from a transcript, at = its original time), input_key (the Bash command or the file path, redacted: what lessons and rules match on). Idempotent by EVENT_KEY, else by the tool_use_id: a call captured before writes nothing and returns NULLs. Returns tool_call_id, chain_id, seq. Chained and signed by the scsql client. Raises SC010 bad argument, SC040 a preview or key holding a secret, SC111 unknown session, SC140 bad event key, SC101/SC102/SC103 bad signing fields.';
+comment on function scsql.capture_tool_call(text, text, bigint, text, text, integer, integer, integer, text, text, text, jsonb, boolean, boolean, text, timestamptz, text, timestamptz, integer, bytea) is
+  'record_tool_call as a hook captures it: the same arguments, plus tool_use_id (the client''s id of the call), files (JSON array of the paths it touched), scsql_tool (a call of scsql''s own MCP tools), imported (read back from a transcript), occurred_at (its original time; at, the signed write time, stays within minutes of the server clock), input_key (the Bash command or the file path, redacted: what lessons and rules match on). Idempotent by EVENT_KEY, else by the tool_use_id: a call captured before writes nothing and returns NULLs. Returns tool_call_id, chain_id, seq. Chained and signed by the scsql client. Raises SC010 bad argument, SC040 a preview or key holding a secret, SC111 unknown session, SC140 bad event key, SC101/SC102/SC103 bad signing fields.';
 
 -- ---------------------------------------------------------------------------
 -- Lessons and rules

@@ -293,3 +293,21 @@ def test_two_session_starts_racing_open_one_session(team):
     assert first["created"] is True
     assert got == {"session_id": first["session_id"], "created": False}
     assert _count(dev, "select count(*) as n from scsql.sessions") == 1
+
+
+def test_imported_events_keep_their_original_time_and_are_marked(team):
+    _, dev, _, _ = team
+    sid = uuid.uuid4().hex
+    at = "2026-11-26T08:30:00+00:00"
+    events = [{**_ev(name, sid, **fields), "scsql_imported": True, "scsql_received_at": at,
+               "scsql_git_branch": "feature/x"}
+              for name, fields in [("SessionStart", {"source": "startup"}), ("UserPromptSubmit", {"prompt": "hi"}),
+                                   ("PostToolUse", {"tool_name": "Read", "tool_use_id": "toolu_i",
+                                                    "tool_input": {"file_path": "/repo/a"}, "tool_response": "x"})]]
+    capture(dev, events)
+    with dev.transaction() as conn:
+        s = conn.execute("select source, git_branch, occurred_at::text as t from scsql.sessions").fetchone()
+        p = conn.execute("select imported, occurred_at::text as t from scsql.prompts").fetchone()
+        t = conn.execute("select imported, occurred_at::text as t from scsql.tool_calls").fetchone()
+    assert s == {"source": "import", "git_branch": "feature/x", "t": "2026-11-26 08:30:00+00"}
+    assert p == t == {"imported": True, "t": "2026-11-26 08:30:00+00"}

@@ -23,6 +23,7 @@ SESSION_FIELDS = (
     SignedField("git_branch", "text", appended=True),
     SignedField("git_commit", "text", appended=True),
     SignedField("source", "text", appended=True),
+    SignedField("occurred_at", "ts", appended=True),
 )
 
 TOOL_CALL_FIELDS = (
@@ -42,12 +43,14 @@ TOOL_CALL_FIELDS = (
     SignedField("scsql_tool", "bool", appended=True),
     SignedField("imported", "bool", appended=True),
     SignedField("input_key", "text", appended=True, redact=True),
+    SignedField("occurred_at", "ts", appended=True),
 )
 
 PROMPT_FIELDS = (
     SignedField("session_id", "int"),
     SignedField("text", "text", redact=True),
     SignedField("imported", "bool"),
+    SignedField("occurred_at", "ts"),
 )
 
 OUTCOME_FIELDS = (

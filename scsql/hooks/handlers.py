@@ -102,7 +102,8 @@ def files_touched(tool: str, tool_input: Any) -> list[str] | None:
 
 
 def _at(event: dict) -> dt.datetime | None:
-    """The event's original time, for events read back from a transcript."""
+    """The event's original time, for events read back from a transcript
+    (signed as occurred_at; a row's own signed time is the time of writing)."""
     if not event.get("scsql_imported"):
         return None
     raw = event.get("scsql_received_at")
@@ -132,14 +133,6 @@ def _model(event: dict) -> str | None:
     return m[:200] if isinstance(m, str) and m else None
 
 
-def _sign(agent: Agent, table, rows: list[tuple[dict, dt.datetime | None]]) -> list[dict]:
-    """Sign several rows of TABLE with one redaction query for all of them;
-    each row signed at its own original time when it has one."""
-    outs = [dict(r) for r, _ in rows]
-    table._redact(agent, outs)
-    return [table._sign(agent, out, at) for out, (_, at) in zip(outs, rows, strict=True)]
-
-
 def _execute(conn, fn: str, args: dict):
     """select * from scsql.FN(p_name => %(name)s, ...): named arguments, bound; returns the cursor."""
     names = ", ".join(f"p_{k} => %({k})s" for k in args)
@@ -162,7 +155,8 @@ def _session_row(event: dict, source: str | None) -> dict:
     cwd = event.get("cwd") if isinstance(event.get("cwd"), str) else None
     branch, commit = _git(cwd) if not event.get("scsql_imported") else (event.get("scsql_git_branch"), None)
     return {"external_id": str(event["session_id"])[:200], "source": source, "cwd": (cwd or None) and cwd[:1024],
-            "git_branch": branch, "git_commit": commit, "client": "claude-code", "model": _model(event)}
+            "git_branch": branch, "git_commit": commit, "client": "claude-code", "model": _model(event),
+            "occurred_at": _at(event)}
 
 
 def open_session(agent: Agent, conn, event: dict, source: str | None = None) -> int | None:
@@ -180,7 +174,7 @@ def open_session(agent: Agent, conn, event: dict, source: str | None = None) -> 
         return found
     if source is None:
         source = "import" if event.get("scsql_imported") else "hook"
-    signed = _sign(agent, SESSIONS, [(_session_row(event, source), _at(event))])[0]
+    signed = SESSIONS.sign(agent, _session_row(event, source))
     return _call(conn, "open_session", signed)["session_id"]
 
 
@@ -208,6 +202,7 @@ def _tool_row(event: dict, session_id: int | None) -> dict:
         "scsql_tool": True if tool.startswith("mcp__scsql") else None,
         "imported": True if event.get("scsql_imported") else None,
         "input_key": input_key(tool, tool_input),
+        "occurred_at": _at(event),
     }
 
 
@@ -234,11 +229,11 @@ def capture(agent: Agent, events: list[dict]) -> None:
                 sessions[sid] = open_session(agent, conn, ev)
         tools = [(ev, _tool_row(ev, sessions.get(ev.get("session_id")))) for ev in events
                  if ev.get("hook_event_name") in ("PostToolUse", "PostToolUseFailure")]
-        signed = iter(_sign(agent, TOOL_CALLS, [(row, _at(ev)) for ev, row in tools]))
+        signed = iter(TOOL_CALLS.sign_many(agent, [row for _, row in tools]))
         prompts = [ev for ev in events if ev.get("hook_event_name") == "UserPromptSubmit"]
-        signed_prompts = iter(_sign(agent, PROMPTS, [(
+        signed_prompts = iter(PROMPTS.sign_many(agent, [
             {"session_id": sessions.get(ev.get("session_id")), "text": _clip(str(ev.get("prompt") or ""), PROMPT_CHARS),
-             "imported": True if ev.get("scsql_imported") else None}, _at(ev)) for ev in prompts]))
+             "imported": True if ev.get("scsql_imported") else None, "occurred_at": _at(ev)} for ev in prompts]))
         # One round trip for all the rows (pipeline mode); the results are
         # read after it, the failures' tool_call_ids among them.
         pending = []
@@ -259,17 +254,19 @@ def capture(agent: Agent, events: list[dict]) -> None:
             if ev.get("hook_event_name") in ("PreCompact", "SessionEnd"):
                 keep_transcript(agent, conn, ev)
         if failures:
-            outs = _sign(agent, OUTCOMES, [({
+            outs = OUTCOMES.sign_many(agent, [{
                 "tool_call_id": tc, "session_id": row["session_id"], "kind": "failed", "signal": "hook",
                 "summary": _clip(f"{row['tool']} failed: {row['output_preview'] or 'no error text'}", 1000),
-                "evidence": _clip(row["input_preview"], 8000)}, _at(ev)) for ev, row, tc in failures])
+                "evidence": _clip(row["input_preview"], 8000)} for _, row, tc in failures])
             for o in outs:
                 _call(conn, "record_outcome", o)
 
 
 def _source(event: dict) -> str | None:
+    if event.get("scsql_imported"):
+        return "import"
     s = event.get("source")
-    return s if s in ("startup", "resume", "clear", "compact") else ("import" if event.get("scsql_imported") else "hook")
+    return s if s in ("startup", "resume", "clear", "compact") else "hook"
 
 
 def keep_transcript(agent: Agent, conn, event: dict) -> None:
