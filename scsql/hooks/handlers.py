@@ -37,7 +37,6 @@ _STOP = frozenset("the and for with that this from have what how who why when wh
                   "can could should would will not but all any into out about there their them then than its "
                   "does did done just also only some more most very use using".split())
 FILE_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit", "Read")
-CAPTURE_ONLY = ("PostToolUse", "PostToolUseFailure", "SessionStart", "UserPromptSubmit", "PreCompact", "SessionEnd")
 
 
 @dataclass
