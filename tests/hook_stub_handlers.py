@@ -44,7 +44,7 @@ def handle(agent, event: dict) -> Reply:
 
 
 def capture(agent, events: list[dict]) -> None:
+    if any(event.get("stub_refuse") for event in events):  # all or nothing, as one transaction is
+        raise ValueError("refused by the stub")
     for event in events:
-        if event.get("stub_refuse"):
-            raise ValueError("refused by the stub")
         _record(agent, event)

@@ -88,6 +88,7 @@ def replay(home: str | Path, agent: str, write: Callable[[list[dict]], None], *,
             return 0
         _clean_tmp(d / "tmp")
         written = 0
+        done: set = set()  # event ids written in this replay
         while True:
             files = pending(home, agent)
             if not files:
@@ -109,16 +110,16 @@ def replay(home: str | Path, agent: str, write: Callable[[list[dict]], None], *,
                 group.append((p, events))
                 size += len(events)
                 if size >= batch:
-                    written += _write_group(d, group, write, is_down, on_failed)
+                    written += _write_group(d, group, write, is_down, on_failed, done)
                     group, size = [], 0
             if group:
-                written += _write_group(d, group, write, is_down, on_failed)
+                written += _write_group(d, group, write, is_down, on_failed, done)
     finally:
         os.close(lock)
 
 
-def _write_group(d: Path, group, write, is_down, on_failed) -> int:
-    seen: set[str] = set()
+def _write_group(d: Path, group, write, is_down, on_failed, done: set) -> int:
+    seen = set(done)
     events = []
     for _, evs in group:
         for e in evs:
@@ -137,7 +138,8 @@ def _write_group(d: Path, group, write, is_down, on_failed) -> int:
             _fail(d, group[0][0], exc, on_failed)
             return 0
         # A bad event in the batch: write file by file, setting the bad ones aside.
-        return sum(_write_group(d, [g], write, is_down, on_failed) for g in group)
+        return sum(_write_group(d, [g], write, is_down, on_failed, done) for g in group)
+    done.update(e.get("scsql_event_id") for e in events)
     for p, _ in group:
         p.unlink()
     _fsync_dir(d / "claimed")
