@@ -11,6 +11,7 @@ import random
 import signal
 import stat
 import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -147,6 +148,18 @@ def test_kill_9_at_random_points_loses_no_acknowledged_event_and_doubles_none(ho
     assert all(modes[(m, True)] and modes[(m, False)] for m in ("server", "database down", "no server")), modes
 
 
+# ``python -m scsql``, with scsql/hooks/cli.py's commands added to the command line when
+# scsql/subsystems.py does not list them yet.
+SCSQL = """
+import sys
+from scsql import cli, subsystems
+from scsql.hooks import cli as hooks_cli
+if not any(s.name == "hooks" for s in subsystems.SUBSYSTEMS):
+    subsystems.SUBSYSTEMS += (subsystems.Subsystem("hooks", commands=hooks_cli.register),)
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
 MALFORMED = [
     ("post-tool-use", b"not json", "not JSON"),
     ("post-tool-use", b"", "no event on stdin"),
@@ -229,3 +242,24 @@ def test_settings_hooks_cover_every_event_and_every_tool():
         if e.name in client.TOOL_EVENTS:
             assert group["matcher"] == "*"  # every tool, mcp__ ones included
         assert handler.get("async", False) == (e.name in ("PostToolUse", "PostToolUseFailure"))
+
+
+def test_scsql_hook_serve_single_private_socket_and_idle_exit(hooks):
+    cli = [sys.executable, "-c", SCSQL, "--data-dir", hooks.home, "hook"]
+    server = subprocess.Popen(cli + ["serve", "--agent", hooks.agent, "--idle", "3"], env=hooks.env,
+                              stderr=subprocess.PIPE, text=True)
+    sock = Path(client.socket_path(hooks.home, hooks.agent))
+    wait_for(sock.exists, 60, "the socket")
+    assert stat.S_IMODE(sock.stat().st_mode) == 0o600 and stat.S_IMODE(sock.parent.stat().st_mode) == 0o700
+    second = subprocess.run(cli + ["serve", "--agent", hooks.agent], env=hooks.env, capture_output=True, text=True,
+                            timeout=120)
+    assert second.returncode == 0 and "another server serves" in second.stderr
+    r = hooks.run("session-start", event("SessionStart", source="startup"))
+    assert _out(r)["hookSpecificOutput"]["additionalContext"] == "stub context"
+    assert server.wait(60) == 0 and not sock.exists()  # idle for 3 s: gone, socket removed
+    assert "idle for 3 s" in server.stderr.read()
+    listed = subprocess.run(cli + ["events", "--json", "--agent", hooks.agent], env=hooks.env, capture_output=True,
+                            text=True, timeout=120)
+    assert json.loads(listed.stdout) == {"hooks": events.settings_hooks(hooks.agent, hooks.home)}
+    stop = subprocess.run(cli + ["stop-check", "--help"], env=hooks.env, capture_output=True, text=True, timeout=120)
+    assert stop.returncode == 0 and "--agent" in stop.stdout  # the coordination hook command is still there
