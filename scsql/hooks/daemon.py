@@ -129,8 +129,22 @@ class HookServer:
         self.down_reason = None
         self.connected.set()
         self.log(f"connected as agent {self.name}")
+        self._forget_notices()
         self.replay()
         return True
+
+    def _forget_notices(self) -> None:
+        """The degraded state is over: a later one is told again, once per Claude session."""
+        notified = os.path.join(self.home, "hooks", self.name + ".notified")
+        try:
+            names = os.listdir(notified)
+        except FileNotFoundError:
+            return
+        for name in names:
+            try:
+                os.unlink(os.path.join(notified, name))
+            except FileNotFoundError:
+                pass
 
     def _lost(self, exc: BaseException) -> None:
         first = self.down_reason is None
@@ -141,25 +155,32 @@ class HookServer:
 
     def _reconnector(self) -> None:
         while not self.stopping.is_set():
-            if not self.connected.is_set():
-                if self.agent is not None:
-                    try:
-                        self.agent.db.close()
-                    except Exception:  # noqa: BLE001
-                        pass
-                    self.agent = None
-                self._try_connect()
-            elif spool.has_pending(self.home, self.name):
-                self.replay()
+            try:
+                self._reconnect_once()
+            except Exception as exc:  # noqa: BLE001 - keep reconnecting
+                self.log(f"reconnecting: {exc!r}")
             self.stopping.wait(RECONNECT_SECONDS)
+
+    def _reconnect_once(self) -> None:
+        if not self.connected.is_set():
+            if self.agent is not None:
+                try:
+                    self.agent.db.close()
+                except Exception:  # noqa: BLE001
+                    pass
+                self.agent = None
+            self._try_connect()
+        elif spool.has_pending(self.home, self.name):
+            self.replay()
 
     def replay(self) -> int:
         """Write the spool (in order, once); False-y when the database went away meanwhile."""
-        if self.agent is None:
+        agent = self.agent
+        if agent is None:
             return 0
         with self.write_lock:
             try:
-                n = spool.replay(self.home, self.name, lambda evs: self.handlers.capture(self.agent, evs),
+                n = spool.replay(self.home, self.name, lambda evs: self.handlers.capture(agent, evs),
                                  is_down=is_down,
                                  on_failed=lambda p, e: self.log(f"spool file {p.name} refused: {e}"))
             except Exception as exc:  # noqa: BLE001
@@ -181,7 +202,8 @@ class HookServer:
         if row is None:
             return _reply(stderr=f"scsql hook server: unknown event {event.get('hook_event_name')!r}")
         line = json.dumps(event)
-        if not self.connected.is_set():
+        agent = self.agent
+        if agent is None or not self.connected.is_set():
             return self._degraded(row, [line])
         if row.capture_only:
             pending = _Pending(event, line)
@@ -191,13 +213,15 @@ class HookServer:
         if row.spooled and spool.has_pending(self.home, self.name):
             self.replay()  # what happened before this event is written before it
         try:
-            result = self.handlers.handle(self.agent, event)
+            result = self.handlers.handle(agent, event)
         except Exception as exc:  # noqa: BLE001
             if is_down(exc):
                 self._lost(exc)
                 return self._degraded(row, [line])
             self.log(f"{row.name}: {exc}")
             return _reply(degraded=f"its {row.name} handler failed: {str(exc).splitlines()[0] if str(exc) else exc!r}")
+        if result is None:
+            return _reply()
         return _reply(result.output, result.exit if result.exit in (0, 2) else 0, result.stderr)
 
     def _degraded(self, row, lines: list[str]) -> dict:
@@ -222,21 +246,29 @@ class HookServer:
                     batch.append(self.captures.get_nowait())
                 except queue.Empty:
                     break
-            self._write(batch)
+            try:
+                self._write(batch)
+            except Exception as exc:  # noqa: BLE001 - every waiting hook gets an answer
+                self.log(f"writing captured events: {exc!r}")
+                for p in batch:
+                    if not p.done.is_set():
+                        p.reply = _reply(degraded=f"its hook server failed: {exc!r}")
+                        p.done.set()
 
     def _write(self, batch: list[_Pending]) -> None:
         row = events.BY_NAME[batch[0].event["hook_event_name"]]
         if self.connected.is_set() and spool.has_pending(self.home, self.name):
             self.replay()  # what was spooled before these events is written before them
         with self.write_lock:
-            if not self.connected.is_set():
+            agent = self.agent
+            if agent is None or not self.connected.is_set():
                 reply = self._degraded(row, [p.line for p in batch])
                 for p in batch:
                     p.reply = reply
                     p.done.set()
                 return
             try:
-                self.handlers.capture(self.agent, [p.event for p in batch])
+                self.handlers.capture(agent, [p.event for p in batch])
                 reply = _reply()
             except Exception as exc:  # noqa: BLE001
                 if is_down(exc):
