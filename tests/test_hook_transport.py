@@ -263,3 +263,39 @@ def test_scsql_hook_serve_single_private_socket_and_idle_exit(hooks):
     assert json.loads(listed.stdout) == {"hooks": events.settings_hooks(hooks.agent, hooks.home)}
     stop = subprocess.run(cli + ["stop-check", "--help"], env=hooks.env, capture_output=True, text=True, timeout=120)
     assert stop.returncode == 0 and "--agent" in stop.stdout  # the coordination hook command is still there
+
+
+def test_replay_takes_a_dead_replayers_claim_first_and_skips_while_another_replays(hooks):
+    def line(i):
+        return json.dumps({**_tool(i), "scsql_event_id": f"e{i}", "scsql_received_at": "2026-01-01T00:00:00Z"})
+
+    first = Path(client.spool_write(hooks.home, hooks.agent, [line(0), line(1)]))
+    claimed = hooks.spool() / "claimed"
+    claimed.mkdir(mode=0o700)
+    os.rename(first, claimed / first.name)  # a replayer claimed it, then died before writing
+    client.spool_write(hooks.home, hooks.agent, [line(2)])
+    written: list[list[str]] = []
+
+    def write(evs):
+        written.append([e["scsql_event_id"] for e in evs])
+
+    lock = os.open(hooks.spool() / ".replay.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    assert spool.replay(hooks.home, hooks.agent, write) == 0 and written == []  # another replayer is at work
+    os.close(lock)
+    assert spool.replay(hooks.home, hooks.agent, write) == 3
+    assert written == [["e0", "e1", "e2"]]
+    assert not spool.has_pending(hooks.home, hooks.agent) and not list(claimed.iterdir())
+
+
+def test_slow_server_hook_answers_within_its_budget_and_allows(hooks):
+    hooks.run("session-start", event("SessionStart", source="startup"))
+    wait_for(lambda: hooks.rows(), 30, "the server")
+    slow = event("PreToolUse", session="sess-slow", tool_name="Edit", tool_input={"file_path": "/x/owned.py"},
+                 stub_sleep=5)
+    started = time.monotonic()
+    r = hooks.run("pre-tool-use", slow)
+    took = time.monotonic() - started
+    assert r.returncode == 0 and took < 2.5, took  # budget 0.2 s; the handler takes 5 s
+    out = _out(r)
+    assert "did not answer within 0.2 s" in out["systemMessage"] and "hookSpecificOutput" not in out
