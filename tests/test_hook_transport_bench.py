@@ -26,3 +26,14 @@ def test_bench_hooks_smoke(server):
     rows = [line.split() for line in r.stdout.splitlines() if line.startswith(("PreToolUse", "PostToolUse "))]
     assert all(row[-1] == "0" for row in rows), r.stdout  # no hook failed
     print(r.stdout)
+
+
+def test_bench_chain_reports_the_captured_path(server):
+    env = dict(os.environ, SCSQL_DSN=make_conninfo(**server.base), PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-m", "scsql", "bench", "chain", "--agents", "2", "--seconds", "0.3",
+                        "--rounds", "1", "--verify-rows", "100", "--workers", "1"],
+                       capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    (line,) = [x for x in r.stdout.splitlines() if x.startswith("captured, signed")]
+    assert "group commit, 8 tool calls a transaction" in line
+    print(r.stdout)
