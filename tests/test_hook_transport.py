@@ -56,7 +56,7 @@ def test_database_down_hooks_fail_open_tell_once_and_spool_then_replay_in_order_
     assert r.returncode == 0 and b"Traceback" not in r.stderr
     first = _out(r)
     assert "scsql is degraded" in first["systemMessage"] and "hookSpecificOutput" not in first
-    assert took < 3, f"the hook waited {took:.2f} s with no server"  # its budget is 5 s; nothing was waited for
+    assert took < 6.5, f"the hook waited {took:.2f} s"  # its budget: 5 s (it waits for the server it started)
     wait_for(hooks.server_pid, 30, "the hook server the first hook started")
 
     # The server runs but the database is down: every hook still answers at once, allows, says nothing more.
@@ -94,7 +94,9 @@ def test_database_down_hooks_fail_open_tell_once_and_spool_then_replay_in_order_
 
 def test_database_lost_while_serving_then_back(hooks):
     r = hooks.run("session-start", event("SessionStart", source="startup"))
-    wait_for(lambda: hooks.rows(), 30, "the first row")  # the hook started the server, which replayed it
+    # No server was running: the hook started one and, within its budget, got the answer from it.
+    assert _out(r) == {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": "stub context"}}
+    assert len(hooks.rows()) == 1
     ok = hooks.run("post-tool-use", _tool(1))
     assert ok.returncode == 0 and len(hooks.rows()) == 2
     denied = hooks.run("pre-tool-use", event("PreToolUse", tool_name="Edit", tool_input={"file_path": "/x/owned.py"}))

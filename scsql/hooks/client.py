@@ -383,14 +383,30 @@ def main(argv=None):
     budget = row[6]
     reason = None
     reply = None
+    request = f'{{"event": {line}, "budget": {budget}}}\n'.encode()
+    deadline = time.monotonic() + budget
     try:
-        reply = exchange(home, agent, f'{{"event": {line}, "budget": {budget}}}\n'.encode(), budget)
-    except Unreachable:
-        reason = "its hook server is not running"
         try:
-            spawn_server(home, agent)
-        except Exception as exc:  # noqa: BLE001
-            reason += f" and could not be started: {exc}"
+            reply = exchange(home, agent, request, budget)
+        except Unreachable:
+            reason = "its hook server is not running"
+            try:
+                spawn_server(home, agent)
+            except Exception as exc:  # noqa: BLE001
+                reason += f" and could not be started: {exc}"
+                raise Unreachable(reason) from None
+            if row[4] or budget < 1.0:
+                raise
+            # An event that answers (context, a block) and may wait: wait for the server within the budget.
+            while reply is None:
+                time.sleep(0.05)
+                try:
+                    reply = exchange(home, agent, request, max(0.05, deadline - time.monotonic()))
+                except Unreachable:
+                    if time.monotonic() + 0.05 >= deadline:
+                        raise
+    except Unreachable:
+        pass
     except TimeoutError:
         reason = f"its hook server did not answer within {budget:g} s"
     except Exception as exc:  # noqa: BLE001
@@ -398,6 +414,7 @@ def main(argv=None):
     output = None
     code = 0
     if reply is not None:
+        reason = None
         output = reply.get("output") if isinstance(reply.get("output"), dict) else None
         code = reply.get("exit") if reply.get("exit") in (0, 2) else 0
         if isinstance(reply.get("stderr"), str):

@@ -118,7 +118,7 @@ class HookServer:
 
     # -- the database -------------------------------------------------------
 
-    def _try_connect(self) -> bool:
+    def _try_connect(self, replay: bool = True) -> bool:
         try:
             agent = self.connect()
             agent.db.pool.timeout = DB_TIMEOUT_SECONDS
@@ -130,7 +130,8 @@ class HookServer:
         self.connected.set()
         self.log(f"connected as agent {self.name}")
         self._forget_notices()
-        self.replay()
+        if replay:
+            self.replay()
         return True
 
     def _forget_notices(self) -> None:
@@ -343,6 +344,7 @@ class HookServer:
             self.listener.close()
 
     def serve(self) -> None:
+        self._try_connect(replay=False)  # before the first hook is answered; the spool is replayed once serving
         self.bind()
         self.log(f"listening on {self.sock_path} (pid {os.getpid()})")
         threading.Thread(target=self._writer, name="capture-writer", daemon=True).start()
