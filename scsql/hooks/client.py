@@ -436,8 +436,11 @@ def main(argv=None):
             output = dict(output or {})
             output.setdefault("systemMessage", degraded_message(home, agent, reason))
     if output is not None:
-        sys.stdout.write(dumps(output) + "\n")
-        sys.stdout.flush()
+        try:
+            sys.stdout.write(dumps(output) + "\n")
+            sys.stdout.flush()
+        except OSError:  # Claude Code stopped reading (it gave up on the hook)
+            pass
     return code
 
 
