@@ -85,6 +85,10 @@ def test_database_down_hooks_fail_open_tell_once_and_spool_then_replay_in_order_
     rows = hooks.rows()
     assert [r["event_id"] for r in rows] == [e["scsql_event_id"] for e in spooled]
     assert [r["seq"] for r in rows] == list(range(1, len(spooled) + 1))
+    from scsql.audit.verify import verify
+
+    report = verify(hooks.admin, workers=1, progress=False, full=True)  # every hash and signature
+    assert report.ok and report.rows == len(spooled), report.breaks
 
     # And the server answers for real again.
     r = hooks.run("session-start", event("SessionStart", source="resume"))
