@@ -44,8 +44,9 @@ def _out(r) -> dict | None:
 
 
 def _tool(i: int, name: str = "PostToolUse", **kw) -> dict:
-    return event(name, tool_name=f"t{i:03d}", tool_input={"command": f"echo {i}"}, tool_use_id=f"tu{i}",
-                 tool_response={"stdout": str(i)}, **kw)
+    fields = {"tool_name": f"t{i:03d}", "tool_input": {"command": f"echo {i}"}, "tool_use_id": f"tu{i}",
+              "tool_response": {"stdout": str(i)}}
+    return event(name, **{**fields, **kw})
 
 
 def test_database_down_hooks_fail_open_tell_once_and_spool_then_replay_in_order_once(hooks):
@@ -305,3 +306,21 @@ def test_slow_server_hook_answers_within_its_budget_and_allows(hooks):
     assert r.returncode == 0 and took < 2.5, took  # budget 0.2 s; the handler takes 5 s
     out = _out(r)
     assert "did not answer within 0.2 s" in out["systemMessage"] and "hookSpecificOutput" not in out
+
+
+def test_real_handlers_spool_while_the_database_is_down_and_replay_once(hooks):
+    hooks.env.pop("SCSQL_HOOK_HANDLERS")  # scsql.hooks.handlers, as installed
+    hooks.proxy.down()
+    r = hooks.run("session-start", event("SessionStart", source="startup"))
+    assert r.returncode == 0 and "scsql is degraded" in _out(r)["systemMessage"]
+    for i in range(3):
+        assert hooks.run("post-tool-use", _tool(i, tool_name="Bash")).returncode == 0
+    assert len(hooks.spooled()) == 4
+    hooks.proxy.up()
+    wait_for(lambda: not spool.has_pending(hooks.home, hooks.agent), 60, "the replay")
+    import psycopg
+
+    with psycopg.connect(hooks.admin) as conn:
+        calls = conn.execute("select tool_use_id from scsql.tool_calls order by chain_id, seq").fetchall()
+        sessions = conn.execute("select count(*) from scsql.sessions").fetchone()[0]
+    assert [c[0] for c in calls] == ["tu0", "tu1", "tu2"] and sessions == 1
