@@ -606,54 +606,66 @@ def _heading(t: Turn) -> tuple[str, str]:
 
 
 def _parts(turns: list[Turn], s: Summary) -> list[Part]:
-    """The turns as text, cut into parts of at most PART_CHARS characters at
-    turn boundaries (a longer turn is cut at message boundaries)."""
+    """The turns as text, in parts of at most PART_CHARS characters each
+    starting with a line naming the session. A turn that fits in a part is
+    never split; a longer one is cut between lines (a line longer than half a
+    part is cut in pieces), each piece under its heading marked continued."""
     head = f"# Claude Code session {s.session_id or '(unknown)'}" + (f" on {s.git_branch}" if s.git_branch else "") \
-        + (f" in {s.cwd}" if s.cwd else "")
+        + (f" in {_clip(s.cwd, 300)}" if s.cwd else "")
+    room = PART_CHARS - len(head) - 1            # for a blank line and the turn's lines
     parts: list[Part] = []
     lines: list[str] = [head]
     spans: list[dict[str, Any]] = []
-    size = len(head) + 1
-    first = last = None
+    size = len(head)
+    first = last = 0
 
     def flush() -> None:
         nonlocal lines, spans, size, first
         if spans:
             parts.append(Part("\n".join(lines), spans, first, last))
-        lines, spans, size, first = [head], [], len(head) + 1, None
+        lines, spans, size, first = [head], [], len(head), 0
+
+    def place(block: list[str], anchor: str, number: int) -> None:
+        nonlocal size, first, last
+        n = sum(len(x) + 1 for x in block) + 1
+        if spans and size + n > PART_CHARS:
+            flush()
+        lines.append("")
+        start = len(lines) + 1
+        lines.extend(block)
+        spans.append({"start": start, "end": len(lines), "anchor": anchor[:200]})
+        size += n
+        first = first or number or -1
+        last = number
 
     for t in turns:
         if not t.lines:
             continue
         heading, anchor = _heading(t)
-        body = [heading]
-        for ln in t.lines:
-            body += ["", *ln.split("\n")]
-        chunk = body
-        while chunk:
-            take, n = [], 0
-            for ln in chunk:
-                if take and size + n + len(ln) + 1 > PART_CHARS:
-                    break
-                take.append(ln)
-                n += len(ln) + 1
-            if size + n > PART_CHARS and spans:
-                flush()
-                continue
-            if len(take) == 1 and len(take[0]) + size > PART_CHARS:  # one line longer than a part
-                take = [take[0][: PART_CHARS - size - 1]]
-            lines.append("")
-            start = len(lines) + 1
-            lines += take
-            spans.append({"start": start, "end": len(lines), "anchor": anchor[:200]})
-            size += n + 1
-            first = t.number if first is None else first
-            last = t.number
-            chunk = chunk[len(take):]
-            if chunk:
-                flush()
-                chunk = [heading + " (continued)", *chunk]
+        more = heading + " (continued)"
+        piece = max(1, (room - len(more) - 2) // 2)
+        body: list[str] = []
+        for entry in t.lines:
+            body.append("")
+            for x in entry.split("\n"):
+                body += [x[i:i + piece] for i in range(0, len(x), piece)] or [""]
+        if len(heading) + sum(len(x) + 1 for x in body) <= room:
+            place([heading, *body], anchor, t.number)
+            continue
+        block, n = [heading], len(heading)
+        for x in body:
+            if n + len(x) + 1 > room:
+                place(block, anchor, t.number)
+                block, n = [more], len(more)
+                if not x:
+                    continue
+            block.append(x)
+            n += len(x) + 1
+        if len(block) > 1:
+            place(block, anchor, t.number)
     flush()
+    for p in parts:
+        p.first_turn = max(p.first_turn, 0)
     return parts
 
 
