@@ -428,3 +428,24 @@ def test_import_progress_bar_on_a_terminal(tmp_path, capsys):
     total = sum(f.stat().st_size for f in DATA.glob("*.jsonl"))
     assert "import:" in err and f"/{total / 1024:.1f}k" in err and "B/s" in err   # bytes read of the total
     assert report.sessions == 3
+
+
+def test_event_strings_are_bounded(tmp_path):
+    f = tmp_path / "s.jsonl"
+    rows = [
+        {"type": "assistant", "uuid": "a", "message": {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "Write", "input": {"file_path": "/p/x.py", "content": "x" * 100000}},
+            {"type": "tool_use", "id": "t2", "name": "Bash", "input": {"command": "make"}}]}},
+        {"type": "user", "uuid": "r1", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]},
+         "toolUseResult": {"type": "create", "content": "y" * 100000, "deep": {"deeper": ["z" * 100000]}}},
+        {"type": "user", "uuid": "r2", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t2", "content": "e" * 100000, "is_error": True}]}},
+    ]
+    f.write_text("".join(json.dumps(x) + "\n" for x in rows))
+    write, bash = transcript.to_events(f)[1:3]
+    n = transcript.EVENT_STRING_CHARS
+    assert write["tool_input"]["file_path"] == "/p/x.py" and write["tool_input"]["content"] == "x" * n + " …[cut]"
+    assert write["tool_response"]["content"] == "y" * n + " …[cut]"
+    assert write["tool_response"]["deep"]["deeper"] == ["z" * n + " …[cut]"]
+    assert bash["error"] == "e" * n + " …[cut]" and bash["tool_input"] == {"command": "make"}

@@ -50,6 +50,7 @@ MESSAGE_CHARS = 8000        # one message in the conversation text
 TOOL_CHARS = 200            # one tool call's line in the conversation text
 PART_CHARS = 512 * 1024     # one knowledge-base source of conversation text (index_text takes 2 MiB)
 SUMMARY_BYTES = 19000       # summarize_session takes 20,000 bytes of JSON
+EVENT_STRING_CHARS = 4096   # one string of an imported event's tool input, response or error
 LIMITS = {"done": 60, "decisions": 20, "files": 100, "open_tasks": 30}
 
 _PEM = re.compile(r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END \1PRIVATE KEY(?: BLOCK)?-----|\Z)",
@@ -765,15 +766,15 @@ def to_events(path: str | os.PathLike, stats: ReadStats | None = None, counts: E
             if found is None:
                 continue
             u, um = found
-            fields: dict[str, Any] = {"tool_name": u.name, "tool_input": u.input, "tool_use_id": u.id}
+            fields: dict[str, Any] = {"tool_name": u.name, "tool_input": _bound(u.input), "tool_use_id": u.id}
             if um.timestamp and now:
                 fields["duration_ms"] = max(0, int((now - um.timestamp).total_seconds() * 1000))
             if r.is_error:
-                events.append(ev("PostToolUseFailure", (u.id, "tool"), now, error=r.content, **fields))
+                events.append(ev("PostToolUseFailure", (u.id, "tool"), now, error=_bound(r.content), **fields))
                 counts.failures += 1
             else:
                 resp = r.structured if r.structured is not None else r.content
-                events.append(ev("PostToolUse", (u.id, "tool"), now, tool_response=resp, **fields))
+                events.append(ev("PostToolUse", (u.id, "tool"), now, tool_response=_bound(resp), **fields))
             counts.tool_calls += 1
     counts.unanswered += len(uses)
     end = msgs[-1].uuid or f"line{msgs[-1].line}"
@@ -781,16 +782,32 @@ def to_events(path: str | os.PathLike, stats: ReadStats | None = None, counts: E
     return events
 
 
+def _bound(value: Any, n: int = EVENT_STRING_CHARS, depth: int = 0) -> Any:
+    """VALUE with every string cut to N characters and nesting cut at 32
+    levels: what capture keeps of a call is a bounded preview, and a large
+    transcript's events must fit in memory and in one transaction."""
+    if isinstance(value, str):
+        return value if len(value) <= n else value[:n] + " …[cut]"
+    if depth >= 32:
+        return None
+    if isinstance(value, dict):
+        return {k: _bound(v, n, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_bound(v, n, depth + 1) for v in value]
+    return value
+
+
 def _slim(msgs: Iterable[Message]) -> Iterator[Message]:
-    """Messages without what events never need (assistant text), to hold a large file in less memory."""
+    """Messages with only what events need (no assistant text; tool results
+    bounded), so a large file is held in little memory."""
     for m in msgs:
-        if m.role == "assistant" and not m.tool_uses:
-            if m.model:
-                m.text = ""
-                yield m
-            continue
         if m.role == "assistant":
+            if not m.tool_uses and not m.model:
+                continue
             m.text = ""
+        for r in m.tool_results:
+            r.content = _bound(r.content)
+            r.structured = _bound(r.structured)
         yield m
 
 
