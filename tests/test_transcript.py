@@ -449,3 +449,38 @@ def test_event_strings_are_bounded(tmp_path):
     assert write["tool_response"]["content"] == "y" * n + " …[cut]"
     assert write["tool_response"]["deep"]["deeper"] == ["z" * n + " …[cut]"]
     assert bash["error"] == "e" * n + " …[cut]" and bash["tool_input"] == {"command": "make"}
+
+
+# -- against the database: what the summary and the text become ----------------------
+
+
+def _q(agent, sql, *args):
+    with agent.transaction() as conn:
+        return conn.execute(sql, args).fetchall()
+
+
+def test_summary_and_conversation_are_what_the_sql_api_takes(scsql_db, tmp_path):
+    agent = scsql_db.agent("tr", scsql_db.project())
+    lines = LONG.read_text().splitlines(keepends=True)
+    cut = next(i for i, ln in enumerate(lines) if '"compact_boundary"' in ln)
+    f = tmp_path / LONG.name
+    f.write_text("".join(lines[:cut]))
+    first = transcript.read(f)
+    f.write_text("".join(lines))
+    second = transcript.read(f, since=first.cursor)
+    for n, update in enumerate((first, second), 1):
+        _q(agent, "select * from scsql.summarize_session(%s::jsonb)", json.dumps(update.summary.payload))
+        for i, part in enumerate(update.conversation.parts, 1):
+            row = _q(agent, "select * from scsql.index_text(%s, %s, 'note', null, 'session', %s::jsonb)",
+                     f"claude/{update.summary.session_id}/{n}.{i}", part.text, json.dumps(part.spans))[0]
+            assert row["chunks"] == len(part.spans)                      # a chunk per (short) turn
+    restored = _q(agent, "select content from scsql.recall_context(5000) where section = 'session'")
+    assert len(restored) == 2
+    assert "Fix the database tests on CI" in restored[0]["content"] and "CHANGELOG.md" in restored[0]["content"]
+    assert "src/net/backoff.py" in restored[1]["content"] and "CHANGELOG.md" not in restored[1]["content"]
+    hits = _q(agent, "select source_path, anchor, content from scsql.search('ConnectionRefusedError', 5, null, null, null, 'bm25')")
+    convo = [h for h in hits if h["source_path"].startswith("claude/")]
+    assert convo and convo[0]["anchor"] == "Turn 4, 2026-11-20 09:04 UTC: Update the changelog and run the whole suite"
+    assert convo[0]["content"].startswith("## Turn 4") and "User: Update the changelog" in convo[0]["content"]
+    hits = _q(agent, "select source_path, anchor from scsql.search('exponential backoff jitter', 5, null, null, null, 'bm25')")
+    assert any(h["anchor"] and h["anchor"].startswith("Turn 2,") for h in hits)
