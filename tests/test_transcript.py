@@ -416,8 +416,10 @@ def test_import_dry_run_counts(tmp_path, capsys, monkeypatch):
     assert (report["sessions"], report["prompts"], report["tool_calls"], report["failures"]) == (1, 1, 2, 1)
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.chdir(tmp_path)
-    assert _run(["import", "claude", "--dry-run"], tmp_path) == 1
-    assert "no Claude Code transcripts for" in capsys.readouterr().err
+    assert _run(["import", "claude", "--agent", "nobody"], tmp_path) == 0    # nothing to import, no database asked
+    assert capsys.readouterr().out == (f"scsql: no Claude Code transcripts of sessions in {tmp_path} under "
+                                       f"{tmp_path}/.claude/projects; nothing imported (name transcripts or their "
+                                       "directories as PATH)\n")
     assert _run(["import", "claude", "--dry-run", str(tmp_path / "nope.jsonl")], tmp_path) == 1
     assert "no such file or directory" in capsys.readouterr().err
 

@@ -137,10 +137,10 @@ def cmd_import_claude(ctx, args) -> int:
     else:
         project = Path(args.project_dir or os.getcwd()).absolute()
         roots = default_paths(project)
-        if not roots:
-            print(f"scsql: no Claude Code transcripts for {project}: {transcript.projects_dir()} has no "
-                  f"directory for it; name transcripts or their directories as PATH", file=sys.stderr)
-            return 1
+        if not roots:  # nothing to import is not a failure
+            print(f"scsql: no Claude Code transcripts of sessions in {project} under {transcript.projects_dir()}; "
+                  f"nothing imported (name transcripts or their directories as PATH)")
+            return 0
     files = transcript.transcript_files(roots)
     agent = None if args.dry_run else ctx.open_agent(args.agent)
     try:
