@@ -486,3 +486,13 @@ def test_summary_and_conversation_are_what_the_sql_api_takes(scsql_db, tmp_path)
     assert convo[0]["content"].startswith("## Turn 4") and "User: Update the changelog" in convo[0]["content"]
     hits = _q(agent, "select source_path, anchor from scsql.search('exponential backoff jitter', 5, null, null, null, 'bm25')")
     assert any(h["anchor"] and h["anchor"].startswith("Turn 2,") for h in hits)
+
+
+def test_decisions_the_user_states_count_too(tmp_path):
+    f = tmp_path / "u.jsonl"
+    rows = [{"type": "user", "uuid": "u1", "message": {"role": "user", "content":
+             "We decided to drop Python 3.10 support. Can you update the CI matrix? " + "log line " * 200}},
+            {"type": "assistant", "uuid": "a1", "message": {"role": "assistant", "content": [
+                {"type": "text", "text": "Sure. " + "We decided to " + "x" * 1200}]}}]
+    f.write_text("".join(json.dumps(x) + "\n" for x in rows))
+    assert transcript.summarize(f).decisions == ["We decided to drop Python 3.10 support."]

@@ -375,13 +375,14 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'`(*])|\n+")
 
 
 def decisions_in(text: str) -> list[str]:
-    """The sentences of TEXT (code blocks left out) that state a decision:
+    """The sentences of TEXT (the assistant's or the user's; code blocks left
+    out) that state a decision:
     "I'll use X because ...", "we decided to ...", "we chose ...", "decision: ...",
     "let's go with X instead of Y"; not questions."""
     out = []
     for s in _SENTENCE.split(_FENCE.sub("\n", text)):
         s = s.strip().lstrip("-*>#0123456789. ").strip()
-        if len(s) < 12 or s.endswith("?"):
+        if not 12 <= len(s) <= 1000 or s.endswith("?"):   # a longer "sentence" is pasted output
             continue
         if any(p.search(s) for p in _DECISION):
             out.append(_clip(s, ITEM_CHARS))
@@ -536,6 +537,8 @@ def read(path: str | os.PathLike, since: str | int | None = None,
             turn = Turn(turn_no, req, m.timestamp)
             turns.append(turn)
             turn.lines.append(f"User: {_clip_block(req)}")
+            for d in decisions_in(req):
+                decisions.setdefault(d, None)
         elif turn is None:
             turn = Turn(turn_no, None, m.timestamp, continued=turn_no > 0)
             turns.append(turn)
