@@ -496,3 +496,46 @@ def test_decisions_the_user_states_count_too(tmp_path):
                 {"type": "text", "text": "Sure. " + "We decided to " + "x" * 1200}]}}]
     f.write_text("".join(json.dumps(x) + "\n" for x in rows))
     assert transcript.summarize(f).decisions == ["We decided to drop Python 3.10 support."]
+
+
+# -- scsql import claude, against the database --------------------------------------
+
+
+def _capture_landed() -> bool:
+    try:
+        from scsql.hooks import handlers
+    except ImportError:
+        return False
+    return hasattr(handlers, "capture")
+
+
+needs_capture = pytest.mark.skipif(not _capture_landed(), reason="scsql.hooks.handlers.capture is not on this branch")
+
+
+def _counts(scsql_db) -> dict[str, int]:
+    with scsql_db.connect() as conn:
+        return conn.execute("""
+            select (select count(*) from scsql.sessions) as sessions,
+                   (select count(*) from scsql.prompts) as prompts,
+                   (select count(*) from scsql.tool_calls) as tool_calls,
+                   (select count(*) from scsql.kb_sources where kind = 'session_summary') as summaries,
+                   (select count(*) from scsql.kb_chunks) as chunks""").fetchone()
+
+
+@needs_capture
+def test_import_writes_the_hooks_rows_once(scsql_db):
+    agent = scsql_db.agent("imp", scsql_db.project())
+    files = transcript.transcript_files([DATA])
+    report = importer.import_files(agent, files, progress=False)
+    assert not report.failed, report.failed
+    assert (report.sessions, report.prompts, report.tool_calls, report.malformed) == (3, 6, 19, 5)
+    after = _counts(scsql_db)
+    assert after["sessions"] == 3 and after["prompts"] == 6 and after["tool_calls"] == 19
+    assert after["summaries"] == 3 and after["chunks"] > 3
+    again = importer.import_files(agent, files, progress=False)
+    assert not again.failed and _counts(scsql_db) == after           # importing twice adds nothing
+    with scsql_db.connect() as conn:
+        times = conn.execute("select min(at), max(at) from scsql.tool_calls").fetchone()
+    assert times["min"].isoformat().startswith("2026-11-20T09:00") and times["max"].isoformat().startswith("2026-11-22")
+    hits = _q(agent, "select source_path from scsql.search('ConnectionRefusedError', 5, null, null, null, 'bm25')")
+    assert hits                                                       # what was said is searchable
