@@ -375,6 +375,7 @@ def test_project_transcripts_are_found_under_home(tmp_path, monkeypatch):
     shutil.copytree(DATA, proj / "-home-dev-shop")
     (proj / "-home-dev-shop" / "sub").mkdir()
     (proj / "-home-dev-shop" / "sub" / "agent-1.jsonl").write_text("")
+    (proj / "-home-dev-shop" / "agent-2.jsonl").write_text("")       # older releases put subagents here
     (proj / "-home-dev-other").mkdir()
     monkeypatch.setenv("HOME", str(home))
     assert transcript.projects_dir() == proj

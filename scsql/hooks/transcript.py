@@ -833,13 +833,13 @@ def project_dirs(cwd: str | os.PathLike, home: str | os.PathLike | None = None) 
 
 
 def transcript_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
-    """The transcripts PATHS name: each file as given, each directory's *.jsonl
-    files (not its subdirectories, where subagents' transcripts live), sorted
-    by modification time, oldest first."""
+    """The transcripts PATHS name: each file as given; of each directory, its
+    *.jsonl files, oldest first, but not subagents' transcripts (agent-*.jsonl,
+    and those in subdirectories): a subagent's work is part of its session."""
     out: dict[Path, None] = {}
     for p in map(Path, paths):
         if p.is_dir():
-            found = [f for f in p.glob("*.jsonl") if f.is_file()]
+            found = [f for f in p.glob("*.jsonl") if f.is_file() and not f.name.startswith("agent-")]
             for f in sorted(found, key=lambda f: (f.stat().st_mtime, f.name)):
                 out[f] = None
         else:
