@@ -30,3 +30,7 @@ to scsql_agent;
 -- granted to agents, so it is no MCP tool; the redaction functions
 -- themselves are private.
 grant execute on function scsql.redaction_kinds() to scsql_admin, scsql_auditor;
+-- Redacting a text or JSON value as the write paths do, for clients that sign
+-- what they store (the database refuses signed text holding a secret).
+-- Granted to scsql_worker, which agents inherit: callable, not an MCP tool.
+grant execute on function scsql.redact(text), scsql.redact_jsonb(jsonb) to scsql_worker, scsql_auditor, scsql_admin;

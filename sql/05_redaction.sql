@@ -21,6 +21,11 @@
 -- the body and header lines of a private key block cannot run past the
 -- next ----- marker.
 
+select scsql._define_error(code, name, meaning) from (values
+  ('SC040', 'secret_in_signed_text', 'A signed field (a tool call''s preview, an outcome''s summary or evidence, a session''s title, a message''s payload) holds a secret that redaction replaces. The database never changes signed text, so it refuses the row: sign the redacted text (scsql.redact, scsql.redact_jsonb; the scsql client does this itself). Nothing was stored.'),
+  ('SC041', 'redaction_input_too_large', 'The text or JSON given to scsql.redact or scsql.redact_jsonb is larger than 2 MiB (2,097,152 bytes), more than any write path stores.')
+) as t(code, name, meaning);
+
 -- ---------------------------------------------------------------------------
 -- The rules, in the order they are applied
 -- ---------------------------------------------------------------------------
@@ -365,3 +370,106 @@ as $$
 $$;
 comment on function scsql.redaction_kinds() is
   'What scsql redacts before it stores text: one row per rule, in the order applied, with the kind written in the marker [REDACTED:<kind>], the PostgreSQL regular expression that finds it, and a description of what it matches and what stays. These are the rules of the redaction function that write paths apply in the database to the text and JSON they store (facts, knowledge-base text, summaries, prompts, previews, broadcasts, task payloads), so writes made with psql are redacted too. Raises nothing.';
+
+-- ---------------------------------------------------------------------------
+-- Public: redacting, for clients that sign what they store
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql.redact(p_text text)
+returns text
+language plpgsql
+immutable parallel safe
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+begin
+  if pg_catalog.octet_length(p_text) > 2097152 then
+    raise exception using errcode = 'SC041',
+      message = format('the text to redact is %s bytes; at most 2 MiB (2,097,152 bytes)', pg_catalog.octet_length(p_text)),
+      hint = 'No write path stores more; redact the part that is stored.';
+  end if;
+  return scsql._redact(p_text);
+end
+$$;
+comment on function scsql.redact(text) is
+  'The text as scsql stores it: each secret replaced by [REDACTED:<kind>] (scsql.redaction_kinds lists the kinds and patterns), by the same function every write path applies in the database. Clients that sign text (tool-call previews, outcome summaries and evidence, session titles, prompts) pass it through this function first, because the database refuses signed text that still holds a secret (SC040) rather than change it after signing. Idempotent; NULL for NULL. Raises SC041 for a text over 2 MiB.';
+
+create or replace function scsql.redact_jsonb(p_value jsonb)
+returns jsonb
+language plpgsql
+immutable parallel safe
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+begin
+  if pg_catalog.octet_length(p_value::text) > 2097152 then
+    raise exception using errcode = 'SC041',
+      message = format('the JSON to redact is %s bytes; at most 2 MiB (2,097,152 bytes)', pg_catalog.octet_length(p_value::text)),
+      hint = 'No write path stores more; redact the part that is stored.';
+  end if;
+  if scsql._jsonb_depth(p_value) > 64 then
+    raise exception using errcode = 'SC010', message = 'the JSON to redact nests deeper than 64 levels',
+      hint = 'No write path stores deeper JSON.';
+  end if;
+  return scsql._redact_jsonb(p_value);
+end
+$$;
+comment on function scsql.redact_jsonb(jsonb) is
+  'The JSON value as scsql stores it: every string (object keys included) redacted like scsql.redact, and a string member also judged with its key as the name it is assigned to ({"api_key": "..."}, {"password": "..."}); numbers, booleans and null stay. Clients that sign JSON (broadcast payloads) pass it through this function first: the database refuses signed JSON that still holds a secret (SC040). Idempotent; NULL for NULL. Raises SC041 for a value over 2 MiB, SC010 for one nested deeper than 64 levels.';
+
+-- ---------------------------------------------------------------------------
+-- Private: signed text must arrive redacted
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._redacted_kinds(p_before text, p_after text)
+returns text
+language sql
+immutable parallel safe
+as $$
+  -- The kinds of the markers redaction added: those in AFTER beyond their count in BEFORE.
+  select coalesce(pg_catalog.string_agg(a.kind, ', ' order by a.kind), 'secret')
+  from (select m[1] as kind, count(*) as n from pg_catalog.regexp_matches(p_after, '\[REDACTED:([a-z_]+)\]', 'g') m group by 1) a
+  left join (select m[1] as kind, count(*) as n from pg_catalog.regexp_matches(p_before, '\[REDACTED:([a-z_]+)\]', 'g') m group by 1) b
+    using (kind)
+  where a.n > coalesce(b.n, 0)
+$$;
+comment on function scsql._redacted_kinds(text, text) is
+  'Private. The kinds of the [REDACTED:<kind>] markers that redaction added to BEFORE to make AFTER, comma-separated (secret when none can be told), for error messages that name the kind and never the secret.';
+
+create or replace function scsql._require_redacted(p_field text, p_value text)
+returns void
+language plpgsql
+immutable parallel safe
+as $$
+declare
+  v_redacted text := scsql._redact(p_value);
+begin
+  if v_redacted is distinct from p_value then
+    raise exception using errcode = 'SC040',
+      message = format('%s holds a secret (%s); signed text is stored as signed, so it must be redacted before it is signed; nothing was stored',
+                       p_field, scsql._redacted_kinds(p_value, v_redacted)),
+      hint = 'Sign scsql.redact(text) instead of the text (the scsql client does this for you).';
+  end if;
+end
+$$;
+comment on function scsql._require_redacted(text, text) is
+  'Private, for the signed write functions: raises SC040 when redaction (scsql._redact) would change VALUE, naming FIELD and the kinds of secret found, never the secret. The database never changes signed text, so it refuses it. NULL passes.';
+
+create or replace function scsql._require_redacted_jsonb(p_field text, p_value jsonb)
+returns void
+language plpgsql
+immutable parallel safe
+as $$
+declare
+  v_redacted jsonb := scsql._redact_jsonb(p_value);
+begin
+  if v_redacted is distinct from p_value then
+    raise exception using errcode = 'SC040',
+      message = format('%s holds a secret (%s); signed JSON is stored as signed, so it must be redacted before it is signed; nothing was stored',
+                       p_field, scsql._redacted_kinds(p_value::text, v_redacted::text)),
+      hint = 'Sign scsql.redact_jsonb(value) instead of the value (the scsql client does this for you).';
+  end if;
+end
+$$;
+comment on function scsql._require_redacted_jsonb(text, jsonb) is
+  'Private, for the signed write functions: raises SC040 when redaction (scsql._redact_jsonb) would change VALUE, naming FIELD and the kinds of secret found, never the secret. NULL passes.';

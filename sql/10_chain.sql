@@ -6,6 +6,11 @@
 --            p_signed  => array['kind', 'body'],      -- the author signs these
 --            p_stamped => array['broadcast_id']);     -- the database fills these
 --
+-- A column added to a chained table after it has rows is signed as an
+-- appended field (p_appended => array['new_column'], listed after those of
+-- earlier releases): it adds bytes to the payload only when it is not NULL,
+-- so the rows written before keep their hashes and signatures.
+--
 -- Every row then carries at, author_id, key_id, chain_id, seq, prev_hash,
 -- row_hash and signature; it joins the acting agent's chain (one chain per
 -- project and agent, spanning every chained table); UPDATE, DELETE and
@@ -19,7 +24,8 @@ select scsql._define_error(code, name, meaning) from (values
   ('SC103', 'clock_skew',          'The timestamp a chained write carries is missing or too far from the server''s clock (scsql.chain_settings.clock_skew, default 5 minutes, set by scsql.set_clock_skew).'),
   ('SC104', 'chain_forbidden',     'A write named a chain, project or chain position that is not the acting agent''s to choose.'),
   ('SC105', 'not_chainable',       'scsql._make_chained refused the table or a field (see the message).'),
-  ('SC106', 'chain_unknown',       'No chain has that id.')
+  ('SC106', 'chain_unknown',       'No chain has that id.'),
+  ('SC107', 'appended_order',      'The appended fields of a chained table only grow at the end: earlier rows are signed with their positions, so scsql._make_chained refuses to remove or reorder them, or to append a column that rows already written have values in.')
 ) as t(code, name, meaning);
 
 -- ---------------------------------------------------------------------------
@@ -50,7 +56,8 @@ Other types cannot be chained.
 
 PAYLOAD (what the author signs with Ed25519; everything in it is known to the client before the insert): the concatenation of the fields
   text "scsql/1", text <schema.table>, text <author agent name>, int <key_id>, timestamptz <at>,
-  then the table's signed columns in scsql.chained_tables.signed_fields order.
+  then the table's signed columns in scsql.chained_tables.signed_fields order,
+  then its appended columns (scsql.chained_tables.appended_fields: signed columns the table gained after it had rows), in that order, each ONLY when its value is not NULL, as int <i> followed by the field, i being the column's 1-based position in appended_fields; a NULL appended column adds no bytes at all. A row whose appended columns are all NULL (every row written before they were appended) encodes exactly as without them. Positions never change: appended_fields only grows at its end.
 
 CANONICAL ROW BYTES: int <chain_id>, int <seq>, then the table's stamped columns (assigned by the database, hashed but not signed) in stamped_fields order, then the payload.
 
@@ -157,13 +164,15 @@ as $$
     select 'stamped' as part, s.col, s.ord from unnest(t.stamped_fields) with ordinality s(col, ord)
     union all
     select 'signed', s.col, s.ord from unnest(t.signed_fields) with ordinality s(col, ord)
+    union all
+    select 'appended', s.col, s.ord from unnest(t.appended_fields) with ordinality s(col, ord)
   ) f
   join pg_catalog.pg_attribute a on a.attrelid = t.table_name::regclass and a.attname = f.col and not a.attisdropped
   where p_table is null or t.table_name = p_table
-  order by t.table_name, f.part desc, f.ord
+  order by t.table_name, case f.part when 'stamped' then 1 when 'signed' then 2 else 3 end, f.ord
 $$;
 comment on function scsql._chain_fields(text) is
-  'Private. The fields of each chained table in canonical order: part = stamped (hashed, not signed) then signed (in the payload), with their encoding kind. Verifiers read it to encode rows independently.';
+  'Private. The fields of each chained table in canonical order: part = stamped (hashed, not signed), then signed (in the payload), then appended (in the payload after the signed fields, each only when not NULL, as int ordinal || field; see scsql._enc), with their ordinal in their part and their encoding kind. Verifiers read it to encode rows independently.';
 
 create or replace function scsql._chain_payload_expr(p_table text, p_rec text, p_author text)
 returns text
@@ -175,9 +184,13 @@ as $$
                 scsql._enc_expr('text', p_author), scsql._enc_expr('int', p_rec || '.key_id'), scsql._enc_expr('ts', p_rec || '.at'))
       || coalesce((select string_agg(' || ' || scsql._enc_expr(f.kind, format('%s.%I', p_rec, f.column_name)), '' order by f.ordinal)
                    from scsql._chain_fields(p_table) f where f.part = 'signed'), '')
+      || coalesce((select string_agg(format(' || (case when %1$s is null then ''\x''::bytea else %2$L::bytea || %3$s end)',
+                                            format('%s.%I', p_rec, f.column_name), scsql._enc_int(f.ordinal),
+                                            scsql._enc_expr(f.kind, format('%s.%I', p_rec, f.column_name))), '' order by f.ordinal)
+                   from scsql._chain_fields(p_table) f where f.part = 'appended'), '')
 $$;
 comment on function scsql._chain_payload_expr(text, text, text) is
-  'Private. Generates the SQL expression of a row''s signed payload (see scsql._enc) for chained table p_table over record p_rec.';
+  'Private. Generates the SQL expression of a row''s signed payload (see scsql._enc: the signed fields, then each appended field that is not NULL) for chained table p_table over record p_rec.';
 
 create or replace function scsql._chain_body_expr(p_table text, p_rec text, p_author text)
 returns text
@@ -426,7 +439,8 @@ end
 $$;
 comment on function scsql._chain_trigger_sql(text, text) is 'Private. The CREATE FUNCTION statement of the insert trigger of chained table p_table (see scsql._make_chained). p_link chain (the default) links each row into its author''s chain; head and none are reduced forms for measuring where a chained write''s cost goes (scsql bench chain --breakdown, in a scratch database): head advances the head without encoding or hashing the row, none leaves the head alone and gives the chain columns placeholder values. Raises SC010 for another p_link.';
 
-create or replace function scsql._make_chained(p_table regclass, p_signed text[], p_stamped text[] default '{}')
+create or replace function scsql._make_chained(p_table regclass, p_signed text[], p_stamped text[] default '{}',
+                                               p_appended text[] default null)
 returns void
 language plpgsql
 as $$
@@ -434,6 +448,8 @@ declare
   v_name text;
   v_kind text;
   v_col text;
+  v_registered text[];
+  v_has_rows boolean;
   v_fn text := scsql._chain_object_name(p_table::text, '_chain_insert_');
   v_reserved constant text[] := array['project_id', 'at', 'author_id', 'key_id', 'chain_id', 'seq', 'prev_hash', 'row_hash', 'signature'];
   v_chain_cols constant text[][] := array[
@@ -455,10 +471,21 @@ begin
   if p_signed is null or cardinality(p_signed) = 0 or p_stamped is null then
     raise exception using errcode = 'SC105', message = 'p_signed must list at least one column and p_stamped may not be NULL';
   end if;
-  if (select count(distinct c) from unnest(p_signed || p_stamped) c) <> cardinality(p_signed || p_stamped) then
-    raise exception using errcode = 'SC105', message = 'a column is listed twice in p_signed/p_stamped';
+  -- Appended fields: NULL keeps the registered list; a list must extend it at its end.
+  v_registered := coalesce((select t.appended_fields from scsql.chained_tables t where t.table_name = v_name), '{}');
+  p_appended := coalesce(p_appended, v_registered);
+  if array_position(p_appended, null) is not null then
+    raise exception using errcode = 'SC105', message = 'p_appended may not contain NULL';
   end if;
-  foreach v_col in array p_signed || p_stamped loop
+  if p_appended[1:cardinality(v_registered)] is distinct from v_registered then
+    raise exception using errcode = 'SC107',
+      message = format('the appended fields of %s are %s; %s removes or reorders them', v_name, v_registered, p_appended),
+      hint = 'Rows already written are signed with each appended field''s position: list the registered ones unchanged, new ones after them.';
+  end if;
+  if (select count(distinct c) from unnest(p_signed || p_stamped || p_appended) c) <> cardinality(p_signed || p_stamped || p_appended) then
+    raise exception using errcode = 'SC105', message = 'a column is listed twice in p_signed/p_stamped/p_appended';
+  end if;
+  foreach v_col in array p_signed || p_stamped || p_appended loop
     if v_col = any (v_reserved) then
       raise exception using errcode = 'SC105', message = format('column %s is managed by the chain; do not list it', v_col);
     end if;
@@ -482,9 +509,20 @@ begin
   execute format('create index if not exists %I on %s (chain_id, seq)',
                  scsql._chain_object_name(v_name, '') || '_chain_idx', p_table);
 
-  insert into scsql.chained_tables (table_name, signed_fields, stamped_fields)
-  values (v_name, p_signed, p_stamped)
-  on conflict (table_name) do update set signed_fields = excluded.signed_fields, stamped_fields = excluded.stamped_fields;
+  -- A newly appended column must be NULL in every row written so far: those rows were hashed and signed without it.
+  foreach v_col in array p_appended[cardinality(v_registered) + 1:] loop
+    execute format('select exists (select from %s where %I is not null)', p_table, v_col) into v_has_rows;
+    if v_has_rows then
+      raise exception using errcode = 'SC107',
+        message = format('rows of %s written before %s was appended have values in it', v_name, v_col),
+        hint = 'Add the column without a default (NULL in existing rows), append it, then write values in new rows.';
+    end if;
+  end loop;
+
+  insert into scsql.chained_tables (table_name, signed_fields, stamped_fields, appended_fields)
+  values (v_name, p_signed, p_stamped, p_appended)
+  on conflict (table_name) do update set signed_fields = excluded.signed_fields, stamped_fields = excluded.stamped_fields,
+                                         appended_fields = excluded.appended_fields;
 
   execute scsql._chain_trigger_sql(v_name);
   execute format('comment on function scsql.%I() is %L', v_fn,
@@ -497,10 +535,12 @@ begin
   perform scsql._chain_protect(p_table);
 end
 $$;
-comment on function scsql._make_chained(regclass, text[], text[]) is $doc$Private; called from sql/ files (it is idempotent and re-run on every migrate). Makes a table chained:
+comment on function scsql._make_chained(regclass, text[], text[], text[]) is $doc$Private; called from sql/ files (it is idempotent and re-run on every migrate). Makes a table chained:
   select scsql._make_chained('scsql.broadcasts', p_signed => array['kind', 'body'], p_stamped => array['broadcast_id']);
 The table needs project_id bigint. The call adds the chain columns it lacks (at timestamptz, author_id bigint, key_id integer, chain_id bigint, seq bigint, prev_hash bytea, row_hash bytea, signature bytea; all NOT NULL, so make a table chained while it is empty, or declare them in its migration, which a table partitioned on at must do), an index on (chain_id, seq), registers the table in scsql.chained_tables, generates its insert trigger (zz_chain_insert: author and project stamped from the acting agent, signing fields checked, row linked into the author's chain), the UPDATE/DELETE trigger and the TRUNCATE trigger (SC100), and revokes UPDATE, DELETE and TRUNCATE from every role.
-p_signed: the columns the author signs, in payload order; the writing function takes them as arguments together with p_at timestamptz, p_key_id integer and p_signature bytea, which the Python layer supplies (declare its signed fields once with SignedTable, see scsql/audit/signing.py). p_stamped: columns the database fills (identity ids, computed values), hashed into row_hash but not signed; fill them before the insert (defaults, the writing function, or a BEFORE INSERT trigger named before zz_chain_insert). Raises SC105 for a table without project_id, an unknown or managed column, or a type the canonical encoding (scsql._enc) does not define.$doc$;
+p_signed: the columns the author signs, in payload order; the writing function takes them as arguments together with p_at timestamptz, p_key_id integer and p_signature bytea, which the Python layer supplies (declare its signed fields once with SignedTable, see scsql/audit/signing.py). p_stamped: columns the database fills (identity ids, computed values), hashed into row_hash but not signed; fill them before the insert (defaults, the writing function, or a BEFORE INSERT trigger named before zz_chain_insert).
+p_appended: signed columns the table gained after it had rows (add them with ALTER TABLE ... ADD COLUMN, nullable, no default). They are signed in the payload after the p_signed columns, each only when not NULL, as int <position in p_appended> then the field, so rows written before (NULL there) keep their hashes and signatures (see scsql._enc). The list only grows at its end: keep the columns of earlier releases in their order and add new ones after them. NULL (the default) keeps the registered list (none for a new table), so calls without it keep working. In Python, declare them after the plain fields as SignedField(name, kind, default, appended=True).
+Raises SC105 for a table without project_id, an unknown, repeated or managed column, NULL in p_appended, or a type the canonical encoding (scsql._enc) does not define; SC107 when p_appended removes or reorders the registered appended fields, or appends a column that rows already written have values in.$doc$;
 
 create or replace function scsql._chain_scan_sql(p_table text)
 returns text
@@ -510,13 +550,14 @@ security definer
 set search_path = pg_catalog, scsql, pg_temp
 as $$
   select format('select chain_id, seq, at, key_id, author_id, prev_hash, row_hash, signature, project_id, tableoid::oid%s from %s where chain_id between %%s and %%s order by chain_id, seq',
-                coalesce((select string_agg(format(', %I', f.column_name), '' order by f.part desc, f.ordinal)
+                coalesce((select string_agg(format(', %I', f.column_name), ''
+                                            order by case f.part when 'stamped' then 1 when 'signed' then 2 else 3 end, f.ordinal)
                           from scsql._chain_fields(p_table) f), ''),
                 t.table_name)
   from scsql.chained_tables t where t.table_name = p_table
 $$;
 comment on function scsql._chain_scan_sql(text) is
-  'Private. The query that streams every row of one chained table ordered by (chain_id, seq): chain_id, seq, at, key_id, author_id, prev_hash, row_hash, signature, project_id, the oid of the partition holding the row (see scsql._chain_partitions), then the stamped and the signed fields in canonical order. Two placeholders bound the chain_ids (inclusive), so verifiers split the chains between processes in ranges that together cover every bigint (rows naming a chain with no head row are read too) and each process reads its rows in index order, without a sort.';
+  'Private. The query that streams every row of one chained table ordered by (chain_id, seq): chain_id, seq, at, key_id, author_id, prev_hash, row_hash, signature, project_id, the oid of the partition holding the row (see scsql._chain_partitions), then the stamped, the signed and the appended fields in canonical order (scsql._chain_fields). Two placeholders bound the chain_ids (inclusive), so verifiers split the chains between processes in ranges that together cover every bigint (rows naming a chain with no head row are read too) and each process reads its rows in index order, without a sort.';
 
 -- ---------------------------------------------------------------------------
 -- Verification in SQL (chain only; signatures are checked by scsql verify)

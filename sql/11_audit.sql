@@ -195,6 +195,8 @@ declare
   v_me scsql.agents := scsql._me();
   v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
 begin
+  -- Signed text is stored as signed: it must arrive redacted.
+  perform scsql._require_redacted('title', p_title);
   -- The lengths are checked by the table's constraints.
   insert into scsql.sessions as s (client, model, title, at, key_id, signature)
   values (p_client, p_model, p_title, p_at, p_key_id, p_signature)
@@ -206,7 +208,7 @@ exception when check_violation or not_null_violation then
 end
 $$;
 comment on function scsql.start_session(text, text, text, timestamptz, integer, bytea) is
-  'Starts a working session for the acting agent (client, model, title: all optional) and returns session_id, chain_id and seq. The row is chained and signed: at, key_id and signature are supplied by the scsql client, which signs the payload described in COMMENT ON FUNCTION scsql._enc. Raises SC010 for over-long text, SC101/SC102/SC103 for bad signing fields.';
+  'Starts a working session for the acting agent (client, model, title: all optional) and returns session_id, chain_id and seq. The row is chained and signed: at, key_id and signature are supplied by the scsql client, which signs the payload described in COMMENT ON FUNCTION scsql._enc. Raises SC010 for over-long text, SC040 for a title holding a secret (sign scsql.redact(title); nothing is stored), SC101/SC102/SC103 for bad signing fields.';
 
 create or replace function scsql.record_tool_call(
   p_tool text,
@@ -230,6 +232,9 @@ as $$
 declare
   v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
 begin
+  -- Signed text is stored as signed: it must arrive redacted.
+  perform scsql._require_redacted('input_preview', p_input_preview);
+  perform scsql._require_redacted('output_preview', p_output_preview);
   -- The arguments are checked by the table's constraints, the session after
   -- them (as the row is in the block, a reference that fails undoes it).
   insert into scsql.tool_calls as t (session_id, tool, model, origin, input_tokens, output_tokens, latency_ms, status,
@@ -258,7 +263,7 @@ exception when check_violation or not_null_violation then
 end
 $$;
 comment on function scsql.record_tool_call(text, text, bigint, text, text, integer, integer, integer, text, text, timestamptz, integer, bytea) is
-  'Records one tool call of the acting agent: tool, status (ok, error, timeout, cancelled, denied), optional session, model, origin (model: the model generated the call; database: it only assembled database content and costs $0), input_tokens (arguments the model generated), output_tokens (the result the model reads next), latency_ms and bounded previews (4000 characters each). Cost is computed from scsql.model_prices. Returns tool_call_id, chain_id, seq and cost_usd (NULL when the model has no price). The row is chained and signed by the scsql client (at, key_id, signature). Raises SC010 for bad arguments, SC111 for an unknown session, SC101/SC102/SC103 for bad signing fields.';
+  'Records one tool call of the acting agent: tool, status (ok, error, timeout, cancelled, denied), optional session, model, origin (model: the model generated the call; database: it only assembled database content and costs $0), input_tokens (arguments the model generated), output_tokens (the result the model reads next), latency_ms and bounded previews (4000 characters each). Cost is computed from scsql.model_prices. Returns tool_call_id, chain_id, seq and cost_usd (NULL when the model has no price). The row is chained and signed by the scsql client (at, key_id, signature). Raises SC010 for bad arguments, SC040 for a preview holding a secret (sign scsql.redact(preview); nothing is stored), SC111 for an unknown session, SC101/SC102/SC103 for bad signing fields.';
 
 create or replace function scsql.record_outcome(
   p_kind text,
@@ -282,6 +287,9 @@ declare
   v_me scsql.agents := scsql._me();
   v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
 begin
+  -- Signed text is stored as signed: it must arrive redacted.
+  perform scsql._require_redacted('summary', p_summary);
+  perform scsql._require_redacted('evidence', p_evidence);
   -- The arguments are checked by the table's constraints, the references
   -- after them (as the row is in the block, a reference that fails undoes it
   -- and the learning its trigger wrote).
@@ -311,7 +319,7 @@ exception when check_violation or not_null_violation then
 end
 $$;
 comment on function scsql.record_outcome(text, text, text, bigint, bigint, text, numeric, text, text, timestamptz, integer, bytea) is
-  'Records what came of a tool call, session or task (give at least one of tool_call_id, session_id, task_ref): kind (shipped, accepted, rejected, failed, insufficient, errored, reverted), summary, signal source (test, ci, human, review, agent, ...), confidence 0..1, evidence (8000 characters), classification (public: the project and readers granted across projects; internal, the default: the project''s agents; confidential: agents of the author''s team role or granted; restricted: the author and the auditor). In the same transaction, failures (rejected, failed, insufficient, errored, reverted) and confident successes (shipped, accepted with confidence >= 0.8) become learnings. Returns outcome_id, chain_id, seq and learning_id (NULL when none). Chained and signed by the scsql client. Raises SC010 bad argument, SC110 bad classification, SC111 unknown reference, SC101/SC102/SC103 bad signing fields.';
+  'Records what came of a tool call, session or task (give at least one of tool_call_id, session_id, task_ref): kind (shipped, accepted, rejected, failed, insufficient, errored, reverted), summary, signal source (test, ci, human, review, agent, ...), confidence 0..1, evidence (8000 characters), classification (public: the project and readers granted across projects; internal, the default: the project''s agents; confidential: agents of the author''s team role or granted; restricted: the author and the auditor). In the same transaction, failures (rejected, failed, insufficient, errored, reverted) and confident successes (shipped, accepted with confidence >= 0.8) become learnings. Returns outcome_id, chain_id, seq and learning_id (NULL when none). Chained and signed by the scsql client. Raises SC010 bad argument, SC040 a summary or evidence holding a secret (sign scsql.redact(text); nothing is stored), SC110 bad classification, SC111 unknown reference, SC101/SC102/SC103 bad signing fields.';
 
 -- ---------------------------------------------------------------------------
 -- Per-project locks

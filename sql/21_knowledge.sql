@@ -197,14 +197,25 @@ security definer
 set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
-  v_hash text := encode(sha256(convert_to(p_content, 'UTF8')), 'hex');
-  v_spans text := md5(p_spans::text);
+  v_hash text;
+  v_spans text;
   v_src scsql.kb_sources;
   v_old_ids bigint[];
   v_old_hashes text[] := '{}';
   v_new record;
   v_agent bigint := scsql._my_agent_id();
 begin
+  -- Every text of the knowledge base is stored redacted (sql/05_redaction.sql):
+  -- the content, the anchors of its spans and its metadata. The content hash
+  -- and the chunk hashes are those of the redacted text, so a hash never
+  -- stands for a secret, and dedup, citations and embeddings agree with what
+  -- is stored. (Redaction keeps line numbers: only a private key block, which
+  -- index_text refuses, spans lines.)
+  p_content := scsql._redact(p_content);
+  p_spans := scsql._redact_jsonb(p_spans);
+  p_meta := scsql._redact_jsonb(p_meta);
+  v_hash := encode(sha256(convert_to(p_content, 'UTF8')), 'hex');
+  v_spans := md5(p_spans::text);
   perform scsql._memory_state_lock(p_project);
   select * into v_src from scsql.kb_sources s where s.project_id = p_project and s.path = p_path for update;
   if found and v_src.content_hash = v_hash and v_src.kind = p_kind and v_src.trust = p_trust
@@ -239,7 +250,7 @@ begin
 end
 $$;
 comment on function scsql._index_source(bigint, text, text, text, text, text, jsonb, jsonb, timestamptz) is
-  'Private. Creates or replaces one source and its chunks in the current transaction (so no half-indexed source is ever visible), records the acting agent as its last writer (updated_by), keeps embeddings of unchanged chunk text, queues the new text for embedding. A source whose text, kind, trust, tier and metadata are unchanged costs one lookup.';
+  'Private. Creates or replaces one source and its chunks in the current transaction (so no half-indexed source is ever visible), storing its text, span anchors and metadata redacted (scsql._redact; content_hash and chunk hashes are those of the redacted text), records the acting agent as its last writer (updated_by), keeps embeddings of unchanged chunk text, queues the new text for embedding. A source whose text, kind, trust, tier and metadata are unchanged costs one lookup.';
 
 create or replace function scsql._forget_sources(p_project bigint, p_source_ids bigint[])
 returns integer
@@ -315,6 +326,9 @@ declare
   v_r record;
 begin
   perform scsql._check_text('path', p_path, 1024, false);
+  -- A path (a URL with a password, say) is stored redacted too.
+  p_path := scsql._redact(p_path);
+  perform scsql._check_text('path', p_path, 1024, false);
   perform scsql._check_source(p_kind, v_trust, p_tier);
   if p_kind in ('session_summary', 'archived_fact', 'learning') then
     raise exception using errcode = 'SC203', message = format('index_text does not write %s sources', p_kind),
@@ -348,7 +362,7 @@ begin
 end
 $$;
 comment on function scsql.index_text(text, text, text, text, text, jsonb, jsonb) is
-  'Indexes one source of the acting agent''s project, replacing what was indexed at PATH, atomically, and records the agent as its last writer: kind file, url or note (the project''s published knowledge, which readers granted the project may also search); trust internal or external (default: external for a url, else internal); tier pinned, standard or session (365 days). Without spans the text is chunked by Markdown headings and blank lines (about 1,500 characters a chunk); spans [{start, end, anchor}] (1-based inclusive line numbers) chunk code by definitions. Unchanged text costs one lookup. New chunk text is queued for embedding; BM25 finds it at once. Returns path, kind, trust, chunks, unchanged, content_hash (sha256 of the text). Raises SC200/SC201 bad path or empty text, SC203 bad kind/trust/tier (also for learning, session_summary and archived_fact, which only scsql writes), SC211 a reserved path (learning:, session:, fact:, memory:, message:), SC204 text over 2 MiB, SC215 text holding a PEM private key block, SC206 bad spans.';
+  'Indexes one source of the acting agent''s project, replacing what was indexed at PATH, atomically, and records the agent as its last writer: kind file, url or note (the project''s published knowledge, which readers granted the project may also search); trust internal or external (default: external for a url, else internal); tier pinned, standard or session (365 days). Without spans the text is chunked by Markdown headings and blank lines (about 1,500 characters a chunk); spans [{start, end, anchor}] (1-based inclusive line numbers) chunk code by definitions. Unchanged text costs one lookup. New chunk text is queued for embedding; BM25 finds it at once. The path, text, span anchors and meta are stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact). Returns path (as stored), kind, trust, chunks, unchanged, content_hash (sha256 of the text as stored, redacted). Raises SC200/SC201 bad path or empty text, SC203 bad kind/trust/tier (also for learning, session_summary and archived_fact, which only scsql writes), SC211 a reserved path (learning:, session:, fact:, memory:, message:), SC204 text over 2 MiB, SC215 text holding a PEM private key block, SC206 bad spans.';
 
 
 create or replace function scsql_caller.index_scope(p_dir text)
@@ -529,7 +543,11 @@ declare
   v_id bigint;
 begin
   perform scsql._check_text('path', p_path, 1024, false);
+  -- Paths are stored redacted: a path given as it was indexed finds its source.
   select source_id into v_id from scsql.kb_sources where project_id = v_project and path = p_path;
+  if not found then
+    select source_id into v_id from scsql.kb_sources where project_id = v_project and path = scsql._redact(p_path);
+  end if;
   if not found then
     return false;
   end if;
@@ -538,7 +556,7 @@ begin
 end
 $$;
 comment on function scsql.forget_source(text) is
-  'Removes the source at PATH of the acting agent''s project with all its chunks, postings and embeddings. Files, URLs, notes and archived facts are the project''s to forget; a session summary only its author may forget, a learning only the author of its outcome. Returns true when it existed, false otherwise. Raises SC200/SC201 for a bad path, SC212 for another agent''s session summary or learning.';
+  'Removes the source at PATH (as indexed, or as stored, redacted) of the acting agent''s project with all its chunks, postings and embeddings. Files, URLs, notes and archived facts are the project''s to forget; a session summary only its author may forget, a learning only the author of its outcome. Returns true when it existed, false otherwise. Raises SC200/SC201 for a bad path, SC212 for another agent''s session summary or learning.';
 
 create or replace function scsql.forget_chunk(p_chunk_hash text)
 returns integer

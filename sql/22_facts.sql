@@ -56,14 +56,22 @@ declare
   v_fact scsql.memory_facts;
   v_archived text[] := '{}';
   v_old bigint;
+  v_key text;
+  v_value text;
   v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
 begin
   perform scsql._check_text('key', p_key, 200, false);
   perform scsql._check_text('value', p_value, 4000, true);
   if scsql._holds_private_key(p_value) then
-    raise exception using errcode = 'SC215', message = format('the value of %s holds a PEM private key block; nothing was stored', p_key),
+    raise exception using errcode = 'SC215', message = format('the value of %s holds a PEM private key block; nothing was stored', scsql._redact(p_key)),
       hint = 'Private keys never belong in working memory, which every agent of the project reads.';
   end if;
+  -- Stored redacted (sql/05_redaction.sql), key and value alike; checked
+  -- again, as a marker may be longer than the secret it replaces.
+  v_key := scsql._redact(p_key);
+  v_value := scsql._redact(p_value);
+  perform scsql._check_text('key', v_key, 200, false);
+  perform scsql._check_text('value', v_value, 4000, true);
   perform scsql._facts_lock(v_project);
 
   -- importance is checked by the table's constraint. It is a smallint:
@@ -71,7 +79,7 @@ begin
   -- constraint, not the cast, refuses it.
   begin
     insert into scsql.memory_facts as f (project_id, key, value, importance, created_at, updated_at, created_by, updated_by)
-    values (v_project, p_key, p_value,
+    values (v_project, v_key, v_value,
             case when p_importance < -32768 then -32768 when p_importance > 32767 then 32767 else p_importance end,
             clock_timestamp(), clock_timestamp(), v_agent, v_agent)
     on conflict on constraint memory_facts_pkey do update
@@ -85,7 +93,7 @@ begin
 
   -- A fresh value supersedes an archived copy of the same key.
   select s.source_id into v_old from scsql.kb_sources s
-  where s.project_id = v_project and s.path = 'fact:' || p_key and s.kind = 'archived_fact';
+  where s.project_id = v_project and s.path = 'fact:' || v_key and s.kind = 'archived_fact';
   if found then
     perform scsql._forget_sources(v_project, array[v_old]);
   end if;
@@ -104,13 +112,13 @@ begin
     v_count := v_cap;
   end if;
 
-  return query select p_key, p_importance,
-    case when p_key = any(v_archived) then 'archived' else 'memory' end,
+  return query select v_key, p_importance,
+    case when v_key = any(v_archived) then 'archived' else 'memory' end,
     v_archived, v_count, v_cap;
 end
 $$;
 comment on function scsql.remember(text, text, integer) is
-  'Stores a fact in the acting agent''s project working memory, or updates the fact with that key: key (1-200 characters, one line), value (1-4,000 characters), importance 1-5 (default 3). Working memory holds 100 facts, plus one per 100 indexed file chunks, up to 250; when it is full the lowest-importance, least recently updated facts move to the knowledge base as archived facts (still found by search; never dropped), so an importance-5 fact is archived only when no lower-importance fact is left. Returns key, importance, stored (memory, or archived when this fact itself was the one to go), archived (keys moved out), facts (now in memory), capacity. Raises SC200 too long, SC201 empty or control characters, SC202 importance out of range, SC215 a value holding a PEM private key block.';
+  'Stores a fact in the acting agent''s project working memory, or updates the fact with that key: key (1-200 characters, one line), value (1-4,000 characters), importance 1-5 (default 3). Working memory holds 100 facts, plus one per 100 indexed file chunks, up to 250; when it is full the lowest-importance, least recently updated facts move to the knowledge base as archived facts (still found by search; never dropped), so an importance-5 fact is archived only when no lower-importance fact is left. Key and value are stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact), so the fact is readable by every agent of the project without its secrets. Returns key (as stored), importance, stored (memory, or archived when this fact itself was the one to go), archived (keys moved out), facts (now in memory), capacity. Raises SC200 too long, SC201 empty or control characters, SC202 importance out of range, SC215 a value holding a PEM private key block.';
 
 create or replace function scsql.forget(p_key text)
 returns boolean
@@ -120,15 +128,17 @@ set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint := scsql._my_project();
+  v_key text := scsql._redact(p_key);
   v_found boolean;
   v_old bigint;
 begin
   perform scsql._check_text('key', p_key, 200, false);
   perform scsql._facts_lock(v_project);
-  delete from scsql.memory_facts f where f.project_id = v_project and f.key = p_key;
+  -- Keys are stored redacted: a key given as it was remembered finds it.
+  delete from scsql.memory_facts f where f.project_id = v_project and f.key in (p_key, v_key);
   v_found := found;
   select s.source_id into v_old from scsql.kb_sources s
-  where s.project_id = v_project and s.path = 'fact:' || p_key and s.kind = 'archived_fact';
+  where s.project_id = v_project and s.path = 'fact:' || v_key and s.kind = 'archived_fact';
   if found then
     perform scsql._forget_sources(v_project, array[v_old]);
     v_found := true;
@@ -137,5 +147,5 @@ begin
 end
 $$;
 comment on function scsql.forget(text) is
-  'Forgets the fact KEY of the acting agent''s project, in working memory and in the archive. Returns true when there was such a fact, false otherwise (so a second forget returns false). Raises SC200/SC201 for a bad key.';
+  'Forgets the fact KEY of the acting agent''s project, in working memory and in the archive (KEY as given to remember, or as stored, redacted). Returns true when there was such a fact, false otherwise (so a second forget returns false). Raises SC200/SC201 for a bad key.';
 

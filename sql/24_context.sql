@@ -72,7 +72,7 @@ begin
 end
 $$;
 comment on function scsql.summarize_session(jsonb) is
-  'Archives a structured summary of the acting agent''s session: {"done", "decisions", "files", "open_tasks"}, each a string or a list of strings. It is kept 365 days, found by search (each part is a chunk; decisions are offered by pack) and restored by recall_context. Returns the source path (session:<agent>/<time>), its chunk count and when it expires. Raises SC208 for an empty, unknown-keyed or over-long summary, SC215 for one holding a PEM private key block.';
+  'Archives a structured summary of the acting agent''s session: {"done", "decisions", "files", "open_tasks"}, each a string or a list of strings. It is stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact), kept 365 days, found by search (each part is a chunk; decisions are offered by pack) and restored by recall_context. Returns the source path (session:<agent>/<time>), its chunk count and when it expires. Raises SC208 for an empty, unknown-keyed or over-long summary, SC215 for one holding a PEM private key block.';
 
 -- scsql._recall_broadcasts (recent broadcasts for recall_context) is defined in
 -- sql/40_integration.sql, after the broadcast channel.

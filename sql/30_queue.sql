@@ -469,6 +469,9 @@ begin
     'priority must be between -1000000 and 1000000 (higher runs first)');
   perform scsql._require(length(coalesce(p_acceptance_criteria, '')) <= 65536, 'acceptance_criteria is longer than 65536 characters');
   v_files := scsql._normalize_files(v_me.project_id, p_exclusive_files);
+  -- Stored redacted (sql/05_redaction.sql).
+  p_payload := scsql._redact_jsonb(p_payload);
+  p_acceptance_criteria := scsql._redact(p_acceptance_criteria);
 
   -- complexity and max_attempts are checked by the table's constraints.
   -- complexity is a smallint: clamped to its range, a value out of it stays
@@ -511,7 +514,7 @@ begin
 end
 $$;
 comment on function scsql.enqueue_task(text, jsonb, integer, text[], text, integer, timestamptz, integer) is
-  'Orchestrator roles only. Queues a task for team role ROLE in the caller''s project: payload (JSON), priority (higher first; default 0), exclusive_files (paths relative to the project root, or absolute under it; a directory covers everything below it; compared in NFC with letter case folded, so SRC/a.py and src/A.py are one file), acceptance_criteria, complexity (1-5), run_after (default now), max_attempts (default 5). Returns task_id, team_role, the normalized exclusive_files and run_after, and notifies the role''s channel. Raises SC300 for a non-orchestrator, SC008 unknown role, SC010 bad argument, SC320 a malformed path (control, invisible or blank characters other than a space, backslashes), SC321 a path leaving the project, SC322 when the files overlap a queued or claimed task (the message lists them; race-free: of two overlapping enqueues exactly one wins).';
+  'Orchestrator roles only. Queues a task for team role ROLE in the caller''s project: payload (JSON), priority (higher first; default 0), exclusive_files (paths relative to the project root, or absolute under it; a directory covers everything below it; compared in NFC with letter case folded, so SRC/a.py and src/A.py are one file), acceptance_criteria, complexity (1-5), run_after (default now), max_attempts (default 5). Payload and acceptance criteria are stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact). Returns task_id, team_role, the normalized exclusive_files and run_after, and notifies the role''s channel. Raises SC300 for a non-orchestrator, SC008 unknown role, SC010 bad argument, SC320 a malformed path (control, invisible or blank characters other than a space, backslashes), SC321 a path leaving the project, SC322 when the files overlap a queued or claimed task (the message lists them; race-free: of two overlapping enqueues exactly one wins).';
 
 create or replace function scsql.claim_task(p_n integer default 1, p_lease_seconds integer default 300)
 returns table (
@@ -673,6 +676,7 @@ begin
   perform scsql._require(p_task is not null and p_token is not null, 'task and token are required');
   perform scsql._require(p_result is null or pg_catalog.octet_length(p_result::text) <= 1048576, 'result is larger than 1 MiB');
   perform scsql._require(p_result is null or scsql._jsonb_depth(p_result) <= 64, 'result nests deeper than 64 levels');
+  p_result := scsql._redact_jsonb(p_result);  -- stored redacted
   with d as (
     delete from scsql.tasks t
     where t.project_id = v_me.project_id and t.task_id = p_task
@@ -695,7 +699,7 @@ begin
 end
 $$;
 comment on function scsql.complete_task(bigint, bigint, jsonb) is
-  'Completes a task the caller holds under lease TOKEN, storing result (JSON): the task moves to the archive as done and its exclusive files are freed. Returns task_id, state, attempts, finished_at. Fenced: raises SC302 when the lease expired and the task was claimed again (the result is NOT applied), SC303 when the task went back to the queue, SC304 when it already finished, SC301 unknown task.';
+  'Completes a task the caller holds under lease TOKEN, storing result (JSON, redacted: see scsql.redact_jsonb): the task moves to the archive as done and its exclusive files are freed. Returns task_id, state, attempts, finished_at. Fenced: raises SC302 when the lease expired and the task was claimed again (the result is NOT applied), SC303 when the task went back to the queue, SC304 when it already finished, SC301 unknown task.';
 
 create or replace function scsql.complete_and_claim(
   p_task bigint, p_token bigint, p_result jsonb default null, p_n integer default 1, p_lease_seconds integer default 300)
@@ -732,6 +736,7 @@ begin
   perform scsql._require(nullif(btrim(p_error), '') is not null, 'error must say what went wrong');
   perform scsql._require(length(p_error) <= 65536, 'error is longer than 65536 characters');
   perform scsql._require(p_retry is not null, 'retry must be true or false');
+  p_error := scsql._redact(p_error);  -- stored redacted
   v_t := scsql._held_task(v_me, p_task, p_token, 'the failure report');
   if p_retry and v_t.attempts < v_t.max_attempts then
     -- Exponential backoff: 1 s after the first attempt, doubling, at most an hour.
@@ -749,7 +754,7 @@ begin
 end
 $$;
 comment on function scsql.fail_task(bigint, bigint, text, boolean) is
-  'Reports that the caller could not do a task it holds under lease TOKEN. With retry (default) and attempts left, the task goes back to the queue after an exponential backoff (1 s, 2 s, 4 s, ... at most 1 h); otherwise it dies: it moves to the archive as dead and its files are freed. Returns task_id, state (queued or dead), attempts, max_attempts and run_after. Raises SC302/SC303/SC304/SC301 like complete_task, SC010 for an empty error.';
+  'Reports that the caller could not do a task it holds under lease TOKEN, with ERROR (stored redacted: see scsql.redact). With retry (default) and attempts left, the task goes back to the queue after an exponential backoff (1 s, 2 s, 4 s, ... at most 1 h); otherwise it dies: it moves to the archive as dead and its files are freed. Returns task_id, state (queued or dead), attempts, max_attempts and run_after. Raises SC302/SC303/SC304/SC301 like complete_task, SC010 for an empty error.';
 
 create or replace function scsql.release_task(
   p_task bigint, p_token bigint, p_requeue boolean default true,
@@ -799,6 +804,7 @@ begin
   end if;
   perform scsql._require(p_task is not null, 'task is required');
   perform scsql._require(nullif(btrim(p_reason), '') is not null, 'reason must say why the task is cancelled');
+  p_reason := scsql._redact(p_reason);  -- stored redacted
   perform 1 from scsql.tasks t where t.project_id = v_me.project_id and t.task_id = p_task for update;
   v_a := scsql._archive_task(v_me.project_id, p_task, 'cancelled', null, p_reason, v_me.agent_id);
   if v_a.task_id is null then
@@ -811,7 +817,7 @@ begin
 end
 $$;
 comment on function scsql.cancel_task(bigint, text) is
-  'Orchestrator roles only. Cancels a queued or claimed task of the caller''s project with a reason: it moves to the archive as cancelled and its exclusive files are freed; a worker still holding it gets SC304 on its next call. Returns ''cancelled''. Raises SC300 non-orchestrator, SC301 unknown task, SC304 already finished.';
+  'Orchestrator roles only. Cancels a queued or claimed task of the caller''s project with a reason (stored redacted: see scsql.redact): it moves to the archive as cancelled and its exclusive files are freed; a worker still holding it gets SC304 on its next call. Returns ''cancelled''. Raises SC300 non-orchestrator, SC301 unknown task, SC304 already finished.';
 
 create or replace function scsql.queue_stats()
 returns table (

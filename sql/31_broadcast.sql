@@ -113,6 +113,9 @@ begin
   perform scsql._require(p_payload is not null, 'payload must be a JSON value (use {} for none)');
   perform scsql._require(pg_catalog.octet_length(p_payload::text) <= 65536, 'payload is larger than 64 KiB');
   perform scsql._require(scsql._jsonb_depth(p_payload) <= 64, 'payload nests deeper than 64 levels');
+  -- The payload is signed: the database may not redact it, so it refuses one
+  -- that holds a secret (the scsql client signs it redacted).
+  perform scsql._require_redacted_jsonb('payload', p_payload);
   if p_task is not null
      and not exists (select from scsql.tasks t where t.project_id = v_me.project_id and t.task_id = p_task)
      and not exists (select from scsql.tasks_archive t where t.project_id = v_me.project_id and t.task_id = p_task) then
@@ -156,7 +159,7 @@ begin
 end
 $$;
 comment on function scsql.broadcast(text, text, text, jsonb, bigint, timestamptz, integer, bytea) is
-  'Sends a typed message to every agent of team role to_role, or to the agent to_agent, in the caller''s project: type is ASSIGN, STATUS, MERGE, DEPENDENCY, PROPOSED, REJECT, REVISE, LAUNCH_ROLE or RETIRE_ROLE; payload is JSON (at most 64 KiB); task optionally names a task of the project. Notifies the recipients'' channel. Returns message_id, created_at and how many agents it reached. Raises SC340 unknown type, SC342 when a non-orchestrator sends ASSIGN, REJECT, REVISE, LAUNCH_ROLE or RETIRE_ROLE, SC343 beyond the sender''s broadcasts per minute (default 10), SC008 unknown role, SC341 unknown agent, SC301 unknown task, SC010 bad argument. The message is chained and signed like audit rows: at, key_id and signature are the sender''s Ed25519 signature of the payload (scsql adds them; SC101/SC102/SC103 when missing or stale).';
+  'Sends a typed message to every agent of team role to_role, or to the agent to_agent, in the caller''s project: type is ASSIGN, STATUS, MERGE, DEPENDENCY, PROPOSED, REJECT, REVISE, LAUNCH_ROLE or RETIRE_ROLE; payload is JSON (at most 64 KiB); task optionally names a task of the project. Notifies the recipients'' channel. Returns message_id, created_at and how many agents it reached. Raises SC340 unknown type, SC342 when a non-orchestrator sends ASSIGN, REJECT, REVISE, LAUNCH_ROLE or RETIRE_ROLE, SC343 beyond the sender''s broadcasts per minute (default 10), SC008 unknown role, SC341 unknown agent, SC301 unknown task, SC010 bad argument, SC040 a payload holding a secret (sign scsql.redact_jsonb(payload); nothing is sent). The message is chained and signed like audit rows: at, key_id and signature are the sender''s Ed25519 signature of the payload (scsql adds them; SC101/SC102/SC103 when missing or stale).';
 
 create or replace function scsql._addressed_to(p_message scsql.messages, p_agent scsql.agents)
 returns boolean

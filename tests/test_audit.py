@@ -209,12 +209,15 @@ def test_mcp_tools_hide_the_signing_arguments(scsql_db):
 
 def test_python_signed_fields_match_the_sql_registry_and_defaults(scsql_db):
     with scsql_db.connect() as conn:
-        fields = conn.execute("select table_name, column_name, kind from scsql._chain_fields() where part = 'signed' "
-                              "order by table_name, ordinal").fetchall()
+        # The signed fields, then the appended ones (signed too, after them).
+        fields = conn.execute("select table_name, column_name, kind from scsql._chain_fields() "
+                              "where part in ('signed', 'appended') "
+                              "order by table_name, part = 'appended', ordinal").fetchall()
         for function, signed in SIGNED_WRITES.items():
             table, declared = signed.table, signed.fields
             assert [(f["column_name"], f["kind"]) for f in fields if f["table_name"] == table] == \
-                [(f.name, f.kind) for f in declared], table
+                [(f.name, f.kind) for f in declared if not f.appended] + \
+                [(f.name, f.kind) for f in declared if f.appended], table
             args = conn.execute("select pg_get_function_arguments(oid) as a from pg_proc where proname = %s "
                                 "and pronamespace = 'scsql'::regnamespace", (function,)).fetchone()["a"]
             for f in declared:

@@ -220,14 +220,17 @@ def test_index_text_refuses_a_private_key_block(scsql_db, tmp_path):
     assert err.value.code == "SC215"
     out = Api(agent).call("record_outcome", kind="failed", summary=f"deploy failed with key\n{pem}", task_ref="T-1")
     assert out["learning_id"] is not None
-    assert paths(agent) == set() and found_keys(agent) == []
+    # The outcome is signed redacted (the database refuses signed text holding
+    # a secret), so its learning reaches the knowledge base without the key.
+    assert q(agent, "select summary from scsql.learnings()")[0]["summary"] == "deploy failed with key\n[REDACTED:private_key]\n"
+    assert paths(agent) <= {f"learning:{out['learning_id']}"} and found_keys(agent) == []
     assert q(agent, "select count(*) as n from scsql.memory_facts")[0]["n"] == 0
     # Naming the marker, or a public key, is not a key.
     q(agent, "select * from scsql.index_text('about.md', %s, 'note')",
       "A key file starts with -----BEGIN PRIVATE KEY----- and must never be committed.")
     q(agent, "select * from scsql.index_text('pub.md', %s, 'note')",
       "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n-----END PUBLIC KEY-----\n")
-    assert paths(agent) == {"about.md", "pub.md"}
+    assert paths(agent) - {f"learning:{out['learning_id']}"} == {"about.md", "pub.md"}
     # The indexer's content rule and the database's are the same rule.
     with agent.transaction() as conn:
         secrets = indexer.Secrets.read(conn)

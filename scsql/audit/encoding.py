@@ -11,9 +11,15 @@ verifier (:mod:`scsql.audit.verify`) both build their bytes from the
 functions here, and nothing else, so they cannot disagree with each other.
 
 A row's bytes (``row_bytes``): chain id, seq, the stamped fields, then the
-signed payload (``payload``: format, table, author, key id, time, then the
-signed fields). Its hash (``row_hash``): sha256 of the previous row's hash,
-the row's bytes and its signature. What the auditor signs of a checkpoint
+signed payload (``payload``: format, table, author, key id, time, the signed
+fields, then the appended fields). Appended fields are signed columns a table
+gained after it had rows: each adds ``enc_int(i)`` and its field (i = its
+1-based position in the table's ``appended_fields``) only when it is not
+NULL, and nothing when it is NULL (``encode_appended``), so rows written
+before a column was appended keep their bytes, hashes and signatures.
+
+A row's hash (``row_hash``): sha256 of the previous row's hash, the row's
+bytes and its signature. What the auditor signs of a checkpoint
 (``checkpoint_payload``) is specified in sql/13_checkpoints.sql.
 """
 
@@ -206,9 +212,32 @@ def encode_fields(kinds: Sequence[str], values: Sequence[Any]) -> bytes:
     return b"".join([encode(k, v) for k, v in zip(kinds, values, strict=True)])
 
 
-def payload(table: str, author: str, key_id: int, at: dt.datetime, kinds: Sequence[str], values: Sequence[Any]) -> bytes:
-    """The bytes an author signs: format, table, author, key id, time, then the signed fields."""
-    return payload_head(table) + payload_author(author, key_id) + enc_ts(at) + encode_fields(kinds, values)
+def appended_prefix(position: int) -> bytes:
+    """What precedes the value of the appended field at 1-based ``position``: ``enc_int(position)``."""
+    if position < 1:
+        raise ValueError("appended fields are numbered from 1")
+    return enc_int(position)
+
+
+def encode_appended(position: int, kind: str, value: Any) -> bytes:
+    """An appended field (the 1-based ``position``-th of the table's
+    ``appended_fields``): nothing at all when ``value`` is None, else
+    ``enc_int(position)`` followed by the field. A row that leaves every
+    appended field NULL encodes exactly as before the fields were appended."""
+    return b"" if value is None else appended_prefix(position) + ENCODERS[kind](value)
+
+
+def encode_appended_fields(kinds: Sequence[str], values: Sequence[Any]) -> bytes:
+    """The appended fields of the given kinds, in the table's appended order (see :func:`encode_appended`)."""
+    return b"".join([encode_appended(i, k, v) for i, (k, v) in enumerate(zip(kinds, values, strict=True), 1)])
+
+
+def payload(table: str, author: str, key_id: int, at: dt.datetime, kinds: Sequence[str], values: Sequence[Any],
+            appended_kinds: Sequence[str] = (), appended_values: Sequence[Any] = ()) -> bytes:
+    """The bytes an author signs: format, table, author, key id, time, the
+    signed fields, then the appended fields that are not NULL."""
+    return (payload_head(table) + payload_author(author, key_id) + enc_ts(at) + encode_fields(kinds, values)
+            + encode_appended_fields(appended_kinds, appended_values))
 
 
 def row_bytes(chain_id: int, seq: int, stamped: bytes, signed_payload: bytes) -> bytes:

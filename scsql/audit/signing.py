@@ -24,8 +24,14 @@ Making a write chained and signed, for any subsystem
 
    The fields are the table's ``signed_fields`` in order, each with its
    encoding kind and the default the SQL function applies when the argument
-   is omitted. The adapter fills the defaults, stamps ``at``, finds the key id
-   of the agent's loaded key, signs the payload (see :mod:`.encoding`) and
+   is omitted, then its ``appended_fields`` in order, declared
+   ``SignedField(name, kind, default, appended=True)``: a signed column added
+   to a table that already has rows (``p_appended`` of ``scsql._make_chained``)
+   is signed only when not NULL, so earlier rows keep their signatures; its
+   argument of the writing function defaults to NULL, and a field that is None
+   is left out of the call (so a jsonb field is SQL NULL, not JSON null).
+   The adapter fills the defaults, stamps ``at``, finds the key id of the
+   agent's loaded key, signs the payload (see :mod:`.encoding`) and
    passes ``at``, ``key_id`` and ``signature``; those three are hidden from
    the MCP schema.
 """
@@ -33,6 +39,9 @@ Making a write chained and signed, for any subsystem
 from __future__ import annotations
 
 import datetime as dt
+import decimal
+import json
+import re
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -41,6 +50,7 @@ from typing import Any
 
 import nacl.bindings
 from cryptography.hazmat.primitives import serialization
+from psycopg.types.json import Jsonb
 
 from ..core.db import Agent
 from ..core.errors import ScsqlError
@@ -56,11 +66,39 @@ SUPPLIED = ("at", "key_id", "signature")  # the arguments a signed write's adapt
 class SignedField:
     """One signed column: its name (= the function argument without p_), its
     encoding kind, and the default the SQL function applies when the argument
-    is omitted."""
+    is omitted. ``appended=True``: a column of the table's ``appended_fields``
+    (a signed column added after rows existed), signed only when not None;
+    appended fields follow the plain ones, in ``appended_fields`` order.
+    ``redact``: free text (kind text or jsonb) that is signed as
+    ``scsql.redact`` / ``scsql.redact_jsonb`` return it, since the database
+    refuses signed text that still holds a secret (SC040)."""
 
     name: str
     kind: str
     default: Any = None
+    appended: bool = False
+    redact: bool = False
+
+
+# The words without which scsql._redact returns a text as it is: its first
+# test (sql/05_redaction.sql; a test keeps the two the same). A text without
+# any of them is signed as given, without asking the database. Should they
+# ever differ, the database refuses the row (SC040): nothing secret is stored.
+_MAY_HOLD_SECRET = re.compile(
+    r"(key|secret|token|passw|pwd|pass|credential|akia|asia|gh[pousr]_|github_pat_|sk-|xox|xapp-|hooks\.slack|eyj"
+    r"|bearer|basic|://|private key)", re.IGNORECASE)
+
+
+def _may_hold_secret(value: Any) -> bool:
+    """Whether redaction could change a text or JSON value: some string of it
+    (object keys included) holds one of the words of :data:`_MAY_HOLD_SECRET`."""
+    if isinstance(value, str):
+        return _MAY_HOLD_SECRET.search(value) is not None
+    if isinstance(value, dict):
+        return any(_may_hold_secret(k) or _may_hold_secret(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(map(_may_hold_secret, value))
+    return False
 
 
 def _send_and_sign(kind: str, value: Any) -> tuple[Any, Any]:
@@ -74,10 +112,25 @@ def _send_and_sign(kind: str, value: Any) -> tuple[Any, Any]:
     return value, value
 
 
-def _field_step(f: SignedField) -> Callable[[dict[str, Any]], bytes]:
+def _field_step(f: SignedField, position: int = 0) -> Callable[[dict[str, Any]], bytes]:
     """Fill one field of the arguments (its default when omitted) and return
-    its canonical bytes; resolved once per declaration, not once per row."""
+    its canonical bytes; resolved once per declaration, not once per row.
+    ``position``: the 1-based position of an appended field."""
     name, default, kind = f.name, f.default, f.kind
+    if f.appended:
+        prefix = encoding.appended_prefix(position)
+
+        def appended_step(out: dict[str, Any]) -> bytes:
+            value = out.get(name, default)
+            if value is None:
+                # Left out, so the argument's default applies: SQL NULL, even
+                # for jsonb (which would otherwise be sent as JSON null).
+                out.pop(name, None)
+                return b""
+            send, signed = _send_and_sign(kind, value)
+            out[name] = send
+            return prefix + encoding.encode(kind, signed)
+        return appended_step
     if kind in ("text", "int"):  # the common kinds: sent and signed as given
         enc = encoding.ENCODERS[kind]
 
@@ -166,13 +219,57 @@ class SignedTable:
     def __init__(self, table: str, fields: Sequence[SignedField]):
         self.table = table
         self.fields = tuple(fields)
+        plain = [f for f in self.fields if not f.appended]
+        if self.fields[:len(plain)] != tuple(plain):
+            raise ValueError(f"{table}: appended fields must follow the plain signed fields")
         self._head = encoding.payload_head(table)
-        self._steps = [_field_step(f) for f in self.fields]
+        self._steps = [_field_step(f, i - len(plain)) for i, f in enumerate(self.fields, 1)]
+        self._redacted = tuple(f for f in self.fields if f.redact)
 
     def sign(self, agent: Agent, args: dict[str, Any], at: dt.datetime | None = None) -> dict[str, Any]:
-        """Fill defaults, stamp ``at``, sign the payload; returns the arguments to send."""
-        signer = _signer(agent)
+        """Redact the ``redact`` fields (one query, none when they hold
+        nothing redaction could change), fill defaults, stamp ``at``, sign the payload; returns the
+        arguments to send."""
         out = dict(args)
+        self._redact(agent, [out])
+        return self._sign(agent, out, at)
+
+    def sign_many(self, agent: Agent, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """:meth:`sign` for several writes, with ONE query redacting all of them."""
+        outs = [dict(r) for r in rows]
+        self._redact(agent, outs)
+        return [self._sign(agent, out, None) for out in outs]
+
+    def _redact(self, agent: Agent, outs: list[dict[str, Any]]) -> None:
+        """Replace the ``redact`` fields of each row by their redacted values,
+        in one call of scsql.redact / scsql.redact_jsonb for all rows (none
+        when no field holds a word a secret could be found by)."""
+        texts: list[tuple[dict[str, Any], str, str]] = []
+        docs: list[tuple[dict[str, Any], str, Any]] = []
+        for out in outs:
+            for f in self._redacted:
+                v = out.get(f.name, f.default)
+                if _may_hold_secret(v):
+                    (docs if f.kind == "jsonb" else texts).append((out, f.name, v))
+        if not texts and not docs:
+            return
+        with agent.transaction() as conn:
+            row = conn.execute(
+                "select array(select scsql.redact(t) from unnest(%s::text[]) with ordinality u(t, n) order by n) as t, "
+                "(select coalesce(jsonb_agg(scsql.redact_jsonb(j) order by n), '[]')::text "
+                " from jsonb_array_elements(%s::jsonb) with ordinality u(j, n)) as j",
+                ([v for _, _, v in texts], Jsonb([v for _, _, v in docs], dumps=encoding.jsonb_text)),
+            ).fetchone()
+        for (out, name, v), red in zip(texts, row["t"], strict=True):
+            if red != v:
+                out[name] = red
+        # Numbers exactly as the server holds them (Decimal), as jsonb_text writes them.
+        for (out, name, v), red in zip(docs, json.loads(row["j"], parse_float=decimal.Decimal), strict=True):
+            if red != v:  # else the value as given, exactly (the numbers' Python types included)
+                out[name] = red
+
+    def _sign(self, agent: Agent, out: dict[str, Any], at: dt.datetime | None) -> dict[str, Any]:
+        signer = _signer(agent)
         at = at or _stamp(agent.name)
         data = b"".join([self._head, signer.author, encoding.enc_ts(at), *[step(out) for step in self._steps]])
         out["at"] = at

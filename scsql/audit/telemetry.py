@@ -3,7 +3,9 @@
 The SQL functions ``scsql.start_session``, ``scsql.record_tool_call`` and
 ``scsql.record_outcome`` write chained rows; the declarations below make the
 registry sign each call with the agent's key (see :mod:`.signing`), so the
-MCP tools of the same names take only the content arguments.
+MCP tools of the same names take only the content arguments. Free text
+(titles, previews, summaries, evidence) is signed redacted (``redact=True``):
+the database refuses signed text that still holds a secret.
 """
 
 from __future__ import annotations
@@ -14,7 +16,13 @@ from .signing import SignedField, SignedTable
 SESSION_FIELDS = (
     SignedField("client", "text"),
     SignedField("model", "text"),
-    SignedField("title", "text"),
+    SignedField("title", "text", redact=True),
+    # Appended fields (sql/14_capture.sql): what a hook knows of the session.
+    SignedField("external_id", "text", appended=True),
+    SignedField("cwd", "text", appended=True, redact=True),
+    SignedField("git_branch", "text", appended=True),
+    SignedField("git_commit", "text", appended=True),
+    SignedField("source", "text", appended=True),
 )
 
 TOOL_CALL_FIELDS = (
@@ -26,8 +34,20 @@ TOOL_CALL_FIELDS = (
     SignedField("output_tokens", "int", 0),
     SignedField("latency_ms", "int"),
     SignedField("status", "text", "ok"),
-    SignedField("input_preview", "text"),
-    SignedField("output_preview", "text"),
+    SignedField("input_preview", "text", redact=True),
+    SignedField("output_preview", "text", redact=True),
+    # Appended fields (sql/14_capture.sql): what a hook knows of the call.
+    SignedField("tool_use_id", "text", appended=True),
+    SignedField("files", "jsonb", appended=True, redact=True),
+    SignedField("scsql_tool", "bool", appended=True),
+    SignedField("imported", "bool", appended=True),
+    SignedField("input_key", "text", appended=True, redact=True),
+)
+
+PROMPT_FIELDS = (
+    SignedField("session_id", "int"),
+    SignedField("text", "text", redact=True),
+    SignedField("imported", "bool"),
 )
 
 OUTCOME_FIELDS = (
@@ -37,15 +57,17 @@ OUTCOME_FIELDS = (
     SignedField("kind", "text"),
     SignedField("signal", "text", "agent"),
     SignedField("confidence", "numeric"),
-    SignedField("summary", "text"),
-    SignedField("evidence", "text"),
+    SignedField("summary", "text", redact=True),
+    SignedField("evidence", "text", redact=True),
     SignedField("classification", "text", "internal"),
 )
 
 SESSIONS = SignedTable("scsql.sessions", SESSION_FIELDS)
 TOOL_CALLS = SignedTable("scsql.tool_calls", TOOL_CALL_FIELDS)
 OUTCOMES = SignedTable("scsql.outcomes", OUTCOME_FIELDS)
+PROMPTS = SignedTable("scsql.prompts", PROMPT_FIELDS)
 
-SIGNED_WRITES = {"start_session": SESSIONS, "record_tool_call": TOOL_CALLS, "record_outcome": OUTCOMES}
+SIGNED_WRITES = {"start_session": SESSIONS, "record_tool_call": TOOL_CALLS, "record_outcome": OUTCOMES,
+                 "open_session": SESSIONS, "capture_tool_call": TOOL_CALLS, "record_prompt": PROMPTS}
 
 ADAPTERS = {function: table.adapter() for function, table in SIGNED_WRITES.items()}

@@ -3,7 +3,11 @@
 The verifier reads rows, public keys and checkpoints, and recomputes
 everything itself with the canonical encoding of :mod:`scsql.audit.encoding` (written
 from the specification in ``COMMENT ON FUNCTION scsql._enc``, not by asking
-the database to encode). It checks every row still present in every chain
+the database to encode; only which columns a table has, in which part --
+stamped, signed or appended -- comes from ``scsql._chain_fields``; an
+appended field enters a row's payload only when not NULL, preceded by its
+position). It
+checks every row still present in every chain
 (or those after a checkpoint, with ``from_checkpoint``, and the row it names,
 which only retention may have taken):
 
@@ -402,13 +406,16 @@ class _ChainRow(NamedTuple):
 
 
 class _TableSpec(NamedTuple):
-    """How to encode the rows of one chained table: its stamped and signed fields."""
+    """How to encode the rows of one chained table: its stamped, signed and
+    appended fields (an appended field: its position's prefix and encoder)."""
 
     ti: int
     table: str
     stamped: list[Callable[[Any], bytes]]
     signed: list[Callable[[Any], bytes]]
     n_stamped: int
+    appended: list[tuple[bytes, Callable[[Any], bytes]]]
+    n_plain: int  # stamped + signed: the appended fields follow them in the row
 
 
 # Bound once: the row checks run for every row of every chain.
@@ -446,14 +453,19 @@ class _PartVerifier:
         for part, ok, why in conn.execute("select part, ok, detail from scsql.partition_retirements()").fetchall():
             if ok or part not in self.retirements:
                 self.retirements[part] = None if ok else why
-        fields: dict[str, tuple[list[str], list[str]]] = {}
+        fields: dict[str, dict[str, list[str]]] = {}
         for table, part_name, _ord, _col, kind in conn.execute("select * from scsql._chain_fields()").fetchall():
-            stamped, signed = fields.setdefault(table, ([], []))
-            (stamped if part_name == "stamped" else signed).append(kind)
+            parts = fields.setdefault(table, {"stamped": [], "signed": [], "appended": []})
+            if part_name not in parts:
+                raise ScsqlError("SC105", f"scsql._chain_fields names part {part_name!r} of {table}, which this "
+                                 "verifier does not know", "upgrade scsql")
+            parts[part_name].append(kind)
         self.tables = sorted(fields)
-        self.specs = [_TableSpec(ti, t, [enc.ENCODERS[k] for k in fields[t][0]],
-                                 [enc.ENCODERS[k] for k in fields[t][1]], len(fields[t][0]))
-                      for ti, t in enumerate(self.tables)]
+        self.specs = [_TableSpec(ti, t, [enc.ENCODERS[k] for k in f["stamped"]],
+                                 [enc.ENCODERS[k] for k in f["signed"]], len(f["stamped"]),
+                                 [(enc.appended_prefix(i), enc.ENCODERS[k]) for i, k in enumerate(f["appended"], 1)],
+                                 len(f["stamped"]) + len(f["signed"]))
+                      for ti, t, f in ((ti, t, fields[t]) for ti, t in enumerate(self.tables))]
 
     def fail(self, st: _Chain, chain_id: int, seq: int, kind: str, detail: str, table: str | None = None) -> bool:
         _fail(self.breaks, st, chain_id, seq, kind, detail, table)
@@ -618,7 +630,10 @@ class _PartVerifier:
                              f"the row is in project {r.project_id}, its chain in project {st.project}", spec.table)
         n, null = spec.n_stamped, _NULL
         signed_payload = self._prefix(spec.ti, spec.table, author_id, key_id) + _enc_ts(at) + _join(
-            [null if v is None else f(v) for f, v in zip(spec.signed, r.fields[n:])])
+            [null if v is None else f(v) for f, v in zip(spec.signed, r.fields[n:spec.n_plain])])
+        if spec.appended:  # each only when not NULL (see encoding.encode_appended)
+            signed_payload += _join([b"" if v is None else p + f(v)
+                                     for (p, f), v in zip(spec.appended, r.fields[spec.n_plain:], strict=True)])
         stamped = _join([null if v is None else f(v) for f, v in zip(spec.stamped, r.fields[:n])])
         digest = _row_hash(prev_hash, _row_bytes(chain_id, seq, stamped, signed_payload), signature)
         if not _compare(digest, row_hash):

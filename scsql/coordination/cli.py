@@ -28,17 +28,12 @@ def _one(agent: Agent, query: str, params: tuple = ()) -> dict[str, Any]:
 
 
 def cmd_stop_check(ctx, args: argparse.Namespace) -> int:
+    from ..hooks.handlers import stop_reason  # the Stop hook's drain check, said once
+
     agent = ctx.open_agent(args.agent, need_key=False, pool_size=1)
-    me = agent.whoami()
-    n = _one(agent, "select scsql.claimable_for_me() as n")["n"]
-    held = _one(agent, "select count(*) as n, min(task_id) as first from scsql.my_tasks()")
-    if n:
-        print(f"scsql: {n} task(s) remain claimable for team role {me['team_role']} in project {me['project']}; "
-              "claim one with claim_task before stopping", file=sys.stderr)
-        return STOP_BLOCKED
-    if held["n"]:
-        print(f"scsql: agent {me['agent']} still holds {held['n']} task lease(s) (task {held['first']} first); "
-              "complete_task, fail_task or release_task before stopping", file=sys.stderr)
+    reason = stop_reason(agent)
+    if reason:
+        print(reason, file=sys.stderr)
         return STOP_BLOCKED
     return 0
 

@@ -198,7 +198,7 @@ BROADCAST_FIELDS = (
     SignedField("to_role", "text"),
     SignedField("to_agent", "text"),
     SignedField("task", "int"),
-    SignedField("payload", "jsonb", {}),
+    SignedField("payload", "jsonb", {}, redact=True),
 )
 BROADCASTS = SignedTable(BROADCAST_TABLE, BROADCAST_FIELDS)
 

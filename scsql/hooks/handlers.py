@@ -1,0 +1,531 @@
+"""What each Claude Code hook event does in the database, and the answer.
+
+The hook server (:mod:`.daemon`) holds one agent (its key loaded) and calls
+:func:`handle` for an event that needs an answer, :func:`capture` for events
+whose answer is always empty (tool calls, spool replay, transcript import),
+several in one transaction. Every write is a chained row signed by the agent
+(:mod:`scsql.audit.telemetry`); every write is idempotent by the event's key
+(``scsql_event_id``, or a tool call's ``tool_use_id``), so replaying an event
+adds nothing. The SQL side is sql/14_capture.sql.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from ..audit import encoding
+from ..audit.telemetry import OUTCOMES, PROMPTS, SESSIONS, TOOL_CALLS
+from ..core.db import Agent
+
+CONTEXT_TOKENS = 1500     # SessionStart: what recall injects at most (tokens ~ characters / 4)
+PREVIEW_CHARS = 4000      # a tool call's input and output previews (the table's bound)
+PROMPT_CHARS = 20000      # a stored prompt (the table's bound)
+RECALL_HITS = 3           # UserPromptSubmit: memory hits injected at most
+RECALL_FLOOR = float(os.environ.get("SCSQL_HOOK_RECALL_FLOOR", "0.5"))  # BM25 score below which a hit is noise
+RECALL_TERMS = 2          # ... and the distinct words of the prompt a hit must hold (all of them when fewer)
+_STOP = frozenset("the and for with that this from have what how who why when where which you your are was were "
+                  "can could should would will not but all any into out about there their them then than its "
+                  "does did done just also only some more most very use using".split())
+FILE_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit", "Read")
+CAPTURE_ONLY = ("PostToolUse", "PostToolUseFailure", "SessionStart", "UserPromptSubmit", "PreCompact", "SessionEnd")
+
+
+@dataclass
+class Reply:
+    """What the hook client prints on stdout (JSON) and its exit status."""
+
+    output: dict | None = None
+    exit: int = 0
+    stderr: str | None = None
+
+
+# The embedding of a prompt for recall: the hook server sets it once its model
+# is loaded (text -> vector); without it recall is BM25 only.
+query_embedding: Callable[[str], Any] | None = None
+
+
+def recall_enabled() -> bool:
+    """UserPromptSubmit recall is on unless SCSQL_HOOK_RECALL is 0/false/off."""
+    return os.environ.get("SCSQL_HOOK_RECALL", "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+# -- small helpers --------------------------------------------------------------
+
+def _clip(text: str | None, limit: int) -> str | None:
+    """TEXT bounded to LIMIT characters, marked when shortened."""
+    if text is None:
+        return None
+    if len(text) <= limit:
+        return text
+    mark = f" [... {len(text) - limit + 40} characters cut]"
+    return text[: limit - len(mark)] + mark
+
+
+def _as_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _ctx(event: str, text: str) -> dict:
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+
+
+def input_key(tool: str, tool_input: Any) -> str | None:
+    """What lessons and rules match on: the Bash command or the file path (the
+    same as ``scsql._tool_input_key`` in sql/14_capture.sql)."""
+    if not isinstance(tool_input, dict):
+        return None
+    name = "command" if tool == "Bash" else "notebook_path" if tool == "NotebookEdit" else "file_path"
+    v = tool_input.get(name)
+    return v[:4000] if isinstance(v, str) else None
+
+
+def files_touched(tool: str, tool_input: Any) -> list[str] | None:
+    """The paths a file tool read or changed."""
+    if tool not in FILE_TOOLS or not isinstance(tool_input, dict):
+        return None
+    path = tool_input.get("notebook_path" if tool == "NotebookEdit" else "file_path")
+    return [path] if isinstance(path, str) and path else None
+
+
+def _at(event: dict) -> dt.datetime | None:
+    """The event's original time, for events read back from a transcript."""
+    if not event.get("scsql_imported"):
+        return None
+    raw = event.get("scsql_received_at")
+    try:
+        t = dt.datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
+
+
+def _git(cwd: str | None) -> tuple[str | None, str | None]:
+    """The branch and commit checked out in CWD (None, None outside a work tree)."""
+    if not cwd or not os.path.isdir(cwd):
+        return None, None
+    try:
+        out = subprocess.run(["git", "-C", cwd, "rev-parse", "--abbrev-ref", "HEAD", "HEAD"],
+                             capture_output=True, text=True, timeout=2).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+    return (out[0][:256], out[1][:64]) if len(out) == 2 else (None, None)
+
+
+def _model(event: dict) -> str | None:
+    m = event.get("model")
+    if isinstance(m, dict):
+        m = m.get("id") or m.get("display_name")
+    return m[:200] if isinstance(m, str) and m else None
+
+
+def _sign(agent: Agent, table, rows: list[tuple[dict, dt.datetime | None]]) -> list[dict]:
+    """Sign several rows of TABLE with one redaction query for all of them;
+    each row signed at its own original time when it has one."""
+    outs = [dict(r) for r, _ in rows]
+    table._redact(agent, outs)
+    return [table._sign(agent, out, at) for out, (_, at) in zip(outs, rows, strict=True)]
+
+
+def _execute(conn, fn: str, args: dict):
+    """select * from scsql.FN(p_name => %(name)s, ...): named arguments, bound; returns the cursor."""
+    names = ", ".join(f"p_{k} => %({k})s" for k in args)
+    params = {k: Jsonb(v, dumps=encoding.jsonb_text) if isinstance(v, list | dict) else v for k, v in args.items()}
+    return conn.execute(f"select * from scsql.{fn}({names})", params)
+
+
+def _call(conn, fn: str, args: dict) -> dict | None:
+    return _execute(conn, fn, args).fetchone()
+
+
+# -- sessions -------------------------------------------------------------------
+
+# (database, agent, Claude session_id) -> session_id, for sessions found
+# committed (one opened in a transaction that may still roll back is not kept).
+_SESSIONS: dict[tuple[str, str, str], int] = {}
+
+
+def _session_row(event: dict, source: str | None) -> dict:
+    cwd = event.get("cwd") if isinstance(event.get("cwd"), str) else None
+    branch, commit = _git(cwd) if not event.get("scsql_imported") else (event.get("scsql_git_branch"), None)
+    return {"external_id": str(event["session_id"])[:200], "source": source, "cwd": (cwd or None) and cwd[:1024],
+            "git_branch": branch, "git_commit": commit, "client": "claude-code", "model": _model(event)}
+
+
+def open_session(agent: Agent, conn, event: dict, source: str | None = None) -> int | None:
+    """The agent's session for the event's Claude session, opened when it has
+    none (a resume or compaction reuses it)."""
+    sid = event.get("session_id")
+    if not isinstance(sid, str) or not sid:
+        return None
+    key = (agent.db.conninfo, agent.name, sid)
+    if key in _SESSIONS:
+        return _SESSIONS[key]
+    found = conn.execute("select scsql.session_for(%s) as s", (sid[:200],)).fetchone()["s"]
+    if found is not None:
+        _SESSIONS[key] = found
+        return found
+    if source is None:
+        source = "import" if event.get("scsql_imported") else "hook"
+    signed = _sign(agent, SESSIONS, [(_session_row(event, source), _at(event))])[0]
+    return _call(conn, "open_session", signed)["session_id"]
+
+
+# -- capture: tool calls, prompts, sessions, transcripts ------------------------
+
+def _tool_row(event: dict, session_id: int | None) -> dict:
+    tool = str(event.get("tool_name") or "unknown")[:200]
+    tool_input = event.get("tool_input")
+    failed = event.get("hook_event_name") == "PostToolUseFailure"
+    if failed:
+        status = "cancelled" if event.get("is_interrupt") else "error"
+        output = event.get("error")
+    else:
+        output = event.get("tool_response")
+        status = "error" if isinstance(output, dict) and output.get("is_error") is True else "ok"
+    duration = event.get("duration_ms")
+    use_id = event.get("tool_use_id")
+    return {
+        "session_id": session_id, "tool": tool, "status": status,
+        "latency_ms": int(duration) if isinstance(duration, int | float) and duration >= 0 else None,
+        "input_preview": _clip(_as_text(tool_input), PREVIEW_CHARS),
+        "output_preview": _clip(_as_text(output), PREVIEW_CHARS),
+        "tool_use_id": str(use_id)[:200] if use_id else None,
+        "files": files_touched(tool, tool_input),
+        "scsql_tool": True if tool.startswith("mcp__scsql") else None,
+        "imported": True if event.get("scsql_imported") else None,
+        "input_key": input_key(tool, tool_input),
+    }
+
+
+def _event_key(event: dict) -> str | None:
+    k = event.get("scsql_event_id")
+    return str(k)[:200] if k else None
+
+
+def capture(agent: Agent, events: list[dict]) -> None:
+    """Write capture events (tool calls, prompts, session starts and ends), in
+    order, in ONE transaction; an event whose key was captured before adds
+    nothing. Each tool call is one chained, signed row; a failed call also
+    records a failed outcome, so the learning loop turns it into a learning."""
+    if not events:
+        return
+    with agent.transaction() as conn:
+        sessions = {}
+        for ev in events:
+            if ev.get("hook_event_name") == "SessionStart":
+                sessions[ev.get("session_id")] = open_session(agent, conn, ev, _source(ev))
+        for ev in events:
+            sid = ev.get("session_id")
+            if sid not in sessions:
+                sessions[sid] = open_session(agent, conn, ev)
+        tools = [(ev, _tool_row(ev, sessions.get(ev.get("session_id")))) for ev in events
+                 if ev.get("hook_event_name") in ("PostToolUse", "PostToolUseFailure")]
+        signed = iter(_sign(agent, TOOL_CALLS, [(row, _at(ev)) for ev, row in tools]))
+        prompts = [ev for ev in events if ev.get("hook_event_name") == "UserPromptSubmit"]
+        signed_prompts = iter(_sign(agent, PROMPTS, [(
+            {"session_id": sessions.get(ev.get("session_id")), "text": _clip(str(ev.get("prompt") or ""), PROMPT_CHARS),
+             "imported": True if ev.get("scsql_imported") else None}, _at(ev)) for ev in prompts]))
+        # One round trip for all the rows (pipeline mode); the results are
+        # read after it, the failures' tool_call_ids among them.
+        pending = []
+        with conn.pipeline():
+            for ev in events:
+                name = ev.get("hook_event_name")
+                if name in ("PostToolUse", "PostToolUseFailure"):
+                    row = next(signed)
+                    pending.append((ev, row, _execute(conn, "capture_tool_call", {**row, "event_key": _event_key(ev)})))
+                elif name == "UserPromptSubmit":
+                    _execute(conn, "record_prompt", {**next(signed_prompts), "event_key": _event_key(ev)})
+        failures = []
+        for ev, row, cur in pending:
+            out = cur.fetchone()
+            if ev.get("hook_event_name") == "PostToolUseFailure" and out["tool_call_id"] is not None:
+                failures.append((ev, row, out["tool_call_id"]))
+        for ev in events:
+            if ev.get("hook_event_name") in ("PreCompact", "SessionEnd"):
+                keep_transcript(agent, conn, ev)
+        if failures:
+            outs = _sign(agent, OUTCOMES, [({
+                "tool_call_id": tc, "session_id": row["session_id"], "kind": "failed", "signal": "hook",
+                "summary": _clip(f"{row['tool']} failed: {row['output_preview'] or 'no error text'}", 1000),
+                "evidence": _clip(row["input_preview"], 8000)}, _at(ev)) for ev, row, tc in failures])
+            for o in outs:
+                _call(conn, "record_outcome", o)
+
+
+def _source(event: dict) -> str | None:
+    s = event.get("source")
+    return s if s in ("startup", "resume", "clear", "compact") else ("import" if event.get("scsql_imported") else "hook")
+
+
+def keep_transcript(agent: Agent, conn, event: dict) -> None:
+    """PreCompact / SessionEnd: the session's model-free summary
+    (summarize_session) and its conversation text (index_text, as the
+    session's source) from the transcript, when the transcript reader
+    (:mod:`.transcript`) is installed and the file is there."""
+    path = event.get("transcript_path")
+    if not isinstance(path, str) or not path or not Path(path).is_file():
+        return
+    try:
+        from . import transcript
+    except ImportError:  # the transcript reader is not part of this build
+        return
+    update = transcript.read(path)
+    if not update.summary.empty:
+        conn.execute("select * from scsql.summarize_session(%s)",
+                     (Jsonb(update.summary.payload, dumps=encoding.jsonb_text),))
+    sid = str(event.get("session_id") or "session")[:100]
+    for n, part in enumerate(update.conversation.parts, 1):
+        conn.execute("select * from scsql.index_text(%s, %s, 'note', null, 'standard', %s, %s)",
+                     (f"claude/sessions/{sid}/{n}.md", part.text, Jsonb(part.spans),
+                      Jsonb({"session": sid, "agent": agent.name})))
+
+
+# -- decision events ------------------------------------------------------------
+
+def _session_start(agent: Agent, event: dict) -> Reply:
+    with agent.transaction() as conn:
+        open_session(agent, conn, event, _source(event))
+    text = session_context(agent)
+    return Reply(_ctx("SessionStart", text) if text else None)
+
+
+def session_context(agent: Agent, budget: int = CONTEXT_TOKENS) -> str:
+    """What a new session starts with, within BUDGET tokens (characters / 4):
+    open tasks and unacknowledged messages for this agent first, then
+    recall_context (facts, the last sessions' summaries, broadcasts), each line
+    with its citation."""
+    lines: list[str] = []
+    with agent.transaction() as conn:
+        held = conn.execute("select task_id, lease_token, payload, exclusive_files from scsql.my_tasks()").fetchall()
+        claimable = conn.execute("select scsql.claimable_for_me() as n").fetchone()["n"]
+        inbox = conn.execute("select message_id, type, sender, provenance, payload from scsql.replay(5)").fetchall()
+        for t in held:
+            lines.append(f"- task {t['task_id']} (you hold it, lease token {t['lease_token']}): "
+                         f"{_clip(_as_text(t['payload']), 300)} [task:{t['task_id']}]")
+        if claimable:
+            lines.append(f"- {claimable} task(s) of your team role are waiting in the scsql queue (claim_task)")
+        for m in inbox:
+            lines.append(f"- message {m['message_id']} {m['type']} from {m['sender']} ({m['provenance']}): "
+                         f"{_clip(_as_text(m['payload']), 300)} [message:{m['message_id']}]")
+        used = sum(len(x) for x in lines) // 4
+        rest = max(50, budget - used - 60)
+        recalled = conn.execute(
+            "select section, key, content, source_path, at from scsql.recall_context(%s)", (rest,)).fetchall()
+    out = []
+    if lines:
+        out += ["Open work for you in scsql:", *lines]
+    if recalled:
+        out.append("What scsql remembers for this project:")
+        for r in recalled:
+            cite = r["source_path"] or f"{r['section']}:{r['key']}"
+            out.append(f"- [{r['section']}] {r['content']} [{cite}]")
+    text = "\n".join(out)
+    return _clip(text, budget * 4) if text else ""
+
+
+def _prompt(agent: Agent, event: dict) -> Reply:
+    capture(agent, [event])
+    prompt = event.get("prompt")
+    if not recall_enabled() or not isinstance(prompt, str) or not prompt.strip():
+        return Reply()
+    hits = recall(agent, prompt)
+    if not hits:
+        return Reply()
+    lines = ["Possibly relevant from scsql memory (cite the source when you use it):"]
+    for h in hits:
+        where = h["source_path"] + (f"#{h['anchor']}" if h["anchor"] else "")
+        lines.append(f"- {_clip(' '.join(h['content'].split()), 600)} [{where}, chunk {h['chunk_hash'][:12]}]")
+    return Reply(_ctx("UserPromptSubmit", "\n".join(lines)))
+
+
+def _terms(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9][a-z0-9_.-]*[a-z0-9]", text.lower()) if len(w) >= 3 and w not in _STOP}
+
+
+def _relevant(prompt_terms: set[str], content: str) -> bool:
+    """Whether a hit holds enough of the prompt's words to be worth injecting."""
+    held = len(prompt_terms & _terms(content))
+    return held >= min(RECALL_TERMS, len(prompt_terms)) and held > 0
+
+
+def recall(agent: Agent, prompt: str, k: int = RECALL_HITS, floor: float = RECALL_FLOOR) -> list[dict]:
+    """The few knowledge-base hits relevant to PROMPT: BM25 hits scoring at
+    least FLOOR that hold at least RECALL_TERMS of the prompt's distinct words
+    (none when nothing is relevant), ordered by fusion with vector hits when
+    the server has the embedding model loaded."""
+    text = prompt[:2000]
+    terms = _terms(text)
+    vector = None
+    if query_embedding is not None:
+        try:
+            vector = query_embedding(text)
+        except Exception:  # noqa: BLE001 - recall falls back to BM25
+            vector = None
+    with agent.transaction() as conn:
+        bm25 = conn.execute(
+            "select source_path, anchor, chunk_hash, content, score from scsql.search(%s, p_k => %s, p_mode => 'bm25')",
+            (text, k * 3)).fetchall()
+        relevant = {h["chunk_hash"] for h in bm25
+                    if h["score"] is not None and h["score"] >= floor and _relevant(terms, h["content"])}
+        if not relevant:
+            return []
+        if vector is None:
+            return [h for h in bm25 if h["chunk_hash"] in relevant][:k]
+        fused = conn.execute(
+            "select source_path, anchor, chunk_hash, content, score from scsql.search(%s, p_k => %s, "
+            "p_query_embedding => %s)", (text, k * 3, vector)).fetchall()
+    return [h for h in fused if h["chunk_hash"] in relevant][:k]
+
+
+def _pre_tool(agent: Agent, event: dict) -> Reply:
+    tool = event.get("tool_name")
+    tool_input = event.get("tool_input")
+    if not isinstance(tool, str) or not tool or not isinstance(tool_input, dict):
+        return Reply(stderr="scsql: PreToolUse event without tool_name or tool_input object", exit=1)
+    with agent.transaction() as conn:
+        r = conn.execute("select * from scsql.check_tool_use(%s, %s)",
+                         (tool[:200], Jsonb(tool_input, dumps=encoding.jsonb_text))).fetchone()
+    if r["decision"] == "deny":
+        return Reply({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                                             "permissionDecisionReason": r["reason"]}})
+    lessons = r["lessons"] or []
+    if not lessons:
+        return Reply()
+    lines = [f"scsql lessons: earlier {tool} calls with this input failed:"]
+    for x in lessons:
+        lines.append(f"- {x['summary']} [learning {x['learning_id']}, outcome {x['outcome_id']}, "
+                     f"tool call {x['tool_call_id']}]")
+    return Reply(_ctx("PreToolUse", "\n".join(lines)))
+
+
+def stop_reason(agent: Agent) -> str | None:
+    """Why the agent may not stop yet (the drain check of ``scsql hook
+    stop-check``): tasks claimable for its role, or leases it still holds."""
+    with agent.transaction() as conn:
+        me = conn.execute("select * from scsql.whoami()").fetchone()
+        n = conn.execute("select scsql.claimable_for_me() as n").fetchone()["n"]
+        held = conn.execute("select count(*) as n, min(task_id) as first from scsql.my_tasks()").fetchone()
+    if n:
+        return (f"scsql: {n} task(s) remain claimable for team role {me['team_role']} in project {me['project']}; "
+                "claim one with claim_task before stopping")
+    if held["n"]:
+        return (f"scsql: agent {me['agent']} still holds {held['n']} task lease(s) (task {held['first']} first); "
+                "complete_task, fail_task or release_task before stopping")
+    return None
+
+
+def _stop(agent: Agent, event: dict) -> Reply:
+    if event.get("stop_hook_active") is True:
+        return Reply()  # a Stop hook already kept the agent going: do not loop
+    reason = stop_reason(agent)
+    return Reply(exit=2, stderr=reason) if reason else Reply()
+
+
+def _teammate_idle(agent: Agent, event: dict) -> Reply:
+    with agent.transaction() as conn:
+        task = conn.execute(
+            "select task_id, lease_token, payload, acceptance_criteria, exclusive_files from scsql.claim_task(1)"
+        ).fetchone()
+    if task is None:
+        return Reply()  # nothing claimable: the teammate may stop
+    return Reply(exit=2, stderr=(
+        f"scsql: claimed task {task['task_id']} (lease token {task['lease_token']}) for you: "
+        f"{_clip(_as_text(task['payload']), 2000)}"
+        + (f"; acceptance: {_clip(task['acceptance_criteria'], 1000)}" if task["acceptance_criteria"] else "")
+        + (f"; exclusive files: {', '.join(task['exclusive_files'])}" if task["exclusive_files"] else "")
+        + f". Work on it; it completes when this task is marked completed (task {task['task_id']})."))
+
+
+def _task_completed(agent: Agent, event: dict) -> Reply:
+    text = " ".join(str(event.get(k) or "") for k in ("task_subject", "task_description", "task_id"))
+    with agent.transaction() as conn:
+        held = conn.execute("select task_id, lease_token from scsql.my_tasks()").fetchall()
+        named = [t for t in held if f"task {t['task_id']}" in text or f"#{t['task_id']}" in text]
+        pick = named[0] if named else (held[0] if len(held) == 1 else None)
+        if pick is None:
+            return Reply()
+        conn.execute("select * from scsql.complete_task(%s, %s, %s)", (
+            pick["task_id"], pick["lease_token"],
+            Jsonb({"claude_task": _clip(_as_text(event.get("task_subject")), 500), "by": "TaskCompleted hook"})))
+    return Reply()
+
+
+def _config_change(agent: Agent, event: dict) -> Reply:
+    path = event.get("file_path")
+    if not isinstance(path, str) or not path.endswith(".json") or not os.path.isfile(path):
+        return Reply()
+    try:
+        hooks = json.loads(Path(path).read_text()).get("hooks") or {}
+    except (OSError, ValueError, AttributeError):
+        return Reply()
+    home = event.get("scsql_home") or os.environ.get("SCSQL_HOME")
+    missing = []
+    try:
+        from .events import settings_hooks
+    except ImportError:
+        settings_hooks = None
+    if settings_hooks is not None and home:
+        for name, groups in settings_hooks(agent.name, home).items():
+            want = {h["command"] for g in groups for h in g.get("hooks", [])}
+            have = {h.get("command") for g in hooks.get(name, []) if isinstance(g, dict)
+                    for h in g.get("hooks", []) if isinstance(h, dict)}
+            if not want <= have:
+                missing.append(name)
+    elif "scsql" not in json.dumps(hooks) and "client.py" not in json.dumps(hooks):
+        missing.append("all")
+    if not missing:
+        return Reply()
+    return Reply({"systemMessage": (
+        f"scsql: the hooks of agent {agent.name} were removed or changed in {path} ({', '.join(missing)}); "
+        "capture and file ownership are off until `scsql install claude` is run again")})
+
+
+def _capture_only(agent: Agent, event: dict) -> Reply:
+    capture(agent, [event])
+    return Reply()
+
+
+HANDLERS: dict[str, Callable[[Agent, dict], Reply]] = {
+    "SessionStart": _session_start,
+    "UserPromptSubmit": _prompt,
+    "PreToolUse": _pre_tool,
+    "PostToolUse": _capture_only,
+    "PostToolUseFailure": _capture_only,
+    "PreCompact": _capture_only,
+    "SessionEnd": _capture_only,
+    "Stop": _stop,
+    "SubagentStop": _stop,
+    "TeammateIdle": _teammate_idle,
+    "TaskCompleted": _task_completed,
+    "ConfigChange": _config_change,
+}
+
+
+def handle(agent: Agent, event: dict) -> Reply:
+    """Answer one hook event of any kind (see HANDLERS), in its own
+    transaction(s). An unknown or malformed event is a clear message on
+    stderr and exit 1 (non-blocking)."""
+    if not isinstance(event, dict):
+        return Reply(exit=1, stderr="scsql: a hook event must be a JSON object")
+    name = event.get("hook_event_name")
+    fn = HANDLERS.get(name) if isinstance(name, str) else None
+    if fn is None:
+        return Reply(exit=1, stderr=f"scsql: unknown hook event {name!r}")
+    if not isinstance(event.get("session_id"), str) and name not in ("ConfigChange",):
+        return Reply(exit=1, stderr=f"scsql: {name} event without a session_id")
+    return fn(agent, event)

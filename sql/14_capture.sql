@@ -1,0 +1,389 @@
+-- 14 capture: what the Claude Code hooks write and ask (scsql/hooks/handlers.py).
+-- Sessions keyed by the client's session id, prompts, tool calls with the
+-- files they touched, event keys that make a replay add nothing, and the
+-- one question PreToolUse asks: check_tool_use.
+
+select scsql._define_error(code, name, meaning) from (values
+  ('SC140', 'event_key_invalid',    'A capture event key is empty or longer than 200 characters.'),
+  ('SC141', 'session_source_invalid', 'A session source must be startup, resume, clear, compact, import or hook.'),
+  ('SC142', 'learning_unknown',     'No learning with that id in the agent''s project.'),
+  ('SC143', 'rule_pattern_invalid', 'A learning rule''s pattern is not a valid regular expression, or is longer than 1000 characters.'),
+  ('SC144', 'rule_not_allowed',     'Only the author of a learning or an orchestrator role may make it a rule.'),
+  ('SC145', 'tool_input_invalid',   'A tool name is empty or a tool input is not a JSON object.')
+) as t(code, name, meaning);
+
+-- Appended signed fields (rows written before them keep their signatures).
+select scsql._make_chained('scsql.sessions', array['client', 'model', 'title'], array['session_id'],
+  array['external_id', 'cwd', 'git_branch', 'git_commit', 'source']);
+select scsql._make_chained('scsql.tool_calls',
+  array['session_id', 'tool', 'model', 'origin', 'input_tokens', 'output_tokens', 'latency_ms', 'status',
+        'input_preview', 'output_preview'],
+  array['tool_call_id', 'cost_usd'],
+  array['tool_use_id', 'files', 'scsql_tool', 'imported', 'input_key']);
+select scsql._make_chained('scsql.prompts', array['session_id', 'text', 'imported'], array['prompt_id']);
+
+-- ---------------------------------------------------------------------------
+-- Event keys
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._capture_key(p_project bigint, p_agent bigint, p_key text)
+returns boolean
+language plpgsql
+as $$
+declare
+  v_new integer;
+begin
+  if p_key is null then
+    return true;
+  end if;
+  if char_length(p_key) not between 1 and 200 then
+    raise exception using errcode = 'SC140',
+      message = format('event key must be 1 to 200 characters, got %s', char_length(p_key));
+  end if;
+  insert into scsql.capture_events (project_id, event_key, agent_id) values (p_project, p_key, p_agent)
+  on conflict do nothing;
+  get diagnostics v_new = row_count;
+  return v_new = 1;
+end
+$$;
+comment on function scsql._capture_key(bigint, bigint, text) is
+  'Private. Records event key P_KEY of project P_PROJECT in the calling transaction and returns true, or returns false when the key was already recorded (the event was captured before: write nothing). A NULL key returns true and records nothing. Waits for a concurrent transaction recording the same key. Raises SC140 for an empty or over-long key.';
+
+create or replace function scsql.capture_event(p_event_key text)
+returns boolean
+language sql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$ select scsql._capture_key(me.project_id, me.agent_id, p_event_key) from scsql._me() me $$;
+comment on function scsql.capture_event(text) is
+  'Claims event key EVENT_KEY (a hook event id; 1 to 200 characters) in the acting agent''s project for the calling transaction: returns true the first time, false when it was captured before (then the caller writes nothing). Write the event''s rows in the same transaction. Raises SC140 for an empty or over-long key.';
+
+-- ---------------------------------------------------------------------------
+-- Sessions
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql.session_for(p_external_id text)
+returns bigint
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+  select s.session_id from scsql.sessions s, scsql._me() me
+  where s.project_id = me.project_id and s.author_id = me.agent_id and s.external_id = p_external_id
+$$;
+comment on function scsql.session_for(text) is
+  'The session_id of the acting agent''s session opened for the client''s session id EXTERNAL_ID (Claude Code''s session_id), or NULL when there is none.';
+
+create or replace function scsql.open_session(
+  p_external_id text, p_source text default null, p_cwd text default null, p_git_branch text default null,
+  p_git_commit text default null, p_client text default null, p_model text default null, p_title text default null,
+  p_at timestamptz default null, p_key_id integer default null, p_signature bytea default null,
+  out session_id bigint, out created boolean)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_me scsql.agents := scsql._me();
+  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
+begin
+  if p_external_id is null or char_length(p_external_id) not between 1 and 200 then
+    raise exception using errcode = 'SC010', message = 'external_id must be 1 to 200 characters';
+  end if;
+  if p_source is not null and p_source not in ('startup', 'resume', 'clear', 'compact', 'import', 'hook') then
+    raise exception using errcode = 'SC141',
+      message = format('source must be startup, resume, clear, compact, import or hook, got %L', p_source);
+  end if;
+  perform scsql._require_redacted('title', p_title);
+  perform scsql._require_redacted('cwd', p_cwd);
+  created := false;
+  select s.session_id into session_id from scsql.sessions s
+  where s.project_id = v_me.project_id and s.author_id = v_me.agent_id and s.external_id = p_external_id;
+  if found then
+    return;
+  end if;
+  begin
+    insert into scsql.sessions as s (client, model, title, external_id, cwd, git_branch, git_commit, source,
+                                     at, key_id, signature)
+    values (p_client, p_model, p_title, p_external_id, p_cwd, p_git_branch, p_git_commit, p_source,
+            p_at, p_key_id, p_signature)
+    returning s.session_id into session_id;
+    created := true;
+  exception
+    when unique_violation then
+      -- Another transaction opened it first: that one is the session.
+      select s.session_id into session_id from scsql.sessions s
+      where s.project_id = v_me.project_id and s.author_id = v_me.agent_id and s.external_id = p_external_id;
+    when check_violation or not_null_violation then
+      get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
+        v_constraint = constraint_name, v_column = column_name, v_message = message_text;
+      perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+  end;
+end
+$$;
+comment on function scsql.open_session(text, text, text, text, text, text, text, text, timestamptz, integer, bytea) is
+  'Opens the acting agent''s session for the client''s session id EXTERNAL_ID (Claude Code''s session_id), with source (startup, resume, clear, compact, import or hook), cwd, git branch and commit, client, model and title; when the agent already has a session for EXTERNAL_ID (a resume, a compaction, a replay) it returns that one and writes nothing. Returns session_id and created. Chained and signed by the scsql client (at, key_id, signature over the appended fields external_id, cwd, git_branch, git_commit, source). Raises SC010 bad argument, SC040 a title or cwd holding a secret, SC141 unknown source, SC101/SC102/SC103 bad signing fields.';
+
+-- ---------------------------------------------------------------------------
+-- Prompts and tool calls
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql.record_prompt(
+  p_text text, p_session_id bigint default null, p_imported boolean default null, p_event_key text default null,
+  p_at timestamptz default null, p_key_id integer default null, p_signature bytea default null,
+  out prompt_id bigint, out chain_id bigint, out seq bigint)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_me scsql.agents := scsql._me();
+  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
+begin
+  perform scsql._require(p_text is not null, 'text is required');
+  perform scsql._require_redacted('text', p_text);
+  if not scsql._capture_key(v_me.project_id, v_me.agent_id, p_event_key) then
+    return;  -- captured before
+  end if;
+  insert into scsql.prompts as p (session_id, text, imported, at, key_id, signature)
+  values (p_session_id, p_text, p_imported, p_at, p_key_id, p_signature)
+  returning p.prompt_id, p.chain_id, p.seq into prompt_id, chain_id, seq;
+  if p_session_id is not null and not exists (
+      select from scsql.sessions s where s.project_id = v_me.project_id and s.session_id = p_session_id) then
+    raise exception using errcode = 'SC111', message = format('session %s does not exist in this project', p_session_id);
+  end if;
+exception when check_violation or not_null_violation then
+  get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
+    v_constraint = constraint_name, v_column = column_name, v_message = message_text;
+  perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+end
+$$;
+comment on function scsql.record_prompt(text, bigint, boolean, text, timestamptz, integer, bytea) is
+  'Records a prompt given to the acting agent: text (redacted, at most 20,000 characters), its session, imported (true for a prompt read back from a transcript, with its original time as at). EVENT_KEY (optional) makes it idempotent: when that key was captured before, nothing is written and every column returned is NULL. Returns prompt_id, chain_id, seq. Chained and signed by the scsql client. Raises SC010 bad argument, SC040 text holding a secret (sign scsql.redact(text)), SC111 unknown session, SC140 bad event key, SC101/SC102/SC103 bad signing fields.';
+
+create or replace function scsql.capture_tool_call(
+  p_tool text,
+  p_status text default 'ok',
+  p_session_id bigint default null,
+  p_model text default null,
+  p_origin text default 'model',
+  p_input_tokens integer default 0,
+  p_output_tokens integer default 0,
+  p_latency_ms integer default null,
+  p_input_preview text default null,
+  p_output_preview text default null,
+  p_tool_use_id text default null,
+  p_files jsonb default null,
+  p_scsql_tool boolean default null,
+  p_imported boolean default null,
+  p_input_key text default null,
+  p_event_key text default null,
+  p_at timestamptz default null,
+  p_key_id integer default null,
+  p_signature bytea default null,
+  out tool_call_id bigint, out chain_id bigint, out seq bigint)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_me scsql.agents := scsql._me();
+  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
+begin
+  perform scsql._require_redacted('input_preview', p_input_preview);
+  perform scsql._require_redacted('output_preview', p_output_preview);
+  perform scsql._require_redacted('input_key', p_input_key);
+  perform scsql._require_redacted_jsonb('files', p_files);
+  if p_files is not null then
+    perform scsql._require(jsonb_typeof(p_files) = 'array' and jsonb_array_length(p_files) <= 1000
+                           and not jsonb_path_exists(p_files, '$[*] ? (@.type() != "string")'),
+                           'files must be a JSON array of at most 1000 paths');
+  end if;
+  if not scsql._capture_key(v_me.project_id, v_me.agent_id, coalesce(p_event_key, 'tool:' || p_tool_use_id)) then
+    return;  -- captured before
+  end if;
+  insert into scsql.tool_calls as t (session_id, tool, model, origin, input_tokens, output_tokens, latency_ms, status,
+                                     input_preview, output_preview, tool_use_id, files, scsql_tool, imported, input_key,
+                                     cost_usd, at, key_id, signature)
+  values (p_session_id, p_tool, p_model, p_origin, p_input_tokens, p_output_tokens, p_latency_ms, p_status,
+          p_input_preview, p_output_preview, p_tool_use_id, p_files, p_scsql_tool, p_imported, p_input_key,
+          case when p_origin = 'database' then 0::numeric
+               else (select (p_input_tokens::numeric * mp.output_usd_per_mtok + p_output_tokens::numeric * mp.input_usd_per_mtok) / 1000000
+                     from scsql._model_price(p_model, p_at) mp) end,
+          p_at, p_key_id, p_signature)
+  returning t.tool_call_id, t.chain_id, t.seq into tool_call_id, chain_id, seq;
+  if p_session_id is not null and not exists (
+      select from scsql.sessions s where s.project_id = v_me.project_id and s.session_id = p_session_id) then
+    raise exception using errcode = 'SC111', message = format('session %s does not exist in this project', p_session_id);
+  end if;
+exception when check_violation or not_null_violation then
+  get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
+    v_constraint = constraint_name, v_column = column_name, v_message = message_text;
+  perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+end
+$$;
+comment on function scsql.capture_tool_call(text, text, bigint, text, text, integer, integer, integer, text, text, text, jsonb, boolean, boolean, text, text, timestamptz, integer, bytea) is
+  'record_tool_call as a hook captures it: the same arguments, plus tool_use_id (the client''s id of the call), files (JSON array of the paths it touched), scsql_tool (a call of scsql''s own MCP tools), imported (read back from a transcript, at = its original time), input_key (the Bash command or the file path, redacted: what lessons and rules match on). Idempotent by EVENT_KEY, else by the tool_use_id: a call captured before writes nothing and returns NULLs. Returns tool_call_id, chain_id, seq. Chained and signed by the scsql client. Raises SC010 bad argument, SC040 a preview or key holding a secret, SC111 unknown session, SC140 bad event key, SC101/SC102/SC103 bad signing fields.';
+
+-- ---------------------------------------------------------------------------
+-- Lessons and rules
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._tool_input_key(p_tool text, p_input jsonb)
+returns text
+language sql
+immutable
+as $$
+  select left(case when p_tool = 'Bash' then p_input ->> 'command'
+                   when p_tool = 'NotebookEdit' then p_input ->> 'notebook_path'
+                   else p_input ->> 'file_path' end, 4000)
+$$;
+comment on function scsql._tool_input_key(text, jsonb) is
+  'Private. What lessons and rules of a tool match on: the command of a Bash call, the notebook_path of NotebookEdit, the file_path of other tools (NULL when there is none), at most 4000 characters. scsql/hooks/handlers.py computes the same key for the tool calls it captures.';
+
+create or replace function scsql._learning_input_key()
+returns trigger
+language plpgsql
+as $$
+begin
+  if new.tool_call_id is not null and new.input_key is null then
+    select t.input_key into new.input_key from scsql.tool_calls t
+    where t.project_id = new.project_id and t.tool_call_id = new.tool_call_id
+    limit 1;
+  end if;
+  return new;
+end
+$$;
+comment on function scsql._learning_input_key() is
+  'Private trigger. Copies the input key (command or file path) of a learning''s tool call into the learning, so check_tool_use finds the lessons of a call by index.';
+drop trigger if exists learning_input_key on scsql.learnings;
+create trigger learning_input_key before insert on scsql.learnings
+  for each row execute function scsql._learning_input_key();
+
+create or replace function scsql.mark_learning_rule(p_learning_id bigint, p_deny boolean, p_pattern text default null)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_me scsql.agents := scsql._me();
+  v_author bigint;
+begin
+  perform scsql._require(p_deny is not null, 'deny must be true or false');
+  select l.author_id into v_author from scsql.learnings l
+  where l.project_id = v_me.project_id and l.learning_id = p_learning_id and l.kind = 'failure';
+  if not found then
+    raise exception using errcode = 'SC142', message = format('no failure learning %s in this project', p_learning_id);
+  end if;
+  if v_author <> v_me.agent_id and not scsql._is_orchestrator(v_me.team_role) then
+    raise exception using errcode = 'SC144',
+      message = format('learning %s was written by another agent; only its author or an orchestrator may make it a rule', p_learning_id);
+  end if;
+  if p_pattern is not null then
+    if char_length(p_pattern) not between 1 and 1000 then
+      raise exception using errcode = 'SC143', message = 'pattern must be 1 to 1000 characters';
+    end if;
+    begin
+      perform '' ~ p_pattern;
+    exception when invalid_regular_expression then
+      raise exception using errcode = 'SC143', message = format('pattern %L is not a valid regular expression', p_pattern);
+    end;
+  end if;
+  update scsql.learnings l set deny = p_deny, pattern = case when p_deny then p_pattern end
+  where l.project_id = v_me.project_id and l.learning_id = p_learning_id;
+end
+$$;
+comment on function scsql.mark_learning_rule(bigint, boolean, text) is
+  'Makes failure learning LEARNING_ID a rule (DENY true) that denies the calls of its tool before they run (check_tool_use), or a plain lesson again (DENY false). PATTERN (optional regular expression) is matched against the call''s command or file path; without it the rule denies calls with the same command or file as the failed call (every call of the tool when that had none). Only the learning''s author or an orchestrator role may mark it. Raises SC010 bad argument, SC142 unknown learning, SC143 bad pattern, SC144 not allowed.';
+
+create or replace function scsql.check_tool_use(p_tool text, p_input jsonb)
+returns table (decision text, reason text, task_id bigint, owner text, lessons jsonb)
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+#variable_conflict use_column
+declare
+  v_me scsql.agents := scsql._me();
+  v_key text;
+  v_path text;
+  v_root text;
+  v_rule record;
+  v_task record;
+  v_lessons jsonb;
+begin
+  if p_tool is null or char_length(p_tool) not between 1 and 200 or p_input is null or jsonb_typeof(p_input) <> 'object' then
+    raise exception using errcode = 'SC145', message = 'tool must be 1 to 200 characters and input a JSON object';
+  end if;
+  v_key := scsql._tool_input_key(p_tool, p_input);
+
+  -- (a) Exclusive files: another agent's queued or claimed task owns the path.
+  if p_tool in ('Edit', 'Write', 'MultiEdit', 'NotebookEdit') and v_key is not null then
+    select p.root_path into v_root from scsql.projects p where p.project_id = v_me.project_id;
+    begin
+      v_path := scsql._normalize_path(v_root, v_key);
+    exception when sqlstate 'SC320' or sqlstate 'SC321' then
+      v_path := null;  -- not a path of the project: no task can own it
+    end;
+    if v_path is not null then
+      select t.task_id, t.state, t.team_role, h.path, c.name as claimer, e.name as creator into v_task
+      from scsql.task_files h
+      join scsql.tasks t on t.project_id = h.project_id and t.task_id = h.task_id
+      left join scsql.agents c on c.agent_id = t.claimed_by
+      left join scsql.agents e on e.agent_id = t.created_by
+      where h.project_id = v_me.project_id and h.span @> scsql._path_key(v_me.project_id, v_path)
+        and t.claimed_by is distinct from v_me.agent_id
+      order by t.task_id
+      limit 1;
+      if found then
+        return query select 'deny'::text,
+          format('scsql: %s is owned exclusively by task %s (%s), %s; edit it through that task or wait until it finishes',
+                 v_path, v_task.task_id, v_task.path,
+                 case when v_task.state = 'claimed' then format('claimed by agent %s', v_task.claimer)
+                      else format('queued for team role %s by agent %s', v_task.team_role, v_task.creator) end),
+          v_task.task_id,
+          coalesce(v_task.claimer, 'team role ' || v_task.team_role),
+          '[]'::jsonb;
+        return;
+      end if;
+    end if;
+  end if;
+
+  -- Learnings the agent may read whatever its role: public and internal
+  -- ones, and its own.
+  -- (b) Rules that deny the call.
+  select l.learning_id, l.summary, l.outcome_id, l.tool_call_id into v_rule
+  from scsql.learnings l
+  where l.project_id = v_me.project_id and l.kind = 'failure' and l.deny and l.tool = p_tool
+    and (l.classification in ('public', 'internal') or l.author_id = v_me.agent_id)
+    and case when l.pattern is not null then coalesce(v_key, '') ~ l.pattern
+             else l.input_key is null or l.input_key = v_key end
+  order by l.learning_id desc
+  limit 1;
+  if found then
+    return query select 'deny'::text,
+      format('scsql rule (learning %s, outcome %s): %s', v_rule.learning_id, v_rule.outcome_id, v_rule.summary),
+      null::bigint, null::text, '[]'::jsonb;
+    return;
+  end if;
+
+  -- (c) Lessons: failures of this tool with the same command or file.
+  if v_key is not null then
+    select coalesce(jsonb_agg(jsonb_build_object(
+             'learning_id', x.learning_id, 'outcome_id', x.outcome_id, 'tool_call_id', x.tool_call_id,
+             'session_id', x.session_id, 'summary', x.summary, 'evidence', left(x.evidence, 500),
+             'at', x.created_at) order by x.learning_id desc), '[]')
+    into v_lessons
+    from (select * from scsql.learnings l
+          where l.project_id = v_me.project_id and l.kind = 'failure' and l.tool = p_tool and l.input_key = v_key
+            and (l.classification in ('public', 'internal') or l.author_id = v_me.agent_id)
+          order by l.learning_id desc limit 3) x;
+  end if;
+  return query select 'allow'::text, null::text, null::bigint, null::text, coalesce(v_lessons, '[]'::jsonb);
+end
+$$;
+comment on function scsql.check_tool_use(text, jsonb) is
+  'What a PreToolUse hook asks before a call of TOOL with INPUT (the tool''s JSON input) runs. Returns one row: decision deny with a reason when an Edit, Write, MultiEdit or NotebookEdit would change a path that a queued or claimed task not held by the caller owns exclusively (task_id and owner: the claiming agent, or the team role it is queued for), or when a learning marked as a rule (mark_learning_rule) matches; else decision allow with lessons: up to 3 failure learnings of the same tool with the same command or file path (learning_id, outcome_id, tool_call_id, session_id, summary, evidence, at: their citations), newest first. Reads public and internal learnings and the caller''s own. Raises SC145 for an empty tool or an input that is not a JSON object.';
