@@ -353,11 +353,12 @@ def _read_plain(path: Path) -> tuple[bytes | None, int | None]:
                              "merge the entries into the file it points to yourself, or replace the link by a file"
                              ) from None
         raise ScsqlError(CONFIG_UNWRITABLE, f"{path}: cannot be read ({exc.strerror})") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise ScsqlError(CONFIG_NOT_REGULAR, f"{path} is not a regular file; scsql left it as it is",
+                         "move it away, then run the command again")
     with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise ScsqlError(CONFIG_NOT_REGULAR, f"{path} is not a regular file; scsql left it as it is",
-                             "move it away, then run the command again")
         return f.read(), stat.S_IMODE(st.st_mode)
 
 
