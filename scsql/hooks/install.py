@@ -12,7 +12,8 @@ exist, then merges two things into JSON files Claude Code reads:
 
 What is scsql's is known by its exact name: the server named ``scsql-<agent>``
 and hook handlers whose command is exactly one scsql would write for this
-agent and data directory. Everything else in the files is the user's and is
+agent and data directory (a handler of another type: the same handler but
+for its timeout and flags). Everything else in the files is the user's and is
 kept as it is. A file is written only when its content changes (so a second
 install changes no byte), atomically (a temporary file beside it, renamed
 over it, with the file's mode), after its previous bytes were copied to
@@ -154,12 +155,25 @@ def mcp_server_entry(agent: str, env: dict[str, str]) -> Json:
 # -- merging and removing ----------------------------------------------------
 
 
-def _handler_commands(hooks: Json) -> set[str]:
-    return {h["command"] for groups in hooks.values() for g in groups for h in g["hooks"]}
+_TUNABLE = ("timeout", "async", "statusMessage")
 
 
-def _is_handler(x: Any, commands: set[str]) -> bool:
-    return isinstance(x, dict) and x.get("type") == "command" and x.get("command") in commands
+def _identity(handler: Any) -> str | None:
+    """What names a handler as scsql's: a command handler by its exact
+    command; any other kind by everything but its timeout and flags."""
+    if not isinstance(handler, dict):
+        return None
+    if handler.get("type") == "command":
+        return f"command {handler.get('command')}"
+    return json.dumps({k: v for k, v in handler.items() if k not in _TUNABLE}, sort_keys=True)
+
+
+def _handler_identities(hooks: Json) -> set[str | None]:
+    return {_identity(h) for groups in hooks.values() for g in groups for h in g["hooks"]}
+
+
+def _is_handler(x: Any, identities: set[str | None]) -> bool:
+    return isinstance(x, dict) and _identity(x) in identities
 
 
 def merge_hooks(data: Json, ours: Json) -> Json:
@@ -178,7 +192,7 @@ def merge_hooks(data: Json, ours: Json) -> Json:
 
 
 def _merge_handler(existing: list, group: Json, handler: Json) -> None:
-    same = {handler["command"]}
+    same = {_identity(handler)}
     for g in existing:
         if g.get("matcher") == group.get("matcher"):
             for i, x in enumerate(g["hooks"]):
@@ -206,7 +220,7 @@ def remove_hooks(data: Json, ours: Json) -> Json:
     hooks = data.get("hooks")
     if not isinstance(hooks, dict):
         return data
-    commands = _handler_commands(ours)
+    commands = _handler_identities(ours)
     removed_events = False
     for event in ours:
         groups = hooks.get(event)
@@ -465,7 +479,7 @@ def _edits(ctx, args: argparse.Namespace) -> tuple[Path, str, list[Edit]]:
         env["SCSQL_AGENT_DSN"] = uri(ctx.agent_conninfo())
     name, entry = server_name(agent), mcp_server_entry(agent, env)
     ours = settings_hooks(agent, home)
-    n = len(_handler_commands(ours))
+    n = len(_handler_identities(ours))
     edits = [
         Edit(directory / ".mcp.json", _check_mcp, lambda d: merge_server(d, name, entry),
              lambda d: remove_server(d, name), f"MCP server {name}"),
