@@ -378,3 +378,29 @@ def test_the_command_line_installs_and_uninstalls(setup):
                           cwd=setup.repo / "src", env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert not (setup.repo / ".claude" / "settings.local.json").exists() and not setup.mcp.exists()
+
+
+# -- the merge itself, for any shape of scsql's hooks ----------------------------------
+
+
+def test_merge_and_remove_know_handlers_of_other_types_and_moved_matchers():
+    from scsql.hooks.install import merge_hooks
+
+    ours = {"PreToolUse": [{"matcher": "Edit|Write", "hooks": [
+        {"type": "mcp_tool", "server": "scsql-a", "tool": "check_tool_use", "input": {"tool": "${tool_name}"},
+         "timeout": 2}]}],
+            "Stop": [{"hooks": [{"type": "command", "command": "scsql-hook stop", "timeout": 5}]}]}
+    user = {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "guard"}]}],
+                      "Stop": [{"hooks": [{"type": "command", "command": "scsql-hook stop-not-ours"}]}]}}
+    merged = merge_hooks(user, ours)
+    assert merged["hooks"]["Stop"] == [{"hooks": [{"type": "command", "command": "scsql-hook stop-not-ours"},
+                                                  ours["Stop"][0]["hooks"][0]]}]
+    assert merged["hooks"]["PreToolUse"] == user["hooks"]["PreToolUse"] + ours["PreToolUse"]
+    assert merge_hooks(merged, ours) == merged and remove_hooks(merged, ours) == user
+
+    tuned = json.loads(json.dumps(merged))  # the user changed our timeout and moved us to another matcher
+    moved = tuned["hooks"]["PreToolUse"].pop()
+    moved["hooks"][0]["timeout"] = 30
+    tuned["hooks"]["PreToolUse"][0]["hooks"].append(moved["hooks"][0])
+    assert merge_hooks(tuned, ours) == merged  # put back where and as scsql writes it
+    assert remove_hooks(tuned, ours) == user
