@@ -129,7 +129,8 @@ def test_a_second_install_changes_no_byte(setup):
     assert backups(setup.mcp) == backups(setup.settings) == []
 
 
-USER_MCP = '{\n    "mcpServers": {\n        "github": {"command": "gh-mcp", "args": []}\n    },\n    "x-note": "mine"\n}\n'
+USER_MCP = ('{\n    "mcpServers": {\n        "github": {"command": "gh-mcp", "args": []}\n    },\n'
+            '    "x-note": "mine"\n}\n')
 USER_SETTINGS = {
     "permissions": {"allow": ["Bash(git status)"]},
     "hooks": {
