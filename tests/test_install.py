@@ -405,3 +405,13 @@ def test_merge_and_remove_know_handlers_of_other_types_and_moved_matchers():
     tuned["hooks"]["PreToolUse"][0]["hooks"].append(moved["hooks"][0])
     assert merge_hooks(tuned, ours) == merged  # put back where and as scsql writes it
     assert remove_hooks(tuned, ours) == user
+
+
+def test_one_command_under_two_matchers_of_one_event():
+    from scsql.hooks.install import merge_hooks
+
+    handler = {"type": "command", "command": "scsql-hook pre", "timeout": 5}
+    ours = {"PreToolUse": [{"matcher": "Edit|Write", "hooks": [handler]}, {"matcher": "Bash", "hooks": [handler]}]}
+    merged = merge_hooks({}, ours)
+    assert merged == {"hooks": ours}
+    assert merge_hooks(merged, ours) == merged and remove_hooks(merged, ours) == {}

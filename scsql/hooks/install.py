@@ -178,13 +178,24 @@ def _is_handler(x: Any, identities: set[str | None]) -> bool:
 
 def merge_hooks(data: Json, ours: Json) -> Json:
     """DATA (a settings object) with OURS merged into its "hooks": each handler
-    of ours replaces the handler with the same command, or joins the first
-    group of its event with the same matcher, or comes in a new group at the
-    end. Nothing else changes."""
+    of ours replaces the handler with the same command in a group of its event
+    with the same matcher, or joins the first such group, or comes in a new
+    group at the end. A handler of ours found under another matcher (moved by
+    hand, or written by an older scsql) is taken out of there. Nothing else
+    changes."""
     data = copy.deepcopy(data)
     hooks = data.setdefault("hooks", {})
     for event, groups in ours.items():
         existing = hooks.setdefault(event, [])
+        placed = {(g.get("matcher"), _identity(h)) for g in groups for h in g["hooks"]}
+        identities = {i for _, i in placed}
+        for g in list(existing):
+            stray = [x for x in g["hooks"]
+                     if _is_handler(x, identities) and (g.get("matcher"), _identity(x)) not in placed]
+            if stray:
+                g["hooks"] = [x for x in g["hooks"] if not any(x is y for y in stray)]
+                if not g["hooks"]:
+                    existing.remove(g)
         for group in groups:
             for handler in group["hooks"]:
                 _merge_handler(existing, group, handler)
@@ -193,21 +204,15 @@ def merge_hooks(data: Json, ours: Json) -> Json:
 
 def _merge_handler(existing: list, group: Json, handler: Json) -> None:
     same = {_identity(handler)}
-    for g in existing:
-        if g.get("matcher") == group.get("matcher"):
-            for i, x in enumerate(g["hooks"]):
-                if _is_handler(x, same):
-                    g["hooks"][i] = copy.deepcopy(handler)
-                    return
-    for g in list(existing):  # the same command under another matcher: moved
-        if any(_is_handler(x, same) for x in g["hooks"]):
-            g["hooks"] = [x for x in g["hooks"] if not _is_handler(x, same)]
-            if not g["hooks"]:
-                existing.remove(g)
-    for g in existing:
-        if g.get("matcher") == group.get("matcher"):
-            g["hooks"].append(copy.deepcopy(handler))
-            return
+    matching = [g for g in existing if g.get("matcher") == group.get("matcher")]
+    for g in matching:
+        for i, x in enumerate(g["hooks"]):
+            if _is_handler(x, same):
+                g["hooks"][i] = copy.deepcopy(handler)
+                return
+    if matching:
+        matching[0]["hooks"].append(copy.deepcopy(handler))
+        return
     new = {k: copy.deepcopy(v) for k, v in group.items() if k != "hooks"}
     new["hooks"] = [copy.deepcopy(handler)]
     existing.append(new)
