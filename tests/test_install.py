@@ -415,3 +415,19 @@ def test_one_command_under_two_matchers_of_one_event():
     merged = merge_hooks({}, ours)
     assert merged == {"hooks": ours}
     assert merge_hooks(merged, ours) == merged and remove_hooks(merged, ours) == {}
+
+
+def test_a_file_changed_between_reading_and_writing_is_not_overwritten(tmp_path):
+    from scsql.core.errors import ScsqlError
+    from scsql.hooks.install import Edit, merge_server, remove_server
+
+    path = tmp_path / ".mcp.json"
+    path.write_text('{"mcpServers": {}}\n')
+    edit = Edit(path, lambda cf: None, lambda d: merge_server(d, "scsql-a", {"command": "x"}),
+                lambda d: remove_server(d, "scsql-a"), "MCP server scsql-a")
+    status, content = edit.plan_install()
+    path.write_text('{"mcpServers": {"mine": {"command": "y"}}}\n')  # an editor saved meanwhile
+    with pytest.raises(ScsqlError) as err:
+        edit.apply(status, content)
+    assert err.value.code == "SC053" and "changed while" in err.value.message
+    assert path.read_text() == '{"mcpServers": {"mine": {"command": "y"}}}\n' and backups(path) == []
