@@ -13,7 +13,10 @@ chained path signs the payload with the agent's key and calls
 path inserts the same values into a copy of ``scsql.tool_calls`` (same
 columns, constraints and partitioning, its primary key and time index; no
 trigger and no (chain_id, seq) index, which exist for the chain). A third
-phase makes the chained writes through the registry, as MCP tool calls do.
+phase makes the chained writes through the registry, as MCP tool calls do; a
+fourth as the hook server captures them: the tool calls that arrived
+together (``--capture-batch``, 8 by default), each signed, in one
+transaction.
 The phases alternate (plain, chained, registry, plain, ...) so drift on a
 busy machine hits all alike.
 
@@ -85,6 +88,7 @@ class Bench:
         self.db = ScratchDatabase(admin_conninfo, "chain")
         self.dbname, self.conninfo = self.db.name, self.db.admin
         self.n_agents = agents
+        self.capture_batch = 8
         self.agents: list[Agent] = []
         self._plain_ids = iter(range(1, 10**12))
 
@@ -144,6 +148,21 @@ class Bench:
                     conn.execute(CHAINED_CALL, _chained_params(b))
             return step
         return self._run(work, seconds)
+
+    def captured(self, seconds: float) -> int:
+        """The hook server's path: the tool calls that arrived together (``batch`` of
+        them), each signed, written in one transaction (group commit)."""
+        batch = self.capture_batch
+
+        def work(k: int):
+            agent = self.agents[k]
+
+            def step(i: int) -> None:
+                signed = [TOOL_CALLS.sign(agent, _call_args(i * batch + j)) for j in range(batch)]
+                with agent.transaction() as conn, conn.cursor() as cur:
+                    cur.executemany(CHAINED_CALL, [_chained_params(b) for b in signed])
+            return step
+        return self._run(work, seconds) * batch
 
     def registry(self, seconds: float) -> int:
         """The same writes through the registry, as MCP tool calls are made."""
@@ -297,6 +316,7 @@ def _run(ctx, args) -> int:
     from ..audit.verify import verify
 
     bench = Bench(ctx.admin_conninfo(), args.agents)
+    bench.capture_batch = args.capture_batch
     print(f"scsql bench chain: {args.agents} agents, {args.seconds:g} s per phase x {args.rounds} rounds, "
           f"scratch database {bench.dbname}", file=sys.stderr)
     load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
@@ -304,11 +324,11 @@ def _run(ctx, args) -> int:
         bench.setup()
         with psycopg.connect(bench.conninfo) as conn:
             version = conn.execute("show server_version").fetchone()[0]
-        measured = _alternate([(p, None, getattr(bench, p)) for p in ("plain", "chained", "registry")],
+        measured = _alternate([(p, None, getattr(bench, p)) for p in ("plain", "chained", "registry", "captured")],
                               args.rounds, args.seconds)
         rows = {p: n for p, (n, _) in measured.items()}
         rate = {p: r for p, (_, r) in measured.items()}
-        chained_rows = rows["chained"] + rows["registry"]
+        chained_rows = rows["chained"] + rows["registry"] + rows["captured"]
         extra = max(0, args.verify_rows - chained_rows)
         if extra:
             print(f"filling {extra} more chained rows for verification ...", file=sys.stderr)
@@ -324,6 +344,9 @@ def _run(ctx, args) -> int:
         print(f"chained, signed   {rows['chained']:>9} rows  {rate['chained']:>10,.0f} rows/s")
         print(f"ratio             {rate['chained'] / rate['plain']:>26.2f}x  (goal >= 0.70x)")
         print(f"  through the registry (MCP path): {rate['registry']:,.0f} rows/s, {rate['registry'] / rate['plain']:.2f}x")
+        print(f"captured, signed  {rows['captured']:>9} rows  {rate['captured']:>10,.0f} rows/s  "
+              f"({rate['captured'] / rate['plain']:.2f}x; the hook server's group commit, {bench.capture_batch} "
+              f"tool calls a transaction; goal >= 0.70x)")
         print(f"verify (full)     {full.rows:>9} rows  {full.rate:>10,.0f} rows/s  "
               f"({full.seconds:.2f} s, every hash and signature, {'ok' if full.ok else 'BROKEN'}; goal >= 50,000 rows/s)")
         print(f"  checkpoint (verifies, then signs the heads): {checkpoint_s:.2f} s")
@@ -348,6 +371,8 @@ def register(bsub) -> None:
     p.add_argument("--verify-rows", type=int, default=200000, help="rows to verify (filled up to this; default 200000)")
     p.add_argument("--workers", type=int, help="verification processes (default: one per core)")
     p.add_argument("--rounds", type=int, default=2, help="rounds of alternating phases (default 2)")
+    p.add_argument("--capture-batch", type=int, default=8,
+                   help="tool calls per transaction in the captured phase (hook events that arrive together)")
     p.add_argument("--breakdown", action="store_true",
                    help="also measure where the chained path's cost goes (direct INSERT, unsigned, reduced triggers)")
     p.set_defaults(bench_func=run)

@@ -1,0 +1,65 @@
+"""The Claude Code hook events scsql answers, and the command each runs.
+
+The table itself lives in ``client.py`` (the hook process may import nothing
+of scsql); this module gives it names, and builds what ``scsql install
+claude`` writes: ``hook_command`` (one event's command line) and
+``settings_hooks`` (the ``"hooks"`` object of a Claude Code settings file).
+
+Capture-only events (PostToolUse, PostToolUseFailure, PreCompact,
+SessionEnd) always answer nothing, so the server batches them, and the tool
+ones run as ``async`` hooks Claude Code does not wait for; every other event
+is waited for, within its budget.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import client
+
+
+@dataclass(frozen=True)
+class Event:
+    name: str             # hook_event_name
+    subcommand: str       # scsql hook SUBCOMMAND
+    matcher: str | None   # the settings matcher (None: the event takes none)
+    timeout: int          # seconds Claude Code allows the command
+    capture_only: bool    # its answer is always empty: batched, may be async
+    spooled: bool         # kept in the spool when it cannot be delivered
+    budget: float         # seconds the hook waits for the server before failing open
+    run_async: bool       # an async hook: Claude Code does not wait for it
+
+
+EVENTS: tuple[Event, ...] = tuple(Event(*row) for row in client.EVENTS)
+BY_NAME = {e.name: e for e in EVENTS}
+BY_SUBCOMMAND = {e.subcommand: e for e in EVENTS}
+SUBCOMMANDS = frozenset(BY_SUBCOMMAND)
+CLIENT = Path(client.__file__).resolve()
+
+
+def hook_command(subcommand: str, agent: str, home: str | Path) -> str:
+    """The shell command Claude Code runs for SUBCOMMAND: this interpreter, no
+    site packages (-S) and isolated (-I), on client.py by absolute path."""
+    if subcommand not in BY_SUBCOMMAND:
+        raise ValueError(f"unknown hook subcommand {subcommand!r}")
+    argv = [sys.executable, "-S", "-I", str(CLIENT), subcommand, "--agent", agent,
+            "--home", str(Path(home).expanduser().resolve())]
+    return shlex.join(argv)
+
+
+def settings_hooks(agent: str, home: str | Path) -> dict:
+    """The ``"hooks"`` object of a Claude Code settings file: every event, tool
+    events matching every tool (MCP tools included)."""
+    hooks: dict = {}
+    for e in EVENTS:
+        handler: dict = {"type": "command", "command": hook_command(e.subcommand, agent, home), "timeout": e.timeout}
+        if e.run_async:
+            handler["async"] = True
+        group: dict = {"hooks": [handler]}
+        if e.matcher is not None:
+            group = {"matcher": e.matcher, **group}
+        hooks[e.name] = [group]
+    return hooks
