@@ -112,6 +112,10 @@ def test_fresh_install_creates_the_project_the_agent_and_both_files(setup):
     assert version.returncode == 0 and version.stdout.startswith("scsql "), version.stderr
 
     assert json.loads(setup.settings.read_text()) == {"hooks": setup.ours()}
+    installed = json.loads(setup.settings.read_text())["hooks"]
+    for command in {h["command"] for groups in installed.values() for g in groups for h in g["hooks"]}:
+        ran = subprocess.run(["bash", "-c", command], input="not json", capture_output=True, text=True, timeout=60)
+        assert ran.returncode == 1 and "not JSON" in ran.stderr and "Traceback" not in ran.stderr, (command, ran)
     lines = out.splitlines()
     assert f"created project my-repo (root {setup.repo})" in out and f"created agent {setup.agent}" in out
     assert [ln.split()[0] for ln in lines if str(setup.repo) in ln and ".json" in ln] == ["added", "added"]

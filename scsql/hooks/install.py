@@ -38,7 +38,6 @@ import errno
 import json
 import os
 import re
-import shlex
 import stat
 import sys
 import tempfile
@@ -55,29 +54,7 @@ from ..core.errors import (
     INSTALL_NO_PROJECT_DIR,
     ScsqlError,
 )
-
-try:
-    from .events import settings_hooks
-except ModuleNotFoundError as exc:  # the event table is not part of this build yet
-    if exc.name != f"{__package__}.events":
-        raise
-
-    def settings_hooks(agent: str, home: str | Path) -> dict[str, list[dict[str, Any]]]:
-        """The hooks object scsql merges (stand-in until ``events.py`` exists)."""
-        client = Path(__file__).with_name("client.py")
-        table = [("SessionStart", "session-start", None, 10), ("UserPromptSubmit", "user-prompt-submit", None, 10),
-                 ("PreToolUse", "pre-tool-use", "*", 5), ("PostToolUse", "post-tool-use", "*", 5),
-                 ("PostToolUseFailure", "post-tool-use-failure", "*", 5), ("PreCompact", "pre-compact", None, 30),
-                 ("SessionEnd", "session-end", None, 30), ("Stop", "stop", None, 10),
-                 ("SubagentStop", "subagent-stop", None, 10)]
-        hooks: dict[str, list[dict[str, Any]]] = {}
-        for event, sub, matcher, timeout in table:
-            command = shlex.join([sys.executable, "-S", "-I", str(client), sub, "--agent", agent, "--home", str(home)])
-            group: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
-            group["hooks"] = [{"type": "command", "command": command, "timeout": timeout}]
-            hooks[event] = [group]
-        return hooks
-
+from .events import settings_hooks
 
 SCOPES = ("project", "local", "user")
 BACKUP_INFIX = ".scsql-backup-"
