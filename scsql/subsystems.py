@@ -111,6 +111,12 @@ def _bench_commands(sub: Any, add: Callable) -> None:
     bench.register(sub, add)
 
 
+def _hooks_commands(sub: Any, add: Callable) -> None:
+    from .hooks import install
+
+    install.register_install(sub, add)
+
+
 SUBSYSTEMS: tuple[Subsystem, ...] = (
     Subsystem("core", commands=_core_commands),
     Subsystem("audit", adapters=_audit_adapters, commands=_audit_commands),
@@ -118,6 +124,7 @@ SUBSYSTEMS: tuple[Subsystem, ...] = (
     Subsystem("coordination", adapters=_coordination_adapters, jobs=_coordination_jobs,
               commands=_coordination_commands),
     Subsystem("bench", commands=_bench_commands),
+    Subsystem("hooks", commands=_hooks_commands),
 )
 
 

@@ -50,6 +50,15 @@ select scsql._define_error(code, name, meaning, raised_by) from (values
   ('42501', 'insufficient_privilege', 'database', 'PostgreSQL refused the call: the role may not execute that function or touch that table (for example an agent calling an administrator function).')
 ) as t(code, name, raised_by, meaning);
 
+-- scsql install / uninstall (scsql/hooks/install.py): the configuration files of agent tools.
+select scsql._define_error(code, name, meaning, 'client') from (values
+  ('SC050', 'install_no_project_dir', 'scsql install found no project directory: --project-dir does not name a directory, or the current directory is not inside a git repository, or no project name can be made from the directory''s name (give --project).'),
+  ('SC051', 'config_not_regular',  'A configuration file scsql install would change is a symbolic link or not a regular file; scsql does not write through it and left it as it is.'),
+  ('SC052', 'config_unparsable',   'A configuration file scsql install would change is not valid JSON (or has a duplicate key), or its hooks or mcpServers are not of the shape Claude Code reads; the file was left as it is.'),
+  ('SC053', 'config_unwritable',   'A configuration file (or its backup) could not be read or written, or changed while scsql was reading it; the file was left as it is.'),
+  ('SC054', 'install_conflict',    'The agent named to scsql install already belongs to another project; install it with that project''s --project or choose another agent name.')
+) as t(code, name, meaning);
+
 -- ---------------------------------------------------------------------------
 -- Policy plumbing
 -- ---------------------------------------------------------------------------

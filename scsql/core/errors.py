@@ -24,6 +24,11 @@ MIGRATION_UNKNOWN = "SC023"
 INVALID_ARGUMENT = "SC010"
 DATABASE_ERROR = "SC037"
 TEXT_HAS_NUL = "SC222"
+INSTALL_NO_PROJECT_DIR = "SC050"
+CONFIG_NOT_REGULAR = "SC051"
+CONFIG_UNPARSABLE = "SC052"
+CONFIG_UNWRITABLE = "SC053"
+INSTALL_CONFLICT = "SC054"
 
 # Filled from scsql.error_codes the first time a connection is available, so
 # messages can carry the stable name beside the code.

@@ -1,0 +1,559 @@
+"""``scsql install claude`` and ``scsql uninstall claude``: scsql's MCP server
+and hooks in a Claude Code project's configuration.
+
+Install creates the project and the agent (with its key) when they do not
+exist, then merges two things into JSON files Claude Code reads:
+
+* the agent's MCP server, ``scsql-<agent>``, into ``<project-dir>/.mcp.json``;
+* scsql's hooks (``scsql.hooks.events.settings_hooks``) into the settings
+  file of the chosen scope: ``project`` (``.claude/settings.json``),
+  ``local`` (``.claude/settings.local.json``) or ``user``
+  (``~/.claude/settings.json``).
+
+What is scsql's is known by its exact name: the server named ``scsql-<agent>``
+and hook handlers whose command is exactly one scsql would write for this
+agent and data directory (a handler of another type: the same handler but
+for its timeout and flags). Everything else in the files is the user's and is
+kept as it is. A file is written only when its content changes (so a second
+install changes no byte), atomically (a temporary file beside it, renamed
+over it, with the file's mode), after its previous bytes were copied to
+``<file>.scsql-backup-<UTC time>``. A new backup per change, never
+overwritten: a single ``.bak`` would be replaced by the next install or
+uninstall and lose the user's original. A file that is a symbolic link, not
+a regular file, or not JSON of the expected shape is refused and left as it
+is.
+
+Uninstall removes exactly those entries, and the groups, events and objects
+that became empty by removing them. When nothing else changed since install,
+it restores the bytes the file had before (from install's backup), or deletes
+the file install created. It does not revoke the agent: its key and history
+stay, and install can add the entries again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import errno
+import json
+import os
+import re
+import stat
+import sys
+import tempfile
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import (
+    CONFIG_NOT_REGULAR,
+    CONFIG_UNPARSABLE,
+    CONFIG_UNWRITABLE,
+    INSTALL_CONFLICT,
+    INSTALL_NO_PROJECT_DIR,
+    ScsqlError,
+)
+from .events import settings_hooks
+
+SCOPES = ("project", "local", "user")
+BACKUP_INFIX = ".scsql-backup-"
+DEFAULT_TEAM_ROLE = "developer"
+
+Json = dict[str, Any]
+
+
+# -- where things go ---------------------------------------------------------
+
+
+def git_root(start: Path) -> Path | None:
+    """The nearest directory at or above START holding .git (a directory, or
+    the file of a worktree), or None."""
+    start = start.resolve()
+    return next((d for d in (start, *start.parents) if (d / ".git").exists()), None)
+
+
+def project_dir(given: str | None) -> Path:
+    """--project-dir DIR as an absolute real path, else the git root of the
+    current directory; SC050 when neither names a directory."""
+    if given:
+        path = Path(given).expanduser()
+        if not path.is_dir():
+            raise ScsqlError(INSTALL_NO_PROJECT_DIR, f"--project-dir {given}: not a directory",
+                             "name the root directory of the project Claude Code works in")
+        return path.resolve()
+    root = git_root(Path.cwd())
+    if root is None:
+        raise ScsqlError(INSTALL_NO_PROJECT_DIR, f"{Path.cwd()} is not inside a git repository",
+                         "run it in the project's repository, or name the directory with --project-dir DIR")
+    return root
+
+
+def project_name(directory: Path) -> str:
+    """A project name made from a directory's name: lower case, characters a
+    project name may not hold replaced by '-' (SC050 when nothing is left)."""
+    name = re.sub(r"[^a-z0-9._-]+", "-", directory.name.lower())
+    name = re.sub(r"^[^a-z0-9]+", "", name)[:63]
+    if not name:
+        raise ScsqlError(INSTALL_NO_PROJECT_DIR, f"no project name can be made from the directory {directory}",
+                         "name the project with --project NAME")
+    return name
+
+
+def settings_path(scope: str, directory: Path) -> Path:
+    """The Claude Code settings file of SCOPE (user: under $HOME)."""
+    if scope == "user":
+        return Path.home() / ".claude" / "settings.json"
+    return directory / ".claude" / ("settings.local.json" if scope == "local" else "settings.json")
+
+
+def server_name(agent: str) -> str:
+    return f"scsql-{agent}"
+
+
+def scsql_command() -> list[str]:
+    """How Claude Code starts scsql: the console script installed beside this
+    interpreter (not a shim on PATH), else this interpreter with -m scsql."""
+    script = Path(sys.executable).with_name("scsql")
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    return [sys.executable, "-m", "scsql"]
+
+
+def mcp_server_entry(agent: str, env: dict[str, str]) -> Json:
+    """The .mcp.json entry that runs ``scsql mcp --agent AGENT``."""
+    command = scsql_command()
+    entry: Json = {"command": command[0], "args": [*command[1:], "mcp", "--agent", agent]}
+    if env:
+        entry["env"] = dict(env)
+    return entry
+
+
+# -- merging and removing ----------------------------------------------------
+
+
+_TUNABLE = ("timeout", "async", "statusMessage")
+
+
+def _identity(handler: Any) -> str | None:
+    """What names a handler as scsql's: a command handler by its exact
+    command; any other kind by everything but its timeout and flags."""
+    if not isinstance(handler, dict):
+        return None
+    if handler.get("type") == "command":
+        return f"command {handler.get('command')}"
+    return json.dumps({k: v for k, v in handler.items() if k not in _TUNABLE}, sort_keys=True)
+
+
+def _handler_identities(hooks: Json) -> set[str | None]:
+    return {_identity(h) for groups in hooks.values() for g in groups for h in g["hooks"]}
+
+
+def _is_handler(x: Any, identities: set[str | None]) -> bool:
+    return isinstance(x, dict) and _identity(x) in identities
+
+
+def merge_hooks(data: Json, ours: Json) -> Json:
+    """DATA (a settings object) with OURS merged into its "hooks": each handler
+    of ours replaces the handler with the same command in a group of its event
+    with the same matcher, or joins the first such group, or comes in a new
+    group at the end. A handler of ours found under another matcher (moved by
+    hand, or written by an older scsql) is taken out of there. Nothing else
+    changes."""
+    data = copy.deepcopy(data)
+    hooks = data.setdefault("hooks", {})
+    for event, groups in ours.items():
+        existing = hooks.setdefault(event, [])
+        placed = {(g.get("matcher"), _identity(h)) for g in groups for h in g["hooks"]}
+        identities = {i for _, i in placed}
+        for g in list(existing):
+            stray = [x for x in g["hooks"]
+                     if _is_handler(x, identities) and (g.get("matcher"), _identity(x)) not in placed]
+            if stray:
+                g["hooks"] = [x for x in g["hooks"] if not any(x is y for y in stray)]
+                if not g["hooks"]:
+                    existing.remove(g)
+        for group in groups:
+            for handler in group["hooks"]:
+                _merge_handler(existing, group, handler)
+    return data
+
+
+def _merge_handler(existing: list, group: Json, handler: Json) -> None:
+    same = {_identity(handler)}
+    matching = [g for g in existing if g.get("matcher") == group.get("matcher")]
+    for g in matching:
+        for i, x in enumerate(g["hooks"]):
+            if _is_handler(x, same):
+                g["hooks"][i] = copy.deepcopy(handler)
+                return
+    if matching:
+        matching[0]["hooks"].append(copy.deepcopy(handler))
+        return
+    new = {k: copy.deepcopy(v) for k, v in group.items() if k != "hooks"}
+    new["hooks"] = [copy.deepcopy(handler)]
+    existing.append(new)
+
+
+def remove_hooks(data: Json, ours: Json) -> Json:
+    """DATA without the handlers whose command is one of OURS, and without the
+    groups, event lists and "hooks" object that removing them emptied."""
+    data = copy.deepcopy(data)
+    hooks = data.get("hooks")
+    if not isinstance(hooks, dict):
+        return data
+    commands = _handler_identities(ours)
+    removed_events = False
+    for event in ours:
+        groups = hooks.get(event)
+        if not isinstance(groups, list):
+            continue
+        kept = []
+        for g in groups:
+            handlers = g.get("hooks") if isinstance(g, dict) else None
+            if not isinstance(handlers, list) or not any(_is_handler(x, commands) for x in handlers):
+                kept.append(g)
+                continue
+            g["hooks"] = [x for x in handlers if not _is_handler(x, commands)]
+            if g["hooks"]:
+                kept.append(g)
+        if groups and not kept:
+            del hooks[event]
+            removed_events = True
+        else:
+            hooks[event] = kept
+    if not hooks and removed_events:
+        del data["hooks"]
+    return data
+
+
+def merge_server(data: Json, name: str, entry: Json) -> Json:
+    data = copy.deepcopy(data)
+    data.setdefault("mcpServers", {})[name] = copy.deepcopy(entry)
+    return data
+
+
+def remove_server(data: Json, name: str) -> Json:
+    data = copy.deepcopy(data)
+    servers = data.get("mcpServers")
+    if isinstance(servers, dict) and name in servers:
+        del servers[name]
+        if not servers:
+            del data["mcpServers"]
+    return data
+
+
+# -- reading and writing one file -------------------------------------------
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> Json:
+    seen: Json = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ValueError(f"the key {key!r} appears twice in one object")
+        seen[key] = value
+    return seen
+
+
+class ConfigFile:
+    """One JSON configuration file: read once (never through a symbolic
+    link), written only when its content changes, atomically, after a backup."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.raw: bytes | None = None  # None: the file does not exist
+        self.mode: int | None = None
+        self.data: Json = {}
+
+    def read(self) -> ConfigFile:
+        self.raw, self.mode = _read_plain(self.path)
+        if self.raw is None:
+            return self
+        try:
+            text = self.raw.decode("utf-8")
+            data = json.loads(text, object_pairs_hook=_refuse_duplicates) if text.strip() else {}
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise self.unparsable(f"it is not valid JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise self.unparsable(f"it holds a JSON {type(data).__name__}, not an object")
+        self.data = data
+        return self
+
+    def unparsable(self, why: str) -> ScsqlError:
+        return ScsqlError(CONFIG_UNPARSABLE, f"{self.path}: {why}; the file was left as it is",
+                          "fix the file (or move it away), then run the command again")
+
+    def render(self, data: Json) -> bytes:
+        """DATA as JSON, indented like the file (two spaces for a new or one-line file)."""
+        indent: int | str = 2
+        if self.raw:
+            found = re.search(rb"\n([ \t]+)\S", self.raw)
+            if found:
+                lead = found.group(1).decode()
+                indent = lead if "\t" in lead else len(lead)
+        return (json.dumps(data, indent=indent, ensure_ascii=False) + "\n").encode("utf-8")
+
+    def backups(self) -> list[Path]:
+        """The backups scsql made of this file, newest first."""
+        found = self.path.parent.glob(self.path.name + BACKUP_INFIX + "*")
+        return sorted((p for p in found if not p.is_symlink() and p.is_file()), reverse=True)
+
+    def write(self, content: bytes | None) -> Path | None:
+        """Replace the file with CONTENT (None: delete it); returns the backup made, if any."""
+        now, mode = _read_plain(self.path)
+        if now != self.raw:
+            raise ScsqlError(CONFIG_UNWRITABLE, f"{self.path} changed while scsql was reading it; nothing was written",
+                             "run the command again")
+        backup = self._backup() if self.raw is not None else None
+        try:
+            if content is None:
+                self.path.unlink()
+            else:
+                _replace(self.path, content, self.mode)
+        except OSError as exc:
+            raise ScsqlError(CONFIG_UNWRITABLE, f"{self.path}: cannot be written ({exc.strerror}); "
+                                                "it was left as it is", "check the directory's permissions") from None
+        return backup
+
+    def _backup(self) -> Path:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        base = self.path.with_name(self.path.name + BACKUP_INFIX + stamp)
+        for n in range(1, 1000):
+            candidate = base if n == 1 else base.with_name(f"{base.name}-{n}")
+            try:
+                fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, self.mode or 0o600)
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise ScsqlError(CONFIG_UNWRITABLE, f"{candidate}: the backup cannot be written ({exc.strerror}); "
+                                                    f"{self.path} was left as it is") from None
+            with os.fdopen(fd, "wb") as f:
+                f.write(self.raw or b"")
+                f.flush()
+                os.fsync(f.fileno())
+            return candidate
+        raise ScsqlError(CONFIG_UNWRITABLE, f"too many backups of {self.path} made at {stamp}")
+
+
+def _read_plain(path: Path) -> tuple[bytes | None, int | None]:
+    """The bytes and mode of PATH (None, None when it does not exist); SC051
+    for a symbolic link or anything but a regular file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or path.is_symlink():
+            raise ScsqlError(CONFIG_NOT_REGULAR, f"{path} is a symbolic link (to {os.readlink(path)}); scsql does "
+                                                 "not write through it and left it as it is",
+                             "merge the entries into the file it points to yourself, or replace the link by a file"
+                             ) from None
+        raise ScsqlError(CONFIG_UNWRITABLE, f"{path}: cannot be read ({exc.strerror})") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise ScsqlError(CONFIG_NOT_REGULAR, f"{path} is not a regular file; scsql left it as it is",
+                         "move it away, then run the command again")
+    with os.fdopen(fd, "rb") as f:
+        return f.read(), stat.S_IMODE(st.st_mode)
+
+
+def _replace(path: Path, content: bytes, mode: int | None) -> None:
+    """Write CONTENT to a temporary file beside PATH and rename it over PATH."""
+    if mode is None:
+        umask = os.umask(0o022)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(content)
+            f.flush()
+            os.fchmod(f.fileno(), mode)
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dirfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dirfd)
+    finally:
+        os.close(dirfd)
+
+
+# -- install and uninstall, file by file --------------------------------------
+
+
+def _check_settings(cf: ConfigFile, ours: Json) -> None:
+    hooks = cf.data.get("hooks", {})
+    if not isinstance(hooks, dict):
+        raise cf.unparsable('its "hooks" is not an object')
+    for event in ours:
+        groups = hooks.get(event, [])
+        if not isinstance(groups, list):
+            raise cf.unparsable(f'its "hooks"."{event}" is not a list of matcher groups')
+        for i, g in enumerate(groups):
+            if not isinstance(g, dict) or not isinstance(g.get("hooks"), list):
+                raise cf.unparsable(f'its "hooks"."{event}"[{i}] is not a matcher group with a "hooks" list')
+
+
+def _check_mcp(cf: ConfigFile) -> None:
+    if not isinstance(cf.data.get("mcpServers", {}), dict):
+        raise cf.unparsable('its "mcpServers" is not an object')
+
+
+class Edit:
+    """What install or uninstall does to one file: read and checked at once,
+    written by :meth:`apply` after the database work succeeded."""
+
+    def __init__(self, path: Path, check: Callable[[ConfigFile], None],
+                 merge: Callable[[Json], Json], remove: Callable[[Json], Json], what: str):
+        self.file = ConfigFile(path).read()
+        check(self.file)
+        self.merge, self.remove, self.what = merge, remove, what
+
+    def plan_install(self) -> tuple[str, bytes | None]:
+        data = self.file.data
+        new = self.merge(data)
+        if self.file.raw is not None and new == data:
+            return "unchanged", None
+        return ("added" if self.remove(data) == data else "updated"), self.file.render(new)
+
+    def plan_uninstall(self) -> tuple[str, bytes | None]:
+        data = self.file.data
+        if self.file.raw is None or self.remove(data) == data:
+            return "unchanged", self.file.raw
+        for backup in self.file.backups():  # nothing changed since install: its backup's bytes again
+            try:
+                before = ConfigFile(backup).read()
+            except ScsqlError:
+                continue
+            if self.merge(before.data) == data and self.remove(before.data) == before.data:
+                return "removed", before.raw
+        if data == self.merge({}):  # install created the file and nothing else was added
+            return "removed", None
+        return "removed", self.file.render(self.remove(data))
+
+    def apply(self, status: str, content: bytes | None) -> str:
+        backup = None
+        if status != "unchanged":
+            backup = self.file.write(content)
+        line = f"  {status:<9} {self.file.path}  ({self.what}"
+        if content is None and status == "removed":
+            line += "; the file held nothing else and was deleted"
+        if backup is not None:
+            line += f"; backup {backup.name}"
+        return line + ")"
+
+
+def _edits(ctx, args: argparse.Namespace) -> tuple[Path, str, list[Edit]]:
+    from ..core.cli import uri
+
+    directory = project_dir(args.project_dir)
+    project = args.project or project_name(directory)
+    agent, home = args.agent, str(ctx.settings.data_dir)
+    env = {"SCSQL_DATA_DIR": home}
+    if os.environ.get("SCSQL_KEYSTORE"):
+        env["SCSQL_KEYSTORE"] = str(ctx.settings.keystore)
+    if ctx.settings.dsn or ctx.settings.agent_dsn:
+        env["SCSQL_AGENT_DSN"] = uri(ctx.agent_conninfo())
+    name, entry = server_name(agent), mcp_server_entry(agent, env)
+    ours = settings_hooks(agent, home)
+    n = len(_handler_identities(ours))
+    edits = [
+        Edit(directory / ".mcp.json", _check_mcp, lambda d: merge_server(d, name, entry),
+             lambda d: remove_server(d, name), f"MCP server {name}"),
+        Edit(settings_path(args.scope, directory), lambda cf: _check_settings(cf, ours),
+             lambda d: merge_hooks(d, ours), lambda d: remove_hooks(d, ours), f"{n} hook(s) of agent {agent}"),
+    ]
+    return directory, project, edits
+
+
+def ensure_project_and_agent(ctx, project: str, agent: str, team_role: str, directory: Path) -> list[str]:
+    """Create PROJECT (rooted at DIRECTORY) and AGENT with its key when they
+    do not exist, with the functions ``scsql project`` and ``scsql agent`` use."""
+    from ..core import roles
+
+    admin = ctx.admin_conninfo()
+    said = []
+    projects = {p["name"]: p for p in roles.status(admin)["projects"]}
+    if project not in projects:
+        roles.create_project(admin, project, str(directory))
+        said.append(f"scsql: created project {project} (root {directory})")
+    elif not projects[project]["root_path"]:
+        roles.set_project_root(admin, project, str(directory))
+        said.append(f"scsql: project {project} exists; its root is now {directory}")
+    else:
+        said.append(f"scsql: project {project} exists (root {projects[project]['root_path']})")
+    found = next((a for a in roles.list_agents(admin) if a["agent"] == agent), None)
+    if found is None:
+        row = roles.create_agent(admin, ctx.keystore, agent, project, team_role)
+        said.append(f"scsql: created agent {agent} ({team_role}) in project {project}, key {row['key_file']}")
+        return said
+    if found["project"] != project:
+        raise ScsqlError(INSTALL_CONFLICT, f"agent {agent} belongs to project {found['project']}, not {project}",
+                         f"install it with --project {found['project']}, or choose another --agent")
+    if found["revoked_at"] is not None:
+        raise ScsqlError("SC002", f"agent {agent} was revoked at {found['revoked_at']} and can no longer act",
+                         "choose another --agent")
+    ctx.keystore.load(agent)  # its key is here and safe, or SC031/SC032 now
+    said.append(f"scsql: agent {agent} exists in project {project}")
+    return said
+
+
+def cmd_install_claude(ctx, args: argparse.Namespace) -> int:
+    directory, project, edits = _edits(ctx, args)  # every file read and checked before anything changes
+    plans = [e.plan_install() for e in edits]
+    for line in ensure_project_and_agent(ctx, project, args.agent, args.role, directory):
+        print(line)
+    for edit, (status, content) in zip(edits, plans):
+        print(edit.apply(status, content))
+    return 0
+
+
+def cmd_uninstall_claude(ctx, args: argparse.Namespace) -> int:
+    _, _, edits = _edits(ctx, args)
+    plans = [e.plan_uninstall() for e in edits]
+    for edit, (status, content) in zip(edits, plans):
+        print(edit.apply(status, content))
+    print(f"scsql: agent {args.agent} keeps its key and history (scsql agent revoke {args.agent} retires it)")
+    return 0
+
+
+# -- the command line --------------------------------------------------------
+
+
+def _group(sub, add, name: str, help: str):
+    """The subparsers of command NAME (created on first use, shared)."""
+    existing = sub.choices.get(name)
+    if existing is None:
+        existing = add(name, lambda ctx, args: args.sub_func(ctx, args), help)
+        existing.add_subparsers(dest=f"{name}_command", metavar="TARGET", required=True)
+    return next(a for a in existing._actions if isinstance(a, argparse._SubParsersAction))
+
+
+def _options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--agent", required=True, help="the agent the MCP server and the hooks act as")
+    p.add_argument("--project-dir", metavar="DIR",
+                   help="the project's root directory (default: the git repository of the current directory)")
+    p.add_argument("--project", metavar="NAME",
+                   help="the scsql project (default: the directory's name, lower case)")
+    p.add_argument("--scope", choices=SCOPES, default="project",
+                   help="settings file for the hooks: project .claude/settings.json (default), "
+                        "local .claude/settings.local.json, user ~/.claude/settings.json")
+
+
+def register_install(sub, add) -> None:
+    p = _group(sub, add, "install", "add scsql to an agent tool's configuration").add_parser(
+        "claude", help="Claude Code: create the project and agent if needed, add the MCP server to .mcp.json "
+                       "and the hooks to the settings file")
+    _options(p)
+    p.add_argument("--role", default=DEFAULT_TEAM_ROLE,
+                   help=f"team role of an agent created now (default {DEFAULT_TEAM_ROLE})")
+    p.set_defaults(sub_func=cmd_install_claude)
+    p = _group(sub, add, "uninstall", "remove what scsql install added").add_parser(
+        "claude", help="Claude Code: remove scsql's MCP server and hooks of the agent, keep everything else")
+    _options(p)
+    p.set_defaults(sub_func=cmd_uninstall_claude)
