@@ -156,6 +156,8 @@ def cmd_up(ctx, args: argparse.Namespace) -> int:
     prefix = f"SCSQL_DATA_DIR={ctx.settings.data_dir} " if "SCSQL_DATA_DIR" in env else ""
     print("psql as the default agent:")
     print(f"  {prefix}scsql psql --agent {DEFAULT_AGENT}")
+    print(f"Claude Code, MCP server and hooks (run in the repository): "
+          f"{prefix}scsql install claude --agent {DEFAULT_AGENT} --project {DEFAULT_PROJECT}")
     print("MCP client (Claude Code: put this in .mcp.json; one entry per agent):")
     print("  " + json.dumps(mcp, indent=2).replace("\n", "\n  "))
     return 0
