@@ -13,8 +13,8 @@ def register(sub, add) -> None:
 
 
 def _benches(p) -> None:
-    from . import chain, queue, retrieval, search
+    from . import chain, queue, retrieval, search, start
 
     bsub = p.add_subparsers(dest="bench", metavar="BENCH", required=True)
-    for bench in (chain, queue, retrieval, search):
+    for bench in (chain, queue, retrieval, search, start):
         bench.register(bsub)
