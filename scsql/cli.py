@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 # ``scsql hook SUBCOMMAND``: every subcommand but these is an event, answered
 # by the standard-library hook client before anything else is imported.
-FULL_HOOK_COMMANDS = frozenset({"stop-check", "serve"})
+FULL_HOOK_COMMANDS = frozenset({"stop-check", "serve", "events"})
 
 
 class Context:
@@ -168,8 +168,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, Callable]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if len(argv) > 1 and argv[0] == "hook" and not argv[1].startswith("-") and argv[1] not in FULL_HOOK_COMMANDS:
-        answered = _hook_client(argv[1:])
+    event = _hook_event(argv)
+    if event is not None:
+        answered = _hook_client(*event)
         if answered is not None:
             return answered
     parser, _ = build_parser()
@@ -212,15 +213,33 @@ def _error_line(exc: Exception) -> str | None:
     return None
 
 
-def _hook_client(argv: list[str]) -> int | None:
+def _hook_event(argv: list[str]) -> tuple[list[str], str | None] | None:
+    """For ``scsql [--data-dir DIR] hook EVENT ...``: the client's arguments
+    (EVENT ...) and DIR; None for any other command."""
+    data_dir = None
+    if argv[:1] == ["--data-dir"] and len(argv) > 1:
+        data_dir, argv = argv[1], argv[2:]
+    elif argv[:1] and argv[0].startswith("--data-dir="):
+        data_dir, argv = argv[0].partition("=")[2], argv[1:]
+    if len(argv) < 2 or argv[0] != "hook" or argv[1].startswith("-") or argv[1] in FULL_HOOK_COMMANDS:
+        return None
+    return argv[1:], data_dir
+
+
+def _hook_client(argv: list[str], data_dir: str | None) -> int | None:
     """Run an event subcommand by the hook client (scsql/hooks/client.py), as
-    the hook configuration runs it; None when this installation has no client."""
+    the hook configuration runs it, with --home the data directory unless it
+    is given; None when this installation has no client."""
     try:
         from .hooks import client
     except ModuleNotFoundError as exc:
         if exc.name not in ("scsql.hooks.client", "scsql.hooks"):
             raise
         return None
+    if "--home" not in argv:
+        from .core.config import find_data_dir
+
+        argv = [*argv, "--home", str(find_data_dir(data_dir))]
     return client.main(argv)
 
 

@@ -48,12 +48,7 @@ class Settings:
     @classmethod
     def load(cls, data_dir: str | Path | None = None) -> Settings:
         env = os.environ
-        given = data_dir or env.get("SCSQL_DATA_DIR")
-        if not given:
-            import platformdirs  # only for the default (a command's start pays for it otherwise)
-
-            given = platformdirs.user_data_dir("scsql")
-        root = Path(given).expanduser().resolve()
+        root = find_data_dir(data_dir)
         keystore = Path(env.get("SCSQL_KEYSTORE") or root / "keys").expanduser().resolve()
         return cls(
             dsn=env.get("SCSQL_DSN") or None,
@@ -62,6 +57,17 @@ class Settings:
             keystore=keystore,
             start_timeout=_start_timeout(env.get("SCSQL_START_TIMEOUT")),
         )
+
+
+def find_data_dir(given: str | Path | None = None) -> Path:
+    """The data directory: GIVEN (--data-dir), else SCSQL_DATA_DIR, else the
+    user data directory (e.g. ~/.local/share/scsql); absolute, links resolved."""
+    given = given or os.environ.get("SCSQL_DATA_DIR")
+    if not given:
+        import platformdirs  # only for the default (a command's start pays for it otherwise)
+
+        given = platformdirs.user_data_dir("scsql")
+    return Path(given).expanduser().resolve()
 
 
 def _start_timeout(value: str | None) -> float:
