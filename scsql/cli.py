@@ -11,30 +11,51 @@ a non-zero exit status.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import psycopg
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from . import __version__
 
-from . import __version__, subsystems
-from .core import errors
-from .core.config import APP_ROLE, Settings, role_for
-from .core.db import Agent, Database, unreachable
-from .core.embedded import EmbeddedServer
-from .core.errors import ScsqlError
-from .core.keys import Keystore
+if TYPE_CHECKING:
+    import argparse
+
+    from .core.config import Settings
+    from .core.db import Agent
+    from .core.embedded import EmbeddedServer
+    from .core.keys import Keystore
+
+# ``scsql hook SUBCOMMAND``: every subcommand but these is an event, answered
+# by the standard-library hook client before anything else is imported.
+FULL_HOOK_COMMANDS = frozenset({"stop-check", "serve", "events"})
 
 
 class Context:
-    """What a command needs: settings, and the connections they imply."""
+    """What a command needs: settings, and the connections they imply (each
+    part made when a command first asks for it, so a command imports only
+    what it uses)."""
 
     def __init__(self, settings: Settings):
         self.settings = settings
-        self.server = EmbeddedServer(settings)
-        self.keystore = Keystore(settings.keystore)
+        self._server: EmbeddedServer | None = None
+        self._keystore: Keystore | None = None
+
+    @property
+    def server(self) -> EmbeddedServer:
+        if self._server is None:
+            from .core.embedded import EmbeddedServer
+
+            self._server = EmbeddedServer(self.settings)
+        return self._server
+
+    @property
+    def keystore(self) -> Keystore:
+        if self._keystore is None:
+            from .core.keys import Keystore
+
+            self._keystore = Keystore(self.settings.keystore)
+        return self._keystore
 
     def admin_conninfo(self) -> str:
         if self.settings.dsn:
@@ -47,6 +68,10 @@ class Context:
         scsql_app on the embedded server, started if it was set up but is down."""
         if self.settings.agent_dsn:
             return self.settings.agent_dsn
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+        from .core.config import APP_ROLE
+
         if self.settings.dsn:
             parts = conninfo_to_dict(self.settings.dsn)
             parts.pop("password", None)
@@ -58,12 +83,20 @@ class Context:
 
     def login_conninfo(self, agent: str) -> str:
         """A connection that logs in as the agent's own role (scsql psql --agent)."""
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+        from .core.config import role_for
+
         base = conninfo_to_dict(self.admin_conninfo())
         base.pop("password", None)
         base["user"] = role_for(agent)
         return make_conninfo(**base)
 
     def open_agent(self, name: str | None, *, need_key: bool = True, pool_size: int = 4) -> Agent:
+        from .core import errors
+        from .core.db import Agent, Database
+        from .core.errors import ScsqlError
+
         if not name:
             raise ScsqlError(
                 errors.AGENT_REQUIRED,
@@ -86,13 +119,46 @@ class Context:
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, Callable]:
-    parser = argparse.ArgumentParser(prog="scsql", description="Memory, audit and coordination for AI coding agents.")
+    import argparse
+
+    from . import subsystems
+
+    class Parser(argparse.ArgumentParser):
+        """A parser whose arguments a command may add only when it is used
+        (``populate``), so building the parser imports no command's
+        implementation."""
+
+        def __init__(self, *a, populate: Callable[[argparse.ArgumentParser], None] | None = None, **kw):
+            super().__init__(*a, **kw)
+            self._populate = populate
+
+        def _complete(self) -> None:
+            populate, self._populate = self._populate, None
+            if populate is not None:
+                populate(self)
+
+        def parse_known_args(self, args=None, namespace=None):
+            self._complete()
+            return super().parse_known_args(args, namespace)
+
+        def format_usage(self) -> str:
+            self._complete()
+            return super().format_usage()
+
+        def format_help(self) -> str:
+            self._complete()
+            return super().format_help()
+
+    parser = Parser(prog="scsql", description="Memory, audit and coordination for AI coding agents.")
     parser.add_argument("--version", action="version", version=f"scsql {__version__}")
     parser.add_argument("--data-dir", help="data directory of the embedded server and keystore (SCSQL_DATA_DIR)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    def add(name: str, fn: Callable[[Context, argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help, description=help)
+    def add(name: str, fn: Callable[[Context, argparse.Namespace], int], help: str, *,
+            populate: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.ArgumentParser:
+        """Add command NAME running FN; POPULATE(parser), when given, adds its
+        arguments once the command is parsed or its help printed."""
+        p = sub.add_parser(name, help=help, description=help, populate=populate)
         p.set_defaults(func=fn)
         return p
 
@@ -101,6 +167,12 @@ def build_parser() -> tuple[argparse.ArgumentParser, Callable]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    event = _hook_event(argv)
+    if event is not None:
+        answered = _hook_client(*event)
+        if answered is not None:
+            return answered
     parser, _ = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown and not getattr(args, "pass_through", False):
@@ -108,19 +180,67 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         args.psql_args = unknown  # scsql psql: psql's own options and arguments, in order
     try:
+        from .core.config import Settings
+
         ctx = Context(Settings.load(args.data_dir))
         return args.func(ctx, args)
-    except ScsqlError as exc:
-        print(f"scsql: error {exc}", file=sys.stderr)
-        return 1
-    except psycopg.OperationalError as exc:
-        print(f"scsql: error {unreachable(exc)}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # output piped into head and friends
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Exception as exc:
+        message = _error_line(exc)
+        if message is None:
+            raise
+        print(f"scsql: error {message}", file=sys.stderr)
+        return 1
+
+
+def _error_line(exc: Exception) -> str | None:
+    """The one line a command's error is reported in (None: not an error scsql
+    reports; let it propagate). psycopg is consulted only when it was imported,
+    since otherwise no error of it can have been raised."""
+    from .core.errors import ScsqlError
+
+    if isinstance(exc, ScsqlError):
+        return str(exc)
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is not None and isinstance(exc, psycopg.OperationalError):
+        from .core.db import unreachable
+
+        return str(unreachable(exc))
+    return None
+
+
+def _hook_event(argv: list[str]) -> tuple[list[str], str | None] | None:
+    """For ``scsql [--data-dir DIR] hook EVENT ...``: the client's arguments
+    (EVENT ...) and DIR; None for any other command."""
+    data_dir = None
+    if argv[:1] == ["--data-dir"] and len(argv) > 1:
+        data_dir, argv = argv[1], argv[2:]
+    elif argv[:1] and argv[0].startswith("--data-dir="):
+        data_dir, argv = argv[0].partition("=")[2], argv[1:]
+    if len(argv) < 2 or argv[0] != "hook" or argv[1].startswith("-") or argv[1] in FULL_HOOK_COMMANDS:
+        return None
+    return argv[1:], data_dir
+
+
+def _hook_client(argv: list[str], data_dir: str | None) -> int | None:
+    """Run an event subcommand by the hook client (scsql/hooks/client.py), as
+    the hook configuration runs it, with --home the data directory unless it
+    is given; None when this installation has no client."""
+    try:
+        from .hooks import client
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("scsql.hooks.client", "scsql.hooks"):
+            raise
+        return None
+    if "--home" not in argv:
+        from .core.config import find_data_dir
+
+        argv = [*argv, "--home", str(find_data_dir(data_dir))]
+    return client.main(argv)
 
 
 if __name__ == "__main__":  # pragma: no cover

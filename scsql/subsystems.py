@@ -16,7 +16,10 @@ importing lists of module names:
 
 Each is a function that imports its subsystem when first asked, so a
 command that needs neither the embedding model nor the MCP SDK never loads
-them.
+them. For the same reason a command module (``*/cli.py``) imports at its top
+only what building its parser needs, and each command imports what it drives
+when it runs; ``scsql bench`` describes its benchmarks only when it is used
+(tests/test_cli_start.py checks what the everyday commands import).
 """
 
 from __future__ import annotations

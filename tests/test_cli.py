@@ -27,6 +27,7 @@ def test_up_status_psql_down_on_the_embedded_server(data_dir):
     up = scsql("up", env=env)
     assert up.returncode == 0, up.stderr
     assert "scsql psql --agent default" in up.stdout and '"mcp"' in up.stdout
+    assert "scsql install claude --agent default" in up.stdout
 
     again = scsql("up", env=env)  # reuses the running server
     assert again.returncode == 0 and "already running" in again.stdout

@@ -14,16 +14,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import checkpoints, partitions
-from ..core.errors import ScsqlError
-from ..core.registry import to_json
-from ..core.roles import admin_connection
+# Each command imports what it drives: building the parser imports neither
+# the database driver nor the signing and validation libraries.
 
 # -- verify -----------------------------------------------------------------------
 
 
 def cmd_verify(ctx, args: argparse.Namespace) -> int:
     from .verify import verify
+    from ..core.registry import to_json
+    from . import checkpoints
 
     if args.embeddings:
         return verify_embeddings(ctx, args)
@@ -62,6 +62,8 @@ def quarantine_line(q: dict[str, Any]) -> str:
 def verify_embeddings(ctx, args: argparse.Namespace) -> int:
     """Re-embed a sample of stored vectors with this process's provider, as the auditor."""
     from ..memory import embed
+    from ..core.errors import ScsqlError
+    from ..core.roles import admin_connection
 
     prov = embed.provider()
     if prov is None:
@@ -87,6 +89,8 @@ def verify_embeddings(ctx, args: argparse.Namespace) -> int:
 
 
 def cmd_checkpoint(ctx, args: argparse.Namespace) -> int:
+    from . import checkpoints
+
     if args.init:
         key_id = checkpoints.init_auditor_key(ctx.keystore, ctx.admin_conninfo())
         print(f"scsql: auditor key {key_id} registered ({ctx.keystore.path(checkpoints.AUDITOR_KEY)}, mode 0600)")
@@ -119,6 +123,9 @@ def cmd_checkpoint(ctx, args: argparse.Namespace) -> int:
 
 
 def cmd_cost(ctx, args: argparse.Namespace) -> int:
+    from ..core.registry import to_json
+    from ..core.roles import admin_connection
+
     since = (dt.datetime.fromisoformat(args.since) if args.since
              else dt.datetime.now(dt.UTC) - dt.timedelta(days=args.days))
     query = "select * from scsql.cost_report(%s::timestamptz, %s::text)"
@@ -149,6 +156,8 @@ def export_learnings(agent, directory: Path) -> dict[str, int]:
     The highest exported learning_id is kept in DIR/learnings/.export-state.json;
     the database waits for writers in flight before answering, so ids never
     appear below it later."""
+    from ..core.registry import to_json
+
     out = Path(directory) / "learnings"
     out.mkdir(parents=True, exist_ok=True)
     state_path = out / ".export-state.json"
@@ -179,6 +188,8 @@ def export_learnings(agent, directory: Path) -> dict[str, int]:
 
 
 def cmd_learnings(ctx, args: argparse.Namespace) -> int:
+    from ..core.registry import to_json
+
     agent = ctx.open_agent(args.agent, need_key=False)
     if args.action == "export":
         counts = export_learnings(agent, Path(args.dir))
@@ -197,6 +208,9 @@ def cmd_learnings(ctx, args: argparse.Namespace) -> int:
 
 
 def cmd_partitions(ctx, args: argparse.Namespace) -> int:
+    from ..core.roles import admin_connection
+    from . import partitions
+
     admin = ctx.admin_conninfo()
     if args.action == "enable-partman":
         print(f"scsql: {partitions.enable_partman(admin, args.extension_version)}")
@@ -219,6 +233,8 @@ def cmd_partitions(ctx, args: argparse.Namespace) -> int:
 
 
 def cmd_price(ctx, args: argparse.Namespace) -> int:
+    from ..core.roles import admin_connection
+
     with admin_connection(ctx.admin_conninfo()) as conn:
         if args.action == "set":
             conn.execute("select scsql.set_model_price(%s::text, %s::numeric, %s::numeric, coalesce(%s::timestamptz, now()))",

@@ -1,14 +1,20 @@
 """``scsql bench``: benchmarks that print ratios against a baseline measured
 in the same run on the same server, one module a benchmark, each adding
-``scsql bench NAME`` with its ``register(subparsers)``."""
+``scsql bench NAME`` with its ``register(subparsers)``. The modules are
+imported only when ``scsql bench`` is run (or its help printed): they need
+the database drivers, the embedding model and more."""
 
 from __future__ import annotations
 
 
 def register(sub, add) -> None:
-    from . import chain, hooks, queue, retrieval, search
+    add("bench", lambda ctx, args: args.bench_func(ctx, args), "benchmarks against same-run baselines",
+        populate=_benches)
 
-    p = add("bench", lambda ctx, args: args.bench_func(ctx, args), "benchmarks against same-run baselines")
+
+def _benches(p) -> None:
+    from . import chain, hooks, queue, retrieval, search, start
+
     bsub = p.add_subparsers(dest="bench", metavar="BENCH", required=True)
-    for bench in (chain, hooks, queue, retrieval, search):
+    for bench in (chain, hooks, queue, retrieval, search, start):
         bench.register(bsub)

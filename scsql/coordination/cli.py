@@ -12,12 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import client
-from ..core import roles
-from ..core.db import Agent
-from ..core.errors import ScsqlError
+if TYPE_CHECKING:
+    from ..core.db import Agent
+
+# Each command imports what it drives (the queue's client signs broadcasts):
+# building the parser imports neither the database driver nor the signing libraries.
 
 STOP_BLOCKED = 2  # Claude Code: a Stop hook exiting 2 blocks the stop; stderr is the reason
 
@@ -54,6 +55,8 @@ def cmd_queue_stats(ctx, args: argparse.Namespace) -> int:
 
 
 def cmd_queue_maintain(ctx, args: argparse.Namespace) -> int:
+    from ..core import roles
+
     with roles.admin_connection(ctx.admin_conninfo()) as conn:
         row = conn.execute("select * from scsql.queue_maintenance(%s::integer)", (args.limit,)).fetchone()
     print(f"scsql: {row['requeued']} expired lease(s) requeued, {row['dead']} task(s) dead")
@@ -64,13 +67,17 @@ def cmd_queue_maintain(ctx, args: argparse.Namespace) -> int:
 
 
 def cmd_queue_run(ctx, args: argparse.Namespace) -> int:
+    from ..core.errors import ScsqlError
+    from . import client
+
     command = [a for a in args.command if a != "--"]
     if not command:
         raise ScsqlError("SC010", "queue run needs a command to run for each task (after --)")
     agent = ctx.open_agent(args.agent, need_key=False, pool_size=2)
     done = 0
     while args.max_tasks is None or done < args.max_tasks:
-        tasks = client.claim(agent, 1, args.lease, args.wait, args.poll)
+        tasks = client.claim(agent, 1, args.lease, args.wait,
+                             client.DEFAULT_POLL_SECONDS if args.poll is None else args.poll)
         if not tasks:
             break
         try:
@@ -107,7 +114,7 @@ def register(sub, add) -> None:
     p.add_argument("--agent", help="the agent that claims (required)")
     p.add_argument("--lease", type=int, default=300, help="lease length in seconds (heartbeats every third)")
     p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a task when none is queued")
-    p.add_argument("--poll", type=float, default=client.DEFAULT_POLL_SECONDS,
+    p.add_argument("--poll", type=float, default=None,  # None: client.DEFAULT_POLL_SECONDS
                    help="seconds between polls while waiting (LISTEN wakes sooner)")
     p.add_argument("--max-tasks", type=int, help="stop after this many tasks")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- the command to run for each task")

@@ -20,15 +20,11 @@ import shutil
 import sys
 from pathlib import Path
 
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
 from .. import __version__
-from . import errors, worker
-from ..audit import AUDITOR_ROLE
 from .config import APP_ROLE, role_for
-from .embedded import bin_path
-from .errors import ScsqlError
-from .migrate import Migrator, Source
+
+# Every other import is made by the command that needs it: building the
+# parser must not load the database driver.
 
 DEFAULT_PROJECT = "default"
 DEFAULT_AGENT = "default"
@@ -38,6 +34,7 @@ def cmd_worker(ctx, args) -> int:
     from .. import subsystems
     from ..audit import partitions
     from ..coordination import client
+    from . import worker
 
     agent = ctx.open_agent(args.agent)
     jobs = subsystems.jobs(args.job or None)
@@ -64,6 +61,8 @@ def cmd_worker(ctx, args) -> int:
 
 def uri(conninfo: str) -> str:
     """A conninfo string as a postgresql:// URI (for pasting)."""
+    from psycopg.conninfo import conninfo_to_dict
+
     d = conninfo_to_dict(conninfo)
     host = d.pop("host", "")
     port = d.pop("port", None)
@@ -96,6 +95,8 @@ def default_root(given: str | None) -> str | None:
     above it holding .git (the repository it runs in). Never "/" or the home
     directory by default (the index tool would read everything below it):
     then None, and --root must name one."""
+    from .errors import ScsqlError
+
     if given:
         path = Path(given).expanduser()
         if not path.is_absolute():
@@ -112,6 +113,7 @@ def default_root(given: str | None) -> str | None:
 
 def cmd_up(ctx, args: argparse.Namespace) -> int:
     from . import roles
+    from .migrate import Migrator
 
     root = default_root(args.root)  # checked before anything starts
     if ctx.settings.embedded:
@@ -154,6 +156,8 @@ def cmd_up(ctx, args: argparse.Namespace) -> int:
     prefix = f"SCSQL_DATA_DIR={ctx.settings.data_dir} " if "SCSQL_DATA_DIR" in env else ""
     print("psql as the default agent:")
     print(f"  {prefix}scsql psql --agent {DEFAULT_AGENT}")
+    print(f"Claude Code, MCP server and hooks (run in the repository): "
+          f"{prefix}scsql install claude --agent {DEFAULT_AGENT} --project {DEFAULT_PROJECT}")
     print("MCP client (Claude Code: put this in .mcp.json; one entry per agent):")
     print("  " + json.dumps(mcp, indent=2).replace("\n", "\n  "))
     return 0
@@ -171,7 +175,8 @@ def cmd_down(ctx, args: argparse.Namespace) -> int:
 
 
 def cmd_status(ctx, args: argparse.Namespace) -> int:
-    from . import roles
+    from . import errors, roles
+    from .errors import ScsqlError
 
     if ctx.settings.embedded and not ctx.server.running:
         raise ScsqlError(errors.EMBEDDED_NOT_RUNNING,
@@ -226,7 +231,12 @@ def cmd_psql(ctx, args: argparse.Namespace) -> int:
     """psql on the server: as the administrator; as an agent's own login role
     (--agent); or as the administrator with role scsql_auditor (--auditor).
     Every argument scsql does not know is passed on to psql, in order."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    from ..audit import AUDITOR_ROLE
     from . import roles
+    from .embedded import bin_path
+    from .errors import ScsqlError
 
     if args.agent:
         known = {a["agent"]: a for a in roles.list_agents(ctx.admin_conninfo())}
@@ -254,6 +264,8 @@ def cmd_psql(ctx, args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(ctx, args: argparse.Namespace) -> int:
+    from .migrate import Migrator, Source
+
     source = Source(Path(args.source)) if args.source else None
     migrator = Migrator(ctx.admin_conninfo() if not args.print else "", source)
     if args.print:

@@ -19,25 +19,23 @@ it is named on the command line.
 
 from __future__ import annotations
 
+import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
-
-import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 DATABASE = "scsql"
 APP_ROLE = "scsql_app"
 AGENT_ROLE_PREFIX = "scsql_agent_"
 
 
-class Settings(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    dsn: str | None = None
-    agent_dsn: str | None = None
+@dataclass(frozen=True)
+class Settings:
+    dsn: str | None
+    agent_dsn: str | None
     data_dir: Path
     keystore: Path
-    start_timeout: float = Field(default=60.0, gt=0, le=3600)
+    start_timeout: float = 60.0
 
     @property
     def embedded(self) -> bool:
@@ -50,25 +48,42 @@ class Settings(BaseModel):
     @classmethod
     def load(cls, data_dir: str | Path | None = None) -> Settings:
         env = os.environ
-        root = Path(data_dir or env.get("SCSQL_DATA_DIR") or platformdirs.user_data_dir("scsql")).expanduser()
-        root = root.resolve()
+        root = find_data_dir(data_dir)
         keystore = Path(env.get("SCSQL_KEYSTORE") or root / "keys").expanduser().resolve()
-        extra = {}
-        if env.get("SCSQL_START_TIMEOUT"):
-            extra["start_timeout"] = env["SCSQL_START_TIMEOUT"]
-        try:
-            return cls(
-                dsn=env.get("SCSQL_DSN") or None,
-                agent_dsn=env.get("SCSQL_AGENT_DSN") or None,
-                data_dir=root,
-                keystore=keystore,
-                **extra,
-            )
-        except ValidationError:
-            from .errors import ScsqlError
+        return cls(
+            dsn=env.get("SCSQL_DSN") or None,
+            agent_dsn=env.get("SCSQL_AGENT_DSN") or None,
+            data_dir=root,
+            keystore=keystore,
+            start_timeout=_start_timeout(env.get("SCSQL_START_TIMEOUT")),
+        )
 
-            raise ScsqlError("SC010", f"SCSQL_START_TIMEOUT must be a number of seconds from 0 to 3600, "
-                                      f"got {env.get('SCSQL_START_TIMEOUT')!r}", "unset it for the default, 60") from None
+
+def find_data_dir(given: str | Path | None = None) -> Path:
+    """The data directory: GIVEN (--data-dir), else SCSQL_DATA_DIR, else the
+    user data directory (e.g. ~/.local/share/scsql); absolute, links resolved."""
+    given = given or os.environ.get("SCSQL_DATA_DIR")
+    if not given:
+        import platformdirs  # only for the default (a command's start pays for it otherwise)
+
+        given = platformdirs.user_data_dir("scsql")
+    return Path(given).expanduser().resolve()
+
+
+def _start_timeout(value: str | None) -> float:
+    """SCSQL_START_TIMEOUT in seconds: more than 0, at most 3600; unset or empty: 60."""
+    if not value:
+        return 60.0
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds <= 3600:
+        from .errors import ScsqlError
+
+        raise ScsqlError("SC010", f"SCSQL_START_TIMEOUT must be a number of seconds from 0 to 3600, "
+                                  f"got {value!r}", "unset it for the default, 60")
+    return seconds
 
 
 def role_for(agent: str) -> str:

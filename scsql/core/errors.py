@@ -9,7 +9,10 @@ CLI and MCP clients read the same catalogue. Codes the client raises itself
 
 from __future__ import annotations
 
-import psycopg
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where a connection is made: ScsqlError itself must not load the driver
+    import psycopg
 
 # Names of the client-side codes. Their meanings are in scsql.error_codes.
 SERVER_UNREACHABLE = "SC030"
@@ -60,6 +63,8 @@ class ScsqlError(Exception):
 
 def learn_names(conn: psycopg.Connection) -> None:
     """Load code names from scsql.error_codes once per process."""
+    import psycopg
+
     if _NAMES:
         return
     try:

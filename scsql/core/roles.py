@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg.rows import dict_row
@@ -14,7 +14,9 @@ from psycopg.rows import dict_row
 from . import errors
 from .db import unreachable
 from .errors import ScsqlError
-from .keys import Keystore, generate, public_bytes
+
+if TYPE_CHECKING:
+    from .keys import Keystore
 
 
 @contextmanager
@@ -67,6 +69,8 @@ def create_agent(
     the private key in the keystore (mode 0600). All or nothing: when the
     registration fails no key file is left, and an existing key file is never
     overwritten (with ``adopt_key`` it is registered instead)."""
+    from .keys import generate, public_bytes  # the key library only where keys are made
+
     if keystore.exists(name):
         if not adopt_key:
             raise ScsqlError(
@@ -95,6 +99,8 @@ def create_agent(
 def rotate_key(conninfo: str, keystore: Keystore, name: str) -> int:
     """Register a new key for the agent and replace its key file. The old
     private key is discarded; rows it signed stay verifiable with its public key."""
+    from .keys import generate, public_bytes
+
     keystore.load(name)  # the agent's current key must be here and safe
     key = generate()
     staged = keystore.stage(name, key)
