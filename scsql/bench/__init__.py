@@ -6,9 +6,9 @@ from __future__ import annotations
 
 
 def register(sub, add) -> None:
-    from . import chain, queue, retrieval, search
+    from . import chain, queue, retrieval, search, tools
 
     p = add("bench", lambda ctx, args: args.bench_func(ctx, args), "benchmarks against same-run baselines")
     bsub = p.add_subparsers(dest="bench", metavar="BENCH", required=True)
-    for bench in (chain, queue, retrieval, search):
+    for bench in (chain, queue, retrieval, search, tools):
         bench.register(bsub)
