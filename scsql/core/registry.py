@@ -444,14 +444,15 @@ class ApiFunction:
     def tool_schema(self) -> dict[str, Any]:
         """The tool's input schema as published: each argument's JSON type,
         description, choices, range and default (:func:`property_schema`).
-        Arguments are checked by :meth:`arg_model`; the SQL function checks
-        choices and ranges itself, with its own codes."""
+        Arguments are checked by :meth:`arg_model` (an unknown one is refused
+        with SC010 naming the arguments, so the schema need not say
+        additionalProperties); the SQL function checks choices and ranges
+        itself, with its own codes."""
         params = self.visible_params
         schema: dict[str, Any] = {"type": "object", "properties": {p.name: property_schema(p) for p in params}}
         required = [p.name for p in params if not p.optional]
         if required:
             schema["required"] = required
-        schema["additionalProperties"] = False
         return schema
 
     def __post_init__(self) -> None:
