@@ -112,6 +112,15 @@ def test_every_argument_of_every_tool_has_a_description_and_a_json_type(agent):
     assert _props(by_name["claim_task"])["lease_seconds"]["default"] == 300
 
 
+def test_every_argument_line_of_a_comment_names_an_argument_of_its_function(agent):
+    """A misspelt p_name line would describe nothing: each names a real argument."""
+    with agent.transaction() as conn:
+        rows = conn.execute("select name, description, arg_names from scsql_caller.api()").fetchall()
+    wrong = [(r["name"], a) for r in rows for a in read_comment(r["description"]).args
+             if f"p_{a}" not in r["arg_names"]]
+    assert wrong == []
+
+
 def test_choices_and_ranges_are_the_check_constraints_of_the_column_each_argument_is_stored_in(agent, scsql_db):
     tools = {t.name: t for t in build(agent, all_tools=True).tools.listed}
     with scsql_db.connect() as conn:

@@ -14,8 +14,11 @@ call (walk a directory, wait for work), an :class:`Adapter` for the function
 does it: the arguments it supplies are hidden from the tool's schema. Each
 subsystem declares its adapters; ``scsql/subsystems.py`` gathers them.
 
-This module knows nothing of MCP: the tool schema is the JSON schema of the
-pydantic model of a function's arguments, which ``mcp_server.py`` publishes.
+This module knows nothing of MCP. The pydantic model of a function's
+arguments checks them; the schema ``mcp_server.py`` publishes
+(:meth:`ApiFunction.tool_schema`) adds what the function's comment says of
+each argument (:func:`read_comment`): a description, choices, a range, the
+JSON type of a jsonb value; defaults come from the signature.
 """
 
 from __future__ import annotations
