@@ -65,16 +65,26 @@ def _failed(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
+ALL_TOOLS_ENV = "SCSQL_MCP_TOOLS"  # "all": list the tools hooks do for agents too
+
+
+def all_tools_configured() -> bool:
+    return os.environ.get(ALL_TOOLS_ENV, "").strip().lower() == "all"
+
+
 class Tools:
     """The agent's tools: their list, and calls to them, answered with the
-    function's result as JSON text or an error result carrying an SC code."""
+    function's result as JSON text or an error result carrying an SC code.
 
-    def __init__(self, api: Api):
+    A tool whose function's comment says ``hidden:`` (record_tool_call,
+    start_session: the hooks capture them) is left out of the list unless
+    ``all_tools``; it can still be called by name."""
+
+    def __init__(self, api: Api, all_tools: bool = False):
         self.api = api
         self.functions: dict[str, ApiFunction] = dict(api.functions)
-        self.listed = [types.Tool(name=fn.name, description=fn.description,
-                                  input_schema=fn.arg_model().model_json_schema(by_alias=True))
-                       for fn in self.functions.values()]
+        self.listed = [types.Tool(name=fn.name, description=fn.description, input_schema=fn.tool_schema())
+                       for fn in self.functions.values() if all_tools or fn.hidden is None]
         # Clients that send an array as a JSON string (some do) get it parsed;
         # nothing else is coerced.
         self.arrays = {fn.name: {p.name for p in fn.visible_params if p.pg_type.endswith("[]")}
@@ -110,8 +120,8 @@ class ScsqlServer:
     """The low-level MCP server with the agent's tools, on a stdio transport
     that answers every line."""
 
-    def __init__(self, agent: Agent):
-        self.tools = Tools(Api(agent))
+    def __init__(self, agent: Agent, all_tools: bool = False):
+        self.tools = Tools(Api(agent), all_tools)
         self.server = Server("scsql", version=__version__, instructions=INSTRUCTIONS,
                              on_list_tools=self.tools.list_tools, on_call_tool=self.tools.call_tool)
 
@@ -128,8 +138,15 @@ class ScsqlServer:
                 await self.server.run(read_stream, write_stream, self.server.create_initialization_options())
 
 
-def build(agent: Agent) -> ScsqlServer:
-    return ScsqlServer(agent)
+def build(agent: Agent, all_tools: bool | None = None) -> ScsqlServer:
+    """The server of AGENT's tools; ``all_tools`` (default: SCSQL_MCP_TOOLS=all)
+    lists the tools hooks do for agents too."""
+    return ScsqlServer(agent, all_tools_configured() if all_tools is None else all_tools)
+
+
+def schema_size(tools: list[types.Tool]) -> str:
+    """tools/list's result as the client receives it (compact JSON)."""
+    return types.ListToolsResult(tools=tools).model_dump_json(by_alias=True, exclude_none=True)
 
 
 # -- stdio: every line answered ---------------------------------------------------

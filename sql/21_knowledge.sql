@@ -362,7 +362,17 @@ begin
 end
 $$;
 comment on function scsql.index_text(text, text, text, text, text, jsonb, jsonb) is
-  'Indexes one source of the acting agent''s project, replacing what was indexed at PATH, atomically, and records the agent as its last writer: kind file, url or note (the project''s published knowledge, which readers granted the project may also search); trust internal or external (default: external for a url, else internal); tier pinned, standard or session (365 days). Without spans the text is chunked by Markdown headings and blank lines (about 1,500 characters a chunk); spans [{start, end, anchor}] (1-based inclusive line numbers) chunk code by definitions. Unchanged text costs one lookup. New chunk text is queued for embedding; BM25 finds it at once. The path, text, span anchors and meta are stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact). Returns path (as stored), kind, trust, chunks, unchanged, content_hash (sha256 of the text as stored, redacted). Raises SC200/SC201 bad path or empty text, SC203 bad kind/trust/tier (also for learning, session_summary and archived_fact, which only scsql writes), SC211 a reserved path (learning:, session:, fact:, memory:, message:), SC204 text over 2 MiB, SC215 text holding a PEM private key block, SC206 bad spans.';
+  'Indexes one text (a note, a URL''s content, a file) into your project''s knowledge base, replacing what was at path. Returns path, kind, trust, chunks, unchanged, content_hash.
+
+p_path: where the text comes from (file path, URL or note name)
+p_content: the text, at most 2 MiB
+p_kind (file|url|note): source kind
+p_trust (internal|external): default external for a url, else internal
+p_tier (pinned|standard|session): retention
+p_spans (array): code chunks as [{start, end, anchor}], 1-based inclusive lines; default chunks by headings
+p_meta (object): extra data kept with the source
+
+Indexes one source of the acting agent''s project, replacing what was indexed at PATH, atomically, and records the agent as its last writer: kind file, url or note (the project''s published knowledge, which readers granted the project may also search); trust internal or external (default: external for a url, else internal); tier pinned, standard or session (365 days). Without spans the text is chunked by Markdown headings and blank lines (about 1,500 characters a chunk); spans [{start, end, anchor}] (1-based inclusive line numbers) chunk code by definitions. Unchanged text costs one lookup. New chunk text is queued for embedding; BM25 finds it at once. The path, text, span anchors and meta are stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact). Returns path (as stored), kind, trust, chunks, unchanged, content_hash (sha256 of the text as stored, redacted). Raises SC200/SC201 bad path or empty text, SC203 bad kind/trust/tier (also for learning, session_summary and archived_fact, which only scsql writes), SC211 a reserved path (learning:, session:, fact:, memory:, message:), SC204 text over 2 MiB, SC215 text holding a PEM private key block, SC206 bad spans.';
 
 
 create or replace function scsql_caller.index_scope(p_dir text)
@@ -493,7 +503,11 @@ begin
 end
 $$;
 comment on function scsql.index(text, jsonb) is
-  'Indexes a directory tree into the acting agent''s project knowledge base. The MCP tool (and scsql index PATH) takes PATH, a directory on the machine the MCP server runs on: it walks it (honouring .gitignore, skipping binaries and files over 2 MiB, refusing symbolic links that leave the project root; never reading the scsql data directory and keystore, stores of secrets such as .ssh and .aws, or files named like secrets: .env*, *.pem, *.key, id_rsa*, id_ed25519*, .netrc, .pgpass, credentials files; never indexing a file that holds a private key), then this function compares the files with what is indexed, in one call, and the tool indexes the new and changed files with index_text (Python by top-level definitions, other code by a definition heuristic, Markdown by headings), one atomic transaction per file; unchanged files cost nothing and files no longer present are unindexed. The tool returns a report: files, indexed, unchanged, removed, chunks, skipped (each path with its reason), skipped_counts (how many per reason), failed. It refuses everything in a project without a root_path (SC216; scsql up gives the default project one, an administrator sets others with set_project_root), a directory outside the root_path (SC213) or inside a store of secrets (SC214), all checked by scsql_caller.index_scope, the scsql data directory or keystore (SC223), and a path the operating system cannot look up, such as one too long (SC224). In SQL, PATH is the directory relative to the project root ('''' for all of it) and MANIFEST the files present [{path, content_hash: sha256 hex}], each path relative and spelled as _path_parts reads it (no ".", ".." or empty part, no leading or trailing "/"; a trailing "/" of PATH is dropped): file sources under PATH missing from it are unindexed (action removed) and files to (re)index are returned (action index). Raises SC210 for a bad manifest.';
+  'Indexes a directory tree of the project into the knowledge base, incrementally (unchanged files cost nothing, deleted files are unindexed); honours .gitignore and never reads secrets. Returns files, indexed, unchanged, removed, chunks, skipped, failed.
+
+p_path: directory to index, on the machine the MCP server runs on, inside the project root
+
+Indexes a directory tree into the acting agent''s project knowledge base. The MCP tool (and scsql index PATH) takes PATH, a directory on the machine the MCP server runs on: it walks it (honouring .gitignore, skipping binaries and files over 2 MiB, refusing symbolic links that leave the project root; never reading the scsql data directory and keystore, stores of secrets such as .ssh and .aws, or files named like secrets: .env*, *.pem, *.key, id_rsa*, id_ed25519*, .netrc, .pgpass, credentials files; never indexing a file that holds a private key), then this function compares the files with what is indexed, in one call, and the tool indexes the new and changed files with index_text (Python by top-level definitions, other code by a definition heuristic, Markdown by headings), one atomic transaction per file; unchanged files cost nothing and files no longer present are unindexed. The tool returns a report: files, indexed, unchanged, removed, chunks, skipped (each path with its reason), skipped_counts (how many per reason), failed. It refuses everything in a project without a root_path (SC216; scsql up gives the default project one, an administrator sets others with set_project_root), a directory outside the root_path (SC213) or inside a store of secrets (SC214), all checked by scsql_caller.index_scope, the scsql data directory or keystore (SC223), and a path the operating system cannot look up, such as one too long (SC224). In SQL, PATH is the directory relative to the project root ('''' for all of it) and MANIFEST the files present [{path, content_hash: sha256 hex}], each path relative and spelled as _path_parts reads it (no ".", ".." or empty part, no leading or trailing "/"; a trailing "/" of PATH is dropped): file sources under PATH missing from it are unindexed (action removed) and files to (re)index are returned (action index). Raises SC210 for a bad manifest.';
 
 create or replace function scsql._check_forgettable(p_project bigint, p_source_ids bigint[])
 returns void
@@ -556,7 +570,11 @@ begin
 end
 $$;
 comment on function scsql.forget_source(text) is
-  'Removes the source at PATH (as indexed, or as stored, redacted) of the acting agent''s project with all its chunks, postings and embeddings. Files, URLs, notes and archived facts are the project''s to forget; a session summary only its author may forget, a learning only the author of its outcome. Returns true when it existed, false otherwise. Raises SC200/SC201 for a bad path, SC212 for another agent''s session summary or learning.';
+  'Removes the source at path with all its chunks. Returns true when it existed.
+
+p_path: source_path from a search result
+
+Removes the source at PATH (as indexed, or as stored, redacted) of the acting agent''s project with all its chunks, postings and embeddings. Files, URLs, notes and archived facts are the project''s to forget; a session summary only its author may forget, a learning only the author of its outcome. Returns true when it existed, false otherwise. Raises SC200/SC201 for a bad path, SC212 for another agent''s session summary or learning.';
 
 create or replace function scsql.forget_chunk(p_chunk_hash text)
 returns integer
@@ -592,5 +610,9 @@ begin
 end
 $$;
 comment on function scsql.forget_chunk(text) is
-  'Removes every chunk of the acting agent''s project whose chunk_hash is the given one (the same text may occur in several sources), with postings and embedding. Their sources stay, with fewer chunks; re-indexing changed text brings chunks back. Returns the number of chunks removed (0 when none). Raises SC010 for a malformed hash, SC212 (removing nothing) when the text is also a chunk of another agent''s session summary or learning.';
+  'Removes every chunk of your project with this chunk_hash (sources stay). Returns how many were removed.
+
+p_chunk_hash: chunk_hash from a search result (sha256 hex)
+
+Removes every chunk of the acting agent''s project whose chunk_hash is the given one (the same text may occur in several sources), with postings and embedding. Their sources stay, with fewer chunks; re-indexing changed text brings chunks back. Returns the number of chunks removed (0 when none). Raises SC010 for a malformed hash, SC212 (removing nothing) when the text is also a chunk of another agent''s session summary or learning.';
 

@@ -118,7 +118,13 @@ begin
 end
 $$;
 comment on function scsql.remember(text, text, integer) is
-  'Stores a fact in the acting agent''s project working memory, or updates the fact with that key: key (1-200 characters, one line), value (1-4,000 characters), importance 1-5 (default 3). Working memory holds 100 facts, plus one per 100 indexed file chunks, up to 250; when it is full the lowest-importance, least recently updated facts move to the knowledge base as archived facts (still found by search; never dropped), so an importance-5 fact is archived only when no lower-importance fact is left. Key and value are stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact), so the fact is readable by every agent of the project without its secrets. Returns key (as stored), importance, stored (memory, or archived when this fact itself was the one to go), archived (keys moved out), facts (now in memory), capacity. Raises SC200 too long, SC201 empty or control characters, SC202 importance out of range, SC215 a value holding a PEM private key block.';
+  'Stores a fact in your project''s working memory, or updates the fact with that key. When memory is full the least important, oldest facts move to the archive (still searchable). Returns key, importance, stored, archived, facts, capacity.
+
+p_key: the fact''s name, one line
+p_value: the fact
+p_importance (1..5): 5 is kept longest
+
+Stores a fact in the acting agent''s project working memory, or updates the fact with that key: key (1-200 characters, one line), value (1-4,000 characters), importance 1-5 (default 3). Working memory holds 100 facts, plus one per 100 indexed file chunks, up to 250; when it is full the lowest-importance, least recently updated facts move to the knowledge base as archived facts (still found by search; never dropped), so an importance-5 fact is archived only when no lower-importance fact is left. Key and value are stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact), so the fact is readable by every agent of the project without its secrets. Returns key (as stored), importance, stored (memory, or archived when this fact itself was the one to go), archived (keys moved out), facts (now in memory), capacity. Raises SC200 too long, SC201 empty or control characters, SC202 importance out of range, SC215 a value holding a PEM private key block.';
 
 create or replace function scsql.forget(p_key text)
 returns boolean
@@ -147,5 +153,9 @@ begin
 end
 $$;
 comment on function scsql.forget(text) is
-  'Forgets the fact KEY of the acting agent''s project, in working memory and in the archive (KEY as given to remember, or as stored, redacted). Returns true when there was such a fact, false otherwise (so a second forget returns false). Raises SC200/SC201 for a bad key.';
+  'Forgets the fact with this key, in working memory and archive. Returns true when it existed.
+
+p_key: the fact''s key
+
+Forgets the fact KEY of the acting agent''s project, in working memory and in the archive (KEY as given to remember, or as stored, redacted). Returns true when there was such a fact, false otherwise (so a second forget returns false). Raises SC200/SC201 for a bad key.';
 

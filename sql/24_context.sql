@@ -72,7 +72,11 @@ begin
 end
 $$;
 comment on function scsql.summarize_session(jsonb) is
-  'Archives a structured summary of the acting agent''s session: {"done", "decisions", "files", "open_tasks"}, each a string or a list of strings. It is stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact), kept 365 days, found by search (each part is a chunk; decisions are offered by pack) and restored by recall_context. Returns the source path (session:<agent>/<time>), its chunk count and when it expires. Raises SC208 for an empty, unknown-keyed or over-long summary, SC215 for one holding a PEM private key block.';
+  'Archives a summary of your session (kept 365 days), found by search and restored by recall_context. Returns path, chunks, expires_at.
+
+p_summary (object): {"done", "decisions", "files", "open_tasks"}, each a string or a list of strings; at least one
+
+Archives a structured summary of the acting agent''s session: {"done", "decisions", "files", "open_tasks"}, each a string or a list of strings. It is stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact), kept 365 days, found by search (each part is a chunk; decisions are offered by pack) and restored by recall_context. Returns the source path (session:<agent>/<time>), its chunk count and when it expires. Raises SC208 for an empty, unknown-keyed or over-long summary, SC215 for one holding a PEM private key block.';
 
 -- scsql._recall_broadcasts (recent broadcasts for recall_context) is defined in
 -- sql/40_integration.sql, after the broadcast channel.
@@ -144,7 +148,11 @@ begin
 end
 $$;
 comment on function scsql.recall_context(integer) is
-  'Restores the acting agent''s project context in one call, within a token budget (default 1,500; 50 to 100,000; tokens estimated as ceil(characters / 4)): working-memory facts by importance then recency, the latest session summaries (up to 5), and recent broadcasts. Each section first gets a share of the budget (facts 60%, sessions 30%, broadcasts 10%), what is left goes to the remaining items in order; items are never cut. Stable order: section, then item. Returns section (fact, session, broadcast), item, key, content, importance, at, tokens, source_path. Raises SC209 for a budget out of range.';
+  'Restores your project''s context in one call: working-memory facts, the latest session summaries and recent broadcasts, within a token budget. Returns section, item, key, content, importance, at, tokens, source_path.
+
+p_budget (50..100000): tokens (characters / 4)
+
+Restores the acting agent''s project context in one call, within a token budget (default 1,500; 50 to 100,000; tokens estimated as ceil(characters / 4)): working-memory facts by importance then recency, the latest session summaries (up to 5), and recent broadcasts. Each section first gets a share of the budget (facts 60%, sessions 30%, broadcasts 10%), what is left goes to the remaining items in order; items are never cut. Stable order: section, then item. Returns section (fact, session, broadcast), item, key, content, importance, at, tokens, source_path. Raises SC209 for a budget out of range.';
 
 create or replace function scsql.pack(p_intent text, p_budget integer default 2000,
                                       p_query_embedding vector default null, p_model text default null)
@@ -222,5 +230,10 @@ begin
 end
 $$;
 comment on function scsql.pack(text, integer, vector, text) is
-  'A bounded context pack for a task described by INTENT (1-2,000 characters), within BUDGET tokens (default 2,000; tokens = ceil(characters / 4)): the working-memory facts that share terms with the intent, and the best hybrid-search hits, labelled fact, decision (from session summaries), learning or chunk, each with its citation (source_path, anchor, line span, chunk_hash, trust, notice). Facts and hits are ranked by reciprocal rank; when over budget the lowest-scored items are dropped first. Returns item, kind, score, tokens, key, content and the citation fields. Raises SC205 for a bad intent, SC209 for a budget out of range.';
+  'A context pack for a task within a token budget: matching facts, decisions, learnings and search hits, each with its citation.
+
+p_intent: the task, in words (1-2,000 characters)
+p_budget (50..100000): tokens (characters / 4)
+
+A bounded context pack for a task described by INTENT (1-2,000 characters), within BUDGET tokens (default 2,000; tokens = ceil(characters / 4)): the working-memory facts that share terms with the intent, and the best hybrid-search hits, labelled fact, decision (from session summaries), learning or chunk, each with its citation (source_path, anchor, line span, chunk_hash, trust, notice). Facts and hits are ranked by reciprocal rank; when over budget the lowest-scored items are dropped first. Returns item, kind, score, tokens, key, content and the citation fields. Raises SC205 for a bad intent, SC209 for a budget out of range.';
 

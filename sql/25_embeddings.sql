@@ -265,4 +265,6 @@ as $$
          (select count(*) from scsql.kb_embed_queue q, p, m where q.project_id = p.id and q.model_id = m.model_id)
 $$;
 comment on function scsql.memory_status() is
-  'The acting agent''s project memory at a glance: facts in working memory and its capacity, sources, chunks, file chunks (the project''s size), BM25 vocabulary size, the active embedding model, chunk texts embedded with it and still queued.';
+  'Your project''s memory at a glance: facts and capacity, sources, chunks, embedding model and queue.
+
+The acting agent''s project memory at a glance: facts in working memory and its capacity, sources, chunks, file chunks (the project''s size), BM25 vocabulary size, the active embedding model, chunk texts embedded with it and still queued.';

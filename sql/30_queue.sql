@@ -514,7 +514,18 @@ begin
 end
 $$;
 comment on function scsql.enqueue_task(text, jsonb, integer, text[], text, integer, timestamptz, integer) is
-  'Orchestrator roles only. Queues a task for team role ROLE in the caller''s project: payload (JSON), priority (higher first; default 0), exclusive_files (paths relative to the project root, or absolute under it; a directory covers everything below it; compared in NFC with letter case folded, so SRC/a.py and src/A.py are one file), acceptance_criteria, complexity (1-5), run_after (default now), max_attempts (default 5). Payload and acceptance criteria are stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact). Returns task_id, team_role, the normalized exclusive_files and run_after, and notifies the role''s channel. Raises SC300 for a non-orchestrator, SC008 unknown role, SC010 bad argument, SC320 a malformed path (control, invisible or blank characters other than a space, backslashes), SC321 a path leaving the project, SC322 when the files overlap a queued or claimed task (the message lists them; race-free: of two overlapping enqueues exactly one wins).';
+  'Orchestrators only. Queues a task for a team role of your project. Refused when its exclusive files overlap a queued or claimed task (the error lists them). Returns task_id, team_role, normalized exclusive_files, run_after.
+
+p_role: team role that will do it
+p_payload (object): what to do
+p_priority (-1000000..1000000): higher runs first
+p_exclusive_files: paths (or directories) under the project root that only this task may change
+p_acceptance_criteria: when it counts as done
+p_complexity (1..5): estimated difficulty
+p_run_after: not before this time (default now)
+p_max_attempts (1..100): attempts before it dies
+
+Orchestrator roles only. Queues a task for team role ROLE in the caller''s project: payload (JSON), priority (higher first; default 0), exclusive_files (paths relative to the project root, or absolute under it; a directory covers everything below it; compared in NFC with letter case folded, so SRC/a.py and src/A.py are one file), acceptance_criteria, complexity (1-5), run_after (default now), max_attempts (default 5). Payload and acceptance criteria are stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact). Returns task_id, team_role, the normalized exclusive_files and run_after, and notifies the role''s channel. Raises SC300 for a non-orchestrator, SC008 unknown role, SC010 bad argument, SC320 a malformed path (control, invisible or blank characters other than a space, backslashes), SC321 a path leaving the project, SC322 when the files overlap a queued or claimed task (the message lists them; race-free: of two overlapping enqueues exactly one wins).';
 
 create or replace function scsql.claim_task(p_n integer default 1, p_lease_seconds integer default 300)
 returns table (
@@ -558,7 +569,12 @@ begin
 end
 $$;
 comment on function scsql.claim_task(integer, integer) is
-  'Claims up to N (1-100) queued tasks of the caller''s own team role in its own project, now, best priority first, then oldest, with FOR UPDATE SKIP LOCKED, so concurrent workers never get the same task. Each comes with lease_token (the task''s fence: it grows with every claim) and lease_expires_at (now + lease_seconds, default 300). Pass the token to heartbeat_task, complete_task, fail_task or release_task. Expired leases of the role return to the queue first. Returns the claimed tasks, none when nothing is queued: it never waits (to wait for work, CALL scsql.wait_for_task outside a transaction, or LISTEN on scsql_caller.my_channel(''team''), then claim again; the MCP tool claim_task adds wait_seconds and does that, claiming, waiting on LISTEN with no transaction open, and claiming again). claim_task_by_id claims one named task. Raises SC010 for a bad n or lease_seconds.';
+  'Claims up to n queued tasks of your team role, best priority then oldest; never the same task twice across workers. Each comes with lease_token (pass it to heartbeat/complete/fail/release_task) and lease_expires_at. Returns no rows when none is queued (unless wait_seconds).
+
+p_n (1..100): how many tasks
+p_lease_seconds (1..86400): lease length
+
+Claims up to N (1-100) queued tasks of the caller''s own team role in its own project, now, best priority first, then oldest, with FOR UPDATE SKIP LOCKED, so concurrent workers never get the same task. Each comes with lease_token (the task''s fence: it grows with every claim) and lease_expires_at (now + lease_seconds, default 300). Pass the token to heartbeat_task, complete_task, fail_task or release_task. Expired leases of the role return to the queue first. Returns the claimed tasks, none when nothing is queued: it never waits (to wait for work, CALL scsql.wait_for_task outside a transaction, or LISTEN on scsql_caller.my_channel(''team''), then claim again; the MCP tool claim_task adds wait_seconds and does that, claiming, waiting on LISTEN with no transaction open, and claiming again). claim_task_by_id claims one named task. Raises SC010 for a bad n or lease_seconds.';
 
 create or replace function scsql.claim_task_by_id(p_task bigint, p_lease_seconds integer default 300)
 returns table (
@@ -610,7 +626,12 @@ begin
 end
 $$;
 comment on function scsql.claim_task_by_id(bigint, integer) is
-  'Claims task TASK of the caller''s own team role in its own project, now, with a lease of lease_seconds (default 300), as claim_task does for the next task in the queue (an ASSIGN names the task to take). Returns the claimed task, one row with the columns of claim_task. Unlike claim_task, a task that cannot be claimed is an error, not an empty result: raises SC301 no such task in your project, SC304 finished, SC305 task of another team role, SC306 task held by another lease or scheduled for later, SC010 bad argument.';
+  'Claims one named task of your team role (as an ASSIGN names it), like claim_task; an error, not an empty result, when it cannot be claimed.
+
+p_task: task_id
+p_lease_seconds (1..86400): lease length
+
+Claims task TASK of the caller''s own team role in its own project, now, with a lease of lease_seconds (default 300), as claim_task does for the next task in the queue (an ASSIGN names the task to take). Returns the claimed task, one row with the columns of claim_task. Unlike claim_task, a task that cannot be claimed is an error, not an empty result: raises SC301 no such task in your project, SC304 finished, SC305 task of another team role, SC306 task held by another lease or scheduled for later, SC010 bad argument.';
 
 create or replace procedure scsql.wait_for_task(p_wait_seconds numeric default 60, inout claimable bigint default null)
 language plpgsql
@@ -660,7 +681,13 @@ begin
 end
 $$;
 comment on function scsql.heartbeat_task(bigint, bigint, integer) is
-  'Extends the lease on a task the caller holds, by lease_seconds (default: the length it was claimed with). Returns the new expiry. A lease that expired but was not yet claimed again can still be extended. Raises SC302 when the task was claimed again under a newer lease (or the token is not the caller''s), SC303 when the lease expired and the task went back to the queue, SC304 finished, SC301 unknown task.';
+  'Extends the lease on a task you hold. Returns the new expiry.
+
+p_task: task_id you hold
+p_token: its lease_token
+p_lease_seconds (1..86400): new lease length (default: as claimed)
+
+Extends the lease on a task the caller holds, by lease_seconds (default: the length it was claimed with). Returns the new expiry. A lease that expired but was not yet claimed again can still be extended. Raises SC302 when the task was claimed again under a newer lease (or the token is not the caller''s), SC303 when the lease expired and the task went back to the queue, SC304 finished, SC301 unknown task.';
 
 create or replace function scsql.complete_task(
   p_task bigint, p_token bigint, p_result jsonb default null,
@@ -699,7 +726,13 @@ begin
 end
 $$;
 comment on function scsql.complete_task(bigint, bigint, jsonb) is
-  'Completes a task the caller holds under lease TOKEN, storing result (JSON, redacted: see scsql.redact_jsonb): the task moves to the archive as done and its exclusive files are freed. Returns task_id, state, attempts, finished_at. Fenced: raises SC302 when the lease expired and the task was claimed again (the result is NOT applied), SC303 when the task went back to the queue, SC304 when it already finished, SC301 unknown task.';
+  'Completes a task you hold; its exclusive files are freed. Fenced: a lease that expired and was claimed again is refused and the result not applied. Returns task_id, state, attempts, finished_at.
+
+p_task: task_id you hold
+p_token: its lease_token
+p_result (object): what the task produced
+
+Completes a task the caller holds under lease TOKEN, storing result (JSON, redacted: see scsql.redact_jsonb): the task moves to the archive as done and its exclusive files are freed. Returns task_id, state, attempts, finished_at. Fenced: raises SC302 when the lease expired and the task was claimed again (the result is NOT applied), SC303 when the task went back to the queue, SC304 when it already finished, SC301 unknown task.';
 
 create or replace function scsql.complete_and_claim(
   p_task bigint, p_token bigint, p_result jsonb default null, p_n integer default 1, p_lease_seconds integer default 300)
@@ -718,7 +751,15 @@ begin
 end
 $$;
 comment on function scsql.complete_and_claim(bigint, bigint, jsonb, integer, integer) is
-  'complete_task then claim_task in one call, so a busy worker needs one round trip per task: completes TASK under lease TOKEN with result, then claims up to n (default 1) more tasks with a lease of lease_seconds. Returns the claimed tasks like claim_task. Raises what complete_task raises (and then claims nothing) and what claim_task raises.';
+  'complete_task, then claim_task, in one call. Returns the claimed tasks like claim_task.
+
+p_task: task_id you hold
+p_token: its lease_token
+p_result (object): what the task produced
+p_n (1..100): how many tasks to claim next
+p_lease_seconds (1..86400): lease length
+
+complete_task then claim_task in one call, so a busy worker needs one round trip per task: completes TASK under lease TOKEN with result, then claims up to n (default 1) more tasks with a lease of lease_seconds. Returns the claimed tasks like claim_task. Raises what complete_task raises (and then claims nothing) and what claim_task raises.';
 
 create or replace function scsql.fail_task(
   p_task bigint, p_token bigint, p_error text, p_retry boolean default true,
@@ -754,7 +795,14 @@ begin
 end
 $$;
 comment on function scsql.fail_task(bigint, bigint, text, boolean) is
-  'Reports that the caller could not do a task it holds under lease TOKEN, with ERROR (stored redacted: see scsql.redact). With retry (default) and attempts left, the task goes back to the queue after an exponential backoff (1 s, 2 s, 4 s, ... at most 1 h); otherwise it dies: it moves to the archive as dead and its files are freed. Returns task_id, state (queued or dead), attempts, max_attempts and run_after. Raises SC302/SC303/SC304/SC301 like complete_task, SC010 for an empty error.';
+  'Reports that you could not do a task you hold. With retry and attempts left it is requeued after a backoff (1 s doubling, at most 1 h); otherwise it dies and its files are freed. Returns task_id, state, attempts, max_attempts, run_after.
+
+p_task: task_id you hold
+p_token: its lease_token
+p_error: what went wrong
+p_retry: requeue when attempts are left
+
+Reports that the caller could not do a task it holds under lease TOKEN, with ERROR (stored redacted: see scsql.redact). With retry (default) and attempts left, the task goes back to the queue after an exponential backoff (1 s, 2 s, 4 s, ... at most 1 h); otherwise it dies: it moves to the archive as dead and its files are freed. Returns task_id, state (queued or dead), attempts, max_attempts and run_after. Raises SC302/SC303/SC304/SC301 like complete_task, SC010 for an empty error.';
 
 create or replace function scsql.release_task(
   p_task bigint, p_token bigint, p_requeue boolean default true,
@@ -786,7 +834,13 @@ begin
 end
 $$;
 comment on function scsql.release_task(bigint, bigint, boolean) is
-  'Gives up a task the caller holds under lease TOKEN without failing it. With requeue (default) it goes back to the queue at once, the attempt is not counted, and it keeps its exclusive files (they belong to the task until it finishes). With requeue false the task leaves the queue as released and its files are freed. Returns task_id and state. Raises SC302/SC303/SC304/SC301 like complete_task.';
+  'Gives up a task you hold without failing it. With requeue it returns to the queue at once, uncounted, keeping its files; without, it is released and its files freed. Returns task_id, state.
+
+p_task: task_id you hold
+p_token: its lease_token
+p_requeue: back to the queue
+
+Gives up a task the caller holds under lease TOKEN without failing it. With requeue (default) it goes back to the queue at once, the attempt is not counted, and it keeps its exclusive files (they belong to the task until it finishes). With requeue false the task leaves the queue as released and its files are freed. Returns task_id and state. Raises SC302/SC303/SC304/SC301 like complete_task.';
 
 create or replace function scsql.cancel_task(p_task bigint, p_reason text)
 returns text
@@ -817,7 +871,12 @@ begin
 end
 $$;
 comment on function scsql.cancel_task(bigint, text) is
-  'Orchestrator roles only. Cancels a queued or claimed task of the caller''s project with a reason (stored redacted: see scsql.redact): it moves to the archive as cancelled and its exclusive files are freed; a worker still holding it gets SC304 on its next call. Returns ''cancelled''. Raises SC300 non-orchestrator, SC301 unknown task, SC304 already finished.';
+  'Orchestrators only. Cancels a queued or claimed task of your project; its exclusive files are freed. Returns ''cancelled''.
+
+p_task: task_id
+p_reason: why
+
+Orchestrator roles only. Cancels a queued or claimed task of the caller''s project with a reason (stored redacted: see scsql.redact): it moves to the archive as cancelled and its exclusive files are freed; a worker still holding it gets SC304 on its next call. Returns ''cancelled''. Raises SC300 non-orchestrator, SC301 unknown task, SC304 already finished.';
 
 create or replace function scsql.queue_stats()
 returns table (
@@ -859,7 +918,9 @@ as $$
   order by r
 $$;
 comment on function scsql.queue_stats() is
-  'The caller''s project''s queue, one row per team role: queued (claimable now), scheduled (waiting for run_after, e.g. a retry backoff), claimed (lease valid), expired (lease expired, not yet reclaimed), and finished counts done, dead, released, cancelled; the oldest claimable task''s enqueue time and its wait in seconds.';
+  'Your project''s queue per team role: queued, scheduled, claimed, expired, done, dead, released, cancelled, oldest wait.
+
+The caller''s project''s queue, one row per team role: queued (claimable now), scheduled (waiting for run_after, e.g. a retry backoff), claimed (lease valid), expired (lease expired, not yet reclaimed), and finished counts done, dead, released, cancelled; the oldest claimable task''s enqueue time and its wait in seconds.';
 
 create or replace function scsql.claimable_for_me()
 returns bigint
@@ -875,7 +936,9 @@ as $$
          or (t.state = 'claimed' and t.lease_expires_at < clock_timestamp()))
 $$;
 comment on function scsql.claimable_for_me() is
-  'How many tasks the caller could claim right now: queued tasks of its team role in its project whose run_after has come, plus claimed ones whose lease expired. A Stop hook (scsql hook stop-check) keeps a worker going while this is above zero.';
+  'How many tasks you could claim now (queued for your role, or claimed with an expired lease).
+
+How many tasks the caller could claim right now: queued tasks of its team role in its project whose run_after has come, plus claimed ones whose lease expired. A Stop hook (scsql hook stop-check) keeps a worker going while this is above zero.';
 
 create or replace function scsql.my_tasks()
 returns table (
@@ -894,7 +957,9 @@ as $$
   order by t.task_id
 $$;
 comment on function scsql.my_tasks() is
-  'The tasks the caller holds now, with their lease tokens and expiries (same columns as claim_task), including leases that expired but were not yet claimed again.';
+  'The tasks you hold now, with lease tokens and expiries (columns of claim_task).
+
+The tasks the caller holds now, with their lease tokens and expiries (same columns as claim_task), including leases that expired but were not yet claimed again.';
 
 create or replace function scsql.queue_maintenance(p_limit integer default 1000, out requeued integer, out dead integer)
 language plpgsql
@@ -918,7 +983,11 @@ begin
 end
 $$;
 comment on function scsql.queue_maintenance(integer) is
-  'Returns tasks whose lease expired to the queue (or archives them as dead after their last attempt), at most LIMIT (default 1000) per call: for an agent, in its own project; for an administrator, in every project. Returns how many were requeued and how many died. scsql worker runs it as the queue-maintenance job; claims do the same lazily for their own role.';
+  'Returns expired leases to the queue (or archives the task as dead after its last attempt). Returns requeued and dead counts.
+
+p_limit (1..100000): tasks per call
+
+Returns tasks whose lease expired to the queue (or archives them as dead after their last attempt), at most LIMIT (default 1000) per call: for an agent, in its own project; for an administrator, in every project. Returns how many were requeued and how many died. scsql worker runs it as the queue-maintenance job; claims do the same lazily for their own role.';
 
 -- Spans taken before letter case was folded are taken again under the rule
 -- above. Two in-flight tasks may hold paths that are one under it: those

@@ -194,7 +194,7 @@ def test_learnings_export_appends_only_what_is_new(scsql_db, tmp_path):
 def test_mcp_tools_hide_the_signing_arguments(scsql_db):
     project = scsql_db.project()
     a = scsql_db.agent("a", project)
-    server = build(a)
+    server = build(a, all_tools=True)
     tools = {t.name: t for t in server.tools.listed}
     for name in ("record_tool_call", "record_outcome", "start_session", "cost_report", "learnings"):
         assert name in tools

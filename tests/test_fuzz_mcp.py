@@ -69,6 +69,8 @@ def kind_of(prop: dict) -> str:
     if not options:
         return "json"
     o = options[0]
+    if o.get("type") == "object":
+        return "json"
     if o.get("type") == "string" and o.get("format") == "date-time":
         return "date-time"
     return o.get("type") or "json"
@@ -161,6 +163,7 @@ def random_cases(tool, rng: random.Random, n: int) -> list[tuple[str, dict[str, 
 def _fuzz_env(scsql_db) -> dict[str, str]:
     env = mcp_env(scsql_db)
     env["SCSQL_EMBED"] = "none"  # the boundary is under test, not the model
+    env["SCSQL_MCP_TOOLS"] = "all"  # the tools hidden from the default list too
     return env
 
 

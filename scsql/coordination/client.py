@@ -204,7 +204,8 @@ BROADCASTS = SignedTable(BROADCAST_TABLE, BROADCAST_FIELDS)
 
 ADAPTERS: dict[str, Adapter] = {
     # wait_seconds is the tool's own: the database claims without waiting.
-    "claim_task": Adapter(frozenset(), _claim, (Param("wait_seconds", "numeric", True),)),
+    "claim_task": Adapter(frozenset(), _claim, (Param("wait_seconds", "numeric", True,
+                                                      "seconds to wait for a task when none is queued", "0..600"),)),
     "enqueue_task": Adapter(frozenset(), _enqueue),
     "broadcast": BROADCASTS.adapter(),
 }

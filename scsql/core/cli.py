@@ -329,7 +329,7 @@ def cmd_mcp(ctx, args: argparse.Namespace) -> int:
     from .. import mcp_server
 
     agent = ctx.open_agent(args.agent)
-    mcp_server.build(agent).run("stdio")
+    mcp_server.build(agent, all_tools=True if args.all_tools else None).run("stdio")
     return 0
 
 
@@ -381,6 +381,9 @@ def register(sub, add) -> None:
     add("errors", cmd_errors, "the catalogue of error codes (scsql.error_codes)")
     p = add("mcp", cmd_mcp, "serve the agent's tools over MCP (stdio)")
     p.add_argument("--agent", help="the agent this server acts as (required)")
+    p.add_argument("--all-tools", action="store_true",
+                   help="also list the tools hooks do for agents (record_tool_call, start_session); "
+                        "SCSQL_MCP_TOOLS=all does the same")
 
     p = add("worker", cmd_worker, "drain background jobs (embeddings, learnings, maintenance) as an agent, "
                                   "and run its queued tasks with -- CMD")

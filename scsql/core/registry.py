@@ -14,14 +14,18 @@ call (walk a directory, wait for work), an :class:`Adapter` for the function
 does it: the arguments it supplies are hidden from the tool's schema. Each
 subsystem declares its adapters; ``scsql/subsystems.py`` gathers them.
 
-This module knows nothing of MCP: the tool schema is the JSON schema of the
-pydantic model of a function's arguments, which ``mcp_server.py`` publishes.
+This module knows nothing of MCP. The pydantic model of a function's
+arguments checks them; the schema ``mcp_server.py`` publishes
+(:meth:`ApiFunction.tool_schema`) adds what the function's comment says of
+each argument (:func:`read_comment`): a description, choices, a range, the
+JSON type of a jsonb value; defaults come from the signature.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import decimal
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -255,10 +259,127 @@ class Param:
     sql_name: str
     pg_type: str
     optional: bool
+    doc: str = ""  # one line for the tool's schema (an adapter's own argument says it here)
+    spec: str = ""  # choices a|b|c, a range lo..hi, or the JSON type of a jsonb value (see ArgDoc)
+    default: str | None = None  # the SQL default expression, as the catalogue prints it
     name: str = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", self.sql_name[2:] if self.sql_name.startswith("p_") else self.sql_name)
+
+
+# -- what a tool's schema says: the structured part of COMMENT ON FUNCTION ------
+#
+# A function's comment is read as:
+#
+#   * its first paragraph (up to the first blank line): the tool's description;
+#   * each line ``p_name: what it is`` or ``p_name (spec): what it is``: the
+#     description of argument p_name, and its constraints. ``spec`` is a
+#     comma-separated list of: choices ``a|b|c`` (a JSON-schema enum; for an
+#     array argument, of its items), a range ``lo..hi`` (either side may be
+#     empty), or the JSON type of a jsonb argument (object, array, string, ...);
+#   * a line ``hidden: why``: the tool is left out of tools/list unless all
+#     tools are asked for (``scsql mcp --all-tools``, SCSQL_MCP_TOOLS=all): hooks
+#     do what it does;
+#   * the rest: the manual (``\df+ scsql.*``), not sent to models.
+#
+# Choices and ranges repeat the CHECK constraints of the column an argument is
+# stored in, or the function's own validation; tests/test_tool_schemas.py
+# derives the constraints from pg_constraint and fails when they differ.
+
+_ARG_LINE = re.compile(r"^p_(\w+)(?:\s*\(([^)]*)\))?:\s+(\S.*)$")
+_JSON_TYPES = {"object", "array", "string", "number", "integer", "boolean"}
+
+
+@dataclass(frozen=True)
+class Comment:
+    description: str
+    args: dict[str, tuple[str, str]]  # argument name without p_ -> (spec, description)
+    hidden: str | None
+
+
+def read_comment(text: str) -> Comment:
+    """The parts of a function's comment a tool is built from (see above)."""
+    lines = text.strip().split("\n")
+    lead: list[str] = []
+    for line in lines:
+        if not line.strip():
+            break
+        lead.append(line.strip())
+    args: dict[str, tuple[str, str]] = {}
+    hidden = None
+    for line in lines[len(lead):]:
+        m = _ARG_LINE.match(line.strip())
+        if m:
+            args[m.group(1)] = ((m.group(2) or "").strip(), m.group(3).strip())
+        elif line.startswith("hidden:"):
+            hidden = line.removeprefix("hidden:").strip()
+    return Comment(" ".join(lead), args, hidden)
+
+
+def _number(text: str) -> int | float:
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def _default(expr: str | None, pg_type: str) -> Any:
+    """A literal default as JSON (None when there is none or it is not a literal)."""
+    if expr is None:
+        return None
+    m = re.fullmatch(r"'((?:[^']|'')*)'::[\w .]+(?:\[\])?", expr)
+    if m and not pg_type.endswith("[]") and pg_type not in ("jsonb", "json", "interval"):
+        return m.group(1).replace("''", "'")
+    if expr in ("true", "false"):
+        return expr == "true"
+    try:
+        return _number(expr.removesuffix("::numeric").strip("()"))
+    except ValueError:
+        return None
+
+
+def _json_type(pg_type: str) -> dict[str, Any]:
+    if pg_type.endswith("[]"):
+        return {"type": "array", "items": _json_type(pg_type[:-2])}
+    if pg_type in _INT_RANGES:
+        return {"type": "integer"}
+    return dict({
+        "uuid": {"type": "string", "format": "uuid"},
+        "numeric": {"type": "number"}, "double precision": {"type": "number"}, "real": {"type": "number"},
+        "boolean": {"type": "boolean"},
+        "jsonb": {}, "json": {},
+        "timestamp with time zone": {"type": "string", "format": "date-time"},
+        "date": {"type": "string", "format": "date"},
+        "vector": {"type": "array", "items": {"type": "number"}},
+    }.get(pg_type, {"type": "string"}))
+
+
+def property_schema(p: Param) -> dict[str, Any]:
+    """The JSON schema of one argument: type, description, choices, range, default."""
+    prop = _json_type(p.pg_type)
+    target = prop["items"] if p.pg_type.endswith("[]") else prop
+    for item in (x.strip() for x in p.spec.split(",") if x.strip()):
+        if item in _JSON_TYPES:
+            prop["type"] = item
+        elif "|" in item:
+            target["enum"] = [c.strip() for c in item.split("|")]
+        elif ".." in item:
+            lo, hi = (x.strip() for x in item.split("..", 1))
+            if lo:
+                target["minimum"] = _number(lo)
+            if hi:
+                target["maximum"] = _number(hi)
+        else:
+            raise ValueError(f"argument {p.name}: unknown constraint {item!r} in the function's comment")
+    out: dict[str, Any] = {"type": prop.pop("type")} if "type" in prop else {}
+    if p.doc:
+        out["description"] = p.doc
+    out.update(prop)
+    default = _default(p.default, p.pg_type)
+    if default is not None:
+        out["default"] = default
+    return out
 
 
 Call = Callable[[dict[str, Any]], Any]  # sends the call with these arguments; returns its result
@@ -303,6 +424,7 @@ class ApiFunction:
     returns_row: bool
     params: list[Param]
     adapter: Adapter = field(default_factory=Adapter)
+    hidden: str | None = None  # why hooks do this for agents (see read_comment); None: a tool of every agent
 
     @property
     def visible_params(self) -> list[Param]:
@@ -321,6 +443,20 @@ class ApiFunction:
                 typ = typ | None
             fields[f"f_{p.name}"] = (typ, Field(default, alias=p.name, description=f"{p.pg_type}"))
         return create_model(f"{self.name}_args", __base__=ArgModel, **fields)
+
+    def tool_schema(self) -> dict[str, Any]:
+        """The tool's input schema as published: each argument's JSON type,
+        description, choices, range and default (:func:`property_schema`).
+        Arguments are checked by :meth:`arg_model` (an unknown one is refused
+        with SC010 naming the arguments, so the schema need not say
+        additionalProperties); the SQL function checks choices and ranges
+        itself, with its own codes."""
+        params = self.visible_params
+        schema: dict[str, Any] = {"type": "object", "properties": {p.name: property_schema(p) for p in params}}
+        required = [p.name for p in params if not p.optional]
+        if required:
+            schema["required"] = required
+        return schema
 
     def __post_init__(self) -> None:
         self._known = {p.name: p for p in self.params}
@@ -400,6 +536,15 @@ class ApiFunction:
         return rows[0]["result"]
 
 
+# The default expression of each argument of the API functions, as the catalogue prints it.
+_DEFAULTS = """
+select a.signature,
+       array(select pg_catalog.pg_get_function_arg_default(a.signature::regprocedure, i)
+               from generate_series(1, coalesce(array_length(a.arg_types, 1), 0)) i order by i) as defaults
+  from scsql_caller.api() a
+"""
+
+
 class Catalogue:
     """The functions one agent may call, loaded once from the catalogue, each
     with its adapter from ``adapters`` (:class:`scsql.api.Api` gives it
@@ -410,18 +555,22 @@ class Catalogue:
         adapters = adapters or {}
         with agent.transaction() as conn:
             rows = conn.execute("select * from scsql_caller.api()").fetchall()
+            defaults = {d["signature"]: d["defaults"] for d in conn.execute(_DEFAULTS).fetchall()}
         self.functions: dict[str, ApiFunction] = {}
         for r in rows:
             if r["name"] in self.functions:
                 raise ScsqlError("SC010", f"API function {r['name']} is overloaded; give each signature its own name")
             n_in = len(r["arg_types"])
-            params = [
-                Param(name or f"arg{i + 1}", typ, i >= n_in - r["n_defaults"])
-                for i, (name, typ) in enumerate(zip(r["arg_names"], r["arg_types"], strict=True))
-            ]
+            comment = read_comment(r["description"])
+            given = defaults.get(r["signature"], [])
+            params = []
+            for i, (name, typ) in enumerate(zip(r["arg_names"], r["arg_types"], strict=True)):
+                spec, doc = comment.args.get(name.removeprefix("p_"), ("", ""))
+                params.append(Param(name or f"arg{i + 1}", typ, i >= n_in - r["n_defaults"], doc, spec,
+                                    given[i] if i < len(given) else None))
             self.functions[r["name"]] = ApiFunction(
-                r["name"], r["signature"], r["description"], r["returns_set"], r["return_type"],
-                r["returns_row"], params, adapters.get(r["name"], Adapter()),
+                r["name"], r["signature"], comment.description, r["returns_set"], r["return_type"],
+                r["returns_row"], params, adapters.get(r["name"], Adapter()), comment.hidden,
             )
 
     def call(self, name: str, **args: Any) -> Any:
