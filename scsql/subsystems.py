@@ -114,10 +114,21 @@ def _bench_commands(sub: Any, add: Callable) -> None:
     bench.register(sub, add)
 
 
-def _hooks_commands(sub: Any, add: Callable) -> None:
-    from .hooks import install
+# -- hooks: capture and recall through Claude Code hooks ------------------------
 
+
+def _hooks_jobs() -> list[Job]:
+    from .hooks import daemon
+
+    return daemon.jobs()
+
+
+def _hooks_commands(sub: Any, add: Callable) -> None:
+    from .hooks import cli, importer, install
+
+    cli.register(sub, add)  # extends the ``hook`` group coordination made
     install.register_install(sub, add)
+    importer.register(sub, add)
 
 
 SUBSYSTEMS: tuple[Subsystem, ...] = (
@@ -127,7 +138,7 @@ SUBSYSTEMS: tuple[Subsystem, ...] = (
     Subsystem("coordination", adapters=_coordination_adapters, jobs=_coordination_jobs,
               commands=_coordination_commands),
     Subsystem("bench", commands=_bench_commands),
-    Subsystem("hooks", commands=_hooks_commands),
+    Subsystem("hooks", jobs=_hooks_jobs, commands=_hooks_commands),
 )
 
 
