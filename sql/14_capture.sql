@@ -56,7 +56,12 @@ security definer
 set search_path = pg_catalog, scsql, pg_temp
 as $$ select scsql._capture_key(me.project_id, me.agent_id, p_event_key) from scsql._me() me $$;
 comment on function scsql.capture_event(text) is
-  'Claims event key EVENT_KEY (a hook event id; 1 to 200 characters) in the acting agent''s project for the calling transaction: returns true the first time, false when it was captured before (then the caller writes nothing). Write the event''s rows in the same transaction. Raises SC140 for an empty or over-long key.';
+  'Claims a hook event''s key for this transaction: true the first time, false when it was captured before.
+
+p_event_key: the event''s key, 1-200 characters
+hidden: the Claude Code hooks call it
+
+Claims event key EVENT_KEY (a hook event id; 1 to 200 characters) in the acting agent''s project for the calling transaction: returns true the first time, false when it was captured before (then the caller writes nothing). Write the event''s rows in the same transaction. Raises SC140 for an empty or over-long key.';
 
 -- ---------------------------------------------------------------------------
 -- Sessions
@@ -73,7 +78,12 @@ as $$
   where s.project_id = me.project_id and s.author_id = me.agent_id and s.external_id = p_external_id
 $$;
 comment on function scsql.session_for(text) is
-  'The session_id of the acting agent''s session opened for the client''s session id EXTERNAL_ID (Claude Code''s session_id), or NULL when there is none.';
+  'The session_id of your session for a Claude Code session id, or null.
+
+p_external_id: Claude Code''s session_id
+hidden: the Claude Code hooks call it
+
+The session_id of the acting agent''s session opened for the client''s session id EXTERNAL_ID (Claude Code''s session_id), or NULL when there is none.';
 
 create or replace function scsql.open_session(
   p_external_id text, p_source text default null, p_cwd text default null, p_git_branch text default null,
@@ -123,7 +133,20 @@ begin
 end
 $$;
 comment on function scsql.open_session(text, text, text, text, text, text, text, text, timestamptz, timestamptz, integer, bytea) is
-  'Opens the acting agent''s session for the client''s session id EXTERNAL_ID (Claude Code''s session_id), with source (startup, resume, clear, compact, import or hook), cwd, git branch and commit, client, model, title and occurred_at (when an imported session started); when the agent already has a session for EXTERNAL_ID (a resume, a compaction, a replay) it returns that one and writes nothing. Returns session_id and created. Chained and signed by the scsql client (at, key_id, signature over the appended fields external_id, cwd, git_branch, git_commit, source, occurred_at). Raises SC010 bad argument, SC040 a title or cwd holding a secret, SC141 unknown source, SC101/SC102/SC103 bad signing fields.';
+  'Opens your session for a Claude Code session, or returns the one already open. Signed for you.
+
+p_external_id: Claude Code''s session_id
+p_source (startup|resume|clear|compact|import|hook): why the session starts
+p_cwd: working directory
+p_git_branch: git branch
+p_git_commit: git commit
+p_client: client name
+p_model: model
+p_title: what the session is about
+p_occurred_at: when it happened, when imported
+hidden: the Claude Code hooks open a session for every Claude session
+
+Opens the acting agent''s session for the client''s session id EXTERNAL_ID (Claude Code''s session_id), with source (startup, resume, clear, compact, import or hook), cwd, git branch and commit, client, model, title and occurred_at (when an imported session started); when the agent already has a session for EXTERNAL_ID (a resume, a compaction, a replay) it returns that one and writes nothing. Returns session_id and created. Chained and signed by the scsql client (at, key_id, signature over the appended fields external_id, cwd, git_branch, git_commit, source, occurred_at). Raises SC010 bad argument, SC040 a title or cwd holding a secret, SC141 unknown source, SC101/SC102/SC103 bad signing fields.';
 
 -- ---------------------------------------------------------------------------
 -- Prompts and tool calls
@@ -160,7 +183,16 @@ exception when check_violation or not_null_violation then
 end
 $$;
 comment on function scsql.record_prompt(text, bigint, boolean, timestamptz, text, timestamptz, integer, bytea) is
-  'Records a prompt given to the acting agent: text (redacted, at most 20,000 characters), its session, imported (true for a prompt read back from a transcript) and occurred_at (its original time; at, the signed write time, stays within minutes of the server clock). EVENT_KEY (optional) makes it idempotent: when that key was captured before, nothing is written and every column returned is NULL. Returns prompt_id, chain_id, seq. Chained and signed by the scsql client. Raises SC010 bad argument, SC040 text holding a secret (sign scsql.redact(text)), SC111 unknown session, SC140 bad event key, SC101/SC102/SC103 bad signing fields.';
+  'Records a user prompt of your session, redacted. Signed for you.
+
+p_text: the prompt
+p_session_id: session_id from open_session
+p_imported: true when imported from a transcript
+p_occurred_at: when it happened, when imported
+p_event_key: the hook event''s key (a replay adds nothing)
+hidden: the Claude Code hooks record every prompt
+
+Records a prompt given to the acting agent: text (redacted, at most 20,000 characters), its session, imported (true for a prompt read back from a transcript) and occurred_at (its original time; at, the signed write time, stays within minutes of the server clock). EVENT_KEY (optional) makes it idempotent: when that key was captured before, nothing is written and every column returned is NULL. Returns prompt_id, chain_id, seq. Chained and signed by the scsql client. Raises SC010 bad argument, SC040 text holding a secret (sign scsql.redact(text)), SC111 unknown session, SC140 bad event key, SC101/SC102/SC103 bad signing fields.';
 
 create or replace function scsql.capture_tool_call(
   p_tool text,
@@ -226,7 +258,28 @@ exception when check_violation or not_null_violation then
 end
 $$;
 comment on function scsql.capture_tool_call(text, text, bigint, text, text, integer, integer, integer, text, text, text, jsonb, boolean, boolean, text, timestamptz, text, timestamptz, integer, bytea) is
-  'record_tool_call as a hook captures it: the same arguments, plus tool_use_id (the client''s id of the call), files (JSON array of the paths it touched), scsql_tool (a call of scsql''s own MCP tools), imported (read back from a transcript), occurred_at (its original time; at, the signed write time, stays within minutes of the server clock), input_key (the Bash command or the file path, redacted: what lessons and rules match on). Idempotent by EVENT_KEY, else by the tool_use_id: a call captured before writes nothing and returns NULLs. Returns tool_call_id, chain_id, seq. Chained and signed by the scsql client. Raises SC010 bad argument, SC040 a preview or key holding a secret, SC111 unknown session, SC140 bad event key, SC101/SC102/SC103 bad signing fields.';
+  'Records one tool call captured by a hook. Signed for you.
+
+p_tool: tool name
+p_status (ok|error|timeout|cancelled|denied): how it ended
+p_session_id: session_id from open_session
+p_model: model that made the call
+p_origin (model|database): who generated the call
+p_input_tokens (0..): tokens of the arguments
+p_output_tokens (0..): tokens of the result
+p_latency_ms (0..): duration
+p_input_preview: at most 4,000 characters
+p_output_preview: at most 4,000 characters
+p_tool_use_id: Claude Code''s tool_use_id
+p_files (array): paths the call touched
+p_scsql_tool: a call of scsql''s own tools
+p_imported: true when imported from a transcript
+p_input_key: the command or file path lessons match on
+p_occurred_at: when it happened, when imported
+p_event_key: the hook event''s key (a replay adds nothing)
+hidden: the Claude Code hooks record every tool call
+
+record_tool_call as a hook captures it: the same arguments, plus tool_use_id (the client''s id of the call), files (JSON array of the paths it touched), scsql_tool (a call of scsql''s own MCP tools), imported (read back from a transcript), occurred_at (its original time; at, the signed write time, stays within minutes of the server clock), input_key (the Bash command or the file path, redacted: what lessons and rules match on). Idempotent by EVENT_KEY, else by the tool_use_id: a call captured before writes nothing and returns NULLs. Returns tool_call_id, chain_id, seq. Chained and signed by the scsql client. Raises SC010 bad argument, SC040 a preview or key holding a secret, SC111 unknown session, SC140 bad event key, SC101/SC102/SC103 bad signing fields.';
 
 -- ---------------------------------------------------------------------------
 -- Lessons and rules
@@ -298,7 +351,13 @@ begin
 end
 $$;
 comment on function scsql.mark_learning_rule(bigint, boolean, text) is
-  'Makes failure learning LEARNING_ID a rule (DENY true) that denies the calls of its tool before they run (check_tool_use), or a plain lesson again (DENY false). PATTERN (optional regular expression) is matched against the call''s command or file path; without it the rule denies calls with the same command or file as the failed call (every call of the tool when that had none). Only the learning''s author or an orchestrator role may mark it. Raises SC010 bad argument, SC142 unknown learning, SC143 bad pattern, SC144 not allowed.';
+  'Makes a failure learning a rule that denies matching calls before they run, or a plain lesson again.
+
+p_learning_id: the learning
+p_deny: true: deny matching calls; false: only tell
+p_pattern: regular expression over the command or file path (default: the failed call''s)
+
+Makes failure learning LEARNING_ID a rule (DENY true) that denies the calls of its tool before they run (check_tool_use), or a plain lesson again (DENY false). PATTERN (optional regular expression) is matched against the call''s command or file path; without it the rule denies calls with the same command or file as the failed call (every call of the tool when that had none). Only the learning''s author or an orchestrator role may mark it. Raises SC010 bad argument, SC142 unknown learning, SC143 bad pattern, SC144 not allowed.';
 
 create or replace function scsql.check_tool_use(p_tool text, p_input jsonb)
 returns table (decision text, reason text, task_id bigint, owner text, lessons jsonb)
@@ -388,4 +447,10 @@ begin
 end
 $$;
 comment on function scsql.check_tool_use(text, jsonb) is
-  'What a PreToolUse hook asks before a call of TOOL with INPUT (the tool''s JSON input) runs. Returns one row: decision deny with a reason when an Edit, Write, MultiEdit or NotebookEdit would change a path that a queued or claimed task not held by the caller owns exclusively (task_id and owner: the claiming agent, or the team role it is queued for), or when a learning marked as a rule (mark_learning_rule) matches; else decision allow with lessons: up to 3 failure learnings of the same tool with the same command or file path (learning_id, outcome_id, tool_call_id, session_id, summary, evidence, at: their citations), newest first. Reads public and internal learnings and the caller''s own. Raises SC145 for an empty tool or an input that is not a JSON object.';
+  'Whether a tool call may run: the task owning its file, deny rules and lessons of earlier failures.
+
+p_tool: tool name
+p_input (object): the call''s input
+hidden: the Claude Code hooks check every call
+
+What a PreToolUse hook asks before a call of TOOL with INPUT (the tool''s JSON input) runs. Returns one row: decision deny with a reason when an Edit, Write, MultiEdit or NotebookEdit would change a path that a queued or claimed task not held by the caller owns exclusively (task_id and owner: the claiming agent, or the team role it is queued for), or when a learning marked as a rule (mark_learning_rule) matches; else decision allow with lessons: up to 3 failure learnings of the same tool with the same command or file path (learning_id, outcome_id, tool_call_id, session_id, summary, evidence, at: their citations), newest first. Reads public and internal learnings and the caller''s own. Raises SC145 for an empty tool or an input that is not a JSON object.';
