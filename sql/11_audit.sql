@@ -243,37 +243,13 @@ language plpgsql
 security definer
 set search_path = pg_catalog, scsql, pg_temp
 as $$
-declare
-  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
 begin
-  -- Signed text is stored as signed: it must arrive redacted.
-  perform scsql._require_redacted('input_preview', p_input_preview);
-  perform scsql._require_redacted('output_preview', p_output_preview);
-  -- The arguments are checked by the table's constraints, the session after
-  -- them (as the row is in the block, a reference that fails undoes it).
-  insert into scsql.tool_calls as t (session_id, tool, model, origin, input_tokens, output_tokens, latency_ms, status,
-                                     input_preview, output_preview, cost_usd, at, key_id, signature)
-  values (p_session_id, p_tool, p_model, p_origin, p_input_tokens, p_output_tokens, p_latency_ms, p_status,
-          p_input_preview, p_output_preview,
-          -- Priced from the model's side: it writes the tool's input (the
-          -- arguments) at its output rate and reads the tool's output (the
-          -- result) at its input rate. Calls that only assembled database
-          -- content cost nothing; a model without a price costs NULL.
-          case when p_origin = 'database' then 0::numeric
-               else (select (p_input_tokens::numeric * mp.output_usd_per_mtok + p_output_tokens::numeric * mp.input_usd_per_mtok) / 1000000
-                     from scsql._model_price(p_model, p_at) mp) end,
-          p_at, p_key_id, p_signature)
-  returning t.tool_call_id, t.chain_id, t.seq, t.cost_usd into tool_call_id, chain_id, seq, cost_usd;
-  if p_session_id is not null then
-    if not exists (
-        select from scsql.sessions s where s.project_id = scsql._my_project() and s.session_id = p_session_id) then
-      raise exception using errcode = 'SC111', message = format('session %s does not exist in this project', p_session_id);
-    end if;
-  end if;
-exception when check_violation or not_null_violation then
-  get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
-    v_constraint = constraint_name, v_column = column_name, v_message = message_text;
-  perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+  -- The same row capture_tool_call writes, without what only hooks know: the
+  -- appended fields stay NULL, so the payload signed here is the whole payload.
+  select c.tool_call_id, c.chain_id, c.seq, c.cost_usd into tool_call_id, chain_id, seq, cost_usd
+  from scsql.capture_tool_call(p_tool, p_status, p_session_id, p_model, p_origin, p_input_tokens, p_output_tokens,
+                               p_latency_ms, p_input_preview, p_output_preview,
+                               p_at => p_at, p_key_id => p_key_id, p_signature => p_signature) c;
 end
 $$;
 comment on function scsql.record_tool_call(text, text, bigint, text, text, integer, integer, integer, text, text, timestamptz, integer, bytea) is

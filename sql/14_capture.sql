@@ -215,7 +215,7 @@ create or replace function scsql.capture_tool_call(
   p_at timestamptz default null,
   p_key_id integer default null,
   p_signature bytea default null,
-  out tool_call_id bigint, out chain_id bigint, out seq bigint)
+  out tool_call_id bigint, out chain_id bigint, out seq bigint, out cost_usd numeric)
 language plpgsql
 security definer
 set search_path = pg_catalog, scsql, pg_temp
@@ -242,11 +242,15 @@ begin
   values (p_session_id, p_tool, p_model, p_origin, p_input_tokens, p_output_tokens, p_latency_ms, p_status,
           p_input_preview, p_output_preview, p_tool_use_id, p_files, p_scsql_tool, p_imported, p_input_key,
           p_occurred_at,
+          -- Priced from the model's side: it writes the tool's input (the
+          -- arguments) at its output rate and reads the tool's output (the
+          -- result) at its input rate. Calls that only assembled database
+          -- content cost nothing; a model without a price costs NULL.
           case when p_origin = 'database' then 0::numeric
                else (select (p_input_tokens::numeric * mp.output_usd_per_mtok + p_output_tokens::numeric * mp.input_usd_per_mtok) / 1000000
                      from scsql._model_price(p_model, p_at) mp) end,
           p_at, p_key_id, p_signature)
-  returning t.tool_call_id, t.chain_id, t.seq into tool_call_id, chain_id, seq;
+  returning t.tool_call_id, t.chain_id, t.seq, t.cost_usd into tool_call_id, chain_id, seq, cost_usd;
   if p_session_id is not null and not exists (
       select from scsql.sessions s where s.project_id = v_me.project_id and s.session_id = p_session_id) then
     raise exception using errcode = 'SC111', message = format('session %s does not exist in this project', p_session_id);
@@ -279,7 +283,7 @@ p_occurred_at: when it happened, when imported
 p_event_key: the hook event''s key (a replay adds nothing)
 hidden: the Claude Code hooks record every tool call
 
-record_tool_call as a hook captures it: the same arguments, plus tool_use_id (the client''s id of the call), files (JSON array of the paths it touched), scsql_tool (a call of scsql''s own MCP tools), imported (read back from a transcript), occurred_at (its original time; at, the signed write time, stays within minutes of the server clock), input_key (the Bash command or the file path, redacted: what lessons and rules match on). Idempotent by EVENT_KEY, else by the tool_use_id: a call captured before writes nothing and returns NULLs. Returns tool_call_id, chain_id, seq. Chained and signed by the scsql client. Raises SC010 bad argument, SC040 a preview or key holding a secret, SC111 unknown session, SC140 bad event key, SC101/SC102/SC103 bad signing fields.';
+record_tool_call as a hook captures it: the same arguments, plus tool_use_id (the client''s id of the call), files (JSON array of the paths it touched), scsql_tool (a call of scsql''s own MCP tools), imported (read back from a transcript), occurred_at (its original time; at, the signed write time, stays within minutes of the server clock), input_key (the Bash command or the file path, redacted: what lessons and rules match on). Idempotent by EVENT_KEY, else by the tool_use_id: a call captured before writes nothing and returns NULLs. Returns tool_call_id, chain_id, seq and cost_usd (NULL when the model has no price). Chained and signed by the scsql client. Raises SC010 bad argument, SC040 a preview or key holding a secret, SC111 unknown session, SC140 bad event key, SC101/SC102/SC103 bad signing fields.';
 
 -- ---------------------------------------------------------------------------
 -- Lessons and rules
