@@ -257,10 +257,12 @@ def test_rows_signed_through_libsodium_match_the_openssl_signature(scsql_db):
     a = scsql_db.agent("sodium", project)
     args = {"tool": "Read", "model": "m", "input_tokens": 3, "input_preview": "x" * 5000, "session_id": None}
     signed = sign_row(a, "scsql.tool_calls", TOOL_CALL_FIELDS, args)
-    values = [signed[f.name] for f in TOOL_CALL_FIELDS]
+    plain = [f for f in TOOL_CALL_FIELDS if not f.appended]  # the appended ones are absent, so encode nothing
+    assert all(f.name not in signed for f in TOOL_CALL_FIELDS if f.appended)
+    values = [signed[f.name] for f in plain]
     # Nothing is shortened on the way: the database refuses what is too long.
     assert signed["input_preview"] == "x" * 5000 and signed["origin"] == "model" and signed["status"] == "ok"
-    data = encoding.payload("scsql.tool_calls", a.name, signed["key_id"], signed["at"], [f.kind for f in TOOL_CALL_FIELDS], values)
+    data = encoding.payload("scsql.tool_calls", a.name, signed["key_id"], signed["at"], [f.kind for f in plain], values)
     assert signed["signature"] == a.key.sign(data)
     assert args == {"tool": "Read", "model": "m", "input_tokens": 3, "input_preview": "x" * 5000, "session_id": None}
     with pytest.raises(ScsqlError) as refused:
