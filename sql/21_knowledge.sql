@@ -211,6 +211,10 @@ begin
   -- stands for a secret, and dedup, citations and embeddings agree with what
   -- is stored. (Redaction keeps line numbers: only a private key block, which
   -- index_text refuses, spans lines.)
+  if scsql._jsonb_depth(p_spans) > 64 or scsql._jsonb_depth(p_meta) > 64 then
+    raise exception using errcode = 'SC010', message = 'spans and meta may nest at most 64 levels',
+      hint = 'Give spans as an array of {start_line, end_line, anchor} objects and meta as a flat object.';
+  end if;
   p_content := scsql._redact(p_content);
   p_spans := scsql._redact_jsonb(p_spans);
   p_meta := scsql._redact_jsonb(p_meta);

@@ -436,11 +436,14 @@ begin
      or p_mode is null or p_mode not in ('hybrid', 'bm25', 'vector')
      or p_rrf_k is null or p_rrf_k < 1 or p_bm25_weight is null or p_bm25_weight < 0
      or p_vector_weight is null or p_vector_weight < 0
-     or p_k1 is null or p_k1 <= 0 or p_k1 > 10 or p_b is null or p_b not between 0 and 1 then
+     or p_k1 is null or p_k1 < 0.001 or p_k1 > 10 or p_b is null or p_b not between 0 and 1
+     -- Below these a score underflows double precision: zero or an ordinary number.
+     or (p_b > 0 and p_b < 1e-6) or (p_bm25_weight > 0 and p_bm25_weight < 1e-6)
+     or (p_vector_weight > 0 and p_vector_weight < 1e-6) then
     raise exception using errcode = 'SC209',
       message = format('search parameters out of range (k %s, depth %s, mode %s, rrf_k %s, weights %s/%s, k1 %s, b %s)',
                        p_k, v_depth, p_mode, p_rrf_k, p_bm25_weight, p_vector_weight, p_k1, p_b),
-      hint = 'k 1-200, depth 1-1000, mode hybrid/bm25/vector, rrf_k >= 1, weights >= 0, 0 < k1 <= 10, 0 <= b <= 1.';
+      hint = 'k 1-200, depth 1-1000, mode hybrid/bm25/vector, rrf_k >= 1, weights 0 or 1e-6 and above, 0.001 <= k1 <= 10, b 0 or 1e-6 to 1.';
   end if;
   if p_kinds is not null and not p_kinds <@ array['file', 'url', 'note', 'session_summary', 'archived_fact', 'learning'] then
     raise exception using errcode = 'SC203', message = format('unknown source kind in %s', p_kinds),
@@ -580,7 +583,7 @@ p_mode (hybrid|bm25|vector): retrievers
 p_rrf_k (1..): rank fusion constant
 p_bm25_weight (0..): BM25 weight in fusion
 p_vector_weight (0..): vector weight in fusion
-p_k1 (0..10): BM25 k1, above 0
+p_k1 (0.001..10): BM25 k1
 p_b (0..1): BM25 b
 p_depth (1..1000): candidates per retriever (default 2k, at least 20)
 
@@ -615,7 +618,7 @@ p_mode (hybrid|bm25|vector): retrievers
 p_rrf_k (1..): rank fusion constant
 p_bm25_weight (0..): BM25 weight in fusion
 p_vector_weight (0..): vector weight in fusion
-p_k1 (0..10): BM25 k1, above 0
+p_k1 (0.001..10): BM25 k1
 p_b (0..1): BM25 b
 p_depth (1..1000): candidates per retriever (default 2k, at least 20)
 
