@@ -506,7 +506,6 @@ def read(path: str | os.PathLike, since: str | int | None = None,
     turn_no = 0
     after = since is None
     seen_since = not isinstance(since, str)
-    files: dict[str, None] = {}
     decisions: dict[str, None] = {}
     index = 0
     cwd = None
@@ -563,7 +562,18 @@ def read(path: str | os.PathLike, since: str | int | None = None,
         whole.summary.since_found = whole.conversation.since_found = False
         return whole
     s.cwd = cwd
-    # -- tool calls of this part, with their results wherever they are
+    _tally_calls(s, calls, result_of, cwd)
+    s.decisions = list(decisions)
+    s.since_found = seen_since
+    conv = Conversation(s.session_id, _parts(turns, s), len([t for t in turns if t.request is not None]),
+                        s.cursor, seen_since, stats)
+    return Update(s, conv)
+
+
+def _tally_calls(s: Summary, calls: dict[str, _Call], result_of: dict[str, ToolResult], cwd: str | None) -> None:
+    """The summary's files changed, commands run and last TODO list, from the
+    tool calls of the part read, with their results wherever they are."""
+    files: dict[str, None] = {}
     by_command: dict[str, Command] = {}
     for c in calls.values():
         u, r = c.use, result_of.get(c.use.id)
@@ -587,11 +597,6 @@ def read(path: str | os.PathLike, since: str | int | None = None,
                        for t in u.input["todos"] if isinstance(t, dict) and str(t.get("content", "")).strip()]
     s.commands = list(by_command.values())
     s.files = list(files)
-    s.decisions = list(decisions)
-    s.since_found = seen_since
-    conv = Conversation(s.session_id, _parts(turns, s), len([t for t in turns if t.request is not None]),
-                        s.cursor, seen_since, stats)
-    return Update(s, conv)
 
 
 def _clip_block(text: str) -> str:
