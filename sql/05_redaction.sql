@@ -436,40 +436,36 @@ $$;
 comment on function scsql._redacted_kinds(text, text) is
   'Private. The kinds of the [REDACTED:<kind>] markers that redaction added to BEFORE to make AFTER, comma-separated (secret when none can be told), for error messages that name the kind and never the secret.';
 
-create or replace function scsql._require_redacted(p_field text, p_value text)
+create or replace function scsql._refuse_signed_secret(p_field text, p_what text, p_before text, p_after text)
 returns void
 language plpgsql
 immutable parallel safe
 as $$
-declare
-  v_redacted text := scsql._redact(p_value);
 begin
-  if v_redacted is distinct from p_value then
+  if p_after is distinct from p_before then
     raise exception using errcode = 'SC040',
-      message = format('%s holds a secret (%s); signed text is stored as signed, so it must be redacted before it is signed; nothing was stored',
-                       p_field, scsql._redacted_kinds(p_value, v_redacted)),
-      hint = 'Sign scsql.redact(text) instead of the text (the scsql client does this for you).';
+      message = format('%s holds a secret (%s); signed %s is stored as signed, so it must be redacted before it is signed; nothing was stored',
+                       p_field, scsql._redacted_kinds(p_before, p_after), p_what),
+      hint = format('Sign scsql.%s instead (the scsql client does this for you).',
+                    case p_what when 'JSON' then 'redact_jsonb(value)' else 'redact(text)' end);
   end if;
 end
 $$;
+comment on function scsql._refuse_signed_secret(text, text, text, text) is
+  'Private. Raises SC040 when redaction changed BEFORE into AFTER: FIELD (signed WHAT: text or JSON) holds a secret, named by kind (scsql._redacted_kinds), never shown. The one refusal of scsql._require_redacted and scsql._require_redacted_jsonb.';
+
+create or replace function scsql._require_redacted(p_field text, p_value text)
+returns void
+language sql
+immutable parallel safe
+as $$ select scsql._refuse_signed_secret(p_field, 'text', p_value, scsql._redact(p_value)) $$;
 comment on function scsql._require_redacted(text, text) is
   'Private, for the signed write functions: raises SC040 when redaction (scsql._redact) would change VALUE, naming FIELD and the kinds of secret found, never the secret. The database never changes signed text, so it refuses it. NULL passes.';
 
 create or replace function scsql._require_redacted_jsonb(p_field text, p_value jsonb)
 returns void
-language plpgsql
+language sql
 immutable parallel safe
-as $$
-declare
-  v_redacted jsonb := scsql._redact_jsonb(p_value);
-begin
-  if v_redacted is distinct from p_value then
-    raise exception using errcode = 'SC040',
-      message = format('%s holds a secret (%s); signed JSON is stored as signed, so it must be redacted before it is signed; nothing was stored',
-                       p_field, scsql._redacted_kinds(p_value::text, v_redacted::text)),
-      hint = 'Sign scsql.redact_jsonb(value) instead of the value (the scsql client does this for you).';
-  end if;
-end
-$$;
+as $$ select scsql._refuse_signed_secret(p_field, 'JSON', p_value::text, scsql._redact_jsonb(p_value)::text) $$;
 comment on function scsql._require_redacted_jsonb(text, jsonb) is
   'Private, for the signed write functions: raises SC040 when redaction (scsql._redact_jsonb) would change VALUE, naming FIELD and the kinds of secret found, never the secret. NULL passes.';
