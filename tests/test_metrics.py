@@ -95,6 +95,17 @@ def test_worker_heartbeat_makes_a_worker_alive(scsql_db):
     assert alive() == 1
 
 
+def test_searches_through_the_api_are_timed(scsql_db):
+    agent = scsql_db.agent("t", scsql_db.project())
+    metrics.TIMER.flush()  # whatever earlier tests left
+    api = Api(agent)
+    api.call("search", query="verifyChain", mode="bm25")
+    api.call("search_global", query="verifyChain", mode="bm25")
+    assert metrics.TIMER.flush() == 2
+    [hist] = [r for r in rows(agent, "select * from scsql.metrics()") if r["metric"] == "scsql_search_latency_seconds"]
+    assert hist["buckets"][-1] == ["+Inf", 2] and hist["value"] > 0
+
+
 def test_search_timing_is_sent_in_batches(scsql_db):
     agent = scsql_db.agent("s", scsql_db.project())
     timer = metrics.SearchTimer()
@@ -155,3 +166,13 @@ def test_listen_on_a_bad_address_is_one_clear_line(tmp_path, scsql_db):
 
     env = {"SCSQL_DSN": scsql_db.admin, "SCSQL_DATA_DIR": str(tmp_path)}
     one_error_line(scsql("metrics", "--listen", "nowhere", env=env), "SC056")
+
+
+def test_a_revoked_agent_sees_no_figures(scsql_db):
+    from scsql.core import roles
+
+    agent = scsql_db.agent("r", scsql_db.project())
+    roles.revoke_agent(scsql_db.admin, agent.name)
+    with pytest.raises(ScsqlError) as err:
+        rows(agent, "select * from scsql.metrics()")
+    assert err.value.code == "SC002"
