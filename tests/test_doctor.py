@@ -170,6 +170,16 @@ def test_broken_then_quarantined_chain(healthy):
     assert any(d.startswith("quarantine ") for d in f.details)
 
 
+def test_full_finds_a_row_altered_before_the_checkpoint(healthy):
+    db, agent, repo, env = healthy
+    Api(agent).call("record_tool_call", tool="Bash", model="newer")
+    run_checkpoint(db.admin, auditor_key(db), workers=1, progress=False)  # signs both rows, head: the newer one
+    tamper(db, "update scsql.tool_calls set tool = 'rm' where model = 'claude-test'")
+    assert finding(probe(db, repo, env), "chains").status == "ok"  # the auditor verified these rows when it signed
+    f = broken(probe(db, repo, env, full=True), "chains", "scsql verify")
+    assert "checkpoint-mismatch" in f.details[0] or "hash-mismatch" in f.details[0]
+
+
 def test_key_file_readable_by_others(healthy):
     db, agent, repo, env = healthy
     key = Path(env["SCSQL_KEYSTORE"]) / f"{agent.name}.key"

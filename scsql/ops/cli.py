@@ -17,7 +17,7 @@ def cmd_doctor(ctx, args: argparse.Namespace) -> int:
     from . import doctor
 
     project_dir = Path(args.project_dir).resolve() if args.project_dir else git_root(Path.cwd())
-    probe = doctor.Probe(ctx.settings, ctx.admin_conninfo, project_dir)
+    probe = doctor.Probe(ctx.settings, ctx.admin_conninfo, project_dir, full=args.full)
     findings = doctor.run(probe)
     print(doctor.as_json(findings) if args.json else doctor.as_text(findings))
     return 1 if doctor.needs_action(findings) else 0
@@ -66,6 +66,8 @@ def register(sub, add) -> None:
     p = add("doctor", cmd_doctor, "check the server, schema, partitions, worker, checkpoints, chains, keys, clock, "
                                   "hooks and spool; say what to run for each problem (exit 1 when one needs action)")
     p.add_argument("--json", action="store_true", help="one JSON object: ok, and every check's finding")
+    p.add_argument("--full", action="store_true",
+                   help="re-compute every chain from its first row (default: from its newest checkpoint)")
     p.add_argument("--project-dir", metavar="DIR",
                    help="the project whose Claude Code hooks to check (default: the git repository of the current directory)")
     p = add("metrics", cmd_metrics, "scsql.metrics() in the Prometheus text format, printed or served (--listen)")

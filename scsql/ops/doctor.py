@@ -60,6 +60,7 @@ class Probe:
     settings: Settings
     admin: Callable[[], str]
     project_dir: Path | None = None
+    full: bool = False  # chains: every row, not only those after the newest checkpoint
     now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)
     conn: Any = None
     _metrics: list[dict] | None = None
@@ -95,7 +96,8 @@ def check_server(p: Probe) -> Finding:
         conninfo = p.admin()
         p.conn = psycopg.connect(conninfo, autocommit=True, row_factory=dict_row, connect_timeout=5)
     except ScsqlError as exc:
-        return action(f"the server is not reachable: {exc.message}", [exc.hint or "scsql up"])
+        return action(f"the server is not reachable: {exc.message}",
+                      ["scsql up" if exc.code == "SC034" else exc.hint or "scsql status"])
     except psycopg.OperationalError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         where = "SCSQL_DSN" if p.settings.dsn else "the embedded server"
@@ -206,15 +208,20 @@ def check_checkpoints(p: Probe) -> Finding:
 
 
 def check_chains(p: Probe) -> Finding:
+    """Open quarantines, and every chain re-computed in SQL (links and hashes)
+    from its newest checkpoint (whose rows the auditor verified before signing)
+    or, with ``full``, from its first row. Signatures: scsql verify."""
+    since = "null::bigint" if p.full else (
+        "(select max(h.checkpoint_id) from scsql.checkpoint_heads h where h.chain_id = c.chain_id)")
     open_q = p.query("select * from scsql.chain_quarantines(true)", role="scsql_auditor")
     broken = p.query(
         "select c.chain_id, p.name as project, v.broken_seq, v.kind, v.detail from scsql.chains c "
         "join scsql.projects p using (project_id) "
-        "cross join lateral scsql.verify_chain(c.chain_id, (select max(h.checkpoint_id) from scsql.checkpoint_heads h "
-        "                                                   where h.chain_id = c.chain_id)) v "
+        f"cross join lateral scsql.verify_chain(c.chain_id, {since}) v "
         "where c.head_seq > 0 and not v.ok order by c.chain_id", role="scsql_auditor")
     if not open_q and not broken:
-        return ok("every chain verifies since its newest checkpoint; no open quarantine")
+        return ok(f"every chain verifies {'from its first row' if p.full else 'since its newest checkpoint'} "
+                  "(links and hashes); no open quarantine")
     details = [f"chain {b['chain_id']} ({b['project']}) broken at seq {b['broken_seq']}: {b['kind']}: {b['detail']}"
                for b in broken]
     details += [f"quarantine {q['quarantine_id']}: chain {q['chain_id']} ({q['project']}/{q['agent']}) from seq "
@@ -360,7 +367,7 @@ def needs_action(findings: list[Finding]) -> bool:
 
 
 def as_json(findings: list[Finding]) -> str:
-    return json.dumps({"ok": not needs_action(findings), "checks": [asdict(f) for f in findings]}, indent=2)
+    return json.dumps({"ok": not needs_action(findings), "checks": [{"check": f.check, **asdict(f)} for f in findings]}, indent=2)
 
 
 def as_text(findings: list[Finding]) -> str:
