@@ -33,10 +33,18 @@ def healthy(scsql_db, tmp_path):
     (repo / ".git").mkdir(parents=True)
     env = {"SCSQL_DSN": scsql_db.admin, "SCSQL_AGENT_DSN": scsql_db.app,
            "SCSQL_KEYSTORE": str(scsql_db.keystore.directory), "SCSQL_DATA_DIR": str(tmp_path / "data")}
-    installed = scsql("install", "claude", "--agent", agent.name, "--project", project, "--project-dir", str(repo),
-                      env=env)
-    assert installed.returncode == 0, installed.stderr
+    install_hooks(repo, agent.name, env["SCSQL_DATA_DIR"])
     return scsql_db, agent, repo, env
+
+
+def install_hooks(repo: Path, agent: str, home: str) -> None:
+    """What scsql install claude writes (tests/test_install.py runs the command itself)."""
+    from scsql.hooks.events import settings_hooks
+    from scsql.hooks.install import mcp_server_entry, merge_hooks, merge_server, server_name
+
+    (repo / ".mcp.json").write_text(json.dumps(merge_server({}, server_name(agent), mcp_server_entry(agent, {}))))
+    (repo / ".claude").mkdir()
+    (repo / ".claude" / "settings.json").write_text(json.dumps(merge_hooks({}, settings_hooks(agent, home))))
 
 
 def probe(db, repo: Path | None, env: dict, **kw) -> doctor.Probe:
