@@ -367,7 +367,8 @@ def needs_action(findings: list[Finding]) -> bool:
 
 
 def as_json(findings: list[Finding]) -> str:
-    return json.dumps({"ok": not needs_action(findings), "checks": [{"check": f.check, **asdict(f)} for f in findings]}, indent=2)
+    code = {"code": "SC055"} if needs_action(findings) else {}
+    return json.dumps({"ok": not needs_action(findings), **code, "checks": [{"check": f.check, **asdict(f)} for f in findings]}, indent=2)
 
 
 def as_text(findings: list[Finding]) -> str:
@@ -378,7 +379,7 @@ def as_text(findings: list[Finding]) -> str:
         lines += [f"{'':18}  {d}" for d in f.details]
         lines += [f"{'':18}  run: {x}" for x in f.fix]
     n = sum(f.status == "action" for f in findings)
-    lines.append(f"scsql doctor: {n} problem(s) need action" if n else "scsql doctor: everything is fine")
+    lines.append(f"scsql doctor: {n} problem(s) need action (SC055)" if n else "scsql doctor: everything is fine")
     return "\n".join(lines)
 
 
