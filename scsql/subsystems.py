@@ -131,6 +131,21 @@ def _hooks_commands(sub: Any, add: Callable) -> None:
     importer.register(sub, add)
 
 
+# -- ops: scsql doctor, scsql metrics, search latency timing -----------------
+
+
+def _ops_adapters() -> dict[str, Adapter]:
+    from .ops import metrics
+
+    return metrics.adapters()
+
+
+def _ops_commands(sub: Any, add: Callable) -> None:
+    from .ops import cli
+
+    cli.register(sub, add)
+
+
 SUBSYSTEMS: tuple[Subsystem, ...] = (
     Subsystem("core", commands=_core_commands),
     Subsystem("audit", adapters=_audit_adapters, commands=_audit_commands),
@@ -139,6 +154,7 @@ SUBSYSTEMS: tuple[Subsystem, ...] = (
               commands=_coordination_commands),
     Subsystem("bench", commands=_bench_commands),
     Subsystem("hooks", jobs=_hooks_jobs, commands=_hooks_commands),
+    Subsystem("ops", adapters=_ops_adapters, commands=_ops_commands),  # listed last: its timing wraps the search
 )
 
 

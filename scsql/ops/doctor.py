@@ -1,0 +1,396 @@
+"""``scsql doctor``: everything a user would otherwise debug by hand, checked
+in one run, each problem with what to run about it.
+
+The checks are one table (CHECKS): a name, what it checks, and a function of
+the :class:`Probe` (the settings, the administrator's connection, the
+project directory, the client's clock) returning a :class:`Finding`: ``ok``,
+``action`` (something needs doing: ``fix`` says what to run) or ``skip``
+(nothing to check here, or the server is unreachable). The database's
+figures come from ``scsql.metrics()`` (sql/50_operations.sql), the same rows
+``scsql metrics`` exports, so doctor and the graphs agree.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.config import Settings
+from ..core.errors import ScsqlError
+
+MIN_SERVER_VERSION = 150000
+BACKLOG_LIMIT = dt.timedelta(minutes=15)  # the oldest chunk waiting for an embedding
+CHECKPOINT_LIMIT = dt.timedelta(days=7)  # without retention: the newest checkpoint's greatest age
+CLOCK_LIMIT = dt.timedelta(seconds=30)
+PARTITIONS_AHEAD_DAYS = 1.0
+
+
+@dataclass
+class Finding:
+    status: str  # ok, action, skip
+    summary: str
+    fix: list[str] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
+    check: str = ""
+
+
+def ok(summary: str, details: list[str] | None = None) -> Finding:
+    return Finding("ok", summary, details=details or [])
+
+
+def action(summary: str, fix: list[str], details: list[str] | None = None) -> Finding:
+    return Finding("action", summary, fix, details or [])
+
+
+def skip(summary: str) -> Finding:
+    return Finding("skip", summary)
+
+
+@dataclass
+class Probe:
+    """What the checks look at. ``admin`` gives the administrator's conninfo
+    (raising when there is none, e.g. the embedded server is down)."""
+
+    settings: Settings
+    admin: Callable[[], str]
+    project_dir: Path | None = None
+    full: bool = False  # chains: every row, not only those after the newest checkpoint
+    now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)
+    conn: Any = None
+    _metrics: list[dict] | None = None
+
+    def query(self, sql: str, params: tuple = (), role: str | None = None) -> list[dict]:
+        with self.conn.transaction():
+            if role is not None:
+                self.conn.execute(f"set local role {role}")
+            return self.conn.execute(sql, params).fetchall()
+
+    def metrics(self, name: str) -> dict[str, float]:
+        """scsql.metrics() series of metric NAME, by their project (or table) label."""
+        if self._metrics is None:
+            from .metrics import fetch
+
+            self._metrics = fetch(self.conn)
+        return {(r["labels"].get("project") or r["labels"].get("table")): r["value"]
+                for r in self._metrics if r["metric"] == name}
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+
+# -- the checks --------------------------------------------------------------
+
+
+def check_server(p: Probe) -> Finding:
+    import psycopg
+    from psycopg.rows import dict_row
+
+    try:
+        conninfo = p.admin()
+        p.conn = psycopg.connect(conninfo, autocommit=True, row_factory=dict_row, connect_timeout=5)
+    except ScsqlError as exc:
+        return action(f"the server is not reachable: {exc.message}",
+                      ["scsql up" if exc.code == "SC034" else exc.hint or "scsql status"])
+    except psycopg.OperationalError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        where = "SCSQL_DSN" if p.settings.dsn else "the embedded server"
+        return action(f"cannot connect to {where}: {first}",
+                      ["scsql up" if p.settings.embedded else "check SCSQL_DSN and that the server accepts connections"])
+    row = p.query("select current_setting('server_version') as v, current_setting('server_version_num')::int as n")[0]
+    if row["n"] < MIN_SERVER_VERSION:
+        return action(f"PostgreSQL {row['v']} is older than scsql supports (15)", ["upgrade the server to PostgreSQL 15 or newer"])
+    return ok(f"PostgreSQL {row['v']}")
+
+
+def check_migrations(p: Probe) -> Finding:
+    from ..core.migrate import Source
+
+    files = {m.version: m for m in Source().migrations()}
+    if not p.query("select from pg_catalog.pg_tables where schemaname = 'scsql' and tablename = 'schema_migrations'"):
+        return action("the database has no scsql schema", ["scsql migrate"])
+    applied = {r["version"]: r["checksum"] for r in p.query("select version, checksum from scsql.schema_migrations")}
+    changed = [f"{files[v].name}: applied {c[:12]}, file {files[v].checksum[:12]}"
+               for v, c in sorted(applied.items()) if v in files and files[v].checksum != c]
+    unknown = [f"{v:04d}" for v in sorted(applied) if v not in files]
+    pending = [m.name for v, m in sorted(files.items()) if v not in applied]
+    if changed:
+        return action(f"{len(changed)} applied migration(s) differ from their files", [
+            "restore the files as they were applied (applied migrations are immutable; "
+            "a change is a new migration), or reinstall this scsql version"], changed)
+    if unknown:
+        return action(f"the database has migration(s) {', '.join(unknown)} this scsql does not know",
+                      ["upgrade scsql to the version that migrated this database"])
+    if pending:
+        return action(f"{len(pending)} migration(s) not applied", ["scsql migrate"], pending)
+    return ok(f"schema version {max(applied, default=0)}, {len(applied)} migrations, checksums match")
+
+
+def check_extensions(p: Probe) -> Finding:
+    found = {r["extname"]: r["extversion"] for r in p.query("select extname, extversion from pg_catalog.pg_extension")}
+    if "vector" not in found:
+        available = p.query("select from pg_catalog.pg_available_extensions where name = 'vector'")
+        return action("pgvector (extension vector) is not installed in this database", [
+            "scsql migrate (it creates the extension)" if available else
+            "install pgvector on the server (e.g. apt install postgresql-NN-pgvector), then scsql migrate"])
+    partman = f", pg_partman {found['pg_partman']}" if "pg_partman" in found else ", pg_partman absent (built-in maintenance)"
+    return ok(f"vector {found['vector']}{partman}")
+
+
+def check_partitions(p: Probe) -> Finding:
+    ahead = p.metrics("scsql_partition_days_ahead")
+    late = p.metrics("scsql_partitions_past_retention")
+    short = [f"{t}: partitions end {days:.1f} day(s) ahead" for t, days in sorted(ahead.items())
+             if days < PARTITIONS_AHEAD_DAYS]
+    behind = [f"{t}: {int(n)} partition(s) kept past their retention" for t, n in sorted(late.items()) if n]
+    if short:
+        return action("partitions are not created ahead", [
+            "scsql partitions maintain (and keep scsql worker running: it maintains them)"], short + behind)
+    if behind:
+        return action("retention is not keeping up", [
+            "scsql checkpoint (retention drops only checkpointed rows), then scsql partitions maintain",
+            "scsql partitions maintain lists what it refused and why"], behind)
+    days = min(ahead.values(), default=0)
+    return ok(f"{len(ahead)} partitioned table(s), partitions at least {days:.0f} day(s) ahead, retention on time")
+
+
+def check_worker(p: Probe) -> Finding:
+    alive = p.metrics("scsql_workers_alive")
+    active = {r["project"]: r["agent"] for r in p.query(
+        "select p.name as project, min(a.name) as agent from scsql.agents a join scsql.projects p using (project_id) "
+        "where a.revoked_at is null group by p.name")}
+    if not active:
+        return skip("no project has an active agent")
+    age = p.metrics("scsql_worker_heartbeat_age_seconds")
+    dead = sorted(proj for proj in active if not alive.get(proj))
+    if dead:
+        details = [f"{proj}: " + (f"last heartbeat {age[proj]:.0f} s ago" if proj in age else "no worker ever ran")
+                   for proj in dead]
+        return action(f"no live scsql worker for {len(dead)} project(s)",
+                      [f"scsql worker --agent {active[proj]}   # project {proj}" for proj in dead], details)
+    return ok(f"{int(sum(alive.values()))} worker(s) alive for {len(active)} project(s)")
+
+
+def check_backlog(p: Probe) -> Finding:
+    backlog = p.metrics("scsql_embedding_backlog")
+    oldest = p.metrics("scsql_embedding_backlog_oldest_seconds")
+    late = sorted(proj for proj, s in oldest.items() if s > BACKLOG_LIMIT.total_seconds())
+    if late:
+        return action("embeddings are falling behind", [
+            "keep scsql worker running for these projects (scsql doctor's worker check names the command); "
+            "start a second worker to drain faster"],
+            [f"{proj}: {int(backlog[proj])} chunk(s) waiting, oldest {oldest[proj] / 60:.0f} min" for proj in late])
+    return ok(f"{int(sum(backlog.values()))} chunk(s) waiting for an embedding")
+
+
+def check_checkpoints(p: Probe) -> Finding:
+    age = p.metrics("scsql_checkpoint_age_seconds")
+    unverified = p.metrics("scsql_chain_rows_unverified")
+    retention = [r["retention"] for r in p.query(
+        "select retention from scsql.partition_settings where retention is not null")]
+    limit = min([r / 2 for r in retention] + [CHECKPOINT_LIMIT])
+    stale = sorted(proj for proj, s in age.items() if unverified.get(proj) and s > limit.total_seconds())
+    if stale:
+        return action(f"chain rows wait for a checkpoint longer than {_span(limit)}"
+                      + (" (half the retention)" if limit < CHECKPOINT_LIMIT else ""),
+                      ["scsql checkpoint --export FILE (scsql checkpoint --init once, to create the auditor key)"],
+                      [f"{proj}: {int(unverified[proj])} row(s) unverified, checkpoint age {_span(dt.timedelta(seconds=age[proj]))}"
+                       for proj in stale])
+    if not age:
+        return ok("no chain rows yet")
+    return ok(f"newest checkpoint within {_span(limit)} for {len(age)} project(s)")
+
+
+def check_chains(p: Probe) -> Finding:
+    """Open quarantines, and every chain re-computed in SQL (links and hashes)
+    from its newest checkpoint (whose rows the auditor verified before signing)
+    or, with ``full``, from its first row. Signatures: scsql verify."""
+    since = "null::bigint" if p.full else (
+        "(select max(h.checkpoint_id) from scsql.checkpoint_heads h where h.chain_id = c.chain_id)")
+    open_q = p.query("select * from scsql.chain_quarantines(true)", role="scsql_auditor")
+    broken = p.query(
+        "select c.chain_id, p.name as project, v.broken_seq, v.kind, v.detail from scsql.chains c "
+        "join scsql.projects p using (project_id) "
+        f"cross join lateral scsql.verify_chain(c.chain_id, {since}) v "
+        "where c.head_seq > 0 and not v.ok order by c.chain_id", role="scsql_auditor")
+    if not open_q and not broken:
+        return ok(f"every chain verifies {'from its first row' if p.full else 'since its newest checkpoint'} "
+                  "(links and hashes); no open quarantine")
+    details = [f"chain {b['chain_id']} ({b['project']}) broken at seq {b['broken_seq']}: {b['kind']}: {b['detail']}"
+               for b in broken]
+    details += [f"quarantine {q['quarantine_id']}: chain {q['chain_id']} ({q['project']}/{q['agent']}) from seq "
+                f"{q['from_seq']}: {q['kind']}" for q in open_q]
+    fix = ["scsql verify (names every break and checks signatures)"]
+    if broken:
+        fix.append("scsql checkpoint (quarantines a broken chain and signs the others)")
+    if open_q:
+        fix.append("once dealt with: select scsql.acknowledge_quarantine(ID, 'what was done')  -- scsql psql")
+    return action(f"{len(broken)} broken chain(s), {len(open_q)} open quarantine(s)", fix, details)
+
+
+def check_keys(p: Probe) -> Finding:
+    store = p.settings.keystore
+    if not store.is_dir():
+        return skip(f"no keystore at {store}")
+    bad = []
+    mode = stat.S_IMODE(store.stat().st_mode)
+    if mode & 0o077:
+        bad.append((f"{store} has mode {mode:04o}", f"chmod 700 {store}"))
+    keys = sorted(store.glob("*.key"))
+    for key in keys:
+        st = key.stat()
+        if stat.S_IMODE(st.st_mode) & 0o077:
+            bad.append((f"{key} has mode {stat.S_IMODE(st.st_mode):04o}", f"chmod 600 {key}"))
+        if st.st_uid != os.geteuid():
+            bad.append((f"{key} belongs to uid {st.st_uid}", f"chown {os.geteuid()} {key}"))
+    if bad:
+        return action(f"{len(bad)} key file permission problem(s): group or others can read private keys",
+                      [fix for _, fix in bad], [what for what, _ in bad])
+    return ok(f"{len(keys)} key file(s) in {store}, readable by their owner only")
+
+
+def check_clock(p: Probe) -> Finding:
+    before = p.now()
+    server = p.query("select clock_timestamp() as t")[0]["t"]
+    after = p.now()
+    skew = server - (before + (after - before) / 2)
+    if abs(skew) > CLOCK_LIMIT:
+        return action(f"the server's clock is {skew.total_seconds():+.1f} s from this machine's", [
+            "synchronise both clocks (NTP: timedatectl set-ntp true, or chrony); signed writes more than the "
+            "allowed skew (scsql.set_clock_skew, default 5 minutes) from the server clock are refused"])
+    return ok(f"clock skew {skew.total_seconds():+.3f} s")
+
+
+def check_hooks(p: Probe) -> Finding:
+    from ..hooks.events import settings_hooks
+    from ..hooks.install import SCOPES, merge_hooks, settings_path
+
+    if p.project_dir is None:
+        return skip("not in a git repository (give --project-dir DIR to check its hooks)")
+    servers = _json(p.project_dir / ".mcp.json").get("mcpServers") or {}
+    agents = sorted(n.removeprefix("scsql-") for n in servers if isinstance(n, str) and n.startswith("scsql-"))
+    if not agents:
+        return skip(f"scsql is not installed in {p.project_dir}")
+    files = [settings_path(s, p.project_dir) for s in SCOPES]
+    missing = []
+    for agent in agents:
+        ours = settings_hooks(agent, str(p.settings.data_dir))
+        if not any(merge_hooks(d, ours) == d for d in (_json(f) for f in files) if d):
+            missing.append(agent)
+    if missing:
+        return action(f"hooks missing or out of date for agent(s) {', '.join(missing)} in {p.project_dir}",
+                      [f"scsql install claude --agent {a} --project-dir {p.project_dir}" for a in missing])
+    return ok(f"MCP server and hooks installed for {', '.join(agents)} in {p.project_dir}")
+
+
+def check_spool(p: Probe) -> Finding:
+    root = p.settings.data_dir / "spool"
+    if not root.is_dir():
+        return ok("no hook events waiting")
+    waiting, failed = [], []
+    for d in sorted(x for x in root.iterdir() if x.is_dir()):
+        n = len([f for sub in (d, d / "claimed") if sub.is_dir() for f in sub.glob("*.jsonl")])
+        if n:
+            waiting.append((d.name, n))
+        failed += sorted((d / "failed").glob("*.jsonl")) if (d / "failed").is_dir() else []
+    if not waiting and not failed:
+        return ok("no hook events waiting")
+    fix = [f"scsql worker --agent {a} --job hook-spool --once   # writes the spooled events" for a, _ in waiting]
+    if failed:
+        fix.append(f"read the .error file beside each file in {root}/*/failed/, fix it, and move it back "
+                   "into its agent's spool directory")
+    details = [f"{a}: {n} spool file(s) not written" for a, n in waiting] + [f"refused: {f}" for f in failed]
+    return action(f"{sum(n for _, n in waiting)} spool file(s) of hook events unsent, {len(failed)} refused", fix, details)
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    what: str
+    run: Callable[[Probe], Finding]
+    needs_server: bool = True
+
+
+CHECKS: tuple[Check, ...] = (
+    Check("server", "server reachable and its version", check_server, needs_server=False),
+    Check("migrations", "migrations applied and unmodified", check_migrations),
+    Check("extensions", "extensions present", check_extensions),
+    Check("partitions", "partitions created ahead, retention keeping up", check_partitions),
+    Check("worker", "a worker alive (heartbeat)", check_worker),
+    Check("embeddings", "embedding backlog", check_backlog),
+    Check("checkpoints", "age of the last checkpoint against the retention period", check_checkpoints),
+    Check("chains", "broken or quarantined chains", check_chains),
+    Check("keys", "key files' permissions", check_keys, needs_server=False),
+    Check("clock", "clock skew between this machine and the server", check_clock),
+    Check("hooks", "hooks installed in the project", check_hooks, needs_server=False),
+    Check("spool", "local spool of unsent hook events", check_spool, needs_server=False),
+)
+# Checks that read scsql's schema: skipped while migrations say it is absent.
+_NEEDS_SCHEMA = {"partitions", "worker", "embeddings", "checkpoints", "chains"}
+
+
+def run(probe: Probe, checks: tuple[Check, ...] = CHECKS) -> list[Finding]:
+    """Every check's finding, in order; a check that raises is a finding too."""
+    import psycopg
+
+    findings: list[Finding] = []
+    no_schema = False
+    try:
+        for c in checks:
+            if c.needs_server and probe.conn is None:
+                f = skip("the server is not reachable")
+            elif c.name in _NEEDS_SCHEMA and no_schema:
+                f = skip("scsql's schema is not current (see migrations)")
+            else:
+                try:
+                    f = c.run(probe)
+                except (ScsqlError, psycopg.Error, OSError) as exc:
+                    f = action(f"the check failed: {str(exc).strip().splitlines()[0]}",
+                               ["scsql migrate" if "SC057" in str(exc) else "scsql status; scsql migrate"])
+            if c.name == "migrations" and f.status == "action" and "scsql migrate" in f.fix:
+                no_schema = True
+            f.check = c.name
+            findings.append(f)
+    finally:
+        probe.close()
+    return findings
+
+
+def needs_action(findings: list[Finding]) -> bool:
+    return any(f.status == "action" for f in findings)
+
+
+def as_json(findings: list[Finding]) -> str:
+    code = {"code": "SC055"} if needs_action(findings) else {}
+    return json.dumps({"ok": not needs_action(findings), **code, "checks": [{"check": f.check, **asdict(f)} for f in findings]}, indent=2)
+
+
+def as_text(findings: list[Finding]) -> str:
+    marks = {"ok": "ok  ", "action": "FAIL", "skip": "skip"}
+    lines = []
+    for f in findings:
+        lines.append(f"{marks[f.status]}  {f.check:<12} {f.summary}")
+        lines += [f"{'':18}  {d}" for d in f.details]
+        lines += [f"{'':18}  run: {x}" for x in f.fix]
+    n = sum(f.status == "action" for f in findings)
+    lines.append(f"scsql doctor: {n} problem(s) need action (SC055)" if n else "scsql doctor: everything is fine")
+    return "\n".join(lines)
+
+
+def _json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _span(d: dt.timedelta) -> str:
+    s = d.total_seconds()
+    return f"{s / 86400:.1f} days" if s >= 86400 else f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.0f} min"

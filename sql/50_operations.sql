@@ -1,0 +1,247 @@
+-- 50 operations: what an operator graphs and what scsql doctor checks.
+--
+-- scsql.metrics() is the one place the figures come from: tool calls and
+-- cost per project and model, queue depth, claim latency, finished and dead
+-- tasks, the embedding backlog, chain rows and their last verification,
+-- checkpoint age, open quarantines, live workers and search latency.
+-- `scsql metrics` prints them in the Prometheus text format and serves them
+-- for scraping; scsql doctor reads the same rows. An agent sees only its own
+-- project's figures; administrators and the auditor see every project and
+-- the server-wide figures (partitions).
+--
+-- Two things are recorded for it (migrations/0500_operations.sql): each
+-- scsql worker's heartbeat (scsql.worker_heartbeat, every round of its loop),
+-- and search latency as a cumulative histogram per project. A search writes
+-- nothing itself: the client times its searches and sends them in batches
+-- (scsql.record_search_latency, at most every few seconds per process).
+
+select scsql._define_error(code, name, meaning, 'client') from (values
+  ('SC055', 'doctor_action_needed', 'scsql doctor found something that needs action; each problem it lists names the command that fixes it (scsql doctor --json for machines).'),
+  ('SC056', 'metrics_listen_invalid', 'scsql metrics --listen ADDRESS: the address is not [HOST]:PORT, or it cannot be bound (in use, or not an address of this machine).'),
+  ('SC057', 'operations_schema_missing', 'The database predates scsql''s operations schema (scsql.metrics, worker heartbeats): run scsql migrate.')
+) as t(code, name, meaning);
+
+create or replace function scsql._search_latency_bounds()
+returns double precision[]
+language sql
+immutable
+as $$ select array[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]::double precision[] $$;
+comment on function scsql._search_latency_bounds() is
+  'Private. The upper bounds, in seconds, of the buckets of scsql.search_latency (Prometheus le labels); a last, unbounded bucket follows them.';
+
+create or replace function scsql.worker_heartbeat(
+  p_host text, p_pid integer, p_jobs text[], p_poll_seconds double precision, p_units bigint default 0)
+returns timestamptz
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_me scsql.agents := scsql._me();
+  v_at timestamptz := now();
+begin
+  perform scsql._require(p_host is not null and char_length(p_host) between 1 and 255, 'host must be 1 to 255 characters');
+  perform scsql._require(p_pid is not null and p_pid > 0, 'pid must be a positive process id');
+  perform scsql._require(p_jobs is not null and cardinality(p_jobs) <= 100
+                         and not exists (select from unnest(p_jobs) j where j is null or char_length(j) not between 1 and 100),
+                         'jobs must be at most 100 names of 1 to 100 characters');
+  perform scsql._require(p_poll_seconds > 0 and p_poll_seconds <= 3600, 'poll_seconds must be more than 0 and at most 3600');
+  perform scsql._require(p_units is not null and p_units >= 0, 'units must be 0 or more');
+  insert into scsql.worker_heartbeats as h (project_id, agent_id, host, pid, jobs, poll_seconds, units, started_at, seen_at)
+  values (v_me.project_id, v_me.agent_id, p_host, p_pid, p_jobs, p_poll_seconds, p_units, v_at, v_at)
+  on conflict (project_id, agent_id, host, pid) do update
+    set jobs = excluded.jobs, poll_seconds = excluded.poll_seconds, units = excluded.units, seen_at = excluded.seen_at;
+  delete from scsql.worker_heartbeats h
+  where h.project_id = v_me.project_id and h.seen_at < v_at - interval '7 days';
+  return v_at;
+end
+$$;
+comment on function scsql.worker_heartbeat(text, integer, text[], double precision, bigint) is
+  'Background work of scsql worker (not an MCP tool). Records that the acting agent''s worker process P_PID on P_HOST is alive: its jobs, its poll interval in seconds and the units of work it did so far; scsql doctor and scsql.metrics() call a worker alive while it was seen within three poll intervals (at least a minute). Heartbeats of the project''s workers unseen for 7 days are deleted. Returns the time recorded. Raises SC001/SC002 when not acting as an active agent, SC010 for a bad host, pid, job name, poll interval or unit count.';
+
+create or replace function scsql.record_search_latency(p_seconds double precision[])
+returns integer
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_project bigint := scsql._my_project();
+  v_bounds double precision[] := scsql._search_latency_bounds();
+  v_add bigint[];
+begin
+  perform scsql._require(p_seconds is not null and cardinality(p_seconds) between 1 and 100000,
+                         'seconds must be an array of 1 to 100000 durations');
+  perform scsql._require(not exists (select from unnest(p_seconds) s
+                                     where s is null or s < 0 or s > 86400 or s = 'NaN'::double precision),
+                         'every duration must be a number of seconds from 0 to 86400');
+  select array_agg(coalesce(n, 0) order by b) into v_add
+  from generate_series(1, cardinality(v_bounds) + 1) b
+  left join (select (select count(*) from unnest(v_bounds) x where x < s) + 1 as bucket, count(*) as n
+             from unnest(p_seconds) s group by 1) c on c.bucket = b;
+  insert into scsql.search_latency as l (project_id, counts, sum_seconds)
+  values (v_project, v_add, (select sum(s) from unnest(p_seconds) s))
+  on conflict (project_id) do update
+    set counts = (select array_agg(coalesce(o, 0) + coalesce(a, 0) order by i)
+                  from unnest(l.counts, excluded.counts) with ordinality u(o, a, i)),
+        sum_seconds = l.sum_seconds + excluded.sum_seconds,
+        updated_at = now();
+  return cardinality(p_seconds);
+end
+$$;
+comment on function scsql.record_search_latency(double precision[]) is
+  'Background work of the scsql client (not an MCP tool). Adds searches the acting agent''s process timed (P_SECONDS: durations in seconds, as its searches took end to end) to its project''s search latency histogram (buckets of scsql._search_latency_bounds()). Returns how many were added. Raises SC001/SC002 when not acting as an active agent, SC010 for an empty or over-long array or a duration that is not 0 to 86400 seconds.';
+
+create or replace function scsql._metric_help()
+returns table (metric text, kind text, help text)
+language sql
+immutable
+as $$
+  values
+    ('scsql_tool_calls_total', 'counter', 'Tool calls recorded (rows still retained), by project, model and status.'),
+    ('scsql_tool_call_cost_usd_total', 'counter', 'Cost in USD of the recorded tool calls, by project and model.'),
+    ('scsql_tool_call_tokens_total', 'counter', 'Tokens of the recorded tool calls, by project, model and direction (input, output).'),
+    ('scsql_queue_depth', 'gauge', 'Tasks in the hot queue by project, team role and state (queued: claimable now; scheduled: waiting for run_after; claimed; expired: lease ran out).'),
+    ('scsql_queue_oldest_wait_seconds', 'gauge', 'How long the oldest claimable task has waited, by project and team role.'),
+    ('scsql_claim_latency_seconds', 'gauge', 'Seconds from a task becoming claimable to its claim, over the tasks claimed now (stat avg or max), by project and team role.'),
+    ('scsql_tasks_finished_total', 'counter', 'Finished tasks by project, team role and state (done, dead, released, cancelled).'),
+    ('scsql_embedding_backlog', 'gauge', 'Chunks waiting for an embedding, by project.'),
+    ('scsql_embedding_backlog_oldest_seconds', 'gauge', 'Age of the oldest chunk waiting for an embedding, by project (0 when none waits).'),
+    ('scsql_chain_rows_total', 'counter', 'Rows ever appended to the project''s hash chains.'),
+    ('scsql_chain_rows_unverified', 'gauge', 'Chain rows after the heads of the newest checkpoint (not yet verified and signed by the auditor), by project.'),
+    ('scsql_last_verification_timestamp_seconds', 'gauge', 'When the auditor last verified and signed the project''s chain heads (its newest checkpoint), Unix time.'),
+    ('scsql_checkpoint_age_seconds', 'gauge', 'Seconds since the project''s newest checkpoint; with no checkpoint, since its first chain was created. Only projects with chain rows.'),
+    ('scsql_chain_quarantines_open', 'gauge', 'Chains that did not verify and that no administrator acknowledged, by project.'),
+    ('scsql_workers_alive', 'gauge', 'scsql worker processes seen within three poll intervals (at least a minute), by project.'),
+    ('scsql_worker_heartbeat_age_seconds', 'gauge', 'Seconds since the project''s newest worker heartbeat.'),
+    ('scsql_search_latency_seconds', 'histogram', 'End-to-end latency of searches timed by scsql clients (MCP search and search_global), by project.'),
+    ('scsql_partition_days_ahead', 'gauge', 'Days from now to the end of the newest partition of a time-partitioned table (administrators only).'),
+    ('scsql_partitions_past_retention', 'gauge', 'Dated partitions still present although their range expired under the table''s retention (administrators only).')
+$$;
+comment on function scsql._metric_help() is
+  'Private. Every metric of scsql.metrics(): its name, Prometheus type and help text.';
+
+create or replace function scsql._metric_scope()
+returns bigint
+language sql
+stable
+as $$
+  select case when exists (select from scsql.agents a where a.role_name = scsql._acting_role())
+              then (scsql._me()).project_id end
+$$;
+comment on function scsql._metric_scope() is
+  'Private. The project whose figures the caller may see: the acting agent''s (raising SC002 when it was revoked); NULL for administrators and the auditor, who see every project.';
+
+create or replace function scsql.metrics()
+returns table (metric text, kind text, help text, labels jsonb, value double precision, buckets jsonb)
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+  with scope as materialized (select scsql._metric_scope() as only_project),
+  projects as materialized (
+    select p.project_id, p.name from scsql.projects p, scope s
+    where s.only_project is null or p.project_id = s.only_project
+  ),
+  calls as (
+    select pr.name, coalesce(t.model, '') as model, t.status, count(*) as n, coalesce(sum(t.cost_usd), 0) as cost,
+           sum(t.input_tokens) as tin, sum(t.output_tokens) as tout
+    from scsql.tool_calls t join projects pr using (project_id) group by 1, 2, 3
+  ),
+  heads as (
+    select c.project_id, sum(c.head_seq) as rows, min(c.created_at) as first_at,
+           sum(c.head_seq - coalesce((select max(h.seq) from scsql.checkpoint_heads h
+                                      where h.project_id = c.project_id and h.chain_id = c.chain_id), 0)) as unverified
+    from scsql.chains c join projects pr using (project_id) group by 1
+  ),
+  cps as (select c.project_id, max(c.at) as at from scsql.checkpoints c join projects pr using (project_id) group by 1),
+  data (metric, labels, value, buckets) as (
+    select 'scsql_tool_calls_total', jsonb_build_object('project', name, 'model', model, 'status', status), n::float8, null::jsonb from calls
+    union all
+    select 'scsql_tool_call_cost_usd_total', jsonb_build_object('project', name, 'model', model), sum(cost)::float8, null from calls group by name, model
+    union all
+    select 'scsql_tool_call_tokens_total', jsonb_build_object('project', name, 'model', model, 'direction', d.dir), d.n::float8, null
+    from (select name, model, sum(tin) as tin, sum(tout) as tout from calls group by 1, 2) c
+    cross join lateral (values ('input', c.tin), ('output', c.tout)) d(dir, n)
+    union all
+    select 'scsql_queue_depth', jsonb_build_object('project', pr.name, 'team_role', t.team_role, 'state', st.state), count(*)::float8, null
+    from scsql.tasks t join projects pr using (project_id)
+    cross join lateral (select case when t.state = 'claimed' and t.lease_expires_at < now() then 'expired'
+                                    when t.state = 'claimed' then 'claimed'
+                                    when t.run_after > now() then 'scheduled' else 'queued' end as state) st
+    group by pr.name, t.team_role, st.state
+    union all
+    select 'scsql_queue_oldest_wait_seconds', jsonb_build_object('project', pr.name, 'team_role', t.team_role),
+           extract(epoch from now() - min(t.created_at))::float8, null
+    from scsql.tasks t join projects pr using (project_id)
+    where t.state = 'queued' and t.run_after <= now() group by pr.name, t.team_role
+    union all
+    select 'scsql_claim_latency_seconds', jsonb_build_object('project', pr.name, 'team_role', t.team_role, 'stat', s.stat), s.v, null
+    from (select project_id, team_role, extract(epoch from avg(greatest(claimed_at - run_after, interval '0')))::float8 as avg_s,
+                 extract(epoch from max(greatest(claimed_at - run_after, interval '0')))::float8 as max_s
+          from scsql.tasks where state = 'claimed' group by 1, 2) t
+    join projects pr using (project_id)
+    cross join lateral (values ('avg', t.avg_s), ('max', t.max_s)) s(stat, v)
+    union all
+    select 'scsql_tasks_finished_total', jsonb_build_object('project', pr.name, 'team_role', a.team_role, 'state', a.state), count(*)::float8, null
+    from scsql.tasks_archive a join projects pr using (project_id) group by pr.name, a.team_role, a.state
+    union all
+    select 'scsql_embedding_backlog', jsonb_build_object('project', pr.name), count(q.chunk_hash)::float8, null
+    from projects pr left join scsql.kb_embed_queue q using (project_id) group by pr.name
+    union all
+    select 'scsql_embedding_backlog_oldest_seconds', jsonb_build_object('project', pr.name),
+           coalesce(extract(epoch from now() - min(q.enqueued_at)), 0)::float8, null
+    from projects pr left join scsql.kb_embed_queue q using (project_id) group by pr.name
+    union all
+    select 'scsql_chain_rows_total', jsonb_build_object('project', pr.name), h.rows::float8, null
+    from heads h join projects pr using (project_id)
+    union all
+    select 'scsql_chain_rows_unverified', jsonb_build_object('project', pr.name), h.unverified::float8, null
+    from heads h join projects pr using (project_id)
+    union all
+    select 'scsql_last_verification_timestamp_seconds', jsonb_build_object('project', pr.name), extract(epoch from c.at)::float8, null
+    from cps c join projects pr using (project_id)
+    union all
+    select 'scsql_checkpoint_age_seconds', jsonb_build_object('project', pr.name),
+           extract(epoch from now() - coalesce(c.at, h.first_at))::float8, null
+    from heads h join projects pr using (project_id) left join cps c using (project_id)
+    where h.rows > 0
+    union all
+    select 'scsql_chain_quarantines_open', jsonb_build_object('project', pr.name),
+           (select count(*) from scsql.chain_quarantines q where q.project_id = pr.project_id and q.acknowledged_at is null)::float8, null
+    from projects pr
+    union all
+    select 'scsql_workers_alive', jsonb_build_object('project', pr.name),
+           (select count(*) from scsql.worker_heartbeats w where w.project_id = pr.project_id
+              and w.seen_at >= now() - greatest(interval '1 minute', 3 * w.poll_seconds * interval '1 second'))::float8, null
+    from projects pr
+    union all
+    select 'scsql_worker_heartbeat_age_seconds', jsonb_build_object('project', pr.name),
+           extract(epoch from now() - max(w.seen_at))::float8, null
+    from scsql.worker_heartbeats w join projects pr using (project_id) group by pr.name
+    union all
+    select 'scsql_search_latency_seconds', jsonb_build_object('project', pr.name),
+           l.sum_seconds,
+           (select jsonb_agg(jsonb_build_array(coalesce(b.le::text, '+Inf'), b.cum) order by b.i)
+            from (select u.i, u.le, sum(u.n) over (order by u.i) as cum
+                  from unnest(scsql._search_latency_bounds() || array[null::float8], l.counts) with ordinality u(le, n, i)) b)
+    from scsql.search_latency l join projects pr using (project_id)
+    union all
+    select 'scsql_partition_days_ahead', jsonb_build_object('table', s.parent),
+           coalesce(extract(epoch from max(p.upper_bound) - now()) / 86400, 0)::float8, null
+    from scsql.partition_settings s cross join lateral scsql._partitions(s.parent::regclass) p, scope
+    where scope.only_project is null group by s.parent
+    union all
+    select 'scsql_partitions_past_retention', jsonb_build_object('table', s.parent),
+           count(p.partition) filter (where not p.is_default and s.retention is not null
+                                      and p.upper_bound <= now() - s.retention - interval '1 day')::float8, null
+    from scsql.partition_settings s cross join lateral scsql._partitions(s.parent::regclass) p, scope
+    where scope.only_project is null group by s.parent
+  )
+  select d.metric, h.kind, h.help, d.labels, d.value, d.buckets
+  from data d join scsql._metric_help() h using (metric)
+  order by d.metric, d.labels::text
+$$;
+comment on function scsql.metrics() is
+  'Operators and scsql metrics (not an MCP tool). The figures an operator graphs, one row per series: metric (a Prometheus name), kind (counter, gauge, histogram), help, labels (project, and model, status, team_role, state, stat, direction or table where they apply), value (for a histogram: the sum of its observations, in seconds) and, for a histogram, buckets: [[le, cumulative count], ..., ["+Inf", count]]. Tool calls, their cost and tokens count the rows retention still keeps (a dropped partition looks like a counter reset, which Prometheus rate() handles). An agent sees only its own project''s series; administrators and the auditor see every project and the server-wide partition figures. Raises SC002 when the acting agent was revoked.';
