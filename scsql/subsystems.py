@@ -131,6 +131,15 @@ def _hooks_commands(sub: Any, add: Callable) -> None:
     importer.register(sub, add)
 
 
+# -- ops (backup and restore): wired here until the ops Subsystem takes it -------
+
+
+def _backup_commands(sub: Any, add: Callable) -> None:
+    from .ops import backup
+
+    backup.register(sub, add)
+
+
 SUBSYSTEMS: tuple[Subsystem, ...] = (
     Subsystem("core", commands=_core_commands),
     Subsystem("audit", adapters=_audit_adapters, commands=_audit_commands),
@@ -139,6 +148,7 @@ SUBSYSTEMS: tuple[Subsystem, ...] = (
               commands=_coordination_commands),
     Subsystem("bench", commands=_bench_commands),
     Subsystem("hooks", jobs=_hooks_jobs, commands=_hooks_commands),
+    Subsystem("backup", commands=_backup_commands),  # ops: backup and restore (until the ops Subsystem)
 )
 
 
