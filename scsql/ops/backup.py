@@ -300,21 +300,20 @@ def _differences(conn, manifest: dict[str, Any]) -> list[str]:
 
 
 def _database_level(admin_conninfo: str, settings: list[str]) -> None:
-    """What pg_dump leaves out of a database's dump (its settings and privileges), put back after
-    verification: the manifest's ALTER DATABASE ... SET values, then scsql migrate, which re-applies
-    the bootstrap's privileges, sql/ and policies/ (and brings an older backup to this version)."""
+    """What pg_dump leaves out of a database's dump, put back after verification: its settings
+    (the manifest's ALTER DATABASE ... SET values) and the one privilege scsql's bootstrap takes
+    away on it (TEMPORARY and CREATE from PUBLIC: agents hold no TEMP on the database)."""
     from psycopg import sql
 
-    from ..core.migrate import Migrator
     from ..core.roles import admin_connection
 
     with admin_connection(admin_conninfo) as conn:
-        db = conn.execute("select current_database() as d").fetchone()["d"]
+        db = sql.Identifier(conn.execute("select current_database() as d").fetchone()["d"])
         for setting in settings:
             name, _, value = setting.partition("=")
             conn.execute(sql.SQL("alter database {} set {} = {}").format(
-                sql.Identifier(db), sql.Identifier(*name.split(".")), sql.Literal(value)))
-    Migrator(admin_conninfo).run()
+                db, sql.Identifier(*name.split(".")), sql.Literal(value)))
+        conn.execute(sql.SQL("revoke temporary, create on database {} from public").format(db))
 
 
 def restore(admin_conninfo: str, path: Path, progress=lambda _m: None) -> dict[str, Any]:
