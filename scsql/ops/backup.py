@@ -36,18 +36,15 @@ every older server scsql supports).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import hashlib
-import io
 import json
 import os
-import subprocess
 import sys
-import tarfile
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+# hashlib, subprocess, tarfile and tempfile are imported by the functions that
+# use them: building the command line's parser imports this module.
 
 FORMAT = "scsql-backup/1"
 MANIFEST = "manifest.json"
@@ -71,6 +68,8 @@ def _program(name: str) -> str:
 
 
 def _run(argv: list[str]) -> None:
+    import subprocess
+
     proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
         tail = " | ".join(proc.stderr.strip().splitlines()[-3:]) or f"exit status {proc.returncode}"
@@ -79,6 +78,8 @@ def _run(argv: list[str]) -> None:
 
 
 def _sha256(path: Path) -> str:
+    import hashlib
+
     h = hashlib.sha256()
     with path.open("rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -158,6 +159,9 @@ def _facts(conn) -> dict[str, Any]:
 
 def backup(admin_conninfo: str, path: Path, compress: int | None = None) -> dict[str, Any]:
     """Write the backup tar to PATH (SC018 when it exists); returns its manifest."""
+    import datetime as dt
+    import tempfile
+
     import psycopg
     from psycopg.rows import dict_row
 
@@ -192,6 +196,9 @@ def backup(admin_conninfo: str, path: Path, compress: int | None = None) -> dict
 
 def write_tar(path: Path, manifest: dict[str, Any], dump: Path) -> None:
     """The backup file: manifest.json, then the dump; written beside PATH and renamed into place."""
+    import io
+    import tarfile
+
     data = json.dumps(manifest, indent=1, sort_keys=True, default=str).encode()
     tmp = path.with_name(f".{path.name}.partial")
     try:
@@ -211,6 +218,8 @@ def write_tar(path: Path, manifest: dict[str, Any], dump: Path) -> None:
 def read_tar(path: Path, into: Path) -> tuple[dict[str, Any], Path]:
     """The manifest and the dump (extracted into INTO) of a backup file; SC015 unless it is one
     whose dump has the sha256 its manifest records."""
+    import tarfile
+
     path = Path(path)
     bad = f"{path} is not a scsql backup"
     try:
@@ -319,6 +328,8 @@ def _database_level(admin_conninfo: str, settings: list[str]) -> None:
 def restore(admin_conninfo: str, path: Path, progress=lambda _m: None) -> dict[str, Any]:
     """Restore the backup at PATH into the (empty) database of ADMIN_CONNINFO and verify it; returns
     what it did. SC015 bad file, SC014 a non-empty database, SC017 pg_restore failed, SC016 not verified."""
+    import tempfile
+
     from ..audit.verify import verify
     from ..core.roles import admin_connection
 
@@ -364,6 +375,8 @@ def cmd_backup(ctx, args: argparse.Namespace) -> int:
 
 
 def cmd_restore(ctx, args: argparse.Namespace) -> int:
+    import tempfile
+
     def say(message: str) -> None:
         print(f"scsql restore: {message}", file=sys.stderr)
 
