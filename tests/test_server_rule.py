@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import fasteners
 import pytest
@@ -82,7 +81,7 @@ def test_a_hold_written_while_agents_wait_stops_them_all(data):
     assert scsql("down", env=env).returncode == 0
     lock = fasteners.InterProcessLock(str(d / ".up.lock"))
     assert lock.acquire(blocking=False)
-    procs = []
+    procs: list[subprocess.Popen] = []
     try:
         procs = [_worker(env) for _ in range(N)]
         pids = {p.pid for p in procs}
@@ -97,10 +96,13 @@ def test_a_hold_written_while_agents_wait_stops_them_all(data):
             return all("waiting for pid" in buffers[pid] for pid in pids)
 
         wait_for(all_waiting, timeout=120, every=0)
-        hold = scsql("down", "--hold", env=env)
-        assert hold.returncode == 0 and "was not running" in hold.stdout
+        # scsql down --hold writes the hold at once, then waits for the lock like a starter
+        down = _agent(env, "down", "--hold")
+        wait_for(lambda: (d / ".hold").exists(), timeout=60)
     finally:
         lock.release()
+    out, err = down.communicate(timeout=120)
+    assert down.returncode == 0 and "was not running" in out, err
     for p in procs:
         rc = p.wait(120)
         err = buffers[p.pid] + p.stderr.read()
@@ -110,15 +112,15 @@ def test_a_hold_written_while_agents_wait_stops_them_all(data):
 
 
 def test_an_agent_process_for_an_unknown_agent_says_no_such_agent(data):
-    _d, env = data
+    d, env = data
     for command in (["mcp", "--agent", "nosuch"], ["worker", "--agent", "nosuch", "--once"]):
         line = one_error_line(scsql(*command, env=env), "SC003")
         assert "'nosuch' is not registered" in line and "private key" not in line, line
     # a registered agent whose key is not here: still the key error
-    key = d_key = _d / "keys" / "default.key"
+    key = d / "keys" / "default.key"
     moved = key.with_suffix(".away")
     key.rename(moved)
     try:
         one_error_line(scsql("worker", "--agent", "default", "--once", env=env), "SC031")
     finally:
-        moved.rename(d_key)
+        moved.rename(key)

@@ -212,17 +212,33 @@ class EmbeddedServer:
 
     def stop(self, hold: bool = False) -> bool:
         """Stop the server; with ``hold``, first record that agent processes may
-        not start it again until scsql up. Returns False when it was not running."""
+        not start it again until scsql up. A process that is starting it (it
+        holds DATA_DIR/.up.lock) finishes first, so a start never lands after
+        the stop; agents still waiting for the lock then find the hold (SC013).
+        Returns False when it was not running."""
+        import fasteners
+
         if hold:
             import datetime as dt
 
             self.settings.data_dir.mkdir(parents=True, exist_ok=True)
             stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
             self.hold_path.write_text(f"since {stamp}, by pid {os.getpid()}\n")
-        if not self.running:
+        if not self.settings.data_dir.exists():
             return False
-        _ep().pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=_system_user())
-        return True
+        lock = fasteners.InterProcessLock(str(self.settings.data_dir / ".up.lock"))
+        if not lock.acquire(blocking=True, timeout=self.settings.start_timeout, max_delay=0.1):
+            raise ScsqlError(errors.EMBEDDED_BUSY,
+                             f"another scsql process (pid {_read_pid(self.settings.data_dir / '.up.pid') or 'unknown'}) "
+                             f"is still starting the embedded server in {self.pgdata}",
+                             "wait for it to finish, then run scsql down again")
+        try:
+            if not self.running:
+                return False
+            _ep().pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=_system_user())
+            return True
+        finally:
+            lock.release()
 
     def _ensure_database(self) -> None:
         with psycopg.connect(self.conninfo(dbname="postgres"), autocommit=True) as conn:
