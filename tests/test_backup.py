@@ -66,6 +66,9 @@ PRIVILEGES = """
     union all
     select r.role || ' member of ' || m.roleid::regrole::text from r, pg_auth_members m
     where r.role <> 'public' and m.member = r.role::regrole
+    union all
+    select r.role || ' comment ' || coalesce(shobj_description(r.role::regrole, 'pg_authid'), '-') from r
+    where r.role <> 'public'
     order by 1
 """
 

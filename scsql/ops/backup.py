@@ -103,7 +103,8 @@ def _roles(conn) -> list[dict[str, Any]]:
         "union select role_name from scsql.agents order by 1").fetchall()
     wanted = [r["rolname"] for r in names]
     roles = conn.execute(
-        "select rolname as name, rolcanlogin as login, rolinherit as inherit, rolcreaterole as createrole "
+        "select rolname as name, rolcanlogin as login, rolinherit as inherit, rolcreaterole as createrole, "
+        "pg_catalog.shobj_description(oid, 'pg_authid') as comment "
         "from pg_catalog.pg_roles where rolname = any(%s) order by rolname", (wanted,)).fetchall()
     grants = conn.execute(
         f"select r.rolname as role, u.rolname as member, m.admin_option, {options} "
@@ -270,6 +271,8 @@ def _create_roles(conn, roles: list[dict[str, Any]]) -> list[str]:
         attrs = [("LOGIN" if r["login"] else "NOLOGIN"), ("INHERIT" if r["inherit"] else "NOINHERIT"),
                  ("CREATEROLE" if r["createrole"] else "NOCREATEROLE")]
         conn.execute(sql.SQL("create role {} " + " ".join(attrs)).format(sql.Identifier(r["name"])))
+        if r.get("comment"):
+            conn.execute(sql.SQL("comment on role {} is {}").format(sql.Identifier(r["name"]), sql.Literal(r["comment"])))
         created.append(r["name"])
     pg16 = conn.execute("select current_setting('server_version_num')::int >= 160000 as ok").fetchone()["ok"]
     for r in roles:
