@@ -103,15 +103,15 @@ class Context:
                 "this command acts as an agent: name it with --agent NAME",
                 "identity is never taken from the environment; scsql agent list shows the agents",
             )
-        key = self.keystore.load(name) if need_key else None
         db = Database(self.agent_conninfo(), max_size=pool_size, application_name=f"scsql:{name}").open()
         try:
             db.refuse_privileged_login()
+            agent = Agent(db, name)
+            agent.whoami()  # fails now, clearly, for an unknown or revoked agent (before its key is looked for)
+            agent.key = self.keystore.load(name) if need_key else None
         except ScsqlError:
             db.close()
             raise
-        agent = Agent(db, name, key)
-        agent.whoami()  # fails now, clearly, for an unknown or revoked agent
         return agent
 
 

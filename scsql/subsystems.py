@@ -131,7 +131,7 @@ def _hooks_commands(sub: Any, add: Callable) -> None:
     importer.register(sub, add)
 
 
-# -- ops: scsql doctor, scsql metrics, search latency timing -----------------
+# -- ops: scsql doctor, scsql metrics, search latency timing, backup, restore -
 
 
 def _ops_adapters() -> dict[str, Adapter]:

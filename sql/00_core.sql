@@ -59,6 +59,16 @@ select scsql._define_error(code, name, meaning, 'client') from (values
   ('SC054', 'install_conflict',    'The agent named to scsql install already belongs to another project; install it with that project''s --project or choose another agent name.')
 ) as t(code, name, meaning);
 
+-- The embedded server's start rule and scsql backup / restore (scsql/core/embedded.py, scsql/ops/backup.py).
+select scsql._define_error(code, name, meaning, 'client') from (values
+  ('SC013', 'embedded_held',       'The embedded server was stopped with scsql down --hold: agent processes (mcp, worker, hooks) do not start it until scsql up is run.'),
+  ('SC014', 'restore_not_empty',   'scsql restore writes only into an empty server: the target database already holds schema scsql. Restore into a new data directory (SCSQL_DATA_DIR) or a new database.'),
+  ('SC015', 'backup_invalid',      'The file is not a scsql backup, or its dump does not match the sha256 its manifest records, or the manifest is malformed; nothing was restored.'),
+  ('SC016', 'restore_unverified',  'scsql restore restored the dump, but its chains do not verify against the manifest''s checkpoints and heads (a break, a missing or different head, or different row counts): the data was altered or is incomplete. The message lists what differs.'),
+  ('SC017', 'backup_tool_failed',  'pg_dump or pg_restore failed (its last lines are in the message), or is not found; a failed restore left nothing behind (it runs in one transaction).'),
+  ('SC018', 'backup_exists',       'scsql backup does not overwrite a file; name a new one.')
+) as t(code, name, meaning);
+
 -- ---------------------------------------------------------------------------
 -- Policy plumbing
 -- ---------------------------------------------------------------------------

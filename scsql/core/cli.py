@@ -167,20 +167,20 @@ def cmd_down(ctx, args: argparse.Namespace) -> int:
     if not ctx.settings.embedded:
         print("scsql: SCSQL_DSN names an external server; there is no embedded server to stop")
         return 0
-    if ctx.server.stop():
+    if ctx.server.stop(hold=args.hold):
         print(f"scsql: stopped the embedded server in {ctx.settings.pgdata}")
     else:
         print(f"scsql: the embedded server in {ctx.settings.pgdata} was not running")
+    if args.hold:
+        print("scsql: held down: agent processes will not start it until scsql up")
     return 0
 
 
 def cmd_status(ctx, args: argparse.Namespace) -> int:
-    from . import errors, roles
-    from .errors import ScsqlError
+    from . import roles
 
     if ctx.settings.embedded and not ctx.server.running:
-        raise ScsqlError(errors.EMBEDDED_NOT_RUNNING,
-                         f"the embedded server in {ctx.settings.pgdata} is not running", "start it with: scsql up")
+        ctx.server.conninfo()  # SC034, saying whether scsql down --hold keeps it down
     st = roles.status(ctx.admin_conninfo())
     st["quarantines"] = _open_quarantines(ctx.admin_conninfo())
     if ctx.settings.embedded:
@@ -342,7 +342,9 @@ def register(sub, add) -> None:
     p.add_argument("--root", metavar="DIR",
                    help="the default project's root directory, the only tree scsql index reads (default: the "
                         "repository or directory scsql up runs in; kept on later runs unless given)")
-    add("down", cmd_down, "stop the embedded server")
+    p = add("down", cmd_down, "stop the embedded server (agent processes start it again when they need it)")
+    p.add_argument("--hold", action="store_true",
+                   help="keep it down: agent processes refuse to start it (SC013) until scsql up")
     p = add("status", cmd_status, "server and schema versions, extensions, projects and agents")
     p.add_argument("--json", action="store_true")
     p = add("psql", cmd_psql, "open psql on the server (as the administrator unless --agent or --auditor is given); "

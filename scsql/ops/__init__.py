@@ -1,2 +1,2 @@
-"""Operations: ``scsql doctor`` (doctor.py) and ``scsql metrics`` (metrics.py);
-the database side is sql/50_operations.sql."""
+"""Operations: ``scsql doctor`` (doctor.py), ``scsql metrics`` (metrics.py), ``scsql backup``
+and ``scsql restore`` (backup.py); the database side is sql/50_operations.sql."""

@@ -1,4 +1,5 @@
-"""The operations commands: ``scsql doctor`` and ``scsql metrics``.
+"""The operations commands: ``scsql doctor`` and ``scsql metrics`` (here), ``scsql backup``
+and ``scsql restore`` (backup.py).
 
 Each command imports what it drives when it runs (building the parser loads
 no database driver and no Prometheus client).
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+
+from . import backup
 
 
 def cmd_doctor(ctx, args: argparse.Namespace) -> int:
@@ -73,3 +76,4 @@ def register(sub, add) -> None:
     p = add("metrics", cmd_metrics, "scsql.metrics() in the Prometheus text format, printed or served (--listen)")
     p.add_argument("--agent", help="read as this agent: only its project's figures (default: the administrator, all)")
     p.add_argument("--listen", metavar="ADDRESS", help="serve /metrics on [HOST]:PORT for scraping, e.g. 127.0.0.1:9187")
+    backup.register(sub, add)
