@@ -27,7 +27,7 @@ select scsql._define_error(code, name, meaning) from (values
   ('SC240', 'open_loop_closed', 'The open loop was already closed; its resolution stays as it was.'),
   ('SC241', 'fact_ttl_invalid', 'A fact''s TTL must be a positive interval of at most 3,650 days (or null: the fact does not expire).'),
   ('SC242', 'source_unknown', 'No source of the acting agent''s project has that path (pin takes the path as indexed).'),
-  ('SC243', 'lifecycle_weight_invalid', 'A ranking weight (importance, recency, use) must be a finite number from 0 to 100, and the half-life 0.01 to 36,500 days.'),
+  ('SC243', 'lifecycle_weight_invalid', 'A ranking weight (importance, recency, use) must be 0 or a finite number from 1e-6 to 100, and the half-life 0.01 to 36,500 days.'),
   ('SC244', 'lifecycle_setting_invalid', 'external_ttl must be 1 hour to 3,650 days, use_granularity 0 to 1 day.')
 ) as t(code, name, meaning);
 
@@ -43,20 +43,28 @@ returns double precision
 language sql
 stable parallel safe
 as $$
-  -- Exponents are capped at 1000 halvings: 0.5 ^ 1000 is still a normal
-  -- double, so power() never underflows.
-  select p_importance_weight * (coalesce(p_importance, 3) - 1) / 4.0
-       + p_recency_weight * case when p_never_decays then 1 else
+  -- Inputs are clamped to the ranges check_lifecycle allows (weights 0 or
+  -- 1e-6..100, half-life 0.01..36500 days, importance 1..5, uses >= 0), so
+  -- a direct call raises nothing either; exponents are capped at 1000
+  -- halvings: 0.5 ^ 1000 is still a normal double, so nothing underflows.
+  select x.wi * (x.imp - 1) / 4.0
+       + x.wr * case when p_never_decays then 1 else
            pg_catalog.power(0.5::double precision, least(1000, greatest(0,
-             extract(epoch from (now() - coalesce(p_written_at, now())))::double precision / 86400 / p_half_life_days))) end
-       + p_use_weight * coalesce(p_use_count, 0) / (coalesce(p_use_count, 0) + 3.0)
+             extract(epoch from (now() - coalesce(p_written_at, now())))::double precision / 86400 / x.h))) end
+       + x.wu * x.uses / (x.uses + 3.0)::double precision
            * case when p_never_decays or p_last_used_at is null then 1 else
                pg_catalog.power(0.5::double precision, least(1000, greatest(0,
-                 extract(epoch from (now() - p_last_used_at))::double precision / 86400 / p_half_life_days))) end
+                 extract(epoch from (now() - p_last_used_at))::double precision / 86400 / x.h))) end
+  from (select case when p_importance_weight >= 1e-6 then least(p_importance_weight, 100) else 0 end as wi,
+               case when p_recency_weight >= 1e-6 then least(p_recency_weight, 100) else 0 end as wr,
+               case when p_use_weight >= 1e-6 then least(p_use_weight, 100) else 0 end as wu,
+               least(greatest(coalesce(p_half_life_days, 30), 0.01), 36500) as h,
+               least(greatest(coalesce(p_importance, 3), 1), 5) as imp,
+               greatest(coalesce(p_use_count, 0), 0) as uses) x
 $$;
 comment on function scsql_caller.lifecycle(integer, timestamptz, timestamptz, integer, boolean, double precision,
                                             double precision, double precision, double precision) is
-  'The lifecycle score L of a fact or source (the definition: sql/22_lifecycle.sql): importance_weight * (importance - 1) / 4 + recency_weight * 0.5 ^ (days since written / half_life) + use_weight * uses / (uses + 3) * 0.5 ^ (days since last returned / half_life); with NEVER_DECAYS (importance 5, pinned) both halvings are 1. NULL importance counts as 3. Raises nothing for the weights recall_context, pack and search pass (they check them with check_lifecycle).';
+  'The lifecycle score L of a fact or source (the definition: sql/22_lifecycle.sql): importance_weight * (importance - 1) / 4 + recency_weight * 0.5 ^ (days since written / half_life) + use_weight * uses / (uses + 3) * 0.5 ^ (days since last returned / half_life); with NEVER_DECAYS (importance 5, pinned) both halvings are 1. NULL importance counts as 3. Inputs are clamped to the ranges check_lifecycle allows (weights below 1e-6 count as 0), so it raises nothing.';
 
 create or replace function scsql_caller.check_lifecycle(
   p_importance_weight double precision, p_recency_weight double precision, p_use_weight double precision,
@@ -69,17 +77,20 @@ begin
   if p_importance_weight is null or p_recency_weight is null or p_use_weight is null or p_half_life_days is null
      or 'NaN'::double precision in (p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days)
      or not (p_importance_weight between 0 and 100 and p_recency_weight between 0 and 100
-             and p_use_weight between 0 and 100 and p_half_life_days between 0.01 and 36500) then
+             and p_use_weight between 0 and 100 and p_half_life_days between 0.01 and 36500)
+     -- Below 1e-6 a weighted term underflows double precision.
+     or (p_importance_weight > 0 and p_importance_weight < 1e-6) or (p_recency_weight > 0 and p_recency_weight < 1e-6)
+     or (p_use_weight > 0 and p_use_weight < 1e-6) then
     raise exception using errcode = 'SC243',
       message = format('ranking weights out of range (importance %s, recency %s, use %s, half-life %s days)',
                        p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days),
-      hint = 'Weights 0 to 100 (0 turns a term off), half-life 0.01 to 36,500 days.';
+      hint = 'Weights 0, or 1e-6 to 100 (0 turns a term off); half-life 0.01 to 36,500 days.';
   end if;
   return p_importance_weight > 0 or p_recency_weight > 0 or p_use_weight > 0;
 end
 $$;
 comment on function scsql_caller.check_lifecycle(double precision, double precision, double precision, double precision) is
-  'Checks the ranking weights of recall_context, pack and search: each weight 0 to 100, the half-life 0.01 to 36,500 days. Returns true when any weight is above 0 (the lifecycle changes the ranking). Raises SC243 otherwise.';
+  'Checks the ranking weights of recall_context, pack and search: each weight 0 or 1e-6 to 100, the half-life 0.01 to 36,500 days. Returns true when any weight is above 0 (the lifecycle changes the ranking). Raises SC243 otherwise.';
 
 create or replace function scsql_caller.item_lifecycle(
   p_source_path text, p_importance_weight double precision, p_recency_weight double precision,

@@ -586,7 +586,8 @@ as $$
            coalesce(p_depth, greatest(2 * least(greatest(p_k, 0), 500), 20))) with ordinality s
   ),
   top as materialized (
-    select h.* from hits h order by h.life_score desc, h.ordinality limit p_k
+    -- At least one row is read, so search_projects runs and checks k.
+    select h.* from hits h order by h.life_score desc, h.ordinality limit greatest(p_k, 1)
   ),
   noted as materialized (
     select scsql_caller.note_use(array_agg(distinct t.source_path)) as n from top t
