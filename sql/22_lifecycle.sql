@@ -43,24 +43,25 @@ returns double precision
 language sql
 stable parallel safe
 as $$
-  -- Inputs are clamped to the ranges check_lifecycle allows (weights 0 or
-  -- 1e-6..100, half-life 0.01..36500 days, importance 1..5, uses >= 0), so
-  -- a direct call raises nothing either; exponents are capped at 1000
-  -- halvings: 0.5 ^ 1000 is still a normal double, so nothing underflows.
-  select x.wi * (x.imp - 1) / 4.0
-       + x.wr * case when p_never_decays then 1 else
-           pg_catalog.power(0.5::double precision, least(1000, greatest(0,
-             extract(epoch from (now() - coalesce(p_written_at, now())))::double precision / 86400 / x.h))) end
-       + x.wu * x.uses / (x.uses + 3.0)::double precision
+  -- One expression (no FROM), so the planner inlines it into the queries
+  -- that call it. Inputs are clamped to the ranges check_lifecycle allows
+  -- (weights 0 or 1e-6..100, half-life 0.01..36500 days, importance 1..5,
+  -- uses >= 0), so a direct call raises nothing either; exponents are
+  -- capped at 1000 halvings: 0.5 ^ 1000 is still a normal double, so
+  -- nothing underflows.
+  select case when p_importance_weight >= 1e-6 then least(p_importance_weight, 100) else 0 end
+           * (least(greatest(coalesce(p_importance, 3), 1), 5) - 1) / 4.0
+       + case when p_recency_weight >= 1e-6 then least(p_recency_weight, 100) else 0 end
+           * case when p_never_decays then 1 else
+               pg_catalog.power(0.5::double precision, least(1000, greatest(0,
+                 extract(epoch from (now() - coalesce(p_written_at, now())))::double precision / 86400
+                 / least(greatest(coalesce(p_half_life_days, 30), 0.01), 36500)))) end
+       + case when p_use_weight >= 1e-6 then least(p_use_weight, 100) else 0 end
+           * greatest(coalesce(p_use_count, 0), 0) / (greatest(coalesce(p_use_count, 0), 0) + 3.0)::double precision
            * case when p_never_decays or p_last_used_at is null then 1 else
                pg_catalog.power(0.5::double precision, least(1000, greatest(0,
-                 extract(epoch from (now() - p_last_used_at))::double precision / 86400 / x.h))) end
-  from (select case when p_importance_weight >= 1e-6 then least(p_importance_weight, 100) else 0 end as wi,
-               case when p_recency_weight >= 1e-6 then least(p_recency_weight, 100) else 0 end as wr,
-               case when p_use_weight >= 1e-6 then least(p_use_weight, 100) else 0 end as wu,
-               least(greatest(coalesce(p_half_life_days, 30), 0.01), 36500) as h,
-               least(greatest(coalesce(p_importance, 3), 1), 5) as imp,
-               greatest(coalesce(p_use_count, 0), 0) as uses) x
+                 extract(epoch from (now() - p_last_used_at))::double precision / 86400
+                 / least(greatest(coalesce(p_half_life_days, 30), 0.01), 36500)))) end
 $$;
 comment on function scsql_caller.lifecycle(integer, timestamptz, timestamptz, integer, boolean, double precision,
                                             double precision, double precision, double precision) is
