@@ -78,17 +78,49 @@ grant execute on function scsql.embedding_sample(integer) to scsql_auditor;
 
 -- The API: these are the agents' memory tools.
 grant execute on function
-  scsql.remember(text, text, integer), scsql.forget(text),
+  scsql.remember(text, text, integer, interval), scsql.forget(text),
   scsql.index_text(text, text, text, text, text, jsonb, jsonb), scsql.index(text, jsonb),
   scsql.forget_source(text), scsql.forget_chunk(text),
   scsql.search(text, integer, text[], text, timestamptz, text, double precision, double precision,
-               double precision, double precision, double precision, integer, vector, text),
+               double precision, double precision, double precision, integer, vector, text,
+               double precision, double precision, double precision, double precision),
   scsql.search_global(text, integer, text[], text, timestamptz, text, double precision, double precision,
                       double precision, double precision, double precision, integer, vector, text),
-  scsql.summarize_session(jsonb), scsql.recall_context(integer), scsql.pack(text, integer, vector, text),
+  scsql.summarize_session(jsonb),
+  scsql.recall_context(integer, double precision, double precision, double precision, double precision),
+  scsql.pack(text, integer, vector, text, double precision, double precision, double precision, double precision),
   scsql.memory_status()
 to scsql_agent;
 
 grant execute on function scsql.set_embedding_model(text, text, integer) to scsql_admin;
 -- Where a project's files live: the index tool reads only below it.
 grant execute on function scsql.set_project_root(text, text) to scsql_admin;
+
+-- Memory lifecycle, decisions and open loops (sql/22_lifecycle.sql,
+-- sql/27_decisions.sql): settings are read through functions only;
+-- agents read their own project's decisions and open loops.
+select scsql._secure_table(t) from unnest(array[
+  'scsql.memory_settings', 'scsql.decisions', 'scsql.open_loops'
+]::regclass[]) t;
+
+grant select on scsql.decisions, scsql.open_loops to scsql_agent;
+create policy agent_read on scsql.decisions for select to scsql_agent
+  using (project_id = (select scsql_caller.project_id()));
+create policy agent_read on scsql.open_loops for select to scsql_agent
+  using (project_id = (select scsql_caller.project_id()));
+
+-- What search and pack evaluate as the caller.
+grant execute on function
+  scsql_caller.lifecycle(integer, timestamptz, timestamptz, integer, boolean, double precision, double precision,
+                         double precision, double precision),
+  scsql_caller.check_lifecycle(double precision, double precision, double precision, double precision),
+  scsql_caller.item_lifecycle(text, double precision, double precision, double precision, double precision),
+  scsql_caller.note_use(text[])
+to scsql_agent;
+
+grant execute on function
+  scsql.pin(text, boolean), scsql.decide(text, text, bigint), scsql.decisions(text, boolean, integer),
+  scsql.open_loop(text, text), scsql.close_loop(bigint, text), scsql.open_loops(text)
+to scsql_agent;
+
+grant execute on function scsql.set_memory_lifecycle(text, interval, interval) to scsql_admin;

@@ -42,7 +42,8 @@ $$;
 comment on function scsql._archive_fact(bigint, scsql.memory_facts) is
   'Private. Moves a fact from working memory to the knowledge base as the archived_fact source fact:<key> (searchable, with its importance and times in meta).';
 
-create or replace function scsql.remember(p_key text, p_value text, p_importance integer default 3)
+create or replace function scsql.remember(p_key text, p_value text, p_importance integer default 3,
+                                          p_ttl interval default null)
 returns table (key text, importance integer, stored text, archived text[], facts integer, capacity integer)
 language plpgsql
 security definer
@@ -91,6 +92,16 @@ begin
     perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
   end;
 
+  -- memlife: the fact's TTL (sql/22_lifecycle.sql). A remember without
+  -- one clears it; nothing is written when there is none either way.
+  if p_ttl is not null and not (p_ttl > interval '0' and p_ttl <= interval '3650 days') then
+    raise exception using errcode = 'SC241', message = format('ttl must be a positive interval of at most 3650 days, got %s', p_ttl),
+      hint = 'Omit ttl for a fact that does not expire.';
+  end if;
+  update scsql.memory_facts f set expires_at = clock_timestamp() + p_ttl
+  where f.project_id = v_project and f.key = v_key and (p_ttl is not null or f.expires_at is not null);
+  -- end memlife
+
   -- A fresh value supersedes an archived copy of the same key.
   select s.source_id into v_old from scsql.kb_sources s
   where s.project_id = v_project and s.path = 'fact:' || v_key and s.kind = 'archived_fact';
@@ -117,14 +128,15 @@ begin
     v_archived, v_count, v_cap;
 end
 $$;
-comment on function scsql.remember(text, text, integer) is
+comment on function scsql.remember(text, text, integer, interval) is
   'Stores a fact in your project''s working memory, or updates the fact with that key. When memory is full the least important, oldest facts move to the archive (still searchable). Returns key, importance, stored, archived, facts, capacity.
 
 p_key: the fact''s name, one line
 p_value: the fact
 p_importance (1..5): 5 is kept longest
+p_ttl: how long the fact lives (e.g. 7 days); omit to keep it
 
-Stores a fact in the acting agent''s project working memory, or updates the fact with that key: key (1-200 characters, one line), value (1-4,000 characters), importance 1-5 (default 3). Working memory holds 100 facts, plus one per 100 indexed file chunks, up to 250; when it is full the lowest-importance, least recently updated facts move to the knowledge base as archived facts (still found by search; never dropped), so an importance-5 fact is archived only when no lower-importance fact is left. Key and value are stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact), so the fact is readable by every agent of the project without its secrets. Returns key (as stored), importance, stored (memory, or archived when this fact itself was the one to go), archived (keys moved out), facts (now in memory), capacity. Raises SC200 too long, SC201 empty or control characters, SC202 importance out of range, SC215 a value holding a PEM private key block.';
+Stores a fact in the acting agent''s project working memory, or updates the fact with that key: key (1-200 characters, one line), value (1-4,000 characters), importance 1-5 (default 3). Working memory holds 100 facts, plus one per 100 indexed file chunks, up to 250; when it is full the lowest-importance, least recently updated facts move to the knowledge base as archived facts (still found by search; never dropped), so an importance-5 fact is archived only when no lower-importance fact is left. Key and value are stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact), so the fact is readable by every agent of the project without its secrets. Returns key (as stored), importance, stored (memory, or archived when this fact itself was the one to go), archived (keys moved out), facts (now in memory), capacity. With TTL (an interval, up to 3,650 days) the fact expires that long after this remember: recall_context and pack no longer return it and the worker deletes it (scsql.purge_expired); remembering the key again without TTL keeps it for good. Raises SC200 too long, SC201 empty or control characters, SC202 importance out of range, SC215 a value holding a PEM private key block, SC241 a TTL that is not positive or over 3,650 days.';
 
 create or replace function scsql.forget(p_key text)
 returns boolean

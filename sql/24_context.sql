@@ -68,6 +68,10 @@ begin
   v_text := format(E'# Session summary by %s, %s\n\n', v_me.name, to_char(now() at time zone 'UTC', 'YYYY-MM-DD HH24:MI "UTC"')) || v_text;
   select * into v_r from scsql._index_source(v_me.project_id, v_path, rtrim(v_text, E'\n'), 'session_summary', 'internal',
     'session', null, jsonb_build_object('agent', v_me.name, 'summary', v_clean), v_expires);
+  -- Decisions and open tasks become first-class (sql/27_decisions.sql):
+  -- each decision a decision (unless a current one has its title), each
+  -- open task an open loop owned by the agent (unless one is open already).
+  perform scsql._feed_decisions_and_loops(v_me, v_path, v_clean);
   return query select v_path, v_r.chunks, v_expires;
 end
 $$;
@@ -81,16 +85,20 @@ Archives a structured summary of the acting agent''s session: {"done", "decision
 -- scsql._recall_broadcasts (recent broadcasts for recall_context) is defined in
 -- sql/40_integration.sql, after the broadcast channel.
 
-create or replace function scsql.recall_context(p_budget integer default 1500)
+create or replace function scsql.recall_context(
+  p_budget integer default 1500, p_importance_weight double precision default 1,
+  p_recency_weight double precision default 0.2, p_use_weight double precision default 0.2,
+  p_half_life_days double precision default 30)
 returns table (section text, item integer, key text, content text, importance integer,
                at timestamptz, tokens integer, source_path text)
 language plpgsql
-stable
+volatile
 security definer
 set search_path = pg_catalog, scsql, pg_temp
 as $$
 -- Runs as the owner and reads only the acting agent's own project, every
--- row of which row-level security shows the agent too.
+-- row of which row-level security shows the agent too. Volatile: it
+-- records the use of the facts and summaries it returns (scsql._note_use).
 #variable_conflict use_column
 declare
   v_project bigint := scsql._my_project();
@@ -98,16 +106,40 @@ begin
   if p_budget is null or p_budget not between 50 and 100000 then
     raise exception using errcode = 'SC209', message = format('budget must be 50 to 100,000 tokens, got %s', p_budget);
   end if;
+  perform scsql_caller.check_lifecycle(p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days);
   return query
   with items as (
     select 1 as sec, 'fact' as section,
-           row_number() over (order by f.importance desc, f.updated_at desc, f.key) as item,
+           row_number() over (order by f.life desc, f.importance desc, f.updated_at desc, f.key) as item,
            f.key, f.key || ': ' || f.value as content, f.importance::integer as importance,
            f.updated_at as at, null::text as source_path
-    from scsql.memory_facts f
-    where f.project_id = v_project
+    from (select f.*, scsql_caller.lifecycle(f.importance, f.updated_at, f.last_used_at, f.use_count, f.importance = 5,
+                                             p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days) as life
+          from scsql.memory_facts f
+          where f.project_id = v_project and (f.expires_at is null or f.expires_at > now())) f
     union all
-    select 2, 'session', row_number() over (order by s.created_at desc, s.source_id desc),
+    -- Open loops (sql/27_decisions.sql), newest first.
+    select 2, 'open_loop', row_number() over (order by l.opened_at desc, l.loop_id desc),
+           l.loop_id::text,
+           'open loop ' || l.loop_id || coalesce(' (owner ' || l.owner || ')', '') || ': ' || l.text,
+           null, l.opened_at, coalesce(l.source_path, 'loop:' || l.loop_id)
+    from (select * from scsql.open_loops l
+          where l.project_id = v_project and l.closed_at is null
+          order by l.opened_at desc, l.loop_id desc limit 20) l
+    union all
+    -- The latest current decisions (sql/27_decisions.sql).
+    select 3, 'decision', row_number() over (order by d.decided_at desc, d.decision_id desc),
+           d.decision_id::text,
+           'decision ' || d.decision_id || ': ' || d.title
+             || case when d.source_path is null then E'\n' || left(d.rationale, 400)
+                     || case when char_length(d.rationale) > 400 then '...' else '' end else '' end,
+           null, d.decided_at, 'decision:' || d.decision_id
+    from (select * from scsql.decisions d
+          where d.project_id = v_project
+            and not exists (select from scsql.decisions n where n.project_id = d.project_id and n.supersedes = d.decision_id)
+          order by d.decided_at desc, d.decision_id desc limit 5) d
+    union all
+    select 4, 'session', row_number() over (order by s.created_at desc, s.source_id desc),
            s.meta ->> 'agent',
            concat_ws(E'\n',
              'session ' || to_char(s.created_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI') || ' UTC by ' || (s.meta ->> 'agent'),
@@ -118,18 +150,18 @@ begin
            null, s.created_at, s.path
     from (select * from scsql.kb_sources s
           where s.project_id = v_project and s.kind = 'session_summary'
-            and (s.expires_at is null or s.expires_at > now())
+            and (s.expires_at is null or s.expires_at > now() or s.pinned)
           order by s.created_at desc, s.source_id desc limit 5) s
     union all
-    select 3, 'broadcast', row_number() over (order by b.at desc), b.key, b.content, null, b.at, null
+    select 5, 'broadcast', row_number() over (order by b.at desc), b.key, b.content, null, b.at, null
     from scsql._recall_broadcasts(v_project, 10) b
   ),
   costed as (
     select i.*, scsql_caller.tokens(i.content) as tokens,
-           -- Each section first gets its share of the budget (facts 60%,
-           -- sessions 30%, broadcasts 10%) ...
+           -- Each section first gets its share of the budget (facts 40%,
+           -- open loops 10%, decisions 10%, sessions 30%, broadcasts 10%) ...
            sum(scsql_caller.tokens(i.content)) over (partition by i.sec order by i.item) as sec_cum,
-           case i.sec when 1 then 0.6 when 2 then 0.3 else 0.1 end * p_budget as share
+           case i.sec when 1 then 0.4 when 4 then 0.3 else 0.1 end * p_budget as share
     from items i
   ),
   firsts as (
@@ -140,32 +172,51 @@ begin
     select f.*, (select coalesce(sum(x.tokens), 0) from firsts x where x.in_share) as used,
            sum(case when f.in_share then 0 else f.tokens end) over (order by f.sec, f.item) as extra_cum
     from firsts f
+  ),
+  chosen as materialized (
+    select f.* from filled f where f.in_share or f.used + f.extra_cum <= p_budget
+  ),
+  noted as materialized (
+    -- The use of what is returned: facts and session summaries.
+    select scsql._note_use(v_project, array_agg(case c.sec when 1 then 'memory:' || c.key else c.source_path end)
+                                      filter (where c.sec in (1, 4))) as n
+    from chosen c
   )
-  select f.section, f.item::integer, f.key, f.content, f.importance, f.at, f.tokens, f.source_path
-  from filled f
-  where f.in_share or f.used + f.extra_cum <= p_budget
-  order by f.sec, f.item;
+  select c.section, c.item::integer, c.key, c.content, c.importance, c.at, c.tokens, c.source_path
+  from chosen c cross join noted
+  order by c.sec, c.item;
 end
 $$;
-comment on function scsql.recall_context(integer) is
-  'Restores your project''s context in one call: working-memory facts, the latest session summaries and recent broadcasts, within a token budget. Returns section, item, key, content, importance, at, tokens, source_path.
+comment on function scsql.recall_context(integer, double precision, double precision, double precision, double precision) is
+  'Restores your project''s context in one call: working-memory facts, open loops, the latest decisions and session summaries, and recent broadcasts, within a token budget. Returns section, item, key, content, importance, at, tokens, source_path.
 
 p_budget (50..100000): tokens (characters / 4)
+p_importance_weight (0..100): ranking weight of importance
+p_recency_weight (0..100): ranking weight of recency
+p_use_weight (0..100): ranking weight of use
+p_half_life_days (0.01..36500): days for recency and use to halve
 
-Restores the acting agent''s project context in one call, within a token budget (default 1,500; 50 to 100,000; tokens estimated as ceil(characters / 4)): working-memory facts by importance then recency, the latest session summaries (up to 5), and recent broadcasts. Each section first gets a share of the budget (facts 60%, sessions 30%, broadcasts 10%), what is left goes to the remaining items in order; items are never cut. Stable order: section, then item. Returns section (fact, session, broadcast), item, key, content, importance, at, tokens, source_path. Raises SC209 for a budget out of range.';
+Restores the acting agent''s project context in one call, within a token budget (default 1,500; 50 to 100,000; tokens estimated as ceil(characters / 4)): working-memory facts (not expired) ordered by their lifecycle score L = importance_weight * (importance - 1) / 4 + recency_weight * 0.5 ^ (days since written / half_life) + use_weight * uses / (uses + 3) * 0.5 ^ (days since last returned / half_life) (defaults 1, 0.2, 0.2 and 30 days; importance-5 facts never decay; ties by importance, then the most recently updated), then the open loops (newest first, up to 20), the latest current decisions (up to 5), the latest session summaries (up to 5) and recent broadcasts. Each section first gets a share of the budget (facts 40%, open loops 10%, decisions 10%, sessions 30%, broadcasts 10%), what is left goes to the remaining items in order; items are never cut. The facts and summaries returned record their use (last_used_at, use_count; at most once per the project''s use_granularity, 1 minute by default). Stable order: section, then item. Returns section (fact, open_loop, decision, session, broadcast), item, key, content, importance, at, tokens, source_path (decision:<id> for a decision; the session summary an open loop came from, else loop:<id>). Raises SC209 for a budget out of range, SC243 for a weight out of 0..100 or a half-life out of 0.01..36,500 days.';
 
 create or replace function scsql.pack(p_intent text, p_budget integer default 2000,
-                                      p_query_embedding vector default null, p_model text default null)
+                                      p_query_embedding vector default null, p_model text default null,
+                                      p_importance_weight double precision default 0.2,
+                                      p_recency_weight double precision default 0.1,
+                                      p_use_weight double precision default 0.1,
+                                      p_half_life_days double precision default 30)
 returns table (item integer, kind text, score double precision, tokens integer, key text, content text,
                source_path text, anchor text, line_start integer, line_end integer, chunk_hash text,
                trust text, notice text)
 language plpgsql
-stable
+volatile
 as $$
+-- Runs as the caller (row-level security decides what it reads). Volatile:
+-- it records the use of what it returns (scsql_caller.note_use).
 #variable_conflict use_column
 declare
   v_project bigint := scsql_caller.project_id();
   v_terms text[];
+  v_life boolean;
 begin
   if p_budget is null or p_budget not between 50 and 100000 then
     raise exception using errcode = 'SC209', message = format('budget must be 50 to 100,000 tokens, got %s', p_budget);
@@ -174,14 +225,15 @@ begin
     raise exception using errcode = 'SC205',
       message = format('the intent must be 1 to 2,000 characters, got %s', coalesce(char_length(p_intent), 0));
   end if;
+  v_life := scsql_caller.check_lifecycle(p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days);
   select array_agg(t.term) into v_terms from scsql_caller.terms(p_intent) t;
   if v_terms is null then
     return;
   end if;
   return query
   with facts as (
-    -- Working-memory facts that share terms with the intent, weighted by
-    -- the terms' rarity in the knowledge base, then by importance.
+    -- Working-memory facts (not expired) that share terms with the intent,
+    -- weighted by the terms' rarity in the knowledge base, then by importance.
     select f.key, f.key || ': ' || f.value as content, f.importance,
            (select sum(coalesce(ln(1 + (st.n_chunks - kt.df + 0.5) / (kt.df + 0.5)), ln(2 + coalesce(st.n_chunks, 0))))
             from scsql_caller.terms(f.key || ' ' || f.value) ft
@@ -189,7 +241,7 @@ begin
             where ft.term = any(v_terms)) as rel
     from scsql.memory_facts f
     left join scsql.memory_state st on st.project_id = v_project
-    where f.project_id = v_project
+    where f.project_id = v_project and (f.expires_at is null or f.expires_at > now())
   ),
   ranked_facts as (
     select row_number() over (order by f.rel desc, f.importance desc, f.key) as rank, f.*
@@ -214,26 +266,40 @@ begin
            null, h.content, h.source_path, h.anchor, h.line_start, h.line_end, h.chunk_hash, h.trust, h.notice
     from hits h
   ),
-  ordered as (
-    select row_number() over (order by i.score desc, i.pref, i.source_path, i.line_start) as item, i.*,
-           scsql_caller.tokens(i.content) as tokens
+  lived as (
+    -- Importance, recency and use: the fused score times exp(L) (sql/22_lifecycle.sql).
+    select i.*, case when v_life
+                     then i.score * exp(scsql_caller.item_lifecycle(i.source_path, p_importance_weight, p_recency_weight,
+                                                                    p_use_weight, p_half_life_days))
+                     else i.score end as life_score
     from items i
   ),
-  cum as (
+  ordered as (
+    select row_number() over (order by i.life_score desc, i.pref, i.source_path, i.line_start) as item, i.*,
+           scsql_caller.tokens(i.content) as tokens
+    from lived i
+  ),
+  cum as materialized (
     select o.*, sum(o.tokens) over (order by o.item) as total from ordered o
+  ),
+  noted as materialized (
+    select scsql_caller.note_use(array_agg(distinct c.source_path)) as n from cum c where c.total <= p_budget
   )
-  select c.item::integer, c.kind, c.score::double precision, c.tokens, c.key, c.content, c.source_path, c.anchor,
+  select c.item::integer, c.kind, c.life_score::double precision, c.tokens, c.key, c.content, c.source_path, c.anchor,
          c.line_start, c.line_end, c.chunk_hash, c.trust, c.notice
-  from cum c
+  from cum c cross join noted
   where c.total <= p_budget
   order by c.item;
 end
 $$;
-comment on function scsql.pack(text, integer, vector, text) is
+comment on function scsql.pack(text, integer, vector, text, double precision, double precision, double precision, double precision) is
   'A context pack for a task within a token budget: matching facts, decisions, learnings and search hits, each with its citation.
 
 p_intent: the task, in words (1-2,000 characters)
 p_budget (50..100000): tokens (characters / 4)
+p_importance_weight (0..100): ranking weight of importance
+p_recency_weight (0..100): ranking weight of recency
+p_use_weight (0..100): ranking weight of use
+p_half_life_days (0.01..36500): days for recency and use to halve
 
-A bounded context pack for a task described by INTENT (1-2,000 characters), within BUDGET tokens (default 2,000; tokens = ceil(characters / 4)): the working-memory facts that share terms with the intent, and the best hybrid-search hits, labelled fact, decision (from session summaries), learning or chunk, each with its citation (source_path, anchor, line span, chunk_hash, trust, notice). Facts and hits are ranked by reciprocal rank; when over budget the lowest-scored items are dropped first. Returns item, kind, score, tokens, key, content and the citation fields. Raises SC205 for a bad intent, SC209 for a budget out of range.';
-
+A bounded context pack for a task described by INTENT (1-2,000 characters), within BUDGET tokens (default 2,000; tokens = ceil(characters / 4)): the working-memory facts (not expired) that share terms with the intent, and the best hybrid-search hits, labelled fact, decision (from session summaries), learning or chunk, each with its citation (source_path, anchor, line span, chunk_hash, trust, notice). Facts and hits are ranked by reciprocal rank times exp(L), L the lifecycle score importance_weight * (importance - 1) / 4 + recency_weight * 0.5 ^ (days since written / half_life) + use_weight * uses / (uses + 3) * 0.5 ^ (days since last returned / half_life) (defaults 0.2, 0.1, 0.1 and 30 days; sources count as importance 3; importance-5 facts and pinned sources never decay; all weights 0: reciprocal rank alone); when over budget the lowest-scored items are dropped first. What is returned records its use (at most once per the project''s use_granularity). Returns item, kind, score, tokens, key, content and the citation fields. Raises SC205 for a bad intent, SC209 for a budget out of range, SC243 for a weight out of 0..100 or a half-life out of 0.01..36,500 days.';

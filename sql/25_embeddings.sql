@@ -233,15 +233,41 @@ set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint := scsql._my_project();
+  v_ttl interval := (scsql._memory_settings(v_project)).external_ttl;
   v_ids bigint[];
+  v_n integer;
+  v_keys text[];
 begin
-  select array_agg(source_id) into v_ids from scsql.kb_sources
-  where project_id = v_project and expires_at is not null and expires_at <= now();
-  return scsql._forget_sources(v_project, v_ids);
+  -- At most 500 sources a call (the worker calls again while there is
+  -- work): those whose retention ended, and external sources not indexed
+  -- again within the project's external_ttl; never a pinned one.
+  select array_agg(x.source_id) into v_ids
+  from (select s.source_id from scsql.kb_sources s
+        where s.project_id = v_project and s.expires_at is not null and s.expires_at <= now()
+          and not s.pinned and s.tier <> 'pinned'
+        union
+        select s.source_id from scsql.kb_sources s
+        where s.project_id = v_project and s.trust = 'external' and not s.pinned and s.tier <> 'pinned'
+          and s.updated_at <= now() - v_ttl
+        order by 1
+        limit 500) x;
+  v_n := scsql._forget_sources(v_project, v_ids);
+  -- Facts whose TTL ended (remember's p_ttl) leave working memory; they
+  -- are not archived.
+  if exists (select from scsql.memory_facts f where f.project_id = v_project and f.expires_at <= now()) then
+    perform scsql._facts_lock(v_project);
+    with gone as (
+      delete from scsql.memory_facts f
+      where f.project_id = v_project and f.expires_at <= now()
+      returning f.key)
+    select array_agg(g.key) into v_keys from gone g;
+    v_n := v_n + coalesce(cardinality(v_keys), 0);
+  end if;
+  return v_n;
 end
 $$;
 comment on function scsql.purge_expired() is
-  'Background work of scsql worker (not an MCP tool). Deletes the acting agent''s project sources whose retention ended (session summaries after 365 days). Returns how many were deleted.';
+  'Background work of scsql worker (not an MCP tool). Deletes what expired in the acting agent''s project: sources whose retention ended (session summaries after 365 days), external sources not indexed again within the project''s external_ttl (14 days by default, scsql.set_memory_lifecycle), never a pinned source (scsql.pin, or tier pinned); at most 500 sources a call; and working-memory facts whose TTL ended (remember''s p_ttl). Returns how many sources and facts were deleted.';
 
 create or replace function scsql.memory_status()
 returns table (facts integer, capacity integer, sources integer, chunks bigint, file_chunks bigint,

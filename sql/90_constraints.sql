@@ -108,3 +108,19 @@ select scsql._map_constraint(t::regclass, c, code, message, hint) from (values
    'unknown message type: ASSIGN, STATUS, MERGE, DEPENDENCY, PROPOSED, REJECT, REVISE, LAUNCH_ROLE or RETIRE_ROLE', null),
   ('scsql.messages', 'messages_one_recipient', 'SC010', 'name exactly one recipient: to_role or to_agent', null)
 ) as m(t, c, code, message, hint);
+
+-- memory lifecycle, decisions and open loops (migrations/0208): the
+-- functions check these first (sql/22_lifecycle.sql, sql/27_decisions.sql).
+select scsql._map_constraint(t::regclass, c, code, message, hint) from (values
+  ('scsql.memory_facts', 'memory_facts_use_count_check', 'SC010', 'use_count must be >= 0', null),
+  ('scsql.kb_sources', 'kb_sources_use_count_check', 'SC010', 'use_count must be >= 0', null),
+  ('scsql.memory_settings', 'memory_settings_external_ttl_check', 'SC244', 'external_ttl must be 1 hour to 3650 days', null),
+  ('scsql.memory_settings', 'memory_settings_use_granularity_check', 'SC244', 'use_granularity must be 0 to 1 day', null),
+  ('scsql.decisions', 'decisions_title_check', 'SC235', 'a decision title must be 1 to 200 characters', null),
+  ('scsql.decisions', 'decisions_rationale_check', 'SC235', 'a decision rationale must be 1 to 4,000 characters', null),
+  ('scsql.open_loops', 'open_loops_text_check', 'SC238', 'an open loop''s text must be 1 to 2,000 characters', null),
+  ('scsql.open_loops', 'open_loops_owner_check', 'SC238', 'an open loop''s owner must be 1 to 200 characters', null),
+  ('scsql.open_loops', 'open_loops_resolution_check', 'SC238', 'a resolution must be 1 to 4,000 characters', null),
+  ('scsql.open_loops', 'open_loops_closed_check', 'SC238',
+   'a closed loop has closed_at, closed_by and a resolution, an open one none of them', null)
+) as m(t, c, code, message, hint);

@@ -210,7 +210,11 @@ def test_recall_context_restores_facts_and_sessions_within_budget_in_a_stable_or
         assert rows == q(agent, "select * from scsql.recall_context(%s)", budget)  # stable
         facts_rows = [r for r in rows if r["section"] == "fact"]
         sessions = [r for r in rows if r["section"] == "session"]
-        assert [r["section"] for r in rows] == ["fact"] * len(facts_rows) + ["session"] * len(sessions)
+        # Sections in their order: facts first, sessions after the open loops
+        # and decisions the summaries fed.
+        order = ["fact", "open_loop", "decision", "session", "broadcast"]
+        assert [r["section"] for r in rows] == sorted((r["section"] for r in rows), key=order.index)
+        assert rows[0]["section"] == "fact"
         # Facts by importance, then the most recently updated first.
         keys = [(-r["importance"], -r["at"].timestamp()) for r in facts_rows]
         assert keys == sorted(keys) and facts_rows and facts_rows[0]["importance"] == 5

@@ -1,0 +1,319 @@
+-- scsql memory: decisions and open loops, first-class. Written by decide
+-- and open_loop, and by summarize_session (its decisions and open tasks);
+-- shown by recall_context; decisions never change (a new one supersedes an
+-- older one, which stays as history); an open loop is closed once, with a
+-- resolution. Error codes: sql/22_lifecycle.sql.
+--
+-- Search returns current decisions as kind decision with one UNION arm
+-- over scsql.decisions: source_path 'decision:' || decision_id, content
+-- title || E'\n\n' || rationale, author decided_by, time decided_at, and
+-- "not superseded" is: not exists (a decision of the project whose
+-- supersedes is its id), served by the unique key decisions_supersedes_once.
+
+create or replace function scsql._decide(p_project bigint, p_title text, p_rationale text, p_supersedes bigint,
+                                         p_source_path text)
+returns scsql.decisions
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_row scsql.decisions;
+begin
+  if p_title is null or btrim(p_title, E' \t\r\n') = '' or char_length(p_title) > 200
+     or p_title ~ E'[\\x01-\\x1F\\x7F]' then
+    raise exception using errcode = 'SC235',
+      message = format('a decision title must be one line of 1 to 200 characters, got %s', coalesce(char_length(p_title), 0)),
+      hint = 'Put the decision in the title and the reasons in the rationale.';
+  end if;
+  if p_rationale is null or btrim(p_rationale, E' \t\r\n') = '' or char_length(p_rationale) > 4000
+     or p_rationale ~ E'[\\x01-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]' then
+    raise exception using errcode = 'SC235',
+      message = format('a decision rationale must be 1 to 4,000 characters without control characters, got %s',
+                       coalesce(char_length(p_rationale), 0)),
+      hint = 'Say why, and what was rejected.';
+  end if;
+  if scsql._holds_private_key(p_title || E'\n' || p_rationale) then
+    raise exception using errcode = 'SC215', message = 'the decision holds a PEM private key block; nothing was stored',
+      hint = 'Private keys never belong in memory every agent of the project reads.';
+  end if;
+  p_title := btrim(scsql._redact(p_title));
+  p_rationale := btrim(scsql._redact(p_rationale));
+  if char_length(p_title) > 200 or char_length(p_rationale) > 4000 then
+    raise exception using errcode = 'SC235', message = 'the decision is too long once its secrets are redacted';
+  end if;
+  if p_supersedes is not null then
+    if not exists (select from scsql.decisions d where d.project_id = p_project and d.decision_id = p_supersedes) then
+      raise exception using errcode = 'SC236', message = format('no decision %s in this project', p_supersedes),
+        hint = 'decisions() lists the current decisions with their ids.';
+    end if;
+  end if;
+  begin
+    insert into scsql.decisions (project_id, title, rationale, supersedes, decided_by, source_path)
+    values (p_project, p_title, p_rationale, p_supersedes, scsql._my_agent_id(), p_source_path)
+    returning * into v_row;
+  exception when unique_violation then
+    raise exception using errcode = 'SC237',
+      message = format('decision %s was already superseded by decision %s', p_supersedes,
+                       (select d.decision_id from scsql.decisions d where d.project_id = p_project and d.supersedes = p_supersedes)),
+      hint = 'Supersede the current decision instead; decisions(p_include_superseded => true) shows the history.';
+  end;
+  return v_row;
+end
+$$;
+comment on function scsql._decide(bigint, text, text, bigint, text) is
+  'Private. Records a decision of the project (title and rationale stored redacted, trimmed), superseding P_SUPERSEDES if given; P_SOURCE_PATH names the session summary it came from. Raises SC235 bad title or rationale, SC215 a private key block, SC236 unknown superseded decision, SC237 already superseded (the unique key decides under concurrency).';
+
+create or replace function scsql.decide(p_title text, p_rationale text, p_supersedes bigint default null)
+returns table (decision_id bigint, title text, supersedes bigint, decided_at timestamptz)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+#variable_conflict use_column
+declare
+  v_row scsql.decisions := scsql._decide(scsql._my_project(), p_title, p_rationale, p_supersedes, null);
+begin
+  return query select v_row.decision_id, v_row.title, v_row.supersedes, v_row.decided_at;
+end
+$$;
+comment on function scsql.decide(text, text, bigint) is
+  'Records a decision of your project with its rationale, optionally superseding an earlier one (which stays as history). Returns decision_id, title, supersedes, decided_at.
+
+p_title: the decision, one line (1-200 characters)
+p_rationale: why, and what was rejected (1-4,000 characters)
+p_supersedes: id of the decision this one replaces
+
+Records a decision of the acting agent''s project: TITLE (one line, 1-200 characters) and RATIONALE (1-4,000 characters), stored redacted (see scsql.redact), attributed to the agent, with the time. With SUPERSEDES, the decision with that id is superseded: it stays, as history, and decisions() no longer lists it as current; a decision is superseded once (supersede the newest). Decisions are also recorded from the decisions of summarize_session. recall_context shows the latest ones; search finds them. Returns decision_id, title, supersedes, decided_at. Raises SC235 bad title or rationale, SC215 a PEM private key block, SC236 no such decision to supersede, SC237 that decision is already superseded.';
+
+create or replace function scsql.decisions(p_query text default null, p_include_superseded boolean default false,
+                                           p_limit integer default 20)
+returns table (decision_id bigint, title text, rationale text, status text, supersedes bigint, superseded_by bigint,
+               decided_by text, decided_at timestamptz, source_path text)
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+#variable_conflict use_column
+declare
+  v_project bigint := scsql._my_project();
+  v_terms text[];
+begin
+  if p_limit is null or p_limit not between 1 and 200 then
+    raise exception using errcode = 'SC010', message = format('limit must be 1 to 200, got %s', p_limit);
+  end if;
+  if p_include_superseded is null then
+    raise exception using errcode = 'SC010', message = 'include_superseded must be true or false';
+  end if;
+  if p_query is not null then
+    if btrim(p_query, E' \t\r\n') = '' or char_length(p_query) > 2000 then
+      raise exception using errcode = 'SC205',
+        message = format('the query must be 1 to 2,000 characters, got %s', char_length(p_query)),
+        hint = 'Omit it to list the latest decisions.';
+    end if;
+    select array_agg(t.term) into v_terms from scsql_caller.terms(p_query) t;
+    if v_terms is null then
+      return;  -- only stop words
+    end if;
+  end if;
+  return query
+  select d.decision_id, d.title, d.rationale, case when n.decision_id is null then 'current' else 'superseded' end,
+         d.supersedes, n.decision_id, a.name::text, d.decided_at, d.source_path
+  from scsql.decisions d
+  left join scsql.decisions n on n.project_id = d.project_id and n.supersedes = d.decision_id
+  left join scsql.agents a on a.agent_id = d.decided_by
+  cross join lateral (
+    select count(*) as hits from scsql_caller.terms(d.title || ' ' || d.rationale) t
+    where v_terms is not null and t.term = any(v_terms)) m
+  where d.project_id = v_project
+    and (p_include_superseded or n.decision_id is null)
+    and (v_terms is null or m.hits > 0)
+  order by m.hits desc, d.decided_at desc, d.decision_id desc
+  limit p_limit;
+end
+$$;
+comment on function scsql.decisions(text, boolean, integer) is
+  'Your project''s decisions, newest first, or those matching a query (best match first). Returns decision_id, title, rationale, status, supersedes, superseded_by, decided_by, decided_at, source_path.
+
+p_query: words to look for in titles and rationales; omit for the latest
+p_include_superseded: also list superseded decisions (the history)
+p_limit (1..200): at most this many
+
+The decisions of the acting agent''s project: current ones (not superseded) by default, with INCLUDE_SUPERSEDED the whole history. With QUERY, only those sharing a term with it (code-aware terms, as search uses), the most shared terms first; a query of only stop words returns nothing. Returns decision_id, title, rationale, status (current or superseded), supersedes, superseded_by, decided_by (agent), decided_at, source_path (the session summary it came from, if any). Raises SC205 for an empty or over-long query, SC010 for a limit out of 1..200.';
+
+-- ---------------------------------------------------------------------------
+-- Open loops
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._open_loop(p_project bigint, p_text text, p_owner text, p_source_path text)
+returns table (loop_id bigint, created boolean)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+#variable_conflict use_column
+declare
+  v_id bigint;
+begin
+  if p_text is null or btrim(p_text, E' \t\r\n') = '' or char_length(p_text) > 2000
+     or p_text ~ E'[\\x01-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]' then
+    raise exception using errcode = 'SC238',
+      message = format('an open loop''s text must be 1 to 2,000 characters without control characters, got %s',
+                       coalesce(char_length(p_text), 0));
+  end if;
+  if p_owner is not null and (btrim(p_owner) = '' or char_length(p_owner) > 200 or p_owner ~ E'[\\x01-\\x1F\\x7F]') then
+    raise exception using errcode = 'SC238', message = 'an open loop''s owner must be one line of 1 to 200 characters',
+      hint = 'Name an agent, a team role or a person; omit it when nobody owns it yet.';
+  end if;
+  if scsql._holds_private_key(p_text) then
+    raise exception using errcode = 'SC215', message = 'the open loop holds a PEM private key block; nothing was stored';
+  end if;
+  p_text := btrim(scsql._redact(p_text));
+  p_owner := btrim(scsql._redact(p_owner));
+  if char_length(p_text) > 2000 or char_length(p_owner) > 200 then
+    raise exception using errcode = 'SC238', message = 'the open loop is too long once its secrets are redacted';
+  end if;
+  insert into scsql.open_loops as l (project_id, text, owner, opened_by, source_path)
+  values (p_project, p_text, p_owner, scsql._my_agent_id(), p_source_path)
+  on conflict (project_id, md5(text)) where closed_at is null do nothing
+  returning l.loop_id into v_id;
+  if v_id is not null then
+    return query select v_id, true;
+    return;
+  end if;
+  return query select l.loop_id, false from scsql.open_loops l
+  where l.project_id = p_project and md5(l.text) = md5(p_text) and l.closed_at is null;
+end
+$$;
+comment on function scsql._open_loop(bigint, text, text, text) is
+  'Private. Opens a loop of the project (text and owner stored redacted, trimmed), or finds the open loop with the same text (created false). Raises SC238 bad text or owner, SC215 a private key block.';
+
+create or replace function scsql.open_loop(p_text text, p_owner text default null)
+returns table (loop_id bigint, text text, owner text, created boolean)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+#variable_conflict use_column
+declare
+  v_r record;
+begin
+  select * into v_r from scsql._open_loop(scsql._my_project(), p_text, p_owner, null);
+  return query select l.loop_id, l.text, l.owner, v_r.created from scsql.open_loops l
+  where l.project_id = scsql._my_project() and l.loop_id = v_r.loop_id;
+end
+$$;
+comment on function scsql.open_loop(text, text) is
+  'Opens a loop (an open task or question) in your project, or returns the open one with the same text. Returns loop_id, text, owner, created.
+
+p_text: what is open (1-2,000 characters)
+p_owner: who owns it (an agent, team role or person), one line
+
+Opens a loop of the acting agent''s project: TEXT (1-2,000 characters) and an optional OWNER (one line, 1-200 characters), stored redacted, attributed to the agent. An open loop with the same text is returned instead (created false), so repeating an open task never duplicates it; the open tasks of summarize_session open loops the same way. recall_context shows the open loops until close_loop closes them. Returns loop_id, text, owner, created. Raises SC238 bad text or owner, SC215 a PEM private key block.';
+
+create or replace function scsql.close_loop(p_id bigint, p_resolution text)
+returns table (loop_id bigint, text text, closed_at timestamptz, resolution text)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+#variable_conflict use_column
+declare
+  v_project bigint := scsql._my_project();
+  v_row scsql.open_loops;
+begin
+  if p_resolution is null or btrim(p_resolution, E' \t\r\n') = '' or char_length(p_resolution) > 4000
+     or p_resolution ~ E'[\\x01-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]' then
+    raise exception using errcode = 'SC238',
+      message = format('a resolution must be 1 to 4,000 characters without control characters, got %s',
+                       coalesce(char_length(p_resolution), 0)),
+      hint = 'Say how the loop was closed: done (where), dropped (why), or moved (to what).';
+  end if;
+  if scsql._holds_private_key(p_resolution) then
+    raise exception using errcode = 'SC215', message = 'the resolution holds a PEM private key block; nothing was stored';
+  end if;
+  p_resolution := btrim(scsql._redact(p_resolution));
+  select * into v_row from scsql.open_loops l where l.project_id = v_project and l.loop_id = p_id for update;
+  if not found then
+    raise exception using errcode = 'SC239', message = format('no open loop %s in this project', p_id),
+      hint = 'open_loops() lists them with their ids.';
+  end if;
+  if v_row.closed_at is not null then
+    raise exception using errcode = 'SC240',
+      message = format('open loop %s was closed at %s: %s', p_id, v_row.closed_at, v_row.resolution);
+  end if;
+  if char_length(p_resolution) > 4000 then
+    raise exception using errcode = 'SC238', message = 'the resolution is too long once its secrets are redacted';
+  end if;
+  update scsql.open_loops l set closed_at = now(), closed_by = scsql._my_agent_id(), resolution = p_resolution
+  where l.project_id = v_project and l.loop_id = p_id
+  returning * into v_row;
+  return query select v_row.loop_id, v_row.text, v_row.closed_at, v_row.resolution;
+end
+$$;
+comment on function scsql.close_loop(bigint, text) is
+  'Closes an open loop of your project with its resolution; it stays as history. Returns loop_id, text, closed_at, resolution.
+
+p_id: the loop''s id (open_loops lists them)
+p_resolution: how it was closed (1-4,000 characters)
+
+Closes the open loop ID of the acting agent''s project with RESOLUTION (1-4,000 characters, stored redacted), recording the agent and the time; the loop stays, closed, as history. Concurrent closes of one loop: one wins, the other gets SC240. Returns loop_id, text, closed_at, resolution. Raises SC239 no such loop, SC240 already closed, SC238 bad resolution, SC215 a PEM private key block.';
+
+create or replace function scsql.open_loops(p_owner text default null)
+returns table (loop_id bigint, text text, owner text, opened_by text, opened_at timestamptz, source_path text)
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+  select l.loop_id, l.text, l.owner, a.name::text, l.opened_at, l.source_path
+  from scsql.open_loops l
+  left join scsql.agents a on a.agent_id = l.opened_by
+  where l.project_id = scsql._my_project() and l.closed_at is null
+    and (p_owner is null or l.owner = p_owner)
+  order by l.opened_at desc, l.loop_id desc
+$$;
+comment on function scsql.open_loops(text) is
+  'Your project''s open loops, newest first. Returns loop_id, text, owner, opened_by, opened_at, source_path.
+
+p_owner: only the loops of this owner
+
+The open loops of the acting agent''s project (opened by open_loop or by the open tasks of summarize_session, not yet closed by close_loop), newest first, each with its owner, the agent that opened it, when, and the session summary it came from (source_path, if any). With OWNER, only that owner''s.';
+
+-- ---------------------------------------------------------------------------
+-- Fed by session summaries
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._feed_decisions_and_loops(p_me scsql.agents, p_path text, p_summary jsonb)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_item text;
+  v_title text;
+begin
+  for v_item in select jsonb_array_elements_text(coalesce(p_summary -> 'decisions', '[]')) loop
+    v_item := btrim(regexp_replace(v_item, E'[\\x01-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]+', ' ', 'g'));
+    v_title := btrim(regexp_replace(v_item, E'\\s+', ' ', 'g'));
+    if char_length(v_title) > 200 then
+      v_title := left(v_title, 197) || '...';
+    end if;
+    continue when v_title = '' or exists (
+      select from scsql.decisions d
+      where d.project_id = p_me.project_id and d.title = btrim(scsql._redact(v_title))
+        and not exists (select from scsql.decisions n where n.project_id = d.project_id and n.supersedes = d.decision_id));
+    perform scsql._decide(p_me.project_id, v_title,
+                          left(v_item, 3900) || format(E'\n\n(from the session summary %s)', p_path), null, p_path);
+  end loop;
+  for v_item in select jsonb_array_elements_text(coalesce(p_summary -> 'open_tasks', '[]')) loop
+    v_item := left(btrim(regexp_replace(v_item, E'[\\x01-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]+', ' ', 'g')), 2000);
+    continue when v_item = '';
+    perform scsql._open_loop(p_me.project_id, v_item, p_me.name, p_path);
+  end loop;
+end
+$$;
+comment on function scsql._feed_decisions_and_loops(scsql.agents, text, jsonb) is
+  'Private, called by summarize_session. Records each decision of a (cleaned) session summary as a decision (title: its first 200 characters on one line; rationale: the item, naming the summary), unless a current decision of the project has that title, and opens a loop owned by the agent for each open task (an open loop with the same text is kept).';
