@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SKIP_DIRS = {"test", "tests", "idlelib", "site-packages", "__pycache__", "lib2to3", "turtledemo", "__phello__"}
-DEFAULT_SIZE = 800
+DEFAULT_SIZE = 500
 
 
 @dataclass(frozen=True)

@@ -244,5 +244,5 @@ def register(bsub) -> None:
     p.add_argument("--train-queries", type=int, default=0, help="tune on only the first N train queries (0: all)")
     # The code dataset (scsql/bench/code_dataset.py): --dataset code
     p.add_argument("--code-size", type=int, default=0,
-                   help="--dataset code: documented functions of the standard library to use (0: 800)")
+                   help="--dataset code: documented functions of the standard library to use (0: 500)")
     p.set_defaults(bench_func=run)

@@ -522,7 +522,7 @@ def python_spans(text: str) -> list[dict[str, Any]] | None:
                     spans.append(_span(tail, end, node.name))
                 continue
         spans.append(_span(start, end, node.name))
-    return _pack(_fill(spans, lines), lines) if spans else None
+    return _fill(spans, lines) if spans else None
 
 
 _DEF = re.compile(
@@ -568,19 +568,23 @@ def code_spans(text: str) -> list[dict[str, Any]] | None:
             end = _leading_comments(lines, starts[k + 1][0], line_no, _COMMENT) - 1
         spans.append(_span(start, max(end, start), name))
         floor = end
-    return _pack(_fill(spans, lines), lines)
+    return _fill(spans, lines)
 
 
 def spans_for(rel: str, text: str) -> list[dict[str, Any]] | None:
-    """Chunk spans for a file, or None to let the database chunk it as text."""
+    """Chunk spans for a file, or None to let the database chunk it as text:
+    its definitions (python_spans, code_spans) packed into chunks (_pack:
+    large ones split evenly, small neighbours merged up to MAX_CHUNK_CHARS)."""
     if re.search(r"\r(?!\n)", text):
         return None  # lone CR: line numbers would differ between here and the database
     suffix = Path(rel).suffix.lower()
     if suffix in (".py", ".pyi"):
-        return python_spans(text)
-    if suffix in CODE_SUFFIXES:
-        return code_spans(text)
-    return None
+        spans = python_spans(text)
+    elif suffix in CODE_SUFFIXES:
+        spans = code_spans(text)
+    else:
+        return None
+    return _pack(spans, text.split("\n")) if spans else None
 
 
 # -- indexing -------------------------------------------------------------------
