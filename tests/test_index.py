@@ -129,18 +129,19 @@ def test_index_tree_is_incremental_and_unindexes_deleted_files(scsql_db, tmp_pat
     sources = {r["path"]: r for r in q(agent, "select path, kind, updated_at, n_chunks from scsql.kb_sources")}
     assert set(sources) == {".gitignore", "README.md", "keep.log", "src/.gitignore", "src/chain.py",
                             "src/hmac_chain.ts"}
-    # Chunks by heading and by definition, with anchors and line spans.
+    # Chunks by heading and by definition, with anchors and line spans; definitions
+    # this small share one chunk (small neighbours merge up to the chunk size) that names them.
     chunks = q(agent, "select s.path, c.anchor, c.line_start, c.line_end from scsql.kb_chunks c "
                       "join scsql.kb_sources s using (project_id, source_id) order by s.path, c.seq")
     by_path: dict[str, list] = {}
     for c in chunks:
         by_path.setdefault(c["path"], []).append((c["anchor"], c["line_start"], c["line_end"]))
     assert by_path["README.md"] == [("Project", 1, 3), ("Install", 5, 7)]
-    assert [a for a, _, _ in by_path["src/chain.py"]] == [None, "verify_chain", "Store"]
-    assert [a for a, _, _ in by_path["src/hmac_chain.ts"]] == [None, "verifyChain", "Ledger"]
+    assert by_path["src/chain.py"] == [("verify_chain, Store", 1, 15)]
+    assert by_path["src/hmac_chain.ts"] == [("verifyChain, Ledger", 1, 10)]
     hit = q(agent, "select * from scsql.search('verifyChain')")[0]
     assert (hit["source_path"], hit["anchor"], hit["line_start"], hit["line_end"]) == ("src/hmac_chain.ts",
-                                                                                     "verifyChain", 3, 6)
+                                                                                     "verifyChain, Ledger", 1, 10)
     # Second run: nothing changed, nothing written.
     again = indexer.index_tree(agent, root, progress=False)
     assert (again["indexed"], again["unchanged"], again["removed"]) == (0, 6, [])
@@ -185,7 +186,7 @@ def test_cli_index_is_quiet_in_a_pipe(scsql_db, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("scsql: indexed 6 file(s)")
     assert "indexing" not in proc.stderr and "it/s" not in proc.stderr  # no progress bar in a pipe
-    assert "logo.png: binary" in proc.stderr
+    assert "logo.png" not in proc.stderr and "2 binary" in proc.stdout  # skipped files: counted; -v lists them
     proc = subprocess.run([sys.executable, "-m", "scsql", "search", "verifyChain", "--agent", agent.name],
                           env=env, capture_output=True, text=True, timeout=120, check=False)
-    assert proc.returncode == 0 and "src/hmac_chain.ts:3-6 [verifyChain]" in proc.stdout.splitlines()[0]
+    assert proc.returncode == 0 and "src/hmac_chain.ts:1-10 [verifyChain, Ledger]" in proc.stdout.splitlines()[0]

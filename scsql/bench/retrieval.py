@@ -158,6 +158,10 @@ def fuse(bm25: list[tuple[str, str]], vec: list[tuple[str, str]], rrf_k: float, 
 
 
 def run(ctx, args: argparse.Namespace) -> int:
+    if args.dataset == "code":  # the code dataset (scsql/bench/code_dataset.py), built in the run
+        from . import code_dataset
+
+        return code_dataset.run_code(ctx, args, run)
     dataset = Path(args.dataset)
     corpus, queries, qrels = load(dataset)
     train, test = qrels["train"], qrels["test"]
@@ -238,4 +242,7 @@ def register(bsub) -> None:
     p = bsub.add_parser("retrieval", help="nDCG@10 and Recall@100 on a BEIR dataset (SciFact) in a scratch database")
     p.add_argument("--dataset", required=True, help="directory with corpus.jsonl, queries.jsonl, qrels/{train,test}.tsv")
     p.add_argument("--train-queries", type=int, default=0, help="tune on only the first N train queries (0: all)")
+    # The code dataset (scsql/bench/code_dataset.py): --dataset code
+    p.add_argument("--code-size", type=int, default=0,
+                   help="--dataset code: documented functions of the standard library to use (0: 500)")
     p.set_defaults(bench_func=run)

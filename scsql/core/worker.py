@@ -14,9 +14,11 @@ import logging
 import os
 import select
 import socket
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -37,6 +39,9 @@ class Job:
     # Channel names, or functions of the agent that return one (names that
     # depend on the agent's project).
     channels: list[str | Callable[[Agent], str]] = field(default_factory=list)
+    # How many units are waiting (for a progress bar's total and ETA), or None.
+    pending: Callable[[Agent], int] | None = None
+    unit: str = "unit"
 
 
 class Heartbeat:
@@ -67,23 +72,81 @@ class Heartbeat:
         self.last = time.monotonic()
 
 
+class Progress:
+    """What a drain shows on stderr: for a job that reports its queue size,
+    a progress bar with the total, the rate and the ETA (tqdm; on a terminal
+    only, unless SHOW says otherwise); and, once the job has no work left,
+    one line saying its queue is drained, with how much it did and how fast
+    (also in a pipe)."""
+
+    def __init__(self, agent: Agent, show: bool | None = None, out: Any = None):
+        self.agent = agent
+        self.show = show
+        self.out = out or sys.stderr
+        self._bars: dict[str, Any] = {}
+        self._done: dict[str, int] = {}
+        self._started: dict[str, float] = {}
+        self._t0 = time.perf_counter()
+
+    def update(self, job: Job, done: int) -> None:
+        if job.name not in self._done:
+            self._done[job.name] = 0
+            self._started[job.name] = self._t0
+            if job.pending is not None:
+                from tqdm import tqdm
+
+                total = done + job.pending(self.agent)
+                self._bars[job.name] = tqdm(total=total, desc=job.name, unit=job.unit, file=self.out,
+                                            disable=None if self.show is None else not self.show,
+                                            dynamic_ncols=True, smoothing=0.1)
+        self._done[job.name] += done
+        bar = self._bars.get(job.name)
+        if bar is not None:
+            if bar.n + done > (bar.total or 0):
+                bar.total = bar.n + done  # more was queued meanwhile
+            bar.update(done)
+
+    def drained(self, report: bool = True) -> dict[str, int]:
+        """Close the bars; say (REPORT) which queues are drained. Returns units done per job."""
+        for name, n in self._done.items():
+            bar = self._bars.pop(name, None)
+            if bar is not None:
+                bar.close()
+            if not report:
+                continue
+            seconds = time.perf_counter() - self._started[name]
+            print(f"scsql: {name} queue drained: {n} done in {seconds:.1f} s ({n / max(seconds, 1e-9):.1f}/s)",
+                  file=self.out, flush=True)
+        done, self._done = self._done, {}
+        return done
+
+
 def drain(agent: Agent, jobs: list[Job], on_progress: Callable[[str, int], None] = lambda n, k: None,
-          heartbeat: Heartbeat | None = None) -> int:
-    """Run every job until none has work left. Returns the units done."""
+          show: bool | None = None, heartbeat: Heartbeat | None = None) -> int:
+    """Run every job until none has work left, showing progress (Progress;
+    SHOW None: a bar on a terminal only) and beating the worker's heartbeat.
+    Returns the units done."""
+    progress = Progress(agent, show)
     heartbeat = heartbeat or Heartbeat(agent, jobs, 5.0)
     heartbeat.beat(force=True)
     total = 0
     busy = True
-    while busy:
-        busy = False
-        for job in jobs:
-            done = job.run(agent)
-            if done:
-                busy = True
-                total += done
-                heartbeat.units += done
-                on_progress(job.name, done)
-            heartbeat.beat()
+    try:
+        while busy:
+            busy = False
+            for job in jobs:
+                done = job.run(agent)
+                if done:
+                    busy = True
+                    total += done
+                    heartbeat.units += done
+                    progress.update(job, done)
+                    on_progress(job.name, done)
+                heartbeat.beat()
+    except BaseException:
+        progress.drained(report=False)
+        raise
+    progress.drained()
     return total
 
 
@@ -101,7 +164,7 @@ def serve(
         for ch in channels:
             listener.execute(sql.SQL("listen {}").format(sql.Identifier(ch)))
         while not stop():
-            drain(agent, jobs, on_progress, heartbeat)
+            drain(agent, jobs, on_progress, heartbeat=heartbeat)
             ready, _, _ = select.select([listener.fileno()], [], [], poll_seconds)
             if ready:
                 # Consume every pending notification; their content is only a hint.

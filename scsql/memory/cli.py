@@ -9,23 +9,39 @@ import sys
 
 
 
+def index_summary(report: dict, verbose: bool = False) -> tuple[list[str], list[str]]:
+    """The lines ``scsql index`` prints: a summary on stdout (files indexed,
+    unchanged, removed, failed; skipped files counted by reason), and on
+    stderr each failure, and each skipped file only when VERBOSE."""
+    out = [f"scsql: indexed {report['indexed']} file(s) ({report['chunks']} chunks), "
+           f"{report['unchanged']} unchanged, {len(report['removed'])} removed, "
+           f"{len(report['failed'])} failed; root {report['root']}"]
+    counts = report["skipped_counts"]
+    if counts:
+        why = ", ".join(f"{n} {reason}" for reason, n in counts.items())
+        out.append(f"scsql: skipped {len(report['skipped'])}: {why}" + ("" if verbose else " (-v lists them)"))
+    err = [f"  skipped {s['path']}: {s['reason']}" for s in report["skipped"]] if verbose else []
+    err += [f"  failed  {f['path']}: {f['error']}" for f in report["failed"]]
+    return out, err
+
+
 def cmd_index(ctx, args) -> int:
     agent = ctx.open_agent(args.agent, need_key=False)
     from . import indexer
 
     report = indexer.index_tree(agent, args.path, progress=None if not args.quiet else False)
+    if args.embed:
+        from . import embed
+
+        report["embedded"] = embed.embed_all(agent, show=None if not args.quiet else False)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0 if not report["failed"] else 1
-    counts = report["skipped_counts"]
-    why = f" ({', '.join(f'{n} {reason}' for reason, n in counts.items())})" if counts else ""
-    print(f"scsql: indexed {report['indexed']} file(s) ({report['chunks']} chunks), "
-          f"{report['unchanged']} unchanged, {len(report['removed'])} removed, "
-          f"{len(report['skipped'])} skipped{why}, {len(report['failed'])} failed; root {report['root']}")
-    for s in report["skipped"]:
-        print(f"  skipped {s['path']}: {s['reason']}", file=sys.stderr)
-    for f in report["failed"]:
-        print(f"  failed  {f['path']}: {f['error']}", file=sys.stderr)
+    out, err = index_summary(report, args.verbose)
+    for line in out:
+        print(line)
+    for line in err:
+        print(line, file=sys.stderr)
     return 0 if not report["failed"] else 1
 
 
@@ -79,6 +95,9 @@ def register(sub, add) -> None:
     p.add_argument("--agent", help="the agent whose project the files belong to (required)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("-v", "--verbose", action="store_true", help="list each skipped file with its reason")
+    p.add_argument("--embed", action="store_true",
+                   help="embed the queued chunks here and now (with a progress bar), not in scsql worker")
 
     p = add("search", cmd_search, "hybrid search of the knowledge base (BM25 + embeddings), with citations")
     p.add_argument("query")

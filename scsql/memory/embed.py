@@ -95,16 +95,89 @@ def _normalize(vectors: np.ndarray) -> np.ndarray:
     return (vectors / np.clip(norms, 1e-12, None)).astype(np.float32)
 
 
+# The model's own maximum sequence length (sentence-transformers' max_seq_length
+# for all-MiniLM-L6-v2): longer texts are truncated to it, as the model was trained.
+MAX_TOKENS = 256
+# Tokens per ONNX run (batch size x padded length): bounds the activations, so
+# the process stays well under 500 MB; texts of similar length share a run.
+BATCH_TOKENS = 2048
+MAX_BATCH = 64
+
+
+def embed_threads() -> int:
+    """ONNX Runtime's intra-op threads: SCSQL_EMBED_THREADS, else every CPU this process may use."""
+    env = os.environ.get("SCSQL_EMBED_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _return_large_buffers() -> None:
+    """Have glibc's malloc serve every allocation of 1 MiB or more with its
+    own mapping, returned to the system when freed. Its default threshold
+    rises after each large free, so the model's activations (tens of MB a
+    batch) would then come from the heap and stay resident: 570 MB after a
+    few batches instead of 350. No-op where malloc is not glibc's."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        pass
+
+
+def session_options(ort, threads: int | None = None):
+    """The ONNX Runtime settings scsql runs the model with: all graph
+    optimizations, one sequential executor with THREADS intra-op threads,
+    and no memory arena (an arena keeps the peak of every batch shape
+    resident: 1.6 GB after a few thousand chunks)."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.intra_op_num_threads = threads or embed_threads()
+    options.inter_op_num_threads = 1
+    options.enable_cpu_mem_arena = False
+    options.enable_mem_pattern = False
+    options.log_severity_level = 3
+    if os.environ.get("SCSQL_EMBED_SPIN", "0") != "1":
+        # Idle threads sleep instead of spinning: on a busy machine spinning
+        # threads burn the CPU the other thread needs.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
+
+
+def length_batches(lengths: list[int], budget: int = BATCH_TOKENS, most: int = MAX_BATCH) -> list[list[int]]:
+    """Indexes of LENGTHS grouped into runs of similar length: sorted by
+    length, each run at most MOST texts and at most BUDGET tokens once
+    padded to its longest."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        if current and (len(current) + 1 > most or (len(current) + 1) * lengths[i] > budget):
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
+
+
 class MiniLM:
     """all-MiniLM-L6-v2, int8 ONNX, mean pooling, L2-normalized: the default."""
 
     name = DEFAULT_MODEL
-    batch_size = 32
 
-    def __init__(self) -> None:
+    def __init__(self, threads: int | None = None) -> None:
         self._lock = threading.Lock()
         self._session = None
         self._tokenizer = None
+        self.threads = threads
 
     @property
     def dims(self) -> int:
@@ -136,13 +209,12 @@ class MiniLM:
             if not path.is_file() or _sha256(path) != expected:
                 raise ScsqlError(EMBED_MODEL_INVALID, f"{path} is missing or does not match its pinned sha256",
                                  f"reinstall {MODEL_PACKAGE}=={MODEL_VERSION} and scsql; or set SCSQL_EMBED=none")
+        _return_large_buffers()
         tok = Tokenizer.from_file(str(TOKENIZER))
-        tok.enable_truncation(max_length=256)
-        tok.enable_padding(pad_id=0, pad_token="[PAD]")
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
-        self._session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+        tok.enable_truncation(max_length=MAX_TOKENS)
+        tok.no_padding()
+        self._session = ort.InferenceSession(str(model), session_options(ort, self.threads),
+                                             providers=["CPUExecutionProvider"])
         self._tokenizer = tok
 
     def load(self) -> MiniLM:
@@ -156,12 +228,15 @@ class MiniLM:
         if not texts:
             return np.zeros((0, self.dims), dtype=np.float32)
         out = np.zeros((len(texts), self.dims), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths pad less
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start:start + self.batch_size]
-            enc = self._tokenizer.encode_batch([texts[i] for i in idx])
-            ids = np.array([e.ids for e in enc], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+        encodings = self._tokenizer.encode_batch(texts)
+        for idx in length_batches([len(e.ids) for e in encodings]):
+            width = max(len(encodings[i].ids) for i in idx)
+            ids = np.zeros((len(idx), width), dtype=np.int64)
+            mask = np.zeros((len(idx), width), dtype=np.int64)
+            for row, i in enumerate(idx):
+                n = len(encodings[i].ids)
+                ids[row, :n] = encodings[i].ids
+                mask[row, :n] = 1
             hidden = self._session.run(None, {"input_ids": ids, "attention_mask": mask,
                                               "token_type_ids": np.zeros_like(ids)})[0]
             m = mask[..., None].astype(np.float32)
@@ -240,11 +315,16 @@ def vector_literal(v: np.ndarray) -> str:
 # -- background work ---------------------------------------------------------
 
 
-def embed_queued(agent, prov: Provider | None = None, limit: int = 32) -> int:
+CLAIM = 128
+
+
+def embed_queued(agent, prov: Provider | None = None, limit: int = CLAIM) -> int:
     """Embed up to ``limit`` queued chunk texts of the agent's project with the
     provider's model, in one transaction: claim them (embed_claim), embed, and
     store the vectors under the claim's token (embed_store). Returns how many
-    were claimed (0: nothing is waiting)."""
+    were claimed (0: nothing is waiting). A claim of 128 lets the provider
+    group texts of similar length (few padding tokens) while one database
+    round trip serves many of them."""
     prov = prov if prov is not None else provider()
     if prov is None:
         return 0
@@ -260,6 +340,29 @@ def embed_queued(agent, prov: Provider | None = None, limit: int = 32) -> int:
              [vector_literal(v) for v in vectors]),
         )
     return len(rows)
+
+
+def pending(agent) -> int:
+    """Chunk texts of the agent's project waiting for an embedding with its model."""
+    with agent.transaction() as conn:
+        return conn.execute("select pending_embeddings as n from scsql.memory_status()").fetchone()["n"]
+
+
+def embed_job():
+    """The worker's ``embed`` job (also run inline by ``scsql index --embed``)."""
+    from ..core.worker import Job
+
+    return Job("embed", lambda agent: embed_queued(agent), ["scsql_embed"], pending=pending, unit="chunk")
+
+
+def embed_all(agent, show: bool | None = None) -> int:
+    """Embed every queued chunk text of the agent's project here and now, with
+    the worker's progress bar. Returns how many were embedded."""
+    from ..core.worker import drain
+
+    if provider() is None:
+        return 0
+    return drain(agent, [embed_job()], show=show)
 
 
 def purge_expired(agent) -> int:
@@ -329,6 +432,6 @@ def jobs():
     from ..core.worker import Job
 
     return [
-        Job("embed", lambda agent: embed_queued(agent), ["scsql_embed"]),
+        embed_job(),
         Job("memory_retention", purge_expired, []),
     ]

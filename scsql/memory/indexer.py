@@ -82,6 +82,8 @@ SKIP_PROTECTED = "scsql data directory or keystore"
 
 MAX_BYTES = 2 * 1024 * 1024
 MAX_CHUNK_CHARS = 1500
+# A code chunk smaller than this joins its neighbours (up to MAX_CHUNK_CHARS).
+MIN_CHUNK_CHARS = 500
 TEXT_SUFFIXES = {".md", ".markdown", ".rst", ".txt", ".adoc"}
 CODE_SUFFIXES = {
     ".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".go", ".rs", ".java", ".kt", ".scala", ".swift",
@@ -393,6 +395,99 @@ def _chars(lines: list[str], start: int, end: int) -> int:
     return sum(len(ln) + 1 for ln in lines[start - 1 : end])
 
 
+def _anchor(a: str | None, b: str | None) -> str | None:
+    names = [x for x in (a, b) if x]
+    joined = ", ".join(dict.fromkeys(", ".join(names).split(", "))) if names else None
+    return joined[:200] if joined else None
+
+
+def _split(s: dict[str, Any], lines: list[str]) -> list[dict[str, Any]]:
+    """A span over MAX_CHUNK_CHARS as pieces of about equal size (each under
+    the maximum unless one line is), cut at a blank line or a line no deeper
+    than the span's first where one is near, so no piece is a fragment."""
+    size = _chars(lines, s["start"], s["end"])
+    if size <= MAX_CHUNK_CHARS or s["end"] == s["start"]:
+        return [s]
+    target = size / -(-size // MAX_CHUNK_CHARS)
+    base = _indent(lines[s["start"] - 1]) + 4
+    pieces = []
+    start, acc, best = s["start"], 0, None  # best: the last good line to end a piece on
+    for i in range(s["start"], s["end"] + 1):
+        line = lines[i - 1]
+        if acc and acc + len(line) + 1 > MAX_CHUNK_CHARS:
+            cut = best if best is not None else i - 1
+            pieces.append(_span(start, cut, s["anchor"]))
+            start, acc, best = cut + 1, _chars(lines, cut + 1, i - 1), None
+        if i > start and acc >= 0.6 * target and (not line.strip() or _indent(line) <= base):
+            best = i - 1
+            if acc >= target:
+                pieces.append(_span(start, i - 1, s["anchor"]))
+                start, acc, best = i, 0, None
+        acc += len(line) + 1
+    pieces.append(_span(start, s["end"], s["anchor"]))
+    return [_trim(p, lines) for p in pieces if any(ln.strip() for ln in lines[p["start"] - 1 : p["end"]])]
+
+
+def _halves(s: dict[str, Any], lines: list[str]) -> list[dict[str, Any]]:
+    """S cut in two at the line boundary nearest its middle character."""
+    half = _chars(lines, s["start"], s["end"]) / 2
+    acc = 0
+    for i in range(s["start"], s["end"]):
+        acc += len(lines[i - 1]) + 1
+        if acc >= half:
+            return [_trim(_span(s["start"], i, s["anchor"]), lines), _trim(_span(i + 1, s["end"], s["anchor"]), lines)]
+    return [s]
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _pack(spans: list[dict[str, Any]], lines: list[str]) -> list[dict[str, Any]]:
+    """Spans no fragment: each over MAX_CHUNK_CHARS split evenly (_split);
+    then each under MIN_CHUNK_CHARS merged with its neighbour (the one before,
+    else the one after) while the two fit in MAX_CHUNK_CHARS; a merged span
+    covers the lines between them and names both anchors."""
+    pieces = [p for s in spans for p in _split(s, lines)]
+    out: list[dict[str, Any]] = []
+    for p in pieces:
+        if out:
+            prev = out[-1]
+            small = _chars(lines, p["start"], p["end"]) < MIN_CHUNK_CHARS or \
+                _chars(lines, prev["start"], prev["end"]) < MIN_CHUNK_CHARS
+            if small and _chars(lines, prev["start"], p["end"]) <= MAX_CHUNK_CHARS:
+                out[-1] = _span(prev["start"], p["end"], _anchor(prev["anchor"], p["anchor"]))
+                continue
+        out.append(p)
+    return _rebalance(out, lines)
+
+
+def _rebalance(spans: list[dict[str, Any]], lines: list[str]) -> list[dict[str, Any]]:
+    """A piece still under MIN_CHUNK_CHARS (both neighbours too large to
+    take it) is joined to its smaller neighbour and the two are split again
+    evenly (_split), so neither is a fragment."""
+    out = list(spans)
+    i = 0
+    while i < len(out):
+        size = _chars(lines, out[i]["start"], out[i]["end"])
+        if size >= MIN_CHUNK_CHARS or len(out) == 1:
+            i += 1
+            continue
+        sizes = {j: _chars(lines, out[j]["start"], out[j]["end"]) for j in (i - 1, i + 1) if 0 <= j < len(out)}
+        j = min(sizes, key=lambda k: sizes[k])
+        a, b = sorted((i, j))
+        both = _span(out[a]["start"], out[b]["end"], _anchor(out[a]["anchor"], out[b]["anchor"]))
+        again = _split(both, lines)
+        if len(again) < 2 or min(_chars(lines, x["start"], x["end"]) for x in again) < MIN_CHUNK_CHARS:
+            again = _halves(both, lines)
+        if len(again) < 2 or min(_chars(lines, x["start"], x["end"]) for x in again) < MIN_CHUNK_CHARS:
+            i += 1  # one line longer than a chunk: nothing better to do
+            continue
+        out[a:b + 1] = again
+        i = b + 1
+    return out
+
+
 def python_spans(text: str) -> list[dict[str, Any]] | None:
     """Top-level definitions of a Python module (a large class: its methods)."""
     try:
@@ -477,15 +572,19 @@ def code_spans(text: str) -> list[dict[str, Any]] | None:
 
 
 def spans_for(rel: str, text: str) -> list[dict[str, Any]] | None:
-    """Chunk spans for a file, or None to let the database chunk it as text."""
+    """Chunk spans for a file, or None to let the database chunk it as text:
+    its definitions (python_spans, code_spans) packed into chunks (_pack:
+    large ones split evenly, small neighbours merged up to MAX_CHUNK_CHARS)."""
     if re.search(r"\r(?!\n)", text):
         return None  # lone CR: line numbers would differ between here and the database
     suffix = Path(rel).suffix.lower()
     if suffix in (".py", ".pyi"):
-        return python_spans(text)
-    if suffix in CODE_SUFFIXES:
-        return code_spans(text)
-    return None
+        spans = python_spans(text)
+    elif suffix in CODE_SUFFIXES:
+        spans = code_spans(text)
+    else:
+        return None
+    return _pack(spans, text.split("\n")) if spans else None
 
 
 # -- indexing -------------------------------------------------------------------
