@@ -26,6 +26,7 @@ from psycopg.types.json import Jsonb
 from ..audit import encoding
 from ..audit.telemetry import OUTCOMES, PROMPTS, SESSIONS, TOOL_CALLS
 from ..core.db import Agent
+from .clip import clip as _clip
 
 CONTEXT_TOKENS = 1500     # SessionStart: what recall injects at most (tokens ~ characters / 4)
 PREVIEW_CHARS = 4000      # a tool call's input and output previews (the table's bound)
@@ -60,16 +61,6 @@ def recall_enabled() -> bool:
 
 # -- small helpers --------------------------------------------------------------
 
-def _clip(text: str | None, limit: int) -> str | None:
-    """TEXT bounded to LIMIT characters, marked when shortened."""
-    if text is None:
-        return None
-    if len(text) <= limit:
-        return text
-    mark = f" [... {len(text) - limit + 40} characters cut]"
-    return text[: limit - len(mark)] + mark
-
-
 def _as_text(value: Any) -> str | None:
     if value is None:
         return None
@@ -100,10 +91,11 @@ def files_touched(tool: str, tool_input: Any) -> list[str] | None:
     return [path] if isinstance(path, str) and path else None
 
 
-def _at(event: dict) -> dt.datetime | None:
+def _at(event: dict, always: bool = False) -> dt.datetime | None:
     """The event's original time, for events read back from a transcript
-    (signed as occurred_at; a row's own signed time is the time of writing)."""
-    if not event.get("scsql_imported"):
+    (signed as occurred_at; a row's own signed time is the time of writing);
+    with ALWAYS, for live events too (when the hook client received them)."""
+    if not event.get("scsql_imported") and not always:
         return None
     raw = event.get("scsql_received_at")
     try:
@@ -205,6 +197,21 @@ def _tool_row(event: dict, session_id: int | None) -> dict:
     }
 
 
+def prompt_texts(conn, prompts: list[Any]) -> list[str]:
+    """The prompts as stored: stripped, redacted and only then clipped to
+    PROMPT_CHARS, so a secret across the bound is redacted whole (a fragment
+    would not be recognised). The signer redacts the clipped text again, which
+    changes nothing; only prompts over the bound cost a query here."""
+    texts = [str(p or "").strip() for p in prompts]
+    long = [i for i, t in enumerate(texts) if len(t) > PROMPT_CHARS]
+    if long:
+        red = conn.execute("select array(select scsql.redact(t) from unnest(%s::text[]) with ordinality u(t, n) "
+                           "order by n) as t", ([texts[i] for i in long],)).fetchone()["t"]
+        for i, r in zip(long, red, strict=True):
+            texts[i] = r
+    return [_clip(t, PROMPT_CHARS) for t in texts]
+
+
 def _event_key(event: dict) -> str | None:
     k = event.get("scsql_event_id")
     return str(k)[:200] if k else None
@@ -230,9 +237,11 @@ def capture(agent: Agent, events: list[dict]) -> None:
                  if ev.get("hook_event_name") in ("PostToolUse", "PostToolUseFailure")]
         signed = iter(TOOL_CALLS.sign_many(agent, [row for _, row in tools]))
         prompts = [ev for ev in events if ev.get("hook_event_name") == "UserPromptSubmit"]
+        texts = prompt_texts(conn, [ev.get("prompt") for ev in prompts])
         signed_prompts = iter(PROMPTS.sign_many(agent, [
-            {"session_id": sessions.get(ev.get("session_id")), "text": _clip(str(ev.get("prompt") or ""), PROMPT_CHARS),
-             "imported": True if ev.get("scsql_imported") else None, "occurred_at": _at(ev)} for ev in prompts]))
+            {"session_id": sessions.get(ev.get("session_id")), "text": text,
+             "imported": True if ev.get("scsql_imported") else None, "occurred_at": _at(ev, always=True)}
+            for ev, text in zip(prompts, texts, strict=True)]))
         # One round trip for all the rows (pipeline mode); the results are
         # read after it, the failures' tool_call_ids among them.
         pending = []
@@ -251,7 +260,7 @@ def capture(agent: Agent, events: list[dict]) -> None:
                 failures.append((ev, row, out["tool_call_id"]))
         for ev in events:
             if ev.get("hook_event_name") in ("PreCompact", "SessionEnd"):
-                keep_transcript(agent, conn, ev)
+                keep_transcript(agent, conn, ev, sessions.get(ev.get("session_id")))
         if failures:
             outs = OUTCOMES.sign_many(agent, [{
                 "tool_call_id": tc, "session_id": row["session_id"], "kind": "failed", "signal": "hook",
@@ -268,27 +277,41 @@ def _source(event: dict) -> str | None:
     return s if s in ("startup", "resume", "clear", "compact") else "hook"
 
 
-def keep_transcript(agent: Agent, conn, event: dict) -> None:
-    """PreCompact / SessionEnd: the session's model-free summary
-    (summarize_session) and its conversation text (index_text, as the
-    session's source) from the transcript, when the transcript reader
-    (:mod:`.transcript`) is installed and the file is there."""
+def keep_transcript(agent: Agent, conn, event: dict, session_id: int | None) -> None:
+    """PreCompact / SessionEnd (and an import's SessionEnd): the model-free
+    summary (summarize_session) and the conversation text (index_text, as the
+    session's source) of what the transcript holds after the session's
+    transcript cursor, which then moves to its end. Writing the same session
+    again (PreCompact, then SessionEnd, then an import) adds only what is
+    new; a concurrent writer of the session waits for the cursor. The
+    database redacts both before they are stored."""
     path = event.get("transcript_path")
-    if not isinstance(path, str) or not path or not Path(path).is_file():
+    if session_id is None or not isinstance(path, str) or not path or not Path(path).is_file():
         return
-    try:
-        from . import transcript
-    except ImportError:  # the transcript reader is not part of this build
-        return
-    update = transcript.read(path)
+    from . import transcript
+
+    at = conn.execute("select * from scsql.transcript_cursor(%s)", (session_id,)).fetchone()
+    since = at["cursor"]
+    if isinstance(since, str) and since.startswith("messages:"):   # a transcript without message uuids
+        since = int(since.removeprefix("messages:"))
+    def redact(text: str) -> str:
+        return conn.execute("select scsql.redact(%s) as t", (text,)).fetchone()["t"]
+
+    update = transcript.read(path, since, redact=redact)
+    if update.summary.messages == 0:
+        return   # nothing new since the cursor
     if not update.summary.empty:
-        conn.execute("select * from scsql.summarize_session(%s)",
+        conn.execute("select * from scsql.summarize_session(scsql.redact_jsonb(%s))",
                      (Jsonb(update.summary.payload, dumps=encoding.jsonb_text),))
     sid = str(event.get("session_id") or "session")[:100]
-    for n, part in enumerate(update.conversation.parts, 1):
-        conn.execute("select * from scsql.index_text(%s, %s, 'note', null, 'standard', %s, %s)",
+    for n, part in enumerate(update.conversation.parts, at["parts"] + 1):
+        conn.execute("select * from scsql.index_text(%s, scsql.redact(%s), 'note', null, 'standard', %s, %s)",
                      (f"claude/sessions/{sid}/{n}.md", part.text, Jsonb(part.spans),
                       Jsonb({"session": sid, "agent": agent.name})))
+    messages = at["messages"] + update.summary.messages
+    cursor = update.cursor or f"messages:{(since if isinstance(since, int) else 0) + update.summary.messages}"
+    conn.execute("select scsql.advance_transcript_cursor(%s, %s, %s, %s)",
+                 (session_id, cursor[:200], at["parts"] + len(update.conversation.parts), messages))
 
 
 # -- decision events ------------------------------------------------------------
