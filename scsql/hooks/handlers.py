@@ -24,6 +24,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from ..audit import encoding
+from ..audit.signing import _may_hold_secret
 from ..audit.telemetry import OUTCOMES, PROMPTS, SESSIONS, TOOL_CALLS
 from ..core.db import Agent
 from .clip import clip as _clip
@@ -31,6 +32,7 @@ from .clip import clip as _clip
 CONTEXT_TOKENS = 1500     # SessionStart: what recall injects at most (tokens ~ characters / 4)
 PREVIEW_CHARS = 4000      # a tool call's input and output previews (the table's bound)
 PROMPT_CHARS = 20000      # a stored prompt (the table's bound)
+REDACT_MARGIN = 8192      # what is sent to redaction beyond a bound (longer than any secret but a key block)
 RECALL_HITS = 3           # UserPromptSubmit: memory hits injected at most
 RECALL_FLOOR = float(os.environ.get("SCSQL_HOOK_RECALL_FLOOR", "0.5"))  # BM25 score below which a hit is noise
 RECALL_TERMS = 2          # ... and the distinct words of the prompt a hit must hold (all of them when fewer)
@@ -186,8 +188,8 @@ def _tool_row(event: dict, session_id: int | None) -> dict:
     return {
         "session_id": session_id, "tool": tool, "status": status,
         "latency_ms": int(duration) if isinstance(duration, int | float) and duration >= 0 else None,
-        "input_preview": _clip(_as_text(tool_input), PREVIEW_CHARS),
-        "output_preview": _clip(_as_text(output), PREVIEW_CHARS),
+        "input_preview": _as_text(tool_input),      # bounded by capture(), after redaction
+        "output_preview": _as_text(output),
         "tool_use_id": str(use_id)[:200] if use_id else None,
         "files": files_touched(tool, tool_input),
         "scsql_tool": True if tool.startswith("mcp__scsql") else None,
@@ -197,19 +199,22 @@ def _tool_row(event: dict, session_id: int | None) -> dict:
     }
 
 
-def prompt_texts(conn, prompts: list[Any]) -> list[str]:
-    """The prompts as stored: stripped, redacted and only then clipped to
-    PROMPT_CHARS, so a secret across the bound is redacted whole (a fragment
-    would not be recognised). The signer redacts the clipped text again, which
-    changes nothing; only prompts over the bound cost a query here."""
-    texts = [str(p or "").strip() for p in prompts]
-    long = [i for i, t in enumerate(texts) if len(t) > PROMPT_CHARS]
-    if long:
+def bounded(conn, items: list[tuple[str | None, int]]) -> list[str | None]:
+    """Each (text, limit) as stored: redacted first (the database's
+    scsql.redact, one query for all, asked only about texts that could hold a
+    secret), then clipped to its limit. Clipping first would keep a fragment
+    of a secret across the bound, which redaction no longer recognises, and
+    could leave a text that redaction lengthens past its bound. A text is
+    first cut (word-safe) to REDACT_MARGIN past its limit, so a huge input is
+    not sent whole."""
+    pre = [None if t is None else _clip(t, n + REDACT_MARGIN) for t, n in items]
+    ask = [i for i, t in enumerate(pre) if t is not None and _may_hold_secret(t)]
+    if ask:
         red = conn.execute("select array(select scsql.redact(t) from unnest(%s::text[]) with ordinality u(t, n) "
-                           "order by n) as t", ([texts[i] for i in long],)).fetchone()["t"]
-        for i, r in zip(long, red, strict=True):
-            texts[i] = r
-    return [_clip(t, PROMPT_CHARS) for t in texts]
+                           "order by n) as t", ([pre[i] for i in ask],)).fetchone()["t"]
+        for i, r in zip(ask, red, strict=True):
+            pre[i] = r
+    return [None if t is None else _clip(t, n) for t, (_, n) in zip(pre, items, strict=True)]
 
 
 def _event_key(event: dict) -> str | None:
@@ -235,9 +240,14 @@ def capture(agent: Agent, events: list[dict]) -> None:
                 sessions[sid] = open_session(agent, conn, ev)
         tools = [(ev, _tool_row(ev, sessions.get(ev.get("session_id")))) for ev in events
                  if ev.get("hook_event_name") in ("PostToolUse", "PostToolUseFailure")]
-        signed = iter(TOOL_CALLS.sign_many(agent, [row for _, row in tools]))
         prompts = [ev for ev in events if ev.get("hook_event_name") == "UserPromptSubmit"]
-        texts = prompt_texts(conn, [ev.get("prompt") for ev in prompts])
+        fields = [(row, f) for _, row in tools for f in ("input_preview", "output_preview")]
+        texts = bounded(conn, [(row[f], PREVIEW_CHARS) for row, f in fields]
+                        + [(str(ev.get("prompt") or "").strip(), PROMPT_CHARS) for ev in prompts])
+        for (row, f), text in zip(fields, texts, strict=False):
+            row[f] = text
+        texts = texts[len(fields):]
+        signed = iter(TOOL_CALLS.sign_many(agent, [row for _, row in tools]))
         signed_prompts = iter(PROMPTS.sign_many(agent, [
             {"session_id": sessions.get(ev.get("session_id")), "text": text,
              "imported": True if ev.get("scsql_imported") else None, "occurred_at": _at(ev, always=True)}
