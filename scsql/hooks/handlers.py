@@ -247,8 +247,9 @@ def capture(agent: Agent, events: list[dict]) -> None:
         for (row, f), text in zip(fields, texts, strict=False):
             row[f] = text
         texts = texts[len(fields):]
-        signed = iter(TOOL_CALLS.sign_many(agent, [row for _, row in tools]))
-        signed_prompts = iter(PROMPTS.sign_many(agent, [
+        signed = iter(TOOL_CALLS.sign_many(agent, [row for _, row in tools], conn=conn,
+                                           redacted=("input_preview", "output_preview")))
+        signed_prompts = iter(PROMPTS.sign_many(agent, redacted=("text",), conn=conn, rows=[
             {"session_id": sessions.get(ev.get("session_id")), "text": text,
              "imported": True if ev.get("scsql_imported") else None, "occurred_at": _at(ev, always=True)}
             for ev, text in zip(prompts, texts, strict=True)]))
@@ -272,7 +273,7 @@ def capture(agent: Agent, events: list[dict]) -> None:
             if ev.get("hook_event_name") in ("PreCompact", "SessionEnd"):
                 keep_transcript(agent, conn, ev, sessions.get(ev.get("session_id")))
         if failures:
-            outs = OUTCOMES.sign_many(agent, [{
+            outs = OUTCOMES.sign_many(agent, conn=conn, rows=[{
                 "tool_call_id": tc, "session_id": row["session_id"], "kind": "failed", "signal": "hook",
                 "summary": _clip(f"{row['tool']} failed: {row['output_preview'] or 'no error text'}", 1000),
                 "evidence": _clip(row["input_preview"], 8000)} for _, row, tc in failures])
