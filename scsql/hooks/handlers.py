@@ -27,7 +27,7 @@ from ..audit import encoding
 from ..audit.signing import _may_hold_secret
 from ..audit.telemetry import OUTCOMES, PROMPTS, SESSIONS, TOOL_CALLS
 from ..core.db import Agent
-from .clip import clip as _clip
+from .clip import clip as _clip, cut_point
 
 CONTEXT_TOKENS = 1500     # SessionStart: what recall injects at most (tokens ~ characters / 4)
 PREVIEW_CHARS = 4000      # a tool call's input and output previews (the table's bound)
@@ -77,12 +77,16 @@ def _ctx(event: str, text: str) -> dict:
 
 def input_key(tool: str, tool_input: Any) -> str | None:
     """What lessons and rules match on: the Bash command or the file path (the
-    same as ``scsql._tool_input_key`` in sql/14_capture.sql)."""
+    same as ``scsql._tool_input_key`` in sql/14_capture.sql). A longer one is
+    cut at a word's end before 4000 characters, as every clip (a secret across
+    the bound is not kept in part), so its lessons match only by pattern."""
     if not isinstance(tool_input, dict):
         return None
     name = "command" if tool == "Bash" else "notebook_path" if tool == "NotebookEdit" else "file_path"
     v = tool_input.get(name)
-    return v[:4000] if isinstance(v, str) else None
+    if not isinstance(v, str):
+        return None
+    return v if len(v) <= 4000 else v[:cut_point(v, 4000)]
 
 
 def files_touched(tool: str, tool_input: Any) -> list[str] | None:
