@@ -493,11 +493,9 @@ def read(path: str | os.PathLike, since: str | int | None = None,
          progress: Callable[[int], None] | None = None, redact: Callable[[str], str] | None = None) -> Update:
     """Read a transcript once: the summary and the conversation of the messages
     after ``since`` (a message uuid, the cursor of an earlier read; or a count
-    of messages already read), in one pass over the file. ``redact`` (the
-    database's ``scsql.redact``, when the result is to be stored) is applied to
-    a message's text holding a private key marker before the text is cut into
-    lines, so a key block replaced by one marker keeps the spans right; the
-    rest is redacted where it is stored."""
+    of messages already read), in one pass over the file. ``redact`` (scsql.redact,
+    when the result is stored) rewrites a text holding a key block before it
+    is cut into lines (spans stay right); the rest is redacted where stored."""
     stats = ReadStats()
     s = Summary(stats=stats)
     turns: list[Turn] = []
