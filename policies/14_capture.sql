@@ -1,7 +1,7 @@
 -- Capture: prompts and event keys (sql/14_capture.sql). Agents write through
 -- the API functions only and read the prompts of their project.
 
-select scsql._secure_table(t) from unnest(array['scsql.prompts', 'scsql.capture_events']::regclass[]) t;
+select scsql._secure_table(t) from unnest(array['scsql.prompts', 'scsql.capture_events', 'scsql.transcript_cursors']::regclass[]) t;
 
 grant select on scsql.prompts to scsql_agent;
 create policy agent_read on scsql.prompts for select to scsql_agent
@@ -15,5 +15,7 @@ grant execute on function
   scsql.capture_tool_call(text, text, bigint, text, text, integer, integer, integer, text, text, text, jsonb, boolean,
                           boolean, text, timestamptz, text, timestamptz, integer, bytea),
   scsql.mark_learning_rule(bigint, boolean, text),
-  scsql.check_tool_use(text, jsonb)
+  scsql.check_tool_use(text, jsonb),
+  scsql.transcript_cursor(bigint),
+  scsql.advance_transcript_cursor(bigint, text, integer, bigint)
 to scsql_agent;

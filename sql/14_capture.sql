@@ -9,7 +9,9 @@ select scsql._define_error(code, name, meaning) from (values
   ('SC142', 'learning_unknown',     'No learning with that id in the agent''s project.'),
   ('SC143', 'rule_pattern_invalid', 'A learning rule''s pattern is not a valid regular expression, or is longer than 1000 characters.'),
   ('SC144', 'rule_not_allowed',     'Only the author of a learning or an orchestrator role may make it a rule.'),
-  ('SC145', 'tool_input_invalid',   'A tool name is empty or a tool input is not a JSON object.')
+  ('SC145', 'tool_input_invalid',   'A tool name is empty or a tool input is not a JSON object.'),
+  ('SC146', 'transcript_session_unknown', 'No session of the acting agent with that id: a transcript cursor belongs to one of your sessions.'),
+  ('SC147', 'transcript_cursor_invalid',  'A transcript cursor must be 1 to 200 characters, and its parts and messages may only grow.')
 ) as t(code, name, meaning);
 
 -- Appended signed fields (rows written before them keep their signatures).
@@ -152,6 +154,47 @@ Opens the acting agent''s session for the client''s session id EXTERNAL_ID (Clau
 -- Prompts and tool calls
 -- ---------------------------------------------------------------------------
 
+create or replace function scsql._prompt_twin(p_me scsql.agents, p_session_id bigint, p_text text,
+                                              p_imported boolean, p_at timestamptz)
+returns boolean
+language plpgsql
+as $$
+declare
+  v_twin bigint;
+begin
+  if p_session_id is null or p_text is null then
+    return false;
+  end if;
+  -- One writer of a session's prompts at a time (the session's transcript
+  -- cursor row is its lock), so a live prompt and its transcript copy
+  -- written at once still find each other.
+  if not exists (select from scsql.sessions s where s.project_id = p_me.project_id and s.session_id = p_session_id) then
+    return false;   -- record_prompt raises SC111
+  end if;
+  insert into scsql.transcript_cursors (project_id, session_id) values (p_me.project_id, p_session_id)
+  on conflict do nothing;
+  perform from scsql.transcript_cursors c
+  where c.project_id = p_me.project_id and c.session_id = p_session_id
+  for update;
+  select p.prompt_id into v_twin
+  from scsql.prompts p
+  where p.project_id = p_me.project_id and p.session_id = p_session_id and p.text = p_text
+    and coalesce(p.imported, false) <> coalesce(p_imported, false)
+    and coalesce(p.occurred_at, p.at) between p_at - interval '60 seconds' and p_at + interval '60 seconds'
+    and not exists (select from scsql.capture_events e
+                    where e.project_id = p_me.project_id and e.event_key = 'prompt-twin:' || p.prompt_id)
+  order by abs(extract(epoch from coalesce(p.occurred_at, p.at) - p_at)), p.prompt_id
+  limit 1;
+  if v_twin is null then
+    return false;
+  end if;
+  perform scsql._capture_key(p_me.project_id, p_me.agent_id, 'prompt-twin:' || v_twin);
+  return true;
+end
+$$;
+comment on function scsql._prompt_twin(scsql.agents, bigint, text, boolean, timestamptz) is
+  'Private. Whether a prompt of session P_SESSION_ID is already stored from the other path: a live prompt (imported NULL) whose transcript copy was imported, or an imported prompt captured live before. Twins have the same text (redacted, clipped alike), the same session and times (occurred_at, else at) at most 60 seconds apart; each stored prompt pairs with one twin at most (nearest in time first; the pair is recorded as event key prompt-twin:<prompt_id>), so a prompt typed twice is kept twice. Locks the session''s transcript cursor row for the transaction. Returns true (and records the pair) when a twin is found. Raises nothing.';
+
 create or replace function scsql.record_prompt(
   p_text text, p_session_id bigint default null, p_imported boolean default null, p_occurred_at timestamptz default null,
   p_event_key text default null, p_at timestamptz default null, p_key_id integer default null, p_signature bytea default null,
@@ -168,6 +211,9 @@ begin
   perform scsql._require_redacted('text', p_text);
   if not scsql._capture_key(v_me.project_id, v_me.agent_id, p_event_key) then
     return;  -- captured before
+  end if;
+  if scsql._prompt_twin(v_me, p_session_id, p_text, p_imported, coalesce(p_occurred_at, p_at, now())) then
+    return;  -- the same prompt, captured live and read back from the transcript
   end if;
   insert into scsql.prompts as p (session_id, text, imported, occurred_at, at, key_id, signature)
   values (p_session_id, p_text, p_imported, p_occurred_at, p_at, p_key_id, p_signature)
@@ -192,7 +238,7 @@ p_occurred_at: when it happened, when imported
 p_event_key: the hook event''s key (a replay adds nothing)
 hidden: the Claude Code hooks record every prompt
 
-Records a prompt given to the acting agent: text (redacted, at most 20,000 characters), its session, imported (true for a prompt read back from a transcript) and occurred_at (its original time; at, the signed write time, stays within minutes of the server clock). EVENT_KEY (optional) makes it idempotent: when that key was captured before, nothing is written and every column returned is NULL. Returns prompt_id, chain_id, seq. Chained and signed by the scsql client. Raises SC010 bad argument, SC040 text holding a secret (sign scsql.redact(text)), SC111 unknown session, SC140 bad event key, SC101/SC102/SC103 bad signing fields.';
+Records a prompt given to the acting agent: text (redacted, at most 20,000 characters), its session, imported (true for a prompt read back from a transcript) and occurred_at (its original time; at, the signed write time, stays within minutes of the server clock). EVENT_KEY (optional) makes it idempotent: when that key was captured before, nothing is written and every column returned is NULL. A prompt captured live and the same prompt imported from the session''s transcript are stored once: the second of the two (same session and text, times at most 60 seconds apart; live prompts give occurred_at = when the hook received them) writes nothing and returns NULLs. Returns prompt_id, chain_id, seq. Chained and signed by the scsql client. Raises SC010 bad argument, SC040 text holding a secret (sign scsql.redact(text)), SC111 unknown session, SC140 bad event key, SC101/SC102/SC103 bad signing fields.';
 
 create or replace function scsql.capture_tool_call(
   p_tool text,
@@ -233,8 +279,15 @@ begin
                            and not jsonb_path_exists(p_files, '$[*] ? (@.type() != "string")'),
                            'files must be a JSON array of at most 1000 paths');
   end if;
+  -- A call is captured once whether it came live (a random event key) or
+  -- from a transcript (a key made from the message): both claim its
+  -- tool_use_id too.
   if not scsql._capture_key(v_me.project_id, v_me.agent_id, coalesce(p_event_key, 'tool:' || p_tool_use_id)) then
     return;  -- captured before
+  end if;
+  if p_event_key is not null and p_tool_use_id is not null
+     and not scsql._capture_key(v_me.project_id, v_me.agent_id, 'tool:' || p_tool_use_id) then
+    return;  -- the same call, captured live and read back from the transcript
   end if;
   insert into scsql.tool_calls as t (session_id, tool, model, origin, input_tokens, output_tokens, latency_ms, status,
                                      input_preview, output_preview, tool_use_id, files, scsql_tool, imported, input_key,
@@ -283,7 +336,7 @@ p_occurred_at: when it happened, when imported
 p_event_key: the hook event''s key (a replay adds nothing)
 hidden: the Claude Code hooks record every tool call
 
-record_tool_call as a hook captures it: the same arguments, plus tool_use_id (the client''s id of the call), files (JSON array of the paths it touched), scsql_tool (a call of scsql''s own MCP tools), imported (read back from a transcript), occurred_at (its original time; at, the signed write time, stays within minutes of the server clock), input_key (the Bash command or the file path, redacted: what lessons and rules match on). Idempotent by EVENT_KEY, else by the tool_use_id: a call captured before writes nothing and returns NULLs. Returns tool_call_id, chain_id, seq and cost_usd (NULL when the model has no price). Chained and signed by the scsql client. Raises SC010 bad argument, SC040 a preview or key holding a secret, SC111 unknown session, SC140 bad event key, SC101/SC102/SC103 bad signing fields.';
+record_tool_call as a hook captures it: the same arguments, plus tool_use_id (the client''s id of the call), files (JSON array of the paths it touched), scsql_tool (a call of scsql''s own MCP tools), imported (read back from a transcript), occurred_at (its original time; at, the signed write time, stays within minutes of the server clock), input_key (the Bash command or the file path, redacted: what lessons and rules match on). Idempotent by EVENT_KEY and by the tool_use_id: a call captured before (by a hook or by an import of its transcript) writes nothing and returns NULLs. Returns tool_call_id, chain_id, seq and cost_usd (NULL when the model has no price). Chained and signed by the scsql client. Raises SC010 bad argument, SC040 a preview or key holding a secret, SC111 unknown session, SC140 bad event key, SC101/SC102/SC103 bad signing fields.';
 
 -- ---------------------------------------------------------------------------
 -- Lessons and rules
@@ -458,3 +511,92 @@ p_input (object): the call''s input
 hidden: the Claude Code hooks check every call
 
 What a PreToolUse hook asks before a call of TOOL with INPUT (the tool''s JSON input) runs. Returns one row: decision deny with a reason when an Edit, Write, MultiEdit or NotebookEdit would change a path that a queued or claimed task not held by the caller owns exclusively (task_id and owner: the claiming agent, or the team role it is queued for), or when a learning marked as a rule (mark_learning_rule) matches; else decision allow with lessons: up to 3 failure learnings of the same tool with the same command or file path (learning_id, outcome_id, tool_call_id, session_id, summary, evidence, at: their citations), newest first. Reads public and internal learnings and the caller''s own. Raises SC145 for an empty tool or an input that is not a JSON object.';
+
+-- ---------------------------------------------------------------------------
+-- Transcript cursors
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._my_session(p_me scsql.agents, p_session_id bigint)
+returns void
+language plpgsql
+as $$
+begin
+  if p_session_id is null or not exists (
+      select from scsql.sessions s
+      where s.project_id = p_me.project_id and s.session_id = p_session_id and s.author_id = p_me.agent_id) then
+    raise exception using errcode = 'SC146',
+      message = format('no session %s of agent %s in this project', p_session_id, p_me.name),
+      hint = 'open_session returns the session_id of your session for a Claude Code session';
+  end if;
+end
+$$;
+comment on function scsql._my_session(scsql.agents, bigint) is
+  'Private. Raises SC146 unless P_SESSION_ID is a session of agent P_ME in its project.';
+
+create or replace function scsql.transcript_cursor(p_session_id bigint,
+  out cursor text, out parts integer, out messages bigint)
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+#variable_conflict use_column
+declare
+  v_me scsql.agents := scsql._me();
+begin
+  perform scsql._my_session(v_me, p_session_id);
+  insert into scsql.transcript_cursors (project_id, session_id) values (v_me.project_id, p_session_id)
+  on conflict do nothing;
+  select c.cursor, c.parts, c.messages into cursor, parts, messages
+  from scsql.transcript_cursors c
+  where c.project_id = v_me.project_id and c.session_id = p_session_id
+  for update;
+end
+$$;
+comment on function scsql.transcript_cursor(bigint) is
+  'How far your session''s transcript was kept, locked until your transaction ends.
+
+p_session_id: session_id from open_session
+hidden: the Claude Code hooks and scsql import claude keep transcripts
+
+Returns cursor (the uuid of the last transcript message kept in the session''s summary and conversation text; NULL when nothing was kept yet), parts (conversation parts written) and messages (messages read) of session SESSION_ID, one of the acting agent''s sessions, and locks them for the calling transaction, so a concurrent PreCompact, SessionEnd or import of the same session waits and then reads only what follows. Record the new position with advance_transcript_cursor in the same transaction. Raises SC146 for a session that is not yours.';
+
+create or replace function scsql.advance_transcript_cursor(p_session_id bigint, p_cursor text, p_parts integer,
+                                                           p_messages bigint)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_me scsql.agents := scsql._me();
+  v_old scsql.transcript_cursors;
+begin
+  perform scsql._my_session(v_me, p_session_id);
+  if p_cursor is null or char_length(p_cursor) not between 1 and 200 then
+    raise exception using errcode = 'SC147', message = 'a transcript cursor must be 1 to 200 characters';
+  end if;
+  insert into scsql.transcript_cursors (project_id, session_id) values (v_me.project_id, p_session_id)
+  on conflict do nothing;
+  select * into v_old from scsql.transcript_cursors c
+  where c.project_id = v_me.project_id and c.session_id = p_session_id
+  for update;
+  if p_parts is null or p_messages is null or p_parts < v_old.parts or p_messages < v_old.messages then
+    raise exception using errcode = 'SC147',
+      message = format('parts and messages of a transcript cursor may only grow (now %s and %s, given %s and %s)',
+                       v_old.parts, v_old.messages, p_parts, p_messages);
+  end if;
+  update scsql.transcript_cursors c
+  set cursor = p_cursor, parts = p_parts, messages = p_messages, updated_at = now()
+  where c.project_id = v_me.project_id and c.session_id = p_session_id;
+end
+$$;
+comment on function scsql.advance_transcript_cursor(bigint, text, integer, bigint) is
+  'Records how far your session''s transcript is now kept.
+
+p_session_id: session_id from open_session
+p_cursor: uuid of the last transcript message kept, 1-200 characters
+p_parts (0..): conversation parts written in all
+p_messages (0..): messages read in all
+hidden: the Claude Code hooks and scsql import claude keep transcripts
+
+Sets the transcript cursor of SESSION_ID (one of the acting agent''s sessions) to CURSOR, with PARTS and MESSAGES (totals, never less than before), in the calling transaction: write the summary and conversation text of what followed the old cursor in the same transaction. Raises SC146 for a session that is not yours, SC147 for an empty or over-long cursor or totals that shrink.';

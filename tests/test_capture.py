@@ -311,3 +311,92 @@ def test_imported_events_keep_their_original_time_and_are_marked(team):
         t = conn.execute("select imported, occurred_at::text as t from scsql.tool_calls").fetchone()
     assert s == {"source": "import", "git_branch": "feature/x", "t": "2026-11-26 08:30:00+00"}
     assert p == t == {"imported": True, "t": "2026-11-26 08:30:00+00"}
+
+
+# -- live capture and a later import of the same session ---------------------------
+
+
+def _transcript(path, sid: str, t0) -> list[dict]:
+    """A transcript of three prompts (one typed twice) and a tool call, and the
+    live hook events of the same session, each received 700 ms after its line."""
+    import datetime as dt
+    import json
+
+    def at(s: float) -> str:
+        return (t0 + dt.timedelta(seconds=s)).isoformat().replace("+00:00", "Z")
+
+    rows = [
+        {"type": "user", "uuid": "u1", "sessionId": sid, "timestamp": at(0), "cwd": "/tmp",
+         "message": {"role": "user", "content": "  run the tests please  "}},
+        {"type": "assistant", "uuid": "a1", "sessionId": sid, "timestamp": at(1), "message": {"role": "assistant",
+         "content": [{"type": "tool_use", "id": "toolu_live_1", "name": "Bash", "input": {"command": "pytest -q"}}]}},
+        {"type": "user", "uuid": "r1", "sessionId": sid, "timestamp": at(2), "message": {"role": "user",
+         "content": [{"type": "tool_result", "tool_use_id": "toolu_live_1", "content": "3 passed"}]}},
+        {"type": "user", "uuid": "u2", "sessionId": sid, "timestamp": at(3), "message": {"role": "user", "content": "yes"}},
+        {"type": "user", "uuid": "u3", "sessionId": sid, "timestamp": at(10), "message": {"role": "user", "content": "yes"}},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    live = [_ev("SessionStart", sid, source="startup", scsql_received_at=at(-1))]
+    live += [_ev("UserPromptSubmit", sid, prompt=p, scsql_received_at=at(s + 0.7))
+             for p, s in (("  run the tests please  ", 0), ("yes", 3), ("yes", 10))]
+    live.append(_ev("PostToolUse", sid, tool_name="Bash", tool_use_id="toolu_live_1", tool_input={"command": "pytest -q"},
+                    tool_response={"stdout": "3 passed"}, scsql_received_at=at(2.5)))
+    return live
+
+
+@pytest.mark.parametrize("live_first", [True, False], ids=["live-then-import", "import-then-live"])
+def test_a_live_session_imported_later_stores_no_prompt_or_call_twice(team, tmp_path, live_first):
+    import datetime as dt
+
+    from scsql.hooks import importer
+
+    _, dev, _, _ = team
+    sid = uuid.uuid4().hex
+    f = tmp_path / f"{sid}.jsonl"
+    live = _transcript(f, sid, dt.datetime.now(dt.UTC).replace(microsecond=0))
+    steps = [lambda: capture(dev, live), lambda: importer.import_files(dev, [f], progress=False)]
+    for step in steps if live_first else steps[::-1]:
+        step()
+    with dev.transaction() as conn:
+        prompts = conn.execute("select text, imported from scsql.prompts order by prompt_id").fetchall()
+        calls = conn.execute("select tool_use_id from scsql.tool_calls").fetchall()
+    assert sorted(p["text"] for p in prompts) == ["run the tests please", "yes", "yes"]   # "yes" typed twice: twice
+    assert {bool(p["imported"]) for p in prompts} == {not live_first}                   # the first path's rows
+    assert [c["tool_use_id"] for c in calls] == ["toolu_live_1"]
+    # Both again: nothing more.
+    for step in steps:
+        step()
+    assert _count(dev, "select count(*) as n from scsql.prompts") == 3
+    assert _count(dev, "select count(*) as n from scsql.tool_calls") == 1
+
+
+# -- redaction before the length bound --------------------------------------------
+
+
+def test_a_secret_across_the_prompt_bound_is_redacted_not_cut(team):
+    _, dev, _, _ = team
+    sid = uuid.uuid4().hex
+    secret = "ghp_" + "Zq8Rt2Lx9Vb4Nm7Kp3Wc6Hy1Jd5Fg0Ts8Eab"
+    for start in (handlers.PROMPT_CHARS - 30, handlers.PROMPT_CHARS - 10, handlers.PROMPT_CHARS - 35):
+        prompt = "a" * (start - 1) + " " + secret + " tail"          # the secret straddles the 20,000th character
+        assert prompt.index(secret) < handlers.PROMPT_CHARS < prompt.index(secret) + len(secret)
+        capture(dev, [_ev("UserPromptSubmit", sid, prompt=prompt)])
+    with dev.transaction() as conn:
+        stored = [r["text"] for r in conn.execute("select text from scsql.prompts").fetchall()]
+    assert len(stored) == 3
+    for text in stored:
+        assert len(text) <= handlers.PROMPT_CHARS
+        assert "ghp_" not in text and secret[4:16] not in text and secret[:12] not in text
+
+
+def test_a_secret_across_a_preview_bound_is_not_kept_in_part(team):
+    _, dev, _, _ = team
+    sid = uuid.uuid4().hex
+    secret = "AKIA" + "IOSFODNN7EXAMPLE"
+    for pad in range(3960, 3990, 3):
+        capture(dev, [_ev("PostToolUse", sid, tool_name="Bash", tool_use_id=f"toolu_pad_{pad}",
+                          tool_input={"command": "echo"}, tool_response="b" * pad + " " + secret + " end")])
+    with dev.transaction() as conn:
+        previews = [r["output_preview"] for r in conn.execute("select output_preview from scsql.tool_calls").fetchall()]
+    assert len(previews) == 10
+    assert not any("AKIA" in p or "IOSFODNN" in p for p in previews)

@@ -188,14 +188,26 @@ def test_decision_patterns(text, found):
     assert bool(transcript.decisions_in(text)) is found
 
 
-def test_a_private_key_never_reaches_the_summary_or_the_text(tmp_path):
+def test_a_private_key_never_reaches_the_summary_or_the_text(scsql_db, tmp_path):
+    # The reader leaves redaction to the database; what is stored holds no key.
+    from scsql.hooks import handlers
+
     key = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n-----END OPENSSH PRIVATE KEY-----"
     f = tmp_path / "k.jsonl"
     f.write_text(json.dumps({"type": "user", "uuid": "u", "message": {"role": "user", "content": f"use this key {key}"}})
-                 + "\n")
-    u = transcript.read(f)
-    assert "BEGIN OPENSSH" not in json.dumps(u.summary.payload) and "b3BlbnNzaC1" not in u.conversation.text
-    assert "[REDACTED:private_key]" in u.conversation.text
+                 + "\n" + json.dumps({"type": "assistant", "uuid": "a", "message": {"role": "assistant", "content":
+                                      f"Noted. A truncated one: {key[:90]}"}}) + "\n")
+    agent = scsql_db.agent("pem", scsql_db.project())
+    handlers.capture(agent, [{"hook_event_name": "SessionEnd", "session_id": "pem-session", "transcript_path": str(f),
+                              "reason": "other"}])
+    with scsql_db.connect() as conn:
+        stored = conn.execute("select s.kind, c.content from scsql.kb_sources s join scsql.kb_chunks c "
+                              "using (project_id, source_id)").fetchall()
+    kinds = {r["kind"] for r in stored}
+    text = "\n".join(r["content"] for r in stored)
+    assert kinds == {"session_summary", "note"}
+    assert "BEGIN OPENSSH" not in text and "b3BlbnNzaC1" not in text
+    assert text.count("[REDACTED:private_key]") >= 3          # in the summary, and twice in the conversation
 
 
 # -- the conversation text -----------------------------------------------------
@@ -566,8 +578,6 @@ def test_import_writes_the_hooks_rows_once(scsql_db, tmp_path):
 
 
 @needs_capture
-@pytest.mark.xfail(strict=True, reason="handlers.keep_transcript writes a session's summary again at each SessionEnd, "
-                                       "even one captured before, and reads the transcript without since")
 def test_import_twice_adds_no_summary(scsql_db, tmp_path):
     agent = scsql_db.agent("imp", scsql_db.project())
     files = transcript.transcript_files([_recent_copy(tmp_path)])
@@ -586,3 +596,73 @@ def test_import_keeps_original_times(scsql_db):
         # Signed at write time (the chain keeps at within its clock skew); the original time is occurred_at.
         times = conn.execute("select min(occurred_at), max(occurred_at) from scsql.tool_calls where imported").fetchone()
     assert times["min"].isoformat().startswith("2026-11-20T09:00") and times["max"].isoformat().startswith("2026-11-22")
+
+
+# -- the transcript cursor: PreCompact, then SessionEnd, then an import --------------
+
+
+def _kept(scsql_db) -> dict:
+    with scsql_db.connect() as conn:
+        return conn.execute("""
+            select (select array_agg(meta -> 'summary' order by source_id) from scsql.kb_sources
+                    where kind = 'session_summary') as summaries,
+                   (select array_agg(path order by path) from scsql.kb_sources where path like 'claude/sessions/%') as parts,
+                   (select count(*) from scsql.kb_chunks) as chunks""").fetchone()
+
+
+@needs_capture
+def test_precompact_then_session_end_then_import_adds_only_what_is_new(scsql_db, tmp_path):
+    from scsql.hooks import handlers
+
+    agent = scsql_db.agent("cur", scsql_db.project())
+    lines = LONG.read_text().splitlines(keepends=True)
+    cut = next(i for i, ln in enumerate(lines) if '"compact_boundary"' in ln)
+    f = tmp_path / LONG.name
+    sid = LONG.stem
+
+    def hook(name: str) -> None:
+        handlers.capture(agent, [{"hook_event_name": name, "session_id": sid, "transcript_path": str(f)}])
+
+    f.write_text("".join(lines[:cut]))                  # the transcript when PreCompact ran
+    hook("PreCompact")
+    first = _kept(scsql_db)
+    assert len(first["summaries"]) == 1 and first["parts"] == [f"claude/sessions/{sid}/1.md"]
+    f.write_text("".join(lines))                        # ... and when SessionEnd ran
+    hook("SessionEnd")
+    second = _kept(scsql_db)
+    assert len(second["summaries"]) == 2 and second["summaries"][0] == first["summaries"][0]
+    new = second["summaries"][1]
+    assert new["done"][0] == "request: Update the changelog and run the whole suite"     # only what is new
+    assert not any("exponential backoff" in x for x in new["done"])
+    assert second["parts"] == [f"claude/sessions/{sid}/1.md", f"claude/sessions/{sid}/2.md"]  # part 1 kept as it was
+    # Nothing new: SessionEnd again, and importing the transcript, add no summary and no text.
+    hook("SessionEnd")
+    report = importer.import_files(agent, [f], progress=False)
+    assert not report.failed, report.failed
+    assert _kept(scsql_db) == second
+    with scsql_db.connect() as conn:
+        at = conn.execute("select * from scsql.transcript_cursors").fetchall()
+    assert len(at) == 1 and at[0]["cursor"] == transcript.read(LONG).cursor and at[0]["parts"] == 2
+
+
+@needs_capture
+def test_transcript_cursor_is_your_own_sessions(scsql_db):
+    from scsql.core.errors import ScsqlError
+    from scsql.hooks import handlers
+
+    project = scsql_db.project()
+    a, b = scsql_db.agent("ca", project), scsql_db.agent("cb", project)
+    handlers.capture(a, [{"hook_event_name": "SessionStart", "session_id": "s-a", "source": "startup"}])
+    with a.transaction() as conn:
+        mine = conn.execute("select scsql.session_for('s-a') as s").fetchone()["s"]
+    for sql, code in (("select * from scsql.transcript_cursor(%s)", "SC146"),
+                      ("select scsql.advance_transcript_cursor(%s, 'u1', 1, 1)", "SC146")):
+        with pytest.raises(ScsqlError) as e, b.transaction() as conn:
+            conn.execute(sql, (mine,))
+        assert e.value.code == code
+    with a.transaction() as conn:
+        conn.execute("select scsql.advance_transcript_cursor(%s, 'u2', 2, 5)", (mine,))
+    for args in (("", 3, 6), ("u3", 1, 6), ("u3", 3, 4)):
+        with pytest.raises(ScsqlError) as e, a.transaction() as conn:
+            conn.execute("select scsql.advance_transcript_cursor(%s, %s, %s, %s)", (mine, *args))
+        assert e.value.code == "SC147"

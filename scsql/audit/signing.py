@@ -38,6 +38,7 @@ Making a write chained and signed, for any subsystem
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import json
@@ -234,13 +235,18 @@ class SignedTable:
         self._redact(agent, [out])
         return self._sign(agent, out, at)
 
-    def sign_many(self, agent: Agent, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        """:meth:`sign` for several writes, with ONE query redacting all of them."""
+    def sign_many(self, agent: Agent, rows: Sequence[dict[str, Any]], *, conn: Any = None,
+                  redacted: Sequence[str] = ()) -> list[dict[str, Any]]:
+        """:meth:`sign` for several writes, with ONE query redacting all of
+        them: on CONN (the caller's transaction) when given, else in a
+        transaction of its own. ``redacted``: fields the caller already took
+        through scsql.redact (the database refuses them otherwise, SC040)."""
         outs = [dict(r) for r in rows]
-        self._redact(agent, outs)
+        self._redact(agent, outs, conn, frozenset(redacted))
         return [self._sign(agent, out, None) for out in outs]
 
-    def _redact(self, agent: Agent, outs: list[dict[str, Any]]) -> None:
+    def _redact(self, agent: Agent, outs: list[dict[str, Any]], conn: Any = None,
+                skip: frozenset[str] = frozenset()) -> None:
         """Replace the ``redact`` fields of each row by their redacted values,
         in one call of scsql.redact / scsql.redact_jsonb for all rows (none
         when no field holds a word a secret could be found by)."""
@@ -248,12 +254,14 @@ class SignedTable:
         docs: list[tuple[dict[str, Any], str, Any]] = []
         for out in outs:
             for f in self._redacted:
+                if f.name in skip:
+                    continue
                 v = out.get(f.name, f.default)
                 if _may_hold_secret(v):
                     (docs if f.kind == "jsonb" else texts).append((out, f.name, v))
         if not texts and not docs:
             return
-        with agent.transaction() as conn:
+        with contextlib.nullcontext(conn) if conn is not None else agent.transaction() as conn:
             row = conn.execute(
                 "select array(select scsql.redact(t) from unnest(%s::text[]) with ordinality u(t, n) order by n) as t, "
                 "(select coalesce(jsonb_agg(scsql.redact_jsonb(j) order by n), '[]')::text "

@@ -181,8 +181,9 @@ def cmd_status(ctx, args: argparse.Namespace) -> int:
 
     if ctx.settings.embedded and not ctx.server.running:
         ctx.server.conninfo()  # SC034, saying whether scsql down --hold keeps it down
-    st = roles.status(ctx.admin_conninfo())
-    st["quarantines"] = _open_quarantines(ctx.admin_conninfo())
+    with roles.admin_connection(ctx.admin_conninfo()) as conn:   # one connection for both
+        st = conn.execute("select scsql.status() as s").fetchone()["s"]
+        st["quarantines"] = _open_quarantines(conn)
     if ctx.settings.embedded:
         st["server"] = {"kind": "embedded", "pid": ctx.server.pid, "data_dir": str(ctx.settings.pgdata)}
     else:
@@ -214,17 +215,15 @@ def cmd_status(ctx, args: argparse.Namespace) -> int:
     return 0
 
 
-def _open_quarantines(conninfo: str) -> list[dict] | None:
+def _open_quarantines(conn) -> list[dict] | None:
     """Quarantined chains no administrator acknowledged yet (None before the schema has them)."""
     import psycopg
 
-    from .roles import admin_connection
-
-    with admin_connection(conninfo) as conn:
-        try:
+    try:
+        with conn.transaction():
             return conn.execute("select * from scsql.chain_quarantines(true)").fetchall()
-        except psycopg.errors.UndefinedFunction:
-            return None
+    except psycopg.errors.UndefinedFunction:
+        return None
 
 
 def cmd_psql(ctx, args: argparse.Namespace) -> int:

@@ -15,7 +15,6 @@ from contextlib import contextmanager
 import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
-from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import errors
 from .config import role_for
@@ -34,19 +33,16 @@ def unreachable(exc: Exception) -> ScsqlError:
 
 
 class Database:
-    """A pool of connections to one server, opened eagerly so a bad DSN fails at once."""
+    """Connections to one server, the first opened eagerly so a bad DSN fails
+    at once: a pool of up to ``max_size``, or with ``max_size=1`` one plain
+    connection and no pool (a one-shot command: one connection, no pool
+    import, no pool worker threads)."""
 
     def __init__(self, conninfo: str, *, max_size: int = 4, application_name: str = "scsql"):
         self.conninfo = conninfo
-        self.pool = ConnectionPool(
-            conninfo,
-            min_size=1,
-            max_size=max_size,
-            open=False,
-            kwargs={"autocommit": False, "application_name": application_name, "row_factory": dict_row},
-            configure=self._configure,
-            check=self._check,
-        )
+        self._kwargs = {"autocommit": False, "application_name": application_name, "row_factory": dict_row}
+        self.pool = None if max_size == 1 else _Pool.make(conninfo, max_size, self._kwargs, self._configure, self._check)
+        self._conn: psycopg.Connection | None = None
 
     @staticmethod
     def _check(conn: psycopg.Connection) -> None:
@@ -56,30 +52,62 @@ class Database:
         with selectors.DefaultSelector() as sel:
             sel.register(conn.fileno(), selectors.EVENT_READ)
             if sel.select(0):
-                ConnectionPool.check_connection(conn)
+                conn.execute("select 1")
+                conn.rollback()
 
     def _configure(self, conn: psycopg.Connection) -> None:
         """Per-connection setup; subsystems add adapters here."""
         for hook in _CONNECTION_HOOKS:
             hook(conn)
 
+    def _connect(self, timeout: float) -> psycopg.Connection:
+        conn = psycopg.connect(self.conninfo, connect_timeout=max(1, int(timeout)), **self._kwargs)
+        self._configure(conn)
+        conn.commit()   # the hooks' queries end no transaction of their own
+        return conn
+
     def open(self, timeout: float = 10.0) -> Database:
+        """Connect: the one connection, or the pool's first. Fails fast (no
+        retry in the background) on an unreachable server; an extra probe
+        connection is never made."""
         try:
-            # Fail fast on an unreachable server instead of retrying in the background.
-            psycopg.connect(self.conninfo, connect_timeout=int(timeout)).close()
-            self.pool.open(wait=True, timeout=timeout)
-        except (psycopg.OperationalError, PoolTimeout) as exc:
+            if self.pool is None:
+                self._conn = self._connect(timeout)
+            else:
+                self.pool.open_first(self._connect(timeout), timeout)
+        except (psycopg.OperationalError, _Pool.Timeout) as exc:
             raise unreachable(exc) from None
         return self
 
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        """A connection for one transaction: the pool's, or the one connection
+        (reconnected when the server closed it)."""
+        if self.pool is not None:
+            with self.pool.connection() as conn:
+                yield conn
+            return
+        if self._conn is None or self._conn.closed:
+            self._conn = self._connect(10.0)
+        else:
+            try:
+                self._check(self._conn)
+            except psycopg.OperationalError:
+                self._conn.close()
+                self._conn = self._connect(10.0)
+        yield self._conn
+
     def close(self) -> None:
-        self.pool.close()
+        if self.pool is not None:
+            self.pool.close()
+        if self._conn is not None:
+            self._conn.close()
 
     def refuse_privileged_login(self) -> None:
         """Agent processes must log in as a role with no power of its own
         (scsql_app, or an agent's own login): never a superuser or a role that
         creates roles or bypasses row-level security."""
-        with self.pool.connection() as conn, conn.transaction():
+        with self.connection() as conn, conn.transaction():
             row = conn.execute(
                 "select rolname, rolsuper, rolcreaterole, rolbypassrls from pg_catalog.pg_roles "
                 "where rolname = session_user").fetchone()
@@ -94,7 +122,7 @@ class Database:
     def transaction(self, role: str | None = None) -> Iterator[psycopg.Connection]:
         """One transaction; ``role`` is SET LOCAL first. Database errors become ScsqlError."""
         try:
-            with self.pool.connection() as conn, conn.transaction():
+            with self.connection() as conn, conn.transaction():
                 if role is not None:
                     conn.execute(sql.SQL("set local role {}").format(sql.Identifier(role)))
                 yield conn
@@ -107,6 +135,40 @@ class Database:
         except UnicodeEncodeError as exc:  # a str holding a lone surrogate cannot be sent as UTF-8
             raise ScsqlError(errors.INVALID_ARGUMENT, f"an argument is not valid Unicode text: {exc.reason}",
                              "send well-formed UTF-8: a lone surrogate (\\ud800-\\udfff) is not a character") from None
+
+
+class _Pool:
+    """psycopg_pool, imported only when a pool is made."""
+
+    class Timeout(Exception):
+        pass
+
+    @staticmethod
+    def make(conninfo, max_size, kwargs, configure, check):
+        import psycopg_pool
+
+        _Pool.Timeout = psycopg_pool.PoolTimeout
+
+        class Pool(psycopg_pool.ConnectionPool):
+            def open_first(self, conn: psycopg.Connection, timeout: float) -> None:
+                """Open the pool with CONN, already connected, as its first
+                connection (min_size 1 is then met without connecting again)."""
+                self._first = conn
+                self.open(wait=True, timeout=timeout)
+
+            def _connect(self, timeout=None):
+                first = getattr(self, "_first", None)
+                if first is not None:
+                    self._first = None
+                    # Accounted as the pool's own connection.
+                    first._pool = self
+                    self._stats[self._CONNECTIONS_NUM] += 1
+                    self._set_connection_expiry_date(first)
+                    return first
+                return super()._connect(timeout)
+
+        return Pool(conninfo, min_size=1, max_size=max_size, open=False, kwargs=kwargs, configure=configure,
+                    check=check)
 
 
 # Functions run on every new pooled connection (for example, registering the

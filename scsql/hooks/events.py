@@ -37,7 +37,7 @@ EVENTS: tuple[Event, ...] = tuple(Event(*row) for row in client.EVENTS)
 BY_NAME = {e.name: e for e in EVENTS}
 BY_SUBCOMMAND = {e.subcommand: e for e in EVENTS}
 SUBCOMMANDS = frozenset(BY_SUBCOMMAND)
-CLIENT = Path(client.__file__).resolve()
+CLIENT = Path(__file__).resolve().with_name("client.py")   # the small launcher, not hookclient.py
 
 
 def hook_command(subcommand: str, agent: str, home: str | Path) -> str:

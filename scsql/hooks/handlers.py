@@ -24,12 +24,15 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from ..audit import encoding
+from ..audit.signing import _may_hold_secret
 from ..audit.telemetry import OUTCOMES, PROMPTS, SESSIONS, TOOL_CALLS
 from ..core.db import Agent
+from .clip import clip as _clip, cut_point
 
 CONTEXT_TOKENS = 1500     # SessionStart: what recall injects at most (tokens ~ characters / 4)
 PREVIEW_CHARS = 4000      # a tool call's input and output previews (the table's bound)
 PROMPT_CHARS = 20000      # a stored prompt (the table's bound)
+REDACT_MARGIN = 8192      # what is sent to redaction beyond a bound (longer than any secret but a key block)
 RECALL_HITS = 3           # UserPromptSubmit: memory hits injected at most
 RECALL_FLOOR = float(os.environ.get("SCSQL_HOOK_RECALL_FLOOR", "0.5"))  # BM25 score below which a hit is noise
 RECALL_TERMS = 2          # ... and the distinct words of the prompt a hit must hold (all of them when fewer)
@@ -60,16 +63,6 @@ def recall_enabled() -> bool:
 
 # -- small helpers --------------------------------------------------------------
 
-def _clip(text: str | None, limit: int) -> str | None:
-    """TEXT bounded to LIMIT characters, marked when shortened."""
-    if text is None:
-        return None
-    if len(text) <= limit:
-        return text
-    mark = f" [... {len(text) - limit + 40} characters cut]"
-    return text[: limit - len(mark)] + mark
-
-
 def _as_text(value: Any) -> str | None:
     if value is None:
         return None
@@ -84,12 +77,16 @@ def _ctx(event: str, text: str) -> dict:
 
 def input_key(tool: str, tool_input: Any) -> str | None:
     """What lessons and rules match on: the Bash command or the file path (the
-    same as ``scsql._tool_input_key`` in sql/14_capture.sql)."""
+    same as ``scsql._tool_input_key`` in sql/14_capture.sql). A longer one is
+    cut at a word's end before 4000 characters, as every clip (a secret across
+    the bound is not kept in part), so its lessons match only by pattern."""
     if not isinstance(tool_input, dict):
         return None
     name = "command" if tool == "Bash" else "notebook_path" if tool == "NotebookEdit" else "file_path"
     v = tool_input.get(name)
-    return v[:4000] if isinstance(v, str) else None
+    if not isinstance(v, str):
+        return None
+    return v if len(v) <= 4000 else v[:cut_point(v, 4000)]
 
 
 def files_touched(tool: str, tool_input: Any) -> list[str] | None:
@@ -100,10 +97,11 @@ def files_touched(tool: str, tool_input: Any) -> list[str] | None:
     return [path] if isinstance(path, str) and path else None
 
 
-def _at(event: dict) -> dt.datetime | None:
+def _at(event: dict, always: bool = False) -> dt.datetime | None:
     """The event's original time, for events read back from a transcript
-    (signed as occurred_at; a row's own signed time is the time of writing)."""
-    if not event.get("scsql_imported"):
+    (signed as occurred_at; a row's own signed time is the time of writing);
+    with ALWAYS, for live events too (when the hook client received them)."""
+    if not event.get("scsql_imported") and not always:
         return None
     raw = event.get("scsql_received_at")
     try:
@@ -194,8 +192,8 @@ def _tool_row(event: dict, session_id: int | None) -> dict:
     return {
         "session_id": session_id, "tool": tool, "status": status,
         "latency_ms": int(duration) if isinstance(duration, int | float) and duration >= 0 else None,
-        "input_preview": _clip(_as_text(tool_input), PREVIEW_CHARS),
-        "output_preview": _clip(_as_text(output), PREVIEW_CHARS),
+        "input_preview": _as_text(tool_input),      # bounded by capture(), after redaction
+        "output_preview": _as_text(output),
         "tool_use_id": str(use_id)[:200] if use_id else None,
         "files": files_touched(tool, tool_input),
         "scsql_tool": True if tool.startswith("mcp__scsql") else None,
@@ -203,6 +201,24 @@ def _tool_row(event: dict, session_id: int | None) -> dict:
         "input_key": input_key(tool, tool_input),
         "occurred_at": _at(event),
     }
+
+
+def bounded(conn, items: list[tuple[str | None, int]]) -> list[str | None]:
+    """Each (text, limit) as stored: redacted first (the database's
+    scsql.redact, one query for all, asked only about texts that could hold a
+    secret), then clipped to its limit. Clipping first would keep a fragment
+    of a secret across the bound, which redaction no longer recognises, and
+    could leave a text that redaction lengthens past its bound. A text is
+    first cut (word-safe) to REDACT_MARGIN past its limit, so a huge input is
+    not sent whole."""
+    pre = [None if t is None else _clip(t, n + REDACT_MARGIN) for t, n in items]
+    ask = [i for i, t in enumerate(pre) if t is not None and _may_hold_secret(t)]
+    if ask:
+        red = conn.execute("select array(select scsql.redact(t) from unnest(%s::text[]) with ordinality u(t, n) "
+                           "order by n) as t", ([pre[i] for i in ask],)).fetchone()["t"]
+        for i, r in zip(ask, red, strict=True):
+            pre[i] = r
+    return [None if t is None else _clip(t, n) for t, (_, n) in zip(pre, items, strict=True)]
 
 
 def _event_key(event: dict) -> str | None:
@@ -228,11 +244,19 @@ def capture(agent: Agent, events: list[dict]) -> None:
                 sessions[sid] = open_session(agent, conn, ev)
         tools = [(ev, _tool_row(ev, sessions.get(ev.get("session_id")))) for ev in events
                  if ev.get("hook_event_name") in ("PostToolUse", "PostToolUseFailure")]
-        signed = iter(TOOL_CALLS.sign_many(agent, [row for _, row in tools]))
         prompts = [ev for ev in events if ev.get("hook_event_name") == "UserPromptSubmit"]
-        signed_prompts = iter(PROMPTS.sign_many(agent, [
-            {"session_id": sessions.get(ev.get("session_id")), "text": _clip(str(ev.get("prompt") or ""), PROMPT_CHARS),
-             "imported": True if ev.get("scsql_imported") else None, "occurred_at": _at(ev)} for ev in prompts]))
+        fields = [(row, f) for _, row in tools for f in ("input_preview", "output_preview")]
+        texts = bounded(conn, [(row[f], PREVIEW_CHARS) for row, f in fields]
+                        + [(str(ev.get("prompt") or "").strip(), PROMPT_CHARS) for ev in prompts])
+        for (row, f), text in zip(fields, texts, strict=False):
+            row[f] = text
+        texts = texts[len(fields):]
+        signed = iter(TOOL_CALLS.sign_many(agent, [row for _, row in tools], conn=conn,
+                                           redacted=("input_preview", "output_preview")))
+        signed_prompts = iter(PROMPTS.sign_many(agent, redacted=("text",), conn=conn, rows=[
+            {"session_id": sessions.get(ev.get("session_id")), "text": text,
+             "imported": True if ev.get("scsql_imported") else None, "occurred_at": _at(ev, always=True)}
+            for ev, text in zip(prompts, texts, strict=True)]))
         # One round trip for all the rows (pipeline mode); the results are
         # read after it, the failures' tool_call_ids among them.
         pending = []
@@ -251,9 +275,9 @@ def capture(agent: Agent, events: list[dict]) -> None:
                 failures.append((ev, row, out["tool_call_id"]))
         for ev in events:
             if ev.get("hook_event_name") in ("PreCompact", "SessionEnd"):
-                keep_transcript(agent, conn, ev)
+                keep_transcript(agent, conn, ev, sessions.get(ev.get("session_id")))
         if failures:
-            outs = OUTCOMES.sign_many(agent, [{
+            outs = OUTCOMES.sign_many(agent, conn=conn, rows=[{
                 "tool_call_id": tc, "session_id": row["session_id"], "kind": "failed", "signal": "hook",
                 "summary": _clip(f"{row['tool']} failed: {row['output_preview'] or 'no error text'}", 1000),
                 "evidence": _clip(row["input_preview"], 8000)} for _, row, tc in failures])
@@ -268,27 +292,41 @@ def _source(event: dict) -> str | None:
     return s if s in ("startup", "resume", "clear", "compact") else "hook"
 
 
-def keep_transcript(agent: Agent, conn, event: dict) -> None:
-    """PreCompact / SessionEnd: the session's model-free summary
-    (summarize_session) and its conversation text (index_text, as the
-    session's source) from the transcript, when the transcript reader
-    (:mod:`.transcript`) is installed and the file is there."""
+def keep_transcript(agent: Agent, conn, event: dict, session_id: int | None) -> None:
+    """PreCompact / SessionEnd (and an import's SessionEnd): the model-free
+    summary (summarize_session) and the conversation text (index_text, as the
+    session's source) of what the transcript holds after the session's
+    transcript cursor, which then moves to its end. Writing the same session
+    again (PreCompact, then SessionEnd, then an import) adds only what is
+    new; a concurrent writer of the session waits for the cursor. The
+    database redacts both before they are stored."""
     path = event.get("transcript_path")
-    if not isinstance(path, str) or not path or not Path(path).is_file():
+    if session_id is None or not isinstance(path, str) or not path or not Path(path).is_file():
         return
-    try:
-        from . import transcript
-    except ImportError:  # the transcript reader is not part of this build
-        return
-    update = transcript.read(path)
+    from . import transcript
+
+    at = conn.execute("select * from scsql.transcript_cursor(%s)", (session_id,)).fetchone()
+    since = at["cursor"]
+    if isinstance(since, str) and since.startswith("messages:"):   # a transcript without message uuids
+        since = int(since.removeprefix("messages:"))
+    def redact(text: str) -> str:
+        return conn.execute("select scsql.redact(%s) as t", (text,)).fetchone()["t"]
+
+    update = transcript.read(path, since, redact=redact)
+    if update.summary.messages == 0:
+        return   # nothing new since the cursor
     if not update.summary.empty:
-        conn.execute("select * from scsql.summarize_session(%s)",
+        conn.execute("select * from scsql.summarize_session(scsql.redact_jsonb(%s))",
                      (Jsonb(update.summary.payload, dumps=encoding.jsonb_text),))
     sid = str(event.get("session_id") or "session")[:100]
-    for n, part in enumerate(update.conversation.parts, 1):
-        conn.execute("select * from scsql.index_text(%s, %s, 'note', null, 'standard', %s, %s)",
+    for n, part in enumerate(update.conversation.parts, at["parts"] + 1):
+        conn.execute("select * from scsql.index_text(%s, scsql.redact(%s), 'note', null, 'standard', %s, %s)",
                      (f"claude/sessions/{sid}/{n}.md", part.text, Jsonb(part.spans),
                       Jsonb({"session": sid, "agent": agent.name})))
+    messages = at["messages"] + update.summary.messages
+    cursor = update.cursor or f"messages:{(since if isinstance(since, int) else 0) + update.summary.messages}"
+    conn.execute("select scsql.advance_transcript_cursor(%s, %s, %s, %s)",
+                 (session_id, cursor[:200], at["parts"] + len(update.conversation.parts), messages))
 
 
 # -- decision events ------------------------------------------------------------

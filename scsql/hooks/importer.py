@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import transcript
+# The transcript reader is imported by the functions that read, not when the
+# command is registered (every scsql command builds the parser).
 
 
 @dataclass
@@ -59,12 +60,16 @@ class Report:
 def default_paths(project_dir: str | os.PathLike | None = None) -> list[Path]:
     """The directories holding the transcripts of sessions started in
     PROJECT_DIR (default: the current directory)."""
+    from . import transcript
+
     return transcript.project_dirs(project_dir or os.getcwd())
 
 
 def convert(path: str | os.PathLike, report: Report | None = None,
             progress: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
     """One transcript's hook events (``transcript.to_events``), adding its counts to REPORT."""
+    from . import transcript
+
     report = report if report is not None else Report()
     stats, counts = transcript.ReadStats(), transcript.EventStats()
     events = transcript.to_events(path, stats, counts, progress)
@@ -128,6 +133,8 @@ def _size(f: Path) -> int:
 
 
 def cmd_import_claude(ctx, args) -> int:
+    from . import transcript
+
     if args.paths:
         missing = [p for p in args.paths if not Path(p).exists()]
         if missing:

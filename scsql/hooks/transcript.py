@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .clip import clip, cut_point
+
 # Tools whose input names the file they change.
 FILE_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
 MESSAGE_TYPES = ("user", "assistant")
@@ -53,8 +55,6 @@ SUMMARY_BYTES = 19000       # summarize_session takes 20,000 bytes of JSON
 EVENT_STRING_CHARS = 4096   # one string of an imported event's tool input, response or error
 LIMITS = {"done": 60, "decisions": 20, "files": 100, "open_tasks": 30}
 
-_PEM = re.compile(r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END \1PRIVATE KEY(?: BLOCK)?-----|\Z)",
-                  re.S)
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
 _COMMAND = re.compile(r"<command-name>\s*(.*?)\s*</command-name>.*?(?:<command-args>\s*(.*?)\s*</command-args>)?", re.S)
 _CONTINUED = "This session is being continued from a previous conversation"
@@ -315,7 +315,7 @@ class Summary:
         parts = {"done": done, "decisions": self.decisions, "files": self.files, "open_tasks": open_tasks}
         out: dict[str, list[str]] = {}
         for key, items in parts.items():
-            kept = [_clip(_pem_free(i), ITEM_CHARS) for i in items if i and i.strip()]
+            kept = [_clip(i, ITEM_CHARS) for i in items if i and i.strip()]
             if len(kept) > LIMITS[key]:  # keep the latest, saying how many were left out
                 kept = [f"({len(kept) - LIMITS[key] + 1} earlier items left out)"] + kept[-(LIMITS[key] - 1):]
             if kept:
@@ -351,12 +351,8 @@ def _iso(t: dt.datetime | None) -> str | None:
 
 
 def _clip(s: str, n: int) -> str:
-    s = " ".join(s.split())
-    return s if len(s) <= n else s[: n - 1].rstrip() + "…"
-
-
-def _pem_free(s: str) -> str:
-    return _PEM.sub("[REDACTED:private_key]", s) if "PRIVATE KEY" in s else s
+    """S on one line in at most N characters, never ending in part of a word."""
+    return clip(s, n, squash=True, ellipsis=True)
 
 
 # Decisions: sentences stating a choice and, mostly, its reason.
@@ -408,7 +404,7 @@ _TAGS = re.compile(r"</?tool_use_error>")
 def _failure(output: str) -> str:
     """A failed call's output in one line: its first line, and the next when
     the first only says "Exit code N"."""
-    lines = [ln for ln in _TAGS.sub("", _pem_free(output)).splitlines() if ln.strip()]
+    lines = [ln for ln in _TAGS.sub("", output).splitlines() if ln.strip()]
     if not lines:
         return ""
     if re.fullmatch(r"\s*Exit code -?\d+\s*", lines[0]) and len(lines) > 1:
@@ -494,10 +490,12 @@ class Update:
 
 
 def read(path: str | os.PathLike, since: str | int | None = None,
-         progress: Callable[[int], None] | None = None) -> Update:
+         progress: Callable[[int], None] | None = None, redact: Callable[[str], str] | None = None) -> Update:
     """Read a transcript once: the summary and the conversation of the messages
     after ``since`` (a message uuid, the cursor of an earlier read; or a count
-    of messages already read), in one pass over the file."""
+    of messages already read), in one pass over the file. ``redact`` (scsql.redact,
+    when the result is stored) rewrites a text holding a key block before it
+    is cut into lines (spans stay right); the rest is redacted where stored."""
     stats = ReadStats()
     s = Summary(stats=stats)
     turns: list[Turn] = []
@@ -512,6 +510,8 @@ def read(path: str | os.PathLike, since: str | int | None = None,
     turn: Turn | None = None
     for m in iter_messages(path, stats, progress):
         index += 1
+        if redact is not None and "PRIVATE KEY" in m.text:
+            m.text = redact(m.text)
         cwd = m.cwd or cwd
         s.session_id = m.session_id or s.session_id
         s.git_branch = m.git_branch or s.git_branch
@@ -532,7 +532,7 @@ def read(path: str | os.PathLike, since: str | int | None = None,
             s.started = s.started or m.timestamp
             s.ended = m.timestamp
         if req is not None:
-            s.requests.append(_clip(_pem_free(req), ITEM_CHARS))
+            s.requests.append(_clip(req, ITEM_CHARS))
             turn = Turn(turn_no, req, m.timestamp)
             turns.append(turn)
             turn.lines.append(f"User: {_clip_block(req)}")
@@ -558,7 +558,7 @@ def read(path: str | os.PathLike, since: str | int | None = None,
                     turn.lines.append(f"  failed: {first}")
     if isinstance(since, str) and not seen_since:
         # The cursor is not in this file: nothing of it was written; read it all.
-        whole = read(path, None)
+        whole = read(path, None, redact=redact)
         whole.summary.since_found = whole.conversation.since_found = False
         return whole
     s.cwd = cwd
@@ -600,8 +600,8 @@ def _tally_calls(s: Summary, calls: dict[str, _Call], result_of: dict[str, ToolR
 
 
 def _clip_block(text: str) -> str:
-    text = _pem_free(text).strip()
-    return text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS].rstrip() + " …[cut]"
+    text = text.strip()
+    return text if len(text) <= MESSAGE_CHARS else text[:cut_point(text, MESSAGE_CHARS)].rstrip() + " …[cut]"
 
 
 def _heading(t: Turn) -> tuple[str, str]:

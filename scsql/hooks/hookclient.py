@@ -1,0 +1,448 @@
+"""The hook process Claude Code runs for every event: standard library only,
+one file, started as ``python -S -I <this file> <subcommand> --agent NAME
+--home DIR`` so it costs little more than the interpreter's own start.
+
+It reads the event JSON on stdin, checks it, stamps it with
+``scsql_event_id`` and ``scsql_received_at``, and hands it to the agent's
+hook server over the unix socket ``<home>/hooks/<agent>.sock`` within the
+event's budget. Protocol, one JSON line each way::
+
+    request  {"event": {...}, "budget": seconds}
+    reply    {"output": {...} | null, "exit": 0 | 2, "stderr": "..." | null, "degraded": "..." | null}
+
+When the server cannot be reached, is slow, or fails, the hook fails open:
+it answers at once with no decision (the call goes through Claude Code's own
+permission rules), says once per Claude session that scsql is degraded (a
+``systemMessage``), appends the event to the spool (``<home>/spool/<agent>/``,
+files 0600 in a 0700 directory, written then fsynced then renamed into place,
+so a spool file is always whole) and starts the server, detached, without
+waiting for it. A malformed event gets one line on stderr and exit status 1
+(non-blocking), never a traceback.
+
+Imports are the bulk of a small Python program's start, so this file uses the
+C halves of ``json`` and ``socket`` directly when it can.
+"""
+
+import os
+import sys
+import time
+
+# -- the events ----------------------------------------------------------------
+# event, subcommand, matcher (None: no matcher), timeout (s, Claude Code's hard limit),
+# capture-only (the answer is always empty: batched, may be async), spooled when
+# it cannot be delivered, budget (s the hook waits for the server), async.
+EVENTS = (
+    ("SessionStart", "session-start", None, 30, False, True, 5.0, False),
+    ("UserPromptSubmit", "user-prompt-submit", None, 15, False, True, 2.0, False),
+    ("PreToolUse", "pre-tool-use", "*", 10, False, False, 0.2, False),
+    ("PostToolUse", "post-tool-use", "*", 30, True, True, 5.0, True),
+    ("PostToolUseFailure", "post-tool-use-failure", "*", 30, True, True, 5.0, True),
+    ("PreCompact", "pre-compact", None, 60, True, True, 30.0, False),
+    ("SessionEnd", "session-end", None, 60, True, True, 30.0, False),
+    ("Stop", "stop", None, 15, False, False, 5.0, False),
+    ("SubagentStop", "subagent-stop", None, 15, False, False, 5.0, False),
+    ("TeammateIdle", "teammate-idle", None, 15, False, False, 5.0, False),
+    ("TaskCompleted", "task-completed", None, 15, False, False, 5.0, False),
+    ("ConfigChange", "config-change", None, 15, False, False, 2.0, False),
+)
+BY_SUBCOMMAND = {row[1]: row for row in EVENTS}
+TOOL_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure")
+
+MAX_EVENT_BYTES = 8 * 1024 * 1024  # a larger event is refused as malformed (exit 1)
+MAX_REPLY_BYTES = 16 * 1024 * 1024
+AGENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
+BOOT = ("import sys; sys.path.insert(0, sys.argv.pop(1)); from scsql.hooks.daemon import main; "
+        "sys.exit(main(sys.argv[1:]))")
+
+# -- JSON without importing json (re, enum and friends cost ~10 ms) ------------
+
+try:
+    import _json
+
+    class _Ctx:
+        strict = True
+        object_hook = None
+        object_pairs_hook = None
+        parse_float = float
+        parse_int = int
+        memo: dict = {}
+
+        @staticmethod
+        def parse_constant(name):
+            raise ValueError(f"{name} is not JSON")
+
+    _SCAN = _json.make_scanner(_Ctx)
+    _ENCODE = _json.make_encoder(None, lambda o: str(o), _json.encode_basestring_ascii, None, ": ", ", ",
+                                 False, False, False)
+
+    def loads(text):
+        i, n = 0, len(text)
+        while i < n and text[i] in " \t\r\n":
+            i += 1
+        try:
+            obj, end = _SCAN(text, i)
+        except StopIteration:
+            raise ValueError("not JSON") from None
+        finally:
+            _Ctx.memo.clear()
+        while end < n and text[end] in " \t\r\n":
+            end += 1
+        if end != n:
+            raise ValueError(f"extra data at character {end}")
+        return obj
+
+    def dumps(obj):
+        return "".join(_ENCODE(obj, 0))
+
+    def quote(s):
+        return _json.encode_basestring_ascii(s)
+except ImportError:  # another Python: the plain module
+    import json as _fallback
+
+    def loads(text):
+        return _fallback.loads(text)
+
+    def dumps(obj):
+        return _fallback.dumps(obj, default=str)
+
+    def quote(s):
+        return _fallback.dumps(s)
+
+try:
+    import _socket as _sock
+except ImportError:  # pragma: no cover
+    import socket as _sock
+
+
+class Malformed(Exception):
+    """The event cannot be taken: exit 1 with this message."""
+
+
+# -- paths ---------------------------------------------------------------------
+
+
+def default_home():
+    """The scsql data directory when --home is not given (as Settings.load finds it)."""
+    given = os.environ.get("SCSQL_DATA_DIR")
+    if given:
+        return os.path.abspath(os.path.expanduser(given))
+    if sys.platform == "darwin":
+        return os.path.expanduser("~/Library/Application Support/scsql")
+    base = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
+    return os.path.join(base, "scsql")
+
+
+def socket_path(home, agent):
+    return os.path.join(home, "hooks", agent + ".sock")
+
+
+def spool_dir(home, agent):
+    return os.path.join(home, "spool", agent)
+
+
+def private_dir(path):
+    """``path`` (and its missing parents) as a directory only its owner may enter."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileNotFoundError:
+        private_dir(os.path.dirname(path))
+        return private_dir(path)
+    except FileExistsError:
+        st = os.stat(path)
+        if st.st_mode & 0o077 and st.st_uid == os.getuid():
+            os.chmod(path, 0o700)
+    return path
+
+
+def unix_address(path):
+    """A unix socket address for ``path``; a path longer than sun_path allows
+    goes through /proc/self/fd of its directory (Linux)."""
+    if len(os.fsencode(path)) < 100:
+        return path, None
+    fd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    return f"/proc/self/fd/{fd}/{os.path.basename(path)}", fd
+
+
+# -- the spool -----------------------------------------------------------------
+
+
+def spool_name():
+    return f"{time.time_ns():020d}-{os.getpid()}-{os.urandom(4).hex()}.jsonl"
+
+
+def spool_write(home, agent, lines, *, name=None):
+    """Write ``lines`` (JSON texts, one event each) as one spool file: created
+    0600 with O_EXCL in tmp/, appended, fsynced, then renamed into the spool
+    directory. Returns its path."""
+    d = private_dir(spool_dir(home, agent))
+    tmp_dir = private_dir(os.path.join(d, "tmp"))
+    name = name or spool_name()
+    tmp = os.path.join(tmp_dir, name)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    try:
+        data = "".join(line + "\n" for line in lines).encode()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    final = os.path.join(d, name)
+    os.rename(tmp, final)
+    _fsync_dir(d)
+    return final
+
+
+def _fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# -- talking to the server -----------------------------------------------------
+
+
+class Unreachable(Exception):
+    """No server listens (start one)."""
+
+
+def exchange(home, agent, request, budget):
+    """Send one request line, return the parsed reply; OSError/TimeoutError/ValueError on failure."""
+    deadline = time.monotonic() + budget
+    path, dir_fd = unix_address(socket_path(home, agent))
+    s = _sock.socket(_sock.AF_UNIX, _sock.SOCK_STREAM)
+    try:
+        s.settimeout(budget)
+        try:
+            s.connect(path)
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            raise Unreachable(str(exc)) from None
+        finally:
+            if dir_fd is not None:
+                os.close(dir_fd)
+        s.sendall(request)
+        chunks, size = [], 0
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no answer within {budget:g} s")
+            s.settimeout(left)
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_REPLY_BYTES:
+                raise ValueError("reply too large")
+            if chunk.endswith(b"\n"):
+                break
+    finally:
+        s.close()
+    reply = loads(b"".join(chunks).decode())
+    if not isinstance(reply, dict):
+        raise ValueError("the reply is not a JSON object")
+    return reply
+
+
+def server_starting(home, agent):
+    """True when a server holds the agent's lock (running, or still starting)."""
+    import fcntl
+
+    try:
+        fd = os.open(os.path.join(home, "hooks", agent + ".lock"), os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def spawn_server(home, agent):
+    """Start the agent's hook server in a session of its own, not waiting for it."""
+    if server_starting(home, agent):
+        return
+    hooks = private_dir(os.path.join(home, "hooks"))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    argv = [sys.executable, "-c", BOOT, root, "serve", "--agent", agent, "--home", home, "--detached"]
+    log = os.path.join(hooks, agent + ".log")
+    actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+               (os.POSIX_SPAWN_OPEN, 1, log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600),
+               (os.POSIX_SPAWN_DUP2, 1, 2)]
+    os.posix_spawn(sys.executable, argv, os.environ, file_actions=actions, setsid=True)
+
+
+def first_notice(home, agent, session_id):
+    """True the first time scsql's degraded state is reported in this Claude session."""
+    state = private_dir(os.path.join(home, "hooks", agent + ".notified"))
+    name = session_id.encode("utf-8", "replace").hex()[:200] or "unknown"
+    try:
+        os.close(os.open(os.path.join(state, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    except FileExistsError:
+        return False
+    return True
+
+
+# -- the hook ------------------------------------------------------------------
+
+
+def parse_args(argv):
+    if not argv or argv[0] not in BY_SUBCOMMAND:
+        known = ", ".join(BY_SUBCOMMAND)
+        raise Malformed(f"unknown hook event {argv[0] if argv else '(none)'!r}; known: {known}")
+    opts = {"--agent": None, "--home": None}
+    rest = argv[1:]
+    i = 0
+    while i < len(rest):
+        arg = rest[i]
+        key, eq, val = arg.partition("=")
+        if key not in opts:
+            raise Malformed(f"unknown argument {arg!r} (usage: {argv[0]} --agent NAME [--home DIR])")
+        if not eq:
+            i += 1
+            if i >= len(rest):
+                raise Malformed(f"{key} needs a value")
+            val = rest[i]
+        opts[key] = val
+        i += 1
+    agent = opts["--agent"]
+    if not agent or not set(agent) <= AGENT_CHARS or agent[0] == "." or len(agent) > 100:
+        raise Malformed(f"--agent must name the agent (letters, digits, _ - .), got {agent!r}")
+    home = os.path.abspath(opts["--home"] or default_home())
+    return BY_SUBCOMMAND[argv[0]], agent, home
+
+
+def read_event(stdin_fd, row):
+    chunks, size = [], 0
+    while True:
+        chunk = os.read(stdin_fd, 1 << 20)
+        if not chunk:
+            break
+        size += len(chunk)
+        if size > MAX_EVENT_BYTES:
+            raise Malformed(f"the event is larger than {MAX_EVENT_BYTES // (1024 * 1024)} MiB; it was not recorded")
+        chunks.append(chunk)
+    try:
+        text = b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Malformed(f"the event is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    if not text.strip():
+        raise Malformed("no event on stdin (expected the hook's JSON object)")
+    try:
+        event = loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise Malformed(f"the event is not JSON ({exc})") from None
+    if not isinstance(event, dict):
+        raise Malformed("the event is not a JSON object")
+    name = event.get("hook_event_name")
+    if name != row[0]:
+        raise Malformed(f"hook_event_name is {name!r}, but this is the {row[1]} hook ({row[0]})")
+    sid = event.get("session_id")
+    if not isinstance(sid, str) or not sid:
+        raise Malformed("the event has no session_id")
+    if row[0] in TOOL_EVENTS and not isinstance(event.get("tool_name"), str):
+        raise Malformed("the event has no tool_name")
+    return text.strip(), event
+
+
+def stamp(text, event):
+    """The event's JSON text with scsql_event_id and scsql_received_at appended."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40  # a version 4 UUID
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    event_id = raw.hex()
+    now = time.time()
+    at = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
+    extra = f'"scsql_event_id": "{event_id}", "scsql_received_at": "{at}"'
+    body = text[:-1].rstrip()
+    return body + (", " if event else "") + extra + "}", event_id
+
+
+def degraded_message(home, agent, reason):
+    return (f"scsql is degraded ({reason}): hooks allow every call and add no context; events are kept in "
+            f"{spool_dir(home, agent)} and written when the hook server and database are back")
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        row, agent, home = parse_args(argv)
+        text, event = read_event(sys.stdin.fileno(), row)
+    except Malformed as exc:
+        sys.stderr.write(f"scsql hook: {exc}\n")
+        return 1
+    except Exception as exc:  # noqa: BLE001 - a hook never shows a traceback
+        sys.stderr.write(f"scsql hook: cannot read the event: {exc!r}\n")
+        return 1
+    line, _ = stamp(text, event)
+    budget = row[6]
+    reason = None
+    reply = None
+    request = f'{{"event": {line}, "budget": {budget}}}\n'.encode()
+    deadline = time.monotonic() + budget
+    try:
+        try:
+            reply = exchange(home, agent, request, budget)
+        except Unreachable:
+            reason = "its hook server is not running"
+            try:
+                spawn_server(home, agent)
+            except Exception as exc:  # noqa: BLE001
+                reason += f" and could not be started: {exc}"
+                raise Unreachable(reason) from None
+            if row[4] or budget < 1.0:
+                raise
+            # An event that answers (context, a block) and may wait: wait for the server within the budget.
+            while reply is None:
+                time.sleep(0.05)
+                try:
+                    reply = exchange(home, agent, request, max(0.05, deadline - time.monotonic()))
+                except Unreachable:
+                    if time.monotonic() + 0.05 >= deadline:
+                        raise
+    except Unreachable:
+        pass
+    except TimeoutError:
+        reason = f"its hook server did not answer within {budget:g} s"
+    except Exception as exc:  # noqa: BLE001
+        reason = f"its hook server failed: {exc}"
+    output = None
+    code = 0
+    if reply is not None:
+        reason = None
+        output = reply.get("output") if isinstance(reply.get("output"), dict) else None
+        code = reply.get("exit") if reply.get("exit") in (0, 2) else 0
+        if isinstance(reply.get("stderr"), str):
+            sys.stderr.write(reply["stderr"].rstrip("\n") + "\n")
+        if isinstance(reply.get("degraded"), str):
+            reason = reply["degraded"]
+    elif row[5]:
+        try:
+            spool_write(home, agent, [line])
+        except Exception as exc:  # noqa: BLE001 - still never block the session
+            sys.stderr.write(f"scsql hook: the event could not be spooled: {exc}\n")
+            reason += f"; the event could not be spooled ({exc})"
+    if reason and not row[7]:
+        try:
+            tell = first_notice(home, agent, event["session_id"])
+        except Exception:  # noqa: BLE001
+            tell = True
+        if tell:
+            output = dict(output or {})
+            output.setdefault("systemMessage", degraded_message(home, agent, reason))
+    if output is not None:
+        try:
+            sys.stdout.write(dumps(output) + "\n")
+            sys.stdout.flush()
+        except OSError:  # Claude Code stopped reading (it gave up on the hook)
+            pass
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
