@@ -68,6 +68,8 @@ begin
   v_text := format(E'# Session summary by %s, %s\n\n', v_me.name, to_char(now() at time zone 'UTC', 'YYYY-MM-DD HH24:MI "UTC"')) || v_text;
   select * into v_r from scsql._index_source(v_me.project_id, v_path, rtrim(v_text, E'\n'), 'session_summary', 'internal',
     'session', null, jsonb_build_object('agent', v_me.name, 'summary', v_clean), v_expires);
+  -- Memory history (sql/26_history.sql).
+  perform scsql._memory_change(v_me.project_id, 'summary', 'source', v_path, null, null, v_r.content_hash, 'session summary', null);
   return query select v_path, v_r.chunks, v_expires;
 end
 $$;
@@ -123,13 +125,20 @@ begin
     union all
     select 3, 'broadcast', row_number() over (order by b.at desc), b.key, b.content, null, b.at, null
     from scsql._recall_broadcasts(v_project, 10) b
+    -- Possibly stale (sql/26_history.sql): facts in an open conflict, until resolve_conflict settles it.
+    union all
+    select 4, 'stale', row_number() over (order by c.conflict_id desc), c.key,
+           format('possibly stale: %s (%s) conflicts with %s (%s); settle with resolve_conflict(%L, ''this''|''others''|''both'')',
+                  c.key, c.value, c.other_key, c.other_value, c.key),
+           null, c.detected_at, null
+    from scsql._open_conflicts(v_project) c
   ),
   costed as (
     select i.*, scsql_caller.tokens(i.content) as tokens,
            -- Each section first gets its share of the budget (facts 60%,
            -- sessions 30%, broadcasts 10%) ...
            sum(scsql_caller.tokens(i.content)) over (partition by i.sec order by i.item) as sec_cum,
-           case i.sec when 1 then 0.6 when 2 then 0.3 else 0.1 end * p_budget as share
+           case i.sec when 1 then 0.6 when 2 then 0.3 when 3 then 0.1 else 0 end * p_budget as share
     from items i
   ),
   firsts as (
@@ -152,7 +161,7 @@ comment on function scsql.recall_context(integer) is
 
 p_budget (50..100000): tokens (characters / 4)
 
-Restores the acting agent''s project context in one call, within a token budget (default 1,500; 50 to 100,000; tokens estimated as ceil(characters / 4)): working-memory facts by importance then recency, the latest session summaries (up to 5), and recent broadcasts. Each section first gets a share of the budget (facts 60%, sessions 30%, broadcasts 10%), what is left goes to the remaining items in order; items are never cut. Stable order: section, then item. Returns section (fact, session, broadcast), item, key, content, importance, at, tokens, source_path. Raises SC209 for a budget out of range.';
+Restores the acting agent''s project context in one call, within a token budget (default 1,500; 50 to 100,000; tokens estimated as ceil(characters / 4)): working-memory facts by importance then recency, the latest session summaries (up to 5), and recent broadcasts. Each section first gets a share of the budget (facts 60%, sessions 30%, broadcasts 10%), what is left goes to the remaining items in order; items are never cut. Stable order: section, then item. Facts in an open conflict (remember returned conflicts_with) are listed again, last, in section stale, until resolve_conflict settles them. Returns section (fact, session, broadcast, stale), item, key, content, importance, at, tokens, source_path. Raises SC209 for a budget out of range.';
 
 create or replace function scsql.pack(p_intent text, p_budget integer default 2000,
                                       p_query_embedding vector default null, p_model text default null)
