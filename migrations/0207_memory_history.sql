@@ -68,4 +68,9 @@ create index fact_conflicts_open_idx on scsql.fact_conflicts (project_id, confli
 comment on table scsql.fact_conflicts is
   'Pairs of facts remember found to make different claims about one subject (key: the newer fact, other_key: the one it conflicts with), open until scsql.resolve_conflict settles them.';
 
+-- The terms remember compares facts by (scsql._fact_terms of key and value),
+-- kept with each fact so a remember compares arrays, not texts; NULL in facts
+-- remembered before (remember computes them then).
+alter table scsql.memory_facts add column key_terms text[], add column value_terms text[];
+
 drop function if exists scsql.remember(text, text, integer);

@@ -66,6 +66,8 @@ declare
   v_hash text;
   v_stored text := 'memory';
   v_importance smallint;
+  v_kt text[];
+  v_vt text[];
   v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
 begin
   perform scsql._check_text('key', p_key, 200, false);
@@ -96,12 +98,18 @@ begin
     end;
   end if;
   perform scsql._facts_lock(v_project);
+  v_kt := scsql._fact_terms(v_key);
+  v_vt := scsql._fact_terms(v_value);
 
   select * into v_old from scsql.memory_facts f where f.project_id = v_project and f.key = v_key;
   if not found then
     -- A fact saying the same under another key is refreshed, taking no new slot.
     select * into v_old from scsql.memory_facts f
-    where f.project_id = v_project and scsql._fact_relation(v_key, v_value, f.key, f.value) = 'duplicate'
+    where f.project_id = v_project
+      and (coalesce(f.key_terms, scsql._fact_terms(f.key)) && (v_kt || v_vt)
+           or coalesce(f.value_terms, scsql._fact_terms(f.value)) && (v_kt || v_vt))
+      and scsql._fact_relation_terms(v_kt, v_vt, coalesce(f.key_terms, scsql._fact_terms(f.key)),
+                                     coalesce(f.value_terms, scsql._fact_terms(f.value))) = 'duplicate'
     order by f.updated_at desc, f.key limit 1;
     if found then
       update scsql.memory_facts f set updated_at = clock_timestamp(), updated_by = v_agent,
@@ -123,14 +131,15 @@ begin
     values (v_project, v_old.key, v_old.value, scsql._text_hash(v_old.value), v_old.importance,
             v_old.updated_at, v_old.updated_by, v_agent, 'superseded by a new value');
     update scsql.memory_facts f set value = v_value, importance = v_importance,
-           updated_at = clock_timestamp(), updated_by = v_agent
+           updated_at = clock_timestamp(), updated_by = v_agent, key_terms = v_kt, value_terms = v_vt
      where f.project_id = v_project and f.key = v_key;
     perform scsql._memory_change(v_project, 'supersede', 'fact', v_key, null, scsql._text_hash(v_old.value), v_hash,
                                  'a new value was remembered', null);
   end if;
   if v_old.key is null then
-    insert into scsql.memory_facts as f (project_id, key, value, importance, created_at, updated_at, created_by, updated_by)
-    values (v_project, v_key, v_value, v_importance, clock_timestamp(), clock_timestamp(), v_agent, v_agent);
+    insert into scsql.memory_facts as f (project_id, key, value, importance, created_at, updated_at, created_by, updated_by,
+                                         key_terms, value_terms)
+    values (v_project, v_key, v_value, v_importance, clock_timestamp(), clock_timestamp(), v_agent, v_agent, v_kt, v_vt);
     perform scsql._memory_change(v_project, 'remember', 'fact', v_key, null, null, v_hash, null, null);
   end if;
 
@@ -140,7 +149,9 @@ begin
     for v_fact in
       select f.* from scsql.memory_facts f
       where f.project_id = v_project and f.key <> v_key
-        and scsql._fact_relation(v_key, v_value, f.key, f.value) = 'conflict'
+        and coalesce(f.key_terms, scsql._fact_terms(f.key)) && v_kt
+        and scsql._fact_relation_terms(v_kt, v_vt, coalesce(f.key_terms, scsql._fact_terms(f.key)),
+                                       coalesce(f.value_terms, scsql._fact_terms(f.value))) = 'conflict'
       order by f.key
     loop
       insert into scsql.fact_conflicts (project_id, key, value_hash, other_key, other_hash, detected_by)

@@ -107,42 +107,46 @@ $$;
 comment on function scsql._jaccard(text[], text[]) is
   'Private. |A ∩ B| / |A ∪ B| of two term sets (0 when both are empty).';
 
-create or replace function scsql._fact_relation(p_key text, p_value text, p_other_key text, p_other_value text)
+create or replace function scsql._fact_relation_terms(k1 text[], v1 text[], k2 text[], v2 text[])
 returns text
-language plpgsql
+language sql
 immutable
 parallel safe
 as $$
-declare
-  k1 text[] := scsql._fact_terms(p_key);
-  k2 text[] := scsql._fact_terms(p_other_key);
-  v1 text[] := scsql._fact_terms(p_value);
-  v2 text[] := scsql._fact_terms(p_other_value);
-  s1 text[] := array(select distinct t from unnest(k1 || v1) t order by t);
-  s2 text[] := array(select distinct t from unnest(k2 || v2) t order by t);
-  v_key_sim double precision := scsql._jaccard(k1, k2);
-  v_value_sim double precision := scsql._jaccard(v1, v2);
-  v_diff text[] := array((select unnest(v1) except select unnest(v2)) union (select unnest(v2) except select unnest(v1)));
-begin
-  -- The same statement: the same terms in key and value together; the same
-  -- value terms where the value says enough (3 terms) or the keys share a
-  -- term; or values of 4 terms or more that differ in one term, neither a
-  -- number nor a negation ("Deploys happen via ArgoCD").
-  if s1 = s2 or (v1 = v2 and (cardinality(v1) >= 3 or k1 && k2))
-     or (least(cardinality(v1), cardinality(v2)) >= 4 and cardinality(v_diff) = 1 and v_diff[1] !~ '^([0-9]|!not$)') then
-    return 'duplicate';
-  end if;
-  -- The same subject with another claim: keys mostly alike (Jaccard >= 0.5),
-  -- or keys sharing a term and values alike (Jaccard >= 0.4, two terms shared) yet not the same.
-  if v_key_sim >= 0.5
-     or (k1 && k2 and v_value_sim >= 0.4 and cardinality(array(select unnest(v1) intersect select unnest(v2))) >= 2) then
-    return 'conflict';
-  end if;
-  return 'unrelated';
-end
+  select case
+    -- The same statement: the same terms in key and value together; the same
+    -- value terms where the value says enough (3 terms) or the keys share a
+    -- term; or values of 4 terms or more that differ in one term, neither a
+    -- number nor a negation ("Deploys happen via ArgoCD").
+    when cardinality(k1 || v1) > 0
+         and ((k1 || v1) @> (k2 || v2) and (k2 || v2) @> (k1 || v1)
+              or (v1 @> v2 and v2 @> v1 and (cardinality(v1) >= 3 or k1 && k2))
+              or (least(cardinality(v1), cardinality(v2)) >= 4
+                  and (select count(*) = 1 and bool_and(d !~ '^([0-9]|!not$)')
+                       from ((select unnest(v1) except select unnest(v2)) union all (select unnest(v2) except select unnest(v1))) x(d))))
+      then 'duplicate'
+    -- The same subject with another claim: keys mostly alike (Jaccard >= 0.5),
+    -- or keys sharing a term and values alike (Jaccard >= 0.4, two terms shared).
+    when scsql._jaccard(k1, k2) >= 0.5
+         or (k1 && k2 and scsql._jaccard(v1, v2) >= 0.4
+             and (select count(*) from (select unnest(v1) intersect select unnest(v2)) i) >= 2)
+      then 'conflict'
+    else 'unrelated' end
+$$;
+comment on function scsql._fact_relation_terms(text[], text[], text[], text[]) is
+  'Private. scsql._fact_relation over the facts'' terms (scsql._fact_terms of key and value), as working memory stores them.';
+
+create or replace function scsql._fact_relation(p_key text, p_value text, p_other_key text, p_other_value text)
+returns text
+language sql
+immutable
+parallel safe
+as $$
+  select scsql._fact_relation_terms(scsql._fact_terms(p_key), scsql._fact_terms(p_value),
+                                    scsql._fact_terms(p_other_key), scsql._fact_terms(p_other_value))
 $$;
 comment on function scsql._fact_relation(text, text, text, text) is
-  'Private. How the fact (p_key, p_value) relates to another: duplicate (the same terms in key and value together; or the same value terms when the value has at least 3 or the keys share one; or values of at least 4 terms differing in one term that is neither a number nor a negation; terms: scsql._fact_terms), conflict (not a duplicate, and the keys'' term sets have Jaccard similarity >= 0.5, or the keys share a term and the values'' similarity is >= 0.4 with at least two terms shared), else unrelated. Thresholds measured on tests/data/fact_pairs.jsonl (tests/test_fact_conflicts.py prints precision and recall).';
+  'Private. How the fact (p_key, p_value) relates to another: duplicate (some terms, and the same terms in key and value together; or the same value terms when the value has at least 3 or the keys share one; or values of at least 4 terms differing in one term that is neither a number nor a negation; terms: scsql._fact_terms), conflict (not a duplicate, and the keys'' term sets have Jaccard similarity >= 0.5, or the keys share a term and the values'' similarity is >= 0.4 with at least two terms shared), else unrelated. Thresholds measured on tests/data/fact_pairs.jsonl (tests/test_fact_conflicts.py prints precision and recall).';
 
 -- ---------------------------------------------------------------------------
 -- Public API: history and conflicts

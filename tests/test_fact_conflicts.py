@@ -137,7 +137,7 @@ def test_keep_both_and_keep_others(agent):
     assert {r["key"] for r in q(agent, "select key from scsql.memory_facts")} == {"owner.payments", "payments.owner", "cache.ttl"}
 
 
-@pytest.mark.parametrize("sql, args, code", [
+BAD_INPUT = [
     ("select * from scsql.resolve_conflict(%s, %s)", ("x", "mine"), "SC229"),
     ("select * from scsql.resolve_conflict(%s, %s)", ("x", None), "SC229"),
     ("select * from scsql.resolve_conflict(%s, %s)", ("no.such", "this"), "SC228"),
@@ -149,8 +149,13 @@ def test_keep_both_and_keep_others(agent):
     ("select * from scsql.memory_history(%s, %s)", ("x", 0), "SC227"),
     ("select * from scsql.memory_history(%s, %s)", ("x", 1001), "SC227"),
     ("select * from scsql.memory_history(%s, %s)", ("x", None), "SC227"),
-])
-def test_bad_input_gets_its_code(agent, sql, args, code):
-    with pytest.raises(ScsqlError) as e:
-        q(agent, sql, *args)
-    assert e.value.code == code
+]
+
+
+def test_bad_input_gets_its_code_and_changes_nothing(agent):
+    remember(agent, "x", "the fact x")
+    for sql, args, code in BAD_INPUT:
+        with pytest.raises(ScsqlError) as e:
+            q(agent, sql, *args)
+        assert e.value.code == code, (sql, args)
+    assert [h["op"] for h in q(agent, "select * from scsql.memory_history('x')")] == ["remember"]

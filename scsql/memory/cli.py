@@ -90,7 +90,7 @@ def _history(ctx, args) -> int:
     for r in rows:
         hashes = f"{(r['old_hash'] or '-')[:12]} -> {(r['new_hash'] or '-')[:12]}"
         related = f" ({r['related']})" if r["related"] else ""
-        print(f"{r['at']:%Y-%m-%d %H:%M:%S}  {r['agent']}  {r['op']} {r['kind']} {r['target']}{related}  {hashes}"
+        print(f"{str(r['at'])[:19]}  {r['agent']}  {r['op']} {r['kind']} {r['target']}{related}  {hashes}"
               + (f"  {r['reason']}" if r["reason"] else ""))
         if r["value"] is not None:
             print("    " + r["value"].replace("\n", "\n    "))
