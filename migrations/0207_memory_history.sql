@@ -39,9 +39,9 @@ create table scsql.fact_versions (
   value_hash    text not null,
   importance    smallint not null,
   created_at    timestamptz not null,
-  created_by    bigint not null references scsql.agents,
+  created_by    bigint not null,
   superseded_at timestamptz not null default now(),
-  superseded_by bigint not null references scsql.agents,
+  superseded_by bigint not null,
   reason        text not null,
   primary key (project_id, version_id)
 );
@@ -57,10 +57,10 @@ create table scsql.fact_conflicts (
   other_key   text not null,
   other_hash  text not null,
   detected_at timestamptz not null default now(),
-  detected_by bigint not null references scsql.agents,
+  detected_by bigint not null,
   resolved_at timestamptz,
-  resolved_by bigint references scsql.agents,
-  resolution  text,
+  resolved_by bigint,
+  resolution  text check (resolution in ('this', 'others', 'both')),
   note        text,
   primary key (project_id, conflict_id)
 );

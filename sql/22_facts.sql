@@ -193,7 +193,7 @@ begin
 end
 $$;
 comment on function scsql.remember(text, text, integer) is
-  'Stores a fact in your project''s working memory, or updates the fact with that key (its old value is kept as history). A fact saying the same as one in memory refreshes it; one claiming otherwise about the same subject is stored and returned in conflicts_with. When memory is full the least important, oldest facts move to the archive (still searchable). Returns key, importance, stored, archived, facts, capacity, conflicts_with.
+  'Stores a fact in your project''s working memory, or supersedes the fact with that key (history kept). A duplicate refreshes the fact; facts it contradicts come back in conflicts_with. When memory is full the least important, oldest facts move to the archive (still searchable). Returns key, importance, stored, archived, facts, capacity, conflicts_with.
 
 p_key: the fact''s name, one line
 p_value: the fact

@@ -196,10 +196,11 @@ begin
 end
 $$;
 comment on function scsql.memory_history(text, integer) is
-  'Who changed a fact or a knowledge-base text, when, and how: newest first. Returns at, agent, op, kind, target, chunk_hash, old_hash, new_hash, reason, related, value, seq.
+  'Who changed a fact, source or chunk, when and how, newest first. Returns at, agent, op, kind, target, chunk_hash, old_hash, new_hash, reason, related, value, seq.
 
 p_target: a fact key, a source path or a chunk_hash
 p_limit (1..1000): rows at most
+hidden: for people tracing a change (scsql memory history); agents see open conflicts in recall_context
 
 Shows the history of one fact (by key), source (by path) or chunk (by chunk_hash: the changes of forget_chunk for it and of the sources holding it now) of the acting agent''s project, newest first: at, agent (the acting agent that made the change), op (remember, supersede, refresh, forget, archive, unarchive, conflict, resolve, index, forget_source, forget_chunk, summary), kind (fact, source, chunk), target (key or path), chunk_hash, old_hash and new_hash (sha256 hex of the value or text as stored, redacted), reason, related (the other key or path: the key a duplicate was asked under, the fact a conflict is with), value (a fact''s value with that new_hash, while it is in working memory or kept as superseded history; forgotten values are not kept), seq (the row''s place in its agent''s chain). Changes are rows of scsql.memory_changes, chained and checked by scsql verify (unsigned, see sql/26_history.sql). Raises SC200/SC201 for a bad target, SC227 for a limit out of range.';
 
@@ -283,11 +284,11 @@ begin
 end
 $$;
 comment on function scsql.resolve_conflict(text, text, text) is
-  'Settles the open conflicts of a fact: keep this fact, the others, or both. The losing fact leaves working memory but stays in its history. Returns conflict_id, key, other_key, kept, superseded.
+  'Settles the open conflicts of a fact (remember''s conflicts_with). The losing fact stays in its history. Returns conflict_id, key, other_key, kept, superseded.
 
-p_key: a fact with an open conflict (remember returned it in conflicts_with)
+p_key: a fact with an open conflict
 p_keep (this|others|both): which side is right
-p_note: why, at most 1,000 characters
+p_note: why
 
 Settles every open conflict of fact KEY in the acting agent''s project (remember records one when a new fact makes another claim about the subject of an existing fact; recall_context shows both as possibly stale until then): keep this (KEY is right; each fact it conflicts with leaves working memory), others (the facts it conflicts with are right; KEY leaves) or both (no contradiction; both stay). A fact that leaves is kept with its value in its history (memory_history), never lost. Each settlement is recorded in the memory history with the note (stored redacted). Returns one row per conflict settled: conflict_id, key (the newer fact), other_key, kept, superseded. Raises SC200/SC201 for a bad key, SC228 when KEY has no open conflict, SC229 for keep other than this, others or both, SC230 for a bad note.';
 

@@ -108,3 +108,8 @@ select scsql._map_constraint(t::regclass, c, code, message, hint) from (values
    'unknown message type: ASSIGN, STATUS, MERGE, DEPENDENCY, PROPOSED, REJECT, REVISE, LAUNCH_ROLE or RETIRE_ROLE', null),
   ('scsql.messages', 'messages_one_recipient', 'SC010', 'name exactly one recipient: to_role or to_agent', null)
 ) as m(t, c, code, message, hint);
+
+-- memory history (sql/26_history.sql): resolve_conflict checks keep itself
+-- (SC229) before it is stored; the constraint states the same choice.
+select scsql._map_constraint('scsql.fact_conflicts'::regclass, 'fact_conflicts_resolution_check', 'SC229',
+  'keep must be this, others or both', null);
