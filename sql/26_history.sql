@@ -284,10 +284,10 @@ begin
 end
 $$;
 comment on function scsql.resolve_conflict(text, text, text) is
-  'Settles the open conflicts of a fact (remember''s conflicts_with). The losing fact stays in its history. Returns conflict_id, key, other_key, kept, superseded.
+  'Settles a fact''s open conflicts; the losing fact stays in its history. Returns conflict_id, key, other_key, kept, superseded.
 
 p_key: a fact with an open conflict
-p_keep (this|others|both): which side is right
+p_keep (this|others|both): who is right
 p_note: why
 
 Settles every open conflict of fact KEY in the acting agent''s project (remember records one when a new fact makes another claim about the subject of an existing fact; recall_context shows both as possibly stale until then): keep this (KEY is right; each fact it conflicts with leaves working memory), others (the facts it conflicts with are right; KEY leaves) or both (no contradiction; both stay). A fact that leaves is kept with its value in its history (memory_history), never lost. Each settlement is recorded in the memory history with the note (stored redacted). Returns one row per conflict settled: conflict_id, key (the newer fact), other_key, kept, superseded. Raises SC200/SC201 for a bad key, SC228 when KEY has no open conflict, SC229 for keep other than this, others or both, SC230 for a bad note.';
