@@ -106,8 +106,11 @@ begin
     -- A fact saying the same under another key is refreshed, taking no new slot.
     select * into v_old from scsql.memory_facts f
     where f.project_id = v_project
-      and (coalesce(f.key_terms, scsql._fact_terms(f.key)) && (v_kt || v_vt)
-           or coalesce(f.value_terms, scsql._fact_terms(f.value)) && (v_kt || v_vt))
+      -- What every kind of duplicate has (scsql._fact_relation_terms): the
+      -- same terms in all, or value term sets of about one size that meet.
+      and ((coalesce(f.key_terms, scsql._fact_terms(f.key)) || coalesce(f.value_terms, scsql._fact_terms(f.value))) @> (v_kt || v_vt)
+           or (abs(cardinality(coalesce(f.value_terms, scsql._fact_terms(f.value))) - cardinality(v_vt)) <= 1
+               and coalesce(f.value_terms, scsql._fact_terms(f.value)) && v_vt))
       and scsql._fact_relation_terms(v_kt, v_vt, coalesce(f.key_terms, scsql._fact_terms(f.key)),
                                      coalesce(f.value_terms, scsql._fact_terms(f.value))) = 'duplicate'
     order by f.updated_at desc, f.key limit 1;
@@ -150,6 +153,9 @@ begin
       select f.* from scsql.memory_facts f
       where f.project_id = v_project and f.key <> v_key
         and coalesce(f.key_terms, scsql._fact_terms(f.key)) && v_kt
+        -- A conflict still open between the two is not recorded twice.
+        and not exists (select from scsql.fact_conflicts c where c.project_id = v_project and c.resolved_at is null
+                        and ((c.key = v_key and c.other_key = f.key) or (c.key = f.key and c.other_key = v_key)))
         and scsql._fact_relation_terms(v_kt, v_vt, coalesce(f.key_terms, scsql._fact_terms(f.key)),
                                        coalesce(f.value_terms, scsql._fact_terms(f.value))) = 'conflict'
       order by f.key

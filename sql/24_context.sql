@@ -131,7 +131,7 @@ begin
            format('possibly stale: %s (%s) conflicts with %s (%s); settle with resolve_conflict(%L, ''this''|''others''|''both'')',
                   c.key, c.value, c.other_key, c.other_value, c.key),
            null, c.detected_at, null
-    from scsql._open_conflicts(v_project) c
+    from (select * from scsql._open_conflicts(v_project) limit 10) c
   ),
   costed as (
     select i.*, scsql_caller.tokens(i.content) as tokens,
@@ -161,7 +161,7 @@ comment on function scsql.recall_context(integer) is
 
 p_budget (50..100000): tokens (characters / 4)
 
-Restores the acting agent''s project context in one call, within a token budget (default 1,500; 50 to 100,000; tokens estimated as ceil(characters / 4)): working-memory facts by importance then recency, the latest session summaries (up to 5), and recent broadcasts. Each section first gets a share of the budget (facts 60%, sessions 30%, broadcasts 10%), what is left goes to the remaining items in order; items are never cut. Stable order: section, then item. Facts in an open conflict (remember returned conflicts_with) are listed again, last, in section stale, until resolve_conflict settles them. Returns section (fact, session, broadcast, stale), item, key, content, importance, at, tokens, source_path. Raises SC209 for a budget out of range.';
+Restores the acting agent''s project context in one call, within a token budget (default 1,500; 50 to 100,000; tokens estimated as ceil(characters / 4)): working-memory facts by importance then recency, the latest session summaries (up to 5), and recent broadcasts. Each section first gets a share of the budget (facts 60%, sessions 30%, broadcasts 10%), what is left goes to the remaining items in order; items are never cut. Stable order: section, then item. Facts in an open conflict (remember returned conflicts_with) are listed again, last, in section stale (the 10 newest conflicts), until resolve_conflict settles them. Returns section (fact, session, broadcast, stale), item, key, content, importance, at, tokens, source_path. Raises SC209 for a budget out of range.';
 
 create or replace function scsql.pack(p_intent text, p_budget integer default 2000,
                                       p_query_embedding vector default null, p_model text default null)
