@@ -166,8 +166,14 @@ begin
       perform scsql._memory_change(v_project, 'conflict', 'fact', v_key, null, scsql._text_hash(v_fact.value), v_hash,
                                    format('conflict %s: another claim about the subject of %s', v_old_src, v_fact.key),
                                    v_fact.key);
-      v_conflicts := v_conflicts || v_fact.key;
     end loop;
+    -- The facts it is in open conflict with: found now, or before and not settled.
+    v_conflicts := array(select case when c.key = v_key then c.other_key else c.key end k
+                         from scsql.fact_conflicts c
+                         where c.project_id = v_project and c.resolved_at is null and v_key in (c.key, c.other_key)
+                           and exists (select from scsql.memory_facts f where f.project_id = v_project
+                                       and f.key = case when c.key = v_key then c.other_key else c.key end)
+                         order by 1);
   end if;
 
   -- A fresh value supersedes an archived copy of the same key.

@@ -126,6 +126,16 @@ def test_a_conflict_is_returned_shown_stale_and_settled_without_losing_either_fa
     assert e.value.code == "SC228"  # settled once
 
 
+def test_a_conflict_is_recorded_once_and_returned_until_settled(scsql_db, agent):
+    remember(agent, "line.length", "Maximum line length is 100")
+    assert remember(agent, "line_length", "Maximum line length is 120")["conflicts_with"] == ["line.length"]
+    assert remember(agent, "line_length", "Maximum line length is 121")["conflicts_with"] == ["line.length"]
+    with scsql_db.connect() as conn:
+        assert conn.execute("select count(*) as n from scsql.fact_conflicts").fetchone()["n"] == 1
+    q(agent, "select * from scsql.resolve_conflict('line_length', 'this')")
+    assert remember(agent, "line_length", "Maximum line length is 122")["conflicts_with"] == []
+
+
 def test_keep_both_and_keep_others(agent):
     remember(agent, "owner.payments", "Alice owns the payments service")
     assert remember(agent, "payments.owner", "Bob owns the payments service")["conflicts_with"] == ["owner.payments"]
