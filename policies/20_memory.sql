@@ -124,3 +124,11 @@ grant execute on function
 to scsql_agent;
 
 grant execute on function scsql.set_memory_lifecycle(text, interval, interval) to scsql_admin;
+
+-- Memory history (sql/26_history.sql): private tables, read and written
+-- through memory_history, remember, forget and resolve_conflict.
+select scsql._secure_table(t) from unnest(array[
+  'scsql.memory_changes', 'scsql.fact_versions', 'scsql.fact_conflicts'
+]::regclass[]) t;
+grant execute on function scsql.memory_history(text, integer), scsql.resolve_conflict(text, text, text)
+to scsql_agent;

@@ -362,6 +362,10 @@ begin
   end if;
   select * into v_r from scsql._index_source(v_project, p_path, p_content, p_kind, v_trust, p_tier, p_spans,
     coalesce(p_meta, '{}'), case when p_tier = 'session' then now() + interval '365 days' end);
+  -- Memory history (sql/26_history.sql): the old hash is the one its last change recorded.
+  perform scsql._memory_change(v_project, 'index', 'source', p_path, null,
+    (select m.new_hash from scsql.memory_changes m where m.project_id = v_project and m.target = p_path and m.kind = 'source'
+     order by m.change_id desc limit 1), v_r.content_hash, p_kind, null) where not v_r.unchanged;
   return query select p_path, p_kind, v_trust, v_r.chunks, v_r.unchanged, v_r.content_hash;
 end
 $$;
@@ -570,6 +574,9 @@ begin
     return false;
   end if;
   perform scsql._check_forgettable(v_project, array[v_id]);
+  -- Memory history (sql/26_history.sql).
+  perform scsql._memory_change(v_project, 'forget_source', 'source', s.path, null, s.content_hash, null, s.kind, null)
+  from scsql.kb_sources s where s.project_id = v_project and s.source_id = v_id;
   return scsql._forget_sources(v_project, array[v_id]) > 0;
 end
 $$;
@@ -610,6 +617,10 @@ begin
          updated_at = now(), updated_by = scsql._my_agent_id()
    where s.project_id = v_project and s.source_id = any(v_sources);
   perform scsql._gc_hashes(v_project, v_hashes);
+  -- Memory history (sql/26_history.sql).
+  perform scsql._memory_change(v_project, 'forget_chunk', 'chunk', lower(p_chunk_hash), lower(p_chunk_hash), null, null,
+    format('%s chunks removed', v_n),
+    (select string_agg(s.path, ', ' order by s.path) from scsql.kb_sources s where s.project_id = v_project and s.source_id = any(v_sources)));
   return v_n;
 end
 $$;

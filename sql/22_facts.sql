@@ -37,6 +37,8 @@ begin
                        'updated_at', p_fact.updated_at, 'archived_at', clock_timestamp()),
     null);
   delete from scsql.memory_facts f where f.project_id = p_project and f.key = p_fact.key;
+  perform scsql._memory_change(p_project, 'archive', 'fact', p_fact.key, null, scsql._text_hash(p_fact.value), null,
+                               'working memory was full', 'fact:' || p_fact.key);
 end
 $$;
 comment on function scsql._archive_fact(bigint, scsql.memory_facts) is
@@ -44,7 +46,8 @@ comment on function scsql._archive_fact(bigint, scsql.memory_facts) is
 
 create or replace function scsql.remember(p_key text, p_value text, p_importance integer default 3,
                                           p_ttl interval default null)
-returns table (key text, importance integer, stored text, archived text[], facts integer, capacity integer)
+returns table (key text, importance integer, stored text, archived text[], facts integer, capacity integer,
+               conflicts_with text[])
 language plpgsql
 security definer
 set search_path = pg_catalog, scsql, pg_temp
@@ -55,10 +58,17 @@ declare
   v_cap integer;
   v_count integer;
   v_fact scsql.memory_facts;
+  v_old scsql.memory_facts;
   v_archived text[] := '{}';
-  v_old bigint;
+  v_conflicts text[] := '{}';
+  v_old_src bigint;
   v_key text;
   v_value text;
+  v_hash text;
+  v_stored text := 'memory';
+  v_importance smallint;
+  v_kt text[];
+  v_vt text[];
   v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
 begin
   perform scsql._check_text('key', p_key, 200, false);
@@ -71,26 +81,101 @@ begin
   -- again, as a marker may be longer than the secret it replaces.
   v_key := scsql._redact(p_key);
   v_value := scsql._redact(p_value);
+  v_hash := scsql._text_hash(v_value);
   perform scsql._check_text('key', v_key, 200, false);
   perform scsql._check_text('value', v_value, 4000, true);
-  perform scsql._facts_lock(v_project);
-
   -- importance is checked by the table's constraint. It is a smallint:
   -- clamped to its range, a value out of it stays out of 1..5, so the
   -- constraint, not the cast, refuses it.
-  begin
-    insert into scsql.memory_facts as f (project_id, key, value, importance, created_at, updated_at, created_by, updated_by)
-    values (v_project, v_key, v_value,
-            case when p_importance < -32768 then -32768 when p_importance > 32767 then 32767 else p_importance end,
-            clock_timestamp(), clock_timestamp(), v_agent, v_agent)
-    on conflict on constraint memory_facts_pkey do update
-      set value = excluded.value, importance = excluded.importance,
-          updated_at = excluded.updated_at, updated_by = excluded.updated_by;
-  exception when check_violation or not_null_violation then
-    get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
-      v_constraint = constraint_name, v_column = column_name, v_message = message_text;
-    perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
-  end;
+  v_importance := case when p_importance < -32768 then -32768 when p_importance > 32767 then 32767 else p_importance end;
+  if v_importance is null or v_importance not between 1 and 5 then
+    begin
+      insert into scsql.memory_facts as f (project_id, key, value, importance, created_by, updated_by)
+      values (v_project, v_key, v_value, v_importance, v_agent, v_agent);
+    exception when check_violation or not_null_violation then
+      get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
+        v_constraint = constraint_name, v_column = column_name, v_message = message_text;
+      perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+    end;
+  end if;
+  perform scsql._facts_lock(v_project);
+  v_kt := scsql._fact_terms(v_key);
+  v_vt := scsql._fact_terms(v_value);
+
+  select * into v_old from scsql.memory_facts f where f.project_id = v_project and f.key = v_key;
+  if not found then
+    -- A fact saying the same under another key is refreshed, taking no new slot.
+    select * into v_old from scsql.memory_facts f
+    where f.project_id = v_project
+      -- What every kind of duplicate has (scsql._fact_relation_terms): the
+      -- same terms in all, or value term sets of about one size that meet.
+      and ((coalesce(f.key_terms, scsql._fact_terms(f.key)) || coalesce(f.value_terms, scsql._fact_terms(f.value))) @> (v_kt || v_vt)
+           or (abs(cardinality(coalesce(f.value_terms, scsql._fact_terms(f.value))) - cardinality(v_vt)) <= 1
+               and coalesce(f.value_terms, scsql._fact_terms(f.value)) && v_vt))
+      and scsql._fact_relation_terms(v_kt, v_vt, coalesce(f.key_terms, scsql._fact_terms(f.key)),
+                                     coalesce(f.value_terms, scsql._fact_terms(f.value))) = 'duplicate'
+    order by f.updated_at desc, f.key limit 1;
+    if found then
+      update scsql.memory_facts f set updated_at = clock_timestamp(), updated_by = v_agent,
+             importance = greatest(f.importance, v_importance)
+       where f.project_id = v_project and f.key = v_old.key;
+      perform scsql._memory_change(v_project, 'refresh', 'fact', v_old.key, null, scsql._text_hash(v_old.value),
+                                   scsql._text_hash(v_old.value), 'the same fact remembered as ' || v_key, v_key);
+      v_key := v_old.key;
+      v_stored := 'refreshed';
+    end if;
+  elsif v_old.value = v_value then
+    update scsql.memory_facts f set updated_at = clock_timestamp(), updated_by = v_agent, importance = v_importance
+     where f.project_id = v_project and f.key = v_key;
+    perform scsql._memory_change(v_project, 'refresh', 'fact', v_key, null, v_hash, v_hash, 'remembered again', null);
+    v_stored := 'refreshed';
+  else
+    -- Supersession: the value the key had is kept as history.
+    insert into scsql.fact_versions (project_id, key, value, value_hash, importance, created_at, created_by, superseded_by, reason)
+    values (v_project, v_old.key, v_old.value, scsql._text_hash(v_old.value), v_old.importance,
+            v_old.updated_at, v_old.updated_by, v_agent, 'superseded by a new value');
+    update scsql.memory_facts f set value = v_value, importance = v_importance,
+           updated_at = clock_timestamp(), updated_by = v_agent, key_terms = v_kt, value_terms = v_vt
+     where f.project_id = v_project and f.key = v_key;
+    perform scsql._memory_change(v_project, 'supersede', 'fact', v_key, null, scsql._text_hash(v_old.value), v_hash,
+                                 'a new value was remembered', null);
+  end if;
+  if v_old.key is null then
+    insert into scsql.memory_facts as f (project_id, key, value, importance, created_at, updated_at, created_by, updated_by,
+                                         key_terms, value_terms)
+    values (v_project, v_key, v_value, v_importance, clock_timestamp(), clock_timestamp(), v_agent, v_agent, v_kt, v_vt);
+    perform scsql._memory_change(v_project, 'remember', 'fact', v_key, null, null, v_hash, null, null);
+  end if;
+
+  if v_stored = 'memory' then
+    -- Another claim about the subject of an existing fact: both stay, the
+    -- conflict is recorded until resolve_conflict settles it.
+    for v_fact in
+      select f.* from scsql.memory_facts f
+      where f.project_id = v_project and f.key <> v_key
+        and coalesce(f.key_terms, scsql._fact_terms(f.key)) && v_kt
+        -- A conflict still open between the two is not recorded twice.
+        and not exists (select from scsql.fact_conflicts c where c.project_id = v_project and c.resolved_at is null
+                        and ((c.key = v_key and c.other_key = f.key) or (c.key = f.key and c.other_key = v_key)))
+        and scsql._fact_relation_terms(v_kt, v_vt, coalesce(f.key_terms, scsql._fact_terms(f.key)),
+                                       coalesce(f.value_terms, scsql._fact_terms(f.value))) = 'conflict'
+      order by f.key
+    loop
+      insert into scsql.fact_conflicts (project_id, key, value_hash, other_key, other_hash, detected_by)
+      values (v_project, v_key, v_hash, v_fact.key, scsql._text_hash(v_fact.value), v_agent)
+      returning conflict_id into v_old_src;
+      perform scsql._memory_change(v_project, 'conflict', 'fact', v_key, null, scsql._text_hash(v_fact.value), v_hash,
+                                   format('conflict %s: another claim about the subject of %s', v_old_src, v_fact.key),
+                                   v_fact.key);
+    end loop;
+    -- The facts it is in open conflict with: found now, or before and not settled.
+    v_conflicts := array(select case when c.key = v_key then c.other_key else c.key end k
+                         from scsql.fact_conflicts c
+                         where c.project_id = v_project and c.resolved_at is null and v_key in (c.key, c.other_key)
+                           and exists (select from scsql.memory_facts f where f.project_id = v_project
+                                       and f.key = case when c.key = v_key then c.other_key else c.key end)
+                         order by 1);
+  end if;
 
   -- memlife: the fact's TTL (sql/22_lifecycle.sql). A remember without
   -- one clears it; nothing is written when there is none either way.
@@ -103,10 +188,12 @@ begin
   -- end memlife
 
   -- A fresh value supersedes an archived copy of the same key.
-  select s.source_id into v_old from scsql.kb_sources s
+  select s.source_id into v_old_src from scsql.kb_sources s
   where s.project_id = v_project and s.path = 'fact:' || v_key and s.kind = 'archived_fact';
   if found then
-    perform scsql._forget_sources(v_project, array[v_old]);
+    perform scsql._forget_sources(v_project, array[v_old_src]);
+    perform scsql._memory_change(v_project, 'unarchive', 'fact', v_key, null, null, v_hash,
+                                 'remembered again: the archived copy is replaced', 'fact:' || v_key);
   end if;
 
   v_cap := scsql._memory_capacity(v_project);
@@ -124,19 +211,19 @@ begin
   end if;
 
   return query select v_key, p_importance,
-    case when v_key = any(v_archived) then 'archived' else 'memory' end,
-    v_archived, v_count, v_cap;
+    case when v_key = any(v_archived) then 'archived' else v_stored end,
+    v_archived, v_count, v_cap, v_conflicts;
 end
 $$;
 comment on function scsql.remember(text, text, integer, interval) is
-  'Stores a fact in your project''s working memory, or updates the fact with that key. When memory is full the least important, oldest facts move to the archive (still searchable). Returns key, importance, stored, archived, facts, capacity.
+  'Stores a fact in your project''s working memory, or supersedes the fact with that key (history kept). A duplicate refreshes the fact; facts it contradicts come back in conflicts_with. When memory is full the least important, oldest facts move to the archive (still searchable). Returns key, importance, stored, archived, facts, capacity, conflicts_with.
 
 p_key: the fact''s name, one line
 p_value: the fact
 p_importance (1..5): 5 is kept longest
 p_ttl: how long the fact lives (e.g. 7 days); omit to keep it
 
-Stores a fact in the acting agent''s project working memory, or updates the fact with that key: key (1-200 characters, one line), value (1-4,000 characters), importance 1-5 (default 3). Working memory holds 100 facts, plus one per 100 indexed file chunks, up to 250; when it is full the lowest-importance, least recently updated facts move to the knowledge base as archived facts (still found by search; never dropped), so an importance-5 fact is archived only when no lower-importance fact is left. Key and value are stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact), so the fact is readable by every agent of the project without its secrets. Returns key (as stored), importance, stored (memory, or archived when this fact itself was the one to go), archived (keys moved out), facts (now in memory), capacity. With TTL (an interval, up to 3,650 days) the fact expires that long after this remember: recall_context and pack no longer return it and the worker deletes it (scsql.purge_expired); remembering the key again without TTL keeps it for good. Raises SC200 too long, SC201 empty or control characters, SC202 importance out of range, SC215 a value holding a PEM private key block, SC241 a TTL that is not positive or over 3,650 days.';
+Stores a fact in the acting agent''s project working memory: key (1-200 characters, one line), value (1-4,000 characters), importance 1-5 (default 3). Remembering a key that exists supersedes its value: the old value stays in the fact''s history (memory_history), never overwritten. A new key whose fact says the same as a fact in memory (scsql._fact_relation: the same terms) refreshes that fact (its time, and the higher importance) instead of taking a slot: key then names the fact refreshed and stored is refreshed. A fact that makes another claim about the subject of facts in memory is stored, and their keys are returned in conflicts_with; both stay, shown as possibly stale by recall_context until resolve_conflict settles them. Working memory holds 100 facts, plus one per 100 indexed file chunks, up to 250; when it is full the lowest-importance, least recently updated facts move to the knowledge base as archived facts (still found by search; never dropped), so an importance-5 fact is archived only when no lower-importance fact is left. Key and value are stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact), so the fact is readable by every agent of the project without its secrets. Every change is recorded in the memory history (scsql.memory_history). Returns key (as stored), importance, stored (memory; refreshed for a duplicate; archived when this fact itself was the one to go), archived (keys moved out), facts (now in memory), capacity, conflicts_with (keys of facts this one conflicts with). With TTL (an interval, up to 3,650 days) the fact expires that long after this remember: recall_context and pack no longer return it and the worker deletes it (scsql.purge_expired); remembering the key again without TTL keeps it for good. Raises SC200 too long, SC201 empty or control characters, SC202 importance out of range, SC215 a value holding a PEM private key block, SC241 a TTL that is not positive or over 3,650 days.';
 
 create or replace function scsql.forget(p_key text)
 returns boolean
@@ -149,16 +236,23 @@ declare
   v_key text := scsql._redact(p_key);
   v_found boolean;
   v_old bigint;
+  v_gone scsql.memory_facts;
 begin
   perform scsql._check_text('key', p_key, 200, false);
   perform scsql._facts_lock(v_project);
   -- Keys are stored redacted: a key given as it was remembered finds it.
-  delete from scsql.memory_facts f where f.project_id = v_project and f.key in (p_key, v_key);
+  delete from scsql.memory_facts f where f.project_id = v_project and f.key in (p_key, v_key) returning * into v_gone;
   v_found := found;
+  if v_found then
+    perform scsql._memory_change(v_project, 'forget', 'fact', v_gone.key, null, scsql._text_hash(v_gone.value), null,
+                                 'forget', null);
+  end if;
   select s.source_id into v_old from scsql.kb_sources s
   where s.project_id = v_project and s.path = 'fact:' || v_key and s.kind = 'archived_fact';
   if found then
     perform scsql._forget_sources(v_project, array[v_old]);
+    perform scsql._memory_change(v_project, 'forget', 'fact', v_key, null, null, null, 'forget: the archived copy',
+                                 'fact:' || v_key);
     v_found := true;
   end if;
   return v_found;
@@ -169,5 +263,5 @@ comment on function scsql.forget(text) is
 
 p_key: the fact''s key
 
-Forgets the fact KEY of the acting agent''s project, in working memory and in the archive (KEY as given to remember, or as stored, redacted). Returns true when there was such a fact, false otherwise (so a second forget returns false). Raises SC200/SC201 for a bad key.';
+Forgets the fact KEY of the acting agent''s project, in working memory and in the archive (KEY as given to remember, or as stored, redacted). Returns true when there was such a fact, false otherwise (so a second forget returns false). The forget is recorded in the memory history (who, when, the hash of the value), the value itself is not kept. Raises SC200/SC201 for a bad key.';
 

@@ -72,6 +72,8 @@ begin
   -- each decision a decision (unless a current one has its title), each
   -- open task an open loop owned by the agent (unless one is open already).
   perform scsql._feed_decisions_and_loops(v_me, v_path, v_clean);
+  -- Memory history (sql/26_history.sql).
+  perform scsql._memory_change(v_me.project_id, 'summary', 'source', v_path, null, null, v_r.content_hash, 'session summary', null);
   return query select v_path, v_r.chunks, v_expires;
 end
 $$;
@@ -155,13 +157,21 @@ begin
     union all
     select 5, 'broadcast', row_number() over (order by b.at desc), b.key, b.content, null, b.at, null
     from scsql._recall_broadcasts(v_project, 10) b
+    -- Possibly stale (sql/26_history.sql): facts in an open conflict, until resolve_conflict settles it.
+    union all
+    select 6, 'stale', row_number() over (order by c.conflict_id desc), c.key,
+           format('possibly stale: %s (%s) conflicts with %s (%s); settle with resolve_conflict(%L, ''this''|''others''|''both'')',
+                  c.key, c.value, c.other_key, c.other_value, c.key),
+           null, c.detected_at, null
+    from (select * from scsql._open_conflicts(v_project) limit 10) c
   ),
   costed as (
     select i.*, scsql_caller.tokens(i.content) as tokens,
            -- Each section first gets its share of the budget (facts 40%,
-           -- open loops 10%, decisions 10%, sessions 30%, broadcasts 10%) ...
+           -- open loops 10%, decisions 10%, sessions 30%, broadcasts 10%;
+           -- possibly stale facts only what is left) ...
            sum(scsql_caller.tokens(i.content)) over (partition by i.sec order by i.item) as sec_cum,
-           case i.sec when 1 then 0.4 when 4 then 0.3 else 0.1 end * p_budget as share
+           case i.sec when 1 then 0.4 when 4 then 0.3 when 6 then 0 else 0.1 end * p_budget as share
     from items i
   ),
   firsts as (
@@ -196,7 +206,7 @@ p_recency_weight (0..100): ranking weight of recency
 p_use_weight (0..100): ranking weight of use
 p_half_life_days (0.01..36500): days for recency and use to halve
 
-Restores the acting agent''s project context in one call, within a token budget (default 1,500; 50 to 100,000; tokens estimated as ceil(characters / 4)): working-memory facts (not expired) ordered by their lifecycle score L = importance_weight * (importance - 1) / 4 + recency_weight * 0.5 ^ (days since written / half_life) + use_weight * uses / (uses + 3) * 0.5 ^ (days since last returned / half_life) (defaults 1, 0.2, 0.2 and 30 days; importance-5 facts never decay; ties by importance, then the most recently updated), then the open loops (newest first, up to 20), the latest current decisions (up to 5), the latest session summaries (up to 5) and recent broadcasts. Each section first gets a share of the budget (facts 40%, open loops 10%, decisions 10%, sessions 30%, broadcasts 10%), what is left goes to the remaining items in order; items are never cut. The facts and summaries returned record their use (last_used_at, use_count; at most once per the project''s use_granularity, 1 minute by default). Stable order: section, then item. Returns section (fact, open_loop, decision, session, broadcast), item, key, content, importance, at, tokens, source_path (decision:<id> for a decision; the session summary an open loop came from, else loop:<id>). Raises SC209 for a budget out of range, SC243 for a weight out of 0..100 or a half-life out of 0.01..36,500 days.';
+Restores the acting agent''s project context in one call, within a token budget (default 1,500; 50 to 100,000; tokens estimated as ceil(characters / 4)): working-memory facts (not expired) ordered by their lifecycle score L = importance_weight * (importance - 1) / 4 + recency_weight * 0.5 ^ (days since written / half_life) + use_weight * uses / (uses + 3) * 0.5 ^ (days since last returned / half_life) (defaults 1, 0.2, 0.2 and 30 days; importance-5 facts never decay; ties by importance, then the most recently updated), then the open loops (newest first, up to 20), the latest current decisions (up to 5), the latest session summaries (up to 5) and recent broadcasts. Each section first gets a share of the budget (facts 40%, open loops 10%, decisions 10%, sessions 30%, broadcasts 10%), what is left goes to the remaining items in order; items are never cut. Facts in an open conflict (remember returned conflicts_with) are listed again, last, in section stale (the 10 newest conflicts, only within what is left of the budget), until resolve_conflict settles them. The facts and summaries returned record their use (last_used_at, use_count; at most once per the project''s use_granularity, 1 minute by default). Stable order: section, then item. Returns section (fact, open_loop, decision, session, broadcast, stale), item, key, content, importance, at, tokens, source_path (decision:<id> for a decision; the session summary an open loop came from, else loop:<id>). Raises SC209 for a budget out of range, SC243 for a weight out of 0..100 or a half-life out of 0.01..36,500 days.';
 
 create or replace function scsql.pack(p_intent text, p_budget integer default 2000,
                                       p_query_embedding vector default null, p_model text default null,

@@ -124,3 +124,8 @@ select scsql._map_constraint(t::regclass, c, code, message, hint) from (values
   ('scsql.open_loops', 'open_loops_closed_check', 'SC238',
    'a closed loop has closed_at, closed_by and a resolution, an open one none of them', null)
 ) as m(t, c, code, message, hint);
+
+-- memory history (sql/26_history.sql): resolve_conflict checks keep itself
+-- (SC229) before it is stored; the constraint states the same choice.
+select scsql._map_constraint('scsql.fact_conflicts'::regclass, 'fact_conflicts_resolution_check', 'SC229',
+  'keep must be this, others or both', null);

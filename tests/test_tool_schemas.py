@@ -24,6 +24,7 @@ HIDDEN = {"record_tool_call", "start_session"}
 # must be those of the column's CHECK constraints, read from pg_constraint.
 STORED_IN = {
     ("record_outcome", "kind"): ("outcomes", "kind"),
+    ("resolve_conflict", "keep"): ("fact_conflicts", "resolution"),
     ("record_outcome", "classification"): ("outcomes", "classification"),
     ("record_outcome", "confidence"): ("outcomes", "confidence"),
     ("record_tool_call", "status"): ("tool_calls", "status"),

@@ -69,6 +69,8 @@ def cmd_memory(ctx, args) -> int:
     from ..api import Api
     from . import embed
 
+    if args.action == "history":
+        return _history(ctx, args)
     if args.action == "status":
         agent = ctx.open_agent(args.agent, need_key=False)
         rows = Api(agent).call("memory_status")
@@ -86,6 +88,28 @@ def cmd_memory(ctx, args) -> int:
                          (args.project, prov.name, prov.dims)).fetchone()[0]
     print(f"scsql: project {args.project} now embeds with {prov.name} ({prov.dims} dimensions); "
           f"{n} chunk text(s) queued for scsql worker")
+    return 0
+
+
+def _history(ctx, args) -> int:
+    """``scsql memory history TARGET``: who changed a fact, source or chunk, newest first."""
+    from ..api import Api
+
+    agent = ctx.open_agent(args.agent, need_key=False)
+    rows = Api(agent).call("memory_history", target=args.target, limit=args.limit)
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False, default=str))
+        return 0
+    if not rows:
+        print(f"scsql: no recorded change of {args.target}")
+        return 0
+    for r in rows:
+        hashes = f"{(r['old_hash'] or '-')[:12]} -> {(r['new_hash'] or '-')[:12]}"
+        related = f" ({r['related']})" if r["related"] else ""
+        print(f"{str(r['at'])[:19]}  {r['agent']}  {r['op']} {r['kind']} {r['target']}{related}  {hashes}"
+              + (f"  {r['reason']}" if r["reason"] else ""))
+        if r["value"] is not None:
+            print("    " + r["value"].replace("\n", "\n    "))
     return 0
 
 
@@ -110,6 +134,11 @@ def register(sub, add) -> None:
 
     p = add("memory", cmd_memory, "memory status, and switching a project's embedding model")
     msub = p.add_subparsers(dest="action", required=True)
+    c = msub.add_parser("history", help="who changed a fact (by key), a source (by path) or a chunk (by chunk_hash), and when")
+    c.add_argument("target", help="fact key, source path or chunk_hash")
+    c.add_argument("--agent", help="the agent (required)")
+    c.add_argument("--limit", type=int, default=100, help="rows at most (1 to 1,000)")
+    c.add_argument("--json", action="store_true")
     c = msub.add_parser("status", help="working memory, knowledge base and embedding queue of the agent's project")
     c.add_argument("--agent", help="the agent (required)")
     c = msub.add_parser("set-model", help="embed PROJECT with this process's provider (SCSQL_EMBED); re-embeds in the background")
