@@ -54,7 +54,8 @@ grant execute on function
   scsql_caller.terms(text), scsql_caller.tokens(text), scsql_caller.published_text(bigint, text),
   scsql_caller.search_projects(bigint[], text, integer, text[], text, timestamptz, text, vector, text,
                                double precision, double precision, double precision, double precision,
-                               double precision, integer),
+                               double precision, integer, text, double precision),
+  scsql_caller.term_array(text), scsql_caller.agent_names(bigint[]),
   scsql_caller.bm25(bigint[], text[], double precision, double precision, integer, text[], text, timestamptz),
   scsql_caller.bm25_idf(bigint, bigint),
   scsql_caller.bm25_term(double precision, double precision, double precision, double precision, double precision,
@@ -82,9 +83,11 @@ grant execute on function
   scsql.index_text(text, text, text, text, text, jsonb, jsonb), scsql.index(text, jsonb),
   scsql.forget_source(text), scsql.forget_chunk(text),
   scsql.search(text, integer, text[], text, timestamptz, text, double precision, double precision,
-               double precision, double precision, double precision, integer, vector, text),
+               double precision, double precision, double precision, integer, vector, text, text, double precision),
   scsql.search_global(text, integer, text[], text, timestamptz, text, double precision, double precision,
-                      double precision, double precision, double precision, integer, vector, text),
+                      double precision, double precision, double precision, integer, vector, text, text,
+                      double precision),
+  scsql.get_source(text, integer),
   scsql.summarize_session(jsonb), scsql.recall_context(integer), scsql.pack(text, integer, vector, text),
   scsql.memory_status()
 to scsql_agent;
