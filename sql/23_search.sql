@@ -209,14 +209,19 @@ begin
   from generate_series(1, v_terms) i;
   v_ubsum := (select sum(x) from unnest(v_ubt) x);
 
-  -- Essential terms: the rarest ones, whose postings together stay small.
+  -- Essential terms: the rarest ones, whose postings together stay small:
+  -- a tenth of the budget to start with. A common term's postings cost
+  -- more to read and group than probing its few candidates (the slow
+  -- queries were those whose rare terms left room in the budget for a term
+  -- found in a tenth or more of the chunks); a round that cannot bound the
+  -- result promotes the next term, up to the whole budget.
   v_e := 1;
   v_sum := v_df[1];
   v_cap := greatest(v_budget / 5, p_depth * 2);
   if v_budget <= 0 then
     v_e := v_terms;
   end if;
-  while v_e < v_terms and v_sum + v_df[v_e + 1] <= v_budget loop
+  while v_e < v_terms and v_sum + v_df[v_e + 1] <= v_budget / 10 loop
     v_e := v_e + 1;
     v_sum := v_sum + v_df[v_e];
   end loop;
