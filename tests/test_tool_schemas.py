@@ -53,6 +53,8 @@ ADDED_BY_FUNCTION = {("search", "kinds"): ["fact"], ("search_global", "kinds"): 
 CHECKED_BY_FUNCTION = {
     ("search", "mode"): lambda v: {"query": "x", "mode": v},
     ("search_global", "mode"): lambda v: {"query": "x", "mode": v},
+    ("search", "fusion"): lambda v: {"query": "x", "fusion": v},
+    ("search_global", "fusion"): lambda v: {"query": "x", "fusion": v},
     ("cost_report", "group_by"): lambda v: {"group_by": v},
     ("index_text", "kind"): lambda v: {"path": f"n/{v}", "content": "text", "kind": v},
 }
