@@ -683,7 +683,7 @@ create or replace function scsql.search(
   p_vector_weight double precision default 1, p_k1 double precision default 1.2,
   p_b double precision default 0.75, p_depth integer default null,
   p_query_embedding vector default null, p_model text default null,
-  p_fusion text default 'score', p_min_similarity double precision default 0.3)
+  p_fusion text default 'score', p_min_similarity double precision default 0.2)
 returns table (
   project text, source_kind text, source_path text, anchor text, line_start integer, line_end integer,
   text_span integer[], chunk_hash text, content text, score double precision, retrievers text[],
@@ -723,7 +723,7 @@ create or replace function scsql.search_global(
   p_vector_weight double precision default 1, p_k1 double precision default 1.2,
   p_b double precision default 0.75, p_depth integer default null,
   p_query_embedding vector default null, p_model text default null,
-  p_fusion text default 'score', p_min_similarity double precision default 0.3)
+  p_fusion text default 'score', p_min_similarity double precision default 0.2)
 returns table (
   project text, source_kind text, source_path text, anchor text, line_start integer, line_end integer,
   text_span integer[], chunk_hash text, content text, score double precision, retrievers text[],

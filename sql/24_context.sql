@@ -199,7 +199,7 @@ begin
     select row_number() over (order by s.score desc) as rank, s.*
     -- search (memsearch): the hits other than facts, which the block above ranks.
     from scsql_caller.search_projects(array[v_project], p_intent, 20, null, null, null, 'hybrid', p_query_embedding, p_model,
-                       60, 1, 1, 1.2, 0.75, 50, 'score', 0.3) s
+                       60, 1, 1, 1.2, 0.75, 50, 'score', 0.2) s
     where s.source_kind <> 'fact'
   ),
   items as (

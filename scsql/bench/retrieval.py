@@ -37,7 +37,7 @@ DEPTH = 40  # search's default candidates per branch for k <= 40
 BM25_GRID = [(k1, b) for k1 in (0.9, 1.2, 1.6, 2.0) for b in (0.5, 0.75, 0.9)]
 # Score fusion: (vector weight, relevance floor); BM25 weight 1.
 FUSION_GRID = [(w, f) for w in (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0) for f in (0.0, 0.1, 0.2, 0.3, 0.4)]
-SHIPPED = {"vector_weight": 1.0, "min_similarity": 0.3}  # scsql.search's defaults
+SHIPPED = {"vector_weight": 1.0, "min_similarity": 0.2}  # scsql.search's defaults
 
 
 def _tqdm(iterable=None, **kw):
@@ -269,7 +269,7 @@ def run(ctx, args: argparse.Namespace) -> int:
         latencies: list[float] = []
         if prov is not None:
             lists = _branch_lists(s, queries, set(train) | set(test), qemb, model, k1=k1, b=b)
-            vec_test = {q: _docs(lists[q][1]) for q in test}
+            vec_test = {q: _docs([c[0] for c in lists[q][1]]) for q in test}
             results.append((f"vector only ({model})", *evaluate(vec_test, test), ""))
             w, floor = _tune_fusion(lists, train)
             results.append((f"hybrid tuned (vector weight {w}, floor {floor})",
