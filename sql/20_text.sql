@@ -120,13 +120,28 @@ as $$
     select pg_catalog.lower(m[1]) as term, 1 as n
     from t, pg_catalog.regexp_matches(t.s, '([[:alnum:]_]+(?:[./:-][[:alnum:]_]+)*)', 'g') m
     where m[1] ~ '[_./:-]|[[:lower:][:digit:]][[:upper:]]|[[:upper:]][[:upper:]][[:lower:]]' and pg_catalog.char_length(m[1]) <= 128
+  ),
+  -- Calendar dates (2026-11-26, also inside a timestamp or a path such as
+  -- session:alice/2026-11-26T10:00:00Z) are a term of their own, so a
+  -- session's date finds it.
+  dates as (
+    select m[1] as term, 1 as n
+    from t, pg_catalog.regexp_matches(t.s, '(?:^|[^[:digit:]])([12][[:digit:]]{3}-[01][[:digit:]]-[0-3][[:digit:]])(?![[:digit:]])', 'g') m
   )
   select u.term, sum(u.n)::integer
-  from (select * from parts union all select * from wholes) u
+  from (select * from parts union all select * from wholes union all select * from dates) u
   group by u.term
 $$;
 comment on function scsql_caller.terms(text) is
-  'The BM25 terms of a text with their frequencies, used identically for chunks and queries: camelCase and snake_case split, English stemming and stop words, and compound tokens (paths, dotted names, snake_case, camelCase) also kept whole in lower case.';
+  'The BM25 terms of a text with their frequencies, used identically for chunks and queries: camelCase and snake_case split, English stemming and stop words, compound tokens (paths, dotted names, snake_case, camelCase) also kept whole in lower case, and calendar dates (YYYY-MM-DD, also inside a timestamp or path) as one term.';
+
+create or replace function scsql_caller.term_array(p_text text)
+returns text[]
+language plpgsql
+immutable strict parallel safe
+as $$ begin return (select coalesce(pg_catalog.array_agg(t.term order by t.term), '{}') from scsql_caller.terms(p_text) t); end $$;
+comment on function scsql_caller.term_array(text) is
+  'The distinct BM25 terms of a text (scsql_caller.terms), sorted: the stored terms of a working-memory fact (memory_facts.terms), which search scores beside chunks. Raises nothing.';
 
 create or replace function scsql._check_text(p_what text, p_value text, p_max integer, p_allow_newlines boolean default true)
 returns void

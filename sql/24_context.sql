@@ -259,8 +259,10 @@ begin
   ),
   hits as (
     select row_number() over (order by s.score desc) as rank, s.*
+    -- search (memsearch): the hits other than facts, which the block above ranks.
     from scsql_caller.search_projects(array[v_project], p_intent, 20, null, null, null, 'hybrid', p_query_embedding, p_model,
-                       60, 1, 1, 1.2, 0.75, 50) s
+                       60, 1, 1, 1.2, 0.75, 50, 'score', 0.2) s
+    where s.source_kind <> 'fact'
   ),
   items as (
     select 1.0 / (60 + r.rank) as score, 0 as pref, 'fact' as kind, r.key, r.content,

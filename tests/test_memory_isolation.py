@@ -186,7 +186,7 @@ def test_search_pack_and_recall_show_a_reader_only_published_knowledge(world):
         "chunk_hash"]
     emb = vector_literal(vectors[learning_hash])
     hits = q(a, "select * from scsql.search_global('anything', p_k => 50, p_mode => 'vector', "
-                "p_query_embedding => %s, p_model => %s)", emb, DEFAULT_MODEL)
+                "p_query_embedding => %s, p_model => %s, p_min_similarity => -1)", emb, DEFAULT_MODEL)
     b_hits = [h for h in hits if h["project"] == pb]
     assert b_hits and {h["source_kind"] for h in b_hits} <= set(PUBLISHED)
     own = q(b2, "select * from scsql.search('anything', p_mode => 'vector', p_query_embedding => %s, p_model => %s)",
