@@ -31,7 +31,11 @@ def test_facts_summaries_and_chunks_are_found_labelled_with_kind_author_and_time
     q(b, "select * from scsql.index_text('docs/ops.md', '# Clusters\n\nkestrel hosts the database.', 'file')")
     hits = search(b, "kestrel")
     by_kind = {h["source_kind"]: h for h in hits}
-    assert set(by_kind) == {"fact", "session_summary", "file"}
+    # The summary's decision is a decision of its own (sql/27_decisions.sql).
+    assert set(by_kind) == {"fact", "session_summary", "file", "decision"}
+    decision = by_kind["decision"]
+    assert decision["source_path"].startswith("decision:") and "stage on kestrel too" in decision["content"]
+    assert decision["retrievers"] == ["bm25"] and decision["author"] == a.name
     fact = by_kind["fact"]
     assert fact["source_path"] == "memory:deploy.target" and "kestrel cluster" in fact["content"]
     assert fact["retrievers"] == ["bm25"] and fact["trust"] == "internal"
@@ -43,10 +47,23 @@ def test_facts_summaries_and_chunks_are_found_labelled_with_kind_author_and_time
     assert {h["source_kind"] for h in search(b, "kestrel", kinds=["file", "session_summary"])} == {
         "file", "session_summary"}
     assert search(b, "kestrel", kinds=["fact"], trust="external") == []
+    assert [h["source_kind"] for h in search(b, "kestrel", kinds=["decision"])] == ["decision"]
     # Facts follow their text: a changed fact is found by its new words only.
     q(a, "select scsql.remember('deploy.target', 'production moved to the osprey cluster', 4)")
     assert "fact" not in {h["source_kind"] for h in search(b, "kestrel")}
     assert [h["source_path"] for h in search(b, "osprey")] == ["memory:deploy.target"]
+
+
+def test_only_current_decisions_are_found(scsql_db):
+    a = scsql_db.agent("decider", scsql_db.project())
+    old = q(a, "select * from scsql.decide('queue backend', 'use redis streams for the job queue')")[0]
+    hits = search(a, "job queue backend", kinds=["decision"])
+    assert [h["source_path"] for h in hits] == [f"decision:{old['decision_id']}"]
+    new = q(a, "select * from scsql.decide('queue backend', 'use SKIP LOCKED in postgres for the job queue', %s)",
+            old["decision_id"])[0]
+    hits = search(a, "job queue backend", kinds=["decision"])
+    assert [h["source_path"] for h in hits] == [f"decision:{new['decision_id']}"]
+    assert "SKIP LOCKED" in hits[0]["content"]
 
 
 def test_a_sessions_date_finds_its_summary(scsql_db):

@@ -48,7 +48,7 @@ STORED_IN = {
     ("enqueue_task", "max_attempts"): ("tasks", "max_attempts"),
 }
 # Choices beyond the column's that the function adds: search finds facts too.
-ADDED_BY_FUNCTION = {("search", "kinds"): ["fact"], ("search_global", "kinds"): ["fact"]}
+ADDED_BY_FUNCTION = {("search", "kinds"): ["fact", "decision"], ("search_global", "kinds"): ["fact", "decision"]}
 # Choices a function checks itself (not a column): each published choice is
 # called for real below, and one outside them is refused.
 CHECKED_BY_FUNCTION = {
