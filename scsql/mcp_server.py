@@ -78,12 +78,14 @@ class Tools:
 
     A tool whose function's comment says ``hidden:`` (record_tool_call,
     start_session: the hooks capture them) is left out of the list unless
-    ``all_tools``; it can still be called by name."""
+    ``all_tools``; it can still be called by name. So are the arguments
+    marked tuning (BM25's k1, fusion weights): left out of the published
+    schema unless ``all_tools``, accepted when given."""
 
     def __init__(self, api: Api, all_tools: bool = False):
         self.api = api
         self.functions: dict[str, ApiFunction] = dict(api.functions)
-        self.listed = [types.Tool(name=fn.name, description=fn.description, input_schema=fn.tool_schema())
+        self.listed = [types.Tool(name=fn.name, description=fn.description, input_schema=fn.tool_schema(all_tools))
                        for fn in self.functions.values() if all_tools or fn.hidden is None]
         # Clients that send an array as a JSON string (some do) get it parsed;
         # nothing else is coerced.

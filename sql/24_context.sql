@@ -201,10 +201,10 @@ comment on function scsql.recall_context(integer, double precision, double preci
   'Restores your project''s context in one call: working-memory facts, open loops, the latest decisions and session summaries, and recent broadcasts, within a token budget. Returns section, item, key, content, importance, at, tokens, source_path.
 
 p_budget (50..100000): tokens (characters / 4)
-p_importance_weight (0..100): ranking weight of importance
-p_recency_weight (0..100): ranking weight of recency
-p_use_weight (0..100): ranking weight of use
-p_half_life_days (0.01..36500): days for recency and use to halve
+p_importance_weight (0..100, tuning): ranking weight of importance
+p_recency_weight (0..100, tuning): ranking weight of recency
+p_use_weight (0..100, tuning): ranking weight of use
+p_half_life_days (0.01..36500, tuning): days for recency and use to halve
 
 Restores the acting agent''s project context in one call, within a token budget (default 1,500; 50 to 100,000; tokens estimated as ceil(characters / 4)): working-memory facts (not expired) ordered by their lifecycle score L = importance_weight * (importance - 1) / 4 + recency_weight * 0.5 ^ (days since written / half_life) + use_weight * uses / (uses + 3) * 0.5 ^ (days since last returned / half_life) (defaults 1, 0.2, 0.2 and 30 days; importance-5 facts never decay; ties by importance, then the most recently updated), then the open loops (newest first, up to 20), the latest current decisions (up to 5), the latest session summaries (up to 5) and recent broadcasts. Each section first gets a share of the budget (facts 40%, open loops 10%, decisions 10%, sessions 30%, broadcasts 10%), what is left goes to the remaining items in order; items are never cut. Facts in an open conflict (remember returned conflicts_with) are listed again, last, in section stale (the 10 newest conflicts, only within what is left of the budget), until resolve_conflict settles them. The facts and summaries returned record their use (last_used_at, use_count; at most once per the project''s use_granularity, 1 minute by default). Stable order: section, then item. Returns section (fact, open_loop, decision, session, broadcast, stale), item, key, content, importance, at, tokens, source_path (decision:<id> for a decision; the session summary an open loop came from, else loop:<id>). Raises SC209 for a budget out of range, SC243 for a weight out of 0..100 or a half-life out of 0.01..36,500 days.';
 
@@ -309,9 +309,9 @@ comment on function scsql.pack(text, integer, vector, text, double precision, do
 
 p_intent: the task, in words (1-2,000 characters)
 p_budget (50..100000): tokens (characters / 4)
-p_importance_weight (0..100): ranking weight of importance
-p_recency_weight (0..100): ranking weight of recency
-p_use_weight (0..100): ranking weight of use
-p_half_life_days (0.01..36500): days for recency and use to halve
+p_importance_weight (0..100, tuning): ranking weight of importance
+p_recency_weight (0..100, tuning): ranking weight of recency
+p_use_weight (0..100, tuning): ranking weight of use
+p_half_life_days (0.01..36500, tuning): days for recency and use to halve
 
 A bounded context pack for a task described by INTENT (1-2,000 characters), within BUDGET tokens (default 2,000; tokens = ceil(characters / 4)): the working-memory facts (not expired) that share terms with the intent, and the best hybrid-search hits, labelled fact, decision (from session summaries), learning or chunk, each with its citation (source_path, anchor, line span, chunk_hash, trust, notice). Facts and hits are ranked by reciprocal rank times exp(L), L the lifecycle score importance_weight * (importance - 1) / 4 + recency_weight * 0.5 ^ (days since written / half_life) + use_weight * uses / (uses + 3) * 0.5 ^ (days since last returned / half_life) (defaults 0.2, 0.1, 0.1 and 30 days; sources count as importance 3; importance-5 facts and pinned sources never decay; all weights 0: reciprocal rank alone); when over budget the lowest-scored items are dropped first. What is returned records its use (at most once per the project''s use_granularity). Returns item, kind, score, tokens, key, content and the citation fields. Raises SC205 for a bad intent, SC209 for a budget out of range, SC243 for a weight out of 0..100 or a half-life out of 0.01..36,500 days.';

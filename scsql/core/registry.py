@@ -267,6 +267,11 @@ class Param:
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", self.sql_name[2:] if self.sql_name.startswith("p_") else self.sql_name)
 
+    @property
+    def tuning(self) -> bool:
+        """A knob for operators and benchmarks, not published to agents by default."""
+        return "tuning" in (x.strip() for x in self.spec.split(","))
+
 
 # -- what a tool's schema says: the structured part of COMMENT ON FUNCTION ------
 #
@@ -277,7 +282,10 @@ class Param:
 #     description of argument p_name, and its constraints. ``spec`` is a
 #     comma-separated list of: choices ``a|b|c`` (a JSON-schema enum; for an
 #     array argument, of its items), a range ``lo..hi`` (either side may be
-#     empty), or the JSON type of a jsonb argument (object, array, string, ...);
+#     empty), the JSON type of a jsonb argument (object, array, string, ...),
+#     or ``tuning``: a knob for operators and benchmarks (BM25's k1, fusion
+#     weights), left out of the tool's published schema unless all tools are
+#     asked for, and still accepted when an agent passes it;
 #   * a line ``hidden: why``: the tool is left out of tools/list unless all
 #     tools are asked for (``scsql mcp --all-tools``, SCSQL_MCP_TOOLS=all): hooks
 #     do what it does;
@@ -360,6 +368,8 @@ def property_schema(p: Param) -> dict[str, Any]:
     prop = _json_type(p.pg_type)
     target = prop["items"] if p.pg_type.endswith("[]") else prop
     for item in (x.strip() for x in p.spec.split(",") if x.strip()):
+        if item == "tuning":
+            continue
         if item in _JSON_TYPES:
             prop["type"] = item
         elif "|" in item:
@@ -444,14 +454,15 @@ class ApiFunction:
             fields[f"f_{p.name}"] = (typ, Field(default, alias=p.name, description=f"{p.pg_type}"))
         return create_model(f"{self.name}_args", __base__=ArgModel, **fields)
 
-    def tool_schema(self) -> dict[str, Any]:
+    def tool_schema(self, tuning: bool = True) -> dict[str, Any]:
         """The tool's input schema as published: each argument's JSON type,
-        description, choices, range and default (:func:`property_schema`).
+        description, choices, range and default (:func:`property_schema`);
+        without ``tuning``, arguments whose spec says tuning are left out.
         Arguments are checked by :meth:`arg_model` (an unknown one is refused
         with SC010 naming the arguments, so the schema need not say
         additionalProperties); the SQL function checks choices and ranges
         itself, with its own codes."""
-        params = self.visible_params
+        params = [p for p in self.visible_params if tuning or not p.tuning]
         schema: dict[str, Any] = {"type": "object", "properties": {p.name: property_schema(p) for p in params}}
         required = [p.name for p in params if not p.optional]
         if required:
