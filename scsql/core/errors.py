@@ -32,6 +32,8 @@ CONFIG_NOT_REGULAR = "SC051"
 CONFIG_UNPARSABLE = "SC052"
 CONFIG_UNWRITABLE = "SC053"
 INSTALL_CONFLICT = "SC054"
+CITUS_MISSING = "SC042"
+NOT_DISTRIBUTABLE = "SC043"
 
 # Filled from scsql.error_codes the first time a connection is available, so
 # messages can carry the stable name beside the code.
