@@ -33,6 +33,9 @@ def test_reference_tables_are_few_and_global(scsql_db):
     ("create table scsql.zz_child (project_id bigint, item bigint, primary key (project_id, item), unique (item))",
      "zz_child", "unique index scsql.zz_child_item_key does not include project_id"),
     ("create table scsql.zz_child (item bigint primary key)", "zz_child", "has no project_id column"),
+    ("create table scsql.zz_child (project_id bigint, item bigint, primary key (project_id, item), "
+     "constraint zz_x exclude using gist (item with =))",
+     "zz_child", "exclusion constraint zz_x does not compare project_id with ="),
     ("create table scsql.zz_child (project_id bigint, task_id bigint, primary key (project_id, task_id), "
      "constraint zz_fk foreign key (task_id, project_id) references scsql.tasks (project_id, task_id))",
      "zz_child", "foreign key zz_fk to tasks does not pair project_id with project_id"),

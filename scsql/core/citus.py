@@ -6,7 +6,7 @@ table live on one shard group and no write path crosses nodes) or, when it is
 small and global, replicated to every node (``create_reference_table``):
 exactly the tables named in REFERENCE_TABLES. A table is distributable when
 ``project_id`` is in its primary key, in every unique constraint and unique
-index, and in every foreign key to another distributed table (at the same
+index, compared with = in every exclusion constraint, and in every foreign key to another distributed table (at the same
 position as the referenced ``project_id``); a reference table may refer only
 to reference tables. :func:`undistributable` checks this on the catalog;
 tests/test_distributable.py runs it on every migrated database, with or
@@ -71,6 +71,13 @@ select t.name, 'unique index ' || i.indexrelid::regclass::text || ' does not inc
   from t join pg_catalog.pg_index i on i.indrelid = t.oid and i.indisunique
  where t.pid is not null and not (t.name = any(%(ref)s)) and not (t.pid = any(i.indkey::int2[]))
 union all
+select t.name, 'exclusion constraint ' || k.conname || ' does not compare project_id with ='
+  from t join pg_catalog.pg_constraint k on k.conrelid = t.oid and k.contype = 'x'
+ where not (t.name = any(%(ref)s))
+   and not exists (select from unnest(k.conkey, k.conexclop) as e(col, op)
+                    join pg_catalog.pg_operator o on o.oid = e.op
+                   where e.col = t.pid and o.oprname = '=')
+union all
 select t.name, 'foreign key ' || k.conname || ' to ' || r.relname || ' does not pair project_id with project_id'
   from t join pg_catalog.pg_constraint k on k.conrelid = t.oid and k.contype = 'f'
   join pg_catalog.pg_class r on r.oid = k.confrelid
@@ -106,11 +113,12 @@ def undistributable(conn: psycopg.Connection) -> list[tuple[str, str]]:
     return [(str(t), str(why)) for t, why in found]
 
 
-def creation_order(conn: psycopg.Connection) -> list[str]:
-    """Every table of schema scsql, each after the tables its foreign keys name."""
+def creation_order(conn: psycopg.Connection, keys: list[tuple[str, str]] | None = None) -> list[str]:
+    """Every table of schema scsql, each after the tables its foreign keys (or
+    KEYS, pairs of table and referenced table) name."""
     tables = [name for (name,) in conn.execute(_TABLES).fetchall()]
     refers: dict[str, set[str]] = {t: set() for t in tables}
-    for child, parent in conn.execute(_FOREIGN_KEYS).fetchall():
+    for child, parent in (keys if keys is not None else conn.execute(_FOREIGN_KEYS).fetchall()):
         refers.setdefault(child, set()).add(parent)
     order: list[str] = []
     seen: set[str] = set()
@@ -147,20 +155,92 @@ def distribute(conninfo: str, progress: Callable[[str], None] = lambda _m: None)
                              + "; ".join(f"{t} {why}" for t, why in problems),
                              "put project_id in every primary, unique and foreign key of the table "
                              "(a new migration), or name a small global table in scsql.core.citus.REFERENCE_TABLES")
+        # scsql's tables carry triggers (chains, append-only, redaction): Citus
+        # runs them on the shards, and only distributes such tables with this on.
+        conn.execute("set citus.enable_unsafe_triggers = on")
+        # Citus turns a table with a foreign key to a reference table into a
+        # "citus local" table by itself; those are made distributed or reference here.
         managed = {name for (name,) in conn.execute(
-            "select logicalrelid::regclass::text from pg_dist_partition").fetchall()}
-        anchor = None
-        for table in creation_order(conn):
-            qualified = f"scsql.{table}"
-            if table in REFERENCE_TABLES:
-                if qualified not in managed:
-                    conn.execute("select create_reference_table(%s)", (qualified,))
-                    done["reference"].append(table)
-                continue
+            "select table_name::text from citus_tables where citus_table_type in ('distributed', 'reference')").fetchall()}
+        # A table with a foreign key to a new reference table would become a
+        # "citus local" table, which cannot be distributed later when it has an
+        # identity column: the foreign keys are dropped while the tables are
+        # created and added again afterwards (checked on the shards then).
+        # Citus cannot create shards inside a transaction that changed the
+        # tables, so each step commits; the keys are added again even when a
+        # step fails.
+        keys = conn.execute(_FOREIGN_KEY_DEFINITIONS).fetchall()
+        try:
+            for table, name, _definition in keys:
+                conn.execute(f"alter table scsql.{_ident(table)} drop constraint {_ident(name)}")
+            _create(conn, creation_order(conn, keys=[(t, r) for t, _n, r in _targets(keys)]), managed, done,
+                    progress)
+        except psycopg.Error as exc:
+            raise errors.from_psycopg(exc) from None
+        finally:
+            _restore_keys(conn, keys)
+    return done
+
+
+def _no_triggers(conn: psycopg.Connection) -> None:
+    """Citus copies a table's rows into its new shards with COPY, which fires
+    the table's triggers on the shards (a chain would be appended to again, a
+    settings change logged twice): this transaction's copies run with
+    triggers off, on every node (SET LOCAL is sent to the workers)."""
+    conn.execute("set local citus.propagate_set_commands = 'local'")
+    conn.execute("set local session_replication_role = replica")
+
+
+def _restore_keys(conn: psycopg.Connection, keys: list[tuple[str, str, str]]) -> None:
+    present = {(t, n) for t, n, _d in conn.execute(_FOREIGN_KEY_DEFINITIONS).fetchall()}
+    for table, name, definition in keys:
+        if (table, name) not in present:
+            conn.execute(f"alter table scsql.{_ident(table)} add constraint {_ident(name)} {definition}")
+
+
+_FOREIGN_KEY_DEFINITIONS = """
+select c.relname::text, k.conname::text, pg_catalog.pg_get_constraintdef(k.oid)
+  from pg_catalog.pg_constraint k join pg_catalog.pg_class c on c.oid = k.conrelid
+ where k.contype = 'f' and c.relnamespace = 'scsql'::regnamespace and not c.relispartition
+   and k.conparentid = 0
+ order by 1, 2
+"""
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _targets(keys: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """(table, constraint, referenced table) of foreign key definitions."""
+    import re
+
+    out = []
+    for table, name, definition in keys:
+        m = re.search(r"REFERENCES (?:scsql\.)?\"?([a-z_]+)\"?", definition)
+        if m:
+            out.append((table, name, m.group(1)))
+    return out
+
+
+def _create(conn: psycopg.Connection, order: list[str], managed: set[str], done: dict[str, list[str]],
+            progress: Callable[[str], None]) -> None:
+    anchor = None
+    for table in order:
+        qualified = f"scsql.{table}"
+        if table in REFERENCE_TABLES:
             if qualified not in managed:
+                with conn.transaction():
+                    _no_triggers(conn)
+                    conn.execute("select create_reference_table(%s)", (qualified,))
+                done["reference"].append(table)
+            progress(f"{table}: reference table")
+            continue
+        if qualified not in managed:
+            with conn.transaction():
+                _no_triggers(conn)
                 conn.execute("select create_distributed_table(%s, %s, colocate_with => %s)",
                              (qualified, _DISTRIBUTION_COLUMN, anchor or "default"))
-                done["distributed"].append(table)
-            anchor = anchor or qualified
-            progress(f"{table}: distributed by project_id")
-    return done
+            done["distributed"].append(table)
+        anchor = anchor or qualified
+        progress(f"{table}: distributed by project_id")

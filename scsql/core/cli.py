@@ -277,7 +277,7 @@ def cmd_migrate(ctx, args: argparse.Namespace) -> int:
     if args.citus:
         from .citus import distribute
 
-        done = distribute(migrator.conninfo)
+        done = distribute(migrator.conninfo, progress=lambda m: print(f"  {m}"))
         print(f"scsql: citus: {len(done['distributed'])} table(s) distributed by project_id, "
               f"{len(done['reference'])} made reference tables")
     return 0
