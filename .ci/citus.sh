@@ -78,7 +78,6 @@ port = $((PORT + i))
 shared_preload_libraries = 'citus,vector'
 max_connections = 300
 fsync = off
-synchronous_commit = off
 citus.enable_create_database_propagation = off
 citus.enable_unsafe_triggers = on
 EOF

@@ -74,7 +74,6 @@ pg_partman_bgw.interval = 3600
 pg_partman_bgw.role = 'postgres'
 max_connections = 300
 fsync = off
-synchronous_commit = off
 full_page_writes = off
 EOF
   fi
