@@ -24,6 +24,9 @@ log() { echo "pg15.sh: $*" >&2; }
 
 install_server() {
   local want=()
+  [ -x "$BIN/postgres" ] && [ -f "/usr/share/postgresql/$MAJOR/extension/pg_partman.control" ] \
+    && [ -f "/usr/share/postgresql/$MAJOR/extension/vector.control" ] && return 0
+  apt-get update -qq >/dev/null
   [ -x "$BIN/postgres" ] || want+=("postgresql-$MAJOR")
   [ -f "/usr/share/postgresql/$MAJOR/extension/pg_partman.control" ] || want+=("postgresql-$MAJOR-partman")
   if [ ! -f "/usr/share/postgresql/$MAJOR/extension/vector.control" ]; then
