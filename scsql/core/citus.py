@@ -36,15 +36,16 @@ REFERENCE_TABLES = frozenset({
 # Functions whose queries read every project's shards (a multi-shard query,
 # one task per shard, run in parallel on the workers) and what that costs.
 CROSS_SHARD = {
-    "scsql.search_global": "BM25 and vector search over every project the caller may read: one query per "
-                           "shard, results merged on the coordinator; cost grows with the shard count, "
-                           "not with the number of projects that match",
-    "scsql.verify_chain (no project given)": "an auditor's full verification walks every chain: one "
-                                             "sequential scan per shard of each chained table",
-    "scsql.checkpoint (all projects)": "reads the head of every chain (scsql.chains, all shards)",
-    "partition maintenance and retention (scsql worker)": "DDL on the partitioned tables outcomes and "
-                                                          "tool_calls, propagated to every shard",
-    "purge and embedding jobs without a project": "one scan per shard of kb_embed_queue / kb_sources",
+    "scsql.search_global": "BM25 and vector search over every project the caller may read: the "
+                           "statistics and candidate queries run on every shard (citus.shard_count, "
+                           "32 by default, as parallel tasks over the workers), merged on the coordinator",
+    "scsql.verify_chain": "without a project, walks every chain of every chained table: a scan of each shard",
+    "scsql.checkpoint_heads_now / scsql.record_checkpoint": "read the head of every chain (scsql.chains, "
+                                                            "every shard) and write one row per chain",
+    "scsql.learnings_export": "an auditor's export reads the learnings of every project: every shard",
+    "scsql.maintain_partitions": "DDL on outcomes and tool_calls (new and dropped partitions), propagated "
+                                 "to every shard of both; retention reads each dropped partition on every shard",
+    "scsql.purge_expired": "deletes expired rows of every project: one statement per shard",
 }
 
 _DISTRIBUTION_COLUMN = "project_id"
