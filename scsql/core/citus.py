@@ -1,0 +1,247 @@
+"""Sharding scsql's tables on Citus (``scsql migrate --citus``).
+
+Every table of schema scsql is either distributed by ``project_id``
+(``create_distributed_table``, all co-located, so one project's rows of every
+table live on one shard group and no write path crosses nodes) or, when it is
+small and global, replicated to every node (``create_reference_table``):
+exactly the tables named in REFERENCE_TABLES. A table is distributable when
+``project_id`` is in its primary key, in every unique constraint and unique
+index, compared with = in every exclusion constraint, and in every foreign key to another distributed table (at the same
+position as the referenced ``project_id``); a reference table may refer only
+to reference tables. :func:`undistributable` checks this on the catalog;
+tests/test_distributable.py runs it on every migrated database, with or
+without Citus.
+
+Queries that cross shards (every project at once) are the fan-out a Citus
+deployment pays for; CROSS_SHARD names them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import psycopg
+
+from . import errors
+from .errors import ScsqlError
+
+# Small, global tables: identities, keys, catalogues and settings. Replicated
+# to every node; writes to them are rare (a new agent, a new model, a migration).
+REFERENCE_TABLES = frozenset({
+    "agent_keys", "agents", "auditor_keys", "chain_quarantines", "chain_settings", "chained_tables",
+    "embed_models", "error_codes", "model_prices", "partition_retirements", "partition_settings",
+    "partition_settings_log", "projects", "schema_migrations", "team_roles",
+})
+
+# Functions whose queries read every project's shards (a multi-shard query,
+# one task per shard, run in parallel on the workers) and what that costs.
+CROSS_SHARD = {
+    "scsql.search_global": "BM25 and vector search over every project the caller may read: the "
+                           "statistics and candidate queries run on every shard (citus.shard_count, "
+                           "32 by default, as parallel tasks over the workers), merged on the coordinator",
+    "scsql.verify_chain": "without a project, walks every chain of every chained table: a scan of each shard",
+    "scsql.checkpoint_heads_now / scsql.record_checkpoint": "read the head of every chain (scsql.chains, "
+                                                            "every shard) and write one row per chain",
+    "scsql.learnings_export": "an auditor's export reads the learnings of every project: every shard",
+    "scsql.maintain_partitions": "DDL on outcomes and tool_calls (new and dropped partitions), propagated "
+                                 "to every shard of both; retention reads each dropped partition on every shard",
+    "scsql.purge_expired": "deletes expired rows of every project: one statement per shard",
+}
+
+_DISTRIBUTION_COLUMN = "project_id"
+
+_TABLES = """
+select c.relname::text
+  from pg_catalog.pg_class c
+ where c.relnamespace = 'scsql'::regnamespace and c.relkind in ('r', 'p') and not c.relispartition
+ order by 1
+"""
+
+# (table, reason) for each unique index or key of a table that leaves out project_id.
+_KEY_PROBLEMS = """
+with t as (
+  select c.oid, c.relname::text as name,
+         (select a.attnum from pg_catalog.pg_attribute a
+           where a.attrelid = c.oid and a.attname = 'project_id' and not a.attisdropped) as pid
+    from pg_catalog.pg_class c
+   where c.relnamespace = 'scsql'::regnamespace and c.relkind in ('r', 'p') and not c.relispartition
+)
+select t.name, 'has no project_id column' from t where t.pid is null and not (t.name = any(%(ref)s))
+union all
+select t.name, 'unique index ' || i.indexrelid::regclass::text || ' does not include project_id'
+  from t join pg_catalog.pg_index i on i.indrelid = t.oid and i.indisunique
+ where t.pid is not null and not (t.name = any(%(ref)s)) and not (t.pid = any(i.indkey::int2[]))
+union all
+select t.name, 'exclusion constraint ' || k.conname || ' does not compare project_id with ='
+  from t join pg_catalog.pg_constraint k on k.conrelid = t.oid and k.contype = 'x'
+ where not (t.name = any(%(ref)s))
+   and not exists (select from unnest(k.conkey, k.conexclop) as e(col, op)
+                    join pg_catalog.pg_operator o on o.oid = e.op
+                   where e.col = t.pid and o.oprname = '=')
+union all
+select t.name, 'foreign key ' || k.conname || ' to ' || r.relname || ' does not pair project_id with project_id'
+  from t join pg_catalog.pg_constraint k on k.conrelid = t.oid and k.contype = 'f'
+  join pg_catalog.pg_class r on r.oid = k.confrelid
+ where not (t.name = any(%(ref)s)) and not (r.relname = any(%(ref)s))
+   and not exists (select from unnest(k.conkey, k.confkey) as p(col, refcol)
+                    join pg_catalog.pg_attribute a on a.attrelid = k.confrelid and a.attnum = p.refcol
+                   where p.col = t.pid and a.attname = 'project_id')
+union all
+select t.name, 'reference table refers to the distributed table ' || r.relname || ' (' || k.conname || ')'
+  from t join pg_catalog.pg_constraint k on k.conrelid = t.oid and k.contype = 'f'
+  join pg_catalog.pg_class r on r.oid = k.confrelid
+ where t.name = any(%(ref)s) and not (r.relname = any(%(ref)s))
+order by 1, 2
+"""
+
+_FOREIGN_KEYS = """
+select c.relname::text, r.relname::text
+  from pg_catalog.pg_constraint k
+  join pg_catalog.pg_class c on c.oid = k.conrelid
+  join pg_catalog.pg_class r on r.oid = k.confrelid
+ where k.contype = 'f' and c.relnamespace = 'scsql'::regnamespace and r.relnamespace = 'scsql'::regnamespace
+   and k.conrelid <> k.confrelid
+"""
+
+
+def undistributable(conn: psycopg.Connection) -> list[tuple[str, str]]:
+    """(table, why) for every table of schema scsql Citus could not shard by
+    project_id as REFERENCE_TABLES says; empty when all of them can be."""
+    found = conn.execute(_KEY_PROBLEMS, {"ref": sorted(REFERENCE_TABLES)}).fetchall()
+    tables = {name for (name,) in conn.execute(_TABLES).fetchall()}
+    found += [(name, "is in REFERENCE_TABLES but is not a table of schema scsql")
+              for name in sorted(REFERENCE_TABLES - tables)]
+    return [(str(t), str(why)) for t, why in found]
+
+
+def creation_order(conn: psycopg.Connection, keys: list[tuple[str, str]] | None = None) -> list[str]:
+    """Every table of schema scsql, each after the tables its foreign keys (or
+    KEYS, pairs of table and referenced table) name."""
+    tables = [name for (name,) in conn.execute(_TABLES).fetchall()]
+    refers: dict[str, set[str]] = {t: set() for t in tables}
+    for child, parent in (keys if keys is not None else conn.execute(_FOREIGN_KEYS).fetchall()):
+        refers.setdefault(child, set()).add(parent)
+    order: list[str] = []
+    seen: set[str] = set()
+
+    def visit(t: str) -> None:
+        if t in seen:
+            return
+        seen.add(t)
+        for parent in sorted(refers.get(t, ())):
+            visit(parent)
+        order.append(t)
+
+    for t in tables:
+        visit(t)
+    return order
+
+
+def distribute(conninfo: str, progress: Callable[[str], None] = lambda _m: None) -> dict[str, list[str]]:
+    """Make every table of schema scsql a Citus reference table or a table
+    distributed by project_id, co-located; tables Citus already manages are
+    left as they are. Returns the tables it changed, by kind. Raises SC042
+    when the database has no citus extension, SC043 (naming each table and
+    why) when some table cannot be sharded by project_id; nothing is changed then."""
+    done: dict[str, list[str]] = {"reference": [], "distributed": []}
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        if conn.execute("select count(*) from pg_catalog.pg_extension where extname = 'citus'").fetchone()[0] == 0:
+            raise ScsqlError(errors.CITUS_MISSING, "the database has no citus extension",
+                             "load citus (shared_preload_libraries = 'citus'), run create extension citus "
+                             "on the coordinator and add the workers (citus_add_node), then migrate --citus again")
+        problems = undistributable(conn)
+        if problems:
+            raise ScsqlError(errors.NOT_DISTRIBUTABLE,
+                             "tables that cannot be sharded by project_id: "
+                             + "; ".join(f"{t} {why}" for t, why in problems),
+                             "put project_id in every primary, unique and foreign key of the table "
+                             "(a new migration), or name a small global table in scsql.core.citus.REFERENCE_TABLES")
+        # scsql's tables carry triggers (chains, append-only, redaction): Citus
+        # runs them on the shards, and only distributes such tables with this on.
+        conn.execute("set citus.enable_unsafe_triggers = on")
+        # Citus turns a table with a foreign key to a reference table into a
+        # "citus local" table by itself; those are made distributed or reference here.
+        managed = {name for (name,) in conn.execute(
+            "select table_name::text from citus_tables where citus_table_type in ('distributed', 'reference')").fetchall()}
+        # A table with a foreign key to a new reference table would become a
+        # "citus local" table, which cannot be distributed later when it has an
+        # identity column: the foreign keys are dropped while the tables are
+        # created and added again afterwards (checked on the shards then).
+        # Citus cannot create shards inside a transaction that changed the
+        # tables, so each step commits; the keys are added again even when a
+        # step fails.
+        keys = conn.execute(_FOREIGN_KEY_DEFINITIONS).fetchall()
+        try:
+            for table, name, _definition in keys:
+                conn.execute(f"alter table scsql.{_ident(table)} drop constraint {_ident(name)}")
+            _create(conn, creation_order(conn, keys=[(t, r) for t, _n, r in _targets(keys)]), managed, done,
+                    progress)
+        except psycopg.Error as exc:
+            raise errors.from_psycopg(exc) from None
+        finally:
+            _restore_keys(conn, keys)
+    return done
+
+
+def _no_triggers(conn: psycopg.Connection) -> None:
+    """Citus copies a table's rows into its new shards with COPY, which fires
+    the table's triggers on the shards (a chain would be appended to again, a
+    settings change logged twice): this transaction's copies run with
+    triggers off, on every node (SET LOCAL is sent to the workers)."""
+    conn.execute("set local citus.propagate_set_commands = 'local'")
+    conn.execute("set local session_replication_role = replica")
+
+
+def _restore_keys(conn: psycopg.Connection, keys: list[tuple[str, str, str]]) -> None:
+    present = {(t, n) for t, n, _d in conn.execute(_FOREIGN_KEY_DEFINITIONS).fetchall()}
+    for table, name, definition in keys:
+        if (table, name) not in present:
+            conn.execute(f"alter table scsql.{_ident(table)} add constraint {_ident(name)} {definition}")
+
+
+_FOREIGN_KEY_DEFINITIONS = """
+select c.relname::text, k.conname::text, pg_catalog.pg_get_constraintdef(k.oid)
+  from pg_catalog.pg_constraint k join pg_catalog.pg_class c on c.oid = k.conrelid
+ where k.contype = 'f' and c.relnamespace = 'scsql'::regnamespace and not c.relispartition
+   and k.conparentid = 0
+ order by 1, 2
+"""
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _targets(keys: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """(table, constraint, referenced table) of foreign key definitions."""
+    import re
+
+    out = []
+    for table, name, definition in keys:
+        m = re.search(r"REFERENCES (?:scsql\.)?\"?([a-z_]+)\"?", definition)
+        if m:
+            out.append((table, name, m.group(1)))
+    return out
+
+
+def _create(conn: psycopg.Connection, order: list[str], managed: set[str], done: dict[str, list[str]],
+            progress: Callable[[str], None]) -> None:
+    anchor = None
+    for table in order:
+        qualified = f"scsql.{table}"
+        if table in REFERENCE_TABLES:
+            if qualified not in managed:
+                with conn.transaction():
+                    _no_triggers(conn)
+                    conn.execute("select create_reference_table(%s)", (qualified,))
+                done["reference"].append(table)
+            progress(f"{table}: reference table")
+            continue
+        if qualified not in managed:
+            with conn.transaction():
+                _no_triggers(conn)
+                conn.execute("select create_distributed_table(%s, %s, colocate_with => %s)",
+                             (qualified, _DISTRIBUTION_COLUMN, anchor or "default"))
+            done["distributed"].append(table)
+        anchor = anchor or qualified
+        progress(f"{table}: distributed by project_id")

@@ -1,0 +1,69 @@
+"""Every table can be sharded by project on Citus (scsql migrate --citus), a
+catalog invariant checked without Citus: project_id is in every primary,
+unique and foreign key of each table, or the table is a named reference table."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from scsql.core import citus
+from scsql.core.errors import ScsqlError
+
+
+def test_every_table_is_distributable_by_project(scsql_db):
+    with psycopg.connect(scsql_db.admin) as conn:
+        assert citus.undistributable(conn) == []
+
+
+def test_reference_tables_are_few_and_global(scsql_db):
+    """A reference table is copied to every node: only tables without a
+    project (or identities every project's queries join) may be one."""
+    with psycopg.connect(scsql_db.admin) as conn:
+        per_project = {name for (name,) in conn.execute(
+            "select c.relname::text from pg_class c join pg_attribute a on a.attrelid = c.oid "
+            "where c.relnamespace = 'scsql'::regnamespace and c.relkind in ('r', 'p') "
+            "and a.attname = 'project_id' and not a.attisdropped").fetchall()}
+    assert per_project & citus.REFERENCE_TABLES == {"projects", "agents", "chain_quarantines"}
+
+
+@pytest.mark.parametrize("ddl, table, why", [
+    ("create table scsql.zz_child (project_id bigint, item bigint, primary key (item))",
+     "zz_child", "unique index scsql.zz_child_pkey does not include project_id"),
+    ("create table scsql.zz_child (project_id bigint, item bigint, primary key (project_id, item), unique (item))",
+     "zz_child", "unique index scsql.zz_child_item_key does not include project_id"),
+    ("create table scsql.zz_child (item bigint primary key)", "zz_child", "has no project_id column"),
+    ("create table scsql.zz_child (project_id bigint, item bigint, primary key (project_id, item), "
+     "constraint zz_x exclude using gist (item with =))",
+     "zz_child", "exclusion constraint zz_x does not compare project_id with ="),
+    ("create table scsql.zz_child (project_id bigint, task_id bigint, primary key (project_id, task_id), "
+     "constraint zz_fk foreign key (task_id, project_id) references scsql.tasks (project_id, task_id))",
+     "zz_child", "foreign key zz_fk to tasks does not pair project_id with project_id"),
+    ("alter table scsql.team_roles add column task_project bigint, add column task_id bigint, "
+     "add constraint zz_fk foreign key (task_project, task_id) references scsql.tasks (project_id, task_id)",
+     "team_roles", "reference table refers to the distributed table tasks (zz_fk)"),
+])
+def test_the_check_names_each_key_that_leaves_project_out(scsql_db, ddl, table, why):
+    with psycopg.connect(scsql_db.admin) as conn:
+        conn.execute(ddl)
+        assert citus.undistributable(conn) == [(table, why)]
+        conn.rollback()
+
+
+def test_tables_are_created_after_the_tables_they_refer_to(scsql_db):
+    with psycopg.connect(scsql_db.admin) as conn:
+        order = citus.creation_order(conn)
+    assert len(order) == len(set(order))
+    for child, parent in [("agents", "projects"), ("agents", "team_roles"), ("task_files", "tasks"),
+                          ("kb_chunks", "kb_sources"), ("checkpoint_heads", "checkpoints")]:
+        assert order.index(parent) < order.index(child)
+
+
+def test_migrate_citus_without_citus_says_so_and_changes_nothing(scsql_db):
+    if scsql_db.server.workers:
+        pytest.skip("this database has citus (.ci/citus.sh)")
+    with pytest.raises(ScsqlError) as err:
+        citus.distribute(scsql_db.admin)
+    assert err.value.code == "SC042"
+    with psycopg.connect(scsql_db.admin) as conn:
+        assert conn.execute("select count(*) from pg_extension where extname = 'citus'").fetchone()[0] == 0
