@@ -259,10 +259,10 @@ begin
   ),
   hits as (
     select row_number() over (order by s.score desc) as rank, s.*
-    -- search (memsearch): the hits other than facts, which the block above ranks.
+    -- search: the hits other than facts and decisions, which the blocks above rank.
     from scsql_caller.search_projects(array[v_project], p_intent, 20, null, null, null, 'hybrid', p_query_embedding, p_model,
                        60, 1, 1, 1.2, 0.75, 50, 'score', 0.2) s
-    where s.source_kind <> 'fact'
+    where s.source_kind not in ('fact', 'decision')
   ),
   items as (
     select 1.0 / (60 + r.rank) as score, 0 as pref, 'fact' as kind, r.key, r.content,

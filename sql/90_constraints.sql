@@ -129,3 +129,17 @@ select scsql._map_constraint(t::regclass, c, code, message, hint) from (values
 -- (SC229) before it is stored; the constraint states the same choice.
 select scsql._map_constraint('scsql.fact_conflicts'::regclass, 'fact_conflicts_resolution_check', 'SC229',
   'keep must be this, others or both', null);
+
+-- operations (migrations/0500) and transcript cursors (migrations/0118):
+-- written by the worker, the MCP server and the hook server, whose
+-- arguments these bound.
+select scsql._map_constraint(t::regclass, c, code, message, hint) from (values
+  ('scsql.worker_heartbeats', 'worker_heartbeats_host_check', 'SC010', 'host must be 1 to 255 characters', null),
+  ('scsql.worker_heartbeats', 'worker_heartbeats_pid_check', 'SC010', 'pid must be positive', null),
+  ('scsql.worker_heartbeats', 'worker_heartbeats_poll_seconds_check', 'SC010', 'poll_seconds must be above 0 and at most 3,600', null),
+  ('scsql.worker_heartbeats', 'worker_heartbeats_units_check', 'SC010', 'units must be >= 0', null),
+  ('scsql.search_latency', 'search_latency_sum_seconds_check', 'SC010', 'search latencies must be >= 0 seconds', null),
+  ('scsql.transcript_cursors', 'transcript_cursors_cursor_check', 'SC010', 'a transcript cursor is a message uuid of 1 to 200 characters', null),
+  ('scsql.transcript_cursors', 'transcript_cursors_messages_check', 'SC010', 'messages read must be >= 0', null),
+  ('scsql.transcript_cursors', 'transcript_cursors_parts_check', 'SC010', 'parts written must be >= 0', null)
+) as m(t, c, code, message, hint);

@@ -88,7 +88,8 @@ def _check_tools_remember_and_index(out):
 def _check_search_hits(out, root):
     """Search finds verify_chain by identifier, citing the exact lines and span, and by meaning alone."""
     hit = out["by_name"][0]
-    assert (hit["source_path"], hit["anchor"]) == ("src/ledger.py", "verify_chain")
+    # A small definition shares its chunk with its neighbours: the anchor names them all.
+    assert hit["source_path"] == "src/ledger.py" and "verify_chain" in hit["anchor"].split(", ")
     lines = (root / hit["source_path"]).read_text().split("\n")
     assert "\n".join(lines[hit["line_start"] - 1:hit["line_end"]]) == hit["content"]
     start, end = hit["text_span"]
@@ -96,7 +97,7 @@ def _check_search_hits(out, root):
     assert hit["trust"] == "internal" and hit["chunk_hash"]
 
     meaning = {(h["source_path"], h["anchor"]): h["retrievers"] for h in out["by_meaning"]}
-    assert meaning[("src/ledger.py", "verify_chain")] == ["vector"], out["by_meaning"]
+    assert meaning[("src/ledger.py", hit["anchor"])] == ["vector"], out["by_meaning"]
 
 
 def _check_context_forget_and_errors(out, agent, project):

@@ -189,7 +189,7 @@ def test_files_that_look_like_secrets_are_skipped_and_counted(scsql_db, tmp_path
     proc = subprocess.run([sys.executable, "-m", "scsql", "index", str(root), "--agent", agent.name],
                           env=env, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
-    assert "12 skipped (11 secret file name, 1 holds a private key)" in proc.stdout, proc.stdout
+    assert "skipped 12: 11 secret file name, 1 holds a private key" in proc.stdout, proc.stdout
 
 
 def test_index_text_refuses_a_private_key_block(scsql_db, tmp_path):
