@@ -376,7 +376,9 @@ class Fuzzer:
                      "where l.locktype = 'advisory' and d.datname = current_database())")
         parts.append("'agent roles', (select count(*) from pg_catalog.pg_roles "
                      f"where rolname like '{role_for(SESSION)}%')")
-        return "select jsonb_build_object(" + ", ".join(parts) + ") as n"
+        # A function takes at most 100 arguments: one object per 40 pairs, joined.
+        objects = [f"jsonb_build_object({', '.join(parts[i:i + 40])})" for i in range(0, len(parts), 40)]
+        return "select " + " || ".join(objects) + " as n"
 
     def counts(self) -> dict[str, int]:
         return self.watch.execute(self.count_sql).fetchone()["n"]
