@@ -159,7 +159,11 @@ begin
                         and ((c.key = v_key and c.other_key = f.key) or (c.key = f.key and c.other_key = v_key)))
         and scsql._fact_relation_terms(v_kt, v_vt, coalesce(f.key_terms, scsql._fact_terms(f.key)),
                                        coalesce(f.value_terms, scsql._fact_terms(f.value))) = 'conflict'
-      order by f.key
+      -- The three facts most alike: a project whose keys and values share
+      -- common words does not record a conflict with every fact it holds.
+      order by scsql._jaccard(coalesce(f.key_terms, scsql._fact_terms(f.key)), v_kt)
+               + scsql._jaccard(coalesce(f.value_terms, scsql._fact_terms(f.value)), v_vt) desc, f.key
+      limit 3
     loop
       insert into scsql.fact_conflicts (project_id, key, value_hash, other_key, other_hash, detected_by)
       values (v_project, v_key, v_hash, v_fact.key, scsql._text_hash(v_fact.value), v_agent)
@@ -171,7 +175,7 @@ begin
     -- The facts it is in open conflict with: found now, or before and not settled.
     v_conflicts := array(select case when c.key = v_key then c.other_key else c.key end k
                          from scsql.fact_conflicts c
-                         where c.project_id = v_project and c.resolved_at is null and v_key in (c.key, c.other_key)
+                         where c.project_id = v_project and c.resolved_at is null and (c.key = v_key or c.other_key = v_key)
                            and exists (select from scsql.memory_facts f where f.project_id = v_project
                                        and f.key = case when c.key = v_key then c.other_key else c.key end)
                          order by 1);
@@ -223,7 +227,7 @@ p_value: the fact
 p_importance (1..5): 5 is kept longest
 p_ttl: how long the fact lives (e.g. 7 days); omit to keep it
 
-Stores a fact in the acting agent''s project working memory: key (1-200 characters, one line), value (1-4,000 characters), importance 1-5 (default 3). Remembering a key that exists supersedes its value: the old value stays in the fact''s history (memory_history), never overwritten. A new key whose fact says the same as a fact in memory (scsql._fact_relation: the same terms) refreshes that fact (its time, and the higher importance) instead of taking a slot: key then names the fact refreshed and stored is refreshed. A fact that makes another claim about the subject of facts in memory is stored, and their keys are returned in conflicts_with; both stay, shown as possibly stale by recall_context until resolve_conflict settles them. Working memory holds 100 facts, plus one per 100 indexed file chunks, up to 250; when it is full the lowest-importance, least recently updated facts move to the knowledge base as archived facts (still found by search; never dropped), so an importance-5 fact is archived only when no lower-importance fact is left. Key and value are stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact), so the fact is readable by every agent of the project without its secrets. Every change is recorded in the memory history (scsql.memory_history). Returns key (as stored), importance, stored (memory; refreshed for a duplicate; archived when this fact itself was the one to go), archived (keys moved out), facts (now in memory), capacity, conflicts_with (keys of facts this one conflicts with). With TTL (an interval, up to 3,650 days) the fact expires that long after this remember: recall_context and pack no longer return it and the worker deletes it (scsql.purge_expired); remembering the key again without TTL keeps it for good. Raises SC200 too long, SC201 empty or control characters, SC202 importance out of range, SC215 a value holding a PEM private key block, SC241 a TTL that is not positive or over 3,650 days.';
+Stores a fact in the acting agent''s project working memory: key (1-200 characters, one line), value (1-4,000 characters), importance 1-5 (default 3). Remembering a key that exists supersedes its value: the old value stays in the fact''s history (memory_history), never overwritten. A new key whose fact says the same as a fact in memory (scsql._fact_relation: the same terms) refreshes that fact (its time, and the higher importance) instead of taking a slot: key then names the fact refreshed and stored is refreshed. A fact that makes another claim about the subject of facts in memory is stored, and the keys of the (at most 3) most alike of them are returned in conflicts_with, with any conflict of this key still open; both stay, shown as possibly stale by recall_context until resolve_conflict settles them. Working memory holds 100 facts, plus one per 100 indexed file chunks, up to 250; when it is full the lowest-importance, least recently updated facts move to the knowledge base as archived facts (still found by search; never dropped), so an importance-5 fact is archived only when no lower-importance fact is left. Key and value are stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact), so the fact is readable by every agent of the project without its secrets. Every change is recorded in the memory history (scsql.memory_history). Returns key (as stored), importance, stored (memory; refreshed for a duplicate; archived when this fact itself was the one to go), archived (keys moved out), facts (now in memory), capacity, conflicts_with (keys of facts this one conflicts with). With TTL (an interval, up to 3,650 days) the fact expires that long after this remember: recall_context and pack no longer return it and the worker deletes it (scsql.purge_expired); remembering the key again without TTL keeps it for good. Raises SC200 too long, SC201 empty or control characters, SC202 importance out of range, SC215 a value holding a PEM private key block, SC241 a TTL that is not positive or over 3,650 days.';
 
 create or replace function scsql.forget(p_key text)
 returns boolean

@@ -80,7 +80,7 @@ def populate(s: Scratch, agent, chunks: int, tool_calls: int) -> None:
     from ..api import Api
     from . import search
 
-    search.load(s, chunks)  # chunks with vectors, working memory full, 20 summaries
+    search.load(s, chunks, rewrites=0)  # chunks with vectors, working memory full, 20 summaries
     api = Api(agent)
     t0 = time.perf_counter()
     for i in range(tool_calls):

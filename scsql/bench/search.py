@@ -73,7 +73,8 @@ def _tqdm(**kw):
     return tqdm(disable=None, file=sys.stderr, **kw)
 
 
-def load(s: Scratch, chunks: int) -> None:
+def load(s: Scratch, chunks: int, rewrites: int | None = None) -> None:
+    """Index CHUNKS chunks, fill working memory, write 20 summaries and REWRITES (default HISTORY) fact rewrites."""
     docs = chunks // SECTIONS
     batch = 20
     t0 = time.perf_counter()
@@ -119,7 +120,7 @@ def load(s: Scratch, chunks: int) -> None:
             conn.execute("select 1 from scsql.summarize_session(%s)", (json.dumps({
                 "done": [f"worked on w{i} and w{i + 1}"], "decisions": [f"keep w{i + 2}"],
                 "files": [f"src/doc{i}.md"], "open_tasks": [f"check w{i + 3}"]}),))
-    history(s, cap)
+    history(s, cap, HISTORY if rewrites is None else rewrites)
     with s.connect() as conn:  # fresh statistics for the planner, as autovacuum would give
         conn.autocommit = True
         conn.execute("vacuum analyze")
@@ -128,15 +129,15 @@ def load(s: Scratch, chunks: int) -> None:
 HISTORY = 5000
 
 
-def history(s: Scratch, cap: int) -> None:
-    """HISTORY rewrites of the facts through remember: each is a change of
+def history(s: Scratch, cap: int, rewrites: int) -> None:
+    """REWRITES rewrites of the facts through remember: each is a change of
     working memory (a row of memory history where this build records it)."""
-    for start in range(0, HISTORY, 500):
+    for start in range(0, rewrites, 500):
         with s.agent.transaction() as conn:
             conn.execute("select count(*) from generate_series(%s::int, %s::int) i, "
                          "lateral scsql.remember('fact.' || lpad((i %% %s)::text, 3, '0'), "
                          "'fact ' || i || ': revision ' || i || ' of the w' || (i %% %s) || ' module', (i %% 5) + 1) r",
-                         (start, start + 499, cap, cap))
+                         (start, min(start + 499, rewrites - 1), cap, cap))
 
 
 def history_rows(s: Scratch) -> str:
