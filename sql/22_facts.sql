@@ -181,7 +181,7 @@ begin
                          order by 1);
   end if;
 
-  -- memlife: the fact's TTL (sql/22_lifecycle.sql). A remember without
+  -- The fact's TTL (sql/22_lifecycle.sql). A remember without
   -- one clears it; nothing is written when there is none either way.
   if p_ttl is not null and not (p_ttl > interval '0' and p_ttl <= interval '3650 days') then
     raise exception using errcode = 'SC241', message = format('ttl must be a positive interval of at most 3650 days, got %s', p_ttl),
@@ -189,7 +189,6 @@ begin
   end if;
   update scsql.memory_facts f set expires_at = clock_timestamp() + p_ttl
   where f.project_id = v_project and f.key = v_key and (p_ttl is not null or f.expires_at is not null);
-  -- end memlife
 
   -- A fresh value supersedes an archived copy of the same key.
   select s.source_id into v_old_src from scsql.kb_sources s
