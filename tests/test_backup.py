@@ -123,7 +123,8 @@ def test_restore_holds_what_was_backed_up_and_verifies(source, restored):
     root, src_env, file = source
     env, report = restored
     with_manifest = backup.read_tar(file, root)[0]
-    assert report["chains"] == 1 and report["checkpoints"] == 1 and report["rows"] == 20
+    # 20 tool calls and the row of memory history the fact's remember chained.
+    assert report["chains"] == 1 and report["checkpoints"] == 1 and report["rows"] == 21
     src, dst = _admin(root / "src"), _admin(root / "dst")
     assert _count(src, "scsql.tool_calls") == 25  # written after the backup: not in it
     assert _count(dst, "scsql.tool_calls") == 20
@@ -132,7 +133,7 @@ def test_restore_holds_what_was_backed_up_and_verifies(source, restored):
     assert with_manifest["counts"]["scsql.tool_calls"] == 20
     assert _privileges(dst) == _privileges(src)  # roles, memberships, grants, no TEMP on the database
     ver = _timed("scsql verify on the restored server", "verify", "--full", env=env)
-    assert ver.returncode == 0 and "ok: 20 rows in 1 chains" in ver.stdout, ver.stdout + ver.stderr
+    assert ver.returncode == 0 and "ok: 21 rows in 1 chains" in ver.stdout, ver.stdout + ver.stderr
     st = scsql("status", env=env)
     assert st.returncode == 0 and "default (default, orchestrator)" in st.stdout, st.stderr
 
