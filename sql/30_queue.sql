@@ -365,6 +365,21 @@ $$;
 comment on function scsql._lease_refused(bigint, bigint, bigint, bigint, text) is
   'Private. Explains why a lease token does not hold a task, by raising SC302 (claimed again under a newer lease, or not this agent''s token), SC303 (lease expired, task back in the queue), SC304 (task finished) or SC301 (no such task in the project).';
 
+create or replace function scsql._task_not_queued(p_project bigint, p_task bigint)
+returns void
+language plpgsql
+stable
+as $$
+begin
+  if exists (select from scsql.tasks_archive a where a.project_id = p_project and a.task_id = p_task) then
+    raise exception using errcode = 'SC304', message = format('task %s already finished', p_task);
+  end if;
+  raise exception using errcode = 'SC301', message = format('no task %s in your project', p_task);
+end
+$$;
+comment on function scsql._task_not_queued(bigint, bigint) is
+  'Private, called by claim_task_by_id and cancel_task when task P_TASK is not in project P_PROJECT''s queue. Raises SC304 when it finished (it is in the archive), else SC301.';
+
 create or replace function scsql._held_task(p_me scsql.agents, p_task bigint, p_token bigint, p_action text)
 returns scsql.tasks
 language plpgsql
@@ -611,10 +626,7 @@ begin
   perform scsql._expire_leases(v_me.project_id, v_me.team_role, 100);
   select * into v_t from scsql.tasks t where t.project_id = v_me.project_id and t.task_id = p_task;
   if not found then
-    if exists (select from scsql.tasks_archive a where a.project_id = v_me.project_id and a.task_id = p_task) then
-      raise exception using errcode = 'SC304', message = format('task %s already finished', p_task);
-    end if;
-    raise exception using errcode = 'SC301', message = format('no task %s in your project', p_task);
+    perform scsql._task_not_queued(v_me.project_id, p_task);
   end if;
   if v_t.team_role <> v_me.team_role then
     raise exception using errcode = 'SC305',
@@ -851,10 +863,7 @@ begin
   perform 1 from scsql.tasks t where t.project_id = v_me.project_id and t.task_id = p_task for update;
   v_a := scsql._archive_task(v_me.project_id, p_task, 'cancelled', null, p_reason, v_me.agent_id);
   if v_a.task_id is null then
-    if exists (select from scsql.tasks_archive a where a.project_id = v_me.project_id and a.task_id = p_task) then
-      raise exception using errcode = 'SC304', message = format('task %s already finished', p_task);
-    end if;
-    raise exception using errcode = 'SC301', message = format('no task %s in your project', p_task);
+    perform scsql._task_not_queued(v_me.project_id, p_task);
   end if;
   return v_a.state;
 end
