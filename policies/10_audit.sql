@@ -56,7 +56,8 @@ to scsql_agent;
 -- scsql_worker, which agents inherit; not MCP tools. Partition maintenance is
 -- an administrator's: its ACCESS EXCLUSIVE locks would let an agent that holds
 -- them open stall every project's writes.
-grant execute on function scsql.learnings_export(bigint, integer), scsql_caller.lock_my_learnings()
+grant execute on function scsql.learnings_export(bigint, integer), scsql_caller.lock_my_learnings(),
+  scsql_caller.learning_entry(scsql.learnings)
   to scsql_worker;
 grant execute on function scsql.cost_report(timestamptz, text), scsql.model_prices()
   to scsql_agent, scsql_auditor;

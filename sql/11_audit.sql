@@ -7,11 +7,16 @@ select scsql._define_error(code, name, meaning) from (values
   ('SC112', 'price_invalid',          'A model price must be a non-negative number of USD per million tokens.')
 ) as t(code, name, meaning);
 
-select scsql._make_chained('scsql.sessions', array['client', 'model', 'title'], array['session_id']);
+-- Sessions and tool calls sign, after their first fields, the fields that
+-- capture (14_capture.sql) appended; rows written before them keep their
+-- signatures.
+select scsql._make_chained('scsql.sessions', array['client', 'model', 'title'], array['session_id'],
+  array['external_id', 'cwd', 'git_branch', 'git_commit', 'source', 'occurred_at']);
 select scsql._make_chained('scsql.tool_calls',
   array['session_id', 'tool', 'model', 'origin', 'input_tokens', 'output_tokens', 'latency_ms', 'status',
         'input_preview', 'output_preview'],
-  array['tool_call_id', 'cost_usd']);
+  array['tool_call_id', 'cost_usd'],
+  array['tool_use_id', 'files', 'scsql_tool', 'imported', 'input_key', 'occurred_at']);
 select scsql._make_chained('scsql.outcomes',
   array['tool_call_id', 'session_id', 'task_ref', 'kind', 'signal', 'confidence', 'summary', 'evidence',
         'classification'],
@@ -190,6 +195,25 @@ Cost of the tool calls the caller may see since SINCE (default: 7 days ago), gro
 -- Writing: sessions, tool calls, outcomes
 -- ---------------------------------------------------------------------------
 
+create or replace function scsql._require_references(p_project bigint, p_session_id bigint, p_tool_call_id bigint default null)
+returns void
+language plpgsql
+stable
+as $$
+begin
+  if p_tool_call_id is not null and not exists (
+      select from scsql.tool_calls t where t.project_id = p_project and t.tool_call_id = p_tool_call_id) then
+    raise exception using errcode = 'SC111', message = format('tool call %s does not exist in this project', p_tool_call_id);
+  end if;
+  if p_session_id is not null and not exists (
+      select from scsql.sessions s where s.project_id = p_project and s.session_id = p_session_id) then
+    raise exception using errcode = 'SC111', message = format('session %s does not exist in this project', p_session_id);
+  end if;
+end
+$$;
+comment on function scsql._require_references(bigint, bigint, bigint) is
+  'Private, called by the write functions whose rows name a session or a tool call (record_outcome, record_prompt, capture_tool_call) after their insert. Raises SC111 when tool call P_TOOL_CALL_ID, then session P_SESSION_ID, is not one of project P_PROJECT''s; NULL names nothing and passes.';
+
 create or replace function scsql.start_session(
   p_client text default null, p_model text default null, p_title text default null,
   p_at timestamptz default null, p_key_id integer default null, p_signature bytea default null,
@@ -302,18 +326,7 @@ begin
   values (p_tool_call_id, p_session_id, p_task_ref, p_kind, p_signal, p_confidence, p_summary, p_evidence,
           p_classification, p_at, p_key_id, p_signature)
   returning o.outcome_id, o.chain_id, o.seq into outcome_id, chain_id, seq;
-  if p_tool_call_id is not null then
-    if not exists (
-        select from scsql.tool_calls t where t.project_id = v_me.project_id and t.tool_call_id = p_tool_call_id) then
-      raise exception using errcode = 'SC111', message = format('tool call %s does not exist in this project', p_tool_call_id);
-    end if;
-  end if;
-  if p_session_id is not null then
-    if not exists (
-        select from scsql.sessions s where s.project_id = v_me.project_id and s.session_id = p_session_id) then
-      raise exception using errcode = 'SC111', message = format('session %s does not exist in this project', p_session_id);
-    end if;
-  end if;
+  perform scsql._require_references(v_me.project_id, p_session_id, p_tool_call_id);
   select l.learning_id into learning_id from scsql.learnings l
   where l.project_id = v_me.project_id and l.outcome_id = record_outcome.outcome_id;
 exception when check_violation or not_null_violation then
@@ -439,11 +452,22 @@ comment on function scsql._learn_from_outcome() is
 drop trigger if exists learn on scsql.outcomes;
 create trigger learn after insert on scsql.outcomes for each row execute function scsql._learn_from_outcome();
 
+create or replace function scsql_caller.learning_entry(p_l scsql.learnings)
+returns scsql.learning_entry
+language sql
+stable
+as $$
+  select p_l.learning_id, p_l.kind, p_l.outcome_kind, p_l.created_at,
+         coalesce((select a.name from scsql.agents a where a.agent_id = p_l.author_id), p_l.author_id::text),
+         p_l.tool, p_l.signal, p_l.confidence, p_l.summary, p_l.evidence, p_l.classification,
+         p_l.outcome_id, p_l.tool_call_id, p_l.session_id, p_l.task_ref
+$$;
+comment on function scsql_caller.learning_entry(scsql.learnings) is
+  'A learning as scsql.learnings and scsql.learnings_export return it: its author by name (the agent_id when the caller may not see the agent). Runs as the caller.';
+
 create or replace function scsql.learnings(
   p_query text default null, p_kind text default null, p_since timestamptz default null, p_limit integer default 50)
-returns table (learning_id bigint, kind text, outcome_kind text, created_at timestamptz, agent text, tool text,
-               signal text, confidence numeric, summary text, evidence text, classification text,
-               outcome_id bigint, tool_call_id bigint, session_id bigint, task_ref text)
+returns setof scsql.learning_entry
 language plpgsql
 stable
 as $$
@@ -456,11 +480,8 @@ begin
     raise exception using errcode = 'SC010', message = 'limit must be 1 to 1000';
   end if;
   return query
-  select l.learning_id, l.kind, l.outcome_kind, l.created_at,
-         coalesce((select a.name from scsql.agents a where a.agent_id = l.author_id), l.author_id::text),
-         l.tool, l.signal, l.confidence, l.summary, l.evidence, l.classification,
-         l.outcome_id, l.tool_call_id, l.session_id, l.task_ref
-  from scsql.learnings l
+  select e.*
+  from scsql.learnings l cross join lateral scsql_caller.learning_entry(l) e
   where (p_kind is null or l.kind = p_kind)
     and (p_since is null or l.created_at >= p_since)
     and (p_query is null or not exists (
@@ -482,9 +503,7 @@ p_limit (1..1000): at most this many
 Learnings the caller may see (classification applies), newest first: failures and experiments derived from outcomes. QUERY keeps those whose summary, evidence, tool, signal, outcome kind or task contain every word of it (case-insensitive); KIND = failure or experiment; SINCE a time; LIMIT 1..1000 (default 50). Returns learning_id, kind, outcome_kind, created_at, agent, tool, signal, confidence, summary, evidence, classification, outcome_id, tool_call_id, session_id, task_ref. Raises SC010 for a bad kind or limit.';
 
 create or replace function scsql.learnings_export(p_after_id bigint, p_limit integer default 10000)
-returns table (learning_id bigint, kind text, outcome_kind text, created_at timestamptz, agent text, tool text,
-               signal text, confidence numeric, summary text, evidence text, classification text,
-               outcome_id bigint, tool_call_id bigint, session_id bigint, task_ref text)
+returns setof scsql.learning_entry
 language plpgsql
 volatile
 as $$
@@ -499,11 +518,8 @@ begin
   -- Wait for transactions that are inserting learnings of this project.
   perform scsql_caller.lock_my_learnings();
   return query
-  select l.learning_id, l.kind, l.outcome_kind, l.created_at,
-         coalesce((select a.name from scsql.agents a where a.agent_id = l.author_id), l.author_id::text),
-         l.tool, l.signal, l.confidence, l.summary, l.evidence, l.classification,
-         l.outcome_id, l.tool_call_id, l.session_id, l.task_ref
-  from scsql.learnings l
+  select e.*
+  from scsql.learnings l cross join lateral scsql_caller.learning_entry(l) e
   where l.learning_id > p_after_id and l.project_id = scsql_caller.project_id()
   order by l.learning_id
   limit p_limit;

@@ -433,18 +433,24 @@ comment on function scsql._partition_settings_logged() is
 drop trigger if exists zz_log on scsql.partition_settings;
 create trigger zz_log after insert or update on scsql.partition_settings
   for each row execute function scsql._partition_settings_logged();
-drop trigger if exists zz_append_only on scsql.partition_settings_log;
-create trigger zz_append_only before update or delete on scsql.partition_settings_log
-  for each row execute function scsql._chain_append_only();
-drop trigger if exists zz_no_truncate on scsql.partition_settings_log;
-create trigger zz_no_truncate before truncate on scsql.partition_settings_log
-  for each statement execute function scsql._chain_append_only();
-drop trigger if exists zz_append_only on scsql.partition_retirements;
-create trigger zz_append_only before update or delete on scsql.partition_retirements
-  for each row execute function scsql._chain_append_only();
-drop trigger if exists zz_no_truncate on scsql.partition_retirements;
-create trigger zz_no_truncate before truncate on scsql.partition_retirements
-  for each statement execute function scsql._chain_append_only();
+
+create or replace function scsql._make_append_only(p_table regclass)
+returns void
+language plpgsql
+as $$
+begin
+  execute format('drop trigger if exists zz_append_only on %s', p_table);
+  execute format('create trigger zz_append_only before update or delete on %s '
+                 'for each row execute function scsql._chain_append_only()', p_table);
+  execute format('drop trigger if exists zz_no_truncate on %s', p_table);
+  execute format('create trigger zz_no_truncate before truncate on %s '
+                 'for each statement execute function scsql._chain_append_only()', p_table);
+end
+$$;
+comment on function scsql._make_append_only(regclass) is
+  'Private; called from sql/ files (idempotent). Makes a table that is not chained append-only: its triggers zz_append_only (UPDATE, DELETE) and zz_no_truncate (TRUNCATE) raise SC100 like a chained table''s.';
+
+select scsql._make_append_only(t) from unnest('{scsql.partition_settings_log, scsql.partition_retirements}'::regclass[]) t;
 
 create or replace function scsql.partition_retirements()
 returns table (part text, parent text, lower_bound timestamptz, upper_bound timestamptz, retention interval,

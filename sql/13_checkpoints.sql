@@ -322,10 +322,10 @@ security definer
 set search_path = pg_catalog, scsql, pg_temp
 as $$
   select c.checkpoint_id, c.project_id, p.name, c.at, c.key_id, encode(k.public_key, 'hex'), encode(c.signature, 'hex'),
-         (select jsonb_agg(case when h.agent_id is null
-                                then jsonb_build_object('chain_id', h.chain_id, 'seq', h.seq, 'row_hash', encode(h.row_hash, 'hex'))
-                                else jsonb_build_object('chain_id', h.chain_id, 'seq', h.seq, 'row_hash', encode(h.row_hash, 'hex'),
-                                       'agent_id', h.agent_id, 'from_seq', h.from_seq,
+         (select jsonb_agg(jsonb_build_object('chain_id', h.chain_id, 'seq', h.seq, 'row_hash', encode(h.row_hash, 'hex'))
+                           -- format 3 heads also name the agent, from_seq and the segments
+                           || case when h.agent_id is null then '{}'::jsonb
+                                   else jsonb_build_object('agent_id', h.agent_id, 'from_seq', h.from_seq,
                                        'segments', coalesce((select jsonb_agg(jsonb_build_object('last_seq', g.last_seq,
                                                                 'row_hash', encode(g.row_hash, 'hex'), 'part', g.part)
                                                               order by g.last_seq)

@@ -14,14 +14,7 @@ select scsql._define_error(code, name, meaning) from (values
   ('SC147', 'transcript_cursor_invalid',  'A transcript cursor must be 1 to 200 characters, and its parts and messages may only grow.')
 ) as t(code, name, meaning);
 
--- Appended signed fields (rows written before them keep their signatures).
-select scsql._make_chained('scsql.sessions', array['client', 'model', 'title'], array['session_id'],
-  array['external_id', 'cwd', 'git_branch', 'git_commit', 'source', 'occurred_at']);
-select scsql._make_chained('scsql.tool_calls',
-  array['session_id', 'tool', 'model', 'origin', 'input_tokens', 'output_tokens', 'latency_ms', 'status',
-        'input_preview', 'output_preview'],
-  array['tool_call_id', 'cost_usd'],
-  array['tool_use_id', 'files', 'scsql_tool', 'imported', 'input_key', 'occurred_at']);
+-- Sessions and tool calls are chained with their appended fields in 11_audit.sql.
 select scsql._make_chained('scsql.prompts', array['session_id', 'text', 'imported', 'occurred_at'], array['prompt_id']);
 
 -- ---------------------------------------------------------------------------
@@ -218,10 +211,7 @@ begin
   insert into scsql.prompts as p (session_id, text, imported, occurred_at, at, key_id, signature)
   values (p_session_id, p_text, p_imported, p_occurred_at, p_at, p_key_id, p_signature)
   returning p.prompt_id, p.chain_id, p.seq into prompt_id, chain_id, seq;
-  if p_session_id is not null and not exists (
-      select from scsql.sessions s where s.project_id = v_me.project_id and s.session_id = p_session_id) then
-    raise exception using errcode = 'SC111', message = format('session %s does not exist in this project', p_session_id);
-  end if;
+  perform scsql._require_references(v_me.project_id, p_session_id);
 exception when check_violation or not_null_violation then
   get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
     v_constraint = constraint_name, v_column = column_name, v_message = message_text;
@@ -304,10 +294,7 @@ begin
                      from scsql._model_price(p_model, p_at) mp) end,
           p_at, p_key_id, p_signature)
   returning t.tool_call_id, t.chain_id, t.seq, t.cost_usd into tool_call_id, chain_id, seq, cost_usd;
-  if p_session_id is not null and not exists (
-      select from scsql.sessions s where s.project_id = v_me.project_id and s.session_id = p_session_id) then
-    raise exception using errcode = 'SC111', message = format('session %s does not exist in this project', p_session_id);
-  end if;
+  perform scsql._require_references(v_me.project_id, p_session_id);
 exception when check_violation or not_null_violation then
   get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
     v_constraint = constraint_name, v_column = column_name, v_message = message_text;

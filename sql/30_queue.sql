@@ -365,6 +365,21 @@ $$;
 comment on function scsql._lease_refused(bigint, bigint, bigint, bigint, text) is
   'Private. Explains why a lease token does not hold a task, by raising SC302 (claimed again under a newer lease, or not this agent''s token), SC303 (lease expired, task back in the queue), SC304 (task finished) or SC301 (no such task in the project).';
 
+create or replace function scsql._task_not_queued(p_project bigint, p_task bigint)
+returns void
+language plpgsql
+stable
+as $$
+begin
+  if exists (select from scsql.tasks_archive a where a.project_id = p_project and a.task_id = p_task) then
+    raise exception using errcode = 'SC304', message = format('task %s already finished', p_task);
+  end if;
+  raise exception using errcode = 'SC301', message = format('no task %s in your project', p_task);
+end
+$$;
+comment on function scsql._task_not_queued(bigint, bigint) is
+  'Private, called by claim_task_by_id and cancel_task when task P_TASK is not in project P_PROJECT''s queue. Raises SC304 when it finished (it is in the archive), else SC301.';
+
 create or replace function scsql._held_task(p_me scsql.agents, p_task bigint, p_token bigint, p_action text)
 returns scsql.tasks
 language plpgsql
@@ -384,6 +399,33 @@ end
 $$;
 comment on function scsql._held_task(scsql.agents, bigint, bigint, text) is
   'Private, called by the task functions (as their owner). The task P_TASK that agent P_ME holds under lease P_TOKEN, locked FOR UPDATE; when the lease does not hold it, raises what scsql._lease_refused says about P_ACTION.';
+
+create or replace function scsql._claimed(p_t scsql.tasks)
+returns scsql.claimed_task
+language sql
+immutable
+as $$
+  select row(p_t.task_id, p_t.fence, p_t.lease_expires_at, p_t.attempts, p_t.max_attempts, p_t.team_role,
+             p_t.priority, p_t.payload, p_t.acceptance_criteria, p_t.complexity, p_t.exclusive_files,
+             p_t.created_at)::scsql.claimed_task
+$$;
+comment on function scsql._claimed(scsql.tasks) is
+  'Private. A claimed task as claim_task, claim_task_by_id, complete_and_claim and my_tasks return it: its fence is the lease_token, its attempts so far the attempt. One expression, which the planner inlines.';
+
+create or replace function scsql._claim_queued(p_me scsql.agents, p_task bigint, p_lease_seconds integer)
+returns setof scsql.claimed_task
+language sql
+as $$
+  update scsql.tasks t
+  set state = 'claimed', fence = t.fence + 1, attempts = t.attempts + 1, claimed_by = p_me.agent_id,
+      claimed_at = clock_timestamp(), lease_seconds = p_lease_seconds,
+      lease_expires_at = clock_timestamp() + make_interval(secs => p_lease_seconds)
+  where t.project_id = p_me.project_id and t.task_id = p_task
+    and t.state = 'queued' and t.run_after <= clock_timestamp()
+  returning (scsql._claimed(t)).*
+$$;
+comment on function scsql._claim_queued(scsql.agents, bigint, integer) is
+  'Private, called by claim_task and claim_task_by_id (as their owner). Claims task P_TASK of agent P_ME''s project for P_ME with a lease of P_LEASE_SECONDS when it is queued and due: its fence (the lease_token) and attempts grow by one. Returns the claimed task, no row when it was not queued and due.';
 
 create or replace function scsql._expire_leases(p_project bigint, p_team_role text, p_limit integer)
 returns table (requeued integer, dead integer)
@@ -528,10 +570,7 @@ p_max_attempts (1..100): attempts before it dies
 Orchestrator roles only. Queues a task for team role ROLE in the caller''s project: payload (JSON), priority (higher first; default 0), exclusive_files (paths relative to the project root, or absolute under it; a directory covers everything below it; compared in NFC with letter case folded, so SRC/a.py and src/A.py are one file), acceptance_criteria, complexity (1-5), run_after (default now), max_attempts (default 5). Payload and acceptance criteria are stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact). Returns task_id, team_role, the normalized exclusive_files and run_after, and notifies the role''s channel. Raises SC300 for a non-orchestrator, SC008 unknown role, SC010 bad argument, SC320 a malformed path (control, invisible or blank characters other than a space, backslashes), SC321 a path leaving the project, SC322 when the files overlap a queued or claimed task (the message lists them; race-free: of two overlapping enqueues exactly one wins).';
 
 create or replace function scsql.claim_task(p_n integer default 1, p_lease_seconds integer default 300)
-returns table (
-  task_id bigint, lease_token bigint, lease_expires_at timestamptz, attempt integer, max_attempts integer,
-  team_role text, priority integer, payload jsonb, acceptance_criteria text, complexity smallint,
-  exclusive_files text[], created_at timestamptz)
+returns setof scsql.claimed_task
 language plpgsql
 security definer
 set search_path = pg_catalog, scsql, pg_temp
@@ -539,6 +578,7 @@ as $$
 #variable_conflict use_column
 declare
   v_me scsql.agents := scsql._me();
+  v_task bigint;
 begin
   perform scsql._require(p_n is not null and p_n between 1 and 100, 'n must be 1 to 100');
   perform scsql._require(p_lease_seconds is not null and p_lease_seconds between 1 and 86400, 'lease_seconds must be 1 to 86400');
@@ -548,24 +588,17 @@ begin
                and t.state = 'claimed' and t.lease_expires_at < clock_timestamp()) then
     perform scsql._expire_leases(v_me.project_id, v_me.team_role, 100);
   end if;
-  return query
-  with c as (
-    select t.project_id, t.task_id
+  for v_task in
+    select t.task_id
     from scsql.tasks t
     where t.project_id = v_me.project_id and t.team_role = v_me.team_role
       and t.state = 'queued' and t.run_after <= clock_timestamp()
     order by t.priority desc, t.task_id
     limit p_n
     for update skip locked
-  )
-  update scsql.tasks t
-  set state = 'claimed', fence = t.fence + 1, attempts = t.attempts + 1, claimed_by = v_me.agent_id,
-      claimed_at = clock_timestamp(), lease_seconds = p_lease_seconds,
-      lease_expires_at = clock_timestamp() + make_interval(secs => p_lease_seconds)
-  from c
-  where t.project_id = c.project_id and t.task_id = c.task_id
-  returning t.task_id, t.fence, t.lease_expires_at, t.attempts, t.max_attempts, t.team_role, t.priority,
-            t.payload, t.acceptance_criteria, t.complexity, t.exclusive_files, t.created_at;
+  loop
+    return query select * from scsql._claim_queued(v_me, v_task, p_lease_seconds);
+  end loop;
 end
 $$;
 comment on function scsql.claim_task(integer, integer) is
@@ -577,10 +610,7 @@ p_lease_seconds (1..86400): lease length
 Claims up to N (1-100) queued tasks of the caller''s own team role in its own project, now, best priority first, then oldest, with FOR UPDATE SKIP LOCKED, so concurrent workers never get the same task. Each comes with lease_token (the task''s fence: it grows with every claim) and lease_expires_at (now + lease_seconds, default 300). Pass the token to heartbeat_task, complete_task, fail_task or release_task. Expired leases of the role return to the queue first. Returns the claimed tasks, none when nothing is queued: it never waits (to wait for work, CALL scsql.wait_for_task outside a transaction, or LISTEN on scsql_caller.my_channel(''team''), then claim again; the MCP tool claim_task adds wait_seconds and does that, claiming, waiting on LISTEN with no transaction open, and claiming again). claim_task_by_id claims one named task. Raises SC010 for a bad n or lease_seconds.';
 
 create or replace function scsql.claim_task_by_id(p_task bigint, p_lease_seconds integer default 300)
-returns table (
-  task_id bigint, lease_token bigint, lease_expires_at timestamptz, attempt integer, max_attempts integer,
-  team_role text, priority integer, payload jsonb, acceptance_criteria text, complexity smallint,
-  exclusive_files text[], created_at timestamptz)
+returns setof scsql.claimed_task
 language plpgsql
 security definer
 set search_path = pg_catalog, scsql, pg_temp
@@ -596,25 +626,14 @@ begin
   perform scsql._expire_leases(v_me.project_id, v_me.team_role, 100);
   select * into v_t from scsql.tasks t where t.project_id = v_me.project_id and t.task_id = p_task;
   if not found then
-    if exists (select from scsql.tasks_archive a where a.project_id = v_me.project_id and a.task_id = p_task) then
-      raise exception using errcode = 'SC304', message = format('task %s already finished', p_task);
-    end if;
-    raise exception using errcode = 'SC301', message = format('no task %s in your project', p_task);
+    perform scsql._task_not_queued(v_me.project_id, p_task);
   end if;
   if v_t.team_role <> v_me.team_role then
     raise exception using errcode = 'SC305',
       message = format('task %s is for team role %s; agent %s is %s and claims only %s tasks',
                        p_task, v_t.team_role, v_me.name, v_me.team_role, v_me.team_role);
   end if;
-  return query
-  update scsql.tasks t
-  set state = 'claimed', fence = t.fence + 1, attempts = t.attempts + 1, claimed_by = v_me.agent_id,
-      claimed_at = clock_timestamp(), lease_seconds = p_lease_seconds,
-      lease_expires_at = clock_timestamp() + make_interval(secs => p_lease_seconds)
-  where t.project_id = v_me.project_id and t.task_id = p_task
-    and t.state = 'queued' and t.run_after <= clock_timestamp()
-  returning t.task_id, t.fence, t.lease_expires_at, t.attempts, t.max_attempts, t.team_role, t.priority,
-            t.payload, t.acceptance_criteria, t.complexity, t.exclusive_files, t.created_at;
+  return query select * from scsql._claim_queued(v_me, p_task, p_lease_seconds);
   if not found then
     select * into v_t from scsql.tasks t where t.project_id = v_me.project_id and t.task_id = p_task;
     select name into v_holder from scsql.agents where agent_id = v_t.claimed_by;
@@ -699,30 +718,15 @@ as $$
 #variable_conflict use_column
 declare
   v_me scsql.agents := scsql._me();
+  v_t scsql.tasks;
 begin
   perform scsql._require(p_task is not null and p_token is not null, 'task and token are required');
   perform scsql._require(p_result is null or pg_catalog.octet_length(p_result::text) <= 1048576, 'result is larger than 1 MiB');
   perform scsql._require(p_result is null or scsql._jsonb_depth(p_result) <= 64, 'result nests deeper than 64 levels');
   p_result := scsql._redact_jsonb(p_result);  -- stored redacted
-  with d as (
-    delete from scsql.tasks t
-    where t.project_id = v_me.project_id and t.task_id = p_task
-      and t.state = 'claimed' and t.fence = p_token and t.claimed_by = v_me.agent_id
-    returning t.*
-  )
-  insert into scsql.tasks_archive (
-    project_id, task_id, team_role, state, priority, payload, acceptance_criteria, complexity,
-    exclusive_files, attempts, max_attempts, fence, claimed_by, result, last_error,
-    created_by, created_at, finished_at, finished_by)
-  select d.project_id, d.task_id, d.team_role, 'done', d.priority, d.payload, d.acceptance_criteria,
-         d.complexity, d.exclusive_files, d.attempts, d.max_attempts, d.fence, d.claimed_by, p_result,
-         d.last_error, d.created_by, d.created_at, clock_timestamp(), v_me.agent_id
-  from d
-  returning tasks_archive.task_id, tasks_archive.state, tasks_archive.attempts, tasks_archive.finished_at
-  into task_id, state, attempts, finished_at;
-  if task_id is null then
-    perform scsql._lease_refused(v_me.project_id, p_task, p_token, v_me.agent_id, 'the completion');
-  end if;
+  v_t := scsql._held_task(v_me, p_task, p_token, 'the completion');
+  select a.task_id, a.state, a.attempts, a.finished_at into task_id, state, attempts, finished_at
+  from scsql._archive_task(v_t.project_id, v_t.task_id, 'done', p_result, null, v_me.agent_id) a;
 end
 $$;
 comment on function scsql.complete_task(bigint, bigint, jsonb) is
@@ -736,10 +740,7 @@ Completes a task the caller holds under lease TOKEN, storing result (JSON, redac
 
 create or replace function scsql.complete_and_claim(
   p_task bigint, p_token bigint, p_result jsonb default null, p_n integer default 1, p_lease_seconds integer default 300)
-returns table (
-  task_id bigint, lease_token bigint, lease_expires_at timestamptz, attempt integer, max_attempts integer,
-  team_role text, priority integer, payload jsonb, acceptance_criteria text, complexity smallint,
-  exclusive_files text[], created_at timestamptz)
+returns setof scsql.claimed_task
 language plpgsql
 security definer
 set search_path = pg_catalog, scsql, pg_temp
@@ -862,10 +863,7 @@ begin
   perform 1 from scsql.tasks t where t.project_id = v_me.project_id and t.task_id = p_task for update;
   v_a := scsql._archive_task(v_me.project_id, p_task, 'cancelled', null, p_reason, v_me.agent_id);
   if v_a.task_id is null then
-    if exists (select from scsql.tasks_archive a where a.project_id = v_me.project_id and a.task_id = p_task) then
-      raise exception using errcode = 'SC304', message = format('task %s already finished', p_task);
-    end if;
-    raise exception using errcode = 'SC301', message = format('no task %s in your project', p_task);
+    perform scsql._task_not_queued(v_me.project_id, p_task);
   end if;
   return v_a.state;
 end
@@ -941,17 +939,13 @@ comment on function scsql.claimable_for_me() is
 How many tasks the caller could claim right now: queued tasks of its team role in its project whose run_after has come, plus claimed ones whose lease expired. A Stop hook (scsql hook stop-check) keeps a worker going while this is above zero.';
 
 create or replace function scsql.my_tasks()
-returns table (
-  task_id bigint, lease_token bigint, lease_expires_at timestamptz, attempt integer, max_attempts integer,
-  team_role text, priority integer, payload jsonb, acceptance_criteria text, complexity smallint,
-  exclusive_files text[], created_at timestamptz)
+returns setof scsql.claimed_task
 language sql
 stable
 security definer
 set search_path = pg_catalog, scsql, pg_temp
 as $$
-  select t.task_id, t.fence, t.lease_expires_at, t.attempts, t.max_attempts, t.team_role, t.priority,
-         t.payload, t.acceptance_criteria, t.complexity, t.exclusive_files, t.created_at
+  select (scsql._claimed(t)).*
   from scsql.tasks t, scsql._me() me
   where t.project_id = me.project_id and t.claimed_by = me.agent_id and t.state = 'claimed'
   order by t.task_id

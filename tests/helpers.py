@@ -465,3 +465,42 @@ def one_error_line(proc: subprocess.CompletedProcess, code: str) -> str:
     assert len(lines) == 1, proc.stderr
     assert code in lines[0]
     return lines[0]
+
+
+# -- coordination scaffolding shared by the queue, broadcast and file tests ----------
+
+
+def coordination_team(db: ScsqlDb) -> tuple[str, Agent, Agent, Agent, Agent]:
+    """A new project with an orchestrator (orch), two developers (dev, dev2) and a qa agent:
+    (project, orch, dev, dev2, qa)."""
+    project = db.project()
+    return (project, db.agent("orch", project, "orchestrator"), db.agent("dev", project, "developer"),
+            db.agent("dev2", project, "developer"), db.agent("qa", project, "qa"))
+
+
+def race_behind_lock(db: ScsqlDb, table: str, calls: list[Callable[[], None]],
+                     waiting: Callable[[], int] | None = None, timeout: float = 30.0, join: float = 60.0) -> int:
+    """Runs every call of ``calls`` in a thread of its own, all released at once while an
+    administrator holds ``table`` (a trusted name) locked in exclusive mode, so they meet
+    behind the lock; once ``waiting()`` (default: the sessions waiting for a lock on the
+    table) counts all of them, releases the lock and joins the threads. Returns that count
+    as read just before the release: the test asserts it to show the race happened."""
+    count = waiting or (lambda: lock_waiters(db, table))
+    ready = threading.Barrier(len(calls) + 1)
+
+    def run(call: Callable[[], None]) -> None:
+        ready.wait()
+        call()
+
+    threads = [threading.Thread(target=run, args=(call,)) for call in calls]
+    with psycopg.connect(db.admin) as holder:
+        holder.execute(f"lock table {table} in exclusive mode")
+        for t in threads:
+            t.start()
+        ready.wait()
+        wait_for(lambda: count() >= len(calls), timeout=timeout)
+        seen = count()
+        holder.rollback()
+        for t in threads:
+            t.join(join)
+    return seen

@@ -22,6 +22,17 @@ V2 = V1 + [SignedField("tag", "text", appended=True)]
 V3 = V2 + [SignedField("n", "int", appended=True), SignedField("j", "jsonb", appended=True)]
 
 
+def _create_probes(conn) -> None:
+    """As the owner, creates scsql.appended_probes (project_id, probe_id, body), chained with body
+    signed and probe_id stamped, no field appended yet."""
+    conn.execute("set role scsql_owner")
+    conn.execute("""
+        create table scsql.appended_probes (
+          project_id bigint not null, probe_id bigint generated always as identity, body text,
+          primary key (project_id, probe_id))""")
+    conn.execute("select scsql._make_chained('scsql.appended_probes', array['body'], array['probe_id'])")
+
+
 def _writer(conn, name: str, args: list[tuple[str, str]]) -> None:
     """A writing function of scsql.appended_probes taking ARGS (column, type) and the signing fields."""
     params = "".join(f"p_{c} {t} default null, " for c, t in args)
@@ -71,12 +82,7 @@ def probes(scsql_db):
     (a later release) n and j appended after it and more rows."""
     db = scsql_db
     with db.connect() as conn:
-        conn.execute("set role scsql_owner")
-        conn.execute("""
-            create table scsql.appended_probes (
-              project_id bigint not null, probe_id bigint generated always as identity, body text,
-              primary key (project_id, probe_id))""")
-        conn.execute("select scsql._make_chained('scsql.appended_probes', array['body'], array['probe_id'])")
+        _create_probes(conn)
         _writer(conn, "write_probe_v1", [("body", "text")])
         conn.execute("grant select on scsql.appended_probes to scsql_auditor")
         conn.commit()
@@ -226,12 +232,7 @@ def test_every_kind_can_be_appended(scsql_db, verifier):
     kinds = [("t", "text", "text"), ("i", "bigint", "int"), ("n", "numeric", "numeric"), ("b", "boolean", "bool"),
              ("ts", "timestamptz", "ts"), ("x", "bytea", "bytea"), ("u", "uuid", "uuid"), ("j", "jsonb", "jsonb")]
     with db.connect() as conn:
-        conn.execute("set role scsql_owner")
-        conn.execute("""
-            create table scsql.appended_probes (
-              project_id bigint not null, probe_id bigint generated always as identity, body text,
-              primary key (project_id, probe_id))""")
-        conn.execute("select scsql._make_chained('scsql.appended_probes', array['body'], array['probe_id'])")
+        _create_probes(conn)
         conn.execute("alter table scsql.appended_probes " + ", ".join(f"add column {c} {t}" for c, t, _ in kinds))
         conn.execute("select scsql._make_chained('scsql.appended_probes', array['body'], array['probe_id'], "
                      "p_appended => %s)", ([c for c, _, _ in kinds],))

@@ -5,7 +5,6 @@ explain, provenance labels, wake-ups, and no crossing between projects."""
 from __future__ import annotations
 
 import json
-import threading
 
 import psycopg
 import pytest
@@ -17,17 +16,12 @@ from scsql.coordination.client import BROADCAST_FIELDS, BROADCAST_TABLE
 from scsql.core.errors import ScsqlError
 from scsql.api import Api
 
-from .helpers import admin_rows, enqueue, lock_waiters, login, one, rows, wait_for
+from .helpers import admin_rows, coordination_team, enqueue, login, one, race_behind_lock, rows
 
 
 @pytest.fixture
 def team(scsql_db):
-    project = scsql_db.project()
-    orch = scsql_db.agent("orch", project, "orchestrator")
-    dev = scsql_db.agent("dev", project, "developer")
-    dev2 = scsql_db.agent("dev2", project, "developer")
-    qa = scsql_db.agent("qa", project, "qa")
-    return scsql_db, project, orch, dev, dev2, qa
+    return (scsql_db, *coordination_team(scsql_db))
 
 
 SEND = ("select * from scsql.broadcast(p_type => %(type)s, p_to_role => %(to_role)s, p_to_agent => %(to_agent)s, "
@@ -181,26 +175,14 @@ def test_rate_limit_holds_under_concurrent_sends(scsql_db):
     conns = [login(db, chatty.name) for _ in range(n)]
     args = [signed(chatty, "STATUS", to_role="orchestrator", payload=f'{{"i": {i}}}') for i in range(n)]
     results: list[object] = [None] * n
-    ready = threading.Barrier(n + 1)
 
     def go(i: int) -> None:
-        ready.wait()
         try:
             results[i] = conns[i].execute(SEND, args[i]).fetchone()["message_id"]
         except psycopg.Error as exc:
             results[i] = exc
 
-    threads = [threading.Thread(target=go, args=(i,)) for i in range(n)]
-    with psycopg.connect(db.admin) as holder:
-        holder.execute("lock table scsql.broadcast_senders in exclusive mode")
-        for t in threads:
-            t.start()
-        ready.wait()
-        wait_for(lambda: lock_waiters(db, "scsql.broadcast_senders") >= n)
-        waiting = lock_waiters(db, "scsql.broadcast_senders")
-        holder.rollback()
-        for t in threads:
-            t.join(60)
+    waiting = race_behind_lock(db, "scsql.broadcast_senders", [lambda i=i: go(i) for i in range(n)])
     for c in conns:
         c.close()
     assert waiting == n  # all twenty were sending at the same moment

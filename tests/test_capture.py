@@ -142,13 +142,18 @@ def test_the_captured_chain_verifies(team, verifier):
     assert report.breaks == [] and report.rows >= 5
 
 
+def _failed_bash_learning(agent, tool_use_id: str, command: str, error: str) -> dict:
+    """A Bash call of AGENT that failed, as its PostToolUseFailure hook captures it, and the
+    learning it became (the only learning of the project so far)."""
+    handle(agent, _ev("PostToolUseFailure", uuid.uuid4().hex, tool_name="Bash", tool_use_id=tool_use_id,
+                      tool_input={"command": command}, error=error))
+    with agent.transaction() as conn:
+        return conn.execute("select learning_id, tool, input_key, summary from scsql.learnings").fetchone()
+
+
 def test_failure_becomes_a_learning_and_a_lesson_before_the_same_call(team):
     _, dev, other, _ = team
-    sid = uuid.uuid4().hex
-    handle(dev, _ev("PostToolUseFailure", sid, tool_name="Bash", tool_use_id="toolu_f",
-                    tool_input={"command": "pytest -x tests/test_db.py"}, error="ModuleNotFoundError: psycopg"))
-    with dev.transaction() as conn:
-        learning = conn.execute("select learning_id, tool, input_key, summary from scsql.learnings").fetchone()
+    learning = _failed_bash_learning(dev, "toolu_f", "pytest -x tests/test_db.py", "ModuleNotFoundError: psycopg")
     assert learning["tool"] == "Bash" and learning["input_key"] == "pytest -x tests/test_db.py"
     assert "ModuleNotFoundError" in learning["summary"]
     # The same command, by another agent of the project: the lesson comes first, cited.
@@ -164,11 +169,7 @@ def test_failure_becomes_a_learning_and_a_lesson_before_the_same_call(team):
 
 def test_a_learning_marked_as_a_rule_denies_the_call(team):
     _, dev, other, _ = team
-    sid = uuid.uuid4().hex
-    handle(dev, _ev("PostToolUseFailure", sid, tool_name="Bash", tool_use_id="toolu_r",
-                    tool_input={"command": "git push --force origin main"}, error="rejected"))
-    with dev.transaction() as conn:
-        lid = conn.execute("select learning_id from scsql.learnings").fetchone()["learning_id"]
+    lid = _failed_bash_learning(dev, "toolu_r", "git push --force origin main", "rejected")["learning_id"]
     with pytest.raises(ScsqlError) as e:
         with other.transaction() as conn:
             conn.execute("select scsql.mark_learning_rule(%s, true)", (lid,))

@@ -19,13 +19,18 @@ ROLES = ("scsql_agent", "scsql_auditor", "scsql_admin", "scsql_app", "scsql_work
 # that run with the caller's rights (policies, caller-rights API functions).
 SCHEMAS = ["scsql", "scsql_caller"]
 
+def _catalog_rows(db, query: str, *params) -> list[dict]:
+    """The rows of a query of the catalogue, as the administrator."""
+    with db.connect() as conn:
+        return conn.execute(query, params).fetchall()
+
+
 def test_every_table_has_forced_row_level_security(scsql_db):
-    with scsql_db.connect() as conn:
-        rows = conn.execute("""
-            select c.oid::regclass::text as t, c.relrowsecurity, c.relforcerowsecurity
-            from pg_class c
-            where c.relnamespace::regnamespace::text = any(%s) and c.relkind in ('r', 'p')
-        """, (SCHEMAS,)).fetchall()
+    rows = _catalog_rows(scsql_db, """
+        select c.oid::regclass::text as t, c.relrowsecurity, c.relforcerowsecurity
+        from pg_class c
+        where c.relnamespace::regnamespace::text = any(%s) and c.relkind in ('r', 'p')
+    """, SCHEMAS)
     assert rows, "no tables found"
     bad = [r["t"] for r in rows if not (r["relrowsecurity"] and r["relforcerowsecurity"])]
     assert bad == []
@@ -33,23 +38,21 @@ def test_every_table_has_forced_row_level_security(scsql_db):
 
 def test_partitions_are_reached_only_through_their_parent(scsql_db):
     """A partition has RLS of its own only if reached directly; agents must not reach them."""
-    with scsql_db.connect() as conn:
-        rows = conn.execute("""
-            select c.oid::regclass::text as t
-            from pg_class c
-            where c.relnamespace::regnamespace::text = any(%s) and c.relispartition
-              and (has_table_privilege('scsql_agent', c.oid, 'select,insert,update,delete'))
-        """, (SCHEMAS,)).fetchall()
+    rows = _catalog_rows(scsql_db, """
+        select c.oid::regclass::text as t
+        from pg_class c
+        where c.relnamespace::regnamespace::text = any(%s) and c.relispartition
+          and (has_table_privilege('scsql_agent', c.oid, 'select,insert,update,delete'))
+    """, SCHEMAS)
     assert rows == []
 
 
 def test_security_definer_functions_pin_search_path(scsql_db):
-    with scsql_db.connect() as conn:
-        rows = conn.execute("""
-            select p.oid::regprocedure::text as f, p.proconfig
-            from pg_proc p
-            where p.pronamespace::regnamespace::text = any(%s) and p.prosecdef
-        """, (SCHEMAS,)).fetchall()
+    rows = _catalog_rows(scsql_db, """
+        select p.oid::regprocedure::text as f, p.proconfig
+        from pg_proc p
+        where p.pronamespace::regnamespace::text = any(%s) and p.prosecdef
+    """, SCHEMAS)
     assert rows, "expected security-definer functions"
     bad = []
     for r in rows:
@@ -120,66 +123,62 @@ def test_no_agent_may_create_objects_anywhere_in_the_database(scsql_db):
     agent = scsql_db.agent("creator", project)
     from scsql.core.config import role_for
 
-    with scsql_db.connect() as conn:
-        rows = conn.execute("""
-            select r.role, n.nspname as what
-            from unnest(%s::text[]) r(role), pg_namespace n
-            where has_schema_privilege(r.role, n.oid, 'CREATE')
-            union all
-            select r.role, 'TEMP on the database'
-            from unnest(%s::text[]) r(role)
-            where has_database_privilege(r.role, current_database(), 'TEMP')
-               or has_database_privilege(r.role, current_database(), 'CREATE')
-        """, (roles := ["scsql_agent", "scsql_app", role_for(agent.name)], roles)).fetchall()
+    rows = _catalog_rows(scsql_db, """
+        select r.role, n.nspname as what
+        from unnest(%s::text[]) r(role), pg_namespace n
+        where has_schema_privilege(r.role, n.oid, 'CREATE')
+        union all
+        select r.role, 'TEMP on the database'
+        from unnest(%s::text[]) r(role)
+        where has_database_privilege(r.role, current_database(), 'TEMP')
+           or has_database_privilege(r.role, current_database(), 'CREATE')
+    """, roles := ["scsql_agent", "scsql_app", role_for(agent.name)], roles)
     assert rows == []
 
 
 def test_every_function_has_a_comment(scsql_db):
-    with scsql_db.connect() as conn:
-        rows = conn.execute("""
-            select p.oid::regprocedure::text as f
-            from pg_proc p
-            left join pg_depend d on d.objid = p.oid and d.deptype = 'e'
-            where p.pronamespace::regnamespace::text = any(%s) and d.objid is null
-              and coalesce(obj_description(p.oid, 'pg_proc'), '') = ''
-        """, (SCHEMAS,)).fetchall()
+    rows = _catalog_rows(scsql_db, """
+        select p.oid::regprocedure::text as f
+        from pg_proc p
+        left join pg_depend d on d.objid = p.oid and d.deptype = 'e'
+        where p.pronamespace::regnamespace::text = any(%s) and d.objid is null
+          and coalesce(obj_description(p.oid, 'pg_proc'), '') = ''
+    """, SCHEMAS)
     assert [r["f"] for r in rows] == []
 
 
 def test_agent_table_privileges_are_all_governed_by_policies(scsql_db):
-    with scsql_db.connect() as conn:
-        rows = conn.execute("""
-            with privs as (
-              select c.oid, c.oid::regclass::text as t, p.priv
-              from pg_class c
-              cross join unnest(array['SELECT', 'INSERT', 'UPDATE', 'DELETE']) p(priv)
-              where c.relnamespace::regnamespace::text = any(%s) and c.relkind in ('r', 'p', 'v')
-                and has_table_privilege('scsql_agent', c.oid, p.priv)
-            )
-            select t, priv from privs
-            where not exists (
-              select from pg_policy pol
-              where pol.polrelid = privs.oid
-                and (pol.polcmd = '*' or pol.polcmd = lower(left(privs.priv, 1))
-                     or (privs.priv = 'SELECT' and pol.polcmd = 'r')
-                     or (privs.priv = 'INSERT' and pol.polcmd = 'a')
-                     or (privs.priv = 'UPDATE' and pol.polcmd = 'w')
-                     or (privs.priv = 'DELETE' and pol.polcmd = 'd'))
-                and (0 = any (pol.polroles) or 'scsql_agent'::regrole::oid = any (pol.polroles))
-            )
-        """, (SCHEMAS,)).fetchall()
+    rows = _catalog_rows(scsql_db, """
+        with privs as (
+          select c.oid, c.oid::regclass::text as t, p.priv
+          from pg_class c
+          cross join unnest(array['SELECT', 'INSERT', 'UPDATE', 'DELETE']) p(priv)
+          where c.relnamespace::regnamespace::text = any(%s) and c.relkind in ('r', 'p', 'v')
+            and has_table_privilege('scsql_agent', c.oid, p.priv)
+        )
+        select t, priv from privs
+        where not exists (
+          select from pg_policy pol
+          where pol.polrelid = privs.oid
+            and (pol.polcmd = '*' or pol.polcmd = lower(left(privs.priv, 1))
+                 or (privs.priv = 'SELECT' and pol.polcmd = 'r')
+                 or (privs.priv = 'INSERT' and pol.polcmd = 'a')
+                 or (privs.priv = 'UPDATE' and pol.polcmd = 'w')
+                 or (privs.priv = 'DELETE' and pol.polcmd = 'd'))
+            and (0 = any (pol.polroles) or 'scsql_agent'::regrole::oid = any (pol.polroles))
+        )
+    """, SCHEMAS)
     assert rows == []
 
 
 def test_no_truncate_or_references_for_anyone_but_the_owner(scsql_db):
-    with scsql_db.connect() as conn:
-        rows = conn.execute("""
-            select r, c.oid::regclass::text as t
-            from pg_class c, unnest(%s::text[]) r
-            where c.relnamespace::regnamespace::text = any(%s) and c.relkind in ('r', 'p')
-              and (has_table_privilege(r, c.oid, 'TRUNCATE') or has_table_privilege(r, c.oid, 'REFERENCES')
-                   or has_table_privilege(r, c.oid, 'TRIGGER'))
-        """, (list(ROLES), SCHEMAS)).fetchall()
+    rows = _catalog_rows(scsql_db, """
+        select r, c.oid::regclass::text as t
+        from pg_class c, unnest(%s::text[]) r
+        where c.relnamespace::regnamespace::text = any(%s) and c.relkind in ('r', 'p')
+          and (has_table_privilege(r, c.oid, 'TRUNCATE') or has_table_privilege(r, c.oid, 'REFERENCES')
+               or has_table_privilege(r, c.oid, 'TRIGGER'))
+    """, list(ROLES), SCHEMAS)
     assert rows == []
 
 

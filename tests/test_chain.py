@@ -138,6 +138,23 @@ def test_rows_are_append_only_even_for_the_superuser(scsql_db):
     assert held == []
 
 
+def _direct_insert_granted(db, writer, named, policy: str, tool: str) -> tuple[dict, dict]:
+    """Grants WRITER a direct INSERT into scsql.tool_calls under policy POLICY (as an administrator
+    could by mistake). Returns the agent_id, project_id and chain_id of agent NAMED, and a tool call
+    of TOOL that WRITER signed as scsql's client signs it."""
+    from scsql.audit.telemetry import TOOL_CALL_FIELDS
+    from scsql.audit.signing import sign_row
+
+    with db.connect() as conn:
+        ids = conn.execute("select a.agent_id, a.project_id, c.chain_id from scsql.agents a "
+                           "join scsql.chains c using (agent_id) where a.name = %s", (named.name,)).fetchone()
+        conn.execute(f"grant insert on scsql.tool_calls to {writer.role}")
+        conn.execute(f"grant usage on sequence scsql.tool_calls_id_seq to {writer.role}")
+        conn.execute(f"create policy {policy} on scsql.tool_calls for insert to {writer.role} with check (true)")
+        conn.commit()
+    return ids, sign_row(writer, "scsql.tool_calls", TOOL_CALL_FIELDS, {"tool": tool})
+
+
 def test_author_and_chain_come_from_the_role_never_from_input(scsql_db):
     project = scsql_db.project()
     a = scsql_db.agent("a", project)
@@ -149,18 +166,8 @@ def test_author_and_chain_come_from_the_role_never_from_input(scsql_db):
         with pytest.raises(ScsqlError) as err:
             api_a.call("record_tool_call", tool="Read", **forged)
         assert err.value.code == "SC010"
-    with scsql_db.connect() as conn:
-        ids = conn.execute("select a.name, a.agent_id, c.chain_id from scsql.agents a join scsql.chains c using (agent_id) "
-                           "where a.name = %s", (b.name,)).fetchone()
-        # Even with direct INSERT granted by mistake, the trigger holds the line.
-        conn.execute(f"grant insert on scsql.tool_calls to {a.role}")
-        conn.execute(f"grant usage on sequence scsql.tool_calls_id_seq to {a.role}")
-        conn.execute(f"create policy oops on scsql.tool_calls for insert to {a.role} with check (true)")
-        conn.commit()
-    from scsql.audit.telemetry import TOOL_CALL_FIELDS
-    from scsql.audit.signing import sign_row
-
-    signed = sign_row(a, "scsql.tool_calls", TOOL_CALL_FIELDS, {"tool": "Read"})
+    # Even with direct INSERT granted by mistake, the trigger holds the line.
+    ids, signed = _direct_insert_granted(scsql_db, a, b, "oops", "Read")
     base = ("insert into scsql.tool_calls (tool, origin, input_tokens, output_tokens, status, at, key_id, signature{}) "
             "values (%s, 'model', 0, 0, 'ok', %s, %s, %s{})")
     args = [signed["tool"], signed["at"], signed["key_id"], signed["signature"]]
@@ -210,17 +217,7 @@ def test_writes_that_name_their_own_author_project_and_chain_are_linked(scsql_db
     project = scsql_db.project()
     a = scsql_db.agent("own", project)
     Api(a).call("record_tool_call", tool="Read")
-    with scsql_db.connect() as conn:
-        me = conn.execute("select a.agent_id, a.project_id, c.chain_id from scsql.agents a "
-                          "join scsql.chains c using (agent_id) where a.name = %s", (a.name,)).fetchone()
-        conn.execute(f"grant insert on scsql.tool_calls to {a.role}")
-        conn.execute(f"grant usage on sequence scsql.tool_calls_id_seq to {a.role}")
-        conn.execute(f"create policy own_insert on scsql.tool_calls for insert to {a.role} with check (true)")
-        conn.commit()
-    from scsql.audit.telemetry import TOOL_CALL_FIELDS
-    from scsql.audit.signing import sign_row
-
-    signed = sign_row(a, "scsql.tool_calls", TOOL_CALL_FIELDS, {"tool": "Write"})
+    me, signed = _direct_insert_granted(scsql_db, a, a, "own_insert", "Write")
     with psycopg.connect(scsql_db.login(a.name)) as conn:
         conn.execute("insert into scsql.tool_calls (tool, origin, input_tokens, output_tokens, status, at, key_id, "
                      "signature, author_id, project_id, chain_id) values (%s, 'model', 0, 0, 'ok', %s, %s, %s, %s, %s, %s)",

@@ -5,7 +5,6 @@ freed when their task finishes."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import psycopg
@@ -15,7 +14,7 @@ from scsql.core import roles
 from scsql.core.errors import ScsqlError
 
 from .helpers import (admin_rows, claim, enqueue, enqueue_against_uncommitted, enqueues_waiting_on_a_lock, login,
-                      one, wait_for)
+                      one, race_behind_lock)
 
 
 @pytest.fixture
@@ -137,30 +136,20 @@ def test_many_overlapping_enqueues_at_once_exactly_one_wins(scsql_db, orch):
     n = 20
     conns = [login(db, names[i % len(names)]) for i in range(n)]
     results: list[object] = [None] * n
-    ready = threading.Barrier(n + 1)
 
     def enqueue_at_once(i: int) -> None:
         # Every set overlaps every other one through docs/ (a directory for
         # half of them, a file below it for the other half).
         files = ["docs" if i % 2 else "docs/readme.md", f"src/mod{i}.py"]
-        ready.wait()
         try:
             results[i] = conns[i].execute("select task_id from scsql.enqueue_task('developer', "
                                           "p_exclusive_files => %s::text[])", (files,)).fetchone()["task_id"]
         except psycopg.Error as exc:
             results[i] = exc
 
-    threads = [threading.Thread(target=enqueue_at_once, args=(i,)) for i in range(n)]
-    with psycopg.connect(db.admin) as holder:
-        holder.execute("lock table scsql.task_files in exclusive mode")
-        for t in threads:
-            t.start()
-        ready.wait()
-        wait_for(lambda: enqueues_waiting_on_a_lock(db) >= n)
-        assert enqueues_waiting_on_a_lock(db) == n  # all twenty are inside enqueue_task together
-        holder.rollback()
-        for t in threads:
-            t.join(60)
+    waiting = race_behind_lock(db, "scsql.task_files", [lambda i=i: enqueue_at_once(i) for i in range(n)],
+                               waiting=lambda: enqueues_waiting_on_a_lock(db))
+    assert waiting == n  # all twenty were inside enqueue_task together
     for c in conns:
         c.close()
     winners = [r for r in results if isinstance(r, int)]

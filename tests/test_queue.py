@@ -19,18 +19,14 @@ from scsql.coordination import client
 from scsql.core.errors import ScsqlError
 from scsql.api import Api
 
-from .helpers import (admin_rows, claim, end_backoff, enqueue, expire_leases, login, mcp_env, one, rows, run_client,
+from .helpers import (admin_rows, claim, coordination_team, end_backoff, enqueue, expire_leases, login, mcp_env, one, rows, run_client,
                       wait_for)
 
 
 @pytest.fixture
 def team(scsql_db):
-    project = scsql_db.project()
-    orch = scsql_db.agent("orch", project, "orchestrator")
-    dev = scsql_db.agent("dev", project, "developer")
-    dev2 = scsql_db.agent("dev2", project, "developer")
-    qa = scsql_db.agent("qa", project, "qa")
-    return scsql_db, orch, dev, dev2, qa
+    _project, *agents = coordination_team(scsql_db)
+    return (scsql_db, *agents)
 
 
 def test_enqueue_claim_complete_moves_the_task_to_the_archive(team):

@@ -11,7 +11,6 @@ import sys
 import threading
 from collections import Counter
 
-import psycopg
 import pytest
 
 from scsql.core.errors import ScsqlError
@@ -22,10 +21,10 @@ from .helpers import (
     claim,
     enqueue,
     expire_leases,
-    lock_waiters,
     login,
     mcp_env,
     one,
+    race_behind_lock,
     register,
     wait_for,
 )
@@ -48,12 +47,10 @@ def _race(db, n_workers: int, n_tasks: int):
     claimed: list[list[tuple[int, int]]] = [[] for _ in range(n_workers)]
     errors: list[Exception] = []
     in_flight = InFlight()
-    ready = threading.Barrier(n_workers + 1)
 
     def work(i: int) -> None:
         conn = conns[i]
         try:
-            ready.wait()
             with in_flight:
                 task = conn.execute("select task_id, lease_token from scsql.claim_task()").fetchone()
             while task is not None:
@@ -65,17 +62,9 @@ def _race(db, n_workers: int, n_tasks: int):
         except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(n_workers)]
-    with psycopg.connect(db.admin) as holder:
-        holder.execute("lock table scsql.tasks in exclusive mode")
-        for t in threads:
-            t.start()
-        ready.wait()
-        wait_for(lambda: lock_waiters(db, "scsql.tasks") >= n_workers, timeout=60)
-        all_waited = lock_waiters(db, "scsql.tasks")
-        holder.rollback()  # release: every worker claims at once
-        for t in threads:
-            t.join(180)
+    # Every worker waits behind the lock; its release lets them all claim at once.
+    all_waited = race_behind_lock(db, "scsql.tasks", [lambda i=i: work(i) for i in range(n_workers)],
+                                  timeout=60, join=180)
     for c in conns:
         c.close()
     assert errors == []

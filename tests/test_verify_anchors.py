@@ -58,24 +58,31 @@ def test_moving_the_horizon_to_the_head_is_found(trail, verifier):
     assert verifier.breaks(db) == [(ca, 6, "horizon-unanchored")]
 
 
+def _breaks_below_a_checkpointed_moved_horizon(trail, verifier, tmp_path, edit: str):
+    """Checkpoints and exports every chain, then, as a DBA, makes EDIT on chain A ({chain} stands
+    for its id) and moves its horizon to its head. Returns the breaks found without the export
+    and with it."""
+    db, _a, _b, ca, _cb = trail
+    _key, export = _checkpoint(db, tmp_path)
+    tamper(db, edit.format(chain=ca),
+           f"update scsql.chains set horizon_seq = head_seq, horizon_hash = head_hash where chain_id = {ca}")
+    return verifier.breaks(db), verifier.breaks(db, **verifier.exported(export))
+
+
 def test_a_horizon_at_a_checkpointed_head_still_leaves_every_row_checked(trail, verifier, tmp_path):
     """Anchoring the horizon at a signed head is not enough to hide an edit:
     every row still present is verified, whatever the horizon says."""
-    db, a, b, ca, cb = trail
-    _key, export = _checkpoint(db, tmp_path)
-    tamper(db, f"update scsql.tool_calls set output_tokens = 1 where chain_id = {ca} and seq = 3",
-           f"update scsql.chains set horizon_seq = head_seq, horizon_hash = head_hash where chain_id = {ca}")
-    assert verifier.breaks(db) == [(ca, 3, "hash-mismatch")]
-    assert verifier.breaks(db, **verifier.exported(export)) == [(ca, 3, "hash-mismatch")]
+    ca = trail[3]
+    found = _breaks_below_a_checkpointed_moved_horizon(
+        trail, verifier, tmp_path, "update scsql.tool_calls set output_tokens = 1 where chain_id = {chain} and seq = 3")
+    assert found == ([(ca, 3, "hash-mismatch")], [(ca, 3, "hash-mismatch")])
 
 
 def test_a_row_removed_below_a_moved_horizon_is_a_gap(trail, verifier, tmp_path):
-    db, a, b, ca, cb = trail
-    _key, export = _checkpoint(db, tmp_path)
-    tamper(db, f"delete from scsql.tool_calls where chain_id = {ca} and seq = 2",
-           f"update scsql.chains set horizon_seq = head_seq, horizon_hash = head_hash where chain_id = {ca}")
-    assert verifier.breaks(db) == [(ca, 3, "seq-gap")]
-    assert verifier.breaks(db, **verifier.exported(export)) == [(ca, 3, "seq-gap")]
+    ca = trail[3]
+    found = _breaks_below_a_checkpointed_moved_horizon(
+        trail, verifier, tmp_path, "delete from scsql.tool_calls where chain_id = {chain} and seq = 2")
+    assert found == ([(ca, 3, "seq-gap")], [(ca, 3, "seq-gap")])
 
 
 # -- whole chains, and breaks in checkpoint data under the right chain -------------------

@@ -86,6 +86,18 @@ class Writer:
         path.write_text("".join(line + "\n" for line in self.lines))
 
 
+
+TODOS = [("Add retry to the HTTP client", "Adding retry"), ("Write tests for the retry", "Writing tests"),
+         ("Rename fetch_all to fetch_pages", "Renaming"), ("Fix the database tests on CI", "Fixing")]
+
+
+def _todo_write(w: Writer, *statuses: str) -> None:
+    """The TODO list written with TodoWrite: the first len(STATUSES) of TODOS, in those states."""
+    w.tool("TodoWrite", {"todos": [{"content": content, "status": status, "activeForm": form}
+                                   for (content, form), status in zip(TODOS, statuses)]},
+           "Todos have been modified successfully.")
+
+
 def session1() -> Writer:
     w = Writer(S1, "20T09:00")
     _session1_work(w)
@@ -104,10 +116,7 @@ def _session1_work(w: Writer) -> None:
     w.msg("assistant", [{"type": "thinking", "thinking": "We decided to think about it.", "signature": "sig"}])
     w.say("I'll use tenacity-style exponential backoff with jitter because the upstream API rate-limits bursts. "
           "Should we use a circuit breaker because of the outages? Let me look at the client first.")
-    w.tool("TodoWrite", {"todos": [
-        {"content": "Add retry to the HTTP client", "status": "in_progress", "activeForm": "Adding retry"},
-        {"content": "Write tests for the retry", "status": "pending", "activeForm": "Writing tests"}]},
-        "Todos have been modified successfully.")
+    _todo_write(w, "in_progress", "pending")
     w.tool("Read", {"file_path": f"{CWD}/src/net/client.py"}, "     1\timport httpx\n     2\t")
     w.tool("Edit", {"file_path": f"{CWD}/src/net/client.py", "old_string": "retries = 0", "new_string": "retries = 3",
                     "replace_all": False}, "The file has been updated.",
@@ -146,11 +155,7 @@ def _session1_work(w: Writer) -> None:
                          "input": {"command": "python -X importtime -c 'import shop'"}}], isSidechain=True)
     w.msg("user", [{"type": "tool_result", "tool_use_id": "toolu_01sidechain000000000000", "content": "import time: 12 ms",
                     "is_error": False}], isSidechain=True)
-    w.tool("TodoWrite", {"todos": [
-        {"content": "Add retry to the HTTP client", "status": "completed", "activeForm": "Adding retry"},
-        {"content": "Write tests for the retry", "status": "completed", "activeForm": "Writing tests"},
-        {"content": "Rename fetch_all to fetch_pages", "status": "in_progress", "activeForm": "Renaming"}]},
-        "Todos have been modified successfully.")
+    _todo_write(w, "completed", "completed", "in_progress")
     w.raw("")
     w.raw("   ")
     w.raw('{"type": "user", "message": {"role": "user", "content": 17}, "uuid": "broken-2"}')   # malformed 5
@@ -176,12 +181,7 @@ def _session1_after_compaction(w: Writer) -> None:
     w.tool("Bash", {"command": "git status --short"}, " M CHANGELOG.md\n M src/net/client.py")
     w.say("The decision: the database tests stay skipped on machines without PostgreSQL. "
           "I will keep the changelog entry short since it links the issue.")
-    w.tool("TodoWrite", {"todos": [
-        {"content": "Add retry to the HTTP client", "status": "completed", "activeForm": "Adding retry"},
-        {"content": "Write tests for the retry", "status": "completed", "activeForm": "Writing tests"},
-        {"content": "Rename fetch_all to fetch_pages", "status": "completed", "activeForm": "Renaming"},
-        {"content": "Fix the database tests on CI", "status": "pending", "activeForm": "Fixing"}]},
-        "Todos have been modified successfully.")
+    _todo_write(w, "completed", "completed", "completed", "pending")
     w.user("<local-command-stdout>Compacted.</local-command-stdout>")
     w.user("[Request interrupted by user for tool use]")
     w.say("Done: retries, the rename and the changelog. The database tests need a server.")
