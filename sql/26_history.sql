@@ -380,13 +380,14 @@ p_note: why
 
 Settles every open conflict of fact KEY in the acting agent''s project (remember records one when a new fact makes another claim about the subject of an existing fact; recall_context shows both as possibly stale until then): keep this (KEY is right; each fact it conflicts with leaves working memory), others (the facts it conflicts with are right; KEY leaves) or both (no contradiction; both stay). A fact that leaves is kept with its value in its history (memory_history), never lost. Each settlement is recorded in the memory history with the note (stored redacted). Returns one row per conflict settled: conflict_id, key (the newer fact), other_key, kept, superseded. Raises SC200/SC201 for a bad key, SC228 when KEY has no open conflict, SC229 for keep other than this, others or both, SC230 for a bad note.';
 
--- The open conflicts of a project, for recall_context's stale section.
+-- The open conflicts of a project, for recall_context's stale section (which
+-- runs as the owner). Not security definer, so the planner inlines it into
+-- recall_context's query: the newest few are read through the open
+-- conflicts' index, not every open conflict of the project.
 create or replace function scsql._open_conflicts(p_project bigint)
 returns table (conflict_id bigint, key text, value text, other_key text, other_value text, detected_at timestamptz)
 language sql
 stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
 as $$
   select c.conflict_id, c.key, f.value, c.other_key, o.value, c.detected_at
   from scsql.fact_conflicts c
@@ -396,4 +397,4 @@ as $$
   order by c.conflict_id desc
 $$;
 comment on function scsql._open_conflicts(bigint) is
-  'Private. The open conflicts of a project whose two facts are both still in working memory, newest first.';
+  'Private. The open conflicts of a project whose two facts are both still in working memory, newest first (inlined into the caller''s query, and read as its role: recall_context runs as the owner).';
