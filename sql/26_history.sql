@@ -151,7 +151,8 @@ comment on function scsql._fact_relation(text, text, text, text) is
 -- Which facts remember compares a new fact with. Every fact that
 -- scsql._fact_relation_terms could call a duplicate or a conflict of it
 -- shares one of a few of its terms (below), so remember compares only the
--- facts an inverted index (memory_facts_terms_idx, migration 0212) finds
+-- facts an inverted index (memory_facts_terms_idx on memory_facts.index_terms,
+-- migration 0212) finds
 -- for its rarest terms, not every fact of the project.
 
 create or replace function scsql._fact_index_terms(p_project bigint, p_key_terms text[], p_value_terms text[])
@@ -164,7 +165,7 @@ as $$
                select p_project::text || ':v:' || t from unnest(p_value_terms) t)
 $$;
 comment on function scsql._fact_index_terms(bigint, text[], text[]) is
-  'Private. The entries of a fact in the inverted index memory_facts_terms_idx: <project>:k:<term> for each key term, <project>:v:<term> for each value term (scsql._fact_terms).';
+  'Private. The entries of a fact in the inverted index memory_facts_terms_idx (the stored column memory_facts.index_terms): <project>:k:<term> for each key term, <project>:v:<term> for each value term (scsql._fact_terms).';
 
 create or replace function scsql._fact_rarest(p_project bigint, p_terms text[], p_sides text, p_n integer)
 returns text[]
@@ -177,7 +178,7 @@ as $$
   from (
     select u.t, (select count(*) from (
                    select from scsql.memory_facts f
-                   where scsql._fact_index_terms(f.project_id, f.key_terms, f.value_terms)
+                   where f.index_terms
                          && array(select p_project::text || ':' || s || ':' || u.t
                                   from unnest(string_to_array(p_sides, NULL)) s)
                    limit 32) c) as n
@@ -214,19 +215,19 @@ begin
   if p_relation = 'duplicate' then
     v_r := case when v_n > 0 then scsql._fact_rarest(p_project, p_vt, 'kv', 2) else p_kt end;
     select array_agg(f.key) into v_keys from scsql.memory_facts f
-    where scsql._fact_index_terms(f.project_id, f.key_terms, f.value_terms)
+    where f.index_terms
           && array(select v_pre || s || ':' || t from unnest(v_r) t, unnest(array['k', 'v']) s)
       and f.project_id = p_project;
   else
     v_r := scsql._fact_rarest(p_project, p_kt, 'k', 1);
     select array_agg(f.key) into v_keys from scsql.memory_facts f
     where f.project_id = p_project
-      and (scsql._fact_index_terms(f.project_id, f.key_terms, f.value_terms) && array(select v_pre || 'k:' || t from unnest(v_r) t)
-           or (scsql._fact_index_terms(f.project_id, f.key_terms, f.value_terms)
+      and (f.index_terms && array(select v_pre || 'k:' || t from unnest(v_r) t)
+           or (f.index_terms
                  && array(select v_pre || 'k:' || t from unnest(p_kt) t where t <> all (v_r))
                and cardinality(f.key_terms) <= 2 * v_a - 3)
-           or (scsql._fact_index_terms(f.project_id, f.key_terms, f.value_terms) && array(select v_pre || 'k:' || t from unnest(p_kt) t)
-               and scsql._fact_index_terms(f.project_id, f.key_terms, f.value_terms)
+           or (f.index_terms && array(select v_pre || 'k:' || t from unnest(p_kt) t)
+               and f.index_terms
                    && array(select v_pre || 'v:' || t
                             from unnest(scsql._fact_rarest(p_project, p_vt, 'v', v_n - greatest(2, ceil(0.4 * v_n)::integer) + 1)) t)));
   end if;
