@@ -170,16 +170,21 @@ begin
                (select count(*) from unnest(f.value_terms) t where t = any (v_vt)) as sv) s
       where f.project_id = v_project and f.key <> v_key
         and f.key = any (scsql._fact_candidates(v_project, v_kt, v_vt, 'conflict'))
+        -- What a conflict needs (scsql._fact_relation_terms), counted: keys
+        -- with Jaccard >= 0.5 (3 shared >= both sizes), or a shared key term
+        -- and at least two shared value terms with Jaccard >= 0.4.
+        and (3 * s.sk >= cardinality(v_kt) + cardinality(f.key_terms)
+             or (s.sk >= 1 and s.sv >= 2 and 7 * s.sv >= 2 * (cardinality(v_vt) + cardinality(f.value_terms))))
+        -- A conflict still open between the two is not recorded twice.
+        and not exists (select from scsql.fact_conflicts c where c.project_id = v_project and c.resolved_at is null
+                        and ((c.key = v_key and c.other_key = f.key) or (c.key = f.key and c.other_key = v_key)))
       order by case when cardinality(f.key_terms) + cardinality(v_kt) = 0 then 0
                     else s.sk::double precision / (cardinality(f.key_terms) + cardinality(v_kt) - s.sk) end
                + case when cardinality(f.value_terms) + cardinality(v_vt) = 0 then 0
                       else s.sv::double precision / (cardinality(f.value_terms) + cardinality(v_vt) - s.sv) end desc,
                f.key
     loop
-      -- A conflict still open between the two is not recorded twice.
-      continue when exists (select from scsql.fact_conflicts c where c.project_id = v_project and c.resolved_at is null
-                            and ((c.key = v_key and c.other_key = v_fact.key) or (c.key = v_fact.key and c.other_key = v_key)))
-        or scsql._fact_relation_terms(v_kt, v_vt, v_fact.key_terms, v_fact.value_terms) <> 'conflict';
+      continue when scsql._fact_relation_terms(v_kt, v_vt, v_fact.key_terms, v_fact.value_terms) <> 'conflict';
       v_n := v_n + 1;
       insert into scsql.fact_conflicts (project_id, key, value_hash, other_key, other_hash, detected_by)
       values (v_project, v_key, v_hash, v_fact.key, scsql._text_hash(v_fact.value), v_agent)

@@ -349,6 +349,13 @@ begin
       end if;
     end if;
     exit when cardinality(v_req) >= 2;
+    -- The bound did not hold. When every posting of every term fits in the
+    -- budget, one pass over them all (below) costs less than the next
+    -- rounds: the slow queries were those with two or more terms each in a
+    -- tenth to two thirds of the chunks, whose upper bounds (idf, max_tf)
+    -- stay too high to prune either, so round after round read and probed
+    -- thousands of candidates.
+    exit when (select sum(d) from unnest(v_df) d) <= v_budget;
     exit when v_sum + v_df[v_e + 1] > 3 * v_budget;
     v_e := v_e + 1;
     v_sum := v_sum + v_df[v_e];
