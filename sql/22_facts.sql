@@ -176,8 +176,10 @@ begin
         and (3 * s.sk >= cardinality(v_kt) + cardinality(f.key_terms)
              or (s.sk >= 1 and s.sv >= 2 and 7 * s.sv >= 2 * (cardinality(v_vt) + cardinality(f.value_terms))))
         -- A conflict still open between the two is not recorded twice.
-        and not exists (select from scsql.fact_conflicts c where c.project_id = v_project and c.resolved_at is null
-                        and ((c.key = v_key and c.other_key = f.key) or (c.key = f.key and c.other_key = v_key)))
+        and f.key <> all (array(select case when c.key = v_key then c.other_key else c.key end
+                                from scsql.fact_conflicts c
+                                where c.project_id = v_project and c.resolved_at is null
+                                  and (c.key = v_key or c.other_key = v_key)))
       order by case when cardinality(f.key_terms) + cardinality(v_kt) = 0 then 0
                     else s.sk::double precision / (cardinality(f.key_terms) + cardinality(v_kt) - s.sk) end
                + case when cardinality(f.value_terms) + cardinality(v_vt) = 0 then 0
