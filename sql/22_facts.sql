@@ -69,10 +69,15 @@ declare
   v_importance smallint;
   v_kt text[];
   v_vt text[];
+  v_n integer;
   v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
 begin
   perform scsql._check_text('key', p_key, 200, false);
   perform scsql._check_text('value', p_value, 4000, true);
+  if p_ttl is not null and not (p_ttl > interval '0' and p_ttl <= interval '3650 days') then
+    raise exception using errcode = 'SC241', message = format('ttl must be a positive interval of at most 3650 days, got %s', p_ttl),
+      hint = 'Omit ttl for a fact that does not expire.';
+  end if;
   if scsql._holds_private_key(p_value) then
     raise exception using errcode = 'SC215', message = format('the value of %s holds a PEM private key block; nothing was stored', scsql._redact(p_key)),
       hint = 'Private keys never belong in working memory, which every agent of the project reads.';
@@ -107,6 +112,7 @@ begin
     -- A fact saying the same under another key is refreshed, taking no new slot.
     select * into v_old from scsql.memory_facts f
     where f.project_id = v_project
+      and f.key = any (scsql._fact_candidates(v_project, v_kt, v_vt, 'duplicate'))
       -- What every kind of duplicate has (scsql._fact_relation_terms): the
       -- same terms in all, or value term sets of about one size that meet.
       and ((coalesce(f.key_terms, scsql._fact_terms(f.key)) || coalesce(f.value_terms, scsql._fact_terms(f.value))) @> (v_kt || v_vt)
@@ -150,27 +156,45 @@ begin
   if v_stored = 'memory' then
     -- Another claim about the subject of an existing fact: both stay, the
     -- conflict is recorded until resolve_conflict settles it.
+    -- The three facts most alike: a project whose keys and values share
+    -- common words does not record a conflict with every fact it holds.
+    -- Only the candidates (scsql._fact_candidates) can be in conflict; they
+    -- are taken most alike first (Jaccard similarity of keys plus of values,
+    -- as scsql._jaccard computes it: terms are distinct), and each is
+    -- compared (scsql._fact_relation_terms) only until three are found.
+    v_n := 0;
     for v_fact in
       select f.* from scsql.memory_facts f
+      cross join lateral (
+        select (select count(*) from unnest(f.key_terms) t where t = any (v_kt)) as sk,
+               (select count(*) from unnest(f.value_terms) t where t = any (v_vt)) as sv) s
       where f.project_id = v_project and f.key <> v_key
-        and coalesce(f.key_terms, scsql._fact_terms(f.key)) && v_kt
+        and f.key = any (scsql._fact_candidates(v_project, v_kt, v_vt, 'conflict'))
+        -- What a conflict needs (scsql._fact_relation_terms), counted: keys
+        -- with Jaccard >= 0.5 (3 shared >= both sizes), or a shared key term
+        -- and at least two shared value terms with Jaccard >= 0.4.
+        and (3 * s.sk >= cardinality(v_kt) + cardinality(f.key_terms)
+             or (s.sk >= 1 and s.sv >= 2 and 7 * s.sv >= 2 * (cardinality(v_vt) + cardinality(f.value_terms))))
         -- A conflict still open between the two is not recorded twice.
-        and not exists (select from scsql.fact_conflicts c where c.project_id = v_project and c.resolved_at is null
-                        and ((c.key = v_key and c.other_key = f.key) or (c.key = f.key and c.other_key = v_key)))
-        and scsql._fact_relation_terms(v_kt, v_vt, coalesce(f.key_terms, scsql._fact_terms(f.key)),
-                                       coalesce(f.value_terms, scsql._fact_terms(f.value))) = 'conflict'
-      -- The three facts most alike: a project whose keys and values share
-      -- common words does not record a conflict with every fact it holds.
-      order by scsql._jaccard(coalesce(f.key_terms, scsql._fact_terms(f.key)), v_kt)
-               + scsql._jaccard(coalesce(f.value_terms, scsql._fact_terms(f.value)), v_vt) desc, f.key
-      limit 3
+        and f.key <> all (array(select case when c.key = v_key then c.other_key else c.key end
+                                from scsql.fact_conflicts c
+                                where c.project_id = v_project and c.resolved_at is null
+                                  and (c.key = v_key or c.other_key = v_key)))
+      order by case when cardinality(f.key_terms) + cardinality(v_kt) = 0 then 0
+                    else s.sk::double precision / (cardinality(f.key_terms) + cardinality(v_kt) - s.sk) end
+               + case when cardinality(f.value_terms) + cardinality(v_vt) = 0 then 0
+                      else s.sv::double precision / (cardinality(f.value_terms) + cardinality(v_vt) - s.sv) end desc,
+               f.key
     loop
+      continue when scsql._fact_relation_terms(v_kt, v_vt, v_fact.key_terms, v_fact.value_terms) <> 'conflict';
+      v_n := v_n + 1;
       insert into scsql.fact_conflicts (project_id, key, value_hash, other_key, other_hash, detected_by)
       values (v_project, v_key, v_hash, v_fact.key, scsql._text_hash(v_fact.value), v_agent)
       returning conflict_id into v_old_src;
       perform scsql._memory_change(v_project, 'conflict', 'fact', v_key, null, scsql._text_hash(v_fact.value), v_hash,
                                    format('conflict %s: another claim about the subject of %s', v_old_src, v_fact.key),
                                    v_fact.key);
+      exit when v_n = 3;
     end loop;
     -- The facts it is in open conflict with: found now, or before and not settled.
     v_conflicts := array(select case when c.key = v_key then c.other_key else c.key end k
@@ -181,12 +205,8 @@ begin
                          order by 1);
   end if;
 
-  -- The fact's TTL (sql/22_lifecycle.sql). A remember without
-  -- one clears it; nothing is written when there is none either way.
-  if p_ttl is not null and not (p_ttl > interval '0' and p_ttl <= interval '3650 days') then
-    raise exception using errcode = 'SC241', message = format('ttl must be a positive interval of at most 3650 days, got %s', p_ttl),
-      hint = 'Omit ttl for a fact that does not expire.';
-  end if;
+  -- The fact's TTL (sql/22_lifecycle.sql, checked above). A remember
+  -- without one clears it; nothing is written when there is none either way.
   update scsql.memory_facts f set expires_at = clock_timestamp() + p_ttl
   where f.project_id = v_project and f.key = v_key and (p_ttl is not null or f.expires_at is not null);
 

@@ -216,7 +216,7 @@ create or replace function scsql.pack(p_intent text, p_budget integer default 20
                                       p_half_life_days double precision default 30)
 returns table (item integer, kind text, score double precision, tokens integer, key text, content text,
                source_path text, anchor text, line_start integer, line_end integer, chunk_hash text,
-               trust text, notice text)
+               trust text, notice text, author text, written_at timestamptz)
 language plpgsql
 volatile
 as $$
@@ -244,7 +244,7 @@ begin
   with facts as (
     -- Working-memory facts (not expired) that share terms with the intent,
     -- weighted by the terms' rarity in the knowledge base, then by importance.
-    select f.key, f.key || ': ' || f.value as content, f.importance,
+    select f.key, f.key || ': ' || f.value as content, f.importance, f.updated_by, f.updated_at,
            (select sum(coalesce(ln(1 + (st.n_chunks - kt.df + 0.5) / (kt.df + 0.5)), ln(2 + coalesce(st.n_chunks, 0))))
             from scsql_caller.terms(f.key || ' ' || f.value) ft
             left join scsql.kb_terms kt on kt.project_id = v_project and kt.term = ft.term
@@ -267,7 +267,8 @@ begin
   items as (
     select 1.0 / (60 + r.rank) as score, 0 as pref, 'fact' as kind, r.key, r.content,
            'memory:' || r.key as source_path, null::text as anchor, null::integer as line_start, null::integer as line_end,
-           null::text as chunk_hash, 'internal'::text as trust, null::text as notice
+           null::text as chunk_hash, 'internal'::text as trust, null::text as notice,
+           (select an.name from scsql_caller.agent_names(array[r.updated_by]) an) as author, r.updated_at as written_at
     from ranked_facts r
     union all
     select 1.0 / (60 + h.rank), 1,
@@ -275,7 +276,8 @@ begin
                 when h.source_kind = 'learning' then 'learning'
                 when h.source_kind = 'archived_fact' then 'fact'
                 else 'chunk' end,
-           null, h.content, h.source_path, h.anchor, h.line_start, h.line_end, h.chunk_hash, h.trust, h.notice
+           null, h.content, h.source_path, h.anchor, h.line_start, h.line_end, h.chunk_hash, h.trust, h.notice,
+           h.author, h.written_at
     from hits h
   ),
   lived as (
@@ -298,14 +300,14 @@ begin
     select scsql_caller.note_use(array_agg(distinct c.source_path)) as n from cum c where c.total <= p_budget
   )
   select c.item::integer, c.kind, c.life_score::double precision, c.tokens, c.key, c.content, c.source_path, c.anchor,
-         c.line_start, c.line_end, c.chunk_hash, c.trust, c.notice
+         c.line_start, c.line_end, c.chunk_hash, c.trust, c.notice, c.author, c.written_at
   from cum c cross join noted
   where c.total <= p_budget
   order by c.item;
 end
 $$;
 comment on function scsql.pack(text, integer, vector, text, double precision, double precision, double precision, double precision) is
-  'A context pack for a task within a token budget: matching facts, decisions, learnings and search hits, each with its citation.
+  'A context pack for a task within a token budget: matching facts, decisions, learnings and search hits, each with its citation, author and time.
 
 p_intent: the task, in words (1-2,000 characters)
 p_budget (50..100000): tokens (characters / 4)
@@ -314,4 +316,4 @@ p_recency_weight (0..100, tuning): ranking weight of recency
 p_use_weight (0..100, tuning): ranking weight of use
 p_half_life_days (0.01..36500, tuning): days for recency and use to halve
 
-A bounded context pack for a task described by INTENT (1-2,000 characters), within BUDGET tokens (default 2,000; tokens = ceil(characters / 4)): the working-memory facts (not expired) that share terms with the intent, and the best hybrid-search hits, labelled fact, decision (from session summaries), learning or chunk, each with its citation (source_path, anchor, line span, chunk_hash, trust, notice). Facts and hits are ranked by reciprocal rank times exp(L), L the lifecycle score importance_weight * (importance - 1) / 4 + recency_weight * 0.5 ^ (days since written / half_life) + use_weight * uses / (uses + 3) * 0.5 ^ (days since last returned / half_life) (defaults 0.2, 0.1, 0.1 and 30 days; sources count as importance 3; importance-5 facts and pinned sources never decay; all weights 0: reciprocal rank alone); when over budget the lowest-scored items are dropped first. What is returned records its use (at most once per the project''s use_granularity). Returns item, kind, score, tokens, key, content and the citation fields. Raises SC205 for a bad intent, SC209 for a budget out of range, SC243 for a weight out of 0..100 or a half-life out of 0.01..36,500 days.';
+A bounded context pack for a task described by INTENT (1-2,000 characters), within BUDGET tokens (default 2,000; tokens = ceil(characters / 4)): the working-memory facts (not expired) that share terms with the intent, and the best hybrid-search hits, labelled fact, decision (from session summaries), learning or chunk, each with its citation (source_path, anchor, line span, chunk_hash, trust, notice, author: the agent that wrote it, written_at: when). Facts and hits are ranked by reciprocal rank times exp(L), L the lifecycle score importance_weight * (importance - 1) / 4 + recency_weight * 0.5 ^ (days since written / half_life) + use_weight * uses / (uses + 3) * 0.5 ^ (days since last returned / half_life) (defaults 0.2, 0.1, 0.1 and 30 days; sources count as importance 3; importance-5 facts and pinned sources never decay; all weights 0: reciprocal rank alone); when over budget the lowest-scored items are dropped first. What is returned records its use (at most once per the project''s use_granularity). Returns item, kind, score, tokens, key, content and the citation fields (source_path, anchor, line_start, line_end, chunk_hash, trust, notice, author, written_at). Raises SC205 for a bad intent, SC209 for a budget out of range, SC243 for a weight out of 0..100 or a half-life out of 0.01..36,500 days.';

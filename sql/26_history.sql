@@ -148,6 +148,95 @@ $$;
 comment on function scsql._fact_relation(text, text, text, text) is
   'Private. How the fact (p_key, p_value) relates to another: duplicate (some terms, and the same terms in key and value together; or the same value terms when the value has at least 3 or the keys share one; or values of at least 4 terms differing in one term that is neither a number nor a negation; terms: scsql._fact_terms), conflict (not a duplicate, and the keys'' term sets have Jaccard similarity >= 0.5, or the keys share a term and the values'' similarity is >= 0.4 with at least two terms shared), else unrelated. Thresholds measured on tests/data/fact_pairs.jsonl (tests/test_fact_conflicts.py prints precision and recall).';
 
+-- Which facts remember compares a new fact with. Every fact that
+-- scsql._fact_relation_terms could call a duplicate or a conflict of it
+-- shares one of a few of its terms (below), so remember compares only the
+-- facts an inverted index (memory_facts_terms_idx on memory_facts.index_terms,
+-- migration 0212) finds
+-- for its rarest terms, not every fact of the project.
+
+create or replace function scsql._fact_index_terms(p_project bigint, p_key_terms text[], p_value_terms text[])
+returns text[]
+language sql
+immutable parallel safe
+as $$
+  select array(select p_project::text || ':k:' || t from unnest(p_key_terms) t
+               union all
+               select p_project::text || ':v:' || t from unnest(p_value_terms) t)
+$$;
+comment on function scsql._fact_index_terms(bigint, text[], text[]) is
+  'Private. The entries of a fact in the inverted index memory_facts_terms_idx (the stored column memory_facts.index_terms): <project>:k:<term> for each key term, <project>:v:<term> for each value term (scsql._fact_terms).';
+
+create or replace function scsql._fact_rarest(p_project bigint, p_terms text[], p_sides text, p_n integer)
+returns text[]
+language sql
+stable
+as $$
+  -- A term's facts are counted through the index up to 32: past that a term
+  -- is common, and how common does not matter.
+  select coalesce(array_agg(x.t order by x.n, x.t), '{}')
+  from (
+    select u.t, (select count(*) from (
+                   select from scsql.memory_facts f
+                   where f.index_terms
+                         && array(select p_project::text || ':' || s || ':' || u.t
+                                  from unnest(string_to_array(p_sides, NULL)) s)
+                   limit 32) c) as n
+    from unnest(p_terms) u(t)
+    order by 2, 1
+    limit greatest(p_n, 0)
+  ) x
+$$;
+comment on function scsql._fact_rarest(bigint, text[], text, integer) is
+  'Private. The N terms of TERMS found in the fewest facts of the project (in their keys with sides k, values with v, either with kv; counted up to 32), rarest first.';
+
+create or replace function scsql._fact_candidates(p_project bigint, p_kt text[], p_vt text[], p_relation text)
+returns text[]
+language plpgsql
+stable
+as $$
+-- A fact (K2, V2) that scsql._fact_relation_terms calls a duplicate of the
+-- new fact (K, V) has the same terms in all (so every term of V, or of K
+-- when V has none), or V2 = V, or V2 and V differing in one term of at
+-- least four: it holds one of the two rarest terms of V (of K when V has
+-- none). One that it calls a conflict shares a term of K and has either
+-- Jaccard(K, K2) >= 0.5, so it shares at least half of K: it holds the
+-- rarest key term r of K, or it holds another and has at most 2|K| - 3 key
+-- terms (3 shared >= |K| + |K2| with at most |K| - 1 shared); or it shares
+-- at least max(2, 0.4 |V|) of V (Jaccard(V, V2) >= 0.4 with two shared): it
+-- holds one of the |V| - max(2, ceil(0.4 |V|)) + 1 rarest terms of V.
+declare
+  v_pre text := p_project::text || ':';
+  v_a integer := cardinality(p_kt);
+  v_n integer := cardinality(p_vt);
+  v_r text[];
+  v_keys text[];
+begin
+  if p_relation = 'duplicate' then
+    v_r := case when v_n > 0 then scsql._fact_rarest(p_project, p_vt, 'kv', 2) else p_kt end;
+    select array_agg(f.key) into v_keys from scsql.memory_facts f
+    where f.index_terms
+          && array(select v_pre || s || ':' || t from unnest(v_r) t, unnest(array['k', 'v']) s)
+      and f.project_id = p_project;
+  else
+    v_r := scsql._fact_rarest(p_project, p_kt, 'k', 1);
+    select array_agg(f.key) into v_keys from scsql.memory_facts f
+    where f.project_id = p_project
+      and (f.index_terms && array(select v_pre || 'k:' || t from unnest(v_r) t)
+           or (f.index_terms
+                 && array(select v_pre || 'k:' || t from unnest(p_kt) t where t <> all (v_r))
+               and cardinality(f.key_terms) <= 2 * v_a - 3)
+           or (f.index_terms && array(select v_pre || 'k:' || t from unnest(p_kt) t)
+               and f.index_terms
+                   && array(select v_pre || 'v:' || t
+                            from unnest(scsql._fact_rarest(p_project, p_vt, 'v', v_n - greatest(2, ceil(0.4 * v_n)::integer) + 1)) t)));
+  end if;
+  return coalesce(v_keys, '{}');
+end
+$$;
+comment on function scsql._fact_candidates(bigint, text[], text[], text) is
+  'Private. The keys of the facts of the project that could be a duplicate (RELATION duplicate) or a conflict (conflict) of a fact with key terms KT and value terms VT by scsql._fact_relation_terms: a superset of them, found through memory_facts_terms_idx by the new fact''s rarest terms.';
+
 -- ---------------------------------------------------------------------------
 -- Public API: history and conflicts
 -- ---------------------------------------------------------------------------
@@ -292,13 +381,14 @@ p_note: why
 
 Settles every open conflict of fact KEY in the acting agent''s project (remember records one when a new fact makes another claim about the subject of an existing fact; recall_context shows both as possibly stale until then): keep this (KEY is right; each fact it conflicts with leaves working memory), others (the facts it conflicts with are right; KEY leaves) or both (no contradiction; both stay). A fact that leaves is kept with its value in its history (memory_history), never lost. Each settlement is recorded in the memory history with the note (stored redacted). Returns one row per conflict settled: conflict_id, key (the newer fact), other_key, kept, superseded. Raises SC200/SC201 for a bad key, SC228 when KEY has no open conflict, SC229 for keep other than this, others or both, SC230 for a bad note.';
 
--- The open conflicts of a project, for recall_context's stale section.
+-- The open conflicts of a project, for recall_context's stale section (which
+-- runs as the owner). Not security definer, so the planner inlines it into
+-- recall_context's query: the newest few are read through the open
+-- conflicts' index, not every open conflict of the project.
 create or replace function scsql._open_conflicts(p_project bigint)
 returns table (conflict_id bigint, key text, value text, other_key text, other_value text, detected_at timestamptz)
 language sql
 stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
 as $$
   select c.conflict_id, c.key, f.value, c.other_key, o.value, c.detected_at
   from scsql.fact_conflicts c
@@ -308,4 +398,4 @@ as $$
   order by c.conflict_id desc
 $$;
 comment on function scsql._open_conflicts(bigint) is
-  'Private. The open conflicts of a project whose two facts are both still in working memory, newest first.';
+  'Private. The open conflicts of a project whose two facts are both still in working memory, newest first (inlined into the caller''s query, and read as its role: recall_context runs as the owner).';

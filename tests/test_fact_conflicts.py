@@ -169,3 +169,62 @@ def test_bad_input_gets_its_code_and_changes_nothing(agent):
             q(agent, sql, *args)
         assert e.value.code == code, (sql, args)
     assert [h["op"] for h in q(agent, "select * from scsql.memory_history('x')")] == ["remember"]
+
+
+def test_remember_compares_only_candidates_and_misses_no_duplicate_or_conflict(scsql_db, agent):
+    """remember compares a new fact only with the facts the term index finds
+    for its rarest terms (scsql._fact_candidates). Every fact the detector
+    calls a duplicate or a conflict of it is among them: checked for every
+    fact of the labelled set against working memory holding the others, and
+    for keys of one and two terms sharing a common word."""
+    for p in PAIRS:
+        remember(agent, p["a"]["key"], p["a"]["value"])
+    for i in range(12):
+        remember(agent, f"svc.{i}", f"service {i} runs on host h{i} behind the shared proxy")
+        remember(agent, f"svc{i}", f"service {i} is deployed by the team t{i}")
+    news = [p["b"] for p in PAIRS] + [p["a"] for p in PAIRS] + [
+        {"key": "svc", "value": "service 3 runs on host h9 behind the shared proxy"},
+        {"key": "svc.3.host", "value": "service 3 runs on host h4"},
+        {"key": "proxy", "value": "the shared proxy"}, {"key": "svc.7", "value": "the"}]
+    with scsql_db.connect() as conn:
+        project = conn.execute("select project_id from scsql.memory_facts limit 1").fetchone()["project_id"]
+        stored = conn.execute("select count(*) as n from scsql.memory_facts").fetchone()["n"]
+        found = {"duplicate": 0, "conflict": 0}
+        compared = candidates = 0
+        for new in news:
+            rows = conn.execute(
+                "with n as (select scsql._fact_terms(%s) kt, scsql._fact_terms(%s) vt) "
+                "select r.rel, array_agg(f.key order by f.key) filter (where scsql._fact_relation_terms("
+                "  n.kt, n.vt, f.key_terms, f.value_terms) = r.rel) as related, "
+                "  scsql._fact_candidates(%s, n.kt, n.vt, r.rel) as candidates, count(*) as compared "
+                "from n cross join (values ('duplicate'), ('conflict')) r(rel) "
+                "cross join scsql.memory_facts f where f.key <> %s group by r.rel, n.kt, n.vt",
+                (new["key"], new["value"], project, new["key"])).fetchall()
+            for r in rows:
+                missed = set(r["related"] or []) - set(r["candidates"])
+                assert not missed, (new, r["rel"], missed)
+                found[r["rel"]] += len(r["related"] or [])
+                compared += r["compared"]
+                candidates += len(r["candidates"])
+    assert stored > 50 and found["duplicate"] > 20 and found["conflict"] > 20, (stored, found)
+    assert candidates < compared / 5, (candidates, compared)  # not every fact
+
+
+def test_a_bad_ttl_is_refused_before_anything_is_written(scsql_db, agent):
+    """The TTL is checked with the other arguments, before remember writes:
+    a refused call leaves nothing behind, not even a used number (identity
+    values are not given back by a rollback)."""
+    remember(agent, "lint.tool", "Use ruff for linting")
+    assert remember(agent, "lint.tool.new", "Use flake8 for linting")["conflicts_with"] == ["lint.tool"]
+    for key, value in (("lint.tool", "Use black for linting"), ("lint.tool.v3", "Use pylint for linting")):
+        with pytest.raises(ScsqlError) as e:
+            q(agent, "select * from scsql.remember(%s, %s, 3, interval '-1 day')", key, value)
+        assert e.value.code == "SC241"
+    remember(agent, "lint.tool", "Use black for linting")
+    assert remember(agent, "lint.tool.v3", "Use pylint for linting")["conflicts_with"]
+    with scsql_db.connect() as conn:
+        ids = [r["conflict_id"] for r in conn.execute("select conflict_id from scsql.fact_conflicts order by 1")]
+        versions = [r["version_id"] for r in conn.execute("select version_id from scsql.fact_versions order by 1")]
+    assert ids == list(range(ids[0], ids[0] + len(ids))) and len(ids) > 1, ids
+    assert len(versions) == 1
+    assert [h["op"] for h in q(agent, "select * from scsql.memory_history('lint.tool.v3')")][-1] == "remember"

@@ -22,13 +22,35 @@ def search(agent, query, **kw):
     return q(agent, f"select * from scsql.search(%s{extra})", query, *kw.values())
 
 
-def test_facts_summaries_and_chunks_are_found_labelled_with_kind_author_and_time(scsql_db):
+def _kestrel(scsql_db, prefix=""):
+    """Two agents of one project: A remembered a fact and wrote a session
+    summary with a decision, B indexed a file; all of them about kestrel."""
     project = scsql_db.project()
-    a = scsql_db.agent("writer", project)
-    b = scsql_db.agent("reader", project)
+    a = scsql_db.agent(prefix + "writer", project)
+    b = scsql_db.agent(prefix + "reader", project)
     q(a, "select scsql.remember('deploy.target', 'production runs on the kestrel cluster', 4)")
     q(a, "select * from scsql.summarize_session(%s)", json.dumps({"decisions": ["stage on kestrel too"]}))
     q(b, "select * from scsql.index_text('docs/ops.md', '# Clusters\n\nkestrel hosts the database.', 'file')")
+    return a, b
+
+
+def test_pack_citations_name_their_author_and_time(scsql_db):
+    """Every citation pack returns names the agent that wrote it and when."""
+    a, b = _kestrel(scsql_db, "pack_")
+    packed = q(b, "select * from scsql.pack('kestrel cluster', 5000)")
+    by_kind = {p["kind"]: p for p in packed}
+    assert {"fact", "decision", "chunk"} <= set(by_kind), packed
+    assert by_kind["fact"]["author"] == a.name and by_kind["decision"]["author"] == a.name
+    assert by_kind["chunk"]["author"] == b.name and by_kind["chunk"]["source_path"] == "docs/ops.md"
+    with scsql_db.connect() as conn:
+        now = conn.execute("select now() as t").fetchone()["t"]
+        fact_at = conn.execute("select updated_at from scsql.memory_facts where key = 'deploy.target'").fetchone()["updated_at"]
+    assert by_kind["fact"]["written_at"] == fact_at
+    assert all(p["author"] and p["written_at"] is not None and p["written_at"] <= now for p in packed), packed
+
+
+def test_facts_summaries_and_chunks_are_found_labelled_with_kind_author_and_time(scsql_db):
+    a, b = _kestrel(scsql_db)
     hits = search(b, "kestrel")
     by_kind = {h["source_kind"]: h for h in hits}
     # The summary's decision is a decision of its own (sql/27_decisions.sql).
