@@ -69,6 +69,7 @@ declare
   v_project bigint := scsql._my_project();
   v_done integer := 0;
   v_l scsql.learnings;
+  v_r record;
 begin
   perform scsql._require(p_limit between 1 and 1000, 'limit must be 1 to 1000');
   for v_l in
@@ -87,19 +88,22 @@ begin
     -- A learning whose text holds a private key stays out of the knowledge
     -- base (scsql.learnings() still shows it to those allowed).
     continue when scsql._holds_private_key(scsql._learning_text(v_l));
-    perform scsql._index_source(
+    select * into v_r from scsql._index_source(
       v_l.project_id, 'learning:' || v_l.learning_id, scsql._learning_text(v_l), 'learning', 'internal',
       'standard', null,
       jsonb_build_object('learning_id', v_l.learning_id, 'kind', v_l.kind, 'outcome_id', v_l.outcome_id,
                          'outcome_kind', v_l.outcome_kind, 'classification', v_l.classification),
       null);
+    -- Memory history (sql/26_history.sql): the learning's source added or changed.
+    perform scsql._memory_index_change(v_l.project_id, 'learning:' || v_l.learning_id, v_r.content_hash, 'learning')
+    where not v_r.unchanged;
     v_done := v_done + 1;
   end loop;
   return v_done;
 end
 $$;
 comment on function scsql.index_learnings(integer) is
-  'Background work of the MCP server and scsql worker, as an agent (not an MCP tool). Indexes up to LIMIT (1..1000, default 50) queued learnings of the acting agent''s project into the knowledge base, each as source learning:<learning_id> (kind learning, trust internal), oldest first; concurrent callers take different learnings (SKIP LOCKED); one whose text holds a PEM private key block is dropped from the queue unindexed. Returns how many it indexed. Raises SC010 for a bad limit.';
+  'Background work of the MCP server and scsql worker, as an agent (not an MCP tool). Indexes up to LIMIT (1..1000, default 50) queued learnings of the acting agent''s project into the knowledge base, each as source learning:<learning_id> (kind learning, trust internal), oldest first; concurrent callers take different learnings (SKIP LOCKED); one whose text holds a PEM private key block is dropped from the queue unindexed. Each learning indexed is recorded in the memory history (op index, target learning:<id>). Returns how many it indexed. Raises SC010 for a bad limit.';
 
 -- 2. recall_context restores recent broadcasts beside facts and session summaries.
 
