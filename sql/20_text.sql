@@ -276,20 +276,27 @@ comment on function scsql._reserved_path(text) is
 -- Chunking
 -- ---------------------------------------------------------------------------
 
-create or replace function scsql._chunk_context(p_prev_anchor text, p_prev_content text, p_anchor text)
+create or replace function scsql._chunk_context(p_given text, p_first boolean, p_prev_anchor text, p_prev_content text,
+                                                 p_anchor text)
 returns text
 language plpgsql
 immutable parallel safe
 as $$
--- The end of the previous chunk: its last 600 characters, from the first
--- line start among them (in their first half) or else the first word start
--- (in their first 100 characters), below the previous chunk's anchor when
--- that is not the chunk's own anchor and not in the tail already.
+-- P_GIVEN is the section's context: NULL (none), a text (the context of
+-- its first chunk, P_FIRST) or '' (the end of the previous chunk: its last
+-- 600 characters, from the first line start among them (in their first
+-- half) or else the first word start (in their first 100 characters), below
+-- the previous chunk's anchor when that is not the chunk's own anchor and
+-- not in the tail already).
 declare
   v_t text;
   v_i integer;
 begin
-  if p_prev_content is null then
+  if p_given is null then
+    return null;
+  elsif p_first and p_given <> '' then
+    return p_given;
+  elsif p_prev_content is null then
     return null;
   end if;
   v_t := pg_catalog.right(p_prev_content, 600);
@@ -310,8 +317,8 @@ begin
     nullif(v_t, '')), '');
 end
 $$;
-comment on function scsql._chunk_context(text, text, text) is
-  'Private. The context a conversation chunk is indexed with (scsql._chunk_text): the previous chunk''s anchor (unless it is P_ANCHOR, the chunk''s own, or appears in the tail) above the previous chunk''s last 600 characters (starting at a line, else a word, boundary). NULL when there is no previous chunk.';
+comment on function scsql._chunk_context(text, boolean, text, text, text) is
+  'Private. The context a chunk is indexed with (scsql._chunk_text), given its section''s P_GIVEN: NULL, none; a text, that text for the section''s first chunk (P_FIRST); otherwise the previous chunk''s anchor (unless it is P_ANCHOR, the chunk''s own, or appears in the tail) above the previous chunk''s last 600 characters (starting at a line, else a word, boundary), NULL when there is no previous chunk.';
 
 create or replace function scsql._chunk_text(p_content text, p_spans jsonb default null, p_max integer default 1500,
                                              p_context boolean default false)
@@ -469,9 +476,7 @@ begin
             char_start := v_off[v_s] + v_piece * p_max;
             char_end := char_start + pg_catalog.char_length(content);
             chunk_hash := scsql._chunk_hash(content);
-            context := case when v_sec_ctx[v_j] is null then null
-                            when v_first and v_sec_ctx[v_j] <> '' then v_sec_ctx[v_j]
-                            else scsql._chunk_context(v_prev_anchor, v_prev_content, anchor) end;
+            context := scsql._chunk_context(v_sec_ctx[v_j], v_first, v_prev_anchor, v_prev_content, anchor);
             v_first := false;
             v_prev_anchor := anchor;
             v_prev_content := content;
@@ -500,9 +505,7 @@ begin
           char_start := v_off[v_a];
           char_end := v_off[v_z + 1] - 1;
           chunk_hash := scsql._chunk_hash(v_text);
-          context := case when v_sec_ctx[v_j] is null then null
-                          when v_first and v_sec_ctx[v_j] <> '' then v_sec_ctx[v_j]
-                          else scsql._chunk_context(v_prev_anchor, v_prev_content, anchor) end;
+          context := scsql._chunk_context(v_sec_ctx[v_j], v_first, v_prev_anchor, v_prev_content, anchor);
           v_first := false;
           v_prev_anchor := anchor;
           v_prev_content := v_text;
