@@ -56,6 +56,34 @@ create or replace trigger learnings_to_knowledge
   after insert on scsql.learnings
   for each row execute function scsql._queue_learning();
 
+create or replace function scsql._learning_changed()
+returns trigger
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+begin
+  -- Memory history (sql/26_history.sql): a learning made a rule that denies
+  -- matching calls (scsql.mark_learning_rule), or a plain lesson again. Its
+  -- text does not change: both hashes are its summary's (public and
+  -- internal learnings only, as when it was added).
+  perform scsql._memory_change(new.project_id, case when new.deny then 'rule' else 'unrule' end, 'learning',
+    'learning:' || new.learning_id, null,
+    case when new.classification in ('public', 'internal') then scsql._text_hash(old.summary) end,
+    case when new.classification in ('public', 'internal') then scsql._text_hash(new.summary) end,
+    case when new.deny then 'denies matching calls' || coalesce(' (pattern ' || left(new.pattern, 900) || ')', '')
+         else 'a plain lesson again' end, null);
+  return null;
+end
+$$;
+comment on function scsql._learning_changed() is
+  'Private trigger (after update of deny or pattern on scsql.learnings, when either changed): records the change in the memory history, op rule (the learning now denies matching calls, with its pattern) or unrule (a plain lesson again), target learning:<id>.';
+
+create or replace trigger learnings_history
+  after update of deny, pattern on scsql.learnings
+  for each row when (old.deny is distinct from new.deny or old.pattern is distinct from new.pattern)
+  execute function scsql._learning_changed();
+
 comment on table scsql.kb_learning_queue is
   'Public and internal learnings not yet indexed into the knowledge base; drained by scsql.index_learnings.';
 

@@ -162,6 +162,12 @@ def test_files_learnings_purges_pins_decisions_and_loops_are_recorded(scsql_db, 
                                                                  ("learn", "learning", "failure learning of a failed outcome (internal)")]
     assert hist[1]["agent"] == a.name and hist[0]["agent"] in (a.name, w.name)
     assert hist[1]["new_hash"] == h("pytest -q failed on test_db") and hist[1]["related"].startswith("outcome:")
+    # Changed: made a rule that denies matching calls, then a plain lesson again.
+    q(a, "select scsql.mark_learning_rule(%s, true, 'pytest')", lid)
+    q(a, "select scsql.mark_learning_rule(%s, false)", lid)
+    hist = q(a, "select * from scsql.memory_history(%s)", f"learning:{lid}")
+    assert [(r["op"], r["reason"]) for r in hist][:2] == [("unrule", "a plain lesson again"),
+                                                          ("rule", "denies matching calls (pattern pytest)")]
 
     # Pin and unpin (a pin that changes nothing writes nothing).
     q(a, "select * from scsql.pin('src/a.py')")
