@@ -426,6 +426,7 @@ set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_kind text;
+  v_id bigint;
 begin
   if new.kind in ('rejected', 'failed', 'insufficient', 'errored', 'reverted') then
     v_kind := 'failure';
@@ -442,12 +443,18 @@ begin
   values (new.project_id, v_kind, new.outcome_id, new.kind, new.author_id,
           (select t.tool from scsql.tool_calls t where t.project_id = new.project_id and t.tool_call_id = new.tool_call_id limit 1),
           new.tool_call_id, new.session_id, new.task_ref, new.signal, new.confidence, new.summary, new.evidence,
-          new.classification);
+          new.classification)
+  returning learning_id into v_id;
+  -- Memory history (sql/26_history.sql): the learning added, with the hash
+  -- of its summary only where the whole project may read it.
+  perform scsql._memory_change(new.project_id, 'learn', 'learning', 'learning:' || v_id, null, null,
+    case when new.classification in ('public', 'internal') then scsql._text_hash(new.summary) end,
+    format('%s learning of a %s outcome (%s)', v_kind, new.kind, new.classification), 'outcome:' || new.outcome_id);
   return null;
 end
 $$;
 comment on function scsql._learn_from_outcome() is
-  'Private trigger on outcomes, in the outcome''s transaction: rejected, failed, insufficient, errored and reverted outcomes add a failure learning; shipped and accepted outcomes with confidence >= 0.8 add an experiment learning. The learning keeps the outcome''s classification.';
+  'Private trigger on outcomes, in the outcome''s transaction: rejected, failed, insufficient, errored and reverted outcomes add a failure learning; shipped and accepted outcomes with confidence >= 0.8 add an experiment learning. The learning keeps the outcome''s classification. Each learning added is recorded in the memory history (op learn, target learning:<id>, related outcome:<id>; the hash of its summary for public and internal learnings only).';
 
 drop trigger if exists learn on scsql.outcomes;
 create trigger learn after insert on scsql.outcomes for each row execute function scsql._learn_from_outcome();

@@ -24,7 +24,14 @@
 --   and underscores joined by . / : -, or containing an underscore or a
 --   camelCase boundary; at most 128 characters) is kept whole, in lower case,
 --   unstemmed: hmac_chain.ts gives hmac_chain.ts, hmac, chain and ts. A
---   chunk's terms are those of its source path, its anchor and its text.
+--   chunk's terms are those of its source path, its anchor, its context
+--   (conversation only, see below) and its text.
+-- * Conversation (session summaries, and spans marked "context", such as
+--   the turns of a transcript): each chunk is indexed with the context it
+--   needs to be found (scsql._chunk_text): the previous chunk's anchor and
+--   its last 600 characters, kept in kb_chunks.context, not in the chunk's
+--   text, so a short reply is found by what it answers and no text is
+--   stored twice over.
 -- * BM25: score(D, Q) = sum over distinct query terms t of
 --   idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * |D| / avgdl)), with
 --   idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)), N = chunks in the project,
@@ -143,32 +150,35 @@ as $$ begin return (select coalesce(pg_catalog.array_agg(t.term order by t.term)
 comment on function scsql_caller.term_array(text) is
   'The distinct BM25 terms of a text (scsql_caller.terms), sorted: the stored terms of a working-memory fact (memory_facts.terms), which search scores beside chunks. Raises nothing.';
 
-create or replace function scsql._check_text(p_what text, p_value text, p_max integer, p_allow_newlines boolean default true)
+create or replace function scsql._check_text(p_what text, p_value text, p_max integer, p_allow_newlines boolean default true,
+                                             p_code text default null)
 returns void
 language plpgsql
 immutable
 as $$
+-- P_CODE, when given, is the SQLSTATE of all three errors (decide raises
+-- SC235, open_loop and close_loop SC238); the messages stay the same.
 begin
   if p_value is null or pg_catalog.btrim(p_value, E' \t\r\n') = '' then
-    raise exception using errcode = 'SC201', message = format('%s is empty', p_what),
+    raise exception using errcode = coalesce(p_code, 'SC201'), message = format('%s is empty', p_what),
       hint = format('Give a non-empty %s.', p_what);
   end if;
   if pg_catalog.char_length(p_value) > p_max then
-    raise exception using errcode = 'SC200',
+    raise exception using errcode = coalesce(p_code, 'SC200'),
       message = format('%s is %s characters long; at most %s are allowed', p_what,
                        pg_catalog.char_length(p_value), p_max),
       hint = 'Nothing was stored or truncated. Shorten it, or index long text with index_text.';
   end if;
   if (p_allow_newlines and p_value ~ E'[\\x01-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]')
      or (not p_allow_newlines and p_value ~ E'[\\x01-\\x1F\\x7F]') then
-    raise exception using errcode = 'SC201',
+    raise exception using errcode = coalesce(p_code, 'SC201'),
       message = format('%s contains control characters', p_what),
       hint = case when p_allow_newlines then 'Only tabs and newlines are allowed.' else 'Use a single line of printable text.' end;
   end if;
 end
 $$;
-comment on function scsql._check_text(text, text, integer, boolean) is
-  'Private. Raises SC201 when a text is empty or has control characters, SC200 when it is longer than p_max characters.';
+comment on function scsql._check_text(text, text, integer, boolean, text) is
+  'Private. Raises SC201 when a text is empty or has control characters (newlines too unless P_ALLOW_NEWLINES), SC200 when it is longer than p_max characters; with P_CODE, that code instead of either (the same messages).';
 
 create or replace function scsql_caller.tokens(p_text text)
 returns integer
@@ -266,9 +276,54 @@ comment on function scsql._reserved_path(text) is
 -- Chunking
 -- ---------------------------------------------------------------------------
 
-create or replace function scsql._chunk_text(p_content text, p_spans jsonb default null, p_max integer default 1500)
+create or replace function scsql._chunk_context(p_given text, p_first boolean, p_prev_anchor text, p_prev_content text,
+                                                 p_anchor text)
+returns text
+language plpgsql
+immutable parallel safe
+as $$
+-- P_GIVEN is the section's context: NULL (none), a text (the context of
+-- its first chunk, P_FIRST) or '' (the end of the previous chunk: its last
+-- 600 characters, from the first line start among them (in their first
+-- half) or else the first word start (in their first 100 characters), below
+-- the previous chunk's anchor when that is not the chunk's own anchor and
+-- not in the tail already).
+declare
+  v_t text;
+  v_i integer;
+begin
+  if p_given is null then
+    return null;
+  elsif p_first and p_given <> '' then
+    return p_given;
+  elsif p_prev_content is null then
+    return null;
+  end if;
+  v_t := pg_catalog.right(p_prev_content, 600);
+  if pg_catalog.char_length(p_prev_content) > 600 then
+    v_i := pg_catalog.strpos(v_t, E'\n');
+    if v_i between 1 and 300 then
+      v_t := pg_catalog.substr(v_t, v_i + 1);
+    else
+      v_i := pg_catalog.strpos(v_t, ' ');
+      if v_i between 1 and 100 then
+        v_t := pg_catalog.substr(v_t, v_i + 1);
+      end if;
+    end if;
+  end if;
+  v_t := pg_catalog.btrim(v_t, E' \t\n');
+  return nullif(concat_ws(E'\n',
+    case when p_prev_anchor is distinct from p_anchor and pg_catalog.strpos(v_t, p_prev_anchor) = 0 then p_prev_anchor end,
+    nullif(v_t, '')), '');
+end
+$$;
+comment on function scsql._chunk_context(text, boolean, text, text, text) is
+  'Private. The context a chunk is indexed with (scsql._chunk_text), given its section''s P_GIVEN: NULL, none; a text, that text for the section''s first chunk (P_FIRST); otherwise the previous chunk''s anchor (unless it is P_ANCHOR, the chunk''s own, or appears in the tail) above the previous chunk''s last 600 characters (starting at a line, else a word, boundary), NULL when there is no previous chunk.';
+
+create or replace function scsql._chunk_text(p_content text, p_spans jsonb default null, p_max integer default 1500,
+                                             p_context boolean default false)
 returns table (seq integer, anchor text, line_start integer, line_end integer,
-               char_start integer, char_end integer, content text, chunk_hash text)
+               char_start integer, char_end integer, content text, chunk_hash text, context text)
 language plpgsql
 immutable
 as $$
@@ -279,6 +334,16 @@ as $$
 -- section longer than p_max characters is cut at its last blank line that
 -- leaves at least p_max/3 characters, else before the line that overflows; a
 -- single line longer than p_max is cut into p_max-character pieces.
+--
+-- Conversation (a span with "context", or every section with p_context):
+-- each chunk also gets a context, the text it needs to be found that is
+-- not in it (a reply such as "yes, do that" names nothing it is about):
+-- the previous chunk's anchor and end (scsql._chunk_context). A span's
+-- "context" is true, or a text (at most 1,000 characters) that is the
+-- context of its first chunk instead (what came before it in another
+-- source); the span's later chunks get the previous chunk's end. The
+-- context is not part of the chunk's text, hash or line and character
+-- spans: the writer indexes it with the chunk (terms, embedding input).
 declare
   v_lines text[] := pg_catalog.string_to_array(p_content, E'\n');
   v_n integer := coalesce(pg_catalog.array_length(v_lines, 1), 0);
@@ -302,6 +367,11 @@ declare
   v_acc integer := 0;
   v_a integer;
   v_z integer;
+  v_sec_ctx text[] := '{}';    -- per section: NULL no context, '' the previous chunk's, else that text first
+  v_ctx text;
+  v_first boolean;
+  v_prev_anchor text;
+  v_prev_content text;
 begin
   for v_i in 1 .. v_n loop
     v_off[v_i] := v_acc;
@@ -317,8 +387,12 @@ begin
       if pg_catalog.jsonb_typeof(v_span) <> 'object'
          or pg_catalog.jsonb_typeof(v_span -> 'start') is distinct from 'number'
          or pg_catalog.jsonb_typeof(v_span -> 'end') is distinct from 'number'
-         or (v_span ? 'anchor' and pg_catalog.jsonb_typeof(v_span -> 'anchor') not in ('string', 'null')) then
-        raise exception using errcode = 'SC206', message = format('bad span %s: expected {"start": line, "end": line, "anchor": text}', v_span);
+         or (v_span ? 'anchor' and pg_catalog.jsonb_typeof(v_span -> 'anchor') not in ('string', 'null'))
+         or (v_span ? 'context' and pg_catalog.jsonb_typeof(v_span -> 'context') not in ('string', 'boolean', 'null'))
+         or pg_catalog.char_length(v_span ->> 'context') > 1000 then
+        raise exception using errcode = 'SC206',
+          message = format('bad span %s: expected {"start": line, "end": line, "anchor": text, "context": true or a text of at most 1,000 characters}',
+                           pg_catalog.left(v_span::text, 300));
       end if;
       begin
         v_s := (v_span ->> 'start')::integer;
@@ -334,6 +408,9 @@ begin
       v_sec_start := v_sec_start || v_s;
       v_sec_end := v_sec_end || v_e;
       v_sec_anchor := v_sec_anchor || v_anchor;
+      v_ctx := case when pg_catalog.jsonb_typeof(v_span -> 'context') = 'string' then scsql._normalize(v_span ->> 'context')
+                    when (v_span -> 'context') = 'true'::jsonb or p_context then '' end;
+      v_sec_ctx := v_sec_ctx || v_ctx;
       v_prev_end := v_e;
     end loop;
   else
@@ -344,6 +421,7 @@ begin
         v_sec_start := v_sec_start || v_s;
         v_sec_end := v_sec_end || (v_i - 1);
         v_sec_anchor := v_sec_anchor || v_anchor;
+        v_sec_ctx := v_sec_ctx || case when p_context then '' end;
         v_s := v_i;
       end if;
       if not v_fence and v_lines[v_i] ~ '^#{1,6}[ \t]+\S' then
@@ -357,12 +435,14 @@ begin
       v_sec_start := v_sec_start || v_s;
       v_sec_end := v_sec_end || v_n;
       v_sec_anchor := v_sec_anchor || v_anchor;
+      v_sec_ctx := v_sec_ctx || case when p_context then '' end;
     end if;
   end if;
 
   for v_j in 1 .. coalesce(pg_catalog.array_length(v_sec_start, 1), 0) loop
     v_s := v_sec_start[v_j];
     anchor := v_sec_anchor[v_j];
+    v_first := true;
     while v_s <= v_sec_end[v_j] loop
       -- Longest run of whole lines from v_s that fits in p_max.
       v_i := v_s;
@@ -396,6 +476,10 @@ begin
             char_start := v_off[v_s] + v_piece * p_max;
             char_end := char_start + pg_catalog.char_length(content);
             chunk_hash := scsql._chunk_hash(content);
+            context := scsql._chunk_context(v_sec_ctx[v_j], v_first, v_prev_anchor, v_prev_content, anchor);
+            v_first := false;
+            v_prev_anchor := anchor;
+            v_prev_content := content;
             return next;
           end if;
           v_piece := v_piece + 1;
@@ -421,6 +505,10 @@ begin
           char_start := v_off[v_a];
           char_end := v_off[v_z + 1] - 1;
           chunk_hash := scsql._chunk_hash(v_text);
+          context := scsql._chunk_context(v_sec_ctx[v_j], v_first, v_prev_anchor, v_prev_content, anchor);
+          v_first := false;
+          v_prev_anchor := anchor;
+          v_prev_content := v_text;
           return next;
         end if;
         v_s := case when v_i <= v_sec_end[v_j] and v_blank is not null then v_blank + 1 else v_cut + 1 end;
@@ -429,6 +517,6 @@ begin
   end loop;
 end
 $$;
-comment on function scsql._chunk_text(text, jsonb, integer) is
-  'Private. Splits a text into chunks: by the given line spans, else by Markdown headings; sections longer than p_max characters are cut at blank lines, then at line ends. Returns each chunk with anchor, 1-based line span, 0-based character span [start, end), text and chunk_hash. Raises SC206 for bad spans.';
+comment on function scsql._chunk_text(text, jsonb, integer, boolean) is
+  'Private. Splits a text into chunks: by the given line spans, else by Markdown headings; sections longer than p_max characters are cut at blank lines, then at line ends. Returns each chunk with anchor, 1-based line span, 0-based character span [start, end), text, chunk_hash and context: for conversation (spans with "context": true or a text, or every section with P_CONTEXT) the text the chunk is indexed with besides its own (scsql._chunk_context: the previous chunk''s anchor and end; a span''s context text for its first chunk), else NULL. Raises SC206 for bad spans (a context other than true, false or a text of at most 1,000 characters).';
 

@@ -88,17 +88,21 @@ declare
   v_len bigint;
   v_hashes text[];
   v_published boolean;
+  v_conversation boolean;
 begin
-  select s.published into strict v_published from scsql.kb_sources s
+  select s.published, s.kind = 'session_summary' into strict v_published, v_conversation from scsql.kb_sources s
   where s.project_id = p_project and s.source_id = p_source_id;
   with x as materialized (
-    select * from scsql._chunk_text(p_content, p_spans)
+    -- A session summary is conversation: each part is chunked with the
+    -- context before it (sql/20_text.sql), as are spans marked "context".
+    select * from scsql._chunk_text(p_content, p_spans, 1500, v_conversation)
   ),
   tt as materialized (
     -- The source path and the anchor count as text of every chunk, so a
-    -- file or symbol name finds its chunks.
+    -- file or symbol name finds its chunks; a conversation chunk's context
+    -- too, so a short reply is found by what it answers.
     select x.seq, t.term, t.tf
-    from x, scsql_caller.terms(concat_ws(E'\n', p_path, x.anchor, x.content)) t
+    from x, scsql_caller.terms(concat_ws(E'\n', p_path, x.anchor, x.context, x.content)) t
   ),
   up as (
     insert into scsql.kb_terms (project_id, term, df, max_tf, published_df)
@@ -115,9 +119,9 @@ begin
   ),
   c as (
     insert into scsql.kb_chunks (project_id, source_id, seq, chunk_hash, anchor, line_start, line_end,
-                                 char_start, char_end, content, n_terms, term_ids, published)
+                                 char_start, char_end, content, n_terms, term_ids, published, context)
     select p_project, p_source_id, x.seq, x.chunk_hash, x.anchor, x.line_start, x.line_end,
-           x.char_start, x.char_end, x.content, coalesce(agg.dl, 0), coalesce(agg.ids, '{}'), v_published
+           x.char_start, x.char_end, x.content, coalesce(agg.dl, 0), coalesce(agg.ids, '{}'), v_published, x.context
     from x left join agg using (seq)
     returning kb_chunks.chunk_id, kb_chunks.seq, kb_chunks.n_terms, kb_chunks.chunk_hash
   ),
@@ -143,7 +147,7 @@ begin
 end
 $$;
 comment on function scsql._index_chunks(bigint, bigint, text, text, jsonb, boolean) is
-  'Private. Chunks a source''s text and stores the chunks and their postings (flagged published like their source; a chunk''s terms are those of the source path, the anchor and the text), document frequencies (whole and published) and the project''s BM25 statistics (whole and published). Returns the number of chunks and their hashes.';
+  'Private. Chunks a source''s text and stores the chunks and their postings (flagged published like their source; a chunk''s terms are those of the source path, the anchor, the context and the text; a session summary, and spans marked "context", are chunked as conversation, each chunk with its context, see scsql._chunk_text), document frequencies (whole and published) and the project''s BM25 statistics (whole and published). Returns the number of chunks and their hashes.';
 
 create or replace function scsql._gc_hashes(p_project bigint, p_hashes text[])
 returns void
@@ -256,6 +260,28 @@ $$;
 comment on function scsql._index_source(bigint, text, text, text, text, text, jsonb, jsonb, timestamptz) is
   'Private. Creates or replaces one source and its chunks in the current transaction (so no half-indexed source is ever visible), storing its text, span anchors and metadata redacted (scsql._redact; content_hash and chunk hashes are those of the redacted text), records the acting agent as its last writer (updated_by), keeps embeddings of unchanged chunk text, queues the new text for embedding. A source whose text, kind, trust, tier and metadata are unchanged costs one lookup.';
 
+create or replace function scsql._memory_index_change(p_project bigint, p_path text, p_new_hash text, p_kind text)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_old text;
+begin
+  -- The old hash is the one the source's last change recorded (NULL after
+  -- it was removed, purged or forgotten: the source is added again).
+  select m.new_hash into v_old from scsql.memory_changes m
+  where m.project_id = p_project and m.target = p_path and m.kind = 'source'
+  order by m.change_id desc limit 1;
+  perform scsql._memory_change(p_project, 'index', 'source', p_path, null, v_old, p_new_hash,
+                               format('%s %s', replace(p_kind, '_', ' '), case when v_old is null then 'added' else 'changed' end),
+                               null);
+end
+$$;
+comment on function scsql._memory_index_change(bigint, text, text, text) is
+  'Private. Records in the memory history (sql/26_history.sql) that the source at P_PATH of kind P_KIND was indexed with content hash P_NEW_HASH: op index, the old hash the source''s last recorded change left (NULL: added), reason "<kind> added" or "<kind> changed".';
+
 create or replace function scsql._forget_sources(p_project bigint, p_source_ids bigint[])
 returns integer
 language plpgsql
@@ -362,10 +388,8 @@ begin
   end if;
   select * into v_r from scsql._index_source(v_project, p_path, p_content, p_kind, v_trust, p_tier, p_spans,
     coalesce(p_meta, '{}'), case when p_tier = 'session' then now() + interval '365 days' end);
-  -- Memory history (sql/26_history.sql): the old hash is the one its last change recorded.
-  perform scsql._memory_change(v_project, 'index', 'source', p_path, null,
-    (select m.new_hash from scsql.memory_changes m where m.project_id = v_project and m.target = p_path and m.kind = 'source'
-     order by m.change_id desc limit 1), v_r.content_hash, p_kind, null) where not v_r.unchanged;
+  -- Memory history (sql/26_history.sql): added or changed.
+  perform scsql._memory_index_change(v_project, p_path, v_r.content_hash, p_kind) where not v_r.unchanged;
   return query select p_path, p_kind, v_trust, v_r.chunks, v_r.unchanged, v_r.content_hash;
 end
 $$;
@@ -377,10 +401,10 @@ p_content: the text, at most 2 MiB
 p_kind (file|url|note): source kind
 p_trust (internal|external): default external for a url, else internal
 p_tier (pinned|standard|session): retention
-p_spans (array): code chunks as [{start, end, anchor}], 1-based inclusive lines; default chunks by headings
+p_spans (array): chunks as [{start, end, anchor, context}], 1-based inclusive lines; context true marks a conversation turn; default chunks by headings
 p_meta (object): extra data kept with the source
 
-Indexes one source of the acting agent''s project, replacing what was indexed at PATH, atomically, and records the agent as its last writer: kind file, url or note (the project''s published knowledge, which readers granted the project may also search); trust internal or external (default: external for a url, else internal); tier pinned, standard or session (365 days). Without spans the text is chunked by Markdown headings and blank lines (about 1,500 characters a chunk); spans [{start, end, anchor}] (1-based inclusive line numbers) chunk code by definitions. Unchanged text costs one lookup. New chunk text is queued for embedding; BM25 finds it at once. The path, text, span anchors and meta are stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact). Returns path (as stored), kind, trust, chunks, unchanged, content_hash (sha256 of the text as stored, redacted). Raises SC200/SC201 bad path or empty text, SC203 bad kind/trust/tier (also for learning, session_summary and archived_fact, which only scsql writes), SC211 a reserved path (learning:, session:, fact:, memory:, message:), SC204 text over 2 MiB, SC215 text holding a PEM private key block, SC206 bad spans.';
+Indexes one source of the acting agent''s project, replacing what was indexed at PATH, atomically, and records the agent as its last writer: kind file, url or note (the project''s published knowledge, which readers granted the project may also search); trust internal or external (default: external for a url, else internal); tier pinned, standard or session (365 days). Without spans the text is chunked by Markdown headings and blank lines (about 1,500 characters a chunk); spans [{start, end, anchor}] (1-based inclusive line numbers) chunk code by definitions. A span with "context": true is a turn of a conversation: each of its chunks is also indexed (BM25 terms, embedding input) with the context it needs to be found, the previous chunk''s anchor and last 600 characters (kept beside the chunk, not in its text), so a short reply such as "yes, do that" is found by what it answers; "context": a text (at most 1,000 characters) is the context of the span''s first chunk instead (what came before it in another source). Unchanged text costs one lookup. New chunk text is queued for embedding; BM25 finds it at once. The path, text, span anchors and meta are stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact). Returns path (as stored), kind, trust, chunks, unchanged, content_hash (sha256 of the text as stored, redacted). Raises SC200/SC201 bad path or empty text, SC203 bad kind/trust/tier (also for learning, session_summary and archived_fact, which only scsql writes), SC211 a reserved path (learning:, session:, fact:, memory:, message:), SC204 text over 2 MiB, SC215 text holding a PEM private key block, SC206 bad spans.';
 
 
 create or replace function scsql_caller.index_scope(p_dir text)
@@ -497,6 +521,12 @@ begin
   where s.project_id = v_project and s.kind = 'file'
     and (v_prefix = '' or left(s.path, char_length(v_prefix) + 1) = v_prefix || '/')
     and not exists (select from jsonb_array_elements(p_manifest) m where m ->> 'path' = s.path);
+  -- Memory history (sql/26_history.sql): one row per file removed; the files
+  -- added or changed are recorded by index_text as the tool indexes them.
+  perform scsql._memory_change(v_project, 'remove', 'source', s.path, null, s.content_hash, null,
+                               'file no longer in the tree', nullif(v_prefix, ''))
+  from scsql.kb_sources s where s.project_id = v_project and s.source_id = any(v_ids)
+  order by s.path;
   perform scsql._forget_sources(v_project, v_ids);
 
   return query
@@ -515,7 +545,7 @@ comment on function scsql.index(text, jsonb) is
 
 p_path: directory to index, on the machine the MCP server runs on, inside the project root
 
-Indexes a directory tree into the acting agent''s project knowledge base. The MCP tool (and scsql index PATH) takes PATH, a directory on the machine the MCP server runs on: it walks it (honouring .gitignore, skipping binaries and files over 2 MiB, refusing symbolic links that leave the project root; never reading the scsql data directory and keystore, stores of secrets such as .ssh and .aws, or files named like secrets: .env*, *.pem, *.key, id_rsa*, id_ed25519*, .netrc, .pgpass, credentials files; never indexing a file that holds a private key), then this function compares the files with what is indexed, in one call, and the tool indexes the new and changed files with index_text (Python by top-level definitions, other code by a definition heuristic, Markdown by headings), one atomic transaction per file; unchanged files cost nothing and files no longer present are unindexed. The tool returns a report: files, indexed, unchanged, removed, chunks, skipped (each path with its reason), skipped_counts (how many per reason), failed. It refuses everything in a project without a root_path (SC216; scsql up gives the default project one, an administrator sets others with set_project_root), a directory outside the root_path (SC213) or inside a store of secrets (SC214), all checked by scsql_caller.index_scope, the scsql data directory or keystore (SC223), and a path the operating system cannot look up, such as one too long (SC224). In SQL, PATH is the directory relative to the project root ('''' for all of it) and MANIFEST the files present [{path, content_hash: sha256 hex}], each path relative and spelled as _path_parts reads it (no ".", ".." or empty part, no leading or trailing "/"; a trailing "/" of PATH is dropped): file sources under PATH missing from it are unindexed (action removed) and files to (re)index are returned (action index). Raises SC210 for a bad manifest.';
+Indexes a directory tree into the acting agent''s project knowledge base. The MCP tool (and scsql index PATH) takes PATH, a directory on the machine the MCP server runs on: it walks it (honouring .gitignore, skipping binaries and files over 2 MiB, refusing symbolic links that leave the project root; never reading the scsql data directory and keystore, stores of secrets such as .ssh and .aws, or files named like secrets: .env*, *.pem, *.key, id_rsa*, id_ed25519*, .netrc, .pgpass, credentials files; never indexing a file that holds a private key), then this function compares the files with what is indexed, in one call, and the tool indexes the new and changed files with index_text (Python by top-level definitions, other code by a definition heuristic, Markdown by headings), one atomic transaction per file; unchanged files cost nothing and files no longer present are unindexed; each file indexed (op index, reason file added or file changed) or removed (op remove) is a row of the memory history (memory_history). The tool returns a report: files, indexed, unchanged, removed, chunks, skipped (each path with its reason), skipped_counts (how many per reason), failed. It refuses everything in a project without a root_path (SC216; scsql up gives the default project one, an administrator sets others with set_project_root), a directory outside the root_path (SC213) or inside a store of secrets (SC214), all checked by scsql_caller.index_scope, the scsql data directory or keystore (SC223), and a path the operating system cannot look up, such as one too long (SC224). In SQL, PATH is the directory relative to the project root ('''' for all of it) and MANIFEST the files present [{path, content_hash: sha256 hex}], each path relative and spelled as _path_parts reads it (no ".", ".." or empty part, no leading or trailing "/"; a trailing "/" of PATH is dropped): file sources under PATH missing from it are unindexed (action removed) and files to (re)index are returned (action index). Raises SC210 for a bad manifest.';
 
 create or replace function scsql._check_forgettable(p_project bigint, p_source_ids bigint[])
 returns void

@@ -206,11 +206,16 @@ as $$
 declare
   v_project bigint := scsql._my_project();
   v_src scsql.kb_sources;
+  v_was boolean;
 begin
   perform scsql._check_text('path', p_path, 1024, false);
   if p_pinned is null then
     raise exception using errcode = 'SC010', message = 'pinned must be true or false';
   end if;
+  select s.pinned into v_was from scsql.kb_sources s
+  where s.project_id = v_project and s.path in (p_path, scsql._redact(p_path))
+  order by s.path = p_path desc limit 1
+  for no key update;
   update scsql.kb_sources s set pinned = p_pinned
   where s.project_id = v_project and s.path in (p_path, scsql._redact(p_path))
   returning * into v_src;
@@ -218,6 +223,11 @@ begin
     raise exception using errcode = 'SC242', message = format('no source of this project has the path %L', p_path),
       hint = 'Give the path as index_text or index stored it (search shows it as source_path). Working-memory facts are not pinned: importance 5 keeps them.';
   end if;
+  -- Memory history (sql/26_history.sql), when the pin changed.
+  perform scsql._memory_change(v_project, case when p_pinned then 'pin' else 'unpin' end, 'source', v_src.path, null,
+                               v_src.content_hash, v_src.content_hash,
+                               case when p_pinned then 'pinned: never purged, never decays' else 'unpinned' end, null)
+  where v_was is distinct from p_pinned;
   return query select v_src.path, v_src.kind, v_src.trust, v_src.pinned;
 end
 $$;
@@ -227,7 +237,7 @@ comment on function scsql.pin(text, boolean) is
 p_path: the source''s path, as search shows it
 p_pinned: false unpins
 
-Pins (or, with pinned false, unpins) the source at PATH of the acting agent''s project: a pinned source is never purged (external sources otherwise expire external_ttl after they were last indexed, 14 days by default; session summaries after 365 days) and never decays in the ranking of recall_context, pack and search. The pin survives re-indexing. Returns path, kind, trust, pinned. Raises SC242 when the project has no source at PATH, SC200/SC201 for a bad path.';
+Pins (or, with pinned false, unpins) the source at PATH of the acting agent''s project: a pinned source is never purged (external sources otherwise expire external_ttl after they were last indexed, 14 days by default; session summaries after 365 days) and never decays in the ranking of recall_context, pack and search. The pin survives re-indexing. A change of the pin is a row of the memory history (op pin or unpin). Returns path, kind, trust, pinned. Raises SC242 when the project has no source at PATH, SC200/SC201 for a bad path.';
 
 create or replace function scsql.set_memory_lifecycle(p_project text, p_external_ttl interval default null,
                                                       p_use_granularity interval default null)

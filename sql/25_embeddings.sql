@@ -12,16 +12,20 @@ stable
 as $$
   -- The text embedded: the chunk, with its anchor (heading or symbol) above
   -- it when its opening lines do not show it already, so a section cut in
-  -- pieces keeps its context.
-  select case when c.anchor is null or strpos(left(c.content, 400), c.anchor) > 0 then c.content
-              else c.anchor || E'\n' || c.content end
+  -- pieces keeps its context; a conversation chunk's context (the end of
+  -- what came before it, sql/20_text.sql) below it, so a model that cuts
+  -- long inputs drops context before the chunk's own text.
+  select concat_ws(E'\n\n',
+           case when c.anchor is null or strpos(left(c.content, 400), c.anchor) > 0 then c.content
+                else c.anchor || E'\n' || c.content end,
+           c.context)
   from scsql.kb_chunks c
   where c.project_id = p_project and c.chunk_hash = p_chunk_hash
   order by c.chunk_id
   limit 1
 $$;
 comment on function scsql._embed_input(bigint, text) is
-  'Private. The text a worker embeds for a chunk hash of a project: the first chunk with that text, preceded by its anchor when its first 400 characters do not contain it. NULL when no chunk of the project has that text.';
+  'Private. The text a worker embeds for a chunk hash of a project: the first chunk with that text, preceded by its anchor when its first 400 characters do not contain it, and followed by its context when it is a conversation chunk (kb_chunks.context). NULL when no chunk of the project has that text.';
 
 create or replace function scsql.embed_claim(p_model text, p_limit integer default 32, p_lease_seconds integer default 600)
 returns table (chunk_hash text, content text, claim_token uuid, lease_expires_at timestamptz)
@@ -251,11 +255,23 @@ begin
           and s.updated_at <= now() - v_ttl
         order by 1
         limit 500) x;
+  -- Memory history (sql/26_history.sql): one row per source purged.
+  perform scsql._memory_change(v_project, 'purge', 'source', s.path, null, s.content_hash, null,
+    case when s.expires_at is not null and s.expires_at <= now() then format('retention ended %s', s.expires_at)
+         else format('external source not indexed again within %s', v_ttl) end, null)
+  from scsql.kb_sources s where s.project_id = v_project and s.source_id = any(v_ids)
+  order by s.source_id;
   v_n := scsql._forget_sources(v_project, v_ids);
   -- Facts whose TTL ended (remember's p_ttl) leave working memory; they
   -- are not archived.
   if exists (select from scsql.memory_facts f where f.project_id = v_project and f.expires_at <= now()) then
     perform scsql._facts_lock(v_project);
+    -- Memory history (sql/26_history.sql): one row per fact purged (the
+    -- facts lock keeps the set the same until the delete).
+    perform scsql._memory_change(v_project, 'purge', 'fact', f.key, null, scsql._text_hash(f.value), null,
+                                 format('TTL ended %s', f.expires_at), null)
+    from scsql.memory_facts f where f.project_id = v_project and f.expires_at <= now()
+    order by f.key;
     with gone as (
       delete from scsql.memory_facts f
       where f.project_id = v_project and f.expires_at <= now()
@@ -267,7 +283,7 @@ begin
 end
 $$;
 comment on function scsql.purge_expired() is
-  'Background work of scsql worker (not an MCP tool). Deletes what expired in the acting agent''s project: sources whose retention ended (session summaries after 365 days), external sources not indexed again within the project''s external_ttl (14 days by default, scsql.set_memory_lifecycle), never a pinned source (scsql.pin, or tier pinned); at most 500 sources a call; and working-memory facts whose TTL ended (remember''s p_ttl). Returns how many sources and facts were deleted.';
+  'Background work of scsql worker (not an MCP tool). Deletes what expired in the acting agent''s project: sources whose retention ended (session summaries after 365 days), external sources not indexed again within the project''s external_ttl (14 days by default, scsql.set_memory_lifecycle), never a pinned source (scsql.pin, or tier pinned); at most 500 sources a call; and working-memory facts whose TTL ended (remember''s p_ttl). Each source and fact purged is a row of the memory history (op purge, with the reason: retention ended, not indexed again within external_ttl, TTL ended), attributed to the agent the worker runs as. Returns how many sources and facts were deleted.';
 
 create or replace function scsql.memory_status()
 returns table (facts integer, capacity integer, sources integer, chunks bigint, file_chunks bigint,

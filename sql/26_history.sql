@@ -3,8 +3,10 @@
 -- between facts. Tables: migrations/0207_memory_history.sql.
 --
 -- Why memory changes are chained unsigned. A memory change is written by the
--- database, inside remember, forget, index_text, forget_source, forget_chunk,
--- summarize_session and resolve_conflict, and one call can make changes the
+-- database, inside remember, forget, index_text, index (files removed from
+-- the tree), forget_source, forget_chunk, summarize_session, resolve_conflict,
+-- pin, purge_expired, index_learnings, decide, open_loop, close_loop and the
+-- triggers that derive learnings from outcomes and see them made rules, and one call can make changes the
 -- caller cannot know beforehand (facts archived to make room, a duplicate
 -- refreshed instead of stored, an archived copy replaced, a conflict
 -- recorded), so no client could sign them in advance; and the same calls
@@ -66,7 +68,7 @@ begin
 end
 $$;
 comment on function scsql._memory_change(bigint, text, text, text, text, text, text, text, text) is
-  'Private. Records one change to memory in scsql.memory_changes, in the acting agent''s chain: op (remember, supersede, refresh, forget, archive, unarchive, conflict, resolve, index, forget_source, forget_chunk, summary), kind (fact, source, chunk), target (fact key or source path), chunk_hash, the old and new content hash, the reason and a related key or path. Chained unsigned (see the head of sql/26_history.sql): the signature field is 32 zero bytes then 32 random bytes. Does nothing when the acting role is not an agent.';
+  'Private. Records one change to memory in scsql.memory_changes, in the acting agent''s chain: op (remember, supersede, refresh, forget, archive, unarchive, conflict, resolve, purge; index, remove, pin, unpin, forget_source, forget_chunk, summary; learn, rule, unrule; decide, supersede; open_loop, close_loop), kind (fact, source, chunk, learning, decision, loop), target (fact key, source path, learning:<id>, decision:<id> or loop:<id>), chunk_hash, the old and new content hash, the reason and a related key or path. Chained unsigned (see the head of sql/26_history.sql): the signature field is 32 zero bytes then 32 random bytes. Does nothing when the acting role is not an agent.';
 
 -- ---------------------------------------------------------------------------
 -- Duplicates and conflicts between facts
@@ -287,11 +289,11 @@ $$;
 comment on function scsql.memory_history(text, integer) is
   'Who changed a fact, source or chunk, when and how, newest first. Returns at, agent, op, kind, target, chunk_hash, old_hash, new_hash, reason, related, value, seq.
 
-p_target: a fact key, a source path or a chunk_hash
+p_target: a fact key, a source path, a chunk_hash, or learning:<id>, decision:<id>, loop:<id>
 p_limit (1..1000): rows at most
 hidden: for people tracing a change (scsql memory history); agents see open conflicts in recall_context
 
-Shows the history of one fact (by key), source (by path) or chunk (by chunk_hash: the changes of forget_chunk for it and of the sources holding it now) of the acting agent''s project, newest first: at, agent (the acting agent that made the change), op (remember, supersede, refresh, forget, archive, unarchive, conflict, resolve, index, forget_source, forget_chunk, summary), kind (fact, source, chunk), target (key or path), chunk_hash, old_hash and new_hash (sha256 hex of the value or text as stored, redacted), reason, related (the other key or path: the key a duplicate was asked under, the fact a conflict is with), value (a fact''s value with that new_hash, while it is in working memory or kept as superseded history; forgotten values are not kept), seq (the row''s place in its agent''s chain). Changes are rows of scsql.memory_changes, chained and checked by scsql verify (unsigned, see sql/26_history.sql). Raises SC200/SC201 for a bad target, SC227 for a limit out of range.';
+Shows the history of one fact (by key), source (by path) or chunk (by chunk_hash: the changes of forget_chunk for it and of the sources holding it now), learning (learning:<id>), decision (decision:<id>) or open loop (loop:<id>) of the acting agent''s project, newest first: at, agent (the acting agent that made the change), op (facts: remember, supersede, refresh, forget, archive, unarchive, conflict, resolve, purge; sources: index (reason: added or changed), remove (a file no longer in the tree scsql.index walks), purge (expired, by the worker), pin, unpin, forget_source, forget_chunk, summary; learnings: learn (derived from an outcome; related outcome:<id>), rule and unrule (mark_learning_rule); decisions: decide, supersede; open loops: open_loop, close_loop), kind (fact, source, chunk, learning, decision, loop), target (key, path or id), chunk_hash, old_hash and new_hash (sha256 hex of the value or text as stored, redacted), reason, related (the other key or path: the key a duplicate was asked under, the fact a conflict is with), value (a fact''s value with that new_hash, while it is in working memory or kept as superseded history; forgotten values are not kept), seq (the row''s place in its agent''s chain). Changes are rows of scsql.memory_changes, chained and checked by scsql verify (unsigned, see sql/26_history.sql). Raises SC200/SC201 for a bad target, SC227 for a limit out of range.';
 
 create or replace function scsql._retire_fact(p_project bigint, p_key text, p_reason text, p_related text)
 returns void

@@ -19,29 +19,19 @@ set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_row scsql.decisions;
+  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
 begin
-  if p_title is null or btrim(p_title, E' \t\r\n') = '' or char_length(p_title) > 200
-     or p_title ~ E'[\\x01-\\x1F\\x7F]' then
-    raise exception using errcode = 'SC235',
-      message = format('a decision title must be one line of 1 to 200 characters, got %s', coalesce(char_length(p_title), 0)),
-      hint = 'Put the decision in the title and the reasons in the rationale.';
-  end if;
-  if p_rationale is null or btrim(p_rationale, E' \t\r\n') = '' or char_length(p_rationale) > 4000
-     or p_rationale ~ E'[\\x01-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]' then
-    raise exception using errcode = 'SC235',
-      message = format('a decision rationale must be 1 to 4,000 characters without control characters, got %s',
-                       coalesce(char_length(p_rationale), 0)),
-      hint = 'Say why, and what was rejected.';
-  end if;
+  -- The text rules every memory write uses (sql/20_text.sql), raised as
+  -- SC235; the table's constraints (sql/90_constraints.sql) bound what is
+  -- stored once redacted.
+  perform scsql._check_text('decision title', p_title, 200, false, 'SC235');
+  perform scsql._check_text('decision rationale', p_rationale, 4000, true, 'SC235');
   if scsql._holds_private_key(p_title || E'\n' || p_rationale) then
     raise exception using errcode = 'SC215', message = 'the decision holds a PEM private key block; nothing was stored',
       hint = 'Private keys never belong in memory every agent of the project reads.';
   end if;
   p_title := btrim(scsql._redact(p_title));
   p_rationale := btrim(scsql._redact(p_rationale));
-  if char_length(p_title) > 200 or char_length(p_rationale) > 4000 then
-    raise exception using errcode = 'SC235', message = 'the decision is too long once its secrets are redacted';
-  end if;
   if p_supersedes is not null then
     if not exists (select from scsql.decisions d where d.project_id = p_project and d.decision_id = p_supersedes) then
       raise exception using errcode = 'SC236', message = format('no decision %s in this project', p_supersedes),
@@ -52,17 +42,30 @@ begin
     insert into scsql.decisions (project_id, title, rationale, supersedes, decided_by, source_path)
     values (p_project, p_title, p_rationale, p_supersedes, scsql._my_agent_id(), p_source_path)
     returning * into v_row;
-  exception when unique_violation then
-    raise exception using errcode = 'SC237',
-      message = format('decision %s was already superseded by decision %s', p_supersedes,
-                       (select d.decision_id from scsql.decisions d where d.project_id = p_project and d.supersedes = p_supersedes)),
-      hint = 'Supersede the current decision instead; decisions(p_include_superseded => true) shows the history.';
+  exception
+    when unique_violation then
+      raise exception using errcode = 'SC237',
+        message = format('decision %s was already superseded by decision %s', p_supersedes,
+                         (select d.decision_id from scsql.decisions d where d.project_id = p_project and d.supersedes = p_supersedes)),
+        hint = 'Supersede the current decision instead; decisions(p_include_superseded => true) shows the history.';
+    when check_violation or not_null_violation then   -- too long once redacted
+      get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
+        v_constraint = constraint_name, v_column = column_name, v_message = message_text;
+      perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
   end;
+  -- Memory history (sql/26_history.sql): the decision, and the one it supersedes.
+  perform scsql._memory_change(p_project, 'decide', 'decision', 'decision:' || v_row.decision_id, null, null,
+    scsql._text_hash(v_row.title || E'\n\n' || v_row.rationale), left(v_row.title, 1000),
+    coalesce('decision:' || v_row.supersedes, p_source_path));
+  perform scsql._memory_change(p_project, 'supersede', 'decision', 'decision:' || d.decision_id, null,
+    scsql._text_hash(d.title || E'\n\n' || d.rationale), null,
+    format('superseded by decision %s', v_row.decision_id), 'decision:' || v_row.decision_id)
+  from scsql.decisions d where d.project_id = p_project and d.decision_id = v_row.supersedes;
   return v_row;
 end
 $$;
 comment on function scsql._decide(bigint, text, text, bigint, text) is
-  'Private. Records a decision of the project (title and rationale stored redacted, trimmed), superseding P_SUPERSEDES if given; P_SOURCE_PATH names the session summary it came from. Raises SC235 bad title or rationale, SC215 a private key block, SC236 unknown superseded decision, SC237 already superseded (the unique key decides under concurrency).';
+  'Private. Records a decision of the project (title and rationale stored redacted, trimmed), superseding P_SUPERSEDES if given; P_SOURCE_PATH names the session summary it came from. Records the decision (op decide) and the superseded one (op supersede) in the memory history. Raises SC235 bad title or rationale, SC215 a private key block, SC236 unknown superseded decision, SC237 already superseded (the unique key decides under concurrency).';
 
 create or replace function scsql.decide(p_title text, p_rationale text, p_supersedes bigint default null)
 returns table (decision_id bigint, title text, supersedes bigint, decided_at timestamptz)
@@ -155,30 +158,34 @@ as $$
 #variable_conflict use_column
 declare
   v_id bigint;
+  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
 begin
-  if p_text is null or btrim(p_text, E' \t\r\n') = '' or char_length(p_text) > 2000
-     or p_text ~ E'[\\x01-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]' then
-    raise exception using errcode = 'SC238',
-      message = format('an open loop''s text must be 1 to 2,000 characters without control characters, got %s',
-                       coalesce(char_length(p_text), 0));
-  end if;
-  if p_owner is not null and (btrim(p_owner) = '' or char_length(p_owner) > 200 or p_owner ~ E'[\\x01-\\x1F\\x7F]') then
-    raise exception using errcode = 'SC238', message = 'an open loop''s owner must be one line of 1 to 200 characters',
-      hint = 'Name an agent, a team role or a person; omit it when nobody owns it yet.';
+  -- The text rules every memory write uses (sql/20_text.sql), raised as
+  -- SC238; the table's constraints (sql/90_constraints.sql) bound what is
+  -- stored once redacted.
+  perform scsql._check_text('open loop text', p_text, 2000, true, 'SC238');
+  if p_owner is not null then
+    perform scsql._check_text('open loop owner', p_owner, 200, false, 'SC238');
   end if;
   if scsql._holds_private_key(p_text) then
     raise exception using errcode = 'SC215', message = 'the open loop holds a PEM private key block; nothing was stored';
   end if;
   p_text := btrim(scsql._redact(p_text));
   p_owner := btrim(scsql._redact(p_owner));
-  if char_length(p_text) > 2000 or char_length(p_owner) > 200 then
-    raise exception using errcode = 'SC238', message = 'the open loop is too long once its secrets are redacted';
-  end if;
-  insert into scsql.open_loops as l (project_id, text, owner, opened_by, source_path)
-  values (p_project, p_text, p_owner, scsql._my_agent_id(), p_source_path)
-  on conflict (project_id, md5(text)) where closed_at is null do nothing
-  returning l.loop_id into v_id;
+  begin
+    insert into scsql.open_loops as l (project_id, text, owner, opened_by, source_path)
+    values (p_project, p_text, p_owner, scsql._my_agent_id(), p_source_path)
+    on conflict (project_id, md5(text)) where closed_at is null do nothing
+    returning l.loop_id into v_id;
+  exception when check_violation or not_null_violation then   -- too long once redacted
+    get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
+      v_constraint = constraint_name, v_column = column_name, v_message = message_text;
+    perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+  end;
   if v_id is not null then
+    -- Memory history (sql/26_history.sql).
+    perform scsql._memory_change(p_project, 'open_loop', 'loop', 'loop:' || v_id, null, null, scsql._text_hash(p_text),
+                                 coalesce('owner ' || p_owner, 'no owner'), p_source_path);
     return query select v_id, true;
     return;
   end if;
@@ -187,7 +194,7 @@ begin
 end
 $$;
 comment on function scsql._open_loop(bigint, text, text, text) is
-  'Private. Opens a loop of the project (text and owner stored redacted, trimmed), or finds the open loop with the same text (created false). Raises SC238 bad text or owner, SC215 a private key block.';
+  'Private. Opens a loop of the project (text and owner stored redacted, trimmed), or finds the open loop with the same text (created false). A loop opened is recorded in the memory history (op open_loop, target loop:<id>). Raises SC238 bad text or owner, SC215 a private key block.';
 
 create or replace function scsql.open_loop(p_text text, p_owner text default null)
 returns table (loop_id bigint, text text, owner text, created boolean)
@@ -222,14 +229,11 @@ as $$
 declare
   v_project bigint := scsql._my_project();
   v_row scsql.open_loops;
+  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
 begin
-  if p_resolution is null or btrim(p_resolution, E' \t\r\n') = '' or char_length(p_resolution) > 4000
-     or p_resolution ~ E'[\\x01-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]' then
-    raise exception using errcode = 'SC238',
-      message = format('a resolution must be 1 to 4,000 characters without control characters, got %s',
-                       coalesce(char_length(p_resolution), 0)),
-      hint = 'Say how the loop was closed: done (where), dropped (why), or moved (to what).';
-  end if;
+  -- The text rules every memory write uses (sql/20_text.sql), raised as
+  -- SC238; the table's constraint bounds the resolution once redacted.
+  perform scsql._check_text('resolution', p_resolution, 4000, true, 'SC238');
   if scsql._holds_private_key(p_resolution) then
     raise exception using errcode = 'SC215', message = 'the resolution holds a PEM private key block; nothing was stored';
   end if;
@@ -243,12 +247,18 @@ begin
     raise exception using errcode = 'SC240',
       message = format('open loop %s was closed at %s: %s', p_id, v_row.closed_at, v_row.resolution);
   end if;
-  if char_length(p_resolution) > 4000 then
-    raise exception using errcode = 'SC238', message = 'the resolution is too long once its secrets are redacted';
-  end if;
-  update scsql.open_loops l set closed_at = now(), closed_by = scsql._my_agent_id(), resolution = p_resolution
-  where l.project_id = v_project and l.loop_id = p_id
-  returning * into v_row;
+  begin
+    update scsql.open_loops l set closed_at = now(), closed_by = scsql._my_agent_id(), resolution = p_resolution
+    where l.project_id = v_project and l.loop_id = p_id
+    returning * into v_row;
+  exception when check_violation or not_null_violation then   -- too long once redacted
+    get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
+      v_constraint = constraint_name, v_column = column_name, v_message = message_text;
+    perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+  end;
+  -- Memory history (sql/26_history.sql).
+  perform scsql._memory_change(v_project, 'close_loop', 'loop', 'loop:' || v_row.loop_id, null, scsql._text_hash(v_row.text),
+                               scsql._text_hash(v_row.resolution), left(v_row.resolution, 1000), null);
   return query select v_row.loop_id, v_row.text, v_row.closed_at, v_row.resolution;
 end
 $$;
@@ -258,7 +268,7 @@ comment on function scsql.close_loop(bigint, text) is
 p_id: the loop''s id (open_loops lists them)
 p_resolution: how it was closed (1-4,000 characters)
 
-Closes the open loop ID of the acting agent''s project with RESOLUTION (1-4,000 characters, stored redacted), recording the agent and the time; the loop stays, closed, as history. Concurrent closes of one loop: one wins, the other gets SC240. Returns loop_id, text, closed_at, resolution. Raises SC239 no such loop, SC240 already closed, SC238 bad resolution, SC215 a PEM private key block.';
+Closes the open loop ID of the acting agent''s project with RESOLUTION (1-4,000 characters, stored redacted), recording the agent and the time; the loop stays, closed, as history. Concurrent closes of one loop: one wins, the other gets SC240. The close is recorded in the memory history (op close_loop, target loop:<id>, reason the resolution). Returns loop_id, text, closed_at, resolution. Raises SC239 no such loop, SC240 already closed, SC238 bad resolution, SC215 a PEM private key block.';
 
 create or replace function scsql.open_loops(p_owner text default null)
 returns table (loop_id bigint, text text, owner text, opened_by text, opened_at timestamptz, source_path text)

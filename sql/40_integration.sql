@@ -56,6 +56,34 @@ create or replace trigger learnings_to_knowledge
   after insert on scsql.learnings
   for each row execute function scsql._queue_learning();
 
+create or replace function scsql._learning_changed()
+returns trigger
+language plpgsql
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+begin
+  -- Memory history (sql/26_history.sql): a learning made a rule that denies
+  -- matching calls (scsql.mark_learning_rule), or a plain lesson again. Its
+  -- text does not change: both hashes are its summary's (public and
+  -- internal learnings only, as when it was added).
+  perform scsql._memory_change(new.project_id, case when new.deny then 'rule' else 'unrule' end, 'learning',
+    'learning:' || new.learning_id, null,
+    case when new.classification in ('public', 'internal') then scsql._text_hash(old.summary) end,
+    case when new.classification in ('public', 'internal') then scsql._text_hash(new.summary) end,
+    case when new.deny then 'denies matching calls' || coalesce(' (pattern ' || left(new.pattern, 900) || ')', '')
+         else 'a plain lesson again' end, null);
+  return null;
+end
+$$;
+comment on function scsql._learning_changed() is
+  'Private trigger (after update of deny or pattern on scsql.learnings, when either changed): records the change in the memory history, op rule (the learning now denies matching calls, with its pattern) or unrule (a plain lesson again), target learning:<id>.';
+
+create or replace trigger learnings_history
+  after update of deny, pattern on scsql.learnings
+  for each row when (old.deny is distinct from new.deny or old.pattern is distinct from new.pattern)
+  execute function scsql._learning_changed();
+
 comment on table scsql.kb_learning_queue is
   'Public and internal learnings not yet indexed into the knowledge base; drained by scsql.index_learnings.';
 
@@ -69,6 +97,7 @@ declare
   v_project bigint := scsql._my_project();
   v_done integer := 0;
   v_l scsql.learnings;
+  v_r record;
 begin
   perform scsql._require(p_limit between 1 and 1000, 'limit must be 1 to 1000');
   for v_l in
@@ -87,19 +116,22 @@ begin
     -- A learning whose text holds a private key stays out of the knowledge
     -- base (scsql.learnings() still shows it to those allowed).
     continue when scsql._holds_private_key(scsql._learning_text(v_l));
-    perform scsql._index_source(
+    select * into v_r from scsql._index_source(
       v_l.project_id, 'learning:' || v_l.learning_id, scsql._learning_text(v_l), 'learning', 'internal',
       'standard', null,
       jsonb_build_object('learning_id', v_l.learning_id, 'kind', v_l.kind, 'outcome_id', v_l.outcome_id,
                          'outcome_kind', v_l.outcome_kind, 'classification', v_l.classification),
       null);
+    -- Memory history (sql/26_history.sql): the learning's source added or changed.
+    perform scsql._memory_index_change(v_l.project_id, 'learning:' || v_l.learning_id, v_r.content_hash, 'learning')
+    where not v_r.unchanged;
     v_done := v_done + 1;
   end loop;
   return v_done;
 end
 $$;
 comment on function scsql.index_learnings(integer) is
-  'Background work of the MCP server and scsql worker, as an agent (not an MCP tool). Indexes up to LIMIT (1..1000, default 50) queued learnings of the acting agent''s project into the knowledge base, each as source learning:<learning_id> (kind learning, trust internal), oldest first; concurrent callers take different learnings (SKIP LOCKED); one whose text holds a PEM private key block is dropped from the queue unindexed. Returns how many it indexed. Raises SC010 for a bad limit.';
+  'Background work of the MCP server and scsql worker, as an agent (not an MCP tool). Indexes up to LIMIT (1..1000, default 50) queued learnings of the acting agent''s project into the knowledge base, each as source learning:<learning_id> (kind learning, trust internal), oldest first; concurrent callers take different learnings (SKIP LOCKED); one whose text holds a PEM private key block is dropped from the queue unindexed. Each learning indexed is recorded in the memory history (op index, target learning:<id>). Returns how many it indexed. Raises SC010 for a bad limit.';
 
 -- 2. recall_context restores recent broadcasts beside facts and session summaries.
 

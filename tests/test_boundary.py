@@ -58,7 +58,7 @@ def test_what_is_signed_is_what_is_stored(scsql_db):
     api.call("record_tool_call", tool="Read", input_tokens=2**31 - 1, output_tokens=0, latency_ms=0)
     report = verify(scsql_db.admin, workers=1, progress=False)
     assert report.ok, report.breaks
-    assert report.rows == 5
+    assert report.rows == 5 + 4  # and the memory history of two experiment learnings, each added and indexed
     with scsql_db.connect() as conn:
         stored = conn.execute("select payload::text as t from scsql.messages").fetchone()["t"]
         conf = [r["c"] for r in conn.execute("select confidence as c from scsql.outcomes order by seq").fetchall()]

@@ -154,3 +154,21 @@ def test_the_new_functions_are_mcp_tools(agent):
     assert tools["recall_context"].input_schema["properties"]["use_weight"]["default"] == 0.2
     assert "ttl" in tools["remember"].input_schema["properties"]
     assert "set_memory_lifecycle" not in tools  # administrators only
+
+
+def test_text_too_long_once_redacted_is_refused_with_the_same_codes(agent):
+    """decide, open_loop and close_loop check text as every memory write does
+    (scsql._check_text) and leave the limit on what is stored, redacted, to
+    the tables' constraints: each secret here grows by five characters."""
+    key = "AKIAABCDEFGHIJKLMNOP "                      # 21 characters; [REDACTED:aws_access_key] is 25
+    e = raises("SC235", agent, "select * from scsql.decide(%s, 'why')", "Rotate " + key * 9)
+    assert "200 characters" in e.message
+    raises("SC235", agent, "select * from scsql.decide('Rotate keys', %s)", key * 190)
+    e = raises("SC238", agent, "select * from scsql.open_loop(%s)", key * 95)
+    assert "2,000 characters" in e.message
+    [loop] = q(agent, "select * from scsql.open_loop('Rotate the keys')")
+    raises("SC238", agent, "select * from scsql.close_loop(%s, %s)", loop["loop_id"], key * 190)
+    e = raises("SC235", agent, "select * from scsql.decide(%s, 'why')", "t" * 201)   # before redaction: the text rule
+    assert "201 characters" in e.message
+    assert q(agent, "select count(*) as n from scsql.decisions")[0]["n"] == 0
+    assert q(agent, "select closed_at from scsql.open_loops")[0]["closed_at"] is None

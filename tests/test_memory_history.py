@@ -136,3 +136,76 @@ def test_memory_history_command(scsql_db, monkeypatch, capsys):
     out = capsys.readouterr().out.splitlines()
     assert "supersede fact deploy.target" in out[0] and agent.name in out[0] and out[1].strip() == "production"
     assert "remember fact deploy.target" in out[2] and out[3].strip() == "staging"
+
+
+def test_files_learnings_purges_pins_decisions_and_loops_are_recorded(scsql_db, verifier):
+    """Each of these changes writes one history row, attributed to the acting
+    agent, and the chain still verifies."""
+    project = scsql_db.project()
+    a, w = scsql_db.agent("hx", project), scsql_db.agent("hw", project)
+    for path, text in (("src/a.py", "def a():\n    return 1\n"), ("src/b.py", "def b():\n    return 2\n")):
+        q(a, "select * from scsql.index_text(%s, %s, 'file')", path, text)
+    q(a, "select * from scsql.index_text('src/a.py', 'def a():\n    return 3\n', 'file')")
+    manifest = [{"path": "src/a.py", "content_hash": h("def a():\n    return 3\n")}]
+    q(a, "select * from scsql.index('src', %s::jsonb)", __import__("json").dumps(manifest))
+    assert [(r["op"], r["reason"], r["agent"]) for r in q(a, "select * from scsql.memory_history('src/b.py')")] == [
+        ("remove", "file no longer in the tree", a.name), ("index", "file added", a.name)]
+    assert [r["reason"] for r in q(a, "select * from scsql.memory_history('src/a.py')")] == ["file changed", "file added"]
+
+    # A learning derived from a failed outcome, then indexed into the knowledge
+    # base (by the client right after the call, else by the worker's agent).
+    Api(a).call("record_outcome", kind="failed", summary="pytest -q failed on test_db", task_ref="T-1")
+    lid = q(a, "select learning_id from scsql.learnings() limit 1")[0]["learning_id"]
+    q(w, "select scsql.index_learnings() as n")
+    hist = q(a, "select * from scsql.memory_history(%s)", f"learning:{lid}")
+    assert [(r["op"], r["kind"], r["reason"]) for r in hist] == [("index", "source", "learning added"),
+                                                                 ("learn", "learning", "failure learning of a failed outcome (internal)")]
+    assert hist[1]["agent"] == a.name and hist[0]["agent"] in (a.name, w.name)
+    assert hist[1]["new_hash"] == h("pytest -q failed on test_db") and hist[1]["related"].startswith("outcome:")
+    # Changed: made a rule that denies matching calls, then a plain lesson again.
+    q(a, "select scsql.mark_learning_rule(%s, true, 'pytest')", lid)
+    q(a, "select scsql.mark_learning_rule(%s, false)", lid)
+    hist = q(a, "select * from scsql.memory_history(%s)", f"learning:{lid}")
+    assert [(r["op"], r["reason"]) for r in hist][:2] == [("unrule", "a plain lesson again"),
+                                                          ("rule", "denies matching calls (pattern pytest)")]
+
+    # Pin and unpin (a pin that changes nothing writes nothing).
+    q(a, "select * from scsql.pin('src/a.py')")
+    q(a, "select * from scsql.pin('src/a.py')")
+    q(a, "select * from scsql.pin('src/a.py', false)")
+    assert [r["op"] for r in q(a, "select * from scsql.memory_history('src/a.py')")][:3] == ["unpin", "pin", "index"]
+
+    # The worker's purge of what expired: an external source and a fact past its TTL.
+    q(a, "select * from scsql.index_text('https://example.org/page', 'an external page', 'url')")
+    q(a, "select * from scsql.remember('tmp.port', '5433', 2, interval '1 hour')")
+    with scsql_db.connect() as conn:
+        conn.execute("update scsql.kb_sources set updated_at = now() - interval '30 days' where path = 'https://example.org/page'")
+        conn.execute("update scsql.memory_facts set expires_at = now() - interval '1 minute' where key = 'tmp.port'")
+    assert q(w, "select scsql.purge_expired() as n")[0]["n"] == 2
+    page = q(a, "select * from scsql.memory_history('https://example.org/page')")
+    assert (page[0]["op"], page[0]["agent"], page[0]["old_hash"]) == ("purge", w.name, h("an external page"))
+    assert "not indexed again within" in page[0]["reason"]
+    fact = q(a, "select * from scsql.memory_history('tmp.port')")
+    assert (fact[0]["op"], fact[0]["old_hash"]) == ("purge", h("5433")) and fact[0]["reason"].startswith("TTL ended")
+
+    # Decisions, superseded; open loops, closed.
+    [d1] = q(a, "select * from scsql.decide('Use PostgreSQL 18', 'pgvector runs there')")
+    [d2] = q(w, "select * from scsql.decide('Use PostgreSQL 17', 'the host offers 17', %s)", d1["decision_id"])
+    old = q(a, "select * from scsql.memory_history(%s)", f"decision:{d1['decision_id']}")
+    d1_, d2_ = f"decision:{d1['decision_id']}", f"decision:{d2['decision_id']}"
+    assert [(r["op"], r["agent"], r["target"], r["related"]) for r in old] == [  # the one that superseded it is related
+        ("supersede", w.name, d1_, d2_), ("decide", w.name, d2_, d1_), ("decide", a.name, d1_, None)]
+    assert old[0]["old_hash"] == old[2]["new_hash"] == h("Use PostgreSQL 18\n\npgvector runs there")
+    new = q(a, "select * from scsql.memory_history(%s)", d2_)
+    assert [(r["op"], r["target"]) for r in new] == [("supersede", d1_), ("decide", d2_)]
+    assert new[1]["new_hash"] == h("Use PostgreSQL 17\n\nthe host offers 17") and new[1]["reason"] == "Use PostgreSQL 17"
+    [loop] = q(a, "select * from scsql.open_loop('Document PITR', 'qa')")
+    q(a, "select * from scsql.open_loop('Document PITR')")  # the same open loop: no change
+    q(w, "select * from scsql.close_loop(%s, 'written in docs/pitr.md')", loop["loop_id"])
+    hist = q(a, "select * from scsql.memory_history(%s)", f"loop:{loop['loop_id']}")
+    assert [(r["op"], r["agent"]) for r in hist] == [("close_loop", w.name), ("open_loop", a.name)]
+    assert hist[0]["old_hash"] == hist[1]["new_hash"] == h("Document PITR")
+    assert hist[0]["new_hash"] == h("written in docs/pitr.md") and hist[1]["reason"] == "owner qa"
+
+    report = verifier.run(scsql_db)
+    assert report.ok, report

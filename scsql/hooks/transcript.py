@@ -50,6 +50,7 @@ KNOWN_TYPES = ("summary", "system", "progress", "file-history-snapshot", "queue-
 ITEM_CHARS = 300            # one summary item
 MESSAGE_CHARS = 8000        # one message in the conversation text
 TOOL_CHARS = 200            # one tool call's line in the conversation text
+CONTEXT_CHARS = 600         # the end of what came before a part, given as its first turn's context
 PART_CHARS = 512 * 1024     # one knowledge-base source of conversation text (index_text takes 2 MiB)
 SUMMARY_BYTES = 19000       # summarize_session takes 20,000 bytes of JSON
 EVENT_STRING_CHARS = 4096   # one string of an imported event's tool input, response or error
@@ -454,7 +455,12 @@ class Turn:
 @dataclass
 class Part:
     """One knowledge-base source of conversation text: the text, and a span
-    per turn ({start, end, anchor}, 1-based lines) so each turn is its own chunk."""
+    per turn ({start, end, anchor, context}, 1-based lines) so each turn is
+    its own chunk. ``context`` marks the turns as conversation: the database
+    indexes each chunk with the end of the one before it (scsql._chunk_text),
+    so a short reply is found by what it answers. A part's first turn gets
+    the end of what came before it (the previous part, or the turn before the
+    cursor) as its context text."""
 
     text: str
     spans: list[dict[str, Any]]
@@ -508,6 +514,7 @@ def read(path: str | os.PathLike, since: str | int | None = None,
     index = 0
     cwd = None
     turn: Turn | None = None
+    before: list[str] = []                # the turn before the cursor, as context of the first new one
     for m in iter_messages(path, stats, progress):
         index += 1
         if redact is not None and "PRIVATE KEY" in m.text:
@@ -524,6 +531,10 @@ def read(path: str | os.PathLike, since: str | int | None = None,
             else:
                 if m.uuid is not None and m.uuid == since:
                     after = seen_since = True
+                if req is not None:
+                    before = [f"User: {_clip(req, ITEM_CHARS)}"]
+                if m.role == "assistant" and m.text and not m.is_sidechain:
+                    before.append(f"Assistant: {m.text.strip()[-CONTEXT_CHARS:]}")
                 continue
         # -- this message is new
         s.messages += 1
@@ -565,7 +576,7 @@ def read(path: str | os.PathLike, since: str | int | None = None,
     _tally_calls(s, calls, result_of, cwd)
     s.decisions = list(decisions)
     s.since_found = seen_since
-    conv = Conversation(s.session_id, _parts(turns, s), len([t for t in turns if t.request is not None]),
+    conv = Conversation(s.session_id, _parts(turns, s, _tail(before)), len([t for t in turns if t.request is not None]),
                         s.cursor, seen_since, stats)
     return Update(s, conv)
 
@@ -614,11 +625,26 @@ def _heading(t: Turn) -> tuple[str, str]:
     return f"## {label}, {when}", anchor
 
 
-def _parts(turns: list[Turn], s: Summary) -> list[Part]:
+def _tail(lines: list[str]) -> str | None:
+    """The last CONTEXT_CHARS characters of LINES, from a line start when
+    one falls in their first half: the context of a part's first turn."""
+    text = "\n".join(lines).strip()
+    if len(text) > CONTEXT_CHARS:
+        text = text[-CONTEXT_CHARS:]
+        cut = text.find("\n")
+        text = text[cut + 1:] if 0 <= cut < CONTEXT_CHARS // 2 else text
+    return text.strip() or None
+
+
+def _parts(turns: list[Turn], s: Summary, before: str | None = None) -> list[Part]:
     """The turns as text, in parts of at most PART_CHARS characters each
     starting with a line naming the session. A turn that fits in a part is
     never split; a longer one is cut between lines (a line longer than half a
-    part is cut in pieces), each piece under its heading marked continued."""
+    part is cut in pieces), each piece under its heading marked continued.
+    Every span is marked as conversation (``context``); a part's first span
+    has as context text the end of what came before it: BEFORE (the turn
+    before the cursor) for the first part, the previous part's last turn for
+    the others."""
     head = f"# Claude Code session {s.session_id or '(unknown)'}" + (f" on {s.git_branch}" if s.git_branch else "") \
         + (f" in {_clip(s.cwd, 300)}" if s.cwd else "")
     room = PART_CHARS - len(head) - 1            # for a blank line and the turn's lines
@@ -627,6 +653,7 @@ def _parts(turns: list[Turn], s: Summary) -> list[Part]:
     spans: list[dict[str, Any]] = []
     size = len(head)
     first = last = 0
+    previous: list[str] = []
 
     def flush() -> None:
         nonlocal lines, spans, size, first
@@ -635,14 +662,16 @@ def _parts(turns: list[Turn], s: Summary) -> list[Part]:
         lines, spans, size, first = [head], [], len(head), 0
 
     def place(block: list[str], anchor: str, number: int) -> None:
-        nonlocal size, first, last
+        nonlocal size, first, last, previous
         n = sum(len(x) + 1 for x in block) + 1
         if spans and size + n > PART_CHARS:
             flush()
         lines.append("")
         start = len(lines) + 1
         lines.extend(block)
-        spans.append({"start": start, "end": len(lines), "anchor": anchor[:200]})
+        context = (before if not parts else _tail(previous)) if not spans else None
+        spans.append({"start": start, "end": len(lines), "anchor": anchor[:200], "context": context or True})
+        previous = block
         size += n
         first = first or number or -1
         last = number
