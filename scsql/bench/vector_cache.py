@@ -40,18 +40,24 @@ class CachedProvider:
         self.path = Path(directory) / (re.sub(r"[^A-Za-z0-9_.-]", "_", prov.name) + ".vectors")
         self.hits = self.misses = 0
         self._vectors: dict[bytes, np.ndarray] = {}
-        self._dims = None
+        self._read_to = 0
         if self.path.is_file():
             self._read()
+            print(f"vector cache {self.path}: {len(self._vectors)} vectors", file=sys.stderr)
 
     def _read(self) -> None:
-        data = self.path.read_bytes()
-        dims = self.prov.dims
-        size = DIGEST + 4 * dims
-        whole = len(data) - len(data) % size  # a record cut short by a crash is ignored
+        """Read the records appended since the last read (by this or another process)."""
+        size = DIGEST + 4 * self.prov.dims
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self._read_to)
+                data = f.read()
+        except FileNotFoundError:
+            return
+        whole = len(data) - len(data) % size  # a record being written is read next time
         for at in range(0, whole, size):
-            self._vectors[data[at:at + DIGEST]] = np.frombuffer(data, np.float32, dims, at + DIGEST)
-        print(f"vector cache {self.path}: {len(self._vectors)} vectors", file=sys.stderr)
+            self._vectors[data[at:at + DIGEST]] = np.frombuffer(data, np.float32, self.prov.dims, at + DIGEST)
+        self._read_to += whole
 
     @property
     def dims(self) -> int:
@@ -63,6 +69,8 @@ class CachedProvider:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         keys = [key(self.name, t) for t in texts]
+        if any(k not in self._vectors for k in keys):
+            self._read()  # another run may have stored them meanwhile
         fresh_keys: dict[bytes, int] = {}
         for i, k in enumerate(keys):
             if k not in self._vectors:
@@ -70,10 +78,15 @@ class CachedProvider:
         if fresh_keys:
             vectors = np.asarray(self.prov.embed([texts[i] for i in fresh_keys.values()]), dtype=np.float32)
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("ab") as f:
-                for k, v in zip(fresh_keys, vectors, strict=True):
-                    f.write(k + v.tobytes())
-                    self._vectors[k] = v
+            # One write to a file opened for appending: records of runs that
+            # share the cache never interleave.
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, b"".join(k + v.tobytes() for k, v in zip(fresh_keys, vectors, strict=True)))
+            finally:
+                os.close(fd)
+            for k, v in zip(fresh_keys, vectors, strict=True):
+                self._vectors[k] = v
         self.misses += len(fresh_keys)
         self.hits += len(texts) - len(fresh_keys)
         out = np.zeros((len(texts), self.dims), dtype=np.float32)
