@@ -42,6 +42,9 @@ class CachedProvider:
         self._vectors: dict[bytes, np.ndarray] = {}
         self._read_to = 0
         if self.path.is_file():
+            size = DIGEST + 4 * prov.dims
+            if self.path.stat().st_size % size:  # a record cut short by a crash: drop it before appending
+                os.truncate(self.path, self.path.stat().st_size // size * size)
             self._read()
             print(f"vector cache {self.path}: {len(self._vectors)} vectors", file=sys.stderr)
 
