@@ -86,3 +86,46 @@ def test_the_standard_library_dataset_is_deterministic():
     for p in first:
         assert len(p.query.split()) >= 3 and p.query not in p.code
         assert p.code.lstrip().startswith(("def ", "async def ", "@"))
+
+
+class _CountingModel:
+    """A stand-in provider: a text's vector is its length and checksum; counts the texts it embeds."""
+
+    def __init__(self, name: str = "fake-model"):
+        self.name, self.calls = name, []
+
+    dims = 4
+    loaded = True
+
+    def embed(self, texts):
+        import numpy as np
+
+        self.calls += texts
+        return np.array([[len(t), sum(map(ord, t)) % 97, 1.0, 0.0] for t in texts], dtype=np.float32)
+
+
+def test_the_benchmark_vector_cache_embeds_only_texts_it_has_not_seen(tmp_path):
+    import numpy as np
+
+    from scsql.bench.vector_cache import CachedProvider
+
+    first = CachedProvider(_CountingModel(), tmp_path)
+    a = first.embed(["alpha", "beta", "alpha"])
+    assert first.prov.calls == ["alpha", "beta"] and (first.hits, first.misses) == (1, 2)
+    # Another run reads them back; a changed text or another model is a miss.
+    again = CachedProvider(_CountingModel(), tmp_path)
+    b = again.embed(["beta", "alpha", "alpha!"])
+    assert again.prov.calls == ["alpha!"]
+    assert np.array_equal(b[0], a[1]) and np.array_equal(b[1], a[0])
+    other = CachedProvider(_CountingModel("other-model"), tmp_path)
+    other.embed(["alpha"])
+    assert other.prov.calls == ["alpha"]
+    # Two runs sharing the cache see what the other appended; a record cut
+    # short (a crash while writing) is ignored.
+    assert first.embed(["alpha!"]).shape == (1, 4) and first.prov.calls == ["alpha", "beta"]
+    with again.path.open("ab") as f:
+        f.write(b"\x01" * 10)
+    late = CachedProvider(_CountingModel(), tmp_path)
+    late.embed(["alpha", "beta", "alpha!", "delta"])
+    assert late.prov.calls == ["delta"] and late.hits == 3
+    assert CachedProvider(_CountingModel(), tmp_path).embed(["delta"])[0][0] == 5  # appended after the cut
