@@ -210,6 +210,19 @@ $$;
 comment on function scsql_caller.readable_projects() is
   'Projects whose public rows the acting agent may read: its own, plus those an administrator granted with grant_project_read. Raises SC001 / SC002 like scsql_caller.agent.';
 
+create or replace function scsql_caller.project_agents()
+returns bigint[]
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+  select coalesce(array_agg(a.agent_id order by a.agent_id), '{}')
+    from scsql.agents a where a.project_id = scsql._my_project()
+$$;
+comment on function scsql_caller.project_agents() is
+  'The agent_ids of the acting agent''s project (revoked agents included), for the policy on scsql.agent_keys. Raises SC001 / SC002 like scsql_caller.agent.';
+
 create or replace function scsql._require(p_ok boolean, p_what text)
 returns void
 language plpgsql

@@ -18,12 +18,15 @@ deployment pays for; CROSS_SHARD names them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from pathlib import Path
 
 import psycopg
 
 from . import errors
 from .errors import ScsqlError
+from .migrate import Source, SqlFile
 
 # Small, global tables: identities, keys, catalogues and settings. Replicated
 # to every node; writes to them are rare (a new agent, a new model, a migration).
@@ -48,7 +51,60 @@ CROSS_SHARD = {
     "scsql.purge_expired": "deletes expired rows of every project: one statement per shard",
 }
 
+# Triggers on reference tables that write another table: Citus fires a
+# reference table's triggers on every replica, where writing a distributed
+# table is a nested distributed query it refuses ("cannot execute a
+# distributed query from a query on a shard"). Both make rows that the
+# functions reading them create when missing (_channel, _project_lock), so on
+# Citus the rows are made on first use instead.
+REFERENCE_TRIGGERS = (("projects", "channel_key_row"), ("projects", "project_lock_rows"))
+
 _DISTRIBUTION_COLUMN = "project_id"
+
+# A policy's call of a caller function in a scalar subquery, `(select
+# scsql_caller.f())`, evaluated once per statement on PostgreSQL; Citus
+# refuses subqueries in policies of distributed and reference tables.
+_CALLER_SUBQUERY = re.compile(r"\(select (scsql_caller\.[a-z_]+\(\))\)")
+
+
+def citus_policies(text: str) -> str:
+    """The policies/ file TEXT as migrate --citus applies it: every
+    `(select scsql_caller.f())` becomes `scsql_caller.f()` (the same function,
+    the same rows visible; PostgreSQL may evaluate it once per row instead of
+    once per statement). Raises ValueError when a policy still holds a
+    subquery after that, naming it."""
+    out = _CALLER_SUBQUERY.sub(r"\1", text)
+    for m in re.finditer(r"create policy (.*?);", out, re.S | re.I):
+        body = m.group(1)
+        using = body[body.lower().find(" using "):] if " using " in body.lower() else ""
+        if re.search(r"\bselect\b", using, re.I):
+            raise ValueError(f"policy with a subquery Citus refuses: create policy {' '.join(body.split())}")
+    return out
+
+
+class CitusSource(Source):
+    """The files of a source (its root, default the package's) with the
+    policies written as citus_policies() writes them: what migrate --citus
+    applies, on every run (sql/ and policies/ are re-applied each time)."""
+
+    def api(self) -> list[SqlFile]:
+        return [SqlFile(f.name, citus_policies(f.text)) if f.name.startswith("policies/") else f
+                for f in super().api()]
+
+
+def write_citus_source(target: Path, root: Path | None = None) -> None:
+    """Copies the source (ROOT, default the package's) to TARGET with its
+    policies as CitusSource applies them, for tools that take a source tree
+    (.ci/citus.sh, SCSQL_TEST_SOURCE)."""
+    import shutil
+
+    source = Source(root)
+    for kind in ("migrations", "sql", "policies"):
+        if (target / kind).exists():
+            shutil.rmtree(target / kind)
+        shutil.copytree(source._path(kind), target / kind)
+    for path in sorted((target / "policies").glob("*.sql")):
+        path.write_text(citus_policies(path.read_text()))
 
 _TABLES = """
 select c.relname::text
@@ -156,6 +212,7 @@ def distribute(conninfo: str, progress: Callable[[str], None] = lambda _m: None)
                              + "; ".join(f"{t} {why}" for t, why in problems),
                              "put project_id in every primary, unique and foreign key of the table "
                              "(a new migration), or name a small global table in scsql.core.citus.REFERENCE_TABLES")
+        _owner_is_no_agent(conn)
         # scsql's tables carry triggers (chains, append-only, redaction): Citus
         # runs them on the shards, and only distributes such tables with this on.
         conn.execute("set citus.enable_unsafe_triggers = on")
@@ -180,7 +237,21 @@ def distribute(conninfo: str, progress: Callable[[str], None] = lambda _m: None)
             raise errors.from_psycopg(exc) from None
         finally:
             _restore_keys(conn, keys)
+        for table, trigger in REFERENCE_TRIGGERS:
+            conn.execute(f"drop trigger if exists {_ident(trigger)} on scsql.{_ident(table)}")
     return done
+
+
+def _owner_is_no_agent(conn: psycopg.Connection) -> None:
+    """The owner holds ADMIN on scsql_agent (it adds agent roles to it) and,
+    as bootstrap grants it, inherits it, so the agent policies apply to the
+    owner too, OR'ed with its owner_all policy. PostgreSQL folds `true OR
+    ...` away; Citus evaluates the stable functions of a modification on the
+    coordinator first, where scsql_caller.readable_projects() raises SC001 for
+    the security-definer function's caller (an administrator is no agent).
+    The owner keeps ADMIN and stops inheriting (PostgreSQL 16 and newer, which
+    every Citus that builds against scsql's servers needs)."""
+    conn.execute("grant scsql_agent to scsql_owner with admin option, inherit false, set false")
 
 
 def _no_triggers(conn: psycopg.Connection) -> None:
