@@ -24,7 +24,8 @@ def test_reference_tables_are_few_and_global(scsql_db):
             "select c.relname::text from pg_class c join pg_attribute a on a.attrelid = c.oid "
             "where c.relnamespace = 'scsql'::regnamespace and c.relkind in ('r', 'p') "
             "and a.attname = 'project_id' and not a.attisdropped").fetchall()}
-    assert per_project & citus.REFERENCE_TABLES == {"projects", "agents", "chain_quarantines"}
+    assert per_project & citus.REFERENCE_TABLES == {"projects", "agents", "chain_quarantines", "project_grants",
+                                                  "confidential_grants"}
 
 
 @pytest.mark.parametrize("ddl, table, why", [

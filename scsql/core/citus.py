@@ -32,9 +32,14 @@ from .migrate import Source, SqlFile
 # to every node; writes to them are rare (a new agent, a new model, a migration).
 REFERENCE_TABLES = frozenset({
     "agent_keys", "agents", "auditor_keys", "chain_quarantines", "chain_settings", "chained_tables",
-    "embed_models", "error_codes", "model_prices", "partition_retirements", "partition_settings",
-    "partition_settings_log", "projects", "schema_migrations", "team_roles",
+    "confidential_grants", "embed_models", "error_codes", "model_prices", "partition_retirements",
+    "partition_settings", "partition_settings_log", "project_grants", "projects", "schema_migrations",
+    "team_roles",
 })
+# (project_grants and confidential_grants are read by the policies, for every
+# statement of every agent and on the node that holds the shard: a replica
+# on each node is read there, where a distributed table would be a query to
+# another node from inside a query on a shard.)
 
 # Functions whose queries read every project's shards (a multi-shard query,
 # one task per shard, run in parallel on the workers) and what that costs.
@@ -239,7 +244,44 @@ def distribute(conninfo: str, progress: Callable[[str], None] = lambda _m: None)
             _restore_keys(conn, keys)
         for table, trigger in REFERENCE_TRIGGERS:
             conn.execute(f"drop trigger if exists {_ident(trigger)} on scsql.{_ident(table)}")
+        _functions_on_every_node(conn)
     return done
+
+
+# The functions the policies call, which read tables: on a worker they run
+# inside the query on a shard, where Citus refuses any query of a Citus
+# table ("cannot execute a distributed query from a query on a shard") unless
+# the function allows it. What they read is a reference table (agents, the
+# grants: a replica on the same node) or, for published_text, the same
+# project's shard.
+_POLICY_FUNCTIONS = """
+select distinct p.oid::regprocedure::text
+  from pg_catalog.pg_policy pol
+  join pg_catalog.pg_class c on c.oid = pol.polrelid and c.relnamespace = 'scsql'::regnamespace
+  cross join lateral regexp_matches(coalesce(pg_catalog.pg_get_expr(pol.polqual, pol.polrelid), ''),
+                                    'scsql_caller\.([a-z_]+)\(', 'g') m
+  join pg_catalog.pg_proc p on p.proname = m[1] and p.pronamespace = 'scsql_caller'::regnamespace
+union
+select 'scsql._me()'
+order by 1
+"""
+
+
+def _functions_on_every_node(conn: psycopg.Connection) -> None:
+    """Citus creates a function on the workers only when every table it
+    depends on is a Citus table: those created before the tables were
+    distributed are created there now (create_distributed_function), and the
+    functions the policies call may query Citus tables from a shard."""
+    missing = [name for (name,) in conn.execute("""
+        select p.oid::regprocedure::text from pg_catalog.pg_proc p
+         where p.pronamespace in ('scsql'::regnamespace, 'scsql_caller'::regnamespace)
+           and not exists (select from pg_dist_object o
+                            where o.classid = 'pg_catalog.pg_proc'::regclass and o.objid = p.oid)
+         order by 1""").fetchall()]
+    for name in missing:
+        conn.execute("select create_distributed_function(%s)", (name,))
+    for (name,) in conn.execute(_POLICY_FUNCTIONS).fetchall():
+        conn.execute(f"alter function {name} set citus.allow_nested_distributed_execution = on")
 
 
 def _owner_is_no_agent(conn: psycopg.Connection) -> None:
@@ -252,6 +294,12 @@ def _owner_is_no_agent(conn: psycopg.Connection) -> None:
     The owner keeps ADMIN and stops inheriting (PostgreSQL 16 and newer, which
     every Citus that builds against scsql's servers needs)."""
     conn.execute("grant scsql_agent to scsql_owner with admin option, inherit false, set false")
+    # Citus writes the rows of an INSERT ... SELECT it cannot push down to the
+    # shards with COPY, which PostgreSQL refuses on a table whose policies
+    # apply to the writer (forced for the owner too). The owner's policy on
+    # every table is owner_all, USING (true) WITH CHECK (true): bypassing row
+    # security changes nothing it may see or write.
+    conn.execute("alter role scsql_owner bypassrls")
 
 
 def _no_triggers(conn: psycopg.Connection) -> None:
