@@ -20,6 +20,16 @@ from .helpers import register
 ROWS = int(os.environ.get("SCSQL_POLICY_BENCH_ROWS", "10000"))
 
 
+def test_ddl_citus_sends_as_the_whole_text_runs_one_statement_at_a_time():
+    text = "select 1;\ndrop trigger if exists t on scsql.x;\ncreate trigger t after insert on scsql.x\n" \
+           "  for each row execute function scsql.f();\ncomment on table scsql.x is 'a; b';\n"
+    out = citus.one_statement_ddl(text)
+    assert out.splitlines()[0] == "select 1;"
+    assert "do $citus_do$ begin execute $citus_ddl$drop trigger if exists t on scsql.x$citus_ddl$; end $citus_do$;" in out
+    assert "execute $citus_ddl$create trigger t after insert on scsql.x\n  for each row execute function scsql.f()" in out
+    assert out.endswith("comment on table scsql.x is 'a; b';\n")
+
+
 def test_every_policy_is_written_without_a_subquery():
     files = [f for f in citus.CitusSource().api() if f.name.startswith("policies/")]
     plain = {f.name: f.text for f in Source().api()}
@@ -43,6 +53,12 @@ select c.relname::text as t, p.polname::text as name, p.polroles::regrole[]::tex
   from pg_policy p join pg_class c on c.oid = p.polrelid
  where c.relnamespace = 'scsql'::regnamespace
  order by 1, 2
+"""
+
+
+_TRIGGERS = """
+select tgrelid::regclass::text, tgname::text, pg_get_triggerdef(oid) from pg_trigger
+ where not tgisinternal and tgrelid::regclass::text like 'scsql.%' order by 1, 2
 """
 
 
@@ -76,10 +92,12 @@ def test_the_citus_form_shows_each_agent_the_same_rows(scsql_db):
                  for n in (alice.name, bob.name, carol)]
         before = {r: _visible(conn, r) for r in roles}
         plain = conn.execute(_POLICY_QUALS).fetchall()
-    Migrator(scsql_db.admin, citus.CitusSource()).run()
+        triggers = conn.execute(_TRIGGERS).fetchall()
+    Migrator(scsql_db.admin, citus.CitusSource()).run()  # its DDL one statement at a time, too
     with psycopg.connect(scsql_db.admin, autocommit=True) as conn:
         after = {r: _visible(conn, r) for r in roles}
         rewritten = conn.execute(_POLICY_QUALS).fetchall()
+        assert conn.execute(_TRIGGERS).fetchall() == triggers
     assert after == before
     assert before[roles[0]]["kb_chunks"] > before[roles[2]]["kb_chunks"] > 0  # the grant shows b's chunks
     assert [r[:4] for r in rewritten] == [r[:4] for r in plain]

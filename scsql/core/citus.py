@@ -87,13 +87,39 @@ def citus_policies(text: str) -> str:
     return out
 
 
+# Statements Citus propagates to the workers as the text of the whole query
+# they arrived in; a file of many statements then fails there ("cannot insert
+# multiple commands into a prepared statement") once the tables are Citus's.
+_WHOLE_TEXT_DDL = re.compile(
+    r"^(?:alter table|create trigger|create or replace trigger|drop trigger|drop policy)\b.*?;[ \t]*$",
+    re.I | re.M | re.S)
+
+
+def one_statement_ddl(text: str) -> str:
+    """TEXT with each top-level statement of _WHOLE_TEXT_DDL run by EXECUTE in
+    a DO block, so Citus sees that statement's text alone."""
+    def wrap(m: re.Match) -> str:
+        statement = m.group(0).rstrip().rstrip(";")
+        if "$citus_ddl$" in statement:
+            raise ValueError(f"cannot wrap a statement holding $citus_ddl$: {statement[:80]}")
+        return f"do $citus_do$ begin execute $citus_ddl${statement}$citus_ddl$; end $citus_do$;"
+    return _WHOLE_TEXT_DDL.sub(wrap, text)
+
+
 class CitusSource(Source):
-    """The files of a source (its root, default the package's) with the
-    policies written as citus_policies() writes them: what migrate --citus
-    applies, on every run (sql/ and policies/ are re-applied each time)."""
+    """The files of a source (its root, default the package's) as migrate
+    --citus applies them, on every run (sql/ and policies/ are re-applied
+    each time): the policies written as citus_policies() writes them, and the
+    DDL Citus would send to the workers as the whole file's text
+    (one_statement_ddl) run one statement at a time. Numbered migrations are
+    applied as written (their checksums are recorded)."""
+
+    def bootstrap(self) -> SqlFile:
+        f = super().bootstrap()
+        return SqlFile(f.name, one_statement_ddl(f.text))
 
     def api(self) -> list[SqlFile]:
-        return [SqlFile(f.name, citus_policies(f.text)) if f.name.startswith("policies/") else f
+        return [SqlFile(f.name, one_statement_ddl(citus_policies(f.text) if f.name.startswith("policies/") else f.text))
                 for f in super().api()]
 
 
