@@ -39,7 +39,8 @@ CALLS = {
     "admin: verify one chain": ("admin", "select count(*) from scsql.chains c, "
                                          "lateral scsql.verify_chain(c.chain_id) v where c.chain_id = "
                                          "(select min(chain_id) from scsql.chains)"),
-    "admin: verify every chain": ("admin", "select count(*) from scsql.chains c, lateral scsql.verify_chain(c.chain_id) v"),
+    "admin: verify every chain": ("admin", "select count(*) from scsql.chains c, "
+                                           "lateral scsql.verify_chain(c.chain_id) v"),
 }
 
 

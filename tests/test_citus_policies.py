@@ -25,8 +25,10 @@ def test_ddl_citus_sends_as_the_whole_text_runs_one_statement_at_a_time():
            "  for each row execute function scsql.f();\ncomment on table scsql.x is 'a; b';\n"
     out = citus.one_statement_ddl(text)
     assert out.splitlines()[0] == "select 1;"
-    assert "do $citus_do$ begin execute $citus_ddl$drop trigger if exists t on scsql.x$citus_ddl$; end $citus_do$;" in out
-    assert "execute $citus_ddl$create trigger t after insert on scsql.x\n  for each row execute function scsql.f()" in out
+    assert ("do $citus_do$ begin execute $citus_ddl$drop trigger if exists t on scsql.x$citus_ddl$; "
+            "end $citus_do$;") in out
+    assert ("execute $citus_ddl$create trigger t after insert on scsql.x\n"
+            "  for each row execute function scsql.f()") in out
     assert out.endswith("comment on table scsql.x is 'a; b';\n")
 
 
@@ -40,7 +42,8 @@ def test_every_policy_is_written_without_a_subquery():
 
 @pytest.mark.parametrize("policy", [
     "create policy p on scsql.x for select to scsql_agent using (exists (select from scsql.agents));",
-    "create policy p on scsql.x for select to scsql_agent\n  using (project_id in (select unnest(scsql_caller.readable_projects())));",
+    "create policy p on scsql.x for select to scsql_agent\n"
+    "  using (project_id in (select unnest(scsql_caller.readable_projects())));",
 ])
 def test_a_policy_the_transformation_cannot_free_of_its_subquery_is_refused(policy):
     with pytest.raises(ValueError, match="subquery"):
@@ -139,7 +142,8 @@ def _populate(scsql_db) -> str:
         conn.execute("""
             insert into scsql.kb_chunks (project_id, source_id, seq, chunk_hash, line_start, line_end,
                                          char_start, char_end, content, n_terms, term_ids, published)
-            select s.project_id, s.source_id, 1000 + g, encode(sha256(convert_to(s.project_id || ':' || g, 'UTF8')), 'hex'),
+            select s.project_id, s.source_id, 1000 + g,
+                   encode(sha256(convert_to(s.project_id || ':' || g, 'UTF8')), 'hex'),
                    1, 1, 0, 10, 'chunk ' || g, 2, '{}', true
               from scsql.kb_sources s, generate_series(1, %s) g where s.path = 'notes/bench.md'""", (ROWS,))
         conn.execute("analyze scsql.tasks, scsql.kb_chunks")
