@@ -286,7 +286,7 @@ def distribute(conninfo: str, progress: Callable[[str], None] = lambda _m: None)
 # the function allows it. What they read is a reference table (agents, the
 # grants: a replica on the same node) or, for published_text, the same
 # project's shard.
-_POLICY_FUNCTIONS = """
+_POLICY_FUNCTIONS = r"""
 select distinct p.oid::regprocedure::text
   from pg_catalog.pg_policy pol
   join pg_catalog.pg_class c on c.oid = pol.polrelid and c.relnamespace = 'scsql'::regnamespace
