@@ -88,9 +88,9 @@ stop_cluster() { for n in "${nodes[@]}"; do as_pg "$PGBIN/pg_ctl" -D "$WORK/$n" 
 [ -n "${KEEP_CLUSTER:-}" ] || trap stop_cluster EXIT
 psql_at() { "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 "host=127.0.0.1 port=$1 user=postgres dbname=${2:-postgres}" "${@:3}"; }
 
-# The cluster database, made afresh on every run (migrating a database whose
-# tables Citus already distributes fails: see the note on upgrades in
-# scsql/core/citus.py): citus in it on every node, the workers added to it.
+# The cluster database, made afresh on every run (so each run installs from
+# nothing; migrate --citus on a distributed database works too): citus in it
+# on every node, the workers added to it.
 for i in 0 1 2; do
   psql_at $((PORT + i)) postgres -c "drop database if exists scsql with (force)" -c "create database scsql"
   psql_at $((PORT + i)) scsql -c "create extension if not exists citus"
