@@ -88,10 +88,11 @@ stop_cluster() { for n in "${nodes[@]}"; do as_pg "$PGBIN/pg_ctl" -D "$WORK/$n" 
 [ -n "${KEEP_CLUSTER:-}" ] || trap stop_cluster EXIT
 psql_at() { "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 "host=127.0.0.1 port=$1 user=postgres dbname=${2:-postgres}" "${@:3}"; }
 
-# The cluster database: citus in it on every node, the workers added to it.
+# The cluster database, made afresh on every run (so each run installs from
+# nothing; migrate --citus on a distributed database works too): citus in it
+# on every node, the workers added to it.
 for i in 0 1 2; do
-  psql_at $((PORT + i)) postgres -tAc "select 1 from pg_database where datname = 'scsql'" | grep -q 1 \
-    || psql_at $((PORT + i)) postgres -c "create database scsql"
+  psql_at $((PORT + i)) postgres -c "drop database if exists scsql with (force)" -c "create database scsql"
   psql_at $((PORT + i)) scsql -c "create extension if not exists citus"
 done
 psql_at "$PORT" scsql -c "select citus_set_coordinator_host('127.0.0.1', $PORT)" \
@@ -100,32 +101,20 @@ psql_at "$PORT" scsql -c "select nodename, nodeport, noderole, shouldhaveshards 
 
 DSN="host=127.0.0.1 port=$PORT user=postgres dbname=scsql"
 # Citus refuses row-level security policies with subqueries on distributed
-# and reference tables ("Subqueries are not supported in policies on
-# distributed tables"), and scsql's policies use `(select
-# scsql_caller.project_id())` so PostgreSQL evaluates the caller once per
-# query. The cluster is migrated from a copy of the source whose policies
-# call the same functions directly (same rows visible; evaluated per row),
-# and the agent_keys policy's `exists (select from scsql.agents ...)` becomes
-# `true` (agents then see every agent's public keys): see the Citus section
-# of the notes for what a real port needs.
+# and reference tables; migrate --citus applies policies/ with each
+# `(select scsql_caller.f())` written as a direct call (scsql.core.citus.
+# CitusSource). The tests migrate their template from a source tree: this
+# copy, written by the same transformation.
 rm -rf "$WORK/source" && mkdir -p "$WORK/source"
-cp -r "$REPO/migrations" "$REPO/sql" "$REPO/policies" "$WORK/source/"
-"$PY" - "$WORK/source/policies" <<'PYEOF'
-import pathlib, re, sys
-for p in pathlib.Path(sys.argv[1]).glob("*.sql"):
-    s = re.sub(r"\(select (scsql_caller\.[a-z_]+\(\))\)", r"\1", p.read_text())
-    s = s.replace("project_id in (select unnest(scsql_caller.readable_projects()))",
-                  "project_id = any (scsql_caller.readable_projects())")
-    s = s.replace("exists (select from scsql.agents a where a.agent_id = agent_keys.agent_id)", "true")
-    p.write_text(s)
-PYEOF
+PYTHONPATH="$REPO" "$PY" -c 'import sys, pathlib; from scsql.core.citus import write_citus_source; write_citus_source(pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]))' \
+  "$WORK/source" "$REPO"
 # Citus runs distributed DDL on the workers as the role that issued it:
 # migrations run as scsql_owner, which may not log in (by design), so the
 # workers let it (trust, on 127.0.0.1 only). The bootstrap creates the role.
 SCSQL_DSN="$DSN" PYTHONPATH="$REPO" "$PY" -m scsql migrate --to 0 >/dev/null
 for i in 1 2; do psql_at $((PORT + i)) scsql -c "alter role scsql_owner login"; done
 log "scsql migrate --citus"
-SCSQL_DSN="$DSN" PYTHONPATH="$REPO" "$PY" -m scsql migrate --citus --source "$WORK/source"
+SCSQL_DSN="$DSN" PYTHONPATH="$REPO" "$PY" -m scsql migrate --citus --source "$REPO"
 psql_at "$PORT" scsql -c "select logicalrelid, partmethod, colocationid from pg_dist_partition
                            where logicalrelid::text like 'scsql.%' order by partmethod, logicalrelid"
 

@@ -23,7 +23,8 @@ alter default privileges for role scsql_owner in schema scsql, scsql_caller revo
 -- public name in schema scsql_caller, which holds no MCP tools.
 grant execute on function scsql_caller.api() to scsql_agent, scsql_auditor, scsql_admin;
 grant execute on function
-  scsql_caller.agent(), scsql_caller.project_id(), scsql_caller.agent_id(), scsql_caller.readable_projects()
+  scsql_caller.agent(), scsql_caller.project_id(), scsql_caller.agent_id(), scsql_caller.readable_projects(),
+  scsql_caller.project_agents()
 to scsql_agent;
 
 -- What redaction replaces (sql/05_redaction.sql), for people at psql. Not

@@ -19,11 +19,11 @@ create policy everyone_read on scsql.team_roles for select to scsql_agent, scsql
 grant select on scsql.projects, scsql.agents, scsql.agent_keys, scsql.project_grants
   to scsql_agent, scsql_admin;
 create policy agent_read on scsql.projects for select to scsql_agent
-  using (project_id in (select unnest(scsql_caller.readable_projects())));
+  using (project_id = any ((select scsql_caller.readable_projects())::bigint[]));
 create policy agent_read on scsql.agents for select to scsql_agent
   using (project_id = (select scsql_caller.project_id()));
 create policy agent_read on scsql.agent_keys for select to scsql_agent
-  using (exists (select from scsql.agents a where a.agent_id = agent_keys.agent_id));
+  using (agent_id = any ((select scsql_caller.project_agents())::bigint[]));
 create policy agent_read on scsql.project_grants for select to scsql_agent
   using (agent_id = (select scsql_caller.agent_id()));
 create policy admin_read on scsql.projects for select to scsql_admin using (true);

@@ -210,6 +210,19 @@ $$;
 comment on function scsql_caller.readable_projects() is
   'Projects whose public rows the acting agent may read: its own, plus those an administrator granted with grant_project_read. Raises SC001 / SC002 like scsql_caller.agent.';
 
+create or replace function scsql_caller.project_agents()
+returns bigint[]
+language sql
+stable
+security definer
+set search_path = pg_catalog, scsql, pg_temp
+as $$
+  select coalesce(array_agg(a.agent_id order by a.agent_id), '{}')
+    from scsql.agents a where a.project_id = scsql._my_project()
+$$;
+comment on function scsql_caller.project_agents() is
+  'The agent_ids of the acting agent''s project (revoked agents included), for the policy on scsql.agent_keys. Raises SC001 / SC002 like scsql_caller.agent.';
+
 create or replace function scsql._require(p_ok boolean, p_what text)
 returns void
 language plpgsql
@@ -639,7 +652,7 @@ comment on function scsql._join_agent_group(text) is
 -- Agent roles registered before the SET option was withheld lose it here.
 select scsql._join_agent_group(a.role_name)
 from scsql.agents a
-where exists (select from pg_catalog.pg_roles r where r.rolname = a.role_name);
+where pg_catalog.to_regrole(pg_catalog.quote_ident(a.role_name)) is not null;
 
 create or replace function scsql.register_agent(p_name text, p_project text, p_team_role text, p_public_key bytea)
 returns table (agent_id bigint, role_name text, key_id integer)
@@ -664,8 +677,10 @@ begin
   v_project := scsql._project_id(p_project);
   perform scsql._team_role(p_team_role);
   v_role := 'scsql_agent_' || p_name;
+  -- to_regrole, not pg_roles: Citus plans a query that reads pg_roles beside
+  -- a reference table as the caller, who may not read pg_authid.
   if exists (select from scsql.agents a where a.name = p_name)
-     or exists (select from pg_catalog.pg_roles where rolname = v_role) then
+     or pg_catalog.to_regrole(pg_catalog.quote_ident(v_role)) is not null then
     raise exception using errcode = 'SC004', message = format('agent "%s" (role %s) already exists', p_name, v_role);
   end if;
 

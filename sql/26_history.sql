@@ -50,19 +50,22 @@ set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_agent bigint;
+  v_project bigint;
   v_at timestamptz := clock_timestamp();
   v_key integer;
 begin
   -- Memory functions act as an agent (they raise before otherwise); a
   -- change made by an administrator's own SQL is not an agent's.
-  select a.agent_id into v_agent from scsql.agents a where a.role_name = scsql._acting_role();
+  select a.agent_id, a.project_id into v_agent, v_project from scsql.agents a where a.role_name = scsql._acting_role();
   if v_agent is null then
     return;
   end if;
   select k.key_id into v_key from scsql.agent_keys k
   where k.agent_id = v_agent and k.valid_from <= v_at order by k.valid_from desc limit 1;
-  insert into scsql.memory_changes (op, kind, target, chunk_hash, old_hash, new_hash, reason, related, at, key_id, signature)
-  values (p_op, p_kind, left(p_target, 1024), p_chunk_hash, p_old_hash, p_new_hash, left(p_reason, 1000), left(p_related, 1024),
+  -- project_id is the chain's (the trigger checks it): Citus routes the row by it.
+  insert into scsql.memory_changes (project_id, op, kind, target, chunk_hash, old_hash, new_hash, reason, related, at,
+                                    key_id, signature)
+  values (v_project, p_op, p_kind, left(p_target, 1024), p_chunk_hash, p_old_hash, p_new_hash, left(p_reason, 1000), left(p_related, 1024),
           v_at, v_key, '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea
                        || sha256(uuid_send(gen_random_uuid())));
 end

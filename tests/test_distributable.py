@@ -24,7 +24,8 @@ def test_reference_tables_are_few_and_global(scsql_db):
             "select c.relname::text from pg_class c join pg_attribute a on a.attrelid = c.oid "
             "where c.relnamespace = 'scsql'::regnamespace and c.relkind in ('r', 'p') "
             "and a.attname = 'project_id' and not a.attisdropped").fetchall()}
-    assert per_project & citus.REFERENCE_TABLES == {"projects", "agents", "chain_quarantines"}
+    assert per_project & citus.REFERENCE_TABLES == {"projects", "agents", "chain_quarantines", "project_grants",
+                                                  "confidential_grants"}
 
 
 @pytest.mark.parametrize("ddl, table, why", [
@@ -39,13 +40,21 @@ def test_reference_tables_are_few_and_global(scsql_db):
     ("create table scsql.zz_child (project_id bigint, task_id bigint, primary key (project_id, task_id), "
      "constraint zz_fk foreign key (task_id, project_id) references scsql.tasks (project_id, task_id))",
      "zz_child", "foreign key zz_fk to tasks does not pair project_id with project_id"),
-    ("alter table scsql.team_roles add column task_project bigint, add column task_id bigint, "
+    ("alter table scsql.team_roles add column task_project bigint, add column task_id bigint; "
+     "alter table scsql.team_roles "
      "add constraint zz_fk foreign key (task_project, task_id) references scsql.tasks (project_id, task_id)",
      "team_roles", "reference table refers to the distributed table tasks (zz_fk)"),
 ])
 def test_the_check_names_each_key_that_leaves_project_out(scsql_db, ddl, table, why):
     with psycopg.connect(scsql_db.admin) as conn:
-        conn.execute(ddl)
+        for statement in ddl.split("; "):
+            if scsql_db.server.workers and "references scsql.tasks" in statement and table == "team_roles":
+                # Citus itself refuses a reference table's key to a distributed table.
+                with pytest.raises(psycopg.errors.FeatureNotSupported, match="from reference tables"):
+                    conn.execute(statement)
+                conn.rollback()
+                return
+            conn.execute(statement)
         assert citus.undistributable(conn) == [(table, why)]
         conn.rollback()
 

@@ -18,23 +18,36 @@ deployment pays for; CROSS_SHARD names them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from pathlib import Path
 
 import psycopg
 
 from . import errors
 from .errors import ScsqlError
+from .migrate import Source, SqlFile
 
 # Small, global tables: identities, keys, catalogues and settings. Replicated
 # to every node; writes to them are rare (a new agent, a new model, a migration).
 REFERENCE_TABLES = frozenset({
     "agent_keys", "agents", "auditor_keys", "chain_quarantines", "chain_settings", "chained_tables",
-    "embed_models", "error_codes", "model_prices", "partition_retirements", "partition_settings",
-    "partition_settings_log", "projects", "schema_migrations", "team_roles",
+    "confidential_grants", "embed_models", "error_codes", "model_prices", "partition_retirements",
+    "partition_settings", "partition_settings_log", "project_grants", "projects", "schema_migrations",
+    "team_roles",
 })
+# (project_grants and confidential_grants are read by the policies, for every
+# statement of every agent and on the node that holds the shard: a replica
+# on each node is read there, where a distributed table would be a query to
+# another node from inside a query on a shard.)
 
 # Functions whose queries read every project's shards (a multi-shard query,
 # one task per shard, run in parallel on the workers) and what that costs.
+# Measured by tests/test_citus_cost.py (3 projects x 20 notes, three nodes on
+# one machine, 32 shards): a query over every shard costs about 45 ms on the
+# cluster where one server answers in 0.1 ms (an administrator counting every
+# project's chunks), and an agent's read of its own chunks 285 ms against
+# 0.3 ms (the policies' direct calls, evaluated row by row on the shards).
 CROSS_SHARD = {
     "scsql.search_global": "BM25 and vector search over every project the caller may read: the "
                            "statistics and candidate queries run on every shard (citus.shard_count, "
@@ -46,9 +59,89 @@ CROSS_SHARD = {
     "scsql.maintain_partitions": "DDL on outcomes and tool_calls (new and dropped partitions), propagated "
                                  "to every shard of both; retention reads each dropped partition on every shard",
     "scsql.purge_expired": "deletes expired rows of every project: one statement per shard",
+    "scsql.metrics / scsql.status (administrator)": "counts over every project's rows: every shard",
 }
 
+# Triggers on reference tables that write another table: Citus fires a
+# reference table's triggers on every replica, where writing a distributed
+# table is a nested distributed query it refuses ("cannot execute a
+# distributed query from a query on a shard"). Both make rows that the
+# functions reading them create when missing (_channel, _project_lock), so on
+# Citus the rows are made on first use instead.
+REFERENCE_TRIGGERS = (("projects", "channel_key_row"), ("projects", "project_lock_rows"))
+
 _DISTRIBUTION_COLUMN = "project_id"
+
+# A policy's call of a caller function in a scalar subquery, `(select
+# scsql_caller.f())`, evaluated once per statement on PostgreSQL; Citus
+# refuses subqueries in policies of distributed and reference tables.
+_CALLER_SUBQUERY = re.compile(r"\(select (scsql_caller\.[a-z_]+\(\))\)")
+
+
+def citus_policies(text: str) -> str:
+    """The policies/ file TEXT as migrate --citus applies it: every
+    `(select scsql_caller.f())` becomes `scsql_caller.f()` (the same function,
+    the same rows visible; PostgreSQL may evaluate it once per row instead of
+    once per statement). Raises ValueError when a policy still holds a
+    subquery after that, naming it."""
+    out = _CALLER_SUBQUERY.sub(r"\1", text)
+    for m in re.finditer(r"create policy (.*?);", out, re.S | re.I):
+        body = m.group(1)
+        using = body[body.lower().find(" using "):] if " using " in body.lower() else ""
+        if re.search(r"\bselect\b", using, re.I):
+            raise ValueError(f"policy with a subquery Citus refuses: create policy {' '.join(body.split())}")
+    return out
+
+
+# Statements Citus propagates to the workers as the text of the whole query
+# they arrived in; a file of many statements then fails there ("cannot insert
+# multiple commands into a prepared statement") once the tables are Citus's.
+_WHOLE_TEXT_DDL = re.compile(
+    r"^(?:alter table|create trigger|create or replace trigger|drop trigger|drop policy)\b.*?;[ \t]*$",
+    re.I | re.M | re.S)
+
+
+def one_statement_ddl(text: str) -> str:
+    """TEXT with each top-level statement of _WHOLE_TEXT_DDL run by EXECUTE in
+    a DO block, so Citus sees that statement's text alone."""
+    def wrap(m: re.Match) -> str:
+        statement = m.group(0).rstrip().rstrip(";")
+        if "$citus_ddl$" in statement:
+            raise ValueError(f"cannot wrap a statement holding $citus_ddl$: {statement[:80]}")
+        return f"do $citus_do$ begin execute $citus_ddl${statement}$citus_ddl$; end $citus_do$;"
+    return _WHOLE_TEXT_DDL.sub(wrap, text)
+
+
+class CitusSource(Source):
+    """The files of a source (its root, default the package's) as migrate
+    --citus applies them, on every run (sql/ and policies/ are re-applied
+    each time): the policies written as citus_policies() writes them, and the
+    DDL Citus would send to the workers as the whole file's text
+    (one_statement_ddl) run one statement at a time. Numbered migrations are
+    applied as written (their checksums are recorded)."""
+
+    def bootstrap(self) -> SqlFile:
+        f = super().bootstrap()
+        return SqlFile(f.name, one_statement_ddl(f.text))
+
+    def api(self) -> list[SqlFile]:
+        return [SqlFile(f.name, one_statement_ddl(citus_policies(f.text) if f.name.startswith("policies/") else f.text))
+                for f in super().api()]
+
+
+def write_citus_source(target: Path, root: Path | None = None) -> None:
+    """Copies the source (ROOT, default the package's) to TARGET with its
+    policies as CitusSource applies them, for tools that take a source tree
+    (.ci/citus.sh, SCSQL_TEST_SOURCE)."""
+    import shutil
+
+    source = Source(root)
+    for kind in ("migrations", "sql", "policies"):
+        if (target / kind).exists():
+            shutil.rmtree(target / kind)
+        shutil.copytree(source._path(kind), target / kind)
+    for path in sorted((target / "policies").glob("*.sql")):
+        path.write_text(citus_policies(path.read_text()))
 
 _TABLES = """
 select c.relname::text
@@ -156,6 +249,7 @@ def distribute(conninfo: str, progress: Callable[[str], None] = lambda _m: None)
                              + "; ".join(f"{t} {why}" for t, why in problems),
                              "put project_id in every primary, unique and foreign key of the table "
                              "(a new migration), or name a small global table in scsql.core.citus.REFERENCE_TABLES")
+        _owner_is_no_agent(conn)
         # scsql's tables carry triggers (chains, append-only, redaction): Citus
         # runs them on the shards, and only distributes such tables with this on.
         conn.execute("set citus.enable_unsafe_triggers = on")
@@ -180,7 +274,64 @@ def distribute(conninfo: str, progress: Callable[[str], None] = lambda _m: None)
             raise errors.from_psycopg(exc) from None
         finally:
             _restore_keys(conn, keys)
+        for table, trigger in REFERENCE_TRIGGERS:
+            conn.execute(f"drop trigger if exists {_ident(trigger)} on scsql.{_ident(table)}")
+        _functions_on_every_node(conn)
     return done
+
+
+# The functions the policies call, which read tables: on a worker they run
+# inside the query on a shard, where Citus refuses any query of a Citus
+# table ("cannot execute a distributed query from a query on a shard") unless
+# the function allows it. What they read is a reference table (agents, the
+# grants: a replica on the same node) or, for published_text, the same
+# project's shard.
+_POLICY_FUNCTIONS = r"""
+select distinct p.oid::regprocedure::text
+  from pg_catalog.pg_policy pol
+  join pg_catalog.pg_class c on c.oid = pol.polrelid and c.relnamespace = 'scsql'::regnamespace
+  cross join lateral regexp_matches(coalesce(pg_catalog.pg_get_expr(pol.polqual, pol.polrelid), ''),
+                                    'scsql_caller\.([a-z_]+)\(', 'g') m
+  join pg_catalog.pg_proc p on p.proname = m[1] and p.pronamespace = 'scsql_caller'::regnamespace
+union
+select 'scsql._me()'
+order by 1
+"""
+
+
+def _functions_on_every_node(conn: psycopg.Connection) -> None:
+    """Citus creates a function on the workers only when every table it
+    depends on is a Citus table: those created before the tables were
+    distributed are created there now (create_distributed_function), and the
+    functions the policies call may query Citus tables from a shard."""
+    missing = [name for (name,) in conn.execute("""
+        select p.oid::regprocedure::text from pg_catalog.pg_proc p
+         where p.pronamespace in ('scsql'::regnamespace, 'scsql_caller'::regnamespace)
+           and not exists (select from pg_dist_object o
+                            where o.classid = 'pg_catalog.pg_proc'::regclass and o.objid = p.oid)
+         order by 1""").fetchall()]
+    for name in missing:
+        conn.execute("select create_distributed_function(%s)", (name,))
+    for (name,) in conn.execute(_POLICY_FUNCTIONS).fetchall():
+        conn.execute(f"alter function {name} set citus.allow_nested_distributed_execution = on")
+
+
+def _owner_is_no_agent(conn: psycopg.Connection) -> None:
+    """The owner holds ADMIN on scsql_agent (it adds agent roles to it) and,
+    as bootstrap grants it, inherits it, so the agent policies apply to the
+    owner too, OR'ed with its owner_all policy. PostgreSQL folds `true OR
+    ...` away; Citus evaluates the stable functions of a modification on the
+    coordinator first, where scsql_caller.readable_projects() raises SC001 for
+    the security-definer function's caller (an administrator is no agent).
+    The owner keeps ADMIN and stops inheriting (PostgreSQL 16 and newer, which
+    every Citus that builds against scsql's servers needs)."""
+    conn.execute("grant scsql_agent to scsql_owner with admin option, inherit false, set false")
+    # Citus writes the rows of an INSERT ... SELECT it cannot push down to the
+    # shards with COPY, which PostgreSQL refuses on a table whose policies
+    # apply to the writer (forced for the owner too). The owner's policy on
+    # every table is owner_all, USING (true) WITH CHECK (true): bypassing row
+    # security changes nothing it may see or write.
+    conn.execute("alter role scsql_owner bypassrls")
 
 
 def _no_triggers(conn: psycopg.Connection) -> None:

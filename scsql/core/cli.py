@@ -266,6 +266,10 @@ def cmd_migrate(ctx, args: argparse.Namespace) -> int:
     from .migrate import Migrator, Source
 
     source = Source(Path(args.source)) if args.source else None
+    if args.citus:  # Citus refuses subqueries in policies: the subquery-free form
+        from .citus import CitusSource
+
+        source = CitusSource(Path(args.source) if args.source else None)
     migrator = Migrator(ctx.admin_conninfo() if not args.print else "", source)
     if args.print:
         sys.stdout.write(migrator.script())
