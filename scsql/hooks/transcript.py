@@ -558,15 +558,7 @@ def read(path: str | os.PathLike, since: str | int | None = None,
                 decisions.setdefault(d, None)
         elif m.is_compact_summary or (m.role == "user" and m.text.startswith(_CONTINUED)):
             turn.lines.append("(the context was compacted here)")
-        for u in m.tool_uses:
-            calls[u.id] = _Call(u, m.timestamp)
-            turn.lines.append(f"{'Subagent tool' if m.is_sidechain else 'Tool'} {_tool_line(u, cwd)}")
-        for r in m.tool_results:
-            if r.tool_use_id in calls:
-                first = _failure(r.content) if r.is_error else ""
-                result_of[r.tool_use_id] = ToolResult(r.tool_use_id, first, r.is_error)
-                if r.is_error:
-                    turn.lines.append(f"  failed: {first}")
+        _add_calls(turn, m, calls, result_of, cwd)
     if isinstance(since, str) and not seen_since:
         # The cursor is not in this file: nothing of it was written; read it all.
         whole = read(path, None, redact=redact)
@@ -579,6 +571,19 @@ def read(path: str | os.PathLike, since: str | int | None = None,
     conv = Conversation(s.session_id, _parts(turns, s, _tail(before)), len([t for t in turns if t.request is not None]),
                         s.cursor, seen_since, stats)
     return Update(s, conv)
+
+
+def _add_calls(turn: Turn, m, calls: dict[str, _Call], result_of: dict[str, ToolResult], cwd: str | None) -> None:
+    """A message's tool uses and their results: one line each in the turn, a failure's first line after it."""
+    for u in m.tool_uses:
+        calls[u.id] = _Call(u, m.timestamp)
+        turn.lines.append(f"{'Subagent tool' if m.is_sidechain else 'Tool'} {_tool_line(u, cwd)}")
+    for r in m.tool_results:
+        if r.tool_use_id in calls:
+            first = _failure(r.content) if r.is_error else ""
+            result_of[r.tool_use_id] = ToolResult(r.tool_use_id, first, r.is_error)
+            if r.is_error:
+                turn.lines.append(f"  failed: {first}")
 
 
 def _tally_calls(s: Summary, calls: dict[str, _Call], result_of: dict[str, ToolResult], cwd: str | None) -> None:
