@@ -289,15 +289,26 @@ def test_worker_runs_partition_maintenance_and_cli_reports_it(scsql_db, monkeypa
 
 
 def _clear_bgw_db(conninfo: str) -> None:
-    """Removes what the test installs, and what this run's agent roles hold there (so they can be dropped)."""
+    """Removes what the test installs, and what this run's agent roles hold there (so they can be dropped).
+    The worker is told to leave scsql's tables alone first; a run of it still under way may
+    deadlock with the drop, which then tries again."""
     from scsql.core.config import role_for
 
     with psycopg.connect(conninfo, autocommit=True) as conn:
-        for (role,) in conn.execute("select rolname from pg_roles where rolname like %s",
-                                    (role_for(SESSION) + "%",)).fetchall():
-            conn.execute(f'drop owned by "{role}"')
-        conn.execute("drop schema if exists scsql, scsql_caller, partman cascade")
-        conn.execute("drop extension if exists vector, btree_gist cascade")
+        if conn.execute("select to_regclass('partman.part_config') is not null").fetchone()[0]:
+            conn.execute("update partman.part_config set automatic_maintenance = 'off'")
+        for attempt in range(5):
+            try:
+                with conn.transaction():
+                    for (role,) in conn.execute("select rolname from pg_roles where rolname like %s",
+                                                (role_for(SESSION) + "%",)).fetchall():
+                        conn.execute(f'drop owned by "{role}"')
+                    conn.execute("drop schema if exists scsql, scsql_caller, partman cascade")
+                    conn.execute("drop extension if exists vector, btree_gist cascade")
+                return
+            except psycopg.errors.DeadlockDetected:
+                if attempt == 4:
+                    raise
 
 
 @pytest.fixture
