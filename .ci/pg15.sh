@@ -20,7 +20,9 @@
 # and waits for the worker to make partitions (tests/test_partitions.py). The
 # database is named in the settings only once it exists (ALTER SYSTEM and a
 # reload): a worker launched for a missing database dies at once, and its
-# main process then stops for 10 minutes.
+# main process then stops for 10 minutes, as it does when no worker slot is
+# free (parallel queries take up to max_parallel_workers, 8, of
+# max_worker_processes: 16 leaves room for pg_partman's).
 set -euo pipefail
 
 MAJOR=15
@@ -86,6 +88,7 @@ shared_preload_libraries = 'pg_partman_bgw'
 pg_partman_bgw.interval = $BGW_INTERVAL
 pg_partman_bgw.role = 'postgres'
 pg_partman_bgw.jobmon = off
+max_worker_processes = 16
 max_connections = 300
 fsync = off
 full_page_writes = off
