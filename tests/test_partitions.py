@@ -27,7 +27,8 @@ from scsql.core.keys import Keystore
 from scsql.audit.verify import verify
 
 from .conftest import ScsqlDb
-from .helpers import SESSION, allow_old_rows, auditor_key, backdate_keys, old_day, partition_of, table_exists, write_at
+from .helpers import (SESSION, allow_old_rows, auditor_key, backdate_keys, old_day, partition_of, table_exists,
+                      wait_for, write_at)
 
 
 def _retention(db: ScsqlDb, keep: str | None, table: str = "scsql.tool_calls") -> None:
@@ -276,3 +277,96 @@ def test_worker_runs_partition_maintenance_and_cli_reports_it(scsql_db, monkeypa
     with db.connect() as conn:
         assert conn.execute("select retention from scsql.partition_settings where parent = 'scsql.outcomes'"
                             ).fetchone()["retention"] == dt.timedelta(days=30)
+
+
+# -- pg_partman's background worker ------------------------------------------------------
+# A server that preloads pg_partman_bgw runs pg_partman's run_maintenance_proc
+# every pg_partman_bgw.interval seconds in the databases pg_partman_bgw.dbname
+# names (.ci/pg15.sh: every 2 s in scsql_partman_bgw). That database persists
+# across tests: a worker started for a database that is missing stops its main
+# process for 10 minutes, so the test clears what it installs instead of
+# dropping the database.
+
+
+def _clear_bgw_db(conninfo: str) -> None:
+    """Removes what the test installs, and what this run's agent roles hold there (so they can be dropped).
+    The worker is told to leave scsql's tables alone first; a run of it still under way may
+    deadlock with the drop, which then tries again."""
+    from scsql.core.config import role_for
+
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        if conn.execute("select to_regclass('partman.part_config') is not null").fetchone()[0]:
+            conn.execute("update partman.part_config set automatic_maintenance = 'off'")
+        for attempt in range(5):
+            try:
+                with conn.transaction():
+                    for (role,) in conn.execute("select rolname from pg_roles where rolname like %s",
+                                                (role_for(SESSION) + "%",)).fetchall():
+                        conn.execute(f'drop owned by "{role}"')
+                    conn.execute("drop schema if exists scsql, scsql_caller, partman cascade")
+                    conn.execute("drop extension if exists vector, btree_gist cascade")
+                return
+            except psycopg.errors.DeadlockDetected:
+                if attempt == 4:
+                    raise
+
+
+@pytest.fixture
+def bgw_db(server, tmp_path):
+    """The database pg_partman's background worker maintains, with pg_partman
+    (the newest version the server has) and scsql installed, its partitioned
+    tables set up with pg_partman by the migration."""
+    with psycopg.connect(server.conninfo("postgres")) as conn:
+        libraries = conn.execute("show shared_preload_libraries").fetchone()[0]
+        dbnames = conn.execute("select current_setting('pg_partman_bgw.dbname', true)").fetchone()[0]
+        interval = conn.execute("select current_setting('pg_partman_bgw.interval', true)").fetchone()[0]
+    if "pg_partman_bgw" not in [x.strip() for x in libraries.split(",")]:
+        pytest.skip("this server does not load pg_partman_bgw (shared_preload_libraries); .ci/pg15.sh's does")
+    if not dbnames:
+        pytest.skip("pg_partman_bgw.dbname names no database on this server; .ci/pg15.sh names one")
+    name = dbnames.split(",")[0].strip()
+    db = ScsqlDb(server, name, Keystore(tmp_path / "keys"))
+    _clear_bgw_db(db.admin)  # what an interrupted run may have left
+    try:
+        partitions.enable_partman(db.admin, partitions.partman_versions(db.admin)[-1])
+        Migrator(db.admin).run()
+        yield db, int(interval)
+    finally:
+        db.close()
+        _clear_bgw_db(db.admin)
+
+
+def test_partman_background_worker_creates_partitions_ahead_unasked(bgw_db):
+    """An agent writes a tool call and an outcome, and premake is raised in
+    pg_partman's part_config: the background worker's next run_maintenance
+    creates the partitions up to the new horizon for both of scsql's
+    partitioned tables. Nothing in this test calls maintenance (neither
+    scsql's nor pg_partman's). pg_partman 4.x (infinite_time_partitions off,
+    as scsql's create_parent leaves it) makes partitions ahead of the newest
+    row only, so the rows come first."""
+    db, interval = bgw_db
+    agent = db.agent("bgw", db.project())
+    Api(agent).call("record_tool_call", tool="edit")
+    Api(agent).call("record_outcome", kind="accepted", summary="done", task_ref="T-1")
+    today = dt.datetime.now(dt.UTC).date()
+
+    def days(parent: str) -> set[dt.date]:
+        return {r["lower_bound"].date() for r in partitions.status(db.admin)
+                if r["parent"] == parent and not r["is_default"]}
+
+    parents = ["scsql.outcomes", "scsql.tool_calls"]
+    with db.connect(autocommit=True) as conn:
+        config = {r["parent_table"]: r["premake"] for r in conn.execute(
+            "select parent_table, premake from partman.part_config order by 1").fetchall()}
+        assert sorted(config) == parents  # the migration set both up with pg_partman
+        premake = max(config.values()) + 3
+        horizon = today + dt.timedelta(days=premake)
+        assert all(horizon not in days(p) for p in parents)
+        conn.execute("update partman.part_config set premake = %s", (premake,))
+    started = time.monotonic()
+    made = wait_for(lambda: all(horizon in days(p) for p in parents), timeout=30 + 3 * min(interval, 30), every=0.2)
+    assert made
+    print(f"\npg_partman's background worker (interval {interval} s) made the partitions of {horizon} "
+          f"for {', '.join(parents)} within {time.monotonic() - started:.1f} s")
+    assert {r["managed_by"] for r in partitions.status(db.admin)} == {
+        f"pg_partman {partitions.partman_versions(db.admin)[-1]}"}
