@@ -74,10 +74,12 @@ build_pgvector() {
 }
 
 start() {
-  local dir="$1"
   install_server
-  mkdir -p "$dir"
+  mkdir -p "$1"
+  local dir
+  dir="$(cd "$1" && pwd)"
   chown postgres: "$dir"
+  cd /  # the postgres user's programs may not be able to enter the caller's directory
   if [ ! -f "$dir/data/PG_VERSION" ]; then
     runuser -u postgres -- "$BIN/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
     cat >> "$dir/data/postgresql.conf" <<EOF
@@ -105,6 +107,7 @@ EOF
 
 stop() {
   local dir="$1"
+  [ -d "$dir" ] && dir="$(cd "$dir" && pwd)" && cd /
   [ -f "$dir/data/postmaster.pid" ] && runuser -u postgres -- "$BIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
   return 0
 }
