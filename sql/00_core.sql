@@ -104,8 +104,7 @@ comment on function scsql._secure_table(regclass) is
 
 create or replace function scsql._acting_role()
 returns text
-language sql
-stable
+language sql stable
 as $$
   select coalesce(nullif(pg_catalog.current_setting('role'), 'none'), session_user::text)
 $$;
@@ -114,10 +113,7 @@ comment on function scsql._acting_role() is
 
 create or replace function scsql._me()
 returns scsql.agents
-language plpgsql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_role text := scsql._acting_role();
@@ -144,16 +140,14 @@ comment on function scsql._me() is
 
 create or replace function scsql._my_project()
 returns bigint
-language sql
-stable
+language sql stable
 as $$ select (scsql._me()).project_id $$;
 comment on function scsql._my_project() is
   'Private, for security-definer functions. The acting agent''s project_id (raises like _me). Policies and functions that run as the caller use scsql_caller.project_id().';
 
 create or replace function scsql._my_agent_id()
 returns bigint
-language sql
-stable
+language sql stable
 as $$ select (scsql._me()).agent_id $$;
 comment on function scsql._my_agent_id() is
   'Private, for security-definer functions. The acting agent''s agent_id (raises like _me); scsql_caller.agent_id() for everyone else.';
@@ -166,40 +160,28 @@ comment on function scsql._my_agent_id() is
 
 create or replace function scsql_caller.agent()
 returns scsql.agents
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$ select * from scsql._me() $$;
 comment on function scsql_caller.agent() is
   'The acting agent''s row of scsql.agents, for functions that run as the caller (whoami). Raises SC001 when the session is not acting as an agent and SC002 when the agent was revoked.';
 
 create or replace function scsql_caller.project_id()
 returns bigint
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$ select (scsql._me()).project_id $$;
 comment on function scsql_caller.project_id() is
   'The acting agent''s project_id (raises SC001 / SC002 like scsql_caller.agent). Policies call it as (select scsql_caller.project_id()) so it runs once per statement.';
 
 create or replace function scsql_caller.agent_id()
 returns bigint
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$ select (scsql._me()).agent_id $$;
 comment on function scsql_caller.agent_id() is
   'The acting agent''s agent_id (raises SC001 / SC002 like scsql_caller.agent).';
 
 create or replace function scsql_caller.readable_projects()
 returns bigint[]
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   select array_agg(p order by p) from (
     select scsql._my_project() as p
@@ -212,10 +194,7 @@ comment on function scsql_caller.readable_projects() is
 
 create or replace function scsql_caller.project_agents()
 returns bigint[]
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   select coalesce(array_agg(a.agent_id order by a.agent_id), '{}')
     from scsql.agents a where a.project_id = scsql._my_project()
@@ -225,8 +204,7 @@ comment on function scsql_caller.project_agents() is
 
 create or replace function scsql._require(p_ok boolean, p_what text)
 returns void
-language plpgsql
-immutable
+language plpgsql immutable
 as $$
 begin
   if p_ok is not true then
@@ -239,8 +217,7 @@ comment on function scsql._require(boolean, text) is
 
 create or replace function scsql._jsonb_depth(p_value jsonb, p_limit integer default 64)
 returns integer
-language sql
-immutable parallel safe
+language sql immutable parallel safe
 as $$
   -- Walks at most p_limit + 1 levels, so a value nested thousands deep
   -- costs no more than one nested just too deep.
@@ -264,8 +241,7 @@ comment on function scsql._jsonb_depth(jsonb, integer) is
 
 create or replace function scsql._check_name(p_kind text, p_value text, p_pattern text, p_rule text)
 returns void
-language plpgsql
-immutable
+language plpgsql immutable
 as $$
 begin
   if p_value is null or p_value !~ p_pattern then
@@ -313,8 +289,7 @@ comment on function scsql._map_constraint(regclass, text, text, text, text) is
 create or replace function scsql._raise_violation(p_sqlstate text, p_schema text, p_table text,
                                                   p_constraint text, p_column text, p_message text)
 returns void
-language plpgsql
-stable
+language plpgsql stable
 as $$
 declare
   v_rel regclass := pg_catalog.to_regclass(format('%I.%I', p_schema, p_table));
@@ -359,8 +334,7 @@ comment on function scsql._raise_violation(text, text, text, text, text, text) i
 
 create or replace function scsql._check_row(p_table regclass, p_row anyelement)
 returns void
-language plpgsql
-stable
+language plpgsql stable
 as $$
 declare
   c record;
@@ -405,8 +379,7 @@ comment on function scsql._check_row(regclass, anyelement) is
 
 create or replace function scsql._project_id(p_name text)
 returns bigint
-language plpgsql
-stable
+language plpgsql stable
 as $$
 declare
   v_id bigint;
@@ -449,8 +422,7 @@ comment on function scsql._agent(text, boolean) is
 
 create or replace function scsql._team_role(p_name text)
 returns scsql.team_roles
-language plpgsql
-stable
+language plpgsql stable
 as $$
 declare
   v_role scsql.team_roles;
@@ -473,8 +445,7 @@ comment on function scsql._team_role(text) is
 create or replace function scsql.whoami(
   out agent text, out project text, out team_role text, out orchestrates boolean,
   out role_name text, out key_id integer, out public_key text, out created_at timestamptz)
-language sql
-stable
+language sql stable
 as $$
   select a.name, p.name, a.team_role, r.orchestrates, a.role_name,
          k.key_id, encode(k.public_key, 'hex'), a.created_at
@@ -493,8 +464,7 @@ The acting agent: name, project, team role (and whether it orchestrates), Postgr
 
 create or replace function scsql.status()
 returns jsonb
-language sql
-stable
+language sql stable
 as $$
   select jsonb_build_object(
     'server_version', current_setting('server_version'),
@@ -527,8 +497,7 @@ returns table (
   agent text, project text, team_role text, role_name text,
   created_at timestamptz, revoked_at timestamptz, key_id integer, public_key text
 )
-language sql
-stable
+language sql stable
 as $$
   select a.name, p.name, a.team_role, a.role_name, a.created_at, a.revoked_at,
          k.key_id, encode(k.public_key, 'hex')
@@ -551,8 +520,7 @@ Agents the caller may see, with project, team role, PostgreSQL role, created and
 
 create or replace function scsql._path_parts(p_path text)
 returns text[]
-language plpgsql
-immutable strict parallel safe
+language plpgsql immutable strict parallel safe
 as $$
 -- The one lexical reading of a path, for every function that takes one:
 -- the project root (create_project, set_project_root, through _root_parts),
@@ -587,8 +555,7 @@ comment on function scsql._path_parts(text) is
 
 create or replace function scsql._root_parts(p_root text)
 returns text[]
-language sql
-immutable strict parallel safe
+language sql immutable strict parallel safe
 as $$
   select case when pg_catalog.left(p_root, 1) = '/' then nullif(scsql._path_parts(p_root), '{}'::text[]) end
 $$;
@@ -601,9 +568,7 @@ comment on function scsql._root_parts(text) is
 
 create or replace function scsql.create_project(p_name text, p_root_path text default null, p_git_remote text default null)
 returns bigint
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_id bigint;
@@ -656,9 +621,7 @@ where pg_catalog.to_regrole(pg_catalog.quote_ident(a.role_name)) is not null;
 
 create or replace function scsql.register_agent(p_name text, p_project text, p_team_role text, p_public_key bytea)
 returns table (agent_id bigint, role_name text, key_id integer)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint;
@@ -711,9 +674,7 @@ comment on function scsql.register_agent(text, text, text, bytea) is
 
 create or replace function scsql.revoke_agent(p_name text)
 returns timestamptz
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_agent scsql.agents;
@@ -733,9 +694,7 @@ comment on function scsql.revoke_agent(text) is
 
 create or replace function scsql.rotate_agent_key(p_name text, p_public_key bytea)
 returns integer
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_agent scsql.agents;
@@ -767,9 +726,7 @@ comment on function scsql.rotate_agent_key(text, bytea) is
 
 create or replace function scsql.define_team_role(p_name text, p_orchestrates boolean default false, p_description text default '')
 returns void
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
@@ -790,9 +747,7 @@ comment on function scsql.define_team_role(text, boolean, text) is
 
 create or replace function scsql.grant_project_read(p_project text, p_agent text)
 returns void
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint;
@@ -809,9 +764,7 @@ comment on function scsql.grant_project_read(text, text) is
 
 create or replace function scsql.revoke_project_read(p_project text, p_agent text)
 returns boolean
-language sql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   with d as (
     delete from scsql.project_grants g
@@ -834,8 +787,7 @@ returns table (
   name text, signature text, description text, returns_set boolean, return_type text,
   returns_row boolean, arg_names text[], arg_types text[], n_defaults integer
 )
-language sql
-stable
+language sql stable
 as $$
   select p.proname::text,
          p.oid::regprocedure::text,

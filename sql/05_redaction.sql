@@ -32,8 +32,7 @@ select scsql._define_error(code, name, meaning) from (values
 
 create or replace function scsql._redaction_rules()
 returns text[]
-language sql
-immutable parallel safe
+language sql immutable parallel safe
 as $rules$
   -- One row per rule: kind, mode, pattern, replacement, flags, prefilter, description.
   -- mode replace: regexp_replace(text, pattern, replacement, flags), run only
@@ -116,8 +115,7 @@ comment on function scsql._redaction_rules() is
 
 create or replace function scsql._entropy(p_text text)
 returns double precision
-language sql
-immutable strict parallel safe
+language sql immutable strict parallel safe
 as $$
   select coalesce(-sum(p * ln(p)) / ln(2), 0)
   from (select count(*)::double precision / length(p_text) as p
@@ -129,8 +127,7 @@ comment on function scsql._entropy(text) is
 
 create or replace function scsql._looks_random(p_value text)
 returns boolean
-language plpgsql
-immutable strict parallel safe
+language plpgsql immutable strict parallel safe
 as $$
 declare
   v_n integer := length(p_value);
@@ -159,8 +156,7 @@ comment on function scsql._looks_random(text) is
 
 create or replace function scsql._assigned_secret_kind(p_name text, p_value text, p_quoted boolean, p_env boolean)
 returns text
-language plpgsql
-immutable parallel safe
+language plpgsql immutable parallel safe
 as $$
 declare
   v_name text := lower(ltrim(p_name, '-.'));
@@ -230,8 +226,7 @@ comment on function scsql._assigned_secret_kind(text, text, boolean, boolean) is
 
 create or replace function scsql._redact_assigned(p_text text, p_pattern text, p_flags text)
 returns text
-language plpgsql
-immutable strict parallel safe
+language plpgsql immutable strict parallel safe
 as $$
 declare
   v_parts text[];
@@ -294,8 +289,7 @@ comment on function scsql._redact_assigned(text, text, text) is
 
 create or replace function scsql._redact(p_text text)
 returns text
-language plpgsql
-immutable strict parallel safe
+language plpgsql immutable strict parallel safe
 as $$
 declare
   v_rules text[] := scsql._redaction_rules();
@@ -323,8 +317,7 @@ comment on function scsql._redact(text) is
 
 create or replace function scsql._redact_jsonb(p_value jsonb)
 returns jsonb
-language plpgsql
-immutable strict parallel safe
+language plpgsql immutable strict parallel safe
 as $$
 begin
   case pg_catalog.jsonb_typeof(p_value)
@@ -359,10 +352,7 @@ comment on function scsql._redact_jsonb(jsonb) is
 
 create or replace function scsql.redaction_kinds()
 returns table (kind text, applied integer, pattern text, description text)
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   select r[i][1], i, r[i][3], r[i][7]
   from (select scsql._redaction_rules() as r) s, generate_series(1, array_length(s.r, 1)) i
@@ -377,10 +367,7 @@ comment on function scsql.redaction_kinds() is
 
 create or replace function scsql.redact(p_text text)
 returns text
-language plpgsql
-immutable parallel safe
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql immutable parallel safe security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 begin
   if pg_catalog.octet_length(p_text) > 2097152 then
@@ -396,10 +383,7 @@ comment on function scsql.redact(text) is
 
 create or replace function scsql.redact_jsonb(p_value jsonb)
 returns jsonb
-language plpgsql
-immutable parallel safe
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql immutable parallel safe security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 begin
   if pg_catalog.octet_length(p_value::text) > 2097152 then
@@ -423,8 +407,7 @@ comment on function scsql.redact_jsonb(jsonb) is
 
 create or replace function scsql._redacted_kinds(p_before text, p_after text)
 returns text
-language sql
-immutable parallel safe
+language sql immutable parallel safe
 as $$
   -- The kinds of the markers redaction added: those in AFTER beyond their count in BEFORE.
   select coalesce(pg_catalog.string_agg(a.kind, ', ' order by a.kind), 'secret')
@@ -438,8 +421,7 @@ comment on function scsql._redacted_kinds(text, text) is
 
 create or replace function scsql._refuse_signed_secret(p_field text, p_what text, p_before text, p_after text)
 returns void
-language plpgsql
-immutable parallel safe
+language plpgsql immutable parallel safe
 as $$
 begin
   if p_after is distinct from p_before then
@@ -456,16 +438,14 @@ comment on function scsql._refuse_signed_secret(text, text, text, text) is
 
 create or replace function scsql._require_redacted(p_field text, p_value text)
 returns void
-language sql
-immutable parallel safe
+language sql immutable parallel safe
 as $$ select scsql._refuse_signed_secret(p_field, 'text', p_value, scsql._redact(p_value)) $$;
 comment on function scsql._require_redacted(text, text) is
   'Private, for the signed write functions: raises SC040 when redaction (scsql._redact) would change VALUE, naming FIELD and the kinds of secret found, never the secret. The database never changes signed text, so it refuses it. NULL passes.';
 
 create or replace function scsql._require_redacted_jsonb(p_field text, p_value jsonb)
 returns void
-language sql
-immutable parallel safe
+language sql immutable parallel safe
 as $$ select scsql._refuse_signed_secret(p_field, 'JSON', p_value::text, scsql._redact_jsonb(p_value)::text) $$;
 comment on function scsql._require_redacted_jsonb(text, jsonb) is
   'Private, for the signed write functions: raises SC040 when redaction (scsql._redact_jsonb) would change VALUE, naming FIELD and the kinds of secret found, never the secret. NULL passes.';

@@ -34,9 +34,7 @@ select scsql._define_error(code, name, meaning) from (values
 
 create or replace function scsql._enc(p_tag bytea, p_value bytea)
 returns bytea
-language sql
-immutable
-parallel safe
+language sql immutable parallel safe
 as $$
   select case when p_value is null then '\x4e00000000'::bytea
               else p_tag || pg_catalog.int4send(pg_catalog.length(p_value)) || p_value end
@@ -109,8 +107,7 @@ comment on function scsql._enc_jsonb(jsonb) is 'Private. Canonical field of a js
 
 create or replace function scsql._enc_expr(p_kind text, p_value text)
 returns text
-language sql
-immutable
+language sql immutable
 as $$
   -- Generated code evaluates the encoding inline (no function call per
   -- field); it is the same as scsql._enc_<kind>, which the tests check.
@@ -130,8 +127,7 @@ comment on function scsql._enc_expr(text, text) is
 
 create or replace function scsql._enc_kind(p_type regtype)
 returns text
-language sql
-immutable
+language sql immutable
 as $$
   select case p_type
     when 'text'::regtype then 'text' when 'character varying'::regtype then 'text'
@@ -153,10 +149,7 @@ comment on function scsql._enc_kind(regtype) is
 
 create or replace function scsql._chain_fields(p_table text default null)
 returns table (table_name text, part text, ordinal integer, column_name text, kind text)
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   select t.table_name, f.part, f.ord::integer, f.col, scsql._enc_kind(a.atttypid::regtype)
   from scsql.chained_tables t
@@ -176,8 +169,7 @@ comment on function scsql._chain_fields(text) is
 
 create or replace function scsql._chain_payload_expr(p_table text, p_rec text, p_author text)
 returns text
-language sql
-stable
+language sql stable
 as $$
   select format('%L::bytea || %s || %s || %s',
                 scsql._enc_text('scsql/1') || scsql._enc_text(p_table),
@@ -194,8 +186,7 @@ comment on function scsql._chain_payload_expr(text, text, text) is
 
 create or replace function scsql._chain_body_expr(p_table text, p_rec text, p_author text)
 returns text
-language sql
-stable
+language sql stable
 as $$
   -- The stamped fields then the payload of one row, as an SQL expression over
   -- record p_rec, with p_author the expression of the author's name.
@@ -208,8 +199,7 @@ comment on function scsql._chain_body_expr(text, text, text) is
 
 create or replace function scsql._chain_object_name(p_table text, p_prefix text)
 returns text
-language sql
-immutable
+language sql immutable
 as $$
   select p_prefix || case when split_part(p_table, '.', 1) = 'scsql' then split_part(p_table, '.', 2)
                           else replace(p_table, '.', '__') end
@@ -223,17 +213,14 @@ comment on function scsql._chain_object_name(text, text) is
 
 create or replace function scsql._chain_clock_skew()
 returns interval
-language sql
-stable
+language sql stable
 as $$ select coalesce((select s.clock_skew from scsql.chain_settings s), interval '5 minutes') $$;
 comment on function scsql._chain_clock_skew() is
   'Private. How far the timestamp of a chained write (or a checkpoint) may be from the server clock: scsql.chain_settings.clock_skew (default 5 minutes), which only administrators change (scsql.set_clock_skew). Session settings have no say. Read by the security-definer trigger and checks, as the owner.';
 
 create or replace function scsql.set_clock_skew(p_clock_skew interval)
 returns interval
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
@@ -256,10 +243,7 @@ comment on function scsql.set_clock_skew(interval) is
 
 create or replace function scsql._chain_check_signer(p_agent bigint, p_key_id integer, p_at timestamptz, p_signature bytea)
 returns void
-language plpgsql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_key integer;
@@ -370,9 +354,7 @@ $l$;
   return format($f$
 create or replace function scsql.%1$I()
 returns trigger
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $body$
 declare
   v_agent bigint;
@@ -544,10 +526,7 @@ Raises SC105 for a table without project_id, an unknown, repeated or managed col
 
 create or replace function scsql._chain_scan_sql(p_table text)
 returns text
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   select format('select chain_id, seq, at, key_id, author_id, prev_hash, row_hash, signature, project_id, tableoid::oid%s from %s where chain_id between %%s and %%s order by chain_id, seq',
                 coalesce((select string_agg(format(', %I', f.column_name), ''
@@ -566,8 +545,7 @@ comment on function scsql._chain_scan_sql(text) is
 create or replace function scsql._chain_gap(
   p_from bigint, p_to bigint, p_firsts bigint[], p_lasts bigint[], p_retired boolean[], p_legacy bigint,
   out ok boolean, out legacy_used boolean, out missing_at bigint, out detail text)
-language plpgsql
-immutable
+language plpgsql immutable
 as $$
 declare
   s bigint := p_from;
@@ -622,10 +600,7 @@ comment on function scsql._chain_gap(bigint, bigint, bigint[], bigint[], boolean
 
 create or replace function scsql._chain_dropped(p_chain bigint, p_seq bigint,
   out part text, out first_seq bigint, out last_seq bigint, out detail text)
-language plpgsql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_variable
 declare
@@ -654,10 +629,7 @@ comment on function scsql._chain_dropped(bigint, bigint) is
 create or replace function scsql.verify_chain(
   p_chain bigint, p_from_checkpoint bigint default null,
   out chain_id bigint, out ok boolean, out rows_checked bigint, out broken_seq bigint, out kind text, out detail text)
-language plpgsql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_chain scsql.chains;
@@ -923,8 +895,7 @@ comment on function scsql.verify_chain(bigint, bigint) is
 create or replace function scsql.chain_heads()
 returns table (project text, agent text, chain_id bigint, head_seq bigint, head_hash text, horizon_seq bigint,
                quarantined_from bigint, quarantine_open boolean)
-language sql
-stable
+language sql stable
 as $$
   select p.name, a.name, c.chain_id, c.head_seq, encode(c.head_hash, 'hex'), c.horizon_seq,
          q.from_seq, q.open

@@ -28,10 +28,7 @@ select scsql._make_chained('scsql.outcomes',
 
 create or replace function scsql_caller.confidential_authors()
 returns bigint[]
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   select coalesce(array_agg(a.agent_id), '{}')
   from scsql.agents a, scsql._me() me
@@ -45,9 +42,7 @@ comment on function scsql_caller.confidential_authors() is
 
 create or replace function scsql.grant_confidential(p_agent text, p_team_role text)
 returns void
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_agent scsql.agents;
@@ -64,9 +59,7 @@ comment on function scsql.grant_confidential(text, text) is
 
 create or replace function scsql.revoke_confidential(p_agent text, p_team_role text)
 returns boolean
-language sql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   with d as (
     delete from scsql.confidential_grants g using scsql.agents a
@@ -85,9 +78,7 @@ comment on function scsql.revoke_confidential(text, text) is
 create or replace function scsql.set_model_price(p_model text, p_input_usd_per_mtok numeric, p_output_usd_per_mtok numeric,
                                                  p_effective_from timestamptz default now())
 returns void
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
@@ -120,10 +111,7 @@ comment on function scsql.set_model_price(text, numeric, numeric, timestamptz) i
 
 create or replace function scsql.model_prices()
 returns table (model text, effective_from timestamptz, input_usd_per_mtok numeric, output_usd_per_mtok numeric)
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   select model, effective_from, input_usd_per_mtok, output_usd_per_mtok from scsql.model_prices
   order by model, effective_from
@@ -138,8 +126,7 @@ The price list: model, effective_from, USD per million input tokens and per mill
 -- than the lookup). It replaces _tool_call_cost.
 create or replace function scsql._model_price(p_model text, p_at timestamptz)
 returns table (input_usd_per_mtok numeric, output_usd_per_mtok numeric)
-language sql
-stable
+language sql stable
 as $$
   select m.input_usd_per_mtok, m.output_usd_per_mtok
   from scsql.model_prices m
@@ -152,8 +139,7 @@ comment on function scsql._model_price(text, timestamptz) is
 
 create or replace function scsql.cost_report(p_since timestamptz default now() - interval '7 days', p_group_by text default 'model')
 returns table (key text, calls bigint, input_tokens bigint, output_tokens bigint, cost_usd numeric, unpriced_calls bigint)
-language plpgsql
-stable
+language plpgsql stable
 as $$
 begin
   -- Runs as the caller, who may not execute the private scsql._require.
@@ -197,8 +183,7 @@ Cost of the tool calls the caller may see since SINCE (default: 7 days ago), gro
 
 create or replace function scsql._require_references(p_project bigint, p_session_id bigint, p_tool_call_id bigint default null)
 returns void
-language plpgsql
-stable
+language plpgsql stable
 as $$
 begin
   if p_tool_call_id is not null and not exists (
@@ -218,9 +203,7 @@ create or replace function scsql.start_session(
   p_client text default null, p_model text default null, p_title text default null,
   p_at timestamptz default null, p_key_id integer default null, p_signature bytea default null,
   out session_id bigint, out chain_id bigint, out seq bigint)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();
@@ -263,9 +246,7 @@ create or replace function scsql.record_tool_call(
   p_key_id integer default null,
   p_signature bytea default null,
   out tool_call_id bigint, out chain_id bigint, out seq bigint, out cost_usd numeric)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 begin
   -- The same row capture_tool_call writes, without what only hooks know: the
@@ -307,9 +288,7 @@ create or replace function scsql.record_outcome(
   p_key_id integer default null,
   p_signature bytea default null,
   out outcome_id bigint, out chain_id bigint, out seq bigint, out learning_id bigint)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();
@@ -360,9 +339,7 @@ Records what came of a tool call, session or task (give at least one of tool_cal
 -- this function passes the acting agent's own project.
 create or replace function scsql._project_lock(p_project bigint, p_name text, p_shared boolean)
 returns void
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   i integer;
@@ -388,9 +365,7 @@ comment on function scsql._project_lock(bigint, text, boolean) is
 
 create or replace function scsql._project_lock_rows()
 returns trigger
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 begin
   insert into scsql.project_locks (project_id, name)
@@ -407,9 +382,7 @@ create or replace trigger project_lock_rows after insert on scsql.projects
 
 create or replace function scsql_caller.lock_my_learnings()
 returns void
-language sql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$ select scsql._project_lock(scsql._my_project(), 'learnings', false) $$;
 comment on function scsql_caller.lock_my_learnings() is
   'Used by learnings_export, which runs as the caller. Takes the acting agent''s own project''s learnings lock exclusively, so it waits for every transaction of the project still inserting learnings. Raises like _me.';
@@ -420,9 +393,7 @@ comment on function scsql_caller.lock_my_learnings() is
 
 create or replace function scsql._learn_from_outcome()
 returns trigger
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_kind text;
@@ -461,8 +432,7 @@ create trigger learn after insert on scsql.outcomes for each row execute functio
 
 create or replace function scsql_caller.learning_entry(p_l scsql.learnings)
 returns scsql.learning_entry
-language sql
-stable
+language sql stable
 as $$
   select p_l.learning_id, p_l.kind, p_l.outcome_kind, p_l.created_at,
          coalesce((select a.name from scsql.agents a where a.agent_id = p_l.author_id), p_l.author_id::text),
@@ -475,8 +445,7 @@ comment on function scsql_caller.learning_entry(scsql.learnings) is
 create or replace function scsql.learnings(
   p_query text default null, p_kind text default null, p_since timestamptz default null, p_limit integer default 50)
 returns setof scsql.learning_entry
-language plpgsql
-stable
+language plpgsql stable
 as $$
 begin
   -- Runs as the caller, who may not execute the private scsql._require.
@@ -511,8 +480,7 @@ Learnings the caller may see (classification applies), newest first: failures an
 
 create or replace function scsql.learnings_export(p_after_id bigint, p_limit integer default 10000)
 returns setof scsql.learning_entry
-language plpgsql
-volatile
+language plpgsql volatile
 as $$
 begin
   -- Runs as the caller, who may not execute the private scsql._require.

@@ -24,8 +24,7 @@ select scsql._define_error(code, name, meaning) from (values
 ) as t(code, name, meaning);
 
 create or replace function scsql._partman(out schema_name text, out major integer, out version text)
-language sql
-stable
+language sql stable
 as $$
   select e.extnamespace::regnamespace::text, split_part(e.extversion, '.', 1)::integer, e.extversion
   from pg_catalog.pg_extension e where e.extname = 'pg_partman'
@@ -58,8 +57,7 @@ comment on function scsql._owner_may_lock(regclass[], boolean) is
 
 create or replace function scsql._qualified(p_table regclass)
 returns text
-language sql
-stable
+language sql stable
 as $$
   select format('%I.%I', n.nspname, c.relname)
   from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace where c.oid = p_table
@@ -69,9 +67,7 @@ comment on function scsql._qualified(regclass) is
 
 create or replace function scsql._partitions(p_parent regclass)
 returns table (partition regclass, lower_bound timestamptz, upper_bound timestamptz, is_default boolean)
-language plpgsql
-stable
-set timezone = 'UTC'
+language plpgsql stable set timezone = 'UTC'
 as $$
 declare
   r record;
@@ -99,8 +95,7 @@ comment on function scsql._partitions(regclass) is
 
 create or replace function scsql._create_day_partition(p_parent regclass, p_day date)
 returns text
-language plpgsql
-set timezone = 'UTC'
+language plpgsql set timezone = 'UTC'
 as $$
 declare
   v_lo timestamptz := p_day::timestamp at time zone 'UTC';
@@ -132,8 +127,7 @@ comment on function scsql._create_day_partition(regclass, date) is
 
 create or replace function scsql._default_rows_in(p_default regclass, p_lo timestamptz, p_hi timestamptz)
 returns setof integer
-language plpgsql
-stable
+language plpgsql stable
 as $$
 begin
   return query execute format('select 1 from %s where at >= $1 and at < $2 limit 1', p_default) using p_lo, p_hi;
@@ -144,10 +138,7 @@ comment on function scsql._default_rows_in(regclass, timestamptz, timestamptz) i
 
 create or replace function scsql._chain_partitions()
 returns table (relid oid, part text, dated boolean)
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   select c.oid, t.table_name, false
   from scsql.chained_tables t join pg_catalog.pg_class c on c.oid = t.table_name::regclass
@@ -166,9 +157,7 @@ comment on function scsql._chain_partitions() is
 
 create or replace function scsql._retire_partition(p_partition regclass)
 returns void
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_parent regclass;
@@ -260,8 +249,7 @@ comment on function scsql._retire_partition(regclass) is
 
 create or replace function scsql._partman_manages(p_schema text, p_parent text)
 returns boolean
-language plpgsql
-stable
+language plpgsql stable
 as $$
 declare
   v boolean;
@@ -280,11 +268,7 @@ comment on function scsql._partman_manages(text, text) is
 -- days ahead, and rows of a day without one land in the default partition).
 create or replace function scsql.maintain_partitions()
 returns table (parent text, action text, partition text, detail text)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
-set timezone = 'UTC'
-set lock_timeout = '200ms'
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp set timezone = 'UTC' set lock_timeout = '200ms'
 as $$
 declare
   s scsql.partition_settings;
@@ -389,9 +373,7 @@ comment on function scsql.maintain_partitions() is
 
 create or replace function scsql.set_partition_retention(p_table text, p_retention interval, p_premake integer default null)
 returns void
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
@@ -416,9 +398,7 @@ comment on function scsql.set_partition_retention(text, interval, integer) is
 
 create or replace function scsql._partition_settings_logged()
 returns trigger
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 begin
   if tg_op = 'INSERT' or new.retention is distinct from old.retention or new.premake is distinct from old.premake then
@@ -455,10 +435,7 @@ select scsql._make_append_only(t) from unnest('{scsql.partition_settings_log, sc
 create or replace function scsql.partition_retirements()
 returns table (part text, parent text, lower_bound timestamptz, upper_bound timestamptz, retention interval,
                retired_at timestamptz, retired_by text, chains jsonb, ok boolean, detail text)
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   select r.part, r.parent, r.lower_bound, r.upper_bound, r.retention, r.retired_at, r.retired_by, r.chains,
          v.problem is null, v.problem
@@ -485,10 +462,7 @@ comment on function scsql.partition_retirements() is
 create or replace function scsql.partition_status()
 returns table (parent text, partition text, lower_bound timestamptz, upper_bound timestamptz, is_default boolean,
                retention interval, premake integer, managed_by text)
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   select s.parent, scsql._qualified(p.partition), p.lower_bound, p.upper_bound, p.is_default, s.retention, s.premake,
          case when (select schema_name from scsql._partman()) is null then 'built-in'

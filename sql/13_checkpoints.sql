@@ -65,9 +65,7 @@ select scsql._define_error('SC132', 'checkpoint_refused',
 
 create or replace function scsql.register_auditor_key(p_public_key bytea)
 returns integer
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_key integer;
@@ -91,20 +89,14 @@ comment on function scsql.register_auditor_key(bytea) is
 
 create or replace function scsql.auditor_keys()
 returns table (key_id integer, public_key text, valid_from timestamptz)
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$ select key_id, encode(public_key, 'hex'), valid_from from scsql.auditor_keys order by key_id $$;
 comment on function scsql.auditor_keys() is
   'Auditor and administrators. The auditor''s registered public keys (hex), oldest first.';
 
 create or replace function scsql.checkpoint_heads_now()
 returns table (project_id bigint, project text, chain_id bigint, head_seq bigint, head_hash bytea)
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   select c.project_id, p.name, c.chain_id, c.head_seq, c.head_hash
   from scsql.chains c join scsql.projects p using (project_id)
@@ -115,10 +107,7 @@ comment on function scsql.checkpoint_heads_now() is
   'Auditor. The current head (seq, row_hash) of every non-empty chain, by project, as scsql.chains records it. scsql checkpoint does not sign these: it signs the heads its own verification of the rows reached.';
 
 create or replace function scsql._chain_row_at(p_chain bigint, p_seq bigint, out row_hash bytea, out part text)
-language plpgsql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_query text;
@@ -138,19 +127,14 @@ comment on function scsql._chain_row_at(bigint, bigint) is
 
 create or replace function scsql._chain_row_hash(p_chain bigint, p_seq bigint)
 returns bytea
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$ select (scsql._chain_row_at(p_chain, p_seq)).row_hash $$;
 comment on function scsql._chain_row_hash(bigint, bigint) is
   'Private. The row_hash of the row at P_SEQ of chain P_CHAIN, whichever chained table holds it; NULL when none does.';
 
 create or replace function scsql._checkpoint_int(p_value jsonb)
 returns bigint
-language sql
-immutable
-set search_path = pg_catalog, scsql, pg_temp
+language sql immutable set search_path = pg_catalog, scsql, pg_temp
 as $$
   select case when pg_catalog.jsonb_typeof(p_value) = 'number' and p_value::text ~ '^[0-9]{1,18}$'
               then p_value::text::bigint end
@@ -160,9 +144,7 @@ comment on function scsql._checkpoint_int(jsonb) is
 
 create or replace function scsql._checkpoint_hash(p_value jsonb)
 returns bytea
-language sql
-immutable
-set search_path = pg_catalog, scsql, pg_temp
+language sql immutable set search_path = pg_catalog, scsql, pg_temp
 as $$
   select case when pg_catalog.jsonb_typeof(p_value) = 'string' and (p_value #>> '{}') ~ '^[0-9a-fA-F]{64}$'
               then pg_catalog.decode(p_value #>> '{}', 'hex') end
@@ -173,9 +155,7 @@ comment on function scsql._checkpoint_hash(jsonb) is
 create or replace function scsql.record_checkpoint(
   p_project_id bigint, p_at timestamptz, p_key_id integer, p_signature bytea, p_heads jsonb)
 returns bigint
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_id bigint;
@@ -316,10 +296,7 @@ comment on function scsql.record_checkpoint(bigint, timestamptz, integer, bytea,
 create or replace function scsql.checkpoints(p_after_id bigint default 0)
 returns table (checkpoint_id bigint, project_id bigint, project text, at timestamptz, key_id integer,
                public_key text, signature text, heads jsonb)
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   select c.checkpoint_id, c.project_id, p.name, c.at, c.key_id, encode(k.public_key, 'hex'), encode(c.signature, 'hex'),
          (select jsonb_agg(jsonb_build_object('chain_id', h.chain_id, 'seq', h.seq, 'row_hash', encode(h.row_hash, 'hex'))
@@ -353,9 +330,7 @@ select scsql._define_error('SC133', 'quarantine_unknown',
 
 create or replace function scsql.record_quarantine(p_chain_id bigint, p_from_seq bigint, p_kind text, p_detail text)
 returns bigint
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint;
@@ -395,9 +370,7 @@ comment on function scsql.record_quarantine(bigint, bigint, text, text) is
 
 create or replace function scsql.acknowledge_quarantine(p_quarantine_id bigint, p_note text)
 returns timestamptz
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_at timestamptz;
@@ -423,10 +396,7 @@ create or replace function scsql.chain_quarantines(p_open_only boolean default f
 returns table (quarantine_id bigint, project text, chain_id bigint, agent text, from_seq bigint, anchored_seq bigint,
                checkpoint_id bigint, kind text, detail text, found_at timestamptz, found_by text,
                acknowledged_at timestamptz, acknowledged_by text, note text)
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   select q.quarantine_id, p.name, q.chain_id, a.name, q.from_seq, q.anchored_seq, q.checkpoint_id, q.kind, q.detail,
          q.found_at, q.found_by, q.acknowledged_at, q.acknowledged_by, q.note

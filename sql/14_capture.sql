@@ -46,9 +46,7 @@ comment on function scsql._capture_key(bigint, bigint, text) is
 
 create or replace function scsql.capture_event(p_event_key text)
 returns boolean
-language sql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$ select scsql._capture_key(me.project_id, me.agent_id, p_event_key) from scsql._me() me $$;
 comment on function scsql.capture_event(text) is
   'Claims a hook event''s key for this transaction: true the first time, false when it was captured before.
@@ -64,10 +62,7 @@ Claims event key EVENT_KEY (a hook event id; 1 to 200 characters) in the acting 
 
 create or replace function scsql.session_for(p_external_id text)
 returns bigint
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   select s.session_id from scsql.sessions s, scsql._me() me
   where s.project_id = me.project_id and s.author_id = me.agent_id and s.external_id = p_external_id
@@ -85,9 +80,7 @@ create or replace function scsql.open_session(
   p_git_commit text default null, p_client text default null, p_model text default null, p_title text default null,
   p_occurred_at timestamptz default null, p_at timestamptz default null, p_key_id integer default null, p_signature bytea default null,
   out session_id bigint, out created boolean)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();
@@ -192,9 +185,7 @@ create or replace function scsql.record_prompt(
   p_text text, p_session_id bigint default null, p_imported boolean default null, p_occurred_at timestamptz default null,
   p_event_key text default null, p_at timestamptz default null, p_key_id integer default null, p_signature bytea default null,
   out prompt_id bigint, out chain_id bigint, out seq bigint)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();
@@ -252,9 +243,7 @@ create or replace function scsql.capture_tool_call(
   p_key_id integer default null,
   p_signature bytea default null,
   out tool_call_id bigint, out chain_id bigint, out seq bigint, out cost_usd numeric)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();
@@ -331,8 +320,7 @@ record_tool_call as a hook captures it: the same arguments, plus tool_use_id (th
 
 create or replace function scsql._tool_input_key(p_tool text, p_input jsonb)
 returns text
-language sql
-immutable
+language sql immutable
 as $$
   select left(case when p_tool = 'Bash' then p_input ->> 'command'
                    when p_tool = 'NotebookEdit' then p_input ->> 'notebook_path'
@@ -362,9 +350,7 @@ create trigger learning_input_key before insert on scsql.learnings
 
 create or replace function scsql.mark_learning_rule(p_learning_id bigint, p_deny boolean, p_pattern text default null)
 returns void
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();
@@ -405,10 +391,7 @@ Makes failure learning LEARNING_ID a rule (DENY true) that denies the calls of i
 
 create or replace function scsql.check_tool_use(p_tool text, p_input jsonb)
 returns table (decision text, reason text, task_id bigint, owner text, lessons jsonb)
-language plpgsql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -522,9 +505,7 @@ comment on function scsql._my_session(scsql.agents, bigint) is
 
 create or replace function scsql.transcript_cursor(p_session_id bigint,
   out cursor text, out parts integer, out messages bigint)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -550,9 +531,7 @@ Returns cursor (the uuid of the last transcript message kept in the session''s s
 create or replace function scsql.advance_transcript_cursor(p_session_id bigint, p_cursor text, p_parts integer,
                                                            p_messages bigint)
 returns void
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();

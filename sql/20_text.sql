@@ -84,8 +84,7 @@ select scsql._define_error(code, name, meaning, 'client') from (values
 
 create or replace function scsql._normalize(p_text text)
 returns text
-language sql
-immutable strict parallel safe
+language sql immutable strict parallel safe
 as $$
   select pg_catalog.btrim(
            pg_catalog.regexp_replace(
@@ -100,16 +99,14 @@ comment on function scsql._normalize(text) is
 
 create or replace function scsql._chunk_hash(p_text text)
 returns text
-language sql
-immutable strict parallel safe
+language sql immutable strict parallel safe
 as $$ select pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(scsql._normalize(p_text), 'UTF8')), 'hex') $$;
 comment on function scsql._chunk_hash(text) is
   'Private. sha256 (hex) of the normalized text: the content address of a chunk.';
 
 create or replace function scsql_caller.terms(p_text text)
 returns table (term text, tf integer)
-language sql
-immutable strict parallel safe
+language sql immutable strict parallel safe
 as $$
   with t as (
     select pg_catalog.translate(p_text, U&'\200B\200C\200D\2060\FEFF', '') as s
@@ -144,8 +141,7 @@ comment on function scsql_caller.terms(text) is
 
 create or replace function scsql_caller.term_array(p_text text)
 returns text[]
-language plpgsql
-immutable strict parallel safe
+language plpgsql immutable strict parallel safe
 as $$ begin return (select coalesce(pg_catalog.array_agg(t.term order by t.term), '{}') from scsql_caller.terms(p_text) t); end $$;
 comment on function scsql_caller.term_array(text) is
   'The distinct BM25 terms of a text (scsql_caller.terms), sorted: the stored terms of a working-memory fact (memory_facts.terms), which search scores beside chunks. Raises nothing.';
@@ -153,8 +149,7 @@ comment on function scsql_caller.term_array(text) is
 create or replace function scsql._check_text(p_what text, p_value text, p_max integer, p_allow_newlines boolean default true,
                                              p_code text default null)
 returns void
-language plpgsql
-immutable
+language plpgsql immutable
 as $$
 -- P_CODE, when given, is the SQLSTATE of all three errors (decide raises
 -- SC235, open_loop and close_loop SC238); the messages stay the same.
@@ -182,8 +177,7 @@ comment on function scsql._check_text(text, text, integer, boolean, text) is
 
 create or replace function scsql_caller.tokens(p_text text)
 returns integer
-language sql
-immutable strict parallel safe
+language sql immutable strict parallel safe
 as $$ select ceil(pg_catalog.char_length(p_text) / 4.0)::integer $$;
 comment on function scsql_caller.tokens(text) is
   'The token estimate used for budgets: ceil(characters / 4).';
@@ -193,16 +187,14 @@ comment on function scsql_caller.tokens(text) is
 
 create or replace function scsql_caller.secret_dirs()
 returns text[]
-language sql
-immutable parallel safe
+language sql immutable parallel safe
 as $$ select array['.ssh', '.gnupg', '.aws', '.azure', '.kube', '.password-store'] $$;
 comment on function scsql_caller.secret_dirs() is
   'The names of directories that are stores of secrets (.ssh, .gnupg, .aws, .azure, .kube, .password-store), compared with a directory name in lower case (lower()): index_scope refuses a directory that is or lies inside one (SC214), and the index tool, which reads this list once per run, never enters one. Raises nothing.';
 
 create or replace function scsql_caller.private_key_pattern()
 returns text
-language sql
-immutable parallel safe
+language sql immutable parallel safe
 as $$
   -- Whitespace is spelled out (the characters \s matches in Python), so
   -- the regular expressions of PostgreSQL and Python read this pattern alike.
@@ -213,16 +205,14 @@ comment on function scsql_caller.private_key_pattern() is
 
 create or replace function scsql._holds_private_key(p_text text)
 returns boolean
-language sql
-immutable strict parallel safe
+language sql immutable strict parallel safe
 as $$ select p_text ~ scsql_caller.private_key_pattern() $$;
 comment on function scsql._holds_private_key(text) is
   'Private. True when a text holds a PEM private key block (scsql_caller.private_key_pattern: -----BEGIN <words> PRIVATE KEY----- or PGP''s PRIVATE KEY BLOCK, optional header lines, then at least 16 characters of base64 key data). Naming the marker alone is not a key.';
 
 create or replace function scsql_caller.published_text(p_project bigint, p_chunk_hash text)
 returns boolean
-language sql
-stable
+language sql stable
 as $$
   -- Not inlined (it holds a sub-select), so a policy calls it row by row, for
   -- the few rows of other projects a vector search visits, rather than
@@ -235,8 +225,7 @@ comment on function scsql_caller.published_text(bigint, text) is
 
 create or replace function scsql._skeleton(p_text text)
 returns text
-language sql
-immutable strict parallel safe
+language sql immutable strict parallel safe
 as $$
   -- Compatibility forms (fullwidth, mathematical letters) first; capital
   -- look-alikes of Latin letters become those letters before the case fold
@@ -262,8 +251,7 @@ comment on function scsql._skeleton(text) is
 
 create or replace function scsql._reserved_path(p_path text)
 returns boolean
-language sql
-immutable strict parallel safe
+language sql immutable strict parallel safe
 as $$
   select scsql._skeleton(p_path) ~ ('^(' || (select pg_catalog.string_agg(scsql._skeleton(w), '|')
                                             from pg_catalog.unnest(array['learning', 'session', 'fact', 'memory', 'message']) w)
@@ -279,8 +267,7 @@ comment on function scsql._reserved_path(text) is
 create or replace function scsql._chunk_context(p_given text, p_first boolean, p_prev_anchor text, p_prev_content text,
                                                  p_anchor text)
 returns text
-language plpgsql
-immutable parallel safe
+language plpgsql immutable parallel safe
 as $$
 -- P_GIVEN is the section's context: NULL (none), a text (the context of
 -- its first chunk, P_FIRST) or '' (the end of the previous chunk: its last
@@ -324,8 +311,7 @@ create or replace function scsql._chunk_text(p_content text, p_spans jsonb defau
                                              p_context boolean default false)
 returns table (seq integer, anchor text, line_start integer, line_end integer,
                char_start integer, char_end integer, content text, chunk_hash text, context text)
-language plpgsql
-immutable
+language plpgsql immutable
 as $$
 -- Sections come from p_spans ([{start, end, anchor}], 1-based inclusive
 -- line numbers, increasing and non-overlapping; lines outside every span are

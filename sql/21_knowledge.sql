@@ -8,9 +8,7 @@
 
 create or replace function scsql._memory_state_lock(p_project bigint)
 returns scsql.memory_state
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_state scsql.memory_state;
@@ -25,9 +23,7 @@ comment on function scsql._memory_state_lock(bigint) is
 
 create or replace function scsql._unindex_chunks(p_project bigint, p_chunk_ids bigint[])
 returns text[]
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 -- Caller holds the project's memory_state lock. Returns the chunk hashes
 -- that were removed (for _gc_hashes once new chunks are in place).
@@ -78,9 +74,7 @@ comment on function scsql._unindex_chunks(bigint, bigint[]) is
 create or replace function scsql._index_chunks(p_project bigint, p_source_id bigint, p_path text,
                                                p_content text, p_spans jsonb, p_is_file boolean)
 returns table (n_chunks integer, hashes text[])
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 -- Caller holds the project's memory_state lock.
 declare
@@ -151,9 +145,7 @@ comment on function scsql._index_chunks(bigint, bigint, text, text, jsonb, boole
 
 create or replace function scsql._gc_hashes(p_project bigint, p_hashes text[])
 returns void
-language sql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   delete from scsql.kb_embeddings e
   where e.project_id = p_project and e.chunk_hash = any(p_hashes)
@@ -167,9 +159,7 @@ comment on function scsql._gc_hashes(bigint, text[]) is
 
 create or replace function scsql._enqueue_embeddings(p_project bigint, p_hashes text[])
 returns integer
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_model smallint;
@@ -196,9 +186,7 @@ create or replace function scsql._index_source(
   p_project bigint, p_path text, p_content text, p_kind text, p_trust text, p_tier text,
   p_spans jsonb, p_meta jsonb, p_expires_at timestamptz)
 returns table (source_id bigint, chunks integer, unchanged boolean, content_hash text)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_hash text;
@@ -262,9 +250,7 @@ comment on function scsql._index_source(bigint, text, text, text, text, text, js
 
 create or replace function scsql._memory_index_change(p_project bigint, p_path text, p_new_hash text, p_kind text)
 returns void
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_old text;
@@ -284,9 +270,7 @@ comment on function scsql._memory_index_change(bigint, text, text, text) is
 
 create or replace function scsql._forget_sources(p_project bigint, p_source_ids bigint[])
 returns integer
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_ids bigint[];
@@ -317,8 +301,7 @@ comment on function scsql._forget_sources(bigint, bigint[]) is
 
 create or replace function scsql._check_source(p_kind text, p_trust text, p_tier text)
 returns void
-language plpgsql
-immutable
+language plpgsql immutable
 as $$
 begin
   if p_kind is null or p_kind not in ('file', 'url', 'note', 'session_summary', 'archived_fact', 'learning') then
@@ -346,9 +329,7 @@ create or replace function scsql.index_text(
   p_path text, p_content text, p_kind text default 'note', p_trust text default null,
   p_tier text default 'standard', p_spans jsonb default null, p_meta jsonb default null)
 returns table (path text, kind text, trust text, chunks integer, unchanged boolean, content_hash text)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint := scsql._my_project();
@@ -409,10 +390,7 @@ Indexes one source of the acting agent''s project, replacing what was indexed at
 
 create or replace function scsql_caller.index_scope(p_dir text)
 returns text
-language plpgsql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 -- p_dir is the real path of the directory (symbolic links resolved by the
 -- caller); "." and ".." are resolved here, lexically (_path_parts), before
@@ -459,9 +437,7 @@ comment on function scsql_caller.index_scope(text) is
 
 create or replace function scsql.set_project_root(p_project text, p_root_path text)
 returns text
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_parts text[];
@@ -484,9 +460,7 @@ comment on function scsql.set_project_root(text, text) is
 
 create or replace function scsql.index(p_path text, p_manifest jsonb)
 returns table (path text, action text)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint := scsql._my_project();
@@ -549,10 +523,7 @@ Indexes a directory tree into the acting agent''s project knowledge base. The MC
 
 create or replace function scsql._check_forgettable(p_project bigint, p_source_ids bigint[])
 returns void
-language plpgsql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 -- A session summary belongs to the agent that wrote it (created_by), a
 -- learning to the author of its outcome (scsql.learnings.author_id, found
@@ -586,9 +557,7 @@ comment on function scsql._check_forgettable(bigint, bigint[]) is
 
 create or replace function scsql.forget_source(p_path text)
 returns boolean
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint := scsql._my_project();
@@ -619,9 +588,7 @@ Removes the source at PATH (as indexed, or as stored, redacted) of the acting ag
 
 create or replace function scsql.forget_chunk(p_chunk_hash text)
 returns integer
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint := scsql._my_project();

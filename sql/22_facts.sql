@@ -7,10 +7,7 @@
 
 create or replace function scsql._memory_capacity(p_project bigint)
 returns integer
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   select 100 + least(150, coalesce((select s.n_file_chunks from scsql.memory_state s where s.project_id = p_project), 0) / 100)::integer
 $$;
@@ -26,9 +23,7 @@ comment on function scsql._facts_lock(bigint) is
 
 create or replace function scsql._archive_fact(p_project bigint, p_fact scsql.memory_facts)
 returns void
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 begin
   perform scsql._index_source(p_project, 'fact:' || p_fact.key, p_fact.key || E'\n' || p_fact.value,
@@ -48,9 +43,7 @@ create or replace function scsql.remember(p_key text, p_value text, p_importance
                                           p_ttl interval default null)
 returns table (key text, importance integer, stored text, archived text[], facts integer, capacity integer,
                conflicts_with text[])
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint := scsql._my_project();
@@ -250,9 +243,7 @@ Stores a fact in the acting agent''s project working memory: key (1-200 characte
 
 create or replace function scsql.forget(p_key text)
 returns boolean
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint := scsql._my_project();

@@ -40,8 +40,7 @@ create or replace function scsql_caller.lifecycle(
   p_never_decays boolean, p_importance_weight double precision, p_recency_weight double precision,
   p_use_weight double precision, p_half_life_days double precision)
 returns double precision
-language sql
-stable parallel safe
+language sql stable parallel safe
 as $$
   -- One expression (no FROM), so the planner inlines it into the queries
   -- that call it. Inputs are clamped to the ranges check_lifecycle allows
@@ -71,8 +70,7 @@ create or replace function scsql_caller.check_lifecycle(
   p_importance_weight double precision, p_recency_weight double precision, p_use_weight double precision,
   p_half_life_days double precision)
 returns boolean
-language plpgsql
-immutable
+language plpgsql immutable
 as $$
 begin
   if p_importance_weight is null or p_recency_weight is null or p_use_weight is null or p_half_life_days is null
@@ -97,8 +95,7 @@ create or replace function scsql_caller.item_lifecycle(
   p_source_path text, p_importance_weight double precision, p_recency_weight double precision,
   p_use_weight double precision, p_half_life_days double precision)
 returns double precision
-language sql
-stable
+language sql stable
 as $$
   -- As the caller: row-level security shows the caller's own project.
   select coalesce(
@@ -126,10 +123,7 @@ comment on function scsql_caller.item_lifecycle(text, double precision, double p
 
 create or replace function scsql._memory_settings(p_project bigint)
 returns scsql.memory_settings
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   select coalesce((select s from scsql.memory_settings s where s.project_id = p_project),
                   row(p_project, interval '14 days', interval '1 minute', null)::scsql.memory_settings)
@@ -139,9 +133,7 @@ comment on function scsql._memory_settings(bigint) is
 
 create or replace function scsql._note_use(p_project bigint, p_paths text[])
 returns integer
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 -- One UPDATE per table, over the returned items at once. A row is counted
 -- at most once per use_granularity, so most calls write nothing; rows
@@ -184,10 +176,7 @@ comment on function scsql._note_use(bigint, text[]) is
 
 create or replace function scsql_caller.note_use(p_paths text[])
 returns integer
-language sql
-volatile
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql volatile security definer set search_path = pg_catalog, scsql, pg_temp
 as $$ select scsql._note_use(scsql._my_project(), p_paths) $$;
 comment on function scsql_caller.note_use(text[]) is
   'What search and pack (which run as the caller) call on the items they return: records their use in the acting agent''s own project only (scsql._note_use). An agent calling it directly can only raise the use counts of its own project''s items, as searching would. Returns how many rows were updated.';
@@ -198,9 +187,7 @@ comment on function scsql_caller.note_use(text[]) is
 
 create or replace function scsql.pin(p_path text, p_pinned boolean default true)
 returns table (path text, kind text, trust text, pinned boolean)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -242,9 +229,7 @@ Pins (or, with pinned false, unpins) the source at PATH of the acting agent''s p
 create or replace function scsql.set_memory_lifecycle(p_project text, p_external_ttl interval default null,
                                                       p_use_granularity interval default null)
 returns table (project text, external_ttl interval, use_granularity interval)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare

@@ -14,10 +14,7 @@ select scsql._define_error(code, name, meaning) from (values
 
 create or replace function scsql_caller.agent_names(p_ids bigint[])
 returns table (agent_id bigint, name text)
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   select a.agent_id, a.name
   from scsql.agents a
@@ -28,8 +25,7 @@ comment on function scsql_caller.agent_names(bigint[]) is
 
 create or replace function scsql_caller.bm25_idf(p_n bigint, p_df bigint)
 returns double precision
-language sql
-immutable parallel safe
+language sql immutable parallel safe
 as $$
   select case when p_n between 0 and 1e15 and p_df between 0 and 1e15  -- exact in double precision: never ln(0)
               then pg_catalog.ln(1 + ((p_n - p_df) + 0.5)::double precision / (p_df + 0.5)::double precision) end
@@ -41,8 +37,7 @@ create or replace function scsql_caller.bm25_term(
   p_idf double precision, p_tf double precision, p_dl double precision, p_avgdl double precision,
   p_k1 double precision, p_b double precision)
 returns double precision
-language sql
-immutable parallel safe
+language sql immutable parallel safe
 as $$ select p_idf * p_tf * (p_k1 + 1) / (p_tf + p_k1 * (1 - p_b + p_b * p_dl / p_avgdl)) $$;
 comment on function scsql_caller.bm25_term(double precision, double precision, double precision, double precision,
                                           double precision, double precision) is
@@ -52,8 +47,7 @@ create or replace function scsql_caller.bm25(
   p_projects bigint[], p_terms text[], p_k1 double precision, p_b double precision, p_depth integer,
   p_kinds text[], p_trust text, p_since timestamptz)
 returns table (project_ids bigint[], chunk_ids bigint[], scores double precision[])
-language plpgsql
-stable
+language plpgsql stable
 as $$
 -- The top p_depth chunks by BM25 (the definition: sql/20_text.sql; every
 -- term score is bm25_term, every idf bm25_idf), best first, as the caller
@@ -421,10 +415,7 @@ returns table (
   text_span integer[], chunk_hash text, content text, score double precision, retrievers text[],
   bm25_rank integer, vector_rank integer, trust text, notice text, retrieved_at timestamptz,
   author text, written_at timestamptz)
-language plpgsql
-stable
-set hnsw.iterative_scan = 'relaxed_order'
-set hnsw.ef_search = 100
+language plpgsql stable set hnsw.iterative_scan = 'relaxed_order' set hnsw.ef_search = 100
 as $$
 #variable_conflict use_column
 declare
@@ -742,8 +733,7 @@ begin
   p_importance_weight double precision default 0, p_recency_weight double precision default 0,
   p_use_weight double precision default 0, p_half_life_days double precision default 30)
 returns %s
-language sql
-volatile
+language sql volatile
 as $body$%s$body$$f$, v_args, v_returns, $body$
   -- Memory lifecycle (sql/22_lifecycle.sql): with a ranking weight above 0
   -- the fused candidates (the best 200 whatever k is, so results stay
@@ -786,8 +776,7 @@ Searches the acting agent's project: its knowledge base (files, notes, URLs, ses
 
   execute format($f$create or replace function scsql.search_global(%s)
 returns %s
-language sql
-stable
+language sql stable
 as $body$%s$body$$f$, v_args, v_returns, $body$
   select * from scsql_caller.search_projects(scsql_caller.readable_projects(), p_query, p_k, p_kinds, p_trust, p_since, p_mode,
                               p_query_embedding, p_model, p_rrf_k, p_bm25_weight, p_vector_weight, p_k1, p_b, p_depth,
@@ -811,8 +800,7 @@ returns table (
   project text, source_kind text, source_path text, seq integer, anchor text, line_start integer, line_end integer,
   text_span integer[], chunk_hash text, content text, focus boolean, trust text, notice text,
   author text, written_at timestamptz)
-language plpgsql
-stable
+language plpgsql stable
 as $$
 #variable_conflict use_column
 declare

@@ -7,9 +7,7 @@
 
 create or replace function scsql.summarize_session(p_summary jsonb)
 returns table (path text, chunks integer, expires_at timestamptz)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -93,10 +91,7 @@ create or replace function scsql.recall_context(
   p_half_life_days double precision default 30)
 returns table (section text, item integer, key text, content text, importance integer,
                at timestamptz, tokens integer, source_path text)
-language plpgsql
-volatile
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql volatile security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 -- Runs as the owner and reads only the acting agent's own project, every
 -- row of which row-level security shows the agent too. Volatile: it
@@ -217,8 +212,7 @@ create or replace function scsql.pack(p_intent text, p_budget integer default 20
 returns table (item integer, kind text, score double precision, tokens integer, key text, content text,
                source_path text, anchor text, line_start integer, line_end integer, chunk_hash text,
                trust text, notice text, author text, written_at timestamptz)
-language plpgsql
-volatile
+language plpgsql volatile
 as $$
 -- Runs as the caller (row-level security decides what it reads). Volatile:
 -- it records the use of what it returns (scsql_caller.note_use).

@@ -7,8 +7,7 @@
 
 create or replace function scsql._embed_input(p_project bigint, p_chunk_hash text)
 returns text
-language sql
-stable
+language sql stable
 as $$
   -- The text embedded: the chunk, with its anchor (heading or symbol) above
   -- it when its opening lines do not show it already, so a section cut in
@@ -29,9 +28,7 @@ comment on function scsql._embed_input(bigint, text) is
 
 create or replace function scsql.embed_claim(p_model text, p_limit integer default 32, p_lease_seconds integer default 600)
 returns table (chunk_hash text, content text, claim_token uuid, lease_expires_at timestamptz)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -82,9 +79,7 @@ comment on function scsql.embed_claim(text, integer, integer) is
 
 create or replace function scsql.embed_store(p_model text, p_claim_token uuid, p_hashes text[], p_embeddings vector[])
 returns integer
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, public, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, public, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();
@@ -165,10 +160,7 @@ comment on function scsql.embed_store(text, uuid, text[], vector[]) is
 create or replace function scsql.embedding_sample(p_n integer default 100)
 returns table (project text, model text, chunk_hash text, content text, embedding vector,
                stored_by text, stored_at timestamptz)
-language plpgsql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 begin
   perform scsql._require(p_n between 1 and 100000, 'sample size must be 1 to 100,000');
@@ -187,9 +179,7 @@ comment on function scsql.embedding_sample(integer) is
 
 create or replace function scsql.set_embedding_model(p_project text, p_model text, p_dims integer)
 returns integer
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, public, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, public, pg_temp
 as $$
 declare
   v_project bigint;
@@ -231,9 +221,7 @@ comment on function scsql.set_embedding_model(text, text, integer) is
 
 create or replace function scsql.purge_expired()
 returns integer
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint := scsql._my_project();
@@ -288,10 +276,7 @@ comment on function scsql.purge_expired() is
 create or replace function scsql.memory_status()
 returns table (facts integer, capacity integer, sources integer, chunks bigint, file_chunks bigint,
                terms bigint, embedding_model text, embedded bigint, pending_embeddings bigint)
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   with p as (select scsql._my_project() as id),
   st as (select s.* from scsql.memory_state s, p where s.project_id = p.id),

@@ -33,9 +33,7 @@ select scsql._make_chained('scsql.memory_changes',
 
 create or replace function scsql._text_hash(p_text text)
 returns text
-language sql
-immutable
-parallel safe
+language sql immutable parallel safe
 as $$ select encode(sha256(convert_to(p_text, 'UTF8')), 'hex') $$;
 comment on function scsql._text_hash(text) is
   'Private. sha256 of a text''s UTF-8 bytes, in hexadecimal (the content hash of facts and sources in the memory history).';
@@ -44,9 +42,7 @@ create or replace function scsql._memory_change(
   p_project bigint, p_op text, p_kind text, p_target text, p_chunk_hash text default null,
   p_old_hash text default null, p_new_hash text default null, p_reason text default null, p_related text default null)
 returns void
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_agent bigint;
@@ -79,9 +75,7 @@ comment on function scsql._memory_change(bigint, text, text, text, text, text, t
 
 create or replace function scsql._fact_terms(p_text text)
 returns text[]
-language sql
-immutable
-parallel safe
+language sql immutable parallel safe
 as $$
   -- English stems without stop words (so "runs" = "run", "the" is gone), of
   -- the text with camelCase, dots, slashes, dashes and underscores split and
@@ -101,9 +95,7 @@ comment on function scsql._fact_terms(text) is
 
 create or replace function scsql._jaccard(p_a text[], p_b text[])
 returns double precision
-language sql
-immutable
-parallel safe
+language sql immutable parallel safe
 as $$
   select case when coalesce(cardinality(p_a), 0) + coalesce(cardinality(p_b), 0) = 0 then 0
               else (select count(*) from (select unnest(p_a) intersect select unnest(p_b)) i)::double precision
@@ -114,9 +106,7 @@ comment on function scsql._jaccard(text[], text[]) is
 
 create or replace function scsql._fact_relation_terms(k1 text[], v1 text[], k2 text[], v2 text[])
 returns text
-language sql
-immutable
-parallel safe
+language sql immutable parallel safe
 as $$
   select case
     -- The same statement: the same terms in key and value together; the same
@@ -143,9 +133,7 @@ comment on function scsql._fact_relation_terms(text[], text[], text[], text[]) i
 
 create or replace function scsql._fact_relation(p_key text, p_value text, p_other_key text, p_other_value text)
 returns text
-language sql
-immutable
-parallel safe
+language sql immutable parallel safe
 as $$
   select scsql._fact_relation_terms(scsql._fact_terms(p_key), scsql._fact_terms(p_value),
                                     scsql._fact_terms(p_other_key), scsql._fact_terms(p_other_value))
@@ -162,8 +150,7 @@ comment on function scsql._fact_relation(text, text, text, text) is
 
 create or replace function scsql._fact_index_terms(p_project bigint, p_key_terms text[], p_value_terms text[])
 returns text[]
-language sql
-immutable parallel safe
+language sql immutable parallel safe
 as $$
   select array(select p_project::text || ':k:' || t from unnest(p_key_terms) t
                union all
@@ -174,8 +161,7 @@ comment on function scsql._fact_index_terms(bigint, text[], text[]) is
 
 create or replace function scsql._fact_rarest(p_project bigint, p_terms text[], p_sides text, p_n integer)
 returns text[]
-language sql
-stable
+language sql stable
 as $$
   -- A term's facts are counted through the index up to 32: past that a term
   -- is common, and how common does not matter.
@@ -197,8 +183,7 @@ comment on function scsql._fact_rarest(bigint, text[], text, integer) is
 
 create or replace function scsql._fact_candidates(p_project bigint, p_kt text[], p_vt text[], p_relation text)
 returns text[]
-language plpgsql
-stable
+language plpgsql stable
 as $$
 -- A fact (K2, V2) that scsql._fact_relation_terms calls a duplicate of the
 -- new fact (K, V) has the same terms in all (so every term of V, or of K
@@ -249,10 +234,7 @@ comment on function scsql._fact_candidates(bigint, text[], text[], text) is
 create or replace function scsql.memory_history(p_target text, p_limit integer default 100)
 returns table (at timestamptz, agent text, op text, kind text, target text, chunk_hash text,
                old_hash text, new_hash text, reason text, related text, value text, seq bigint)
-language plpgsql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -300,9 +282,7 @@ Shows the history of one fact (by key), source (by path) or chunk (by chunk_hash
 
 create or replace function scsql._retire_fact(p_project bigint, p_key text, p_reason text, p_related text)
 returns void
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_fact scsql.memory_facts;
@@ -324,9 +304,7 @@ comment on function scsql._retire_fact(bigint, text, text, text) is
 
 create or replace function scsql.resolve_conflict(p_key text, p_keep text, p_note text default null)
 returns table (conflict_id bigint, key text, other_key text, kept text[], superseded text[])
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -392,8 +370,7 @@ Settles every open conflict of fact KEY in the acting agent''s project (remember
 -- conflicts' index, not every open conflict of the project.
 create or replace function scsql._open_conflicts(p_project bigint)
 returns table (conflict_id bigint, key text, value text, other_key text, other_value text, detected_at timestamptz)
-language sql
-stable
+language sql stable
 as $$
   select c.conflict_id, c.key, f.value, c.other_key, o.value, c.detected_at
   from scsql.fact_conflicts c

@@ -13,9 +13,7 @@
 create or replace function scsql._decide(p_project bigint, p_title text, p_rationale text, p_supersedes bigint,
                                          p_source_path text)
 returns scsql.decisions
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_row scsql.decisions;
@@ -69,9 +67,7 @@ comment on function scsql._decide(bigint, text, text, bigint, text) is
 
 create or replace function scsql.decide(p_title text, p_rationale text, p_supersedes bigint default null)
 returns table (decision_id bigint, title text, supersedes bigint, decided_at timestamptz)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -93,10 +89,7 @@ create or replace function scsql.decisions(p_query text default null, p_include_
                                            p_limit integer default 20)
 returns table (decision_id bigint, title text, rationale text, status text, supersedes bigint, superseded_by bigint,
                decided_by text, decided_at timestamptz, source_path text)
-language plpgsql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -151,9 +144,7 @@ The decisions of the acting agent''s project: current ones (not superseded) by d
 
 create or replace function scsql._open_loop(p_project bigint, p_text text, p_owner text, p_source_path text)
 returns table (loop_id bigint, created boolean)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -198,9 +189,7 @@ comment on function scsql._open_loop(bigint, text, text, text) is
 
 create or replace function scsql.open_loop(p_text text, p_owner text default null)
 returns table (loop_id bigint, text text, owner text, created boolean)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -221,9 +210,7 @@ Opens a loop of the acting agent''s project: TEXT (1-2,000 characters) and an op
 
 create or replace function scsql.close_loop(p_id bigint, p_resolution text)
 returns table (loop_id bigint, text text, closed_at timestamptz, resolution text)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -272,10 +259,7 @@ Closes the open loop ID of the acting agent''s project with RESOLUTION (1-4,000 
 
 create or replace function scsql.open_loops(p_owner text default null)
 returns table (loop_id bigint, text text, owner text, opened_by text, opened_at timestamptz, source_path text)
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   select l.loop_id, l.text, l.owner, a.name::text, l.opened_at, l.source_path
   from scsql.open_loops l
@@ -297,9 +281,7 @@ The open loops of the acting agent''s project (opened by open_loop or by the ope
 
 create or replace function scsql._feed_decisions_and_loops(p_me scsql.agents, p_path text, p_summary jsonb)
 returns void
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_item text;

@@ -35,10 +35,7 @@ select scsql._define_error(code, name, meaning) from (values
 
 create or replace function scsql._channel(p_project bigint, p_purpose text)
 returns text
-language plpgsql
-volatile
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql volatile security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_key bytea;
@@ -59,9 +56,7 @@ comment on function scsql._channel(bigint, text) is
 
 create or replace function scsql._channel_key_row()
 returns trigger
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 begin
   insert into scsql.channel_keys (project_id) values (new.project_id) on conflict do nothing;
@@ -76,18 +71,14 @@ create or replace trigger channel_key_row after insert on scsql.projects
 
 create or replace function scsql._queue_channel(p_project bigint, p_team_role text)
 returns text
-language sql
-volatile
+language sql volatile
 as $$ select scsql._channel(p_project, 'team:' || p_team_role) $$;
 comment on function scsql._queue_channel(bigint, text) is
   'Private. The wake-up channel of one (project, team role) (see _channel). Enqueue, requeue and broadcasts notify it; the payload ("task" or "message") is only a hint.';
 
 create or replace function scsql_caller.my_channel(p_purpose text default 'team')
 returns text
-language plpgsql
-volatile
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql volatile security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();
@@ -106,10 +97,7 @@ comment on function scsql_caller.my_channel(text) is
 
 create or replace function scsql._is_orchestrator(p_team_role text)
 returns boolean
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$ select coalesce((select r.orchestrates from scsql.team_roles r where r.name = p_team_role), false) $$;
 comment on function scsql._is_orchestrator(text) is
   'Private. Whether a team role is an orchestrator role (team_roles.orchestrates).';
@@ -161,8 +149,7 @@ comment on function scsql._fold_path(text) is
 
 create or replace function scsql._path_digits(p_path text)
 returns text
-language sql
-immutable
+language sql immutable
 as $$
   select coalesce(string_agg(lpad(pg_catalog.get_byte(k.b, i)::text, 3, '0'), '' order by i), '')
   from (select pg_catalog.convert_to(case when p_path = '.' then '' else replace('/' || p_path, '/', chr(1)) end,
@@ -174,16 +161,14 @@ comment on function scsql._path_digits(text) is
 
 create or replace function scsql._path_key(p_project bigint, p_path text)
 returns numeric
-language sql
-immutable
+language sql immutable
 as $$ select (p_project::text || '.' || scsql._path_digits(scsql._fold_path(p_path)) || '0')::numeric $$;
 comment on function scsql._path_key(bigint, text) is
   'Private. The key of a normalized path in the key space of task_files.span: project_id + 0.b1b2b3... (see _path_digits) of the path with its case folded (_fold_path), so paths that differ only in letter case have one key. Key order is project, then the byte order of the folded path, with a directory right before what it holds.';
 
 create or replace function scsql._path_span(p_project bigint, p_path text)
 returns numrange
-language sql
-immutable
+language sql immutable
 as $$
   select numrange(scsql._path_key(p_project, p_path),
                   (p_project::text || '.' || scsql._path_digits(scsql._fold_path(p_path)) || '002')::numeric, '[)')
@@ -193,8 +178,7 @@ comment on function scsql._path_span(bigint, text) is
 
 create or replace function scsql._normalize_path(p_root text, p_path text)
 returns text
-language plpgsql
-immutable
+language plpgsql immutable
 as $$
 declare
   v_path text;
@@ -257,10 +241,7 @@ comment on function scsql._normalize_path(text, text) is
 
 create or replace function scsql._normalize_files(p_project bigint, p_files text[])
 returns text[]
-language plpgsql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_root text;
@@ -293,8 +274,7 @@ comment on function scsql._normalize_files(bigint, text[]) is
 
 create or replace function scsql._notify_queue(p_project bigint, p_team_role text, p_what text)
 returns void
-language sql
-volatile
+language sql volatile
 as $$ select pg_catalog.pg_notify(scsql._queue_channel(p_project, p_team_role), p_what) $$;
 comment on function scsql._notify_queue(bigint, text, text) is
   'Private. NOTIFY the channel of a (project, team role) with a short hint ("task", "message").';
@@ -302,9 +282,7 @@ comment on function scsql._notify_queue(bigint, text, text) is
 create or replace function scsql._archive_task(
   p_project bigint, p_task bigint, p_state text, p_result jsonb, p_error text, p_by bigint)
 returns scsql.tasks_archive
-language sql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   with d as (
     delete from scsql.tasks t where t.project_id = p_project and t.task_id = p_task returning t.*
@@ -324,9 +302,7 @@ comment on function scsql._archive_task(bigint, bigint, text, jsonb, text, bigin
 
 create or replace function scsql._lease_refused(p_project bigint, p_task bigint, p_token bigint, p_agent bigint, p_action text)
 returns void
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_t scsql.tasks;
@@ -367,8 +343,7 @@ comment on function scsql._lease_refused(bigint, bigint, bigint, bigint, text) i
 
 create or replace function scsql._task_not_queued(p_project bigint, p_task bigint)
 returns void
-language plpgsql
-stable
+language plpgsql stable
 as $$
 begin
   if exists (select from scsql.tasks_archive a where a.project_id = p_project and a.task_id = p_task) then
@@ -402,8 +377,7 @@ comment on function scsql._held_task(scsql.agents, bigint, bigint, text) is
 
 create or replace function scsql._claimed(p_t scsql.tasks)
 returns scsql.claimed_task
-language sql
-immutable
+language sql immutable
 as $$
   select row(p_t.task_id, p_t.fence, p_t.lease_expires_at, p_t.attempts, p_t.max_attempts, p_t.team_role,
              p_t.priority, p_t.payload, p_t.acceptance_criteria, p_t.complexity, p_t.exclusive_files,
@@ -429,9 +403,7 @@ comment on function scsql._claim_queued(scsql.agents, bigint, integer) is
 
 create or replace function scsql._expire_leases(p_project bigint, p_team_role text, p_limit integer)
 returns table (requeued integer, dead integer)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -486,9 +458,7 @@ create or replace function scsql.enqueue_task(
   out team_role text,
   out exclusive_files text[],
   out run_after timestamptz)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -571,9 +541,7 @@ Orchestrator roles only. Queues a task for team role ROLE in the caller''s proje
 
 create or replace function scsql.claim_task(p_n integer default 1, p_lease_seconds integer default 300)
 returns setof scsql.claimed_task
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -611,9 +579,7 @@ Claims up to N (1-100) queued tasks of the caller''s own team role in its own pr
 
 create or replace function scsql.claim_task_by_id(p_task bigint, p_lease_seconds integer default 300)
 returns setof scsql.claimed_task
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -677,9 +643,7 @@ comment on procedure scsql.wait_for_task(numeric, bigint) is
 
 create or replace function scsql.heartbeat_task(p_task bigint, p_token bigint, p_lease_seconds integer default null)
 returns timestamptz
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();
@@ -711,9 +675,7 @@ Extends the lease on a task the caller holds, by lease_seconds (default: the len
 create or replace function scsql.complete_task(
   p_task bigint, p_token bigint, p_result jsonb default null,
   out task_id bigint, out state text, out attempts integer, out finished_at timestamptz)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -741,9 +703,7 @@ Completes a task the caller holds under lease TOKEN, storing result (JSON, redac
 create or replace function scsql.complete_and_claim(
   p_task bigint, p_token bigint, p_result jsonb default null, p_n integer default 1, p_lease_seconds integer default 300)
 returns setof scsql.claimed_task
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 begin
   -- In this order: a refused completion claims nothing.
@@ -765,9 +725,7 @@ complete_task then claim_task in one call, so a busy worker needs one round trip
 create or replace function scsql.fail_task(
   p_task bigint, p_token bigint, p_error text, p_retry boolean default true,
   out task_id bigint, out state text, out attempts integer, out max_attempts integer, out run_after timestamptz)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -808,9 +766,7 @@ Reports that the caller could not do a task it holds under lease TOKEN, with ERR
 create or replace function scsql.release_task(
   p_task bigint, p_token bigint, p_requeue boolean default true,
   out task_id bigint, out state text)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -845,9 +801,7 @@ Gives up a task the caller holds under lease TOKEN without failing it. With requ
 
 create or replace function scsql.cancel_task(p_task bigint, p_reason text)
 returns text
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();
@@ -881,10 +835,7 @@ returns table (
   team_role text, queued bigint, scheduled bigint, claimed bigint, expired bigint,
   done bigint, dead bigint, released bigint, cancelled bigint,
   oldest_queued_at timestamptz, oldest_wait_seconds double precision)
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   with me as (select project_id from scsql._me()),
   hot as (
@@ -922,10 +873,7 @@ The caller''s project''s queue, one row per team role: queued (claimable now), s
 
 create or replace function scsql.claimable_for_me()
 returns bigint
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   select count(*)
   from scsql.tasks t, scsql._me() me
@@ -940,10 +888,7 @@ How many tasks the caller could claim right now: queued tasks of its team role i
 
 create or replace function scsql.my_tasks()
 returns setof scsql.claimed_task
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   select (scsql._claimed(t)).*
   from scsql.tasks t, scsql._me() me
@@ -956,9 +901,7 @@ comment on function scsql.my_tasks() is
 The tasks the caller holds now, with their lease tokens and expiries (same columns as claim_task), including leases that expired but were not yet claimed again.';
 
 create or replace function scsql.queue_maintenance(p_limit integer default 1000, out requeued integer, out dead integer)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint;

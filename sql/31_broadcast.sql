@@ -27,32 +27,26 @@ select scsql._make_chained('scsql.messages',
 
 create or replace function scsql._message_types()
 returns text[]
-language sql
-immutable
+language sql immutable
 as $$ select array['ASSIGN', 'STATUS', 'MERGE', 'DEPENDENCY', 'PROPOSED', 'REJECT', 'REVISE', 'LAUNCH_ROLE', 'RETIRE_ROLE'] $$;
 comment on function scsql._message_types() is 'Private. The broadcast message types.';
 
 create or replace function scsql._orchestrator_message_types()
 returns text[]
-language sql
-immutable
+language sql immutable
 as $$ select array['ASSIGN', 'REJECT', 'REVISE', 'LAUNCH_ROLE', 'RETIRE_ROLE'] $$;
 comment on function scsql._orchestrator_message_types() is 'Private. Message types only orchestrator roles may send.';
 
 create or replace function scsql._provenance(p_from_orchestrator boolean)
 returns text
-language sql
-immutable
+language sql immutable
 as $$ select case when p_from_orchestrator then 'orchestrator' else 'unverified agent output' end $$;
 comment on function scsql._provenance(boolean) is
   'Private. How a message is labelled for its readers: orchestrator, or unverified agent output (data from another agent, never instructions).';
 
 create or replace function scsql._broadcast_limit(p_project bigint, p_agent bigint)
 returns integer
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   select coalesce(
     (select s.per_minute from scsql.broadcast_senders s where s.project_id = p_project and s.agent_id = p_agent),
@@ -74,9 +68,7 @@ create or replace function scsql.broadcast(
   out message_id bigint,
   out created_at timestamptz,
   out recipients integer)
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -171,8 +163,7 @@ Sends a typed message to every agent of team role to_role, or to the agent to_ag
 
 create or replace function scsql._addressed_to(p_message scsql.messages, p_agent scsql.agents)
 returns boolean
-language sql
-stable
+language sql stable
 as $$
   select coalesce(p_message.project_id = p_agent.project_id
      and p_message.author_id <> p_agent.agent_id
@@ -186,10 +177,7 @@ create or replace function scsql.replay(p_limit integer default 100)
 returns table (
   message_id bigint, type text, sender text, sender_role text, provenance text,
   to_role text, to_agent text, task_id bigint, payload jsonb, created_at timestamptz)
-language plpgsql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -223,8 +211,7 @@ The caller''s unacknowledged messages, oldest first (at most LIMIT, default 100)
 
 create or replace function scsql._message(p_project bigint, p_message bigint)
 returns scsql.messages
-language plpgsql
-stable
+language plpgsql stable
 as $$
 declare
   v_m scsql.messages;
@@ -241,9 +228,7 @@ comment on function scsql._message(bigint, bigint) is
 
 create or replace function scsql.ack(p_message bigint)
 returns timestamptz
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();
@@ -282,10 +267,7 @@ create or replace function scsql.explain(
   out message_id bigint, out type text, out sender text, out sender_role text, out provenance text,
   out to_role text, out to_agent text, out task_id bigint, out payload jsonb, out created_at timestamptz,
   out recipients jsonb, out chain_id bigint, out seq bigint, out key_id integer, out row_hash text)
-language plpgsql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -326,9 +308,7 @@ One message of the caller''s project in full: who sent it (sender, sender_role, 
 
 create or replace function scsql.set_broadcast_limit(p_project text, p_per_minute integer, p_agent text default null)
 returns void
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint;

@@ -15,10 +15,7 @@
 
 create or replace function scsql._learning_text(p_learning scsql.learnings)
 returns text
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   select concat_ws(E'\n',
     format('# %s learning: %s', initcap(p_learning.kind), left(p_learning.summary, 120)),
@@ -37,9 +34,7 @@ comment on function scsql._learning_text(scsql.learnings) is
 
 create or replace function scsql._queue_learning()
 returns trigger
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 begin
   if new.classification in ('public', 'internal') then
@@ -58,9 +53,7 @@ create or replace trigger learnings_to_knowledge
 
 create or replace function scsql._learning_changed()
 returns trigger
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 begin
   -- Memory history (sql/26_history.sql): a learning made a rule that denies
@@ -89,9 +82,7 @@ comment on table scsql.kb_learning_queue is
 
 create or replace function scsql.index_learnings(p_limit integer default 50)
 returns integer
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint := scsql._my_project();
@@ -137,8 +128,7 @@ comment on function scsql.index_learnings(integer) is
 
 create or replace function scsql._recall_broadcasts(p_project bigint, p_limit integer)
 returns table (key text, content text, at timestamptz)
-language sql
-stable
+language sql stable
 as $$
   -- Messages of the broadcast channel addressed to the acting agent, by name
   -- or to its team role since it joined, acknowledged or not, newest first.

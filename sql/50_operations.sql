@@ -23,8 +23,7 @@ select scsql._define_error(code, name, meaning, 'client') from (values
 
 create or replace function scsql._search_latency_bounds()
 returns double precision[]
-language sql
-immutable
+language sql immutable
 as $$ select array[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]::double precision[] $$;
 comment on function scsql._search_latency_bounds() is
   'Private. The upper bounds, in seconds, of the buckets of scsql.search_latency (Prometheus le labels); a last, unbounded bucket follows them.';
@@ -32,9 +31,7 @@ comment on function scsql._search_latency_bounds() is
 create or replace function scsql.worker_heartbeat(
   p_host text, p_pid integer, p_jobs text[], p_poll_seconds double precision, p_units bigint default 0)
 returns timestamptz
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();
@@ -61,9 +58,7 @@ comment on function scsql.worker_heartbeat(text, integer, text[], double precisi
 
 create or replace function scsql.record_search_latency(p_seconds double precision[])
 returns integer
-language plpgsql
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_project bigint := scsql._my_project();
@@ -94,8 +89,7 @@ comment on function scsql.record_search_latency(double precision[]) is
 
 create or replace function scsql._metric_help()
 returns table (metric text, kind text, help text)
-language sql
-immutable
+language sql immutable
 as $$
   values
     ('scsql_tool_calls_total', 'counter', 'Tool calls recorded (rows still retained), by project, model and status.'),
@@ -123,8 +117,7 @@ comment on function scsql._metric_help() is
 
 create or replace function scsql._metric_scope()
 returns bigint
-language sql
-stable
+language sql stable
 as $$
   select case when exists (select from scsql.agents a where a.role_name = scsql._acting_role())
               then (scsql._me()).project_id end
@@ -134,10 +127,7 @@ comment on function scsql._metric_scope() is
 
 create or replace function scsql.metrics()
 returns table (metric text, kind text, help text, labels jsonb, value double precision, buckets jsonb)
-language sql
-stable
-security definer
-set search_path = pg_catalog, scsql, pg_temp
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   with scope as materialized (select scsql._metric_scope() as only_project),
   projects as materialized (
