@@ -183,6 +183,17 @@ MALFORMED = [
 ]
 
 
+def test_a_home_too_deep_for_a_socket_path_finds_no_server_rather_than_failing(tmp_path):
+    """A socket path longer than sun_path (108 bytes) is reached through
+    /proc/self/fd of its directory. Before the first server has made that
+    directory, a hook must find no server (and start one), not fail."""
+    home = tmp_path / ("d" * 60) / ("e" * 60)
+    home.mkdir(parents=True)
+    assert len(os.fsencode(client.socket_path(str(home), "a"))) > 108
+    with pytest.raises(client.Unreachable):
+        client.exchange(str(home), "a", b"{}\n", 1.0)
+
+
 @pytest.mark.parametrize("subcommand,data,message", MALFORMED)
 def test_malformed_event_is_refused_clearly_without_traceback(hooks, subcommand, data, message):
     argv = hooks.command("post-tool-use")

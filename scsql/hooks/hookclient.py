@@ -211,7 +211,10 @@ class Unreachable(Exception):
 def exchange(home, agent, request, budget):
     """Send one request line, return the parsed reply; OSError/TimeoutError/ValueError on failure."""
     deadline = time.monotonic() + budget
-    path, dir_fd = unix_address(socket_path(home, agent))
+    try:
+        path, dir_fd = unix_address(socket_path(home, agent))
+    except FileNotFoundError as exc:  # a long path's directory is made by the first server
+        raise Unreachable(str(exc)) from None
     s = _sock.socket(_sock.AF_UNIX, _sock.SOCK_STREAM)
     try:
         s.settimeout(budget)
