@@ -65,7 +65,7 @@ CALLER_HELPERS = {"_bm25", "_search", "_terms", "_tokens", "_published_text", "_
                   "_me", "_my_project", "_my_agent_id", "_readable_projects", "_confidential_authors", "_api"}
 # Pure computation whose cost grows with its input (5 MB of text): bounded by
 # the callers that take text from agents, not by the function itself.
-SLOW_BY_NATURE = {"_terms", "terms"}
+SLOW_BY_NATURE = {"_terms", "terms", "term_array"}  # term_array: terms, sorted into an array
 # Arithmetic the planner inlines into search's queries, which agents execute only
 # because nothing the caller may not execute is inlined: a guard against values
 # search never passes it would double its cost per posting scored.
