@@ -98,6 +98,22 @@ $$;
 comment on function scsql._secure_table(regclass) is
   'Private, used by policies/. Enables and forces row-level security on a table, drops its policies and recreates the two every table has: the owner sees everything (security-definer functions run as the owner), the auditor reads everything. Subsystem files then add the agent policies, so re-applying policies/ leaves exactly the policies the files define.';
 
+create or replace function scsql._agent_read(p_tables regclass[], p_using text)
+returns void
+language plpgsql
+as $$
+declare
+  t regclass;
+begin
+  foreach t in array p_tables loop
+    execute format('grant select on %s to scsql_agent', t);
+    execute format('create policy agent_read on %s for select to scsql_agent using (%s)', t, p_using);
+  end loop;
+end
+$$;
+comment on function scsql._agent_read(regclass[], text) is
+  'Private, used by policies/ after _secure_table. Lets agents read the rows of each table of TABLES that the expression USING admits: grants SELECT to scsql_agent and creates the policy agent_read with that USING, the same for every table of the list.';
+
 -- ---------------------------------------------------------------------------
 -- Identity
 -- ---------------------------------------------------------------------------
