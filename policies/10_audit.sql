@@ -19,28 +19,16 @@ select scsql._secure_table(t) from unnest(array[
 -- Partitions, and the append-only rules on them, are re-applied here too.
 select scsql._chain_protect(t::regclass) from scsql.chained_tables t(t);
 
-grant select on scsql.sessions, scsql.tool_calls, scsql.outcomes, scsql.learnings, scsql.chains to scsql_agent;
-
-create policy agent_read on scsql.chains for select to scsql_agent
-  using (project_id = (select scsql_caller.project_id()));
-create policy agent_read on scsql.sessions for select to scsql_agent
-  using (project_id = (select scsql_caller.project_id()));
-create policy agent_read on scsql.tool_calls for select to scsql_agent
-  using (project_id = (select scsql_caller.project_id()));
-create policy agent_read on scsql.outcomes for select to scsql_agent
-  using (project_id = any ((select scsql_caller.readable_projects())::bigint[])
-         and (classification = 'public'
-              or (project_id = (select scsql_caller.project_id())
-                  and (classification = 'internal'
-                       or author_id = (select scsql_caller.agent_id())
-                       or (classification = 'confidential' and author_id = any ((select scsql_caller.confidential_authors())::bigint[]))))));
-create policy agent_read on scsql.learnings for select to scsql_agent
-  using (project_id = any ((select scsql_caller.readable_projects())::bigint[])
-         and (classification = 'public'
-              or (project_id = (select scsql_caller.project_id())
-                  and (classification = 'internal'
-                       or author_id = (select scsql_caller.agent_id())
-                       or (classification = 'confidential' and author_id = any ((select scsql_caller.confidential_authors())::bigint[]))))));
+select scsql._agent_read(array['scsql.chains', 'scsql.sessions', 'scsql.tool_calls']::regclass[],
+                         'project_id = (select scsql_caller.project_id())');
+select scsql._agent_read(array['scsql.outcomes', 'scsql.learnings']::regclass[], $using$
+  project_id = any ((select scsql_caller.readable_projects())::bigint[])
+  and (classification = 'public'
+       or (project_id = (select scsql_caller.project_id())
+           and (classification = 'internal'
+                or author_id = (select scsql_caller.agent_id())
+                or (classification = 'confidential' and author_id = any ((select scsql_caller.confidential_authors())::bigint[])))))
+$using$);
 
 -- What the policies evaluate as the caller.
 grant execute on function scsql_caller.confidential_authors() to scsql_agent;

@@ -106,11 +106,8 @@ select scsql._secure_table(t) from unnest(array[
   'scsql.memory_settings', 'scsql.decisions', 'scsql.open_loops'
 ]::regclass[]) t;
 
-grant select on scsql.decisions, scsql.open_loops to scsql_agent;
-create policy agent_read on scsql.decisions for select to scsql_agent
-  using (project_id = (select scsql_caller.project_id()));
-create policy agent_read on scsql.open_loops for select to scsql_agent
-  using (project_id = (select scsql_caller.project_id()));
+select scsql._agent_read(array['scsql.decisions', 'scsql.open_loops']::regclass[],
+                         'project_id = (select scsql_caller.project_id())');
 
 -- What search and pack evaluate as the caller.
 grant execute on function

@@ -7,13 +7,8 @@ select scsql._secure_table(t) from unnest(array[
   'scsql.tasks', 'scsql.tasks_archive', 'scsql.task_files'
 ]::regclass[]) t;
 
-grant select on scsql.tasks, scsql.tasks_archive, scsql.task_files to scsql_agent;
-create policy agent_read on scsql.tasks for select to scsql_agent
-  using (project_id = (select scsql_caller.project_id()));
-create policy agent_read on scsql.tasks_archive for select to scsql_agent
-  using (project_id = (select scsql_caller.project_id()));
-create policy agent_read on scsql.task_files for select to scsql_agent
-  using (project_id = (select scsql_caller.project_id()));
+select scsql._agent_read(array['scsql.tasks', 'scsql.tasks_archive', 'scsql.task_files']::regclass[],
+                         'project_id = (select scsql_caller.project_id())');
 
 grant execute on function
   scsql_caller.my_channel(text),
@@ -42,13 +37,8 @@ select scsql._secure_table(t) from unnest(array[
   'scsql.coordination_settings', 'scsql.broadcast_senders', 'scsql.messages', 'scsql.message_acks'
 ]::regclass[]) t;
 
-grant select on scsql.messages, scsql.message_acks, scsql.coordination_settings to scsql_agent;
-create policy agent_read on scsql.messages for select to scsql_agent
-  using (project_id = (select scsql_caller.project_id()));
-create policy agent_read on scsql.message_acks for select to scsql_agent
-  using (project_id = (select scsql_caller.project_id()));
-create policy agent_read on scsql.coordination_settings for select to scsql_agent
-  using (project_id = (select scsql_caller.project_id()));
+select scsql._agent_read(array['scsql.messages', 'scsql.message_acks', 'scsql.coordination_settings']::regclass[],
+                         'project_id = (select scsql_caller.project_id())');
 
 grant execute on function
   scsql.broadcast(text, text, text, jsonb, bigint, timestamptz, integer, bytea),

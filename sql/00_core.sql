@@ -98,6 +98,22 @@ $$;
 comment on function scsql._secure_table(regclass) is
   'Private, used by policies/. Enables and forces row-level security on a table, drops its policies and recreates the two every table has: the owner sees everything (security-definer functions run as the owner), the auditor reads everything. Subsystem files then add the agent policies, so re-applying policies/ leaves exactly the policies the files define.';
 
+create or replace function scsql._agent_read(p_tables regclass[], p_using text)
+returns void
+language plpgsql
+as $$
+declare
+  t regclass;
+begin
+  foreach t in array p_tables loop
+    execute format('grant select on %s to scsql_agent', t);
+    execute format('create policy agent_read on %s for select to scsql_agent using (%s)', t, p_using);
+  end loop;
+end
+$$;
+comment on function scsql._agent_read(regclass[], text) is
+  'Private, used by policies/ after _secure_table. Lets agents read the rows of each table of TABLES that the expression USING admits: grants SELECT to scsql_agent and creates the policy agent_read with that USING, the same for every table of the list.';
+
 -- ---------------------------------------------------------------------------
 -- Identity
 -- ---------------------------------------------------------------------------
@@ -257,8 +273,16 @@ comment on function scsql._check_name(text, text, text, text) is
 
 -- ---------------------------------------------------------------------------
 -- Constraint violations: the table constraints are the limits. A write
--- function inserts, catches check_violation / not_null_violation and calls
--- _raise_violation, which reports the SC code, message and hint that the
+-- function inserts and, in one form everywhere,
+--
+--   declare v_err scsql.violation;
+--   ...
+--   exception when check_violation or not_null_violation then
+--     get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
+--       v_err.table_name = table_name, v_err.constraint_name = constraint_name, v_err.column_name = column_name, v_err.message_text = message_text;
+--     perform scsql._raise_violation(v_err);
+--
+-- _raise_violation reports the SC code, message and hint that the
 -- violated constraint's comment holds ('SCnnn: message', optionally a line
 -- 'hint: ...'). sql/90_constraints.sql writes those comments, all of them.
 -- ---------------------------------------------------------------------------
@@ -286,13 +310,12 @@ $$;
 comment on function scsql._map_constraint(regclass, text, text, text, text) is
   'Private, used by sql/90_constraints.sql. Maps check constraint CONSTRAINT of TABLE to the error its violation raises: writes the comment ''SCnnn: message'' (and a second line ''hint: ...'') on the constraint, which _raise_violation reads. Raises when the code is not in scsql.error_codes or the table has no such check constraint.';
 
-create or replace function scsql._raise_violation(p_sqlstate text, p_schema text, p_table text,
-                                                  p_constraint text, p_column text, p_message text)
+create or replace function scsql._raise_violation(p scsql.violation)
 returns void
 language plpgsql stable
 as $$
 declare
-  v_rel regclass := pg_catalog.to_regclass(format('%I.%I', p_schema, p_table));
+  v_rel regclass := pg_catalog.to_regclass(format('%I.%I', p.schema_name, p.table_name));
   v_note text;
   v_m text[];
 begin
@@ -305,32 +328,28 @@ begin
   select pg_catalog.obj_description(c.oid, 'pg_constraint') into v_note
   from pg_catalog.pg_constraint c
   where c.conrelid = v_rel and c.contype = 'c'
-    and case when p_sqlstate = '23502'
+    and case when p.returned_sqlstate = '23502'
              then c.conkey = (select array[a.attnum] from pg_catalog.pg_attribute a
-                              where a.attrelid = v_rel and a.attname = p_column)
-             else c.conname = p_constraint end
+                              where a.attrelid = v_rel and a.attname = p.column_name)
+             else c.conname = p.constraint_name end
     and pg_catalog.obj_description(c.oid, 'pg_constraint') ~ '^SC[0-9]{3}: '
   order by c.conname
   limit 1;
   v_m := regexp_match(v_note, '^(SC[0-9]{3}): ([^\n]*)(?:\nhint: ([^\n]*))?$');
-  if v_m is null then
-    -- Not an argument's limit: an invariant the database itself keeps.
-    raise exception using errcode = p_sqlstate, message = p_message,
-      schema = coalesce(p_schema, ''), table = coalesce(p_table, ''),
-      constraint = coalesce(p_constraint, ''), column = coalesce(p_column, '');
-  end if;
+  -- Not mapped (v_m is NULL): not an argument's limit but an invariant the
+  -- database itself keeps, re-raised as it was.
   if v_m[3] is null then
-    raise exception using errcode = v_m[1], message = v_m[2],
-      schema = coalesce(p_schema, ''), table = coalesce(p_table, ''),
-      constraint = coalesce(p_constraint, ''), column = coalesce(p_column, '');
+    raise exception using errcode = coalesce(v_m[1], p.returned_sqlstate), message = coalesce(v_m[2], p.message_text),
+      schema = coalesce(p.schema_name, ''), table = coalesce(p.table_name, ''),
+      constraint = coalesce(p.constraint_name, ''), column = coalesce(p.column_name, '');
   end if;
   raise exception using errcode = v_m[1], message = v_m[2], hint = v_m[3],
-    schema = coalesce(p_schema, ''), table = coalesce(p_table, ''),
-    constraint = coalesce(p_constraint, ''), column = coalesce(p_column, '');
+    schema = coalesce(p.schema_name, ''), table = coalesce(p.table_name, ''),
+    constraint = coalesce(p.constraint_name, ''), column = coalesce(p.column_name, '');
 end
 $$;
-comment on function scsql._raise_violation(text, text, text, text, text, text) is
-  'Private. Called in the check_violation / not_null_violation handler of a write function with its stacked diagnostics (RETURNED_SQLSTATE, SCHEMA_NAME, TABLE_NAME, CONSTRAINT_NAME, COLUMN_NAME, MESSAGE_TEXT). Raises the SC code, message and hint mapped to the violated check constraint (for a NULL in a NOT NULL column: to the check constraint on that column alone) by scsql._map_constraint, keeping the schema, table, constraint and column names; re-raises the violation as it was when the constraint is not mapped (an invariant the database keeps, not a limit of an argument).';
+comment on function scsql._raise_violation(scsql.violation) is
+  'Private. Called in the check_violation / not_null_violation handler of a write function with its stacked diagnostics (RETURNED_SQLSTATE, SCHEMA_NAME, TABLE_NAME, CONSTRAINT_NAME, COLUMN_NAME, MESSAGE_TEXT) as one scsql.violation. Raises the SC code, message and hint mapped to the violated check constraint (for a NULL in a NOT NULL column: to the check constraint on that column alone) by scsql._map_constraint, keeping the schema, table, constraint and column names; re-raises the violation as it was when the constraint is not mapped (an invariant the database keeps, not a limit of an argument).';
 
 create or replace function scsql._check_row(p_table regclass, p_row anyelement)
 returns void
@@ -339,6 +358,7 @@ as $$
 declare
   c record;
   v_bad boolean;
+  v_err scsql.violation;
 begin
   -- As PostgreSQL does: NOT NULL first (here: of the columns a mapped check
   -- constraint states the rule of), then the check constraints by name.
@@ -354,20 +374,22 @@ begin
     if c.attnotnull then
       execute format('select %I is null from (select ($1).*) r', c.attname) into v_bad using p_row;
       if v_bad then
-        perform scsql._raise_violation('23502', (select n.nspname from pg_catalog.pg_class t join pg_catalog.pg_namespace n
-                                                 on n.oid = t.relnamespace where t.oid = p_table),
-                                       (select t.relname from pg_catalog.pg_class t where t.oid = p_table),
-                                       null, c.attname, format('null value in column "%s"', c.attname));
+        v_err := row('23502', null, null, null, c.attname, format('null value in column "%s"', c.attname));
+        exit;
       end if;
     end if;
     execute format('select (%s) is false from (select ($1).*) r', c.expr) into v_bad using p_row;
     if v_bad then
-      perform scsql._raise_violation('23514', (select n.nspname from pg_catalog.pg_class t join pg_catalog.pg_namespace n
-                                               on n.oid = t.relnamespace where t.oid = p_table),
-                                     (select t.relname from pg_catalog.pg_class t where t.oid = p_table),
-                                     c.conname, null, format('violates check constraint "%s"', c.conname));
+      v_err := row('23514', null, null, c.conname, null, format('violates check constraint "%s"', c.conname));
+      exit;
     end if;
   end loop;
+  if v_err.returned_sqlstate is not null then
+    select n.nspname, t.relname into v_err.schema_name, v_err.table_name
+    from pg_catalog.pg_class t join pg_catalog.pg_namespace n on n.oid = t.relnamespace
+    where t.oid = p_table;
+    perform scsql._raise_violation(v_err);
+  end if;
 end
 $$;
 comment on function scsql._check_row(regclass, anyelement) is
@@ -572,7 +594,7 @@ language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_id bigint;
-  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
+  v_err scsql.violation;
   v_root text := '/' || array_to_string(scsql._root_parts(p_root_path), '/');
 begin
   -- An absolute root is stored as set_project_root stores it; the table's
@@ -587,9 +609,9 @@ begin
     values (p_name, coalesce(v_root, p_root_path), nullif(p_git_remote, ''))
     returning project_id into v_id;
   exception when check_violation or not_null_violation then
-    get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
-      v_constraint = constraint_name, v_column = column_name, v_message = message_text;
-    perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+    get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
+      v_err.table_name = table_name, v_err.constraint_name = constraint_name, v_err.column_name = column_name, v_err.message_text = message_text;
+    perform scsql._raise_violation(v_err);
   end;
   return v_id;
 end
@@ -699,7 +721,7 @@ as $$
 declare
   v_agent scsql.agents;
   v_key integer;
-  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
+  v_err scsql.violation;
 begin
   v_agent := scsql._agent(p_name, true);
   if v_agent.revoked_at is not null then
@@ -714,9 +736,9 @@ begin
       raise exception using errcode = 'SC012', message = format('public key %s is already registered', encode(p_public_key, 'hex')),
         hint = 'Rotate to a new key pair: scsql agent rotate-key NAME generates one.';
     when check_violation or not_null_violation then
-      get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
-        v_constraint = constraint_name, v_column = column_name, v_message = message_text;
-      perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+      get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
+        v_err.table_name = table_name, v_err.constraint_name = constraint_name, v_err.column_name = column_name, v_err.message_text = message_text;
+      perform scsql._raise_violation(v_err);
   end;
   return v_key;
 end
@@ -729,7 +751,7 @@ returns void
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
-  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
+  v_err scsql.violation;
 begin
   perform scsql._require(p_orchestrates is not null, 'orchestrates must be true or false');
   -- The name is checked by the table's constraint.
@@ -737,9 +759,9 @@ begin
   values (p_name, p_orchestrates, coalesce(p_description, ''))
   on conflict (name) do update set orchestrates = excluded.orchestrates, description = excluded.description;
 exception when check_violation or not_null_violation then
-  get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
-    v_constraint = constraint_name, v_column = column_name, v_message = message_text;
-  perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+  get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
+    v_err.table_name = table_name, v_err.constraint_name = constraint_name, v_err.column_name = column_name, v_err.message_text = message_text;
+  perform scsql._raise_violation(v_err);
 end
 $$;
 comment on function scsql.define_team_role(text, boolean, text) is

@@ -365,16 +365,27 @@ comment on function scsql.redaction_kinds() is
 -- Public: redacting, for clients that sign what they store
 -- ---------------------------------------------------------------------------
 
+create or replace function scsql._redact_size(p_what text, p_bytes integer)
+returns void
+language plpgsql immutable parallel safe
+as $$
+begin
+  if p_bytes > 2097152 then
+    raise exception using errcode = 'SC041',
+      message = format('the %s to redact is %s bytes; at most 2 MiB (2,097,152 bytes)', p_what, p_bytes),
+      hint = 'No write path stores more; redact the part that is stored.';
+  end if;
+end
+$$;
+comment on function scsql._redact_size(text, integer) is
+  'Private, the size limit of scsql.redact and scsql.redact_jsonb: raises SC041 when the WHAT (text or JSON) to redact is BYTES bytes, over 2 MiB. NULL passes.';
+
 create or replace function scsql.redact(p_text text)
 returns text
 language plpgsql immutable parallel safe security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 begin
-  if pg_catalog.octet_length(p_text) > 2097152 then
-    raise exception using errcode = 'SC041',
-      message = format('the text to redact is %s bytes; at most 2 MiB (2,097,152 bytes)', pg_catalog.octet_length(p_text)),
-      hint = 'No write path stores more; redact the part that is stored.';
-  end if;
+  perform scsql._redact_size('text', pg_catalog.octet_length(p_text));
   return scsql._redact(p_text);
 end
 $$;
@@ -386,11 +397,7 @@ returns jsonb
 language plpgsql immutable parallel safe security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 begin
-  if pg_catalog.octet_length(p_value::text) > 2097152 then
-    raise exception using errcode = 'SC041',
-      message = format('the JSON to redact is %s bytes; at most 2 MiB (2,097,152 bytes)', pg_catalog.octet_length(p_value::text)),
-      hint = 'No write path stores more; redact the part that is stored.';
-  end if;
+  perform scsql._redact_size('JSON', pg_catalog.octet_length(p_value::text));
   if scsql._jsonb_depth(p_value) > 64 then
     raise exception using errcode = 'SC010', message = 'the JSON to redact nests deeper than 64 levels',
       hint = 'No write path stores deeper JSON.';

@@ -81,7 +81,7 @@ returns void
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
-  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
+  v_err scsql.violation;
 begin
   if p_input_usd_per_mtok is null or p_output_usd_per_mtok is null
      or p_input_usd_per_mtok < 0 or p_output_usd_per_mtok < 0
@@ -100,9 +100,9 @@ begin
     on conflict (model, effective_from) do update
       set input_usd_per_mtok = excluded.input_usd_per_mtok, output_usd_per_mtok = excluded.output_usd_per_mtok;
   exception when check_violation or not_null_violation then
-    get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
-      v_constraint = constraint_name, v_column = column_name, v_message = message_text;
-    perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+    get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
+      v_err.table_name = table_name, v_err.constraint_name = constraint_name, v_err.column_name = column_name, v_err.message_text = message_text;
+    perform scsql._raise_violation(v_err);
   end;
 end
 $$;
@@ -207,7 +207,7 @@ language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();
-  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
+  v_err scsql.violation;
 begin
   -- Signed text is stored as signed: it must arrive redacted.
   perform scsql._require_redacted('title', p_title);
@@ -216,9 +216,9 @@ begin
   values (v_me.project_id, p_client, p_model, p_title, p_at, p_key_id, p_signature)
   returning s.session_id, s.chain_id, s.seq into session_id, chain_id, seq;
 exception when check_violation or not_null_violation then
-  get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
-    v_constraint = constraint_name, v_column = column_name, v_message = message_text;
-  perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+  get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
+    v_err.table_name = table_name, v_err.constraint_name = constraint_name, v_err.column_name = column_name, v_err.message_text = message_text;
+  perform scsql._raise_violation(v_err);
 end
 $$;
 comment on function scsql.start_session(text, text, text, timestamptz, integer, bytea) is
@@ -292,7 +292,7 @@ language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();
-  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
+  v_err scsql.violation;
 begin
   -- Signed text is stored as signed: it must arrive redacted.
   perform scsql._require_redacted('summary', p_summary);
@@ -309,9 +309,9 @@ begin
   select l.learning_id into learning_id from scsql.learnings l
   where l.project_id = v_me.project_id and l.outcome_id = record_outcome.outcome_id;
 exception when check_violation or not_null_violation then
-  get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
-    v_constraint = constraint_name, v_column = column_name, v_message = message_text;
-  perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+  get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
+    v_err.table_name = table_name, v_err.constraint_name = constraint_name, v_err.column_name = column_name, v_err.message_text = message_text;
+  perform scsql._raise_violation(v_err);
 end
 $$;
 comment on function scsql.record_outcome(text, text, text, bigint, bigint, text, numeric, text, text, timestamptz, integer, bytea) is

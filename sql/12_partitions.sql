@@ -376,7 +376,7 @@ returns void
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
-  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
+  v_err scsql.violation;
 begin
   if not exists (select from scsql.partition_settings s where s.parent = p_table) then
     raise exception using errcode = 'SC121',
@@ -388,9 +388,9 @@ begin
   set retention = p_retention, premake = coalesce(p_premake, s.premake), updated_at = now()
   where s.parent = p_table;
 exception when check_violation or not_null_violation then
-  get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
-    v_constraint = constraint_name, v_column = column_name, v_message = message_text;
-  perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+  get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
+    v_err.table_name = table_name, v_err.constraint_name = constraint_name, v_err.column_name = column_name, v_err.message_text = message_text;
+  perform scsql._raise_violation(v_err);
 end
 $$;
 comment on function scsql.set_partition_retention(text, interval, integer) is

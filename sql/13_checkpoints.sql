@@ -69,7 +69,7 @@ language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_key integer;
-  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
+  v_err scsql.violation;
 begin
   select key_id into v_key from scsql.auditor_keys where public_key = p_public_key;
   if found then
@@ -79,9 +79,9 @@ begin
   insert into scsql.auditor_keys (public_key) values (p_public_key) returning key_id into v_key;
   return v_key;
 exception when check_violation or not_null_violation then
-  get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
-    v_constraint = constraint_name, v_column = column_name, v_message = message_text;
-  perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+  get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
+    v_err.table_name = table_name, v_err.constraint_name = constraint_name, v_err.column_name = column_name, v_err.message_text = message_text;
+  perform scsql._raise_violation(v_err);
 end
 $$;
 comment on function scsql.register_auditor_key(bytea) is

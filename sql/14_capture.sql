@@ -84,7 +84,7 @@ language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();
-  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
+  v_err scsql.violation;
 begin
   if p_external_id is null or char_length(p_external_id) not between 1 and 200 then
     raise exception using errcode = 'SC010', message = 'external_id must be 1 to 200 characters';
@@ -114,9 +114,9 @@ begin
       select s.session_id into session_id from scsql.sessions s
       where s.project_id = v_me.project_id and s.author_id = v_me.agent_id and s.external_id = p_external_id;
     when check_violation or not_null_violation then
-      get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
-        v_constraint = constraint_name, v_column = column_name, v_message = message_text;
-      perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+      get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
+        v_err.table_name = table_name, v_err.constraint_name = constraint_name, v_err.column_name = column_name, v_err.message_text = message_text;
+      perform scsql._raise_violation(v_err);
   end;
 end
 $$;
@@ -189,7 +189,7 @@ language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();
-  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
+  v_err scsql.violation;
 begin
   perform scsql._require(p_text is not null, 'text is required');
   perform scsql._require_redacted('text', p_text);
@@ -204,9 +204,9 @@ begin
   returning p.prompt_id, p.chain_id, p.seq into prompt_id, chain_id, seq;
   perform scsql._require_references(v_me.project_id, p_session_id);
 exception when check_violation or not_null_violation then
-  get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
-    v_constraint = constraint_name, v_column = column_name, v_message = message_text;
-  perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+  get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
+    v_err.table_name = table_name, v_err.constraint_name = constraint_name, v_err.column_name = column_name, v_err.message_text = message_text;
+  perform scsql._raise_violation(v_err);
 end
 $$;
 comment on function scsql.record_prompt(text, bigint, boolean, timestamptz, text, timestamptz, integer, bytea) is
@@ -247,7 +247,7 @@ language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();
-  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
+  v_err scsql.violation;
 begin
   perform scsql._require_redacted('input_preview', p_input_preview);
   perform scsql._require_redacted('output_preview', p_output_preview);
@@ -285,9 +285,9 @@ begin
   returning t.tool_call_id, t.chain_id, t.seq, t.cost_usd into tool_call_id, chain_id, seq, cost_usd;
   perform scsql._require_references(v_me.project_id, p_session_id);
 exception when check_violation or not_null_violation then
-  get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
-    v_constraint = constraint_name, v_column = column_name, v_message = message_text;
-  perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+  get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
+    v_err.table_name = table_name, v_err.constraint_name = constraint_name, v_err.column_name = column_name, v_err.message_text = message_text;
+  perform scsql._raise_violation(v_err);
 end
 $$;
 comment on function scsql.capture_tool_call(text, text, bigint, text, text, integer, integer, integer, text, text, text, jsonb, boolean, boolean, text, timestamptz, text, timestamptz, integer, bytea) is

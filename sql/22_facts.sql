@@ -63,7 +63,7 @@ declare
   v_kt text[];
   v_vt text[];
   v_n integer;
-  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
+  v_err scsql.violation;
 begin
   perform scsql._check_text('key', p_key, 200, false);
   perform scsql._check_text('value', p_value, 4000, true);
@@ -91,9 +91,9 @@ begin
       insert into scsql.memory_facts as f (project_id, key, value, importance, created_by, updated_by)
       values (v_project, v_key, v_value, v_importance, v_agent, v_agent);
     exception when check_violation or not_null_violation then
-      get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
-        v_constraint = constraint_name, v_column = column_name, v_message = message_text;
-      perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+      get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
+        v_err.table_name = table_name, v_err.constraint_name = constraint_name, v_err.column_name = column_name, v_err.message_text = message_text;
+      perform scsql._raise_violation(v_err);
     end;
   end if;
   perform scsql._facts_lock(v_project);

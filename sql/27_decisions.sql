@@ -17,7 +17,7 @@ language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_row scsql.decisions;
-  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
+  v_err scsql.violation;
 begin
   -- The text rules every memory write uses (sql/20_text.sql), raised as
   -- SC235; the table's constraints (sql/90_constraints.sql) bound what is
@@ -47,9 +47,9 @@ begin
                          (select d.decision_id from scsql.decisions d where d.project_id = p_project and d.supersedes = p_supersedes)),
         hint = 'Supersede the current decision instead; decisions(p_include_superseded => true) shows the history.';
     when check_violation or not_null_violation then   -- too long once redacted
-      get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
-        v_constraint = constraint_name, v_column = column_name, v_message = message_text;
-      perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+      get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
+        v_err.table_name = table_name, v_err.constraint_name = constraint_name, v_err.column_name = column_name, v_err.message_text = message_text;
+      perform scsql._raise_violation(v_err);
   end;
   -- Memory history (sql/26_history.sql): the decision, and the one it supersedes.
   perform scsql._memory_change(p_project, 'decide', 'decision', 'decision:' || v_row.decision_id, null, null,
@@ -149,7 +149,7 @@ as $$
 #variable_conflict use_column
 declare
   v_id bigint;
-  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
+  v_err scsql.violation;
 begin
   -- The text rules every memory write uses (sql/20_text.sql), raised as
   -- SC238; the table's constraints (sql/90_constraints.sql) bound what is
@@ -169,9 +169,9 @@ begin
     on conflict (project_id, md5(text)) where closed_at is null do nothing
     returning l.loop_id into v_id;
   exception when check_violation or not_null_violation then   -- too long once redacted
-    get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
-      v_constraint = constraint_name, v_column = column_name, v_message = message_text;
-    perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+    get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
+      v_err.table_name = table_name, v_err.constraint_name = constraint_name, v_err.column_name = column_name, v_err.message_text = message_text;
+    perform scsql._raise_violation(v_err);
   end;
   if v_id is not null then
     -- Memory history (sql/26_history.sql).
@@ -216,7 +216,7 @@ as $$
 declare
   v_project bigint := scsql._my_project();
   v_row scsql.open_loops;
-  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
+  v_err scsql.violation;
 begin
   -- The text rules every memory write uses (sql/20_text.sql), raised as
   -- SC238; the table's constraint bounds the resolution once redacted.
@@ -239,9 +239,9 @@ begin
     where l.project_id = v_project and l.loop_id = p_id
     returning * into v_row;
   exception when check_violation or not_null_violation then   -- too long once redacted
-    get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
-      v_constraint = constraint_name, v_column = column_name, v_message = message_text;
-    perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+    get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
+      v_err.table_name = table_name, v_err.constraint_name = constraint_name, v_err.column_name = column_name, v_err.message_text = message_text;
+    perform scsql._raise_violation(v_err);
   end;
   -- Memory history (sql/26_history.sql).
   perform scsql._memory_change(v_project, 'close_loop', 'loop', 'loop:' || v_row.loop_id, null, scsql._text_hash(v_row.text),

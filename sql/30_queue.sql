@@ -466,7 +466,7 @@ declare
   v_files text[];
   v_held integer;
   v_overlap text;
-  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
+  v_err scsql.violation;
 begin
   if not scsql._is_orchestrator(v_me.team_role) then
     raise exception using errcode = 'SC300',
@@ -497,9 +497,9 @@ begin
     returning tasks.task_id, tasks.team_role, tasks.exclusive_files, tasks.run_after
     into task_id, team_role, exclusive_files, run_after;
   exception when check_violation or not_null_violation then
-    get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
-      v_constraint = constraint_name, v_column = column_name, v_message = message_text;
-    perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+    get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
+      v_err.table_name = table_name, v_err.constraint_name = constraint_name, v_err.column_name = column_name, v_err.message_text = message_text;
+    perform scsql._raise_violation(v_err);
   end;
 
   if cardinality(v_files) > 0 then

@@ -313,7 +313,7 @@ as $$
 declare
   v_project bigint;
   v_agent bigint;
-  v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
+  v_err scsql.violation;
 begin
   v_project := scsql._project_id(p_project);
   if p_agent is null then
@@ -330,9 +330,9 @@ begin
     on conflict (project_id, agent_id) do update set per_minute = excluded.per_minute;
   end if;
 exception when check_violation or not_null_violation then
-  get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
-    v_constraint = constraint_name, v_column = column_name, v_message = message_text;
-  perform scsql._raise_violation(v_state, v_schema, v_table, v_constraint, v_column, v_message);
+  get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
+    v_err.table_name = table_name, v_err.constraint_name = constraint_name, v_err.column_name = column_name, v_err.message_text = message_text;
+  perform scsql._raise_violation(v_err);
 end
 $$;
 comment on function scsql.set_broadcast_limit(text, integer, text) is

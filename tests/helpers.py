@@ -504,3 +504,41 @@ def race_behind_lock(db: ScsqlDb, table: str, calls: list[Callable[[], None]],
         for t in threads:
             t.join(join)
     return seen
+
+
+# -- scsql as separate processes on a data directory of its own ----------------------
+
+
+def scsql_process(*args: str, env: dict[str, str]) -> subprocess.Popen:
+    """``scsql ARGS`` started as a process of its own (like ``scsql()``, no SCSQL_ variable of
+    this process inherited), its stdout and stderr piped as text."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SCSQL_")}
+    return subprocess.Popen([sys.executable, "-m", "scsql", *args], env={**base, **env}, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def scsql_up(tmp_path_factory, name: str):
+    """The body of a module fixture: a data directory (under a temporary directory called NAME)
+    set up by scsql up (server, schema, default agent and key), yielded as (data, env) with env
+    naming it in SCSQL_DATA_DIR; its server is stopped when the fixture ends."""
+    data = tmp_path_factory.mktemp(name) / "data"
+    env = {"SCSQL_DATA_DIR": str(data)}
+    up = scsql("up", env=env, timeout=300)
+    assert up.returncode == 0, up.stderr
+    yield data, env
+    scsql("down", env=env)
+
+
+# -- the search API as tests call it ---------------------------------------------------
+
+
+def agent_query(agent, query: str, *args):
+    """The rows of QUERY (with ARGS bound) run in one transaction of AGENT."""
+    with agent.transaction() as conn:
+        return conn.execute(query, args).fetchall()
+
+
+def agent_search(agent, query: str, **kw):
+    """scsql.search(QUERY) as AGENT, each keyword argument passed as the named parameter p_<name>."""
+    extra = "".join(f", p_{k} => %s" for k in kw)
+    return agent_query(agent, f"select * from scsql.search(%s{extra})", query, *kw.values())

@@ -13,18 +13,14 @@ import time
 import fasteners
 import pytest
 
-from .helpers import one_error_line, scsql
+from .helpers import one_error_line, scsql, scsql_process, scsql_up
 
 N = 4
 
 
 def _agent_process(env: dict[str, str]) -> subprocess.Popen:
     """scsql worker --once as the default agent: opens the agent like scsql mcp does, drains, exits."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("SCSQL_")}
-    return subprocess.Popen([sys.executable, "-m", "scsql", "worker", "--agent", "default", "--once",
-                             "--job", "learnings"],
-                            env={**base, **env}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return scsql_process("worker", "--agent", "default", "--once", "--job", "learnings", env=env)
 
 
 class Watched:
@@ -57,12 +53,7 @@ class Watched:
 @pytest.fixture(scope="module")
 def set_up(tmp_path_factory):
     """A data directory set up once by scsql up (server, schema, default agent and key)."""
-    data = tmp_path_factory.mktemp("embedded") / "data"
-    env = {"SCSQL_DATA_DIR": str(data)}
-    up = scsql("up", env=env, timeout=300)
-    assert up.returncode == 0, up.stderr
-    yield data, env
-    scsql("down", env=env)
+    yield from scsql_up(tmp_path_factory, "embedded")
 
 
 @pytest.fixture

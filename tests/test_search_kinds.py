@@ -11,15 +11,7 @@ import pytest
 
 from scsql.core.errors import ScsqlError
 
-
-def q(agent, sql, *args):
-    with agent.transaction() as conn:
-        return conn.execute(sql, args).fetchall()
-
-
-def search(agent, query, **kw):
-    extra = "".join(f", p_{k} => %s" for k in kw)
-    return q(agent, f"select * from scsql.search(%s{extra})", query, *kw.values())
+from .helpers import agent_query as q, agent_search as search
 
 
 def _kestrel(scsql_db, prefix=""):

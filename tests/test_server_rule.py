@@ -6,36 +6,23 @@ directory."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 
 import fasteners
 import pytest
 
-from .helpers import one_error_line, scsql, wait_for
+from .helpers import one_error_line, scsql, scsql_process, scsql_up, wait_for
 
 N = 4
 
 
-def _agent(env: dict[str, str], *args: str) -> subprocess.Popen:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("SCSQL_")}
-    return subprocess.Popen([sys.executable, "-m", "scsql", *args], env={**base, **env}, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
 def _worker(env: dict[str, str]) -> subprocess.Popen:
-    return _agent(env, "worker", "--agent", "default", "--once", "--job", "learnings")
+    return scsql_process("worker", "--agent", "default", "--once", "--job", "learnings", env=env)
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    d = tmp_path_factory.mktemp("rule") / "data"
-    env = {"SCSQL_DATA_DIR": str(d)}
-    up = scsql("up", env=env, timeout=300)
-    assert up.returncode == 0, up.stderr
-    yield d, env
-    scsql("down", env=env)
+    yield from scsql_up(tmp_path_factory, "rule")
 
 
 def _running(d) -> bool:
@@ -97,7 +84,7 @@ def test_a_hold_written_while_agents_wait_stops_them_all(data):
 
         wait_for(all_waiting, timeout=120, every=0)
         # scsql down --hold writes the hold at once, then waits for the lock like a starter
-        down = _agent(env, "down", "--hold")
+        down = scsql_process("down", "--hold", env=env)
         wait_for(lambda: (d / ".hold").exists(), timeout=60)
     finally:
         lock.release()

@@ -124,7 +124,7 @@ def test_every_mapped_constraint_raises_its_code_message_and_hint(scsql_db):
                                  (name,)).fetchone()["t"]
             schema, _, rel = table.rpartition(".")
             with pytest.raises(psycopg.Error) as err:
-                conn.execute("select scsql._raise_violation('23514', %s, %s, %s, null, 'x')", (schema, rel, name))
+                conn.execute("select scsql._raise_violation(row('23514', %s, %s, %s, null, 'x'))", (schema, rel, name))
             conn.rollback()
             assert err.value.sqlstate == code, name
             assert err.value.diag.message_primary == message, name
@@ -281,19 +281,20 @@ def test_a_direct_insert_gets_postgresql_s_error_and_a_function_maps_it(team):
     with db.connect() as conn, pytest.raises(psycopg.Error) as err:
         conn.execute(f"""
             create function pg_temp.write_task(p_agent text) returns void language plpgsql as $$
-            declare s text; t text; c text; col text; st text; m text;
+            declare v_err scsql.violation;
             begin
               {insert.replace('%s', 'p_agent')};
             exception when check_violation or not_null_violation then
-              get stacked diagnostics st = returned_sqlstate, s = schema_name, t = table_name,
-                c = constraint_name, col = column_name, m = message_text;
-              perform scsql._raise_violation(st, s, t, c, col, m);
+              get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
+                v_err.table_name = table_name, v_err.constraint_name = constraint_name,
+                v_err.column_name = column_name, v_err.message_text = message_text;
+              perform scsql._raise_violation(v_err);
             end $$""")
         conn.execute("select pg_temp.write_task(%s)", (orch.name,))
     assert (err.value.sqlstate, err.value.diag.message_primary) == (code, message)
     # An invariant the database keeps is not mapped: its violation stays PostgreSQL's.
     with db.connect() as conn, pytest.raises(psycopg.Error) as err:
-        conn.execute("select scsql._raise_violation('23514', 'scsql', 'tasks', 'tasks_fence_check', null, 'as it was')")
+        conn.execute("select scsql._raise_violation(row('23514', 'scsql', 'tasks', 'tasks_fence_check', null, 'as it was'))")
     assert err.value.sqlstate == "23514" and err.value.diag.message_primary == "as it was"
 
 

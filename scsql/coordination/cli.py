@@ -89,23 +89,15 @@ def cmd_queue_run(ctx, args: argparse.Namespace) -> int:
     return 0
 
 
-def _subcommands(sub, add, name: str, help: str):
-    """The subparsers of command NAME, shared with other modules that add to it."""
-    existing = sub.choices.get(name)
-    if existing is None:
-        existing = add(name, lambda ctx, args: args.sub_func(ctx, args), help)
-        existing.add_subparsers(dest=f"{name}_command", metavar="COMMAND", required=True)
-    action = next(a for a in existing._actions if isinstance(a, argparse._SubParsersAction))
-    return action
-
-
 def register(sub, add) -> None:
-    hook = _subcommands(sub, add, "hook", "entry points for agent hooks (Claude Code events)")
+    from ..core.cli import command_group
+
+    hook = command_group(sub, add, "hook", "entry points for agent hooks (Claude Code events)")
     p = hook.add_parser("stop-check", help="exit 2 with a reason while tasks remain claimable for the agent")
     p.add_argument("--agent", help="the agent that wants to stop (required)")
     p.set_defaults(sub_func=cmd_stop_check)
 
-    queue = _subcommands(sub, add, "queue", "the task queue: statistics, running a command per task, maintenance")
+    queue = command_group(sub, add, "queue", "the task queue: statistics, running a command per task, maintenance")
     p = queue.add_parser("stats", help="queue counts of the agent's project, by team role")
     p.add_argument("--agent", help="the agent whose project to show (required)")
     p.add_argument("--json", action="store_true")

@@ -30,6 +30,16 @@ DEFAULT_PROJECT = "default"
 DEFAULT_AGENT = "default"
 DEFAULT_TEAM_ROLE = "orchestrator"
 
+
+def command_group(sub, add, name: str, help: str, metavar: str = "COMMAND") -> argparse._SubParsersAction:
+    """The subparsers of command NAME (scsql hook, queue, install, ...): made
+    by the first module that adds a subcommand to it, shared by the others."""
+    existing = sub.choices.get(name)
+    if existing is None:
+        existing = add(name, lambda ctx, args: args.sub_func(ctx, args), help)
+        existing.add_subparsers(dest=f"{name}_command", metavar=metavar, required=True)
+    return next(a for a in existing._actions if isinstance(a, argparse._SubParsersAction))
+
 def cmd_worker(ctx, args) -> int:
     from .. import subsystems
     from ..audit import partitions

@@ -45,17 +45,10 @@ def cmd_event(ctx, args: argparse.Namespace) -> int:
     return client.main(argv)
 
 
-def _hook_group(sub, add):
-    existing = sub.choices.get("hook")
-    if existing is None:
-        existing = add("hook", lambda ctx, args: args.sub_func(ctx, args),
-                       "entry points for agent hooks (Claude Code events)")
-        existing.add_subparsers(dest="hook_command", metavar="COMMAND", required=True)
-    return next(a for a in existing._actions if isinstance(a, argparse._SubParsersAction))
-
-
 def register(sub, add) -> None:
-    hook = _hook_group(sub, add)
+    from ..core.cli import command_group
+
+    hook = command_group(sub, add, "hook", "entry points for agent hooks (Claude Code events)")
     p = hook.add_parser("serve", help="the agent's hook server (the hooks start it when it is not running)")
     p.add_argument("--agent", help="the agent the server acts as (required)")
     p.add_argument("--idle", type=float, default=1800.0, help="exit after this many seconds without a request")

@@ -525,15 +525,6 @@ def cmd_uninstall_claude(ctx, args: argparse.Namespace) -> int:
 # -- the command line --------------------------------------------------------
 
 
-def _group(sub, add, name: str, help: str):
-    """The subparsers of command NAME (created on first use, shared)."""
-    existing = sub.choices.get(name)
-    if existing is None:
-        existing = add(name, lambda ctx, args: args.sub_func(ctx, args), help)
-        existing.add_subparsers(dest=f"{name}_command", metavar="TARGET", required=True)
-    return next(a for a in existing._actions if isinstance(a, argparse._SubParsersAction))
-
-
 def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--agent", required=True, help="the agent the MCP server and the hooks act as")
     p.add_argument("--project-dir", metavar="DIR",
@@ -546,14 +537,16 @@ def _options(p: argparse.ArgumentParser) -> None:
 
 
 def register_install(sub, add) -> None:
-    p = _group(sub, add, "install", "add scsql to an agent tool's configuration").add_parser(
+    from ..core.cli import command_group
+
+    p = command_group(sub, add, "install", "add scsql to an agent tool's configuration", "TARGET").add_parser(
         "claude", help="Claude Code: create the project and agent if needed, add the MCP server to .mcp.json "
                        "and the hooks to the settings file")
     _options(p)
     p.add_argument("--role", default=DEFAULT_TEAM_ROLE,
                    help=f"team role of an agent created now (default {DEFAULT_TEAM_ROLE})")
     p.set_defaults(sub_func=cmd_install_claude)
-    p = _group(sub, add, "uninstall", "remove what scsql install added").add_parser(
+    p = command_group(sub, add, "uninstall", "remove what scsql install added", "TARGET").add_parser(
         "claude", help="Claude Code: remove scsql's MCP server and hooks of the agent, keep everything else")
     _options(p)
     p.set_defaults(sub_func=cmd_uninstall_claude)

@@ -80,11 +80,8 @@ def _run(argv: list[str]) -> None:
 def _sha256(path: Path) -> str:
     import hashlib
 
-    h = hashlib.sha256()
     with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 # -- what the manifest records, read in one snapshot --------------------------------
