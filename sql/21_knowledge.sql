@@ -72,7 +72,8 @@ comment on function scsql._unindex_chunks(bigint, bigint[]) is
   'Private. Removes chunks with their postings, lowering document frequencies (whole and published) and the project''s BM25 statistics. Returns the removed chunk hashes.';
 
 create or replace function scsql._index_chunks(p_project bigint, p_source_id bigint, p_path text,
-                                               p_content text, p_spans jsonb, p_is_file boolean)
+                                               p_content text, p_spans jsonb, p_is_file boolean,
+                                               p_chunks jsonb default null)
 returns table (n_chunks integer, hashes text[])
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
@@ -89,7 +90,13 @@ begin
   with x as materialized (
     -- A session summary is conversation: each part is chunked with the
     -- context before it (sql/20_text.sql), as are spans marked "context".
-    select * from scsql._chunk_text(p_content, p_spans, 1500, v_conversation)
+    select * from scsql._chunk_text(p_content, p_spans, 1500, v_conversation) where p_chunks is null
+    union all
+    -- Chunks already made, stored again (scsql._forget_in_context).
+    select * from pg_catalog.jsonb_to_recordset(p_chunks)
+      as r(seq integer, anchor text, line_start integer, line_end integer, char_start integer, char_end integer,
+           content text, chunk_hash text, context text)
+    where p_chunks is not null
   ),
   tt as materialized (
     -- The source path and the anchor count as text of every chunk, so a
@@ -140,8 +147,8 @@ begin
   return next;
 end
 $$;
-comment on function scsql._index_chunks(bigint, bigint, text, text, jsonb, boolean) is
-  'Private. Chunks a source''s text and stores the chunks and their postings (flagged published like their source; a chunk''s terms are those of the source path, the anchor, the context and the text; a session summary, and spans marked "context", are chunked as conversation, each chunk with its context, see scsql._chunk_text), document frequencies (whole and published) and the project''s BM25 statistics (whole and published). Returns the number of chunks and their hashes.';
+comment on function scsql._index_chunks(bigint, bigint, text, text, jsonb, boolean, jsonb) is
+  'Private. Chunks a source''s text (or takes P_CHUNKS, rows of scsql._chunk_text as JSON objects, instead) and stores the chunks and their postings (flagged published like their source; a chunk''s terms are those of the source path, the anchor, the context and the text; a session summary, and spans marked "context", are chunked as conversation, each chunk with its context, see scsql._chunk_text), document frequencies (whole and published) and the project''s BM25 statistics (whole and published). Returns the number of chunks and their hashes.';
 
 create or replace function scsql._gc_hashes(p_project bigint, p_hashes text[])
 returns void
@@ -156,6 +163,63 @@ as $$
 $$;
 comment on function scsql._gc_hashes(bigint, text[]) is
   'Private. Deletes the embeddings and queued embedding work of chunk hashes no chunk of the project uses any more.';
+
+create or replace function scsql._forget_in_context(p_project bigint, p_texts text[], p_anchors text[])
+returns integer
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+-- Caller holds the project's memory_state lock. A conversation chunk is
+-- indexed with the text before it (kb_chunks.context: the previous chunk's
+-- anchor and end, or what a transcript gave), so text that was forgotten
+-- can live on there. Every line of a context that stands in a forgotten
+-- text, or is a forgotten anchor, is removed; the chunk is stored again
+-- with what is left (terms and statistics exact) and its embedding redone.
+declare
+  v_src record;
+  v_hashes text[] := '{}';
+  v_n integer := 0;
+begin
+  for v_src in
+    with hit as (
+      select c.chunk_id, c.source_id, c.seq, c.anchor, c.line_start, c.line_end, c.char_start, c.char_end,
+             c.content, c.chunk_hash,
+             nullif((select pg_catalog.string_agg(l, E'\n' order by o)
+                     from pg_catalog.unnest(pg_catalog.string_to_array(c.context, E'\n')) with ordinality u(l, o)
+                     where not scsql._forgotten_line(l, p_texts, p_anchors)), '') as context
+      from scsql.kb_chunks c
+      where c.project_id = p_project and c.context is not null
+        and exists (select from pg_catalog.unnest(pg_catalog.string_to_array(c.context, E'\n')) l
+                    where scsql._forgotten_line(l, p_texts, p_anchors))
+    )
+    select h.source_id, s.path, s.kind, pg_catalog.array_agg(h.chunk_id) as ids,
+           pg_catalog.array_agg(distinct h.chunk_hash) as hashes,
+           pg_catalog.jsonb_agg(pg_catalog.to_jsonb(h) - 'chunk_id' - 'source_id') as chunks
+    from hit h join scsql.kb_sources s on s.project_id = p_project and s.source_id = h.source_id
+    group by h.source_id, s.path, s.kind
+  loop
+    perform scsql._unindex_chunks(p_project, v_src.ids);
+    perform scsql._index_chunks(p_project, v_src.source_id, v_src.path, null, null, v_src.kind = 'file', v_src.chunks);
+    v_hashes := v_hashes || v_src.hashes;
+    v_n := v_n + pg_catalog.array_length(v_src.ids, 1);
+  end loop;
+  -- Their vectors were made from the old context.
+  delete from scsql.kb_embeddings e where e.project_id = p_project and e.chunk_hash = any(v_hashes);
+  perform scsql._enqueue_embeddings(p_project, v_hashes);
+  return v_n;
+end
+$$;
+comment on function scsql._forget_in_context(bigint, text[], text[]) is
+  'Private. Removes forgotten text (P_TEXTS, the contents of forgotten chunks, and their anchors P_ANCHORS) from the context of every conversation chunk of the project: each context line standing in one of them goes; the chunks are stored again (postings, frequencies and statistics exact) and their embeddings queued again. Returns how many chunks changed.';
+
+create or replace function scsql._forgotten_line(p_line text, p_texts text[], p_anchors text[])
+returns boolean
+language sql immutable parallel safe
+as $$
+  select pg_catalog.btrim(p_line) <> ''
+     and (p_line = any(p_anchors) or exists (select from pg_catalog.unnest(p_texts) t where pg_catalog.strpos(t, p_line) > 0))
+$$;
+comment on function scsql._forgotten_line(text, text[], text[]) is
+  'Private. True when a line of a chunk''s context is not blank and stands in one of the forgotten texts, or is one of their anchors (scsql._forget_in_context).';
 
 create or replace function scsql._enqueue_embeddings(p_project bigint, p_hashes text[])
 returns integer
@@ -562,6 +626,8 @@ as $$
 declare
   v_project bigint := scsql._my_project();
   v_id bigint;
+  v_texts text[];
+  v_anchors text[];
 begin
   perform scsql._check_text('path', p_path, 1024, false);
   -- Paths are stored redacted: a path given as it was indexed finds its source.
@@ -576,7 +642,16 @@ begin
   -- Memory history (sql/26_history.sql).
   perform scsql._memory_change(v_project, 'forget_source', 'source', s.path, null, s.content_hash, null, s.kind, null)
   from scsql.kb_sources s where s.project_id = v_project and s.source_id = v_id;
-  return scsql._forget_sources(v_project, array[v_id]) > 0;
+  -- What another source may hold of this one in a chunk's context is its
+  -- end (a transcript part's first turn is given the end of the part before).
+  select array_agg(content), array_agg(anchor) filter (where anchor is not null) into v_texts, v_anchors
+  from (select c.content, c.anchor from scsql.kb_chunks c where c.project_id = v_project and c.source_id = v_id
+        order by c.seq desc limit 2) last;
+  if scsql._forget_sources(v_project, array[v_id]) = 0 then
+    return false;
+  end if;
+  perform scsql._forget_in_context(v_project, coalesce(v_texts, '{}'), coalesce(v_anchors, '{}'));
+  return true;
 end
 $$;
 comment on function scsql.forget_source(text) is
@@ -584,7 +659,7 @@ comment on function scsql.forget_source(text) is
 
 p_path: source_path from a search result
 
-Removes the source at PATH (as indexed, or as stored, redacted) of the acting agent''s project with all its chunks, postings and embeddings. Files, URLs, notes and archived facts are the project''s to forget; a session summary only its author may forget, a learning only the author of its outcome. Returns true when it existed, false otherwise. Raises SC200/SC201 for a bad path, SC212 for another agent''s session summary or learning.';
+Removes the source at PATH (as indexed, or as stored, redacted) of the acting agent''s project with all its chunks, postings and embeddings, and takes its end out of the context other conversation chunks are indexed with (a transcript part''s first turn is indexed with the end of the part before). Files, URLs, notes and archived facts are the project''s to forget; a session summary only its author may forget, a learning only the author of its outcome. Returns true when it existed, false otherwise. Raises SC200/SC201 for a bad path, SC212 for another agent''s session summary or learning.';
 
 create or replace function scsql.forget_chunk(p_chunk_hash text)
 returns integer
@@ -595,6 +670,8 @@ declare
   v_ids bigint[];
   v_sources bigint[];
   v_hashes text[];
+  v_texts text[];
+  v_anchors text[];
   v_n integer;
 begin
   if p_chunk_hash is null or lower(p_chunk_hash) !~ '^[0-9a-f]{64}$' then
@@ -608,7 +685,10 @@ begin
   end if;
   perform scsql._check_forgettable(v_project, v_sources);
   v_n := array_length(v_ids, 1);
+  select array_agg(content), array_agg(anchor) filter (where anchor is not null) into v_texts, v_anchors
+  from scsql.kb_chunks where project_id = v_project and chunk_id = any(v_ids);
   v_hashes := scsql._unindex_chunks(v_project, v_ids);
+  perform scsql._forget_in_context(v_project, v_texts, coalesce(v_anchors, '{}'));
   update scsql.kb_sources s
      set n_chunks = (select count(*) from scsql.kb_chunks c where c.project_id = v_project and c.source_id = s.source_id),
          updated_at = now(), updated_by = scsql._my_agent_id()
@@ -626,5 +706,5 @@ comment on function scsql.forget_chunk(text) is
 
 p_chunk_hash: chunk_hash from a search result (sha256 hex)
 
-Removes every chunk of the acting agent''s project whose chunk_hash is the given one (the same text may occur in several sources), with postings and embedding. Their sources stay, with fewer chunks; re-indexing changed text brings chunks back. Returns the number of chunks removed (0 when none). Raises SC010 for a malformed hash, SC212 (removing nothing) when the text is also a chunk of another agent''s session summary or learning.';
+Removes every chunk of the acting agent''s project whose chunk_hash is the given one (the same text may occur in several sources), with postings and embedding, and takes its text out of the context other conversation chunks are indexed with (the next turn is indexed with the end of the one before): their terms and embeddings are made again without it. Their sources stay, with fewer chunks; re-indexing changed text brings chunks back. Returns the number of chunks removed (0 when none). Raises SC010 for a malformed hash, SC212 (removing nothing) when the text is also a chunk of another agent''s session summary or learning.';
 

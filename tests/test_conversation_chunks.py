@@ -153,3 +153,62 @@ def test_transcript_spans_mark_the_turns_as_conversation(tmp_path):
     f.write_text("".join(_lines(TURNS)) + "".join(_lines([("u5", "and now?", "a5", "Nothing left.")], 8)))
     [part] = transcript.read(f, since=first.cursor).conversation.parts
     assert part.spans[0]["context"].startswith("User: yes, the first") and part.spans[0]["context"].endswith("Set.")
+
+
+def _traces(scsql_db, words: str) -> list[str]:
+    """Where WORDS are still stored in the knowledge base: chunk text, chunk
+    context, or the text a worker would embed for a chunk."""
+    with scsql_db.connect() as conn:
+        found = conn.execute(
+            "select c.seq, c.content like %(w)s as in_content, c.context like %(w)s as in_context, "
+            "scsql._embed_input(c.project_id, c.chunk_hash) like %(w)s as in_embedding "
+            "from scsql.kb_chunks c", {"w": f"%{words}%"}).fetchall()
+        stale = conn.execute("select count(*) as n from scsql.kb_terms t where t.df <> (select count(*) "
+                             "from scsql.kb_postings p where p.project_id = t.project_id and p.term_id = t.term_id)"
+                             ).fetchone()["n"]
+        lengths = conn.execute("select m.total_len = (select coalesce(sum(n_terms), 0) from scsql.kb_chunks c "
+                               "where c.project_id = m.project_id) as exact from scsql.memory_state m").fetchall()
+    assert stale == 0 and all(r["exact"] for r in lengths)
+    return [f"chunk {r['seq']} {k}" for r in found for k in ("in_content", "in_context", "in_embedding") if r[k]]
+
+
+def test_forgotten_text_does_not_live_on_in_the_context_of_the_next_turn(scsql_db, agent, tmp_path):
+    """Turn 2 is indexed with the end of turn 1 as its context. Forgetting
+    turn 1's chunk takes its text out of turn 2's context too: its terms
+    (BM25 finds nothing), its statistics and its embedding input."""
+    f = tmp_path / f"{SESSION}.jsonl"
+    f.write_text("".join(_lines(TURNS[:2])))
+    _keep(agent, f)
+    assert _traces(scsql_db, "module-level helper") == ["chunk 1 in_content", "chunk 1 in_embedding",
+                                                         "chunk 2 in_context", "chunk 2 in_embedding"]
+    [first] = [h for h in _bm25(agent, "module-level helper functions") if "Second:" in h["content"]]
+    with scsql_db.connect() as conn:  # as if a worker had embedded every chunk
+        conn.execute("insert into scsql.kb_embeddings (project_id, model_id, chunk_hash, embedding) "
+                     "select distinct c.project_id, m.embed_model_id, c.chunk_hash, array_fill(0.1, array[384])::vector "
+                     "from scsql.kb_chunks c join scsql.memory_state m using (project_id)")
+        conn.execute("delete from scsql.kb_embed_queue")
+    with agent.transaction() as conn:
+        assert conn.execute("select scsql.forget_chunk(%s) as n", (first["chunk_hash"],)).fetchone()["n"] == 1
+    assert _traces(scsql_db, "module-level helper") == []
+    assert _traces(scsql_db, "Second:") == []
+    assert _bm25(agent, "module-level helper functions") == []
+    [reply] = _reply(_bm25(agent, "use the second option"), "use the second option")
+    with scsql_db.connect() as conn:  # the reply's vector is made again, from its new embedding input
+        queued = [r["chunk_hash"] for r in conn.execute("select chunk_hash from scsql.kb_embed_queue")]
+        kept = [r["chunk_hash"] for r in conn.execute("select chunk_hash from scsql.kb_embeddings")]
+    assert queued == [reply["chunk_hash"]] and reply["chunk_hash"] not in kept
+
+
+def test_a_forgotten_part_does_not_live_on_in_the_next_part(scsql_db, agent, tmp_path):
+    """After a compaction the next part's first turn is indexed with the end
+    of the part before; forget_source of that part leaves none of it."""
+    f = tmp_path / f"{SESSION}.jsonl"
+    f.write_text("".join(_lines(TURNS[:3])))
+    _keep(agent, f)
+    f.write_text("".join(_lines(TURNS)))
+    _keep(agent, f)
+    assert "chunk 1 in_context" in _traces(scsql_db, "keep ninety days")
+    with agent.transaction() as conn:
+        assert conn.execute("select scsql.forget_source(%s) as f", (f"claude/sessions/{SESSION}/1.md",)).fetchone()["f"]
+    assert _traces(scsql_db, "keep ninety days") == []
+    assert _reply(_bm25(agent, "yes, the first"), "yes, the first")
