@@ -144,6 +144,11 @@ class HookEnv:
             os.kill(pid, sig)
             wait_for(lambda: self.server_pid() is None, 30, "the hook server to exit")
 
+    def redelivered(self) -> list[str]:
+        """The event ids the stub handlers found already written (tests/hook_stub_handlers.py)."""
+        path = Path(self.home) / "redelivered"
+        return path.read_text().split() if path.exists() else []
+
     def rows(self) -> list[dict]:
         """The tool-call rows the stub handlers wrote, in chain order."""
         import psycopg
