@@ -64,7 +64,8 @@ as $$
 -- ascending, so those scoring at least a given value are a few index
 -- ranges, one per tf). A threshold T is split over the terms, the most
 -- common first: each term gets tau = its upper bound (from max_tf) while T
--- lasts, the rest of T goes to the next one, and the rarer terms get 0.
+-- lasts, the rest of T goes to the next one, and the rarer terms get 0
+-- (a term's bound: its best score, the shortest chunk's of each tf).
 -- Every posting scoring at least its term's tau is read; the chunks found
 -- are scored completely by index probes. A chunk that was not found scores
 -- less than tau for each of its terms, so less than T: once the depth-th
@@ -102,6 +103,7 @@ declare
   -- at least that was read then).
   v_ubt double precision[];
   v_ubsum double precision;
+  v_s double precision;
   v_t double precision;
   v_rem double precision;
   v_tau double precision[];
@@ -199,13 +201,23 @@ begin
     return;
   end if;
 
-  -- Each term's upper bound: its score in a chunk of max_tf terms, all of them it.
-  select array_agg(scsql_caller.bm25_term(v_idf[i], v_maxtf[i], v_maxtf[i], v_avgdl, p_k1, p_b) order by i)
-    into v_ubt
-  from generate_series(1, v_terms) i;
-  v_ubsum := (select sum(x) from unnest(v_ubt) x);
-
   if v_budget > 0 and (select sum(d) from unnest(v_df) d) > v_budget / 100 then
+    -- Each term's best score: per tf (up to max_tf), the shortest chunk's,
+    -- the first posting of that tf in kb_postings_impact_idx.
+    select array_agg(x.ub order by x.i) into v_ubt
+    from (
+      select u.i, coalesce(max(scsql_caller.bm25_term(u.idf, t.tf, (
+               select p.dl from scsql.kb_postings p
+               where p.project_id = v_project and p.term_id = u.term_id and p.tf = t.tf
+               order by p.dl limit 1), v_avgdl, p_k1, p_b)), 0) as ub
+      from unnest(v_tids, v_idf, v_maxtf) with ordinality u(term_id, idf, maxtf, i)
+      cross join lateral generate_series(1, u.maxtf) t(tf)
+      group by u.i
+    ) x;
+    v_ubsum := (select sum(x) from unnest(v_ubt) x);
+    -- dl as a function of a term's score in a chunk of tf of it (the formula
+    -- solved for dl) is (idf * tf * (k1 + 1) / score - tf - k1 * (1 - b)) * v_s.
+    v_s := case when p_b > 0 then v_avgdl / (p_k1 * p_b) end;
     v_t := v_ubsum * 0.9;
     v_old := array_fill('Infinity'::double precision, array[v_terms]);
     loop
@@ -224,14 +236,19 @@ begin
         select p.chunk_id
         from unnest(v_tids, v_idf, v_tau, v_old, v_maxtf) u(term_id, idf, tau, old, maxtf)
         cross join lateral generate_series(u.maxtf, 1, -1) t(tf)
+        -- Widened by one, and by the rounding error of the difference.
+        cross join lateral (
+          select case when v_s is null or u.tau <= 0 then 2147483647
+                      else least(greatest(floor(v_s * (u.idf * t.tf * (p_k1 + 1) / u.tau - t.tf - p_k1 * (1 - p_b))
+                                                + 1 + 1e-12 * v_s * (u.idf * t.tf * (p_k1 + 1) / u.tau + t.tf + p_k1)),
+                                          -1), 2147483647)::integer end as hi,
+                 case when v_s is null or u.old = 'Infinity' then 0
+                      else least(greatest(floor(v_s * (u.idf * t.tf * (p_k1 + 1) / u.old - t.tf - p_k1 * (1 - p_b))
+                                                - 1 - 1e-12 * v_s * (u.idf * t.tf * (p_k1 + 1) / u.old + t.tf + p_k1)),
+                                          0), 2147483647)::integer end as lo
+        ) d
         join scsql.kb_postings p
-          on p.project_id = v_project and p.term_id = u.term_id and p.tf = t.tf
-         and p.dl >= case when u.old = 'Infinity' or p_b = 0 then 0
-                          else least(greatest(floor((u.idf * t.tf * (p_k1 + 1) / u.old - t.tf - p_k1 * (1 - p_b))
-                                                    * v_avgdl / (p_k1 * p_b)) - 1, 0), 2147483647) end
-         and p.dl <= case when u.tau <= 0 or p_b = 0 then 2147483647
-                          else least(greatest(floor((u.idf * t.tf * (p_k1 + 1) / u.tau - t.tf - p_k1 * (1 - p_b))
-                                                    * v_avgdl / (p_k1 * p_b)) + 1, -1), 2147483647) end
+          on p.project_id = v_project and p.term_id = u.term_id and p.tf = t.tf and p.dl between d.lo and d.hi
         where u.tau < u.old
           and scsql_caller.bm25_term(u.idf, t.tf, t.tf, v_avgdl, p_k1, p_b) >= u.tau
           and scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b) >= u.tau
