@@ -51,37 +51,40 @@ language plpgsql stable
 as $$
 -- The top p_depth chunks by BM25 (the definition: sql/20_text.sql; every
 -- term score is bm25_term, every idf bm25_idf), best first, as the caller
--- sees them. Without filters each project is ranked on its own (a chunk
--- belongs to one project, so the best p_depth overall are among the best
--- p_depth of each project) and the lists are merged; with filters every
--- posting of every term is scored. A chunk's score is the sum of its term
--- scores taken as numeric (exact), so it does not depend on the order they
--- are added in: every path gives a chunk the same score to the last bit,
--- and ranks ties alike (by chunk id).
+-- sees them. Without filters each project
+-- is ranked on its own (a chunk belongs to one project, so the best p_depth
+-- overall are among the best p_depth of each project) and the lists are
+-- merged; one project is computed MaxScore-style: the postings of the
+-- rarest terms (at most 20,000 rows together) give candidates; the common
+-- terms are added to the best of them by index probes; the result is kept
+-- only when no other chunk could beat it (its score bound: the common
+-- terms' upper bounds, from max_tf, plus the best partial score left out);
+-- when two terms are required (without either, the other terms' bounds
+-- stay below a score already reached), only chunks holding both are
+-- scored (a merge join of their postings, the rest by probes).
 --
--- One project is ranked by thresholds over impact-ordered postings (the
--- index kb_postings_impact_idx: each term's postings by tf descending, dl
--- ascending, so those scoring at least a given value are a few index
--- ranges, one per tf). A threshold T is split over the terms, the most
--- common first: each term gets tau = its upper bound (from max_tf) while T
--- lasts, the rest of T goes to the next one, and the rarer terms get 0
--- (a term's bound: its best score, the shortest chunk's of each tf).
--- Every posting scoring at least its term's tau is read; the chunks found
--- are scored completely by index probes. A chunk that was not found scores
--- less than tau for each of its terms, so less than T: once the depth-th
--- best score found exceeds T, the result is exact. Otherwise T is lowered
--- (to that score, or by a tenth) and the postings between the old and the
--- new tau are read. Common terms are read only where they score near their
--- bound, which is what the slow queries of the posting-list pruning were
--- missing (two or more terms each in a tenth to two thirds of the chunks).
--- When the terms have few postings together (a hundredth of the budget), or
--- the reads and probes would pass the budget (setting
--- scsql.bm25_prune_postings, default 20000; 0: never prune), every posting
--- of every term is scored instead, the same result.
---
--- Over another project (which row-level security shows only in part: its
--- published sources) the statistics are those of its published chunks, so
--- the scores do not depend on what the caller cannot see.
+-- Otherwise, when the terms have more postings than the budget (the slow
+-- queries: two or more terms each in a tenth to two thirds of the chunks,
+-- whose bounds stay too high to prune either), by thresholds over
+-- impact-ordered postings (kb_postings_impact_idx: each term's postings by
+-- tf descending, dl ascending, so those scoring at least a given value are
+-- one index range of dl per tf). Each term's bound is its best score (the
+-- shortest chunk's of each tf). A threshold T is split over the terms: what
+-- their bounds exceed it by is taken off them in proportion to ub^2 / df,
+-- giving each term a share tau (0: read whole, also for a term with few
+-- postings). Every posting scoring at least its term's tau is read and
+-- the chunks found are scored completely by index probes. A chunk not
+-- found scores less than tau for each of its terms, so less than the sum
+-- of the taus: once the depth-th best score found exceeds that sum, the
+-- result is exact. Otherwise T is lowered (by a tenth, or to that score)
+-- and the postings between the old and the new tau are read. When the
+-- reads and probes (a probe counted as three reads) would cost more than
+-- scoring every posting, and with filters, every posting of every term is
+-- scored. The setting scsql.bm25_prune_postings (default 20000; 0: never
+-- prune) bounds the postings read for the essential terms. Over another project (which
+-- row-level security shows only in part: its published sources) the
+-- statistics are those of its published chunks, so the scores do not depend
+-- on what the caller cannot see.
 #variable_conflict use_column
 declare
   v_project bigint := p_projects[1];
@@ -93,29 +96,57 @@ declare
   v_df integer[];
   v_maxtf integer[];
   v_terms integer;
-  -- Postings read and probed before every posting is scored instead
-  -- (setting scsql.bm25_prune_postings; 0 turns pruning off).
+  v_e integer;
+  v_sum bigint;
+  v_m integer;
+  v_cand bigint[];
+  v_part double precision[];
+  v_next double precision;
+  v_ub double precision := 0;
+  v_ids bigint[];
+  v_scores double precision[];
+  v_theta double precision;
+  v_i integer;
+  v_ncand integer;
+  v_done integer;
+  -- Postings the essential terms may have together (setting
+  -- scsql.bm25_prune_postings; 0 turns pruning off).
   -- Any session may set it: a value that is not a count is ignored, not an error.
   v_budget integer := case when current_setting('scsql.bm25_prune_postings', true) ~ '^\s*[0-9]{1,9}\s*$'
                            then current_setting('scsql.bm25_prune_postings', true)::integer else 20000 end;
-  -- Each term's upper bound and their sum; the threshold, each term's share
-  -- of it (tau) and its share in the round before (every posting scoring
-  -- at least that was read then).
+  v_cap integer;
+  -- A lower bound of the depth-th best score (the best theta seen), each
+  -- term's upper bound, and the terms every chunk of the result must hold.
+  v_lb double precision := 0;
   v_ubt double precision[];
   v_ubsum double precision;
-  v_s double precision;
+  v_req integer[];
+  v_rest double precision;
+  v_pair integer[];
+  -- Candidates read in a round of one essential term: first only as many
+  -- as the bound usually needs (there a top-N sort of v_cap rows costs
+  -- more than reading the postings); the round reads up to v_cap when it
+  -- must look further. With more terms, grouping the postings costs most.
+  v_lim integer;
+  v_restart boolean := false;
+  -- Thresholds: T, what the bounds exceed it by, the weights it is taken
+  -- off in, the terms read whole, each term's share of T (tau) and its
+  -- share in the round before (every posting scoring at least that was
+  -- read then), their sum; the chunks found in a round; reads and probes
+  -- so far, and their limit; dl as a function of a score is
+  -- (idf * tf * (k1 + 1) / score - tf - k1 * (1 - b)) * v_s.
   v_t double precision;
   v_rem double precision;
+  v_w double precision;
+  v_fixed boolean[];
   v_tau double precision[];
   v_old double precision[];
-  -- The chunks scored so far, their scores, the chunks found in a round.
-  v_ids bigint[] := '{}';
-  v_scores double precision[] := '{}';
+  v_sumtau double precision;
   v_new bigint[];
   v_got bigint;
   v_used bigint := 0;
-  v_theta double precision;
-  v_i integer;
+  v_limit bigint;
+  v_s double precision;
 begin
   if p_depth is null or p_depth not between 1 and 1000 then
     raise exception using errcode = 'SC209', message = format('search depth %s is out of range', p_depth),
@@ -128,7 +159,7 @@ begin
            array_agg(x.score order by x.score desc, x.project_id, x.chunk_id)
     from (
       select p.project_id, p.chunk_id,
-             sum(scsql_caller.bm25_term(t.idf, p.tf, p.dl, t.avgdl, p_k1, p_b)::numeric)::double precision as score
+             sum(scsql_caller.bm25_term(t.idf, p.tf, p.dl, t.avgdl, p_k1, p_b)) as score
       from (
         select t.project_id, t.term_id,
                scsql_caller.bm25_idf(t.n, t.df) as idf,
@@ -188,9 +219,9 @@ begin
   if not found or v_n = 0 then
     return;
   end if;
-  select array_agg(t.term_id order by t.df desc, t.term_id),
-         array_agg(scsql_caller.bm25_idf(v_n, t.df) order by t.df desc, t.term_id),
-         array_agg(t.df order by t.df desc, t.term_id), array_agg(t.max_tf order by t.df desc, t.term_id)
+  select array_agg(t.term_id order by t.df, t.term_id),
+         array_agg(scsql_caller.bm25_idf(v_n, t.df) order by t.df, t.term_id),
+         array_agg(t.df order by t.df, t.term_id), array_agg(t.max_tf order by t.df, t.term_id)
     into v_tids, v_idf, v_df, v_maxtf
   from (select t.term_id, t.max_tf, case when v_project = v_me then t.df else t.published_df end as df
         from scsql.kb_terms t
@@ -201,7 +232,201 @@ begin
     return;
   end if;
 
-  if v_budget > 0 and (select sum(d) from unnest(v_df) d) > v_budget / 100 then
+  -- Each term's upper bound: its score in a chunk of max_tf terms, all of them it.
+  select array_agg(scsql_caller.bm25_term(v_idf[i], v_maxtf[i], v_maxtf[i], v_avgdl, p_k1, p_b) order by i)
+    into v_ubt
+  from generate_series(1, v_terms) i;
+  v_ubsum := (select sum(x) from unnest(v_ubt) x);
+
+  -- Essential terms: the rarest ones, whose postings together stay small:
+  -- a tenth of the budget to start with. A common term's postings cost
+  -- more to read and group than probing its few candidates (the slow
+  -- queries were those whose rare terms left room in the budget for a term
+  -- found in a tenth or more of the chunks); a round that cannot bound the
+  -- result promotes the next term, up to the whole budget.
+  v_e := 1;
+  v_sum := v_df[1];
+  v_cap := greatest(v_budget / 5, p_depth * 2);
+  if v_budget <= 0 then
+    v_e := v_terms;
+  end if;
+  while v_e < v_terms and v_sum + v_df[v_e + 1] <= v_budget / 10 loop
+    v_e := v_e + 1;
+    v_sum := v_sum + v_df[v_e];
+  end loop;
+
+  -- Candidates: the best chunks by the essential terms alone (one pass over
+  -- their postings). They are completed with the other terms by index
+  -- probes, best first, until the depth-th best complete score beats what
+  -- any chunk left out could reach; when it cannot (the common terms weigh
+  -- too much), the next term becomes essential.
+  while v_e < v_terms loop
+    v_lim := case when v_restart or v_e > 1 then v_cap else least(v_cap, 4 * greatest(p_depth * 2, 100)) end;
+    if v_e = 1 then  -- one posting per chunk: nothing to group
+      select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
+        into v_cand, v_part
+      from (
+        select p.chunk_id, scsql_caller.bm25_term(v_idf[1], p.tf, p.dl, v_avgdl, p_k1, p_b) as part
+        from scsql.kb_postings p
+        where p.project_id = v_project and p.term_id = v_tids[1]
+        order by part desc, p.chunk_id
+        limit v_lim + 1
+      ) x;
+    else
+      select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
+        into v_cand, v_part
+      from (
+        select p.chunk_id, sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b)) as part
+        from unnest(v_tids[1:v_e], v_idf[1:v_e]) u(term_id, idf)
+        join scsql.kb_postings p on p.project_id = v_project and p.term_id = u.term_id
+        group by p.chunk_id
+        order by part desc, p.chunk_id
+        limit v_lim + 1
+      ) x;
+    end if;
+    v_ncand := coalesce(array_length(v_cand, 1), 0);
+    -- What the terms that are not essential can add at most.
+    v_ub := coalesce((select sum(x) from unnest(v_ubt[v_e + 1:v_terms]) x), 0);
+    if v_restart then  -- the same round, read further: what was completed stays
+      v_restart := false;
+      v_m := v_done;
+    else
+      v_ids := '{}';
+      v_scores := '{}';
+      v_done := 0;
+      v_m := least(greatest(p_depth * 2, 100), v_ncand, v_cap);  -- element v_cap + 1 is only a sentinel
+    end if;
+    loop
+      select v_ids || coalesce(array_agg(x.chunk_id), '{}'), v_scores || coalesce(array_agg(x.score), '{}')
+        into v_ids, v_scores
+      from (
+        select c.chunk_id,
+               c.part + coalesce(sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b)), 0)
+                 as score
+        from unnest(v_cand[v_done + 1:v_m], v_part[v_done + 1:v_m]) c(chunk_id, part)
+        cross join unnest(v_tids[v_e + 1:v_terms], v_idf[v_e + 1:v_terms]) u(term_id, idf)
+        left join scsql.kb_postings p on p.project_id = v_project and p.term_id = u.term_id and p.chunk_id = c.chunk_id
+        group by c.chunk_id, c.part
+      ) x;
+      v_done := v_m;
+      v_theta := coalesce((select sc from unnest(v_scores) sc order by sc desc offset p_depth - 1 limit 1), 0);
+      v_lb := greatest(v_lb, v_theta);
+      v_next := case when v_ncand > v_m then v_part[v_m + 1] else 0 end;
+      if v_theta > v_ub + v_next then
+        return query
+        select array_fill(v_project, array[least(p_depth, array_length(v_ids, 1))]),
+               array_agg(x.id order by x.sc desc, x.id), array_agg(x.sc order by x.sc desc, x.id)
+        from (select u.id, u.sc from unnest(v_ids, v_scores) u(id, sc) order by u.sc desc, u.id limit p_depth) x;
+        return;
+      end if;
+      -- How deep the candidates must go for the bound to hold at this
+      -- theta; go there when probing costs less than reading the next
+      -- term's postings (a probe costs about five postings read).
+      exit when v_theta <= v_ub or v_m >= least(v_ncand, v_cap);
+      v_i := v_m + 1;
+      while v_i <= v_ncand and v_part[v_i] >= v_theta - v_ub loop
+        v_i := v_i + 1;
+      end loop;
+      exit when v_e + 1 < v_terms and (v_i - v_m) * (v_terms - v_e) * 5 > v_df[v_e + 1];
+      if v_i > v_lim and v_ncand > v_lim and v_lim < v_cap then
+        v_restart := true;
+        exit;
+      end if;
+      exit when v_i > v_cap;
+      v_m := least(v_i, v_ncand, v_cap);
+    end loop;
+    continue when v_restart;
+    -- A term is required when the other terms' bounds together stay below
+    -- v_lb: a chunk without it cannot reach the result. With two of them,
+    -- intersecting their postings (below) costs less than promoting a term.
+    select coalesce(array_agg(i order by i), '{}') into v_req
+    from generate_series(1, v_terms) i
+    where (v_ubsum - v_ubt[i]) * (1 + 1e-9) < v_lb;
+    -- Too few, perhaps because v_lb is weak (the candidates so far seldom
+    -- hold the other strong terms): once, raise it with the best chunks
+    -- holding the two terms of highest bound, when reading their postings
+    -- costs no more than promoting the next term would.
+    if cardinality(v_req) < 2 and v_pair is null then
+      select array_agg(i order by v_ubt[i] desc, i) into v_pair
+      from (select i from generate_series(1, v_terms) i order by v_ubt[i] desc, i limit 2) x;
+      if v_df[v_pair[1]] + v_df[v_pair[2]] <= v_sum + v_df[v_e + 1] then
+        v_theta := coalesce((
+          select y.score from (
+            select c.part + coalesce((
+                     select sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b))
+                     from unnest(v_tids, v_idf) with ordinality u(term_id, idf, i)
+                     join scsql.kb_postings p on p.project_id = v_project and p.term_id = u.term_id
+                                              and p.chunk_id = c.chunk_id
+                     where u.i <> v_pair[1] and u.i <> v_pair[2]), 0) as score
+            from (
+              select scsql_caller.bm25_term(v_idf[v_pair[1]], a.tf, a.dl, v_avgdl, p_k1, p_b)
+                     + scsql_caller.bm25_term(v_idf[v_pair[2]], b.tf, b.dl, v_avgdl, p_k1, p_b) as part,
+                     a.chunk_id
+              from scsql.kb_postings a
+              join scsql.kb_postings b on b.project_id = v_project and b.term_id = v_tids[v_pair[2]]
+                                      and b.chunk_id = a.chunk_id
+              where a.project_id = v_project and a.term_id = v_tids[v_pair[1]]
+              order by part desc, a.chunk_id
+              limit 2 * p_depth
+            ) c
+          ) y
+          order by y.score desc offset p_depth - 1 limit 1), 0);
+        v_lb := greatest(v_lb, v_theta);
+        select coalesce(array_agg(i order by i), '{}') into v_req
+        from generate_series(1, v_terms) i
+        where (v_ubsum - v_ubt[i]) * (1 + 1e-9) < v_lb;
+      end if;
+    end if;
+    exit when cardinality(v_req) >= 2;
+    -- The bound did not hold. When every posting of every term fits in the
+    -- budget, one pass over them all (below) costs less than the next
+    -- rounds: the slow queries were those with two or more terms each in a
+    -- tenth to two thirds of the chunks, whose upper bounds (idf, max_tf)
+    -- stay too high to prune either, so round after round read and probed
+    -- thousands of candidates.
+    exit when (select sum(d) from unnest(v_df) d) <= v_budget;
+    exit when v_sum + v_df[v_e + 1] > 3 * v_budget;
+    v_e := v_e + 1;
+    v_sum := v_sum + v_df[v_e];
+  end loop;
+
+  -- The chunks holding the two rarest required terms (a merge join of their
+  -- postings), whose partial score plus the other terms' bounds reaches
+  -- v_lb, completed with the other terms by index probes. Every chunk of
+  -- the result scores at least v_lb, so it is among them.
+  if cardinality(v_req) >= 2 then
+    select coalesce(sum(v_ubt[i]), 0) into v_rest
+    from generate_series(1, v_terms) i where i <> v_req[1] and i <> v_req[2];
+    return query
+    select array_agg(v_project), array_agg(x.chunk_id order by x.score desc, x.chunk_id),
+           array_agg(x.score order by x.score desc, x.chunk_id)
+    from (
+      select c.chunk_id,
+             c.part + coalesce((
+               select sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b))
+               from unnest(v_tids, v_idf) with ordinality u(term_id, idf, i)
+               join scsql.kb_postings p on p.project_id = v_project and p.term_id = u.term_id and p.chunk_id = c.chunk_id
+               where u.i <> v_req[1] and u.i <> v_req[2]), 0) as score
+      from (
+        select a.chunk_id,
+               scsql_caller.bm25_term(v_idf[v_req[1]], a.tf, a.dl, v_avgdl, p_k1, p_b)
+               + scsql_caller.bm25_term(v_idf[v_req[2]], b.tf, b.dl, v_avgdl, p_k1, p_b) as part
+        from scsql.kb_postings a
+        join scsql.kb_postings b on b.project_id = v_project and b.term_id = v_tids[v_req[2]] and b.chunk_id = a.chunk_id
+        where a.project_id = v_project and a.term_id = v_tids[v_req[1]]
+      ) c
+      where c.part + v_rest * (1 + 1e-9) >= v_lb
+      order by score desc, c.chunk_id
+      limit p_depth
+    ) x;
+    return;
+  end if;
+
+  -- The bound did not hold, and the terms have more postings than the
+  -- budget: thresholds over impact-ordered postings (above).
+  if v_budget > 0 and (select sum(d) from unnest(v_df) d) > v_budget then
+    v_ids := '{}';
+    v_scores := '{}';
     -- Each term's best score: per tf (up to max_tf), the shortest chunk's,
     -- the first posting of that tf in kb_postings_impact_idx.
     select array_agg(x.ub order by x.i) into v_ubt
@@ -218,15 +443,32 @@ begin
     -- dl as a function of a term's score in a chunk of tf of it (the formula
     -- solved for dl) is (idf * tf * (k1 + 1) / score - tf - k1 * (1 - b)) * v_s.
     v_s := case when p_b > 0 then v_avgdl / (p_k1 * p_b) end;
+    -- Reads and probes (a probe costs about three postings read) stop at
+    -- what scoring every posting costs.
+    v_limit := (select sum(d) from unnest(v_df) d);
     v_t := v_ubsum * 0.9;
     v_old := array_fill('Infinity'::double precision, array[v_terms]);
     loop
-      -- The threshold's shares, the most common term first (terms come by df descending).
-      v_rem := v_t;
-      for v_i in 1 .. v_terms loop
-        v_tau[v_i] := greatest(least(v_ubt[v_i], v_rem), 0);
-        v_rem := v_rem - v_tau[v_i];
+      -- The threshold's shares: what the bounds exceed it by is taken off
+      -- them in proportion to ub^2 / df (a common term pays for each step
+      -- down with many postings, a rare one has few to read); a term whose
+      -- share that would take below 0 is read whole (tau 0), and so is one
+      -- with few postings (at most a hundredth of the budget) from the start.
+      v_fixed := array(select d <= v_budget / 100 from unnest(v_df) d);
+      loop
+        v_rem := v_ubsum - v_t - (select coalesce(sum(v_ubt[i]), 0) from generate_series(1, v_terms) i where v_fixed[i]);
+        v_w := (select sum(v_ubt[i] ^ 2 / v_df[i]) from generate_series(1, v_terms) i where not v_fixed[i]);
+        exit when v_w is null or v_rem <= 0
+          or not exists (select from generate_series(1, v_terms) i
+                         where not v_fixed[i] and v_rem * (v_ubt[i] ^ 2 / v_df[i]) / v_w >= v_ubt[i]);
+        v_fixed := array(select v_fixed[i] or v_rem * (v_ubt[i] ^ 2 / v_df[i]) / v_w >= v_ubt[i]
+                         from generate_series(1, v_terms) i order by i);
       end loop;
+      for v_i in 1 .. v_terms loop
+        v_tau[v_i] := least(v_old[v_i], case when v_fixed[v_i] then 0
+                                             else greatest(v_ubt[v_i] - greatest(v_rem, 0) * (v_ubt[v_i] ^ 2 / v_df[v_i]) / v_w, 0) end);
+      end loop;
+      v_sumtau := (select sum(x) from unnest(v_tau) x);
       -- The postings that score from tau up to (not including) the share
       -- of the round before: per tf, the range of dl (descending scores)
       -- worked out from the formula, one more on either side, checked
@@ -247,43 +489,55 @@ begin
                                                 - 1 - 1e-12 * v_s * (u.idf * t.tf * (p_k1 + 1) / u.old + t.tf + p_k1)),
                                           0), 2147483647)::integer end as lo
         ) d
-        join scsql.kb_postings p
-          on p.project_id = v_project and p.term_id = u.term_id and p.tf = t.tf and p.dl between d.lo and d.hi
+        -- One index range per term and tf, whatever the estimates (offset 0
+        -- keeps the subquery a parameterized scan).
+        cross join lateral (
+          select p.chunk_id from scsql.kb_postings p
+          where p.project_id = v_project and p.term_id = u.term_id and p.tf = t.tf and p.dl between d.lo and d.hi
+            and scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b) >= u.tau
+            and scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b) < u.old
+          offset 0
+        ) p
         where u.tau < u.old
           and scsql_caller.bm25_term(u.idf, t.tf, t.tf, v_avgdl, p_k1, p_b) >= u.tau
-          and scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b) >= u.tau
-          and scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b) < u.old
-        limit v_budget - v_used + 1
+        limit v_limit - v_used + 1
       ) r;
       v_used := v_used + v_got;
-      exit when v_used > v_budget;
+      exit when v_used > v_limit;
       -- The chunks found for the first time, scored by index probes.
       select v_ids || coalesce(array_agg(x.chunk_id), '{}'), v_scores || coalesce(array_agg(x.score), '{}'),
-             v_used + count(*) * v_terms
+             v_used + 3 * count(*) * v_terms
         into v_ids, v_scores, v_used
       from (
-        select c.chunk_id, sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b)::numeric)::double precision as score
+        select c.chunk_id, sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b)) as score
         from (select unnest(v_new) except select unnest(v_ids)) c(chunk_id)
         cross join unnest(v_tids, v_idf) u(term_id, idf)
-        join scsql.kb_postings p on p.project_id = v_project and p.term_id = u.term_id and p.chunk_id = c.chunk_id
+        -- A probe of the primary key per chunk and term, not a pass over
+        -- the terms' postings (offset 0 keeps it one).
+        cross join lateral (
+          select p.tf, p.dl from scsql.kb_postings p
+          where p.project_id = v_project and p.term_id = u.term_id and p.chunk_id = c.chunk_id
+          offset 0
+        ) p
         group by c.chunk_id
       ) x;
       -- A chunk not found scores less than v_t (tau is 0 for a term read
       -- whole: a chunk holding it was found).
       v_theta := case when cardinality(v_ids) >= p_depth
                       then (select s from unnest(v_scores) s order by s desc offset p_depth - 1 limit 1) end;
-      if v_t = 0 or v_theta > v_t * (1 + 1e-9) then
+      if v_sumtau = 0 or v_theta > v_sumtau * (1 + 1e-9) then
         return query
         select array_fill(v_project, array[least(p_depth, cardinality(v_ids))]),
                array_agg(x.id order by x.sc desc, x.id), array_agg(x.sc order by x.sc desc, x.id)
         from (select u.id, u.sc from unnest(v_ids, v_scores) u(id, sc) order by u.sc desc, u.id limit p_depth) x;
         return;
       end if;
-      exit when v_used > v_budget;
+      exit when v_used > v_limit;
       v_old := v_tau;
-      -- Lowered to the depth-th best score found (the next round ends the
-      -- search), or by a tenth when that is lower still; 0 reads everything.
-      v_t := greatest(coalesce(v_theta * (1 - 1e-8), 0), v_t * 0.9);
+      -- Lowered by a tenth, or to just below the depth-th best score found
+      -- when that is closer (the next round ends the search), or by a fifth
+      -- while fewer chunks than the depth were found; 0 reads everything.
+      v_t := coalesce(greatest(v_theta * (1 - 1e-8), v_sumtau * 0.9), v_sumtau * 0.8);
       if v_t < v_ubsum * 1e-3 then
         v_t := 0;
       end if;
@@ -295,7 +549,7 @@ begin
   select array_agg(v_project), array_agg(x.chunk_id order by x.score desc, x.chunk_id),
          array_agg(x.score order by x.score desc, x.chunk_id)
   from (
-    select p.chunk_id, sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b)::numeric)::double precision as score
+    select p.chunk_id, sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b)) as score
     from unnest(v_tids, v_idf) u(term_id, idf)
     join scsql.kb_postings p on p.project_id = v_project and p.term_id = u.term_id
     group by p.chunk_id
@@ -305,7 +559,7 @@ begin
 end
 $$;
 comment on function scsql_caller.bm25(bigint[], text[], double precision, double precision, integer, text[], text, timestamptz) is
-  'The top-depth chunks for a set of query terms by BM25 over the given projects, as the caller sees them (row-level security applies), as arrays of project ids, chunk ids and scores, best first; another project is scored with the statistics of its published chunks. Exact: without filters each project is ranked on its own, reading only the postings that score above a threshold (kb_postings_impact_idx) when that proves the result, and the lists are merged. Raises SC209 for a depth outside 1-1000.';
+  'The top-depth chunks for a set of query terms by BM25 over the given projects, as the caller sees them (row-level security applies), as arrays of project ids, chunk ids and scores, best first; another project is scored with the statistics of its published chunks. Exact; without filters each project is ranked on its own, its common terms pruned MaxScore-style when they cannot change the result, else only the postings scoring above per-term thresholds read (kb_postings_impact_idx) when that proves the result, and the lists are merged. Raises SC209 for a depth outside 1-1000.';
 
 create or replace function scsql_caller.search_projects(
   p_projects bigint[], p_query text, p_k integer, p_kinds text[], p_trust text, p_since timestamptz,
