@@ -39,10 +39,8 @@
 --   idf and one term's score are scsql_caller.bm25_idf and bm25_term
 --   (sql/23_search.sql), the only places the formula is written.
 --   Postings live in kb_postings (one row per term and chunk, tf and |D|
---   in the primary key's leaf, and again in impact order: by tf descending,
---   then |D| ascending, in kb_postings_impact_idx), df and max_tf in
---   kb_terms, N and the total length in memory_state; the write functions
---   keep all three exact.
+--   in the primary key's leaf), df and max_tf in kb_terms, N and the total
+--   length in memory_state; the write functions keep all three exact.
 -- * Project size (working-memory capacity): the number of chunks of kind
 --   file; capacity = 100 + size / 100, at most 250.
 -- * Token estimate (recall_context, pack): ceil(characters / 4).

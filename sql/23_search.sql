@@ -61,27 +61,10 @@ as $$
 -- terms' upper bounds, from max_tf, plus the best partial score left out);
 -- when two terms are required (without either, the other terms' bounds
 -- stay below a score already reached), only chunks holding both are
--- scored (a merge join of their postings, the rest by probes).
---
--- Otherwise, when the terms have more postings than the budget (the slow
--- queries: two or more terms each in a tenth to two thirds of the chunks,
--- whose bounds stay too high to prune either), by thresholds over
--- impact-ordered postings (kb_postings_impact_idx: each term's postings by
--- tf descending, dl ascending, so those scoring at least a given value are
--- one index range of dl per tf). Each term's bound is its best score (the
--- shortest chunk's of each tf). A threshold T is split over the terms: what
--- their bounds exceed it by is taken off them in proportion to ub^2 / df,
--- giving each term a share tau (0: read whole, also for a term with few
--- postings). Every posting scoring at least its term's tau is read and
--- the chunks found are scored completely by index probes. A chunk not
--- found scores less than tau for each of its terms, so less than the sum
--- of the taus: once the depth-th best score found exceeds that sum, the
--- result is exact. Otherwise T is lowered (by a tenth, or to that score)
--- and the postings between the old and the new tau are read. When the
--- reads and probes (a probe counted as three reads) would cost more than
--- scoring every posting, and with filters, every posting of every term is
--- scored. The setting scsql.bm25_prune_postings (default 20000; 0: never
--- prune) bounds the postings read for the essential terms. Over another project (which
+-- scored (a merge join of their postings, the rest by probes); otherwise,
+-- and with filters, every posting of every term is scored. The
+-- setting scsql.bm25_prune_postings (default 20000; 0: never prune) bounds
+-- the postings read for the essential terms. Over another project (which
 -- row-level security shows only in part: its published sources) the
 -- statistics are those of its published chunks, so the scores do not depend
 -- on what the caller cannot see.
@@ -129,24 +112,6 @@ declare
   -- must look further. With more terms, grouping the postings costs most.
   v_lim integer;
   v_restart boolean := false;
-  -- Thresholds: T, what the bounds exceed it by, the weights it is taken
-  -- off in, the terms read whole, each term's share of T (tau) and its
-  -- share in the round before (every posting scoring at least that was
-  -- read then), their sum; the chunks found in a round; reads and probes
-  -- so far, and their limit; dl as a function of a score is
-  -- (idf * tf * (k1 + 1) / score - tf - k1 * (1 - b)) * v_s.
-  v_t double precision;
-  v_rem double precision;
-  v_w double precision;
-  v_fixed boolean[];
-  v_tau double precision[];
-  v_old double precision[];
-  v_sumtau double precision;
-  v_new bigint[];
-  v_got bigint;
-  v_used bigint := 0;
-  v_limit bigint;
-  v_s double precision;
 begin
   if p_depth is null or p_depth not between 1 and 1000 then
     raise exception using errcode = 'SC209', message = format('search depth %s is out of range', p_depth),
@@ -422,128 +387,6 @@ begin
     return;
   end if;
 
-  -- The bound did not hold, and the terms have more postings than the
-  -- budget: thresholds over impact-ordered postings (above).
-  if v_budget > 0 and (select sum(d) from unnest(v_df) d) > v_budget then
-    v_ids := '{}';
-    v_scores := '{}';
-    -- Each term's best score: per tf (up to max_tf), the shortest chunk's,
-    -- the first posting of that tf in kb_postings_impact_idx.
-    select array_agg(x.ub order by x.i) into v_ubt
-    from (
-      select u.i, coalesce(max(scsql_caller.bm25_term(u.idf, t.tf, (
-               select p.dl from scsql.kb_postings p
-               where p.project_id = v_project and p.term_id = u.term_id and p.tf = t.tf
-               order by p.dl limit 1), v_avgdl, p_k1, p_b)), 0) as ub
-      from unnest(v_tids, v_idf, v_maxtf) with ordinality u(term_id, idf, maxtf, i)
-      cross join lateral generate_series(1, u.maxtf) t(tf)
-      group by u.i
-    ) x;
-    v_ubsum := (select sum(x) from unnest(v_ubt) x);
-    -- dl as a function of a term's score in a chunk of tf of it (the formula
-    -- solved for dl) is (idf * tf * (k1 + 1) / score - tf - k1 * (1 - b)) * v_s.
-    v_s := case when p_b > 0 then v_avgdl / (p_k1 * p_b) end;
-    -- Reads and probes (a probe costs about three postings read) stop at
-    -- what scoring every posting costs.
-    v_limit := (select sum(d) from unnest(v_df) d);
-    v_t := v_ubsum * 0.9;
-    v_old := array_fill('Infinity'::double precision, array[v_terms]);
-    loop
-      -- The threshold's shares: what the bounds exceed it by is taken off
-      -- them in proportion to ub^2 / df (a common term pays for each step
-      -- down with many postings, a rare one has few to read); a term whose
-      -- share that would take below 0 is read whole (tau 0), and so is one
-      -- with few postings (at most a hundredth of the budget) from the start.
-      v_fixed := array(select d <= v_budget / 100 from unnest(v_df) d);
-      loop
-        v_rem := v_ubsum - v_t - (select coalesce(sum(v_ubt[i]), 0) from generate_series(1, v_terms) i where v_fixed[i]);
-        v_w := (select sum(v_ubt[i] ^ 2 / v_df[i]) from generate_series(1, v_terms) i where not v_fixed[i]);
-        exit when v_w is null or v_rem <= 0
-          or not exists (select from generate_series(1, v_terms) i
-                         where not v_fixed[i] and v_rem * (v_ubt[i] ^ 2 / v_df[i]) / v_w >= v_ubt[i]);
-        v_fixed := array(select v_fixed[i] or v_rem * (v_ubt[i] ^ 2 / v_df[i]) / v_w >= v_ubt[i]
-                         from generate_series(1, v_terms) i order by i);
-      end loop;
-      for v_i in 1 .. v_terms loop
-        v_tau[v_i] := least(v_old[v_i], case when v_fixed[v_i] then 0
-                                             else greatest(v_ubt[v_i] - greatest(v_rem, 0) * (v_ubt[v_i] ^ 2 / v_df[v_i]) / v_w, 0) end);
-      end loop;
-      v_sumtau := (select sum(x) from unnest(v_tau) x);
-      -- The postings that score from tau up to (not including) the share
-      -- of the round before: per tf, the range of dl (descending scores)
-      -- worked out from the formula, one more on either side, checked
-      -- with it. A posting scores at most its score at dl = tf (dl >= tf).
-      select array_agg(distinct r.chunk_id), count(*) into v_new, v_got
-      from (
-        select p.chunk_id
-        from unnest(v_tids, v_idf, v_tau, v_old, v_maxtf) u(term_id, idf, tau, old, maxtf)
-        cross join lateral generate_series(u.maxtf, 1, -1) t(tf)
-        -- Widened by one, and by the rounding error of the difference.
-        cross join lateral (
-          select case when v_s is null or u.tau <= 0 then 2147483647
-                      else least(greatest(floor(v_s * (u.idf * t.tf * (p_k1 + 1) / u.tau - t.tf - p_k1 * (1 - p_b))
-                                                + 1 + 1e-12 * v_s * (u.idf * t.tf * (p_k1 + 1) / u.tau + t.tf + p_k1)),
-                                          -1), 2147483647)::integer end as hi,
-                 case when v_s is null or u.old = 'Infinity' then 0
-                      else least(greatest(floor(v_s * (u.idf * t.tf * (p_k1 + 1) / u.old - t.tf - p_k1 * (1 - p_b))
-                                                - 1 - 1e-12 * v_s * (u.idf * t.tf * (p_k1 + 1) / u.old + t.tf + p_k1)),
-                                          0), 2147483647)::integer end as lo
-        ) d
-        -- One index range per term and tf, whatever the estimates (offset 0
-        -- keeps the subquery a parameterized scan).
-        cross join lateral (
-          select p.chunk_id from scsql.kb_postings p
-          where p.project_id = v_project and p.term_id = u.term_id and p.tf = t.tf and p.dl between d.lo and d.hi
-            and scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b) >= u.tau
-            and scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b) < u.old
-          offset 0
-        ) p
-        where u.tau < u.old
-          and scsql_caller.bm25_term(u.idf, t.tf, t.tf, v_avgdl, p_k1, p_b) >= u.tau
-        limit v_limit - v_used + 1
-      ) r;
-      v_used := v_used + v_got;
-      exit when v_used > v_limit;
-      -- The chunks found for the first time, scored by index probes.
-      select v_ids || coalesce(array_agg(x.chunk_id), '{}'), v_scores || coalesce(array_agg(x.score), '{}'),
-             v_used + 3 * count(*) * v_terms
-        into v_ids, v_scores, v_used
-      from (
-        select c.chunk_id, sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b)) as score
-        from (select unnest(v_new) except select unnest(v_ids)) c(chunk_id)
-        cross join unnest(v_tids, v_idf) u(term_id, idf)
-        -- A probe of the primary key per chunk and term, not a pass over
-        -- the terms' postings (offset 0 keeps it one).
-        cross join lateral (
-          select p.tf, p.dl from scsql.kb_postings p
-          where p.project_id = v_project and p.term_id = u.term_id and p.chunk_id = c.chunk_id
-          offset 0
-        ) p
-        group by c.chunk_id
-      ) x;
-      -- A chunk not found scores less than v_t (tau is 0 for a term read
-      -- whole: a chunk holding it was found).
-      v_theta := case when cardinality(v_ids) >= p_depth
-                      then (select s from unnest(v_scores) s order by s desc offset p_depth - 1 limit 1) end;
-      if v_sumtau = 0 or v_theta > v_sumtau * (1 + 1e-9) then
-        return query
-        select array_fill(v_project, array[least(p_depth, cardinality(v_ids))]),
-               array_agg(x.id order by x.sc desc, x.id), array_agg(x.sc order by x.sc desc, x.id)
-        from (select u.id, u.sc from unnest(v_ids, v_scores) u(id, sc) order by u.sc desc, u.id limit p_depth) x;
-        return;
-      end if;
-      exit when v_used > v_limit;
-      v_old := v_tau;
-      -- Lowered by a tenth, or to just below the depth-th best score found
-      -- when that is closer (the next round ends the search), or by a fifth
-      -- while fewer chunks than the depth were found; 0 reads everything.
-      v_t := coalesce(greatest(v_theta * (1 - 1e-8), v_sumtau * 0.9), v_sumtau * 0.8);
-      if v_t < v_ubsum * 1e-3 then
-        v_t := 0;
-      end if;
-    end loop;
-  end if;
-
   -- Every posting of every term.
   return query
   select array_agg(v_project), array_agg(x.chunk_id order by x.score desc, x.chunk_id),
@@ -559,7 +402,7 @@ begin
 end
 $$;
 comment on function scsql_caller.bm25(bigint[], text[], double precision, double precision, integer, text[], text, timestamptz) is
-  'The top-depth chunks for a set of query terms by BM25 over the given projects, as the caller sees them (row-level security applies), as arrays of project ids, chunk ids and scores, best first; another project is scored with the statistics of its published chunks. Exact; without filters each project is ranked on its own, its common terms pruned MaxScore-style when they cannot change the result, else only the postings scoring above per-term thresholds read (kb_postings_impact_idx) when that proves the result, and the lists are merged. Raises SC209 for a depth outside 1-1000.';
+  'The top-depth chunks for a set of query terms by BM25 over the given projects, as the caller sees them (row-level security applies), as arrays of project ids, chunk ids and scores, best first; another project is scored with the statistics of its published chunks. Exact; without filters each project is ranked on its own, its common terms pruned MaxScore-style when they cannot change the result, and the lists are merged.';
 
 create or replace function scsql_caller.search_projects(
   p_projects bigint[], p_query text, p_k integer, p_kinds text[], p_trust text, p_since timestamptz,
