@@ -83,6 +83,8 @@ class ScratchDatabase:
                 for name in self.agents:
                     conn.execute(sql.SQL("drop role if exists {}").format(sql.Identifier(role_for(name))))
             print(f"scratch database {self.name}: dropped", file=sys.stderr)
+        else:
+            print(f"scratch database {self.name}: kept", file=sys.stderr)
         self._keys.cleanup()
 
 
@@ -110,10 +112,12 @@ def exit_on_sigterm() -> Iterator[None]:
 
 
 @contextmanager
-def scratch(admin_conninfo: str, label: str, agent_conninfo: str | None = None) -> Iterator[Scratch]:
+def scratch(admin_conninfo: str, label: str, agent_conninfo: str | None = None, keep: bool = False) -> Iterator[Scratch]:
     """A scratch database with one agent, acting over the agents' login (the
-    administrator's when that login may not connect here)."""
+    administrator's when that login may not connect here); with KEEP it is
+    not dropped afterwards (its name is printed)."""
     scratch_db = ScratchDatabase(admin_conninfo, label)
+    scratch_db.keep = keep
     with exit_on_sigterm():
         try:
             scratch_db.create()

@@ -24,8 +24,8 @@ Printed against baselines measured in the same run on the same server: a
 round trip that does nothing (``select 1`` in an agent transaction), and
 PostgreSQL full text search (GIN-indexed tsvector, ts_rank, OR of the
 terms) over the same chunks. Everything lives in a scratch database that is
-dropped at the end (--database NAME measures again on one loaded before and
-kept, without loading).
+dropped at the end (kept with --keep; --database NAME measures again on one
+loaded before and kept, without loading).
 """
 
 from __future__ import annotations
@@ -233,7 +233,7 @@ def run(ctx, args: argparse.Namespace) -> int:
 def _run(ctx, args: argparse.Namespace, reader_name: str) -> int:
     if args.database:
         return _measure(existing(ctx.admin_conninfo(), args.database), args, reader_name)
-    with scratch(ctx.admin_conninfo(), "search") as s:
+    with scratch(ctx.admin_conninfo(), "search", keep=args.keep) as s:
         load(s, args.chunks)
         return _measure(s, args, reader_name)
 
@@ -317,4 +317,6 @@ def register(bsub) -> None:
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--database", metavar="NAME",
                    help="measure again on a scratch database loaded before (not dropped), instead of loading a new one")
+    p.add_argument("--keep", action="store_true",
+                   help="keep the scratch database (its name is printed) to measure it again with --database")
     p.set_defaults(bench_func=run)

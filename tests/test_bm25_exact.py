@@ -1,0 +1,121 @@
+"""Pruned BM25 (scsql_caller.bm25) is exact: on randomized knowledge bases
+(short and long chunks, terms repeated many times, common and rare terms)
+the ranking equals scoring every posting (scsql.bm25_prune_postings = 0)
+for any k1, b and depth, before and after sources are forgotten and
+rewritten (postings go, max_tf stays an upper bound), for one project and
+for search_global over a granted project's published knowledge.
+
+Scores are sums of term scores added in the order each path meets them, so
+two chunks of equal score (b = 0 makes many) may differ in the last bit and
+be ranked either way: rankings are compared as equal scores (to 1e-9) in
+the same order, the same chunks at each score, and at the lowest score of
+the list (where the depth cuts a tie) any chunks of that score."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from psycopg import sql
+
+VOCAB = [f"u{i}" for i in range(50)]
+WEIGHTS = [1.0 / (i + 1) ** 0.8 for i in range(50)]
+PARAMS = ((10, 1.2, 0.75), (40, 1.2, 0.75), (5, 0.5, 1.0), (25, 2.0, 0.0), (60, 1.2, 0.3), (1, 9.0, 0.9))
+
+
+def _text(rng: random.Random) -> str:
+    """A note of 1 to 150 words; now and then one word repeated many times."""
+    n = rng.choice([rng.randint(1, 6), rng.randint(10, 60), rng.randint(60, 150)])
+    words = rng.choices(VOCAB, WEIGHTS, k=n)
+    if rng.random() < 0.15:
+        words += [rng.choices(VOCAB, WEIGHTS)[0]] * rng.randint(2, 25)
+        rng.shuffle(words)
+    return " ".join(words)
+
+
+def _queries(rng: random.Random, n: int) -> list[str]:
+    out = ["u0", "u0 u1", "u0 u1 u2", "u1 u2 u3 u4 u5", "u49 u0", "u3 u8 u20"]
+    while len(out) < n:
+        out.append(" ".join(rng.sample(VOCAB[:12], rng.randint(1, 3)) + rng.sample(VOCAB, rng.randint(0, 2))))
+    return out
+
+
+def _index(agent, rng: random.Random, paths: list[str]) -> None:
+    with agent.transaction() as conn:
+        for path in paths:
+            conn.execute("select 1 from scsql.index_text(%s, %s, 'note')", (path, _text(rng)))
+
+
+def _ranked(agent, fn: str, query: str, depth: int, k1: float, b: float, budget: str | None) -> list:
+    """The ranking: (project, path, score rounded to 1e-9), best first."""
+    with agent.transaction() as conn:
+        if budget is not None:
+            conn.execute("select set_config('scsql.bm25_prune_postings', %s, true)", (budget,))
+        rows = conn.execute(sql.SQL("select project, source_path, score from scsql.{}(%s, p_mode => 'bm25', "
+                                    "p_k => %s, p_depth => %s, p_k1 => %s, p_b => %s)").format(sql.Identifier(fn)),
+                            (query, min(depth, 200), depth, k1, b)).fetchall()
+    return [(r["project"], r["source_path"], round(r["score"], 9)) for r in rows]
+
+
+def _same(got: list, full: list) -> bool:
+    """Equal up to the order of equal scores, and the choice among chunks
+    tied at the lowest score."""
+    if [s for _, _, s in got] != [s for _, _, s in full]:
+        return False
+    last = full[-1][2] if full else None
+    groups = lambda r: {s: sorted((p, path) for p, path, t in r if t == s) for _, _, s in r if s != last}
+    return groups(got) == groups(full)
+
+
+def _check(agent, fn: str, queries: list[str]) -> None:
+    """Every query, every parameter set: the pruned ranking (the default
+    budget, and budgets that take the other pruned paths on small bases)
+    equals the full one."""
+    for query in queries:
+        for depth, k1, b in PARAMS:
+            full = _ranked(agent, fn, query, depth, k1, b, "0")
+            assert full, query
+            for budget in (None, "3000", "400", "15"):
+                got = _ranked(agent, fn, query, depth, k1, b, budget)
+                assert _same(got, full), (fn, query, depth, k1, b, budget, got, full)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_pruned_bm25_equals_scoring_every_posting_on_random_data(scsql_db, seed):
+    rng = random.Random(seed)
+    agent = scsql_db.agent(f"exact{seed}", scsql_db.project())
+    paths = [f"n{i}" for i in range(600)]
+    _index(agent, rng, paths)
+    queries = _queries(rng, 14)
+    _check(agent, "search", queries)
+    # Sources forgotten and rewritten: postings go, max_tf stays (a bound).
+    with agent.transaction() as conn:
+        for path in rng.sample(paths, 150):
+            conn.execute("select scsql.forget_source(%s)", (path,))
+    _index(agent, rng, rng.sample(paths, 150))
+    _check(agent, "search", queries)
+
+
+def test_pruned_search_global_equals_scoring_every_posting_on_random_data(scsql_db):
+    """A granted project is ranked over its published postings with their
+    statistics: its bounds (max_tf of all its chunks) still hold, and its
+    session summaries with the same words stay out."""
+    from scsql.api import Api
+
+    rng = random.Random(9)
+    pa, pb = scsql_db.project(), scsql_db.project()
+    a, b = scsql_db.agent("exact_ga", pa), scsql_db.agent("exact_gb", pb)
+    with scsql_db.connect() as conn:
+        conn.execute("select scsql.grant_project_read(%s, %s)", (pb, a.name))
+        conn.commit()
+    _index(b, rng, [f"b{i}" for i in range(400)])
+    _index(a, rng, [f"a{i}" for i in range(150)])
+    api = Api(b)
+    for _ in range(4):
+        api.call("summarize_session", summary={"done": [" ".join(["u0"] * 30 + ["u1", "u2"])],
+                                               "decisions": [" ".join(rng.choices(VOCAB, WEIGHTS, k=20))]})
+    queries = _queries(rng, 8)
+    _check(a, "search_global", queries)
+    full = _ranked(a, "search_global", "u0 u1 u2", 60, 1.2, 0.75, "0")
+    assert {p for p, _, _ in full} == {pa, pb}
+    assert not any(path.startswith("session:") for _, path, _ in full)
