@@ -59,6 +59,32 @@ def test_the_embedding_process_stays_under_500_mb():
     assert result["n"] == 64 and result["mb"] < 500, result
 
 
+def test_the_arena_stays_bounded_over_every_length_under_500_mb():
+    # Texts of every length from 2 to 256 tokens, in claims as the worker takes
+    # them: every run has a shape of its own, and the memory arena keeps what
+    # each run needed. The token budget per run bounds it; RSS after the first
+    # claim and at the end differ little.
+    code = (
+        "import json, resource\n"
+        "from scsql.memory import embed\n"
+        "m = embed.MiniLM().load()\n"
+        "def rss():\n"
+        "    return int(open('/proc/self/statm').read().split()[1]) * 4096 / 2**20\n"
+        "texts = [' '.join(f'w{j}' for j in range(n)) for n in range(1, 128)]\n"
+        "texts = [t for pair in zip(texts, reversed(texts)) for t in pair]\n"
+        "seen = []\n"
+        "for start in range(0, len(texts), 64):\n"
+        "    v = m.embed(texts[start:start + 64])\n"
+        "    seen.append(rss())\n"
+        "print(json.dumps({'arena': m._session.get_session_options().enable_cpu_mem_arena, 'rss': seen,\n"
+        "                  'mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True,
+                         cwd=Path(__file__).resolve().parent.parent)
+    result = json.loads(out.stdout)
+    assert result["arena"] and result["mb"] < 500, result
+    assert result["rss"][-1] - result["rss"][0] < 60, result
+
+
 def test_a_drain_shows_total_and_says_the_queue_is_drained(scsql_db, minilm, capsys):
     agent = scsql_db.agent("thr", scsql_db.project())
     doc = "".join(f"# Section {i}\n\nText of section {i} about topic {i}.\n\n" for i in range(5))

@@ -17,8 +17,12 @@ in a fresh process:
 3. directly again (the machine's load drifts: the baseline is the mean of
    1 and 3).
 
-It prints chunks/s for each, the ratio worker / direct, and the peak
-resident memory of each process (model loaded, after the run).
+It prints chunks/s for each, the ratio worker / direct, the peak resident
+memory of each process (model loaded, after the run), the CPU seconds each
+spent on the texts (user and system, every thread: on a shared machine the
+wall-clock rates move with the load, the CPU time much less; the direct
+run's idle threads spin, onnxruntime's default, and that counts as CPU time)
+and the load average before and after.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import resource
 import sys
 import sysconfig
@@ -98,6 +103,11 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _direct(texts: list[str], result) -> None:
     """Child process: the model called by hand (see the module docstring)."""
     import numpy as np
@@ -120,11 +130,11 @@ def _direct(texts: list[str], result) -> None:
         return (hidden * m).sum(1) / np.clip(m.sum(1), 1e-9, None)
 
     run(texts[:2])  # warm up
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu_seconds()
     ordered = sorted(texts, key=len)
     for start in range(0, len(ordered), 32):
         run(ordered[start:start + 32])
-    result.put((len(texts), time.perf_counter() - t0, _peak_mb()))
+    result.put((len(texts), time.perf_counter() - t0, _peak_mb(), _cpu_seconds() - c0))
 
 
 def _worker(login: str, agent_name: str, result) -> None:
@@ -137,14 +147,14 @@ def _worker(login: str, agent_name: str, result) -> None:
     db = Database(login, max_size=2, application_name="scsql-bench:embed-worker").open()
     try:
         agent = Agent(db, agent_name, None)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu_seconds()
         n = drain(agent, [embed.embed_job()])
-        result.put((n, time.perf_counter() - t0, _peak_mb()))
+        result.put((n, time.perf_counter() - t0, _peak_mb(), _cpu_seconds() - c0))
     finally:
         db.close()
 
 
-def _child(target, *args) -> tuple[int, float, float]:
+def _child(target, *args) -> tuple[int, float, float, float]:
     ctx = multiprocessing.get_context("spawn")
     result = ctx.Queue()
     proc = ctx.Process(target=target, args=(*args, result))
@@ -155,15 +165,20 @@ def _child(target, *args) -> tuple[int, float, float]:
 
 
 def measure(s: Scratch, login: str) -> dict[str, float]:
-    """Direct, worker, direct again on the queued texts; chunks/s, ratio and peak RSS (MB)."""
+    """Direct, worker, direct again on the queued texts; chunks/s, ratio, peak RSS (MB), CPU seconds."""
     texts = queued_texts(s)
-    n1, t1, rss_direct = _child(_direct, texts)
-    n, t, rss_worker = _child(_worker, login, s.agent.name)
-    n2, t2, _ = _child(_direct, texts)
+    load = os.getloadavg()[0]
+    n1, t1, rss_direct, cpu1 = _child(_direct, texts)
+    n, t, rss_worker, cpu = _child(_worker, login, s.agent.name)
+    n2, t2, _, cpu2 = _child(_direct, texts)
     direct = (n1 / t1 + n2 / t2) / 2
     worker = n / t
+    cpu_direct = (cpu1 + cpu2) / 2
+    per_cpu = (n / cpu) / (n1 / cpu_direct) if cpu and cpu_direct else 0.0
     return {"chunks": len(texts), "embedded": n, "direct": direct, "direct_first": n1 / t1, "direct_again": n2 / t2,
-            "worker": worker, "ratio": worker / direct, "rss_worker_mb": rss_worker, "rss_direct_mb": rss_direct}
+            "worker": worker, "ratio": worker / direct, "rss_worker_mb": rss_worker, "rss_direct_mb": rss_direct,
+            "cpu_direct": cpu_direct, "cpu_worker": cpu, "cpu_ratio": per_cpu,
+            "load_before": load, "load_after": os.getloadavg()[0]}
 
 
 def run(ctx, args: argparse.Namespace) -> int:
@@ -185,13 +200,16 @@ def run(ctx, args: argparse.Namespace) -> int:
         login = s.agent.db.conninfo
         r = measure(s, login)
     print(f"embedding {r['chunks']} chunk texts of {source}; model {prov.name}, "
-          f"{embed.embed_threads()} thread(s), max {embed.MAX_TOKENS} tokens")
-    print(f"{'':<28} {'chunks/s':>9} {'peak RSS':>10}")
-    print(f"{'ONNX model called directly':<28} {r['direct']:>9.1f} {r['rss_direct_mb']:>7.0f} MB"
-          f"   (runs {r['direct_first']:.1f} and {r['direct_again']:.1f})")
-    print(f"{'scsql worker (embed job)':<28} {r['worker']:>9.1f} {r['rss_worker_mb']:>7.0f} MB")
+          f"{embed.embed_threads()} thread(s), max {embed.MAX_TOKENS} tokens, worker runs of at most "
+          f"{embed.BATCH_TOKENS} tokens")
+    print(f"{'':<28} {'chunks/s':>9} {'peak RSS':>10} {'CPU s':>7}")
+    print(f"{'ONNX model called directly':<28} {r['direct']:>9.1f} {r['rss_direct_mb']:>7.0f} MB "
+          f"{r['cpu_direct']:>7.1f}   (runs {r['direct_first']:.1f} and {r['direct_again']:.1f})")
+    print(f"{'scsql worker (embed job)':<28} {r['worker']:>9.1f} {r['rss_worker_mb']:>7.0f} MB {r['cpu_worker']:>7.1f}")
     print(f"worker / direct: x{r['ratio']:.2f} (goal >= 0.9); worker peak RSS "
           f"{r['rss_worker_mb']:.0f} MB (goal < 500 MB)")
+    print(f"chunks per CPU second, worker / direct: x{r['cpu_ratio']:.2f}; load average "
+          f"{r['load_before']:.1f} before, {r['load_after']:.1f} after")
     return 0
 
 
