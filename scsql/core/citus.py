@@ -68,7 +68,10 @@ CROSS_SHARD = {
 # distributed query from a query on a shard"). Both make rows that the
 # functions reading them create when missing (_channel, _project_lock), so on
 # Citus the rows are made on first use instead.
-REFERENCE_TRIGGERS = (("projects", "channel_key_row"), ("projects", "project_lock_rows"))
+# The log trigger of partition_settings writes partition_settings_log, a
+# reference table too: set_partition_retention logs instead when it is gone.
+REFERENCE_TRIGGERS = (("projects", "channel_key_row"), ("projects", "project_lock_rows"),
+                      ("partition_settings", "zz_log"))
 
 _DISTRIBUTION_COLUMN = "project_id"
 
