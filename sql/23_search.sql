@@ -854,6 +854,8 @@ declare
   v_source bigint;
   v_seq integer;
   v_window integer;
+  v_author_ids bigint[];
+  v_author_names text[];
 begin
   if p_ref is null or btrim(p_ref, E' \t\r\n') = '' or char_length(p_ref) > 1024 then
     raise exception using errcode = 'SC245',
@@ -864,13 +866,18 @@ begin
     raise exception using errcode = 'SC246', message = format('window %s is out of range', p_window),
       hint = 'window 0-50 chunks on each side; omit it for the whole source (a path) or 2 (a chunk_hash).';
   end if;
+  -- The authors' names are read apart from the rows (scsql_caller.agent_names
+  -- reads other tables: Citus runs no such call inside a query on a shard).
   if p_ref like 'memory:%' then  -- a working-memory fact, as search cites it
+    select array_agg(a.agent_id), array_agg(a.name) into v_author_ids, v_author_names
+    from scsql_caller.agent_names(array(select m.updated_by from scsql.memory_facts m
+                                         where m.project_id = v_me and m.key = substr(p_ref, 8))) a;
     return query
     select pr.name::text, 'fact'::text, 'memory:' || m.key, 1, m.key, null::integer, null::integer, null::integer[],
            null::text, m.key || ': ' || m.value, true, 'internal'::text, null::text, an.name, m.updated_at
     from scsql.memory_facts m
     join scsql.projects pr on pr.project_id = m.project_id
-    left join scsql_caller.agent_names(array[m.updated_by]) an on true
+    left join unnest(v_author_ids, v_author_names) an(agent_id, name) on an.agent_id = m.updated_by
     where m.project_id = v_me and m.key = substr(p_ref, 8);
     if not found then
       raise exception using errcode = 'SC247', message = format('no fact %L in working memory', substr(p_ref, 8)),
@@ -898,6 +905,10 @@ begin
     raise exception using errcode = 'SC247', message = format('no source or chunk %L is visible to you', left(p_ref, 100)),
       hint = 'Search again: a changed source has new chunk hashes, and a granted project shows only its published knowledge.';
   end if;
+  -- A chunk's author is its source's creator or last updater.
+  select array_agg(a.agent_id), array_agg(a.name) into v_author_ids, v_author_names
+  from scsql_caller.agent_names(array(select unnest(array[src.created_by, src.updated_by]) from scsql.kb_sources src
+                                       where src.project_id = v_project and src.source_id = v_source)) a;
   return query
   with c as (
     select c.*, src.kind, src.path, src.trust,
@@ -914,7 +925,7 @@ begin
          an.name, c.created_at
   from c
   join scsql.projects pr on pr.project_id = c.project_id
-  left join scsql_caller.agent_names(array(select distinct c2.author_id from c c2)) an on an.agent_id = c.author_id
+  left join unnest(v_author_ids, v_author_names) an(agent_id, name) on an.agent_id = c.author_id
   order by c.seq;
 end
 $$;
