@@ -387,6 +387,17 @@ begin
   update scsql.partition_settings s
   set retention = p_retention, premake = coalesce(p_premake, s.premake), updated_at = now()
   where s.parent = p_table;
+  -- Without the log trigger (migrate --citus drops it: a reference table's
+  -- triggers fire on every replica, where writing another Citus table is
+  -- refused) the new values are logged here, as the trigger logs them.
+  if not exists (select from pg_catalog.pg_trigger t
+                 where t.tgrelid = 'scsql.partition_settings'::regclass and t.tgname = 'zz_log') then
+    insert into scsql.partition_settings_log (parent, retention, premake)
+    select l.parent, p_retention, coalesce(p_premake, l.premake)
+    from (select l.parent, l.retention, l.premake from scsql.partition_settings_log l
+          where l.parent = p_table order by l.set_at desc, l.log_id desc limit 1) l
+    where l.retention is distinct from p_retention or l.premake is distinct from coalesce(p_premake, l.premake);
+  end if;
 exception when check_violation or not_null_violation then
   get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
     v_err.table_name = table_name, v_err.constraint_name = constraint_name, v_err.column_name = column_name, v_err.message_text = message_text;
@@ -408,7 +419,7 @@ begin
 end
 $$;
 comment on function scsql._partition_settings_logged() is
-  'Private trigger on scsql.partition_settings. Appends every new retention or premake value, with the time (clock_timestamp) and session_user, to scsql.partition_settings_log, whoever changes the row and however.';
+  'Private trigger on scsql.partition_settings. Appends every new retention or premake value, with the time (clock_timestamp) and session_user, to scsql.partition_settings_log, whoever changes the row and however. On Citus (migrate --citus drops it) set_partition_retention logs its own changes instead.';
 
 drop trigger if exists zz_log on scsql.partition_settings;
 create trigger zz_log after insert or update on scsql.partition_settings

@@ -125,8 +125,12 @@ create or replace function scsql._memory_settings(p_project bigint)
 returns scsql.memory_settings
 language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
-  select coalesce((select s from scsql.memory_settings s where s.project_id = p_project),
-                  row(p_project, interval '14 days', interval '1 minute', null)::scsql.memory_settings)
+  -- Column by column (Citus reads a whole-row value of a table on a shard
+  -- as the shard's row type): at most one row (the primary key), the
+  -- defaults when there is none.
+  select row(p_project, coalesce(max(s.external_ttl), interval '14 days'),
+             coalesce(max(s.use_granularity), interval '1 minute'), max(s.updated_at))::scsql.memory_settings
+  from scsql.memory_settings s where s.project_id = p_project
 $$;
 comment on function scsql._memory_settings(bigint) is
   'Private. The memory lifecycle settings of a project (scsql.memory_settings), the defaults when it has no row: external_ttl 14 days, use_granularity 1 minute.';

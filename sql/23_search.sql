@@ -438,6 +438,18 @@ declare
   a_proj bigint[];
   a_key text[];
   a_score double precision[];
+  i_proj bigint[];
+  i_key text[];
+  i_term text[];
+  i_dl integer[];
+  s_proj bigint[];
+  s_term text[];
+  s_df bigint[];
+  m_proj bigint[];
+  m_n bigint[];
+  m_len bigint[];
+  v_fact_keys text[];
+  v_decision_ids bigint[];
   v_proj bigint[];
   v_chunk bigint[];
   v_dist double precision[];
@@ -517,17 +529,14 @@ begin
     from scsql_caller.bm25(p_projects, v_terms, p_k1, p_b, v_depth, v_chunk_kinds, p_trust, p_since) b;
   end if;
   if v_facts or v_decisions then
-    select array_agg(x.project_id order by x.score desc, x.project_id, x.key),
-           array_agg(x.key order by x.score desc, x.project_id, x.key),
-           array_agg(x.score order by x.score desc, x.project_id, x.key)
-      into a_proj, a_key, a_score
+    -- The items holding a query term, one row per (item, term), then the
+    -- statistics of those terms, then the scores: three queries of one kind
+    -- each, which Citus runs on the projects' shards (a join of the items'
+    -- terms, unnested, with kb_terms is one it cannot plan).
+    select array_agg(x.project_id), array_agg(x.key), array_agg(x.term), array_agg(x.dl)
+      into i_proj, i_key, i_term, i_dl
     from (
-      select f.project_id, f.key,
-             sum(scsql_caller.bm25_term(scsql_caller.bm25_idf(coalesce(st.n_chunks, 0), coalesce(kt.df, 0)), 1,
-                                        greatest(cardinality(f.terms), 1),
-                                        greatest(coalesce(st.total_len, 0)::double precision
-                                                 / greatest(coalesce(st.n_chunks, 0), 1), 1),
-                                        p_k1, p_b)) as score
+      select f.project_id, f.key, unnest(f.terms) as term, greatest(cardinality(f.terms), 1) as dl
       from (
         select m.project_id, 'memory:' || m.key as key, m.terms
         from scsql.memory_facts m
@@ -541,12 +550,30 @@ begin
           and (p_since is null or d.decided_at >= p_since)
           and not exists (select from scsql.decisions n where n.project_id = d.project_id and n.supersedes = d.decision_id)
       ) f
-      cross join lateral unnest(f.terms) ft(term)
-      left join scsql.memory_state st on st.project_id = f.project_id
-      left join scsql.kb_terms kt on kt.project_id = f.project_id and kt.term = ft.term
-      where ft.term = any(v_terms)
-      group by f.project_id, f.key
-      order by score desc, f.project_id, f.key
+    ) x
+    where x.term = any(v_terms);
+  end if;
+  if i_proj is not null then
+    select array_agg(t.project_id), array_agg(t.term), array_agg(t.df) into s_proj, s_term, s_df
+    from scsql.kb_terms t
+    where t.project_id = any(i_proj) and t.term = any(i_term);
+    select array_agg(st.project_id), array_agg(st.n_chunks), array_agg(st.total_len) into m_proj, m_n, m_len
+    from scsql.memory_state st
+    where st.project_id = any(i_proj);
+    select array_agg(x.project_id order by x.score desc, x.project_id, x.key),
+           array_agg(x.key order by x.score desc, x.project_id, x.key),
+           array_agg(x.score order by x.score desc, x.project_id, x.key)
+      into a_proj, a_key, a_score
+    from (
+      select i.project_id, i.key,
+             sum(scsql_caller.bm25_term(scsql_caller.bm25_idf(coalesce(st.n, 0), coalesce(kt.df, 0)), 1, i.dl,
+                                        greatest(coalesce(st.len, 0)::double precision / greatest(coalesce(st.n, 0), 1), 1),
+                                        p_k1, p_b)) as score
+      from unnest(i_proj, i_key, i_term, i_dl) i(project_id, key, term, dl)
+      left join unnest(m_proj, m_n, m_len) st(project_id, n, len) on st.project_id = i.project_id
+      left join unnest(s_proj, s_term, s_df) kt(project_id, term, df) on kt.project_id = i.project_id and kt.term = i.term
+      group by i.project_id, i.key
+      order by score desc, i.project_id, i.key
       limit v_depth
     ) x;
   end if;
@@ -653,32 +680,50 @@ begin
     into f_proj, f_chunk, f_key, f_score, f_brank, f_vrank
   from f;
 
+  -- The cited items: one query of each kind (chunk ids are unique across
+  -- projects), each run by Citus on the projects' shards, joined here.
+  select array_agg(distinct substr(k, 8)) filter (where k like 'memory:%'),
+         array_agg(distinct substr(k, 10)::bigint) filter (where k like 'decision:%')
+    into v_fact_keys, v_decision_ids
+  from unnest(f_key) k;
   return query
-  with hits as (
-    select f.*, c.*
+  with fc as materialized (
+    select c.project_id, c.chunk_id, src.kind, src.path, c.anchor, c.line_start, c.line_end,
+           array[c.char_start, c.char_end] as span, c.chunk_hash, c.content, src.trust,
+           case when c.created_at > src.created_at then src.updated_by else src.created_by end as author_id,
+           c.created_at as written
+    from scsql.kb_chunks c
+    join scsql.kb_sources src on src.project_id = c.project_id and src.source_id = c.source_id
+    where c.project_id = any(f_proj) and c.chunk_id = any(f_chunk)
+  ),
+  fm as materialized (
+    select m.project_id, m.key, m.value, m.updated_by, m.updated_at
+    from scsql.memory_facts m
+    where v_fact_keys is not null and m.project_id = any(f_proj) and m.key = any(v_fact_keys)
+  ),
+  fd as materialized (
+    select d.project_id, d.decision_id, d.title, d.rationale, d.decided_by, d.decided_at
+    from scsql.decisions d
+    where v_decision_ids is not null and d.project_id = any(f_proj) and d.decision_id = any(v_decision_ids)
+  ),
+  hits as (
+    -- Each item says its kind, citation, author and time.
+    select f.ord, f.project_id, f.score, f.brank, f.vrank,
+           case when c.chunk_id is not null then c.kind when m.key is not null then 'fact' else 'decision' end as item_kind,
+           coalesce(c.path, f.key) as path, coalesce(c.anchor, m.key, d.title) as anchor,
+           c.line_start, c.line_end, c.span, c.chunk_hash,
+           coalesce(c.content, m.key || ': ' || m.value,
+                    'decision ' || d.decision_id || ': ' || d.title || E'\n' || d.rationale) as content,
+           coalesce(c.trust, 'internal') as trust, coalesce(c.author_id, m.updated_by, d.decided_by) as author_id,
+           coalesce(c.written, m.updated_at, d.decided_at) as written
     from unnest(f_proj, f_chunk, f_key, f_score, f_brank, f_vrank)
            with ordinality as f(project_id, chunk_id, key, score, brank, vrank, ord)
-    cross join lateral (
-      -- One arm per kind of item; each says its kind, citation, author and time.
-      select src.kind as item_kind, src.path, c.anchor, c.line_start, c.line_end, array[c.char_start, c.char_end] as span,
-             c.chunk_hash, c.content, src.trust,
-             case when c.created_at > src.created_at then src.updated_by else src.created_by end as author_id,
-             c.created_at as written
-      from scsql.kb_chunks c
-      join scsql.kb_sources src on src.project_id = c.project_id and src.source_id = c.source_id
-      where f.chunk_id is not null and c.project_id = f.project_id and c.chunk_id = f.chunk_id
-      union all
-      select 'fact', f.key, m.key, null, null, null, null, m.key || ': ' || m.value, 'internal',
-             m.updated_by, m.updated_at
-      from scsql.memory_facts m
-      where f.key like 'memory:%' and m.project_id = f.project_id and m.key = substr(f.key, 8)
-      union all
-      select 'decision', f.key, d.title, null, null, null, null,
-             'decision ' || d.decision_id || ': ' || d.title || E'\n' || d.rationale, 'internal',
-             d.decided_by, d.decided_at
-      from scsql.decisions d
-      where f.key like 'decision:%' and d.project_id = f.project_id and d.decision_id = substr(f.key, 10)::bigint
-    ) c
+    left join fc c on c.project_id = f.project_id and c.chunk_id = f.chunk_id
+    left join fm m on m.project_id = f.project_id
+                  and m.key = case when f.key like 'memory:%' then substr(f.key, 8) end
+    left join fd d on d.project_id = f.project_id
+                  and d.decision_id = case when f.key like 'decision:%' then substr(f.key, 10)::bigint end
+    where c.chunk_id is not null or m.key is not null or d.decision_id is not null
   )
   select pr.name::text, h.item_kind, h.path, h.anchor, h.line_start, h.line_end, h.span, h.chunk_hash, h.content, h.score,
          array_remove(array[case when h.brank is not null then 'bm25' end,
@@ -809,6 +854,8 @@ declare
   v_source bigint;
   v_seq integer;
   v_window integer;
+  v_author_ids bigint[];
+  v_author_names text[];
 begin
   if p_ref is null or btrim(p_ref, E' \t\r\n') = '' or char_length(p_ref) > 1024 then
     raise exception using errcode = 'SC245',
@@ -819,13 +866,18 @@ begin
     raise exception using errcode = 'SC246', message = format('window %s is out of range', p_window),
       hint = 'window 0-50 chunks on each side; omit it for the whole source (a path) or 2 (a chunk_hash).';
   end if;
+  -- The authors' names are read apart from the rows (scsql_caller.agent_names
+  -- reads other tables: Citus runs no such call inside a query on a shard).
   if p_ref like 'memory:%' then  -- a working-memory fact, as search cites it
+    select array_agg(a.agent_id), array_agg(a.name) into v_author_ids, v_author_names
+    from scsql_caller.agent_names(array(select m.updated_by from scsql.memory_facts m
+                                         where m.project_id = v_me and m.key = substr(p_ref, 8))) a;
     return query
     select pr.name::text, 'fact'::text, 'memory:' || m.key, 1, m.key, null::integer, null::integer, null::integer[],
            null::text, m.key || ': ' || m.value, true, 'internal'::text, null::text, an.name, m.updated_at
     from scsql.memory_facts m
     join scsql.projects pr on pr.project_id = m.project_id
-    left join scsql_caller.agent_names(array[m.updated_by]) an on true
+    left join unnest(v_author_ids, v_author_names) an(agent_id, name) on an.agent_id = m.updated_by
     where m.project_id = v_me and m.key = substr(p_ref, 8);
     if not found then
       raise exception using errcode = 'SC247', message = format('no fact %L in working memory', substr(p_ref, 8)),
@@ -853,6 +905,10 @@ begin
     raise exception using errcode = 'SC247', message = format('no source or chunk %L is visible to you', left(p_ref, 100)),
       hint = 'Search again: a changed source has new chunk hashes, and a granted project shows only its published knowledge.';
   end if;
+  -- A chunk's author is its source's creator or last updater.
+  select array_agg(a.agent_id), array_agg(a.name) into v_author_ids, v_author_names
+  from scsql_caller.agent_names(array(select unnest(array[src.created_by, src.updated_by]) from scsql.kb_sources src
+                                       where src.project_id = v_project and src.source_id = v_source)) a;
   return query
   with c as (
     select c.*, src.kind, src.path, src.trust,
@@ -869,7 +925,7 @@ begin
          an.name, c.created_at
   from c
   join scsql.projects pr on pr.project_id = c.project_id
-  left join scsql_caller.agent_names(array(select distinct c2.author_id from c c2)) an on an.agent_id = c.author_id
+  left join unnest(v_author_ids, v_author_names) an(agent_id, name) on an.agent_id = c.author_id
   order by c.seq;
 end
 $$;

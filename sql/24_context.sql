@@ -221,6 +221,24 @@ declare
   v_project bigint := scsql_caller.project_id();
   v_terms text[];
   v_life boolean;
+  v_n bigint;
+  v_kt_term text[];
+  v_kt_df integer[];
+  f_key text[];
+  f_content text[];
+  f_by bigint[];
+  f_at timestamptz[];
+  h_kind text[];
+  h_content text[];
+  h_path text[];
+  h_anchor text[];
+  h_start integer[];
+  h_end integer[];
+  h_hash text[];
+  h_trust text[];
+  h_notice text[];
+  h_author text[];
+  h_at timestamptz[];
 begin
   if p_budget is null or p_budget not between 50 and 100000 then
     raise exception using errcode = 'SC209', message = format('budget must be 50 to 100,000 tokens, got %s', p_budget);
@@ -234,35 +252,56 @@ begin
   if v_terms is null then
     return;
   end if;
-  return query
-  with facts as (
-    -- Working-memory facts (not expired) that share terms with the intent,
-    -- weighted by the terms' rarity in the knowledge base, then by importance.
+  -- Facts and search hits are read first, into arrays, and ranked from
+  -- them: Citus runs each read on the project's shard, and the calls of
+  -- functions that read other tables (search, authors) stay here.
+  -- Working-memory facts (not expired) that share terms with the intent,
+  -- weighted by the terms' rarity in the knowledge base, then by importance.
+  select st.n_chunks into v_n from scsql.memory_state st where st.project_id = v_project;
+  select array_agg(kt.term), array_agg(kt.df) into v_kt_term, v_kt_df
+  from scsql.kb_terms kt where kt.project_id = v_project and kt.term = any(v_terms);
+  select array_agg(x.key order by x.rel desc, x.importance desc, x.key),
+         array_agg(x.content order by x.rel desc, x.importance desc, x.key),
+         array_agg(x.updated_by order by x.rel desc, x.importance desc, x.key),
+         array_agg(x.updated_at order by x.rel desc, x.importance desc, x.key)
+    into f_key, f_content, f_by, f_at
+  from (
     select f.key, f.key || ': ' || f.value as content, f.importance, f.updated_by, f.updated_at,
-           (select sum(coalesce(ln(1 + (st.n_chunks - kt.df + 0.5) / (kt.df + 0.5)), ln(2 + coalesce(st.n_chunks, 0))))
-            from scsql_caller.terms(f.key || ' ' || f.value) ft
-            left join scsql.kb_terms kt on kt.project_id = v_project and kt.term = ft.term
+           (select sum(coalesce(ln(1 + (v_n - kt.df + 0.5) / (kt.df + 0.5)), ln(2 + coalesce(v_n, 0))))
+            from unnest(f.terms) ft(term)
+            left join unnest(v_kt_term, v_kt_df) kt(term, df) on kt.term = ft.term
             where ft.term = any(v_terms)) as rel
     from scsql.memory_facts f
-    left join scsql.memory_state st on st.project_id = v_project
-    where f.project_id = v_project and (f.expires_at is null or f.expires_at > now())
-  ),
-  ranked_facts as (
-    select row_number() over (order by f.rel desc, f.importance desc, f.key) as rank, f.*
-    from facts f where f.rel > 0
+    where f.project_id = v_project and (f.expires_at is null or f.expires_at > now()) and f.terms && v_terms
+  ) x
+  where x.rel > 0;
+  -- search: the hits other than facts and decisions, which the blocks above rank.
+  select array_agg(s.source_kind order by s.ordinality), array_agg(s.content order by s.ordinality),
+         array_agg(s.source_path order by s.ordinality), array_agg(s.anchor order by s.ordinality),
+         array_agg(s.line_start order by s.ordinality), array_agg(s.line_end order by s.ordinality),
+         array_agg(s.chunk_hash order by s.ordinality), array_agg(s.trust order by s.ordinality), array_agg(s.notice order by s.ordinality),
+         array_agg(s.author order by s.ordinality), array_agg(s.written_at order by s.ordinality)
+    into h_kind, h_content, h_path, h_anchor, h_start, h_end, h_hash, h_trust, h_notice, h_author, h_at
+  from scsql_caller.search_projects(array[v_project], p_intent, 20, null, null, null, 'hybrid', p_query_embedding, p_model,
+                     60, 1, 1, 1.2, 0.75, 50, 'score', 0.2) with ordinality s
+  where s.source_kind not in ('fact', 'decision');
+  return query
+  with ranked_facts as (
+    select r.rank, r.key, r.content, r.updated_at, an.name as author
+    from unnest(f_key, f_content, f_by, f_at) with ordinality r(key, content, updated_by, updated_at, rank)
+    left join scsql_caller.agent_names(f_by) an on an.agent_id = r.updated_by
   ),
   hits as (
-    select row_number() over (order by s.score desc) as rank, s.*
-    -- search: the hits other than facts and decisions, which the blocks above rank.
-    from scsql_caller.search_projects(array[v_project], p_intent, 20, null, null, null, 'hybrid', p_query_embedding, p_model,
-                       60, 1, 1, 1.2, 0.75, 50, 'score', 0.2) s
-    where s.source_kind not in ('fact', 'decision')
+    select h.*
+    from unnest(h_kind, h_content, h_path, h_anchor, h_start, h_end, h_hash, h_trust, h_notice, h_author, h_at)
+           with ordinality h(source_kind, content, source_path, anchor, line_start, line_end, chunk_hash, trust, notice,
+                             author, written_at, rank)
   ),
   items as (
     select 1.0 / (60 + r.rank) as score, 0 as pref, 'fact' as kind, r.key, r.content,
            'memory:' || r.key as source_path, null::text as anchor, null::integer as line_start, null::integer as line_end,
            null::text as chunk_hash, 'internal'::text as trust, null::text as notice,
-           (select an.name from scsql_caller.agent_names(array[r.updated_by]) an) as author, r.updated_at as written_at
+           r.author, r.updated_at as written_at
     from ranked_facts r
     union all
     select 1.0 / (60 + h.rank), 1,

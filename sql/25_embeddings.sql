@@ -63,14 +63,17 @@ begin
         order by q.enqueued_at, q.chunk_hash
         limit p_limit
         for update skip locked) p;
-  return query
   with claimed as (
     update scsql.kb_embed_queue q
     set claimed_by = v_me.agent_id, claim_token = v_token, claim_expires_at = v_until
     where q.project_id = v_me.project_id and q.model_id = v_model and q.chunk_hash = any(v_hashes)
     returning q.chunk_hash)
+  select array_agg(c.chunk_hash) into v_hashes from claimed c;
+  -- The texts are read apart from the UPDATE (on Citus, _embed_input then
+  -- runs here, not inside the statement on the project's shard).
+  return query
   select c.chunk_hash, scsql._embed_input(v_me.project_id, c.chunk_hash), v_token, v_until
-  from claimed c
+  from unnest(v_hashes) c(chunk_hash)
   order by c.chunk_hash;
 end
 $$;

@@ -68,7 +68,10 @@ CROSS_SHARD = {
 # distributed query from a query on a shard"). Both make rows that the
 # functions reading them create when missing (_channel, _project_lock), so on
 # Citus the rows are made on first use instead.
-REFERENCE_TRIGGERS = (("projects", "channel_key_row"), ("projects", "project_lock_rows"))
+# The log trigger of partition_settings writes partition_settings_log, a
+# reference table too: set_partition_retention logs instead when it is gone.
+REFERENCE_TRIGGERS = (("projects", "channel_key_row"), ("projects", "project_lock_rows"),
+                      ("partition_settings", "zz_log"))
 
 _DISTRIBUTION_COLUMN = "project_id"
 
@@ -310,8 +313,18 @@ def _functions_on_every_node(conn: psycopg.Connection) -> None:
            and not exists (select from pg_dist_object o
                             where o.classid = 'pg_catalog.pg_proc'::regclass and o.objid = p.oid)
          order by 1""").fetchall()]
-    for name in missing:
-        conn.execute("select create_distributed_function(%s)", (name,))
+    # A language sql function's body is checked where it is created: one that
+    # calls another not yet on the workers is created on a later pass.
+    while missing:
+        later = []
+        for name in missing:
+            try:
+                conn.execute("select create_distributed_function(%s)", (name,))
+            except psycopg.Error:  # on a worker: the function it calls does not exist there yet
+                later.append(name)
+        if len(later) == len(missing):
+            conn.execute("select create_distributed_function(%s)", (later[0],))
+        missing = later
     for (name,) in conn.execute(_POLICY_FUNCTIONS).fetchall():
         conn.execute(f"alter function {name} set citus.allow_nested_distributed_execution = on")
 
