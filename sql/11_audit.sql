@@ -121,22 +121,6 @@ comment on function scsql.model_prices() is
 
 The price list: model, effective_from, USD per million input tokens and per million output tokens.';
 
--- The price lookup is a plain SQL table function so the planner inlines it
--- into the INSERT of record_tool_call (a function call per write costs more
--- than the lookup). It replaces _tool_call_cost.
-create or replace function scsql._model_price(p_model text, p_at timestamptz)
-returns table (input_usd_per_mtok numeric, output_usd_per_mtok numeric)
-language sql stable
-as $$
-  select m.input_usd_per_mtok, m.output_usd_per_mtok
-  from scsql.model_prices m
-  where left(p_model, length(m.model)) = m.model and m.effective_from <= p_at
-  order by length(m.model) desc, m.effective_from desc
-  limit 1
-$$;
-comment on function scsql._model_price(text, timestamptz) is
-  'Private. The price of MODEL at time AT: the row of scsql.model_prices whose model is the longest prefix of MODEL, effective latest at or before AT (no row when the model has no price). A plain SQL table function, so the planner inlines it where it is used (record_tool_call); it reads scsql.model_prices with the privileges of its caller.';
-
 create or replace function scsql.cost_report(p_since timestamptz default now() - interval '7 days', p_group_by text default 'model')
 returns table (key text, calls bigint, input_tokens bigint, output_tokens bigint, cost_usd numeric, unpriced_calls bigint)
 language plpgsql stable

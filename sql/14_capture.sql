@@ -273,9 +273,10 @@ begin
   -- arguments) at its output rate and reads the tool's output (the
   -- result) at its input rate. Calls that only assembled database
   -- content cost nothing; a model without a price costs NULL. The price
-  -- is scsql._model_price's row, read here before the INSERT: Citus plans
-  -- no statement that calls a SQL function reading its tables with
-  -- parameters (a PL/pgSQL variable is one).
+  -- is the row of model_prices whose model is the longest prefix of the
+  -- call's, effective latest at or before it, read here before the INSERT
+  -- (Citus plans no statement that calls a SQL function reading its tables
+  -- with parameters, and a PL/pgSQL variable is one).
   if p_origin = 'database' then
     v_cost := 0;
   else
