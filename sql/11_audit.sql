@@ -212,8 +212,8 @@ begin
   -- Signed text is stored as signed: it must arrive redacted.
   perform scsql._require_redacted('title', p_title);
   -- The lengths are checked by the table's constraints.
-  insert into scsql.sessions as s (project_id, client, model, title, at, key_id, signature)
-  values (v_me.project_id, p_client, p_model, p_title, p_at, p_key_id, p_signature)
+  insert into scsql.sessions as s (project_id, author_id, client, model, title, at, key_id, signature)
+  values (v_me.project_id, v_me.agent_id, p_client, p_model, p_title, p_at, p_key_id, p_signature)
   returning s.session_id, s.chain_id, s.seq into session_id, chain_id, seq;
 exception when check_violation or not_null_violation then
   get stacked diagnostics v_state = returned_sqlstate, v_schema = schema_name, v_table = table_name,
@@ -300,9 +300,9 @@ begin
   -- The arguments are checked by the table's constraints, the references
   -- after them (as the row is in the block, a reference that fails undoes it
   -- and the learning its trigger wrote).
-  insert into scsql.outcomes as o (project_id, tool_call_id, session_id, task_ref, kind, signal, confidence, summary,
+  insert into scsql.outcomes as o (project_id, author_id, tool_call_id, session_id, task_ref, kind, signal, confidence, summary,
                                    evidence, classification, at, key_id, signature)
-  values (v_me.project_id, p_tool_call_id, p_session_id, p_task_ref, p_kind, p_signal, p_confidence, p_summary, p_evidence,
+  values (v_me.project_id, v_me.agent_id, p_tool_call_id, p_session_id, p_task_ref, p_kind, p_signal, p_confidence, p_summary, p_evidence,
           p_classification, p_at, p_key_id, p_signature)
   returning o.outcome_id, o.chain_id, o.seq into outcome_id, chain_id, seq;
   perform scsql._require_references(v_me.project_id, p_session_id, p_tool_call_id);

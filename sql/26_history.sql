@@ -58,10 +58,11 @@ begin
   end if;
   select k.key_id into v_key from scsql.agent_keys k
   where k.agent_id = v_agent and k.valid_from <= v_at order by k.valid_from desc limit 1;
-  -- project_id is the chain's (the trigger checks it): Citus routes the row by it.
-  insert into scsql.memory_changes (project_id, op, kind, target, chunk_hash, old_hash, new_hash, reason, related, at,
+  -- project_id and author_id are the chain's (the trigger checks them): Citus routes the row by
+  -- project_id, and its trigger runs on a worker as the owner, where author_id names the agent.
+  insert into scsql.memory_changes (project_id, author_id, op, kind, target, chunk_hash, old_hash, new_hash, reason, related, at,
                                     key_id, signature)
-  values (v_project, p_op, p_kind, left(p_target, 1024), p_chunk_hash, p_old_hash, p_new_hash, left(p_reason, 1000), left(p_related, 1024),
+  values (v_project, v_agent, p_op, p_kind, left(p_target, 1024), p_chunk_hash, p_old_hash, p_new_hash, left(p_reason, 1000), left(p_related, 1024),
           v_at, v_key, '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea
                        || sha256(uuid_send(gen_random_uuid())));
 end
