@@ -282,8 +282,14 @@ comment on function scsql._notify_queue(bigint, text, text) is
 create or replace function scsql._archive_task(
   p_project bigint, p_task bigint, p_state text, p_result jsonb, p_error text, p_by bigint)
 returns scsql.tasks_archive
-language sql security definer set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
+declare
+  -- Taken before the statement, which Citus runs on the shard's node: it
+  -- refuses volatile functions there (and parameters in language sql).
+  v_now timestamptz := clock_timestamp();
+  v_archived scsql.tasks_archive;
+begin
   with d as (
     delete from scsql.tasks t where t.project_id = p_project and t.task_id = p_task returning t.*
   )
@@ -293,9 +299,11 @@ as $$
     created_by, created_at, finished_at, finished_by)
   select d.project_id, d.task_id, d.team_role, p_state, d.priority, d.payload, d.acceptance_criteria,
          d.complexity, d.exclusive_files, d.attempts, d.max_attempts, d.fence, d.claimed_by, p_result,
-         coalesce(p_error, d.last_error), d.created_by, d.created_at, clock_timestamp(), p_by
+         coalesce(p_error, d.last_error), d.created_by, d.created_at, v_now, p_by
   from d
-  returning *
+  returning * into v_archived;
+  return v_archived;
+end
 $$;
 comment on function scsql._archive_task(bigint, bigint, text, jsonb, text, bigint) is
   'Private. Moves a task from the hot queue to tasks_archive with its final state, result or error; its exclusive files are freed (task_files rows cascade). Returns the archived row (null when the task was not in the queue).';
@@ -388,15 +396,24 @@ comment on function scsql._claimed(scsql.tasks) is
 
 create or replace function scsql._claim_queued(p_me scsql.agents, p_task bigint, p_lease_seconds integer)
 returns setof scsql.claimed_task
-language sql
+language plpgsql
 as $$
+declare
+  -- Plain values: Citus routes the UPDATE by the project and refuses volatile
+  -- functions in it (the time is taken first).
+  v_project bigint := p_me.project_id;
+  v_agent bigint := p_me.agent_id;
+  v_now timestamptz := clock_timestamp();
+begin
+  return query
   update scsql.tasks t
-  set state = 'claimed', fence = t.fence + 1, attempts = t.attempts + 1, claimed_by = p_me.agent_id,
-      claimed_at = clock_timestamp(), lease_seconds = p_lease_seconds,
-      lease_expires_at = clock_timestamp() + make_interval(secs => p_lease_seconds)
-  where t.project_id = p_me.project_id and t.task_id = p_task
-    and t.state = 'queued' and t.run_after <= clock_timestamp()
-  returning (scsql._claimed(t)).*
+  set state = 'claimed', fence = t.fence + 1, attempts = t.attempts + 1, claimed_by = v_agent,
+      claimed_at = v_now, lease_seconds = p_lease_seconds,
+      lease_expires_at = v_now + make_interval(secs => p_lease_seconds)
+  where t.project_id = v_project and t.task_id = p_task
+    and t.state = 'queued' and t.run_after <= v_now
+  returning (scsql._claimed(t)).*;
+end
 $$;
 comment on function scsql._claim_queued(scsql.agents, bigint, integer) is
   'Private, called by claim_task and claim_task_by_id (as their owner). Claims task P_TASK of agent P_ME''s project for P_ME with a lease of P_LEASE_SECONDS when it is queued and due: its fence (the lease_token) and attempts grow by one. Returns the claimed task, no row when it was not queued and due.';
@@ -410,13 +427,14 @@ declare
   v_requeued integer := 0;
   v_dead integer := 0;
   r record;
+  v_now timestamptz := clock_timestamp();  -- Citus refuses volatile functions in an UPDATE's SET
 begin
   for r in
     select t.project_id, t.task_id, t.team_role, t.attempts, t.max_attempts, t.fence, t.lease_expires_at
     from scsql.tasks t
     where (p_project is null or t.project_id = p_project)
       and (p_team_role is null or t.team_role = p_team_role)
-      and t.state = 'claimed' and t.lease_expires_at < clock_timestamp()
+      and t.state = 'claimed' and t.lease_expires_at < v_now
     order by t.lease_expires_at
     limit p_limit
     for update skip locked
@@ -428,7 +446,7 @@ begin
     else
       update scsql.tasks t
       set state = 'queued', claimed_by = null, claimed_at = null, lease_expires_at = null,
-          run_after = clock_timestamp(),
+          run_after = v_now,
           last_error = format('lease %s expired at %s', r.fence, r.lease_expires_at)
       where t.project_id = r.project_id and t.task_id = r.task_id;
       perform scsql._notify_queue(r.project_id, r.team_role, 'task');
@@ -648,11 +666,12 @@ as $$
 declare
   v_me scsql.agents := scsql._me();
   v_until timestamptz;
+  v_now timestamptz := clock_timestamp();  -- Citus refuses volatile functions in an UPDATE's SET
 begin
   perform scsql._require(p_task is not null and p_token is not null, 'task and token are required');
   perform scsql._require(p_lease_seconds is null or p_lease_seconds between 1 and 86400, 'lease_seconds must be 1 to 86400');
   update scsql.tasks t
-  set lease_expires_at = clock_timestamp() + make_interval(secs => coalesce(p_lease_seconds, t.lease_seconds)),
+  set lease_expires_at = v_now + make_interval(secs => coalesce(p_lease_seconds, t.lease_seconds)),
       lease_seconds = coalesce(p_lease_seconds, t.lease_seconds)
   where t.project_id = v_me.project_id and t.task_id = p_task
     and t.state = 'claimed' and t.fence = p_token and t.claimed_by = v_me.agent_id
@@ -731,6 +750,7 @@ as $$
 declare
   v_me scsql.agents := scsql._me();
   v_t scsql.tasks;
+  v_now timestamptz;
 begin
   perform scsql._require(p_task is not null and p_token is not null, 'task and token are required');
   perform scsql._require(nullif(btrim(p_error), '') is not null, 'error must say what went wrong');
@@ -739,10 +759,12 @@ begin
   p_error := scsql._redact(p_error);  -- stored redacted
   v_t := scsql._held_task(v_me, p_task, p_token, 'the failure report');
   if p_retry and v_t.attempts < v_t.max_attempts then
-    -- Exponential backoff: 1 s after the first attempt, doubling, at most an hour.
+    -- Exponential backoff: 1 s after the first attempt, doubling, at most an
+    -- hour (from a time taken first: Citus refuses volatile functions in an UPDATE's SET).
+    v_now := clock_timestamp();
     update scsql.tasks t
     set state = 'queued', claimed_by = null, claimed_at = null, lease_expires_at = null, last_error = p_error,
-        run_after = clock_timestamp() + make_interval(secs => least(3600, power(2, t.attempts - 1)))
+        run_after = v_now + make_interval(secs => least(3600, power(2, t.attempts - 1)))
     where t.project_id = v_t.project_id and t.task_id = v_t.task_id
     returning t.task_id, t.state, t.attempts, t.max_attempts, t.run_after
     into task_id, state, attempts, max_attempts, run_after;
@@ -772,14 +794,16 @@ as $$
 declare
   v_me scsql.agents := scsql._me();
   v_t scsql.tasks;
+  v_now timestamptz;
 begin
   perform scsql._require(p_task is not null and p_token is not null, 'task and token are required');
   perform scsql._require(p_requeue is not null, 'requeue must be true or false');
   v_t := scsql._held_task(v_me, p_task, p_token, 'the release');
   if p_requeue then
+    v_now := clock_timestamp();  -- Citus refuses volatile functions in an UPDATE's SET
     update scsql.tasks t
     set state = 'queued', claimed_by = null, claimed_at = null, lease_expires_at = null,
-        attempts = t.attempts - 1, run_after = clock_timestamp()
+        attempts = t.attempts - 1, run_after = v_now
     where t.project_id = v_t.project_id and t.task_id = v_t.task_id;
     perform scsql._notify_queue(v_t.project_id, v_t.team_role, 'task');
     task_id := v_t.task_id;
