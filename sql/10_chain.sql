@@ -321,7 +321,11 @@ declare
   v_link text;
 begin
   if p_link in ('chain', 'head') then
-    v_link := format($l$  for i in 1 .. 2 loop
+    -- The row's bytes are encoded before the UPDATE of its chain's head: on
+    -- Citus that UPDATE is a distributed statement, where functions that are
+    -- not immutable (extract, convert_to) may not appear inside COALESCE.
+    v_link := format($l$  v_body := %2$s;
+  for i in 1 .. 2 loop
     update scsql.chains c
     set prev_head_hash = c.head_hash,
         head_seq = c.head_seq + 1,
@@ -334,9 +338,9 @@ begin
     on conflict (project_id, agent_id) do nothing;
   end loop;
 $l$, case when p_link = 'head' then 'c.head_hash'
-          else format('sha256(c.head_hash || %s || %s || %s || new.signature)',
-                      scsql._enc_expr('int', 'c.chain_id'), scsql._enc_expr('int', 'c.head_seq + 1'),
-                      scsql._chain_body_expr(p_table, 'new', 'v_name')) end);
+          else format('sha256(c.head_hash || %s || %s || v_body || new.signature)',
+                      scsql._enc_expr('int', 'c.chain_id'), scsql._enc_expr('int', 'c.head_seq + 1')) end,
+       case when p_link = 'head' then 'null' else scsql._chain_body_expr(p_table, 'new', 'v_name') end);
   elsif p_link = 'none' then
     v_link := $l$  new.chain_id := 0; new.seq := 0; new.prev_hash := ''; new.row_hash := '';
   new.author_id := v_agent; new.project_id := v_project;
@@ -347,10 +351,11 @@ $l$;
   -- The trigger runs once for
   -- every chained write, so its common path is short: one lookup of the
   -- acting agent and its signing key, one test of everything a well-formed
-  -- write satisfies, and one UPDATE of the chain's head that computes the
-  -- row hash with the encoding inline (no helper calls per row). A write that
-  -- fails the test takes the slow path, which applies scsql._me() and
-  -- scsql._chain_check_signer and raises their precise errors.
+  -- write satisfies, the row's bytes encoded inline (no helper calls per
+  -- row), and one UPDATE of the chain's head that hashes them. A write that
+  -- fails the test takes the slow path, which applies scsql._chain_author
+  -- (scsql._me() for an agent) and scsql._chain_check_signer and raises
+  -- their precise errors.
   return format($f$
 create or replace function scsql.%1$I()
 returns trigger
@@ -364,6 +369,7 @@ declare
   v_key integer;
   v_me scsql.agents;
   v_chain bigint;
+  v_body bytea;
   v_role text := scsql._acting_role();
 begin
   -- A row written as the owner is written by one of scsql's functions, which
