@@ -398,6 +398,7 @@ as $$
 declare
   v_kind text;
   v_id bigint;
+  v_tool text;
 begin
   if new.kind in ('rejected', 'failed', 'insufficient', 'errored', 'reverted') then
     v_kind := 'failure';
@@ -409,10 +410,11 @@ begin
   -- Exports take this lock exclusively, so every learning id below the ones
   -- they read is committed (or rolled back) by then: none is skipped.
   perform scsql._project_lock(new.project_id, 'learnings', true);
+  -- A value, not a subquery in VALUES (which Citus refuses on a distributed table).
+  select t.tool into v_tool from scsql.tool_calls t where t.project_id = new.project_id and t.tool_call_id = new.tool_call_id limit 1;
   insert into scsql.learnings (project_id, kind, outcome_id, outcome_kind, author_id, tool, tool_call_id, session_id,
                                task_ref, signal, confidence, summary, evidence, classification)
-  values (new.project_id, v_kind, new.outcome_id, new.kind, new.author_id,
-          (select t.tool from scsql.tool_calls t where t.project_id = new.project_id and t.tool_call_id = new.tool_call_id limit 1),
+  values (new.project_id, v_kind, new.outcome_id, new.kind, new.author_id, v_tool,
           new.tool_call_id, new.session_id, new.task_ref, new.signal, new.confidence, new.summary, new.evidence,
           new.classification)
   returning learning_id into v_id;
@@ -420,7 +422,8 @@ begin
   -- of its summary only where the whole project may read it.
   perform scsql._memory_change(new.project_id, 'learn', 'learning', 'learning:' || v_id, null, null,
     case when new.classification in ('public', 'internal') then scsql._text_hash(new.summary) end,
-    format('%s learning of a %s outcome (%s)', v_kind, new.kind, new.classification), 'outcome:' || new.outcome_id);
+    format('%s learning of a %s outcome (%s)', v_kind, new.kind, new.classification), 'outcome:' || new.outcome_id,
+    new.author_id);
   return null;
 end
 $$;

@@ -38,9 +38,11 @@ as $$ select encode(sha256(convert_to(p_text, 'UTF8')), 'hex') $$;
 comment on function scsql._text_hash(text) is
   'Private. sha256 of a text''s UTF-8 bytes, in hexadecimal (the content hash of facts and sources in the memory history).';
 
+drop function if exists scsql._memory_change(bigint, text, text, text, text, text, text, text, text);
 create or replace function scsql._memory_change(
   p_project bigint, p_op text, p_kind text, p_target text, p_chunk_hash text default null,
-  p_old_hash text default null, p_new_hash text default null, p_reason text default null, p_related text default null)
+  p_old_hash text default null, p_new_hash text default null, p_reason text default null, p_related text default null,
+  p_author bigint default null)
 returns void
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
@@ -49,10 +51,16 @@ declare
   v_project bigint;
   v_at timestamptz := clock_timestamp();
   v_key integer;
+  v_role text := scsql._acting_role();
 begin
   -- Memory functions act as an agent (they raise before otherwise); a
-  -- change made by an administrator's own SQL is not an agent's.
-  select a.agent_id, a.project_id into v_agent, v_project from scsql.agents a where a.role_name = scsql._acting_role();
+  -- change made by an administrator's own SQL is not an agent's. A trigger
+  -- acting as the owner (on Citus, on a worker) names the agent whose row
+  -- fired it (see scsql._chain_author).
+  if v_role = 'scsql_owner' then
+    select a.role_name into v_role from scsql.agents a where a.agent_id = p_author;
+  end if;
+  select a.agent_id, a.project_id into v_agent, v_project from scsql.agents a where a.role_name = v_role;
   if v_agent is null then
     return;
   end if;
@@ -67,8 +75,8 @@ begin
                        || sha256(uuid_send(gen_random_uuid())));
 end
 $$;
-comment on function scsql._memory_change(bigint, text, text, text, text, text, text, text, text) is
-  'Private. Records one change to memory in scsql.memory_changes, in the acting agent''s chain: op (remember, supersede, refresh, forget, archive, unarchive, conflict, resolve, purge; index, remove, pin, unpin, forget_source, forget_chunk, summary; learn, rule, unrule; decide, supersede; open_loop, close_loop), kind (fact, source, chunk, learning, decision, loop), target (fact key, source path, learning:<id>, decision:<id> or loop:<id>), chunk_hash, the old and new content hash, the reason and a related key or path. Chained unsigned (see the head of sql/26_history.sql): the signature field is 32 zero bytes then 32 random bytes. Does nothing when the acting role is not an agent.';
+comment on function scsql._memory_change(bigint, text, text, text, text, text, text, text, text, bigint) is
+  'Private. Records one change to memory in scsql.memory_changes, in the acting agent''s chain: op (remember, supersede, refresh, forget, archive, unarchive, conflict, resolve, purge; index, remove, pin, unpin, forget_source, forget_chunk, summary; learn, rule, unrule; decide, supersede; open_loop, close_loop), kind (fact, source, chunk, learning, decision, loop), target (fact key, source path, learning:<id>, decision:<id> or loop:<id>), chunk_hash, the old and new content hash, the reason and a related key or path. Chained unsigned (see the head of sql/26_history.sql): the signature field is 32 zero bytes then 32 random bytes. The change is the acting agent''s; when the session acts as scsql_owner (a trigger on a Citus worker), it is the agent P_AUTHOR, which the trigger took from its row. Does nothing when the acting role is not an agent (nor the owner naming one).';
 
 -- ---------------------------------------------------------------------------
 -- Duplicates and conflicts between facts

@@ -859,17 +859,22 @@ returns table (
   team_role text, queued bigint, scheduled bigint, claimed bigint, expired bigint,
   done bigint, dead bigint, released bigint, cancelled bigint,
   oldest_queued_at timestamptz, oldest_wait_seconds double precision)
-language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
-  with me as (select project_id from scsql._me()),
-  hot as (
+#variable_conflict use_column
+declare
+  -- The caller's project, a value (on Citus, a call in the query would run on the shard's node).
+  v_project bigint := scsql._my_project();
+begin
+  return query
+  with hot as (
     select t.team_role,
            count(*) filter (where t.state = 'queued' and t.run_after <= now()) as queued,
            count(*) filter (where t.state = 'queued' and t.run_after > now()) as scheduled,
            count(*) filter (where t.state = 'claimed' and t.lease_expires_at >= now()) as claimed,
            count(*) filter (where t.state = 'claimed' and t.lease_expires_at < now()) as expired,
            min(t.created_at) filter (where t.state = 'queued' and t.run_after <= now()) as oldest
-    from scsql.tasks t, me where t.project_id = me.project_id
+    from scsql.tasks t where t.project_id = v_project
     group by t.team_role
   ),
   arch as (
@@ -878,7 +883,7 @@ as $$
            count(*) filter (where a.state = 'dead') as dead,
            count(*) filter (where a.state = 'released') as released,
            count(*) filter (where a.state = 'cancelled') as cancelled
-    from scsql.tasks_archive a, me where a.project_id = me.project_id
+    from scsql.tasks_archive a where a.project_id = v_project
     group by a.team_role
   )
   select r,
@@ -888,7 +893,8 @@ as $$
   from (select team_role from hot union select team_role from arch) roles(r)
   left join hot h on h.team_role = r
   left join arch a on a.team_role = r
-  order by r
+  order by r;
+end
 $$;
 comment on function scsql.queue_stats() is
   'Your project''s queue per team role: queued, scheduled, claimed, expired, done, dead, released, cancelled, oldest wait.
@@ -897,13 +903,19 @@ The caller''s project''s queue, one row per team role: queued (claimable now), s
 
 create or replace function scsql.claimable_for_me()
 returns bigint
-language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
-  select count(*)
-  from scsql.tasks t, scsql._me() me
-  where t.project_id = me.project_id and t.team_role = me.team_role
-    and ((t.state = 'queued' and t.run_after <= clock_timestamp())
-         or (t.state = 'claimed' and t.lease_expires_at < clock_timestamp()))
+declare
+  -- Values (on Citus, calls in the query would run on the shard's node).
+  v_me scsql.agents := scsql._me();
+  v_now timestamptz := clock_timestamp();
+begin
+  return (select count(*)
+          from scsql.tasks t
+          where t.project_id = v_me.project_id and t.team_role = v_me.team_role
+            and ((t.state = 'queued' and t.run_after <= v_now)
+                 or (t.state = 'claimed' and t.lease_expires_at < v_now)));
+end
 $$;
 comment on function scsql.claimable_for_me() is
   'How many tasks you could claim now (queued for your role, or claimed with an expired lease).
@@ -912,12 +924,22 @@ How many tasks the caller could claim right now: queued tasks of its team role i
 
 create or replace function scsql.my_tasks()
 returns setof scsql.claimed_task
-language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
-  select (scsql._claimed(t)).*
-  from scsql.tasks t, scsql._me() me
-  where t.project_id = me.project_id and t.claimed_by = me.agent_id and t.state = 'claimed'
-  order by t.task_id
+declare
+  v_me scsql.agents := scsql._me();
+  v_t scsql.tasks;
+begin
+  -- Rows first, mapped here: on Citus a whole-row reference in the query
+  -- would be the shard's row type, which _claimed does not take.
+  for v_t in
+    select * from scsql.tasks t
+    where t.project_id = v_me.project_id and t.claimed_by = v_me.agent_id and t.state = 'claimed'
+    order by t.task_id
+  loop
+    return next scsql._claimed(v_t);
+  end loop;
+end
 $$;
 comment on function scsql.my_tasks() is
   'The tasks you hold now, with lease tokens and expiries (columns of claim_task).
