@@ -247,6 +247,7 @@ language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();
+  v_cost numeric;
   v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
 begin
   perform scsql._require_redacted('input_preview', p_input_preview);
@@ -268,20 +269,20 @@ begin
      and not scsql._capture_key(v_me.project_id, v_me.agent_id, 'tool:' || p_tool_use_id) then
     return;  -- the same call, captured live and read back from the transcript
   end if;
+  -- Priced from the model's side: it writes the tool's input (the
+  -- arguments) at its output rate and reads the tool's output (the result)
+  -- at its input rate. Calls that only assembled database content cost
+  -- nothing; a model without a price costs NULL. A value before the insert:
+  -- Citus plans no subquery in an INSERT's VALUES.
+  v_cost := case when p_origin = 'database' then 0::numeric
+                 else (select (p_input_tokens::numeric * mp.output_usd_per_mtok + p_output_tokens::numeric * mp.input_usd_per_mtok) / 1000000
+                       from scsql._model_price(p_model, p_at) mp) end;
   insert into scsql.tool_calls as t (project_id, author_id, session_id, tool, model, origin, input_tokens, output_tokens, latency_ms, status,
                                      input_preview, output_preview, tool_use_id, files, scsql_tool, imported, input_key,
                                      occurred_at, cost_usd, at, key_id, signature)
   values (v_me.project_id, v_me.agent_id, p_session_id, p_tool, p_model, p_origin, p_input_tokens, p_output_tokens, p_latency_ms, p_status,
           p_input_preview, p_output_preview, p_tool_use_id, p_files, p_scsql_tool, p_imported, p_input_key,
-          p_occurred_at,
-          -- Priced from the model's side: it writes the tool's input (the
-          -- arguments) at its output rate and reads the tool's output (the
-          -- result) at its input rate. Calls that only assembled database
-          -- content cost nothing; a model without a price costs NULL.
-          case when p_origin = 'database' then 0::numeric
-               else (select (p_input_tokens::numeric * mp.output_usd_per_mtok + p_output_tokens::numeric * mp.input_usd_per_mtok) / 1000000
-                     from scsql._model_price(p_model, p_at) mp) end,
-          p_at, p_key_id, p_signature)
+          p_occurred_at, v_cost, p_at, p_key_id, p_signature)
   returning t.tool_call_id, t.chain_id, t.seq, t.cost_usd into tool_call_id, chain_id, seq, cost_usd;
   perform scsql._require_references(v_me.project_id, p_session_id);
 exception when check_violation or not_null_violation then

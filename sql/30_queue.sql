@@ -428,17 +428,25 @@ declare
   v_dead integer := 0;
   r record;
   v_now timestamptz := clock_timestamp();  -- Citus refuses volatile functions in an UPDATE's SET
+  c record;
 begin
-  for r in
-    select t.project_id, t.task_id, t.team_role, t.attempts, t.max_attempts, t.fence, t.lease_expires_at
+  -- The expired leases, then each locked by its project and key (Citus locks
+  -- rows of one project's shard only; across projects it would refuse FOR
+  -- UPDATE): a task another session holds, or that changed meanwhile, is skipped.
+  for c in
+    select t.project_id, t.task_id
     from scsql.tasks t
     where (p_project is null or t.project_id = p_project)
       and (p_team_role is null or t.team_role = p_team_role)
       and t.state = 'claimed' and t.lease_expires_at < v_now
     order by t.lease_expires_at
     limit p_limit
-    for update skip locked
   loop
+    select t.project_id, t.task_id, t.team_role, t.attempts, t.max_attempts, t.fence, t.lease_expires_at into r
+    from scsql.tasks t
+    where t.project_id = c.project_id and t.task_id = c.task_id and t.state = 'claimed' and t.lease_expires_at < v_now
+    for update skip locked;
+    continue when not found;
     if r.attempts >= r.max_attempts then
       perform scsql._archive_task(r.project_id, r.task_id, 'dead', null,
         format('lease %s expired at %s on the last of %s attempts', r.fence, r.lease_expires_at, r.max_attempts), null);
@@ -760,11 +768,12 @@ begin
   v_t := scsql._held_task(v_me, p_task, p_token, 'the failure report');
   if p_retry and v_t.attempts < v_t.max_attempts then
     -- Exponential backoff: 1 s after the first attempt, doubling, at most an
-    -- hour (from a time taken first: Citus refuses volatile functions in an UPDATE's SET).
+    -- hour (from values taken first: Citus refuses volatile functions in an
+    -- UPDATE's SET, and stable ones over its columns; v_t is locked).
     v_now := clock_timestamp();
     update scsql.tasks t
     set state = 'queued', claimed_by = null, claimed_at = null, lease_expires_at = null, last_error = p_error,
-        run_after = v_now + make_interval(secs => least(3600, power(2, t.attempts - 1)))
+        run_after = v_now + make_interval(secs => least(3600, power(2, v_t.attempts - 1)))
     where t.project_id = v_t.project_id and t.task_id = v_t.task_id
     returning t.task_id, t.state, t.attempts, t.max_attempts, t.run_after
     into task_id, state, attempts, max_attempts, run_after;
