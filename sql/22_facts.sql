@@ -63,6 +63,7 @@ declare
   v_kt text[];
   v_vt text[];
   v_n integer;
+  v_cands text[];
   v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
 begin
   perform scsql._check_text('key', p_key, 200, false);
@@ -102,10 +103,13 @@ begin
 
   select * into v_old from scsql.memory_facts f where f.project_id = v_project and f.key = v_key;
   if not found then
-    -- A fact saying the same under another key is refreshed, taking no new slot.
+    -- A fact saying the same under another key is refreshed, taking no new
+    -- slot. The candidates are a value (on Citus, the query runs on the
+    -- project's node, where the lookup of candidates could not).
+    v_cands := scsql._fact_candidates(v_project, v_kt, v_vt, 'duplicate');
     select * into v_old from scsql.memory_facts f
     where f.project_id = v_project
-      and f.key = any (scsql._fact_candidates(v_project, v_kt, v_vt, 'duplicate'))
+      and f.key = any (v_cands)
       -- What every kind of duplicate has (scsql._fact_relation_terms): the
       -- same terms in all, or value term sets of about one size that meet.
       and ((coalesce(f.key_terms, scsql._fact_terms(f.key)) || coalesce(f.value_terms, scsql._fact_terms(f.value))) @> (v_kt || v_vt)
@@ -156,13 +160,14 @@ begin
     -- as scsql._jaccard computes it: terms are distinct), and each is
     -- compared (scsql._fact_relation_terms) only until three are found.
     v_n := 0;
+    v_cands := scsql._fact_candidates(v_project, v_kt, v_vt, 'conflict');
     for v_fact in
       select f.* from scsql.memory_facts f
       cross join lateral (
         select (select count(*) from unnest(f.key_terms) t where t = any (v_kt)) as sk,
                (select count(*) from unnest(f.value_terms) t where t = any (v_vt)) as sv) s
       where f.project_id = v_project and f.key <> v_key
-        and f.key = any (scsql._fact_candidates(v_project, v_kt, v_vt, 'conflict'))
+        and f.key = any (v_cands)
         -- What a conflict needs (scsql._fact_relation_terms), counted: keys
         -- with Jaccard >= 0.5 (3 shared >= both sizes), or a shared key term
         -- and at least two shared value terms with Jaccard >= 0.4.

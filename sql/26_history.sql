@@ -170,22 +170,30 @@ comment on function scsql._fact_index_terms(bigint, text[], text[]) is
 
 create or replace function scsql._fact_rarest(p_project bigint, p_terms text[], p_sides text, p_n integer)
 returns text[]
-language sql stable
+language plpgsql stable
 as $$
-  -- A term's facts are counted through the index up to 32: past that a term
-  -- is common, and how common does not matter.
-  select coalesce(array_agg(x.t order by x.n, x.t), '{}')
-  from (
-    select u.t, (select count(*) from (
-                   select from scsql.memory_facts f
-                   where f.index_terms
-                         && array(select p_project::text || ':' || s || ':' || u.t
-                                  from unnest(string_to_array(p_sides, NULL)) s)
-                   limit 32) c) as n
-    from unnest(p_terms) u(t)
-    order by 2, 1
-    limit greatest(p_n, 0)
-  ) x
+-- A term's facts are counted through the index up to 32: past that a term
+-- is common, and how common does not matter. One count per term, each a
+-- query of its own (Citus plans no correlated subquery over unnest).
+declare
+  v_terms text[] := '{}';
+  v_counts integer[] := '{}';
+  v_t text;
+  v_n integer;
+begin
+  foreach v_t in array coalesce(p_terms, '{}') loop
+    select count(*) into v_n from (
+      select from scsql.memory_facts f
+      where f.index_terms && array(select p_project::text || ':' || s || ':' || v_t
+                                   from unnest(string_to_array(p_sides, NULL)) s)
+      limit 32) c;
+    v_terms := v_terms || v_t;
+    v_counts := v_counts || v_n;
+  end loop;
+  return coalesce((select array_agg(x.t order by x.n, x.t)
+                   from (select u.t, u.n from unnest(v_terms, v_counts) u(t, n)
+                         order by u.n, u.t limit greatest(p_n, 0)) x), '{}');
+end
 $$;
 comment on function scsql._fact_rarest(bigint, text[], text, integer) is
   'Private. The N terms of TERMS found in the fewest facts of the project (in their keys with sides k, values with v, either with kv; counted up to 32), rarest first.';
