@@ -180,13 +180,12 @@ declare
   v_counts integer[] := '{}';
   v_t text;
   v_n integer;
+  v_keys text[];
 begin
   foreach v_t in array coalesce(p_terms, '{}') loop
+    v_keys := array(select p_project::text || ':' || s || ':' || v_t from unnest(string_to_array(p_sides, NULL)) s);
     select count(*) into v_n from (
-      select from scsql.memory_facts f
-      where f.index_terms && array(select p_project::text || ':' || s || ':' || v_t
-                                   from unnest(string_to_array(p_sides, NULL)) s)
-      limit 32) c;
+      select from scsql.memory_facts f where f.index_terms && v_keys limit 32) c;
     v_terms := v_terms || v_t;
     v_counts := v_counts || v_n;
   end loop;
