@@ -111,13 +111,11 @@ DSN="host=127.0.0.1 port=$PORT user=postgres dbname=scsql"
 rm -rf "$WORK/source" && mkdir -p "$WORK/source"
 PYTHONPATH="$REPO" "$PY" -c 'import sys, pathlib; from scsql.core.citus import write_citus_source; write_citus_source(pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]))' \
   "$WORK/source" "$REPO"
-# Citus runs distributed DDL on the workers as the role that issued it, and
-# a query as the current user: migrations and scsql's functions run as
-# scsql_owner and the auditor reads as scsql_auditor, which may not log in
-# (by design), so the workers let them (trust, on 127.0.0.1 only). The
-# bootstrap creates the roles.
+# Citus runs distributed DDL on the workers as the role that issued it:
+# migrations run as scsql_owner, which may not log in (by design), so the
+# workers let it (trust, on 127.0.0.1 only). The bootstrap creates the role.
 SCSQL_DSN="$DSN" PYTHONPATH="$REPO" "$PY" -m scsql migrate --to 0 >/dev/null
-for i in 1 2; do psql_at $((PORT + i)) scsql -c "alter role scsql_owner login" -c "alter role scsql_auditor login"; done
+for i in 1 2; do psql_at $((PORT + i)) scsql -c "alter role scsql_owner login"; done
 log "scsql migrate --citus"
 SCSQL_DSN="$DSN" PYTHONPATH="$REPO" "$PY" -m scsql migrate --citus --source "$REPO"
 psql_at "$PORT" scsql -c "select logicalrelid, partmethod, colocationid from pg_dist_partition
