@@ -64,6 +64,7 @@ declare
   v_vt text[];
   v_n integer;
   v_cands text[];
+  v_now timestamptz;
   v_schema text; v_table text; v_constraint text; v_column text; v_state text; v_message text;
 begin
   perform scsql._check_text('key', p_key, 200, false);
@@ -98,6 +99,8 @@ begin
     end;
   end if;
   perform scsql._facts_lock(v_project);
+  -- The time of this change, a value: Citus refuses volatile functions in an UPDATE.
+  v_now := clock_timestamp();
   v_kt := scsql._fact_terms(v_key);
   v_vt := scsql._fact_terms(v_value);
 
@@ -119,7 +122,7 @@ begin
                                      coalesce(f.value_terms, scsql._fact_terms(f.value))) = 'duplicate'
     order by f.updated_at desc, f.key limit 1;
     if found then
-      update scsql.memory_facts f set updated_at = clock_timestamp(), updated_by = v_agent,
+      update scsql.memory_facts f set updated_at = v_now, updated_by = v_agent,
              importance = greatest(f.importance, v_importance)
        where f.project_id = v_project and f.key = v_old.key;
       perform scsql._memory_change(v_project, 'refresh', 'fact', v_old.key, null, scsql._text_hash(v_old.value),
@@ -128,7 +131,7 @@ begin
       v_stored := 'refreshed';
     end if;
   elsif v_old.value = v_value then
-    update scsql.memory_facts f set updated_at = clock_timestamp(), updated_by = v_agent, importance = v_importance
+    update scsql.memory_facts f set updated_at = v_now, updated_by = v_agent, importance = v_importance
      where f.project_id = v_project and f.key = v_key;
     perform scsql._memory_change(v_project, 'refresh', 'fact', v_key, null, v_hash, v_hash, 'remembered again', null);
     v_stored := 'refreshed';
@@ -138,7 +141,7 @@ begin
     values (v_project, v_old.key, v_old.value, scsql._text_hash(v_old.value), v_old.importance,
             v_old.updated_at, v_old.updated_by, v_agent, 'superseded by a new value');
     update scsql.memory_facts f set value = v_value, importance = v_importance,
-           updated_at = clock_timestamp(), updated_by = v_agent, key_terms = v_kt, value_terms = v_vt
+           updated_at = v_now, updated_by = v_agent, key_terms = v_kt, value_terms = v_vt
      where f.project_id = v_project and f.key = v_key;
     perform scsql._memory_change(v_project, 'supersede', 'fact', v_key, null, scsql._text_hash(v_old.value), v_hash,
                                  'a new value was remembered', null);
@@ -205,7 +208,7 @@ begin
 
   -- The fact's TTL (sql/22_lifecycle.sql, checked above). A remember
   -- without one clears it; nothing is written when there is none either way.
-  update scsql.memory_facts f set expires_at = clock_timestamp() + p_ttl
+  update scsql.memory_facts f set expires_at = v_now + p_ttl
   where f.project_id = v_project and f.key = v_key and (p_ttl is not null or f.expires_at is not null);
 
   -- A fresh value supersedes an archived copy of the same key.

@@ -185,7 +185,7 @@ begin
   foreach v_t in array coalesce(p_terms, '{}') loop
     v_keys := array(select p_project::text || ':' || s || ':' || v_t from unnest(string_to_array(p_sides, NULL)) s);
     select count(*) into v_n from (
-      select from scsql.memory_facts f where f.index_terms && v_keys limit 32) c;
+      select 1 from scsql.memory_facts f where f.index_terms && v_keys limit 32) c;
     v_terms := v_terms || v_t;
     v_counts := v_counts || v_n;
   end loop;
@@ -216,6 +216,7 @@ declare
   v_a integer := cardinality(p_kt);
   v_n integer := cardinality(p_vt);
   v_r text[];
+  v_rv text[];
   v_keys text[];
 begin
   if p_relation = 'duplicate' then
@@ -226,6 +227,8 @@ begin
       and f.project_id = p_project;
   else
     v_r := scsql._fact_rarest(p_project, p_kt, 'k', 1);
+    -- A value before the query (on Citus the query runs on the project's node).
+    v_rv := scsql._fact_rarest(p_project, p_vt, 'v', v_n - greatest(2, ceil(0.4 * v_n)::integer) + 1);
     select array_agg(f.key) into v_keys from scsql.memory_facts f
     where f.project_id = p_project
       and (f.index_terms && array(select v_pre || 'k:' || t from unnest(v_r) t)
@@ -234,8 +237,7 @@ begin
                and cardinality(f.key_terms) <= 2 * v_a - 3)
            or (f.index_terms && array(select v_pre || 'k:' || t from unnest(p_kt) t)
                and f.index_terms
-                   && array(select v_pre || 'v:' || t
-                            from unnest(scsql._fact_rarest(p_project, p_vt, 'v', v_n - greatest(2, ceil(0.4 * v_n)::integer) + 1)) t)));
+                   && array(select v_pre || 'v:' || t from unnest(v_rv) t)));
   end if;
   return coalesce(v_keys, '{}');
 end
