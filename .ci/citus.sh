@@ -16,6 +16,9 @@
 # Ports: CITUS_PORT (9700) for the coordinator, +1 and +2 for the workers,
 # on 127.0.0.1 with trust authentication (a throwaway cluster).
 # TESTS overrides the test files; EXTRA_PYTEST adds pytest options.
+# TEST_SHARDS (4) is the shard count of the tests' databases (Citus's
+# default, 32, makes each clone of a test database copy eight times as many
+# files); the cluster database scsql keeps Citus's default.
 set -euo pipefail
 
 SRC="$(cd "${1:?usage: $0 CITUS_SOURCE_DIR}" && pwd)"
@@ -126,5 +129,5 @@ log "tests: $TESTS"
 workers="host=127.0.0.1 port=$((PORT + 1)) user=postgres dbname=postgres;host=127.0.0.1 port=$((PORT + 2)) user=postgres dbname=postgres"
 # shellcheck disable=SC2086
 SCSQL_TEST_DSN="host=127.0.0.1 port=$PORT user=postgres dbname=postgres" SCSQL_TEST_PG_BIN="$PGBIN" \
-  SCSQL_TEST_CITUS_WORKERS="$workers" SCSQL_TEST_SOURCE="$WORK/source" PYTHONPATH="$REPO" "$PY" -m pytest -q -p no:cacheprovider \
+  SCSQL_TEST_CITUS_WORKERS="$workers" SCSQL_TEST_CITUS_SHARDS="${TEST_SHARDS:-4}" SCSQL_TEST_SOURCE="$WORK/source" PYTHONPATH="$REPO" "$PY" -m pytest -q -p no:cacheprovider \
   --basetemp="$WORK/pytest" ${EXTRA_PYTEST:-} $TESTS

@@ -154,6 +154,41 @@ $$;
 comment on function scsql._me() is
   'Private. The acting agent''s row. Raises SC001 when the session is not acting as an agent and SC002 when the agent was revoked. Every security-definer function that acts for an agent starts here; functions that run as the caller use scsql_caller.agent().';
 
+create or replace function scsql._chain_author(p_author bigint)
+returns scsql.agents
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_agent scsql.agents;
+begin
+  if scsql._acting_role() is distinct from 'scsql_owner' then
+    return scsql._me();
+  end if;
+  -- Identity is decided once, where the writing function starts (v_me :=
+  -- _me(), on the coordinator on Citus); its statements then reach the
+  -- shards' nodes as the owner, with the agent in author_id. Only scsql's
+  -- functions and the DBA act as the owner: no agent can SET ROLE to it or
+  -- log in as it, and the owner could disable the triggers anyway.
+  select * into v_agent from scsql.agents a where a.agent_id = p_author;
+  if not found then
+    raise exception using
+      errcode = 'SC001',
+      message = format('role "scsql_owner" is not a scsql agent, and the row names no agent as its author (author_id %s)',
+                       coalesce(p_author::text, 'NULL')),
+      hint = 'Act as an agent: scsql psql --agent NAME. Written as the owner, a row names its author in author_id.';
+  end if;
+  if v_agent.revoked_at is not null then
+    raise exception using
+      errcode = 'SC002',
+      message = format('agent "%s" was revoked at %s and can no longer act', v_agent.name, v_agent.revoked_at),
+      hint = 'Its history stays verifiable. Ask an administrator to create a new agent (scsql agent create).';
+  end if;
+  return v_agent;
+end
+$$;
+comment on function scsql._chain_author(bigint) is
+  'Private, for the insert triggers of chained tables. The agent a chained row is written for: the acting agent (scsql._me()), or, when the session acts as scsql_owner (scsql''s own functions, whose statements Citus runs on the workers as the owner, or a DBA), the agent P_AUTHOR, the row''s author_id, which the writing function took from _me(). Raises SC001 when the session acts neither as an agent nor as the owner, or as the owner for no existing agent; SC002 when that agent was revoked. Nothing an agent can set (SET ROLE to its own roles, settings) makes a session act as the owner.';
+
 create or replace function scsql._my_project()
 returns bigint
 language sql stable

@@ -196,8 +196,8 @@ begin
   -- Signed text is stored as signed: it must arrive redacted.
   perform scsql._require_redacted('title', p_title);
   -- The lengths are checked by the table's constraints.
-  insert into scsql.sessions as s (project_id, client, model, title, at, key_id, signature)
-  values (v_me.project_id, p_client, p_model, p_title, p_at, p_key_id, p_signature)
+  insert into scsql.sessions as s (project_id, author_id, client, model, title, at, key_id, signature)
+  values (v_me.project_id, v_me.agent_id, p_client, p_model, p_title, p_at, p_key_id, p_signature)
   returning s.session_id, s.chain_id, s.seq into session_id, chain_id, seq;
 exception when check_violation or not_null_violation then
   get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
@@ -284,9 +284,9 @@ begin
   -- The arguments are checked by the table's constraints, the references
   -- after them (as the row is in the block, a reference that fails undoes it
   -- and the learning its trigger wrote).
-  insert into scsql.outcomes as o (project_id, tool_call_id, session_id, task_ref, kind, signal, confidence, summary,
+  insert into scsql.outcomes as o (project_id, author_id, tool_call_id, session_id, task_ref, kind, signal, confidence, summary,
                                    evidence, classification, at, key_id, signature)
-  values (v_me.project_id, p_tool_call_id, p_session_id, p_task_ref, p_kind, p_signal, p_confidence, p_summary, p_evidence,
+  values (v_me.project_id, v_me.agent_id, p_tool_call_id, p_session_id, p_task_ref, p_kind, p_signal, p_confidence, p_summary, p_evidence,
           p_classification, p_at, p_key_id, p_signature)
   returning o.outcome_id, o.chain_id, o.seq into outcome_id, chain_id, seq;
   perform scsql._require_references(v_me.project_id, p_session_id, p_tool_call_id);
@@ -382,6 +382,7 @@ as $$
 declare
   v_kind text;
   v_id bigint;
+  v_tool text;
 begin
   if new.kind in ('rejected', 'failed', 'insufficient', 'errored', 'reverted') then
     v_kind := 'failure';
@@ -393,10 +394,11 @@ begin
   -- Exports take this lock exclusively, so every learning id below the ones
   -- they read is committed (or rolled back) by then: none is skipped.
   perform scsql._project_lock(new.project_id, 'learnings', true);
+  -- A value, not a subquery in VALUES (which Citus refuses on a distributed table).
+  select t.tool into v_tool from scsql.tool_calls t where t.project_id = new.project_id and t.tool_call_id = new.tool_call_id limit 1;
   insert into scsql.learnings (project_id, kind, outcome_id, outcome_kind, author_id, tool, tool_call_id, session_id,
                                task_ref, signal, confidence, summary, evidence, classification)
-  values (new.project_id, v_kind, new.outcome_id, new.kind, new.author_id,
-          (select t.tool from scsql.tool_calls t where t.project_id = new.project_id and t.tool_call_id = new.tool_call_id limit 1),
+  values (new.project_id, v_kind, new.outcome_id, new.kind, new.author_id, v_tool,
           new.tool_call_id, new.session_id, new.task_ref, new.signal, new.confidence, new.summary, new.evidence,
           new.classification)
   returning learning_id into v_id;
@@ -404,7 +406,8 @@ begin
   -- of its summary only where the whole project may read it.
   perform scsql._memory_change(new.project_id, 'learn', 'learning', 'learning:' || v_id, null, null,
     case when new.classification in ('public', 'internal') then scsql._text_hash(new.summary) end,
-    format('%s learning of a %s outcome (%s)', v_kind, new.kind, new.classification), 'outcome:' || new.outcome_id);
+    format('%s learning of a %s outcome (%s)', v_kind, new.kind, new.classification), 'outcome:' || new.outcome_id,
+    new.author_id);
   return null;
 end
 $$;

@@ -102,9 +102,9 @@ begin
     return;
   end if;
   begin
-    insert into scsql.sessions as s (project_id, client, model, title, external_id, cwd, git_branch, git_commit,
+    insert into scsql.sessions as s (project_id, author_id, client, model, title, external_id, cwd, git_branch, git_commit,
                                      source, occurred_at, at, key_id, signature)
-    values (v_me.project_id, p_client, p_model, p_title, p_external_id, p_cwd, p_git_branch, p_git_commit, p_source,
+    values (v_me.project_id, v_me.agent_id, p_client, p_model, p_title, p_external_id, p_cwd, p_git_branch, p_git_commit, p_source,
             p_occurred_at, p_at, p_key_id, p_signature)
     returning s.session_id into session_id;
     created := true;
@@ -199,8 +199,8 @@ begin
   if scsql._prompt_twin(v_me, p_session_id, p_text, p_imported, coalesce(p_occurred_at, p_at, now())) then
     return;  -- the same prompt, captured live and read back from the transcript
   end if;
-  insert into scsql.prompts as p (project_id, session_id, text, imported, occurred_at, at, key_id, signature)
-  values (v_me.project_id, p_session_id, p_text, p_imported, p_occurred_at, p_at, p_key_id, p_signature)
+  insert into scsql.prompts as p (project_id, author_id, session_id, text, imported, occurred_at, at, key_id, signature)
+  values (v_me.project_id, v_me.agent_id, p_session_id, p_text, p_imported, p_occurred_at, p_at, p_key_id, p_signature)
   returning p.prompt_id, p.chain_id, p.seq into prompt_id, chain_id, seq;
   perform scsql._require_references(v_me.project_id, p_session_id);
 exception when check_violation or not_null_violation then
@@ -287,10 +287,10 @@ begin
     order by length(m.model) desc, m.effective_from desc
     limit 1;
   end if;
-  insert into scsql.tool_calls as t (project_id, session_id, tool, model, origin, input_tokens, output_tokens, latency_ms, status,
+  insert into scsql.tool_calls as t (project_id, author_id, session_id, tool, model, origin, input_tokens, output_tokens, latency_ms, status,
                                      input_preview, output_preview, tool_use_id, files, scsql_tool, imported, input_key,
                                      occurred_at, cost_usd, at, key_id, signature)
-  values (v_me.project_id, p_session_id, p_tool, p_model, p_origin, p_input_tokens, p_output_tokens, p_latency_ms, p_status,
+  values (v_me.project_id, v_me.agent_id, p_session_id, p_tool, p_model, p_origin, p_input_tokens, p_output_tokens, p_latency_ms, p_status,
           p_input_preview, p_output_preview, p_tool_use_id, p_files, p_scsql_tool, p_imported, p_input_key,
           p_occurred_at, v_cost, p_at, p_key_id, p_signature)
   returning t.tool_call_id, t.chain_id, t.seq, t.cost_usd into tool_call_id, chain_id, seq, cost_usd;

@@ -63,6 +63,8 @@ declare
   v_kt text[];
   v_vt text[];
   v_n integer;
+  v_cands text[];
+  v_now timestamptz;
   v_err scsql.violation;
 begin
   perform scsql._check_text('key', p_key, 200, false);
@@ -97,15 +99,20 @@ begin
     end;
   end if;
   perform scsql._facts_lock(v_project);
+  -- The time of this change, a value: Citus refuses volatile functions in an UPDATE.
+  v_now := clock_timestamp();
   v_kt := scsql._fact_terms(v_key);
   v_vt := scsql._fact_terms(v_value);
 
   select * into v_old from scsql.memory_facts f where f.project_id = v_project and f.key = v_key;
   if not found then
-    -- A fact saying the same under another key is refreshed, taking no new slot.
+    -- A fact saying the same under another key is refreshed, taking no new
+    -- slot. The candidates are a value (on Citus, the query runs on the
+    -- project's node, where the lookup of candidates could not).
+    v_cands := scsql._fact_candidates(v_project, v_kt, v_vt, 'duplicate');
     select * into v_old from scsql.memory_facts f
     where f.project_id = v_project
-      and f.key = any (scsql._fact_candidates(v_project, v_kt, v_vt, 'duplicate'))
+      and f.key = any (v_cands)
       -- What every kind of duplicate has (scsql._fact_relation_terms): the
       -- same terms in all, or value term sets of about one size that meet.
       and ((coalesce(f.key_terms, scsql._fact_terms(f.key)) || coalesce(f.value_terms, scsql._fact_terms(f.value))) @> (v_kt || v_vt)
@@ -115,7 +122,7 @@ begin
                                      coalesce(f.value_terms, scsql._fact_terms(f.value))) = 'duplicate'
     order by f.updated_at desc, f.key limit 1;
     if found then
-      update scsql.memory_facts f set updated_at = clock_timestamp(), updated_by = v_agent,
+      update scsql.memory_facts f set updated_at = v_now, updated_by = v_agent,
              importance = greatest(f.importance, v_importance)
        where f.project_id = v_project and f.key = v_old.key;
       perform scsql._memory_change(v_project, 'refresh', 'fact', v_old.key, null, scsql._text_hash(v_old.value),
@@ -124,7 +131,7 @@ begin
       v_stored := 'refreshed';
     end if;
   elsif v_old.value = v_value then
-    update scsql.memory_facts f set updated_at = clock_timestamp(), updated_by = v_agent, importance = v_importance
+    update scsql.memory_facts f set updated_at = v_now, updated_by = v_agent, importance = v_importance
      where f.project_id = v_project and f.key = v_key;
     perform scsql._memory_change(v_project, 'refresh', 'fact', v_key, null, v_hash, v_hash, 'remembered again', null);
     v_stored := 'refreshed';
@@ -134,7 +141,7 @@ begin
     values (v_project, v_old.key, v_old.value, scsql._text_hash(v_old.value), v_old.importance,
             v_old.updated_at, v_old.updated_by, v_agent, 'superseded by a new value');
     update scsql.memory_facts f set value = v_value, importance = v_importance,
-           updated_at = clock_timestamp(), updated_by = v_agent, key_terms = v_kt, value_terms = v_vt
+           updated_at = v_now, updated_by = v_agent, key_terms = v_kt, value_terms = v_vt
      where f.project_id = v_project and f.key = v_key;
     perform scsql._memory_change(v_project, 'supersede', 'fact', v_key, null, scsql._text_hash(v_old.value), v_hash,
                                  'a new value was remembered', null);
@@ -156,13 +163,14 @@ begin
     -- as scsql._jaccard computes it: terms are distinct), and each is
     -- compared (scsql._fact_relation_terms) only until three are found.
     v_n := 0;
+    v_cands := scsql._fact_candidates(v_project, v_kt, v_vt, 'conflict');
     for v_fact in
       select f.* from scsql.memory_facts f
       cross join lateral (
         select (select count(*) from unnest(f.key_terms) t where t = any (v_kt)) as sk,
                (select count(*) from unnest(f.value_terms) t where t = any (v_vt)) as sv) s
       where f.project_id = v_project and f.key <> v_key
-        and f.key = any (scsql._fact_candidates(v_project, v_kt, v_vt, 'conflict'))
+        and f.key = any (v_cands)
         -- What a conflict needs (scsql._fact_relation_terms), counted: keys
         -- with Jaccard >= 0.5 (3 shared >= both sizes), or a shared key term
         -- and at least two shared value terms with Jaccard >= 0.4.
@@ -200,7 +208,7 @@ begin
 
   -- The fact's TTL (sql/22_lifecycle.sql, checked above). A remember
   -- without one clears it; nothing is written when there is none either way.
-  update scsql.memory_facts f set expires_at = clock_timestamp() + p_ttl
+  update scsql.memory_facts f set expires_at = v_now + p_ttl
   where f.project_id = v_project and f.key = v_key and (p_ttl is not null or f.expires_at is not null);
 
   -- A fresh value supersedes an archived copy of the same key.

@@ -123,14 +123,19 @@ comment on function scsql_caller.item_lifecycle(text, double precision, double p
 
 create or replace function scsql._memory_settings(p_project bigint)
 returns scsql.memory_settings
-language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
-  -- Column by column (Citus reads a whole-row value of a table on a shard
-  -- as the shard's row type): at most one row (the primary key), the
-  -- defaults when there is none.
-  select row(p_project, coalesce(max(s.external_ttl), interval '14 days'),
-             coalesce(max(s.use_granularity), interval '1 minute'), max(s.updated_at))::scsql.memory_settings
-  from scsql.memory_settings s where s.project_id = p_project
+declare
+  v_settings scsql.memory_settings;
+begin
+  -- Columns into a row here (on Citus a whole-row reference in the query
+  -- would be of the shard's row type).
+  select * into v_settings from scsql.memory_settings s where s.project_id = p_project;
+  if not found then
+    v_settings := row(p_project, interval '14 days', interval '1 minute', null)::scsql.memory_settings;
+  end if;
+  return v_settings;
+end
 $$;
 comment on function scsql._memory_settings(bigint) is
   'Private. The memory lifecycle settings of a project (scsql.memory_settings), the defaults when it has no row: external_ttl 14 days, use_granularity 1 minute.';

@@ -96,15 +96,27 @@ as $$
 -- Runs as the owner and reads only the acting agent's own project, every
 -- row of which row-level security shows the agent too. Volatile: it
 -- records the use of the facts and summaries it returns (scsql._note_use).
+-- What needs the caller (its broadcasts) is read first and what writes
+-- (the use) comes after the query, so on Citus the query runs whole on the
+-- project's node and calls nothing there that reads or writes elsewhere.
 #variable_conflict use_column
 declare
   v_project bigint := scsql._my_project();
+  v_b_keys text[];
+  v_b_contents text[];
+  v_b_ats timestamptz[];
+  v_used text[] := '{}';
+  r record;
 begin
   if p_budget is null or p_budget not between 50 and 100000 then
     raise exception using errcode = 'SC209', message = format('budget must be 50 to 100,000 tokens, got %s', p_budget);
   end if;
   perform scsql_caller.check_lifecycle(p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days);
-  return query
+  select coalesce(array_agg(b.key order by b.n), '{}'), coalesce(array_agg(b.content order by b.n), '{}'),
+         coalesce(array_agg(b.at order by b.n), '{}')
+    into v_b_keys, v_b_contents, v_b_ats
+  from (select b.*, row_number() over () as n from scsql._recall_broadcasts(v_project, 10) b) b;
+  for r in
   with items as (
     select 1 as sec, 'fact' as section,
            row_number() over (order by f.life desc, f.importance desc, f.updated_at desc, f.key) as item,
@@ -151,7 +163,7 @@ begin
           order by s.created_at desc, s.source_id desc limit 5) s
     union all
     select 5, 'broadcast', row_number() over (order by b.at desc), b.key, b.content, null, b.at, null
-    from scsql._recall_broadcasts(v_project, 10) b
+    from unnest(v_b_keys, v_b_contents, v_b_ats) b(key, content, at)
     -- Possibly stale (sql/26_history.sql): facts in an open conflict, until resolve_conflict settles it.
     union all
     select 6, 'stale', row_number() over (order by c.conflict_id desc), c.key,
@@ -180,16 +192,20 @@ begin
   ),
   chosen as materialized (
     select f.* from filled f where f.in_share or f.used + f.extra_cum <= p_budget
-  ),
-  noted as materialized (
-    -- The use of what is returned: facts and session summaries.
-    select scsql._note_use(v_project, array_agg(case c.sec when 1 then 'memory:' || c.key else c.source_path end)
-                                      filter (where c.sec in (1, 4))) as n
-    from chosen c
   )
-  select c.section, c.item::integer, c.key, c.content, c.importance, c.at, c.tokens, c.source_path
-  from chosen c cross join noted
-  order by c.sec, c.item;
+  select c.sec, c.section, c.item::integer as item, c.key, c.content, c.importance, c.at, c.tokens, c.source_path
+  from chosen c
+  order by c.sec, c.item
+  loop
+    section := r.section; item := r.item; key := r.key; content := r.content; importance := r.importance;
+    at := r.at; tokens := r.tokens; source_path := r.source_path;
+    return next;
+    -- The use of what is returned: facts and session summaries.
+    if r.sec in (1, 4) then
+      v_used := v_used || case r.sec when 1 then 'memory:' || r.key else r.source_path end;
+    end if;
+  end loop;
+  perform scsql._note_use(v_project, v_used);
 end
 $$;
 comment on function scsql.recall_context(integer, double precision, double precision, double precision, double precision) is

@@ -40,7 +40,8 @@ comment on function scsql._text_hash(text) is
 
 create or replace function scsql._memory_change(
   p_project bigint, p_op text, p_kind text, p_target text, p_chunk_hash text default null,
-  p_old_hash text default null, p_new_hash text default null, p_reason text default null, p_related text default null)
+  p_old_hash text default null, p_new_hash text default null, p_reason text default null, p_related text default null,
+  p_author bigint default null)
 returns void
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
@@ -49,25 +50,32 @@ declare
   v_project bigint;
   v_at timestamptz := clock_timestamp();
   v_key integer;
+  v_role text := scsql._acting_role();
 begin
   -- Memory functions act as an agent (they raise before otherwise); a
-  -- change made by an administrator's own SQL is not an agent's.
-  select a.agent_id, a.project_id into v_agent, v_project from scsql.agents a where a.role_name = scsql._acting_role();
+  -- change made by an administrator's own SQL is not an agent's. A trigger
+  -- acting as the owner (on Citus, on a worker) names the agent whose row
+  -- fired it (see scsql._chain_author).
+  if v_role = 'scsql_owner' then
+    select a.role_name into v_role from scsql.agents a where a.agent_id = p_author;
+  end if;
+  select a.agent_id, a.project_id into v_agent, v_project from scsql.agents a where a.role_name = v_role;
   if v_agent is null then
     return;
   end if;
   select k.key_id into v_key from scsql.agent_keys k
   where k.agent_id = v_agent and k.valid_from <= v_at order by k.valid_from desc limit 1;
-  -- project_id is the chain's (the trigger checks it): Citus routes the row by it.
-  insert into scsql.memory_changes (project_id, op, kind, target, chunk_hash, old_hash, new_hash, reason, related, at,
+  -- project_id and author_id are the chain's (the trigger checks them): Citus routes the row by
+  -- project_id, and its trigger runs on a worker as the owner, where author_id names the agent.
+  insert into scsql.memory_changes (project_id, author_id, op, kind, target, chunk_hash, old_hash, new_hash, reason, related, at,
                                     key_id, signature)
-  values (v_project, p_op, p_kind, left(p_target, 1024), p_chunk_hash, p_old_hash, p_new_hash, left(p_reason, 1000), left(p_related, 1024),
+  values (v_project, v_agent, p_op, p_kind, left(p_target, 1024), p_chunk_hash, p_old_hash, p_new_hash, left(p_reason, 1000), left(p_related, 1024),
           v_at, v_key, '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea
                        || sha256(uuid_send(gen_random_uuid())));
 end
 $$;
-comment on function scsql._memory_change(bigint, text, text, text, text, text, text, text, text) is
-  'Private. Records one change to memory in scsql.memory_changes, in the acting agent''s chain: op (remember, supersede, refresh, forget, archive, unarchive, conflict, resolve, purge; index, remove, pin, unpin, forget_source, forget_chunk, summary; learn, rule, unrule; decide, supersede; open_loop, close_loop), kind (fact, source, chunk, learning, decision, loop), target (fact key, source path, learning:<id>, decision:<id> or loop:<id>), chunk_hash, the old and new content hash, the reason and a related key or path. Chained unsigned (see the head of sql/26_history.sql): the signature field is 32 zero bytes then 32 random bytes. Does nothing when the acting role is not an agent.';
+comment on function scsql._memory_change(bigint, text, text, text, text, text, text, text, text, bigint) is
+  'Private. Records one change to memory in scsql.memory_changes, in the acting agent''s chain: op (remember, supersede, refresh, forget, archive, unarchive, conflict, resolve, purge; index, remove, pin, unpin, forget_source, forget_chunk, summary; learn, rule, unrule; decide, supersede; open_loop, close_loop), kind (fact, source, chunk, learning, decision, loop), target (fact key, source path, learning:<id>, decision:<id> or loop:<id>), chunk_hash, the old and new content hash, the reason and a related key or path. Chained unsigned (see the head of sql/26_history.sql): the signature field is 32 zero bytes then 32 random bytes. The change is the acting agent''s; when the session acts as scsql_owner (a trigger on a Citus worker), it is the agent P_AUTHOR, which the trigger took from its row. Does nothing when the acting role is not an agent (nor the owner naming one).';
 
 -- ---------------------------------------------------------------------------
 -- Duplicates and conflicts between facts
@@ -161,22 +169,29 @@ comment on function scsql._fact_index_terms(bigint, text[], text[]) is
 
 create or replace function scsql._fact_rarest(p_project bigint, p_terms text[], p_sides text, p_n integer)
 returns text[]
-language sql stable
+language plpgsql stable
 as $$
-  -- A term's facts are counted through the index up to 32: past that a term
-  -- is common, and how common does not matter.
-  select coalesce(array_agg(x.t order by x.n, x.t), '{}')
-  from (
-    select u.t, (select count(*) from (
-                   select from scsql.memory_facts f
-                   where f.index_terms
-                         && array(select p_project::text || ':' || s || ':' || u.t
-                                  from unnest(string_to_array(p_sides, NULL)) s)
-                   limit 32) c) as n
-    from unnest(p_terms) u(t)
-    order by 2, 1
-    limit greatest(p_n, 0)
-  ) x
+-- A term's facts are counted through the index up to 32: past that a term
+-- is common, and how common does not matter. One count per term, each a
+-- query of its own (Citus plans no correlated subquery over unnest).
+declare
+  v_terms text[] := '{}';
+  v_counts integer[] := '{}';
+  v_t text;
+  v_n integer;
+  v_keys text[];
+begin
+  foreach v_t in array coalesce(p_terms, '{}') loop
+    v_keys := array(select p_project::text || ':' || s || ':' || v_t from unnest(string_to_array(p_sides, NULL)) s);
+    select count(*) into v_n from (
+      select 1 from scsql.memory_facts f where f.index_terms && v_keys limit 32) c;
+    v_terms := v_terms || v_t;
+    v_counts := v_counts || v_n;
+  end loop;
+  return coalesce((select array_agg(x.t order by x.n, x.t)
+                   from (select u.t, u.n from unnest(v_terms, v_counts) u(t, n)
+                         order by u.n, u.t limit greatest(p_n, 0)) x), '{}');
+end
 $$;
 comment on function scsql._fact_rarest(bigint, text[], text, integer) is
   'Private. The N terms of TERMS found in the fewest facts of the project (in their keys with sides k, values with v, either with kv; counted up to 32), rarest first.';
@@ -200,6 +215,7 @@ declare
   v_a integer := cardinality(p_kt);
   v_n integer := cardinality(p_vt);
   v_r text[];
+  v_rv text[];
   v_keys text[];
 begin
   if p_relation = 'duplicate' then
@@ -210,6 +226,8 @@ begin
       and f.project_id = p_project;
   else
     v_r := scsql._fact_rarest(p_project, p_kt, 'k', 1);
+    -- A value before the query (on Citus the query runs on the project's node).
+    v_rv := scsql._fact_rarest(p_project, p_vt, 'v', v_n - greatest(2, ceil(0.4 * v_n)::integer) + 1);
     select array_agg(f.key) into v_keys from scsql.memory_facts f
     where f.project_id = p_project
       and (f.index_terms && array(select v_pre || 'k:' || t from unnest(v_r) t)
@@ -218,8 +236,7 @@ begin
                and cardinality(f.key_terms) <= 2 * v_a - 3)
            or (f.index_terms && array(select v_pre || 'k:' || t from unnest(p_kt) t)
                and f.index_terms
-                   && array(select v_pre || 'v:' || t
-                            from unnest(scsql._fact_rarest(p_project, p_vt, 'v', v_n - greatest(2, ceil(0.4 * v_n)::integer) + 1)) t)));
+                   && array(select v_pre || 'v:' || t from unnest(v_rv) t)));
   end if;
   return coalesce(v_keys, '{}');
 end

@@ -282,8 +282,14 @@ comment on function scsql._notify_queue(bigint, text, text) is
 create or replace function scsql._archive_task(
   p_project bigint, p_task bigint, p_state text, p_result jsonb, p_error text, p_by bigint)
 returns scsql.tasks_archive
-language sql security definer set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
+declare
+  -- Taken before the statement, which Citus runs on the shard's node: it
+  -- refuses volatile functions there (and parameters in language sql).
+  v_now timestamptz := clock_timestamp();
+  v_archived scsql.tasks_archive;
+begin
   with d as (
     delete from scsql.tasks t where t.project_id = p_project and t.task_id = p_task returning t.*
   )
@@ -293,9 +299,11 @@ as $$
     created_by, created_at, finished_at, finished_by)
   select d.project_id, d.task_id, d.team_role, p_state, d.priority, d.payload, d.acceptance_criteria,
          d.complexity, d.exclusive_files, d.attempts, d.max_attempts, d.fence, d.claimed_by, p_result,
-         coalesce(p_error, d.last_error), d.created_by, d.created_at, clock_timestamp(), p_by
+         coalesce(p_error, d.last_error), d.created_by, d.created_at, v_now, p_by
   from d
-  returning *
+  returning * into v_archived;
+  return v_archived;
+end
 $$;
 comment on function scsql._archive_task(bigint, bigint, text, jsonb, text, bigint) is
   'Private. Moves a task from the hot queue to tasks_archive with its final state, result or error; its exclusive files are freed (task_files rows cascade). Returns the archived row (null when the task was not in the queue).';
@@ -388,15 +396,24 @@ comment on function scsql._claimed(scsql.tasks) is
 
 create or replace function scsql._claim_queued(p_me scsql.agents, p_task bigint, p_lease_seconds integer)
 returns setof scsql.claimed_task
-language sql
+language plpgsql
 as $$
+declare
+  -- Plain values: Citus routes the UPDATE by the project and refuses volatile
+  -- functions in it (the time is taken first).
+  v_project bigint := p_me.project_id;
+  v_agent bigint := p_me.agent_id;
+  v_now timestamptz := clock_timestamp();
+begin
+  return query
   update scsql.tasks t
-  set state = 'claimed', fence = t.fence + 1, attempts = t.attempts + 1, claimed_by = p_me.agent_id,
-      claimed_at = clock_timestamp(), lease_seconds = p_lease_seconds,
-      lease_expires_at = clock_timestamp() + make_interval(secs => p_lease_seconds)
-  where t.project_id = p_me.project_id and t.task_id = p_task
-    and t.state = 'queued' and t.run_after <= clock_timestamp()
-  returning (scsql._claimed(t)).*
+  set state = 'claimed', fence = t.fence + 1, attempts = t.attempts + 1, claimed_by = v_agent,
+      claimed_at = v_now, lease_seconds = p_lease_seconds,
+      lease_expires_at = v_now + make_interval(secs => p_lease_seconds)
+  where t.project_id = v_project and t.task_id = p_task
+    and t.state = 'queued' and t.run_after <= v_now
+  returning (scsql._claimed(t)).*;
+end
 $$;
 comment on function scsql._claim_queued(scsql.agents, bigint, integer) is
   'Private, called by claim_task and claim_task_by_id (as their owner). Claims task P_TASK of agent P_ME''s project for P_ME with a lease of P_LEASE_SECONDS when it is queued and due: its fence (the lease_token) and attempts grow by one. Returns the claimed task, no row when it was not queued and due.';
@@ -410,17 +427,26 @@ declare
   v_requeued integer := 0;
   v_dead integer := 0;
   r record;
+  v_now timestamptz := clock_timestamp();  -- Citus refuses volatile functions in an UPDATE's SET
+  c record;
 begin
-  for r in
-    select t.project_id, t.task_id, t.team_role, t.attempts, t.max_attempts, t.fence, t.lease_expires_at
+  -- The expired leases, then each locked by its project and key (Citus locks
+  -- rows of one project's shard only; across projects it would refuse FOR
+  -- UPDATE): a task another session holds, or that changed meanwhile, is skipped.
+  for c in
+    select t.project_id, t.task_id
     from scsql.tasks t
     where (p_project is null or t.project_id = p_project)
       and (p_team_role is null or t.team_role = p_team_role)
-      and t.state = 'claimed' and t.lease_expires_at < clock_timestamp()
+      and t.state = 'claimed' and t.lease_expires_at < v_now
     order by t.lease_expires_at
     limit p_limit
-    for update skip locked
   loop
+    select t.project_id, t.task_id, t.team_role, t.attempts, t.max_attempts, t.fence, t.lease_expires_at into r
+    from scsql.tasks t
+    where t.project_id = c.project_id and t.task_id = c.task_id and t.state = 'claimed' and t.lease_expires_at < v_now
+    for update skip locked;
+    continue when not found;
     if r.attempts >= r.max_attempts then
       perform scsql._archive_task(r.project_id, r.task_id, 'dead', null,
         format('lease %s expired at %s on the last of %s attempts', r.fence, r.lease_expires_at, r.max_attempts), null);
@@ -428,7 +454,7 @@ begin
     else
       update scsql.tasks t
       set state = 'queued', claimed_by = null, claimed_at = null, lease_expires_at = null,
-          run_after = clock_timestamp(),
+          run_after = v_now,
           last_error = format('lease %s expired at %s', r.fence, r.lease_expires_at)
       where t.project_id = r.project_id and t.task_id = r.task_id;
       perform scsql._notify_queue(r.project_id, r.team_role, 'task');
@@ -648,11 +674,12 @@ as $$
 declare
   v_me scsql.agents := scsql._me();
   v_until timestamptz;
+  v_now timestamptz := clock_timestamp();  -- Citus refuses volatile functions in an UPDATE's SET
 begin
   perform scsql._require(p_task is not null and p_token is not null, 'task and token are required');
   perform scsql._require(p_lease_seconds is null or p_lease_seconds between 1 and 86400, 'lease_seconds must be 1 to 86400');
   update scsql.tasks t
-  set lease_expires_at = clock_timestamp() + make_interval(secs => coalesce(p_lease_seconds, t.lease_seconds)),
+  set lease_expires_at = v_now + make_interval(secs => coalesce(p_lease_seconds, t.lease_seconds)),
       lease_seconds = coalesce(p_lease_seconds, t.lease_seconds)
   where t.project_id = v_me.project_id and t.task_id = p_task
     and t.state = 'claimed' and t.fence = p_token and t.claimed_by = v_me.agent_id
@@ -731,6 +758,7 @@ as $$
 declare
   v_me scsql.agents := scsql._me();
   v_t scsql.tasks;
+  v_now timestamptz;
 begin
   perform scsql._require(p_task is not null and p_token is not null, 'task and token are required');
   perform scsql._require(nullif(btrim(p_error), '') is not null, 'error must say what went wrong');
@@ -739,10 +767,13 @@ begin
   p_error := scsql._redact(p_error);  -- stored redacted
   v_t := scsql._held_task(v_me, p_task, p_token, 'the failure report');
   if p_retry and v_t.attempts < v_t.max_attempts then
-    -- Exponential backoff: 1 s after the first attempt, doubling, at most an hour.
+    -- Exponential backoff: 1 s after the first attempt, doubling, at most an
+    -- hour (from values taken first: Citus refuses volatile functions in an
+    -- UPDATE's SET, and stable ones over its columns; v_t is locked).
+    v_now := clock_timestamp();
     update scsql.tasks t
     set state = 'queued', claimed_by = null, claimed_at = null, lease_expires_at = null, last_error = p_error,
-        run_after = clock_timestamp() + make_interval(secs => least(3600, power(2, t.attempts - 1)))
+        run_after = v_now + make_interval(secs => least(3600, power(2, v_t.attempts - 1)))
     where t.project_id = v_t.project_id and t.task_id = v_t.task_id
     returning t.task_id, t.state, t.attempts, t.max_attempts, t.run_after
     into task_id, state, attempts, max_attempts, run_after;
@@ -772,14 +803,16 @@ as $$
 declare
   v_me scsql.agents := scsql._me();
   v_t scsql.tasks;
+  v_now timestamptz;
 begin
   perform scsql._require(p_task is not null and p_token is not null, 'task and token are required');
   perform scsql._require(p_requeue is not null, 'requeue must be true or false');
   v_t := scsql._held_task(v_me, p_task, p_token, 'the release');
   if p_requeue then
+    v_now := clock_timestamp();  -- Citus refuses volatile functions in an UPDATE's SET
     update scsql.tasks t
     set state = 'queued', claimed_by = null, claimed_at = null, lease_expires_at = null,
-        attempts = t.attempts - 1, run_after = clock_timestamp()
+        attempts = t.attempts - 1, run_after = v_now
     where t.project_id = v_t.project_id and t.task_id = v_t.task_id;
     perform scsql._notify_queue(v_t.project_id, v_t.team_role, 'task');
     task_id := v_t.task_id;
@@ -835,17 +868,22 @@ returns table (
   team_role text, queued bigint, scheduled bigint, claimed bigint, expired bigint,
   done bigint, dead bigint, released bigint, cancelled bigint,
   oldest_queued_at timestamptz, oldest_wait_seconds double precision)
-language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
-  with me as (select project_id from scsql._me()),
-  hot as (
+#variable_conflict use_column
+declare
+  -- The caller's project, a value (on Citus, a call in the query would run on the shard's node).
+  v_project bigint := scsql._my_project();
+begin
+  return query
+  with hot as (
     select t.team_role,
            count(*) filter (where t.state = 'queued' and t.run_after <= now()) as queued,
            count(*) filter (where t.state = 'queued' and t.run_after > now()) as scheduled,
            count(*) filter (where t.state = 'claimed' and t.lease_expires_at >= now()) as claimed,
            count(*) filter (where t.state = 'claimed' and t.lease_expires_at < now()) as expired,
            min(t.created_at) filter (where t.state = 'queued' and t.run_after <= now()) as oldest
-    from scsql.tasks t, me where t.project_id = me.project_id
+    from scsql.tasks t where t.project_id = v_project
     group by t.team_role
   ),
   arch as (
@@ -854,7 +892,7 @@ as $$
            count(*) filter (where a.state = 'dead') as dead,
            count(*) filter (where a.state = 'released') as released,
            count(*) filter (where a.state = 'cancelled') as cancelled
-    from scsql.tasks_archive a, me where a.project_id = me.project_id
+    from scsql.tasks_archive a where a.project_id = v_project
     group by a.team_role
   )
   select r,
@@ -864,7 +902,8 @@ as $$
   from (select team_role from hot union select team_role from arch) roles(r)
   left join hot h on h.team_role = r
   left join arch a on a.team_role = r
-  order by r
+  order by r;
+end
 $$;
 comment on function scsql.queue_stats() is
   'Your project''s queue per team role: queued, scheduled, claimed, expired, done, dead, released, cancelled, oldest wait.
@@ -873,13 +912,19 @@ The caller''s project''s queue, one row per team role: queued (claimable now), s
 
 create or replace function scsql.claimable_for_me()
 returns bigint
-language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
-  select count(*)
-  from scsql.tasks t, scsql._me() me
-  where t.project_id = me.project_id and t.team_role = me.team_role
-    and ((t.state = 'queued' and t.run_after <= clock_timestamp())
-         or (t.state = 'claimed' and t.lease_expires_at < clock_timestamp()))
+declare
+  -- Values (on Citus, calls in the query would run on the shard's node).
+  v_me scsql.agents := scsql._me();
+  v_now timestamptz := clock_timestamp();
+begin
+  return (select count(*)
+          from scsql.tasks t
+          where t.project_id = v_me.project_id and t.team_role = v_me.team_role
+            and ((t.state = 'queued' and t.run_after <= v_now)
+                 or (t.state = 'claimed' and t.lease_expires_at < v_now)));
+end
 $$;
 comment on function scsql.claimable_for_me() is
   'How many tasks you could claim now (queued for your role, or claimed with an expired lease).
@@ -888,12 +933,22 @@ How many tasks the caller could claim right now: queued tasks of its team role i
 
 create or replace function scsql.my_tasks()
 returns setof scsql.claimed_task
-language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
-  select (scsql._claimed(t)).*
-  from scsql.tasks t, scsql._me() me
-  where t.project_id = me.project_id and t.claimed_by = me.agent_id and t.state = 'claimed'
-  order by t.task_id
+declare
+  v_me scsql.agents := scsql._me();
+  v_t scsql.tasks;
+begin
+  -- Rows first, mapped here: on Citus a whole-row reference in the query
+  -- would be the shard's row type, which _claimed does not take.
+  for v_t in
+    select * from scsql.tasks t
+    where t.project_id = v_me.project_id and t.claimed_by = v_me.agent_id and t.state = 'claimed'
+    order by t.task_id
+  loop
+    return next scsql._claimed(v_t);
+  end loop;
+end
 $$;
 comment on function scsql.my_tasks() is
   'The tasks you hold now, with lease tokens and expiries (columns of claim_task).

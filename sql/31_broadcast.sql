@@ -132,9 +132,9 @@ begin
 
   -- The chain trigger stamps the author, checks the signing fields (SC101,
   -- SC102, SC103) and links the message into the sender's chain.
-  insert into scsql.messages (project_id, type, sender_role, from_orchestrator, to_role, to_agent, to_agent_id,
+  insert into scsql.messages (project_id, author_id, type, sender_role, from_orchestrator, to_role, to_agent, to_agent_id,
                               task_id, payload, at, key_id, signature)
-  values (v_me.project_id, p_type, v_me.team_role, v_orch, p_to_role, v_to.name, v_to.agent_id, p_task, p_payload,
+  values (v_me.project_id, v_me.agent_id, p_type, v_me.team_role, v_orch, p_to_role, v_to.name, v_to.agent_id, p_task, p_payload,
           p_at, p_key_id, p_signature)
   returning messages.message_id, messages.created_at into message_id, created_at;
 

@@ -104,14 +104,23 @@ class _Janitor(DatabaseJanitor):
         return query + sql.SQL(" STRATEGY FILE_COPY") if self.template_dbname and self.file_copy else query
 
     def init(self) -> None:
-        for other in self.others:
-            other.init()
-        super().init()
+        _on_every_node([*self.others, super()], "init")
 
     def drop(self) -> None:
-        super().drop()
-        for other in self.others:
-            other.drop()
+        _on_every_node([super(), *self.others], "drop")
+
+
+def _on_every_node(janitors: list, method: str) -> None:
+    """Calls METHOD of each janitor, at once on every node (a Citus clone copies
+    thousands of shard files on each node); raises the first failure."""
+    if len(janitors) == 1:
+        getattr(janitors[0], method)()
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(janitors)) as pool:
+        for future in [pool.submit(getattr(j, method)) for j in janitors]:
+            future.result()
 
 
 @pytest.fixture(scope="session")
@@ -190,6 +199,14 @@ def template(server: Server) -> Iterator[str]:
     if server.workers:
         from scsql.core.citus import distribute
 
+        # Fewer shards than Citus's default 32 (SCSQL_TEST_CITUS_SHARDS, set by
+        # .ci/citus.sh) make each clone copy fewer files; projects still spread
+        # over every worker.
+        shards = os.environ.get("SCSQL_TEST_CITUS_SHARDS")
+        if shards:
+            with psycopg.connect(server.conninfo(name), autocommit=True) as conn:
+                conn.execute(sql.SQL("alter database {} set citus.shard_count = {}").format(
+                    sql.Identifier(name), sql.Literal(int(shards))))
         distribute(server.conninfo(name))
         for conninfo in server.every_node("postgres"):  # Citus's daemon would hold it open: clones need it closed
             with psycopg.connect(conninfo, autocommit=True) as conn:

@@ -146,7 +146,7 @@ def expire_leases(db: ScsqlDb) -> int:
     """Lets the lease of every claimed task run out now, as if its time had
     passed; returns how many leases it moved."""
     with db.connect() as conn:
-        return conn.execute("update scsql.tasks set lease_expires_at = clock_timestamp() - interval '1 second' "
+        return conn.execute("update scsql.tasks set lease_expires_at = now() - interval '1 second' "
                             "where state = 'claimed'").rowcount
 
 

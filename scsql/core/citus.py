@@ -313,18 +313,20 @@ def _functions_on_every_node(conn: psycopg.Connection) -> None:
            and not exists (select from pg_dist_object o
                             where o.classid = 'pg_catalog.pg_proc'::regclass and o.objid = p.oid)
          order by 1""").fetchall()]
-    # A language sql function's body is checked where it is created: one that
-    # calls another not yet on the workers is created on a later pass.
+    # A language sql function's body is checked where it is created, and Citus
+    # knows no dependency on the functions it calls (_claim_queued calls
+    # _claimed; the worker's error reaches here as an aborted transaction):
+    # each round creates what it can, and fails when a round adds nothing.
     while missing:
-        later = []
+        failed: list[tuple[str, psycopg.Error]] = []
         for name in missing:
             try:
                 conn.execute("select create_distributed_function(%s)", (name,))
-            except psycopg.Error:  # on a worker: the function it calls does not exist there yet
-                later.append(name)
-        if len(later) == len(missing):
-            conn.execute("select create_distributed_function(%s)", (later[0],))
-        missing = later
+            except psycopg.Error as exc:
+                failed.append((name, exc))
+        if len(failed) == len(missing):
+            raise errors.from_psycopg(failed[0][1])
+        missing = [name for name, _exc in failed]
     for (name,) in conn.execute(_POLICY_FUNCTIONS).fetchall():
         conn.execute(f"alter function {name} set citus.allow_nested_distributed_execution = on")
 
