@@ -44,18 +44,20 @@ def test_batching_by_length_does_not_change_a_vector(minilm):
     assert len(ids) == embed.MAX_TOKENS  # truncated at the model's own maximum sequence length
 
 
+def _in_a_process(code: str) -> dict:
+    """Run CODE in a fresh Python with the default model loaded as ``m``; its printed JSON."""
+    code = "import json, resource\nfrom scsql.memory import embed\nm = embed.MiniLM().load()\n" + code
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True,
+                         cwd=Path(__file__).resolve().parent.parent)
+    return json.loads(out.stdout)
+
+
 def test_the_embedding_process_stays_under_500_mb():
-    code = (
-        "import json, resource\n"
-        "from scsql.memory import embed\n"
-        "m = embed.MiniLM().load()\n"
+    result = _in_a_process(
         "texts = [' '.join(f'word{i}x{j}' for j in range(300)) for i in range(24)]\n"
         "texts += ['short text %d' % i for i in range(40)]\n"
         "v = m.embed(texts)\n"
         "print(json.dumps({'n': len(v), 'mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True,
-                         cwd=Path(__file__).resolve().parent.parent)
-    result = json.loads(out.stdout)
     assert result["n"] == 64 and result["mb"] < 500, result
 
 
@@ -64,10 +66,7 @@ def test_the_arena_stays_bounded_over_every_length_under_500_mb():
     # them: every run has a shape of its own, and the memory arena keeps what
     # each run needed. The token budget per run bounds it; RSS after the first
     # claim and at the end differ little.
-    code = (
-        "import json, resource\n"
-        "from scsql.memory import embed\n"
-        "m = embed.MiniLM().load()\n"
+    result = _in_a_process(
         "def rss():\n"
         "    return int(open('/proc/self/statm').read().split()[1]) * 4096 / 2**20\n"
         "texts = [' '.join(f'w{j}' for j in range(n)) for n in range(1, 128)]\n"
@@ -78,9 +77,6 @@ def test_the_arena_stays_bounded_over_every_length_under_500_mb():
         "    seen.append(rss())\n"
         "print(json.dumps({'arena': m._session.get_session_options().enable_cpu_mem_arena, 'rss': seen,\n"
         "                  'mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True,
-                         cwd=Path(__file__).resolve().parent.parent)
-    result = json.loads(out.stdout)
     assert result["arena"] and result["mb"] < 500, result
     assert result["rss"][-1] - result["rss"][0] < 60, result
 
