@@ -383,6 +383,27 @@ $$;
 comment on function scsql._held_task(scsql.agents, bigint, bigint, text) is
   'Private, called by the task functions (as their owner). The task P_TASK that agent P_ME holds under lease P_TOKEN, locked FOR UPDATE; when the lease does not hold it, raises what scsql._lease_refused says about P_ACTION.';
 
+create or replace function scsql._requeue(p_project bigint, p_task bigint, p_run_after timestamptz, p_error text,
+                                          p_uncount boolean default false)
+returns scsql.tasks
+language plpgsql
+as $$
+-- The time comes as a value (Citus refuses volatile functions in an
+-- UPDATE's SET); the caller holds the task locked.
+declare
+  v_t scsql.tasks;
+begin
+  update scsql.tasks t
+  set state = 'queued', claimed_by = null, claimed_at = null, lease_expires_at = null, run_after = p_run_after,
+      last_error = coalesce(p_error, t.last_error), attempts = t.attempts - case when p_uncount then 1 else 0 end
+  where t.project_id = p_project and t.task_id = p_task
+  returning t.* into v_t;
+  return v_t;
+end
+$$;
+comment on function scsql._requeue(bigint, bigint, timestamptz, text, boolean) is
+  'Private, called by the task functions (as their owner). Puts claimed task P_TASK back in the queue: unclaimed, runnable from P_RUN_AFTER, with last_error P_ERROR (kept when NULL) and, with P_UNCOUNT, its attempt not counted. Returns the task''s row.';
+
 create or replace function scsql._claimed(p_t scsql.tasks)
 returns scsql.claimed_task
 language sql immutable
@@ -452,11 +473,7 @@ begin
         format('lease %s expired at %s on the last of %s attempts', r.fence, r.lease_expires_at, r.max_attempts), null);
       v_dead := v_dead + 1;
     else
-      update scsql.tasks t
-      set state = 'queued', claimed_by = null, claimed_at = null, lease_expires_at = null,
-          run_after = v_now,
-          last_error = format('lease %s expired at %s', r.fence, r.lease_expires_at)
-      where t.project_id = r.project_id and t.task_id = r.task_id;
+      perform scsql._requeue(r.project_id, r.task_id, v_now, format('lease %s expired at %s', r.fence, r.lease_expires_at));
       perform scsql._notify_queue(r.project_id, r.team_role, 'task');
       v_requeued := v_requeued + 1;
     end if;
@@ -771,12 +788,10 @@ begin
     -- hour (from values taken first: Citus refuses volatile functions in an
     -- UPDATE's SET, and stable ones over its columns; v_t is locked).
     v_now := clock_timestamp();
-    update scsql.tasks t
-    set state = 'queued', claimed_by = null, claimed_at = null, lease_expires_at = null, last_error = p_error,
-        run_after = v_now + make_interval(secs => least(3600, power(2, v_t.attempts - 1)))
-    where t.project_id = v_t.project_id and t.task_id = v_t.task_id
-    returning t.task_id, t.state, t.attempts, t.max_attempts, t.run_after
-    into task_id, state, attempts, max_attempts, run_after;
+    select r.task_id, r.state, r.attempts, r.max_attempts, r.run_after
+    into task_id, state, attempts, max_attempts, run_after
+    from scsql._requeue(v_t.project_id, v_t.task_id,
+                        v_now + make_interval(secs => least(3600, power(2, v_t.attempts - 1))), p_error) r;
   else
     select a.task_id, a.state, a.attempts, a.max_attempts, null::timestamptz
     into task_id, state, attempts, max_attempts, run_after
@@ -810,10 +825,7 @@ begin
   v_t := scsql._held_task(v_me, p_task, p_token, 'the release');
   if p_requeue then
     v_now := clock_timestamp();  -- Citus refuses volatile functions in an UPDATE's SET
-    update scsql.tasks t
-    set state = 'queued', claimed_by = null, claimed_at = null, lease_expires_at = null,
-        attempts = t.attempts - 1, run_after = v_now
-    where t.project_id = v_t.project_id and t.task_id = v_t.task_id;
+    perform scsql._requeue(v_t.project_id, v_t.task_id, v_now, null, p_uncount => true);
     perform scsql._notify_queue(v_t.project_id, v_t.team_role, 'task');
     task_id := v_t.task_id;
     state := 'queued';
