@@ -90,15 +90,15 @@ _MAY_HOLD_SECRET = re.compile(
     r"|bearer|basic|://|private key)", re.IGNORECASE)
 
 
-def _may_hold_secret(value: Any) -> bool:
+def may_hold_secret(value: Any) -> bool:
     """Whether redaction could change a text or JSON value: some string of it
     (object keys included) holds one of the words of :data:`_MAY_HOLD_SECRET`."""
     if isinstance(value, str):
         return _MAY_HOLD_SECRET.search(value) is not None
     if isinstance(value, dict):
-        return any(_may_hold_secret(k) or _may_hold_secret(v) for k, v in value.items())
+        return any(may_hold_secret(k) or may_hold_secret(v) for k, v in value.items())
     if isinstance(value, list | tuple):
-        return any(map(_may_hold_secret, value))
+        return any(map(may_hold_secret, value))
     return False
 
 
@@ -257,7 +257,7 @@ class SignedTable:
                 if f.name in skip:
                     continue
                 v = out.get(f.name, f.default)
-                if _may_hold_secret(v):
+                if may_hold_secret(v):
                     (docs if f.kind == "jsonb" else texts).append((out, f.name, v))
         if not texts and not docs:
             return

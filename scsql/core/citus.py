@@ -142,7 +142,7 @@ def write_citus_source(target: Path, root: Path | None = None) -> None:
     for kind in ("migrations", "sql", "policies"):
         if (target / kind).exists():
             shutil.rmtree(target / kind)
-        shutil.copytree(source._path(kind), target / kind)
+        shutil.copytree(source.directory(kind), target / kind)
     for path in sorted((target / "policies").glob("*.sql")):
         path.write_text(citus_policies(path.read_text()))
 

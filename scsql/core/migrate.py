@@ -93,16 +93,17 @@ class Source:
 
     root: Path | None = None
 
-    def _path(self, kind: str) -> Path:
+    def directory(self, kind: str) -> Path:
+        """The folder of KIND (migrations, sql, policies) in this source."""
         return self.root / kind if self.root is not None else _dir(kind)
 
     def bootstrap(self) -> SqlFile:
-        path = self._path("migrations") / "bootstrap.sql"
+        path = self.directory("migrations") / "bootstrap.sql"
         return SqlFile("bootstrap.sql", path.read_text())
 
     def migrations(self) -> list[Migration]:
         found = []
-        for path in sorted(self._path("migrations").glob("*.sql")):
+        for path in sorted(self.directory("migrations").glob("*.sql")):
             m = _MIGRATION_NAME.match(path.name)
             if m:
                 found.append(Migration(path.name, path.read_text(), int(m.group(1))))
@@ -116,7 +117,7 @@ class Source:
     def api(self) -> list[SqlFile]:
         files = []
         for kind in ("sql", "policies"):
-            for path in sorted(self._path(kind).glob("*.sql")):
+            for path in sorted(self.directory(kind).glob("*.sql")):
                 files.append(SqlFile(f"{kind}/{path.name}", path.read_text()))
         return files
 

@@ -24,7 +24,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from ..audit import encoding
-from ..audit.signing import _may_hold_secret
+from ..audit.signing import may_hold_secret
 from ..audit.telemetry import OUTCOMES, PROMPTS, SESSIONS, TOOL_CALLS
 from ..core.db import Agent
 from .clip import clip as _clip, cut_point
@@ -212,7 +212,7 @@ def bounded(conn, items: list[tuple[str | None, int]]) -> list[str | None]:
     first cut (word-safe) to REDACT_MARGIN past its limit, so a huge input is
     not sent whole."""
     pre = [None if t is None else _clip(t, n + REDACT_MARGIN) for t, n in items]
-    ask = [i for i, t in enumerate(pre) if t is not None and _may_hold_secret(t)]
+    ask = [i for i, t in enumerate(pre) if t is not None and may_hold_secret(t)]
     if ask:
         red = conn.execute("select array(select scsql.redact(t) from unnest(%s::text[]) with ordinality u(t, n) "
                            "order by n) as t", ([pre[i] for i in ask],)).fetchone()["t"]
