@@ -43,6 +43,100 @@ comment on function scsql_caller.bm25_term(double precision, double precision, d
                                           double precision, double precision) is
   'The BM25 score one term adds to a chunk: idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)), for a term of inverse document frequency IDF (bm25_idf) occurring TF times in a chunk of DL terms, AVGDL the mean chunk length (the definition in sql/20_text.sql). With TF = DL = max_tf it is the term''s upper bound over every chunk (the score grows with tf and falls with dl, and dl >= tf). The one place scsql_caller.bm25 computes a term score: one SQL expression, inlined by the planner into the queries (and PL/pgSQL expressions) that call it, so it costs what the formula written out costs (a guard against values bm25 never passes would double that per posting). Arithmetic only: raises 22012 (division by zero) or 22003 (overflow, underflow) for values outside BM25''s domain, which search never passes (it validates k1 and b; tf, dl and avgdl are at least 1).';
 
+create or replace function scsql_caller.bm25_complete(
+  p_project bigint, p_ids bigint[], p_parts double precision[], p_tids bigint[], p_idf double precision[],
+  p_scored integer[], p_avgdl double precision, p_k1 double precision, p_b double precision)
+returns table (chunk_id bigint, score double precision)
+language sql stable
+as $$
+  -- One aggregate, no join: a plan that does not know how many candidates
+  -- there are cannot nest a loop over them.
+  select z.chunk_id, sum(z.score)
+  from (
+    select c.chunk_id, c.part as score from unnest(p_ids, p_parts) c(chunk_id, part)
+    union all
+    select p.chunk_id, scsql_caller.bm25_term(u.idf, p.tf, p.dl, p_avgdl, p_k1, p_b)
+    from unnest(p_tids, p_idf) with ordinality u(term_id, idf, i)
+    join scsql.kb_postings p on p.project_id = p_project and p.term_id = u.term_id and p.chunk_id = any(p_ids)
+    where u.i <> all(p_scored)
+  ) z
+  group by z.chunk_id
+$$;
+comment on function scsql_caller.bm25_complete(bigint, bigint[], double precision[], bigint[], double precision[], integer[],
+                                               double precision, double precision, double precision) is
+  'For scsql_caller.bm25: the complete BM25 scores of candidate chunks of one project (each with its partial score over the terms numbered in p_scored), adding the other terms'' scores, read by one index scan per term over the sorted ids (PostgreSQL 17 and later step through such a list without a descent per id). Rows in no particular order; row-level security applies. Raises nothing for the values bm25 passes.';
+
+create or replace function scsql_caller.bm25_top(
+  p_project bigint, p_ids bigint[], p_parts double precision[], p_tids bigint[], p_idf double precision[],
+  p_scored integer[], p_rest double precision, p_lb double precision, p_depth integer,
+  p_avgdl double precision, p_k1 double precision, p_b double precision)
+returns table (chunk_ids bigint[], scores double precision[])
+language plpgsql stable
+as $$
+-- The candidates come best partial score first. The best of them are
+-- completed first; their depth-th best score (or p_lb, when higher) is what
+-- the others must be able to reach, with p_rest at most from the terms not
+-- yet scored, to be completed too.
+declare
+  v_m integer := least(coalesce(cardinality(p_ids), 0), 16 * p_depth);
+  v_ids bigint[];
+  v_scores double precision[];
+  v_theta double precision;
+  v_i integer;
+begin
+  select coalesce(array_agg(x.chunk_id order by x.score desc, x.chunk_id), '{}'),
+         coalesce(array_agg(x.score order by x.score desc, x.chunk_id), '{}')
+    into v_ids, v_scores
+  from scsql_caller.bm25_complete(p_project, p_ids[1:v_m], p_parts[1:v_m], p_tids, p_idf, p_scored, p_avgdl, p_k1, p_b) x;
+  v_theta := greatest(p_lb, coalesce(v_scores[p_depth], 0));
+  select count(*) into v_i from unnest(p_parts[v_m + 1:]) x where x + p_rest * (1 + 1e-9) >= v_theta;
+  return query
+  select coalesce(array_agg(y.chunk_id order by y.score desc, y.chunk_id), '{}'),
+         coalesce(array_agg(y.score order by y.score desc, y.chunk_id), '{}')
+  from (
+    select x.chunk_id, x.score
+    from (
+      select u.chunk_id, u.score from unnest(v_ids, v_scores) u(chunk_id, score)
+      union all
+      select c.chunk_id, c.score
+      from scsql_caller.bm25_complete(p_project, p_ids[v_m + 1:v_m + v_i], p_parts[v_m + 1:v_m + v_i], p_tids, p_idf,
+                                      p_scored, p_avgdl, p_k1, p_b) c
+    ) x
+    order by x.score desc, x.chunk_id
+    limit p_depth
+  ) y;
+end
+$$;
+comment on function scsql_caller.bm25_top(bigint, bigint[], double precision[], bigint[], double precision[], integer[],
+                                          double precision, double precision, integer, double precision, double precision,
+                                          double precision) is
+  'For scsql_caller.bm25: the best depth of candidate chunks of one project by complete BM25 score, as arrays of ids and scores, best first. The candidates come best partial score (over the terms numbered in p_scored) first, and the other terms add at most p_rest to any of them; those that cannot reach the depth-th best of the first ones, nor p_lb, are never completed, so the result is the same as completing them all except that candidates below p_lb may be missing. Row-level security applies. Raises nothing for the values bm25 passes.';
+
+create or replace function scsql_caller.bm25_costs(p_n bigint, p_df integer[], p_pair integer[], p_required integer)
+returns double precision[]
+language sql immutable parallel safe
+as $$
+  -- Microseconds, roughly, as measured on the benchmark's 100,000 chunks:
+  -- a posting read 0.1 (0.15 in a merge join), a row grouped 0.4, and one
+  -- index scan over n sorted ids of a term in df chunks
+  -- least(2n, 0.02 df + 0.25 least(n, df)).
+  with t as (select i, d::double precision as df from unnest(p_df) with ordinality u(d, i)),
+  pair as (select greatest(p_n, 1) as n, (select df from t where i = p_pair[1]) as a, (select df from t where i = p_pair[2]) as b,
+                  (select df from t where i = p_required) as r)
+  select array[
+    0.15 * (pair.a + pair.b) + 0.4 * (pair.a * pair.b / pair.n)
+      + coalesce((select sum(least(2 * (pair.a * pair.b / pair.n), 0.02 * t.df + 0.25 * least(pair.a * pair.b / pair.n, t.df))
+                             + 0.4 * (pair.a * pair.b / pair.n) * t.df / pair.n)
+                  from t where t.i <> all(p_pair)), 0),
+    case when pair.r is null then 0.5 * (select sum(df) from t)
+         else 0.1 * pair.r + 0.4 * pair.r
+              + coalesce((select sum(least(2 * pair.r, 0.02 * t.df + 0.25 * least(pair.r, t.df)) + 0.4 * pair.r * t.df / pair.n)
+                          from t where t.i <> p_required), 0) end]
+  from pair
+$$;
+comment on function scsql_caller.bm25_costs(bigint, integer[], integer[], integer) is
+  'For scsql_caller.bm25: estimated costs (microseconds, from measurements at 100,000 chunks) of two exact ways to finish a query over N chunks with terms found in DF chunks each: {scoring the chunks holding both terms of the pair, scoring the chunks holding the required term (or, when there is none, every posting)}. Only a choice between exact ways depends on it. Raises nothing: NULL elements for NULL arguments.';
+
 create or replace function scsql_caller.bm25(
   p_projects bigint[], p_terms text[], p_k1 double precision, p_b double precision, p_depth integer,
   p_kinds text[], p_trust text, p_since timestamptz)
@@ -106,6 +200,12 @@ declare
   v_req integer[];
   v_rest double precision;
   v_pair integer[];
+  v_by integer[];
+  v_small bigint[];
+  v_pair_ids bigint[];
+  v_pair_scores double precision[];
+  v_cost double precision[];
+  v_total bigint;
   -- Candidates read in a round of one essential term: first only as many
   -- as the bound usually needs (there a top-N sort of v_cap rows costs
   -- more than reading the postings); the round reads up to v_cap when it
@@ -202,6 +302,7 @@ begin
     into v_ubt
   from generate_series(1, v_terms) i;
   v_ubsum := (select sum(x) from unnest(v_ubt) x);
+  v_total := (select sum(d) from unnest(v_df) d);
 
   -- Essential terms: the rarest ones, whose postings together stay small:
   -- a tenth of the budget to start with. A common term's postings cost
@@ -235,6 +336,43 @@ begin
         from scsql.kb_postings p
         where p.project_id = v_project and p.term_id = v_tids[1]
         order by part desc, p.chunk_id
+        limit v_lim + 1
+      ) x;
+    elsif v_sum - v_df[v_e] <= v_df[v_e] / 4 then
+      -- The term just made essential holds most of the postings: its best
+      -- chunks alone (a top-N sort, no grouping), and the few chunks holding
+      -- the other essential terms with their partial score over all of them
+      -- (the big term's postings among them read by one index scan over
+      -- their sorted ids). A chunk of the best that holds only the big term
+      -- is among its best, so the list is the same as grouping every posting.
+      select array_agg(distinct p.chunk_id order by p.chunk_id) into v_small
+      from scsql.kb_postings p
+      where p.project_id = v_project and p.term_id = any(v_tids[1:v_e - 1]);
+      select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
+        into v_cand, v_part
+      from (
+        select y.chunk_id, max(y.part) as part
+        from (
+          select z.chunk_id, sum(z.part) as part
+          from (
+            select p.chunk_id, scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b) as part
+            from unnest(v_tids[1:v_e - 1], v_idf[1:v_e - 1]) u(term_id, idf)
+            join scsql.kb_postings p on p.project_id = v_project and p.term_id = u.term_id
+            union all
+            select p.chunk_id, scsql_caller.bm25_term(v_idf[v_e], p.tf, p.dl, v_avgdl, p_k1, p_b)
+            from scsql.kb_postings p
+            where p.project_id = v_project and p.term_id = v_tids[v_e] and p.chunk_id = any(v_small)
+          ) z
+          group by z.chunk_id
+          union all
+          (select p.chunk_id, scsql_caller.bm25_term(v_idf[v_e], p.tf, p.dl, v_avgdl, p_k1, p_b) as part
+           from scsql.kb_postings p
+           where p.project_id = v_project and p.term_id = v_tids[v_e]
+           order by part desc, p.chunk_id
+           limit v_lim + 1)
+        ) y
+        group by y.chunk_id
+        order by part desc, y.chunk_id
         limit v_lim + 1
       ) x;
     else
@@ -307,80 +445,117 @@ begin
     select coalesce(array_agg(i order by i), '{}') into v_req
     from generate_series(1, v_terms) i
     where (v_ubsum - v_ubt[i]) * (1 + 1e-9) < v_lb;
-    -- Too few, perhaps because v_lb is weak (the candidates so far seldom
-    -- hold the other strong terms): once, raise it with the best chunks
-    -- holding the two terms of highest bound, when reading their postings
-    -- costs no more than promoting the next term would.
+    -- The pair: the chunks holding both terms of highest bound (a merge
+    -- join of their postings), completed with the other terms by one index
+    -- scan each over their sorted ids. When the depth-th best of them beats
+    -- what a chunk missing either term could reach, they hold the result;
+    -- otherwise their depth-th best raises v_lb. Tried once, when its
+    -- estimated cost (below) is well under that of the way on without it
+    -- (one required term's chunks, or every posting), and v_lb is not so
+    -- far below that bound that the pair could hardly beat it (as when the
+    -- terms are about equally common and strong).
     if cardinality(v_req) < 2 and v_pair is null then
       select array_agg(i order by v_ubt[i] desc, i) into v_pair
       from (select i from generate_series(1, v_terms) i order by v_ubt[i] desc, i limit 2) x;
-      if v_df[v_pair[1]] + v_df[v_pair[2]] <= v_sum + v_df[v_e + 1] then
-        v_theta := coalesce((
-          select y.score from (
-            select c.part + coalesce((
-                     select sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b))
-                     from unnest(v_tids, v_idf) with ordinality u(term_id, idf, i)
-                     join scsql.kb_postings p on p.project_id = v_project and p.term_id = u.term_id
-                                              and p.chunk_id = c.chunk_id
-                     where u.i <> v_pair[1] and u.i <> v_pair[2]), 0) as score
-            from (
-              select scsql_caller.bm25_term(v_idf[v_pair[1]], a.tf, a.dl, v_avgdl, p_k1, p_b)
-                     + scsql_caller.bm25_term(v_idf[v_pair[2]], b.tf, b.dl, v_avgdl, p_k1, p_b) as part,
-                     a.chunk_id
-              from scsql.kb_postings a
-              join scsql.kb_postings b on b.project_id = v_project and b.term_id = v_tids[v_pair[2]]
-                                      and b.chunk_id = a.chunk_id
-              where a.project_id = v_project and a.term_id = v_tids[v_pair[1]]
-              order by part desc, a.chunk_id
-              limit 2 * p_depth
-            ) c
-          ) y
-          order by y.score desc offset p_depth - 1 limit 1), 0);
+      v_cost := scsql_caller.bm25_costs(v_n, v_df, v_pair, v_req[1]);
+      if v_cost[1] < 0.7 * v_cost[2] and v_lb >= 0.65 * (v_ubsum - least(v_ubt[v_pair[1]], v_ubt[v_pair[2]])) then
+        select array_agg(c.chunk_id order by c.part desc, c.chunk_id), array_agg(c.part order by c.part desc, c.chunk_id)
+          into v_ids, v_scores
+        from (
+          select a.chunk_id,
+                 scsql_caller.bm25_term(v_idf[v_pair[1]], a.tf, a.dl, v_avgdl, p_k1, p_b)
+                 + scsql_caller.bm25_term(v_idf[v_pair[2]], b.tf, b.dl, v_avgdl, p_k1, p_b) as part
+          from scsql.kb_postings a
+          join scsql.kb_postings b on b.project_id = v_project and b.term_id = v_tids[v_pair[2]] and b.chunk_id = a.chunk_id
+          where a.project_id = v_project and a.term_id = v_tids[v_pair[1]]
+        ) c;
+        -- Its best depth: a chunk of the pair below v_lb cannot be among the
+        -- result, nor make the pair's depth-th best beat the bound below.
+        select t.chunk_ids, t.scores into v_pair_ids, v_pair_scores
+        from scsql_caller.bm25_top(v_project, v_ids, v_scores, v_tids, v_idf, v_pair,
+                                   v_ubsum - v_ubt[v_pair[1]] - v_ubt[v_pair[2]], v_lb, p_depth, v_avgdl, p_k1, p_b) t;
+        v_theta := coalesce(v_pair_scores[p_depth], 0);
+        if v_theta > (v_ubsum - least(v_ubt[v_pair[1]], v_ubt[v_pair[2]])) * (1 + 1e-9) then
+          return query
+          select array_fill(v_project, array[p_depth]), v_pair_ids[1:p_depth], v_pair_scores[1:p_depth];
+          return;
+        end if;
         v_lb := greatest(v_lb, v_theta);
         select coalesce(array_agg(i order by i), '{}') into v_req
         from generate_series(1, v_terms) i
         where (v_ubsum - v_ubt[i]) * (1 + 1e-9) < v_lb;
       end if;
     end if;
-    exit when cardinality(v_req) >= 2;
+    exit when cardinality(v_req) >= 1;
     -- The bound did not hold. When every posting of every term fits in the
-    -- budget, one pass over them all (below) costs less than the next
-    -- rounds: the slow queries were those with two or more terms each in a
-    -- tenth to two thirds of the chunks, whose upper bounds (idf, max_tf)
-    -- stay too high to prune either, so round after round read and probed
-    -- thousands of candidates.
-    exit when (select sum(d) from unnest(v_df) d) <= v_budget;
+    -- budget, or the next round would read more than half of them, one pass
+    -- over them all (below) costs less than the next rounds: the slow
+    -- queries were those with two or more terms each in a tenth to two
+    -- thirds of the chunks, whose upper bounds (idf, max_tf) stay too high
+    -- to prune either, so round after round read and probed thousands of
+    -- candidates.
+    exit when v_total <= v_budget or 2 * (v_sum + v_df[v_e + 1]) > v_total;
     exit when v_sum + v_df[v_e + 1] > 3 * v_budget;
     v_e := v_e + 1;
     v_sum := v_sum + v_df[v_e];
   end loop;
 
-  -- The chunks holding the two rarest required terms (a merge join of their
-  -- postings), whose partial score plus the other terms' bounds reaches
-  -- v_lb, completed with the other terms by index probes. Every chunk of
-  -- the result scores at least v_lb, so it is among them.
-  if cardinality(v_req) >= 2 then
-    select coalesce(sum(v_ubt[i]), 0) into v_rest
-    from generate_series(1, v_terms) i where i <> v_req[1] and i <> v_req[2];
+  -- Required terms: every chunk of the result holds them. The candidates
+  -- are the chunks holding the rarest one (two: a merge join of their
+  -- postings) whose partial score plus the other terms' bounds reaches
+  -- v_lb; every chunk of the result scores at least v_lb, so it is among
+  -- them. The other terms are added by one index scan each over the
+  -- candidates' sorted ids (PostgreSQL 17 and later step through such a
+  -- list in one pass), not a probe per candidate.
+  if cardinality(v_req) >= 1 then
+    v_by := v_req[1:2];
+    select coalesce(sum(v_ubt[i]), 0) into v_rest from generate_series(1, v_terms) i where i <> all(v_by);
+    if cardinality(v_by) = 2 then
+      v_pair_ids := '{}';
+      v_pair_scores := '{}';
+      select array_agg(c.chunk_id order by c.part desc, c.chunk_id), array_agg(c.part order by c.part desc, c.chunk_id)
+        into v_ids, v_scores
+      from (
+        select a.chunk_id,
+               scsql_caller.bm25_term(v_idf[v_by[1]], a.tf, a.dl, v_avgdl, p_k1, p_b)
+               + scsql_caller.bm25_term(v_idf[v_by[2]], b.tf, b.dl, v_avgdl, p_k1, p_b) as part
+        from scsql.kb_postings a
+        join scsql.kb_postings b on b.project_id = v_project and b.term_id = v_tids[v_by[2]] and b.chunk_id = a.chunk_id
+        where a.project_id = v_project and a.term_id = v_tids[v_by[1]]
+      ) c
+      where c.part + v_rest * (1 + 1e-9) >= v_lb;
+    else
+      -- When the pair was scored and holds this term, a chunk outside it
+      -- misses the other term of the pair: its bound leaves that term out.
+      if v_pair_ids is not null and v_by[1] = any(v_pair) then
+        v_rest := v_rest - v_ubt[v_pair[1]] - v_ubt[v_pair[2]] + v_ubt[v_by[1]];
+      else
+        v_pair_ids := '{}';
+        v_pair_scores := '{}';
+      end if;
+      select array_agg(c.chunk_id order by c.part desc, c.chunk_id), array_agg(c.part order by c.part desc, c.chunk_id)
+        into v_ids, v_scores
+      from (
+        select a.chunk_id, scsql_caller.bm25_term(v_idf[v_by[1]], a.tf, a.dl, v_avgdl, p_k1, p_b) as part
+        from scsql.kb_postings a
+        where a.project_id = v_project and a.term_id = v_tids[v_by[1]]
+      ) c
+      where c.part + v_rest * (1 + 1e-9) >= v_lb;
+    end if;
+    -- Chunks of the scored pair outside the candidates keep their scores.
     return query
     select array_agg(v_project), array_agg(x.chunk_id order by x.score desc, x.chunk_id),
            array_agg(x.score order by x.score desc, x.chunk_id)
     from (
-      select c.chunk_id,
-             c.part + coalesce((
-               select sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b))
-               from unnest(v_tids, v_idf) with ordinality u(term_id, idf, i)
-               join scsql.kb_postings p on p.project_id = v_project and p.term_id = u.term_id and p.chunk_id = c.chunk_id
-               where u.i <> v_req[1] and u.i <> v_req[2]), 0) as score
+      select c.chunk_id, max(c.score) as score
       from (
-        select a.chunk_id,
-               scsql_caller.bm25_term(v_idf[v_req[1]], a.tf, a.dl, v_avgdl, p_k1, p_b)
-               + scsql_caller.bm25_term(v_idf[v_req[2]], b.tf, b.dl, v_avgdl, p_k1, p_b) as part
-        from scsql.kb_postings a
-        join scsql.kb_postings b on b.project_id = v_project and b.term_id = v_tids[v_req[2]] and b.chunk_id = a.chunk_id
-        where a.project_id = v_project and a.term_id = v_tids[v_req[1]]
+        select u.chunk_id, u.score
+        from scsql_caller.bm25_top(v_project, v_ids, v_scores, v_tids, v_idf, v_by, v_rest, v_lb, p_depth, v_avgdl, p_k1, p_b) t
+        cross join unnest(t.chunk_ids, t.scores) u(chunk_id, score)
+        union all
+        select u.chunk_id, u.score from unnest(v_pair_ids, v_pair_scores) u(chunk_id, score)
       ) c
-      where c.part + v_rest * (1 + 1e-9) >= v_lb
+      group by c.chunk_id
       order by score desc, c.chunk_id
       limit p_depth
     ) x;
