@@ -34,7 +34,9 @@ def _text(rng: random.Random) -> str:
 
 
 def _queries(rng: random.Random, n: int) -> list[str]:
-    out = ["u0", "u0 u1", "u0 u1 u2", "u1 u2 u3 u4 u5", "u49 u0", "u3 u8 u20"]
+    # A rare term with common ones: rounds whose new essential term holds
+    # most of the postings.
+    out = ["u0", "u0 u1", "u0 u1 u2", "u1 u2 u3 u4 u5", "u49 u0", "u3 u8 u20", "u49 u5 u0 u1", "u45 u8 u1 u2"]
     while len(out) < n:
         out.append(" ".join(rng.sample(VOCAB[:12], rng.randint(1, 3)) + rng.sample(VOCAB, rng.randint(0, 2))))
     return out
@@ -119,3 +121,21 @@ def test_pruned_search_global_equals_scoring_every_posting_on_random_data(scsql_
     full = _ranked(a, "search_global", "u0 u1 u2", 60, 1.2, 0.75, "0")
     assert {p for p, _, _ in full} == {pa, pb}
     assert not any(path.startswith("session:") for _, path, _ in full)
+
+
+def test_pruned_bm25_is_exact_when_a_common_term_joins_a_rare_one(scsql_db):
+    """A rare term, a term in two notes of five and one in every note: the
+    round that adds the middle term to the rare one reads its best chunks
+    alone and groups only the few holding the rare term."""
+    rng = random.Random(5)
+    agent = scsql_db.agent("exact_skew", scsql_db.project())
+    with agent.transaction() as conn:
+        for i in range(800):
+            words = ["common"] * rng.randint(1, 6) + rng.choices(VOCAB, k=rng.randint(5, 60))
+            if i % 5 < 2:
+                words += ["middle"] * rng.randint(1, 4)
+            if i % 160 == 0:
+                words += ["rare"] * rng.randint(1, 3)
+            rng.shuffle(words)
+            conn.execute("select 1 from scsql.index_text(%s, %s, 'note')", (f"s{i}", " ".join(words)))
+    _check(agent, "search", ["rare middle common", "rare middle", "rare common u0", "middle common u1"])
