@@ -368,19 +368,20 @@ def _await_bgw_run(db: ScsqlDb, entry: str, after: int, interval: int, what: str
     try:
         return wait_for(ran, timeout=_bgw_patience(interval), every=0.1)
     except AssertionError:
-        pytest.fail(f"pg_partman's background worker ran no maintenance in database {db.name} for "
-                    f"{time.monotonic() - started:.0f} s {what} (pg_partman_bgw.interval {interval} s). Its main "
-                    "process stops for 10 minutes after 'Could not start dynamic pg_partman background process' "
-                    "(see the server log)")
+        waited = time.monotonic() - started
+    pytest.fail(f"pg_partman's background worker ran no maintenance in database {db.name} for {waited:.0f} s "
+                f"{what} (pg_partman_bgw.interval {interval} s). Its main process stops for 10 minutes after "
+                "'Could not start dynamic pg_partman background process' (see the server log)")
 
 
 @pytest.fixture
 def bgw_db(server, tmp_path):
     """The database pg_partman's background worker maintains, with pg_partman
     (the newest version the server has) and scsql installed, its partitioned
-    tables set up with pg_partman by the migration, and the worker seen to run
-    maintenance there. Yields the database, the worker's interval (seconds)
-    and the name of what the worker calls once per run."""
+    tables set up with pg_partman by the migration, and the database named in
+    pg_partman_bgw.dbname. Yields the database, the worker's interval
+    (seconds), the name of what the worker calls once per run, and how many
+    runs had ended there before it was named."""
     with psycopg.connect(server.conninfo("postgres"), autocommit=True) as conn:
         libraries = conn.execute("show shared_preload_libraries").fetchone()[0]
         if "pg_partman_bgw" not in [x.strip() for x in libraries.split(",")]:
@@ -406,8 +407,7 @@ def bgw_db(server, tmp_path):
         with psycopg.connect(server.conninfo("postgres"), autocommit=True) as conn:
             _set_bgw_databases(conn, [*others, BGW_DB])
         named = True
-        _await_bgw_run(db, entry, runs, interval, f"after {BGW_DB} was named in pg_partman_bgw.dbname")
-        yield db, interval, entry
+        yield db, interval, entry, runs
     finally:
         if named:
             with psycopg.connect(server.conninfo("postgres"), autocommit=True) as conn:
@@ -424,9 +424,11 @@ def test_partman_background_worker_creates_partitions_ahead_unasked(bgw_db):
     scsql's nor pg_partman's). pg_partman 4.x (infinite_time_partitions off,
     as scsql's create_parent leaves it) makes partitions ahead of the newest
     row only, so the rows come first. The test waits for the worker's record
-    of its runs, not for a time: once a run that began after premake was
-    raised has ended, the partitions must be there."""
-    db, interval, entry = bgw_db
+    of its runs (first one in the newly named database: the worker runs), not
+    for a time: once a run that began after premake was raised has ended, the
+    partitions must be there."""
+    db, interval, entry, runs = bgw_db
+    _await_bgw_run(db, entry, runs, interval, f"after {db.name} was named in pg_partman_bgw.dbname")
     agent = db.agent("bgw", db.project())
     Api(agent).call("record_tool_call", tool="edit")
     Api(agent).call("record_outcome", kind="accepted", summary="done", task_ref="T-1")
