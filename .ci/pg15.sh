@@ -14,21 +14,24 @@
 # local connections: it is a throwaway test server) on port $PG15_PORT (5415).
 # Run as root: initdb and the server run as the postgres user apt creates.
 #
-# pg_partman's background worker runs maintenance every $PG15_BGW_INTERVAL
-# (2) seconds, as postgres, in database $PG15_BGW_DB (scsql_partman_bgw),
-# which this script creates, empty: a test installs pg_partman and scsql there
-# and waits for the worker to make partitions (tests/test_partitions.py). The
-# database is named in the settings only once it exists (ALTER SYSTEM and a
-# reload): a worker launched for a missing database dies at once, and its
-# main process then stops for 10 minutes, as it does when no worker slot is
-# free (parallel queries take up to max_parallel_workers, 8, of
-# max_worker_processes: 16 leaves room for pg_partman's).
+# pg_partman's background worker is loaded and runs maintenance every
+# $PG15_BGW_INTERVAL (2) seconds, as postgres, in the databases
+# pg_partman_bgw.dbname names, which this script leaves unset:
+# tests/test_partitions.py names its database (scsql_partman_bgw) there only
+# while pg_partman and scsql are installed in it, and waits for the worker to
+# make partitions. The worker's main process starts one worker per database
+# and stops for 10 minutes when that worker has already ended by the time it
+# looks ("Could not start dynamic pg_partman background process"); in a
+# database without pg_partman (or a missing one) the worker ends within
+# milliseconds, so a database named while empty for a whole CI run let a
+# moment of scheduling delay stop maintenance during the test. Parallel
+# queries take up to max_parallel_workers (8) of max_worker_processes: 16
+# leaves room for pg_partman's two (it stops the same way when no slot is free).
 set -euo pipefail
 
 MAJOR=15
 BIN=/usr/lib/postgresql/$MAJOR/bin
 PORT="${PG15_PORT:-5415}"
-BGW_DB="${PG15_BGW_DB:-scsql_partman_bgw}"
 BGW_INTERVAL="${PG15_BGW_INTERVAL:-2}"
 SRC_SUITE="${PGVECTOR_SOURCE_SUITE:-trixie}"
 
@@ -97,11 +100,6 @@ full_page_writes = off
 EOF
   fi
   runuser -u postgres -- "$BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null
-  local psql=(runuser -u postgres -- "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$dir" -p "$PORT" -d postgres)
-  if [ -z "$("${psql[@]}" -Atc "select 1 from pg_database where datname = '$BGW_DB'")" ]; then
-    "${psql[@]}" -c "create database \"$BGW_DB\""
-  fi
-  "${psql[@]}" -c "alter system set pg_partman_bgw.dbname = '$BGW_DB'" -c "select pg_reload_conf()" >/dev/null
   echo "host=$dir port=$PORT user=postgres dbname=postgres"
 }
 

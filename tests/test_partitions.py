@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from scsql.audit import partitions
 from scsql.core import keys
@@ -280,12 +281,22 @@ def test_worker_runs_partition_maintenance_and_cli_reports_it(scsql_db, monkeypa
 
 
 # -- pg_partman's background worker ------------------------------------------------------
-# A server that preloads pg_partman_bgw runs pg_partman's run_maintenance_proc
-# every pg_partman_bgw.interval seconds in the databases pg_partman_bgw.dbname
-# names (.ci/pg15.sh: every 2 s in scsql_partman_bgw). That database persists
-# across tests: a worker started for a database that is missing stops its main
-# process for 10 minutes, so the test clears what it installs instead of
-# dropping the database.
+# A server that preloads pg_partman_bgw (.ci/pg15.sh: every 2 s, as postgres)
+# runs pg_partman's maintenance every pg_partman_bgw.interval seconds in each
+# database pg_partman_bgw.dbname names: its main process starts one worker per
+# database, waits until it sees it running, then until it ends. A worker that
+# has already ended when the main process first looks is taken for one that
+# never started: the main process raises "Could not start dynamic pg_partman
+# background process", exits, and the server restarts it 10 minutes later
+# (pg_partman 4.7 and 5.x alike). In a database without pg_partman the worker
+# ends within milliseconds (it finds no extension and returns), so a database
+# named while it is empty (for the whole CI run, minutes before this test) lets
+# a moment of scheduling delay stop maintenance for as long as the test waits.
+# So the fixture names its database only while pg_partman and scsql's tables
+# are installed there (each run then takes tens of milliseconds), takes the
+# name out before clearing it, and keeps the database (a worker started for a
+# database dropped meanwhile fails at once, with the same effect).
+BGW_DB = "scsql_partman_bgw"
 
 
 def _clear_bgw_db(conninfo: str) -> None:
@@ -311,27 +322,96 @@ def _clear_bgw_db(conninfo: str) -> None:
                     raise
 
 
+def _bgw_databases(conn: psycopg.Connection) -> list[str]:
+    """The databases pg_partman_bgw.dbname names."""
+    setting = conn.execute("select current_setting('pg_partman_bgw.dbname', true)").fetchone()[0]
+    return [n.strip() for n in (setting or "").split(",") if n.strip()]
+
+
+def _set_bgw_databases(conn: psycopg.Connection, names: list[str]) -> None:
+    """pg_partman_bgw.dbname := NAMES (ALTER SYSTEM; none: back to postgresql.conf's
+    value), and a reload: pg_partman's main process reads it before its next run."""
+    if names:
+        conn.execute(sql.SQL("alter system set pg_partman_bgw.dbname = {}").format(sql.Literal(",".join(names))))
+    else:
+        conn.execute("alter system reset pg_partman_bgw.dbname")
+    conn.execute("select pg_reload_conf()")
+
+
+def _maintenance_runs(conninfo: str, entry: str) -> int:
+    """How many calls of pg_partman's ENTRY (the function or procedure its background
+    worker calls once per run) have ended in the database: PostgreSQL's function
+    statistics (track_functions, which the fixture sets for BGW_DB), which a worker
+    reports when it exits, after its run committed."""
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        return conn.execute("select coalesce(sum(calls), 0) from pg_stat_user_functions "
+                            "where schemaname = 'partman' and funcname = %s", (entry,)).fetchone()[0]
+
+
+def _bgw_patience(interval: int) -> float:
+    """How long to wait for the worker's next run before calling it stopped:
+    two of its intervals plus a minute for a loaded machine. A worker that runs
+    is waited for only until it has run."""
+    return 60.0 + 2 * interval
+
+
+def _await_bgw_run(db: ScsqlDb, entry: str, after: int, interval: int, what: str) -> int:
+    """Waits until pg_partman's background worker has ended more than AFTER runs in
+    the database (its count so far), and returns the count. Fails, saying what to
+    look for in the server log, when the worker does not run."""
+
+    def ran() -> int:
+        runs = _maintenance_runs(db.admin, entry)
+        return runs if runs > after else 0
+
+    started = time.monotonic()
+    try:
+        return wait_for(ran, timeout=_bgw_patience(interval), every=0.1)
+    except AssertionError:
+        waited = time.monotonic() - started
+    pytest.fail(f"pg_partman's background worker ran no maintenance in database {db.name} for {waited:.0f} s "
+                f"{what} (pg_partman_bgw.interval {interval} s). Its main process stops for 10 minutes after "
+                "'Could not start dynamic pg_partman background process' (see the server log)")
+
+
 @pytest.fixture
 def bgw_db(server, tmp_path):
     """The database pg_partman's background worker maintains, with pg_partman
     (the newest version the server has) and scsql installed, its partitioned
-    tables set up with pg_partman by the migration."""
-    with psycopg.connect(server.conninfo("postgres")) as conn:
+    tables set up with pg_partman by the migration, and the database named in
+    pg_partman_bgw.dbname. Yields the database, the worker's interval
+    (seconds), the name of what the worker calls once per run, and how many
+    runs had ended there before it was named."""
+    with psycopg.connect(server.conninfo("postgres"), autocommit=True) as conn:
         libraries = conn.execute("show shared_preload_libraries").fetchone()[0]
-        dbnames = conn.execute("select current_setting('pg_partman_bgw.dbname', true)").fetchone()[0]
-        interval = conn.execute("select current_setting('pg_partman_bgw.interval', true)").fetchone()[0]
-    if "pg_partman_bgw" not in [x.strip() for x in libraries.split(",")]:
-        pytest.skip("this server does not load pg_partman_bgw (shared_preload_libraries); .ci/pg15.sh's does")
-    if not dbnames:
-        pytest.skip("pg_partman_bgw.dbname names no database on this server; .ci/pg15.sh names one")
-    name = dbnames.split(",")[0].strip()
-    db = ScsqlDb(server, name, Keystore(tmp_path / "keys"))
-    _clear_bgw_db(db.admin)  # what an interrupted run may have left
+        if "pg_partman_bgw" not in [x.strip() for x in libraries.split(",")]:
+            pytest.skip("this server does not load pg_partman_bgw (shared_preload_libraries); .ci/pg15.sh's does")
+        interval = int(conn.execute("select current_setting('pg_partman_bgw.interval')").fetchone()[0])
+        if interval > 60:
+            pytest.skip(f"pg_partman's background worker runs every {interval} s here; .ci/pg15.sh's every 2 s")
+        others = [n for n in _bgw_databases(conn) if n != BGW_DB]
+        if BGW_DB in _bgw_databases(conn):  # left by an interrupted run
+            _set_bgw_databases(conn, others)
+        if not conn.execute("select 1 from pg_database where datname = %s", (BGW_DB,)).fetchone():
+            conn.execute(sql.SQL("create database {} template template0").format(sql.Identifier(BGW_DB)))
+        conn.execute(sql.SQL("alter database {} set track_functions = 'pl'").format(sql.Identifier(BGW_DB)))
+    db = ScsqlDb(server, BGW_DB, Keystore(tmp_path / "keys"))
+    _clear_bgw_db(db.admin)
+    named = False
     try:
-        partitions.enable_partman(db.admin, partitions.partman_versions(db.admin)[-1])
+        version = partitions.partman_versions(db.admin)[-1]
+        partitions.enable_partman(db.admin, version)
+        entry = "run_maintenance" if int(version.split(".")[0]) < 5 else "run_maintenance_proc"
         Migrator(db.admin).run()
-        yield db, int(interval)
+        runs = _maintenance_runs(db.admin, entry)
+        with psycopg.connect(server.conninfo("postgres"), autocommit=True) as conn:
+            _set_bgw_databases(conn, [*others, BGW_DB])
+        named = True
+        yield db, interval, entry, runs
     finally:
+        if named:
+            with psycopg.connect(server.conninfo("postgres"), autocommit=True) as conn:
+                _set_bgw_databases(conn, others)
         db.close()
         _clear_bgw_db(db.admin)
 
@@ -343,8 +423,12 @@ def test_partman_background_worker_creates_partitions_ahead_unasked(bgw_db):
     partitioned tables. Nothing in this test calls maintenance (neither
     scsql's nor pg_partman's). pg_partman 4.x (infinite_time_partitions off,
     as scsql's create_parent leaves it) makes partitions ahead of the newest
-    row only, so the rows come first."""
-    db, interval = bgw_db
+    row only, so the rows come first. The test waits for the worker's record
+    of its runs (first one in the newly named database: the worker runs), not
+    for a time: once a run that began after premake was raised has ended, the
+    partitions must be there."""
+    db, interval, entry, runs = bgw_db
+    _await_bgw_run(db, entry, runs, interval, f"after {db.name} was named in pg_partman_bgw.dbname")
     agent = db.agent("bgw", db.project())
     Api(agent).call("record_tool_call", tool="edit")
     Api(agent).call("record_outcome", kind="accepted", summary="done", task_ref="T-1")
@@ -364,8 +448,11 @@ def test_partman_background_worker_creates_partitions_ahead_unasked(bgw_db):
         assert all(horizon not in days(p) for p in parents)
         conn.execute("update partman.part_config set premake = %s", (premake,))
     started = time.monotonic()
-    made = wait_for(lambda: all(horizon in days(p) for p in parents), timeout=30 + 3 * min(interval, 30), every=0.2)
-    assert made
+    # A run under way when premake was raised may have read the old value; the one after it began later.
+    runs = _maintenance_runs(db.admin, entry)
+    _await_bgw_run(db, entry, runs + 1, interval, "after premake was raised")
+    missing = {p: horizon for p in parents if horizon not in days(p)}
+    assert not missing, f"pg_partman's background worker ran maintenance but made no partition of {missing}"
     print(f"\npg_partman's background worker (interval {interval} s) made the partitions of {horizon} "
           f"for {', '.join(parents)} within {time.monotonic() - started:.1f} s")
     assert {r["managed_by"] for r in partitions.status(db.admin)} == {
