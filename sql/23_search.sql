@@ -152,11 +152,15 @@ as $$
 -- rarest terms (at most 20,000 rows together) give candidates; the common
 -- terms are added to the best of them by index probes; the result is kept
 -- only when no other chunk could beat it (its score bound: the common
--- terms' upper bounds, from max_tf, plus the best partial score left out);
--- when two terms are required (without either, the other terms' bounds
--- stay below a score already reached), only chunks holding both are
--- scored (a merge join of their postings, the rest by probes); otherwise,
--- and with filters, every posting of every term is scored. The
+-- terms' upper bounds, from max_tf, plus the best partial score left out).
+-- When that fails: the chunks holding both terms of highest bound (the
+-- pair) are scored when that is cheap and can settle the result; when a
+-- term is required (without it, the other terms' bounds stay below a score
+-- already reached), only chunks holding it (two: both) are scored, best
+-- partial score first, those that cannot reach the best depth skipped;
+-- otherwise, and with filters, every posting of every term is scored.
+-- Candidates are completed with the other terms by one index scan per
+-- term over their sorted ids (bm25_complete), not a probe each. The
 -- setting scsql.bm25_prune_postings (default 20000; 0: never prune) bounds
 -- the postings read for the essential terms. Over another project (which
 -- row-level security shows only in part: its published sources) the
