@@ -66,6 +66,27 @@ comment on function scsql_caller.bm25_complete(bigint, bigint[], double precisio
                                                double precision, double precision, double precision) is
   'For scsql_caller.bm25: the complete BM25 scores of candidate chunks of one project (each with its partial score over the terms numbered in p_scored), adding the other terms'' scores, read by one index scan per term over the sorted ids (PostgreSQL 17 and later step through such a list without a descent per id). Rows in no particular order; row-level security applies. Raises nothing for the values bm25 passes.';
 
+create or replace function scsql_caller.bm25_both(
+  p_project bigint, p_tids bigint[], p_idf double precision[], p_rest double precision, p_lb double precision,
+  p_avgdl double precision, p_k1 double precision, p_b double precision)
+returns table (chunk_ids bigint[], parts double precision[])
+language sql stable
+as $$
+  select array_agg(c.chunk_id order by c.part desc, c.chunk_id), array_agg(c.part order by c.part desc, c.chunk_id)
+  from (
+    select a.chunk_id,
+           scsql_caller.bm25_term(p_idf[1], a.tf, a.dl, p_avgdl, p_k1, p_b)
+           + scsql_caller.bm25_term(p_idf[2], b.tf, b.dl, p_avgdl, p_k1, p_b) as part
+    from scsql.kb_postings a
+    join scsql.kb_postings b on b.project_id = p_project and b.term_id = p_tids[2] and b.chunk_id = a.chunk_id
+    where a.project_id = p_project and a.term_id = p_tids[1]
+  ) c
+  where c.part + p_rest * (1 + 1e-9) >= p_lb
+$$;
+comment on function scsql_caller.bm25_both(bigint, bigint[], double precision[], double precision, double precision,
+                                           double precision, double precision, double precision) is
+  'For scsql_caller.bm25: the chunks of one project holding both of two terms (ids p_tids, idfs p_idf; a merge join of their postings), with their partial BM25 score over the two, best first, as arrays; only those whose partial score plus p_rest (what the other terms can add) reaches p_lb. Row-level security applies. Raises nothing for the values bm25 passes.';
+
 create or replace function scsql_caller.bm25_top(
   p_project bigint, p_ids bigint[], p_parts double precision[], p_tids bigint[], p_idf double precision[],
   p_scored integer[], p_rest double precision, p_lb double precision, p_depth integer,
@@ -463,16 +484,9 @@ begin
       from (select i from generate_series(1, v_terms) i order by v_ubt[i] desc, i limit 2) x;
       v_cost := scsql_caller.bm25_costs(v_n, v_df, v_pair, v_req[1]);
       if v_cost[1] < 0.7 * v_cost[2] and v_lb >= 0.65 * (v_ubsum - least(v_ubt[v_pair[1]], v_ubt[v_pair[2]])) then
-        select array_agg(c.chunk_id order by c.part desc, c.chunk_id), array_agg(c.part order by c.part desc, c.chunk_id)
-          into v_ids, v_scores
-        from (
-          select a.chunk_id,
-                 scsql_caller.bm25_term(v_idf[v_pair[1]], a.tf, a.dl, v_avgdl, p_k1, p_b)
-                 + scsql_caller.bm25_term(v_idf[v_pair[2]], b.tf, b.dl, v_avgdl, p_k1, p_b) as part
-          from scsql.kb_postings a
-          join scsql.kb_postings b on b.project_id = v_project and b.term_id = v_tids[v_pair[2]] and b.chunk_id = a.chunk_id
-          where a.project_id = v_project and a.term_id = v_tids[v_pair[1]]
-        ) c;
+        select t.chunk_ids, t.parts into v_ids, v_scores
+        from scsql_caller.bm25_both(v_project, array[v_tids[v_pair[1]], v_tids[v_pair[2]]],
+                                    array[v_idf[v_pair[1]], v_idf[v_pair[2]]], 0, 0, v_avgdl, p_k1, p_b) t;
         -- Its best depth: a chunk of the pair below v_lb cannot be among the
         -- result, nor make the pair's depth-th best beat the bound below.
         select t.chunk_ids, t.scores into v_pair_ids, v_pair_scores
@@ -517,17 +531,9 @@ begin
     if cardinality(v_by) = 2 then
       v_pair_ids := '{}';
       v_pair_scores := '{}';
-      select array_agg(c.chunk_id order by c.part desc, c.chunk_id), array_agg(c.part order by c.part desc, c.chunk_id)
-        into v_ids, v_scores
-      from (
-        select a.chunk_id,
-               scsql_caller.bm25_term(v_idf[v_by[1]], a.tf, a.dl, v_avgdl, p_k1, p_b)
-               + scsql_caller.bm25_term(v_idf[v_by[2]], b.tf, b.dl, v_avgdl, p_k1, p_b) as part
-        from scsql.kb_postings a
-        join scsql.kb_postings b on b.project_id = v_project and b.term_id = v_tids[v_by[2]] and b.chunk_id = a.chunk_id
-        where a.project_id = v_project and a.term_id = v_tids[v_by[1]]
-      ) c
-      where c.part + v_rest * (1 + 1e-9) >= v_lb;
+      select t.chunk_ids, t.parts into v_ids, v_scores
+      from scsql_caller.bm25_both(v_project, array[v_tids[v_by[1]], v_tids[v_by[2]]],
+                                  array[v_idf[v_by[1]], v_idf[v_by[2]]], v_rest, v_lb, v_avgdl, p_k1, p_b) t;
     else
       -- When the pair was scored and holds this term, a chunk outside it
       -- misses the other term of the pair: its bound leaves that term out.
