@@ -112,16 +112,9 @@ rm -rf "$WORK/source" && mkdir -p "$WORK/source"
 PYTHONPATH="$REPO" "$PY" -c 'import sys, pathlib; from scsql.core.citus import write_citus_source; write_citus_source(pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]))' \
   "$WORK/source" "$REPO"
 # Citus runs distributed DDL on the workers as the role that issued it:
-# migrations run as scsql_owner, which may not log in (by design), so the
-# workers let it (trust, on 127.0.0.1 only); the coordinator does not (an
-# ALTER ROLE on a worker would reach it too: not sent on). The bootstrap
-# creates the role; migrate --citus then does the same for the auditor
-# (scsql.core.citus.worker_logins).
-SCSQL_DSN="$DSN" PYTHONPATH="$REPO" "$PY" -m scsql migrate --to 0 >/dev/null
-for i in 1 2; do
-  psql_at $((PORT + i)) scsql -c "set citus.enable_alter_role_propagation = off" -c "alter role scsql_owner login"
-done
-psql_at "$PORT" scsql -c "set citus.enable_alter_role_propagation = off" -c "alter role scsql_owner nologin"
+# migrations run as scsql_owner, which may not log in on one server (by
+# design); migrate --citus lets it, and the auditor, log in on every node
+# (scsql.core.citus.cluster_logins; trust on 127.0.0.1 in this cluster).
 log "scsql migrate --citus"
 SCSQL_DSN="$DSN" PYTHONPATH="$REPO" "$PY" -m scsql migrate --citus --source "$REPO"
 psql_at "$PORT" scsql -c "select logicalrelid, partmethod, colocationid from pg_dist_partition

@@ -73,7 +73,7 @@ select scsql._define_error(code, name, meaning, 'client') from (values
 select scsql._define_error(code, name, meaning, 'client') from (values
   ('SC042', 'citus_missing',       'scsql migrate --citus found no citus extension in the database; load citus (shared_preload_libraries), create the extension on the coordinator and add the workers first.'),
   ('SC043', 'not_distributable',   'scsql migrate --citus found a table it cannot shard by project_id (project_id missing from a primary, unique or foreign key, and the table is not a named reference table); nothing was distributed.'),
-  ('SC044', 'citus_worker_setup',  'scsql migrate --citus could not let scsql_owner and scsql_auditor log in on a worker (their statements reach the workers as themselves); the message names the worker and its error.')
+  ('SC044', 'citus_worker_setup',  'scsql migrate --citus could not let scsql_owner and scsql_auditor log in on every node of the cluster (their statements reach the workers as themselves); the message has the node''s error.')
 ) as t(code, name, meaning);
 
 -- ---------------------------------------------------------------------------
@@ -354,6 +354,26 @@ declare
   v_note text;
   v_m text[];
 begin
+  -- On Citus a violation on a worker comes back to the coordinator as its
+  -- message alone (Citus passes on no schema, table, constraint or column),
+  -- naming the shard: table_<shard id> and constraint_<shard id>. The
+  -- table, constraint and column are read from PostgreSQL's message then.
+  if coalesce(p.table_name, '') = '' then
+    if p.returned_sqlstate = '23514' then
+      v_m := regexp_match(p.message_text, '^new row for relation "([^"]+)_([0-9]+)" violates check constraint "([^"]+)"$');
+      p.table_name := v_m[1];
+      p.constraint_name := regexp_replace(v_m[3], '_' || v_m[2] || '$', '');
+    elsif p.returned_sqlstate = '23502' then
+      v_m := regexp_match(p.message_text, '^null value in column "([^"]+)" of relation "([^"]+)_([0-9]+)" violates not-null constraint$');
+      p.column_name := v_m[1];
+      p.table_name := v_m[2];
+    end if;
+    if p.table_name is not null then
+      p.schema_name := coalesce(nullif(p.schema_name, ''), 'scsql');
+      v_rel := pg_catalog.to_regclass(format('%I.%I', p.schema_name, p.table_name));
+    end if;
+    v_m := null;
+  end if;
   -- A partition's constraints carry the names of its root table's, which
   -- hold the comments (pg_partition_root is NULL for a table that is in no
   -- partition tree).
@@ -384,7 +404,7 @@ begin
 end
 $$;
 comment on function scsql._raise_violation(scsql.violation) is
-  'Private. Called in the check_violation / not_null_violation handler of a write function with its stacked diagnostics (RETURNED_SQLSTATE, SCHEMA_NAME, TABLE_NAME, CONSTRAINT_NAME, COLUMN_NAME, MESSAGE_TEXT) as one scsql.violation. Raises the SC code, message and hint mapped to the violated check constraint (for a NULL in a NOT NULL column: to the check constraint on that column alone) by scsql._map_constraint, keeping the schema, table, constraint and column names; re-raises the violation as it was when the constraint is not mapped (an invariant the database keeps, not a limit of an argument).';
+  'Private. Called in the check_violation / not_null_violation handler of a write function with its stacked diagnostics (RETURNED_SQLSTATE, SCHEMA_NAME, TABLE_NAME, CONSTRAINT_NAME, COLUMN_NAME, MESSAGE_TEXT) as one scsql.violation. Raises the SC code, message and hint mapped to the violated check constraint (for a NULL in a NOT NULL column: to the check constraint on that column alone) by scsql._map_constraint, keeping the schema, table, constraint and column names. A violation with no table name (on Citus, one raised on a worker, which comes back as PostgreSQL''s message naming the shard) is mapped by the table, constraint and column that message names, less the shard id. Re-raises the violation as it was when the constraint is not mapped (an invariant the database keeps, not a limit of an argument).';
 
 create or replace function scsql._check_row(p_table regclass, p_row anyelement)
 returns void

@@ -79,11 +79,14 @@ _DISTRIBUTION_COLUMN = "project_id"
 # statement's connections to the workers as the current user. scsql's
 # functions run as the owner (its migrations too, whose DDL Citus sends on),
 # and the auditor reads the tables itself (scsql verify, chain_heads);
-# agent roles are login roles already. They may log in on the workers only:
-# on the coordinator both stay NOLOGIN (no one connects as them there).
-WORKER_LOGINS = ("scsql_owner", "scsql_auditor")
-# Raised when a worker refuses to let them log in.
-WORKER_SETUP_FAILED = "SC044"
+# agent roles are login roles already. Citus keeps a role the same on every
+# node: it copies the coordinator's definition to the workers when it adds a
+# node and when a database first uses the role, so both may log in on the
+# coordinator too. Who may connect as them is pg_hba.conf's to decide: no
+# password, admitted only from the cluster's own nodes.
+CLUSTER_LOGINS = ("scsql_owner", "scsql_auditor")
+# Raised when a node refuses to let them log in.
+CLUSTER_SETUP_FAILED = "SC044"
 
 # A policy's call of a caller function in a scalar subquery, `(select
 # scsql_caller.f())`, evaluated once per statement on PostgreSQL; Citus
@@ -268,22 +271,23 @@ def creation_order(conn: psycopg.Connection, keys: list[tuple[str, str]] | None 
     return order
 
 
-def worker_logins(conn: psycopg.Connection) -> None:
-    """Lets each role of WORKER_LOGINS log in on every worker of the cluster
-    of CONN (an administrator's connection to the coordinator), and on the
-    workers only: Citus would send an ALTER ROLE run on a worker on to every
-    other node, the coordinator too, so it is run with that turned off.
-    Raises SC044 naming the worker and its error when one refuses."""
-    for role in WORKER_LOGINS:
-        command = f"set citus.enable_alter_role_propagation = off; alter role {_ident(role)} login"
-        failed = conn.execute("select nodename, nodeport, result from run_command_on_workers(%s) where not success",
-                              (command,)).fetchall()
-        if failed:
-            raise ScsqlError(WORKER_SETUP_FAILED,
-                             f"role {role} could not be allowed to log in on the workers: "
-                             + "; ".join(f"{host}:{port}: {result}" for host, port, result in failed),
+def cluster_logins(conninfo: str) -> None:
+    """Lets each role of CLUSTER_LOGINS log in, on every node of the cluster
+    whose coordinator CONNINFO (an administrator's) names: ALTER ROLE on the
+    coordinator, which Citus sends on to the workers. migrate --citus runs
+    it first, every time. Raises SC044 with the node's error when one refuses."""
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        _cluster_logins(conn)
+
+
+def _cluster_logins(conn: psycopg.Connection) -> None:
+    for role in CLUSTER_LOGINS:
+        try:
+            conn.execute(f"alter role {_ident(role)} login")
+        except psycopg.Error as exc:
+            raise ScsqlError(CLUSTER_SETUP_FAILED, f"role {role} could not be allowed to log in on every node: {exc}",
                              "run migrate --citus as a superuser of the coordinator, with every worker "
-                             "reachable (select * from citus_check_cluster_node_health())")
+                             "reachable (select * from citus_check_cluster_node_health())") from None
 
 
 def distribute(conninfo: str, progress: Callable[[str], None] = lambda _m: None) -> dict[str, list[str]]:
@@ -306,7 +310,7 @@ def distribute(conninfo: str, progress: Callable[[str], None] = lambda _m: None)
                              "put project_id in every primary, unique and foreign key of the table "
                              "(a new migration), or name a small global table in scsql.core.citus.REFERENCE_TABLES")
         _owner_is_no_agent(conn)
-        worker_logins(conn)
+        _cluster_logins(conn)
         # scsql's tables carry triggers (chains, append-only, redaction): Citus
         # runs them on the shards, and only distributes such tables with this on.
         conn.execute("set citus.enable_unsafe_triggers = on")
