@@ -141,8 +141,7 @@ def enqueue_against_uncommitted(db: ScsqlDb, first: Agent, second: Agent, held: 
 
 
 def enqueues_waiting_on_a_lock(db: ScsqlDb) -> int:
-    return admin_rows(db, "select count(*) as n from pg_stat_activity where datname = current_database() "
-                          "and wait_event_type = 'Lock' and query like '%%enqueue_task%%'")[0]["n"]
+    return statement_lock_waiters(db, "%enqueue_task%")
 
 
 def admin_rows(db: ScsqlDb, query: str, *params: Any) -> list[dict[str, Any]]:
