@@ -275,9 +275,20 @@ def cluster_logins(conninfo: str) -> None:
     """Lets each role of CLUSTER_LOGINS log in, on every node of the cluster
     whose coordinator CONNINFO (an administrator's) names: ALTER ROLE on the
     coordinator, which Citus sends on to the workers. migrate --citus runs
-    it first, every time. Raises SC044 with the node's error when one refuses."""
+    it first, every time. Raises SC042 (and changes nothing) when the
+    database has no citus extension, SC044 with the node's error when one
+    refuses."""
     with psycopg.connect(conninfo, autocommit=True) as conn:
+        _require_citus(conn)
         _cluster_logins(conn)
+
+
+def _require_citus(conn: psycopg.Connection) -> None:
+    """Raises SC042 when the database of CONN has no citus extension."""
+    if conn.execute("select count(*) from pg_catalog.pg_extension where extname = 'citus'").fetchone()[0] == 0:
+        raise ScsqlError(errors.CITUS_MISSING, "the database has no citus extension",
+                         "load citus (shared_preload_libraries = 'citus'), run create extension citus "
+                         "on the coordinator and add the workers (citus_add_node), then migrate --citus again")
 
 
 def _cluster_logins(conn: psycopg.Connection) -> None:
@@ -298,10 +309,7 @@ def distribute(conninfo: str, progress: Callable[[str], None] = lambda _m: None)
     why) when some table cannot be sharded by project_id; nothing is changed then."""
     done: dict[str, list[str]] = {"reference": [], "distributed": []}
     with psycopg.connect(conninfo, autocommit=True) as conn:
-        if conn.execute("select count(*) from pg_catalog.pg_extension where extname = 'citus'").fetchone()[0] == 0:
-            raise ScsqlError(errors.CITUS_MISSING, "the database has no citus extension",
-                             "load citus (shared_preload_libraries = 'citus'), run create extension citus "
-                             "on the coordinator and add the workers (citus_add_node), then migrate --citus again")
+        _require_citus(conn)
         problems = undistributable(conn)
         if problems:
             raise ScsqlError(errors.NOT_DISTRIBUTABLE,
