@@ -112,10 +112,9 @@ rm -rf "$WORK/source" && mkdir -p "$WORK/source"
 PYTHONPATH="$REPO" "$PY" -c 'import sys, pathlib; from scsql.core.citus import write_citus_source; write_citus_source(pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]))' \
   "$WORK/source" "$REPO"
 # Citus runs distributed DDL on the workers as the role that issued it:
-# migrations run as scsql_owner, which may not log in (by design), so the
-# workers let it (trust, on 127.0.0.1 only). The bootstrap creates the role.
-SCSQL_DSN="$DSN" PYTHONPATH="$REPO" "$PY" -m scsql migrate --to 0 >/dev/null
-for i in 1 2; do psql_at $((PORT + i)) scsql -c "alter role scsql_owner login"; done
+# migrations run as scsql_owner, which may not log in on one server (by
+# design); migrate --citus lets it, and the auditor, log in on every node
+# (scsql.core.citus.cluster_logins; trust on 127.0.0.1 in this cluster).
 log "scsql migrate --citus"
 SCSQL_DSN="$DSN" PYTHONPATH="$REPO" "$PY" -m scsql migrate --citus --source "$REPO"
 psql_at "$PORT" scsql -c "select logicalrelid, partmethod, colocationid from pg_dist_partition

@@ -72,7 +72,8 @@ select scsql._define_error(code, name, meaning, 'client') from (values
 -- scsql migrate --citus (scsql/core/citus.py): sharding by project on Citus.
 select scsql._define_error(code, name, meaning, 'client') from (values
   ('SC042', 'citus_missing',       'scsql migrate --citus found no citus extension in the database; load citus (shared_preload_libraries), create the extension on the coordinator and add the workers first.'),
-  ('SC043', 'not_distributable',   'scsql migrate --citus found a table it cannot shard by project_id (project_id missing from a primary, unique or foreign key, and the table is not a named reference table); nothing was distributed.')
+  ('SC043', 'not_distributable',   'scsql migrate --citus found a table it cannot shard by project_id (project_id missing from a primary, unique or foreign key, and the table is not a named reference table); nothing was distributed.'),
+  ('SC044', 'citus_worker_setup',  'scsql migrate --citus could not let scsql_owner and scsql_auditor log in on every node of the cluster (their statements reach the workers as themselves); the message has the node''s error.')
 ) as t(code, name, meaning);
 
 -- ---------------------------------------------------------------------------
@@ -127,6 +128,29 @@ $$;
 comment on function scsql._acting_role() is
   'Private. The role the session acts as: the role set with SET ROLE, else the login role. Unlike current_user it keeps its value inside security-definer functions, so it names the caller there too. Only a role the session may legitimately assume can be set.';
 
+create or replace function scsql._not_revoked(p_agent scsql.agents, p_lookup text)
+returns scsql.agents
+language plpgsql stable
+as $$
+begin
+  if p_agent.agent_id is null then
+    raise exception using
+      errcode = 'SC001',
+      message = format('%s is not a scsql agent', p_lookup),
+      hint = 'Act as an agent: scsql psql --agent NAME, or scsql mcp --agent NAME (a row written as the owner names its author in author_id). Administrators create agents with scsql agent create.';
+  end if;
+  if p_agent.revoked_at is not null then
+    raise exception using
+      errcode = 'SC002',
+      message = format('agent "%s" was revoked at %s and can no longer act', p_agent.name, p_agent.revoked_at),
+      hint = 'Its history stays verifiable. Ask an administrator to create a new agent (scsql agent create).';
+  end if;
+  return p_agent;
+end
+$$;
+comment on function scsql._not_revoked(scsql.agents, text) is
+  'Private, the check _me() and _chain_author() share. Returns P_AGENT, an agents row looked up by the caller, when it exists and is not revoked. Raises SC001 when it is the NULL row of a lookup that found nothing (the message names P_LOOKUP, what was looked up), SC002 when the agent was revoked.';
+
 create or replace function scsql._me()
 returns scsql.agents
 language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
@@ -136,23 +160,11 @@ declare
   v_agent scsql.agents;
 begin
   select * into v_agent from scsql.agents where role_name = v_role;
-  if not found then
-    raise exception using
-      errcode = 'SC001',
-      message = format('role "%s" is not a scsql agent', v_role),
-      hint = 'Act as an agent: scsql psql --agent NAME, or scsql mcp --agent NAME. Administrators create agents with scsql agent create.';
-  end if;
-  if v_agent.revoked_at is not null then
-    raise exception using
-      errcode = 'SC002',
-      message = format('agent "%s" was revoked at %s and can no longer act', v_agent.name, v_agent.revoked_at),
-      hint = 'Its history stays verifiable. Ask an administrator to create a new agent (scsql agent create).';
-  end if;
-  return v_agent;
+  return scsql._not_revoked(v_agent, format('role "%s"', v_role));
 end
 $$;
 comment on function scsql._me() is
-  'Private. The acting agent''s row. Raises SC001 when the session is not acting as an agent and SC002 when the agent was revoked. Every security-definer function that acts for an agent starts here; functions that run as the caller use scsql_caller.agent().';
+  'Private. The acting agent''s row. Raises SC001 when the session is not acting as an agent and SC002 when the agent was revoked (scsql._not_revoked). Every security-definer function that acts for an agent starts here; functions that run as the caller use scsql_caller.agent().';
 
 create or replace function scsql._chain_author(p_author bigint)
 returns scsql.agents
@@ -170,24 +182,12 @@ begin
   -- functions and the DBA act as the owner: no agent can SET ROLE to it or
   -- log in as it, and the owner could disable the triggers anyway.
   select * into v_agent from scsql.agents a where a.agent_id = p_author;
-  if not found then
-    raise exception using
-      errcode = 'SC001',
-      message = format('role "scsql_owner" is not a scsql agent, and the row names no agent as its author (author_id %s)',
-                       coalesce(p_author::text, 'NULL')),
-      hint = 'Act as an agent: scsql psql --agent NAME. Written as the owner, a row names its author in author_id.';
-  end if;
-  if v_agent.revoked_at is not null then
-    raise exception using
-      errcode = 'SC002',
-      message = format('agent "%s" was revoked at %s and can no longer act', v_agent.name, v_agent.revoked_at),
-      hint = 'Its history stays verifiable. Ask an administrator to create a new agent (scsql agent create).';
-  end if;
-  return v_agent;
+  return scsql._not_revoked(v_agent, format('the author (author_id %s) of a row written as role "scsql_owner"',
+                                            coalesce(p_author::text, 'NULL')));
 end
 $$;
 comment on function scsql._chain_author(bigint) is
-  'Private, for the insert triggers of chained tables. The agent a chained row is written for: the acting agent (scsql._me()), or, when the session acts as scsql_owner (scsql''s own functions, whose statements Citus runs on the workers as the owner, or a DBA), the agent P_AUTHOR, the row''s author_id, which the writing function took from _me(). Raises SC001 when the session acts neither as an agent nor as the owner, or as the owner for no existing agent; SC002 when that agent was revoked. Nothing an agent can set (SET ROLE to its own roles, settings) makes a session act as the owner.';
+  'Private, for the insert triggers of chained tables. The agent a chained row is written for: the acting agent (scsql._me()), or, when the session acts as scsql_owner (scsql''s own functions, whose statements Citus runs on the workers as the owner, or a DBA), the agent P_AUTHOR, the row''s author_id, which the writing function took from _me(). Raises SC001 when the session acts neither as an agent nor as the owner, or as the owner for no existing agent; SC002 when that agent was revoked (scsql._not_revoked). Nothing an agent can set (SET ROLE to its own roles, settings) makes a session act as the owner.';
 
 create or replace function scsql._my_project()
 returns bigint
@@ -354,6 +354,26 @@ declare
   v_note text;
   v_m text[];
 begin
+  -- On Citus a violation on a worker comes back to the coordinator as its
+  -- message alone (Citus passes on no schema, table, constraint or column),
+  -- naming the shard: table_<shard id> and constraint_<shard id>. The
+  -- table, constraint and column are read from PostgreSQL's message then.
+  if coalesce(p.table_name, '') = '' then
+    if p.returned_sqlstate = '23514' then
+      v_m := regexp_match(p.message_text, '^new row for relation "([^"]+)_([0-9]+)" violates check constraint "([^"]+)"$');
+      p.table_name := v_m[1];
+      p.constraint_name := regexp_replace(v_m[3], '_' || v_m[2] || '$', '');
+    elsif p.returned_sqlstate = '23502' then
+      v_m := regexp_match(p.message_text, '^null value in column "([^"]+)" of relation "([^"]+)_([0-9]+)" violates not-null constraint$');
+      p.column_name := v_m[1];
+      p.table_name := v_m[2];
+    end if;
+    if p.table_name is not null then
+      p.schema_name := coalesce(nullif(p.schema_name, ''), 'scsql');
+      v_rel := pg_catalog.to_regclass(format('%I.%I', p.schema_name, p.table_name));
+    end if;
+    v_m := null;
+  end if;
   -- A partition's constraints carry the names of its root table's, which
   -- hold the comments (pg_partition_root is NULL for a table that is in no
   -- partition tree).
@@ -384,7 +404,7 @@ begin
 end
 $$;
 comment on function scsql._raise_violation(scsql.violation) is
-  'Private. Called in the check_violation / not_null_violation handler of a write function with its stacked diagnostics (RETURNED_SQLSTATE, SCHEMA_NAME, TABLE_NAME, CONSTRAINT_NAME, COLUMN_NAME, MESSAGE_TEXT) as one scsql.violation. Raises the SC code, message and hint mapped to the violated check constraint (for a NULL in a NOT NULL column: to the check constraint on that column alone) by scsql._map_constraint, keeping the schema, table, constraint and column names; re-raises the violation as it was when the constraint is not mapped (an invariant the database keeps, not a limit of an argument).';
+  'Private. Called in the check_violation / not_null_violation handler of a write function with its stacked diagnostics (RETURNED_SQLSTATE, SCHEMA_NAME, TABLE_NAME, CONSTRAINT_NAME, COLUMN_NAME, MESSAGE_TEXT) as one scsql.violation. Raises the SC code, message and hint mapped to the violated check constraint (for a NULL in a NOT NULL column: to the check constraint on that column alone) by scsql._map_constraint, keeping the schema, table, constraint and column names. A violation with no table name (on Citus, one raised on a worker, which comes back as PostgreSQL''s message naming the shard) is mapped by the table, constraint and column that message names, less the shard id. Re-raises the violation as it was when the constraint is not mapped (an invariant the database keeps, not a limit of an argument).';
 
 create or replace function scsql._check_row(p_table regclass, p_row anyelement)
 returns void

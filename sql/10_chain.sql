@@ -740,13 +740,19 @@ begin
                            scsql._chain_body_expr(ct.table_name, 't', '$3'), ct.table_name, ct.table_name), ' union all ')
   into v_query from scsql.chained_tables ct;
   if v_query is not null then
-    v_query := 'with e as (select s.seq, array_agg(distinct s.row_hash) as hashes from ('
+    -- The chain's rows and the hashes checkpoints signed are read first, each
+    -- by chain_id alone (a row moved to another project is read too, and
+    -- found), and then compared. On Citus the tables are sharded by project:
+    -- each MATERIALIZED part is read from every shard and the comparison
+    -- runs on the coordinator (a join of the parts would be a join of tables
+    -- on other columns than the one they are sharded by, which Citus refuses).
+    v_query := 'with x as materialized (' || v_query || '), '
+            || 'e as materialized (select s.seq, array_agg(distinct s.row_hash) as hashes from ('
             || 'select h.seq, h.row_hash from scsql.checkpoint_heads h where h.chain_id = $1 '
             || 'union all select g.last_seq, g.row_hash from scsql.checkpoint_segments g where g.chain_id = $1) s group by s.seq) '
             || 'select x.*, (e.seq is not null and (cardinality(e.hashes) > 1 or e.hashes[1] <> x.row_hash)) as signed_differs, '
             || 'coalesce(x.seq <@ $4, false) as gone, min(x.seq) over (partition by x.tbl, x.signature) as first_seq, '
-            || 'count(*) over (partition by x.seq) as copies from ('
-            || v_query || ') x left join e on e.seq = x.seq order by x.seq';
+            || 'count(*) over (partition by x.seq) as copies from x left join e on e.seq = x.seq order by x.seq';
     for r in execute v_query using p_chain, v_seq - v_start_pending::integer, v_agent.name, v_gone loop
       rows_checked := rows_checked + 1;
       if r.gone then

@@ -552,7 +552,10 @@ begin
     select v_me.project_id, task_id, f, scsql._path_span(v_me.project_id, f)
     from unnest(v_files) with ordinality u(f, i) order by i
     on conflict do nothing;
-    get diagnostics v_held = row_count;
+    -- Counted, not taken from the row count: on Citus, which sends the rows
+    -- to the shard from the coordinator, that counts the rows sent.
+    select count(*) into v_held from scsql.task_files h
+    where h.project_id = v_me.project_id and h.task_id = enqueue_task.task_id;
     if v_held < cardinality(v_files) then
       select string_agg(format('%s (held as %s by task %s)', f, h.path, h.task_id), ', ' order by f, h.task_id)
       into v_overlap

@@ -57,6 +57,19 @@ def lock_waiters(db: ScsqlDb, table: str) -> int:
         ).fetchone()[0]
 
 
+def statement_lock_waiters(db: ScsqlDb, like: str) -> int:
+    """How many sessions whose statement is LIKE ``like`` wait for a lock held by
+    another. On Citus the lock is on the worker that holds the row, and the
+    waiting statement is the coordinator's (citus_lock_waits)."""
+    with psycopg.connect(db.admin, autocommit=True) as conn:
+        if db.server.workers:
+            sql = "select count(distinct waiting_gpid) from citus_lock_waits where blocked_statement like %s"
+        else:
+            sql = ("select count(*) from pg_stat_activity where datname = current_database() "
+                   "and wait_event_type = 'Lock' and query like %s and cardinality(pg_blocking_pids(pid)) > 0")
+        return conn.execute(sql, (like,)).fetchone()[0]
+
+
 def one(agent: Agent, query: str, *params: Any) -> dict[str, Any] | None:
     with agent.transaction() as conn:
         return conn.execute(query, params).fetchone()
@@ -128,8 +141,7 @@ def enqueue_against_uncommitted(db: ScsqlDb, first: Agent, second: Agent, held: 
 
 
 def enqueues_waiting_on_a_lock(db: ScsqlDb) -> int:
-    return admin_rows(db, "select count(*) as n from pg_stat_activity where datname = current_database() "
-                          "and wait_event_type = 'Lock' and query like '%%enqueue_task%%'")[0]["n"]
+    return statement_lock_waiters(db, "%enqueue_task%")
 
 
 def admin_rows(db: ScsqlDb, query: str, *params: Any) -> list[dict[str, Any]]:

@@ -14,6 +14,8 @@ from scsql.core.errors import ScsqlError
 from scsql.api import Api
 from scsql.audit.verify import verify
 
+from .helpers import statement_lock_waiters
+
 
 def _chain_rows(db, agent_name: str) -> list[dict]:
     with db.connect() as conn:
@@ -62,8 +64,9 @@ def test_concurrent_writers_of_one_agent_never_fork_or_skip(scsql_db):
     api = Api(a)
     api.call("record_tool_call", tool="warmup")  # the chain exists; its head row can be held
     with scsql_db.connect() as conn:
-        chain_id = conn.execute("select chain_id from scsql.chains c join scsql.agents g using (agent_id) "
-                                "where g.name = %s", (a.name,)).fetchone()["chain_id"]
+        chain_id, project_id = conn.execute("select c.chain_id, c.project_id from scsql.chains c "
+                                            "join scsql.agents g using (agent_id) where g.name = %s",
+                                            (a.name,)).fetchone().values()
     errors: list[Exception] = []
     barrier = threading.Barrier(writers + 1)
 
@@ -77,7 +80,9 @@ def test_concurrent_writers_of_one_agent_never_fork_or_skip(scsql_db):
 
     with scsql_db.connect() as holder:
         # Hold the head row so every writer queues on it, then let them race.
-        holder.execute("select 1 from scsql.chains where chain_id = %s for update", (chain_id,))
+        # (By project too: Citus locks rows only on the one shard it routes to.)
+        holder.execute("select 1 from scsql.chains where project_id = %s and chain_id = %s for update",
+                       (project_id, chain_id))
         threads = [threading.Thread(target=write, args=(i,)) for i in range(writers)]
         for t in threads:
             t.start()
@@ -98,17 +103,13 @@ def test_concurrent_writers_of_one_agent_never_fork_or_skip(scsql_db):
 
 def _wait_for_waiters(db, holder, n: int) -> int:
     deadline = time.monotonic() + 60
-    with db.connect(autocommit=True) as watch:
-        while time.monotonic() < deadline:
-            # The first writer waits on the holder's transaction, the others
-            # queue behind it for the head row's tuple lock.
-            waiting = watch.execute(
-                "select count(*) as n from pg_stat_activity where datname = current_database() "
-                "and wait_event_type = 'Lock' and query like '%%record_tool_call%%' "
-                "and cardinality(pg_blocking_pids(pid)) > 0", ()).fetchone()["n"]
-            if waiting >= n:
-                return waiting
-            time.sleep(0.02)
+    while time.monotonic() < deadline:
+        # The first writer waits on the holder's transaction, the others
+        # queue behind it for the head row's tuple lock.
+        waiting = statement_lock_waiters(db, "%record_tool_call%")
+        if waiting >= n:
+            return waiting
+        time.sleep(0.02)
     return 0
 
 
@@ -119,7 +120,10 @@ def test_rows_are_append_only_even_for_the_superuser(scsql_db):
     api.call("record_tool_call", tool="Read")
     api.call("record_outcome", kind="accepted", summary="ok", task_ref="T-1")
     with scsql_db.connect() as conn:
-        partition = conn.execute("select tableoid::regclass::text as p from scsql.tool_calls").fetchone()["p"]
+        # The partition holding the row (on Citus, tableoid names a shard of it).
+        leaves = [r["p"] for r in conn.execute("select relid::regclass::text as p "
+                                               "from pg_partition_tree('scsql.tool_calls') where isleaf")]
+        partition = next(p for p in leaves if conn.execute(f"select count(*) as n from {p}").fetchone()["n"])
         for stmt in ("update scsql.tool_calls set tool = 'x'", "delete from scsql.tool_calls",
                      "truncate scsql.tool_calls", f"truncate {partition}", f"delete from {partition}",
                      "update scsql.outcomes set classification = 'public'", "truncate scsql.sessions",

@@ -35,9 +35,22 @@ def test_ddl_citus_sends_as_the_whole_text_runs_one_statement_at_a_time():
 def test_every_policy_is_written_without_a_subquery():
     files = [f for f in citus.CitusSource().api() if f.name.startswith("policies/")]
     plain = {f.name: f.text for f in Source().api()}
-    assert files and all("(select scsql_caller." in plain[f.name] or f.text == plain[f.name] for f in files)
+    assert files and all("(select scsql_caller." in plain[f.name] or "all functions in schema" in plain[f.name]
+                         or f.text == plain[f.name] for f in files)
     for f in files:
         assert "(select scsql_caller." not in f.text, f.name
+
+
+def test_grants_on_every_function_of_a_schema_run_with_types_qualified():
+    text = ("select 1;\nrevoke all on all functions in schema scsql, scsql_caller from public, scsql_agent;\n"
+            "grant execute on function scsql.f(text) to scsql_agent;\n")
+    out = citus.qualified_function_grants(text)
+    assert out.splitlines()[0] == "select 1;" and out.endswith("grant execute on function scsql.f(text) to scsql_agent;\n")
+    assert ("perform pg_catalog.set_config('search_path', 'pg_catalog', true); execute $citus_ddl$revoke all on all "
+            "functions in schema scsql, scsql_caller from public, scsql_agent$citus_ddl$; "
+            "perform pg_catalog.set_config('search_path', p, true);") in out
+    [privileges] = [f for f in citus.CitusSource().api() if f.name == "policies/00_privileges.sql"]
+    assert "$citus_ddl$revoke all on all functions in schema scsql, scsql_caller" in privileges.text
 
 
 @pytest.mark.parametrize("policy", [

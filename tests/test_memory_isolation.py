@@ -77,6 +77,9 @@ def world(scsql_db):
     with scsql_db.connect() as conn:
         conn.execute("delete from scsql.kb_embeddings e using scsql.projects p "
                      "where p.project_id = e.project_id and p.name = %s", (pb,))
+        # (Committed first: on Citus a transaction may not touch a shard as the
+        # administrator and then, in the definer function, as the owner.)
+        conn.commit()
         conn.execute("select scsql.set_embedding_model(%s, %s, 384)", (pb, DEFAULT_MODEL))
         conn.commit()
     with b1.transaction() as conn:

@@ -26,6 +26,7 @@ from .helpers import (
     one,
     race_behind_lock,
     register,
+    statement_lock_waiters,
     wait_for,
 )
 
@@ -128,8 +129,7 @@ def test_expired_lease_is_reclaimed_and_the_late_completion_is_refused(scsql_db)
 
         th = threading.Thread(target=late_complete)
         th.start()
-        wait_for(lambda: admin_rows(db, "select count(*) as n from pg_stat_activity where datname = current_database() "
-                                        "and wait_event_type = 'Lock' and query like '%%complete_task%%'")[0]["n"] == 1)
+        wait_for(lambda: statement_lock_waiters(db, "%complete_task%") == 1)
         fconn.commit()
         th.join(30)
     assert "err" in outcome and outcome["err"].code == "SC302"

@@ -75,6 +75,19 @@ REFERENCE_TRIGGERS = (("projects", "channel_key_row"), ("projects", "project_loc
 
 _DISTRIBUTION_COLUMN = "project_id"
 
+# Roles whose statements reach the workers as themselves: Citus opens a
+# statement's connections to the workers as the current user. scsql's
+# functions run as the owner (its migrations too, whose DDL Citus sends on),
+# and the auditor reads the tables itself (scsql verify, chain_heads);
+# agent roles are login roles already. Citus keeps a role the same on every
+# node: it copies the coordinator's definition to the workers when it adds a
+# node and when a database first uses the role, so both may log in on the
+# coordinator too. Who may connect as them is pg_hba.conf's to decide: no
+# password, admitted only from the cluster's own nodes.
+CLUSTER_LOGINS = ("scsql_owner", "scsql_auditor")
+# Raised when a node refuses to let them log in.
+CLUSTER_SETUP_FAILED = "SC044"
+
 # A policy's call of a caller function in a scalar subquery, `(select
 # scsql_caller.f())`, evaluated once per statement on PostgreSQL; Citus
 # refuses subqueries in policies of distributed and reference tables.
@@ -115,6 +128,29 @@ def one_statement_ddl(text: str) -> str:
     return _WHOLE_TEXT_DDL.sub(wrap, text)
 
 
+# A GRANT or REVOKE on every function of a schema: Citus sends the workers
+# each distributed function by name with its argument types as the
+# coordinator's search_path shows them ("violation", not "scsql.violation"),
+# which the workers, on another search_path, do not find. Run with
+# search_path pg_catalog, every type of a schema of scsql's is qualified.
+_ALL_FUNCTIONS = re.compile(r"^(?:grant|revoke)\b[^;]*\ball functions in schema\b[^;]*;[ \t]*$", re.I | re.M)
+
+
+def qualified_function_grants(text: str) -> str:
+    """TEXT with each GRANT or REVOKE on all functions in a schema run with
+    search_path pg_catalog (restored after it), so Citus names the argument
+    types of the functions it sends to the workers with their schema."""
+    def wrap(m: re.Match) -> str:
+        statement = m.group(0).rstrip().rstrip(";")
+        if "$citus_ddl$" in statement:
+            raise ValueError(f"cannot wrap a statement holding $citus_ddl$: {statement[:80]}")
+        return ("do $citus_do$ declare p text := pg_catalog.current_setting('search_path'); begin "
+                "perform pg_catalog.set_config('search_path', 'pg_catalog', true); "
+                f"execute $citus_ddl${statement}$citus_ddl$; "
+                "perform pg_catalog.set_config('search_path', p, true); end $citus_do$;")
+    return _ALL_FUNCTIONS.sub(wrap, text)
+
+
 class CitusSource(Source):
     """The files of a source (its root, default the package's) as migrate
     --citus applies them, on every run (sql/ and policies/ are re-applied
@@ -128,13 +164,15 @@ class CitusSource(Source):
         return SqlFile(f.name, one_statement_ddl(f.text))
 
     def api(self) -> list[SqlFile]:
-        return [SqlFile(f.name, one_statement_ddl(citus_policies(f.text) if f.name.startswith("policies/") else f.text))
+        return [SqlFile(f.name, qualified_function_grants(one_statement_ddl(
+                    citus_policies(f.text) if f.name.startswith("policies/") else f.text)))
                 for f in super().api()]
 
 
 def write_citus_source(target: Path, root: Path | None = None) -> None:
     """Copies the source (ROOT, default the package's) to TARGET with its
-    policies as CitusSource applies them, for tools that take a source tree
+    policies as CitusSource applies them (citus_policies,
+    qualified_function_grants), for tools that take a source tree
     (.ci/citus.sh, SCSQL_TEST_SOURCE)."""
     import shutil
 
@@ -144,7 +182,7 @@ def write_citus_source(target: Path, root: Path | None = None) -> None:
             shutil.rmtree(target / kind)
         shutil.copytree(source.directory(kind), target / kind)
     for path in sorted((target / "policies").glob("*.sql")):
-        path.write_text(citus_policies(path.read_text()))
+        path.write_text(qualified_function_grants(citus_policies(path.read_text())))
 
 _TABLES = """
 select c.relname::text
@@ -233,6 +271,36 @@ def creation_order(conn: psycopg.Connection, keys: list[tuple[str, str]] | None 
     return order
 
 
+def cluster_logins(conninfo: str) -> None:
+    """Lets each role of CLUSTER_LOGINS log in, on every node of the cluster
+    whose coordinator CONNINFO (an administrator's) names: ALTER ROLE on the
+    coordinator, which Citus sends on to the workers. migrate --citus runs
+    it first, every time. Raises SC042 (and changes nothing) when the
+    database has no citus extension, SC044 with the node's error when one
+    refuses."""
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        _require_citus(conn)
+        _cluster_logins(conn)
+
+
+def _require_citus(conn: psycopg.Connection) -> None:
+    """Raises SC042 when the database of CONN has no citus extension."""
+    if conn.execute("select count(*) from pg_catalog.pg_extension where extname = 'citus'").fetchone()[0] == 0:
+        raise ScsqlError(errors.CITUS_MISSING, "the database has no citus extension",
+                         "load citus (shared_preload_libraries = 'citus'), run create extension citus "
+                         "on the coordinator and add the workers (citus_add_node), then migrate --citus again")
+
+
+def _cluster_logins(conn: psycopg.Connection) -> None:
+    for role in CLUSTER_LOGINS:
+        try:
+            conn.execute(f"alter role {_ident(role)} login")
+        except psycopg.Error as exc:
+            raise ScsqlError(CLUSTER_SETUP_FAILED, f"role {role} could not be allowed to log in on every node: {exc}",
+                             "run migrate --citus as a superuser of the coordinator, with every worker "
+                             "reachable (select * from citus_check_cluster_node_health())") from None
+
+
 def distribute(conninfo: str, progress: Callable[[str], None] = lambda _m: None) -> dict[str, list[str]]:
     """Make every table of schema scsql a Citus reference table or a table
     distributed by project_id, co-located; tables Citus already manages are
@@ -241,10 +309,7 @@ def distribute(conninfo: str, progress: Callable[[str], None] = lambda _m: None)
     why) when some table cannot be sharded by project_id; nothing is changed then."""
     done: dict[str, list[str]] = {"reference": [], "distributed": []}
     with psycopg.connect(conninfo, autocommit=True) as conn:
-        if conn.execute("select count(*) from pg_catalog.pg_extension where extname = 'citus'").fetchone()[0] == 0:
-            raise ScsqlError(errors.CITUS_MISSING, "the database has no citus extension",
-                             "load citus (shared_preload_libraries = 'citus'), run create extension citus "
-                             "on the coordinator and add the workers (citus_add_node), then migrate --citus again")
+        _require_citus(conn)
         problems = undistributable(conn)
         if problems:
             raise ScsqlError(errors.NOT_DISTRIBUTABLE,
@@ -253,6 +318,7 @@ def distribute(conninfo: str, progress: Callable[[str], None] = lambda _m: None)
                              "put project_id in every primary, unique and foreign key of the table "
                              "(a new migration), or name a small global table in scsql.core.citus.REFERENCE_TABLES")
         _owner_is_no_agent(conn)
+        _cluster_logins(conn)
         # scsql's tables carry triggers (chains, append-only, redaction): Citus
         # runs them on the shards, and only distributes such tables with this on.
         conn.execute("set citus.enable_unsafe_triggers = on")

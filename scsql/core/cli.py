@@ -284,6 +284,11 @@ def cmd_migrate(ctx, args: argparse.Namespace) -> int:
     if args.print:
         sys.stdout.write(migrator.script())
         return 0
+    if args.citus:  # the owner's statements (migrations too) reach the workers as the owner
+        from .citus import cluster_logins
+
+        migrator.bootstrap()  # creates the roles
+        cluster_logins(migrator.conninfo)
     report = migrator.run(target=args.to, progress=lambda m: print(f"  {m}"))
     print(f"scsql: schema at version {report.schema_version}; "
           f"{len(report.applied)} migration(s) applied" + (" after waiting for another migrator" if report.waited else ""))
