@@ -58,6 +58,8 @@ grant execute on function
   scsql_caller.term_array(text), scsql_caller.agent_names(bigint[]),
   scsql_caller.bm25(bigint[], text[], double precision, double precision, integer, text[], text, timestamptz),
   scsql_caller.bm25_idf(bigint, bigint),
+  scsql_caller.bm25_check(integer, double precision, double precision, double precision, double precision,
+                          double precision),
   scsql_caller.bm25_both(bigint, bigint[], double precision[], double precision, double precision, double precision,
                          double precision, double precision),
   scsql_caller.bm25_complete(bigint, bigint[], double precision[], bigint[], double precision[], integer[],

@@ -43,14 +43,41 @@ comment on function scsql_caller.bm25_term(double precision, double precision, d
                                           double precision, double precision) is
   'The BM25 score one term adds to a chunk: idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)), for a term of inverse document frequency IDF (bm25_idf) occurring TF times in a chunk of DL terms, AVGDL the mean chunk length (the definition in sql/20_text.sql). With TF = DL = max_tf it is the term''s upper bound over every chunk (the score grows with tf and falls with dl, and dl >= tf). The one place scsql_caller.bm25 computes a term score: one SQL expression, inlined by the planner into the queries (and PL/pgSQL expressions) that call it, so it costs what the formula written out costs (a guard against values bm25 never passes would double that per posting). Arithmetic only: raises 22012 (division by zero) or 22003 (overflow, underflow) for values outside BM25''s domain, which search never passes (it validates k1 and b; tf, dl and avgdl are at least 1).';
 
+create or replace function scsql_caller.bm25_check(
+  p_depth integer, p_avgdl double precision, p_k1 double precision, p_b double precision, p_rest double precision,
+  p_lb double precision)
+returns void
+language plpgsql immutable
+as $$
+begin
+  if p_depth is null or p_depth not between 1 and 1000
+     or p_avgdl is null or not p_avgdl between 1 and 1e15
+     or p_k1 is null or not p_k1 between 0.001 and 10
+     or p_b is null or not p_b between 0 and 1 or (p_b > 0 and p_b < 1e-6)
+     or p_rest is null or not p_rest between 0 and 1e15
+     or p_lb is null or not p_lb between 0 and 1e15 then
+    raise exception using errcode = 'SC209',
+      message = format('BM25 arguments out of range, or scores that overflow (depth %s, avgdl %s, k1 %s, b %s, bound %s, lower bound %s)',
+                       p_depth, p_avgdl, p_k1, p_b, p_rest, p_lb),
+      hint = 'depth 1-1000, avgdl 1-1e15, k1 0.001-10, b 0 or 1e-6 to 1, bounds 0-1e15, and idf and partial scores that are ordinary numbers: the values search passes.';
+  end if;
+end
+$$;
+comment on function scsql_caller.bm25_check(integer, double precision, double precision, double precision, double precision,
+                                            double precision) is
+  'For the bm25 helpers (bm25_complete, bm25_both, bm25_top), which agents may call since search runs them as the caller: raises SC209 when an argument is outside what search passes (depth 1-1000, avgdl 1-1e15, k1 0.001-10, b 0 or 1e-6 to 1, bounds 0-1e15, none NULL or NaN); the helpers call it with NULLs to raise SC209 when their scores overflow. Returns nothing otherwise.';
+
 create or replace function scsql_caller.bm25_complete(
   p_project bigint, p_ids bigint[], p_parts double precision[], p_tids bigint[], p_idf double precision[],
   p_scored integer[], p_avgdl double precision, p_k1 double precision, p_b double precision)
 returns table (chunk_id bigint, score double precision)
-language sql stable
+language plpgsql stable
 as $$
+begin
+  perform scsql_caller.bm25_check(1, p_avgdl, p_k1, p_b, 0, 0);
   -- One aggregate, no join: a plan that does not know how many candidates
   -- there are cannot nest a loop over them.
+  return query
   select z.chunk_id, sum(z.score)
   from (
     select c.chunk_id, c.part as score from unnest(p_ids, p_parts) c(chunk_id, part)
@@ -60,18 +87,24 @@ as $$
     join scsql.kb_postings p on p.project_id = p_project and p.term_id = u.term_id and p.chunk_id = any(p_ids)
     where u.i <> all(p_scored)
   ) z
-  group by z.chunk_id
+  group by z.chunk_id;
+exception when numeric_value_out_of_range or division_by_zero then
+  perform scsql_caller.bm25_check(null, null, null, null, null, null);
+end
 $$;
 comment on function scsql_caller.bm25_complete(bigint, bigint[], double precision[], bigint[], double precision[], integer[],
                                                double precision, double precision, double precision) is
-  'For scsql_caller.bm25: the complete BM25 scores of candidate chunks of one project (each with its partial score over the terms numbered in p_scored), adding the other terms'' scores, read by one index scan per term over the sorted ids (PostgreSQL 17 and later step through such a list without a descent per id). Rows in no particular order; row-level security applies. Raises nothing for the values bm25 passes.';
+  'For scsql_caller.bm25: the complete BM25 scores of candidate chunks of one project (each with its partial score over the terms numbered in p_scored), adding the other terms'' scores, read by one index scan per term over the sorted ids (PostgreSQL 17 and later step through such a list without a descent per id). Rows in no particular order; row-level security applies. Raises SC209 (bm25_check) for parameters out of range or values whose scores overflow.';
 
 create or replace function scsql_caller.bm25_both(
   p_project bigint, p_tids bigint[], p_idf double precision[], p_rest double precision, p_lb double precision,
   p_avgdl double precision, p_k1 double precision, p_b double precision)
 returns table (chunk_ids bigint[], parts double precision[])
-language sql stable
+language plpgsql stable
 as $$
+begin
+  perform scsql_caller.bm25_check(1, p_avgdl, p_k1, p_b, p_rest, p_lb);
+  return query
   select array_agg(c.chunk_id order by c.part desc, c.chunk_id), array_agg(c.part order by c.part desc, c.chunk_id)
   from (
     select a.chunk_id,
@@ -81,11 +114,14 @@ as $$
     join scsql.kb_postings b on b.project_id = p_project and b.term_id = p_tids[2] and b.chunk_id = a.chunk_id
     where a.project_id = p_project and a.term_id = p_tids[1]
   ) c
-  where c.part + p_rest * (1 + 1e-9) >= p_lb
+  where c.part + p_rest * (1 + 1e-9) >= p_lb;
+exception when numeric_value_out_of_range or division_by_zero then
+  perform scsql_caller.bm25_check(null, null, null, null, null, null);
+end
 $$;
 comment on function scsql_caller.bm25_both(bigint, bigint[], double precision[], double precision, double precision,
                                            double precision, double precision, double precision) is
-  'For scsql_caller.bm25: the chunks of one project holding both of two terms (ids p_tids, idfs p_idf; a merge join of their postings), with their partial BM25 score over the two, best first, as arrays; only those whose partial score plus p_rest (what the other terms can add) reaches p_lb. Row-level security applies. Raises nothing for the values bm25 passes.';
+  'For scsql_caller.bm25: the chunks of one project holding both of two terms (ids p_tids, idfs p_idf; a merge join of their postings), with their partial BM25 score over the two, best first, as arrays; only those whose partial score plus p_rest (what the other terms can add) reaches p_lb. Row-level security applies. Raises SC209 (bm25_check) for parameters out of range or values whose scores overflow.';
 
 create or replace function scsql_caller.bm25_top(
   p_project bigint, p_ids bigint[], p_parts double precision[], p_tids bigint[], p_idf double precision[],
@@ -99,12 +135,14 @@ as $$
 -- the others must be able to reach, with p_rest at most from the terms not
 -- yet scored, to be completed too.
 declare
-  v_m integer := least(coalesce(cardinality(p_ids), 0), 16 * p_depth);
+  v_m integer;
   v_ids bigint[];
   v_scores double precision[];
   v_theta double precision;
   v_i integer;
 begin
+  perform scsql_caller.bm25_check(p_depth, p_avgdl, p_k1, p_b, p_rest, p_lb);
+  v_m := least(coalesce(cardinality(p_ids), 0), 16 * p_depth);
   select coalesce(array_agg(x.chunk_id order by x.score desc, x.chunk_id), '{}'),
          coalesce(array_agg(x.score order by x.score desc, x.chunk_id), '{}')
     into v_ids, v_scores
@@ -126,12 +164,14 @@ begin
     order by x.score desc, x.chunk_id
     limit p_depth
   ) y;
+exception when numeric_value_out_of_range or division_by_zero then
+  perform scsql_caller.bm25_check(null, null, null, null, null, null);
 end
 $$;
 comment on function scsql_caller.bm25_top(bigint, bigint[], double precision[], bigint[], double precision[], integer[],
                                           double precision, double precision, integer, double precision, double precision,
                                           double precision) is
-  'For scsql_caller.bm25: the best depth of candidate chunks of one project by complete BM25 score, as arrays of ids and scores, best first. The candidates come best partial score (over the terms numbered in p_scored) first, and the other terms add at most p_rest to any of them; those that cannot reach the depth-th best of the first ones, nor p_lb, are never completed, so the result is the same as completing them all except that candidates below p_lb may be missing. Row-level security applies. Raises nothing for the values bm25 passes.';
+  'For scsql_caller.bm25: the best depth of candidate chunks of one project by complete BM25 score, as arrays of ids and scores, best first. The candidates come best partial score (over the terms numbered in p_scored) first, and the other terms add at most p_rest to any of them; those that cannot reach the depth-th best of the first ones, nor p_lb, are never completed, so the result is the same as completing them all except that candidates below p_lb may be missing. Row-level security applies. Raises SC209 (bm25_check) for parameters out of range or values whose scores overflow.';
 
 create or replace function scsql_caller.bm25_costs(p_n bigint, p_df integer[], p_pair integer[], p_required integer)
 returns double precision[]
@@ -491,7 +531,8 @@ begin
         -- result, nor make the pair's depth-th best beat the bound below.
         select t.chunk_ids, t.scores into v_pair_ids, v_pair_scores
         from scsql_caller.bm25_top(v_project, v_ids, v_scores, v_tids, v_idf, v_pair,
-                                   v_ubsum - v_ubt[v_pair[1]] - v_ubt[v_pair[2]], v_lb, p_depth, v_avgdl, p_k1, p_b) t;
+                                   greatest(v_ubsum - v_ubt[v_pair[1]] - v_ubt[v_pair[2]], 0), v_lb, p_depth,
+                                   v_avgdl, p_k1, p_b) t;
         v_theta := coalesce(v_pair_scores[p_depth], 0);
         if v_theta > (v_ubsum - least(v_ubt[v_pair[1]], v_ubt[v_pair[2]])) * (1 + 1e-9) then
           return query
@@ -538,7 +579,7 @@ begin
       -- When the pair was scored and holds this term, a chunk outside it
       -- misses the other term of the pair: its bound leaves that term out.
       if v_pair_ids is not null and v_by[1] = any(v_pair) then
-        v_rest := v_rest - v_ubt[v_pair[1]] - v_ubt[v_pair[2]] + v_ubt[v_by[1]];
+        v_rest := greatest(v_rest - v_ubt[v_pair[1]] - v_ubt[v_pair[2]] + v_ubt[v_by[1]], 0);
       else
         v_pair_ids := '{}';
         v_pair_scores := '{}';
