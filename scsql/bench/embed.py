@@ -100,7 +100,9 @@ def queued_texts(s: Scratch) -> list[str]:
 
 
 def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    from ..memory import embed
+
+    return embed.peak_rss_mb()
 
 
 def _cpu_seconds() -> float:

@@ -155,6 +155,23 @@ def session_options(ort, threads: int | None = None):
     return options
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident memory in MiB since it started its program.
+
+    getrusage's ru_maxrss keeps the peak of the process image before exec
+    (a child of a large parent starts at the parent's size); Linux's VmHWM
+    is the running program's own. Elsewhere, ru_maxrss."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def length_batches(lengths: list[int], budget: int = BATCH_TOKENS, most: int = MAX_BATCH) -> list[list[int]]:
     """Indexes of LENGTHS grouped into runs of similar length: sorted by
     length, each run at most MOST texts and at most BUDGET tokens once
