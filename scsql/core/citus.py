@@ -115,6 +115,30 @@ def one_statement_ddl(text: str) -> str:
     return _WHOLE_TEXT_DDL.sub(wrap, text)
 
 
+# GRANT/REVOKE ... ON ALL FUNCTIONS IN SCHEMA: Citus sends the workers the
+# list of functions it expands to, named as the session's search_path shows
+# them, so an argument of a composite type of schema scsql (scsql.violation)
+# arrives unqualified and the worker, whose search_path lacks scsql, fails
+# ("type "violation" does not exist"). Run with search_path pg_catalog, the
+# names are qualified.
+_ALL_ROUTINES = re.compile(
+    r"^(?:grant|revoke)\b[^;]*?\bon all (?:functions|procedures|routines) in schema\b[^;]*;[ \t]*$",
+    re.I | re.M)
+
+
+def qualified_routine_grants(text: str) -> str:
+    """TEXT with each GRANT/REVOKE on all functions of a schema run with
+    search_path pg_catalog (and the search_path restored after it), so the
+    functions Citus names to the workers are schema-qualified."""
+    def wrap(m: re.Match) -> str:
+        statement = m.group(0).rstrip().rstrip(";")
+        return ("do $citus_do$ declare v_path text := pg_catalog.current_setting('search_path'); begin "
+                "perform pg_catalog.set_config('search_path', 'pg_catalog', true); "
+                f"execute $citus_ddl${statement}$citus_ddl$; "
+                "perform pg_catalog.set_config('search_path', v_path, true); end $citus_do$;")
+    return _ALL_ROUTINES.sub(wrap, text)
+
+
 class CitusSource(Source):
     """The files of a source (its root, default the package's) as migrate
     --citus applies them, on every run (sql/ and policies/ are re-applied
@@ -128,7 +152,8 @@ class CitusSource(Source):
         return SqlFile(f.name, one_statement_ddl(f.text))
 
     def api(self) -> list[SqlFile]:
-        return [SqlFile(f.name, one_statement_ddl(citus_policies(f.text) if f.name.startswith("policies/") else f.text))
+        return [SqlFile(f.name, qualified_routine_grants(one_statement_ddl(
+                    citus_policies(f.text) if f.name.startswith("policies/") else f.text)))
                 for f in super().api()]
 
 
@@ -144,7 +169,7 @@ def write_citus_source(target: Path, root: Path | None = None) -> None:
             shutil.rmtree(target / kind)
         shutil.copytree(source.directory(kind), target / kind)
     for path in sorted((target / "policies").glob("*.sql")):
-        path.write_text(citus_policies(path.read_text()))
+        path.write_text(qualified_routine_grants(citus_policies(path.read_text())))
 
 _TABLES = """
 select c.relname::text
