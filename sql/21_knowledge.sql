@@ -531,6 +531,8 @@ declare
   v_prefix text := coalesce(rtrim(p_path, '/'), '');
   v_ids bigint[];
   v_removed text[];
+  v_paths text[];
+  v_hashes text[];
 begin
   if p_manifest is null or jsonb_typeof(p_manifest) <> 'array' then
     raise exception using errcode = 'SC210', message = 'manifest must be a JSON array of {path, content_hash}';
@@ -561,10 +563,14 @@ begin
     and not exists (select from jsonb_array_elements(p_manifest) m where m ->> 'path' = s.path);
   -- Memory history (sql/26_history.sql): one row per file removed; the files
   -- added or changed are recorded by index_text as the tool indexes them.
-  perform scsql._memory_change(v_project, 'remove', 'source', s.path, null, s.content_hash, null,
+  -- The rows are read first, then recorded (on Citus a write from inside a
+  -- query on a shard is refused).
+  select array_agg(s.path order by s.path), array_agg(s.content_hash order by s.path) into v_paths, v_hashes
+  from scsql.kb_sources s where s.project_id = v_project and s.source_id = any(v_ids);
+  perform scsql._memory_change(v_project, 'remove', 'source', r.path, null, r.content_hash, null,
                                'file no longer in the tree', nullif(v_prefix, ''))
-  from scsql.kb_sources s where s.project_id = v_project and s.source_id = any(v_ids)
-  order by s.path;
+  from unnest(v_paths, v_hashes) with ordinality r(path, content_hash, n)
+  order by r.n;
   perform scsql._forget_sources(v_project, v_ids);
 
   return query
@@ -626,6 +632,9 @@ as $$
 declare
   v_project bigint := scsql._my_project();
   v_id bigint;
+  v_path text;
+  v_hash text;
+  v_kind text;
   v_texts text[];
   v_anchors text[];
 begin
@@ -640,8 +649,9 @@ begin
   end if;
   perform scsql._check_forgettable(v_project, array[v_id]);
   -- Memory history (sql/26_history.sql).
-  perform scsql._memory_change(v_project, 'forget_source', 'source', s.path, null, s.content_hash, null, s.kind, null)
+  select s.path, s.content_hash, s.kind into v_path, v_hash, v_kind
   from scsql.kb_sources s where s.project_id = v_project and s.source_id = v_id;
+  perform scsql._memory_change(v_project, 'forget_source', 'source', v_path, null, v_hash, null, v_kind, null);
   -- What another source may hold of this one in a chunk's context is its
   -- end (a transcript part's first turn is given the end of the part before).
   select array_agg(content), array_agg(anchor) filter (where anchor is not null) into v_texts, v_anchors
@@ -672,6 +682,7 @@ declare
   v_hashes text[];
   v_texts text[];
   v_anchors text[];
+  v_paths text;
   v_n integer;
 begin
   if p_chunk_hash is null or lower(p_chunk_hash) !~ '^[0-9a-f]{64}$' then
@@ -695,9 +706,10 @@ begin
    where s.project_id = v_project and s.source_id = any(v_sources);
   perform scsql._gc_hashes(v_project, v_hashes);
   -- Memory history (sql/26_history.sql).
+  select string_agg(s.path, ', ' order by s.path) into v_paths
+  from scsql.kb_sources s where s.project_id = v_project and s.source_id = any(v_sources);
   perform scsql._memory_change(v_project, 'forget_chunk', 'chunk', lower(p_chunk_hash), lower(p_chunk_hash), null, null,
-    format('%s chunks removed', v_n),
-    (select string_agg(s.path, ', ' order by s.path) from scsql.kb_sources s where s.project_id = v_project and s.source_id = any(v_sources)));
+    format('%s chunks removed', v_n), v_paths);
   return v_n;
 end
 $$;
