@@ -363,6 +363,50 @@ comment on function scsql._forget_sources(bigint, bigint[]) is
 -- Public API: the knowledge base
 -- ---------------------------------------------------------------------------
 
+-- ---------------------------------------------------------------------------
+-- The uses of what search and pack return, on Citus at commit
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._note_use_at_commit(p_project bigint, p_paths text[])
+returns integer
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+begin
+  -- One server: recorded now (scsql._note_use).
+  if not exists (select from pg_catalog.pg_extension where extname = 'citus') then
+    return scsql._note_use(p_project, p_paths);
+  end if;
+  -- Citus: the UPDATE would run as the owner on the project's shards, after
+  -- which Citus refuses the caller's reads of them in this transaction. The
+  -- paths wait on the coordinator (a local table) until commit.
+  if p_project is null or coalesce(cardinality(p_paths), 0) = 0
+     or current_setting('transaction_read_only') = 'on' then
+    return 0;
+  end if;
+  insert into scsql.kb_use_pending (project_id, paths) values (p_project, p_paths[1:1000]);
+  return 0;
+end
+$$;
+comment on function scsql._note_use_at_commit(bigint, text[]) is
+  'Private, called by scsql_caller.note_use. Records the use of the items at PATHS of project PROJECT as scsql._note_use does: at once on one server (returns how many rows were updated); on Citus when the transaction commits (scsql.kb_use_pending, returns 0), so the caller may still read the project''s tables in the same transaction (Citus refuses a read of shards the owner modified in it). Nothing is recorded in a read-only transaction.';
+
+create or replace function scsql._apply_pending_use()
+returns trigger
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+begin
+  perform scsql._note_use(new.project_id, new.paths);
+  delete from scsql.kb_use_pending p where p.project_id = new.project_id and p.pending_id = new.pending_id;
+  return null;
+end
+$$;
+comment on function scsql._apply_pending_use() is
+  'Private trigger (deferred, at commit, on scsql.kb_use_pending): records the uses of a row (scsql._note_use) and deletes it.';
+
+drop trigger if exists apply_at_commit on scsql.kb_use_pending;
+create constraint trigger apply_at_commit after insert on scsql.kb_use_pending
+  deferrable initially deferred for each row execute function scsql._apply_pending_use();
+
 create or replace function scsql._check_source(p_kind text, p_trust text, p_tier text)
 returns void
 language plpgsql immutable

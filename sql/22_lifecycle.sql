@@ -186,9 +186,9 @@ comment on function scsql._note_use(bigint, text[]) is
 create or replace function scsql_caller.note_use(p_paths text[])
 returns integer
 language sql volatile security definer set search_path = pg_catalog, scsql, pg_temp
-as $$ select scsql._note_use(scsql._my_project(), p_paths) $$;
+as $$ select scsql._note_use_at_commit(scsql._my_project(), p_paths) $$;
 comment on function scsql_caller.note_use(text[]) is
-  'What search and pack (which run as the caller) call on the items they return: records their use in the acting agent''s own project only (scsql._note_use). An agent calling it directly can only raise the use counts of its own project''s items, as searching would. Returns how many rows were updated.';
+  'What search and pack (which run as the caller) call on the items they return: records their use in the acting agent''s own project only (scsql._note_use; on Citus when the transaction commits, see scsql._note_use_at_commit). An agent calling it directly can only raise the use counts of its own project''s items, as searching would. Returns how many rows were updated (0 on Citus).';
 
 -- ---------------------------------------------------------------------------
 -- Pins and settings
