@@ -137,6 +137,21 @@ def admin_rows(db: ScsqlDb, query: str, *params: Any) -> list[dict[str, Any]]:
         return conn.execute(query, params).fetchall()
 
 
+def waiting_on_a_lock(db: ScsqlDb, like: str) -> int:
+    """How many sessions of the test's database run a statement matching LIKE
+    and wait on a lock. On Citus the lock is often on a worker (a shard's
+    row), where the statement runs as the coordinator's connection:
+    citus_lock_waits names the coordinator's session of each such wait."""
+    with db.connect() as conn:
+        if not conn.execute("select exists (select from pg_catalog.pg_extension where extname = 'citus') as c").fetchone()["c"]:
+            return conn.execute("select count(*) as n from pg_stat_activity where datname = current_database() "
+                                "and wait_event_type = 'Lock' and query like %s", (like,)).fetchone()["n"]
+        return conn.execute("select count(distinct a.global_pid) as n from citus_stat_activity a "
+                            "where a.datname = current_database() and not a.is_worker_query and a.query like %s "
+                            "and (a.wait_event_type = 'Lock' or a.global_pid in (select w.waiting_gpid from citus_lock_waits w))",
+                            (like,)).fetchone()["n"]
+
+
 # -- the queue's clock ----------------------------------------------------------
 # Lease expiry and retry backoff are decided in SQL against clock_timestamp()
 # and the timestamps stored on each task. Instead of sleeping until the clock

@@ -272,7 +272,7 @@ def test_two_session_starts_racing_open_one_session(team):
 
     from scsql.audit.telemetry import SESSIONS
 
-    from .helpers import admin_rows, wait_for
+    from .helpers import wait_for, waiting_on_a_lock
 
     db, dev, _, _ = team
     sid = uuid.uuid4().hex
@@ -288,8 +288,7 @@ def test_two_session_starts_racing_open_one_session(team):
 
         th = threading.Thread(target=b)
         th.start()
-        wait_for(lambda: admin_rows(db, "select count(*) as n from pg_stat_activity where datname = current_database() "
-                                        "and wait_event_type = 'Lock' and query like '%%open_session%%'")[0]["n"] == 1)
+        wait_for(lambda: waiting_on_a_lock(db, "%open_session%") == 1)
     th.join(30)
     assert first["created"] is True
     assert got == {"session_id": first["session_id"], "created": False}
