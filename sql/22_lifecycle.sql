@@ -246,6 +246,7 @@ declare
   v_old scsql.memory_settings := scsql._memory_settings(v_project);
   v_ttl interval := coalesce(p_external_ttl, v_old.external_ttl);
   v_gran interval := coalesce(p_use_granularity, v_old.use_granularity);
+  v_now timestamptz := now();
 begin
   if not (v_ttl between interval '1 hour' and interval '3650 days')
      or not (v_gran between interval '0' and interval '1 day') then
@@ -255,7 +256,8 @@ begin
   end if;
   insert into scsql.memory_settings as s (project_id, external_ttl, use_granularity) values (v_project, v_ttl, v_gran)
   on conflict (project_id) do update
-    set external_ttl = excluded.external_ttl, use_granularity = excluded.use_granularity, updated_at = now();
+    -- The time as a value: Citus refuses now() in the DO UPDATE of a distributed table.
+    set external_ttl = excluded.external_ttl, use_granularity = excluded.use_granularity, updated_at = v_now;
   return query select p_project, v_ttl, v_gran;
 end
 $$;
