@@ -188,6 +188,23 @@ def test_a_learning_marked_as_a_rule_denies_the_call(team):
                              tool_input={"command": "git push origin feature"})).output is None
 
 
+def test_marking_a_rule_is_recorded_once_as_the_agent_that_marked_it(team):
+    """The memory history names the agent that made a learning a rule (here
+    an orchestrator, on another agent's learning), once per change; a mark
+    that changes nothing records nothing. On Citus the learning's row lives
+    on a worker, where a trigger could not tell who marked it."""
+    _, dev, _, orch = team
+    lid = _failed_bash_learning(dev, "toolu_h", "rm -rf build", "failed")["learning_id"]
+    for deny in (True, True, False):
+        with orch.transaction() as conn:
+            conn.execute("select scsql.mark_learning_rule(%s, %s, 'rm -rf')", (lid, deny))
+    with dev.transaction() as conn:
+        hist = conn.execute("select op, agent, reason from scsql.memory_history(%s) where op in ('rule', 'unrule')",
+                            (f"learning:{lid}",)).fetchall()
+    assert [(r["op"], r["agent"], r["reason"]) for r in hist] == [
+        ("unrule", orch.name, "a plain lesson again"), ("rule", orch.name, "denies matching calls (pattern rm -rf)")]
+
+
 def test_edit_of_a_file_another_agents_task_owns_is_denied_and_own_task_allowed(team):
     _, dev, other, orch = team
     with orch.transaction() as conn:
