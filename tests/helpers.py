@@ -143,12 +143,14 @@ def waiting_on_a_lock(db: ScsqlDb, like: str) -> int:
     row), where the statement runs as the coordinator's connection:
     citus_lock_waits names the coordinator's session of each such wait."""
     with db.connect() as conn:
-        if not conn.execute("select exists (select from pg_catalog.pg_extension where extname = 'citus') as c").fetchone()["c"]:
+        citus = conn.execute("select exists (select from pg_catalog.pg_extension where extname = 'citus') as c")
+        if not citus.fetchone()["c"]:
             return conn.execute("select count(*) as n from pg_stat_activity where datname = current_database() "
                                 "and wait_event_type = 'Lock' and query like %s", (like,)).fetchone()["n"]
         return conn.execute("select count(distinct a.global_pid) as n from citus_stat_activity a "
                             "where a.datname = current_database() and not a.is_worker_query and a.query like %s "
-                            "and (a.wait_event_type = 'Lock' or a.global_pid in (select w.waiting_gpid from citus_lock_waits w))",
+                            "and (a.wait_event_type = 'Lock' "
+                            "or a.global_pid in (select w.waiting_gpid from citus_lock_waits w))",
                             (like,)).fetchone()["n"]
 
 
