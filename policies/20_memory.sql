@@ -112,7 +112,7 @@ grant execute on function scsql.set_project_root(text, text) to scsql_admin;
 -- sql/27_decisions.sql): settings are read through functions only;
 -- agents read their own project's decisions and open loops.
 select scsql._secure_table(t) from unnest(array[
-  'scsql.memory_settings', 'scsql.decisions', 'scsql.open_loops'
+  'scsql.memory_settings', 'scsql.decisions', 'scsql.open_loops', 'scsql.kb_use_pending'
 ]::regclass[]) t;
 
 select scsql._agent_read(array['scsql.decisions', 'scsql.open_loops']::regclass[],

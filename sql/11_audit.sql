@@ -292,6 +292,8 @@ begin
   perform scsql._require_references(v_me.project_id, p_session_id, p_tool_call_id);
   select l.learning_id into learning_id from scsql.learnings l
   where l.project_id = v_me.project_id and l.outcome_id = record_outcome.outcome_id;
+  -- Here, not in the trigger that queues it (on Citus a worker's NOTIFY reaches only its listeners).
+  perform scsql._notify_learning(v_me.project_id, learning_id, p_classification);
 exception when check_violation or not_null_violation then
   get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
     v_err.table_name = table_name, v_err.constraint_name = constraint_name, v_err.column_name = column_name, v_err.message_text = message_text;

@@ -365,15 +365,21 @@ language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_me scsql.agents := scsql._me();
-  v_author bigint;
+  v_l scsql.learnings;
+  v_pattern text;
 begin
   perform scsql._require(p_deny is not null, 'deny must be true or false');
-  select l.author_id into v_author from scsql.learnings l
-  where l.project_id = v_me.project_id and l.learning_id = p_learning_id and l.kind = 'failure';
+  -- Read as columns (on Citus the row comes from a shard), locked: the
+  -- history row below compares it with what the UPDATE writes.
+  select l.learning_id, l.author_id, l.deny, l.pattern, l.summary, l.classification
+    into v_l.learning_id, v_l.author_id, v_l.deny, v_l.pattern, v_l.summary, v_l.classification
+  from scsql.learnings l
+  where l.project_id = v_me.project_id and l.learning_id = p_learning_id and l.kind = 'failure'
+  for update;
   if not found then
     raise exception using errcode = 'SC142', message = format('no failure learning %s in this project', p_learning_id);
   end if;
-  if v_author <> v_me.agent_id and not scsql._is_orchestrator(v_me.team_role) then
+  if v_l.author_id <> v_me.agent_id and not scsql._is_orchestrator(v_me.team_role) then
     raise exception using errcode = 'SC144',
       message = format('learning %s was written by another agent; only its author or an orchestrator may make it a rule', p_learning_id);
   end if;
@@ -387,8 +393,22 @@ begin
       raise exception using errcode = 'SC143', message = format('pattern %L is not a valid regular expression', p_pattern);
     end;
   end if;
-  update scsql.learnings l set deny = p_deny, pattern = case when p_deny then p_pattern end
+  v_pattern := case when p_deny then p_pattern end;
+  update scsql.learnings l set deny = p_deny, pattern = v_pattern
   where l.project_id = v_me.project_id and l.learning_id = p_learning_id;
+  -- Memory history (sql/26_history.sql), written here on the coordinator,
+  -- where the acting agent is known (a trigger on learnings fires on a
+  -- Citus worker, as the owner): the learning made a rule that denies
+  -- matching calls, or a plain lesson again. Its text does not change: both
+  -- hashes are its summary's (public and internal learnings only).
+  if v_l.deny is distinct from p_deny or v_l.pattern is distinct from v_pattern then
+    perform scsql._memory_change(v_me.project_id, case when p_deny then 'rule' else 'unrule' end, 'learning',
+      'learning:' || p_learning_id, null,
+      case when v_l.classification in ('public', 'internal') then scsql._text_hash(v_l.summary) end,
+      case when v_l.classification in ('public', 'internal') then scsql._text_hash(v_l.summary) end,
+      case when p_deny then 'denies matching calls' || coalesce(' (pattern ' || left(p_pattern, 900) || ')', '')
+           else 'a plain lesson again' end, null, v_me.agent_id);
+  end if;
 end
 $$;
 comment on function scsql.mark_learning_rule(bigint, boolean, text) is
@@ -398,7 +418,7 @@ p_learning_id: the learning
 p_deny: true: deny matching calls; false: only tell
 p_pattern: regular expression over the command or file path (default: the failed call''s)
 
-Makes failure learning LEARNING_ID a rule (DENY true) that denies the calls of its tool before they run (check_tool_use), or a plain lesson again (DENY false). PATTERN (optional regular expression) is matched against the call''s command or file path; without it the rule denies calls with the same command or file as the failed call (every call of the tool when that had none). Only the learning''s author or an orchestrator role may mark it. Raises SC010 bad argument, SC142 unknown learning, SC143 bad pattern, SC144 not allowed.';
+Makes failure learning LEARNING_ID a rule (DENY true) that denies the calls of its tool before they run (check_tool_use), or a plain lesson again (DENY false). PATTERN (optional regular expression) is matched against the call''s command or file path; without it the rule denies calls with the same command or file as the failed call (every call of the tool when that had none). Only the learning''s author or an orchestrator role may mark it. A change is recorded in the memory history (op rule or unrule, target learning:<id>; see memory_history). Raises SC010 bad argument, SC142 unknown learning, SC143 bad pattern, SC144 not allowed.';
 
 create or replace function scsql.check_tool_use(p_tool text, p_input jsonb)
 returns table (decision text, reason text, task_id bigint, owner text, lessons jsonb)

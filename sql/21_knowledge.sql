@@ -363,6 +363,50 @@ comment on function scsql._forget_sources(bigint, bigint[]) is
 -- Public API: the knowledge base
 -- ---------------------------------------------------------------------------
 
+-- ---------------------------------------------------------------------------
+-- The uses of what search and pack return, on Citus at commit
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._note_use_at_commit(p_project bigint, p_paths text[])
+returns integer
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+begin
+  -- One server: recorded now (scsql._note_use).
+  if not exists (select from pg_catalog.pg_extension where extname = 'citus') then
+    return scsql._note_use(p_project, p_paths);
+  end if;
+  -- Citus: the UPDATE would run as the owner on the project's shards, after
+  -- which Citus refuses the caller's reads of them in this transaction. The
+  -- paths wait on the coordinator (a local table) until commit.
+  if p_project is null or coalesce(cardinality(p_paths), 0) = 0
+     or current_setting('transaction_read_only') = 'on' then
+    return 0;
+  end if;
+  insert into scsql.kb_use_pending (project_id, paths) values (p_project, p_paths[1:1000]);
+  return 0;
+end
+$$;
+comment on function scsql._note_use_at_commit(bigint, text[]) is
+  'Private, called by scsql_caller.note_use. Records the use of the items at PATHS of project PROJECT as scsql._note_use does: at once on one server (returns how many rows were updated); on Citus when the transaction commits (scsql.kb_use_pending, returns 0), so the caller may still read the project''s tables in the same transaction (Citus refuses a read of shards the owner modified in it). Nothing is recorded in a read-only transaction.';
+
+create or replace function scsql._apply_pending_use()
+returns trigger
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+begin
+  perform scsql._note_use(new.project_id, new.paths);
+  delete from scsql.kb_use_pending p where p.project_id = new.project_id and p.pending_id = new.pending_id;
+  return null;
+end
+$$;
+comment on function scsql._apply_pending_use() is
+  'Private trigger (deferred, at commit, on scsql.kb_use_pending): records the uses of a row (scsql._note_use) and deletes it.';
+
+drop trigger if exists apply_at_commit on scsql.kb_use_pending;
+create constraint trigger apply_at_commit after insert on scsql.kb_use_pending
+  deferrable initially deferred for each row execute function scsql._apply_pending_use();
+
 create or replace function scsql._check_source(p_kind text, p_trust text, p_tier text)
 returns void
 language plpgsql immutable
@@ -531,6 +575,8 @@ declare
   v_prefix text := coalesce(rtrim(p_path, '/'), '');
   v_ids bigint[];
   v_removed text[];
+  v_paths text[];
+  v_hashes text[];
 begin
   if p_manifest is null or jsonb_typeof(p_manifest) <> 'array' then
     raise exception using errcode = 'SC210', message = 'manifest must be a JSON array of {path, content_hash}';
@@ -561,10 +607,14 @@ begin
     and not exists (select from jsonb_array_elements(p_manifest) m where m ->> 'path' = s.path);
   -- Memory history (sql/26_history.sql): one row per file removed; the files
   -- added or changed are recorded by index_text as the tool indexes them.
-  perform scsql._memory_change(v_project, 'remove', 'source', s.path, null, s.content_hash, null,
+  -- The rows are read first, then recorded (on Citus a write from inside a
+  -- query on a shard is refused).
+  select array_agg(s.path order by s.path), array_agg(s.content_hash order by s.path) into v_paths, v_hashes
+  from scsql.kb_sources s where s.project_id = v_project and s.source_id = any(v_ids);
+  perform scsql._memory_change(v_project, 'remove', 'source', r.path, null, r.content_hash, null,
                                'file no longer in the tree', nullif(v_prefix, ''))
-  from scsql.kb_sources s where s.project_id = v_project and s.source_id = any(v_ids)
-  order by s.path;
+  from unnest(v_paths, v_hashes) with ordinality r(path, content_hash, n)
+  order by r.n;
   perform scsql._forget_sources(v_project, v_ids);
 
   return query
@@ -626,6 +676,9 @@ as $$
 declare
   v_project bigint := scsql._my_project();
   v_id bigint;
+  v_path text;
+  v_hash text;
+  v_kind text;
   v_texts text[];
   v_anchors text[];
 begin
@@ -640,8 +693,9 @@ begin
   end if;
   perform scsql._check_forgettable(v_project, array[v_id]);
   -- Memory history (sql/26_history.sql).
-  perform scsql._memory_change(v_project, 'forget_source', 'source', s.path, null, s.content_hash, null, s.kind, null)
+  select s.path, s.content_hash, s.kind into v_path, v_hash, v_kind
   from scsql.kb_sources s where s.project_id = v_project and s.source_id = v_id;
+  perform scsql._memory_change(v_project, 'forget_source', 'source', v_path, null, v_hash, null, v_kind, null);
   -- What another source may hold of this one in a chunk's context is its
   -- end (a transcript part's first turn is given the end of the part before).
   select array_agg(content), array_agg(anchor) filter (where anchor is not null) into v_texts, v_anchors
@@ -672,6 +726,7 @@ declare
   v_hashes text[];
   v_texts text[];
   v_anchors text[];
+  v_paths text;
   v_n integer;
 begin
   if p_chunk_hash is null or lower(p_chunk_hash) !~ '^[0-9a-f]{64}$' then
@@ -695,9 +750,10 @@ begin
    where s.project_id = v_project and s.source_id = any(v_sources);
   perform scsql._gc_hashes(v_project, v_hashes);
   -- Memory history (sql/26_history.sql).
+  select string_agg(s.path, ', ' order by s.path) into v_paths
+  from scsql.kb_sources s where s.project_id = v_project and s.source_id = any(v_sources);
   perform scsql._memory_change(v_project, 'forget_chunk', 'chunk', lower(p_chunk_hash), lower(p_chunk_hash), null, null,
-    format('%s chunks removed', v_n),
-    (select string_agg(s.path, ', ' order by s.path) from scsql.kb_sources s where s.project_id = v_project and s.source_id = any(v_sources)));
+    format('%s chunks removed', v_n), v_paths);
   return v_n;
 end
 $$;

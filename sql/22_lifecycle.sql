@@ -186,9 +186,9 @@ comment on function scsql._note_use(bigint, text[]) is
 create or replace function scsql_caller.note_use(p_paths text[])
 returns integer
 language sql volatile security definer set search_path = pg_catalog, scsql, pg_temp
-as $$ select scsql._note_use(scsql._my_project(), p_paths) $$;
+as $$ select scsql._note_use_at_commit(scsql._my_project(), p_paths) $$;
 comment on function scsql_caller.note_use(text[]) is
-  'What search and pack (which run as the caller) call on the items they return: records their use in the acting agent''s own project only (scsql._note_use). An agent calling it directly can only raise the use counts of its own project''s items, as searching would. Returns how many rows were updated.';
+  'What search and pack (which run as the caller) call on the items they return: records their use in the acting agent''s own project only (scsql._note_use; on Citus when the transaction commits, see scsql._note_use_at_commit). An agent calling it directly can only raise the use counts of its own project''s items, as searching would. Returns how many rows were updated (0 on Citus).';
 
 -- ---------------------------------------------------------------------------
 -- Pins and settings
@@ -246,6 +246,7 @@ declare
   v_old scsql.memory_settings := scsql._memory_settings(v_project);
   v_ttl interval := coalesce(p_external_ttl, v_old.external_ttl);
   v_gran interval := coalesce(p_use_granularity, v_old.use_granularity);
+  v_now timestamptz := now();
 begin
   if not (v_ttl between interval '1 hour' and interval '3650 days')
      or not (v_gran between interval '0' and interval '1 day') then
@@ -255,7 +256,8 @@ begin
   end if;
   insert into scsql.memory_settings as s (project_id, external_ttl, use_granularity) values (v_project, v_ttl, v_gran)
   on conflict (project_id) do update
-    set external_ttl = excluded.external_ttl, use_granularity = excluded.use_granularity, updated_at = now();
+    -- The time as a value: Citus refuses now() in the DO UPDATE of a distributed table.
+    set external_ttl = excluded.external_ttl, use_granularity = excluded.use_granularity, updated_at = v_now;
   return query select p_project, v_ttl, v_gran;
 end
 $$;

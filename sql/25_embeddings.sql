@@ -232,6 +232,9 @@ declare
   v_ids bigint[];
   v_n integer;
   v_keys text[];
+  v_paths text[];
+  v_hashes text[];
+  v_reasons text[];
 begin
   -- At most 500 sources a call (the worker calls again while there is
   -- work): those whose retention ended, and external sources not indexed
@@ -247,11 +250,16 @@ begin
         order by 1
         limit 500) x;
   -- Memory history (sql/26_history.sql): one row per source purged.
-  perform scsql._memory_change(v_project, 'purge', 'source', s.path, null, s.content_hash, null,
-    case when s.expires_at is not null and s.expires_at <= now() then format('retention ended %s', s.expires_at)
-         else format('external source not indexed again within %s', v_ttl) end, null)
-  from scsql.kb_sources s where s.project_id = v_project and s.source_id = any(v_ids)
-  order by s.source_id;
+  -- The rows are read first, then recorded (on Citus a write from inside a
+  -- query on a shard is refused).
+  select array_agg(s.path order by s.source_id), array_agg(s.content_hash order by s.source_id),
+         array_agg(case when s.expires_at is not null and s.expires_at <= now() then format('retention ended %s', s.expires_at)
+                        else format('external source not indexed again within %s', v_ttl) end order by s.source_id)
+    into v_paths, v_hashes, v_reasons
+  from scsql.kb_sources s where s.project_id = v_project and s.source_id = any(v_ids);
+  perform scsql._memory_change(v_project, 'purge', 'source', r.path, null, r.content_hash, null, r.reason, null)
+  from unnest(v_paths, v_hashes, v_reasons) with ordinality r(path, content_hash, reason, n)
+  order by r.n;
   v_n := scsql._forget_sources(v_project, v_ids);
   -- Facts whose TTL ended (remember's p_ttl) leave working memory; they
   -- are not archived.
@@ -259,10 +267,13 @@ begin
     perform scsql._facts_lock(v_project);
     -- Memory history (sql/26_history.sql): one row per fact purged (the
     -- facts lock keeps the set the same until the delete).
-    perform scsql._memory_change(v_project, 'purge', 'fact', f.key, null, scsql._text_hash(f.value), null,
-                                 format('TTL ended %s', f.expires_at), null)
-    from scsql.memory_facts f where f.project_id = v_project and f.expires_at <= now()
-    order by f.key;
+    select array_agg(f.key order by f.key), array_agg(scsql._text_hash(f.value) order by f.key),
+           array_agg(format('TTL ended %s', f.expires_at) order by f.key)
+      into v_paths, v_hashes, v_reasons
+    from scsql.memory_facts f where f.project_id = v_project and f.expires_at <= now();
+    perform scsql._memory_change(v_project, 'purge', 'fact', r.key, null, r.value_hash, null, r.reason, null)
+    from unnest(v_paths, v_hashes, v_reasons) with ordinality r(key, value_hash, reason, n)
+    order by r.n;
     with gone as (
       delete from scsql.memory_facts f
       where f.project_id = v_project and f.expires_at <= now()

@@ -161,17 +161,21 @@ p_task: task_id the message concerns
 
 Sends a typed message to every agent of team role to_role, or to the agent to_agent, in the caller''s project: type is ASSIGN, STATUS, MERGE, DEPENDENCY, PROPOSED, REJECT, REVISE, LAUNCH_ROLE or RETIRE_ROLE; payload is JSON (at most 64 KiB); task optionally names a task of the project. Notifies the recipients'' channel. Returns message_id, created_at and how many agents it reached. Raises SC340 unknown type, SC342 when a non-orchestrator sends ASSIGN, REJECT, REVISE, LAUNCH_ROLE or RETIRE_ROLE, SC343 beyond the sender''s broadcasts per minute (default 10), SC008 unknown role, SC341 unknown agent, SC301 unknown task, SC010 bad argument, SC040 a payload holding a secret (sign scsql.redact_jsonb(payload); nothing is sent). The message is chained and signed like audit rows: at, key_id and signature are the sender''s Ed25519 signature of the payload (scsql adds them; SC101/SC102/SC103 when missing or stale).';
 
-create or replace function scsql._addressed_to(p_message scsql.messages, p_agent scsql.agents)
+-- The agent's fields, not its row: on Citus a query that joins scsql.agents
+-- runs on a node where the row is of the replica's type (agents_<shard>).
+drop function if exists scsql._addressed_to(scsql.messages, scsql.agents);
+create or replace function scsql._addressed_to(p_message scsql.messages, p_agent_project bigint, p_agent bigint,
+                                               p_team_role text, p_joined timestamptz)
 returns boolean
 language sql stable
 as $$
-  select coalesce(p_message.project_id = p_agent.project_id
-     and p_message.author_id <> p_agent.agent_id
-     and (p_message.to_agent_id = p_agent.agent_id
-          or (p_message.to_role = p_agent.team_role and p_message.created_at >= p_agent.created_at)), false)
+  select coalesce(p_message.project_id = p_agent_project
+     and p_message.author_id <> p_agent
+     and (p_message.to_agent_id = p_agent
+          or (p_message.to_role = p_team_role and p_message.created_at >= p_joined)), false)
 $$;
-comment on function scsql._addressed_to(scsql.messages, scsql.agents) is
-  'Private. Whether a message is addressed to an agent: to it by name, or to its team role (if the agent existed when it was sent); never to its own sender.';
+comment on function scsql._addressed_to(scsql.messages, bigint, bigint, text, timestamptz) is
+  'Private. Whether a message is addressed to the agent AGENT of project AGENT_PROJECT, of team role TEAM_ROLE, which joined at JOINED: to it by name, or to its team role (if the agent existed when it was sent); never to its own sender.';
 
 create or replace function scsql.replay(p_limit integer default 100)
 returns table (
@@ -237,7 +241,7 @@ declare
 begin
   perform scsql._require(p_message is not null, 'message is required');
   v_m := scsql._message(v_me.project_id, p_message);
-  if not scsql._addressed_to(v_m, v_me) then
+  if not scsql._addressed_to(v_m, v_me.project_id, v_me.agent_id, v_me.team_role, v_me.created_at) then
     raise exception using errcode = 'SC345',
       message = format('message %s is addressed to %s, not to agent %s', p_message,
                        coalesce('team role ' || v_m.to_role,
@@ -296,7 +300,7 @@ begin
   from scsql.agents a
   left join scsql.message_acks k
     on k.project_id = v_m.project_id and k.message_id = v_m.message_id and k.agent_id = a.agent_id
-  where a.project_id = v_m.project_id and scsql._addressed_to(v_m, a);
+  where a.project_id = v_m.project_id and scsql._addressed_to(v_m, a.project_id, a.agent_id, a.team_role, a.created_at);
 end
 $$;
 comment on function scsql.explain(bigint) is
@@ -313,14 +317,16 @@ as $$
 declare
   v_project bigint;
   v_agent bigint;
+  v_now timestamptz := now();
   v_err scsql.violation;
 begin
   v_project := scsql._project_id(p_project);
   if p_agent is null then
     perform scsql._require(p_per_minute is not null, 'per_minute is required for a project');
     -- The range of per_minute is checked by the tables' constraints.
+    -- The time as a value: Citus refuses now() in the DO UPDATE of a distributed table.
     insert into scsql.coordination_settings (project_id, broadcasts_per_minute) values (v_project, p_per_minute)
-    on conflict (project_id) do update set broadcasts_per_minute = excluded.broadcasts_per_minute, updated_at = now();
+    on conflict (project_id) do update set broadcasts_per_minute = excluded.broadcasts_per_minute, updated_at = v_now;
   else
     select agent_id into v_agent from scsql.agents where name = p_agent and project_id = v_project;
     if not found then

@@ -39,43 +39,36 @@ as $$
 begin
   if new.classification in ('public', 'internal') then
     insert into scsql.kb_learning_queue (project_id, learning_id) values (new.project_id, new.learning_id);
-    perform pg_catalog.pg_notify(scsql._channel(new.project_id, 'learnings'), 'learning');
   end if;
   return null;
 end
 $$;
 comment on function scsql._queue_learning() is
-  'Private trigger (after insert on scsql.learnings): queues a public or internal learning for the knowledge base, in the outcome''s transaction, and wakes the project''s workers (NOTIFY its learnings channel, see scsql_caller.my_channel).';
+  'Private trigger (after insert on scsql.learnings): queues a public or internal learning for the knowledge base, in the outcome''s transaction. scsql.record_outcome wakes the project''s workers (scsql._notify_learning), on the coordinator: on Citus this trigger fires on a worker, whose NOTIFY reaches only that worker''s listeners.';
+
+create or replace function scsql._notify_learning(p_project bigint, p_learning_id bigint, p_classification text)
+returns void
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+begin
+  if p_learning_id is not null and p_classification in ('public', 'internal') then
+    perform pg_catalog.pg_notify(scsql._channel(p_project, 'learnings'), 'learning');
+  end if;
+end
+$$;
+comment on function scsql._notify_learning(bigint, bigint, text) is
+  'Private. Called by scsql.record_outcome after its insert, on the coordinator: when the outcome made learning P_LEARNING_ID of classification public or internal (which scsql._queue_learning queued for the knowledge base), wakes the project''s workers (NOTIFY its learnings channel with hint "learning", see scsql_caller.my_channel). Returns nothing.';
 
 create or replace trigger learnings_to_knowledge
   after insert on scsql.learnings
   for each row execute function scsql._queue_learning();
 
-create or replace function scsql._learning_changed()
-returns trigger
-language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
-as $$
-begin
-  -- Memory history (sql/26_history.sql): a learning made a rule that denies
-  -- matching calls (scsql.mark_learning_rule), or a plain lesson again. Its
-  -- text does not change: both hashes are its summary's (public and
-  -- internal learnings only, as when it was added).
-  perform scsql._memory_change(new.project_id, case when new.deny then 'rule' else 'unrule' end, 'learning',
-    'learning:' || new.learning_id, null,
-    case when new.classification in ('public', 'internal') then scsql._text_hash(old.summary) end,
-    case when new.classification in ('public', 'internal') then scsql._text_hash(new.summary) end,
-    case when new.deny then 'denies matching calls' || coalesce(' (pattern ' || left(new.pattern, 900) || ')', '')
-         else 'a plain lesson again' end, null);
-  return null;
-end
-$$;
-comment on function scsql._learning_changed() is
-  'Private trigger (after update of deny or pattern on scsql.learnings, when either changed): records the change in the memory history, op rule (the learning now denies matching calls, with its pattern) or unrule (a plain lesson again), target learning:<id>.';
-
-create or replace trigger learnings_history
-  after update of deny, pattern on scsql.learnings
-  for each row when (old.deny is distinct from new.deny or old.pattern is distinct from new.pattern)
-  execute function scsql._learning_changed();
+-- A learning made a rule, or a plain lesson again, is recorded in the memory
+-- history by scsql.mark_learning_rule itself (sql/14_capture.sql), where the
+-- acting agent is known: on Citus a trigger on learnings fires on a worker,
+-- as the owner.
+drop trigger if exists learnings_history on scsql.learnings;
+drop function if exists scsql._learning_changed();
 
 comment on table scsql.kb_learning_queue is
   'Public and internal learnings not yet indexed into the knowledge base; drained by scsql.index_learnings.';

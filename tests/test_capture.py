@@ -188,6 +188,23 @@ def test_a_learning_marked_as_a_rule_denies_the_call(team):
                              tool_input={"command": "git push origin feature"})).output is None
 
 
+def test_marking_a_rule_is_recorded_once_as_the_agent_that_marked_it(team):
+    """The memory history names the agent that made a learning a rule (here
+    an orchestrator, on another agent's learning), once per change; a mark
+    that changes nothing records nothing. On Citus the learning's row lives
+    on a worker, where a trigger could not tell who marked it."""
+    _, dev, _, orch = team
+    lid = _failed_bash_learning(dev, "toolu_h", "rm -rf build", "failed")["learning_id"]
+    for deny in (True, True, False):
+        with orch.transaction() as conn:
+            conn.execute("select scsql.mark_learning_rule(%s, %s, 'rm -rf')", (lid, deny))
+    with dev.transaction() as conn:
+        hist = conn.execute("select op, agent, reason from scsql.memory_history(%s) where op in ('rule', 'unrule')",
+                            (f"learning:{lid}",)).fetchall()
+    assert [(r["op"], r["agent"], r["reason"]) for r in hist] == [
+        ("unrule", orch.name, "a plain lesson again"), ("rule", orch.name, "denies matching calls (pattern rm -rf)")]
+
+
 def test_edit_of_a_file_another_agents_task_owns_is_denied_and_own_task_allowed(team):
     _, dev, other, orch = team
     with orch.transaction() as conn:
@@ -272,7 +289,7 @@ def test_two_session_starts_racing_open_one_session(team):
 
     from scsql.audit.telemetry import SESSIONS
 
-    from .helpers import admin_rows, wait_for
+    from .helpers import statement_lock_waiters, wait_for
 
     db, dev, _, _ = team
     sid = uuid.uuid4().hex
@@ -288,8 +305,7 @@ def test_two_session_starts_racing_open_one_session(team):
 
         th = threading.Thread(target=b)
         th.start()
-        wait_for(lambda: admin_rows(db, "select count(*) as n from pg_stat_activity where datname = current_database() "
-                                        "and wait_event_type = 'Lock' and query like '%%open_session%%'")[0]["n"] == 1)
+        wait_for(lambda: statement_lock_waiters(db, "%open_session%") == 1)
     th.join(30)
     assert first["created"] is True
     assert got == {"session_id": first["session_id"], "created": False}

@@ -18,6 +18,8 @@ from scsql.memory.embed import DEFAULT_MODEL, vector_literal
 from scsql.core.errors import ScsqlError
 from scsql.api import Api
 
+from .helpers import statement_lock_waiters
+
 TS_CODE = """\
 import { createHmac } from "crypto";
 
@@ -220,12 +222,10 @@ def test_concurrent_indexing_keeps_statistics_exact(scsql_db, agent):
     for t in threads:
         t.start()
     waiting = 0
-    with scsql_db.connect(autocommit=True) as mon:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and waiting < sessions:
-            waiting = mon.execute("select count(*) as n from pg_stat_activity where datname = current_database() "
-                                  "and wait_event_type = 'Lock' and query like '%index_text%'").fetchone()["n"]
-            time.sleep(0.02)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and waiting < sessions:
+        waiting = statement_lock_waiters(scsql_db, "%index_text%")
+        time.sleep(0.02)
     holder.commit()
     holder.close()
     for t in threads:
@@ -349,11 +349,15 @@ def test_filtered_and_rls_restricted_vector_search_still_returns_k(scsql_db):
     # there to skip). Once autovacuum has analyzed these 620 rows the planner
     # rightly prefers a sequential scan or a sort of the rows of model 1, so
     # the check turns both off: the order must come from the HNSW index.
+    # On Citus the plan shown is a shard's (sent there with the settings,
+    # and with the query vector written out: a remote EXPLAIN takes no parameters).
     with scsql_db.connect() as conn:
+        conn.execute("set local citus.propagate_set_commands = 'local'")
         conn.execute("set local enable_seqscan = off")
         conn.execute("set local enable_sort = off")
-        plan = conn.execute("explain select * from scsql.kb_embeddings e where model_id = 1 "
-                            "order by (embedding::vector(384)) <=> %s::vector(384) limit 10", (emb,)).fetchall()
+        plan = conn.execute(psycopg.sql.SQL("explain select * from scsql.kb_embeddings e where model_id = 1 "
+                                            "order by (embedding::vector(384)) <=> {}::vector(384) limit 10")
+                            .format(psycopg.sql.Literal(emb))).fetchall()
     assert "kb_embeddings_hnsw_1" in "\n".join(r["QUERY PLAN"] for r in plan)
 
 

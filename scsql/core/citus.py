@@ -41,6 +41,12 @@ REFERENCE_TABLES = frozenset({
 # on each node is read there, where a distributed table would be a query to
 # another node from inside a query on a shard.)
 
+# Tables left plain PostgreSQL tables on the coordinator: written and read
+# there only, within one transaction, so that writing them touches no shard.
+# kb_use_pending holds the uses of search and pack results until commit
+# (migrations/0222_use_at_commit.sql).
+LOCAL_TABLES = frozenset({"kb_use_pending"})
+
 # Functions whose queries read every project's shards (a multi-shard query,
 # one task per shard, run in parallel on the workers) and what that costs.
 # Measured by tests/test_citus_cost.py (3 projects x 20 notes, three nodes on
@@ -461,6 +467,9 @@ def _create(conn: psycopg.Connection, order: list[str], managed: set[str], done:
     anchor = None
     for table in order:
         qualified = f"scsql.{table}"
+        if table in LOCAL_TABLES:
+            progress(f"{table}: local table (coordinator)")
+            continue
         if table in REFERENCE_TABLES:
             if qualified not in managed:
                 with conn.transaction():
