@@ -282,6 +282,7 @@ begin
     raise exception using errcode = 'SC209', message = format('search depth %s is out of range', p_depth),
       hint = 'depth 1-1000.';
   end if;
+  perform scsql_caller.bm25_check(p_depth, 1, p_k1, p_b, 0, 0);  -- k1 and b as search checks them
   if p_kinds is not null or p_trust is not null or p_since is not null then
     return query
     select array_agg(x.project_id order by x.score desc, x.project_id, x.chunk_id),
@@ -628,7 +629,7 @@ begin
 end
 $$;
 comment on function scsql_caller.bm25(bigint[], text[], double precision, double precision, integer, text[], text, timestamptz) is
-  'The top-depth chunks for a set of query terms by BM25 over the given projects, as the caller sees them (row-level security applies), as arrays of project ids, chunk ids and scores, best first; another project is scored with the statistics of its published chunks. Exact; without filters each project is ranked on its own, its common terms pruned MaxScore-style when they cannot change the result, and the lists are merged.';
+  'The top-depth chunks for a set of query terms by BM25 over the given projects, as the caller sees them (row-level security applies), as arrays of project ids, chunk ids and scores, best first; another project is scored with the statistics of its published chunks. Exact; without filters each project is ranked on its own, its common terms pruned MaxScore-style when they cannot change the result, and the lists are merged. Raises SC209 for a depth outside 1-1000, or k1 and b outside what search accepts (bm25_check).';
 
 create or replace function scsql_caller.search_projects(
   p_projects bigint[], p_query text, p_k integer, p_kinds text[], p_trust text, p_since timestamptz,
