@@ -263,10 +263,18 @@ def trail(scsql_db):
     return scsql_db, a, b, chains[a.name], chains[b.name]
 
 
+def triggers_off(conn: psycopg.Connection) -> None:
+    """User triggers off for the rest of CONN's transaction, as a superuser
+    (an attacking DBA). On Citus the setting also reaches the workers, where
+    the shards' triggers fire (citus.propagate_set_commands = 'local')."""
+    conn.execute("set local citus.propagate_set_commands = 'local'")
+    conn.execute("set local session_replication_role = replica")
+
+
 def tamper(db: ScsqlDb, *statements: str) -> None:
     """Runs STATEMENTS as a superuser with user triggers off (an attacking DBA)."""
     with db.connect() as conn:
-        conn.execute("set session_replication_role = replica")  # user triggers off
+        triggers_off(conn)
         for s in statements:
             conn.execute(s)
 

@@ -16,7 +16,7 @@ from scsql.coordination.client import BROADCAST_FIELDS, BROADCAST_TABLE
 from scsql.core.errors import ScsqlError
 from scsql.api import Api
 
-from .helpers import admin_rows, coordination_team, enqueue, login, one, race_behind_lock, rows
+from .helpers import admin_rows, coordination_team, enqueue, login, one, race_behind_lock, rows, triggers_off
 
 
 @pytest.fixture
@@ -233,7 +233,7 @@ def test_messages_are_chained_signed_and_append_only(team):
             conn.rollback()
             assert err.value.sqlstate == "SC100"
         # A DBA who bypasses the triggers is found out by verification.
-        conn.execute("set session_replication_role = replica")
+        triggers_off(conn)
         conn.execute("update scsql.messages set payload = '{\"n\": 99}' where message_id = %s", (first["message_id"],))
         conn.commit()
     report = verify.verify(db.admin, workers=1, progress=False)
