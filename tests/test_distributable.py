@@ -69,24 +69,17 @@ def test_tables_are_created_after_the_tables_they_refer_to(scsql_db):
 
 
 def test_migrate_citus_without_citus_says_so_and_changes_nothing(scsql_db):
+    """Without Citus, distributing and letting the owner and the auditor log in
+    (Citus connects to the workers as them) both refuse with SC042, and no
+    extension or login appears."""
     if scsql_db.server.workers:
         pytest.skip("this database has citus (.ci/citus.sh)")
-    with pytest.raises(ScsqlError) as err:
-        citus.distribute(scsql_db.admin)
-    assert err.value.code == "SC042"
+    for step in (citus.distribute, citus.cluster_logins):
+        with pytest.raises(ScsqlError) as err:
+            step(scsql_db.admin)
+        assert err.value.code == "SC042", step
     with psycopg.connect(scsql_db.admin) as conn:
         assert conn.execute("select count(*) from pg_extension where extname = 'citus'").fetchone()[0] == 0
-
-
-def test_migrate_citus_without_citus_lets_no_role_log_in(scsql_db):
-    """migrate --citus lets the owner and the auditor log in (Citus connects to
-    the workers as them) only where there is a cluster."""
-    if scsql_db.server.workers:
-        pytest.skip("this database has citus (.ci/citus.sh)")
-    with pytest.raises(ScsqlError) as err:
-        citus.cluster_logins(scsql_db.admin)
-    assert err.value.code == "SC042"
-    with psycopg.connect(scsql_db.admin) as conn:
         logins = conn.execute("select rolname, rolcanlogin from pg_roles where rolname = any(%s) order by 1",
                               (list(citus.CLUSTER_LOGINS),)).fetchall()
     assert logins == [("scsql_auditor", False), ("scsql_owner", False)]
