@@ -95,7 +95,7 @@ language plpgsql volatile security definer set search_path = pg_catalog, scsql, 
 as $$
 -- Runs as the owner and reads only the acting agent's own project, every
 -- row of which row-level security shows the agent too. Volatile: it
--- records the use of the facts and summaries it returns (scsql._note_use_at_commit).
+-- records the use of the facts and summaries it returns (scsql._note_use).
 -- What needs the caller (its broadcasts) is read first and what writes
 -- (the use) comes after the query, so on Citus the query runs whole on the
 -- project's node and calls nothing there that reads or writes elsewhere.
@@ -205,7 +205,7 @@ begin
       v_used := v_used || case r.sec when 1 then 'memory:' || r.key else r.source_path end;
     end if;
   end loop;
-  perform scsql._note_use_at_commit(v_project, v_used);  -- at once on one server; at commit on Citus
+  perform scsql._note_use(v_project, v_used);
 end
 $$;
 comment on function scsql.recall_context(integer, double precision, double precision, double precision, double precision) is
