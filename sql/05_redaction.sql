@@ -315,7 +315,7 @@ $$;
 comment on function scsql._redact(text) is
   'Private; the function write paths apply to the text they store. Returns the text with each secret replaced by [REDACTED:<kind>] (kinds and patterns: scsql.redaction_kinds()): private_key, anthropic_key, openai_key, github_token, slack_token, slack_webhook, aws_access_key, jwt, bearer, basic_auth, url_password, and values assigned to secret-looking names: password, aws_secret_key, assigned_secret. Only the secret part is replaced (names, URL schemes, users and hosts stay). Git shas, UUIDs, hashes and base64 that are not assigned to a secret name are left alone. Idempotent: _redact(_redact(x)) = _redact(x). NULL for NULL; raises nothing.';
 
-create or replace function scsql._redact_jsonb(p_value jsonb)
+create or replace function scsql._redact_jsonb_walk(p_value jsonb)
 returns jsonb
 language plpgsql immutable strict parallel safe
 as $$
@@ -324,12 +324,12 @@ begin
     when 'string' then
       return pg_catalog.to_jsonb(scsql._redact(p_value #>> '{}'));
     when 'array' then
-      return (select coalesce(pg_catalog.jsonb_agg(scsql._redact_jsonb(e) order by n), '[]'::jsonb)
+      return (select coalesce(pg_catalog.jsonb_agg(scsql._redact_jsonb_walk(e) order by n), '[]'::jsonb)
               from pg_catalog.jsonb_array_elements(p_value) with ordinality a(e, n));
     when 'object' then
       return (
         select coalesce(pg_catalog.jsonb_object_agg(scsql._redact(m.k),
-                 case when pg_catalog.jsonb_typeof(m.v) <> 'string' then scsql._redact_jsonb(m.v)
+                 case when pg_catalog.jsonb_typeof(m.v) <> 'string' then scsql._redact_jsonb_walk(m.v)
                       -- A header value: judged as the header line it comes from.
                       when lower(m.k) in ('authorization', 'proxy-authorization')
                       then pg_catalog.to_jsonb(substr(scsql._redact('Authorization: ' || (m.v #>> '{}')), 16))
@@ -343,8 +343,22 @@ begin
   end case;
 end
 $$;
+comment on function scsql._redact_jsonb_walk(jsonb) is
+  'Private; scsql._redact_jsonb without its depth check, calling itself for each level. NULL for NULL; raises nothing.';
+
+create or replace function scsql._redact_jsonb(p_value jsonb)
+returns jsonb
+language plpgsql immutable strict parallel safe
+as $$
+begin
+  -- Each level is a call of _redact_jsonb_walk: deeper than the write paths
+  -- allow (scsql._jsonb_depth), a value would exhaust the stack (54001).
+  perform scsql._require(scsql._jsonb_depth(p_value) <= 64, 'a JSON value nests deeper than 64 levels');
+  return scsql._redact_jsonb_walk(p_value);
+end
+$$;
 comment on function scsql._redact_jsonb(jsonb) is
-  'Private; the function write paths apply to the JSON they store (task payloads, broadcast bodies, summaries). Returns the value with every string redacted by scsql._redact, recursively through arrays and objects. Object keys are redacted too (two keys that redact to the same text collapse into one, the last kept). A string member of an object is also judged with its key as the name it is assigned to, so {"api_key": "<random>"} and {"password": "hunter2"} are redacted like api_key=... in text, and the value of an Authorization key like an Authorization header. Numbers, booleans and null stay. NULL for NULL; raises nothing.';
+  'Private; the function write paths apply to the JSON they store (task payloads, broadcast bodies, summaries). Returns the value with every string redacted by scsql._redact, recursively through arrays and objects. Object keys are redacted too (two keys that redact to the same text collapse into one, the last kept). A string member of an object is also judged with its key as the name it is assigned to, so {"api_key": "<random>"} and {"password": "hunter2"} are redacted like api_key=... in text, and the value of an Authorization key like an Authorization header. Numbers, booleans and null stay. NULL for NULL; raises SC010 for a value nested more than 64 levels deep (each level is a call: deeper, the stack would run out).';
 
 -- ---------------------------------------------------------------------------
 -- Public: what is redacted

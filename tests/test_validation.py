@@ -360,3 +360,22 @@ def test_an_agent_s_unknown_names_raise_their_codes(team):
         Api(dev).call("enqueue_task", role="developer")
     assert err.value.code == "SC300"
     assert _count(db, "scsql.tasks") == 0 and _count(db, "scsql.messages") == 0
+
+
+def test_json_nested_too_deep_and_infinite_times_are_bad_arguments(team):
+    """Every JSON a write path stores is redacted level by level; a value
+    nested deeper than the write paths allow is SC010 wherever it comes in
+    (it used to exhaust the stack, 54001, where no earlier check caught it),
+    and a task cannot be put off to infinity."""
+    db, _, orch, dev = team
+    deep = "[" * 5000 + "1" + "]" * 5000
+    calls = [(dev, "select * from scsql.capture_tool_call('Edit', 'ok', p_files => %s::jsonb)", deep),
+             (orch, "select * from scsql.enqueue_task('developer', %s::jsonb)", deep),
+             (orch, "select * from scsql.enqueue_task('developer', '{}', p_run_after => %s::timestamptz)", "-infinity"),
+             (orch, "select * from scsql.enqueue_task('developer', '{}', p_run_after => %s::timestamptz)", "infinity")]
+    before = _count(db, "scsql.tool_calls"), _count(db, "scsql.tasks")
+    for agent, statement, value in calls:
+        with pytest.raises(ScsqlError) as err, agent.transaction() as conn:
+            conn.execute(statement, (value,))
+        assert err.value.code == "SC010", (statement, err.value)
+    assert (_count(db, "scsql.tool_calls"), _count(db, "scsql.tasks")) == before
