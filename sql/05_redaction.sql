@@ -353,7 +353,10 @@ as $$
 begin
   -- Each level is a call of _redact_jsonb_walk: deeper than the write paths
   -- allow (scsql._jsonb_depth), a value would exhaust the stack (54001).
-  perform scsql._require(scsql._jsonb_depth(p_value) <= 64, 'a JSON value nests deeper than 64 levels');
+  if scsql._jsonb_depth(p_value) > 64 then
+    raise exception using errcode = 'SC010', message = 'a JSON value nests deeper than 64 levels',
+      hint = 'No write path stores deeper JSON.';
+  end if;
   return scsql._redact_jsonb_walk(p_value);
 end
 $$;
@@ -412,11 +415,7 @@ language plpgsql immutable parallel safe security definer set search_path = pg_c
 as $$
 begin
   perform scsql._redact_size('JSON', pg_catalog.octet_length(p_value::text));
-  if scsql._jsonb_depth(p_value) > 64 then
-    raise exception using errcode = 'SC010', message = 'the JSON to redact nests deeper than 64 levels',
-      hint = 'No write path stores deeper JSON.';
-  end if;
-  return scsql._redact_jsonb(p_value);
+  return scsql._redact_jsonb(p_value);  -- which refuses JSON nested deeper than 64 levels
 end
 $$;
 comment on function scsql.redact_jsonb(jsonb) is

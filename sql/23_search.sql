@@ -278,11 +278,7 @@ declare
   v_lim integer;
   v_restart boolean := false;
 begin
-  if p_depth is null or p_depth not between 1 and 1000 then
-    raise exception using errcode = 'SC209', message = format('search depth %s is out of range', p_depth),
-      hint = 'depth 1-1000.';
-  end if;
-  perform scsql_caller.bm25_check(p_depth, 1, p_k1, p_b, 0, 0);  -- k1 and b as search checks them
+  perform scsql_caller.bm25_check(p_depth, 1, p_k1, p_b, 0, 0);  -- depth, and k1 and b as search checks them
   if p_kinds is not null or p_trust is not null or p_since is not null then
     return query
     select array_agg(x.project_id order by x.score desc, x.project_id, x.chunk_id),
