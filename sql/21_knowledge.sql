@@ -106,12 +106,15 @@ begin
     from x, scsql_caller.terms(concat_ws(E'\n', p_path, x.anchor, x.context, x.content)) t
   ),
   up as (
-    insert into scsql.kb_terms (project_id, term, df, max_tf, published_df)
-    select p_project, tt.term, count(*), max(tt.tf), case when v_published then count(*) else 0 end
-    from tt group by tt.term order by tt.term
+    insert into scsql.kb_terms (project_id, term, df, max_tf, published_df, tier_min_dl)
+    select p_project, tt.term, count(*), max(tt.tf), case when v_published then count(*) else 0 end,
+           min(tt.dl) filter (where tt.tf = 1 and tt.dl >= 32)
+    from (select tt.*, sum(tt.tf) over (partition by tt.seq) as dl from tt) tt
+    group by tt.term order by tt.term
     on conflict (project_id, term) do update
       set df = kb_terms.df + excluded.df, max_tf = greatest(kb_terms.max_tf, excluded.max_tf),
-          published_df = kb_terms.published_df + excluded.published_df
+          published_df = kb_terms.published_df + excluded.published_df,
+          tier_min_dl = least(kb_terms.tier_min_dl, excluded.tier_min_dl)
     returning kb_terms.term_id, kb_terms.term
   ),
   agg as (

@@ -123,6 +123,80 @@ comment on function scsql_caller.bm25_both(bigint, bigint[], double precision[],
                                            double precision, double precision, double precision) is
   'For scsql_caller.bm25: the chunks of one project holding both of two terms (ids p_tids, idfs p_idf; a merge join of their postings), with their partial BM25 score over the two, best first, as arrays; only those whose partial score plus p_rest (what the other terms can add) reaches p_lb. Row-level security applies. Raises SC209 (bm25_check) for parameters out of range or values whose scores overflow.';
 
+create or replace function scsql_caller.bm25_one(
+  p_project bigint, p_tid bigint, p_idf double precision, p_lo double precision, p_rest double precision,
+  p_lb double precision, p_avgdl double precision, p_k1 double precision, p_b double precision)
+returns table (chunk_ids bigint[], parts double precision[])
+language plpgsql stable
+as $$
+begin
+  perform scsql_caller.bm25_check(1, p_avgdl, p_k1, p_b, p_rest, p_lb);
+  if p_lo is null or not p_lo between 0 and 1e15 then
+    perform scsql_caller.bm25_check(null, null, null, null, null, null);
+  end if;
+  if (p_lo + p_rest) * (1 + 1e-9) < p_lb then
+    -- No posting outside the partial index can reach p_lb: only its own.
+    return query
+    select coalesce(array_agg(c.chunk_id order by c.part desc, c.chunk_id), '{}'),
+           coalesce(array_agg(c.part order by c.part desc, c.chunk_id), '{}')
+    from (
+      select a.chunk_id, scsql_caller.bm25_term(p_idf, a.tf, a.dl, p_avgdl, p_k1, p_b) as part
+      from scsql.kb_postings a
+      where a.project_id = p_project and a.term_id = p_tid and (a.tf > 1 or a.dl < 32)
+    ) c
+    where c.part + p_rest * (1 + 1e-9) >= p_lb;
+  else
+    return query
+    select coalesce(array_agg(c.chunk_id order by c.part desc, c.chunk_id), '{}'),
+           coalesce(array_agg(c.part order by c.part desc, c.chunk_id), '{}')
+    from (
+      select a.chunk_id, scsql_caller.bm25_term(p_idf, a.tf, a.dl, p_avgdl, p_k1, p_b) as part
+      from scsql.kb_postings a
+      where a.project_id = p_project and a.term_id = p_tid
+    ) c
+    where c.part + p_rest * (1 + 1e-9) >= p_lb;
+  end if;
+exception when numeric_value_out_of_range or division_by_zero then
+  perform scsql_caller.bm25_check(null, null, null, null, null, null);
+end
+$$;
+comment on function scsql_caller.bm25_one(bigint, bigint, double precision, double precision, double precision, double precision,
+                                          double precision, double precision, double precision) is
+  'For scsql_caller.bm25: the chunks of one project holding a term (id p_tid, idf p_idf) with its BM25 score in each, best first, as arrays; only those whose score plus p_rest (what the other terms can add) reaches p_lb. When p_lo (what the term adds at most outside the partial index kb_postings_tier_idx: tf 1 in a chunk of 32 terms or more) plus p_rest cannot reach p_lb, only the postings of the partial index are read. Row-level security applies. Raises SC209 (bm25_check) for parameters out of range or values whose scores overflow.';
+
+create or replace function scsql_caller.bm25_tiered(
+  p_project bigint, p_tids bigint[], p_idf double precision[], p_lo double precision[], p_cap integer,
+  p_avgdl double precision, p_k1 double precision, p_b double precision)
+returns table (chunk_ids bigint[], gains double precision[], postings bigint)
+language plpgsql stable
+as $$
+begin
+  perform scsql_caller.bm25_check(1, p_avgdl, p_k1, p_b, 0, 0);
+  if p_cap is null or p_cap not between 0 and 1e8 or cardinality(p_tids) is distinct from cardinality(p_idf)
+     or cardinality(p_tids) is distinct from cardinality(p_lo)
+     or exists (select from unnest(p_lo) x where x is null or not x between 0 and 1e15) then
+    perform scsql_caller.bm25_check(null, null, null, null, null, null);
+  end if;
+  return query
+  select coalesce(array_agg(h.chunk_id order by h.gain desc, h.chunk_id), '{}'),
+         coalesce(array_agg(h.gain order by h.gain desc, h.chunk_id), '{}'), coalesce(sum(h.n), 0)::bigint
+  from (
+    select p.chunk_id, count(*) as n,
+           sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, p_avgdl, p_k1, p_b) - u.lo) as gain
+    from (select p.chunk_id, p.term_id, p.tf, p.dl from scsql.kb_postings p
+          where p.project_id = p_project and p.term_id = any(p_tids) and (p.tf > 1 or p.dl < 32)
+          limit p_cap + 1) p
+    join unnest(p_tids, p_idf, p_lo) u(term_id, idf, lo) on u.term_id = p.term_id
+    group by p.chunk_id
+  ) h;
+exception when numeric_value_out_of_range or division_by_zero then
+  perform scsql_caller.bm25_check(null, null, null, null, null, null);
+end
+$$;
+comment on function scsql_caller.bm25_tiered(bigint, bigint[], double precision[], double precision[], integer,
+                                             double precision, double precision, double precision) is
+  'For scsql_caller.bm25: the chunks of one project with a posting of the given terms (ids p_tids, idfs p_idf) in the partial index kb_postings_tier_idx (tf above 1, or a chunk of fewer than 32 terms), each with its gain: the sum over those postings of its score less p_lo (what a posting of the term outside the index adds at most), best gain first, as arrays; and the number of postings read, at most p_cap + 1 (more than p_cap: the lists are cut short). Row-level security applies. Raises SC209 (bm25_check) for parameters out of range or values whose scores overflow.';
+
 create or replace function scsql_caller.bm25_top(
   p_project bigint, p_ids bigint[], p_parts double precision[], p_tids bigint[], p_idf double precision[],
   p_scored integer[], p_rest double precision, p_lb double precision, p_depth integer,
@@ -277,6 +351,15 @@ declare
   -- must look further. With more terms, grouping the postings costs most.
   v_lim integer;
   v_restart boolean := false;
+  -- Tiers (below): each term's bound at tf 1 in a chunk of 32 terms or more,
+  -- the tiered terms, the bounds a chunk outside the partial index has, and
+  -- the terms it must hold.
+  v_lo double precision[];
+  v_tier integer[];
+  v_bound double precision[];
+  v_req_tier integer[];
+  v_mindl integer[];
+  v_floor double precision;
 begin
   perform scsql_caller.bm25_check(p_depth, 1, p_k1, p_b, 0, 0);  -- depth, and k1 and b as search checks them
   if p_kinds is not null or p_trust is not null or p_since is not null then
@@ -348,9 +431,10 @@ begin
   end if;
   select array_agg(t.term_id order by t.df, t.term_id),
          array_agg(scsql_caller.bm25_idf(v_n, t.df) order by t.df, t.term_id),
-         array_agg(t.df order by t.df, t.term_id), array_agg(t.max_tf order by t.df, t.term_id)
-    into v_tids, v_idf, v_df, v_maxtf
-  from (select t.term_id, t.max_tf, case when v_project = v_me then t.df else t.published_df end as df
+         array_agg(t.df order by t.df, t.term_id), array_agg(t.max_tf order by t.df, t.term_id),
+         array_agg(t.tier_min_dl order by t.df, t.term_id)
+    into v_tids, v_idf, v_df, v_maxtf, v_mindl
+  from (select t.term_id, t.max_tf, t.tier_min_dl, case when v_project = v_me then t.df else t.published_df end as df
         from scsql.kb_terms t
         where t.project_id = v_project and t.term = any(p_terms)) t
   where t.df > 0;
@@ -359,12 +443,23 @@ begin
     return;
   end if;
 
-  -- Each term's upper bound: its score in a chunk of max_tf terms, all of them it.
-  select array_agg(scsql_caller.bm25_term(v_idf[i], v_maxtf[i], v_maxtf[i], v_avgdl, p_k1, p_b) order by i)
-    into v_ubt
+  -- Each term's upper bound: its score in a chunk of max_tf terms, all of
+  -- them it; and the bound of its postings outside the partial index
+  -- kb_postings_tier_idx (tf 1 in a chunk of 32 terms or more, most of
+  -- them): its score at tf 1 in a chunk of tier_min_dl terms (0: none).
+  select array_agg(scsql_caller.bm25_term(v_idf[i], v_maxtf[i], v_maxtf[i], v_avgdl, p_k1, p_b) order by i),
+         array_agg(coalesce(scsql_caller.bm25_term(v_idf[i], 1, greatest(32, v_mindl[i]), v_avgdl, p_k1, p_b), 0) order by i)
+    into v_ubt, v_lo
   from generate_series(1, v_terms) i;
   v_ubsum := (select sum(x) from unnest(v_ubt) x);
   v_total := (select sum(d) from unnest(v_df) d);
+
+  -- Tiered terms (below): those whose postings in the partial index are
+  -- few enough to read, and the bound of a chunk with none of them there.
+  select coalesce(array_agg(i order by i), '{}') into v_tier
+  from generate_series(1, v_terms) i where v_lo[i] < v_ubt[i] and v_df[i] <= 2 * v_budget;
+  select array_agg(case when i = any(v_tier) then v_lo[i] else v_ubt[i] end order by i) into v_bound
+  from generate_series(1, v_terms) i;
 
   -- Essential terms: the rarest ones, whose postings together stay small:
   -- a tenth of the budget to start with. A common term's postings cost
@@ -390,23 +485,46 @@ begin
   -- too much), the next term becomes essential.
   while v_e < v_terms loop
     v_lim := case when v_restart or v_e > 1 then v_cap else least(v_cap, 4 * greatest(p_depth * 2, 100)) end;
-    if v_e = 1 then  -- one posting per chunk: nothing to group
+    -- A chunk whose partial score over the essential terms is below v_floor
+    -- cannot reach v_lb with the others' bounds: the lists of the rounds
+    -- that group leave it out (the first round's list starts at the best).
+    v_floor := case when v_e = 1 then 0
+                    else greatest(v_lb - (1 + 1e-9) * coalesce((select sum(x) from unnest(v_ubt[v_e + 1:v_terms]) x), 0)
+                                  - 1e-9 * v_lb, 0) end;
+    if v_e = 1 then
+      -- One posting per chunk: nothing to group. First the postings of the
+      -- partial index: when v_lim + 1 of them score above v_lo[1], which no
+      -- other posting of the term exceeds, they are the best of all, in the
+      -- same order; otherwise every posting is read.
       select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
         into v_cand, v_part
       from (
         select p.chunk_id, scsql_caller.bm25_term(v_idf[1], p.tf, p.dl, v_avgdl, p_k1, p_b) as part
         from scsql.kb_postings p
-        where p.project_id = v_project and p.term_id = v_tids[1]
+        where p.project_id = v_project and p.term_id = v_tids[1] and (p.tf > 1 or p.dl < 32)
         order by part desc, p.chunk_id
         limit v_lim + 1
-      ) x;
+      ) x
+      where x.part > v_lo[1];
+      if coalesce(cardinality(v_cand), 0) <= v_lim then
+        select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
+          into v_cand, v_part
+        from (
+          select p.chunk_id, scsql_caller.bm25_term(v_idf[1], p.tf, p.dl, v_avgdl, p_k1, p_b) as part
+          from scsql.kb_postings p
+          where p.project_id = v_project and p.term_id = v_tids[1]
+          order by part desc, p.chunk_id
+          limit v_lim + 1
+        ) x;
+      end if;
     elsif v_sum - v_df[v_e] <= v_df[v_e] / 4 then
       -- The term just made essential holds most of the postings: its best
       -- chunks alone (a top-N sort, no grouping), and the few chunks holding
       -- the other essential terms with their partial score over all of them
       -- (the big term's postings among them read by one index scan over
       -- their sorted ids). A chunk of the best that holds only the big term
-      -- is among its best, so the list is the same as grouping every posting.
+      -- is among its best, so the list is the same as grouping every posting;
+      -- when the big term alone cannot reach v_floor, it is not read at all.
       select array_agg(distinct p.chunk_id order by p.chunk_id) into v_small
       from scsql.kb_postings p
       where p.project_id = v_project and p.term_id = any(v_tids[1:v_e - 1]);
@@ -429,11 +547,12 @@ begin
           union all
           (select p.chunk_id, scsql_caller.bm25_term(v_idf[v_e], p.tf, p.dl, v_avgdl, p_k1, p_b) as part
            from scsql.kb_postings p
-           where p.project_id = v_project and p.term_id = v_tids[v_e]
+           where p.project_id = v_project and p.term_id = v_tids[v_e] and v_ubt[v_e] >= v_floor
            order by part desc, p.chunk_id
            limit v_lim + 1)
         ) y
         group by y.chunk_id
+        having max(y.part) >= v_floor
         order by part desc, y.chunk_id
         limit v_lim + 1
       ) x;
@@ -445,6 +564,7 @@ begin
         from unnest(v_tids[1:v_e], v_idf[1:v_e]) u(term_id, idf)
         join scsql.kb_postings p on p.project_id = v_project and p.term_id = u.term_id
         group by p.chunk_id
+        having sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b)) >= v_floor
         order by part desc, p.chunk_id
         limit v_lim + 1
       ) x;
@@ -476,7 +596,7 @@ begin
       v_done := v_m;
       v_theta := coalesce((select sc from unnest(v_scores) sc order by sc desc offset p_depth - 1 limit 1), 0);
       v_lb := greatest(v_lb, v_theta);
-      v_next := case when v_ncand > v_m then v_part[v_m + 1] else 0 end;
+      v_next := case when v_ncand > v_m then v_part[v_m + 1] else v_floor end;
       if v_theta > v_ub + v_next then
         return query
         select array_fill(v_project, array[least(p_depth, array_length(v_ids, 1))]),
@@ -556,6 +676,109 @@ begin
     v_sum := v_sum + v_df[v_e];
   end loop;
 
+  -- Tiers. Most postings have tf 1 in a chunk of 32 terms or more, and add
+  -- at most v_lo to it; the others are in a partial index
+  -- (kb_postings_tier_idx: tf > 1 or dl < 32), a tenth or so of each list.
+  -- The tiered terms are those whose partial-index postings are few enough
+  -- to read. A chunk with none of those postings scores at most the sum of
+  -- v_bound over the terms it holds (v_lo for a tiered term, the upper
+  -- bound for another): when the sum over all terms stays below v_lb, no
+  -- such chunk is in the result; otherwise it must hold every term without
+  -- which the sum stays below v_lb (required under tiers). So when that is
+  -- more than the upper bounds require (v_req), the result is among: the
+  -- chunks with a partial-index posting whose bound (their scores there,
+  -- v_bound for the other terms) reaches v_lb, completed; the chunks
+  -- holding the required terms (as below, with v_bound as what the other
+  -- terms add); and the pair, when scored. This settles the queries of two
+  -- or three terms of about equal bound, where no term can be left out but
+  -- a chunk that holds them at tf 1 cannot reach the best.
+  if (cardinality(v_req) = 0 or (cardinality(v_req) = 1 and v_df[v_req[1]] > v_budget / 4))
+     and v_budget > 0 and v_total > v_budget then
+    for v_i in 1 .. 2 loop
+      select coalesce(array_agg(i order by i), '{}') into v_req_tier
+      from generate_series(1, v_terms) i
+      where ((select sum(x) from unnest(v_bound) x) - v_bound[i]) * (1 + 1e-9) < v_lb;
+      exit when cardinality(v_req_tier) >= 2 or v_i = 2 or v_pair_ids is not null or v_terms < 2;
+      -- A better v_lb first: the pair's depth-th best, when its merge join
+      -- costs well under scoring every posting.
+      select array_agg(i order by v_ubt[i] desc, i) into v_pair
+      from (select i from generate_series(1, v_terms) i order by v_ubt[i] desc, i limit 2) x;
+      exit when 0.3 * (v_df[v_pair[1]] + v_df[v_pair[2]]) > v_total;
+      select t.chunk_ids, t.parts into v_ids, v_scores
+      from scsql_caller.bm25_both(v_project, array[v_tids[v_pair[1]], v_tids[v_pair[2]]],
+                                  array[v_idf[v_pair[1]], v_idf[v_pair[2]]], 0, 0, v_avgdl, p_k1, p_b) t;
+      select t.chunk_ids, t.scores into v_pair_ids, v_pair_scores
+      from scsql_caller.bm25_top(v_project, v_ids, v_scores, v_tids, v_idf, v_pair,
+                                 greatest(v_ubsum - v_ubt[v_pair[1]] - v_ubt[v_pair[2]], 0), v_lb, p_depth,
+                                 v_avgdl, p_k1, p_b) t;
+      v_theta := coalesce(v_pair_scores[p_depth], 0);
+      if v_theta > (v_ubsum - least(v_ubt[v_pair[1]], v_ubt[v_pair[2]])) * (1 + 1e-9) then
+        return query
+        select array_fill(v_project, array[p_depth]), v_pair_ids[1:p_depth], v_pair_scores[1:p_depth];
+        return;
+      end if;
+      v_lb := greatest(v_lb, v_theta);
+      select coalesce(array_agg(i order by i), '{}') into v_req
+      from generate_series(1, v_terms) i
+      where (v_ubsum - v_ubt[i]) * (1 + 1e-9) < v_lb;
+    end loop;
+    v_rest := (select sum(x) from unnest(v_bound) x);  -- what a chunk outside the partial index scores at most
+    if v_rest * (1 + 1e-9) < v_lb or cardinality(v_req_tier) > cardinality(v_req) then
+      -- The chunks of the partial index that can reach v_lb; at most half
+      -- the budget of postings read, or the way on below.
+      select coalesce(array(select c from unnest(h.chunk_ids, h.gains) x(c, g) where v_rest + x.g >= v_lb * (1 - 1e-9)
+                            order by c), '{}'),
+             h.postings
+        into v_small, v_i
+      from scsql_caller.bm25_tiered(v_project, array(select v_tids[i] from unnest(v_tier) i order by i),
+                                    array(select v_idf[i] from unnest(v_tier) i order by i),
+                                    array(select v_lo[i] from unnest(v_tier) i order by i),
+                                    v_budget / 2, v_avgdl, p_k1, p_b) h;
+      if v_i <= v_budget / 2 then
+        v_by := v_req_tier[1:2];
+        select coalesce(sum(v_bound[i]), 0) into v_rest from generate_series(1, v_terms) i where i <> all(v_by);
+        if (select sum(x) from unnest(v_bound) x) * (1 + 1e-9) < v_lb
+           or (v_pair_ids is not null and v_by @> v_pair and v_pair @> v_by) then
+          -- No chunk outside the partial index reaches v_lb, or the pair's
+          -- best are those of the chunks holding both required terms.
+          v_ids := '{}';
+          v_scores := '{}';
+          v_by := '{1}';
+        elsif cardinality(v_by) = 2 then
+          select t.chunk_ids, t.parts into v_ids, v_scores
+          from scsql_caller.bm25_both(v_project, array[v_tids[v_by[1]], v_tids[v_by[2]]],
+                                      array[v_idf[v_by[1]], v_idf[v_by[2]]], v_rest, v_lb, v_avgdl, p_k1, p_b) t;
+        else
+          select t.chunk_ids, t.parts into v_ids, v_scores
+          from scsql_caller.bm25_one(v_project, v_tids[v_by[1]], v_idf[v_by[1]], v_lo[v_by[1]], v_rest, v_lb,
+                                     v_avgdl, p_k1, p_b) t;
+        end if;
+        return query
+        select array_agg(v_project), array_agg(x.chunk_id order by x.score desc, x.chunk_id),
+               array_agg(x.score order by x.score desc, x.chunk_id)
+        from (
+          select c.chunk_id, max(c.score) as score
+          from (
+            select u.chunk_id, u.score
+            from scsql_caller.bm25_top(v_project, v_ids, v_scores, v_tids, v_idf, v_by, v_rest, v_lb, p_depth,
+                                       v_avgdl, p_k1, p_b) t
+            cross join unnest(t.chunk_ids, t.scores) u(chunk_id, score)
+            union all
+            select h.chunk_id, h.score
+            from scsql_caller.bm25_complete(v_project, v_small, array_fill(0::double precision, array[cardinality(v_small)]),
+                                            v_tids, v_idf, '{}', v_avgdl, p_k1, p_b) h
+            union all
+            select u.chunk_id, u.score from unnest(v_pair_ids, v_pair_scores) u(chunk_id, score)
+          ) c
+          group by c.chunk_id
+          order by score desc, c.chunk_id
+          limit p_depth
+        ) x;
+        return;
+      end if;
+    end if;
+  end if;
+
   -- Required terms: every chunk of the result holds them. The candidates
   -- are the chunks holding the rarest one (two: a merge join of their
   -- postings) whose partial score plus the other terms' bounds reaches
@@ -581,14 +804,9 @@ begin
         v_pair_ids := '{}';
         v_pair_scores := '{}';
       end if;
-      select array_agg(c.chunk_id order by c.part desc, c.chunk_id), array_agg(c.part order by c.part desc, c.chunk_id)
-        into v_ids, v_scores
-      from (
-        select a.chunk_id, scsql_caller.bm25_term(v_idf[v_by[1]], a.tf, a.dl, v_avgdl, p_k1, p_b) as part
-        from scsql.kb_postings a
-        where a.project_id = v_project and a.term_id = v_tids[v_by[1]]
-      ) c
-      where c.part + v_rest * (1 + 1e-9) >= v_lb;
+      select t.chunk_ids, t.parts into v_ids, v_scores
+      from scsql_caller.bm25_one(v_project, v_tids[v_by[1]], v_idf[v_by[1]], v_lo[v_by[1]], v_rest, v_lb,
+                                 v_avgdl, p_k1, p_b) t;
     end if;
     -- Chunks of the scored pair outside the candidates keep their scores.
     return query
