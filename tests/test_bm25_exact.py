@@ -139,3 +139,26 @@ def test_pruned_bm25_is_exact_when_a_common_term_joins_a_rare_one(scsql_db):
             rng.shuffle(words)
             conn.execute("select 1 from scsql.index_text(%s, %s, 'note')", (f"s{i}", " ".join(words)))
     _check(agent, "search", ["rare middle common", "rare middle", "rare common u0", "middle common u1"])
+
+
+def test_pruned_bm25_is_exact_with_tiers(scsql_db):
+    """Long notes where most postings have tf 1 (outside the partial index
+    kb_postings_tier_idx, bounded together): three terms of about equal
+    frequency and bound, where a note holding two of them at tf 1 cannot
+    reach the best but one holding all three can (the tiers, after the
+    rounds); and rare terms with a middle term too weak to reach the floor
+    of the round that adds it (its postings not read alone), then a term in
+    every note."""
+    rng = random.Random(11)
+    agent = scsql_db.agent("exact_tiers", scsql_db.project())
+    with agent.transaction() as conn:
+        for i in range(900):
+            words = rng.choices(VOCAB, WEIGHTS, k=rng.randint(35, 90)) + ["every"]
+            for term, share in (("fa", 0.3), ("fb", 0.3), ("fc", 0.3), ("mid", 0.6), ("r1", 0.06), ("r2", 0.06)):
+                if rng.random() < share:
+                    words += [term] * (1 if rng.random() < 0.85 else rng.randint(2, 4))
+            if rng.random() < 0.03:
+                words = words[:rng.randint(3, 20)]  # a short note: its postings are in the partial index
+            rng.shuffle(words)
+            conn.execute("select 1 from scsql.index_text(%s, %s, 'note')", (f"t{i}", " ".join(words)))
+    _check(agent, "search", ["fa fb fc", "fa fb fc u7", "fa fb", "r1 r2 mid every", "r1 mid every", "r1 r2 fa mid"])
