@@ -207,3 +207,26 @@ def test_the_hook_server_refuses_a_connection_from_another_user(tmp_path):
         server.unbind()
         shutil.rmtree(base, ignore_errors=True)
     assert outcome == "refused" and answered == [], outcome
+
+
+# -- another local user and backups ---------------------------------------------------
+
+
+def test_backup_never_writes_through_a_link_another_user_planted(scsql_db, tmp_path):
+    import stat
+    import tarfile
+
+    from scsql.ops import backup
+
+    shared = tmp_path / "backups"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)  # a directory every user may write into, as /tmp
+    victim = tmp_path / "victim.conf"
+    victim.write_text("precious\n")
+    target = shared / "scsql.backup"
+    (shared / ".scsql.backup.partial").symlink_to(victim)  # the name the backup used to write through
+    backup.backup(scsql_db.admin, target)
+    assert victim.read_bytes() == b"precious\n", "the backup was written into the other user's link"
+    assert not target.is_symlink() and stat.S_IMODE(target.stat().st_mode) == 0o600
+    with tarfile.open(target) as tar:
+        assert tar.getnames() == ["manifest.json", "scsql.dump"]
