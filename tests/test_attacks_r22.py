@@ -230,3 +230,125 @@ def test_backup_never_writes_through_a_link_another_user_planted(scsql_db, tmp_p
     assert not target.is_symlink() and stat.S_IMODE(target.stat().st_mode) == 0o600
     with tarfile.open(target) as tar:
         assert tar.getnames() == ["manifest.json", "scsql.dump"]
+
+
+# -- a hostile agent against the database: what held ----------------------------------
+
+
+@pytest.fixture
+def spy_and_victim(scsql_db):
+    """Project B (the victim) holds a published file, an unpublished session
+    summary, a fact, a decision and an open loop; the spy of project A was
+    granted read on B by an administrator."""
+    db = scsql_db
+    pa, pb = db.project(), db.project()
+    spy, victim = db.agent("spy", pa), db.agent("victim", pb)
+    with psycopg.connect(db.login(victim.name), autocommit=True) as v:
+        v.execute("select * from scsql.index_text('docs/public.md', 'zebracorn release notes for everyone')")
+        v.execute("select * from scsql.summarize_session(%s::jsonb)",
+                  ('{"decisions": "zebracorn merger secret layoffs"}',))
+        v.execute("select * from scsql.remember('zebracorn-key', 'zebracorn private fact', 3)")
+        loop = v.execute("select loop_id from scsql.open_loop('zebracorn open question')").fetchone()[0]
+        decision = v.execute("select decision_id from scsql.decide('zebracorn plan', 'because')").fetchone()[0]
+    with db.connect(autocommit=True) as admin:
+        admin.execute("select scsql.grant_project_read(%s, %s)", (pb, spy.name))
+        b = admin.execute("select project_id from scsql.projects where name = %s", (pb,)).fetchone()["project_id"]
+        chunks = admin.execute("select chunk_id, published, chunk_hash from scsql.kb_chunks where project_id = %s",
+                               (b,)).fetchall()
+        terms = [r["term_id"] for r in admin.execute("select term_id from scsql.kb_terms where project_id = %s",
+                                                      (b,)).fetchall()]
+        summary = admin.execute("select path from scsql.kb_sources where project_id = %s and kind = 'session_summary'",
+                                (b,)).fetchone()["path"]
+    assert any(not c["published"] for c in chunks) and any(c["published"] for c in chunks)
+    return dict(db=db, pa=pa, spy=spy, victim=victim, b=b, chunks=chunks, terms=terms, loop=loop, decision=decision,
+                summary=summary, pb=pb)
+
+
+def test_held_bm25_helpers_show_only_what_row_level_security_shows(spy_and_victim):
+    s = spy_and_victim
+    ids = sorted(c["chunk_id"] for c in s["chunks"])
+    published = {c["chunk_id"] for c in s["chunks"] if c["published"]}
+    private = set(ids) - published
+    tids = sorted(s["terms"])
+    complete = ("select chunk_id, score from scsql_caller.bm25_complete(%s, %s, %s, %s, %s, '{}', 10, 1.2, 0.75)",
+                (s["b"], ids, [0.0] * len(ids), tids, [1.0] * len(tids)))
+
+    def scored(conn):
+        return {r[0] for r in conn.execute(*complete).fetchall() if r[1] > 0}
+
+    with psycopg.connect(s["db"].login(s["victim"].name), autocommit=True) as victim:
+        assert private <= scored(victim)  # the call does reach the private chunk's postings, for its own project
+    with psycopg.connect(s["db"].login(s["spy"].name), autocommit=True) as spy:
+        seen = scored(spy)
+        top = spy.execute(
+            "select unnest(chunk_ids), unnest(scores) from scsql_caller.bm25_top(%s, %s, %s, %s, %s, '{}', 0, 0, 100, "
+            "10, 1.2, 0.75)", (s["b"], ids, [0.0] * len(ids), tids, [1.0] * len(tids))).fetchall()
+        both = [r[0] for a in tids for b in tids if a < b for r in spy.execute(
+            "select unnest(chunk_ids) from scsql_caller.bm25_both(%s, %s, '{1,1}', 0, 0, 10, 1.2, 0.75)",
+            (s["b"], [a, b])).fetchall()]
+    assert seen and seen <= published, "bm25_complete scored postings of an unpublished chunk"
+    assert {c for c, score in top if score > 0} <= published, "bm25_top scored postings of an unpublished chunk"
+    assert both and set(both) <= published, "bm25_both scored postings of an unpublished chunk"
+    with s["db"].connect(autocommit=True) as admin:  # the same call without the grant: nothing of B
+        admin.execute("select scsql.revoke_project_read(%s, %s)", (s["pb"], s["spy"].name))
+    with psycopg.connect(s["db"].login(s["spy"].name), autocommit=True) as spy:
+        assert scored(spy) == set()
+
+
+def test_held_use_counts_history_decisions_loops_and_sources_stay_in_their_project(spy_and_victim):
+    s = spy_and_victim
+    hashes = {c["chunk_hash"] for c in s["chunks"] if not c["published"]}
+    with s["db"].connect(autocommit=True) as admin:
+        before = admin.execute("select (select sum(use_count) from scsql.kb_sources where project_id = %(b)s) "
+                               "+ (select sum(use_count) from scsql.memory_facts where project_id = %(b)s) as n",
+                               {"b": s["b"]}).fetchone()["n"]
+    refused = {}
+    with psycopg.connect(s["db"].login(s["spy"].name), autocommit=True) as spy:
+        spy.execute("select scsql_caller.note_use(%s)", (["docs/public.md", s["summary"], "memory:zebracorn-key"],))
+        spy.execute("select * from scsql.search_global('zebracorn')")
+        assert spy.execute("select * from scsql.memory_history('zebracorn-key')").fetchall() == []
+        assert spy.execute("select * from scsql.memory_history(%s)", (s["summary"],)).fetchall() == []
+        assert spy.execute("select * from scsql.decisions(null, true, 200)").fetchall() == []
+        assert spy.execute("select * from scsql.open_loops()").fetchall() == []
+        found = {r[0] for r in spy.execute("select source_path from scsql.search_global('zebracorn')").fetchall()}
+        assert found == {"docs/public.md"}  # the summary, fact and decision of B stay out
+        for name, call, args in [
+            ("insert pending use", "insert into scsql.kb_use_pending (project_id, paths) values (%s, '{docs/public.md}')",
+             (s["b"],)),
+            ("close B's loop", "select * from scsql.close_loop(%s, 'done')", (s["loop"],)),
+            ("supersede B's decision", "select * from scsql.decide('t', 'r', %s)", (s["decision"],)),
+            ("settle B's conflict", "select * from scsql.resolve_conflict('zebracorn-key', 'this')", ()),
+            ("pin B's source", "select * from scsql.pin('docs/public.md')", ()),
+            ("read B's summary", "select * from scsql.get_source(%s)", (s["summary"],)),
+            ("read B's summary chunk", "select * from scsql.get_source(%s)", (sorted(hashes)[0],)),
+            ("read B's fact", "select * from scsql.get_source('memory:zebracorn-key')", ()),
+            ("set B's lifecycle", "select * from scsql.set_memory_lifecycle(%s, '1 hour')", (s["pb"],)),
+            ("set B's broadcast limit", "select scsql.set_broadcast_limit(%s, 1)", (s["pb"],)),
+            ("act as the worker group", "set role scsql_worker", ()),
+            ("act as the agent group", "set role scsql_agent", ()),
+        ]:
+            try:
+                spy.execute(call, args)
+            except psycopg.Error as exc:
+                refused[name] = exc.sqlstate
+    assert refused == {
+        "insert pending use": "42501", "close B's loop": "SC239", "supersede B's decision": "SC236",
+        "settle B's conflict": "SC228", "pin B's source": "SC242", "read B's summary": "SC247",
+        "read B's summary chunk": "SC247", "read B's fact": "SC247", "set B's lifecycle": "42501",
+        "set B's broadcast limit": "42501", "act as the worker group": "42501", "act as the agent group": "42501",
+    }
+    with s["db"].connect(autocommit=True) as admin:
+        after = admin.execute("select (select sum(use_count) from scsql.kb_sources where project_id = %(b)s) "
+                              "+ (select sum(use_count) from scsql.memory_facts where project_id = %(b)s) as n",
+                              {"b": s["b"]}).fetchone()["n"]
+        loops = admin.execute("select count(*) as n from scsql.open_loops where closed_at is null and project_id = %s",
+                              (s["b"],)).fetchone()["n"]
+    assert after == before and loops == 1
+
+
+def test_held_metrics_show_an_agent_its_own_project_only(spy_and_victim):
+    s = spy_and_victim
+    with psycopg.connect(s["db"].login(s["spy"].name), autocommit=True) as spy:
+        projects = {r[0] for r in spy.execute("select labels ->> 'project' from scsql.metrics()").fetchall()}
+        server_wide = spy.execute("select count(*) from scsql.metrics() where labels ? 'table'").fetchone()[0]
+    assert projects - {None} == {s["pa"]} and server_wide == 0, projects
