@@ -352,3 +352,27 @@ def test_held_metrics_show_an_agent_its_own_project_only(spy_and_victim):
         projects = {r[0] for r in spy.execute("select labels ->> 'project' from scsql.metrics()").fetchall()}
         server_wide = spy.execute("select count(*) from scsql.metrics() where labels ? 'table'").fetchone()[0]
     assert projects - {None} == {s["pa"]} and server_wide == 0, projects
+
+
+# -- another local user and the keystore ----------------------------------------------
+
+
+def test_a_private_key_is_never_written_into_a_file_another_user_planted(tmp_path):
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from scsql.core.errors import ScsqlError
+    from scsql.core.keys import Keystore
+
+    keys = _theirs(_shared_dir(tmp_path) / "keys")  # SCSQL_KEYSTORE in a shared place, made by them first
+    loot = tmp_path / "loot"
+    loot.write_bytes(b"")
+    os.chmod(loot, 0o666)
+    (keys / f".alice.key.{os.getpid()}.tmp").symlink_to(loot)  # where the key used to be staged
+    store = Keystore(keys)
+    try:
+        staged = store.commit(store.stage("alice", Ed25519PrivateKey.generate()), "alice")
+    except ScsqlError as exc:  # their directory: refused
+        assert exc.code == "SC032", exc
+    else:  # not root: the directory is ours after all, and was made private first
+        assert os.stat(staged).st_mode & 0o077 == 0 and os.stat(keys).st_mode & 0o077 == 0
+    assert loot.read_bytes() == b"", "the private key was written into another user's file"
