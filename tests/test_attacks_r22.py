@@ -422,3 +422,17 @@ def test_another_user_cannot_reach_the_embedded_servers_socket(tmp_path):
     finally:
         pg.cleanup()
     assert outcome.startswith("refused"), f"another local user connected: {outcome}"
+
+
+def test_doctor_names_hook_directories_another_user_could_change(tmp_path):
+    from types import SimpleNamespace
+
+    from scsql.ops import doctor
+
+    home = _shared_dir(tmp_path) / "scsql"
+    _theirs(home / "spool")
+    found = doctor.check_spool(SimpleNamespace(settings=SimpleNamespace(data_dir=home)))
+    assert found.status == "action" and any(str(home / "spool") in f for f in found.fix), found
+    mine = tmp_path / "mine"
+    (mine / "spool").mkdir(parents=True, mode=0o700)
+    assert doctor.check_spool(SimpleNamespace(settings=SimpleNamespace(data_dir=mine))).status == "ok"
