@@ -5,7 +5,9 @@ one file, started as ``python -S -I <this file> <subcommand> --agent NAME
 It reads the event JSON on stdin, checks it, stamps it with
 ``scsql_event_id`` and ``scsql_received_at``, and hands it to the agent's
 hook server over the unix socket ``<home>/hooks/<agent>.sock`` within the
-event's budget. Protocol, one JSON line each way::
+event's budget. Socket and spool are used only in directories no other user
+controls (``check_private``), and only a server of this user is talked to.
+Protocol, one JSON line each way::
 
     request  {"event": {...}, "budget": seconds}
     reply    {"output": {...} | null, "exit": 0 | 2, "stderr": "..." | null, "degraded": "..." | null}
