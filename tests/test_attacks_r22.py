@@ -324,6 +324,11 @@ def test_held_use_counts_history_decisions_loops_and_sources_stay_in_their_proje
             ("read B's fact", "select * from scsql.get_source('memory:zebracorn-key')", ()),
             ("set B's lifecycle", "select * from scsql.set_memory_lifecycle(%s, '1 hour')", (s["pb"],)),
             ("set B's broadcast limit", "select scsql.set_broadcast_limit(%s, 1)", (s["pb"],)),
+            ("forge a memory change", "insert into scsql.memory_changes (project_id, author_id, op, kind, target) "
+             "select project_id, agent_id, 'forget', 'fact', 'zebracorn-key' from scsql.agents limit 1", ()),
+            ("forge a decision", "insert into scsql.decisions (project_id, title, rationale, decided_by) "
+             "values (%s, 't', 'r', 1)", (s["b"],)),
+            ("close a loop by hand", "update scsql.open_loops set closed_at = now() where loop_id = %s", (s["loop"],)),
             ("act as the worker group", "set role scsql_worker", ()),
             ("act as the agent group", "set role scsql_agent", ()),
         ]:
@@ -336,6 +341,7 @@ def test_held_use_counts_history_decisions_loops_and_sources_stay_in_their_proje
         "settle B's conflict": "SC228", "pin B's source": "SC242", "read B's summary": "SC247",
         "read B's summary chunk": "SC247", "read B's fact": "SC247", "set B's lifecycle": "42501",
         "set B's broadcast limit": "42501", "act as the worker group": "42501", "act as the agent group": "42501",
+        "forge a memory change": "42501", "forge a decision": "42501", "close a loop by hand": "42501",
     }
     with s["db"].connect(autocommit=True) as admin:
         after = admin.execute("select (select sum(use_count) from scsql.kb_sources where project_id = %(b)s) "
