@@ -249,7 +249,10 @@ class EmbeddedServer:
 
 # Settings for a server that serves a team of agents: enough connections for
 # dozens of workers, and commits that do not wait on each other's flushes.
-SETTINGS = {"max_connections": "300", "shared_buffers": "256MB"}
+# The socket lets in only the server's own user: initdb trusts every local
+# connection, and with a long data directory path the wheel puts the socket in
+# a shared runtime directory (world-writable when run as root).
+SETTINGS = {"max_connections": "300", "shared_buffers": "256MB", "unix_socket_permissions": "0700"}
 
 
 def tune(pgdata: Path, uri: str) -> bool:

@@ -54,14 +54,23 @@ class Keystore:
         """Write the key beside its final place; :meth:`commit` makes it live.
 
         Used so that a failed registration leaves no key file behind."""
+        import tempfile
+
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        owner = self.directory.stat().st_uid
+        if hasattr(os, "geteuid") and owner != os.geteuid():
+            raise ScsqlError(
+                errors.KEY_FILE_INSECURE,
+                f"keystore {self.directory} belongs to uid {owner}, not to this user; no key was written",
+                "point SCSQL_KEYSTORE at a directory of your own",
+            )
         os.chmod(self.directory, 0o700)
-        tmp = self.directory / f".{name}.key.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        # A new file (O_EXCL, 0600 from its creation) under a name no one can
+        # guess: never a file or link someone else put there.
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{name}.key.", suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
             fh.write(_pem(key))
-        os.chmod(tmp, 0o600)
-        return tmp
+        return Path(tmp)
 
     def commit(self, staged: Path, name: str) -> Path:
         final = self.path(name)

@@ -3,7 +3,8 @@ directory, agent), which the hook processes (``client.py``) talk to.
 
 It holds the agent's key and a pool of connections, and answers one JSON
 line per connection on ``<home>/hooks/<agent>.sock`` (0600, in a 0700
-directory; the protocol is in ``client.py``). Decision events go to
+directory no other user controls, ``client.check_private``; a connection from
+another user is closed unanswered; the protocol is in ``client.py``). Decision events go to
 ``handlers.handle`` on the connection's thread; capture-only events queue
 for one writer thread, which hands everything that arrived meanwhile to
 ``handlers.capture`` in one transaction (group commit) and answers each
@@ -293,6 +294,10 @@ class HookServer:
 
     def _serve_connection(self, conn: socket.socket) -> None:
         with conn:
+            peer = client.peer_uid(conn)
+            if peer is not None and peer != os.getuid():
+                self.log(f"refused a connection from user {peer}")
+                return
             try:
                 conn.settimeout(10.0)
                 data = bytearray()

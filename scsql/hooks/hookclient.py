@@ -5,7 +5,9 @@ one file, started as ``python -S -I <this file> <subcommand> --agent NAME
 It reads the event JSON on stdin, checks it, stamps it with
 ``scsql_event_id`` and ``scsql_received_at``, and hands it to the agent's
 hook server over the unix socket ``<home>/hooks/<agent>.sock`` within the
-event's budget. Protocol, one JSON line each way::
+event's budget. Socket and spool are used only in directories no other user
+controls (``check_private``), and only a server of this user is talked to.
+Protocol, one JSON line each way::
 
     request  {"event": {...}, "budget": seconds}
     reply    {"output": {...} | null, "exit": 0 | 2, "stderr": "..." | null, "degraded": "..." | null}
@@ -141,17 +143,62 @@ def spool_dir(home, agent):
 
 
 def private_dir(path):
-    """``path`` (and its missing parents) as a directory only its owner may enter."""
+    """``path`` (and its missing parents) as a directory only its owner may enter.
+    Raises PermissionError (changing nothing) when another local user could
+    read or plant files there: see ``check_private``."""
     try:
         os.mkdir(path, 0o700)
     except FileNotFoundError:
         private_dir(os.path.dirname(path))
         return private_dir(path)
     except FileExistsError:
-        st = os.stat(path)
-        if st.st_mode & 0o077 and st.st_uid == os.getuid():
-            os.chmod(path, 0o700)
+        pass
+    st = check_private(path)
+    if st.st_mode & 0o077:
+        os.chmod(path, 0o700)
     return path
+
+
+def check_private(path):
+    """The stat of directory ``path`` when it is this user's and no other user
+    can change what it holds; PermissionError otherwise (FileNotFoundError when
+    it is missing). It must be a directory of this user, and every directory
+    above it (as written and as resolved) this user's or root's and writable
+    by no one else unless sticky (as /tmp is): another user who may rename or
+    create entries there could put a directory, socket or spool file of theirs
+    in its place, read the events written there and plant events or answers."""
+    uid = os.getuid()
+    st = os.stat(path)
+    if (st.st_mode & 0o170000) != 0o040000 or st.st_uid != uid:
+        raise PermissionError(f"{path} is not a directory of user {uid}: scsql keeps hook sockets and spooled "
+                              "events only in directories no other user controls")
+    seen = set()
+    for start in (os.path.abspath(path), os.path.realpath(path)):
+        d = start
+        while True:
+            up = os.path.dirname(d)
+            if up == d:
+                break
+            d = up
+            if d in seen:
+                continue
+            seen.add(d)
+            a = os.stat(d)
+            if a.st_uid not in (uid, 0) or (a.st_mode & 0o022 and not a.st_mode & 0o1000):
+                raise PermissionError(f"{path} is inside {d}, which another user may change (owner uid {a.st_uid}, "
+                                      f"mode {a.st_mode & 0o7777:o}): scsql keeps hook sockets and spooled events "
+                                      "only in directories no other user controls (chmod go-w, or choose another "
+                                      "--home / SCSQL_DATA_DIR)")
+    return st
+
+
+def peer_uid(sock):
+    """The user id of the process at the other end of a connected unix socket (None where the platform does not say)."""
+    opt = getattr(_sock, "SO_PEERCRED", None)
+    if opt is None:
+        return None
+    creds = sock.getsockopt(_sock.SOL_SOCKET, opt, 12)  # struct ucred: pid, uid, gid
+    return int.from_bytes(creds[4:8], sys.byteorder)
 
 
 def unix_address(path):
@@ -219,12 +266,16 @@ def exchange(home, agent, request, budget):
     try:
         s.settimeout(budget)
         try:
+            check_private(os.path.join(home, "hooks"))
             s.connect(path)
         except (FileNotFoundError, ConnectionRefusedError) as exc:
             raise Unreachable(str(exc)) from None
         finally:
             if dir_fd is not None:
                 os.close(dir_fd)
+        peer = peer_uid(s)
+        if peer is not None and peer != os.getuid():
+            raise PermissionError(f"the hook server at {path} runs as user {peer}, not {os.getuid()}: not talking to it")
         s.sendall(request)
         chunks, size = [], 0
         while True:

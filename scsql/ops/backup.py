@@ -193,20 +193,24 @@ def backup(admin_conninfo: str, path: Path, compress: int | None = None) -> dict
 
 
 def write_tar(path: Path, manifest: dict[str, Any], dump: Path) -> None:
-    """The backup file: manifest.json, then the dump; written beside PATH and renamed into place."""
+    """The backup file: manifest.json, then the dump; written beside PATH and renamed into place.
+    The file being written has a name no one can guess and mode 0600 from its creation
+    (mkstemp, O_EXCL): no other user can put a link of theirs in its place or read it meanwhile."""
     import io
     import tarfile
+    import tempfile
 
     data = json.dumps(manifest, indent=1, sort_keys=True, default=str).encode()
-    tmp = path.with_name(f".{path.name}.partial")
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    tmp = Path(name)
     try:
-        with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
-            info = tarfile.TarInfo(MANIFEST)
-            info.size, info.mtime, info.mode = len(data), int(time.time()), 0o600
-            tar.addfile(info, io.BytesIO(data))
-            tar.add(dump, arcname=DUMP, recursive=False)
-        os.chmod(tmp, 0o600)
-        with open(tmp, "rb") as fh:
+        with os.fdopen(fd, "wb") as fh:
+            with tarfile.open(fileobj=fh, mode="w", format=tarfile.PAX_FORMAT) as tar:
+                info = tarfile.TarInfo(MANIFEST)
+                info.size, info.mtime, info.mode = len(data), int(time.time()), 0o600
+                tar.addfile(info, io.BytesIO(data))
+                tar.add(dump, arcname=DUMP, recursive=False)
+            fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     finally:

@@ -290,7 +290,22 @@ def check_hooks(p: Probe) -> Finding:
 
 
 def check_spool(p: Probe) -> Finding:
+    from ..hooks.client import check_private
+
     root = p.settings.data_dir / "spool"
+    unsafe = []
+    for d in (p.settings.data_dir / "hooks", root):
+        try:
+            check_private(str(d))
+        except FileNotFoundError:
+            pass
+        except PermissionError as exc:
+            unsafe.append((d, str(exc)))
+    if unsafe:
+        return action(f"{len(unsafe)} hook directory(ies) another user could change: hooks neither spool nor "
+                      "talk to their server there", [f"chmod 700 {d}   # and chmod go-w every directory above it, "
+                                                     "or set SCSQL_DATA_DIR to a directory of your own" for d, _ in unsafe],
+                      [why for _, why in unsafe])
     if not root.is_dir():
         return ok("no hook events waiting")
     waiting, failed = [], []
