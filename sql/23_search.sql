@@ -16,12 +16,19 @@ create or replace function scsql_caller.agent_names(p_ids bigint[])
 returns table (agent_id bigint, name text)
 language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
+  -- Another project's agents are named only as authors of what the caller
+  -- may read there: its published sources.
   select a.agent_id, a.name
   from scsql.agents a
-  where a.agent_id = any(p_ids) and a.project_id = any(scsql_caller.readable_projects())
+  where a.agent_id = any(p_ids)
+    and (a.project_id = scsql_caller.project_id()
+         or (a.project_id = any(scsql_caller.readable_projects())
+             and exists (select from scsql.kb_sources s
+                         where s.project_id = a.project_id and s.published
+                           and (s.created_by = a.agent_id or s.updated_by = a.agent_id))))
 $$;
 comment on function scsql_caller.agent_names(bigint[]) is
-  'The names of the given agents that belong to a project the acting agent may read (its own, and those granted to it): the authors search and get_source name in their citations. Other ids are left out. Raises SC001 / SC002 like scsql_caller.agent.';
+  'The names of the given agents of the acting agent''s project, and of the agents of a project granted to it that wrote or rewrote one of its published sources (what the caller may read there): the authors search and get_source name in their citations. Other ids are left out. Raises SC001 / SC002 like scsql_caller.agent.';
 
 create or replace function scsql_caller.bm25_idf(p_n bigint, p_df bigint)
 returns double precision
