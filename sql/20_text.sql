@@ -39,8 +39,11 @@
 --   idf and one term's score are scsql_caller.bm25_idf and bm25_term
 --   (sql/23_search.sql), the only places the formula is written.
 --   Postings live in kb_postings (one row per term and chunk, tf and |D|
---   in the primary key's leaf), df and max_tf in kb_terms, N and the total
---   length in memory_state; the write functions keep all three exact.
+--   in the primary key's leaf; those with tf above 1 or in a chunk of fewer
+--   than 32 terms also in the partial index kb_postings_tier_idx), df,
+--   max_tf and tier_min_dl in kb_terms, N and the total length in
+--   memory_state; the write functions keep df, N and the length exact, and
+--   max_tf and tier_min_dl bounds (never lowered, never raised).
 -- * Project size (working-memory capacity): the number of chunks of kind
 --   file; capacity = 100 + size / 100, at most 250.
 -- * Token estimate (recall_context, pack): ceil(characters / 4).

@@ -296,13 +296,17 @@ as $$
 -- only when no other chunk could beat it (its score bound: the common
 -- terms' upper bounds, from max_tf, plus the best partial score left out).
 -- When that fails: the chunks holding both terms of highest bound (the
--- pair) are scored when that is cheap and can settle the result; when a
--- term is required (without it, the other terms' bounds stay below a score
--- already reached), only chunks holding it (two: both) are scored, best
--- partial score first, those that cannot reach the best depth skipped;
--- otherwise, and with filters, every posting of every term is scored.
--- Candidates are completed with the other terms by one index scan per
--- term over their sorted ids (bm25_complete), not a probe each. The
+-- pair) are scored when that is cheap and can settle the result; the tiers
+-- (most postings have tf 1 in a chunk of 32 terms or more and add at most
+-- a small bound; the others are in a partial index, kb_postings_tier_idx)
+-- can require more terms than the upper bounds do, or leave only the
+-- chunks of the partial index; when a term is required (without it, the
+-- other terms' bounds stay below a score already reached), only chunks
+-- holding it (two: both) are scored, best partial score first, those that
+-- cannot reach the best depth skipped; otherwise, and with filters, every
+-- posting of every term is scored. Large batches of candidates are
+-- completed with the other terms by one index scan per term over their
+-- sorted ids (bm25_complete), not a probe each. The
 -- setting scsql.bm25_prune_postings (default 20000; 0: never prune) bounds
 -- the postings read for the essential terms. Over another project (which
 -- row-level security shows only in part: its published sources) the
@@ -589,17 +593,26 @@ begin
       v_m := least(greatest(p_depth * 2, 100), v_ncand, v_cap);  -- element v_cap + 1 is only a sentinel
     end if;
     loop
-      select v_ids || coalesce(array_agg(x.chunk_id), '{}'), v_scores || coalesce(array_agg(x.score), '{}')
-        into v_ids, v_scores
-      from (
-        select c.chunk_id,
-               c.part + coalesce(sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b)), 0)
-                 as score
-        from unnest(v_cand[v_done + 1:v_m], v_part[v_done + 1:v_m]) c(chunk_id, part)
-        cross join unnest(v_tids[v_e + 1:v_terms], v_idf[v_e + 1:v_terms]) u(term_id, idf)
-        left join scsql.kb_postings p on p.project_id = v_project and p.term_id = u.term_id and p.chunk_id = c.chunk_id
-        group by c.chunk_id, c.part
-      ) x;
+      -- A probe per candidate and term; a thousand candidates or more, one
+      -- index scan per term over their sorted ids (bm25_complete).
+      if v_m - v_done >= 1000 then
+        select v_ids || coalesce(array_agg(x.chunk_id), '{}'), v_scores || coalesce(array_agg(x.score), '{}')
+          into v_ids, v_scores
+        from scsql_caller.bm25_complete(v_project, v_cand[v_done + 1:v_m], v_part[v_done + 1:v_m], v_tids, v_idf,
+                                        array(select generate_series(1, v_e)), v_avgdl, p_k1, p_b) x;
+      else
+        select v_ids || coalesce(array_agg(x.chunk_id), '{}'), v_scores || coalesce(array_agg(x.score), '{}')
+          into v_ids, v_scores
+        from (
+          select c.chunk_id,
+                 c.part + coalesce(sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b)), 0)
+                   as score
+          from unnest(v_cand[v_done + 1:v_m], v_part[v_done + 1:v_m]) c(chunk_id, part)
+          cross join unnest(v_tids[v_e + 1:v_terms], v_idf[v_e + 1:v_terms]) u(term_id, idf)
+          left join scsql.kb_postings p on p.project_id = v_project and p.term_id = u.term_id and p.chunk_id = c.chunk_id
+          group by c.chunk_id, c.part
+        ) x;
+      end if;
       v_done := v_m;
       v_theta := coalesce((select sc from unnest(v_scores) sc order by sc desc offset p_depth - 1 limit 1), 0);
       v_lb := greatest(v_lb, v_theta);
@@ -742,7 +755,11 @@ begin
                                     array(select v_lo[i] from unnest(v_tier) i order by i),
                                     v_budget / 2, v_avgdl, p_k1, p_b) h;
       if v_i <= v_budget / 2 then
-        v_by := v_req_tier[1:2];
+        -- Two required terms by a merge join of their postings, when the
+        -- second's list is not much longer than the first's; otherwise the
+        -- first's chunks alone, the others added to the best of them.
+        v_by := case when cardinality(v_req_tier) >= 2 and v_df[v_req_tier[2]] <= 4 * v_df[v_req_tier[1]]
+                     then v_req_tier[1:2] else v_req_tier[1:1] end;
         select coalesce(sum(v_bound[i]), 0) into v_rest from generate_series(1, v_terms) i where i <> all(v_by);
         if (select sum(x) from unnest(v_bound) x) * (1 + 1e-9) < v_lb
            or (v_pair_ids is not null and v_by @> v_pair and v_pair @> v_by) then
@@ -794,7 +811,7 @@ begin
   -- candidates' sorted ids (PostgreSQL 17 and later step through such a
   -- list in one pass), not a probe per candidate.
   if cardinality(v_req) >= 1 then
-    v_by := v_req[1:2];
+    v_by := case when cardinality(v_req) >= 2 and v_df[v_req[2]] <= 4 * v_df[v_req[1]] then v_req[1:2] else v_req[1:1] end;
     select coalesce(sum(v_ubt[i]), 0) into v_rest from generate_series(1, v_terms) i where i <> all(v_by);
     if cardinality(v_by) = 2 then
       v_pair_ids := '{}';
