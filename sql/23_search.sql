@@ -535,7 +535,8 @@ begin
       -- (the big term's postings among them read by one index scan over
       -- their sorted ids). A chunk of the best that holds only the big term
       -- is among its best, so the list is the same as grouping every posting;
-      -- when the big term alone cannot reach v_floor, it is not read at all.
+      -- when the big term alone cannot reach v_floor, it is not read at all,
+      -- and when only its postings in the partial index can, only they are.
       select array_agg(distinct p.chunk_id order by p.chunk_id) into v_small
       from scsql.kb_postings p
       where p.project_id = v_project and p.term_id = any(v_tids[1:v_e - 1]);
@@ -558,7 +559,15 @@ begin
           union all
           (select p.chunk_id, scsql_caller.bm25_term(v_idf[v_e], p.tf, p.dl, v_avgdl, p_k1, p_b) as part
            from scsql.kb_postings p
-           where p.project_id = v_project and p.term_id = v_tids[v_e] and v_ubt[v_e] >= v_floor
+           where p.project_id = v_project and p.term_id = v_tids[v_e] and v_lo[v_e] >= v_floor
+           order by part desc, p.chunk_id
+           limit v_lim + 1)
+          union all
+          -- (Only its postings in the partial index can reach v_floor.)
+          (select p.chunk_id, scsql_caller.bm25_term(v_idf[v_e], p.tf, p.dl, v_avgdl, p_k1, p_b) as part
+           from scsql.kb_postings p
+           where p.project_id = v_project and p.term_id = v_tids[v_e] and (p.tf > 1 or p.dl < 32)
+             and v_lo[v_e] < v_floor and v_ubt[v_e] >= v_floor
            order by part desc, p.chunk_id
            limit v_lim + 1)
         ) y
