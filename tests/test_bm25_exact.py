@@ -148,17 +148,21 @@ def test_pruned_bm25_is_exact_with_tiers(scsql_db):
     reach the best but one holding all three can (the tiers, after the
     rounds); and rare terms with a middle term too weak to reach the floor
     of the round that adds it (its postings not read alone), then a term in
-    every note."""
+    every note; and a middle term whose postings at tf 1 cannot reach that
+    floor but others can (only its postings in the partial index read
+    alone)."""
     rng = random.Random(11)
     agent = scsql_db.agent("exact_tiers", scsql_db.project())
     with agent.transaction() as conn:
         for i in range(900):
             words = rng.choices(VOCAB, WEIGHTS, k=rng.randint(35, 90)) + ["every"]
-            for term, share in (("fa", 0.3), ("fb", 0.3), ("fc", 0.3), ("mid", 0.6), ("r1", 0.06), ("r2", 0.06)):
+            for term, share in (("fa", 0.3), ("fb", 0.3), ("fc", 0.3), ("mid", 0.6), ("r1", 0.06), ("r2", 0.06),
+                                ("m2", 0.25)):
                 if rng.random() < share:
-                    words += [term] * (1 if rng.random() < 0.85 else rng.randint(2, 4))
+                    words += [term] * (1 if rng.random() < 0.85 else rng.randint(2, 4 if term != "m2" else 12))
             if rng.random() < 0.03:
                 words = words[:rng.randint(3, 20)]  # a short note: its postings are in the partial index
             rng.shuffle(words)
             conn.execute("select 1 from scsql.index_text(%s, %s, 'note')", (f"t{i}", " ".join(words)))
-    _check(agent, "search", ["fa fb fc", "fa fb fc u7", "fa fb", "r1 r2 mid every", "r1 mid every", "r1 r2 fa mid"])
+    _check(agent, "search", ["fa fb fc", "fa fb fc u7", "fa fb", "r1 r2 mid every", "r1 mid every", "r1 r2 fa mid",
+                             "r1 m2 every", "r1 r2 m2 u1"])
