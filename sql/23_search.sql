@@ -204,6 +204,42 @@ comment on function scsql_caller.bm25_tiered(bigint, bigint[], double precision[
                                              double precision, double precision, double precision) is
   'For scsql_caller.bm25: the chunks of one project with a posting of the given terms (ids p_tids, idfs p_idf) in the partial index kb_postings_tier_idx (tf above 1, or a chunk of fewer than 32 terms), each with its gain: the sum over those postings of its score less p_lo (what a posting of the term outside the index adds at most), best gain first, as arrays; and the number of postings read, at most p_cap + 1 (more than p_cap: the lists are cut short). Row-level security applies. Raises SC209 (bm25_check) for parameters out of range or values whose scores overflow.';
 
+create or replace function scsql_caller.bm25_pair(
+  p_project bigint, p_tids bigint[], p_idf double precision[], p_pair integer[], p_rest double precision,
+  p_lb double precision, p_depth integer, p_avgdl double precision, p_k1 double precision, p_b double precision)
+returns table (chunk_ids bigint[], scores double precision[])
+language plpgsql stable
+as $$
+begin
+  if cardinality(p_pair) is distinct from 2 or p_pair[1] is null or p_pair[2] is null or p_pair[1] = p_pair[2]
+     or not p_pair[1] between 1 and cardinality(p_tids) or not p_pair[2] between 1 and cardinality(p_tids) then
+    perform scsql_caller.bm25_check(null, null, null, null, null, null);
+  end if;
+  -- Its best depth: a chunk of the pair below p_lb cannot be among the
+  -- result, nor make the pair's depth-th best beat a bound.
+  return query
+  select t.chunk_ids, t.scores
+  from scsql_caller.bm25_both(p_project, array[p_tids[p_pair[1]], p_tids[p_pair[2]]],
+                              array[p_idf[p_pair[1]], p_idf[p_pair[2]]], 0, 0, p_avgdl, p_k1, p_b) b
+  cross join scsql_caller.bm25_top(p_project, b.chunk_ids, b.parts, p_tids, p_idf, p_pair, p_rest, p_lb, p_depth,
+                                   p_avgdl, p_k1, p_b) t;
+end
+$$;
+comment on function scsql_caller.bm25_pair(bigint, bigint[], double precision[], integer[], double precision, double precision,
+                                           integer, double precision, double precision, double precision) is
+  'For scsql_caller.bm25: the best depth of the chunks of one project holding both terms numbered in p_pair (of the query''s terms p_tids, idfs p_idf) by complete BM25 score, as arrays, best first (bm25_both, then bm25_top with p_rest, what the other terms add at most): the pair. Chunks below p_lb may be missing. Row-level security applies. Raises SC209 (bm25_check) for a pair that is not two different term numbers, parameters out of range or values whose scores overflow.';
+
+create or replace function scsql_caller.bm25_required(p_bounds double precision[], p_lb double precision)
+returns integer[]
+language sql immutable parallel safe
+as $$
+  select coalesce(array_agg(i order by i), '{}')
+  from generate_series(1, coalesce(cardinality(p_bounds), 0)) i
+  where ((select sum(x) from unnest(p_bounds) x) - p_bounds[i]) * (1 + 1e-9) < p_lb
+$$;
+comment on function scsql_caller.bm25_required(double precision[], double precision) is
+  'For scsql_caller.bm25: the numbers of the terms a chunk must hold to reach p_lb, given what each term adds to it at most (p_bounds): those without which the sum of the others stays below p_lb. Raises nothing: an empty array for NULL or empty bounds.';
+
 create or replace function scsql_caller.bm25_top(
   p_project bigint, p_ids bigint[], p_parts double precision[], p_tids bigint[], p_idf double precision[],
   p_scored integer[], p_rest double precision, p_lb double precision, p_depth integer,
@@ -653,9 +689,7 @@ begin
     -- A term is required when the other terms' bounds together stay below
     -- v_lb: a chunk without it cannot reach the result. With two of them,
     -- intersecting their postings (below) costs less than promoting a term.
-    select coalesce(array_agg(i order by i), '{}') into v_req
-    from generate_series(1, v_terms) i
-    where (v_ubsum - v_ubt[i]) * (1 + 1e-9) < v_lb;
+    v_req := scsql_caller.bm25_required(v_ubt, v_lb);
     -- The pair: the chunks holding both terms of highest bound (a merge
     -- join of their postings), completed with the other terms by one index
     -- scan each over their sorted ids. When the depth-th best of them beats
@@ -670,15 +704,9 @@ begin
       from (select i from generate_series(1, v_terms) i order by v_ubt[i] desc, i limit 2) x;
       v_cost := scsql_caller.bm25_costs(v_n, v_df, v_pair, v_req[1]);
       if v_cost[1] < 0.7 * v_cost[2] and v_lb >= 0.65 * (v_ubsum - least(v_ubt[v_pair[1]], v_ubt[v_pair[2]])) then
-        select t.chunk_ids, t.parts into v_ids, v_scores
-        from scsql_caller.bm25_both(v_project, array[v_tids[v_pair[1]], v_tids[v_pair[2]]],
-                                    array[v_idf[v_pair[1]], v_idf[v_pair[2]]], 0, 0, v_avgdl, p_k1, p_b) t;
-        -- Its best depth: a chunk of the pair below v_lb cannot be among the
-        -- result, nor make the pair's depth-th best beat the bound below.
         select t.chunk_ids, t.scores into v_pair_ids, v_pair_scores
-        from scsql_caller.bm25_top(v_project, v_ids, v_scores, v_tids, v_idf, v_pair,
-                                   greatest(v_ubsum - v_ubt[v_pair[1]] - v_ubt[v_pair[2]], 0), v_lb, p_depth,
-                                   v_avgdl, p_k1, p_b) t;
+        from scsql_caller.bm25_pair(v_project, v_tids, v_idf, v_pair, greatest(v_ubsum - v_ubt[v_pair[1]] - v_ubt[v_pair[2]], 0),
+                                    v_lb, p_depth, v_avgdl, p_k1, p_b) t;
         v_theta := coalesce(v_pair_scores[p_depth], 0);
         if v_theta > (v_ubsum - least(v_ubt[v_pair[1]], v_ubt[v_pair[2]])) * (1 + 1e-9) then
           return query
@@ -686,9 +714,7 @@ begin
           return;
         end if;
         v_lb := greatest(v_lb, v_theta);
-        select coalesce(array_agg(i order by i), '{}') into v_req
-        from generate_series(1, v_terms) i
-        where (v_ubsum - v_ubt[i]) * (1 + 1e-9) < v_lb;
+        v_req := scsql_caller.bm25_required(v_ubt, v_lb);
       end if;
     end if;
     exit when cardinality(v_req) >= 1;
@@ -724,22 +750,16 @@ begin
   if (cardinality(v_req) = 0 or (cardinality(v_req) = 1 and v_df[v_req[1]] > v_budget / 4))
      and v_budget > 0 and v_total > v_budget then
     for v_i in 1 .. 2 loop
-      select coalesce(array_agg(i order by i), '{}') into v_req_tier
-      from generate_series(1, v_terms) i
-      where ((select sum(x) from unnest(v_bound) x) - v_bound[i]) * (1 + 1e-9) < v_lb;
+      v_req_tier := scsql_caller.bm25_required(v_bound, v_lb);
       exit when cardinality(v_req_tier) >= 2 or v_i = 2 or v_pair_ids is not null or v_terms < 2;
       -- A better v_lb first: the pair's depth-th best, when its merge join
       -- costs well under scoring every posting.
       select array_agg(i order by v_ubt[i] desc, i) into v_pair
       from (select i from generate_series(1, v_terms) i order by v_ubt[i] desc, i limit 2) x;
       exit when 0.3 * (v_df[v_pair[1]] + v_df[v_pair[2]]) > v_total;
-      select t.chunk_ids, t.parts into v_ids, v_scores
-      from scsql_caller.bm25_both(v_project, array[v_tids[v_pair[1]], v_tids[v_pair[2]]],
-                                  array[v_idf[v_pair[1]], v_idf[v_pair[2]]], 0, 0, v_avgdl, p_k1, p_b) t;
       select t.chunk_ids, t.scores into v_pair_ids, v_pair_scores
-      from scsql_caller.bm25_top(v_project, v_ids, v_scores, v_tids, v_idf, v_pair,
-                                 greatest(v_ubsum - v_ubt[v_pair[1]] - v_ubt[v_pair[2]], 0), v_lb, p_depth,
-                                 v_avgdl, p_k1, p_b) t;
+      from scsql_caller.bm25_pair(v_project, v_tids, v_idf, v_pair, greatest(v_ubsum - v_ubt[v_pair[1]] - v_ubt[v_pair[2]], 0),
+                                  v_lb, p_depth, v_avgdl, p_k1, p_b) t;
       v_theta := coalesce(v_pair_scores[p_depth], 0);
       if v_theta > (v_ubsum - least(v_ubt[v_pair[1]], v_ubt[v_pair[2]])) * (1 + 1e-9) then
         return query
@@ -747,9 +767,7 @@ begin
         return;
       end if;
       v_lb := greatest(v_lb, v_theta);
-      select coalesce(array_agg(i order by i), '{}') into v_req
-      from generate_series(1, v_terms) i
-      where (v_ubsum - v_ubt[i]) * (1 + 1e-9) < v_lb;
+      v_req := scsql_caller.bm25_required(v_ubt, v_lb);
     end loop;
     v_rest := (select sum(x) from unnest(v_bound) x);  -- what a chunk outside the partial index scores at most
     if v_rest * (1 + 1e-9) < v_lb or cardinality(v_req_tier) > cardinality(v_req) then
