@@ -100,6 +100,17 @@ def project_name(directory: Path) -> str:
     return name
 
 
+def rooted_project(ctx, directory: Path) -> str | None:
+    """The project whose root is DIRECTORY (as ``scsql up`` makes the default
+    project's), so install in the repository up ran in joins that project;
+    None when no project, or more than one, has that root."""
+    from ..core import roles
+
+    rooted = [p["name"] for p in roles.status(ctx.admin_conninfo())["projects"]
+              if p["root_path"] and Path(p["root_path"]) == directory]
+    return rooted[0] if len(rooted) == 1 else None
+
+
 def settings_path(scope: str, directory: Path) -> Path:
     """The Claude Code settings file of SCOPE (user: under $HOME)."""
     if scope == "user":
@@ -505,6 +516,7 @@ def ensure_project_and_agent(ctx, project: str, agent: str, team_role: str, dire
 
 def cmd_install_claude(ctx, args: argparse.Namespace) -> int:
     directory, project, edits = _edits(ctx, args)  # every file read and checked before anything changes
+    project = args.project or rooted_project(ctx, directory) or project
     plans = [e.plan_install() for e in edits]
     for line in ensure_project_and_agent(ctx, project, args.agent, args.role, directory):
         print(line)
@@ -530,7 +542,8 @@ def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--project-dir", metavar="DIR",
                    help="the project's root directory (default: the git repository of the current directory)")
     p.add_argument("--project", metavar="NAME",
-                   help="the scsql project (default: the directory's name, lower case)")
+                   help="the scsql project (default: the project whose root is the directory, "
+                        "as scsql up makes the default project's; else the directory's name, lower case)")
     p.add_argument("--scope", choices=SCOPES, default="project",
                    help="settings file for the hooks: project .claude/settings.json (default), "
                         "local .claude/settings.local.json, user ~/.claude/settings.json")

@@ -54,15 +54,31 @@ def cmd_search(ctx, args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
+    if not rows:
+        print(f"scsql: nothing found for {args.query!r} in the agent's project"
+              + ("s" if args.all_projects else "") + " (scsql index PATH adds files; remember adds facts)",
+              file=sys.stderr)
     for r in rows:
-        lines = f"{r['line_start']}-{r['line_end']}"
-        anchor = f" [{r['anchor']}]" if r["anchor"] else ""
-        label = "" if r["trust"] == "internal" else "  (UNTRUSTED external)"
-        print(f"{r['score']:.4f}  {r['project']}:{r['source_path']}:{lines}{anchor}  "
-              f"{'+'.join(r['retrievers'])}  {r['chunk_hash'][:12]}{label}")
+        print(search_line(r))
         if args.content:
             print("    " + r["content"].replace("\n", "\n    "))
     return 0
+
+
+def search_line(r: dict) -> str:
+    """One result of ``scsql search``: score, project:path[:lines] [anchor],
+    the retrievers that found it, and the chunk hash, or for what is no
+    chunk (a fact, a decision) its kind."""
+    where = f"{r['project']}:{r['source_path']}"
+    if r["line_start"] is not None:
+        where += f":{r['line_start']}-{r['line_end']}"
+    if r["anchor"] and not r["source_path"].endswith(f":{r['anchor']}"):
+        where += f" [{r['anchor']}]"
+    ident = r["chunk_hash"][:12] if r["chunk_hash"] else r["source_kind"]
+    if r["chunk_hash"] and r["source_kind"] != "file":
+        ident += f" {r['source_kind']}"
+    label = "" if r["trust"] == "internal" else "  (UNTRUSTED external)"
+    return f"{r['score']:.4f}  {where}  {'+'.join(r['retrievers'])}  {ident}{label}"
 
 
 def cmd_memory(ctx, args) -> int:

@@ -1,0 +1,86 @@
+"""The command line as a new user meets it, walking the README top to bottom:
+each test is a rough edge found that way (a traceback, a README command
+that failed, help that said nothing), kept from coming back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from scsql.api import Api
+from scsql.cli import main
+from scsql.core import roles
+
+from .helpers import SESSION, scsql, serial
+
+
+def test_search_prints_facts_and_decisions_beside_chunks(scsql_db):
+    """`scsql search` printed a traceback (TypeError on the chunk hash) as soon
+    as a working-memory fact or a decision was among the results."""
+    project = scsql_db.project()
+    agent = scsql_db.agent("srch", project)
+    api = Api(agent)
+    api.call("remember", key="deploy.target", value="production runs on the kestrel cluster", importance=4)
+    api.call("decide", title="Deploy to kestrel", rationale="the kestrel cluster has the capacity")
+    api.call("index_text", path="docs/ops.md", content="# Ops\n\nThe kestrel cluster is in Frankfurt.\n")
+    env = {"SCSQL_DSN": scsql_db.admin, "SCSQL_EMBED": "none"}
+    found = scsql("search", "kestrel", "--agent", agent.name, "--mode", "bm25", env=env)
+    assert found.returncode == 0, found.stderr
+    lines = found.stdout.splitlines()
+    assert len(lines) == 3, found.stdout
+    assert any(line.endswith(f"{project}:memory:deploy.target  bm25  fact") for line in lines), found.stdout
+    assert any(f"{project}:decision:" in line and line.endswith("  bm25  decision") for line in lines), found.stdout
+    chunk = next(line for line in lines if f"{project}:docs/ops.md:" in line)
+    assert "[Ops]" in chunk and chunk.split()[-1] != "file"  # a chunk is named by its hash
+    content = scsql("search", "kestrel", "--agent", agent.name, "--mode", "bm25", "--content", env=env)
+    assert content.returncode == 0 and "    deploy.target: production runs on the kestrel cluster" in content.stdout
+
+    none = scsql("search", "zyzzyvaqq", "--agent", agent.name, "--mode", "bm25", env=env)
+    assert none.returncode == 0 and none.stdout == ""
+    assert "nothing found for 'zyzzyvaqq'" in none.stderr and "scsql index PATH" in none.stderr
+
+
+@pytest.fixture
+def repo(scsql_db, tmp_path, monkeypatch) -> Path:
+    """A git repository to run `scsql install claude` in, HOME and the data
+    directory in tmp_path, the database scsql_db's."""
+    repo = tmp_path / "shop"
+    (repo / ".git").mkdir(parents=True)
+    (tmp_path / "home").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("SCSQL_DSN", scsql_db.admin)
+    monkeypatch.setenv("SCSQL_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("SCSQL_KEYSTORE", str(tmp_path / "keys"))
+    monkeypatch.delenv("SCSQL_AGENT_DSN", raising=False)
+    monkeypatch.chdir(repo)
+    return repo.resolve()
+
+
+def test_install_claude_in_the_repository_scsql_up_ran_in_joins_its_project(scsql_db, repo, capsys):
+    """The README's flow: `scsql up` in the repository roots the default
+    project there, `scsql agent create alice --project default`, then
+    `scsql install claude --agent alice` in the same repository. Install
+    named the project after the directory and refused alice with SC054."""
+    rooted = f"p{next(serial)}"
+    roles.create_project(scsql_db.admin, rooted, str(repo))
+    alice = f"{SESSION}_nu_{next(serial)}"
+    assert main(["agent", "create", alice, "--project", rooted, "--role", "developer"]) == 0
+    capsys.readouterr()
+    assert main(["install", "claude", "--agent", alice]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert f"agent {alice} exists in project {rooted}" in out
+    assert f"scsql-{alice}" in json.loads((repo / ".mcp.json").read_text())["mcpServers"]
+
+    bob = f"{SESSION}_nu_{next(serial)}"  # an agent install creates joins that project too
+    assert main(["install", "claude", "--agent", bob, "--scope", "local"]) == 0, capsys.readouterr().err
+    assert next(a for a in roles.list_agents(scsql_db.admin) if a["agent"] == bob)["project"] == rooted
+    assert not any(p["name"] == "shop" for p in roles.status(scsql_db.admin)["projects"])
+
+
+def test_install_claude_elsewhere_still_names_the_project_after_the_directory(scsql_db, repo, capsys):
+    agent = f"{SESSION}_nu_{next(serial)}"
+    assert main(["install", "claude", "--agent", agent]) == 0, capsys.readouterr().err
+    project = next(a for a in roles.list_agents(scsql_db.admin) if a["agent"] == agent)["project"]
+    assert project == "shop"
