@@ -123,12 +123,24 @@ def build_parser() -> tuple[argparse.ArgumentParser, Callable]:
 
     from . import subsystems
 
+    class Formatter(argparse.HelpFormatter):
+        """Help that shows an option's default where its text does not
+        already say it (nothing for flags and options without one)."""
+
+        def _get_help_string(self, action: argparse.Action) -> str | None:
+            text = action.help or ""
+            if (not action.option_strings or action.default in (None, False, argparse.SUPPRESS)
+                    or "default" in text or "%(default)" in text):
+                return action.help
+            return f"{text} (default %(default)s)" if text else "default %(default)s"
+
     class Parser(argparse.ArgumentParser):
         """A parser whose arguments a command may add only when it is used
         (``populate``), so building the parser imports no command's
         implementation."""
 
         def __init__(self, *a, populate: Callable[[argparse.ArgumentParser], None] | None = None, **kw):
+            kw.setdefault("formatter_class", Formatter)
             super().__init__(*a, **kw)
             self._populate = populate
 

@@ -13,7 +13,7 @@ from scsql.api import Api
 from scsql.cli import main
 from scsql.core import roles
 
-from .helpers import SESSION, scsql, serial
+from .helpers import SESSION, one_error_line, scsql, serial
 
 
 def test_search_prints_facts_and_decisions_beside_chunks(scsql_db):
@@ -84,3 +84,58 @@ def test_install_claude_elsewhere_still_names_the_project_after_the_directory(sc
     assert main(["install", "claude", "--agent", agent]) == 0, capsys.readouterr().err
     project = next(a for a in roles.list_agents(scsql_db.admin) if a["agent"] == agent)["project"]
     assert project == "shop"
+
+
+def _commands():
+    """(command words, parser) for scsql and every subcommand below it."""
+    import argparse
+
+    from scsql.cli import build_parser
+
+    todo = [((), build_parser()[0])]
+    while todo:
+        words, parser = todo.pop()
+        parser.format_help()  # adds the arguments of a command that adds them when used
+        yield words, parser
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                todo += [((*words, name), sub) for name, sub in action.choices.items()]
+
+
+def test_every_command_and_argument_says_what_it_is_in_its_help():
+    """`scsql search --help` showed a bare `query`, `-k K` and `--json`, and
+    `scsql agent create --help` a bare `name` and `--project`. Every command
+    and every argument now has a help text, and an option's default is shown
+    (the benchmarks' tuning knobs are left to their README section)."""
+    import argparse
+
+    bare, seen = [], 0
+    for words, parser in _commands():
+        if words[:1] == ("bench",) and len(words) > 1:
+            continue
+        for action in parser._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+                continue
+            if isinstance(action, argparse._SubParsersAction):
+                helps = {a.dest: a.help for a in action._choices_actions}
+                bare += [f"scsql {' '.join((*words, name))}" for name in action.choices if not helps.get(name)]
+                continue
+            seen += 1
+            if not (action.help or "").strip():
+                bare.append(f"scsql {' '.join(words)} {'/'.join(action.option_strings) or action.dest}")
+    assert seen > 100 and not bare, bare
+    worker = next(p for w, p in _commands() if w == ("worker",)).format_help()
+    assert "(default 5.0)" in " ".join(worker.split())  # --poll had no word of its default
+
+
+def test_worker_refuses_a_job_that_does_not_exist(tmp_path):
+    """`scsql worker --job nosuch --once` said "no background jobs are
+    defined" and exited 0, having done nothing."""
+    from scsql import subsystems
+    from scsql.core.cli import WORKER_JOBS
+
+    assert set(WORKER_JOBS) == {j.name for j in subsystems.jobs()} | {"partitions"}
+    proc = scsql("worker", "--agent", "someone", "--once", "--job", "nosuch", "--job", "embed",
+                 env={"SCSQL_DATA_DIR": str(tmp_path / "data")})
+    line = one_error_line(proc, "SC010")
+    assert "--job nosuch: no such background job" in line and "hook-spool" in line

@@ -29,6 +29,9 @@ from .config import APP_ROLE, role_for
 DEFAULT_PROJECT = "default"
 DEFAULT_AGENT = "default"
 DEFAULT_TEAM_ROLE = "orchestrator"
+# The jobs `scsql worker --job` may name: every subsystem's (subsystems.jobs(),
+# named here so the parser imports none of them), and partition maintenance.
+WORKER_JOBS = ("embed", "memory_retention", "learnings", "queue-maintenance", "hook-spool", "partitions")
 
 
 def command_group(sub, add, name: str, help: str, metavar: str = "COMMAND") -> argparse._SubParsersAction:
@@ -44,8 +47,13 @@ def cmd_worker(ctx, args) -> int:
     from .. import subsystems
     from ..audit import partitions
     from ..coordination import client
-    from . import worker
+    from . import errors, worker
+    from .errors import ScsqlError
 
+    unknown = sorted(set(args.job or ()) - set(WORKER_JOBS))
+    if unknown:
+        raise ScsqlError(errors.INVALID_ARGUMENT, f"--job {', '.join(unknown)}: no such background job",
+                         f"the jobs are {', '.join(WORKER_JOBS)}")
     agent = ctx.open_agent(args.agent)
     jobs = subsystems.jobs(args.job or None)
     if not args.job or "partitions" in args.job:
@@ -370,7 +378,7 @@ def register(sub, add) -> None:
     p.add_argument("--hold", action="store_true",
                    help="keep it down: agent processes refuse to start it (SC013) until scsql up")
     p = add("status", cmd_status, "server and schema versions, extensions, projects and agents")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the status as JSON")
     p = add("psql", cmd_psql, "open psql on the server (as the administrator unless --agent or --auditor is given); "
                                "other arguments are psql's, e.g. -c SQL or -f FILE")
     who = p.add_mutually_exclusive_group()
@@ -388,23 +396,24 @@ def register(sub, add) -> None:
     p = add("project", cmd_project, "create or list projects")
     psub = p.add_subparsers(dest="action", required=True)
     c = psub.add_parser("create", help="create a project")
-    c.add_argument("name")
-    c.add_argument("--root", help="absolute path of the project's tree")
-    c.add_argument("--git-remote")
+    c.add_argument("name", help="the project's name: lower-case letters, digits, '.', '_' and '-'")
+    c.add_argument("--root", help="absolute path of the project's tree, the only one scsql index reads")
+    c.add_argument("--git-remote", metavar="URL", help="the repository's remote, recorded with the project")
     psub.add_parser("list", help="list projects")
 
     p = add("agent", cmd_agent, "create, list, revoke agents and rotate their keys")
     asub = p.add_subparsers(dest="action", required=True)
     c = asub.add_parser("create", help="create an agent: role, key pair, registration")
-    c.add_argument("name")
-    c.add_argument("--project", required=True)
+    c.add_argument("name", help="the agent's name: 1 to 48 lower-case letters, digits or '_', starting with a letter "
+                                        "(its database role is scsql_agent_NAME)")
+    c.add_argument("--project", required=True, help="the project the agent works in (scsql project list)")
     c.add_argument("--role", required=True, help="team role: orchestrator, developer, qa, reviewer, researcher, ...")
     c = asub.add_parser("list", help="list agents")
-    c.add_argument("--json", action="store_true")
+    c.add_argument("--json", action="store_true", help="print the agents as JSON")
     c = asub.add_parser("revoke", help="revoke an agent; its history stays verifiable")
-    c.add_argument("name")
+    c.add_argument("name", help="the agent to revoke")
     c = asub.add_parser("rotate-key", help="give an agent a new key pair")
-    c.add_argument("name")
+    c.add_argument("name", help="the agent whose key pair to replace")
 
     add("errors", cmd_errors, "the catalogue of error codes (scsql.error_codes)")
     p = add("mcp", cmd_mcp, "serve the agent's tools over MCP (stdio)")
@@ -418,7 +427,8 @@ def register(sub, add) -> None:
     p.add_argument("--agent", help="the agent the worker acts as (required)")
     p.add_argument("--once", action="store_true", help="drain what is queued, then exit")
     p.add_argument("--poll", type=float, default=5.0, help="seconds between polls when no NOTIFY arrives")
-    p.add_argument("--job", action="append", help="run only this background job (repeatable)")
+    p.add_argument("--job", action="append",
+                   help=f"run only this background job (repeatable): {', '.join(WORKER_JOBS)}")
     p.add_argument("--lease", type=int, default=300, help="with a command: lease length of each task, in seconds")
-    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("-v", "--verbose", action="store_true", help="print on stderr each job's units of work as they are done")
     p.add_argument("command", nargs="*", help="-- a command to run for each claimed task")
