@@ -139,3 +139,22 @@ def test_worker_refuses_a_job_that_does_not_exist(tmp_path):
                  env={"SCSQL_DATA_DIR": str(tmp_path / "data")})
     line = one_error_line(proc, "SC010")
     assert "--job nosuch: no such background job" in line and "hook-spool" in line
+
+
+def test_first_up_says_what_it_migrated_in_one_line(tmp_path):
+    """The first `scsql up` printed one line per migration file (44 of them
+    before the connection string a new user looks for); it now says how many
+    and which, in one line, and `scsql migrate` still lists each."""
+    env = {"SCSQL_DATA_DIR": str(tmp_path / "data")}
+    try:
+        up = scsql("up", env=env)
+        assert up.returncode == 0, up.stderr
+        lines = up.stdout.splitlines()
+        applied = [line for line in lines if line.startswith("  applied ")]
+        assert len(applied) == 2, up.stdout
+        assert applied[0].startswith("  applied ") and " migration(s): 0001_" in applied[0]
+        assert applied[1].endswith("files of sql/ and policies/")
+        assert lines.index(applied[0]) < lines.index(next(x for x in lines if " is up on " in x))
+        assert len(lines) < 30, up.stdout
+    finally:
+        scsql("down", env=env)

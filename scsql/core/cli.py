@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -129,6 +130,9 @@ def default_root(given: str | None) -> str | None:
     return str(root)
 
 
+_MIGRATION_APPLIED = re.compile(r"applied \d+_[^ ]+\.sql")
+
+
 def cmd_up(ctx, args: argparse.Namespace) -> int:
     from . import roles
     from .migrate import Migrator
@@ -140,7 +144,14 @@ def cmd_up(ctx, args: argparse.Namespace) -> int:
     else:
         where = "the server named by SCSQL_DSN"
     admin = ctx.admin_conninfo()
-    report = Migrator(admin).run(progress=lambda m: print(f"  {m}"))
+    said: list[str] = []  # what was applied, said after it in one line each (scsql migrate lists every file)
+    report = Migrator(admin).run(progress=lambda m: said.append(m) if m.startswith("applied ") else print(f"  {m}"))
+    if report.applied:
+        span = report.applied[0] + (f" to {report.applied[-1]}" if len(report.applied) > 1 else "")
+        print(f"  applied {len(report.applied)} migration(s): {span}")
+    for m in said:
+        if not _MIGRATION_APPLIED.fullmatch(m):
+            print(f"  {m}")
     status = roles.status(admin)
     default = next((p for p in status["projects"] if p["name"] == DEFAULT_PROJECT), None)
     if default is None:
