@@ -158,3 +158,17 @@ def test_first_up_says_what_it_migrated_in_one_line(tmp_path):
         assert len(lines) < 30, up.stdout
     finally:
         scsql("down", env=env)
+
+
+def test_empty_reports_say_they_are_empty(scsql_db):
+    """`scsql cost` on a server with no tool calls printed a bare header, and
+    `scsql learnings search` with no match printed nothing: both now say so,
+    on stderr (stdout stays empty, or the header-less rows a script reads)."""
+    agent = scsql_db.agent("empty", scsql_db.project())
+    env = {"SCSQL_DSN": scsql_db.admin}
+    cost = scsql("cost", "--days", "1", env=env)
+    assert cost.returncode == 0 and cost.stdout == "", cost.stdout
+    assert "no tool calls since" in cost.stderr and "in any project" in cost.stderr
+    learned = scsql("learnings", "search", "parser", "--agent", agent.name, env=env)
+    assert learned.returncode == 0 and learned.stdout == ""
+    assert "none whose text contains every word of 'parser'" in learned.stderr

@@ -99,7 +99,7 @@ def cmd_checkpoint(ctx, args: argparse.Namespace) -> int:
         checkpoints.last_exported(Path(args.export))  # a file that is not an export stops us before anything is signed
     run = checkpoints.run_checkpoint(ctx.admin_conninfo(), ctx.keystore.load(checkpoints.AUDITOR_KEY))
     ids = run.ids
-    print(f"scsql checkpoint: recorded {len(ids)} checkpoint(s)" + (f" ({', '.join(map(str, ids))})" if ids else ""))
+    print(f"scsql checkpoint: recorded {len(ids)} checkpoint(s)" + (f" (id {', '.join(map(str, ids))})" if ids else ""))
     for q in run.quarantined:
         qid, b, signed = q
         upto = f"signed up to seq {signed}" if signed is not None else "nothing new signed"
@@ -139,6 +139,10 @@ def cmd_cost(ctx, args: argparse.Namespace) -> int:
             rows = conn.execute(query, (since, args.by)).fetchall()
     if args.json:
         print(json.dumps(to_json(rows), indent=2))
+        return 0
+    if not rows:
+        print(f"scsql cost: no tool calls since {since.isoformat(' ', 'minutes')}" + ("" if args.agent else " in any project")
+              + " (the Claude Code hooks, or the MCP tool record_tool_call, record them)", file=sys.stderr)
         return 0
     print(f"{args.by:<32} {'calls':>8} {'in tok':>10} {'out tok':>10} {'USD':>12} {'unpriced':>8}")
     for r in rows:
@@ -199,6 +203,9 @@ def cmd_learnings(ctx, args: argparse.Namespace) -> int:
     with agent.transaction() as conn:
         rows = conn.execute("select * from scsql.learnings(%s::text, %s::text, null, %s::integer)",
                             (args.query, args.kind, args.limit)).fetchall()
+    if not rows:
+        print("scsql learnings: none" + (f" whose text contains every word of {args.query!r}" if args.query else "")
+              + " (failed outcomes become learnings)", file=sys.stderr)
     for r in rows:
         print(json.dumps(to_json(r), ensure_ascii=False))
     return 0
