@@ -172,3 +172,23 @@ def test_empty_reports_say_they_are_empty(scsql_db):
     learned = scsql("learnings", "search", "parser", "--agent", agent.name, env=env)
     assert learned.returncode == 0 and learned.stdout == ""
     assert "none whose text contains every word of 'parser'" in learned.stderr
+
+
+def test_worker_draws_its_progress_bar_before_the_first_batch(scsql_db, capsys):
+    """`scsql worker --once` on a terminal showed nothing for the first minute
+    of a large embed queue: its bar was drawn only once the first batch (and
+    the model's loading) was done. It is now drawn, with the total, before."""
+    from scsql.core.worker import Job, drain
+
+    agent = scsql_db.agent("bar", scsql_db.project())
+    left, seen = [5], []
+
+    def run(_agent) -> int:
+        seen.append(capsys.readouterr().err)  # what stderr showed before this batch
+        done, left[0] = left[0], 0
+        return done
+
+    assert drain(agent, [Job("fake", run, pending=lambda _a: left[0], unit="thing")], show=True) == 5
+    assert "0/5" in seen[0], seen
+    after = capsys.readouterr().err
+    assert "5/5" in after and "scsql: fake queue drained: 5 done" in after
