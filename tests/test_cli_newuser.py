@@ -192,3 +192,28 @@ def test_worker_draws_its_progress_bar_before_the_first_batch(scsql_db, capsys):
     assert "0/5" in seen[0], seen
     after = capsys.readouterr().err
     assert "5/5" in after and "scsql: fake queue drained: 5 done" in after
+
+
+def test_install_claude_refused_for_an_agent_of_another_project_creates_nothing(scsql_db, repo, capsys):
+    """A refused install (SC054: the agent is another project's) had already
+    created the project named after the directory, which then made a second
+    project rooted at the repository."""
+    elsewhere = f"p{next(serial)}"
+    roles.create_project(scsql_db.admin, elsewhere)
+    agent = f"{SESSION}_nu_{next(serial)}"
+    assert main(["agent", "create", agent, "--project", elsewhere, "--role", "developer"]) == 0
+    capsys.readouterr()
+    assert main(["install", "claude", "--agent", agent]) == 1
+    assert "SC054" in capsys.readouterr().err
+    assert not any(p["name"] == "shop" for p in roles.status(scsql_db.admin)["projects"])
+    assert not (repo / ".mcp.json").exists()
+
+
+def test_install_claude_picks_the_agents_project_among_several_rooted_at_the_repository(scsql_db, repo, capsys):
+    first, second = f"p{next(serial)}", f"p{next(serial)}"
+    roles.create_project(scsql_db.admin, first, str(repo))
+    roles.create_project(scsql_db.admin, second, str(repo))
+    agent = f"{SESSION}_nu_{next(serial)}"
+    assert main(["agent", "create", agent, "--project", second, "--role", "developer"]) == 0
+    assert main(["install", "claude", "--agent", agent]) == 0, capsys.readouterr().err
+    assert f"agent {agent} exists in project {second}" in capsys.readouterr().out
