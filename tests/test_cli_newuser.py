@@ -217,3 +217,16 @@ def test_install_claude_picks_the_agents_project_among_several_rooted_at_the_rep
     assert main(["agent", "create", agent, "--project", second, "--role", "developer"]) == 0
     assert main(["install", "claude", "--agent", agent]) == 0, capsys.readouterr().err
     assert f"agent {agent} exists in project {second}" in capsys.readouterr().out
+
+
+def test_lists_name_their_columns(scsql_db):
+    """`scsql agent list` printed `alice default developer active key 1` with
+    nothing to say which column is which; project and price lists the same."""
+    agent = scsql_db.agent("cols", scsql_db.project())
+    env = {"SCSQL_DSN": scsql_db.admin}
+    listed = scsql("agent", "list", env=env)
+    assert listed.returncode == 0 and listed.stdout.splitlines()[0] == "agent\tproject\tteam_role\tstate\tkey"
+    assert any(line.startswith(f"{agent.name}\t") for line in listed.stdout.splitlines()[1:])
+    assert scsql("project", "list", env=env).stdout.splitlines()[0] == "project\troot\tgit_remote"
+    prices = scsql("price", "list", env=env).stdout.splitlines()
+    assert prices[0] == "model\teffective_from\tinput_usd_per_mtok\toutput_usd_per_mtok"

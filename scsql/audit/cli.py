@@ -248,6 +248,7 @@ def cmd_price(ctx, args: argparse.Namespace) -> int:
                          (args.model, args.input, args.output, args.effective_from))
             print(f"scsql: {args.model}: ${args.input}/M input, ${args.output}/M output tokens")
             return 0
+        print("model\teffective_from\tinput_usd_per_mtok\toutput_usd_per_mtok")
         for r in conn.execute("select * from scsql.model_prices()").fetchall():
             print(f"{r['model']}\t{r['effective_from']:%Y-%m-%d %H:%M}\t{r['input_usd_per_mtok']}\t{r['output_usd_per_mtok']}")
     return 0

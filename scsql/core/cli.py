@@ -327,6 +327,7 @@ def cmd_project(ctx, args: argparse.Namespace) -> int:
         pid = roles.create_project(ctx.admin_conninfo(), args.name, args.root, args.git_remote)
         print(f"scsql: created project {args.name} (id {pid})")
     else:
+        print("project\troot\tgit_remote")
         for p in roles.status(ctx.admin_conninfo())["projects"]:
             print(f"{p['name']}\t{p['root_path'] or '-'}\t{p['git_remote'] or '-'}")
     return 0
@@ -346,6 +347,8 @@ def cmd_agent(ctx, args: argparse.Namespace) -> int:
         rows = roles.list_agents(admin)
         if args.json:
             print(json.dumps(rows, indent=2, default=str))
+        if not args.json:
+            print("agent\tproject\tteam_role\tstate\tkey")
         for r in [] if args.json else rows:
             state = f"revoked {r['revoked_at']:%Y-%m-%d %H:%M}" if r["revoked_at"] else "active"
             print(f"{r['agent']}\t{r['project']}\t{r['team_role']}\t{state}\tkey {r['key_id']}")
