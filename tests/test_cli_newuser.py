@@ -230,3 +230,32 @@ def test_lists_name_their_columns(scsql_db):
     assert scsql("project", "list", env=env).stdout.splitlines()[0] == "project\troot\tgit_remote"
     prices = scsql("price", "list", env=env).stdout.splitlines()
     assert prices[0] == "model\teffective_from\tinput_usd_per_mtok\toutput_usd_per_mtok"
+
+
+def test_a_drained_line_divides_by_the_jobs_own_time(scsql_db, capsys):
+    """After a long embed drain, `scsql worker --once` said "learnings queue
+    drained: 3 done in 488.6 s (0.0/s)": every job was timed from the start
+    of the drain, so a quick job took the time of the slow one beside it."""
+    import time
+
+    from scsql.core.worker import Job, drain
+
+    agent = scsql_db.agent("rate", scsql_db.project())
+    slow_left, quick_left = [2], [3]
+
+    def slow(_agent) -> int:
+        if not slow_left[0]:
+            return 0
+        time.sleep(0.5)  # the work itself: half a second a unit
+        slow_left[0] -= 1
+        return 1
+
+    def quick(_agent) -> int:
+        done, quick_left[0] = quick_left[0], 0
+        return done
+
+    assert drain(agent, [Job("slow", slow), Job("quick", quick)], show=False) == 5
+    err = capsys.readouterr().err
+    slow_s = float(err.split("slow queue drained: 2 done in ")[1].split(" s")[0])
+    quick_s = float(err.split("quick queue drained: 3 done in ")[1].split(" s")[0])
+    assert slow_s >= 1.0 and quick_s < 0.5, err

@@ -85,8 +85,7 @@ class Progress:
         self.out = out or sys.stderr
         self._bars: dict[str, Any] = {}
         self._done: dict[str, int] = {}
-        self._started: dict[str, float] = {}
-        self._t0 = time.perf_counter()
+        self._seconds: dict[str, float] = {}  # seconds each job ran
 
     def visible(self) -> bool:
         """Whether bars are drawn (SHOW, or by default on a terminal)."""
@@ -113,13 +112,16 @@ class Progress:
         if waiting:
             self._bar(job, waiting)
 
-    def update(self, job: Job, done: int) -> None:
+    def update(self, job: Job, done: int, seconds: float = 0.0) -> None:
+        """Count DONE units of JOB, done in SECONDS of its own (the time the
+        drained line divides by: not that of the other jobs beside it)."""
         if job.name not in self._done:
             self._done[job.name] = 0
-            self._started[job.name] = self._t0
+            self._seconds[job.name] = 0.0
             if job.pending is not None and job.name not in self._bars:
                 self._bar(job, done + job.pending(self.agent))
         self._done[job.name] += done
+        self._seconds[job.name] += seconds
         bar = self._bars.get(job.name)
         if bar is not None:
             if bar.n + done > (bar.total or 0):
@@ -136,7 +138,7 @@ class Progress:
                 bar.close()
             if not report:
                 continue
-            seconds = time.perf_counter() - self._started[name]
+            seconds = self._seconds[name]
             print(f"scsql: {name} queue drained: {n} done in {seconds:.1f} s ({n / max(seconds, 1e-9):.1f}/s)",
                   file=self.out, flush=True)
         done, self._done = self._done, {}
@@ -158,12 +160,13 @@ def drain(agent: Agent, jobs: list[Job], on_progress: Callable[[str, int], None]
             busy = False
             for job in jobs:
                 progress.start(job)
+                t0 = time.perf_counter()
                 done = job.run(agent)
                 if done:
                     busy = True
                     total += done
                     heartbeat.units += done
-                    progress.update(job, done)
+                    progress.update(job, done, time.perf_counter() - t0)
                     on_progress(job.name, done)
                 heartbeat.beat()
     except BaseException:
