@@ -259,3 +259,32 @@ def test_a_drained_line_divides_by_the_jobs_own_time(scsql_db, capsys):
     slow_s = float(err.split("slow queue drained: 2 done in ")[1].split(" s")[0])
     quick_s = float(err.split("quick queue drained: 3 done in ")[1].split(" s")[0])
     assert slow_s >= 1.0 and quick_s < 0.5, err
+
+
+def test_a_serving_worker_says_it_is_up_and_waiting(scsql_db):
+    """`scsql worker --agent NAME` (no --once) printed nothing at all while it
+    waited for work: a new user could not tell a running worker from a hung
+    one. It now says, once, whom it acts as, its jobs and how it waits."""
+    import os
+    import select
+    import signal
+    import subprocess
+    import sys
+
+    project = scsql_db.project()
+    agent = scsql_db.agent("serve", project)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCSQL_")}
+    env.update(SCSQL_DSN=scsql_db.admin, SCSQL_KEYSTORE=str(scsql_db.keystore.directory), SCSQL_EMBED="none")
+    proc = subprocess.Popen([sys.executable, "-m", "scsql", "worker", "--agent", agent.name, "--poll", "2"],
+                            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        said = select.select([proc.stderr], [], [], 60)[0]  # the worker's first words, or a minute of silence
+        assert said, "the serving worker said nothing in 60 s"
+        line = proc.stderr.readline()
+        assert f"scsql worker: acting as {agent.name} in project {project}; jobs embed," in line, line
+        assert "polling every 2 s" in line and "Ctrl-C stops it" in line
+        assert proc.poll() is None  # and it is still serving
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err

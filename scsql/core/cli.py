@@ -74,6 +74,10 @@ def cmd_worker(ctx, args) -> int:
         done = worker.drain(agent, jobs, report)
         print(f"scsql: drained {done} unit(s) of work")
         return 0
+    project = agent.whoami()["project"]
+    print(f"scsql worker: acting as {agent.name} in project {project}; jobs {', '.join(j.name for j in jobs)}; "
+          f"waiting for work (woken by NOTIFY, polling every {args.poll:g} s); Ctrl-C stops it", file=sys.stderr,
+          flush=True)
     worker.serve(agent, jobs, poll_seconds=args.poll, on_progress=report)
     return 0
 
