@@ -209,6 +209,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+# What to run from the shell for errors whose hint, written for psql users,
+# names only SQL functions.
+SHELL_HINTS = {
+    "SC005": "scsql project list shows the projects, scsql project create NAME adds one",
+    "SC213": "scsql up --root DIR sets the default project's root",
+}
+
+
 def _error_line(exc: Exception) -> str | None:
     """The one line a command's error is reported in (None: not an error scsql
     reports; let it propagate). psycopg is consulted only when it was imported,
@@ -216,6 +224,9 @@ def _error_line(exc: Exception) -> str | None:
     from .core.errors import ScsqlError
 
     if isinstance(exc, ScsqlError):
+        shell = SHELL_HINTS.get(exc.code)
+        if shell and shell not in (exc.hint or ""):
+            exc.hint = f"{exc.hint.rstrip('.')}; from the shell: {shell}" if exc.hint else shell
         return str(exc)
     psycopg = sys.modules.get("psycopg")
     if psycopg is not None and isinstance(exc, psycopg.OperationalError):

@@ -288,3 +288,12 @@ def test_a_serving_worker_says_it_is_up_and_waiting(scsql_db):
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
+
+
+def test_an_error_from_the_shell_says_what_to_run_in_the_shell(scsql_db):
+    """`scsql agent create carol --project nosuch` answered "Create it first:
+    select scsql.create_project(name)", a psql user's hint, to a shell user."""
+    env = {"SCSQL_DSN": scsql_db.admin, "SCSQL_KEYSTORE": str(scsql_db.keystore.directory)}
+    line = one_error_line(scsql("agent", "create", f"{SESSION}_nu_{next(serial)}", "--project", "nosuch",
+                                "--role", "developer", env=env), "SC005")
+    assert "scsql project create NAME" in line and "scsql project list" in line
