@@ -297,3 +297,32 @@ def test_an_error_from_the_shell_says_what_to_run_in_the_shell(scsql_db):
     line = one_error_line(scsql("agent", "create", f"{SESSION}_nu_{next(serial)}", "--project", "nosuch",
                                 "--role", "developer", env=env), "SC005")
     assert "scsql project create NAME" in line and "scsql project list" in line
+
+
+def test_mcp_started_on_a_terminal_says_it_is_for_a_client(scsql_db):
+    """`scsql mcp --agent NAME` typed at a terminal sat silent, waiting for
+    JSON-RPC: it now says what it is and how a client starts it (only on a
+    terminal: an MCP client's pipe gets nothing but the protocol)."""
+    import os
+    import pty
+    import select
+    import signal
+    import subprocess
+    import sys
+
+    agent = scsql_db.agent("tty", scsql_db.project())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCSQL_")}
+    env.update(SCSQL_DSN=scsql_db.admin, SCSQL_KEYSTORE=str(scsql_db.keystore.directory), SCSQL_EMBED="none")
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "scsql", "mcp", "--agent", agent.name], env=env,
+                            stdin=follower, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    os.close(follower)
+    try:
+        said = select.select([proc.stderr], [], [], 60)[0]
+        assert said, "scsql mcp said nothing on a terminal in 60 s"
+        line = proc.stderr.readline()
+        assert f"serving agent {agent.name}'s tools over MCP" in line and "scsql install claude" in line, line
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+        os.close(leader)

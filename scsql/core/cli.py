@@ -379,6 +379,10 @@ def cmd_mcp(ctx, args: argparse.Namespace) -> int:
     from .. import mcp_server
 
     agent = ctx.open_agent(args.agent)
+    if sys.stdin.isatty():  # a person, not an MCP client, started it
+        print(f"scsql mcp: serving agent {args.agent}'s tools over MCP on this terminal's standard input and output, "
+              f"for an MCP client to start, not a person to type into (scsql install claude --agent {args.agent} "
+              "configures Claude Code to start it); Ctrl-C stops it", file=sys.stderr, flush=True)
     mcp_server.build(agent, all_tools=True if args.all_tools else None).run("stdio")
     return 0
 
