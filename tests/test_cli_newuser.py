@@ -286,7 +286,11 @@ def test_a_serving_worker_says_it_is_up_and_waiting(scsql_db):
         assert proc.poll() is None  # and it is still serving
     finally:
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
     assert proc.returncode == 130, err
 
 
@@ -324,5 +328,9 @@ def test_mcp_started_on_a_terminal_says_it_is_for_a_client(scsql_db):
         assert f"serving agent {agent.name}'s tools over MCP" in line and "scsql install claude" in line, line
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=60)
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
         os.close(leader)
