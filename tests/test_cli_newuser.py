@@ -144,7 +144,8 @@ def test_worker_refuses_a_job_that_does_not_exist(tmp_path):
 def test_first_up_says_what_it_migrated_in_one_line(tmp_path):
     """The first `scsql up` printed one line per migration file (44 of them
     before the connection string a new user looks for); it now says how many
-    and which, in one line, and `scsql migrate` still lists each."""
+    and which, in one line, and `scsql migrate` still lists each. It was
+    silent while the server was initialised (seconds): it now says so."""
     env = {"SCSQL_DATA_DIR": str(tmp_path / "data")}
     try:
         up = scsql("up", env=env)
@@ -156,6 +157,8 @@ def test_first_up_says_what_it_migrated_in_one_line(tmp_path):
         assert applied[1].endswith("files of sql/ and policies/")
         assert lines.index(applied[0]) < lines.index(next(x for x in lines if " is up on " in x))
         assert len(lines) < 30, up.stdout
+        # and the slow steps of a first up (initdb, the migrations) are announced as they begin
+        assert lines[0].startswith("  starting the embedded server in ") and lines[1] == "  applying migrations ..."
     finally:
         scsql("down", env=env)
 

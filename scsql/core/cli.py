@@ -143,13 +143,22 @@ def cmd_up(ctx, args: argparse.Namespace) -> int:
 
     root = default_root(args.root)  # checked before anything starts
     if ctx.settings.embedded:
-        started = ctx.server.start()
+        started = ctx.server.start(progress=lambda m: print(f"  {m}", flush=True))  # initdb: seconds
         where = f"embedded PostgreSQL in {ctx.settings.pgdata} ({'started' if started else 'already running'})"
     else:
         where = "the server named by SCSQL_DSN"
     admin = ctx.admin_conninfo()
     said: list[str] = []  # what was applied, said after it in one line each (scsql migrate lists every file)
-    report = Migrator(admin).run(progress=lambda m: said.append(m) if m.startswith("applied ") else print(f"  {m}"))
+
+    def progress(m: str) -> None:
+        if not m.startswith("applied "):
+            print(f"  {m}", flush=True)
+            return
+        if _MIGRATION_APPLIED.fullmatch(m) and not any(map(_MIGRATION_APPLIED.fullmatch, said)):
+            print("  applying migrations ...", flush=True)  # the first of them: a fresh database takes seconds
+        said.append(m)
+
+    report = Migrator(admin).run(progress=progress)
     if report.applied:
         span = report.applied[0] + (f" to {report.applied[-1]}" if len(report.applied) > 1 else "")
         print(f"  applied {len(report.applied)} migration(s): {span}")
