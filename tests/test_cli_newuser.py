@@ -156,7 +156,7 @@ def test_first_up_says_what_it_migrated_in_one_line(tmp_path):
         assert applied[0].startswith("  applied ") and " migration(s): 0001_" in applied[0]
         assert applied[1].endswith("files of sql/ and policies/")
         assert lines.index(applied[0]) < lines.index(next(x for x in lines if " is up on " in x))
-        assert len(lines) < 30, up.stdout
+        assert len(lines) < 40, up.stdout  # was over 60
         # and the slow steps of a first up (initdb, the migrations) are announced as they begin
         assert lines[0].startswith("  starting the embedded server in ") and lines[1] == "  applying migrations ..."
     finally:
