@@ -161,6 +161,24 @@ def build_parser() -> tuple[argparse.ArgumentParser, Callable]:
             self._complete()
             return super().format_help()
 
+        def error(self, message: str):
+            """argparse's error, plus what a person needs next: a command
+            named without its subcommand prints its help; a misspelled
+            command or choice gets the nearest ones suggested."""
+            import difflib
+            import re
+
+            subs = next((a for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
+            if subs is not None and message.startswith("the following arguments are required"):
+                self.print_help(sys.stderr)
+                self.exit(2, f"{self.prog}: error: name one of its commands: {', '.join(subs.choices)}\n")
+            bad = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+            if bad:
+                near = difflib.get_close_matches(bad.group(1), re.findall(r"'([^']*)'", bad.group(2)), n=3)
+                if near:
+                    message = f"{message}; did you mean {' or '.join(map(repr, near))}?"
+            super().error(message)
+
     parser = Parser(prog="scsql", description="Memory, audit and coordination for AI coding agents.")
     parser.add_argument("--version", action="version", version=f"scsql {__version__}")
     parser.add_argument("--data-dir", help="data directory of the embedded server and keystore (SCSQL_DATA_DIR)")

@@ -337,3 +337,23 @@ def test_mcp_started_on_a_terminal_says_it_is_for_a_client(scsql_db):
             proc.kill()
             proc.communicate()
         os.close(leader)
+
+
+def test_a_command_without_its_subcommand_or_misspelled_says_what_to_type(tmp_path):
+    """`scsql agent` said "the following arguments are required: action", and
+    `scsql serach` listed 29 commands without noticing the typo."""
+    env = {"SCSQL_DATA_DIR": str(tmp_path / "data")}
+    bare = scsql("agent", env=env)
+    assert bare.returncode == 2
+    assert "create an agent: role, key pair, registration" in bare.stderr  # its help, with each subcommand's
+    assert bare.stderr.splitlines()[-1] == "scsql agent: error: name one of its commands: create, list, revoke, rotate-key"
+    nothing = scsql(env=env)
+    assert nothing.returncode == 2 and "search" in nothing.stderr and "name one of its commands: up, down," in nothing.stderr
+    typo = scsql("serach", "kestrel", env=env)
+    assert typo.returncode == 2 and typo.stderr.rstrip().endswith("did you mean 'search'?"), typo.stderr
+    sub = scsql("agent", "lst", env=env)
+    assert sub.returncode == 2 and sub.stderr.rstrip().endswith("did you mean 'list'?"), sub.stderr
+    choice = scsql("search", "x", "--mode", "bm2", env=env)
+    assert choice.returncode == 2 and choice.stderr.rstrip().endswith("did you mean 'bm25'?"), choice.stderr
+    none_near = scsql("search", "x", "--mode", "zzz", env=env)
+    assert none_near.returncode == 2 and "did you mean" not in none_near.stderr
