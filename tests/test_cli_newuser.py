@@ -357,3 +357,14 @@ def test_a_command_without_its_subcommand_or_misspelled_says_what_to_type(tmp_pa
     assert choice.returncode == 2 and choice.stderr.rstrip().endswith("did you mean 'bm25'?"), choice.stderr
     none_near = scsql("search", "x", "--mode", "zzz", env=env)
     assert none_near.returncode == 2 and "did you mean" not in none_near.stderr
+
+
+def test_a_data_directory_scsql_up_never_made_is_named_as_such(tmp_path):
+    """With SCSQL_DATA_DIR pointing where `scsql up` never ran (a typo, another
+    shell's setting), every command said "the embedded server in DIR is not
+    running (start it with: scsql up)", as if a server had been there."""
+    env = {"SCSQL_DATA_DIR": str(tmp_path / "typo")}
+    for argv in (["status"], ["search", "x", "--agent", "alice"]):
+        line = one_error_line(scsql(*argv, env=env), "SC034")
+        assert f"there is no embedded server in {tmp_path / 'typo' / 'pg'}" in line, line
+        assert "SCSQL_DATA_DIR" in line and "scsql up" in line
