@@ -368,3 +368,29 @@ def test_a_data_directory_scsql_up_never_made_is_named_as_such(tmp_path):
         line = one_error_line(scsql(*argv, env=env), "SC034")
         assert f"there is no embedded server in {tmp_path / 'typo' / 'pg'}" in line, line
         assert "SCSQL_DATA_DIR" in line and "scsql up" in line
+
+
+def test_a_task_command_that_cannot_run_is_refused_before_a_claim_and_fails_the_task(scsql_db, tmp_path):
+    """`scsql worker --agent alice --once -- ./run-task.sh`, with no such file,
+    claimed a task, printed a FileNotFoundError traceback and left the task
+    claimed by nobody until its lease ran out."""
+    from scsql.coordination import client
+
+    from .helpers import enqueue
+
+    project = scsql_db.project()
+    orch, dev = scsql_db.agent("orch", project, "orchestrator"), scsql_db.agent("dev", project)
+    task = enqueue(orch, payload={"do": "fix parser"})
+    env = {"SCSQL_DSN": scsql_db.admin, "SCSQL_KEYSTORE": str(scsql_db.keystore.directory), "SCSQL_EMBED": "none"}
+    for argv in (["worker", "--agent", dev.name, "--once", "--", str(tmp_path / "run-task.sh")],
+                 ["queue", "run", "--agent", dev.name, "--", str(tmp_path / "run-task.sh")]):
+        line = one_error_line(scsql(*argv, env=env), "SC010")
+        assert "run-task.sh: no such command, or not executable" in line and "Traceback" not in line
+    with orch.transaction() as conn:
+        assert conn.execute("select state from scsql.tasks where task_id = %s", (task,)).fetchone()["state"] == "queued"
+
+    claimed = client.claim_once(dev, 1, 60)  # a program that is gone by the time the task runs
+    assert client.run_task(dev, claimed[0], [str(tmp_path / "gone")], 60) is False
+    with orch.transaction() as conn:
+        row = conn.execute("select state, last_error from scsql.tasks where task_id = %s", (task,)).fetchone()
+    assert row["state"] != "claimed" and row["last_error"].startswith(f"scsql could not run {tmp_path / 'gone'}")

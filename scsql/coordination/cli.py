@@ -73,6 +73,7 @@ def cmd_queue_run(ctx, args: argparse.Namespace) -> int:
     command = [a for a in args.command if a != "--"]
     if not command:
         raise ScsqlError("SC010", "queue run needs a command to run for each task (after --)")
+    client.check_command(command)
     agent = ctx.open_agent(args.agent, need_key=False, pool_size=2)
     done = 0
     while args.max_tasks is None or done < args.max_tasks:

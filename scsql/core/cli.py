@@ -55,11 +55,13 @@ def cmd_worker(ctx, args) -> int:
     if unknown:
         raise ScsqlError(errors.INVALID_ARGUMENT, f"--job {', '.join(unknown)}: no such background job",
                          f"the jobs are {', '.join(WORKER_JOBS)}")
+    command = [a for a in args.command if a != "--"]
+    if command:
+        client.check_command(command)
     agent = ctx.open_agent(args.agent)
     jobs = subsystems.jobs(args.job or None)
     if not args.job or "partitions" in args.job:
         jobs.append(partitions.maintenance_job(ctx.admin_conninfo()))
-    command = [a for a in args.command if a != "--"]
     if command:
         jobs.append(client.task_job(agent, command, args.lease))
     if not jobs:
