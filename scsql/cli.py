@@ -246,6 +246,9 @@ def _error_line(exc: Exception) -> str | None:
         if shell and shell not in (exc.hint or ""):
             exc.hint = f"{exc.hint.rstrip('.')}; from the shell: {shell}" if exc.hint else shell
         return str(exc)
+    if isinstance(exc, (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError,
+                        FileExistsError)) and exc.filename:  # a path the command was given, or derived from one
+        return str(ScsqlError("SC010", f"{exc.filename}: {exc.strerror}", "name another path"))
     psycopg = sys.modules.get("psycopg")
     if psycopg is not None and isinstance(exc, psycopg.OperationalError):
         from .core.db import unreachable

@@ -394,3 +394,24 @@ def test_a_task_command_that_cannot_run_is_refused_before_a_claim_and_fails_the_
     with orch.transaction() as conn:
         row = conn.execute("select state, last_error from scsql.tasks where task_id = %s", (task,)).fetchone()
     assert row["state"] != "claimed" and row["last_error"].startswith(f"scsql could not run {tmp_path / 'gone'}")
+
+
+def test_a_bad_path_or_time_is_one_error_line_not_a_traceback(scsql_db, tmp_path):
+    """`scsql learnings export FILE` (a file, not a directory), `scsql backup
+    FILE/x` and `scsql cost --since yesterday` printed tracebacks; `scsql
+    learnings export` of a directory that does not exist created it, and every
+    missing directory above it."""
+    agent = scsql_db.agent("paths", scsql_db.project())
+    env = {"SCSQL_DSN": scsql_db.admin}
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("x")
+    line = one_error_line(scsql("learnings", "export", str(a_file), "--agent", agent.name, env=env), "SC010")
+    assert f"{a_file}: not a directory" in line
+    missing = tmp_path / "typo" / "repo"
+    line = one_error_line(scsql("learnings", "export", str(missing), "--agent", agent.name, env=env), "SC010")
+    assert f"{missing}: no such directory" in line and not (tmp_path / "typo").exists()
+    line = one_error_line(scsql("backup", str(a_file / "scsql.backup"), env=env), "SC010")
+    assert "Not a directory" in line and "Traceback" not in line
+    since = scsql("cost", "--since", "yesterday", env=env)
+    assert since.returncode == 2 and "Traceback" not in since.stderr
+    assert "argument --since: not an ISO 8601 date or time: 'yesterday'" in since.stderr

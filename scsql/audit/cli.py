@@ -122,12 +122,21 @@ def cmd_checkpoint(ctx, args: argparse.Namespace) -> int:
 # -- cost -------------------------------------------------------------------------
 
 
+def iso_time(text: str) -> dt.datetime:
+    """An ISO 8601 date or time (argparse type): `scsql cost --since yesterday`
+    is a usage error naming the format, not a traceback."""
+    try:
+        return dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 date or time: {text!r} "
+                                         "(for example 2026-11-20 or 2026-11-20T09:30+01:00)") from None
+
+
 def cmd_cost(ctx, args: argparse.Namespace) -> int:
     from ..core.registry import to_json
     from ..core.roles import admin_connection
 
-    since = (dt.datetime.fromisoformat(args.since) if args.since
-             else dt.datetime.now(dt.UTC) - dt.timedelta(days=args.days))
+    since = args.since or dt.datetime.now(dt.UTC) - dt.timedelta(days=args.days)
     query = "select * from scsql.cost_report(%s::timestamptz, %s::text)"
     if args.agent:
         agent = ctx.open_agent(args.agent, need_key=False)
@@ -162,8 +171,13 @@ def export_learnings(agent, directory: Path) -> dict[str, int]:
     appear below it later."""
     from ..core.registry import to_json
 
+    from ..core.errors import ScsqlError
+
+    if not Path(directory).is_dir():  # a typo must not create a tree of directories
+        raise ScsqlError("SC010", f"{directory}: " + ("not a directory" if Path(directory).exists() else "no such directory"),
+                         "name an existing directory (the repository, say); learnings/ is created in it")
     out = Path(directory) / "learnings"
-    out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(exist_ok=True)
     state_path = out / ".export-state.json"
     state = json.loads(state_path.read_text()) if state_path.exists() else {}
     key = agent.name
@@ -282,7 +296,7 @@ def register(sub, add) -> None:
     p.add_argument("--by", default="model", choices=["model", "tool", "agent", "session", "day", "origin", "status", "project"],
                    help="what to total the cost by (default model)")
     p.add_argument("--days", type=float, default=7.0, help="since this many days ago (default 7)")
-    p.add_argument("--since", help="since this time (ISO 8601)")
+    p.add_argument("--since", type=iso_time, help="since this time (ISO 8601: 2026-11-20, 2026-11-20T09:30+01:00)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
 
     p = add("learnings", cmd_learnings, "export or search learnings (failures and experiments)")
