@@ -415,3 +415,13 @@ def test_a_bad_path_or_time_is_one_error_line_not_a_traceback(scsql_db, tmp_path
     since = scsql("cost", "--since", "yesterday", env=env)
     assert since.returncode == 2 and "Traceback" not in since.stderr
     assert "argument --since: not an ISO 8601 date or time: 'yesterday'" in since.stderr
+
+
+def test_a_poll_interval_of_zero_or_less_is_refused(tmp_path):
+    """`scsql worker --poll 0` polled the database in a busy loop, and a
+    negative interval failed in select() with a traceback."""
+    env = {"SCSQL_DATA_DIR": str(tmp_path / "data")}
+    for argv in (["worker", "--agent", "alice", "--poll", "0"], ["worker", "--agent", "alice", "--poll", "-1"],
+                 ["queue", "run", "--agent", "alice", "--poll", "0", "--", "true"]):
+        proc = scsql(*argv, env=env)
+        assert proc.returncode == 2 and "argument --poll: must be above 0" in proc.stderr, proc.stderr

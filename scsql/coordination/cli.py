@@ -91,7 +91,7 @@ def cmd_queue_run(ctx, args: argparse.Namespace) -> int:
 
 
 def register(sub, add) -> None:
-    from ..core.cli import command_group
+    from ..core.cli import command_group, positive_seconds
 
     hook = command_group(sub, add, "hook", "entry points for agent hooks (Claude Code events)")
     p = hook.add_parser("stop-check", help="exit 2 with a reason while tasks remain claimable for the agent")
@@ -107,7 +107,7 @@ def register(sub, add) -> None:
     p.add_argument("--agent", help="the agent that claims (required)")
     p.add_argument("--lease", type=int, default=300, help="lease length in seconds (heartbeats every third)")
     p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a task when none is queued")
-    p.add_argument("--poll", type=float, default=None,  # None: client.DEFAULT_POLL_SECONDS
+    p.add_argument("--poll", type=positive_seconds, default=None,  # None: client.DEFAULT_POLL_SECONDS
                    help="seconds between polls while waiting (LISTEN wakes sooner)")
     p.add_argument("--max-tasks", type=int, help="stop after this many tasks")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- the command to run for each task")

@@ -44,6 +44,18 @@ def command_group(sub, add, name: str, help: str, metavar: str = "COMMAND") -> a
         existing.add_subparsers(dest=f"{name}_command", metavar=metavar, required=True)
     return next(a for a in existing._actions if isinstance(a, argparse._SubParsersAction))
 
+def positive_seconds(text: str) -> float:
+    """A number of seconds above 0 (argparse type): `--poll 0` would poll
+    the database in a busy loop, a negative one fail in select()."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be above 0 and at most 3600 seconds, got {text}")
+    return value
+
+
 def cmd_worker(ctx, args) -> int:
     from .. import subsystems
     from ..audit import partitions
@@ -459,7 +471,7 @@ def register(sub, add) -> None:
                                   "and run its queued tasks with -- CMD")
     p.add_argument("--agent", help="the agent the worker acts as (required)")
     p.add_argument("--once", action="store_true", help="drain what is queued, then exit")
-    p.add_argument("--poll", type=float, default=5.0, help="seconds between polls when no NOTIFY arrives")
+    p.add_argument("--poll", type=positive_seconds, default=5.0, help="seconds between polls when no NOTIFY arrives")
     p.add_argument("--job", action="append",
                    help=f"run only this background job (repeatable): {', '.join(WORKER_JOBS)}")
     p.add_argument("--lease", type=int, default=300, help="with a command: lease length of each task, in seconds")
