@@ -123,12 +123,24 @@ def build_parser() -> tuple[argparse.ArgumentParser, Callable]:
 
     from . import subsystems
 
+    class Formatter(argparse.HelpFormatter):
+        """Help that shows an option's default where its text does not
+        already say it (nothing for flags and options without one)."""
+
+        def _get_help_string(self, action: argparse.Action) -> str | None:
+            text = action.help or ""
+            if (not action.option_strings or action.default in (None, False, argparse.SUPPRESS)
+                    or "default" in text or "%(default)" in text):
+                return action.help
+            return f"{text} (default %(default)s)" if text else "default %(default)s"
+
     class Parser(argparse.ArgumentParser):
         """A parser whose arguments a command may add only when it is used
         (``populate``), so building the parser imports no command's
         implementation."""
 
         def __init__(self, *a, populate: Callable[[argparse.ArgumentParser], None] | None = None, **kw):
+            kw.setdefault("formatter_class", Formatter)
             super().__init__(*a, **kw)
             self._populate = populate
 
@@ -148,6 +160,24 @@ def build_parser() -> tuple[argparse.ArgumentParser, Callable]:
         def format_help(self) -> str:
             self._complete()
             return super().format_help()
+
+        def error(self, message: str):
+            """argparse's error, plus what a person needs next: a command
+            named without its subcommand prints its help; a misspelled
+            command or choice gets the nearest ones suggested."""
+            import difflib
+            import re
+
+            subs = next((a for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
+            if subs is not None and message.startswith("the following arguments are required"):
+                self.print_help(sys.stderr)
+                self.exit(2, f"{self.prog}: error: name one of its commands: {', '.join(subs.choices)}\n")
+            bad = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+            if bad:
+                near = difflib.get_close_matches(bad.group(1), re.findall(r"'([^']*)'", bad.group(2)), n=3)
+                if near:
+                    message = f"{message}; did you mean {' or '.join(map(repr, near))}?"
+            super().error(message)
 
     parser = Parser(prog="scsql", description="Memory, audit and coordination for AI coding agents.")
     parser.add_argument("--version", action="version", version=f"scsql {__version__}")
@@ -197,6 +227,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+# What to run from the shell for errors whose hint, written for psql users,
+# names only SQL functions.
+SHELL_HINTS = {
+    "SC005": "scsql project list shows the projects, scsql project create NAME adds one",
+    "SC213": "scsql up --root DIR sets the default project's root",
+}
+
+
 def _error_line(exc: Exception) -> str | None:
     """The one line a command's error is reported in (None: not an error scsql
     reports; let it propagate). psycopg is consulted only when it was imported,
@@ -204,7 +242,13 @@ def _error_line(exc: Exception) -> str | None:
     from .core.errors import ScsqlError
 
     if isinstance(exc, ScsqlError):
+        shell = SHELL_HINTS.get(exc.code)
+        if shell and shell not in (exc.hint or ""):
+            exc.hint = f"{exc.hint.rstrip('.')}; from the shell: {shell}" if exc.hint else shell
         return str(exc)
+    if isinstance(exc, (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError,
+                        FileExistsError)) and exc.filename:  # a path the command was given, or derived from one
+        return str(ScsqlError("SC010", f"{exc.filename}: {exc.strerror}", "name another path"))
     psycopg = sys.modules.get("psycopg")
     if psycopg is not None and isinstance(exc, psycopg.OperationalError):
         from .core.db import unreachable

@@ -99,7 +99,7 @@ def cmd_checkpoint(ctx, args: argparse.Namespace) -> int:
         checkpoints.last_exported(Path(args.export))  # a file that is not an export stops us before anything is signed
     run = checkpoints.run_checkpoint(ctx.admin_conninfo(), ctx.keystore.load(checkpoints.AUDITOR_KEY))
     ids = run.ids
-    print(f"scsql checkpoint: recorded {len(ids)} checkpoint(s)" + (f" ({', '.join(map(str, ids))})" if ids else ""))
+    print(f"scsql checkpoint: recorded {len(ids)} checkpoint(s)" + (f" (id {', '.join(map(str, ids))})" if ids else ""))
     for q in run.quarantined:
         qid, b, signed = q
         upto = f"signed up to seq {signed}" if signed is not None else "nothing new signed"
@@ -122,12 +122,21 @@ def cmd_checkpoint(ctx, args: argparse.Namespace) -> int:
 # -- cost -------------------------------------------------------------------------
 
 
+def iso_time(text: str) -> dt.datetime:
+    """An ISO 8601 date or time (argparse type): `scsql cost --since yesterday`
+    is a usage error naming the format, not a traceback."""
+    try:
+        return dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 date or time: {text!r} "
+                                         "(for example 2026-11-20 or 2026-11-20T09:30+01:00)") from None
+
+
 def cmd_cost(ctx, args: argparse.Namespace) -> int:
     from ..core.registry import to_json
     from ..core.roles import admin_connection
 
-    since = (dt.datetime.fromisoformat(args.since) if args.since
-             else dt.datetime.now(dt.UTC) - dt.timedelta(days=args.days))
+    since = args.since or dt.datetime.now(dt.UTC) - dt.timedelta(days=args.days)
     query = "select * from scsql.cost_report(%s::timestamptz, %s::text)"
     if args.agent:
         agent = ctx.open_agent(args.agent, need_key=False)
@@ -139,6 +148,10 @@ def cmd_cost(ctx, args: argparse.Namespace) -> int:
             rows = conn.execute(query, (since, args.by)).fetchall()
     if args.json:
         print(json.dumps(to_json(rows), indent=2))
+        return 0
+    if not rows:
+        print(f"scsql cost: no tool calls since {since.isoformat(' ', 'minutes')}" + ("" if args.agent else " in any project")
+              + " (the Claude Code hooks, or the MCP tool record_tool_call, record them)", file=sys.stderr)
         return 0
     print(f"{args.by:<32} {'calls':>8} {'in tok':>10} {'out tok':>10} {'USD':>12} {'unpriced':>8}")
     for r in rows:
@@ -158,8 +171,13 @@ def export_learnings(agent, directory: Path) -> dict[str, int]:
     appear below it later."""
     from ..core.registry import to_json
 
+    from ..core.errors import ScsqlError
+
+    if not Path(directory).is_dir():  # a typo must not create a tree of directories
+        raise ScsqlError("SC010", f"{directory}: " + ("not a directory" if Path(directory).exists() else "no such directory"),
+                         "name an existing directory (the repository, say); learnings/ is created in it")
     out = Path(directory) / "learnings"
-    out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(exist_ok=True)
     state_path = out / ".export-state.json"
     state = json.loads(state_path.read_text()) if state_path.exists() else {}
     key = agent.name
@@ -199,6 +217,9 @@ def cmd_learnings(ctx, args: argparse.Namespace) -> int:
     with agent.transaction() as conn:
         rows = conn.execute("select * from scsql.learnings(%s::text, %s::text, null, %s::integer)",
                             (args.query, args.kind, args.limit)).fetchall()
+    if not rows:
+        print("scsql learnings: none" + (f" whose text contains every word of {args.query!r}" if args.query else "")
+              + " (failed outcomes become learnings)", file=sys.stderr)
     for r in rows:
         print(json.dumps(to_json(r), ensure_ascii=False))
     return 0
@@ -241,6 +262,7 @@ def cmd_price(ctx, args: argparse.Namespace) -> int:
                          (args.model, args.input, args.output, args.effective_from))
             print(f"scsql: {args.model}: ${args.input}/M input, ${args.output}/M output tokens")
             return 0
+        print("model\teffective_from\tinput_usd_per_mtok\toutput_usd_per_mtok")
         for r in conn.execute("select * from scsql.model_prices()").fetchall():
             print(f"{r['model']}\t{r['effective_from']:%Y-%m-%d %H:%M}\t{r['input_usd_per_mtok']}\t{r['output_usd_per_mtok']}")
     return 0
@@ -263,7 +285,7 @@ def register(sub, add) -> None:
                    help="instead: re-embed a random sample of stored vectors with this process's model (SCSQL_EMBED) "
                         "and name who stored each one whose cosine similarity is below 0.99")
     p.add_argument("--sample", type=int, default=100, help="with --embeddings: vectors to check (default 100)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
 
     p = add("checkpoint", cmd_checkpoint, "sign and record every chain head with the auditor's key")
     p.add_argument("--export", metavar="FILE", help="append new checkpoints to this JSONL file (keep it outside the database)")
@@ -271,20 +293,21 @@ def register(sub, add) -> None:
 
     p = add("cost", cmd_cost, "cost of tool calls from the price table")
     p.add_argument("--agent", help="report as this agent (its project); default: the auditor, every project")
-    p.add_argument("--by", default="model", choices=["model", "tool", "agent", "session", "day", "origin", "status", "project"])
+    p.add_argument("--by", default="model", choices=["model", "tool", "agent", "session", "day", "origin", "status", "project"],
+                   help="what to total the cost by (default model)")
     p.add_argument("--days", type=float, default=7.0, help="since this many days ago (default 7)")
-    p.add_argument("--since", help="since this time (ISO 8601)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--since", type=iso_time, help="since this time (ISO 8601: 2026-11-20, 2026-11-20T09:30+01:00)")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
 
     p = add("learnings", cmd_learnings, "export or search learnings (failures and experiments)")
     lsub = p.add_subparsers(dest="action", required=True)
     c = lsub.add_parser("export", help="append new learnings to DIR/learnings/{failures,experiments}.jsonl")
-    c.add_argument("dir")
+    c.add_argument("dir", help="the directory whose learnings/ the files are appended to")
     c.add_argument("--agent", help="the agent whose project is exported (required)")
     c = lsub.add_parser("search", help="learnings whose text contains every word of QUERY")
-    c.add_argument("query", nargs="?")
-    c.add_argument("--kind", choices=["failure", "experiment"])
-    c.add_argument("--limit", type=int, default=20)
+    c.add_argument("query", nargs="?", help="words the learning's text must all contain (none: the newest)")
+    c.add_argument("--kind", choices=["failure", "experiment"], help="only failures, or only experiments")
+    c.add_argument("--limit", type=int, default=20, help="learnings at most (default 20)")
     c.add_argument("--agent", help="the agent that searches (required)")
 
     p = add("partitions", cmd_partitions, "daily partitions of tool_calls and outcomes: status, maintenance, retention")
@@ -292,7 +315,7 @@ def register(sub, add) -> None:
     psub.add_parser("status", help="list partitions and who manages them")
     psub.add_parser("maintain", help="create upcoming partitions and apply retention now")
     c = psub.add_parser("retention", help="how long to keep a table's partitions")
-    c.add_argument("table", choices=["scsql.tool_calls", "scsql.outcomes"])
+    c.add_argument("table", choices=["scsql.tool_calls", "scsql.outcomes"], help="the partitioned table")
     c.add_argument("keep", help="an interval such as '30 days', or 'forever'")
     c.add_argument("--premake", type=int, help="days of partitions to create ahead")
     c = psub.add_parser("enable-partman", help="install pg_partman in the database (superuser) before the first migrate")
@@ -302,7 +325,7 @@ def register(sub, add) -> None:
     p = add("price", cmd_price, "model prices (USD per million tokens)")
     prsub = p.add_subparsers(dest="action", required=True)
     c = prsub.add_parser("set", help="set a model's price from now (or --from)")
-    c.add_argument("model")
+    c.add_argument("model", help="the model's name as tool calls record it, e.g. claude-sonnet-4")
     c.add_argument("input", type=float, help="USD per million input tokens")
     c.add_argument("output", type=float, help="USD per million output tokens")
     c.add_argument("--from", dest="effective_from", help="effective from (ISO 8601)")

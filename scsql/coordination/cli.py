@@ -73,6 +73,7 @@ def cmd_queue_run(ctx, args: argparse.Namespace) -> int:
     command = [a for a in args.command if a != "--"]
     if not command:
         raise ScsqlError("SC010", "queue run needs a command to run for each task (after --)")
+    client.check_command(command)
     agent = ctx.open_agent(args.agent, need_key=False, pool_size=2)
     done = 0
     while args.max_tasks is None or done < args.max_tasks:
@@ -90,7 +91,7 @@ def cmd_queue_run(ctx, args: argparse.Namespace) -> int:
 
 
 def register(sub, add) -> None:
-    from ..core.cli import command_group
+    from ..core.cli import command_group, positive_seconds
 
     hook = command_group(sub, add, "hook", "entry points for agent hooks (Claude Code events)")
     p = hook.add_parser("stop-check", help="exit 2 with a reason while tasks remain claimable for the agent")
@@ -100,17 +101,17 @@ def register(sub, add) -> None:
     queue = command_group(sub, add, "queue", "the task queue: statistics, running a command per task, maintenance")
     p = queue.add_parser("stats", help="queue counts of the agent's project, by team role")
     p.add_argument("--agent", help="the agent whose project to show (required)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the counts as JSON")
     p.set_defaults(sub_func=cmd_queue_stats)
     p = queue.add_parser("run", help="claim tasks and run a command for each (task JSON on stdin), heartbeating")
     p.add_argument("--agent", help="the agent that claims (required)")
     p.add_argument("--lease", type=int, default=300, help="lease length in seconds (heartbeats every third)")
     p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a task when none is queued")
-    p.add_argument("--poll", type=float, default=None,  # None: client.DEFAULT_POLL_SECONDS
+    p.add_argument("--poll", type=positive_seconds, default=None,  # None: client.DEFAULT_POLL_SECONDS
                    help="seconds between polls while waiting (LISTEN wakes sooner)")
     p.add_argument("--max-tasks", type=int, help="stop after this many tasks")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- the command to run for each task")
     p.set_defaults(sub_func=cmd_queue_run)
     p = queue.add_parser("maintain", help="requeue expired leases in every project (administrator)")
-    p.add_argument("--limit", type=int, default=10000)
+    p.add_argument("--limit", type=int, default=10000, help="expired leases to requeue at most (default 10000)")
     p.set_defaults(sub_func=cmd_queue_maintain)

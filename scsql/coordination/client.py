@@ -248,6 +248,8 @@ def run_task(agent: Agent, task: dict[str, Any], command: list[str], lease_secon
     beat.start()
     try:
         proc = subprocess.run(command, input=json.dumps(task, default=str), capture_output=True, text=True, env=env)
+    except OSError as exc:  # it could not start (gone, not executable): the task fails now, not at lease expiry
+        proc = subprocess.CompletedProcess(command, 127, "", f"scsql could not run {command[0]}: {exc.strerror or exc}")
     finally:
         beat.stopped.set()
         beat.join()
@@ -268,6 +270,17 @@ def run_task(agent: Agent, task: dict[str, Any], command: list[str], lease_secon
         row = conn.execute("select * from scsql.fail_task(%s::bigint, %s::bigint, %s::text)", (*ident, error)).fetchone()
     print(f"scsql: task {task['task_id']} failed ({row['state']})", file=sys.stderr)
     return False
+
+
+def check_command(command: list[str]) -> None:
+    """SC010 unless COMMAND's program can be run (found on PATH, or a path to
+    an executable file): refused before any task is claimed for it."""
+    import shutil
+
+    if not shutil.which(command[0]):
+        raise ScsqlError("SC010", f"{command[0]}: no such command, or not executable",
+                         "name a program on PATH or the path of an executable file (chmod +x); it gets each "
+                         "task as JSON on its standard input")
 
 
 # -- scsql worker -------------------------------------------------------------

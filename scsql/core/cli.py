@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -29,6 +30,9 @@ from .config import APP_ROLE, role_for
 DEFAULT_PROJECT = "default"
 DEFAULT_AGENT = "default"
 DEFAULT_TEAM_ROLE = "orchestrator"
+# The jobs `scsql worker --job` may name: every subsystem's (subsystems.jobs(),
+# named here so the parser imports none of them), and partition maintenance.
+WORKER_JOBS = ("embed", "memory_retention", "learnings", "queue-maintenance", "hook-spool", "partitions")
 
 
 def command_group(sub, add, name: str, help: str, metavar: str = "COMMAND") -> argparse._SubParsersAction:
@@ -40,17 +44,36 @@ def command_group(sub, add, name: str, help: str, metavar: str = "COMMAND") -> a
         existing.add_subparsers(dest=f"{name}_command", metavar=metavar, required=True)
     return next(a for a in existing._actions if isinstance(a, argparse._SubParsersAction))
 
+def positive_seconds(text: str) -> float:
+    """A number of seconds above 0 (argparse type): `--poll 0` would poll
+    the database in a busy loop, a negative one fail in select()."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be above 0 and at most 3600 seconds, got {text}")
+    return value
+
+
 def cmd_worker(ctx, args) -> int:
     from .. import subsystems
     from ..audit import partitions
     from ..coordination import client
-    from . import worker
+    from . import errors, worker
+    from .errors import ScsqlError
 
+    unknown = sorted(set(args.job or ()) - set(WORKER_JOBS))
+    if unknown:
+        raise ScsqlError(errors.INVALID_ARGUMENT, f"--job {', '.join(unknown)}: no such background job",
+                         f"the jobs are {', '.join(WORKER_JOBS)}")
+    command = [a for a in args.command if a != "--"]
+    if command:
+        client.check_command(command)
     agent = ctx.open_agent(args.agent)
     jobs = subsystems.jobs(args.job or None)
     if not args.job or "partitions" in args.job:
         jobs.append(partitions.maintenance_job(ctx.admin_conninfo()))
-    command = [a for a in args.command if a != "--"]
     if command:
         jobs.append(client.task_job(agent, command, args.lease))
     if not jobs:
@@ -65,6 +88,10 @@ def cmd_worker(ctx, args) -> int:
         done = worker.drain(agent, jobs, report)
         print(f"scsql: drained {done} unit(s) of work")
         return 0
+    project = agent.whoami()["project"]
+    print(f"scsql worker: acting as {agent.name} in project {project}; jobs {', '.join(j.name for j in jobs)}; "
+          f"waiting for work (woken by NOTIFY, polling every {args.poll:g} s); Ctrl-C stops it", file=sys.stderr,
+          flush=True)
     worker.serve(agent, jobs, poll_seconds=args.poll, on_progress=report)
     return 0
 
@@ -121,18 +148,37 @@ def default_root(given: str | None) -> str | None:
     return str(root)
 
 
+_MIGRATION_APPLIED = re.compile(r"applied \d+_[^ ]+\.sql")
+
+
 def cmd_up(ctx, args: argparse.Namespace) -> int:
     from . import roles
     from .migrate import Migrator
 
     root = default_root(args.root)  # checked before anything starts
     if ctx.settings.embedded:
-        started = ctx.server.start()
+        started = ctx.server.start(progress=lambda m: print(f"  {m}", flush=True))  # initdb: seconds
         where = f"embedded PostgreSQL in {ctx.settings.pgdata} ({'started' if started else 'already running'})"
     else:
         where = "the server named by SCSQL_DSN"
     admin = ctx.admin_conninfo()
-    report = Migrator(admin).run(progress=lambda m: print(f"  {m}"))
+    said: list[str] = []  # what was applied, said after it in one line each (scsql migrate lists every file)
+
+    def progress(m: str) -> None:
+        if not m.startswith("applied "):
+            print(f"  {m}", flush=True)
+            return
+        if _MIGRATION_APPLIED.fullmatch(m) and not any(map(_MIGRATION_APPLIED.fullmatch, said)):
+            print("  applying migrations ...", flush=True)  # the first of them: a fresh database takes seconds
+        said.append(m)
+
+    report = Migrator(admin).run(progress=progress)
+    if report.applied:
+        span = report.applied[0] + (f" to {report.applied[-1]}" if len(report.applied) > 1 else "")
+        print(f"  applied {len(report.applied)} migration(s): {span}")
+    for m in said:
+        if not _MIGRATION_APPLIED.fullmatch(m):
+            print(f"  {m}")
     status = roles.status(admin)
     default = next((p for p in status["projects"] if p["name"] == DEFAULT_PROJECT), None)
     if default is None:
@@ -308,6 +354,7 @@ def cmd_project(ctx, args: argparse.Namespace) -> int:
         pid = roles.create_project(ctx.admin_conninfo(), args.name, args.root, args.git_remote)
         print(f"scsql: created project {args.name} (id {pid})")
     else:
+        print("project\troot\tgit_remote")
         for p in roles.status(ctx.admin_conninfo())["projects"]:
             print(f"{p['name']}\t{p['root_path'] or '-'}\t{p['git_remote'] or '-'}")
     return 0
@@ -327,6 +374,8 @@ def cmd_agent(ctx, args: argparse.Namespace) -> int:
         rows = roles.list_agents(admin)
         if args.json:
             print(json.dumps(rows, indent=2, default=str))
+        if not args.json:
+            print("agent\tproject\tteam_role\tstate\tkey")
         for r in [] if args.json else rows:
             state = f"revoked {r['revoked_at']:%Y-%m-%d %H:%M}" if r["revoked_at"] else "active"
             print(f"{r['agent']}\t{r['project']}\t{r['team_role']}\t{state}\tkey {r['key_id']}")
@@ -353,6 +402,10 @@ def cmd_mcp(ctx, args: argparse.Namespace) -> int:
     from .. import mcp_server
 
     agent = ctx.open_agent(args.agent)
+    if sys.stdin.isatty():  # a person, not an MCP client, started it
+        print(f"scsql mcp: serving agent {args.agent}'s tools over MCP on this terminal's standard input and output, "
+              f"for an MCP client to start, not a person to type into (scsql install claude --agent {args.agent} "
+              "configures Claude Code to start it); Ctrl-C stops it", file=sys.stderr, flush=True)
     mcp_server.build(agent, all_tools=True if args.all_tools else None).run("stdio")
     return 0
 
@@ -370,7 +423,7 @@ def register(sub, add) -> None:
     p.add_argument("--hold", action="store_true",
                    help="keep it down: agent processes refuse to start it (SC013) until scsql up")
     p = add("status", cmd_status, "server and schema versions, extensions, projects and agents")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the status as JSON")
     p = add("psql", cmd_psql, "open psql on the server (as the administrator unless --agent or --auditor is given); "
                                "other arguments are psql's, e.g. -c SQL or -f FILE")
     who = p.add_mutually_exclusive_group()
@@ -388,23 +441,24 @@ def register(sub, add) -> None:
     p = add("project", cmd_project, "create or list projects")
     psub = p.add_subparsers(dest="action", required=True)
     c = psub.add_parser("create", help="create a project")
-    c.add_argument("name")
-    c.add_argument("--root", help="absolute path of the project's tree")
-    c.add_argument("--git-remote")
+    c.add_argument("name", help="the project's name: lower-case letters, digits, '.', '_' and '-'")
+    c.add_argument("--root", help="absolute path of the project's tree, the only one scsql index reads")
+    c.add_argument("--git-remote", metavar="URL", help="the repository's remote, recorded with the project")
     psub.add_parser("list", help="list projects")
 
     p = add("agent", cmd_agent, "create, list, revoke agents and rotate their keys")
     asub = p.add_subparsers(dest="action", required=True)
     c = asub.add_parser("create", help="create an agent: role, key pair, registration")
-    c.add_argument("name")
-    c.add_argument("--project", required=True)
+    c.add_argument("name", help="the agent's name: 1 to 48 lower-case letters, digits or '_', starting with a letter "
+                                        "(its database role is scsql_agent_NAME)")
+    c.add_argument("--project", required=True, help="the project the agent works in (scsql project list)")
     c.add_argument("--role", required=True, help="team role: orchestrator, developer, qa, reviewer, researcher, ...")
     c = asub.add_parser("list", help="list agents")
-    c.add_argument("--json", action="store_true")
+    c.add_argument("--json", action="store_true", help="print the agents as JSON")
     c = asub.add_parser("revoke", help="revoke an agent; its history stays verifiable")
-    c.add_argument("name")
+    c.add_argument("name", help="the agent to revoke")
     c = asub.add_parser("rotate-key", help="give an agent a new key pair")
-    c.add_argument("name")
+    c.add_argument("name", help="the agent whose key pair to replace")
 
     add("errors", cmd_errors, "the catalogue of error codes (scsql.error_codes)")
     p = add("mcp", cmd_mcp, "serve the agent's tools over MCP (stdio)")
@@ -417,8 +471,9 @@ def register(sub, add) -> None:
                                   "and run its queued tasks with -- CMD")
     p.add_argument("--agent", help="the agent the worker acts as (required)")
     p.add_argument("--once", action="store_true", help="drain what is queued, then exit")
-    p.add_argument("--poll", type=float, default=5.0, help="seconds between polls when no NOTIFY arrives")
-    p.add_argument("--job", action="append", help="run only this background job (repeatable)")
+    p.add_argument("--poll", type=positive_seconds, default=5.0, help="seconds between polls when no NOTIFY arrives")
+    p.add_argument("--job", action="append",
+                   help=f"run only this background job (repeatable): {', '.join(WORKER_JOBS)}")
     p.add_argument("--lease", type=int, default=300, help="with a command: lease length of each task, in seconds")
-    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("-v", "--verbose", action="store_true", help="print on stderr each job's units of work as they are done")
     p.add_argument("command", nargs="*", help="-- a command to run for each claimed task")

@@ -130,6 +130,13 @@ class EmbeddedServer:
     def conninfo(self, user: str = SUPERUSER, dbname: str = DATABASE) -> str:
         info = self._postmaster()
         if info is None:
+            if not self.initialized:
+                raise ScsqlError(
+                    errors.EMBEDDED_NOT_RUNNING,
+                    f"there is no embedded server in {self.pgdata}: scsql up has not been run with this data directory",
+                    "run scsql up to create it here, or point SCSQL_DATA_DIR (or --data-dir) at the data directory "
+                    "scsql up made, or SCSQL_DSN at a server",
+                )
             held = self.held
             raise ScsqlError(
                 errors.EMBEDDED_NOT_RUNNING,

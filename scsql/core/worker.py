@@ -85,21 +85,43 @@ class Progress:
         self.out = out or sys.stderr
         self._bars: dict[str, Any] = {}
         self._done: dict[str, int] = {}
-        self._started: dict[str, float] = {}
-        self._t0 = time.perf_counter()
+        self._seconds: dict[str, float] = {}  # seconds each job ran
 
-    def update(self, job: Job, done: int) -> None:
+    def visible(self) -> bool:
+        """Whether bars are drawn (SHOW, or by default on a terminal)."""
+        if self.show is not None:
+            return self.show
+        try:
+            return self.out.isatty()
+        except (AttributeError, ValueError):
+            return False
+
+    def _bar(self, job: Job, total: int) -> None:
+        from tqdm import tqdm
+
+        self._bars[job.name] = tqdm(total=total, desc=job.name, unit=job.unit, file=self.out,
+                                    disable=None if self.show is None else not self.show,
+                                    dynamic_ncols=True, smoothing=0.1)
+
+    def start(self, job: Job) -> None:
+        """Before a job's first batch: draw its bar at once when work waits, so
+        the first batch (the model's loading included) is not a silent minute."""
+        if job.pending is None or job.name in self._bars or job.name in self._done or not self.visible():
+            return
+        waiting = job.pending(self.agent)
+        if waiting:
+            self._bar(job, waiting)
+
+    def update(self, job: Job, done: int, seconds: float = 0.0) -> None:
+        """Count DONE units of JOB, done in SECONDS of its own (the time the
+        drained line divides by: not that of the other jobs beside it)."""
         if job.name not in self._done:
             self._done[job.name] = 0
-            self._started[job.name] = self._t0
-            if job.pending is not None:
-                from tqdm import tqdm
-
-                total = done + job.pending(self.agent)
-                self._bars[job.name] = tqdm(total=total, desc=job.name, unit=job.unit, file=self.out,
-                                            disable=None if self.show is None else not self.show,
-                                            dynamic_ncols=True, smoothing=0.1)
+            self._seconds[job.name] = 0.0
+            if job.pending is not None and job.name not in self._bars:
+                self._bar(job, done + job.pending(self.agent))
         self._done[job.name] += done
+        self._seconds[job.name] += seconds
         bar = self._bars.get(job.name)
         if bar is not None:
             if bar.n + done > (bar.total or 0):
@@ -108,13 +130,15 @@ class Progress:
 
     def drained(self, report: bool = True) -> dict[str, int]:
         """Close the bars; say (REPORT) which queues are drained. Returns units done per job."""
+        for name in [n for n in self._bars if n not in self._done]:  # started, then had nothing to do
+            self._bars.pop(name).close()
         for name, n in self._done.items():
             bar = self._bars.pop(name, None)
             if bar is not None:
                 bar.close()
             if not report:
                 continue
-            seconds = time.perf_counter() - self._started[name]
+            seconds = self._seconds[name]
             print(f"scsql: {name} queue drained: {n} done in {seconds:.1f} s ({n / max(seconds, 1e-9):.1f}/s)",
                   file=self.out, flush=True)
         done, self._done = self._done, {}
@@ -135,12 +159,14 @@ def drain(agent: Agent, jobs: list[Job], on_progress: Callable[[str, int], None]
         while busy:
             busy = False
             for job in jobs:
+                progress.start(job)
+                t0 = time.perf_counter()
                 done = job.run(agent)
                 if done:
                     busy = True
                     total += done
                     heartbeat.units += done
-                    progress.update(job, done)
+                    progress.update(job, done, time.perf_counter() - t0)
                     on_progress(job.name, done)
                 heartbeat.beat()
     except BaseException:

@@ -100,6 +100,21 @@ def project_name(directory: Path) -> str:
     return name
 
 
+def rooted_project(ctx, directory: Path, agent: str) -> str | None:
+    """The project whose root is DIRECTORY (as ``scsql up`` makes the default
+    project's), so install in the repository up ran in joins that project:
+    AGENT's own when several have that root; None when none (or several, and
+    AGENT is in none of them) has it."""
+    from ..core import roles
+
+    admin = ctx.admin_conninfo()
+    rooted = [p["name"] for p in roles.status(admin)["projects"]
+              if p["root_path"] and Path(p["root_path"]) == directory]
+    if len(rooted) > 1:
+        rooted = [a["project"] for a in roles.list_agents(admin) if a["agent"] == agent and a["project"] in rooted]
+    return rooted[0] if len(rooted) == 1 else None
+
+
 def settings_path(scope: str, directory: Path) -> Path:
     """The Claude Code settings file of SCOPE (user: under $HOME)."""
     if scope == "user":
@@ -478,6 +493,15 @@ def ensure_project_and_agent(ctx, project: str, agent: str, team_role: str, dire
 
     admin = ctx.admin_conninfo()
     said = []
+    found = next((a for a in roles.list_agents(admin) if a["agent"] == agent), None)
+    if found is not None and found["project"] != project:  # refused before anything is created
+        raise ScsqlError(INSTALL_CONFLICT, f"agent {agent} belongs to project {found['project']}, not {project}",
+                         f"install it with --project {found['project']}, or choose another --agent")
+    if found is not None and found["revoked_at"] is not None:
+        raise ScsqlError("SC002", f"agent {agent} was revoked at {found['revoked_at']} and can no longer act",
+                         "choose another --agent")
+    if found is not None:
+        ctx.keystore.load(agent)  # its key is here and safe, or SC031/SC032 now
     projects = {p["name"]: p for p in roles.status(admin)["projects"]}
     if project not in projects:
         roles.create_project(admin, project, str(directory))
@@ -487,24 +511,17 @@ def ensure_project_and_agent(ctx, project: str, agent: str, team_role: str, dire
         said.append(f"scsql: project {project} exists; its root is now {directory}")
     else:
         said.append(f"scsql: project {project} exists (root {projects[project]['root_path']})")
-    found = next((a for a in roles.list_agents(admin) if a["agent"] == agent), None)
     if found is None:
         row = roles.create_agent(admin, ctx.keystore, agent, project, team_role)
         said.append(f"scsql: created agent {agent} ({team_role}) in project {project}, key {row['key_file']}")
         return said
-    if found["project"] != project:
-        raise ScsqlError(INSTALL_CONFLICT, f"agent {agent} belongs to project {found['project']}, not {project}",
-                         f"install it with --project {found['project']}, or choose another --agent")
-    if found["revoked_at"] is not None:
-        raise ScsqlError("SC002", f"agent {agent} was revoked at {found['revoked_at']} and can no longer act",
-                         "choose another --agent")
-    ctx.keystore.load(agent)  # its key is here and safe, or SC031/SC032 now
     said.append(f"scsql: agent {agent} exists in project {project}")
     return said
 
 
 def cmd_install_claude(ctx, args: argparse.Namespace) -> int:
     directory, project, edits = _edits(ctx, args)  # every file read and checked before anything changes
+    project = args.project or rooted_project(ctx, directory, args.agent) or project
     plans = [e.plan_install() for e in edits]
     for line in ensure_project_and_agent(ctx, project, args.agent, args.role, directory):
         print(line)
@@ -530,7 +547,8 @@ def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--project-dir", metavar="DIR",
                    help="the project's root directory (default: the git repository of the current directory)")
     p.add_argument("--project", metavar="NAME",
-                   help="the scsql project (default: the directory's name, lower case)")
+                   help="the scsql project (default: the project whose root is the directory, "
+                        "as scsql up makes the default project's; else the directory's name, lower case)")
     p.add_argument("--scope", choices=SCOPES, default="project",
                    help="settings file for the hooks: project .claude/settings.json (default), "
                         "local .claude/settings.local.json, user ~/.claude/settings.json")

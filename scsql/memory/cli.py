@@ -54,15 +54,31 @@ def cmd_search(ctx, args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
+    if not rows:
+        print(f"scsql: nothing found for {args.query!r} in the agent's project"
+              + ("s" if args.all_projects else "") + " (scsql index PATH adds files; remember adds facts)",
+              file=sys.stderr)
     for r in rows:
-        lines = f"{r['line_start']}-{r['line_end']}"
-        anchor = f" [{r['anchor']}]" if r["anchor"] else ""
-        label = "" if r["trust"] == "internal" else "  (UNTRUSTED external)"
-        print(f"{r['score']:.4f}  {r['project']}:{r['source_path']}:{lines}{anchor}  "
-              f"{'+'.join(r['retrievers'])}  {r['chunk_hash'][:12]}{label}")
+        print(search_line(r))
         if args.content:
             print("    " + r["content"].replace("\n", "\n    "))
     return 0
+
+
+def search_line(r: dict) -> str:
+    """One result of ``scsql search``: score, project:path[:lines] [anchor],
+    the retrievers that found it, and the chunk hash, or for what is no
+    chunk (a fact, a decision) its kind."""
+    where = f"{r['project']}:{r['source_path']}"
+    if r["line_start"] is not None:
+        where += f":{r['line_start']}-{r['line_end']}"
+    if r["anchor"] and not r["source_path"].endswith(f":{r['anchor']}"):
+        where += f" [{r['anchor']}]"
+    ident = r["chunk_hash"][:12] if r["chunk_hash"] else r["source_kind"]
+    if r["chunk_hash"] and r["source_kind"] != "file":
+        ident += f" {r['source_kind']}"
+    label = "" if r["trust"] == "internal" else "  (UNTRUSTED external)"
+    return f"{r['score']:.4f}  {where}  {'+'.join(r['retrievers'])}  {ident}{label}"
 
 
 def cmd_memory(ctx, args) -> int:
@@ -124,13 +140,14 @@ def register(sub, add) -> None:
                    help="embed the queued chunks here and now (with a progress bar), not in scsql worker")
 
     p = add("search", cmd_search, "hybrid search of the knowledge base (BM25 + embeddings), with citations")
-    p.add_argument("query")
+    p.add_argument("query", help="words, identifiers (verifyChain), paths or dates to find")
     p.add_argument("--agent", help="the agent searching (required)")
-    p.add_argument("-k", type=int, default=10)
-    p.add_argument("--mode", choices=["hybrid", "bm25", "vector"], default="hybrid")
+    p.add_argument("-k", type=int, default=10, help="results at most (default 10)")
+    p.add_argument("--mode", choices=["hybrid", "bm25", "vector"], default="hybrid",
+                   help="hybrid (default), BM25 only, or vector only")
     p.add_argument("--all-projects", action="store_true", help="every project the agent may read")
     p.add_argument("--content", action="store_true", help="print each chunk's text")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the results, with their citations, as JSON")
 
     p = add("memory", cmd_memory, "memory status, and switching a project's embedding model")
     msub = p.add_subparsers(dest="action", required=True)
@@ -138,8 +155,8 @@ def register(sub, add) -> None:
     c.add_argument("target", help="fact key, source path or chunk_hash")
     c.add_argument("--agent", help="the agent (required)")
     c.add_argument("--limit", type=int, default=100, help="rows at most (1 to 1,000)")
-    c.add_argument("--json", action="store_true")
+    c.add_argument("--json", action="store_true", help="print the rows as JSON")
     c = msub.add_parser("status", help="working memory, knowledge base and embedding queue of the agent's project")
     c.add_argument("--agent", help="the agent (required)")
     c = msub.add_parser("set-model", help="embed PROJECT with this process's provider (SCSQL_EMBED); re-embeds in the background")
-    c.add_argument("--project", required=True)
+    c.add_argument("--project", required=True, help="the project whose chunks to embed again")

@@ -410,4 +410,4 @@ def register(sub, add) -> None:
     p = add("restore", cmd_restore, "restore a scsql backup into an empty server, then verify every chain "
                                      "against the backup's manifest")
     p.add_argument("file", help="a file scsql backup wrote")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
