@@ -124,6 +124,10 @@ TEXT = [
     V("pem", "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIA==\n-----END PRIVATE KEY-----"),
     V("newlines", "a\r\nb\rc\n" * 100),
     V("control", "\x01\x02\x1b[31m\x7f"),
+    # Short enough to pass a length check, too long once each URL password
+    # becomes [REDACTED:url_password]: one line, and many lines.
+    V("redaction-grows", "db://u:p@h " * 40),
+    V("redaction-grows-long", "db://u:p@h\n" * 900),
     V("null", None),
 ]
 INT = [V(str(v), v) for v in (0, -1, 1, -(2**31), 2**31 - 1)] + [V("null", None)]
@@ -148,6 +152,7 @@ JSONB = [
     V("nested-wrong", {"done": {"x": [1, {"y": None}]}, "files": 3}),
     V("json-null", Raw("null")),
     V("big-number", Raw('{"n": 1e1000}')),
+    V("redaction-grows", {"note": "db://u:p@h " * 900, "list": ["db://u:p@h"] * 900}),
     V("null", None),
 ]
 TIMESTAMP = [
@@ -254,6 +259,12 @@ PLAUSIBLE: dict[str, list[Any]] = {
     "p_kinds": [None, ["file", "note"]], "p_summary": ["tests fail"],
     "summarize_session.p_summary": [{"done": "parser", "decisions": ["tabs"], "files": [], "open_tasks": "x"}],
     "index.p_path": [""], "p_manifest": [[{"path": "src/a.py", "content_hash": "0" * 64}], []],
+    # Decisions, open loops, conflicts, history, lifecycle, operations (sql/2x, sql/50).
+    "p_rationale": ["we measured it"], "p_resolution": ["fixed in the parser"], "p_owner": [None, "developer"],
+    "p_note": [None, "checked by hand"], "p_window": [None, 0, 2], "p_deny": [True, False], "p_pattern": [None, "rm -rf"],
+    "p_external_ttl": [None, Raw("14 days")], "p_use_granularity": [None, Raw("1 minute")],
+    "p_host": ["host-1"], "p_pid": [4242], "p_jobs": [["embed"], []], "p_poll_seconds": [5.0], "p_units": [0, 10],
+    "p_seconds": [[0.01, 0.2]], "p_purpose": ["team", "learnings"], "p_pinned": [True, False],
 }
 PLAUSIBLE_BY_TYPE: dict[str, list[Any]] = {
     "text": ["x"], "integer": [1], "bigint": [1], "smallint": [1], "double precision": [0.5], "real": [0.5],
@@ -410,8 +421,9 @@ class Fuzzer:
             passed = n
             if n and k > 0:
                 hostile = [pairs[(k - 1) % len(pairs)]]
-                if k % 4 == 0:  # a few at once
-                    hostile += [(i, self.rng.choice(pools[i])) for i in self.rng.sample(range(n), min(n, 2))]
+                if k % 4 == 0:  # a few at once, besides (not instead of) this set's own pair
+                    others = [i for i in range(n) if i != hostile[0][0]]
+                    hostile += [(i, self.rng.choice(pools[i])) for i in self.rng.sample(others, min(len(others), 2))]
                 for i, v in hostile:
                     labels[i], values[i] = v.label, v.value
                 if k % 5 == 0 and fn.n_defaults:  # trailing defaults omitted
@@ -559,8 +571,19 @@ def _seed_rows(db: ScsqlDb, fuzzer: Fuzzer, orchestrator, developer, victim, pro
     api_d.call("index_text", path="notes/seed.md", content="verifyChain checks the hash chain")
     s = api_d.call("start_session", client="fuzz")
     api_d.call("record_tool_call", tool="Read", session_id=s["session_id"])
+    # Rows the newer memory functions name: decisions to supersede, open loops
+    # to close, a conflict between two facts to settle, a failure learning.
+    decision = api_d.call("decide", title="seed decision", rationale="seeded")
+    loops = [api_d.call("open_loop", text=f"seed loop {i}")[0]["loop_id"] for i in range(8)]
+    api_d.call("remember", key="line.length", value="Maximum line length is 100")
+    api_d.call("remember", key="line_length", value="Maximum line length is 120")
+    api_d.call("record_outcome", kind="failed", summary="seed failure", task_ref="T-1")
     token = claimed[0]["lease_token"] if claimed else 1
     p = fuzzer.plausible
+    p["p_supersedes"] = [None, decision[0]["decision_id"]]
+    p["p_id"] = loops
+    p["p_keep"] = ["this", "others", "both"]
+    p["resolve_conflict.p_key"] = ["line_length", "line.length", "seed"]
     p["p_task"] = [task["task_id"], 1]
     p["p_token"] = [token, 1]
     p["p_message"] = [msg["message_id"]]
@@ -576,6 +599,11 @@ def _seed_rows(db: ScsqlDb, fuzzer: Fuzzer, orchestrator, developer, victim, pro
         p["p_chain"] = [chain]
         p["p_project_id"] = [conn.execute("select project_id from scsql.projects where name = %s",
                                           (project,)).fetchone()["project_id"]]
+        chunk = conn.execute("select chunk_hash from scsql.kb_chunks limit 1").fetchone()["chunk_hash"]
+        p["p_ref"] = ["notes/seed.md", "memory:seed", chunk]
+        p["p_target"] = ["seed", "notes/seed.md", chunk, "line_length", "decision:1", "loop:1"]
+        p["p_learning_id"] = [r["learning_id"] for r in conn.execute(
+            "select learning_id from scsql.learnings where kind = 'failure'")] or [1]
 
 
 @pytest.fixture(scope="module")
@@ -763,5 +791,5 @@ def test_the_fuzzer_catches_planted_faults(server, template, tmp_path_factory):
     for c in fuzzer.calls:
         by_name.setdefault(c.fn.name, []).append(c)
     assert any(c.leftover and c.leftover.get("advisory locks") for c in by_name["zz_leaky"])
-    assert any(c.sqlstate == "22012" for c in by_name["zz_uncoded"])
+    assert any(c.sqlstate == "22012" for c in by_name["zz_uncoded"]), [c.describe() for c in by_name["zz_uncoded"]]
     assert all(c.sqlstate == "57014" for c in by_name["zz_slow"])
