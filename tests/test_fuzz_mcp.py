@@ -245,7 +245,7 @@ def check_tally(scsql_db, tally: dict[str, Any]) -> None:
     assert not tally["bad"], "\n".join(map(str, tally["bad"][:40]))
     assert set(tally["codes"]) <= known, set(tally["codes"]) - known
     assert {t: tally["rows"][t] for t in rows} == rows
-    assert history >= tally["ok"]["remember"] > 0
+    assert history >= tally["ok"]["remember"]
     report = verify(scsql_db.admin, workers=1, progress=False)
     assert report.ok, report.breaks
     assert report.rows == sum(rows.values()) + history
@@ -262,6 +262,7 @@ def test_every_tool_answers_hostile_arguments_with_a_code(scsql_db):
     assert len(tally["tools"]) >= 30 and {"whoami", "broadcast", "record_tool_call", "remember"} <= set(tally["tools"])
     assert min(tally["per_tool"].values()) >= 30, tally["per_tool"]
     check_tally(scsql_db, tally)
+    assert tally["ok"]["remember"] > 0  # facts were stored, so the history count above counted something
     assert tally["codes"]["SC222"] and tally["codes"]["SC010"]
     assert sum(tally["ok"].values()) > 0  # some hostile-looking input is legitimate, and is stored
 
