@@ -72,9 +72,17 @@ SLOW_BY_NATURE = {"_terms", "terms", "term_array"}  # term_array: terms, sorted 
 INLINED_ARITHMETIC = {"bm25_term"}
 
 
+# Found and open, in a file this fuzzer's fixes do not touch: (function, argument, SQLSTATE). search_projects
+# (sql/23_search.sql) removes 'fact' and 'decision' from p_kinds in its DECLARE, before the body checks the
+# kinds, and array_remove refuses an array of two dimensions (0A000).
+OPEN = {("search_projects", "p_kinds", "0A000"), ("search_global", "p_kinds", "0A000"), ("search", "p_kinds", "0A000")}
+
+
 def _parallel(c: Call) -> str | None:
     """Why a failing call is reported without counting, or None when it counts."""
     name = c.fn.name
+    if any((name, arg, c.sqlstate) in OPEN for arg, label in zip(c.fn.arg_names, c.labels) if label in ("2-d", "from-0")):
+        return "open: a two-dimensional p_kinds reaches array_remove before search checks the kinds"
     if name.startswith("_") and c.fn.qualified.startswith("scsql.") and name not in CALLER_HELPERS:
         return "private function: its callers check its arguments"
     if name in SLOW_BY_NATURE and c.sqlstate == "57014":
@@ -186,7 +194,22 @@ def _array(items: list[V], pg_type: str) -> list[V]:
         out += [V("hostile-elements", plain), V("10k", [plain[i % len(plain)] for i in range(10_000)])]
     if pg_type == "vector":
         out += [V("vectors", [Raw("[1,2]"), None]), V("10k", [_vector(3)] * 10_000)]
+    # Arrays a client builds only on purpose, of plain elements: two
+    # dimensions (cardinality 4, array_length 2, p[1] NULL) and subscripts
+    # from 0 (p[1] is the second element).
+    if pg_type in PLAIN_ELEMENTS:
+        a, b = PLAIN_ELEMENTS[pg_type]
+        out += [V("2-d", Raw(f"{{{{{a},{b}}},{{{b},{a}}}}}")), V("from-0", Raw(f"[0:1]={{{a},{b}}}"))]
     return out
+
+
+# Two plain elements of an array literal, by element type.
+PLAIN_ELEMENTS = {
+    "text": ('"src/a.py"', '"notes/b.md"'), "character varying": ('"a"', '"b"'), "name": ('"a"', '"b"'),
+    "integer": ("1", "2"), "bigint": ("1", "2"), "smallint": ("1", "2"),
+    "double precision": ("0.5", "1"), "real": ("0.5", "1"), "numeric": ("0.5", "1"), "boolean": ("t", "f"),
+    "jsonb": ('"{}"', '"{\\"k\\": 1}"'), "json": ('"{}"', '"{\\"k\\": 1}"'),
+}
 
 
 BY_TYPE: dict[str, list[V]] = {
