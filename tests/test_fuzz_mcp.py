@@ -38,6 +38,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
+from scsql.api import Api
 from scsql.audit.verify import verify
 
 from .helpers import mcp_env
@@ -91,6 +92,16 @@ def kind_of(prop: dict) -> str:
 PLAIN = {"string": "fuzz", "integer": 1, "number": 1, "boolean": True, "array": ["fuzz"],
          "date-time": "2024-01-02T03:04:05Z", "json": {"k": "v"}}
 
+
+def plain(prop: dict) -> Any:
+    """A value of an argument that passes its first checks: the first of its
+    enumerated values (broadcast's type, resolve_conflict's keep), else its
+    kind's plain value (which names the rows _fuzz_agent seeds)."""
+    for o in prop.get("anyOf", [prop]):
+        if o.get("enum"):
+            return o["enum"][0]
+    return PLAIN[kind_of(prop)]
+
 SQL = "'); drop table scsql.agents; -- \" ; select pg_sleep(10); --"
 TSQUERY = "a & !b | (c <-> d):* & 'e':AB & !!(("
 
@@ -126,7 +137,7 @@ def tool_cases(tool) -> list[tuple[str, dict[str, Any]]]:
     schema = tool.input_schema or {}
     props: dict[str, dict] = schema.get("properties", {})
     required = schema.get("required", [])
-    base = {name: PLAIN[kind_of(props[name])] for name in required}
+    base = {name: plain(props[name]) for name in required}
     cases: list[tuple[str, dict[str, Any]]] = [("no arguments", {}),
                                                ("every argument null", {n: None for n in props})]
     cases += [(f"extra {sorted(e)[0][:20]!r}", {**base, **e}) for e in EXTRA]
@@ -158,7 +169,7 @@ def random_cases(tool, rng: random.Random, n: int) -> list[tuple[str, dict[str, 
         for name, prop in props.items():
             r = rng.random()
             if r < 0.4:
-                args[name] = PLAIN[kind_of(prop)]
+                args[name] = plain(prop)
             elif r < 0.8:
                 args[name] = rng.choice(HOSTILE[kind_of(prop)])
             elif r < 0.9:
@@ -229,6 +240,7 @@ def run_cases(scsql_db, agent_name: str, make_cases) -> dict[str, Any]:
 
     anyio.run(main)
     print(f"\n{tally['calls']} calls, {sum(tally['ok'].values())} succeeded; codes {dict(tally['codes'])}")
+    print("never succeeded:", ", ".join(sorted(set(tally.get("tools", [])) - set(tally["ok"]))))
     for finding in sorted(tally["mapped"]):
         print("mapped:", *finding)
     for slow in tally["slow"]:
@@ -252,8 +264,18 @@ def check_tally(scsql_db, tally: dict[str, Any]) -> None:
 
 
 def _fuzz_agent(scsql_db):
+    """The agent the cases run as, with rows the plain values name (key and
+    path "fuzz", open loop and decision 1), so hostile values of the other
+    arguments reach past the lookup. Nothing seeded is a chained row the
+    tally counts, except the memory history (counted apart)."""
     project = scsql_db.project()
-    return scsql_db.agent("fuzz", project, team_role="orchestrator")
+    agent = scsql_db.agent("fuzz", project, team_role="orchestrator")
+    api = Api(agent)
+    api.call("remember", key="fuzz", value="fuzz tests run nightly")
+    api.call("index_text", path="fuzz", content="the fuzz corpus lives in tests/data")
+    api.call("open_loop", text="triage the fuzz findings")
+    api.call("decide", title="fuzz every tool", rationale="hostile input must get a coded refusal")
+    return agent
 
 
 def test_every_tool_answers_hostile_arguments_with_a_code(scsql_db):
@@ -275,7 +297,7 @@ def test_a_nul_byte_in_any_text_argument_of_any_tool_is_sc222(scsql_db):
     def nul_cases(tool):
         schema = tool.input_schema or {}
         props = schema.get("properties", {})
-        base = {n: PLAIN[kind_of(props[n])] for n in schema.get("required", [])}
+        base = {n: plain(props[n]) for n in schema.get("required", [])}
         nul = {"string": "before\x00after", "array": ["ok", "bad\x00"], "json": {"k": ["x\x00"]}}
         return [(name, {**base, name: nul[kind_of(p)]}) for name, p in props.items() if kind_of(p) in nul]
 
