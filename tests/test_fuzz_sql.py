@@ -149,6 +149,7 @@ NUMERIC += [V("null", None)]
 BOOL = [V("true", True), V("false", False), V("null", None)]
 JSONB = [
     V("deep", _deep_json(5000)),
+    V("deep-64", _deep_json(64)), V("deep-65", _deep_json(65)),  # either side of the depth limit (SC010)
     V("huge-array", list(range(100_000))),
     V("wide-object", {f"k{i}": i for i in range(10_000)}),
     V("string", "just a string"),
