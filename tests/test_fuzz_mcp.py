@@ -265,13 +265,15 @@ def check_tally(scsql_db, tally: dict[str, Any]) -> None:
 
 def _fuzz_agent(scsql_db):
     """The agent the cases run as, with rows the plain values name (key and
-    path "fuzz", open loop and decision 1), so hostile values of the other
-    arguments reach past the lookup. Nothing seeded is a chained row the
-    tally counts, except the memory history (counted apart)."""
+    path "fuzz", a conflict of fact "fuzz", open loop and decision 1), so
+    hostile values of the other arguments reach past the lookup. Nothing
+    seeded is a chained row the tally counts, except the memory history
+    (counted apart)."""
     project = scsql_db.project()
     agent = scsql_db.agent("fuzz", project, team_role="orchestrator")
     api = Api(agent)
-    api.call("remember", key="fuzz", value="fuzz tests run nightly")
+    api.call("remember", key="fuzz", value="Fuzz runs use seed 7")
+    assert api.call("remember", key="fuzz.seed", value="Fuzz runs use seed 9")[0]["conflicts_with"] == ["fuzz"]
     api.call("index_text", path="fuzz", content="the fuzz corpus lives in tests/data")
     api.call("open_loop", text="triage the fuzz findings")
     api.call("decide", title="fuzz every tool", rationale="hostile input must get a coded refusal")
