@@ -323,10 +323,12 @@ class Call:
     message: str = ""
     seconds: float = 0.0
     leftover: dict[str, int] | None = None  # what a failed call left behind
+    stage: str = ""  # "after": called again, without arguments, over what every hostile call stored
 
     def describe(self) -> str:
         args = ", ".join(f"{n}={lbl}" for n, lbl in zip(self.fn.arg_names, self.labels))
-        return (f"[{self.fn.role}] {self.fn.name}({args}){' signed' if self.signed else ''} -> "
+        return (f"[{self.fn.role}] {self.fn.name}({args}){' signed' if self.signed else ''}"
+                f"{' ' + self.stage if self.stage else ''} -> "
                 f"{self.sqlstate}: {self.message[:300]}")
 
 
@@ -464,10 +466,10 @@ class Fuzzer:
 
     # -- calls -------------------------------------------------------------
 
-    def run(self, sessions: list[tuple[psycopg.Connection, Any]], fn: Fn) -> None:
-        """Call fn with each argument set, in turn on each (connection, signing agent or None)."""
+    def run(self, sessions: list[tuple[psycopg.Connection, Any]], fn: Fn, sets=None, stage: str = "") -> None:
+        """Call fn with each argument set (its own, or SETS), in turn on each (connection, signing agent or None)."""
         before = self.counts()
-        for k, (labels, values, passed) in enumerate(self.argument_sets(fn)):
+        for k, (labels, values, passed) in enumerate(self.argument_sets(fn) if sets is None else sets):
             conn, signer = sessions[k % len(sessions)]
             adapter = self.signers.get(fn.name) if signer is not None else None
             names, types = fn.arg_names[:passed], fn.arg_types[:passed]
@@ -476,7 +478,7 @@ class Fuzzer:
                 values, signed = self._sign(adapter, signer, names, values)
             args = ", ".join(f"%s::{t}" for t in types)
             query = f"select * from {fn.qualified}({args})"
-            call = Call(fn, labels[:passed], signed)
+            call = Call(fn, labels[:passed], signed, stage=stage)
             start = time.monotonic()
             try:
                 conn.execute(query, [_adapt(v, t) for v, t in zip(values, types)]).fetchall()
@@ -571,6 +573,22 @@ def _fuzz(db: ScsqlDb, seed: int, sets: int) -> Report:
                 conn.execute(f"set statement_timeout = '{TIMEOUT}'")
                 for fn in functions[role]:
                     fuzzer.run([(conn, None)], fn)
+
+        # Then every function callable without arguments (metrics, status, recall_context, decisions, ...)
+        # once more, over what the hostile calls that succeeded stored: a reader fuzzed before the
+        # writers ran saw none of it.
+        with psycopg.connect(db.login(developer.name), autocommit=True) as cd:
+            cd.execute(f"set statement_timeout = '{TIMEOUT}'")
+            for fn in functions["scsql_agent"]:
+                if fn.n_defaults == len(fn.arg_types):
+                    fuzzer.run([(cd, None)], fn, [([], [], 0)], "after")
+        for role in ("scsql_auditor", "scsql_admin"):
+            with psycopg.connect(db.admin, autocommit=True) as conn:
+                conn.execute(f"set role {role}")
+                conn.execute(f"set statement_timeout = '{TIMEOUT}'")
+                for fn in functions[role]:
+                    if fn.n_defaults == len(fn.arg_types):
+                        fuzzer.run([(conn, None)], fn, [([], [], 0)], "after")
 
         with db.connect() as conn:
             chained = [r["table_name"] for r in conn.execute("select table_name::text from scsql.chained_tables")]
@@ -681,6 +699,8 @@ def test_every_executable_function_is_fuzzed(report: Report):
         assert fns, role
         for fn in fns:
             assert per_fn[(role, fn.signature)] >= SETS, (role, fn.signature)
+    again = {(c.fn.role, c.fn.name) for c in report.calls if c.stage == "after"}
+    assert {("scsql_agent", "metrics"), ("scsql_agent", "recall_context"), ("scsql_admin", "status")} <= again, again
     if os.environ.get("SCSQL_FUZZ_VERBOSE"):
         by_fn: dict[tuple[str, str], Counter] = {}
         for c in report.calls:
