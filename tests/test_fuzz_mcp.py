@@ -108,6 +108,7 @@ TSQUERY = "a & !b | (c <-> d):* & 'e':AB & !!(("
 HOSTILE: dict[str, list[Any]] = {
     "string": ["a\x00b", "", "   ", SQL, TSQUERY, "../../../../etc/passwd", "/etc/shadow", "C:\\Windows\\..\\x",
                "\u202e\ufeff\u200b😀", "\x01\x1b[2J\x7f", "%s %n {0} ${x} $(id)", "x" * 100_000,
+               "db://u:p@h " * 40,  # 440 characters, 1,240 once each password is [REDACTED:url_password]
                123, 1.5, True, [], {"a": 1}],
     "integer": [1.7, True, "12", -1, 0, 2**31, -(2**31) - 1, 2**63, -(2**63) - 1, 10**30, 1e308, -1e308, [1], "1e5"],
     "number": ["1.5", True, -1, 0, 1e308, -1e308, 10**30, 5e-324, -0.0, [1], "NaN", "Infinity"],
@@ -117,7 +118,8 @@ HOSTILE: dict[str, list[Any]] = {
     "date-time": ["yesterday", "2024-13-45T99:00:00Z", "0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z",
                   "infinity", 1700000000, "2024-01-01T00:00:00+25:00", ""],
     "json": [nested(50), nested(150), "x" * 100_000, {"a\x00": 1}, [1e308, -1e308, 5e-324], "just a string",
-             10**30, {"k": SQL}, True, {"__proto__": {"polluted": 1}}, [None] * 1000, {"x" * 10_000: 1}],
+             10**30, {"k": SQL}, True, {"__proto__": {"polluted": 1}}, [None] * 1000, {"x" * 10_000: 1},
+             {"decisions": ["db://u:p@h " * 18], "open_tasks": ["db://u:p@h " * 180]}],  # grows when redacted
 }
 
 # Extra arguments every tool is offered (with its required arguments filled),
