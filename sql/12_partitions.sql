@@ -383,7 +383,11 @@ begin
       message = format('%s is not a time-partitioned scsql table', p_table),
       hint = format('Partitioned tables: %s.', (select string_agg(parent, ', ' order by parent) from scsql.partition_settings));
   end if;
-  -- retention and premake are checked by the table's constraints.
+  -- The table's constraints check retention's lower bound and premake; the
+  -- upper bound is checked here: now() - retention must stay a time
+  -- (maintain_partitions and metrics compute it).
+  perform scsql._require(p_retention is null or p_retention <= interval '36500 days',
+                         format('retention must be 1 day to 36,500 days (NULL: forever), got %s', p_retention));
   update scsql.partition_settings s
   set retention = p_retention, premake = coalesce(p_premake, s.premake), updated_at = now()
   where s.parent = p_table;
@@ -405,7 +409,7 @@ exception when check_violation or not_null_violation then
 end
 $$;
 comment on function scsql.set_partition_retention(text, interval, integer) is
-  'Administrators only. Sets how long the daily partitions of P_TABLE (scsql.tool_calls or scsql.outcomes) are kept (NULL: forever) and, optionally, how many days ahead they are created. Every change is logged, with its time, in scsql.partition_settings_log; a partition counts as retired only when the retention logged at its drop had expired its range. Retention never drops rows that no checkpoint covers. Raises SC121 for another table, SC010 for a retention under one day or premake outside 1..90.';
+  'Administrators only. Sets how long the daily partitions of P_TABLE (scsql.tool_calls or scsql.outcomes) are kept (NULL: forever) and, optionally, how many days ahead they are created. Every change is logged, with its time, in scsql.partition_settings_log; a partition counts as retired only when the retention logged at its drop had expired its range. Retention never drops rows that no checkpoint covers. Raises SC121 for another table, SC010 for a retention under one day or over 36,500 days or premake outside 1..90.';
 
 create or replace function scsql._partition_settings_logged()
 returns trigger

@@ -82,8 +82,8 @@ begin
   v_key := scsql._redact(p_key);
   v_value := scsql._redact(p_value);
   v_hash := scsql._text_hash(v_value);
-  perform scsql._check_text('key', v_key, 200, false);
-  perform scsql._check_text('value', v_value, 4000, true);
+  perform scsql._check_text('key, once redacted,', v_key, 200, false);
+  perform scsql._check_text('value, once redacted,', v_value, 4000, true);
   -- importance is checked by the table's constraint. It is a smallint:
   -- clamped to its range, a value out of it stays out of 1..5, so the
   -- constraint, not the cast, refuses it.

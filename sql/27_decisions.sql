@@ -287,21 +287,26 @@ declare
   v_item text;
   v_title text;
 begin
+  -- Items are cut to fit once redacted (a secret's marker can be longer
+  -- than the secret), and a marker cut in two is dropped, so _decide and
+  -- _open_loop, which redact again, store what was cut.
   for v_item in select jsonb_array_elements_text(coalesce(p_summary -> 'decisions', '[]')) loop
-    v_item := btrim(regexp_replace(v_item, E'[\\x01-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]+', ' ', 'g'));
+    v_item := btrim(scsql._redact(regexp_replace(v_item, E'[\\x01-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]+', ' ', 'g')));
     v_title := btrim(regexp_replace(v_item, E'\\s+', ' ', 'g'));
     if char_length(v_title) > 200 then
-      v_title := left(v_title, 197) || '...';
+      v_title := regexp_replace(left(v_title, 197), '\[[A-Z]*(:[a-z_]*)?$', '') || '...';
     end if;
     continue when v_title = '' or exists (
       select from scsql.decisions d
       where d.project_id = p_me.project_id and d.title = btrim(scsql._redact(v_title))
         and not exists (select from scsql.decisions n where n.project_id = d.project_id and n.supersedes = d.decision_id));
     perform scsql._decide(p_me.project_id, v_title,
-                          left(v_item, 3900) || format(E'\n\n(from the session summary %s)', p_path), null, p_path);
+                          regexp_replace(left(v_item, 3900), '\[[A-Z]*(:[a-z_]*)?$', '')
+                          || format(E'\n\n(from the session summary %s)', p_path), null, p_path);
   end loop;
   for v_item in select jsonb_array_elements_text(coalesce(p_summary -> 'open_tasks', '[]')) loop
-    v_item := left(btrim(regexp_replace(v_item, E'[\\x01-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]+', ' ', 'g')), 2000);
+    v_item := btrim(regexp_replace(left(btrim(scsql._redact(regexp_replace(v_item, E'[\\x01-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]+', ' ', 'g'))), 2000),
+                                   '\[[A-Z]*(:[a-z_]*)?$', ''));
     continue when v_item = '';
     perform scsql._open_loop(p_me.project_id, v_item, p_me.name, p_path);
   end loop;

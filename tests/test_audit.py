@@ -285,3 +285,19 @@ def test_registry_composes_each_call_once_and_the_server_prepares_it(scsql_db):
     with pytest.raises(ScsqlError) as err:
         api.call("record_tool_call", tool="Read", agent_id=1)
     assert err.value.code == "SC010"
+
+
+def test_a_price_effective_at_a_time_no_client_can_read_is_refused(scsql_db):
+    """A price effective from 4713 BC (or the year 9999, which some time
+    zones show as 10000) was stored, and then model_prices could not be read
+    by any Python client (psycopg: timestamp too small). It is refused (SC010),
+    nothing is stored, and model_prices reads."""
+    with scsql_db.connect() as conn:
+        for at in ("4713-01-01 00:00:00+00 BC", "0001-01-01 00:00:00+00", "9999-12-31 23:59:59+00"):
+            with pytest.raises(psycopg.Error) as err:
+                conn.execute("select scsql.set_model_price('m-old', 1, 2, %s::timestamptz)", (at,))
+            conn.rollback()
+            assert err.value.sqlstate == "SC010" and "1970 to 9000" in err.value.diag.message_primary
+        conn.execute("select scsql.set_model_price('m-old', 1, 2, '1999-01-01 00:00:00+00')")
+        conn.commit()
+        assert "m-old" in {r["model"] for r in conn.execute("select * from scsql.model_prices()").fetchall()}

@@ -172,3 +172,20 @@ def test_text_too_long_once_redacted_is_refused_with_the_same_codes(agent):
     assert "201 characters" in e.message
     assert q(agent, "select count(*) as n from scsql.decisions")[0]["n"] == 0
     assert q(agent, "select closed_at from scsql.open_loops")[0]["closed_at"] is None
+
+
+def test_a_session_summary_whose_secrets_grow_when_redacted_still_feeds_decisions_and_loops(agent):
+    """summarize_session cuts a decision to a 200-character title and an open
+    task to 2,000 characters; it cuts the redacted text, so a summary item
+    that grows when its secrets are redacted is stored, cut, and not refused
+    with the codes of decide and open_loop (SC235, SC238), which
+    summarize_session's caller never called."""
+    url = "postgres://app:pw@db/x "                     # 23 characters; the password's marker adds 20
+    summary = {"decisions": ["Connect with " + url * 9], "open_tasks": ["Rotate " + url * 86]}
+    assert len(summary["decisions"][0]) <= 220 and len(summary["open_tasks"][0]) <= 2000
+    [s] = q(agent, "select * from scsql.summarize_session(%s)", json.dumps(summary))
+    [d] = q(agent, "select * from scsql.decisions()")
+    assert len(d["title"]) == 200 and d["title"].endswith("...") and "pw@" not in d["title"]
+    assert d["source_path"] == s["path"] and "[REDACTED:url_password]" in d["rationale"]
+    [loop] = q(agent, "select * from scsql.open_loops()")
+    assert 1950 < len(loop["text"]) <= 2000 and "pw@" not in loop["text"] and loop["source_path"] == s["path"]

@@ -38,6 +38,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
+from scsql.api import Api
 from scsql.audit.verify import verify
 
 from .helpers import mcp_env
@@ -91,12 +92,23 @@ def kind_of(prop: dict) -> str:
 PLAIN = {"string": "fuzz", "integer": 1, "number": 1, "boolean": True, "array": ["fuzz"],
          "date-time": "2024-01-02T03:04:05Z", "json": {"k": "v"}}
 
+
+def plain(prop: dict) -> Any:
+    """A value of an argument that passes its first checks: the first of its
+    enumerated values (broadcast's type, resolve_conflict's keep), else its
+    kind's plain value (which names the rows _fuzz_agent seeds)."""
+    for o in prop.get("anyOf", [prop]):
+        if o.get("enum"):
+            return o["enum"][0]
+    return PLAIN[kind_of(prop)]
+
 SQL = "'); drop table scsql.agents; -- \" ; select pg_sleep(10); --"
 TSQUERY = "a & !b | (c <-> d):* & 'e':AB & !!(("
 
 HOSTILE: dict[str, list[Any]] = {
     "string": ["a\x00b", "", "   ", SQL, TSQUERY, "../../../../etc/passwd", "/etc/shadow", "C:\\Windows\\..\\x",
                "\u202e\ufeff\u200b😀", "\x01\x1b[2J\x7f", "%s %n {0} ${x} $(id)", "x" * 100_000,
+               "db://u:p@h " * 40,  # 440 characters, 1,240 once each password is [REDACTED:url_password]
                123, 1.5, True, [], {"a": 1}],
     "integer": [1.7, True, "12", -1, 0, 2**31, -(2**31) - 1, 2**63, -(2**63) - 1, 10**30, 1e308, -1e308, [1], "1e5"],
     "number": ["1.5", True, -1, 0, 1e308, -1e308, 10**30, 5e-324, -0.0, [1], "NaN", "Infinity"],
@@ -106,7 +118,8 @@ HOSTILE: dict[str, list[Any]] = {
     "date-time": ["yesterday", "2024-13-45T99:00:00Z", "0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z",
                   "infinity", 1700000000, "2024-01-01T00:00:00+25:00", ""],
     "json": [nested(50), nested(150), "x" * 100_000, {"a\x00": 1}, [1e308, -1e308, 5e-324], "just a string",
-             10**30, {"k": SQL}, True, {"__proto__": {"polluted": 1}}, [None] * 1000, {"x" * 10_000: 1}],
+             10**30, {"k": SQL}, True, {"__proto__": {"polluted": 1}}, [None] * 1000, {"x" * 10_000: 1},
+             {"decisions": ["db://u:p@h " * 18], "open_tasks": ["db://u:p@h " * 180]}],  # grows when redacted
 }
 
 # Extra arguments every tool is offered (with its required arguments filled),
@@ -126,7 +139,7 @@ def tool_cases(tool) -> list[tuple[str, dict[str, Any]]]:
     schema = tool.input_schema or {}
     props: dict[str, dict] = schema.get("properties", {})
     required = schema.get("required", [])
-    base = {name: PLAIN[kind_of(props[name])] for name in required}
+    base = {name: plain(props[name]) for name in required}
     cases: list[tuple[str, dict[str, Any]]] = [("no arguments", {}),
                                                ("every argument null", {n: None for n in props})]
     cases += [(f"extra {sorted(e)[0][:20]!r}", {**base, **e}) for e in EXTRA]
@@ -158,7 +171,7 @@ def random_cases(tool, rng: random.Random, n: int) -> list[tuple[str, dict[str, 
         for name, prop in props.items():
             r = rng.random()
             if r < 0.4:
-                args[name] = PLAIN[kind_of(prop)]
+                args[name] = plain(prop)
             elif r < 0.8:
                 args[name] = rng.choice(HOSTILE[kind_of(prop)])
             elif r < 0.9:
@@ -229,6 +242,7 @@ def run_cases(scsql_db, agent_name: str, make_cases) -> dict[str, Any]:
 
     anyio.run(main)
     print(f"\n{tally['calls']} calls, {sum(tally['ok'].values())} succeeded; codes {dict(tally['codes'])}")
+    print("never succeeded:", ", ".join(sorted(set(tally.get("tools", [])) - set(tally["ok"]))))
     for finding in sorted(tally["mapped"]):
         print("mapped:", *finding)
     for slow in tally["slow"]:
@@ -245,15 +259,27 @@ def check_tally(scsql_db, tally: dict[str, Any]) -> None:
     assert not tally["bad"], "\n".join(map(str, tally["bad"][:40]))
     assert set(tally["codes"]) <= known, set(tally["codes"]) - known
     assert {t: tally["rows"][t] for t in rows} == rows
-    assert history >= tally["ok"]["remember"] > 0
+    assert history >= tally["ok"]["remember"]
     report = verify(scsql_db.admin, workers=1, progress=False)
     assert report.ok, report.breaks
     assert report.rows == sum(rows.values()) + history
 
 
 def _fuzz_agent(scsql_db):
+    """The agent the cases run as, with rows the plain values name (key and
+    path "fuzz", a conflict of fact "fuzz", open loop and decision 1), so
+    hostile values of the other arguments reach past the lookup. Nothing
+    seeded is a chained row the tally counts, except the memory history
+    (counted apart)."""
     project = scsql_db.project()
-    return scsql_db.agent("fuzz", project, team_role="orchestrator")
+    agent = scsql_db.agent("fuzz", project, team_role="orchestrator")
+    api = Api(agent)
+    api.call("remember", key="fuzz", value="Fuzz runs use seed 7")
+    assert api.call("remember", key="fuzz.seed", value="Fuzz runs use seed 9")[0]["conflicts_with"] == ["fuzz"]
+    api.call("index_text", path="fuzz", content="the fuzz corpus lives in tests/data")
+    api.call("open_loop", text="triage the fuzz findings")
+    api.call("decide", title="fuzz every tool", rationale="hostile input must get a coded refusal")
+    return agent
 
 
 def test_every_tool_answers_hostile_arguments_with_a_code(scsql_db):
@@ -262,6 +288,7 @@ def test_every_tool_answers_hostile_arguments_with_a_code(scsql_db):
     assert len(tally["tools"]) >= 30 and {"whoami", "broadcast", "record_tool_call", "remember"} <= set(tally["tools"])
     assert min(tally["per_tool"].values()) >= 30, tally["per_tool"]
     check_tally(scsql_db, tally)
+    assert tally["ok"]["remember"] > 0  # facts were stored, so the history count above counted something
     assert tally["codes"]["SC222"] and tally["codes"]["SC010"]
     assert sum(tally["ok"].values()) > 0  # some hostile-looking input is legitimate, and is stored
 
@@ -274,7 +301,7 @@ def test_a_nul_byte_in_any_text_argument_of_any_tool_is_sc222(scsql_db):
     def nul_cases(tool):
         schema = tool.input_schema or {}
         props = schema.get("properties", {})
-        base = {n: PLAIN[kind_of(props[n])] for n in schema.get("required", [])}
+        base = {n: plain(props[n]) for n in schema.get("required", [])}
         nul = {"string": "before\x00after", "array": ["ok", "bad\x00"], "json": {"k": ["x\x00"]}}
         return [(name, {**base, name: nul[kind_of(p)]}) for name, p in props.items() if kind_of(p) in nul]
 

@@ -283,3 +283,16 @@ def test_huge_inputs_get_clear_errors(agent):
             q(agent, sql, *args)
         assert err.value.code == code, sql
     assert facts(agent) == {}
+
+
+def test_a_fact_that_outgrows_its_limit_once_redacted_is_refused_saying_so(agent):
+    """A key of 198 characters passes the 200-character rule, and is 594 once
+    each URL password becomes [REDACTED:url_password]: the refusal says the
+    length is the redacted one (the caller never sent 594 characters), and
+    nothing is stored."""
+    for key, value in (("db://u:p@h " * 18, "v"), ("k", "db://u:p@h\n" * 360)):
+        with pytest.raises(ScsqlError) as err:
+            remember(agent, key, value)
+        assert err.value.code == "SC200"
+        assert "once redacted" in err.value.message and "REDACTED" not in err.value.message
+    assert facts(agent) == {}

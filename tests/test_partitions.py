@@ -111,6 +111,27 @@ def test_retention_settings_are_validated(scsql_db):
         assert err.value.sqlstate == "SC121"
 
 
+def test_a_retention_no_time_can_subtract_is_refused_and_metrics_keep_working(scsql_db):
+    """now() - retention is computed by maintain_partitions and metrics: a
+    retention of 178 million years (or infinity) was stored, and both then
+    failed with 22008 timestamp out of range. It is refused (SC010), nothing
+    changes, and 100 years is still accepted."""
+    with scsql_db.connect() as conn:
+        for keep in ("178000000 years", "infinity"):
+            with pytest.raises(psycopg.Error) as err:
+                conn.execute("select scsql.set_partition_retention('scsql.tool_calls', %s::interval)", (keep,))
+            conn.rollback()
+            assert err.value.sqlstate == "SC010" and "36,500 days" in err.value.diag.message_primary
+        assert conn.execute("select retention from scsql.partition_settings where parent = 'scsql.tool_calls'"
+                            ).fetchone()["retention"] is None
+        conn.execute("select scsql.set_partition_retention('scsql.tool_calls', '36500 days')")
+        conn.commit()
+        conn.execute("set role scsql_admin")
+        assert conn.execute("select count(*) as n from scsql.metrics()").fetchone()["n"] > 0
+        conn.rollback()
+    partitions.maintain(scsql_db.admin)
+
+
 def test_retention_and_a_write_into_the_partition_do_not_race(scsql_db):
     """A row written into a partition by a transaction still open when
     retention checks the partition's coverage: retention waits for it and
