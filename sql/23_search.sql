@@ -914,7 +914,7 @@ declare
   -- The candidates per branch do not depend on k (up to 40), so the first
   -- results of a longer list are the results of a shorter one.
   v_depth integer := coalesce(p_depth, greatest(least(greatest(p_k, 0), 500), 40));  -- k is checked below
-  v_chunk_kinds text[] := array_remove(array_remove(p_kinds, 'fact'), 'decision');
+  v_chunk_kinds text[] := case when coalesce(array_ndims(p_kinds), 1) = 1 then array_remove(array_remove(p_kinds, 'fact'), 'decision') end;  -- kinds are checked below
   v_filtered boolean := v_chunk_kinds is not null or p_trust is not null or p_since is not null;
   -- Working-memory facts and current decisions: BM25 only (no embeddings),
   -- internal, keyed memory:<key> and decision:<id>.
@@ -995,7 +995,8 @@ begin
       message = format('search fusion %s with min_similarity %s is not possible', p_fusion, p_min_similarity),
       hint = 'fusion score (the default) or rrf; min_similarity -1 to 1.';
   end if;
-  if p_kinds is not null and not p_kinds <@ array['file', 'url', 'note', 'session_summary', 'archived_fact', 'learning', 'fact', 'decision'] then
+  if p_kinds is not null and (coalesce(array_ndims(p_kinds), 1) <> 1
+                              or not p_kinds <@ array['file', 'url', 'note', 'session_summary', 'archived_fact', 'learning', 'fact', 'decision']) then
     raise exception using errcode = 'SC203', message = format('unknown source kind in %s', p_kinds),
       hint = 'Kinds: file, url, note, session_summary, archived_fact, learning, fact, decision.';
   end if;

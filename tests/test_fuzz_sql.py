@@ -72,17 +72,9 @@ SLOW_BY_NATURE = {"_terms", "terms", "term_array"}  # term_array: terms, sorted 
 INLINED_ARITHMETIC = {"bm25_term"}
 
 
-# Found and open, in a file this fuzzer's fixes do not touch: (function, argument, SQLSTATE). search_projects
-# (sql/23_search.sql) removes 'fact' and 'decision' from p_kinds in its DECLARE, before the body checks the
-# kinds, and array_remove refuses an array of two dimensions (0A000).
-OPEN = {("search_projects", "p_kinds", "0A000"), ("search_global", "p_kinds", "0A000"), ("search", "p_kinds", "0A000")}
-
-
 def _parallel(c: Call) -> str | None:
     """Why a failing call is reported without counting, or None when it counts."""
     name = c.fn.name
-    if any((name, arg, c.sqlstate) in OPEN for arg, label in zip(c.fn.arg_names, c.labels) if label in ("2-d", "from-0")):
-        return "open: a two-dimensional p_kinds reaches array_remove before search checks the kinds"
     if name.startswith("_") and c.fn.qualified.startswith("scsql.") and name not in CALLER_HELPERS:
         return "private function: its callers check its arguments"
     if name in SLOW_BY_NATURE and c.sqlstate == "57014":
