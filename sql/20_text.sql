@@ -157,7 +157,8 @@ as $$
 -- P_CODE, when given, is the SQLSTATE of all three errors (decide raises
 -- SC235, open_loop and close_loop SC238); the messages stay the same.
 begin
-  if p_value is null or pg_catalog.btrim(p_value, E' \t\r\n') = '' then
+  -- Empty as scsql._normalize sees it: only whitespace and zero-width characters.
+  if p_value is null or pg_catalog.btrim(pg_catalog.translate(p_value, U&'\200B\200C\200D\2060\FEFF', ''), E' \t\r\n') = '' then
     raise exception using errcode = coalesce(p_code, 'SC201'), message = format('%s is empty', p_what),
       hint = format('Give a non-empty %s.', p_what);
   end if;
@@ -176,7 +177,7 @@ begin
 end
 $$;
 comment on function scsql._check_text(text, text, integer, boolean, text) is
-  'Private. Raises SC201 when a text is empty or has control characters (newlines too unless P_ALLOW_NEWLINES), SC200 when it is longer than p_max characters; with P_CODE, that code instead of either (the same messages).';
+  'Private. Raises SC201 when a text is empty (nothing but whitespace and zero-width characters) or has control characters (newlines too unless P_ALLOW_NEWLINES), SC200 when it is longer than p_max characters; with P_CODE, that code instead of either (the same messages).';
 
 create or replace function scsql_caller.tokens(p_text text)
 returns integer

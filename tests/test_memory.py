@@ -296,3 +296,18 @@ def test_a_fact_that_outgrows_its_limit_once_redacted_is_refused_saying_so(agent
         assert err.value.code == "SC200"
         assert "once redacted" in err.value.message and "REDACTED" not in err.value.message
     assert facts(agent) == {}
+
+
+def test_text_of_only_zero_width_characters_is_empty(scsql_db):
+    """remember, decide and open_loop call a text of zero-width characters
+    empty (SC201 / SC235 / SC238), as index_text does: nothing is stored."""
+    agent = scsql_db.agent("zw", scsql_db.project())
+    blank = "\u200b\u200d \ufeff"
+    for call, code in (("select scsql.remember('zw.key', %s)", "SC201"), ("select scsql.decide(%s, 'because')", "SC235"),
+                       ("select scsql.open_loop(%s)", "SC238")):
+        with pytest.raises(ScsqlError) as e, agent.transaction() as conn:
+            conn.execute(call, (blank,))
+        assert e.value.code == code, (call, e.value)
+    with agent.transaction() as conn:
+        assert conn.execute("select count(*) as n from scsql.memory_facts").fetchone()["n"] == 0
+        assert conn.execute("select count(*) as n from scsql.decisions").fetchone()["n"] == 0
