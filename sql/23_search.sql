@@ -538,6 +538,16 @@ begin
     v_floor := case when v_e = 1 then 0
                     else greatest(v_lb - (1 + 1e-9) * coalesce((select sum(x) from unnest(v_ubt[v_e + 1:v_terms]) x), 0)
                                   - 1e-9 * v_lb, 0) end;
+    -- When the terms left out could still lift any chunk to v_lb (a floor of
+    -- 0), the round would read and group every chunk of its terms and can
+    -- hardly bound the result: the next term becomes essential first, while
+    -- the postings stay within the budget.
+    if v_e > 1 and v_floor = 0 and v_lb > 0 and not v_restart and v_e + 1 < v_terms
+       and v_sum + v_df[v_e + 1] <= v_budget then
+      v_e := v_e + 1;
+      v_sum := v_sum + v_df[v_e];
+      continue;
+    end if;
     if v_e = 1 then
       -- One posting per chunk: nothing to group. First the postings of the
       -- partial index: when v_lim + 1 of them score above v_lo[1], which no
