@@ -56,6 +56,16 @@ $$;
 comment on function scsql.worker_heartbeat(text, integer, text[], double precision, bigint) is
   'Background work of scsql worker (not an MCP tool). Records that the acting agent''s worker process P_PID on P_HOST is alive: its jobs, its poll interval in seconds and the units of work it did so far; scsql doctor and scsql.metrics() call a worker alive while it was seen within three poll intervals (at least a minute). Heartbeats of the project''s workers unseen for 7 days are deleted. Returns the time recorded. Raises SC001/SC002 when not acting as an active agent, SC010 for a bad host, pid, job name, poll interval or unit count.';
 
+create or replace function scsql._add_counts(p_a bigint[], p_b bigint[])
+returns bigint[]
+language sql immutable
+as $$
+  select array_agg(coalesce(o, 0) + coalesce(a, 0) order by i)
+  from unnest(p_a, p_b) with ordinality u(o, a, i)
+$$;
+comment on function scsql._add_counts(bigint[], bigint[]) is
+  'Private. Two histograms'' bucket counts added position by position (a missing count is 0): the longer array''s length; NULL when both are empty.';
+
 create or replace function scsql.record_search_latency(p_seconds double precision[])
 returns integer
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
@@ -64,6 +74,8 @@ declare
   v_project bigint := scsql._my_project();
   v_bounds double precision[] := scsql._search_latency_bounds();
   v_add bigint[];
+  v_sum double precision;
+  v_now timestamptz := now();
 begin
   perform scsql._require(p_seconds is not null and cardinality(p_seconds) between 1 and 100000,
                          'seconds must be an array of 1 to 100000 durations');
@@ -74,13 +86,15 @@ begin
   from generate_series(1, cardinality(v_bounds) + 1) b
   left join (select (select count(*) from unnest(v_bounds) x where x < s) + 1 as bucket, count(*) as n
              from unnest(p_seconds) s group by 1) c on c.bucket = b;
+  -- Values and an immutable function, no subquery or now(): Citus refuses
+  -- those in the VALUES and the DO UPDATE of a distributed table.
+  select sum(s) into v_sum from unnest(p_seconds) s;
   insert into scsql.search_latency as l (project_id, counts, sum_seconds)
-  values (v_project, v_add, (select sum(s) from unnest(p_seconds) s))
+  values (v_project, v_add, v_sum)
   on conflict (project_id) do update
-    set counts = (select array_agg(coalesce(o, 0) + coalesce(a, 0) order by i)
-                  from unnest(l.counts, excluded.counts) with ordinality u(o, a, i)),
+    set counts = scsql._add_counts(l.counts, excluded.counts),
         sum_seconds = l.sum_seconds + excluded.sum_seconds,
-        updated_at = now();
+        updated_at = v_now;
   return cardinality(p_seconds);
 end
 $$;
