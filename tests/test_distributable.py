@@ -118,3 +118,22 @@ def test_chained_rows_that_name_no_project_go_to_the_acting_agents_on_citus(scsq
     for node in nodes:
         with psycopg.connect(node) as conn:
             assert conn.execute(defaults).fetchall() == expected, node
+
+
+def test_check_constraints_say_their_codes_on_every_node_on_citus(scsql_db):
+    """The chain trigger, on a worker on Citus, maps a bad argument by the
+    comments of the table's check constraints (scsql._check_row): every node
+    holds them, so a bad classification is SC110 there, not the signature's SC101
+    (tests/test_audit.py)."""
+    if not scsql_db.server.workers:
+        pytest.skip("needs Citus (.ci/citus.sh)")
+    comments = ("select c.relname::text, k.conname::text, obj_description(k.oid, 'pg_constraint') from pg_constraint k "
+                "join pg_class c on c.oid = k.conrelid and not c.relispartition "
+                "where c.relnamespace = 'scsql'::regnamespace and k.contype = 'c' order by 1, 2")
+    found = []
+    for node in scsql_db.server.every_node(scsql_db.name):
+        with psycopg.connect(node) as conn:
+            found.append(conn.execute(comments).fetchall())
+    assert any(r[0] == "outcomes" and r[2] and r[2].startswith("SC110") for r in found[0])
+    for rows in found[1:]:
+        assert rows == found[0]

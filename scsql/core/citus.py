@@ -356,7 +356,40 @@ def distribute(conninfo: str, progress: Callable[[str], None] = lambda _m: None)
             conn.execute(f"drop trigger if exists {_ident(trigger)} on scsql.{_ident(table)}")
         _functions_on_every_node(conn)
         _project_defaults_of_distributed(conn)
+        _constraint_comments_on_workers(conn)
     return done
+
+
+# The comments of check constraints ("SC010: ...") say which SC code and
+# message a violation gets; scsql._check_row reads them in the chain trigger,
+# which on Citus runs on a worker, where the table is Citus's copy and Citus
+# copied no comments: there a bad argument got the signature's error instead.
+_CONSTRAINT_COMMENTS = """
+select 'do $citus_do$ begin perform pg_catalog.set_config(''citus.enable_ddl_propagation'', ''off'', true); '
+       || string_agg(format('execute %L;', format('comment on constraint %I on %I.%I is %L', k.conname, n.nspname,
+                                                  c.relname, d.description)), ' ' order by c.relname, k.conname)
+       || ' end $citus_do$'
+  from pg_catalog.pg_constraint k
+  join pg_catalog.pg_class c on c.oid = k.conrelid and not c.relispartition
+  join pg_catalog.pg_namespace n on n.oid = c.relnamespace and n.nspname = 'scsql'
+  join pg_catalog.pg_description d on d.objoid = k.oid and d.classoid = 'pg_catalog.pg_constraint'::regclass
+ where k.contype = 'c'
+"""
+
+
+def _constraint_comments_on_workers(conn: psycopg.Connection) -> None:
+    """The comments of scsql's check constraints, set on the workers'
+    copies of the tables too (Citus sends no COMMENT ON CONSTRAINT)."""
+    command = conn.execute(_CONSTRAINT_COMMENTS).fetchone()[0]
+    if command is None:
+        return
+    for node, port, ok, result in conn.execute(
+            "select nodename, nodeport, success, result from run_command_on_workers(%s)", (command,)).fetchall():
+        if not ok:
+            raise ScsqlError(CLUSTER_SETUP_FAILED, f"the comments of the check constraints could not be set on "
+                             f"{node}:{port}: {result}",
+                             "run migrate --citus as a superuser of the coordinator, with every worker "
+                             "reachable (select * from citus_check_cluster_node_health())")
 
 
 # The default of project_id of every chained table on Citus. On one server a
