@@ -26,6 +26,8 @@ grant execute on function
   scsql_caller.agent(), scsql_caller.project_id(), scsql_caller.agent_id(), scsql_caller.readable_projects(),
   scsql_caller.project_agents()
 to scsql_agent;
+-- The default of project_id of chained tables on Citus (scsql.core.citus).
+grant execute on function scsql_caller.row_project() to scsql_agent;
 
 -- What redaction replaces (sql/05_redaction.sql), for people at psql. Not
 -- granted to agents, so it is no MCP tool; the redaction functions

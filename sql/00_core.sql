@@ -230,6 +230,23 @@ as $$ select (scsql._me()).agent_id $$;
 comment on function scsql_caller.agent_id() is
   'The acting agent''s agent_id (raises SC001 / SC002 like scsql_caller.agent).';
 
+create or replace function scsql_caller.row_project()
+returns bigint
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+begin
+  if scsql._acting_role() = 'scsql_owner' then
+    raise exception using
+      errcode = 'SC001',
+      message = 'role "scsql_owner" is not a scsql agent: a row it writes on Citus names its project in project_id',
+      hint = 'Name the agent in author_id and its project in project_id (Citus routes a row by project_id before any trigger runs), or act as the agent.';
+  end if;
+  return (scsql._me()).project_id;
+end
+$$;
+comment on function scsql_caller.row_project() is
+  'The project a row the caller inserts into a chained table belongs to when the row names none: the acting agent''s project_id. migrate --citus makes it the default of project_id of every chained table, because Citus routes a row by project_id before the insert trigger (which stamps it on one server) runs. Raises SC001 when the session acts as scsql_owner (its row must name its project) or as no agent, SC002 when the agent was revoked (like scsql_caller.agent).';
+
 create or replace function scsql_caller.readable_projects()
 returns bigint[]
 language sql stable security definer set search_path = pg_catalog, scsql, pg_temp

@@ -538,11 +538,48 @@ p_signed: the columns the author signs, in payload order; the writing function t
 p_appended: signed columns the table gained after it had rows (add them with ALTER TABLE ... ADD COLUMN, nullable, no default). They are signed in the payload after the p_signed columns, each only when not NULL, as int <position in p_appended> then the field, so rows written before (NULL there) keep their hashes and signatures (see scsql._enc). The list only grows at its end: keep the columns of earlier releases in their order and add new ones after them. NULL (the default) keeps the registered list (none for a new table), so calls without it keep working. In Python, declare them after the plain fields as SignedField(name, kind, default, appended=True).
 Raises SC105 for a table without project_id, an unknown, repeated or managed column, NULL in p_appended, or a type the canonical encoding (scsql._enc) does not define; SC107 when p_appended removes or reorders the registered appended fields, or appends a column that rows already written have values in.$doc$;
 
+create or replace function scsql._chain_part_expr(p_table text)
+returns text
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_rel regclass := p_table::regclass;
+  v_citus boolean := false;
+  v_case text;
+  v_default oid;
+begin
+  if to_regclass('pg_catalog.pg_dist_partition') is not null then
+    execute 'select exists (select from pg_catalog.pg_dist_partition where logicalrelid = $1)' into v_citus using v_rel;
+  end if;
+  if not v_citus then
+    return 'tableoid::oid';
+  end if;
+  -- On Citus a row is read on a worker, where tableoid is the oid of the
+  -- shard there: the partition is named by the coordinator's oid, as a
+  -- constant, chosen by the row's time as PostgreSQL chose it (lower bound
+  -- included, upper bound excluded, else the default partition).
+  if (select c.relkind from pg_catalog.pg_class c where c.oid = v_rel) <> 'p' then
+    return format('%s::oid', v_rel::oid);
+  end if;
+  select string_agg(format('when at >= %L::timestamptz and at < %L::timestamptz then %s::oid',
+                           to_char(p.lower_bound at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS.US+00'),
+                           to_char(p.upper_bound at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS.US+00'), p.partition::oid),
+                    ' ' order by p.lower_bound) filter (where not p.is_default),
+         max(p.partition::oid) filter (where p.is_default)
+  into v_case, v_default
+  from scsql._partitions(v_rel) p;
+  return format('(case %s else %s end)', coalesce(v_case, 'when false then null'), coalesce(v_default::text || '::oid', 'null::oid'));
+end
+$$;
+comment on function scsql._chain_part_expr(text) is
+  'Private, for _chain_scan_sql and _chain_row_at. The SQL expression, over a row of chained table P_TABLE, that gives the oid of the partition holding the row (a relid of scsql._chain_partitions): tableoid on one server; on Citus, where tableoid is the oid of a shard on a worker, the table''s oid, or for a partitioned table the oid of the partition whose bounds hold the row''s at (the default partition otherwise), all constants of the coordinator.';
+
 create or replace function scsql._chain_scan_sql(p_table text)
 returns text
 language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
-  select format('select chain_id, seq, at, key_id, author_id, prev_hash, row_hash, signature, project_id, tableoid::oid%s from %s where chain_id between %%s and %%s order by chain_id, seq',
+  select format('select chain_id, seq, at, key_id, author_id, prev_hash, row_hash, signature, project_id, %s%s from %s where chain_id between %%s and %%s order by chain_id, seq',
+                scsql._chain_part_expr(t.table_name),
                 coalesce((select string_agg(format(', %I', f.column_name), ''
                                             order by case f.part when 'stamped' then 1 when 'signed' then 2 else 3 end, f.ordinal)
                           from scsql._chain_fields(p_table) f), ''),

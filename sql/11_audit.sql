@@ -438,6 +438,8 @@ create or replace function scsql.learnings(
 returns setof scsql.learning_entry
 language plpgsql stable
 as $$
+declare
+  v_learning scsql.learnings;
 begin
   -- Runs as the caller, who may not execute the private scsql._require.
   if p_kind is not null and p_kind not in ('failure', 'experiment') then
@@ -446,17 +448,23 @@ begin
   if p_limit is null or p_limit not between 1 and 1000 then
     raise exception using errcode = 'SC010', message = 'limit must be 1 to 1000';
   end if;
-  return query
-  select e.*
-  from scsql.learnings l cross join lateral scsql_caller.learning_entry(l) e
-  where (p_kind is null or l.kind = p_kind)
-    and (p_since is null or l.created_at >= p_since)
-    and (p_query is null or not exists (
-          select from regexp_split_to_table(p_query, '\s+') w
-          where w <> '' and strpos(lower(concat_ws(' ', l.summary, l.evidence, l.tool, l.signal, l.outcome_kind, l.task_ref)),
-                                   lower(w)) = 0))
-  order by l.learning_id desc
-  limit p_limit;
+  -- Each row is read into a variable of type scsql.learnings and made an
+  -- entry here: on Citus the query runs on the shards, where a row passed
+  -- whole is of the shard's type (learnings_102091), which learning_entry
+  -- does not take.
+  for v_learning in
+    select * from scsql.learnings l
+    where (p_kind is null or l.kind = p_kind)
+      and (p_since is null or l.created_at >= p_since)
+      and (p_query is null or not exists (
+            select from regexp_split_to_table(p_query, '\s+') w
+            where w <> '' and strpos(lower(concat_ws(' ', l.summary, l.evidence, l.tool, l.signal, l.outcome_kind, l.task_ref)),
+                                     lower(w)) = 0))
+    order by l.learning_id desc
+    limit p_limit
+  loop
+    return next scsql_caller.learning_entry(v_learning);
+  end loop;
 end
 $$;
 comment on function scsql.learnings(text, text, timestamptz, integer) is
@@ -473,6 +481,8 @@ create or replace function scsql.learnings_export(p_after_id bigint, p_limit int
 returns setof scsql.learning_entry
 language plpgsql volatile
 as $$
+declare
+  v_learning scsql.learnings;
 begin
   -- Runs as the caller, who may not execute the private scsql._require.
   if p_after_id is null or p_after_id < 0 then
@@ -483,12 +493,15 @@ begin
   end if;
   -- Wait for transactions that are inserting learnings of this project.
   perform scsql_caller.lock_my_learnings();
-  return query
-  select e.*
-  from scsql.learnings l cross join lateral scsql_caller.learning_entry(l) e
-  where l.learning_id > p_after_id and l.project_id = scsql_caller.project_id()
-  order by l.learning_id
-  limit p_limit;
+  -- Rows made entries here, not on the shards (see scsql.learnings).
+  for v_learning in
+    select * from scsql.learnings l
+    where l.learning_id > p_after_id and l.project_id = scsql_caller.project_id()
+    order by l.learning_id
+    limit p_limit
+  loop
+    return next scsql_caller.learning_entry(v_learning);
+  end loop;
 end
 $$;
 comment on function scsql.learnings_export(bigint, integer) is

@@ -113,7 +113,8 @@ declare
   v_query text;
   v_oid oid;
 begin
-  select string_agg(format('select row_hash, tableoid from %s where chain_id = $1 and seq = $2', t.table_name), ' union all ')
+  select string_agg(format('select row_hash, %s from %s where chain_id = $1 and seq = $2',
+                           scsql._chain_part_expr(t.table_name), t.table_name), ' union all ')
   into v_query from scsql.chained_tables t;
   if v_query is null then
     return;

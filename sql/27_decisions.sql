@@ -18,6 +18,8 @@ as $$
 declare
   v_row scsql.decisions;
   v_err scsql.violation;
+  v_agent bigint := scsql._my_agent_id();
+  v_old scsql.decisions;
 begin
   -- The text rules every memory write uses (sql/20_text.sql), raised as
   -- SC235; the table's constraints (sql/90_constraints.sql) bound what is
@@ -38,7 +40,7 @@ begin
   end if;
   begin
     insert into scsql.decisions (project_id, title, rationale, supersedes, decided_by, source_path)
-    values (p_project, p_title, p_rationale, p_supersedes, scsql._my_agent_id(), p_source_path)
+    values (p_project, p_title, p_rationale, p_supersedes, v_agent, p_source_path)
     returning * into v_row;
   exception
     when unique_violation then
@@ -55,10 +57,14 @@ begin
   perform scsql._memory_change(p_project, 'decide', 'decision', 'decision:' || v_row.decision_id, null, null,
     scsql._text_hash(v_row.title || E'\n\n' || v_row.rationale), left(v_row.title, 1000),
     coalesce('decision:' || v_row.supersedes, p_source_path));
-  perform scsql._memory_change(p_project, 'supersede', 'decision', 'decision:' || d.decision_id, null,
-    scsql._text_hash(d.title || E'\n\n' || d.rationale), null,
-    format('superseded by decision %s', v_row.decision_id), 'decision:' || v_row.decision_id)
-  from scsql.decisions d where d.project_id = p_project and d.decision_id = v_row.supersedes;
+  -- The superseded decision is read first: a write from inside a query on a
+  -- shard is refused on Citus.
+  select * into v_old from scsql.decisions d where d.project_id = p_project and d.decision_id = v_row.supersedes;
+  if v_old.decision_id is not null then
+    perform scsql._memory_change(p_project, 'supersede', 'decision', 'decision:' || v_old.decision_id, null,
+      scsql._text_hash(v_old.title || E'\n\n' || v_old.rationale), null,
+      format('superseded by decision %s', v_row.decision_id), 'decision:' || v_row.decision_id);
+  end if;
   return v_row;
 end
 $$;
@@ -150,6 +156,7 @@ as $$
 declare
   v_id bigint;
   v_err scsql.violation;
+  v_agent bigint := scsql._my_agent_id();
 begin
   -- The text rules every memory write uses (sql/20_text.sql), raised as
   -- SC238; the table's constraints (sql/90_constraints.sql) bound what is
@@ -165,7 +172,7 @@ begin
   p_owner := btrim(scsql._redact(p_owner));
   begin
     insert into scsql.open_loops as l (project_id, text, owner, opened_by, source_path)
-    values (p_project, p_text, p_owner, scsql._my_agent_id(), p_source_path)
+    values (p_project, p_text, p_owner, v_agent, p_source_path)
     on conflict (project_id, md5(text)) where closed_at is null do nothing
     returning l.loop_id into v_id;
   exception when check_violation or not_null_violation then   -- too long once redacted
@@ -194,10 +201,11 @@ as $$
 #variable_conflict use_column
 declare
   v_r record;
+  v_project bigint := scsql._my_project();
 begin
-  select * into v_r from scsql._open_loop(scsql._my_project(), p_text, p_owner, null);
+  select * into v_r from scsql._open_loop(v_project, p_text, p_owner, null);
   return query select l.loop_id, l.text, l.owner, v_r.created from scsql.open_loops l
-  where l.project_id = scsql._my_project() and l.loop_id = v_r.loop_id;
+  where l.project_id = v_project and l.loop_id = v_r.loop_id;
 end
 $$;
 comment on function scsql.open_loop(text, text) is
@@ -215,6 +223,8 @@ as $$
 #variable_conflict use_column
 declare
   v_project bigint := scsql._my_project();
+  v_agent bigint := scsql._my_agent_id();
+  v_now timestamptz := now();
   v_row scsql.open_loops;
   v_err scsql.violation;
 begin
@@ -235,7 +245,7 @@ begin
       message = format('open loop %s was closed at %s: %s', p_id, v_row.closed_at, v_row.resolution);
   end if;
   begin
-    update scsql.open_loops l set closed_at = now(), closed_by = scsql._my_agent_id(), resolution = p_resolution
+    update scsql.open_loops l set closed_at = v_now, closed_by = v_agent, resolution = p_resolution
     where l.project_id = v_project and l.loop_id = p_id
     returning * into v_row;
   exception when check_violation or not_null_violation then   -- too long once redacted
@@ -259,14 +269,20 @@ Closes the open loop ID of the acting agent''s project with RESOLUTION (1-4,000 
 
 create or replace function scsql.open_loops(p_owner text default null)
 returns table (loop_id bigint, text text, owner text, opened_by text, opened_at timestamptz, source_path text)
-language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
+#variable_conflict use_column
+declare
+  v_project bigint := scsql._my_project();  -- on the coordinator (Citus), before the query
+begin
+  return query
   select l.loop_id, l.text, l.owner, a.name::text, l.opened_at, l.source_path
   from scsql.open_loops l
   left join scsql.agents a on a.agent_id = l.opened_by
-  where l.project_id = scsql._my_project() and l.closed_at is null
+  where l.project_id = v_project and l.closed_at is null
     and (p_owner is null or l.owner = p_owner)
-  order by l.opened_at desc, l.loop_id desc
+  order by l.opened_at desc, l.loop_id desc;
+end
 $$;
 comment on function scsql.open_loops(text) is
   'Your project''s open loops, newest first. Returns loop_id, text, owner, opened_by, opened_at, source_path.
@@ -286,6 +302,7 @@ as $$
 declare
   v_item text;
   v_title text;
+  v_redacted text;
 begin
   -- Items are cut to fit once redacted (a secret's marker can be longer
   -- than the secret), and a marker cut in two is dropped, so _decide and
@@ -296,9 +313,11 @@ begin
     if char_length(v_title) > 200 then
       v_title := regexp_replace(left(v_title, 197), '\[[A-Z]*(:[a-z_]*)?$', '') || '...';
     end if;
-    continue when v_title = '' or exists (
+    continue when v_title = '';
+    v_redacted := btrim(scsql._redact(v_title));  -- a value, not a call on the shard (Citus)
+    continue when exists (
       select from scsql.decisions d
-      where d.project_id = p_me.project_id and d.title = btrim(scsql._redact(v_title))
+      where d.project_id = p_me.project_id and d.title = v_redacted
         and not exists (select from scsql.decisions n where n.project_id = d.project_id and n.supersedes = d.decision_id));
     perform scsql._decide(p_me.project_id, v_title,
                           regexp_replace(left(v_item, 3900), '\[[A-Z]*(:[a-z_]*)?$', '')

@@ -56,6 +56,16 @@ $$;
 comment on function scsql.worker_heartbeat(text, integer, text[], double precision, bigint) is
   'Background work of scsql worker (not an MCP tool). Records that the acting agent''s worker process P_PID on P_HOST is alive: its jobs, its poll interval in seconds and the units of work it did so far; scsql doctor and scsql.metrics() call a worker alive while it was seen within three poll intervals (at least a minute). Heartbeats of the project''s workers unseen for 7 days are deleted. Returns the time recorded. Raises SC001/SC002 when not acting as an active agent, SC010 for a bad host, pid, job name, poll interval or unit count.';
 
+create or replace function scsql._add_counts(p_a bigint[], p_b bigint[])
+returns bigint[]
+language sql immutable
+as $$
+  select array_agg(coalesce(o, 0) + coalesce(a, 0) order by i)
+  from unnest(p_a, p_b) with ordinality u(o, a, i)
+$$;
+comment on function scsql._add_counts(bigint[], bigint[]) is
+  'Private. Two histograms'' bucket counts added position by position (a missing count is 0): the longer array''s length; NULL when both are empty.';
+
 create or replace function scsql.record_search_latency(p_seconds double precision[])
 returns integer
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
@@ -64,6 +74,8 @@ declare
   v_project bigint := scsql._my_project();
   v_bounds double precision[] := scsql._search_latency_bounds();
   v_add bigint[];
+  v_sum double precision;
+  v_now timestamptz := now();
 begin
   perform scsql._require(p_seconds is not null and cardinality(p_seconds) between 1 and 100000,
                          'seconds must be an array of 1 to 100000 durations');
@@ -74,13 +86,15 @@ begin
   from generate_series(1, cardinality(v_bounds) + 1) b
   left join (select (select count(*) from unnest(v_bounds) x where x < s) + 1 as bucket, count(*) as n
              from unnest(p_seconds) s group by 1) c on c.bucket = b;
+  -- Values and an immutable function, no subquery or now(): Citus refuses
+  -- those in the VALUES and the DO UPDATE of a distributed table.
+  select sum(s) into v_sum from unnest(p_seconds) s;
   insert into scsql.search_latency as l (project_id, counts, sum_seconds)
-  values (v_project, v_add, (select sum(s) from unnest(p_seconds) s))
+  values (v_project, v_add, v_sum)
   on conflict (project_id) do update
-    set counts = (select array_agg(coalesce(o, 0) + coalesce(a, 0) order by i)
-                  from unnest(l.counts, excluded.counts) with ordinality u(o, a, i)),
+    set counts = scsql._add_counts(l.counts, excluded.counts),
         sum_seconds = l.sum_seconds + excluded.sum_seconds,
-        updated_at = now();
+        updated_at = v_now;
   return cardinality(p_seconds);
 end
 $$;
@@ -125,14 +139,34 @@ $$;
 comment on function scsql._metric_scope() is
   'Private. The project whose figures the caller may see: the acting agent''s (raising SC002 when it was revoked); NULL for administrators and the auditor, who see every project.';
 
+create or replace function scsql._latency_buckets(p_counts bigint[])
+returns jsonb
+language sql immutable
+as $$
+  select jsonb_agg(jsonb_build_array(coalesce(b.le::text, '+Inf'), b.cum) order by b.i)
+  from (select u.i, u.le, sum(u.n) over (order by u.i) as cum
+        from unnest(scsql._search_latency_bounds() || array[null::float8], p_counts) with ordinality u(le, n, i)) b
+$$;
+comment on function scsql._latency_buckets(bigint[]) is
+  'Private, for scsql.metrics(). The buckets of a search latency histogram (P_COUNTS, one count per bucket of scsql._search_latency_bounds() and a last, unbounded one) as Prometheus cumulates them: [[le, cumulative count], ..., ["+Inf", count]].';
+
 create or replace function scsql.metrics()
 returns table (metric text, kind text, help text, labels jsonb, value double precision, buckets jsonb)
-language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
-  with scope as materialized (select scsql._metric_scope() as only_project),
-  projects as materialized (
-    select p.project_id, p.name from scsql.projects p, scope s
-    where s.only_project is null or p.project_id = s.only_project
+#variable_conflict use_column
+declare
+  -- Values, not calls inside the query: on Citus the query's parts run on
+  -- the shards, as the owner.
+  v_only bigint := scsql._metric_scope();
+  v_now timestamptz := now();
+begin
+  return query
+  -- No subquery refers to an outer row (Citus refuses those when the FROM
+  -- clause holds a CTE): each part is grouped by project and joined.
+  with projects as not materialized (
+    select p.project_id, p.name from scsql.projects p
+    where v_only is null or p.project_id = v_only
   ),
   calls as (
     select pr.name, coalesce(t.model, '') as model, t.status, count(*) as n, coalesce(sum(t.cost_usd), 0) as cost,
@@ -141,13 +175,16 @@ as $$
   ),
   heads as (
     select c.project_id, sum(c.head_seq) as rows, min(c.created_at) as first_at,
-           sum(c.head_seq - coalesce((select max(h.seq) from scsql.checkpoint_heads h
-                                      where h.project_id = c.project_id and h.chain_id = c.chain_id), 0)) as unverified
-    from scsql.chains c join projects pr using (project_id) group by 1
+           sum(c.head_seq - coalesce(k.seq, 0)) as unverified
+    from scsql.chains c join projects pr using (project_id)
+    left join (select h.project_id, h.chain_id, max(h.seq) as seq from scsql.checkpoint_heads h group by 1, 2) k
+      using (project_id, chain_id)
+    group by 1
   ),
   cps as (select c.project_id, max(c.at) as at from scsql.checkpoints c join projects pr using (project_id) group by 1),
-  data (metric, labels, value, buckets) as (
-    select 'scsql_tool_calls_total', jsonb_build_object('project', name, 'model', model, 'status', status), n::float8, null::jsonb from calls
+  data as (  -- columns named in the first arm: Citus loses a CTE's column list when it sends the query to one node
+    select 'scsql_tool_calls_total' as metric, jsonb_build_object('project', name, 'model', model, 'status', status) as labels,
+           n::float8 as value, null::jsonb as buckets from calls
     union all
     select 'scsql_tool_call_cost_usd_total', jsonb_build_object('project', name, 'model', model), sum(cost)::float8, null from calls group by name, model
     union all
@@ -157,15 +194,15 @@ as $$
     union all
     select 'scsql_queue_depth', jsonb_build_object('project', pr.name, 'team_role', t.team_role, 'state', st.state), count(*)::float8, null
     from scsql.tasks t join projects pr using (project_id)
-    cross join lateral (select case when t.state = 'claimed' and t.lease_expires_at < now() then 'expired'
+    cross join lateral (select case when t.state = 'claimed' and t.lease_expires_at < v_now then 'expired'
                                     when t.state = 'claimed' then 'claimed'
-                                    when t.run_after > now() then 'scheduled' else 'queued' end as state) st
+                                    when t.run_after > v_now then 'scheduled' else 'queued' end as state) st
     group by pr.name, t.team_role, st.state
     union all
     select 'scsql_queue_oldest_wait_seconds', jsonb_build_object('project', pr.name, 'team_role', t.team_role),
-           extract(epoch from now() - min(t.created_at))::float8, null
+           extract(epoch from v_now - min(t.created_at))::float8, null
     from scsql.tasks t join projects pr using (project_id)
-    where t.state = 'queued' and t.run_after <= now() group by pr.name, t.team_role
+    where t.state = 'queued' and t.run_after <= v_now group by pr.name, t.team_role
     union all
     select 'scsql_claim_latency_seconds', jsonb_build_object('project', pr.name, 'team_role', t.team_role, 'stat', s.stat), s.v, null
     from (select project_id, team_role, extract(epoch from avg(greatest(claimed_at - run_after, interval '0')))::float8 as avg_s,
@@ -181,7 +218,7 @@ as $$
     from projects pr left join scsql.kb_embed_queue q using (project_id) group by pr.name
     union all
     select 'scsql_embedding_backlog_oldest_seconds', jsonb_build_object('project', pr.name),
-           coalesce(extract(epoch from now() - min(q.enqueued_at)), 0)::float8, null
+           coalesce(extract(epoch from v_now - min(q.enqueued_at)), 0)::float8, null
     from projects pr left join scsql.kb_embed_queue q using (project_id) group by pr.name
     union all
     select 'scsql_chain_rows_total', jsonb_build_object('project', pr.name), h.rows::float8, null
@@ -194,44 +231,44 @@ as $$
     from cps c join projects pr using (project_id)
     union all
     select 'scsql_checkpoint_age_seconds', jsonb_build_object('project', pr.name),
-           extract(epoch from now() - coalesce(c.at, h.first_at))::float8, null
+           extract(epoch from v_now - coalesce(c.at, h.first_at))::float8, null
     from heads h join projects pr using (project_id) left join cps c using (project_id)
     where h.rows > 0
     union all
-    select 'scsql_chain_quarantines_open', jsonb_build_object('project', pr.name),
-           (select count(*) from scsql.chain_quarantines q where q.project_id = pr.project_id and q.acknowledged_at is null)::float8, null
+    select 'scsql_chain_quarantines_open', jsonb_build_object('project', pr.name), coalesce(q.n, 0)::float8, null
     from projects pr
+    left join (select q.project_id, count(*) as n from scsql.chain_quarantines q where q.acknowledged_at is null group by 1) q
+      using (project_id)
     union all
-    select 'scsql_workers_alive', jsonb_build_object('project', pr.name),
-           (select count(*) from scsql.worker_heartbeats w where w.project_id = pr.project_id
-              and w.seen_at >= now() - greatest(interval '1 minute', 3 * w.poll_seconds * interval '1 second'))::float8, null
+    select 'scsql_workers_alive', jsonb_build_object('project', pr.name), coalesce(w.n, 0)::float8, null
     from projects pr
+    left join (select w.project_id, count(*) as n from scsql.worker_heartbeats w
+               where w.seen_at >= v_now - greatest(interval '1 minute', 3 * w.poll_seconds * interval '1 second')
+               group by 1) w using (project_id)
     union all
     select 'scsql_worker_heartbeat_age_seconds', jsonb_build_object('project', pr.name),
-           extract(epoch from now() - max(w.seen_at))::float8, null
+           extract(epoch from v_now - max(w.seen_at))::float8, null
     from scsql.worker_heartbeats w join projects pr using (project_id) group by pr.name
     union all
     select 'scsql_search_latency_seconds', jsonb_build_object('project', pr.name),
-           l.sum_seconds,
-           (select jsonb_agg(jsonb_build_array(coalesce(b.le::text, '+Inf'), b.cum) order by b.i)
-            from (select u.i, u.le, sum(u.n) over (order by u.i) as cum
-                  from unnest(scsql._search_latency_bounds() || array[null::float8], l.counts) with ordinality u(le, n, i)) b)
+           l.sum_seconds, scsql._latency_buckets(l.counts)
     from scsql.search_latency l join projects pr using (project_id)
     union all
     select 'scsql_partition_days_ahead', jsonb_build_object('table', s.parent),
-           coalesce(extract(epoch from max(p.upper_bound) - now()) / 86400, 0)::float8, null
-    from scsql.partition_settings s cross join lateral scsql._partitions(s.parent::regclass) p, scope
-    where scope.only_project is null group by s.parent
+           coalesce(extract(epoch from max(p.upper_bound) - v_now) / 86400, 0)::float8, null
+    from scsql.partition_settings s cross join lateral scsql._partitions(s.parent::regclass) p
+    where v_only is null group by s.parent
     union all
     select 'scsql_partitions_past_retention', jsonb_build_object('table', s.parent),
            count(p.partition) filter (where not p.is_default and s.retention is not null
-                                      and p.upper_bound <= now() - s.retention - interval '1 day')::float8, null
-    from scsql.partition_settings s cross join lateral scsql._partitions(s.parent::regclass) p, scope
-    where scope.only_project is null group by s.parent
+                                      and p.upper_bound <= v_now - s.retention - interval '1 day')::float8, null
+    from scsql.partition_settings s cross join lateral scsql._partitions(s.parent::regclass) p
+    where v_only is null group by s.parent
   )
   select d.metric, h.kind, h.help, d.labels, d.value, d.buckets
   from data d join scsql._metric_help() h using (metric)
-  order by d.metric, d.labels::text
+  order by d.metric, d.labels::text;
+end
 $$;
 comment on function scsql.metrics() is
   'Operators and scsql metrics (not an MCP tool). The figures an operator graphs, one row per series: metric (a Prometheus name), kind (counter, gauge, histogram), help, labels (project, and model, status, team_role, state, stat, direction or table where they apply), value (for a histogram: the sum of its observations, in seconds) and, for a histogram, buckets: [[le, cumulative count], ..., ["+Inf", count]]. Tool calls, their cost and tokens count the rows retention still keeps (a dropped partition looks like a counter reset, which Prometheus rate() handles). An agent sees only its own project''s series; administrators and the auditor see every project and the server-wide partition figures. Raises SC002 when the acting agent was revoked.';

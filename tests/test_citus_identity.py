@@ -152,3 +152,41 @@ def test_a_row_written_as_the_owner_is_the_named_agents(scsql_db):
     assert row[1] == ids_b["agent_id"] and row[2] == first["chain_id"] and row[3] == first["seq"] + 1
     report = verify(scsql_db.admin, workers=1, progress=False)
     assert report.ok, report.breaks
+
+
+def test_a_row_that_names_no_project_belongs_to_the_acting_agents(scsql_db):
+    """scsql_caller.row_project(), the default migrate --citus gives project_id
+    of every chained table (Citus routes a row by project_id before any
+    trigger runs): the acting agent's project; SC001 for the owner (on Citus
+    its row must name its project) and for a role that is no agent; SC002 for
+    a revoked agent. An agent's direct INSERT that names no project is refused
+    as on one server, for want of the grant (the default is evaluated after
+    the privilege check). tests/test_chain.py holds the rest: with a grant,
+    such a row is checked by the trigger (Citus refused it with 22004 before)."""
+    p, q = scsql_db.project(), scsql_db.project()
+    a = scsql_db.agent("row_project", p)
+    b = scsql_db.agent("row_project_other", q)
+    gone = scsql_db.agent("row_project_gone", p)
+    from scsql.core import roles
+
+    roles.revoke_agent(scsql_db.admin, gone.name)
+    with scsql_db.connect() as admin:
+        ids_a, ids_b, ids_gone = _ids(admin, a.name), _ids(admin, b.name), _ids(admin, gone.name)
+    signed = sign_row(a, "scsql.tool_calls", TOOL_CALL_FIELDS, {"tool": "no project"})
+    for agent, ids in ((a, ids_a), (b, ids_b)):
+        with psycopg.connect(scsql_db.login(agent.name)) as conn:
+            assert conn.execute("select scsql_caller.row_project()").fetchone()[0] == ids["project_id"]
+    with psycopg.connect(scsql_db.login(a.name)) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("insert into scsql.tool_calls (tool, origin, input_tokens, output_tokens, status, at, "
+                         "key_id, signature) values (%s, 'model', 0, 0, 'ok', %s, %s, %s)",
+                         (signed["tool"], signed["at"], signed["key_id"], signed["signature"]))
+    with psycopg.connect(scsql_db.admin, autocommit=True) as conn:
+        for role, code, says in (("none", "SC001", 'role "postgres" is not a scsql agent'),
+                                 ("scsql_owner", "SC001", "names its project in project_id"),
+                                 (ids_gone["role_name"], "SC002", "was revoked")):
+            conn.execute(f'set role "{role}"')
+            with pytest.raises(psycopg.Error) as err:
+                conn.execute("select scsql_caller.row_project()")
+            assert err.value.sqlstate == code and says in err.value.diag.message_primary, (role, err.value)
+            conn.execute("reset role")

@@ -83,3 +83,57 @@ def test_migrate_citus_without_citus_says_so_and_changes_nothing(scsql_db):
         logins = conn.execute("select rolname, rolcanlogin from pg_roles where rolname = any(%s) order by 1",
                               (list(citus.CLUSTER_LOGINS),)).fetchall()
     assert logins == [("scsql_auditor", False), ("scsql_owner", False)]
+
+
+def test_chained_rows_that_name_no_project_go_to_the_acting_agents_on_citus(scsql_db):
+    """On Citus, project_id of every chained table defaults to the acting
+    agent's project (scsql_caller.row_project()) on every node, so a row
+    that names none is routed and then checked by its trigger as on one
+    server (tests/test_chain.py). A cluster distributed before the default
+    existed gets it from the next migrate --citus, though Citus refuses
+    ALTER TABLE of a distributed table's distribution column."""
+    if not scsql_db.server.workers:
+        pytest.skip("needs Citus (.ci/citus.sh)")
+    nodes = scsql_db.server.every_node(scsql_db.name)
+    defaults = ("select c.relname::text, pg_get_expr(d.adbin, d.adrelid) from scsql.chained_tables t "
+                "join pg_class c on c.oid = to_regclass(t.table_name) "
+                "join pg_attribute a on a.attrelid = c.oid and a.attname = 'project_id' "
+                "left join pg_attrdef d on d.adrelid = c.oid and d.adnum = a.attnum order by 1")
+    with psycopg.connect(scsql_db.admin) as conn:
+        chained = [name for (name,) in conn.execute("select c.relname::text from scsql.chained_tables t "
+                                                    "join pg_class c on c.oid = to_regclass(t.table_name) "
+                                                    "order by 1").fetchall()]
+    assert "tool_calls" in chained and "memory_changes" in chained
+    expected = [(name, citus.ROW_PROJECT) for name in chained]
+    for node in nodes:
+        with psycopg.connect(node) as conn:
+            assert conn.execute(defaults).fetchall() == expected, node
+    for node in nodes:  # as an earlier migrate --citus left it
+        with psycopg.connect(node) as conn:
+            conn.execute("alter table scsql.sessions alter column project_id drop default")
+    with psycopg.connect(scsql_db.admin) as conn:
+        with pytest.raises(psycopg.Error, match="involving partition column"):
+            conn.execute(f"alter table scsql.sessions alter column project_id set default {citus.ROW_PROJECT}")
+    citus.distribute(scsql_db.admin)
+    for node in nodes:
+        with psycopg.connect(node) as conn:
+            assert conn.execute(defaults).fetchall() == expected, node
+
+
+def test_check_constraints_say_their_codes_on_every_node_on_citus(scsql_db):
+    """The chain trigger, on a worker on Citus, maps a bad argument by the
+    comments of the table's check constraints (scsql._check_row): every node
+    holds them, so a bad classification is SC110 there, not the signature's SC101
+    (tests/test_audit.py)."""
+    if not scsql_db.server.workers:
+        pytest.skip("needs Citus (.ci/citus.sh)")
+    comments = ("select c.relname::text, k.conname::text, obj_description(k.oid, 'pg_constraint') from pg_constraint k "
+                "join pg_class c on c.oid = k.conrelid and not c.relispartition "
+                "where c.relnamespace = 'scsql'::regnamespace and k.contype = 'c' order by 1, 2")
+    found = []
+    for node in scsql_db.server.every_node(scsql_db.name):
+        with psycopg.connect(node) as conn:
+            found.append(conn.execute(comments).fetchall())
+    assert any(r[0] == "outcomes" and r[2] and r[2].startswith("SC110") for r in found[0])
+    for rows in found[1:]:
+        assert rows == found[0]

@@ -110,6 +110,11 @@ def run_checkpoint(conninfo: str, key, *, workers: int | None = None, progress: 
             by_project.setdefault(head.project_id, []).append(head)
     with admin_connection(conninfo) as conn:
         conn.execute("set local role scsql_auditor")
+        # Read before the checkpoints are recorded: on Citus, record_checkpoint
+        # writes the shards as the owner, after which the auditor may not read
+        # them in this transaction. A chain it records is in scsql.chains already.
+        known = {r["chain_id"] for r in conn.execute(
+            "select chain_id from scsql.chains union select chain_id from scsql.checkpoint_heads").fetchall()}
         for project_id, heads in sorted(by_project.items()):
             heads.sort(key=lambda h: h.chain_id)
             at = dt.datetime.now(dt.UTC)
@@ -122,8 +127,6 @@ def run_checkpoint(conninfo: str, key, *, workers: int | None = None, progress: 
                 "select scsql.record_checkpoint(p_project_id => %s::bigint, p_at => %s::timestamptz, "
                 "p_key_id => %s::integer, p_signature => %s::bytea, p_heads => %s::jsonb) as id",
                 (project_id, at, key_id, sig, Jsonb(heads_json))).fetchone()["id"])
-        known = {r["chain_id"] for r in conn.execute(
-            "select chain_id from scsql.chains union select chain_id from scsql.checkpoint_heads").fetchall()}
         for chain_id, b in sorted(first_break.items()):
             if chain_id not in known:
                 run.unattributed.append(b)

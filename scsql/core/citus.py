@@ -340,6 +340,9 @@ def distribute(conninfo: str, progress: Callable[[str], None] = lambda _m: None)
         # tables, so each step commits; the keys are added again even when a
         # step fails.
         keys = conn.execute(_FOREIGN_KEY_DEFINITIONS).fetchall()
+        for table in _without_project_default(conn):
+            if f"scsql.{table}" not in managed:
+                conn.execute(f"alter table scsql.{_ident(table)} alter column project_id set default {ROW_PROJECT}")
         try:
             for table, name, _definition in keys:
                 conn.execute(f"alter table scsql.{_ident(table)} drop constraint {_ident(name)}")
@@ -352,7 +355,90 @@ def distribute(conninfo: str, progress: Callable[[str], None] = lambda _m: None)
         for table, trigger in REFERENCE_TRIGGERS:
             conn.execute(f"drop trigger if exists {_ident(trigger)} on scsql.{_ident(table)}")
         _functions_on_every_node(conn)
+        _project_defaults_of_distributed(conn)
+        _constraint_comments_on_workers(conn)
     return done
+
+
+# The comments of check constraints ("SC010: ...") say which SC code and
+# message a violation gets; scsql._check_row reads them in the chain trigger,
+# which on Citus runs on a worker, where the table is Citus's copy and Citus
+# copied no comments: there a bad argument got the signature's error instead.
+_CONSTRAINT_COMMENTS = """
+select 'do $citus_do$ begin perform pg_catalog.set_config(''citus.enable_ddl_propagation'', ''off'', true); '
+       || string_agg(format('execute %L;', format('comment on constraint %I on %I.%I is %L', k.conname, n.nspname,
+                                                  c.relname, d.description)), ' ' order by c.relname, k.conname)
+       || ' end $citus_do$'
+  from pg_catalog.pg_constraint k
+  join pg_catalog.pg_class c on c.oid = k.conrelid and not c.relispartition
+  join pg_catalog.pg_namespace n on n.oid = c.relnamespace and n.nspname = 'scsql'
+  join pg_catalog.pg_description d on d.objoid = k.oid and d.classoid = 'pg_catalog.pg_constraint'::regclass
+ where k.contype = 'c'
+"""
+
+
+def _constraint_comments_on_workers(conn: psycopg.Connection) -> None:
+    """The comments of scsql's check constraints, set on the workers'
+    copies of the tables too (Citus sends no COMMENT ON CONSTRAINT)."""
+    command = conn.execute(_CONSTRAINT_COMMENTS).fetchone()[0]
+    if command is None:
+        return
+    for node, port, ok, result in conn.execute(
+            "select nodename, nodeport, success, result from run_command_on_workers(%s)", (command,)).fetchall():
+        if not ok:
+            raise ScsqlError(CLUSTER_SETUP_FAILED, f"the comments of the check constraints could not be set on "
+                             f"{node}:{port}: {result}",
+                             "run migrate --citus as a superuser of the coordinator, with every worker "
+                             "reachable (select * from citus_check_cluster_node_health())")
+
+
+# The default of project_id of every chained table on Citus. On one server a
+# chained row may name no project: its insert trigger stamps the author's.
+# Citus routes a row by project_id before any trigger runs, and refuses a row
+# without it (22004, "cannot perform an INSERT without a partition column
+# value"); it evaluates the default on the coordinator, so a row that names
+# no project goes to the acting agent's, whose trigger then checks it as on
+# one server (a forged author is SC011, the owner naming no agent SC001).
+# Set before a table is distributed: Citus refuses ALTER TABLE of the
+# distribution column of a distributed table.
+ROW_PROJECT = "scsql_caller.row_project()"
+
+_CHAINED_WITHOUT_DEFAULT = """
+select c.relname::text
+  from scsql.chained_tables t
+  join pg_catalog.pg_class c on c.oid = pg_catalog.to_regclass(t.table_name)
+  join pg_catalog.pg_attribute a on a.attrelid = c.oid and a.attname = 'project_id' and not a.attisdropped
+  left join pg_catalog.pg_attrdef d on d.adrelid = a.attrelid and d.adnum = a.attnum
+ where d.oid is null or pg_catalog.pg_get_expr(d.adbin, d.adrelid) <> %s
+ order by 1
+"""
+
+
+def _without_project_default(conn: psycopg.Connection) -> list[str]:
+    """The chained tables whose project_id lacks the default ROW_PROJECT."""
+    return [name for (name,) in conn.execute(_CHAINED_WITHOUT_DEFAULT, (ROW_PROJECT,)).fetchall()]
+
+
+def _project_defaults_of_distributed(conn: psycopg.Connection) -> None:
+    """Chained tables distributed by an earlier migrate --citus, without
+    the default: it is set on the coordinator and on the workers' copies of
+    the table (where queries started on a worker are planned) with Citus's
+    DDL propagation off, which alone lets it change the distribution column
+    (no shard needs the default: the node that plans the INSERT evaluates it)."""
+    for table in _without_project_default(conn):
+        alter = f"alter table scsql.{_ident(table)} alter column project_id set default {ROW_PROJECT}"
+        off = "pg_catalog.set_config('citus.enable_ddl_propagation', 'off', true)"
+        with conn.transaction():
+            conn.execute(f"select {off}")
+            conn.execute(alter)
+            command = f"do $citus_do$ begin perform {off}; execute $citus_ddl${alter}$citus_ddl$; end $citus_do$"
+            for node, port, ok, result in conn.execute(
+                    "select nodename, nodeport, success, result from run_command_on_workers(%s)", (command,)).fetchall():
+                if not ok:
+                    raise ScsqlError(CLUSTER_SETUP_FAILED, f"the default of scsql.{table}.project_id could not be set on "
+                                     f"{node}:{port}: {result}",
+                                     "run migrate --citus as a superuser of the coordinator, with every worker "
+                                     "reachable (select * from citus_check_cluster_node_health())")
 
 
 # The functions the policies call, which read tables: on a worker they run
