@@ -60,6 +60,7 @@ UNMAPPED = {
     "kb_chunks_chunk_hash_check": "the hash is computed by _chunk_hash",
     "kb_terms_df_check": "a statistic kept by the indexing functions",
     "kb_terms_published_df_check": "a statistic kept by the indexing functions",
+    "kb_terms_tier_min_dl_check": "a statistic kept by the indexing functions",
     "kb_postings_dl_check": "a statistic kept by the indexing functions",
     "kb_postings_tf_check": "a statistic kept by the indexing functions",
     "kb_embed_queue_claim_check": "claims are set by embed_claim as a whole",
