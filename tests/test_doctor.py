@@ -167,6 +167,14 @@ def test_checkpoint_too_old(healthy):
     assert "half the retention" in f.summary
 
 
+def test_a_project_without_a_checkpoint_is_not_said_to_have_one(healthy):
+    db, _, repo, env = healthy
+    newcomer = db.agent("doc_new", db.project())
+    Api(newcomer).call("record_tool_call", tool="Bash")  # chain rows, no checkpoint yet
+    f = finding(probe(db, repo, env), "checkpoints")
+    assert f.status == "ok" and "none yet for 1 project(s)" in f.summary, f
+
+
 def test_broken_then_quarantined_chain(healthy):
     db, agent, repo, env = healthy
     Api(agent).call("record_tool_call", tool="Bash", model="after")

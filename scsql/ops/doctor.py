@@ -204,7 +204,10 @@ def check_checkpoints(p: Probe) -> Finding:
                        for proj in stale])
     if not age:
         return ok("no chain rows yet")
-    return ok(f"newest checkpoint within {_span(limit)} for {len(age)} project(s)")
+    never = sorted(proj for proj in age if proj not in p.metrics("scsql_last_verification_timestamp_seconds"))
+    return ok(f"newest checkpoint within {_span(limit)} for {len(age) - len(never)} project(s)"
+              + (f"; none yet for {len(never)} project(s), whose chain rows began less than {_span(limit)} ago"
+                 if never else ""))
 
 
 def check_chains(p: Probe) -> Finding:
