@@ -407,6 +407,7 @@ declare
   v_req_tier integer[];
   v_mindl integer[];
   v_floor double precision;
+  v_last boolean;
 begin
   perform scsql_caller.bm25_check(p_depth, 1, p_k1, p_b, 0, 0);  -- depth, and k1 and b as search checks them
   if p_kinds is not null or p_trust is not null or p_since is not null then
@@ -713,7 +714,15 @@ begin
       select array_agg(i order by v_ubt[i] desc, i) into v_pair
       from (select i from generate_series(1, v_terms) i order by v_ubt[i] desc, i limit 2) x;
       v_cost := scsql_caller.bm25_costs(v_n, v_df, v_pair, v_req[1]);
-      if v_cost[1] < 0.7 * v_cost[2] and v_lb >= 0.65 * (v_ubsum - least(v_ubt[v_pair[1]], v_ubt[v_pair[2]])) then
+      -- Also when this is the last round and the tiers (below) will need a
+      -- better v_lb to require two terms, if its merge join costs well
+      -- under scoring every posting.
+      v_last := v_e + 1 >= v_terms or v_total <= v_budget or 2 * (v_sum + v_df[v_e + 1]) > v_total
+                or v_sum + v_df[v_e + 1] > 3 * v_budget;
+      if (v_cost[1] < 0.7 * v_cost[2] and v_lb >= 0.65 * (v_ubsum - least(v_ubt[v_pair[1]], v_ubt[v_pair[2]])))
+         or (v_last and (cardinality(v_req) = 0 or v_df[v_req[1]] > v_budget / 4) and v_budget > 0 and v_total > v_budget
+             and cardinality(scsql_caller.bm25_required(v_bound, v_lb)) < 2
+             and 0.3 * (v_df[v_pair[1]] + v_df[v_pair[2]]) <= v_total) then
         select t.chunk_ids, t.scores into v_pair_ids, v_pair_scores
         from scsql_caller.bm25_pair(v_project, v_tids, v_idf, v_pair, greatest(v_ubsum - v_ubt[v_pair[1]] - v_ubt[v_pair[2]], 0),
                                     v_lb, p_depth, v_avgdl, p_k1, p_b) t;
@@ -759,26 +768,7 @@ begin
   -- a chunk that holds them at tf 1 cannot reach the best.
   if (cardinality(v_req) = 0 or (cardinality(v_req) = 1 and v_df[v_req[1]] > v_budget / 4))
      and v_budget > 0 and v_total > v_budget then
-    for v_i in 1 .. 2 loop
-      v_req_tier := scsql_caller.bm25_required(v_bound, v_lb);
-      exit when cardinality(v_req_tier) >= 2 or v_i = 2 or v_pair_ids is not null or v_terms < 2;
-      -- A better v_lb first: the pair's depth-th best, when its merge join
-      -- costs well under scoring every posting.
-      select array_agg(i order by v_ubt[i] desc, i) into v_pair
-      from (select i from generate_series(1, v_terms) i order by v_ubt[i] desc, i limit 2) x;
-      exit when 0.3 * (v_df[v_pair[1]] + v_df[v_pair[2]]) > v_total;
-      select t.chunk_ids, t.scores into v_pair_ids, v_pair_scores
-      from scsql_caller.bm25_pair(v_project, v_tids, v_idf, v_pair, greatest(v_ubsum - v_ubt[v_pair[1]] - v_ubt[v_pair[2]], 0),
-                                  v_lb, p_depth, v_avgdl, p_k1, p_b) t;
-      v_theta := coalesce(v_pair_scores[p_depth], 0);
-      if v_theta > (v_ubsum - least(v_ubt[v_pair[1]], v_ubt[v_pair[2]])) * (1 + 1e-9) then
-        return query
-        select array_fill(v_project, array[p_depth]), v_pair_ids[1:p_depth], v_pair_scores[1:p_depth];
-        return;
-      end if;
-      v_lb := greatest(v_lb, v_theta);
-      v_req := scsql_caller.bm25_required(v_ubt, v_lb);
-    end loop;
+    v_req_tier := scsql_caller.bm25_required(v_bound, v_lb);
     v_rest := (select sum(x) from unnest(v_bound) x);  -- what a chunk outside the partial index scores at most
     if v_rest * (1 + 1e-9) < v_lb or cardinality(v_req_tier) > cardinality(v_req) then
       -- The chunks of the partial index that can reach v_lb; at most half
