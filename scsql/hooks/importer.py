@@ -147,8 +147,7 @@ def _stored(agent: Any, session_ids: list[str]) -> dict[str, int]:
     """How many of the Claude sessions SESSION_IDS the agent has stored, and
     their prompts and tool calls."""
     with agent.transaction() as conn:
-        found = [r["s"] for r in conn.execute(
-            "select scsql.session_for(x) as s from unnest(%s::text[]) x", (session_ids,)).fetchall()]
+        found = [conn.execute("select scsql.session_for(%s) as s", (sid,)).fetchone()["s"] for sid in session_ids]
         found = [s for s in found if s is not None]
         counts = conn.execute(
             "select (select count(*) from scsql.prompts where session_id = any(%(s)s)) as prompts,"

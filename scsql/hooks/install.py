@@ -467,7 +467,7 @@ class Edit:
 
 
 def _edits(ctx, args: argparse.Namespace, mcp: bool = True) -> tuple[Path, str, list[Edit]]:
-    """The edits of the .mcp.json (unless not MCP) and of the scope's settings file."""
+    """The edits of .mcp.json (when MCP) and of the scope's settings file."""
     from ..core.cli import uri
 
     directory = project_dir(args.project_dir)
