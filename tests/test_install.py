@@ -303,6 +303,23 @@ def test_each_scope_writes_its_settings_file_and_uninstall_removes_it(setup, sco
     assert f"removed   {path}" in out
 
 
+@pytest.mark.parametrize("kept, removed", [("project", "user"), ("user", "project"), ("project", "local")])
+def test_uninstalling_one_scope_keeps_the_mcp_server_another_scope_uses(setup, kept, removed):
+    path = {"project": setup.settings, "local": setup.repo / ".claude" / "settings.local.json",
+            "user": setup.home / ".claude" / "settings.json"}
+    assert setup.install("--scope", kept)[0] == 0
+    assert setup.install("--scope", removed)[0] == 0
+    before = snapshot(setup.mcp, path[kept])
+    code, out, err = setup.uninstall("--scope", removed)
+    assert code == 0, err
+    assert snapshot(setup.mcp, path[kept]) == before                     # not a byte, not a backup
+    assert backups(setup.mcp) == [] and not path[removed].exists()
+    assert f"kept      {setup.mcp}" in out and f"the {kept}-scope hooks in {path[kept]} still use it" in out
+    code, out, err = setup.uninstall("--scope", kept)                      # the last install takes the server
+    assert code == 0, err
+    assert not setup.mcp.exists() and not path[kept].exists()
+
+
 # -- uninstall ---------------------------------------------------------------------
 
 

@@ -578,6 +578,22 @@ def test_import_writes_the_hooks_rows_once(scsql_db, tmp_path):
 
 
 @needs_capture
+def test_import_again_reports_nothing_new_and_what_was_already_imported(scsql_db, tmp_path):
+    agent = scsql_db.agent("imp", scsql_db.project())
+    files = transcript.transcript_files([_recent_copy(tmp_path)])
+    first = importer.import_files(agent, files, progress=False)
+    assert not first.failed, first.failed
+    assert first.line() == ("scsql: imported 3 new session(s), 6 new prompt(s), 19 new tool call(s) from 3 transcript(s), "
+                            "0 session(s) already imported; 5 malformed line(s) skipped, 1 tool use(s) without a result")
+    again = importer.import_files(agent, files, progress=False)
+    assert not again.failed, again.failed
+    assert (again.new_sessions, again.new_prompts, again.new_tool_calls, again.already_imported) == (0, 0, 0, 3)
+    assert again.line() == ("scsql: imported 0 new session(s), 0 new prompt(s), 0 new tool call(s) from 3 transcript(s), "
+                            "3 session(s) already imported; 5 malformed line(s) skipped, 1 tool use(s) without a result")
+    assert (again.sessions, again.prompts, again.tool_calls) == (3, 6, 19)           # what was read, as before
+
+
+@needs_capture
 def test_import_twice_adds_no_summary(scsql_db, tmp_path):
     agent = scsql_db.agent("imp", scsql_db.project())
     files = transcript.transcript_files([_recent_copy(tmp_path)])

@@ -37,9 +37,16 @@ class Report:
     unanswered: int = 0          # tool uses without a result: nothing to import
     malformed: int = 0           # lines skipped
     failed: list[dict[str, str]] = field(default_factory=list)   # files that could not be read or written
+    # What this import stored (not counted in a dry run): the rows a session
+    # already stored, by the hooks or an earlier import, are not stored again.
+    new_sessions: int = 0
+    new_prompts: int = 0
+    new_tool_calls: int = 0
+    already_imported: int = 0    # sessions stored before this import
 
     def add(self, other: Report) -> None:
-        for k in ("files", "sessions", "prompts", "tool_calls", "failures", "unanswered", "malformed"):
+        for k in ("files", "sessions", "prompts", "tool_calls", "failures", "unanswered", "malformed",
+                  "new_sessions", "new_prompts", "new_tool_calls", "already_imported"):
             setattr(self, k, getattr(self, k) + getattr(other, k))
         self.failed += other.failed
 
@@ -47,9 +54,15 @@ class Report:
         return dict(self.__dict__)
 
     def line(self, dry_run: bool = False) -> str:
-        verb = "would import" if dry_run else "imported"
-        text = (f"scsql: {verb} {self.sessions} session(s), {self.prompts} prompt(s), {self.tool_calls} tool call(s)"
-                f" ({self.failures} failed) from {self.files} transcript(s); {self.malformed} malformed line(s) skipped")
+        if dry_run:
+            text = (f"scsql: would import {self.sessions} session(s), {self.prompts} prompt(s), "
+                    f"{self.tool_calls} tool call(s) ({self.failures} failed) from {self.files} transcript(s); "
+                    f"{self.malformed} malformed line(s) skipped")
+        else:
+            text = (f"scsql: imported {self.new_sessions} new session(s), {self.new_prompts} new prompt(s), "
+                    f"{self.new_tool_calls} new tool call(s) from {self.files} transcript(s), "
+                    f"{self.already_imported} session(s) already imported; "
+                    f"{self.malformed} malformed line(s) skipped")
         if self.unanswered:
             text += f", {self.unanswered} tool use(s) without a result"
         if self.failed:
@@ -110,7 +123,15 @@ def import_files(agent: Any, files: Iterable[Path], *, progress: bool | None = N
             try:
                 events = convert(f, one, bar.update)
                 if events and capture is not None:
+                    ids = sorted({str(ev["session_id"])[:200] for ev in events
+                                  if isinstance(ev.get("session_id"), str) and ev["session_id"]})
+                    before = _stored(agent, ids)
                     capture(agent, events)
+                    after = _stored(agent, ids)
+                    one.already_imported = before["sessions"]
+                    one.new_sessions = after["sessions"] - before["sessions"]
+                    one.new_prompts = after["prompts"] - before["prompts"]
+                    one.new_tool_calls = after["tool_calls"] - before["tool_calls"]
                 report.add(one)
             except OSError as exc:
                 report.failed.append({"path": str(f), "error": exc.strerror or str(exc)})
@@ -120,6 +141,19 @@ def import_files(agent: Any, files: Iterable[Path], *, progress: bool | None = N
     finally:
         bar.close()
     return report
+
+
+def _stored(agent: Any, session_ids: list[str]) -> dict[str, int]:
+    """How many of the Claude sessions SESSION_IDS the agent has stored, and
+    their prompts and tool calls."""
+    with agent.transaction() as conn:
+        found = [conn.execute("select scsql.session_for(%s) as s", (sid,)).fetchone()["s"] for sid in session_ids]
+        found = [s for s in found if s is not None]
+        counts = conn.execute(
+            "select (select count(*) from scsql.prompts where session_id = any(%(s)s)) as prompts,"
+            "       (select count(*) from scsql.tool_calls where session_id = any(%(s)s)) as tool_calls",
+            {"s": found}).fetchone()
+    return {"sessions": len(found), "prompts": counts["prompts"], "tool_calls": counts["tool_calls"]}
 
 
 def _size(f: Path) -> int:

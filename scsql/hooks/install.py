@@ -24,7 +24,10 @@ a regular file, or not JSON of the expected shape is refused and left as it
 is.
 
 Uninstall removes exactly those entries, and the groups, events and objects
-that became empty by removing them. When nothing else changed since install,
+that became empty by removing them. The MCP server in ``.mcp.json`` is
+shared by the installs of every scope: uninstalling one scope while another
+scope's settings file still holds the agent's hooks leaves ``.mcp.json`` as
+it is. When nothing else changed since install,
 it restores the bytes the file had before (from install's backup), or deletes
 the file install created. It does not revoke the agent: its key and history
 stay, and install can add the entries again.
@@ -463,7 +466,8 @@ class Edit:
         return line + ")"
 
 
-def _edits(ctx, args: argparse.Namespace) -> tuple[Path, str, list[Edit]]:
+def _edits(ctx, args: argparse.Namespace, mcp: bool = True) -> tuple[Path, str, list[Edit]]:
+    """The edits of .mcp.json (when MCP) and of the scope's settings file."""
     from ..core.cli import uri
 
     directory = project_dir(args.project_dir)
@@ -480,10 +484,34 @@ def _edits(ctx, args: argparse.Namespace) -> tuple[Path, str, list[Edit]]:
     edits = [
         Edit(directory / ".mcp.json", _check_mcp, lambda d: merge_server(d, name, entry),
              lambda d: remove_server(d, name), f"MCP server {name}"),
-        Edit(settings_path(args.scope, directory), lambda cf: _check_settings(cf, ours),
-             lambda d: merge_hooks(d, ours), lambda d: remove_hooks(d, ours), f"{n} hook(s) of agent {agent}"),
-    ]
+    ] if mcp else []
+    edits.append(Edit(settings_path(args.scope, directory), lambda cf: _check_settings(cf, ours),
+                      lambda d: merge_hooks(d, ours), lambda d: remove_hooks(d, ours), f"{n} hook(s) of agent {agent}"))
     return directory, project, edits
+
+
+def installed_in_other_scopes(ctx, args: argparse.Namespace, directory: Path) -> list[tuple[str, Path]]:
+    """The scopes other than ARGS.scope whose settings file holds the agent's
+    hooks: installs that still use the project's .mcp.json server. A file
+    that cannot be read or parsed holds none (Claude Code cannot use it either)."""
+    ours = settings_hooks(args.agent, str(ctx.settings.data_dir))
+    found = []
+    for scope in SCOPES:
+        path = settings_path(scope, directory)
+        if scope == args.scope or path == settings_path(args.scope, directory):
+            continue
+        cf = ConfigFile(path)
+        try:
+            raw = path.read_bytes()  # only read: a symbolic link is followed
+            cf.data = json.loads(raw.decode("utf-8")) if raw.strip() else {}
+            if not isinstance(cf.data, dict):
+                continue
+            _check_settings(cf, ours)
+        except (OSError, UnicodeDecodeError, ValueError, ScsqlError):
+            continue
+        if remove_hooks(cf.data, ours) != cf.data:
+            found.append((scope, path))
+    return found
 
 
 def ensure_project_and_agent(ctx, project: str, agent: str, team_role: str, directory: Path) -> list[str]:
@@ -531,8 +559,14 @@ def cmd_install_claude(ctx, args: argparse.Namespace) -> int:
 
 
 def cmd_uninstall_claude(ctx, args: argparse.Namespace) -> int:
-    _, _, edits = _edits(ctx, args)
+    # The .mcp.json server is shared by the installs of every scope: it goes
+    # with the last of them, and is not read while another still uses it.
+    users = installed_in_other_scopes(ctx, args, project_dir(args.project_dir))
+    directory, _, edits = _edits(ctx, args, mcp=not users)
     plans = [e.plan_uninstall() for e in edits]
+    if users:
+        where = ", ".join(f"the {scope}-scope hooks in {path}" for scope, path in users)
+        print(f"  kept      {directory / '.mcp.json'}  (MCP server {server_name(args.agent)}; {where} still use it)")
     for edit, (status, content) in zip(edits, plans):
         print(edit.apply(status, content))
     print(f"scsql: agent {args.agent} keeps its key and history (scsql agent revoke {args.agent} retires it)")
