@@ -408,6 +408,7 @@ declare
   v_mindl integer[];
   v_floor double precision;
   v_last boolean;
+  v_first boolean;
 begin
   perform scsql_caller.bm25_check(p_depth, 1, p_k1, p_b, 0, 0);  -- depth, and k1 and b as search checks them
   if p_kinds is not null or p_trust is not null or p_since is not null then
@@ -705,12 +706,14 @@ begin
     -- join of their postings), completed with the other terms by one index
     -- scan each over their sorted ids. When the depth-th best of them beats
     -- what a chunk missing either term could reach, they hold the result;
-    -- otherwise their depth-th best raises v_lb. Tried once, when its
+    -- otherwise their depth-th best raises v_lb. Considered once (the first
+    -- round without two required terms) and scored when its
     -- estimated cost (below) is well under that of the way on without it
     -- (one required term's chunks, or every posting), and v_lb is not so
     -- far below that bound that the pair could hardly beat it (as when the
     -- terms are about equally common and strong).
-    if cardinality(v_req) < 2 and v_pair is null then
+    if cardinality(v_req) < 2 and v_pair_ids is null then
+      v_first := v_pair is null;
       select array_agg(i order by v_ubt[i] desc, i) into v_pair
       from (select i from generate_series(1, v_terms) i order by v_ubt[i] desc, i limit 2) x;
       v_cost := scsql_caller.bm25_costs(v_n, v_df, v_pair, v_req[1]);
@@ -719,7 +722,7 @@ begin
       -- under scoring every posting.
       v_last := v_e + 1 >= v_terms or v_total <= v_budget or 2 * (v_sum + v_df[v_e + 1]) > v_total
                 or v_sum + v_df[v_e + 1] > 3 * v_budget;
-      if (v_cost[1] < 0.7 * v_cost[2] and v_lb >= 0.65 * (v_ubsum - least(v_ubt[v_pair[1]], v_ubt[v_pair[2]])))
+      if (v_first and v_cost[1] < 0.7 * v_cost[2] and v_lb >= 0.65 * (v_ubsum - least(v_ubt[v_pair[1]], v_ubt[v_pair[2]])))
          or (v_last and (cardinality(v_req) = 0 or v_df[v_req[1]] > v_budget / 4) and v_budget > 0 and v_total > v_budget
              and cardinality(scsql_caller.bm25_required(v_bound, v_lb)) < 2
              and 0.3 * (v_df[v_pair[1]] + v_df[v_pair[2]]) <= v_total) then
