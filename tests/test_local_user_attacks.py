@@ -1,8 +1,9 @@
-"""Attacks on what was added lately, staged for real: a hostile agent with its
-own psql login against the database, and another local user against the
-files scsql keeps on disk (the hook spool and socket, backups). Each test
-asserts the behaviour scsql must have; the ones named "held" passed before
-any change and keep the attack from coming back."""
+"""Attacks staged for real: a hostile agent with its own psql login against
+the database (the bm25 helpers, use counts, memory history, decisions and
+loops, names of another project's agents), and another user of the same
+machine against the files scsql keeps on disk (the hook spool and socket,
+backups, keys, the embedded server's socket). Each test asserts the
+behaviour scsql must have."""
 
 from __future__ import annotations
 
@@ -143,7 +144,7 @@ def test_the_hook_server_refuses_a_connection_from_another_user(tmp_path):
     import shutil
     import tempfile
 
-    base = Path(tempfile.mkdtemp(prefix="scsql-r22-"))  # tmp_path's parents are 0700: nobody could not reach it
+    base = Path(tempfile.mkdtemp(prefix="scsql-shared-"))  # tmp_path's parents are 0700: nobody could not reach it
     os.chmod(base, 0o711)
     home = base / "scsql"
     answered: list[dict] = []
