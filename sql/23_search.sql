@@ -409,6 +409,7 @@ declare
   v_floor double precision;
   v_last boolean;
   v_first boolean;
+  v_bounds double precision[];
 begin
   perform scsql_caller.bm25_check(p_depth, 1, p_k1, p_b, 0, 0);  -- depth, and k1 and b as search checks them
   if p_kinds is not null or p_trust is not null or p_since is not null then
@@ -769,13 +770,15 @@ begin
   -- terms add); and the pair, when scored. This settles the queries of two
   -- or three terms of about equal bound, where no term can be left out but
   -- a chunk that holds them at tf 1 cannot reach the best.
+  v_bounds := v_ubt;
+  v_small := '{}';
   if (cardinality(v_req) = 0 or (cardinality(v_req) = 1 and v_df[v_req[1]] > v_budget / 4))
      and v_budget > 0 and v_total > v_budget then
     v_req_tier := scsql_caller.bm25_required(v_bound, v_lb);
     v_rest := (select sum(x) from unnest(v_bound) x);  -- what a chunk outside the partial index scores at most
     if v_rest * (1 + 1e-9) < v_lb or cardinality(v_req_tier) > cardinality(v_req) then
       -- The chunks of the partial index that can reach v_lb; at most half
-      -- the budget of postings read, or the way on below.
+      -- the budget of postings read, or the way on below without tiers.
       select coalesce(array(select c from unnest(h.chunk_ids, h.gains) x(c, g) where v_rest + x.g >= v_lb * (1 - 1e-9)
                             order by c), '{}'),
              h.postings
@@ -785,84 +788,47 @@ begin
                                     array(select v_lo[i] from unnest(v_tier) i order by i),
                                     v_budget / 2, v_avgdl, p_k1, p_b) h;
       if v_i <= v_budget / 2 then
-        -- Two required terms by a merge join of their postings, when the
-        -- second's list is not much longer than the first's; otherwise the
-        -- first's chunks alone, the others added to the best of them.
-        v_by := case when cardinality(v_req_tier) >= 2 and v_df[v_req_tier[2]] <= 4 * v_df[v_req_tier[1]]
-                     then v_req_tier[1:2] else v_req_tier[1:1] end;
-        select coalesce(sum(v_bound[i]), 0) into v_rest from generate_series(1, v_terms) i where i <> all(v_by);
-        if (select sum(x) from unnest(v_bound) x) * (1 + 1e-9) < v_lb
-           or (v_pair_ids is not null and v_by @> v_pair and v_pair @> v_by) then
-          -- No chunk outside the partial index reaches v_lb, or the pair's
-          -- best are those of the chunks holding both required terms.
-          v_ids := '{}';
-          v_scores := '{}';
-          v_by := '{1}';
-        elsif cardinality(v_by) = 2 then
-          select t.chunk_ids, t.parts into v_ids, v_scores
-          from scsql_caller.bm25_both(v_project, array[v_tids[v_by[1]], v_tids[v_by[2]]],
-                                      array[v_idf[v_by[1]], v_idf[v_by[2]]], v_rest, v_lb, v_avgdl, p_k1, p_b) t;
-        else
-          select t.chunk_ids, t.parts into v_ids, v_scores
-          from scsql_caller.bm25_one(v_project, v_tids[v_by[1]], v_idf[v_by[1]], v_lo[v_by[1]], v_rest, v_lb,
-                                     v_avgdl, p_k1, p_b) t;
-        end if;
-        return query
-        select array_agg(v_project), array_agg(x.chunk_id order by x.score desc, x.chunk_id),
-               array_agg(x.score order by x.score desc, x.chunk_id)
-        from (
-          select c.chunk_id, max(c.score) as score
-          from (
-            select u.chunk_id, u.score
-            from scsql_caller.bm25_top(v_project, v_ids, v_scores, v_tids, v_idf, v_by, v_rest, v_lb, p_depth,
-                                       v_avgdl, p_k1, p_b) t
-            cross join unnest(t.chunk_ids, t.scores) u(chunk_id, score)
-            union all
-            select h.chunk_id, h.score
-            from scsql_caller.bm25_complete(v_project, v_small, array_fill(0::double precision, array[cardinality(v_small)]),
-                                            v_tids, v_idf, '{}', v_avgdl, p_k1, p_b) h
-            union all
-            select u.chunk_id, u.score from unnest(v_pair_ids, v_pair_scores) u(chunk_id, score)
-          ) c
-          group by c.chunk_id
-          order by score desc, c.chunk_id
-          limit p_depth
-        ) x;
-        return;
+        v_req := v_req_tier;
+        v_bounds := v_bound;
+      else
+        v_small := '{}';
       end if;
     end if;
   end if;
 
-  -- Required terms: every chunk of the result holds them. The candidates
-  -- are the chunks holding the rarest one (two: a merge join of their
-  -- postings) whose partial score plus the other terms' bounds reaches
-  -- v_lb; every chunk of the result scores at least v_lb, so it is among
-  -- them. The other terms are added by one index scan each over the
-  -- candidates' sorted ids (PostgreSQL 17 and later step through such a
-  -- list in one pass), not a probe per candidate.
+  -- Required terms: every chunk of the result holds them (under the
+  -- tiers: every chunk of it outside the partial index, whose chunks that
+  -- can reach v_lb are v_small). The candidates are the chunks holding the
+  -- rarest one (two: a merge join of their postings, when the second's
+  -- list is at most four times the first's) whose partial score plus the
+  -- other terms' bounds (v_bounds) reaches v_lb; every chunk of the result
+  -- scores at least v_lb, so it is among them. None when no chunk can
+  -- reach v_lb with those bounds, or when the required terms are the pair,
+  -- whose best are those of the chunks holding both. The other terms are
+  -- added by one index scan each over the candidates' sorted ids
+  -- (PostgreSQL 17 and later step through such a list in one pass), not a
+  -- probe per candidate. Chunks of the scored pair keep their scores.
   if cardinality(v_req) >= 1 then
     v_by := case when cardinality(v_req) >= 2 and v_df[v_req[2]] <= 4 * v_df[v_req[1]] then v_req[1:2] else v_req[1:1] end;
-    select coalesce(sum(v_ubt[i]), 0) into v_rest from generate_series(1, v_terms) i where i <> all(v_by);
-    if cardinality(v_by) = 2 then
-      v_pair_ids := '{}';
-      v_pair_scores := '{}';
+    select coalesce(sum(v_bounds[i]), 0) into v_rest from generate_series(1, v_terms) i where i <> all(v_by);
+    if v_pair_ids is not null and cardinality(v_by) = 1 and v_by[1] = any(v_pair) then
+      -- A chunk outside the pair that holds this term misses the other
+      -- term of the pair: its bound leaves that term out.
+      v_rest := greatest(v_rest - v_bounds[v_pair[1] + v_pair[2] - v_by[1]], 0);
+    end if;
+    if (select sum(x) from unnest(v_bounds) x) * (1 + 1e-9) < v_lb
+       or (v_pair_ids is not null and v_by @> v_pair and v_pair @> v_by) then
+      v_ids := '{}';
+      v_scores := '{}';
+    elsif cardinality(v_by) = 2 then
       select t.chunk_ids, t.parts into v_ids, v_scores
       from scsql_caller.bm25_both(v_project, array[v_tids[v_by[1]], v_tids[v_by[2]]],
                                   array[v_idf[v_by[1]], v_idf[v_by[2]]], v_rest, v_lb, v_avgdl, p_k1, p_b) t;
     else
-      -- When the pair was scored and holds this term, a chunk outside it
-      -- misses the other term of the pair: its bound leaves that term out.
-      if v_pair_ids is not null and v_by[1] = any(v_pair) then
-        v_rest := greatest(v_rest - v_ubt[v_pair[1]] - v_ubt[v_pair[2]] + v_ubt[v_by[1]], 0);
-      else
-        v_pair_ids := '{}';
-        v_pair_scores := '{}';
-      end if;
       select t.chunk_ids, t.parts into v_ids, v_scores
       from scsql_caller.bm25_one(v_project, v_tids[v_by[1]], v_idf[v_by[1]], v_lo[v_by[1]], v_rest, v_lb,
                                  v_avgdl, p_k1, p_b) t;
     end if;
-    -- Chunks of the scored pair outside the candidates keep their scores.
     return query
     select array_agg(v_project), array_agg(x.chunk_id order by x.score desc, x.chunk_id),
            array_agg(x.score order by x.score desc, x.chunk_id)
@@ -872,6 +838,10 @@ begin
         select u.chunk_id, u.score
         from scsql_caller.bm25_top(v_project, v_ids, v_scores, v_tids, v_idf, v_by, v_rest, v_lb, p_depth, v_avgdl, p_k1, p_b) t
         cross join unnest(t.chunk_ids, t.scores) u(chunk_id, score)
+        union all
+        select h.chunk_id, h.score
+        from scsql_caller.bm25_complete(v_project, v_small, array_fill(0::double precision, array[cardinality(v_small)]),
+                                        v_tids, v_idf, '{}', v_avgdl, p_k1, p_b) h
         union all
         select u.chunk_id, u.score from unnest(v_pair_ids, v_pair_scores) u(chunk_id, score)
       ) c
