@@ -559,12 +559,19 @@ def _recent_copy(tmp_path) -> Path:
     return out
 
 
-@needs_capture
-def test_import_writes_the_hooks_rows_once(scsql_db, tmp_path):
+def _imported(scsql_db, tmp_path):
+    """An agent, the sample transcripts (recent copies) and the report of
+    importing them once, which failed on none."""
     agent = scsql_db.agent("imp", scsql_db.project())
     files = transcript.transcript_files([_recent_copy(tmp_path)])
     report = importer.import_files(agent, files, progress=False)
     assert not report.failed, report.failed
+    return agent, files, report
+
+
+@needs_capture
+def test_import_writes_the_hooks_rows_once(scsql_db, tmp_path):
+    agent, files, report = _imported(scsql_db, tmp_path)
     assert (report.sessions, report.prompts, report.tool_calls, report.malformed) == (3, 6, 19, 5)
     after = _counts(scsql_db)
     assert after["sessions"] == 3 and after["prompts"] == 6 and after["tool_calls"] == 19
@@ -579,10 +586,7 @@ def test_import_writes_the_hooks_rows_once(scsql_db, tmp_path):
 
 @needs_capture
 def test_import_again_reports_nothing_new_and_what_was_already_imported(scsql_db, tmp_path):
-    agent = scsql_db.agent("imp", scsql_db.project())
-    files = transcript.transcript_files([_recent_copy(tmp_path)])
-    first = importer.import_files(agent, files, progress=False)
-    assert not first.failed, first.failed
+    agent, files, first = _imported(scsql_db, tmp_path)
     assert first.line() == ("scsql: imported 3 new session(s), 6 new prompt(s), 19 new tool call(s) from 3 transcript(s), "
                             "0 session(s) already imported; 5 malformed line(s) skipped, 1 tool use(s) without a result")
     again = importer.import_files(agent, files, progress=False)
@@ -595,9 +599,7 @@ def test_import_again_reports_nothing_new_and_what_was_already_imported(scsql_db
 
 @needs_capture
 def test_import_twice_adds_no_summary(scsql_db, tmp_path):
-    agent = scsql_db.agent("imp", scsql_db.project())
-    files = transcript.transcript_files([_recent_copy(tmp_path)])
-    importer.import_files(agent, files, progress=False)
+    agent, files, _ = _imported(scsql_db, tmp_path)
     after = _counts(scsql_db)
     importer.import_files(agent, files, progress=False)
     assert _counts(scsql_db) == after
