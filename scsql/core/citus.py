@@ -289,6 +289,19 @@ def cluster_logins(conninfo: str) -> None:
         _cluster_logins(conn)
 
 
+_CLUSTER_HINT = ("run migrate --citus as a superuser of the coordinator, with every worker "
+                 "reachable (select * from citus_check_cluster_node_health())")
+
+
+def _on_workers(conn: psycopg.Connection, command: str, what: str) -> None:
+    """Runs COMMAND on every worker (run_command_on_workers); raises SC044
+    naming WHAT and the first node where it failed."""
+    for node, port, ok, result in conn.execute(
+            "select nodename, nodeport, success, result from run_command_on_workers(%s)", (command,)).fetchall():
+        if not ok:
+            raise ScsqlError(CLUSTER_SETUP_FAILED, f"{what} could not be set on {node}:{port}: {result}", _CLUSTER_HINT)
+
+
 def _require_citus(conn: psycopg.Connection) -> None:
     """Raises SC042 when the database of CONN has no citus extension."""
     if conn.execute("select count(*) from pg_catalog.pg_extension where extname = 'citus'").fetchone()[0] == 0:
@@ -303,8 +316,7 @@ def _cluster_logins(conn: psycopg.Connection) -> None:
             conn.execute(f"alter role {_ident(role)} login")
         except psycopg.Error as exc:
             raise ScsqlError(CLUSTER_SETUP_FAILED, f"role {role} could not be allowed to log in on every node: {exc}",
-                             "run migrate --citus as a superuser of the coordinator, with every worker "
-                             "reachable (select * from citus_check_cluster_node_health())") from None
+                             _CLUSTER_HINT) from None
 
 
 def distribute(conninfo: str, progress: Callable[[str], None] = lambda _m: None) -> dict[str, list[str]]:
@@ -381,15 +393,8 @@ def _constraint_comments_on_workers(conn: psycopg.Connection) -> None:
     """The comments of scsql's check constraints, set on the workers'
     copies of the tables too (Citus sends no COMMENT ON CONSTRAINT)."""
     command = conn.execute(_CONSTRAINT_COMMENTS).fetchone()[0]
-    if command is None:
-        return
-    for node, port, ok, result in conn.execute(
-            "select nodename, nodeport, success, result from run_command_on_workers(%s)", (command,)).fetchall():
-        if not ok:
-            raise ScsqlError(CLUSTER_SETUP_FAILED, f"the comments of the check constraints could not be set on "
-                             f"{node}:{port}: {result}",
-                             "run migrate --citus as a superuser of the coordinator, with every worker "
-                             "reachable (select * from citus_check_cluster_node_health())")
+    if command is not None:
+        _on_workers(conn, command, "the comments of the check constraints")
 
 
 # The default of project_id of every chained table on Citus. On one server a
@@ -431,14 +436,8 @@ def _project_defaults_of_distributed(conn: psycopg.Connection) -> None:
         with conn.transaction():
             conn.execute(f"select {off}")
             conn.execute(alter)
-            command = f"do $citus_do$ begin perform {off}; execute $citus_ddl${alter}$citus_ddl$; end $citus_do$"
-            for node, port, ok, result in conn.execute(
-                    "select nodename, nodeport, success, result from run_command_on_workers(%s)", (command,)).fetchall():
-                if not ok:
-                    raise ScsqlError(CLUSTER_SETUP_FAILED, f"the default of scsql.{table}.project_id could not be set on "
-                                     f"{node}:{port}: {result}",
-                                     "run migrate --citus as a superuser of the coordinator, with every worker "
-                                     "reachable (select * from citus_check_cluster_node_health())")
+            _on_workers(conn, f"do $citus_do$ begin perform {off}; execute $citus_ddl${alter}$citus_ddl$; end $citus_do$",
+                        f"the default of scsql.{table}.project_id")
 
 
 # The functions the policies call, which read tables: on a worker they run
