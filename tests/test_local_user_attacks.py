@@ -7,6 +7,7 @@ behaviour scsql must have."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -24,6 +25,33 @@ NOBODY = 65534
 
 
 # -- another local user and the hooks' files ------------------------------------------
+
+
+@contextlib.contextmanager
+def _as_another_user(act):
+    """Runs ACT in a child process as nobody while the block runs here; the
+    list it yields holds, once the block is done, what ACT returned, or
+    'raised <exception type>: <message>'."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            text = act()
+        except BaseException as exc:  # noqa: BLE001
+            text = f"raised {type(exc).__name__}: {exc}"
+        os.write(write, text.encode())
+        os._exit(0)
+    os.close(write)
+    outcome: list[str] = []
+    try:
+        yield outcome
+    finally:
+        os.waitpid(pid, 0)
+        with os.fdopen(read, "rb") as fh:
+            outcome.append(fh.read().decode())
 
 
 def _shared_dir(tmp_path: Path) -> Path:
@@ -172,42 +200,31 @@ def test_the_hook_server_refuses_a_connection_from_another_user(tmp_path):
     os.chmod(server.sock_path, 0o777)
     server.agent, server.down_reason = FakeAgent(), None
     server.connected.set()
-    try:
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the other user
-            os.close(read)
-            try:
-                os.setgid(NOBODY)
-                os.setuid(NOBODY)
-                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                s.connect(server.sock_path)
-                try:
-                    s.sendall(json.dumps({"event": {"session_id": "s", "hook_event_name": "PreToolUse",
-                                                    "tool_name": "Bash", "tool_input": {}}, "budget": 1}).encode() + b"\n")
-                    s.settimeout(10)
-                    reply = s.recv(65536)
-                except (BrokenPipeError, ConnectionResetError):  # closed on it
-                    reply = b""
-                os.write(write, b"answered" if reply else b"refused")
-            except BaseException as exc:  # noqa: BLE001
-                os.write(write, f"error {exc!r}".encode())
-            os._exit(0)
-        os.close(write)
-        server.listener.settimeout(30)
+    def ask():
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(server.sock_path)
         try:
-            conn, _ = server.listener.accept()
-        except TimeoutError:
-            conn = None  # the other user never connected: the outcome says why
-        if conn is not None:
-            server._serve_connection(conn)
-        os.waitpid(pid, 0)
-        with os.fdopen(read, "rb") as fh:
-            outcome = fh.read().decode()
+            s.sendall(json.dumps({"event": {"session_id": "s", "hook_event_name": "PreToolUse",
+                                            "tool_name": "Bash", "tool_input": {}}, "budget": 1}).encode() + b"\n")
+            s.settimeout(10)
+            reply = s.recv(65536)
+        except (BrokenPipeError, ConnectionResetError):  # closed on it
+            reply = b""
+        return "answered" if reply else "refused"
+
+    try:
+        with _as_another_user(ask) as outcome:
+            server.listener.settimeout(30)
+            try:
+                conn, _ = server.listener.accept()
+            except TimeoutError:
+                conn = None  # the other user never connected: the outcome says why
+            if conn is not None:
+                server._serve_connection(conn)
     finally:
         server.unbind()
         shutil.rmtree(base, ignore_errors=True)
-    assert outcome == "refused" and answered == [], outcome
+    assert outcome == ["refused"] and answered == [], outcome
 
 
 # -- another local user and backups ---------------------------------------------------
@@ -409,26 +426,16 @@ def test_another_user_cannot_reach_the_embedded_servers_socket(tmp_path):
         info = pg.get_postmaster_info()
         sock = Path(info.socket_dir) / f".s.PGSQL.{info.port or 5432}"
         assert sock.exists() and not str(sock).startswith(str(pgdata))
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # another local user
-            os.close(read)
-            try:
-                os.setgid(NOBODY)
-                os.setuid(NOBODY)
-                with psycopg.connect(host=str(info.socket_dir), port=info.port or 5432, user="postgres",
-                                     dbname="postgres", connect_timeout=5) as conn:
-                    os.write(write, f"in as {conn.execute('select current_user').fetchone()[0]}".encode())
-            except BaseException as exc:  # noqa: BLE001
-                os.write(write, f"refused {type(exc).__name__}".encode())
-            os._exit(0)
-        os.close(write)
-        os.waitpid(pid, 0)
-        with os.fdopen(read, "rb") as fh:
-            outcome = fh.read().decode()
+        def connect():
+            with psycopg.connect(host=str(info.socket_dir), port=info.port or 5432, user="postgres",
+                                 dbname="postgres", connect_timeout=5) as conn:
+                return f"in as {conn.execute('select current_user').fetchone()[0]}"
+
+        with _as_another_user(connect) as outcome:
+            pass
     finally:
         pg.cleanup()
-    assert outcome.startswith("refused"), f"another local user connected: {outcome}"
+    assert outcome[0].startswith("raised"), f"another local user connected: {outcome}"
 
 
 def test_doctor_names_hook_directories_another_user_could_change(tmp_path):
