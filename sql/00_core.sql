@@ -283,6 +283,22 @@ $$;
 comment on function scsql._require(boolean, text) is
   'Private. Raises SC010 invalid_argument with the given message unless the condition is true (NULL counts as false).';
 
+create or replace function scsql._require_time(p_what text, p_value timestamptz)
+returns void
+language plpgsql stable
+as $$
+begin
+  -- A stored time every client can read back: Python's datetime holds
+  -- years 1 to 9999 only, in any time zone; infinity none.
+  if p_value is not null
+     and not p_value between timestamptz '1970-01-01 00:00:00+00' and timestamptz '9000-01-01 00:00:00+00' then
+    raise exception using errcode = 'SC010', message = format('%s must be a time from 1970 to 9000, got %s', p_what, p_value);
+  end if;
+end
+$$;
+comment on function scsql._require_time(text, timestamptz) is
+  'Private. Raises SC010 invalid_argument naming WHAT unless VALUE is NULL or a time from 1970 to 9000 (one every client can read back); for every time argument a function stores.';
+
 create or replace function scsql._jsonb_depth(p_value jsonb, p_limit integer default 64)
 returns integer
 language sql immutable parallel safe

@@ -93,8 +93,8 @@ begin
   end if;
   -- Between 1970 and 9000: a time every client can read back (Python's
   -- datetime holds years 1 to 9999 only, in any time zone).
-  perform scsql._require(p_effective_from between timestamptz '1970-01-01 00:00:00+00' and timestamptz '9000-01-01 00:00:00+00',
-                         'effective_from must be a time from 1970 to 9000');
+  perform scsql._require(p_effective_from is not null, 'effective_from must be a time from 1970 to 9000');
+  perform scsql._require_time('effective_from', p_effective_from);
   -- The model name is checked by the table's constraint.
   begin
     insert into scsql.model_prices (model, effective_from, input_usd_per_mtok, output_usd_per_mtok)

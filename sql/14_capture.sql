@@ -95,6 +95,7 @@ begin
   end if;
   perform scsql._require_redacted('title', p_title);
   perform scsql._require_redacted('cwd', p_cwd);
+  perform scsql._require_time('occurred_at', p_occurred_at);
   created := false;
   select s.session_id into session_id from scsql.sessions s
   where s.project_id = v_me.project_id and s.author_id = v_me.agent_id and s.external_id = p_external_id;
@@ -193,6 +194,7 @@ declare
 begin
   perform scsql._require(p_text is not null, 'text is required');
   perform scsql._require_redacted('text', p_text);
+  perform scsql._require_time('occurred_at', p_occurred_at);
   if not scsql._capture_key(v_me.project_id, v_me.agent_id, p_event_key) then
     return;  -- captured before
   end if;
@@ -253,6 +255,7 @@ begin
   perform scsql._require_redacted('input_preview', p_input_preview);
   perform scsql._require_redacted('output_preview', p_output_preview);
   perform scsql._require_redacted('input_key', p_input_key);
+  perform scsql._require_time('occurred_at', p_occurred_at);
   perform scsql._require_redacted_jsonb('files', p_files);
   if p_files is not null then
     perform scsql._require(jsonb_typeof(p_files) = 'array' and jsonb_array_length(p_files) <= 1000

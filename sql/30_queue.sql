@@ -523,7 +523,7 @@ begin
   perform scsql._require(p_priority is not null and p_priority between -1000000 and 1000000,
     'priority must be between -1000000 and 1000000 (higher runs first)');
   perform scsql._require(length(coalesce(p_acceptance_criteria, '')) <= 65536, 'acceptance_criteria is longer than 65536 characters');
-  perform scsql._require(p_run_after is null or pg_catalog.isfinite(p_run_after), 'run_after must be a time, not infinity');
+  perform scsql._require_time('run_after', p_run_after);
   v_files := scsql._normalize_files(v_me.project_id, p_exclusive_files);
   -- Stored redacted (sql/05_redaction.sql).
   p_payload := scsql._redact_jsonb(p_payload);

@@ -367,16 +367,23 @@ def test_json_nested_too_deep_and_infinite_times_are_bad_arguments(team):
     """Every JSON a write path stores is redacted level by level; a value
     nested deeper than the write paths allow is SC010 wherever it comes in
     (it used to exhaust the stack, 54001, where no earlier check caught it),
-    and a task cannot be put off to infinity."""
+    and a stored time (a task's run_after, a capture's occurred_at) is one
+    every client can read back: 1970 to 9000, never infinite."""
     db, _, orch, dev = team
     deep = "[" * 5000 + "1" + "]" * 5000
     calls = [(dev, "select * from scsql.capture_tool_call('Edit', 'ok', p_files => %s::jsonb)", deep),
              (orch, "select * from scsql.enqueue_task('developer', %s::jsonb)", deep),
              (orch, "select * from scsql.enqueue_task('developer', '{}', p_run_after => %s::timestamptz)", "-infinity"),
-             (orch, "select * from scsql.enqueue_task('developer', '{}', p_run_after => %s::timestamptz)", "infinity")]
+             (orch, "select * from scsql.enqueue_task('developer', '{}', p_run_after => %s::timestamptz)", "infinity"),
+             # A time no client could read back (Python's datetime ends at 9999).
+             (orch, "select * from scsql.enqueue_task('developer', '{}', p_run_after => %s::timestamptz)", "200000-01-01"),
+             (dev, "select * from scsql.capture_tool_call('Edit', 'ok', p_occurred_at => %s::timestamptz)", "20000-01-01"),
+             (dev, "select * from scsql.record_prompt('hi', p_occurred_at => %s::timestamptz)", "infinity"),
+             (dev, "select * from scsql.open_session('s-far', p_occurred_at => %s::timestamptz)", "12000-06-01")]
     before = _count(db, "scsql.tool_calls"), _count(db, "scsql.tasks")
     for agent, statement, value in calls:
         with pytest.raises(ScsqlError) as err, agent.transaction() as conn:
             conn.execute(statement, (value,))
         assert err.value.code == "SC010", (statement, err.value)
     assert (_count(db, "scsql.tool_calls"), _count(db, "scsql.tasks")) == before
+    assert _count(db, "scsql.prompts") == 0 and _count(db, "scsql.sessions") == 0
