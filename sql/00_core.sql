@@ -607,17 +607,22 @@ returns table (
   agent text, project text, team_role text, role_name text,
   created_at timestamptz, revoked_at timestamptz, key_id integer, public_key text
 )
-language sql stable
+language plpgsql stable
 as $$
+begin
+  -- PL/pgSQL: Citus plans a SQL function's query as a parameterized one,
+  -- which it refuses over these tables.
+  return query
   select a.name, p.name, a.team_role, a.role_name, a.created_at, a.revoked_at,
          k.key_id, encode(k.public_key, 'hex')
   from scsql.agents a
   join scsql.projects p using (project_id)
   left join lateral (
-    select key_id, public_key from scsql.agent_keys k
+    select k.key_id, k.public_key from scsql.agent_keys k
     where k.agent_id = a.agent_id order by k.key_id desc limit 1
   ) k on true
-  order by p.name, a.name
+  order by p.name, a.name;
+end
 $$;
 comment on function scsql.list_agents() is
   'Agents you may see: name, project, team role, created and revoked times, current key.

@@ -14,18 +14,31 @@ select scsql._define_error(code, name, meaning) from (values
 
 create or replace function scsql_caller.agent_names(p_ids bigint[])
 returns table (agent_id bigint, name text)
-language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
+declare
+  v_own bigint := scsql_caller.project_id();
+  v_agent record;
+begin
   -- Another project's agents are named only as authors of what the caller
-  -- may read there: its published sources.
-  select a.agent_id, a.name
-  from scsql.agents a
-  where a.agent_id = any(p_ids)
-    and (a.project_id = scsql_caller.project_id()
-         or (a.project_id = any(scsql_caller.readable_projects())
-             and exists (select from scsql.kb_sources s
-                         where s.project_id = a.project_id and s.published
-                           and (s.created_by = a.agent_id or s.updated_by = a.agent_id))))
+  -- may read there: its published sources. One query per such agent, on
+  -- its project alone (Citus refuses a subquery correlated with agents, a
+  -- reference table).
+  for v_agent in
+    select a.agent_id, a.name, a.project_id
+    from scsql.agents a
+    where a.agent_id = any(p_ids) and (a.project_id = v_own or a.project_id = any(scsql_caller.readable_projects()))
+  loop
+    if v_agent.project_id = v_own
+       or exists (select from scsql.kb_sources s
+                  where s.project_id = v_agent.project_id and s.published
+                    and (s.created_by = v_agent.agent_id or s.updated_by = v_agent.agent_id)) then
+      agent_id := v_agent.agent_id;
+      name := v_agent.name;
+      return next;
+    end if;
+  end loop;
+end
 $$;
 comment on function scsql_caller.agent_names(bigint[]) is
   'The names of the given agents of the acting agent''s project, and of the agents of a project granted to it that wrote or rewrote one of its published sources (what the caller may read there): the authors search and get_source name in their citations. Other ids are left out. Raises SC001 / SC002 like scsql_caller.agent.';

@@ -170,7 +170,17 @@ begin
            format('possibly stale: %s (%s) conflicts with %s (%s); settle with resolve_conflict(%L, ''this''|''others''|''both'')',
                   c.key, c.value, c.other_key, c.other_value, c.key),
            null, c.detected_at, null
-    from (select * from scsql._open_conflicts(v_project) limit 10) c
+    from (
+      -- The open conflicts whose two facts are both still in working memory,
+      -- newest first, read through the open conflicts' index. Written here,
+      -- not called: on Citus this whole query runs on the project's node.
+      select c.conflict_id, c.key, f.value, c.other_key, o.value as other_value, c.detected_at
+      from scsql.fact_conflicts c
+      join scsql.memory_facts f on f.project_id = c.project_id and f.key = c.key
+      join scsql.memory_facts o on o.project_id = c.project_id and o.key = c.other_key
+      where c.project_id = v_project and c.resolved_at is null
+      order by c.conflict_id desc
+      limit 10) c
   ),
   costed as (
     select i.*, scsql_caller.tokens(i.content) as tokens,

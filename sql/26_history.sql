@@ -173,7 +173,8 @@ language plpgsql stable
 as $$
 -- A term's facts are counted through the index up to 32: past that a term
 -- is common, and how common does not matter. One count per term, each a
--- query of its own (Citus plans no correlated subquery over unnest).
+-- query of its own (Citus plans no correlated subquery over unnest), on
+-- the project alone (on Citus, on its shard: remember may run there).
 declare
   v_terms text[] := '{}';
   v_counts integer[] := '{}';
@@ -184,7 +185,7 @@ begin
   foreach v_t in array coalesce(p_terms, '{}') loop
     v_keys := array(select p_project::text || ':' || s || ':' || v_t from unnest(string_to_array(p_sides, NULL)) s);
     select count(*) into v_n from (
-      select 1 from scsql.memory_facts f where f.index_terms && v_keys limit 32) c;
+      select 1 from scsql.memory_facts f where f.project_id = p_project and f.index_terms && v_keys limit 32) c;
     v_terms := v_terms || v_t;
     v_counts := v_counts || v_n;
   end loop;
@@ -381,20 +382,5 @@ p_note: why
 
 Settles every open conflict of fact KEY in the acting agent''s project (remember records one when a new fact makes another claim about the subject of an existing fact; recall_context shows both as possibly stale until then): keep this (KEY is right; each fact it conflicts with leaves working memory), others (the facts it conflicts with are right; KEY leaves) or both (no contradiction; both stay). A fact that leaves is kept with its value in its history (memory_history), never lost. Each settlement is recorded in the memory history with the note (stored redacted). Returns one row per conflict settled: conflict_id, key (the newer fact), other_key, kept, superseded. Raises SC200/SC201 for a bad key, SC228 when KEY has no open conflict, SC229 for keep other than this, others or both, SC230 for a bad note.';
 
--- The open conflicts of a project, for recall_context's stale section (which
--- runs as the owner). Not security definer, so the planner inlines it into
--- recall_context's query: the newest few are read through the open
--- conflicts' index, not every open conflict of the project.
-create or replace function scsql._open_conflicts(p_project bigint)
-returns table (conflict_id bigint, key text, value text, other_key text, other_value text, detected_at timestamptz)
-language sql stable
-as $$
-  select c.conflict_id, c.key, f.value, c.other_key, o.value, c.detected_at
-  from scsql.fact_conflicts c
-  join scsql.memory_facts f on f.project_id = c.project_id and f.key = c.key
-  join scsql.memory_facts o on o.project_id = c.project_id and o.key = c.other_key
-  where c.project_id = p_project and c.resolved_at is null
-  order by c.conflict_id desc
-$$;
-comment on function scsql._open_conflicts(bigint) is
-  'Private. The open conflicts of a project whose two facts are both still in working memory, newest first (inlined into the caller''s query, and read as its role: recall_context runs as the owner).';
+-- recall_context reads the open conflicts itself (sql/24_context.sql).
+drop function if exists scsql._open_conflicts(bigint);

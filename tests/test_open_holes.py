@@ -4,12 +4,20 @@ to fail (strict xfail) until the hole is closed; SECURITY.md lists them."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import psycopg
 import pytest
 
 from scsql.core.config import role_for
+
+# Two holes are of one server only. On a Citus cluster (.ci/citus.sh) the
+# coordinator's tables hold no rows (the shards are on the workers, where
+# agents do not log in), so its statistics show no project's activity; and
+# there a forget from a snapshot taken before a revocation is refused (the
+# workers run it in snapshots of their own, taken when it reaches them).
+ONE_SERVER = not os.environ.get("SCSQL_TEST_CITUS_WORKERS")
 
 
 @pytest.fixture
@@ -45,7 +53,8 @@ def test_agent_cannot_lift_the_idle_timeout_its_dba_set(two_projects):
     assert not lifted and setting != "0" and not alive, (lifted, setting, alive)
 
 
-@pytest.mark.xfail(strict=True, reason="cross-project leak: pg_stat_user_tables (readable by PUBLIC) counts every "
+@pytest.mark.xfail(ONE_SERVER, strict=True,
+                   reason="cross-project leak: pg_stat_user_tables (readable by PUBLIC) counts every "
                    "project's rows, so an agent watches another project's activity on shared tables")
 def test_table_statistics_do_not_reveal_other_projects_activity(two_projects):
     db, _, _, a, b = two_projects
@@ -106,7 +115,7 @@ HOSTILE_PAYLOADS = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="revocation bypass: an agent holding a REPEATABLE READ snapshot taken before "
+@pytest.mark.xfail(ONE_SERVER, strict=True, reason="revocation bypass: an agent holding a REPEATABLE READ snapshot taken before "
                    "revoke_agent still forgets its project's facts and knowledge sources after the revocation "
                    "committed, because _me() reads scsql.agents in the caller's snapshot (chained writes are saved "
                    "only by their FK lock on the agent's row)")
