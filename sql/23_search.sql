@@ -423,6 +423,8 @@ declare
   v_last boolean;
   v_first boolean;
   v_bounds double precision[];
+  v_tail double precision := 0;
+  v_every boolean := false;
 begin
   perform scsql_caller.bm25_check(p_depth, 1, p_k1, p_b, 0, 0);  -- depth, and k1 and b as search checks them
   if p_kinds is not null or p_trust is not null or p_since is not null then
@@ -564,11 +566,14 @@ begin
       v_sum := v_sum + v_df[v_e];
       continue;
     end if;
+    v_tail := 0;
     if v_e = 1 then
       -- One posting per chunk: nothing to group. First the postings of the
-      -- partial index: when v_lim + 1 of them score above v_lo[1], which no
-      -- other posting of the term exceeds, they are the best of all, in the
-      -- same order; otherwise every posting is read.
+      -- partial index that score above v_lo[1], which no other posting of
+      -- the term exceeds: the best of all, in the same order. When there are
+      -- v_lim or fewer, they are the list, and what any chunk left out of it
+      -- scores by this term is at most v_lo[1] (v_tail); only when that could
+      -- still matter (below) is every posting read.
       select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
         into v_cand, v_part
       from (
@@ -579,7 +584,9 @@ begin
         limit v_lim + 1
       ) x
       where x.part > v_lo[1];
-      if coalesce(cardinality(v_cand), 0) <= v_lim then
+      if coalesce(cardinality(v_cand), 0) <= v_lim and not v_every then
+        v_tail := v_lo[1];
+      elsif coalesce(cardinality(v_cand), 0) <= v_lim then
         select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
           into v_cand, v_part
         from (
@@ -654,14 +661,16 @@ begin
     v_ncand := coalesce(array_length(v_cand, 1), 0);
     -- What the terms that are not essential can add at most.
     v_ub := coalesce((select sum(x) from unnest(v_ubt[v_e + 1:v_terms]) x), 0);
-    if v_restart then  -- the same round, read further: what was completed stays
+    -- The first candidates completed: the best 2 * depth (at least 100).
+    -- On a restart (the same round, read further) what was completed stays.
+    v_m := least(greatest(p_depth * 2, 100), v_ncand, v_cap);  -- element v_cap + 1 is only a sentinel
+    if v_restart then
       v_restart := false;
-      v_m := v_done;
+      v_m := greatest(v_m, v_done);
     else
       v_ids := '{}';
       v_scores := '{}';
       v_done := 0;
-      v_m := least(greatest(p_depth * 2, 100), v_ncand, v_cap);  -- element v_cap + 1 is only a sentinel
     end if;
     loop
       -- A probe per candidate and term; a thousand candidates or more, one
@@ -687,7 +696,7 @@ begin
       v_done := v_m;
       v_theta := coalesce((select sc from unnest(v_scores) sc order by sc desc offset p_depth - 1 limit 1), 0);
       v_lb := greatest(v_lb, v_theta);
-      v_next := case when v_ncand > v_m then v_part[v_m + 1] else v_floor end;
+      v_next := case when v_ncand > v_m then v_part[v_m + 1] else greatest(v_floor, v_tail) end;
       if v_theta > v_ub + v_next then
         return query
         select array_fill(v_project, array[least(p_depth, array_length(v_ids, 1))]),
@@ -698,6 +707,14 @@ begin
       -- How deep the candidates must go for the bound to hold at this
       -- theta; go there when probing costs less than reading the next
       -- term's postings (a probe costs about five postings read).
+      if v_tail > 0 and v_m >= v_ncand then
+        -- The partial index's list is used up and did not bound the result:
+        -- the same round over every posting (its list begins with this one,
+        -- so what was completed stays), as without the partial index.
+        v_every := true;
+        v_restart := true;
+        exit;
+      end if;
       exit when v_theta <= v_ub or v_m >= least(v_ncand, v_cap);
       v_i := v_m + 1;
       while v_i <= v_ncand and v_part[v_i] >= v_theta - v_ub loop
