@@ -424,7 +424,10 @@ declare
   v_first boolean;
   v_bounds double precision[];
   v_tail double precision := 0;
-  v_every boolean := false;
+  v_every integer := 0;
+  v_redo boolean := false;
+  v_big_ids bigint[];
+  v_big_parts double precision[];
 begin
   perform scsql_caller.bm25_check(p_depth, 1, p_k1, p_b, 0, 0);  -- depth, and k1 and b as search checks them
   if p_kinds is not null or p_trust is not null or p_since is not null then
@@ -549,6 +552,7 @@ begin
   -- any chunk left out could reach; when it cannot (the common terms weigh
   -- too much), the next term becomes essential.
   while v_e < v_terms loop
+    v_redo := false;
     v_lim := case when v_restart or v_e > 1 then v_cap else least(v_cap, 4 * greatest(p_depth * 2, 100)) end;
     -- A chunk whose partial score over the essential terms is below v_floor
     -- cannot reach v_lb with the others' bounds: the lists of the rounds
@@ -584,7 +588,7 @@ begin
         limit v_lim + 1
       ) x
       where x.part > v_lo[1];
-      if coalesce(cardinality(v_cand), 0) <= v_lim and not v_every then
+      if coalesce(cardinality(v_cand), 0) <= v_lim and v_every <> 1 then
         v_tail := v_lo[1];
       elsif coalesce(cardinality(v_cand), 0) <= v_lim then
         select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
@@ -609,6 +613,36 @@ begin
       select array_agg(distinct p.chunk_id order by p.chunk_id) into v_small
       from scsql.kb_postings p
       where p.project_id = v_project and p.term_id = any(v_tids[1:v_e - 1]);
+      -- The big term's best: as in round one, its postings in the partial
+      -- index first (those above v_lo[v_e] when it reaches v_floor, else all
+      -- of them: only they can), every posting when the partial index's are
+      -- too few and this round is done again (v_every).
+      select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
+        into v_big_ids, v_big_parts
+      from (
+        select p.chunk_id, scsql_caller.bm25_term(v_idf[v_e], p.tf, p.dl, v_avgdl, p_k1, p_b) as part
+        from scsql.kb_postings p
+        where p.project_id = v_project and p.term_id = v_tids[v_e] and (p.tf > 1 or p.dl < 32)
+          and v_ubt[v_e] >= v_floor
+        order by part desc, p.chunk_id
+        limit v_lim + 1
+      ) x
+      where x.part > v_lo[v_e] or v_lo[v_e] < v_floor;
+      if v_lo[v_e] >= v_floor and coalesce(cardinality(v_big_ids), 0) <= v_lim then
+        if v_every <> v_e then
+          v_tail := v_lo[v_e];
+        else
+          select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
+            into v_big_ids, v_big_parts
+          from (
+            select p.chunk_id, scsql_caller.bm25_term(v_idf[v_e], p.tf, p.dl, v_avgdl, p_k1, p_b) as part
+            from scsql.kb_postings p
+            where p.project_id = v_project and p.term_id = v_tids[v_e]
+            order by part desc, p.chunk_id
+            limit v_lim + 1
+          ) x;
+        end if;
+      end if;
       select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
         into v_cand, v_part
       from (
@@ -626,19 +660,7 @@ begin
           ) z
           group by z.chunk_id
           union all
-          (select p.chunk_id, scsql_caller.bm25_term(v_idf[v_e], p.tf, p.dl, v_avgdl, p_k1, p_b) as part
-           from scsql.kb_postings p
-           where p.project_id = v_project and p.term_id = v_tids[v_e] and v_lo[v_e] >= v_floor
-           order by part desc, p.chunk_id
-           limit v_lim + 1)
-          union all
-          -- (Only its postings in the partial index can reach v_floor.)
-          (select p.chunk_id, scsql_caller.bm25_term(v_idf[v_e], p.tf, p.dl, v_avgdl, p_k1, p_b) as part
-           from scsql.kb_postings p
-           where p.project_id = v_project and p.term_id = v_tids[v_e] and (p.tf > 1 or p.dl < 32)
-             and v_lo[v_e] < v_floor and v_ubt[v_e] >= v_floor
-           order by part desc, p.chunk_id
-           limit v_lim + 1)
+          select b.chunk_id, b.part from unnest(v_big_ids, v_big_parts) b(chunk_id, part)
         ) y
         group by y.chunk_id
         having max(y.part) >= v_floor
@@ -659,6 +681,14 @@ begin
       ) x;
     end if;
     v_ncand := coalesce(array_length(v_cand, 1), 0);
+    -- A later round's list from the partial index that cannot bound the
+    -- result (fewer than depth chunks, or the depth-th best no better than
+    -- what a chunk left out of it may have) is made again at once, from
+    -- every posting, before completing anything.
+    if v_tail > 0 and v_e > 1 and (v_ncand < p_depth or v_part[p_depth] <= v_tail) then
+      v_every := v_e;
+      continue;
+    end if;
     -- What the terms that are not essential can add at most.
     v_ub := coalesce((select sum(x) from unnest(v_ubt[v_e + 1:v_terms]) x), 0);
     -- The first candidates completed: the best 2 * depth (at least 100).
@@ -696,7 +726,7 @@ begin
       v_done := v_m;
       v_theta := coalesce((select sc from unnest(v_scores) sc order by sc desc offset p_depth - 1 limit 1), 0);
       v_lb := greatest(v_lb, v_theta);
-      v_next := case when v_ncand > v_m then v_part[v_m + 1] else greatest(v_floor, v_tail) end;
+      v_next := greatest(case when v_ncand > v_m then v_part[v_m + 1] else v_floor end, v_tail);
       if v_theta > v_ub + v_next then
         return query
         select array_fill(v_project, array[least(p_depth, array_length(v_ids, 1))]),
@@ -709,10 +739,13 @@ begin
       -- term's postings (a probe costs about five postings read).
       if v_tail > 0 and v_m >= v_ncand then
         -- The partial index's list is used up and did not bound the result:
-        -- the same round over every posting (its list begins with this one,
-        -- so what was completed stays), as without the partial index.
-        v_every := true;
-        v_restart := true;
+        -- the same round over every posting, as without the partial index.
+        -- Round one's list begins with this one, so what was completed stays
+        -- (a restart); a later round's is merged with the other terms' and
+        -- is made again.
+        v_every := v_e;
+        v_restart := v_e = 1;
+        v_redo := v_e > 1;
         exit;
       end if;
       exit when v_theta <= v_ub or v_m >= least(v_ncand, v_cap);
@@ -728,7 +761,7 @@ begin
       exit when v_i > v_cap;
       v_m := least(v_i, v_ncand, v_cap);
     end loop;
-    continue when v_restart;
+    continue when v_restart or v_redo;
     -- A term is required when the other terms' bounds together stay below
     -- v_lb: a chunk without it cannot reach the result. With two of them,
     -- intersecting their postings (below) costs less than promoting a term.

@@ -166,3 +166,31 @@ def test_pruned_bm25_is_exact_with_tiers(scsql_db):
             conn.execute("select 1 from scsql.index_text(%s, %s, 'note')", (f"t{i}", " ".join(words)))
     _check(agent, "search", ["fa fb fc", "fa fb fc u7", "fa fb", "r1 r2 mid every", "r1 mid every", "r1 r2 fa mid",
                              "r1 m2 every", "r1 r2 m2 u1"])
+
+
+def test_pruned_bm25_is_exact_when_a_rounds_list_comes_from_the_partial_index(scsql_db):
+    """A term in most long notes, nearly always once (its postings in the
+    partial index, tf > 1 or a short note, are few), added to rare terms: the
+    round's list is its partial-index postings with the rest bounded by its
+    tf-1 bound, and is made again from every posting when that bound, or too
+    short a list, keeps the round from bounding the result; the same for a
+    first term with few partial-index postings. With b = 0 a note holding
+    the middle term once and the common one many times outranks notes
+    holding the middle term twice: a list without it must not bound the
+    result."""
+    rng = random.Random(23)
+    agent = scsql_db.agent("exact_tail", scsql_db.project())
+    with agent.transaction() as conn:
+        for i in range(900):
+            words = rng.choices(VOCAB, WEIGHTS, k=rng.randint(35, 90))
+            for term, share, many, most in (("big", 0.8, 0.04, 5), ("wide", 0.5, 0.1, 5), ("r1", 0.02, 0.3, 5),
+                                            ("r2", 0.05, 0.2, 5), ("r3", 0.12, 0.1, 5), ("mid", 0.2, 0.1, 3),
+                                            ("com", 0.7, 0.9, 10)):
+                if rng.random() < share:
+                    words += [term] * (1 if rng.random() >= many else rng.randint(2, most))
+            if rng.random() < 0.02:
+                words = words[:rng.randint(3, 20)]  # a short note: its postings are in the partial index
+            rng.shuffle(words)
+            conn.execute("select 1 from scsql.index_text(%s, %s, 'note')", (f"b{i}", " ".join(words)))
+    _check(agent, "search", ["r1 big u0", "r2 big u0", "r1 r2 big u0", "r3 big u0", "r1 big wide u0", "r2 r3 big u1",
+                             "r1 big", "big wide u0", "r3 wide big u0 u1", "r1 mid com", "r2 mid com", "r1 r2 mid com"])
