@@ -656,12 +656,14 @@ as $$
 #variable_conflict use_variable
 declare
   v_parts text[] := array(select p.part from scsql._chain_partitions() p);
+  -- Values, not subqueries: on Citus the query below runs on every shard.
+  v_retired text[] := array(select r.part from scsql.partition_retirements() r where r.ok);
 begin
   -- A segment holding P_SEQ whose dated partition is gone without a valid retirement record.
   select g.part into part from scsql.checkpoint_segments g
   where g.chain_id = p_chain and g.first_seq <= p_seq and p_seq <= g.last_seq
     and g.part like '%@%' and g.part not like '%@default' and not g.part = any (v_parts)
-    and not exists (select from scsql.partition_retirements() r where r.part = g.part and r.ok)
+    and not g.part = any (v_retired)
   order by g.checkpoint_id limit 1;
   if part is null then
     return;
@@ -738,8 +740,12 @@ begin
 
   -- A horizon left by retention of earlier versions is trusted only at a checkpointed head.
   if v_chain.horizon_seq > 0 then
-    if not exists (select from scsql.checkpoint_heads h where h.chain_id = p_chain and h.seq = v_chain.horizon_seq
-                   and h.row_hash = v_chain.horizon_hash) then
+    -- A statement of its own (Citus plans no EXISTS subquery over the
+    -- shards of every project).
+    perform from scsql.checkpoint_heads h
+    where h.chain_id = p_chain and h.seq = v_chain.horizon_seq and h.row_hash = v_chain.horizon_hash
+    limit 1;
+    if not found then
       broken_seq := v_chain.horizon_seq; kind := 'horizon-unanchored';
       detail := format('the chain''s horizon (seq %s) is not the head of any checkpoint', v_chain.horizon_seq);
       return;

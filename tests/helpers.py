@@ -453,9 +453,12 @@ def table_exists(db: ScsqlDb, table: str) -> bool:
 
 
 def partition_of(db: ScsqlDb, tool: str) -> str:
-    """The partition of scsql.tool_calls holding the call of TOOL."""
+    """The partition of scsql.tool_calls holding the call of TOOL (on Citus
+    tableoid names a shard on a worker: scsql._chain_part_expr names the
+    coordinator's partition, as verification does)."""
     with db.connect() as conn:
-        return conn.execute("select tableoid::regclass::text as p from scsql.tool_calls where tool = %s",
+        part = conn.execute("select scsql._chain_part_expr('scsql.tool_calls') as e").fetchone()["e"]
+        return conn.execute(f"select ({part})::regclass::text as p from scsql.tool_calls where tool = %s",
                             (tool,)).fetchone()["p"]
 
 
