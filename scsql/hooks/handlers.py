@@ -159,20 +159,26 @@ def _session_row(event: dict, source: str | None) -> dict:
 def open_session(agent: Agent, conn, event: dict, source: str | None = None) -> int | None:
     """The agent's session for the event's Claude session, opened when it has
     none (a resume or compaction reuses it)."""
+    return _open_session(agent, conn, event, source)[0]
+
+
+def _open_session(agent: Agent, conn, event: dict, source: str | None = None) -> tuple[int | None, bool]:
+    """open_session, and whether this call opened it (scsql.open_session's created)."""
     sid = event.get("session_id")
     if not isinstance(sid, str) or not sid:
-        return None
+        return None, False
     key = (agent.db.conninfo, agent.name, sid)
     if key in _SESSIONS:
-        return _SESSIONS[key]
+        return _SESSIONS[key], False
     found = conn.execute("select scsql.session_for(%s) as s", (sid[:200],)).fetchone()["s"]
     if found is not None:
         _SESSIONS[key] = found
-        return found
+        return found, False
     if source is None:
         source = "import" if event.get("scsql_imported") else "hook"
     signed = SESSIONS.sign(agent, _session_row(event, source))
-    return _call(conn, "open_session", signed)["session_id"]
+    row = _call(conn, "open_session", signed)
+    return row["session_id"], bool(row["created"])
 
 
 # -- capture: tool calls, prompts, sessions, transcripts ------------------------
@@ -226,22 +232,45 @@ def _event_key(event: dict) -> str | None:
     return str(k)[:200] if k else None
 
 
-def capture(agent: Agent, events: list[dict]) -> None:
+@dataclass
+class Captured:
+    """What one capture stored, as the database's functions report it: the
+    sessions it opened and those it found, and the prompts and tool calls it
+    wrote (one captured before, by a hook or an import, writes nothing)."""
+    new_sessions: int = 0
+    found_sessions: int = 0
+    prompts: int = 0
+    tool_calls: int = 0
+
+
+def capture(agent: Agent, events: list[dict]) -> Captured:
     """Write capture events (tool calls, prompts, session starts and ends), in
     order, in ONE transaction; an event whose key was captured before adds
     nothing. Each tool call is one chained, signed row; a failed call also
-    records a failed outcome, so the learning loop turns it into a learning."""
+    records a failed outcome, so the learning loop turns it into a learning.
+    Returns what it stored."""
+    captured = Captured()
     if not events:
-        return
+        return captured
     with agent.transaction() as conn:
         sessions = {}
+        opened: dict[int, bool] = {}
+
+        def session(ev: dict, source: str | None = None) -> int | None:
+            session_id, created = _open_session(agent, conn, ev, source)
+            if session_id is not None:
+                opened[session_id] = opened.get(session_id, False) or created
+            return session_id
+
         for ev in events:
             if ev.get("hook_event_name") == "SessionStart":
-                sessions[ev.get("session_id")] = open_session(agent, conn, ev, _source(ev))
+                sessions[ev.get("session_id")] = session(ev, _source(ev))
         for ev in events:
             sid = ev.get("session_id")
             if sid not in sessions:
-                sessions[sid] = open_session(agent, conn, ev)
+                sessions[sid] = session(ev)
+        captured.new_sessions = sum(opened.values())
+        captured.found_sessions = len(opened) - captured.new_sessions
         tools = [(ev, _tool_row(ev, sessions.get(ev.get("session_id")))) for ev in events
                  if ev.get("hook_event_name") in ("PostToolUse", "PostToolUseFailure")]
         prompts = [ev for ev in events if ev.get("hook_event_name") == "UserPromptSubmit"]
@@ -260,6 +289,7 @@ def capture(agent: Agent, events: list[dict]) -> None:
         # One round trip for all the rows (pipeline mode); the results are
         # read after it, the failures' tool_call_ids among them.
         pending = []
+        prompted = []
         with conn.pipeline():
             for ev in events:
                 name = ev.get("hook_event_name")
@@ -267,10 +297,12 @@ def capture(agent: Agent, events: list[dict]) -> None:
                     row = next(signed)
                     pending.append((ev, row, _execute(conn, "capture_tool_call", {**row, "event_key": _event_key(ev)})))
                 elif name == "UserPromptSubmit":
-                    _execute(conn, "record_prompt", {**next(signed_prompts), "event_key": _event_key(ev)})
+                    prompted.append(_execute(conn, "record_prompt", {**next(signed_prompts), "event_key": _event_key(ev)}))
+        captured.prompts = sum(cur.fetchone()["prompt_id"] is not None for cur in prompted)
         failures = []
         for ev, row, cur in pending:
             out = cur.fetchone()
+            captured.tool_calls += out["tool_call_id"] is not None
             if ev.get("hook_event_name") == "PostToolUseFailure" and out["tool_call_id"] is not None:
                 failures.append((ev, row, out["tool_call_id"]))
         for ev in events:
@@ -283,6 +315,7 @@ def capture(agent: Agent, events: list[dict]) -> None:
                 "evidence": _clip(row["input_preview"], 8000)} for _, row, tc in failures])
             for o in outs:
                 _call(conn, "record_outcome", o)
+    return captured
 
 
 def _source(event: dict) -> str | None:

@@ -123,15 +123,11 @@ def import_files(agent: Any, files: Iterable[Path], *, progress: bool | None = N
             try:
                 events = convert(f, one, bar.update)
                 if events and capture is not None:
-                    ids = sorted({str(ev["session_id"])[:200] for ev in events
-                                  if isinstance(ev.get("session_id"), str) and ev["session_id"]})
-                    before = _stored(agent, ids)
-                    capture(agent, events)
-                    after = _stored(agent, ids)
-                    one.already_imported = before["sessions"]
-                    one.new_sessions = after["sessions"] - before["sessions"]
-                    one.new_prompts = after["prompts"] - before["prompts"]
-                    one.new_tool_calls = after["tool_calls"] - before["tool_calls"]
+                    stored = capture(agent, events)
+                    one.already_imported = stored.found_sessions
+                    one.new_sessions = stored.new_sessions
+                    one.new_prompts = stored.prompts
+                    one.new_tool_calls = stored.tool_calls
                 report.add(one)
             except OSError as exc:
                 report.failed.append({"path": str(f), "error": exc.strerror or str(exc)})
@@ -141,19 +137,6 @@ def import_files(agent: Any, files: Iterable[Path], *, progress: bool | None = N
     finally:
         bar.close()
     return report
-
-
-def _stored(agent: Any, session_ids: list[str]) -> dict[str, int]:
-    """How many of the Claude sessions SESSION_IDS the agent has stored, and
-    their prompts and tool calls."""
-    with agent.transaction() as conn:
-        found = [conn.execute("select scsql.session_for(%s) as s", (sid,)).fetchone()["s"] for sid in session_ids]
-        found = [s for s in found if s is not None]
-        counts = conn.execute(
-            "select (select count(*) from scsql.prompts where session_id = any(%(s)s)) as prompts,"
-            "       (select count(*) from scsql.tool_calls where session_id = any(%(s)s)) as tool_calls",
-            {"s": found}).fetchone()
-    return {"sessions": len(found), "prompts": counts["prompts"], "tool_calls": counts["tool_calls"]}
 
 
 def _size(f: Path) -> int:
