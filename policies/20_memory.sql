@@ -64,6 +64,8 @@ grant execute on function
                          double precision, double precision),
   scsql_caller.bm25_complete(bigint, bigint[], double precision[], bigint[], double precision[], integer[],
                              double precision, double precision, double precision),
+  scsql_caller.bm25_best(bigint, bigint, double precision, double precision, double precision, double precision, integer,
+                         boolean, double precision, double precision, double precision),
   scsql_caller.bm25_costs(bigint, integer[], integer[], integer),
   scsql_caller.bm25_one(bigint, bigint, double precision, double precision, double precision, double precision,
                         double precision, double precision, double precision),

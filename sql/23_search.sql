@@ -184,6 +184,58 @@ comment on function scsql_caller.bm25_one(bigint, bigint, double precision, doub
                                           double precision, double precision, double precision) is
   'For scsql_caller.bm25: the chunks of one project holding a term (id p_tid, idf p_idf) with its BM25 score in each, best first, as arrays; only those whose score plus p_rest (what the other terms can add) reaches p_lb. When p_lo (what the term adds at most outside the partial index kb_postings_tier_idx: tf 1 in a chunk of 32 terms or more) plus p_rest cannot reach p_lb, only the postings of the partial index are read. Row-level security applies. Raises SC209 (bm25_check) for parameters out of range or values whose scores overflow.';
 
+create or replace function scsql_caller.bm25_best(
+  p_project bigint, p_tid bigint, p_idf double precision, p_lo double precision, p_ub double precision,
+  p_floor double precision, p_lim integer, p_every boolean, p_avgdl double precision, p_k1 double precision,
+  p_b double precision)
+returns table (chunk_ids bigint[], parts double precision[], tail double precision)
+language plpgsql stable
+as $$
+-- No other posting of the term scores above p_lo (tf 1 in a chunk of 32
+-- terms or more), so its partial-index postings above p_lo are its best,
+-- in the same order.
+begin
+  perform scsql_caller.bm25_check(1, p_avgdl, p_k1, p_b, 0, p_floor);
+  if p_lo is null or not p_lo between 0 and 1e15 or p_ub is null or not p_ub between 0 and 1e15
+     or p_lim is null or p_lim < 1 or p_every is null then
+    perform scsql_caller.bm25_check(null, null, null, null, null, null);
+  end if;
+  tail := 0;
+  select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
+    into chunk_ids, parts
+  from (
+    select a.chunk_id, scsql_caller.bm25_term(p_idf, a.tf, a.dl, p_avgdl, p_k1, p_b) as part
+    from scsql.kb_postings a
+    where a.project_id = p_project and a.term_id = p_tid and (a.tf > 1 or a.dl < 32) and p_ub >= p_floor
+    order by part desc, a.chunk_id
+    limit p_lim + 1
+  ) x
+  where x.part > p_lo or p_lo < p_floor;
+  if p_lo >= p_floor and coalesce(cardinality(chunk_ids), 0) <= p_lim then
+    if not p_every then
+      tail := p_lo;
+    else
+      select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
+        into chunk_ids, parts
+      from (
+        select a.chunk_id, scsql_caller.bm25_term(p_idf, a.tf, a.dl, p_avgdl, p_k1, p_b) as part
+        from scsql.kb_postings a
+        where a.project_id = p_project and a.term_id = p_tid
+        order by part desc, a.chunk_id
+        limit p_lim + 1
+      ) x;
+    end if;
+  end if;
+  return next;
+exception when numeric_value_out_of_range or division_by_zero then
+  perform scsql_caller.bm25_check(null, null, null, null, null, null);
+end
+$$;
+comment on function scsql_caller.bm25_best(bigint, bigint, double precision, double precision, double precision,
+                                           double precision, integer, boolean, double precision, double precision,
+                                           double precision) is
+  'For scsql_caller.bm25: the best p_lim + 1 chunks of one project by one term (id p_tid, idf p_idf) that reach p_floor, with the term''s score in each, best first, as arrays, and tail: what a chunk left out may score by the term. From the partial index kb_postings_tier_idx first: its postings above p_lo (what the term adds at most outside it) when p_lo reaches p_floor, else all of them (only they can reach it; none when p_ub, the term''s upper bound, cannot). When those above p_lo are p_lim or fewer, they are the list and tail is p_lo, unless p_every: then every posting is read (tail 0). Row-level security applies. Raises SC209 (bm25_check) for parameters out of range or values whose scores overflow.';
+
 create or replace function scsql_caller.bm25_tiered(
   p_project bigint, p_tids bigint[], p_idf double precision[], p_lo double precision[], p_cap integer,
   p_avgdl double precision, p_k1 double precision, p_b double precision)
@@ -572,35 +624,14 @@ begin
     end if;
     v_tail := 0;
     if v_e = 1 then
-      -- One posting per chunk: nothing to group. First the postings of the
-      -- partial index that score above v_lo[1], which no other posting of
-      -- the term exceeds: the best of all, in the same order. When there are
-      -- v_lim or fewer, they are the list, and what any chunk left out of it
-      -- scores by this term is at most v_lo[1] (v_tail); only when that could
-      -- still matter (below) is every posting read.
-      select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
-        into v_cand, v_part
-      from (
-        select p.chunk_id, scsql_caller.bm25_term(v_idf[1], p.tf, p.dl, v_avgdl, p_k1, p_b) as part
-        from scsql.kb_postings p
-        where p.project_id = v_project and p.term_id = v_tids[1] and (p.tf > 1 or p.dl < 32)
-        order by part desc, p.chunk_id
-        limit v_lim + 1
-      ) x
-      where x.part > v_lo[1];
-      if coalesce(cardinality(v_cand), 0) <= v_lim and v_every <> 1 then
-        v_tail := v_lo[1];
-      elsif coalesce(cardinality(v_cand), 0) <= v_lim then
-        select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
-          into v_cand, v_part
-        from (
-          select p.chunk_id, scsql_caller.bm25_term(v_idf[1], p.tf, p.dl, v_avgdl, p_k1, p_b) as part
-          from scsql.kb_postings p
-          where p.project_id = v_project and p.term_id = v_tids[1]
-          order by part desc, p.chunk_id
-          limit v_lim + 1
-        ) x;
-      end if;
+      -- One posting per chunk: nothing to group. The term's best, from the
+      -- partial index first (bm25_best); when the partial index's are the
+      -- list, what a chunk left out of it scores by this term is at most
+      -- v_tail, and only when that keeps the round from bounding the result
+      -- (below) is every posting read.
+      select b.chunk_ids, b.parts, b.tail into v_cand, v_part, v_tail
+      from scsql_caller.bm25_best(v_project, v_tids[1], v_idf[1], v_lo[1], v_ubt[1], 0, v_lim, v_every = 1,
+                                  v_avgdl, p_k1, p_b) b;
     elsif v_sum - v_df[v_e] <= v_df[v_e] / 4 then
       -- The term just made essential holds most of the postings: its best
       -- chunks alone (a top-N sort, no grouping), and the few chunks holding
@@ -613,36 +644,11 @@ begin
       select array_agg(distinct p.chunk_id order by p.chunk_id) into v_small
       from scsql.kb_postings p
       where p.project_id = v_project and p.term_id = any(v_tids[1:v_e - 1]);
-      -- The big term's best: as in round one, its postings in the partial
-      -- index first (those above v_lo[v_e] when it reaches v_floor, else all
-      -- of them: only they can), every posting when the partial index's are
-      -- too few and this round is done again (v_every).
-      select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
-        into v_big_ids, v_big_parts
-      from (
-        select p.chunk_id, scsql_caller.bm25_term(v_idf[v_e], p.tf, p.dl, v_avgdl, p_k1, p_b) as part
-        from scsql.kb_postings p
-        where p.project_id = v_project and p.term_id = v_tids[v_e] and (p.tf > 1 or p.dl < 32)
-          and v_ubt[v_e] >= v_floor
-        order by part desc, p.chunk_id
-        limit v_lim + 1
-      ) x
-      where x.part > v_lo[v_e] or v_lo[v_e] < v_floor;
-      if v_lo[v_e] >= v_floor and coalesce(cardinality(v_big_ids), 0) <= v_lim then
-        if v_every <> v_e then
-          v_tail := v_lo[v_e];
-        else
-          select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
-            into v_big_ids, v_big_parts
-          from (
-            select p.chunk_id, scsql_caller.bm25_term(v_idf[v_e], p.tf, p.dl, v_avgdl, p_k1, p_b) as part
-            from scsql.kb_postings p
-            where p.project_id = v_project and p.term_id = v_tids[v_e]
-            order by part desc, p.chunk_id
-            limit v_lim + 1
-          ) x;
-        end if;
-      end if;
+      -- The big term's best, as in round one (bm25_best: only its postings
+      -- in the partial index when only they can reach v_floor).
+      select b.chunk_ids, b.parts, b.tail into v_big_ids, v_big_parts, v_tail
+      from scsql_caller.bm25_best(v_project, v_tids[v_e], v_idf[v_e], v_lo[v_e], v_ubt[v_e], v_floor, v_lim,
+                                  v_every = v_e, v_avgdl, p_k1, p_b) b;
       select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
         into v_cand, v_part
       from (
