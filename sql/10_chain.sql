@@ -958,14 +958,19 @@ comment on function scsql.verify_chain(bigint, bigint) is
 create or replace function scsql.chain_heads()
 returns table (project text, agent text, chain_id bigint, head_seq bigint, head_hash text, horizon_seq bigint,
                quarantined_from bigint, quarantine_open boolean)
-language sql stable
+language plpgsql stable
 as $$
+begin
+  -- PL/pgSQL: Citus refuses a SQL function's query over a distributed table
+  -- (it plans it as a parameterized one).
+  return query
   select p.name, a.name, c.chain_id, c.head_seq, encode(c.head_hash, 'hex'), c.horizon_seq,
          q.from_seq, q.open
   from scsql.chains c join scsql.agents a using (agent_id) join scsql.projects p on p.project_id = c.project_id
-  left join lateral (select min(x.from_seq) as from_seq, bool_or(x.acknowledged_at is null) as open
-                     from scsql.chain_quarantines x where x.chain_id = c.chain_id) q on true
-  order by c.chain_id
+  left join (select x.chain_id, min(x.from_seq) as from_seq, bool_or(x.acknowledged_at is null) as open
+             from scsql.chain_quarantines x group by x.chain_id) q on q.chain_id = c.chain_id
+  order by c.chain_id;
+end
 $$;
 comment on function scsql.chain_heads() is
   'Auditor. Every chain with its project, agent, head seq and hash (hex), its horizon seq: 0, or the seq up to which retention of earlier versions may have retired rows without checkpoint segments (trusted only at a checkpointed head; verification still checks every row present), and, for a chain scsql checkpoint quarantined (scsql.chain_quarantines), the first seq that did not verify and whether a quarantine of it is still open (not acknowledged by an administrator); NULLs otherwise.';

@@ -43,8 +43,11 @@ begin
   -- which the owner keeps) or UPDATE, DELETE or TRUNCATE, which chained
   -- tables deny every role, the owner included. Before 17 the owner holds
   -- TRUNCATE only between the two calls, inside one transaction (the
-  -- TRUNCATE trigger refuses a TRUNCATE all the same).
-  if pg_catalog.current_setting('server_version_num')::int >= 170000 then
+  -- TRUNCATE trigger refuses a TRUNCATE all the same). Citus checks a lock
+  -- on a distributed table with its own copy of the pre-17 rule, so there
+  -- the grant is needed on every version.
+  if pg_catalog.current_setting('server_version_num')::int >= 170000
+     and pg_catalog.to_regclass('pg_catalog.pg_dist_partition') is null then
     return;
   end if;
   foreach t in array p_tables loop
@@ -53,7 +56,20 @@ begin
 end
 $$;
 comment on function scsql._owner_may_lock(regclass[], boolean) is
-  'Private. On PostgreSQL before 17, grants (P_GRANT true) or revokes (false) TRUNCATE on the tables to scsql_owner, so the owner of a chained table can LOCK it IN ACCESS EXCLUSIVE MODE (17 and later need nothing: the owner keeps MAINTAIN). Called in pairs inside one transaction, around a lock: retention and pg_partman''s create_parent. Returns nothing; raises what GRANT raises.';
+  'Private. On PostgreSQL before 17, and under Citus (whose lock check on a distributed table ignores MAINTAIN), grants (P_GRANT true) or revokes (false) TRUNCATE on the tables to scsql_owner, so the owner of a chained table can LOCK it IN ACCESS EXCLUSIVE MODE (on one server, 17 and later need nothing: the owner keeps MAINTAIN). Called in pairs inside one transaction, around a lock: retention and pg_partman''s create_parent. Returns nothing; raises what GRANT raises.';
+
+create or replace function scsql._citus_sequential()
+returns void
+language plpgsql
+as $$
+begin
+  if pg_catalog.to_regclass('pg_catalog.pg_dist_partition') is not null then
+    perform pg_catalog.set_config('citus.multi_shard_modify_mode', 'sequential', true);
+  end if;
+end
+$$;
+comment on function scsql._citus_sequential() is
+  'Private. On Citus, makes the rest of the transaction reach each worker over one connection (citus.multi_shard_modify_mode = sequential): Citus refuses DDL on a shard (a partition made, protected or dropped) after a read of a co-located shard over several connections, and retention reads a partition''s rows before it drops it. Must run before the transaction''s first query of every shard. Nothing on one server.';
 
 create or replace function scsql._qualified(p_table regclass)
 returns text
@@ -169,6 +185,7 @@ declare
   v_chains jsonb;
   r record;
 begin
+  perform scsql._citus_sequential();
   select i.inhparent::regclass into v_parent from pg_catalog.pg_inherits i where i.inhrelid = p_partition;
   if v_parent is null or scsql._qualified(v_parent) not in (select s.parent from scsql.partition_settings s)
      or exists (select from scsql._partitions(v_parent) p where p.partition = p_partition and p.is_default) then
@@ -224,7 +241,8 @@ begin
   -- the rows kept around them to the hashes the checkpoint signed.
   for r in execute format(
       'select t.chain_id, max(t.seq) as max_seq, count(*) as n from %s t '
-      'where not exists (select from scsql.checkpoint_segments g where g.part = $1 and g.chain_id = t.chain_id '
+      'where not exists (select from scsql.checkpoint_segments g where g.part = $1 '
+      '                  and g.project_id = t.project_id and g.chain_id = t.chain_id '
       '                  and g.last_seq >= t.seq and g.first_seq <= t.seq) '
       'group by 1 order by 1', p_partition) using v_part loop
     v_uncovered := concat_ws(', ', v_uncovered, format('chain %s up to seq %s (%s rows)', r.chain_id, r.max_seq, r.n));
@@ -285,6 +303,7 @@ declare
   p record;
   i integer;
 begin
+  perform scsql._citus_sequential();
   select * into pm from scsql._partman();
   for s in select * from scsql.partition_settings order by 1 loop
     v_parent := s.parent::regclass;
