@@ -78,6 +78,16 @@ class Server:
         janitor.others = [one(w) for w in self.workers]
         return janitor
 
+    def clone(self, dbname: str, template: str) -> DatabaseJanitor:
+        """Database DBNAME made from TEMPLATE on every node, with scsql's
+        privileges (a clone does not inherit the database's privileges);
+        returns its janitor, which drops it."""
+        janitor = self.janitor(dbname, template=template)
+        janitor.init()
+        for conninfo in self.every_node(dbname):
+            Migrator(conninfo).bootstrap()
+        return janitor
+
     def every_node(self, dbname: str) -> list[str]:
         """Conninfo of DBNAME on this server and on each Citus worker; on Citus, statements
         there are not propagated (each node's database has its own privileges)."""
@@ -278,10 +288,7 @@ class ScsqlDb:
 @pytest.fixture
 def scsql_db(server: Server, template: str, tmp_path: Path) -> Iterator[ScsqlDb]:
     name = f"{SESSION}_{next(serial)}"
-    janitor = server.janitor(name, template=template)
-    janitor.init()
-    for conninfo in server.every_node(name):  # a clone does not inherit the database's privileges
-        Migrator(conninfo).bootstrap()
+    janitor = server.clone(name, template)
     db = ScsqlDb(server, name, Keystore(tmp_path / "keys"))
     try:
         yield db

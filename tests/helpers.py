@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 SESSION = "t" + secrets.token_hex(3)  # prefix of every database and agent of this run
+# The tests run against a Citus cluster (.ci/citus.sh sets the workers).
+ON_CITUS = bool(os.environ.get("SCSQL_TEST_CITUS_WORKERS"))
 serial = itertools.count(1)  # numbers the databases, projects and agents of this run
 
 
@@ -272,11 +274,28 @@ def triggers_off(conn: psycopg.Connection) -> None:
 
 
 def tamper(db: ScsqlDb, *statements: str) -> None:
-    """Runs STATEMENTS as a superuser with user triggers off (an attacking DBA)."""
+    """Runs STATEMENTS as a superuser with user triggers off (an attacking
+    DBA); DROP and ALTER with them on, as they need none off (on Citus an
+    event trigger, which replica mode turns off too, drops a table's shards)."""
     with db.connect() as conn:
-        triggers_off(conn)
         for s in statements:
+            ddl = s.lstrip().lower().startswith(("drop ", "alter "))
+            if ddl:
+                conn.execute("set local session_replication_role = origin")
+            else:
+                triggers_off(conn)
             conn.execute(s)
+
+
+def moved(table: str, where: str, project: int) -> list[str]:
+    """Statements for tamper(): the rows of TABLE matching WHERE moved to
+    project PROJECT, deleted and inserted again (Citus refuses an UPDATE of
+    the column it distributes rows by)."""
+    return [f"create temp table moved on commit drop as select * from {table} where {where}",
+            f"delete from {table} where {where}",
+            f"update moved set project_id = {project}",
+            f"insert into {table} overriding system value select * from moved",
+            "drop table moved"]
 
 
 def sql_verify(db: ScsqlDb, chain: int) -> dict:
@@ -396,6 +415,12 @@ class SqlVerifier:
 VERIFIERS = {"python": PythonVerifier(), "sql": SqlVerifier()}
 
 
+def one_server_only(reason: str) -> pytest.MarkDecorator:
+    """Skips a test on a Citus cluster, for REASON: what it stages or checks
+    exists on one server only."""
+    return pytest.mark.skipif(ON_CITUS, reason=f"one server only: {reason}")
+
+
 def sql_cannot(reason: str, raises: type[BaseException] = AssertionError) -> pytest.MarkDecorator:
     """Runs a test against both verifiers, expecting the SQL one to fail it
     (strictly: should it ever pass, the mark must go) for REASON: an assertion
@@ -458,8 +483,10 @@ def partition_of(db: ScsqlDb, tool: str) -> str:
     coordinator's partition, as verification does)."""
     with db.connect() as conn:
         part = conn.execute("select scsql._chain_part_expr('scsql.tool_calls') as e").fetchone()["e"]
-        return conn.execute(f"select ({part})::regclass::text as p from scsql.tool_calls where tool = %s",
-                            (tool,)).fetchone()["p"]
+        oid = conn.execute(f"select ({part}) as o from scsql.tool_calls where tool = %s", (tool,)).fetchone()["o"]
+        # Named here, not in the query above: on Citus that runs on a worker,
+        # where the coordinator's oid names nothing and prints as a number.
+        return conn.execute("select %s::regclass::text as p", (oid,)).fetchone()["p"]
 
 
 # -- schemas -----------------------------------------------------------------------

@@ -20,6 +20,8 @@ from scsql.audit.signing import SignedField, SignedTable
 from scsql.api import Api
 from scsql.audit.verify import verify
 
+from .helpers import SESSION
+
 ZONES = ["UTC", "America/Los_Angeles", "Asia/Kolkata", "Pacific/Chatham", "Europe/Berlin", "-12:45"]
 DATESTYLES = ["ISO, MDY", "SQL, DMY", "German", "Postgres, YMD"]
 
@@ -72,10 +74,16 @@ KINDS = {"text": "text", "int": "bigint", "numeric": "numeric", "bool": "boolean
 
 @pytest.fixture(scope="module")
 def probe_conn(server, template):
+    """A connection to a database of its own (on Citus the template takes none)."""
     import psycopg
 
-    with psycopg.connect(server.conninfo(template), autocommit=True) as conn:
-        yield conn
+    name = f"{SESSION}_encoding"
+    janitor = server.clone(name, template)
+    try:
+        with psycopg.connect(server.conninfo(name), autocommit=True) as conn:
+            yield conn
+    finally:
+        janitor.drop()
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import pytest
 from scsql.core import citus
 from scsql.core.migrate import Migrator, Source
 
-from .helpers import register
+from .helpers import one_server_only, register
 
 ROWS = int(os.environ.get("SCSQL_POLICY_BENCH_ROWS", "10000"))
 
@@ -91,6 +91,7 @@ def _visible(conn: psycopg.Connection, role: str) -> dict[str, int]:
         conn.execute("reset role")
 
 
+@one_server_only("it compares the two forms of the policies on one database; on Citus the plain form is refused")
 def test_the_citus_form_shows_each_agent_the_same_rows(scsql_db):
     """Two projects with a few rows each, one agent granted read on the other
     project: every table shows each agent the same number of rows under both
@@ -183,6 +184,7 @@ def _time(conn: psycopg.Connection, role: str, rounds: int = 3) -> dict[tuple[st
     return {k: statistics.median(v) for k, v in times.items()}
 
 
+@one_server_only("it times the plain form, which Citus refuses")
 def test_what_the_subquery_free_form_costs_on_one_server(scsql_db):
     """Both forms of the tasks and kb_chunks policies on the same data in the
     same run, as an agent: prints the median times and their ratio. The

@@ -44,7 +44,6 @@ from psycopg.types.json import Jsonb
 from scsql import subsystems
 from scsql.api import Api
 from scsql.core.config import role_for
-from scsql.core.migrate import Migrator
 from scsql.core.keys import generate, public_bytes
 from tests.conftest import SESSION, ScsqlDb
 
@@ -587,8 +586,11 @@ def _fuzz(db: ScsqlDb, seed: int, sets: int) -> Report:
             rows = sum(conn.execute(f"select count(*) as n from {t}").fetchone()["n"] for t in chained)
             heads = conn.execute("select coalesce(sum(head_seq), 0)::bigint as n from scsql.chains").fetchone()["n"]
             conn.execute("set role scsql_auditor")
-            broken = conn.execute("select v.* from scsql.chains c, scsql.verify_chain(c.chain_id) v "
-                                  "where not v.ok").fetchall()
+            # One statement a chain: on Citus a function called per row of a
+            # distributed table runs on its shard, where it may not query others.
+            ids = [r["chain_id"] for r in conn.execute("select chain_id from scsql.chains order by 1")]
+            broken = [v for v in (conn.execute("select * from scsql.verify_chain(%s)", (c,)).fetchone() for c in ids)
+                      if not v["ok"]]
     finally:
         fuzzer.close()
     return Report(fuzzer.calls, codes, {r: f for r, f in functions.items()}, sorted(set(fuzzer.pinned)),
@@ -652,9 +654,7 @@ def _fresh_db(server, template, tmp_path_factory) -> Iterator[ScsqlDb]:
     from tests.helpers import serial
 
     name = f"{SESSION}_{next(serial)}"
-    janitor = server.janitor(name, template=template)
-    janitor.init()
-    Migrator(server.conninfo(name)).bootstrap()
+    janitor = server.clone(name, template)
     db = ScsqlDb(server, name, Keystore(tmp_path_factory.mktemp("keys")))
     try:
         yield db

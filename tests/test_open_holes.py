@@ -4,7 +4,6 @@ to fail (strict xfail) until the hole is closed; SECURITY.md lists them."""
 
 from __future__ import annotations
 
-import os
 import time
 
 import psycopg
@@ -12,12 +11,14 @@ import pytest
 
 from scsql.core.config import role_for
 
+from .helpers import ON_CITUS
+
 # Two holes are of one server only. On a Citus cluster (.ci/citus.sh) the
 # coordinator's tables hold no rows (the shards are on the workers, where
 # agents do not log in), so its statistics show no project's activity; and
 # there a forget from a snapshot taken before a revocation is refused (the
 # workers run it in snapshots of their own, taken when it reaches them).
-ONE_SERVER = not os.environ.get("SCSQL_TEST_CITUS_WORKERS")
+ONE_SERVER = not ON_CITUS
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scsql.core.errors import ScsqlError
-from scsql.core.migrate import Migrator
 
 from .conftest import SESSION
 
@@ -31,9 +30,7 @@ MARKER = re.compile(r"\[REDACTED:([a-z_]+)\]")
 def admin(server, template):
     """One migrated database for the module (redaction reads no tables)."""
     name = f"{SESSION}_redaction"
-    janitor = server.janitor(name, template=template)
-    janitor.init()
-    Migrator(server.conninfo(name)).bootstrap()
+    janitor = server.clone(name, template)
     try:
         with psycopg.connect(server.conninfo(name), autocommit=True) as conn:
             yield conn

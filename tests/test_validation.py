@@ -18,6 +18,8 @@ import pytest
 from scsql.api import Api
 from scsql.core.errors import ScsqlError
 
+from .helpers import one_server_only
+
 # Check constraints that no caller's argument reaches: the database computes
 # or keeps these values itself, so a violation is a bug and is raised as
 # PostgreSQL reports it, not as a bad argument.
@@ -268,6 +270,8 @@ def test_a_bad_argument_is_reported_before_missing_signing_fields(team):
     assert [t for t in TABLES if _count(db, t)] == []
 
 
+@one_server_only("Citus runs an INSERT ... SELECT through the coordinator and returns XX000; "
+                 "tests/test_citus_errors.py checks its mapping of a shard's constraint")
 def test_a_direct_insert_gets_postgresql_s_error_and_a_function_maps_it(team):
     """The constraint is the limit: an owner's direct INSERT breaks it with
     PostgreSQL's check_violation naming it; the same INSERT inside a

@@ -19,7 +19,7 @@ from scsql.api import Api
 from scsql.core.keys import generate, public_bytes
 from scsql.audit.verify import verify
 
-from .helpers import VerifierCannot, mcp_env, sql_cannot, sql_verify, tamper, trail  # noqa: F401 - trail is a fixture
+from .helpers import VerifierCannot, mcp_env, sql_cannot, sql_verify, tamper, trail, triggers_off  # noqa: F401 - trail is a fixture
 
 
 def _first_break(db, **kw):
@@ -116,7 +116,7 @@ def test_replayed_row_appended_with_valid_links_is_a_replay(trail, verifier):
     copy["row_hash"] = row_hash(copy["prev_hash"], canonical, bytes(src["signature"]))
     cols = list(copy)
     with db.connect() as conn:
-        conn.execute("set session_replication_role = replica")
+        triggers_off(conn)
         conn.execute(f"insert into scsql.tool_calls ({', '.join(cols)}) values ({', '.join(['%s'] * len(cols))})",
                      [copy[c] for c in cols])
         conn.execute("update scsql.chains set prev_head_hash = head_hash, head_seq = %s, head_hash = %s "
@@ -161,7 +161,7 @@ def test_truncated_tail_is_found_against_the_exported_checkpoint(trail, verifier
            f"delete from scsql.outcomes where chain_id = {ca}",
            f"delete from scsql.tool_calls where chain_id = {ca} and seq = 5",
            f"update scsql.chains c set head_seq = 4, head_hash = t.row_hash from scsql.tool_calls t "
-           f"where c.chain_id = {ca} and t.chain_id = {ca} and t.seq = 4",
+           f"where c.chain_id = {ca} and t.project_id = c.project_id and t.chain_id = {ca} and t.seq = 4",
            "delete from scsql.checkpoint_segments", "delete from scsql.checkpoint_heads",
            "delete from scsql.checkpoints")
     assert verifier.run(db).ok  # the database alone no longer knows
@@ -304,6 +304,7 @@ def test_signatures_are_checked_after_the_newest_verified_checkpoint_or_all_with
         conn.execute("delete from scsql.checkpoint_segments")
         conn.execute("delete from scsql.checkpoint_heads")
         conn.execute("delete from scsql.checkpoints")
+        conn.commit()  # Citus: no other role may read placements this role changed in the same transaction
         conn.execute("set role scsql_auditor")
         heads = conn.execute("select chain_id, head_seq, head_hash from scsql.checkpoint_heads_now() "
                              "where chain_id = %s", (ca,)).fetchall()
