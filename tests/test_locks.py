@@ -139,7 +139,8 @@ def test_hostile_locks_of_one_project_do_not_delay_another(scsql_db, tmp_path):
 
         # 3. The hostile project's own locks, held in an open transaction: an
         #    outcome that made a learning, a remembered fact, a learnings export
-        #    (not on Citus: there an agent's export is refused, see README).
+        #    (not on Citus, where a read as the agent may not follow, in one
+        #    transaction, the owner's writes to the project's shards: README).
         own.execute(f"set local role {hostile.role}")
         if not ON_CITUS:
             own.execute("select * from scsql.learnings_export(0, 10)")
