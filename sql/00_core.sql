@@ -706,11 +706,19 @@ begin
       v_err.table_name = table_name, v_err.constraint_name = constraint_name, v_err.column_name = column_name, v_err.message_text = message_text;
     perform scsql._raise_violation(v_err);
   end;
+  -- Its lock rows (scsql._project_lock) and channel key (scsql._channel), in
+  -- the transaction that creates it: the first outcomes or remembers of a new
+  -- project never wait on each other's insert of a lock row. Not made by
+  -- triggers on projects: Citus fires a reference table's triggers on every
+  -- replica, where they may not write a distributed table.
+  insert into scsql.project_locks (project_id, name)
+  select v_id, n.name from (values ('learnings'), ('memory_facts')) n(name);
+  insert into scsql.channel_keys (project_id) values (v_id);
   return v_id;
 end
 $$;
 comment on function scsql.create_project(text, text, text) is
-  'Administrators only. Creates a project (name; optional root path and git remote) and returns its project_id. The root is an absolute path of a directory below "/" (give its real path), stored with "." and ".." resolved like set_project_root does (_root_parts). Raises SC007 for a bad name, SC010 for a root path that is relative, names "/" or climbs above it, SC006 when it exists.';
+  'Administrators only. Creates a project (name; optional root path and git remote), with its lock rows (scsql.project_locks) and secret channel key (scsql.channel_keys), and returns its project_id. The root is an absolute path of a directory below "/" (give its real path), stored with "." and ".." resolved like set_project_root does (_root_parts). Raises SC007 for a bad name, SC010 for a root path that is relative, names "/" or climbs above it, SC006 when it exists.';
 
 create or replace function scsql._join_agent_group(p_role text)
 returns void

@@ -136,22 +136,29 @@ begin
   if p_since is null then
     raise exception using errcode = 'SC010', message = 'since must be a time';
   end if;
+  -- Grouped by the ids first, and named after (Citus plans no subquery of
+  -- another table correlated with a row of a sharded one).
   return query
-  select k.key, count(*)::bigint, sum(t.input_tokens)::bigint, sum(t.output_tokens)::bigint,
-         coalesce(sum(t.cost_usd), 0), count(*) filter (where t.cost_usd is null)::bigint
-  from scsql.tool_calls t
-  cross join lateral (select case p_group_by
-      when 'model' then coalesce(t.model, '(none)')
-      when 'tool' then t.tool
-      when 'agent' then coalesce((select a.name from scsql.agents a where a.agent_id = t.author_id), t.author_id::text)
-      when 'session' then coalesce(t.session_id::text, '(none)')
-      when 'day' then to_char(t.at at time zone 'UTC', 'YYYY-MM-DD')
-      when 'origin' then t.origin
-      when 'status' then t.status
-      when 'project' then coalesce((select p.name from scsql.projects p where p.project_id = t.project_id), t.project_id::text)
-    end as key) k
-  where t.at >= p_since
-  group by k.key
+  select coalesce(case p_group_by when 'agent' then a.name when 'project' then p.name end, g.key),
+         g.calls, g.input_tokens, g.output_tokens, g.cost_usd, g.unpriced_calls
+  from (select case p_group_by
+                 when 'model' then coalesce(t.model, '(none)')
+                 when 'tool' then t.tool
+                 when 'agent' then t.author_id::text
+                 when 'session' then coalesce(t.session_id::text, '(none)')
+                 when 'day' then to_char(t.at at time zone 'UTC', 'YYYY-MM-DD')
+                 when 'origin' then t.origin
+                 when 'status' then t.status
+                 when 'project' then t.project_id::text
+               end as key,
+               count(*)::bigint as calls, sum(t.input_tokens)::bigint as input_tokens,
+               sum(t.output_tokens)::bigint as output_tokens, coalesce(sum(t.cost_usd), 0) as cost_usd,
+               count(*) filter (where t.cost_usd is null)::bigint as unpriced_calls
+        from scsql.tool_calls t
+        where t.at >= p_since
+        group by 1) g
+  left join scsql.agents a on p_group_by = 'agent' and a.agent_id::text = g.key
+  left join scsql.projects p on p_group_by = 'project' and p.project_id::text = g.key
   order by 5 desc, 1;
 end
 $$;
@@ -342,7 +349,7 @@ begin
       perform from scsql.project_locks l where l.project_id = p_project and l.name = p_name for no key update;
     end if;
     exit when found;
-    -- Rows are made with their project (_project_lock_rows); this covers a
+    -- Rows are made with their project (scsql.create_project); this covers a
     -- purpose added later.
     insert into scsql.project_locks (project_id, name) values (p_project, p_name) on conflict do nothing;
   end loop;
@@ -350,23 +357,6 @@ end
 $$;
 comment on function scsql._project_lock(bigint, text, boolean) is
   'Private, for security-definer functions only. Locks the (project, purpose) row of scsql.project_locks until the end of the transaction (rows are made with the project; a missing one is created): shared (FOR SHARE; shared holders do not wait on each other) or exclusive (FOR NO KEY UPDATE; waits for and excludes every other holder). Purposes: learnings, memory_facts. Only the project''s own work waits on it. Raises SC010 for a NULL argument (and a check violation for an unknown purpose).';
-
-create or replace function scsql._project_lock_rows()
-returns trigger
-language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
-as $$
-begin
-  insert into scsql.project_locks (project_id, name)
-  select new.project_id, n.name from (values ('learnings'), ('memory_facts')) n(name)
-  on conflict do nothing;
-  return null;
-end
-$$;
-comment on function scsql._project_lock_rows() is
-  'Private trigger (after insert on scsql.projects): makes the project''s rows of scsql.project_locks in the transaction that creates the project, so the first outcomes or remembers of a new project never wait on each other''s insert of a lock row.';
-
-create or replace trigger project_lock_rows after insert on scsql.projects
-  for each row execute function scsql._project_lock_rows();
 
 create or replace function scsql_caller.lock_my_learnings()
 returns void

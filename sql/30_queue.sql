@@ -54,21 +54,6 @@ $$;
 comment on function scsql._channel(bigint, text) is
   'Private. The LISTEN/NOTIFY channel of one purpose of a project: scsql_ and 32 hex digits of sha256 of the project''s secret channel key (scsql.channel_keys, made with the project, read only by the owner) and the purpose. The name reveals neither the project nor the purpose, and cannot be derived without the key. Raises SC010 for a NULL argument.';
 
-create or replace function scsql._channel_key_row()
-returns trigger
-language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
-as $$
-begin
-  insert into scsql.channel_keys (project_id) values (new.project_id) on conflict do nothing;
-  return null;
-end
-$$;
-comment on function scsql._channel_key_row() is
-  'Private trigger (after insert on scsql.projects): makes the project''s secret channel key with the project.';
-
-create or replace trigger channel_key_row after insert on scsql.projects
-  for each row execute function scsql._channel_key_row();
-
 create or replace function scsql._queue_channel(p_project bigint, p_team_role text)
 returns text
 language sql volatile

@@ -69,15 +69,13 @@ CROSS_SHARD = {
 }
 
 # Triggers on reference tables that write another table: Citus fires a
-# reference table's triggers on every replica, where writing a distributed
-# table is a nested distributed query it refuses ("cannot execute a
-# distributed query from a query on a shard"). Both make rows that the
-# functions reading them create when missing (_channel, _project_lock), so on
-# Citus the rows are made on first use instead.
-# The log trigger of partition_settings writes partition_settings_log, a
-# reference table too: set_partition_retention logs instead when it is gone.
-REFERENCE_TRIGGERS = (("projects", "channel_key_row"), ("projects", "project_lock_rows"),
-                      ("partition_settings", "zz_log"))
+# reference table's triggers on every replica, where writing a table is
+# refused (a distributed one: "cannot execute a distributed query from a
+# query on a shard"). The log trigger of partition_settings writes
+# partition_settings_log, a reference table too: set_partition_retention
+# logs instead when it is gone. (A project's lock rows and channel key are
+# made by create_project, on one server too: migration 0503.)
+REFERENCE_TRIGGERS = (("partition_settings", "zz_log"),)
 
 _DISTRIBUTION_COLUMN = "project_id"
 
