@@ -76,8 +76,9 @@ def test_a_short_reply_is_found_by_what_it_answers(scsql_db, agent, tmp_path):
     assert reply["content"].startswith("## Turn 2, 2026-11-20 09:02 UTC") and "Assistant: Done." in reply["content"]
     assert "module-level" not in reply["content"]
     with scsql_db.connect() as conn:  # the text a worker embeds for it
-        row = conn.execute("select c.context, c.content, scsql._embed_input(c.project_id, c.chunk_hash) as embedded "
-                           "from scsql.kb_chunks c where c.chunk_hash = %s", (reply["chunk_hash"],)).fetchone()
+        row = conn.execute("select c.context, c.content, c.project_id from scsql.kb_chunks c where c.chunk_hash = %s",
+                           (reply["chunk_hash"],)).fetchone()
+        row["embedded"] = _embed_input(conn, row["project_id"], reply["chunk_hash"])
     with agent.transaction() as conn:
         sources = conn.execute("select s.path, s.content_hash from scsql.kb_sources s where s.kind = 'note'").fetchall()
         whole = conn.execute("select string_agg(c.content, '' order by c.seq) as t, max(char_length(c.context)) as n "
@@ -116,6 +117,7 @@ def test_a_session_summary_part_keeps_the_part_before_it(agent):
         conn.execute("select * from scsql.summarize_session(%s::jsonb)", (json.dumps({
             "done": ["Moved the retry logic of fetch_pages into src/net/backoff.py with exponential backoff"],
             "open_tasks": ["finish it"]}),))
+    with agent.transaction() as conn:  # on Citus the agent reads what the owner wrote after it committed
         rows = conn.execute("select c.anchor, c.context from scsql.kb_chunks c order by c.seq").fetchall()
     tasks = next(r for r in rows if r["anchor"] == "Open tasks")
     assert "backoff.py" in tasks["context"]
@@ -130,6 +132,7 @@ def test_spans_give_context_only_when_asked_and_bad_context_is_refused(agent):
         conn.execute("select * from scsql.index_text('notes/talk.md', %s, p_spans => %s::jsonb)",
                      (text, json.dumps([{"start": 1, "end": 3, "anchor": "A", "context": "charlie delta"},
                                         {"start": 5, "end": 7, "anchor": "B", "context": True}])))
+    with agent.transaction() as conn:
         rows = conn.execute("select s.path, c.anchor, c.context from scsql.kb_chunks c join scsql.kb_sources s "
                             "using (project_id, source_id) order by s.path, c.seq").fetchall()
     assert [(r["path"], r["anchor"], r["context"]) for r in rows] == [
@@ -155,19 +158,28 @@ def test_transcript_spans_mark_the_turns_as_conversation(tmp_path):
     assert part.spans[0]["context"].startswith("User: yes, the first") and part.spans[0]["context"].endswith("Set.")
 
 
+def _embed_input(conn, project: int, chunk_hash: str) -> str | None:
+    """The text a worker embeds for a chunk, in a statement of its own (on
+    Citus a function called per row of a sharded table runs on the shard)."""
+    return conn.execute("select scsql._embed_input(%s, %s) as t", (project, chunk_hash)).fetchone()["t"]
+
+
 def _traces(scsql_db, words: str) -> list[str]:
     """Where WORDS are still stored in the knowledge base: chunk text, chunk
     context, or the text a worker would embed for a chunk."""
     with scsql_db.connect() as conn:
         found = conn.execute(
-            "select c.seq, c.content like %(w)s as in_content, c.context like %(w)s as in_context, "
-            "scsql._embed_input(c.project_id, c.chunk_hash) like %(w)s as in_embedding "
-            "from scsql.kb_chunks c", {"w": f"%{words}%"}).fetchall()
-        stale = conn.execute("select count(*) as n from scsql.kb_terms t where t.df <> (select count(*) "
-                             "from scsql.kb_postings p where p.project_id = t.project_id and p.term_id = t.term_id)"
-                             ).fetchone()["n"]
-        lengths = conn.execute("select m.total_len = (select coalesce(sum(n_terms), 0) from scsql.kb_chunks c "
-                               "where c.project_id = m.project_id) as exact from scsql.memory_state m").fetchall()
+            "select c.seq, c.project_id, c.chunk_hash, c.content like %(w)s as in_content, "
+            "c.context like %(w)s as in_context from scsql.kb_chunks c", {"w": f"%{words}%"}).fetchall()
+        for r in found:
+            r["in_embedding"] = words in (_embed_input(conn, r["project_id"], r["chunk_hash"]) or "")
+        # Joined and grouped by project (Citus plans no subquery correlated with another shard's rows).
+        stale = conn.execute("select count(*) as n from (select t.df, count(p.chunk_id) as n from scsql.kb_terms t "
+                             "left join scsql.kb_postings p on p.project_id = t.project_id and p.term_id = t.term_id "
+                             "group by t.project_id, t.term_id, t.df) x where x.df <> x.n").fetchone()["n"]
+        lengths = conn.execute("select m.total_len = coalesce(c.len, 0) as exact from scsql.memory_state m "
+                               "left join (select project_id, sum(n_terms) as len from scsql.kb_chunks group by 1) c "
+                               "on c.project_id = m.project_id").fetchall()
     assert stale == 0 and all(r["exact"] for r in lengths)
     return [f"chunk {r['seq']} {k}" for r in found for k in ("in_content", "in_context", "in_embedding") if r[k]]
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from scsql import subsystems
 from scsql.api import Api
 
+from .helpers import ON_CITUS
+
 
 def _search(agent, query: str) -> list[dict]:
     with agent.transaction() as conn:
@@ -80,7 +82,8 @@ def test_learning_rolls_back_with_its_outcome(scsql_db):
         with conn.transaction(force_rollback=True):
             conn.execute(f"set local role {a.role}")
             assert _record_outcome_sql(a, conn, "quokka failure")["learning_id"] is not None
-            assert conn.execute("select count(*) as n from scsql.learnings").fetchone()["n"] == 1
+            if not ON_CITUS:  # there the agent may not read, in this transaction, the shard the owner wrote
+                assert conn.execute("select count(*) as n from scsql.learnings").fetchone()["n"] == 1
     finally:
         a.db.pool.putconn(conn)
     assert worker.drain(a, subsystems.jobs(["learnings"])) == 0
