@@ -26,7 +26,7 @@ import psycopg
 
 from . import errors
 from .errors import ScsqlError
-from .migrate import Source, SqlFile
+from .migrate import Migrator, Report, Source, SqlFile
 
 # Small, global tables: identities, keys, catalogues and settings. Replicated
 # to every node; writes to them are rare (a new agent, a new model, a migration).
@@ -61,7 +61,8 @@ CROSS_SHARD = {
     "scsql.verify_chain": "without a project, walks every chain of every chained table: a scan of each shard",
     "scsql.checkpoint_heads_now / scsql.record_checkpoint": "read the head of every chain (scsql.chains, "
                                                             "every shard) and write one row per chain",
-    "scsql.learnings_export": "an auditor's export reads the learnings of every project: every shard",
+    "scsql.cost_report / scsql.learnings": "no project in their queries (row-level security alone keeps an "
+                                           "agent to what it may see, other projects' included): every shard",
     "scsql.maintain_partitions": "DDL on outcomes and tool_calls (new and dropped partitions), propagated "
                                  "to every shard of both; retention reads each dropped partition on every shard",
     "scsql.purge_expired": "deletes expired rows of every project: one statement per shard",
@@ -273,6 +274,37 @@ def creation_order(conn: psycopg.Connection, keys: list[tuple[str, str]] | None 
     for t in tables:
         visit(t)
     return order
+
+
+def is_distributed(conninfo: str) -> bool:
+    """Whether a migrate --citus distributed scsql's tables in the database
+    CONNINFO names (an administrator's): every later migrate takes that path."""
+    from .db import unreachable
+
+    try:
+        conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=10)
+    except psycopg.OperationalError as exc:
+        raise unreachable(exc) from None
+    with conn:
+        if conn.execute("select to_regclass('pg_catalog.pg_dist_partition') is null "
+                        "or to_regclass('scsql.projects') is null").fetchone()[0]:
+            return False
+        return conn.execute("select exists (select from pg_catalog.pg_dist_partition "
+                            "where logicalrelid = 'scsql.projects'::regclass)").fetchone()[0]
+
+
+def migrate(conninfo: str, root: Path | None = None, target: int | None = None,
+            progress: Callable[[str], None] = lambda _m: None) -> tuple[Report, dict[str, list[str]]]:
+    """scsql migrate --citus: the roles and their logins on every node, the
+    migrations and sql/ and policies/ from the Citus form of the source (ROOT,
+    default the installed one), then distribute (which sets again what
+    re-created functions lost). Returns the migration report and what
+    distribute changed. Raises like Migrator.run, cluster_logins and distribute."""
+    migrator = Migrator(conninfo, CitusSource(root))
+    migrator.bootstrap()  # creates the roles
+    cluster_logins(conninfo)  # the owner's statements (migrations too) reach the workers as the owner
+    report = migrator.run(target=target, progress=progress)
+    return report, distribute(conninfo, progress=progress)
 
 
 def cluster_logins(conninfo: str) -> None:

@@ -152,7 +152,7 @@ _MIGRATION_APPLIED = re.compile(r"applied \d+_[^ ]+\.sql")
 
 
 def cmd_up(ctx, args: argparse.Namespace) -> int:
-    from . import roles
+    from . import citus, roles
     from .migrate import Migrator
 
     root = default_root(args.root)  # checked before anything starts
@@ -172,7 +172,10 @@ def cmd_up(ctx, args: argparse.Namespace) -> int:
             print("  applying migrations ...", flush=True)  # the first of them: a fresh database takes seconds
         said.append(m)
 
-    report = Migrator(admin).run(progress=progress)
+    if citus.is_distributed(admin):  # migrated as migrate --citus did
+        report, _done = citus.migrate(admin, progress=progress)
+    else:
+        report = Migrator(admin).run(progress=progress)
     if report.applied:
         span = report.applied[0] + (f" to {report.applied[-1]}" if len(report.applied) > 1 else "")
         print(f"  applied {len(report.applied)} migration(s): {span}")
@@ -319,29 +322,24 @@ def cmd_psql(ctx, args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(ctx, args: argparse.Namespace) -> int:
+    from . import citus
     from .migrate import Migrator, Source
 
-    source = Source(Path(args.source)) if args.source else None
-    if args.citus:  # Citus refuses subqueries in policies: the subquery-free form
-        from .citus import CitusSource
-
-        source = CitusSource(Path(args.source) if args.source else None)
-    migrator = Migrator(ctx.admin_conninfo() if not args.print else "", source)
+    root = Path(args.source) if args.source else None
     if args.print:
-        sys.stdout.write(migrator.script())
+        source = citus.CitusSource(root) if args.citus else Source(root) if root else None
+        sys.stdout.write(Migrator("", source).script())
         return 0
-    if args.citus:  # the owner's statements (migrations too) reach the workers as the owner
-        from .citus import cluster_logins
-
-        migrator.bootstrap()  # creates the roles
-        cluster_logins(migrator.conninfo)
-    report = migrator.run(target=args.to, progress=lambda m: print(f"  {m}"))
+    admin = ctx.admin_conninfo()
+    done = None
+    # A database migrate --citus distributed is migrated that way every time.
+    if args.citus or citus.is_distributed(admin):
+        report, done = citus.migrate(admin, root, args.to, progress=lambda m: print(f"  {m}"))
+    else:
+        report = Migrator(admin, Source(root) if root else None).run(target=args.to, progress=lambda m: print(f"  {m}"))
     print(f"scsql: schema at version {report.schema_version}; "
           f"{len(report.applied)} migration(s) applied" + (" after waiting for another migrator" if report.waited else ""))
-    if args.citus:
-        from .citus import distribute
-
-        done = distribute(migrator.conninfo, progress=lambda m: print(f"  {m}"))
+    if done is not None:
         print(f"scsql: citus: {len(done['distributed'])} table(s) distributed by project_id, "
               f"{len(done['reference'])} made reference tables")
     return 0
@@ -436,7 +434,8 @@ def register(sub, add) -> None:
     p.add_argument("--to", type=int, metavar="VERSION", help="apply migrations up to VERSION only")
     p.add_argument("--source", metavar="DIR", help="read migrations/, sql/, policies/ from DIR (a release checkout)")
     p.add_argument("--citus", action="store_true",
-                   help="then shard every table by project_id on Citus (reference tables for the small global ones)")
+                   help="then shard every table by project_id on Citus (reference tables for the small global ones); "
+                        "a database sharded so is migrated this way every time, by scsql up too")
 
     p = add("project", cmd_project, "create or list projects")
     psub = p.add_subparsers(dest="action", required=True)
