@@ -27,7 +27,11 @@ import pytest
 from scsql.core.errors import ScsqlError
 from scsql.core.migrate import Migrator, Source
 
-from .helpers import schema_dump
+from .helpers import one_server_only, schema_dump
+
+# On Citus migrations run as migrate --citus does (tests/test_distributable.py);
+# these compare plain migrations, dumps and scripts of one server.
+pytestmark = one_server_only("plain migrations of one server")
 
 REPO = Path(__file__).resolve().parent.parent
 
