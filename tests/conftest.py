@@ -28,6 +28,7 @@ before any of them migrates a database.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Iterator
@@ -87,6 +88,17 @@ class Server:
         for conninfo in self.every_node(dbname):
             Migrator(conninfo).bootstrap()
         return janitor
+
+    @contextlib.contextmanager
+    def scratch(self, dbname: str, template: str) -> Iterator[psycopg.Connection]:
+        """An administrator's autocommit connection to DBNAME, made from
+        TEMPLATE for the while (clone) and dropped after."""
+        janitor = self.clone(dbname, template)
+        try:
+            with psycopg.connect(self.conninfo(dbname), autocommit=True) as conn:
+                yield conn
+        finally:
+            janitor.drop()
 
     def every_node(self, dbname: str) -> list[str]:
         """Conninfo of DBNAME on this server and on each Citus worker; on Citus, statements

@@ -75,15 +75,8 @@ KINDS = {"text": "text", "int": "bigint", "numeric": "numeric", "bool": "boolean
 @pytest.fixture(scope="module")
 def probe_conn(server, template):
     """A connection to a database of its own (on Citus the template takes none)."""
-    import psycopg
-
-    name = f"{SESSION}_encoding"
-    janitor = server.clone(name, template)
-    try:
-        with psycopg.connect(server.conninfo(name), autocommit=True) as conn:
-            yield conn
-    finally:
-        janitor.drop()
+    with server.scratch(f"{SESSION}_encoding", template) as conn:
+        yield conn
 
 
 @pytest.fixture(scope="module")

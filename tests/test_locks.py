@@ -63,6 +63,21 @@ def _project_id(db, name: str) -> int:
         return conn.execute("select project_id from scsql.projects where name = %s", (name,)).fetchone()["project_id"]
 
 
+def test_a_project_is_made_with_its_lock_rows_and_channel_key(scsql_db):
+    """create_project makes them in its own transaction (no trigger on the
+    projects table, which Citus would fire on every replica): the first
+    transactions of a new project never wait on each other's insert of them."""
+    name = scsql_db.project()
+    with scsql_db.connect() as conn:
+        pid = conn.execute("select project_id from scsql.projects where name = %s", (name,)).fetchone()["project_id"]
+        locks = conn.execute("select name from scsql.project_locks where project_id = %s order by 1", (pid,)).fetchall()
+        keys = conn.execute("select count(*) as n from scsql.channel_keys where project_id = %s", (pid,)).fetchone()["n"]
+        triggers = conn.execute("select tgname from pg_trigger where tgrelid = 'scsql.projects'::regclass "
+                                "and not tgisinternal").fetchall()
+    assert [r["name"] for r in locks] == ["learnings", "memory_facts"] and keys == 1
+    assert triggers == []
+
+
 def test_no_scsql_function_takes_an_advisory_lock(scsql_db):
     """Per-project locks are rows agents cannot touch; advisory keys are a
     space any session with EXECUTE can take."""

@@ -12,7 +12,6 @@ import re
 import time
 from pathlib import Path
 
-import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -29,13 +28,8 @@ MARKER = re.compile(r"\[REDACTED:([a-z_]+)\]")
 @pytest.fixture(scope="module")
 def admin(server, template):
     """One migrated database for the module (redaction reads no tables)."""
-    name = f"{SESSION}_redaction"
-    janitor = server.clone(name, template)
-    try:
-        with psycopg.connect(server.conninfo(name), autocommit=True) as conn:
-            yield conn
-    finally:
-        janitor.drop()
+    with server.scratch(f"{SESSION}_redaction", template) as conn:
+        yield conn
 
 
 def redact(conn, text):

@@ -286,11 +286,14 @@ def is_distributed(conninfo: str) -> bool:
     except psycopg.OperationalError as exc:
         raise unreachable(exc) from None
     with conn:
-        if conn.execute("select to_regclass('pg_catalog.pg_dist_partition') is null "
-                        "or to_regclass('scsql.projects') is null").fetchone()[0]:
-            return False
-        return conn.execute("select exists (select from pg_catalog.pg_dist_partition "
-                            "where logicalrelid = 'scsql.projects'::regclass)").fetchone()[0]
+        try:
+            if conn.execute("select to_regclass('pg_catalog.pg_dist_partition') is null "
+                            "or to_regclass('scsql.projects') is null").fetchone()[0]:
+                return False
+            return conn.execute("select exists (select from pg_catalog.pg_dist_partition "
+                                "where logicalrelid = 'scsql.projects'::regclass)").fetchone()[0]
+        except psycopg.Error as exc:
+            raise errors.from_psycopg(exc) from None
 
 
 def migrate(conninfo: str, root: Path | None = None, target: int | None = None,
