@@ -76,6 +76,13 @@ select scsql._define_error(code, name, meaning, 'client') from (values
   ('SC044', 'citus_worker_setup',  'scsql migrate --citus could not let scsql_owner and scsql_auditor log in on every node of the cluster (their statements reach the workers as themselves); the message has the node''s error.')
 ) as t(code, name, meaning);
 
+create or replace function scsql._citus()
+returns boolean
+language sql stable
+as $$ select pg_catalog.to_regclass('pg_catalog.pg_dist_partition') is not null $$;
+comment on function scsql._citus() is
+  'Private. Whether this database has Citus''s catalogue (the citus extension): functions that must act otherwise on a cluster ask it.';
+
 -- ---------------------------------------------------------------------------
 -- Policy plumbing
 -- ---------------------------------------------------------------------------

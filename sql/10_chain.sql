@@ -548,7 +548,7 @@ declare
   v_case text;
   v_default oid;
 begin
-  if to_regclass('pg_catalog.pg_dist_partition') is not null then
+  if scsql._citus() then
     execute 'select exists (select from pg_catalog.pg_dist_partition where logicalrelid = $1)' into v_citus using v_rel;
   end if;
   if not v_citus then

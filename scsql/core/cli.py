@@ -19,10 +19,15 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import __version__
 from .config import APP_ROLE, role_for
+
+if TYPE_CHECKING:
+    from .migrate import Report
 
 # Every other import is made by the command that needs it: building the
 # parser must not load the database driver.
@@ -152,8 +157,7 @@ _MIGRATION_APPLIED = re.compile(r"applied \d+_[^ ]+\.sql")
 
 
 def cmd_up(ctx, args: argparse.Namespace) -> int:
-    from . import citus, roles
-    from .migrate import Migrator
+    from . import roles
 
     root = default_root(args.root)  # checked before anything starts
     if ctx.settings.embedded:
@@ -172,10 +176,7 @@ def cmd_up(ctx, args: argparse.Namespace) -> int:
             print("  applying migrations ...", flush=True)  # the first of them: a fresh database takes seconds
         said.append(m)
 
-    if citus.is_distributed(admin):  # migrated as migrate --citus did
-        report, _done = citus.migrate(admin, progress=progress)
-    else:
-        report = Migrator(admin).run(progress=progress)
+    report, _done = _migrate(admin, progress=progress)
     if report.applied:
         span = report.applied[0] + (f" to {report.applied[-1]}" if len(report.applied) > 1 else "")
         print(f"  applied {len(report.applied)} migration(s): {span}")
@@ -321,6 +322,19 @@ def cmd_psql(ctx, args: argparse.Namespace) -> int:
     return 0  # not reached
 
 
+def _migrate(admin: str, root: Path | None = None, target: int | None = None,
+             progress: Callable[[str], None] = lambda _m: None, citus: bool = False) -> tuple[Report, dict | None]:
+    """The migration scsql migrate and scsql up run: with CITUS, or on a
+    database a migrate --citus sharded, that path every time (citus.migrate,
+    which also returns what it distributed); the plain one otherwise (None)."""
+    from . import citus as cluster
+    from .migrate import Migrator, Source
+
+    if citus or cluster.is_distributed(admin):
+        return cluster.migrate(admin, root, target, progress)
+    return Migrator(admin, Source(root) if root else None).run(target=target, progress=progress), None
+
+
 def cmd_migrate(ctx, args: argparse.Namespace) -> int:
     from . import citus
     from .migrate import Migrator, Source
@@ -330,13 +344,7 @@ def cmd_migrate(ctx, args: argparse.Namespace) -> int:
         source = citus.CitusSource(root) if args.citus else Source(root) if root else None
         sys.stdout.write(Migrator("", source).script())
         return 0
-    admin = ctx.admin_conninfo()
-    done = None
-    # A database migrate --citus distributed is migrated that way every time.
-    if args.citus or citus.is_distributed(admin):
-        report, done = citus.migrate(admin, root, args.to, progress=lambda m: print(f"  {m}"))
-    else:
-        report = Migrator(admin, Source(root) if root else None).run(target=args.to, progress=lambda m: print(f"  {m}"))
+    report, done = _migrate(ctx.admin_conninfo(), root, args.to, lambda m: print(f"  {m}"), args.citus)
     print(f"scsql: schema at version {report.schema_version}; "
           f"{len(report.applied)} migration(s) applied" + (" after waiting for another migrator" if report.waited else ""))
     if done is not None:
