@@ -115,3 +115,37 @@ def test_score_fusion_keeps_bm25s_clear_first_hit_and_adds_a_close_vector_match(
     hybrid = [h["source_path"] for h in search(a, query, **kw)]
     assert hybrid[0] == "client.py#initialize"
     assert "server.py#hello" in hybrid[:3]
+
+
+def test_score_fusion_gives_every_vector_hit_its_bm25_score(corpus):
+    """Hybrid search (k = 10) is score fusion over the whole BM25 ranking:
+    BM25 ranks only its best k, and each vector hit below them is given its
+    BM25 score. Computed here from BM25 over every chunk and the vector
+    branch's best 40, it must give the same results and scores; some of
+    them must be vector hits BM25 ranks below its best 10 (bm25_rank null,
+    yet retrieved by bm25), or the test would not tell the two apart."""
+    a, centres, rng = corpus
+    floor, below = 0.2, 0
+    for i in range(6):
+        query = f"w{i} w{i + 7} w{i + 13}"
+        emb = vector_literal(_unit(centres[i % 4] + 0.5 * _unit(rng.normal(size=384))))
+        bm25 = {h["source_path"]: h["score"] for h in search(a, query, mode="bm25", k=200, depth=1000)}
+        vec = {h["source_path"]: h["score"] for h in search(a, query, mode="vector", k=40, query_embedding=emb,
+                                                            model=DEFAULT_MODEL, min_similarity=-1)}
+        bmax = max(bm25.values())
+        fused = {p: s / bmax for p, s in bm25.items()}
+        for p, sim in vec.items():
+            if p in bm25 or sim >= floor:
+                fused[p] = fused.get(p, 0.0) + max(sim - floor, 0.0) / (1 - floor)
+        want = sorted(fused.items(), key=lambda kv: -kv[1])[:10]
+        hits = search(a, query, k=10, query_embedding=emb, model=DEFAULT_MODEL)
+        # The same scores in the same order (chunks of equal score may swap).
+        assert [round(h["score"], 9) for h in hits] == [round(s, 9) for _, s in want], query
+        assert {h["source_path"] for h in hits if round(h["score"], 9) > round(want[-1][1], 9)} == \
+            {p for p, s in want if round(s, 9) > round(want[-1][1], 9)}, query
+        for h in hits:
+            assert ("bm25" in h["retrievers"]) == (h["source_path"] in bm25), (query, h["source_path"])
+            if h["bm25_rank"] is None and "bm25" in h["retrievers"]:
+                below += 1
+                assert sum(s >= bm25[h["source_path"]] for p, s in bm25.items() if p != h["source_path"]) >= 10
+    assert below > 0
