@@ -643,7 +643,7 @@ begin
   -- too much), the next term becomes essential.
   while v_e < v_terms loop
     v_redo := false;
-    v_lim := case when v_restart or v_e > 1 then v_cap else least(v_cap, 4 * greatest(p_depth * 2, 100)) end;
+    v_lim := case when v_restart or v_e > 1 then v_cap else least(v_cap, 4 * greatest(p_depth * 2, least(100, p_depth * 3))) end;
     -- A chunk whose partial score over the essential terms is below v_floor
     -- cannot reach v_lb with the others' bounds: the lists of the rounds
     -- that group leave it out (the first round's list starts at the best).
@@ -735,9 +735,10 @@ begin
     end if;
     -- What the terms that are not essential can add at most.
     v_ub := coalesce((select sum(x) from unnest(v_ubt[v_e + 1:v_terms]) x), 0);
-    -- The first candidates completed: the best 2 * depth (at least 100).
+    -- The first candidates completed: the best 2 * depth (at least 100, or
+    -- 3 * depth below a depth of 34: search asks BM25 for its best k).
     -- On a restart (the same round, read further) what was completed stays.
-    v_m := least(greatest(p_depth * 2, 100), v_ncand, v_cap);  -- element v_cap + 1 is only a sentinel
+    v_m := least(greatest(p_depth * 2, least(100, p_depth * 3)), v_ncand, v_cap);  -- element v_cap + 1 is only a sentinel
     if v_restart then
       v_restart := false;
       v_m := greatest(v_m, v_done);
