@@ -411,6 +411,7 @@ declare
   s_tid bigint[];
   s_idf double precision[];
   s_avgdl double precision[];
+  v_project bigint;
 begin
   perform scsql_caller.bm25_check(1, 1, p_k1, p_b, 0, 0);
   if cardinality(p_ids) is distinct from cardinality(p_chunks) then
@@ -419,13 +420,18 @@ begin
   select array_agg(t.project_id), array_agg(t.term_id), array_agg(t.idf), array_agg(t.avgdl)
     into s_proj, s_tid, s_idf, s_avgdl
   from scsql_caller.bm25_stats(p_projects, p_terms) t;
-  -- An index scan per term over the chunks' ids, the pairs kept after.
-  return query
-  select p.project_id, p.chunk_id, sum(scsql_caller.bm25_term(t.idf, p.tf, p.dl, t.avgdl, p_k1, p_b))
-  from unnest(s_proj, s_tid, s_idf, s_avgdl) t(project_id, term_id, idf, avgdl)
-  join scsql.kb_postings p on p.project_id = t.project_id and p.term_id = t.term_id and p.chunk_id = any(p_chunks)
-  where (p.project_id, p.chunk_id) in (select c.project_id, c.chunk_id from unnest(p_ids, p_chunks) c(project_id, chunk_id))
-  group by p.project_id, p.chunk_id;
+  -- One project at a time (on Citus, a query on its shards): an index scan
+  -- per term over the project's chunk ids.
+  for v_project in select distinct c.id from unnest(p_ids) c(id) where c.id = any(p_projects) loop
+    return query
+    select v_project, p.chunk_id, sum(scsql_caller.bm25_term(t.idf, p.tf, p.dl, t.avgdl, p_k1, p_b))
+    from unnest(s_proj, s_tid, s_idf, s_avgdl) t(project_id, term_id, idf, avgdl)
+    join scsql.kb_postings p
+      on p.project_id = v_project and p.term_id = t.term_id
+     and p.chunk_id = any(array(select c.chunk from unnest(p_ids, p_chunks) c(id, chunk) where c.id = v_project))
+    where t.project_id = v_project
+    group by p.chunk_id;
+  end loop;
 exception when numeric_value_out_of_range or division_by_zero then
   perform scsql_caller.bm25_check(null, null, null, null, null, null);
 end
@@ -1044,10 +1050,10 @@ declare
   f_score double precision[];
   f_bscore double precision[];
   f_brank integer[];
+  f_vrank integer[];
   x_proj bigint[];
   x_chunk bigint[];
   x_score double precision[];
-  f_vrank integer[];
   v_bad text;
   v_bad_value double precision;
 begin
