@@ -382,21 +382,26 @@ comment on function scsql_caller.bm25_costs(bigint, integer[], integer[], intege
 
 create or replace function scsql_caller.bm25_stats(p_projects bigint[], p_terms text[])
 returns table (project_id bigint, term_id bigint, idf double precision, avgdl double precision)
-language sql stable
+language plpgsql stable  -- not SQL: Citus plans no query with an SQL function's parameters
 as $$
+#variable_conflict use_column
+declare
+  v_me bigint := scsql_caller.project_id();
+begin
   -- Another project's published knowledge is scored on its own: its
   -- published chunks' statistics.
+  return query
   select t.project_id, t.term_id, scsql_caller.bm25_idf(t.n, t.df), greatest(t.len::double precision / greatest(t.n, 1), 1)
   from (
     select t.project_id, t.term_id,
-           case when t.project_id = me.id then t.df else t.published_df end as df,
-           case when t.project_id = me.id then s.n_chunks else s.published_chunks end as n,
-           case when t.project_id = me.id then s.total_len else s.published_len end as len
-    from (select scsql_caller.project_id() as id offset 0) me
-    cross join scsql.kb_terms t join scsql.memory_state s on s.project_id = t.project_id
+           case when t.project_id = v_me then t.df else t.published_df end as df,
+           case when t.project_id = v_me then s.n_chunks else s.published_chunks end as n,
+           case when t.project_id = v_me then s.total_len else s.published_len end as len
+    from scsql.kb_terms t join scsql.memory_state s on s.project_id = t.project_id
     where t.project_id = any(p_projects) and t.term = any(p_terms)
   ) t
-  where t.df > 0
+  where t.df > 0;
+end
 $$;
 comment on function scsql_caller.bm25_stats(bigint[], text[]) is
   'For scsql_caller.bm25 and bm25_scores: each term of p_terms found in the given projects, with its idf and the project''s mean chunk length (avgdl), as the caller sees them: over the acting agent''s project all of its chunks, over another project only its published ones (so scores do not depend on what the caller cannot see). A term in no chunk has no row.';
@@ -995,12 +1000,6 @@ returns table (
   bm25_rank integer, vector_rank integer, trust text, notice text, retrieved_at timestamptz,
   author text, written_at timestamptz)
 language plpgsql stable set hnsw.iterative_scan = 'relaxed_order' set hnsw.ef_search = 100
-  -- Generic plans for its statements and those of the functions it calls
-  -- (bm25 and its helpers): they take arrays of any length, and planning
-  -- each call anew cost more (about 1 ms a search, measured over the
-  -- benchmark's 200 queries) than any plan chosen for the arrays' lengths
-  -- saved.
-  set plan_cache_mode = force_generic_plan
 as $$
 #variable_conflict use_column
 declare
@@ -1349,6 +1348,23 @@ end
 $$;
 comment on function scsql_caller.search_projects(bigint[], text, integer, text[], text, timestamptz, text, vector, text, double precision, double precision, double precision, double precision, double precision, integer, text, double precision) is
   'Hybrid search over the given projects as the caller (row-level security applies): BM25 top-k over chunks and working-memory facts (top-depth for rank fusion) and, with a query embedding of a known model, HNSW cosine top-depth (iterative scan, filters applied inside the scan), each vector hit with its BM25 score, vector hits holding no query term dropped below min_similarity, fused by score (BM25 as a share of its best, similarity above the floor as a share of 1 - floor) or by weighted reciprocal rank. Each result names its kind, author and time.';
+
+-- Generic plans for the statements of search_projects and of the functions
+-- it calls (bm25 and its helpers): they take arrays of any length, and
+-- planning each call anew cost more (about 1 ms a search, measured over the
+-- search benchmark's 200 queries) than any plan chosen for the arrays'
+-- lengths saved. Not on Citus, which cannot plan a generic plan's query on
+-- its shards.
+do $$
+begin
+  if not scsql._citus() then
+    alter function scsql_caller.search_projects(bigint[], text, integer, text[], text, timestamptz, text, vector, text,
+                                                double precision, double precision, double precision, double precision,
+                                                double precision, integer, text, double precision)
+      set plan_cache_mode = force_generic_plan;
+  end if;
+end
+$$;
 
 -- search and search_global take one list of arguments (search adds the four
 -- of lifecycle ranking) and return one list of columns, each written once
