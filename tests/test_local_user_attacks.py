@@ -304,6 +304,21 @@ def test_held_bm25_helpers_show_only_what_row_level_security_shows(spy_and_victi
         both = [r[0] for a in tids for b in tids if a < b for r in spy.execute(
             "select unnest(chunk_ids) from scsql_caller.bm25_both(%s, %s, '{1,1}', 0, 0, 10, 1.2, 0.75)",
             (s["b"], [a, b])).fetchall()]
+    with s["db"].connect(autocommit=True) as admin:
+        words = [r["term"] for r in admin.execute("select term from scsql.kb_terms where project_id = %s",
+                                                  (s["b"],)).fetchall()]
+    scores = ("select chunk_id from scsql_caller.bm25_scores(%s, %s, 1.2, 0.75, %s, %s)",
+              ([s["b"]], words, [s["b"]] * len(ids), ids))
+    stats = ("select term_id from scsql_caller.bm25_stats(%s, array(select term from scsql_caller.terms(%s)))",
+             ([s["b"]], "layoffs everyone"))
+    with psycopg.connect(s["db"].login(s["victim"].name), autocommit=True) as victim:
+        assert private <= {r[0] for r in victim.execute(*scores).fetchall()}
+        assert len(victim.execute(*stats).fetchall()) == 2  # its own summary's term too
+    with psycopg.connect(s["db"].login(s["spy"].name), autocommit=True) as spy:
+        scored_by_spy = {r[0] for r in spy.execute(*scores).fetchall()}
+        spy_stats = spy.execute(*stats).fetchall()
+    assert scored_by_spy and scored_by_spy <= published, "bm25_scores scored an unpublished chunk"
+    assert len(spy_stats) == 1, "bm25_stats counted a term only B's unpublished summary holds"
     assert seen and seen <= published, "bm25_complete scored postings of an unpublished chunk"
     assert {c for c, score in top if score > 0} <= published, "bm25_top scored postings of an unpublished chunk"
     assert both and set(both) <= published, "bm25_both scored postings of an unpublished chunk"

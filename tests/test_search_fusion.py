@@ -117,35 +117,74 @@ def test_score_fusion_keeps_bm25s_clear_first_hit_and_adds_a_close_vector_match(
     assert "server.py#hello" in hybrid[:3]
 
 
+def _fusion_over_every_bm25_score(agent, fn: str, query: str, emb: str, floor: float = 0.2) -> list:
+    """Runs FN (search or search_global) hybrid with k = 10 as AGENT, checks
+    that it is score fusion over every chunk's BM25 score (BM25 alone, k 200)
+    and the vector branch's best 40, and returns the hits BM25 ranks below
+    its best 10 (bm25_rank null, yet retrieved by bm25)."""
+    def run(**kw):
+        extra = "".join(f", p_{k} => %s" for k in kw)
+        return {(h["project"], h["source_path"]): h for h in q(agent, f"select * from scsql.{fn}(%s{extra})", query,
+                                                                 *kw.values())}
+
+    bm25 = {key: h["score"] for key, h in run(mode="bm25", k=200, depth=1000).items()}
+    vec = {key: h["score"] for key, h in run(mode="vector", k=40, query_embedding=emb, model=DEFAULT_MODEL,
+                                            min_similarity=-1).items()}
+    bmax = max(bm25.values())
+    fused = {key: s / bmax for key, s in bm25.items()}
+    for key, sim in vec.items():
+        if key in bm25 or sim >= floor:
+            fused[key] = fused.get(key, 0.0) + max(sim - floor, 0.0) / (1 - floor)
+    want = sorted(fused.items(), key=lambda kv: -kv[1])[:10]
+    hits = q(agent, f"select * from scsql.{fn}(%s, p_k => 10, p_query_embedding => %s, p_model => %s)",
+             query, emb, DEFAULT_MODEL)
+    # The same scores in the same order (chunks of equal score may swap).
+    assert [round(h["score"], 9) for h in hits] == [round(s, 9) for _, s in want], query
+    last = round(want[-1][1], 9)
+    assert {(h["project"], h["source_path"]) for h in hits if round(h["score"], 9) > last} == \
+        {key for key, s in want if round(s, 9) > last}, query
+    below = []
+    for h in hits:
+        key = (h["project"], h["source_path"])
+        assert ("bm25" in h["retrievers"]) == (key in bm25), (query, key)
+        if h["bm25_rank"] is None and "bm25" in h["retrievers"]:
+            below.append(key)
+            assert sum(s >= bm25[key] for k, s in bm25.items() if k != key) >= 10
+    return below
+
+
 def test_score_fusion_gives_every_vector_hit_its_bm25_score(corpus):
     """Hybrid search (k = 10) is score fusion over the whole BM25 ranking:
     BM25 ranks only its best k, and each vector hit below them is given its
-    BM25 score. Computed here from BM25 over every chunk and the vector
-    branch's best 40, it must give the same results and scores; some of
-    them must be vector hits BM25 ranks below its best 10 (bm25_rank null,
-    yet retrieved by bm25), or the test would not tell the two apart."""
+    BM25 score. Computed from BM25 over every chunk and the vector branch's
+    best 40, fusion must give the same results and scores; some of them must
+    be vector hits BM25 ranks below its best 10, or the test would not tell
+    the two apart."""
     a, centres, rng = corpus
-    floor, below = 0.2, 0
+    below = []
     for i in range(6):
-        query = f"w{i} w{i + 7} w{i + 13}"
         emb = vector_literal(_unit(centres[i % 4] + 0.5 * _unit(rng.normal(size=384))))
-        bm25 = {h["source_path"]: h["score"] for h in search(a, query, mode="bm25", k=200, depth=1000)}
-        vec = {h["source_path"]: h["score"] for h in search(a, query, mode="vector", k=40, query_embedding=emb,
-                                                            model=DEFAULT_MODEL, min_similarity=-1)}
-        bmax = max(bm25.values())
-        fused = {p: s / bmax for p, s in bm25.items()}
-        for p, sim in vec.items():
-            if p in bm25 or sim >= floor:
-                fused[p] = fused.get(p, 0.0) + max(sim - floor, 0.0) / (1 - floor)
-        want = sorted(fused.items(), key=lambda kv: -kv[1])[:10]
-        hits = search(a, query, k=10, query_embedding=emb, model=DEFAULT_MODEL)
-        # The same scores in the same order (chunks of equal score may swap).
-        assert [round(h["score"], 9) for h in hits] == [round(s, 9) for _, s in want], query
-        assert {h["source_path"] for h in hits if round(h["score"], 9) > round(want[-1][1], 9)} == \
-            {p for p, s in want if round(s, 9) > round(want[-1][1], 9)}, query
-        for h in hits:
-            assert ("bm25" in h["retrievers"]) == (h["source_path"] in bm25), (query, h["source_path"])
-            if h["bm25_rank"] is None and "bm25" in h["retrievers"]:
-                below += 1
-                assert sum(s >= bm25[h["source_path"]] for p, s in bm25.items() if p != h["source_path"]) >= 10
-    assert below > 0
+        below += _fusion_over_every_bm25_score(a, "search", f"w{i} w{i + 7} w{i + 13}", emb)
+    assert below
+
+
+def test_search_global_scores_another_projects_vector_hits_by_its_published_chunks(scsql_db, corpus):
+    """Over a project granted for reading, BM25 uses the statistics of its
+    published chunks: the vector hits BM25 ranks below its best k are scored
+    with them too. The corpus's project also holds an unpublished session
+    summary of the same words, so its whole statistics differ."""
+    a, centres, rng = corpus
+    q(a, "select * from scsql.summarize_session(%s::jsonb)",
+      '{"done": "' + " ".join(f"w{i}" for i in range(20)) + '"}')
+    reader = scsql_db.agent("fusereader", scsql_db.project())
+    _index_with_vectors(reader, {f"own/{i}": (" ".join(rng.choice([f"w{j}" for j in range(40)], size=12)),
+                                             _unit(centres[i % 4] + 0.6 * _unit(rng.normal(size=384))))
+                                 for i in range(30)})
+    project = q(a, "select p.name from scsql.projects p where p.project_id = scsql_caller.project_id()")[0]["name"]
+    with scsql_db.connect(autocommit=True) as admin:
+        admin.execute("select scsql.grant_project_read(%s, %s)", (project, reader.name))
+    below = []
+    for i in range(6):
+        emb = vector_literal(_unit(centres[i % 4] + 0.5 * _unit(rng.normal(size=384))))
+        below += _fusion_over_every_bm25_score(reader, "search_global", f"w{i} w{i + 7} w{i + 13}", emb)
+    assert any(p == project for p, _ in below), below

@@ -173,9 +173,10 @@ def fuse(bm25: list[tuple[str, str, float]], vec: list[tuple[str, str, float]], 
     """Score fusion as scsql.search computes it (fusion score): BM25 as a share
     of the best BM25 score, plus w_vec times the similarity above the floor as
     a share of 1 - floor, over the vector branch's best DEPTH; a vector hit
-    counts with its BM25 score wherever BM25 ranks it (here: within the list
-    given), and one holding no query term only at or above the floor. The
-    paths, best first."""
+    counts with its BM25 score wherever BM25 ranks it (here: only within the
+    BM25 list given, 100 deep, so a hit BM25 ranks lower counts as search
+    would count one holding no query term), and one holding no query term
+    only at or above the floor. The paths, best first."""
     vec = vec[:depth]
     bmax = bm25[0][2] if bm25 else 0.0
     score: dict[tuple[str, str], float] = {}

@@ -254,17 +254,30 @@ class EmbeddedServer:
                 conn.execute(f'create database "{DATABASE}"')
 
 
-def _shared_buffers() -> str:
-    """An eighth of the machine's memory, 256 MB to 1 GB. A knowledge base of
-    100,000 chunks has about 1 GB of postings and 200 MB of vector index;
-    with 256 MB each search read much of what it needed from the operating
-    system's cache, as the branches evicted each other's pages. Only the
-    pages used take memory."""
+def _memory() -> int:
+    """Bytes of memory this process may use: the machine's, or less when a
+    control group (a container) limits it; 0 when neither can be read."""
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         total = 0
-    return f"{min(max(total // 8 // 2**20, 256), 1024)}MB"
+    for limit in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            value = Path(limit).read_text().strip()
+        except OSError:
+            continue
+        if value.isdigit() and 0 < int(value) < (total or int(value) + 1):
+            total = int(value)
+    return total
+
+
+def _shared_buffers() -> str:
+    """An eighth of the memory the server may use, 256 MB to 1 GB. A
+    knowledge base of 100,000 chunks has about 1 GB of postings and 200 MB
+    of vector index; with 256 MB each search read much of what it needed
+    from the operating system's cache, as the branches evicted each other's
+    pages. Only the pages used take memory."""
+    return f"{min(max(_memory() // 8 // 2**20, 256), 1024)}MB"
 
 
 # Settings for a server that serves a team of agents: enough connections for
