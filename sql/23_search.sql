@@ -381,7 +381,8 @@ comment on function scsql_caller.bm25_costs(bigint, integer[], integer[], intege
   'For scsql_caller.bm25: estimated costs (microseconds, from measurements at 100,000 chunks) of two exact ways to finish a query over N chunks with terms found in DF chunks each: {scoring the chunks holding both terms of the pair, scoring the chunks holding the required term (or, when there is none, every posting)}. Only a choice between exact ways depends on it. Raises nothing: NULL elements for NULL arguments.';
 
 create or replace function scsql_caller.bm25_stats(p_projects bigint[], p_terms text[])
-returns table (project_id bigint, term_id bigint, idf double precision, avgdl double precision)
+returns table (project_id bigint, term_id bigint, df integer, n bigint, idf double precision, avgdl double precision,
+               max_tf integer, tier_min_dl integer)
 language plpgsql stable  -- not SQL: Citus plans no query with an SQL function's parameters
 as $$
 #variable_conflict use_column
@@ -389,11 +390,13 @@ declare
   v_me bigint := scsql_caller.project_id();
 begin
   -- Another project's published knowledge is scored on its own: its
-  -- published chunks' statistics.
+  -- published chunks' statistics. max_tf and tier_min_dl, bounds over all
+  -- of its chunks, bound the published ones too.
   return query
-  select t.project_id, t.term_id, scsql_caller.bm25_idf(t.n, t.df), greatest(t.len::double precision / greatest(t.n, 1), 1)
+  select t.project_id, t.term_id, t.df, t.n, scsql_caller.bm25_idf(t.n, t.df),
+         greatest(t.len::double precision / greatest(t.n, 1), 1), t.max_tf, t.tier_min_dl
   from (
-    select t.project_id, t.term_id,
+    select t.project_id, t.term_id, t.max_tf, t.tier_min_dl,
            case when t.project_id = v_me then t.df else t.published_df end as df,
            case when t.project_id = v_me then s.n_chunks else s.published_chunks end as n,
            case when t.project_id = v_me then s.total_len else s.published_len end as len
@@ -404,7 +407,7 @@ begin
 end
 $$;
 comment on function scsql_caller.bm25_stats(bigint[], text[]) is
-  'For scsql_caller.bm25 and bm25_scores: each term of p_terms found in the given projects, with its idf and the project''s mean chunk length (avgdl), as the caller sees them: over the acting agent''s project all of its chunks, over another project only its published ones (so scores do not depend on what the caller cannot see). A term in no chunk has no row, nor do NULL arrays. Raises only what scsql_caller.project_id raises (SC001 acting as no agent, SC002 a revoked one).';
+  'For scsql_caller.bm25 and bm25_scores: each term of p_terms found in the given projects, as the caller sees them: its document frequency (df) among n chunks, its idf, the project''s mean chunk length (avgdl), and the bounds max_tf and tier_min_dl (kb_terms). Over the acting agent''s project df and n count all of its chunks, over another project only its published ones (so scores do not depend on what the caller cannot see). A term in no chunk has no row, nor do NULL arrays. Raises only what scsql_caller.project_id raises (SC001 acting as no agent, SC002 a revoked one).';
 
 create or replace function scsql_caller.bm25_scores(
   p_projects bigint[], p_terms text[], p_k1 double precision, p_b double precision, p_ids bigint[], p_chunks bigint[])
@@ -412,11 +415,11 @@ returns table (project_id bigint, chunk_id bigint, score double precision)
 language plpgsql stable
 as $$
 declare
-  s_proj bigint[];
-  s_tid bigint[];
-  s_idf double precision[];
-  s_avgdl double precision[];
   v_project bigint;
+  v_tids bigint[];
+  v_idf double precision[];
+  v_avgdl double precision;
+  v_chunks bigint[];
 begin
   perform scsql_caller.bm25_check(1, 1, p_k1, p_b, 0, 0);
   if cardinality(p_ids) is distinct from cardinality(p_chunks) then
@@ -425,20 +428,19 @@ begin
                        coalesce(cardinality(p_ids), 0), coalesce(cardinality(p_chunks), 0)),
       hint = 'Give p_ids and p_chunks pairwise, as long as each other.';
   end if;
-  select array_agg(t.project_id), array_agg(t.term_id), array_agg(t.idf), array_agg(t.avgdl)
-    into s_proj, s_tid, s_idf, s_avgdl
-  from scsql_caller.bm25_stats(p_projects, p_terms) t;
-  -- One project at a time (on Citus, a query on its shards): an index scan
-  -- per term over the project's chunk ids.
+  -- One project at a time (on Citus, a query on its shards), completed by
+  -- bm25_complete from nothing; a chunk holding no term scores 0 there.
   for v_project in select distinct c.id from unnest(p_ids) c(id) where c.id = any(p_projects) loop
+    select array_agg(t.term_id), array_agg(t.idf), min(t.avgdl) into v_tids, v_idf, v_avgdl
+    from scsql_caller.bm25_stats(array[v_project], p_terms) t;
+    continue when v_tids is null;
+    v_chunks := array(select distinct c.chunk from unnest(p_ids, p_chunks) c(id, chunk) where c.id = v_project
+                      and c.chunk is not null order by 1);
     return query
-    select v_project, p.chunk_id, sum(scsql_caller.bm25_term(t.idf, p.tf, p.dl, t.avgdl, p_k1, p_b))
-    from unnest(s_proj, s_tid, s_idf, s_avgdl) t(project_id, term_id, idf, avgdl)
-    join scsql.kb_postings p
-      on p.project_id = v_project and p.term_id = t.term_id
-     and p.chunk_id = any(array(select c.chunk from unnest(p_ids, p_chunks) c(id, chunk) where c.id = v_project))
-    where t.project_id = v_project
-    group by p.chunk_id;
+    select v_project, x.chunk_id, x.score
+    from scsql_caller.bm25_complete(v_project, v_chunks, array_fill(0::double precision, array[cardinality(v_chunks)]),
+                                    v_tids, v_idf, '{}', v_avgdl, p_k1, p_b) x
+    where x.score > 0;
   end loop;
 exception when numeric_value_out_of_range or division_by_zero then
   perform scsql_caller.bm25_check(null, null, null, null, null, null);
@@ -483,7 +485,6 @@ as $$
 #variable_conflict use_column
 declare
   v_project bigint := p_projects[1];
-  v_me bigint := scsql_caller.project_id();
   v_n bigint;
   v_avgdl double precision;
   v_tids bigint[];
@@ -529,6 +530,9 @@ declare
   -- more than reading the postings); the round reads up to v_cap when it
   -- must look further. With more terms, grouping the postings costs most.
   v_lim integer;
+  -- The first candidates completed: the best 2 * depth (at least 100, or
+  -- 3 * depth below a depth of 34: search asks BM25 for its best k).
+  v_batch integer;  -- set once depth is checked
   v_restart boolean := false;
   -- Tiers (below): each term's bound at tf 1 in a chunk of 32 terms or more,
   -- the tiered terms, the bounds a chunk outside the partial index has, and
@@ -549,6 +553,7 @@ declare
   v_big_parts double precision[];
 begin
   perform scsql_caller.bm25_check(p_depth, 1, p_k1, p_b, 0, 0);  -- depth, and k1 and b as search checks them
+  v_batch := greatest(p_depth * 2, least(100, p_depth * 3));
   if p_kinds is not null or p_trust is not null or p_since is not null then
     return query
     select array_agg(x.project_id order by x.score desc, x.project_id, x.chunk_id),
@@ -591,25 +596,12 @@ begin
   end if;
 
   -- Another project's published knowledge is scored on its own: its
-  -- statistics, and (row-level security) its postings. max_tf, an upper
-  -- bound over all of its chunks, bounds the published ones too.
-  select case when v_project = v_me then s.n_chunks else s.published_chunks end,
-         greatest(case when v_project = v_me then s.total_len else s.published_len end::double precision
-                  / greatest(case when v_project = v_me then s.n_chunks else s.published_chunks end, 1), 1)
-    into v_n, v_avgdl
-  from scsql.memory_state s where s.project_id = v_project;
-  if not found or v_n = 0 then
-    return;
-  end if;
-  select array_agg(t.term_id order by t.df, t.term_id),
-         array_agg(scsql_caller.bm25_idf(v_n, t.df) order by t.df, t.term_id),
+  -- statistics (bm25_stats), and (row-level security) its postings.
+  select array_agg(t.term_id order by t.df, t.term_id), array_agg(t.idf order by t.df, t.term_id),
          array_agg(t.df order by t.df, t.term_id), array_agg(t.max_tf order by t.df, t.term_id),
-         array_agg(t.tier_min_dl order by t.df, t.term_id)
-    into v_tids, v_idf, v_df, v_maxtf, v_mindl
-  from (select t.term_id, t.max_tf, t.tier_min_dl, case when v_project = v_me then t.df else t.published_df end as df
-        from scsql.kb_terms t
-        where t.project_id = v_project and t.term = any(p_terms)) t
-  where t.df > 0;
+         array_agg(t.tier_min_dl order by t.df, t.term_id), min(t.n), min(t.avgdl)
+    into v_tids, v_idf, v_df, v_maxtf, v_mindl, v_n, v_avgdl
+  from scsql_caller.bm25_stats(array[v_project], p_terms) t;
   v_terms := coalesce(array_length(v_tids, 1), 0);
   if v_terms = 0 then
     return;
@@ -657,7 +649,7 @@ begin
   -- too much), the next term becomes essential.
   while v_e < v_terms loop
     v_redo := false;
-    v_lim := case when v_restart or v_e > 1 then v_cap else least(v_cap, 4 * greatest(p_depth * 2, least(100, p_depth * 3))) end;
+    v_lim := case when v_restart or v_e > 1 then v_cap else least(v_cap, 4 * v_batch) end;
     -- A chunk whose partial score over the essential terms is below v_floor
     -- cannot reach v_lb with the others' bounds: the lists of the rounds
     -- that group leave it out (the first round's list starts at the best).
@@ -749,10 +741,9 @@ begin
     end if;
     -- What the terms that are not essential can add at most.
     v_ub := coalesce((select sum(x) from unnest(v_ubt[v_e + 1:v_terms]) x), 0);
-    -- The first candidates completed: the best 2 * depth (at least 100, or
-    -- 3 * depth below a depth of 34: search asks BM25 for its best k).
-    -- On a restart (the same round, read further) what was completed stays.
-    v_m := least(greatest(p_depth * 2, least(100, p_depth * 3)), v_ncand, v_cap);  -- element v_cap + 1 is only a sentinel
+    -- The first candidates completed: v_batch. On a restart (the same
+    -- round, read further) what was completed stays.
+    v_m := least(v_batch, v_ncand, v_cap);  -- element v_cap + 1 is only a sentinel
     if v_restart then
       v_restart := false;
       v_m := greatest(v_m, v_done);
