@@ -280,7 +280,7 @@ def _hook_client(argv: list[str], data_dir: str | None) -> int | None:
         if exc.name not in ("scsql.hooks.client", "scsql.hooks"):
             raise
         return None
-    if "--home" not in argv:
+    if "--home" not in argv and "--agent" in argv:  # without --agent: the checkout's .claude/scsql.local.json
         from .core.config import find_data_dir
 
         argv = [*argv, "--home", str(find_data_dir(data_dir))]

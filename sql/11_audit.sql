@@ -11,12 +11,12 @@ select scsql._define_error(code, name, meaning) from (values
 -- capture (14_capture.sql) appended; rows written before them keep their
 -- signatures.
 select scsql._make_chained('scsql.sessions', array['client', 'model', 'title'], array['session_id'],
-  array['external_id', 'cwd', 'git_branch', 'git_commit', 'source', 'occurred_at']);
+  array['external_id', 'cwd', 'git_branch', 'git_commit', 'source', 'occurred_at', 'altered']);
 select scsql._make_chained('scsql.tool_calls',
   array['session_id', 'tool', 'model', 'origin', 'input_tokens', 'output_tokens', 'latency_ms', 'status',
         'input_preview', 'output_preview'],
   array['tool_call_id', 'cost_usd'],
-  array['tool_use_id', 'files', 'scsql_tool', 'imported', 'input_key', 'occurred_at']);
+  array['tool_use_id', 'files', 'scsql_tool', 'imported', 'input_key', 'occurred_at', 'altered']);
 select scsql._make_chained('scsql.outcomes',
   array['tool_call_id', 'session_id', 'task_ref', 'kind', 'signal', 'confidence', 'summary', 'evidence',
         'classification'],

@@ -407,6 +407,8 @@ def cmd_errors(ctx, args: argparse.Namespace) -> int:
 def cmd_mcp(ctx, args: argparse.Namespace) -> int:
     from .. import mcp_server
 
+    if args.agent is None:  # a committed .mcp.json: the agent this checkout acts as on this machine
+        ctx, args.agent = _checkout_agent(ctx)
     agent = ctx.open_agent(args.agent)
     if sys.stdin.isatty():  # a person, not an MCP client, started it
         print(f"scsql mcp: serving agent {args.agent}'s tools over MCP on this terminal's standard input and output, "
@@ -415,6 +417,24 @@ def cmd_mcp(ctx, args: argparse.Namespace) -> int:
     mcp_server.build(agent, all_tools=True if args.all_tools else None).run("stdio")
     return 0
 
+
+
+def _checkout_agent(ctx):
+    """The context and agent .claude/scsql.local.json names for the project
+    directory ($CLAUDE_PROJECT_DIR, else the current one); SC035 when none."""
+    from ..hooks.hookclient import IDENTITY_FILE, project_identity
+    from . import errors
+    from .config import Settings
+    from .errors import ScsqlError
+
+    found = project_identity()
+    if found is None:
+        where = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
+        raise ScsqlError(errors.AGENT_REQUIRED, f"scsql mcp acts as an agent: name it with --agent NAME, or run it in "
+                         f"a project whose {IDENTITY_FILE} names one ({where} has none)",
+                         "scsql install claude --agent NAME writes it for this checkout")
+    os.environ.update({k: str(v) for k, v in found["env"].items() if k.startswith("SCSQL_")})
+    return type(ctx)(Settings.load(found.get("home"))), found["agent"]
 
 
 # -- parser ------------------------------------------------------------------
@@ -469,7 +489,8 @@ def register(sub, add) -> None:
 
     add("errors", cmd_errors, "the catalogue of error codes (scsql.error_codes)")
     p = add("mcp", cmd_mcp, "serve the agent's tools over MCP (stdio)")
-    p.add_argument("--agent", help="the agent this server acts as (required)")
+    p.add_argument("--agent", help="the agent this server acts as (default: the one this checkout's "
+                                   ".claude/scsql.local.json names, which scsql install claude writes)")
     p.add_argument("--all-tools", action="store_true",
                    help="also list the tools hooks do for agents (record_tool_call, start_session); "
                         "SCSQL_MCP_TOOLS=all does the same")
