@@ -176,7 +176,7 @@ def cmd_up(ctx, args: argparse.Namespace) -> int:
             print("  applying migrations ...", flush=True)  # the first of them: a fresh database takes seconds
         said.append(m)
 
-    report, _done = _migrate(admin, progress=progress)
+    report, _done = _migrate(admin, progress=progress, reapply=False)  # up: nothing re-created when nothing changed
     if report.applied:
         span = report.applied[0] + (f" to {report.applied[-1]}" if len(report.applied) > 1 else "")
         print(f"  applied {len(report.applied)} migration(s): {span}")
@@ -323,16 +323,19 @@ def cmd_psql(ctx, args: argparse.Namespace) -> int:
 
 
 def _migrate(admin: str, root: Path | None = None, target: int | None = None,
-             progress: Callable[[str], None] = lambda _m: None, citus: bool = False) -> tuple[Report, dict | None]:
+             progress: Callable[[str], None] = lambda _m: None, citus: bool = False,
+             reapply: bool = True) -> tuple[Report, dict | None]:
     """The migration scsql migrate and scsql up run: with CITUS, or on a
     database a migrate --citus sharded, that path every time (citus.migrate,
-    which also returns what it distributed); the plain one otherwise (None)."""
+    which also returns what it distributed); the plain one otherwise (None).
+    REAPPLY false (scsql up): sql/ and policies/ only when they changed."""
     from . import citus as cluster
     from .migrate import Migrator, Source
 
     if citus or cluster.is_distributed(admin):
         return cluster.migrate(admin, root, target, progress)
-    return Migrator(admin, Source(root) if root else None).run(target=target, progress=progress), None
+    return Migrator(admin, Source(root) if root else None).run(target=target, progress=progress,
+                                                                reapply=reapply), None
 
 
 def cmd_migrate(ctx, args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ import datetime as dt
 import json
 import os
 import re
+import stat
 import subprocess
 import time
 from collections.abc import Callable
@@ -22,12 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from psycopg.types.json import Jsonb
 
 from ..audit import encoding
 from ..audit.telemetry import OUTCOMES, PROMPTS, SESSIONS, TOOL_CALLS
 from ..core.db import Agent
 from ..core.errors import ScsqlError, is_unreachable
+from ..core.paths import real_root, resolve_in_root
 from . import storable
 from .clip import clip as _clip
 from .hookclient import as_text as _as_text
@@ -264,12 +267,18 @@ def capture(agent: Agent, events: list[dict]) -> Captured:
     events = [storable.clean_event(e) for e in events]
     for attempt in range(5):
         try:
-            return _capture_once(agent, events)
+            captured = _capture_once(agent, events)
+            break
         except ScsqlError as exc:
             if exc.sqlstate not in TRANSIENT or attempt == 4:
                 raise
             time.sleep(0.02 * 2 ** attempt)
-    raise AssertionError("unreachable")
+    if _OWNED_STATE:
+        try:
+            check_bash_edits(agent, events)
+        except ScsqlError:
+            pass  # the calls are recorded; a violation not recorded now is not recorded twice either
+    return captured
 
 
 def capture_stubs(agent: Agent, events: list[dict], refusal: ScsqlError | Exception) -> Captured:
@@ -352,15 +361,21 @@ def _capture_once(agent: Agent, events: list[dict]) -> Captured:
 
 def _record_failures(agent: Agent, conn, failures: list) -> None:
     """The failed outcome of each failed call (which the learning loop turns
-    into a learning), its summary and evidence made storable like the call."""
-    batch = storable.Batch(conn)
+    into a learning)."""
     rows = []
     for _, row, tc in failures:
         said = row["output_preview"] or ("not stored: " + row["altered"]["stub"]["code"]
                                          if (row.get("altered") or {}).get("stub") else "no error text")
-        out = {"tool_call_id": tc, "session_id": row["session_id"], "kind": "failed", "signal": "hook",
-               "summary": f"{row['tool']} failed: {said}", "evidence": row["input_preview"]}
-        rows.append(batch.add("scsql.outcomes", out, {}, {}))
+        rows.append({"tool_call_id": tc, "session_id": row["session_id"], "kind": "failed", "signal": "hook",
+                     "summary": f"{row['tool']} failed: {said}", "evidence": row["input_preview"]})
+    _record_outcomes(agent, conn, rows)
+
+
+def _record_outcomes(agent: Agent, conn, rows: list[dict]) -> None:
+    """Signed outcomes, their summary and evidence made storable like every captured text."""
+    batch = storable.Batch(conn)
+    for r in rows:
+        batch.add("scsql.outcomes", r, {}, {})
     batch.run()
     for o in OUTCOMES.sign_many(agent, [{k: v for k, v in r.items() if k != "altered"} for r in rows],
                                 conn=conn, redacted=("summary", "evidence")):
@@ -383,7 +398,7 @@ def keep_transcript(agent: Agent, conn, event: dict, session_id: int | None) -> 
     new; a concurrent writer of the session waits for the cursor. The
     database redacts both before they are stored."""
     path = event.get("transcript_path")
-    if session_id is None or not isinstance(path, str) or not path or not Path(path).is_file():
+    if session_id is None or not isinstance(path, str) or not path or not _transcript_of(path, event.get("session_id")):
         return
     from . import transcript
 
@@ -409,6 +424,32 @@ def keep_transcript(agent: Agent, conn, event: dict, session_id: int | None) -> 
     cursor = update.cursor or f"messages:{(since if isinstance(since, int) else 0) + update.summary.messages}"
     conn.execute("select scsql.advance_transcript_cursor(%s, %s, %s, %s)",
                  (session_id, cursor[:200], at["parts"] + len(update.conversation.parts), messages))
+
+
+def _transcript_of(path: str, session: Any) -> bool:
+    """Whether PATH is the transcript of Claude session SESSION: a regular
+    file of this user whose messages that name a session all name SESSION
+    (one that names none is taken only when it is named after SESSION). An
+    event cannot make the hook server read another session's or another
+    project's transcript into this agent's memory."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or not isinstance(session, str):
+        return False
+    named = set()
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for n, line in enumerate(f):
+                if n >= 2000 or len(named) > 1:
+                    break
+                found = re.search(r'"sessionId"\s*:\s*"([^"]*)"', line)
+                if found:
+                    named.add(found.group(1))
+    except OSError:
+        return False
+    return named == {session} or (not named and Path(path).stem == session)
 
 
 # -- decision events ------------------------------------------------------------
@@ -522,18 +563,26 @@ def recall(agent: Agent, prompt: str, k: int = RECALL_HITS, floor: float = RECAL
     return [h for h in fused if h["chunk_hash"] in relevant][:k]
 
 
+EDIT_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit")
+
+
 def _pre_tool(agent: Agent, event: dict) -> Reply:
     tool = event.get("tool_name")
     tool_input = event.get("tool_input")
     if not isinstance(tool, str) or not tool or not isinstance(tool_input, dict):
         return Reply(stderr="scsql: PreToolUse event without tool_name or tool_input object", exit=1)
+    first = None
     with agent.transaction() as conn:
-        r = conn.execute("select * from scsql.check_tool_use(%s, %s)",
-                         (tool[:200], Jsonb(tool_input, dumps=encoding.jsonb_text))).fetchone()
-    if r["decision"] == "deny":
-        return Reply({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-                                             "permissionDecisionReason": r["reason"]}})
-    lessons = r["lessons"] or []
+        for given in _inputs_to_check(conn, tool, tool_input, event):
+            r = conn.execute("select * from scsql.check_tool_use(%s, %s)",
+                             (tool, Jsonb(given, dumps=encoding.jsonb_text))).fetchone()
+            first = first or r
+            if r["decision"] == "deny":
+                return Reply({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                                                     "permissionDecisionReason": r["reason"]}})
+    if tool == "Bash":
+        _remember_owned_state(agent, event)
+    lessons = first["lessons"] or []
     if not lessons:
         return Reply()
     lines = [f"scsql lessons: earlier {tool} calls with this input failed:"]
@@ -541,6 +590,141 @@ def _pre_tool(agent: Agent, event: dict) -> Reply:
         lines.append(f"- {x['summary']} [learning {x['learning_id']}, outcome {x['outcome_id']}, "
                      f"tool call {x['tool_call_id']}]")
     return Reply(_ctx("PreToolUse", "\n".join(lines)))
+
+
+def _project_root(conn) -> str | None:
+    row = conn.execute("select root_path from scsql.projects where project_id = scsql_caller.project_id()").fetchone()
+    return row["root_path"] if row else None
+
+
+def _inputs_to_check(conn, tool: str, tool_input: dict, event: dict) -> list[dict]:
+    """The input as given, then, for an edit, the file it would really change
+    spelled as enqueue_task spells an owned file (core.paths.resolve_in_root:
+    symbolic links and the root's own linked spelling resolved), and the path
+    up to a NUL it held (as the file system reads it) when that differs."""
+    out = [tool_input]
+    key = "notebook_path" if tool == "NotebookEdit" else "file_path"
+    path = tool_input.get(key)
+    if tool not in EDIT_TOOLS or not isinstance(path, str) or not path:
+        return out
+    candidates = [path]
+    if ((event.get("scsql_replaced") or {}).get("tool_input") or {}).get("nul"):
+        candidates.append(path.split("\ufffd")[0])
+    root = _project_root(conn)
+    for given in candidates:
+        try:
+            real = resolve_in_root(root, given)
+        except ScsqlError:
+            continue  # it leaves the project: no task of the project owns it
+        for form in {given, real}:
+            if form != path:
+                out.append({key: form})
+    return out
+
+
+# -- edits made through Bash: found after the fact ----------------------------------
+
+# tool_use_id -> (when, the owned paths, their state) for Bash calls the hook server saw begin.
+_OWNED_STATE: dict[str, tuple[float, list[dict], dict]] = {}
+OWNED_STATE_FILES = 5000  # files stat'ed at most per call
+
+
+def _remember_owned_state(agent: Agent, event: dict) -> None:
+    """Before a Bash call: the state of every file another agent's task owns
+    (modification time, size, inode), so PostToolUse can tell what it changed."""
+    use = event.get("tool_use_id")
+    if not isinstance(use, str) or not use:
+        return
+    with agent.transaction() as conn:
+        owned = conn.execute("select * from scsql.others_exclusive_files()").fetchall()
+        root = _project_root(conn) if owned else None
+    now = time.monotonic()
+    for k in [k for k, (t, _, _) in _OWNED_STATE.items() if now - t > 3600 or len(_OWNED_STATE) > 256]:
+        _OWNED_STATE.pop(k, None)
+    if owned and real_root(root):
+        _OWNED_STATE[use] = (now, owned, _owned_state(real_root(root), owned))
+
+
+def _owned_state(top: str, owned: list[dict]) -> dict[str, tuple | None]:
+    state: dict[str, tuple | None] = {}
+    for row in owned:
+        base = os.path.normpath(os.path.join(top, row["path"]))
+        for path in _walk(base):
+            if len(state) >= OWNED_STATE_FILES:
+                return state
+            try:
+                st = os.lstat(path)
+                state[path] = (st.st_mtime_ns, st.st_size, st.st_ino)
+            except OSError:
+                state[path] = None
+    return state
+
+
+def _walk(base: str):
+    if not os.path.isdir(base) or os.path.islink(base):
+        yield base
+        return
+    for d, dirs, files in os.walk(base):
+        dirs[:] = [x for x in dirs if x != ".git"]
+        for f in files:
+            yield os.path.join(d, f)
+
+
+def check_bash_edits(agent: Agent, events: list[dict]) -> int:
+    """After Bash calls: each file another agent's task owns that a call
+    changed is recorded as a violation outcome of the call, and the owner is
+    told (a STATUS message). Returns the calls found to have changed one."""
+    found = 0
+    for ev in events:
+        use = ev.get("tool_use_id")
+        if ev.get("tool_name") != "Bash" or use not in _OWNED_STATE:
+            continue
+        _, owned, before = _OWNED_STATE.pop(use)
+        with agent.transaction() as conn:
+            top = real_root(_project_root(conn))
+        if top is None:
+            continue
+        after = _owned_state(top, owned)
+        changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
+        if changed:
+            found += 1
+            _record_violation(agent, ev, owned, [os.path.relpath(p, top) for p in changed])
+    return found
+
+
+def _record_violation(agent: Agent, event: dict, owned: list[dict], changed: list[str]) -> None:
+    from ..coordination.client import BROADCASTS
+
+    def owner_of(path: str) -> dict:
+        return next((o for o in owned if o["path"] == "." or path == o["path"] or path.startswith(o["path"] + "/")),
+                    owned[0])
+    tasks: dict[int, dict] = {}
+    for path in changed:
+        o = owner_of(path)
+        tasks.setdefault(o["task_id"], {**o, "paths": []})["paths"].append(path)
+    command = (event.get("tool_input") or {}).get("command") if isinstance(event.get("tool_input"), dict) else None
+    use_id, _ = storable.storable_id(event.get("tool_use_id"))
+    with agent.transaction() as conn:
+        call = conn.execute("select tool_call_id, session_id from scsql.tool_calls where tool_use_id = %s "
+                            "and author_id = scsql_caller.agent_id() order by tool_call_id desc limit 1",
+                            (use_id,)).fetchone()
+        rows = [{"tool_call_id": call and call["tool_call_id"], "session_id": call and call["session_id"],
+                 "task_ref": f"task:{t}", "kind": "violation", "signal": "file-ownership",
+                 "summary": (f"a Bash command changed {len(o['paths'])} file(s) that task {t} owns "
+                             f"({'agent ' + o['owner'] if o['owner'] else 'queued for ' + o['owner_role']}): "
+                             + ", ".join(o["paths"][:20])),
+                 "evidence": _as_text(command)} for t, o in tasks.items()]
+        _record_outcomes(agent, conn, rows)
+        for t, o in tasks.items():
+            message = BROADCASTS.sign(agent, {
+                "type": "STATUS", "to_agent": o["owner"], "to_role": None if o["owner"] else o["owner_role"],
+                "task": t, "payload": {"violation": "file-ownership", "task": t, "paths": o["paths"][:100],
+                                       "tool_call_id": call and call["tool_call_id"]}})
+            try:
+                with conn.transaction():  # a refused message (a rate limit) keeps the outcome: it is the record
+                    _call(conn, "broadcast", message)
+            except psycopg.Error:
+                pass
 
 
 def stop_reason(agent: Agent) -> str | None:
