@@ -241,13 +241,13 @@ begin
   on conflict do nothing;
   get diagnostics v_n = row_count;
   if v_n > 0 then
-    perform pg_notify('scsql_embed', p_project::text);
+    perform scsql._notify_embed(p_project);
   end if;
   return v_n;
 end
 $$;
 comment on function scsql._enqueue_embeddings(bigint, text[]) is
-  'Private. Queues the chunk hashes that have no embedding for the project''s active model, and wakes workers (NOTIFY scsql_embed). Returns how many were queued.';
+  'Private. Queues the chunk hashes that have no embedding for the project''s active model, and wakes the project''s workers (scsql._notify_embed). Returns how many were queued.';
 
 create or replace function scsql._index_source(
   p_project bigint, p_path text, p_content text, p_kind text, p_trust text, p_tier text,
