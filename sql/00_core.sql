@@ -1071,28 +1071,38 @@ as $$
 declare
   r record;
   v_n integer := 0;
+  v_left text[] := '{}';
+  v_in text;
 begin
   if p_agent is not null then
     perform scsql._agent(p_agent);
   end if;
-  for r in select a.role_name, s.setdatabase, pg_catalog.cardinality(s.setconfig) as n
+  for r in select a.role_name, s.setdatabase, split_part(c.setting, '=', 1) as name
            from scsql.agents a
            join pg_catalog.pg_db_role_setting s on s.setrole = pg_catalog.to_regrole(pg_catalog.quote_ident(a.role_name))
+           cross join lateral unnest(s.setconfig) c(setting)
            where (p_agent is null or a.name = p_agent)
              and s.setdatabase in (0, (select d.oid from pg_catalog.pg_database d where d.datname = current_database()))
-           order by a.role_name, s.setdatabase loop
-    if r.setdatabase = 0 then
-      execute format('alter role %I reset all', r.role_name);
-    else
-      execute format('alter role %I in database %I reset all', r.role_name, current_database());
-    end if;
-    v_n := v_n + r.n;
+           order by a.role_name, s.setdatabase, 3 loop
+    v_in := case when r.setdatabase = 0 then '' else format(' in database %I', current_database()) end;
+    begin
+      execute format('alter role %I%s reset %I', r.role_name, v_in, r.name);
+      v_n := v_n + 1;
+    exception when insufficient_privilege then
+      -- PostgreSQL lets no security-definer function change "role" (nor a
+      -- parameter reserved to superusers): a superuser does.
+      v_left := v_left || format('alter role %I%s reset %I;', r.role_name, v_in, r.name);
+    end;
   end loop;
+  if cardinality(v_left) > 0 then
+    raise warning using message = format('%s setting(s) of agent roles are left: %s', cardinality(v_left), array_to_string(v_left, ' ')),
+      hint = 'A superuser runs those statements; scsql''s client sets what it relies on when it connects, and SET LOCAL ROLE in every transaction overrides a role setting.';
+  end if;
   return v_n;
 end
 $$;
 comment on function scsql.reset_agent_settings(text) is
-  'Administrators only. Removes the settings an agent''s role gives its own sessions (ALTER ROLE ... SET, in every database or in this one), of agent AGENT or of every agent of the database: an agent may set them on itself, and scsql.agent_logins() lists them. Returns how many settings were removed. Raises SC003 for an unknown agent.';
+  'Administrators only. Removes the settings an agent''s role gives its own sessions (ALTER ROLE ... SET, in every database or in this one), of agent AGENT or of every agent of the database: an agent may set them on itself, and scsql.agent_logins() lists them. A setting PostgreSQL lets no security-definer function change (role) is left, with a warning naming the statement a superuser runs (scsql''s client overrides it in every transaction). Returns how many settings were removed. Raises SC003 for an unknown agent.';
 
 create or replace function scsql.define_team_role(p_name text, p_orchestrates boolean default false, p_description text default '')
 returns void

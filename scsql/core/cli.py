@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import __version__
-from .config import APP_ROLE, role_for
+from .config import APP_ROLE, DATABASE, role_for
 
 if TYPE_CHECKING:
     from .migrate import Report
@@ -481,6 +481,12 @@ def cmd_agent(ctx, args: argparse.Namespace) -> int:
     elif args.action == "reset-settings":
         n = roles.reset_agent_settings(admin, args.name)
         print(f"scsql: removed {n} setting(s) of {f'agent {args.name}' if args.name else 'every agent'}'s role")
+        for r in roles.agent_logins(admin):
+            for setting in r["role_settings"] if r["agent"] == args.name or not args.name else []:
+                name = setting.split("=", 1)[0]
+                where = f" in database {_dbname(admin)}" if setting.endswith("(in this database)") else ""
+                print(f"scsql: {r['role_name']} keeps {setting}: no scsql function may change it; "
+                      f"a superuser runs: alter role {r['role_name']}{where} reset {name}")
     elif args.action == "list":
         rows = roles.list_agents(admin)
         if args.json:
@@ -497,6 +503,12 @@ def cmd_agent(ctx, args: argparse.Namespace) -> int:
         key_id = roles.rotate_key(admin, ctx.keystore, args.name)
         print(f"scsql: agent {args.name} now signs with key {key_id}; older rows verify with older keys")
     return 0
+
+
+def _dbname(conninfo: str) -> str:
+    from psycopg.conninfo import conninfo_to_dict
+
+    return conninfo_to_dict(conninfo).get("dbname") or DATABASE
 
 
 def _agent_login(ctx, admin: str, name: str, no_password: bool) -> None:
