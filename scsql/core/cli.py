@@ -605,7 +605,29 @@ def register(sub, add) -> None:
     c.add_argument("--git-remote", metavar="URL", help="the repository's remote, recorded with the project")
     psub.add_parser("list", help="list projects")
 
-    p = add("agent", cmd_agent, "create, list, revoke agents and rotate their keys")
+    _register_agent(add("agent", cmd_agent, "create, list, revoke agents, rotate their keys, issue their logins"))
+
+    add("errors", cmd_errors, "the catalogue of error codes (scsql.error_codes)")
+    p = add("mcp", cmd_mcp, "serve the agent's tools over MCP (stdio)")
+    p.add_argument("--agent", help="the agent this server acts as (required)")
+    p.add_argument("--all-tools", action="store_true",
+                   help="also list the tools hooks do for agents (record_tool_call, start_session); "
+                        "SCSQL_MCP_TOOLS=all does the same")
+
+    p = add("worker", cmd_worker, "drain background jobs (embeddings, learnings, maintenance) as an agent, "
+                                  "and run its queued tasks with -- CMD")
+    p.add_argument("--agent", help="the agent the worker acts as (required)")
+    p.add_argument("--once", action="store_true", help="drain what is queued, then exit")
+    p.add_argument("--poll", type=positive_seconds, default=5.0, help="seconds between polls when no NOTIFY arrives")
+    p.add_argument("--job", action="append",
+                   help=f"run only this background job (repeatable): {', '.join(WORKER_JOBS)}")
+    p.add_argument("--lease", type=int, default=300, help="with a command: lease length of each task, in seconds")
+    p.add_argument("-v", "--verbose", action="store_true", help="print on stderr each job's units of work as they are done")
+    p.add_argument("command", nargs="*", help="-- a command to run for each claimed task")
+
+
+def _register_agent(p: argparse.ArgumentParser) -> None:
+    """The subcommands of scsql agent."""
     asub = p.add_subparsers(dest="action", required=True)
     c = asub.add_parser("create", help="create an agent: role, key pair, registration")
     c.add_argument("name", help="the agent's name: 1 to 48 lower-case letters, digits or '_', starting with a letter "
@@ -636,21 +658,3 @@ def register(sub, add) -> None:
                                    "settings its role gives itself")
     c = asub.add_parser("reset-settings", help="remove the settings agents' roles give themselves (ALTER ROLE ... SET)")
     c.add_argument("name", nargs="?", help="only this agent (default: every agent)")
-
-    add("errors", cmd_errors, "the catalogue of error codes (scsql.error_codes)")
-    p = add("mcp", cmd_mcp, "serve the agent's tools over MCP (stdio)")
-    p.add_argument("--agent", help="the agent this server acts as (required)")
-    p.add_argument("--all-tools", action="store_true",
-                   help="also list the tools hooks do for agents (record_tool_call, start_session); "
-                        "SCSQL_MCP_TOOLS=all does the same")
-
-    p = add("worker", cmd_worker, "drain background jobs (embeddings, learnings, maintenance) as an agent, "
-                                  "and run its queued tasks with -- CMD")
-    p.add_argument("--agent", help="the agent the worker acts as (required)")
-    p.add_argument("--once", action="store_true", help="drain what is queued, then exit")
-    p.add_argument("--poll", type=positive_seconds, default=5.0, help="seconds between polls when no NOTIFY arrives")
-    p.add_argument("--job", action="append",
-                   help=f"run only this background job (repeatable): {', '.join(WORKER_JOBS)}")
-    p.add_argument("--lease", type=int, default=300, help="with a command: lease length of each task, in seconds")
-    p.add_argument("-v", "--verbose", action="store_true", help="print on stderr each job's units of work as they are done")
-    p.add_argument("command", nargs="*", help="-- a command to run for each claimed task")
