@@ -339,6 +339,18 @@ LONG_MODULES = ("test_readme", "test_verify_anchors", "test_validation", "test_v
                 "test_security", "test_queue_races", "test_doctor", "test_backup")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """A run without --basetemp gets a directory of its own: pytest's default
+    (/tmp/pytest-of-USER/pytest-N, keeping the newest three) deletes the
+    directory of a run still going, its servers' data with it, when other
+    runs on the same machine start."""
+    if not config.option.basetemp and not hasattr(config, "workerinput"):
+        import tempfile
+
+        config.option.basetemp = tempfile.mkdtemp(prefix="scsql-tests-")
+
+
 def pytest_collection_modifyitems(config, items):
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
