@@ -274,7 +274,9 @@ def _refuse_non_admin(conn) -> None:
 
 def backup(admin_conninfo: str, path: Path, key, compress: int | None = None) -> dict[str, Any]:
     """Write the backup tar to PATH (SC018 when it exists), its manifest signed with KEY (the
-    backup key); returns the manifest. SC063 for a login that is not an administrator's."""
+    backup key, or a function that returns it, called once the dump is written, so a backup
+    that fails creates no key); returns the manifest. SC063 for a login that is not an
+    administrator's."""
     import datetime as dt
     import tempfile
 
@@ -310,7 +312,7 @@ def backup(admin_conninfo: str, path: Path, key, compress: int | None = None) ->
                         "scsql_version": __version__, **facts,
                         "dump": {"name": DUMP, "format": "custom", "bytes": dump.stat().st_size,
                                  "sha256": _sha256(dump)}}
-            write_tar(path, manifest, dump, key)
+            write_tar(path, manifest, dump, key() if callable(key) else key)
     except psycopg.Error as exc:
         raise errors.from_psycopg(exc) from None
     manifest["seconds"] = round(time.perf_counter() - started, 3)
@@ -540,14 +542,13 @@ def restore(admin_conninfo: str, path: Path, *, trusted: bytes | None, accept_un
 def cmd_backup(ctx, args: argparse.Namespace) -> int:
     from ..core import keys
 
-    key = backup_key(ctx.keystore)  # created the first time, before anything is read
-    public = keys.public_bytes(key).hex()
     if args.public_key:
-        print(public)
+        print(keys.public_bytes(backup_key(ctx.keystore)).hex())
         return 0
     if not args.file:
         raise _error("SC010", "scsql backup needs the FILE to write", "scsql backup FILE")
-    m = backup(ctx.admin_conninfo(), Path(args.file), key, compress=args.compress)
+    m = backup(ctx.admin_conninfo(), Path(args.file), lambda: backup_key(ctx.keystore), compress=args.compress)
+    public = keys.public_bytes(backup_key(ctx.keystore)).hex()
     rows = sum(m["counts"].values())
     print(f"scsql backup: wrote {args.file} ({m['dump']['bytes']} bytes of dump, {rows} rows in "
           f"{len(m['counts'])} tables, {len(m['heads'])} chain heads, {len(m['checkpoints'])} checkpoints) "
