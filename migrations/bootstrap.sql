@@ -143,9 +143,12 @@ $$;
 --   functions lock rows of scsql.project_locks instead;
 -- * creating large objects, for anyone: a store outside row-level security,
 --   quotas and the audit trail, which one agent could fill and share with
---   another project's agent; scsql uses none.
+--   another project's agent; scsql uses none;
+-- * writing logical decoding messages into the WAL, for anyone
+--   (pg_logical_emit_message: up to 1 GB a call, in every project's WAL,
+--   backups and replicas); scsql writes none.
 -- Needs a superuser (the functions belong to the bootstrap superuser); anyone
--- else is warned, and then agents keep both.
+-- else is warned, and then agents keep them.
 do $$
 declare
   f record;
@@ -154,7 +157,8 @@ begin
            from pg_catalog.pg_proc p
            where p.pronamespace = 'pg_catalog'::regnamespace
              and (p.proname ~ '^pg_(try_)?advisory_'
-                  or p.proname in ('lo_creat', 'lo_create', 'lo_from_bytea', 'lo_import')) loop
+                  or p.proname in ('lo_creat', 'lo_create', 'lo_from_bytea', 'lo_import',
+                                   'pg_logical_emit_message')) loop
     execute format('revoke execute on function %s from public', f.fn);
     if f.advisory then
       execute format('grant execute on function %s to scsql_owner', f.fn);
@@ -162,8 +166,27 @@ begin
   end loop;
 exception when insufficient_privilege then
   raise warning using
-    message = format('could not revoke EXECUTE on the advisory lock and large object functions from PUBLIC in database %I: %s',
+    message = format('could not revoke EXECUTE on the advisory lock, large object and WAL message functions from PUBLIC in database %I: %s',
                      current_database(), sqlerrm),
-    hint = 'Run scsql migrate as a superuser; otherwise any agent can hold the lock scsql migrate waits on, and store large objects outside row-level security.';
+    hint = 'Run scsql migrate as a superuser; otherwise any agent can hold the lock scsql migrate waits on, store large objects outside row-level security and write messages into the WAL.';
+end
+$$;
+
+-- Connections the server reserves (reserved_connections, PostgreSQL 16 and
+-- newer) are for scsql's administrators: its owner (whom the installing
+-- administrator is granted) and scsql_admin. Agents, each held to its
+-- CONNECTION LIMIT, can then never take the last connection an
+-- administrator needs. Needs a superuser (or ADMIN on
+-- pg_use_reserved_connections); anyone else is warned. Without the setting,
+-- or before PostgreSQL 16, superuser_reserved_connections is all there is.
+do $$
+begin
+  if current_setting('server_version_num')::int >= 160000 then
+    grant pg_use_reserved_connections to scsql_owner, scsql_admin;
+  end if;
+exception when insufficient_privilege then
+  raise warning using
+    message = format('could not grant pg_use_reserved_connections to scsql_owner and scsql_admin: %s', sqlerrm),
+    hint = 'Run scsql migrate as a superuser, or grant it yourself, so administrators can connect when agents hold every other connection.';
 end
 $$;

@@ -3,7 +3,7 @@
 
 select scsql._secure_table(t) from unnest(array[
   'scsql.schema_migrations', 'scsql.applied_definitions', 'scsql.error_codes', 'scsql.team_roles', 'scsql.projects',
-  'scsql.agents', 'scsql.agent_keys', 'scsql.project_grants'
+  'scsql.agents', 'scsql.agent_keys', 'scsql.project_grants', 'scsql.login_settings'
 ]::regclass[]) t;
 
 -- Everyone who may use scsql reads the catalogue tables.
@@ -31,6 +31,11 @@ create policy admin_read on scsql.agents for select to scsql_admin using (true);
 create policy admin_read on scsql.agent_keys for select to scsql_admin using (true);
 create policy admin_read on scsql.project_grants for select to scsql_admin using (true);
 
+-- How agent processes log in: administrators read it; they change it only
+-- through set_login_mode and set_agent_connection_limit. Agents do not read it.
+grant select on scsql.login_settings to scsql_admin;
+create policy admin_read on scsql.login_settings for select to scsql_admin using (true);
+
 
 
 grant execute on function scsql.whoami() to scsql_agent;
@@ -43,5 +48,10 @@ grant execute on function
   scsql.rotate_agent_key(text, bytea),
   scsql.define_team_role(text, boolean, text),
   scsql.grant_project_read(text, text),
-  scsql.revoke_project_read(text, text)
+  scsql.revoke_project_read(text, text),
+  scsql.set_login_mode(text),
+  scsql.set_agent_connection_limit(integer, text),
+  scsql.set_agent_password(text, text),
+  scsql.reset_agent_settings(text)
 to scsql_admin;
+grant execute on function scsql.agent_logins() to scsql_admin, scsql_auditor;

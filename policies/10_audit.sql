@@ -60,7 +60,8 @@ grant execute on function
   scsql._chain_fields(text),
   scsql._chain_scan_sql(text),
   scsql._chain_partitions(),
-  scsql.record_quarantine(bigint, bigint, text, text)
+  scsql.record_quarantine(bigint, bigint, text, text),
+  scsql.verify_memory()
 to scsql_auditor;
 grant execute on function scsql.auditor_keys(), scsql.partition_status(), scsql.partition_retirements(),
   scsql.chain_quarantines(boolean)

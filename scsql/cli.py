@@ -62,20 +62,21 @@ class Context:
             return self.settings.dsn
         return self.server.conninfo()
 
-    def agent_conninfo(self) -> str:
-        """The login agent processes use: SCSQL_AGENT_DSN; else scsql_app on the
-        server SCSQL_DSN names (its password from PGPASSWORD or ~/.pgpass); else
-        scsql_app on the embedded server, started if it was set up but is down."""
+    def agent_conninfo(self, agent: str | None = None) -> str:
+        """The login agent processes use: SCSQL_AGENT_DSN; else, on the server
+        SCSQL_DSN names, AGENT's own login role (scsql_app when no agent is
+        named), its password from PGPASSWORD or ~/.pgpass; else scsql_app on
+        the embedded server, started if it was set up but is down."""
         if self.settings.agent_dsn:
             return self.settings.agent_dsn
         from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-        from .core.config import APP_ROLE
+        from .core.config import APP_ROLE, role_for
 
         if self.settings.dsn:
             parts = conninfo_to_dict(self.settings.dsn)
             parts.pop("password", None)
-            parts["user"] = APP_ROLE
+            parts["user"] = role_for(agent) if agent else APP_ROLE
             return make_conninfo(**parts)
         if not self.server.running and self.server.initialized:
             self.server.ensure_running(progress=lambda m: print(f"scsql: {m}", file=sys.stderr))
@@ -103,7 +104,13 @@ class Context:
                 "this command acts as an agent: name it with --agent NAME",
                 "identity is never taken from the environment; scsql agent list shows the agents",
             )
-        db = Database(self.agent_conninfo(), max_size=pool_size, application_name=f"scsql:{name}").open()
+        from .core.db import login_refused
+
+        conninfo = self.agent_conninfo(name)
+        try:
+            db = Database(conninfo, max_size=pool_size, application_name=f"scsql:{name}").open()
+        except ScsqlError as exc:
+            raise login_refused(exc, name, conninfo) from None
         try:
             db.refuse_privileged_login()
             agent = Agent(db, name)

@@ -76,6 +76,16 @@ select scsql._define_error(code, name, meaning, 'client') from (values
   ('SC044', 'citus_worker_setup',  'scsql migrate --citus could not let scsql_owner and scsql_auditor log in on every node of the cluster (their statements reach the workers as themselves); the message has the node''s error.')
 ) as t(code, name, meaning);
 
+-- How agent processes log in (scsql.set_login_mode, scsql.set_agent_password,
+-- scsql/cli.py): one login for every agent, or each agent its own.
+select scsql._define_error(code, name, meaning, raised_by) from (values
+  ('SC025', 'password_not_a_verifier', 'database', 'scsql.set_agent_password takes a SCRAM-SHA-256 verifier made by the client (libpq''s PQencryptPasswordConn; scsql agent login makes one), never a password in clear: the text of a statement may be logged.'),
+  ('SC026', 'agent_connection_limit', 'client',   'The agent''s own login holds as many connections as its CONNECTION LIMIT allows (scsql.set_agent_connection_limit; default 32). Stop some of its processes, or have an administrator raise its limit.'),
+  ('SC027', 'login_not_this_agent',   'client',   'The login an agent process uses may not act as that agent: on a database set up for a shared server each agent process logs in as its own role (SCSQL_AGENT_DSN, printed by scsql agent login NAME), and scsql_app acts as no agent.'),
+  ('SC028', 'app_grants_left',        'database', 'scsql_app may still act as agents of this database through grants scsql''s owner did not make (a superuser''s, a restore''s); a superuser revokes them (the message lists the statements), then scsql.set_login_mode(''per_agent'') succeeds.'),
+  ('SC029', 'agent_login_refused',    'client',   'The server refused the agent''s own login: a wrong or missing password (scsql agent login NAME issues a new one), no pg_hba.conf rule for it, or a login disabled by revocation.')
+) as t(code, name, raised_by, meaning);
+
 create or replace function scsql._citus()
 returns boolean
 language sql stable
@@ -757,6 +767,7 @@ declare
   v_project bigint;
   v_role text;
   v_agent bigint;
+  v_logins scsql.login_settings := scsql._login_settings(true);
 begin
   perform scsql._check_name('agent', p_name, '^[a-z][a-z0-9_]{0,47}$',
     'is 1 to 48 lower-case letters, digits or underscores, starting with a letter');
@@ -787,12 +798,15 @@ begin
       hint = 'Give each agent its own key pair: scsql agent create generates one.';
   end;
 
-  -- The agent role logs in (a shared deployment may give each agent its own
-  -- credentials) and inherits the agent group's privileges. The Python
-  -- layer's login, scsql_app, may SET ROLE to it without inheriting.
-  execute format('create role %I login', v_role);
+  -- The agent role logs in (on a shared server each agent process logs in
+  -- as its own role), at most CONNECTION LIMIT times at once, and inherits
+  -- the agent group's privileges. On one user's machine (one_login) the
+  -- Python layer's login, scsql_app, may SET ROLE to it without inheriting.
+  execute format('create role %I login connection limit %s', v_role, v_logins.agent_connection_limit);
   perform scsql._join_agent_group(v_role);
-  execute format('grant %I to scsql_app', v_role);
+  if v_logins.one_login then
+    execute format('grant %I to scsql_app', v_role);
+  end if;
   -- Role comments are readable by every role of the cluster: name no project.
   execute format('comment on role %I is %L', v_role, format('scsql agent %s', p_name));
 
@@ -800,7 +814,7 @@ begin
 end
 $$;
 comment on function scsql.register_agent(text, text, text, bytea) is
-  'Administrators only. Registers agent NAME in PROJECT with a team role and its raw 32-byte Ed25519 public key: creates the role scsql_agent_<name> in the scsql_agent group, lets scsql_app SET ROLE to it, records key 1. Returns agent_id, role_name, key_id. Raises SC007 bad name, SC009 bad key, SC012 a key already registered, SC005 unknown project, SC008 unknown team role, SC004 when the agent or role exists. All or nothing.';
+  'Administrators only. Registers agent NAME in PROJECT with a team role and its raw 32-byte Ed25519 public key: creates the login role scsql_agent_<name> (no password: scsql.set_agent_password gives it one; CONNECTION LIMIT from scsql.login_settings) in the scsql_agent group, lets scsql_app SET ROLE to it unless the database is set up for a shared server (scsql.set_login_mode), records key 1. Returns agent_id, role_name, key_id. Raises SC007 bad name, SC009 bad key, SC012 a key already registered, SC005 unknown project, SC008 unknown team role, SC004 when the agent or role exists. All or nothing.';
 
 create or replace function scsql.revoke_agent(p_name text)
 returns timestamptz
@@ -853,6 +867,242 @@ end
 $$;
 comment on function scsql.rotate_agent_key(text, bytea) is
   'Administrators only. Registers a new Ed25519 public key for agent NAME, valid from now; rows written earlier stay verifiable with the key valid when they were written. Returns the new key_id. Raises SC003 unknown agent, SC002 revoked, SC009 bad key, SC012 a key already registered.';
+
+-- ---------------------------------------------------------------------------
+-- Logins: how agent processes log in (scsql.login_settings)
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._login_settings(p_lock boolean default false)
+returns scsql.login_settings
+language plpgsql
+as $$
+declare
+  v scsql.login_settings;
+begin
+  -- FOR SHARE: set_login_mode updates the row, so an agent registered
+  -- meanwhile is granted to scsql_app either before its revocations or not at all.
+  if p_lock then
+    select * into v from scsql.login_settings s where s.id = 1 for share;
+  else
+    select * into v from scsql.login_settings s where s.id = 1;
+  end if;
+  if not found then  -- the row migration 0620 made was deleted: its defaults
+    v.id := 1;
+    v.one_login := true;
+    v.agent_connection_limit := 32;
+  end if;
+  return v;
+end
+$$;
+comment on function scsql._login_settings(boolean) is
+  'Private. The row of scsql.login_settings (its defaults when it is missing), locked FOR SHARE when LOCK is true, as register_agent reads it.';
+
+create or replace function scsql._app_agent_grants()
+returns table (role_name text, grantor text)
+language sql stable
+as $$
+  -- to_regrole, not pg_roles: Citus plans a query that reads pg_roles beside
+  -- a reference table as the caller, who may not read pg_authid.
+  select a.role_name, pg_catalog.pg_get_userbyid(m.grantor)::text
+  from scsql.agents a
+  join pg_catalog.pg_auth_members m
+    on m.roleid = pg_catalog.to_regrole(pg_catalog.quote_ident(a.role_name))
+   and m.member = pg_catalog.to_regrole('scsql_app')
+  order by 1, 2
+$$;
+comment on function scsql._app_agent_grants() is
+  'Private. The grants that let scsql_app act as an agent of this database: the agent''s role and who granted it (a role can be granted by several).';
+
+create or replace function scsql.set_login_mode(p_mode text)
+returns text
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_role text;
+  v_left text;
+begin
+  perform scsql._require(p_mode in ('per_agent', 'one_login'),
+    format('mode must be per_agent or one_login, got %s', coalesce(quote_literal(p_mode), 'NULL')));
+  insert into scsql.login_settings (id) values (1) on conflict do nothing;
+  update scsql.login_settings set one_login = (p_mode = 'one_login'), updated_at = now() where id = 1;
+  if p_mode = 'one_login' then
+    for v_role in select a.role_name from scsql.agents a
+                  where a.revoked_at is null and pg_catalog.to_regrole(pg_catalog.quote_ident(a.role_name)) is not null
+                  order by a.role_name loop
+      execute format('grant %I to scsql_app', v_role);
+    end loop;
+    return p_mode;
+  end if;
+  for v_role in select distinct g.role_name from scsql._app_agent_grants() g order by 1 loop
+    execute format('revoke %I from scsql_app', v_role);  -- the owner's grants: register_agent's
+  end loop;
+  select string_agg(format('revoke %I from scsql_app granted by %I;', g.role_name, g.grantor), ' ')
+    into v_left from scsql._app_agent_grants() g;
+  if v_left is not null then
+    raise exception using errcode = 'SC028',
+      message = format('scsql_app may still act as agents of this database through grants scsql''s owner did not make: %s', v_left),
+      hint = 'A superuser runs those statements; then call scsql.set_login_mode(''per_agent'') again.';
+  end if;
+  return p_mode;
+end
+$$;
+comment on function scsql.set_login_mode(text) is
+  'Administrators only. How the agent processes of this database log in: per_agent (a shared server: each agent process logs in as its own role, scsql_app may act as no agent, and no login but the owner''s and the administrators'' can act as more than one agent) or one_login (one user''s machine, the embedded server''s default: scsql_app may SET ROLE to every active agent). Revokes or grants every agent role of the database from or to scsql_app, all or nothing, and register_agent does the same for agents registered later. Returns the mode. Raises SC010 for another mode, SC028 when scsql_app keeps an agent through a grant the owner did not make (the message has the statements a superuser runs).';
+
+create or replace function scsql.set_agent_connection_limit(p_limit integer, p_agent text default null)
+returns integer
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_role text;
+  v_n integer := 0;
+begin
+  perform scsql._require(p_limit between 1 and 10000,
+    format('limit must be 1 to 10000 connections, got %s', coalesce(p_limit::text, 'NULL')));
+  if p_agent is not null then
+    v_role := (scsql._agent(p_agent, true)).role_name;
+    execute format('alter role %I connection limit %s', v_role, p_limit);
+    return 1;
+  end if;
+  update scsql.login_settings set agent_connection_limit = p_limit, updated_at = now() where id = 1;
+  for v_role in select a.role_name from scsql.agents a
+                where pg_catalog.to_regrole(pg_catalog.quote_ident(a.role_name)) is not null
+                order by a.role_name loop
+    execute format('alter role %I connection limit %s', v_role, p_limit);
+    v_n := v_n + 1;
+  end loop;
+  return v_n;
+end
+$$;
+comment on function scsql.set_agent_connection_limit(integer, text) is
+  'Administrators only. How many connections an agent''s own login may hold at once (its role''s CONNECTION LIMIT; 1 to 10000). With AGENT, that agent''s; without, the limit of every agent of the database and of those registered later (default 32). An agent cannot change its own. Returns how many roles changed. Raises SC010 for a bad limit, SC003 for an unknown agent.';
+
+create or replace function scsql._limit_agent_connections()
+returns integer
+language plpgsql
+as $$
+declare
+  v_limit integer := (scsql._login_settings()).agent_connection_limit;
+  v_role text;
+  v_n integer := 0;
+begin
+  for v_role in select a.role_name from scsql.agents a order by a.role_name loop
+    -- One query at a time: pg_roles beside a reference table fails on Citus.
+    continue when not exists (select from pg_catalog.pg_roles r where r.rolname = v_role and r.rolconnlimit = -1);
+    begin
+      execute format('alter role %I connection limit %s', v_role, v_limit);
+      v_n := v_n + 1;
+    exception when insufficient_privilege then
+      raise warning using message = format('could not limit the connections of %s: %s', v_role, sqlerrm),
+        hint = 'A superuser runs: alter role ' || quote_ident(v_role) || ' connection limit ' || v_limit;
+    end;
+  end loop;
+  return v_n;
+end
+$$;
+comment on function scsql._limit_agent_connections() is
+  'Private, run on every migrate. Gives every agent role of the database that has no CONNECTION LIMIT (agents registered before limits, roles a restore created) the default of scsql.login_settings; a role scsql''s owner may not alter is warned about. Returns how many roles changed.';
+
+select scsql._limit_agent_connections();
+
+create or replace function scsql.set_agent_password(p_agent text, p_verifier text)
+returns void
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_agent scsql.agents := scsql._agent(p_agent, true);
+begin
+  if v_agent.revoked_at is not null then
+    raise exception using errcode = 'SC002', message = format('agent "%s" is revoked; it cannot log in', p_agent);
+  end if;
+  if p_verifier is null then
+    execute format('alter role %I password null', v_agent.role_name);
+    return;
+  end if;
+  -- Anything else would be taken, and stored, as a password in clear.
+  if p_verifier !~ '^SCRAM-SHA-256\$[0-9]{4,7}:[A-Za-z0-9+/]+={0,2}\$[A-Za-z0-9+/]+={0,2}:[A-Za-z0-9+/]+={0,2}$' then
+    raise exception using errcode = 'SC025', message = format('the password of agent "%s" must be given as a SCRAM-SHA-256 verifier', p_agent),
+      hint = 'scsql agent login NAME makes one from a new password (libpq''s PQencryptPasswordConn); never send a password in clear.';
+  end if;
+  execute format('alter role %I password %L', v_agent.role_name, p_verifier);
+end
+$$;
+comment on function scsql.set_agent_password(text, text) is
+  'Administrators only. Sets the password of agent AGENT''s own login, given as a SCRAM-SHA-256 verifier made by the client (scsql agent login makes one), or removes it (NULL: for client certificates, or a login by a pg_hba.conf rule alone). Raises SC003 unknown agent, SC002 revoked, SC025 for anything but a verifier.';
+
+create or replace function scsql.agent_logins()
+returns table (agent text, role_name text, can_login boolean, connection_limit integer,
+               other_logins text[], role_settings text[])
+language plpgsql stable
+as $$
+declare
+  a record;
+  v_oid oid;
+begin
+  -- One catalogue query per agent: pg_roles beside a reference table fails on Citus.
+  for a in select x.name, x.role_name from scsql.agents x order by x.name loop
+    v_oid := pg_catalog.to_regrole(pg_catalog.quote_ident(a.role_name));
+    agent := a.name;
+    role_name := a.role_name;
+    select r.rolcanlogin, r.rolconnlimit into can_login, connection_limit
+    from pg_catalog.pg_roles r where r.oid = v_oid;
+    select coalesce(array_agg(r.rolname::text order by r.rolname), '{}') into other_logins
+    from pg_catalog.pg_roles r
+    where v_oid is not null and r.rolcanlogin and not r.rolsuper and r.oid <> v_oid
+      and pg_catalog.pg_has_role(r.oid, v_oid, 'MEMBER')
+      and not pg_catalog.pg_has_role(r.oid, 'scsql_owner', 'MEMBER')
+      and not pg_catalog.pg_has_role(r.oid, 'scsql_admin', 'MEMBER');
+    select coalesce(array_agg(c.setting || case when s.setdatabase = 0 then '' else ' (in this database)' end
+                              order by s.setdatabase, c.setting), '{}') into role_settings
+    from pg_catalog.pg_db_role_setting s cross join lateral unnest(s.setconfig) c(setting)
+    where s.setrole = v_oid
+      and s.setdatabase in (0, (select d.oid from pg_catalog.pg_database d where d.datname = current_database()));
+    return next;
+  end loop;
+end
+$$;
+comment on function scsql.agent_logins() is
+  'Administrators and the auditor. How each agent of the database logs in: whether its role may log in (revoked agents may not), its CONNECTION LIMIT, the other login roles that can act as it (superusers, the owner''s and the administrators'' logins left out: scsql_app when the database has one login for every agent, nothing else on a shared server), and the settings its role gives its own sessions (ALTER ROLE ... SET, which an agent may do to itself: scsql''s client sets what it relies on when it connects, and scsql.reset_agent_settings removes them).';
+
+create or replace function scsql.reset_agent_settings(p_agent text default null)
+returns integer
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  r record;
+  v_n integer := 0;
+  v_left text[] := '{}';
+  v_in text;
+begin
+  if p_agent is not null then
+    perform scsql._agent(p_agent);
+  end if;
+  for r in select a.role_name, s.setdatabase, split_part(c.setting, '=', 1) as name
+           from scsql.agents a
+           join pg_catalog.pg_db_role_setting s on s.setrole = pg_catalog.to_regrole(pg_catalog.quote_ident(a.role_name))
+           cross join lateral unnest(s.setconfig) c(setting)
+           where (p_agent is null or a.name = p_agent)
+             and s.setdatabase in (0, (select d.oid from pg_catalog.pg_database d where d.datname = current_database()))
+           order by a.role_name, s.setdatabase, 3 loop
+    v_in := case when r.setdatabase = 0 then '' else format(' in database %I', current_database()) end;
+    begin
+      execute format('alter role %I%s reset %I', r.role_name, v_in, r.name);
+      v_n := v_n + 1;
+    exception when insufficient_privilege then
+      -- PostgreSQL lets no security-definer function change "role" (nor a
+      -- parameter reserved to superusers): a superuser does.
+      v_left := v_left || format('alter role %I%s reset %I;', r.role_name, v_in, r.name);
+    end;
+  end loop;
+  if cardinality(v_left) > 0 then
+    raise warning using message = format('%s setting(s) of agent roles are left: %s', cardinality(v_left), array_to_string(v_left, ' ')),
+      hint = 'A superuser runs those statements; scsql''s client sets what it relies on when it connects, and SET LOCAL ROLE in every transaction overrides a role setting.';
+  end if;
+  return v_n;
+end
+$$;
+comment on function scsql.reset_agent_settings(text) is
+  'Administrators only. Removes the settings an agent''s role gives its own sessions (ALTER ROLE ... SET, in every database or in this one), of agent AGENT or of every agent of the database: an agent may set them on itself, and scsql.agent_logins() lists them. A setting PostgreSQL lets no security-definer function change (role) is left, with a warning naming the statement a superuser runs (scsql''s client overrides it in every transaction). Returns how many settings were removed. Raises SC003 for an unknown agent.';
 
 create or replace function scsql.define_team_role(p_name text, p_orchestrates boolean default false, p_description text default '')
 returns void

@@ -7,6 +7,16 @@ select scsql._define_error(code, name, meaning) from (values
   ('SC112', 'price_invalid',          'A model price must be a non-negative number of USD per million tokens.')
 ) as t(code, name, meaning);
 
+-- scsql backup and scsql restore (scsql/ops/backup.py): the backup's manifest
+-- is signed with the operator's backup key (keystore backup.key), and the
+-- restore checks it with a key the operator gives, never one the file holds.
+select scsql._define_error(code, name, meaning, 'client') from (values
+  ('SC060', 'backup_unsigned',          'The backup''s manifest carries no signature (written before scsql signed its backups): scsql restore refuses it unless told --accept-unsigned, since nothing then shows who wrote the file.'),
+  ('SC061', 'backup_signature_invalid', 'The backup''s manifest does not verify with the trusted backup key: it was changed after it was signed (its dump''s sha256, say), or another key signed it; nothing was restored.'),
+  ('SC062', 'backup_key_missing',       'scsql restore has no key to check the backup''s signature with, or --key is not one: give --key (the public key scsql backup printed, or the backup.key of the keystore that wrote it), or point SCSQL_KEYSTORE at that keystore.'),
+  ('SC063', 'backup_not_admin',         'scsql backup reads every table and role of scsql in one snapshot: it needs a superuser''s login (or one with BYPASSRLS and membership in scsql_auditor), as scsql migrate does.')
+) as t(code, name, meaning);
+
 -- Sessions and tool calls sign, after their first fields, the fields that
 -- capture (14_capture.sql) appended; rows written before them keep their
 -- signatures.

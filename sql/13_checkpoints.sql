@@ -350,9 +350,14 @@ begin
   if v_project is null then
     raise exception using errcode = 'SC106', message = format('chain %s does not exist', coalesce(p_chain_id::text, 'NULL'));
   end if;
-  -- One record per break: a quarantine of this chain from this seq or earlier already says it.
+  -- One record per break: the quarantine of this very row says it, and so does an
+  -- open one of the chain from an earlier seq (nothing after it was verified yet).
+  -- An acknowledged quarantine excuses only its own row (scsql verify goes on past
+  -- it), so a later break of the chain is a quarantine of its own.
   select q.quarantine_id into v_id from scsql.chain_quarantines q
-  where q.chain_id = p_chain_id and q.from_seq <= p_from_seq order by q.from_seq, q.quarantine_id limit 1;
+  where q.chain_id = p_chain_id
+    and (q.from_seq = p_from_seq or (q.from_seq < p_from_seq and q.acknowledged_at is null))
+  order by q.from_seq, q.quarantine_id limit 1;
   if found then
     return v_id;
   end if;
@@ -367,7 +372,7 @@ begin
 end
 $$;
 comment on function scsql.record_quarantine(bigint, bigint, text, text) is
-  'Auditor; scsql checkpoint calls it for every chain that does not verify, after signing the chain''s verified prefix. Records chain P_CHAIN_ID as quarantined from seq P_FROM_SEQ (the first seq that did not verify; 0 for the chain as a whole) with the break''s kind and detail, who found it (session_user) and when; anchored_seq is the newest seq a checkpoint signed for the chain, but below P_FROM_SEQ (retention never drops the rows after it). Returns the quarantine_id, that of an existing quarantine of the chain from this seq or earlier when there is one (nothing new is recorded then). A chain that is gone but that a checkpoint named is recorded under that checkpoint''s project. Raises SC106 for a chain neither scsql.chains nor a checkpoint knows, SC010 for a bad seq, kind or detail.';
+  'Auditor; scsql checkpoint calls it for every chain that does not verify, after signing the chain''s verified prefix. Records chain P_CHAIN_ID as quarantined from seq P_FROM_SEQ (the first seq that did not verify; 0 for the chain as a whole) with the break''s kind and detail, who found it (session_user) and when; anchored_seq is the newest seq a checkpoint signed for the chain, but below P_FROM_SEQ (retention never drops the rows after it). Returns the quarantine_id, that of an existing quarantine of the chain from this very seq, or of an open one from an earlier seq, when there is one (nothing new is recorded then); a break after an acknowledged quarantine is a new quarantine. A chain that is gone but that a checkpoint named is recorded under that checkpoint''s project. Raises SC106 for a chain neither scsql.chains nor a checkpoint knows, SC010 for a bad seq, kind or detail.';
 
 create or replace function scsql.acknowledge_quarantine(p_quarantine_id bigint, p_note text)
 returns timestamptz
@@ -391,7 +396,7 @@ begin
 end
 $$;
 comment on function scsql.acknowledge_quarantine(bigint, text) is
-  'Administrators only. Marks open quarantine P_QUARANTINE_ID as dealt with, with a note of what was done (for instance the agent revoked); the record stays, the chain stays unverified after its anchored prefix, and retention still keeps those rows. Returns the acknowledgement time. Raises SC133 when no open quarantine has that id, SC010 without a note.';
+  'Administrators only. Marks open quarantine P_QUARANTINE_ID as dealt with, with a note of what was done (for instance the agent revoked); the record stays, and retention still keeps the chain''s rows after its anchored prefix, as evidence. From then on scsql verify, scsql checkpoint and scsql restore excuse the row it names when its break is one an agent can cause through the API (signature, wrong-key, replay): they report it and verify the chain past it; any other break stays a break. Returns the acknowledgement time. Raises SC133 when no open quarantine has that id, SC010 without a note.';
 
 create or replace function scsql.chain_quarantines(p_open_only boolean default false)
 returns table (quarantine_id bigint, project text, chain_id bigint, agent text, from_seq bigint, anchored_seq bigint,

@@ -90,12 +90,16 @@ begin
   with x as materialized (
     -- A session summary is conversation: each part is chunked with the
     -- context before it (sql/20_text.sql), as are spans marked "context".
-    select * from scsql._chunk_text(p_content, p_spans, 1500, v_conversation) where p_chunks is null
+    -- Where each context came from is recorded once the chunks are stored
+    -- (scsql._attach_context_sources).
+    select t.*, null::bigint[] as context_sources, null::text[] as context_hashes
+    from scsql._chunk_text(p_content, p_spans, 1500, v_conversation) t where p_chunks is null
     union all
-    -- Chunks already made, stored again (scsql._forget_in_context).
+    -- Chunks already made, stored again with where their contexts came from
+    -- (scsql._forget_in_context).
     select * from pg_catalog.jsonb_to_recordset(p_chunks)
       as r(seq integer, anchor text, line_start integer, line_end integer, char_start integer, char_end integer,
-           content text, chunk_hash text, context text)
+           content text, chunk_hash text, context text, context_sources bigint[], context_hashes text[])
     where p_chunks is not null
   ),
   tt as materialized (
@@ -123,9 +127,11 @@ begin
   ),
   c as (
     insert into scsql.kb_chunks (project_id, source_id, seq, chunk_hash, anchor, line_start, line_end,
-                                 char_start, char_end, content, n_terms, term_ids, published, context)
+                                 char_start, char_end, content, n_terms, term_ids, published, context,
+                                 context_sources, context_hashes)
     select p_project, p_source_id, x.seq, x.chunk_hash, x.anchor, x.line_start, x.line_end,
-           x.char_start, x.char_end, x.content, coalesce(agg.dl, 0), coalesce(agg.ids, '{}'), v_published, x.context
+           x.char_start, x.char_end, x.content, coalesce(agg.dl, 0), coalesce(agg.ids, '{}'), v_published, x.context,
+           x.context_sources, x.context_hashes
     from x left join agg using (seq)
     returning kb_chunks.chunk_id, kb_chunks.seq, kb_chunks.n_terms, kb_chunks.chunk_hash
   ),
@@ -145,13 +151,16 @@ begin
          published_len = published_len + case when v_published then v_len else 0 end,
          updated_at = now()
    where project_id = p_project;
+  if p_chunks is null then
+    perform scsql._attach_context_sources(p_project, p_source_id);
+  end if;
   n_chunks := v_n;
   hashes := coalesce(v_hashes, '{}');
   return next;
 end
 $$;
 comment on function scsql._index_chunks(bigint, bigint, text, text, jsonb, boolean, jsonb) is
-  'Private. Chunks a source''s text (or takes P_CHUNKS, rows of scsql._chunk_text as JSON objects, instead) and stores the chunks and their postings (flagged published like their source; a chunk''s terms are those of the source path, the anchor, the context and the text; a session summary, and spans marked "context", are chunked as conversation, each chunk with its context, see scsql._chunk_text), document frequencies (whole and published) and the project''s BM25 statistics (whole and published). Returns the number of chunks and their hashes.';
+  'Private. Chunks a source''s text (or takes P_CHUNKS, rows of scsql._chunk_text as JSON objects, instead) and stores the chunks and their postings (flagged published like their source; a chunk''s terms are those of the source path, the anchor, the context and the text; a session summary, and spans marked "context", are chunked as conversation, each chunk with its context, see scsql._chunk_text), document frequencies (whole and published) and the project''s BM25 statistics (whole and published). Returns the number of chunks and their hashes. A conversation chunk records where its context came from (scsql._attach_context_sources; P_CHUNKS carry it).';
 
 create or replace function scsql._gc_hashes(p_project bigint, p_hashes text[])
 returns void
@@ -167,32 +176,128 @@ $$;
 comment on function scsql._gc_hashes(bigint, text[]) is
   'Private. Deletes the embeddings and queued embedding work of chunk hashes no chunk of the project uses any more.';
 
-create or replace function scsql._forget_in_context(p_project bigint, p_texts text[], p_anchors text[])
+create or replace function scsql._attach_context_sources(p_project bigint, p_source_id bigint)
+returns void
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+-- Caller holds the project's memory_state lock and has just stored the
+-- source's chunks. Where each context came from, by identity (source and
+-- chunk hash), so that forgetting a chunk changes only the contexts taken
+-- from it: a context made from the chunk before (scsql._chunk_context) came
+-- from that chunk; a context the writer gave (a span's context text) from
+-- the chunks that hold its lines in the other sources the writer created
+-- and last wrote (scsql._chunks_holding_lines), never another agent's.
+declare
+  v_writer bigint;
+  v_chunk record;
+  v_sources bigint[];
+  v_hashes text[];
+begin
+  update scsql.kb_chunks c
+     set context_sources = array[p.source_id], context_hashes = array[p.chunk_hash]
+    from scsql.kb_chunks p
+   where c.project_id = p_project and c.source_id = p_source_id and c.context is not null
+     and p.project_id = p_project and p.source_id = p_source_id and p.seq = c.seq - 1
+     and c.context = scsql._chunk_context('', false, p.anchor, p.content, c.anchor);
+  select s.updated_by into v_writer from scsql.kb_sources s where s.project_id = p_project and s.source_id = p_source_id;
+  for v_chunk in
+    select c.chunk_id, c.context from scsql.kb_chunks c
+    where c.project_id = p_project and c.source_id = p_source_id and c.context is not null and c.context_hashes is null
+    order by c.seq
+  loop
+    select coalesce(pg_catalog.array_agg(h.source_id order by h.source_id, h.chunk_hash), '{}'),
+           coalesce(pg_catalog.array_agg(h.chunk_hash order by h.source_id, h.chunk_hash), '{}')
+      into v_sources, v_hashes
+    from scsql._chunks_holding_lines(p_project, v_chunk.context, v_writer, p_source_id) h;
+    update scsql.kb_chunks c set context_sources = v_sources, context_hashes = v_hashes
+     where c.project_id = p_project and c.chunk_id = v_chunk.chunk_id;
+  end loop;
+end
+$$;
+comment on function scsql._attach_context_sources(bigint, bigint) is
+  'Private. Records where the context of each conversation chunk of a source just stored came from (kb_chunks.context_sources and context_hashes): the chunk before it in the source, for a context made from it; for a context the writer gave, the chunks that hold one of its lines in the other sources the writer created and last wrote (scsql._chunks_holding_lines). What forget_chunk and forget_source look up.';
+
+create or replace function scsql._chunks_holding_lines(p_project bigint, p_text text, p_writer bigint, p_except bigint)
+returns table (source_id bigint, chunk_hash text)
+language sql stable
+as $$
+  -- Each non-blank line is looked up by its rarest term (kb_postings),
+  -- leaving out its first and last words, which a cut may have split, then
+  -- compared whole with the chunks that have that term.
+  with lines as (
+    select distinct l.line from pg_catalog.unnest(pg_catalog.string_to_array(p_text, E'\n')) l(line)
+    where pg_catalog.btrim(l.line) <> ''
+  ),
+  probes as (
+    select l.line,
+           (select kt.term_id
+            from scsql_caller.terms(coalesce(nullif(pg_catalog.regexp_replace(l.line, '^\S*\s*|\s*\S*$', '', 'g'), ''), l.line)) t
+            join scsql.kb_terms kt on kt.project_id = p_project and kt.term = t.term
+            order by kt.df, kt.term_id limit 1) as term_id
+    from lines l
+  )
+  select distinct c.source_id, c.chunk_hash
+  from probes p
+  join scsql.kb_postings po on po.project_id = p_project and po.term_id = p.term_id
+  join scsql.kb_chunks c on c.project_id = p_project and c.chunk_id = po.chunk_id
+  join scsql.kb_sources s on s.project_id = p_project and s.source_id = c.source_id
+  where c.source_id <> p_except and s.created_by = p_writer and s.updated_by = p_writer
+    and (pg_catalog.strpos(c.content, p.line) > 0 or c.anchor = p.line)
+$$;
+comment on function scsql._chunks_holding_lines(bigint, text, bigint, bigint) is
+  'Private. The chunks (source_id, chunk_hash) of project P_PROJECT that hold a non-blank line of P_TEXT in their text, or have it as their anchor, among the sources agent P_WRITER created and last wrote, other than source P_EXCEPT: where a context a writer gave came from (scsql._attach_context_sources).';
+
+create or replace function scsql._forget_in_context(p_project bigint, p_sources bigint[], p_hashes text[],
+                                                    p_texts text[], p_anchors text[])
 returns integer
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
--- Caller holds the project's memory_state lock. A conversation chunk is
--- indexed with the text before it (kb_chunks.context: the previous chunk's
--- anchor and end, or what a transcript gave), so text that was forgotten
--- can live on there. Every line of a context that stands in a forgotten
--- text, or is a forgotten anchor, is removed; the chunk is stored again
--- with what is left (terms and statistics exact) and its embedding redone.
+-- Caller holds the project's memory_state lock and has removed the
+-- forgotten chunks, given one entry each: source, chunk hash, text and
+-- anchor (NULL for none). A conversation chunk is indexed with a context
+-- taken from other chunks (kb_chunks.context, context_sources and
+-- context_hashes), so forgotten text can live on there. A chunk whose
+-- context came from a forgotten chunk (the same source and chunk hash)
+-- loses the lines of it that stand in that chunk's text or are its anchor;
+-- it is stored again with what is left (terms and statistics exact) and its
+-- embedding redone. A context that merely holds the same text is not
+-- touched: no other chunk is stored again or has its embedding redone.
 declare
   v_src record;
   v_hashes text[] := '{}';
   v_n integer := 0;
 begin
   for v_src in
-    with hit as (
-      select c.chunk_id, c.source_id, c.seq, c.anchor, c.line_start, c.line_end, c.char_start, c.char_end,
-             c.content, c.chunk_hash,
-             nullif((select pg_catalog.string_agg(l, E'\n' order by o)
-                     from pg_catalog.unnest(pg_catalog.string_to_array(c.context, E'\n')) with ordinality u(l, o)
-                     where not scsql._forgotten_line(l, p_texts, p_anchors)), '') as context
+    with gone as (
+      select * from unnest(p_sources, p_hashes, p_texts, p_anchors) g(source_id, chunk_hash, content, anchor)
+    ),
+    dep as (
+      -- The chunks whose context came from a forgotten chunk, with the
+      -- texts and anchors of the forgotten chunks it came from.
+      select c.*, m.texts, m.anchors
       from scsql.kb_chunks c
-      where c.project_id = p_project and c.context is not null
-        and exists (select from pg_catalog.unnest(pg_catalog.string_to_array(c.context, E'\n')) l
-                    where scsql._forgotten_line(l, p_texts, p_anchors))
+      cross join lateral (
+        select pg_catalog.array_agg(g.content) as texts,
+               coalesce(pg_catalog.array_agg(g.anchor) filter (where g.anchor is not null), '{}') as anchors
+        from gone g
+        where exists (select from unnest(c.context_sources, c.context_hashes) f(s, h)
+                      where f.s = g.source_id and f.h = g.chunk_hash)) m
+      where c.project_id = p_project and c.context_hashes && p_hashes and m.texts is not null
+    ),
+    hit as (
+      select d.chunk_id, d.source_id, d.seq, d.anchor, d.line_start, d.line_end, d.char_start, d.char_end,
+             d.content, d.chunk_hash, k.context,
+             case when k.context is not null then k.sources end as context_sources,
+             case when k.context is not null then k.hashes end as context_hashes
+      from dep d
+      cross join lateral (
+        select nullif((select pg_catalog.string_agg(l, E'\n' order by o)
+                       from pg_catalog.unnest(pg_catalog.string_to_array(d.context, E'\n')) with ordinality u(l, o)
+                       where not scsql._forgotten_line(l, d.texts, d.anchors)), '') as context,
+               coalesce(pg_catalog.array_agg(f.s order by f.o), '{}') as sources,
+               coalesce(pg_catalog.array_agg(f.h order by f.o), '{}') as hashes
+        from unnest(d.context_sources, d.context_hashes) with ordinality f(s, h, o)
+        where not exists (select from gone g where g.source_id = f.s and g.chunk_hash = f.h)) k
     )
     select h.source_id, s.path, s.kind, pg_catalog.array_agg(h.chunk_id) as ids,
            pg_catalog.array_agg(distinct h.chunk_hash) as hashes,
@@ -211,8 +316,8 @@ begin
   return v_n;
 end
 $$;
-comment on function scsql._forget_in_context(bigint, text[], text[]) is
-  'Private. Removes forgotten text (P_TEXTS, the contents of forgotten chunks, and their anchors P_ANCHORS) from the context of every conversation chunk of the project: each context line standing in one of them goes; the chunks are stored again (postings, frequencies and statistics exact) and their embeddings queued again. Returns how many chunks changed.';
+comment on function scsql._forget_in_context(bigint, bigint[], text[], text[], text[]) is
+  'Private. Takes forgotten chunks (one entry each in P_SOURCES, P_HASHES, P_TEXTS and P_ANCHORS: source, chunk hash, text, anchor) out of the contexts taken from them: each conversation chunk whose context_sources and context_hashes name one of them loses the context lines standing in its text or equal to its anchor; those chunks are stored again (postings, frequencies and statistics exact) and their embeddings queued again. A context that only holds the same text, taken from elsewhere, stays as it is. Returns how many chunks changed.';
 
 create or replace function scsql._forgotten_line(p_line text, p_texts text[], p_anchors text[])
 returns boolean
@@ -222,7 +327,7 @@ as $$
      and (p_line = any(p_anchors) or exists (select from pg_catalog.unnest(p_texts) t where pg_catalog.strpos(t, p_line) > 0))
 $$;
 comment on function scsql._forgotten_line(text, text[], text[]) is
-  'Private. True when a line of a chunk''s context is not blank and stands in one of the forgotten texts, or is one of their anchors (scsql._forget_in_context).';
+  'Private. True when a line of a chunk''s context is not blank and stands in one of the forgotten texts, or is one of their anchors (scsql._forget_in_context, for the chunks the context came from).';
 
 create or replace function scsql._enqueue_embeddings(p_project bigint, p_hashes text[])
 returns integer
@@ -241,13 +346,13 @@ begin
   on conflict do nothing;
   get diagnostics v_n = row_count;
   if v_n > 0 then
-    perform pg_notify('scsql_embed', p_project::text);
+    perform scsql._notify_embed(p_project);
   end if;
   return v_n;
 end
 $$;
 comment on function scsql._enqueue_embeddings(bigint, text[]) is
-  'Private. Queues the chunk hashes that have no embedding for the project''s active model, and wakes workers (NOTIFY scsql_embed). Returns how many were queued.';
+  'Private. Queues the chunk hashes that have no embedding for the project''s active model, and wakes the project''s workers (scsql._notify_embed). Returns how many were queued.';
 
 create or replace function scsql._index_source(
   p_project bigint, p_path text, p_content text, p_kind text, p_trust text, p_tier text,
@@ -682,6 +787,7 @@ declare
   v_path text;
   v_hash text;
   v_kind text;
+  v_hashes text[];
   v_texts text[];
   v_anchors text[];
 begin
@@ -699,15 +805,16 @@ begin
   select s.path, s.content_hash, s.kind into v_path, v_hash, v_kind
   from scsql.kb_sources s where s.project_id = v_project and s.source_id = v_id;
   perform scsql._memory_change(v_project, 'forget_source', 'source', v_path, null, v_hash, null, v_kind, null);
-  -- What another source may hold of this one in a chunk's context is its
-  -- end (a transcript part's first turn is given the end of the part before).
-  select array_agg(content), array_agg(anchor) filter (where anchor is not null) into v_texts, v_anchors
-  from (select c.content, c.anchor from scsql.kb_chunks c where c.project_id = v_project and c.source_id = v_id
-        order by c.seq desc limit 2) last;
+  -- Its chunks, by identity: the contexts taken from them lose them (a
+  -- transcript part's first turn is given the end of the part before).
+  select array_agg(c.chunk_hash order by c.seq), array_agg(c.content order by c.seq), array_agg(c.anchor order by c.seq)
+    into v_hashes, v_texts, v_anchors
+  from scsql.kb_chunks c where c.project_id = v_project and c.source_id = v_id;
   if scsql._forget_sources(v_project, array[v_id]) = 0 then
     return false;
   end if;
-  perform scsql._forget_in_context(v_project, coalesce(v_texts, '{}'), coalesce(v_anchors, '{}'));
+  perform scsql._forget_in_context(v_project, array_fill(v_id, array[coalesce(cardinality(v_hashes), 0)]),
+                                   coalesce(v_hashes, '{}'), coalesce(v_texts, '{}'), coalesce(v_anchors, '{}'));
   return true;
 end
 $$;
@@ -716,7 +823,7 @@ comment on function scsql.forget_source(text) is
 
 p_path: source_path from a search result
 
-Removes the source at PATH (as indexed, or as stored, redacted) of the acting agent''s project with all its chunks, postings and embeddings, and takes its end out of the context other conversation chunks are indexed with (a transcript part''s first turn is indexed with the end of the part before). Files, URLs, notes and archived facts are the project''s to forget; a session summary only its author may forget, a learning only the author of its outcome. Returns true when it existed, false otherwise. Raises SC200/SC201 for a bad path, SC212 for another agent''s session summary or learning.';
+Removes the source at PATH (as indexed, or as stored, redacted) of the acting agent''s project with all its chunks, postings and embeddings, and takes its text out of the contexts that were taken from its chunks (the next turn is indexed with the end of the one before, a transcript part''s first turn with the end of the part before); a context that only holds the same text, taken from elsewhere, stays. Files, URLs, notes and archived facts are the project''s to forget; a session summary only its author may forget, a learning only the author of its outcome. Returns true when it existed, false otherwise. Raises SC200/SC201 for a bad path, SC212 for another agent''s session summary or learning.';
 
 create or replace function scsql.forget_chunk(p_chunk_hash text)
 returns integer
@@ -726,6 +833,7 @@ declare
   v_project bigint := scsql._my_project();
   v_ids bigint[];
   v_sources bigint[];
+  v_of bigint[];
   v_hashes text[];
   v_texts text[];
   v_anchors text[];
@@ -743,10 +851,12 @@ begin
   end if;
   perform scsql._check_forgettable(v_project, v_sources);
   v_n := array_length(v_ids, 1);
-  select array_agg(content), array_agg(anchor) filter (where anchor is not null) into v_texts, v_anchors
+  -- The chunks, by identity: the contexts taken from them lose them.
+  select array_agg(source_id order by chunk_id), array_agg(content order by chunk_id), array_agg(anchor order by chunk_id)
+    into v_of, v_texts, v_anchors
   from scsql.kb_chunks where project_id = v_project and chunk_id = any(v_ids);
   v_hashes := scsql._unindex_chunks(v_project, v_ids);
-  perform scsql._forget_in_context(v_project, v_texts, coalesce(v_anchors, '{}'));
+  perform scsql._forget_in_context(v_project, v_of, array_fill(lower(p_chunk_hash), array[v_n]), v_texts, v_anchors);
   update scsql.kb_sources s
      set n_chunks = (select count(*) from scsql.kb_chunks c where c.project_id = v_project and c.source_id = s.source_id),
          updated_at = now(), updated_by = scsql._my_agent_id()
@@ -765,5 +875,5 @@ comment on function scsql.forget_chunk(text) is
 
 p_chunk_hash: chunk_hash from a search result (sha256 hex)
 
-Removes every chunk of the acting agent''s project whose chunk_hash is the given one (the same text may occur in several sources), with postings and embedding, and takes its text out of the context other conversation chunks are indexed with (the next turn is indexed with the end of the one before): their terms and embeddings are made again without it. Their sources stay, with fewer chunks; re-indexing changed text brings chunks back. Returns the number of chunks removed (0 when none). Raises SC010 for a malformed hash, SC212 (removing nothing) when the text is also a chunk of another agent''s session summary or learning.';
+Removes every chunk of the acting agent''s project whose chunk_hash is the given one (the same text may occur in several sources), with postings and embedding, and takes its text out of the contexts that were taken from those chunks (the next turn is indexed with the end of the one before): their terms and embeddings are made again without it. A context that only holds the same text, taken from elsewhere (another agent''s chunk, say), stays as it is. Their sources stay, with fewer chunks; re-indexing changed text brings chunks back. Returns the number of chunks removed (0 when none). Raises SC010 for a malformed hash, SC212 (removing nothing) when the text is also a chunk of another agent''s session summary or learning.';
 

@@ -26,6 +26,18 @@ $$;
 comment on function scsql._embed_input(bigint, text) is
   'Private. The text a worker embeds for a chunk hash of a project: the first chunk with that text, preceded by its anchor when its first 400 characters do not contain it, and followed by its context when it is a conversation chunk (kb_chunks.context). NULL when no chunk of the project has that text.';
 
+create or replace function scsql._notify_embed(p_project bigint)
+returns void
+language plpgsql volatile
+as $$
+begin
+  -- PL/pgSQL: _channel is defined by sql/30_queue.sql, after this file.
+  perform pg_catalog.pg_notify(scsql._channel(p_project, 'embed'), 'embed');
+end
+$$;
+comment on function scsql._notify_embed(bigint) is
+  'Private. Wakes the embedding workers of a project: NOTIFY its embed channel (scsql_caller.my_channel(''embed''), a name derived from the project''s secret channel key) with the fixed hint "embed". Neither the channel nor the hint says which project, or that a project, is indexing, and no agent of another project can wake its workers.';
+
 create or replace function scsql.embed_claim(p_model text, p_limit integer default 32, p_lease_seconds integer default 600)
 returns table (chunk_hash text, content text, claim_token uuid, lease_expires_at timestamptz)
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
@@ -214,7 +226,7 @@ begin
   on conflict do nothing;
   get diagnostics v_n = row_count;
   if v_n > 0 then
-    perform pg_notify('scsql_embed', v_project::text);
+    perform scsql._notify_embed(v_project);
   end if;
   return v_n;
 end

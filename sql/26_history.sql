@@ -384,3 +384,306 @@ Settles every open conflict of fact KEY in the acting agent''s project (remember
 
 -- recall_context reads the open conflicts itself (sql/24_context.sql).
 drop function if exists scsql._open_conflicts(bigint);
+
+-- ---------------------------------------------------------------------------
+-- Verification: memory as its chained history last left it
+-- ---------------------------------------------------------------------------
+-- Every change made through the API records the content hash it left
+-- (memory_changes.new_hash: sha256 hex of the text as stored), in a chained
+-- row. scsql verify --full (and scsql restore) compare each memory table's
+-- rows with the latest such change, so a row written, changed or deleted
+-- outside the API is a named break. Each helper returns the rows that
+-- disagree: project_id, kind, target (as memory_history names it), problem
+-- (changed: other content; missing: the history says it is there, it is
+-- not; unrecorded: it is there, the history says it is not or says nothing;
+-- state: pinned, closed or denying otherwise than the history says),
+-- expected and found (hashes or states), a detail naming the change the
+-- history ends with, the row's newest time, and whether any change records
+-- the row at all.
+
+create or replace function scsql._memory_fact_drift()
+returns table (project_id bigint, kind text, target text, problem text, expected text, found text, detail text,
+               at timestamptz, recorded boolean)
+language sql stable
+as $$
+  -- The latest change of each key that says what working memory holds (a
+  -- resolve says nothing of a value; a fact it retires has its supersede).
+  with last as (
+    select distinct on (m.project_id, m.target) m.project_id, m.target, m.op, m.new_hash, m.chain_id, m.seq
+    from scsql.memory_changes m
+    where m.kind = 'fact' and m.op <> 'resolve'
+    order by m.project_id, m.target, m.change_id desc),
+  held as (
+    select f.project_id, f.key, scsql._text_hash(f.value) as hash, greatest(f.created_at, f.updated_at) as at
+    from scsql.memory_facts f)
+  select coalesce(h.project_id, l.project_id), 'fact', coalesce(h.key, l.target),
+         case when h.key is null then 'missing' when l.new_hash is null then 'unrecorded' else 'changed' end,
+         l.new_hash, h.hash,
+         case when l.target is null then 'no change of the memory history records this fact'
+              when l.new_hash is null then format('the history ends with %s (chain %s seq %s), which took it out of working memory',
+                                                  l.op, l.chain_id, l.seq)
+              else format('the history ends with %s (chain %s seq %s), which left the value with sha256 %s',
+                          l.op, l.chain_id, l.seq, l.new_hash) end,
+         h.at, l.target is not null
+  from last l full join held h on h.project_id = l.project_id and h.key = l.target
+  where l.new_hash is distinct from h.hash
+$$;
+comment on function scsql._memory_fact_drift() is
+  'Private, for scsql.verify_memory. Facts of working memory whose value is not the one the latest change of their key in the memory history left (other than resolve): changed, missing (the history leaves it in memory), unrecorded (in memory, though the history took it out or never recorded it).';
+
+create or replace function scsql._memory_source_changes()
+returns table (project_id bigint, path text, op text, new_hash text, resets boolean, change_id bigint,
+               chain_id bigint, seq bigint)
+language sql stable
+as $$
+  -- A source's own changes, and for an archived fact (source fact:<key>)
+  -- its fact's changes: archive makes the source (its hash is not
+  -- recorded: "archived"), every other change of the fact leaves none.
+  -- resets: the change removes the source or adds it anew (unpinned).
+  select m.project_id, m.target, m.op, m.new_hash,
+         m.new_hash is null or (m.old_hash is null and m.op in ('index', 'summary')), m.change_id, m.chain_id, m.seq
+  from scsql.memory_changes m where m.kind = 'source'
+  union all
+  select m.project_id, 'fact:' || m.target, m.op, case when m.op = 'archive' then 'archived' end, true,
+         m.change_id, m.chain_id, m.seq
+  from scsql.memory_changes m where m.kind = 'fact' and m.op <> 'resolve'
+$$;
+comment on function scsql._memory_source_changes() is
+  'Private, for scsql._memory_source_drift. The changes of the memory history that say what each knowledge-base source holds: its own (kind source), and for the archived copy of a fact (path fact:<key>) the fact''s changes, archive with the new hash "archived" (the copy''s hash is not recorded) and every other without one; resets is true for a change that removes the source or adds it anew.';
+
+create or replace function scsql._memory_source_drift()
+returns table (project_id bigint, kind text, target text, problem text, expected text, found text, detail text,
+               at timestamptz, recorded boolean)
+language sql stable
+as $$
+  with c as materialized (select * from scsql._memory_source_changes()),
+  last as (select distinct on (c.project_id, c.path) c.* from c order by c.project_id, c.path, c.change_id desc),
+  pin as (
+    select distinct on (c.project_id, c.path) c.project_id, c.path, c.op = 'pin' as pinned, c.op, c.chain_id, c.seq
+    from c where c.op in ('pin', 'unpin') or c.resets
+    order by c.project_id, c.path, c.change_id desc),
+  d as (
+    select coalesce(s.project_id, l.project_id) as project_id, coalesce(s.path, l.path) as path, l.op, l.new_hash,
+           l.chain_id, l.seq, s.path is not null as held, s.content_hash, s.pinned,
+           coalesce(p.pinned, false) as want_pinned, p.op as pin_op, p.chain_id as pin_chain, p.seq as pin_seq,
+           greatest(s.created_at, s.updated_at) as at
+    from last l
+    full join scsql.kb_sources s on s.project_id = l.project_id and s.path = l.path
+    left join pin p on p.project_id = coalesce(s.project_id, l.project_id) and p.path = coalesce(s.path, l.path))
+  select d.project_id, 'source', d.path,
+         case when not d.held then 'missing' when d.new_hash is null then 'unrecorded'
+              when d.new_hash <> 'archived' and d.new_hash <> d.content_hash then 'changed' else 'state' end,
+         case when d.new_hash is null or d.new_hash <> 'archived' and d.new_hash <> d.content_hash or not d.held
+              then d.new_hash else 'pinned ' || d.want_pinned end,
+         case when d.new_hash is null or d.new_hash <> 'archived' and d.new_hash <> d.content_hash or not d.held
+              then d.content_hash else 'pinned ' || d.pinned end,
+         case when d.op is null then 'no change of the memory history records this source'
+              when d.held and d.new_hash is not null and (d.new_hash = 'archived' or d.new_hash = d.content_hash)
+                then format('it is %s, but the history''s pins end with %s',
+                            case when d.pinned then 'pinned' else 'not pinned' end,
+                            coalesce(format('%s (chain %s seq %s)', d.pin_op, d.pin_chain, d.pin_seq), 'none'))
+              when d.new_hash is null then format('the history ends with %s (chain %s seq %s), which removed it',
+                                                  d.op, d.chain_id, d.seq)
+              else format('the history ends with %s (chain %s seq %s), which left %s', d.op, d.chain_id, d.seq,
+                          case when d.new_hash = 'archived' then 'the archived copy of the fact'
+                               else 'content with sha256 ' || d.new_hash end) end,
+         d.at, d.op is not null
+  from d
+  where d.held <> (d.new_hash is not null)
+     or (d.held and d.new_hash <> 'archived' and d.new_hash <> d.content_hash)
+     or (d.held and d.pinned <> d.want_pinned)
+$$;
+comment on function scsql._memory_source_drift() is
+  'Private, for scsql.verify_memory. Knowledge-base sources whose content_hash, presence or pin is not what the latest change of their path in the memory history left (scsql._memory_source_changes): changed, missing, unrecorded, or state (pinned otherwise than the latest pin or unpin since the source was last added says).';
+
+create or replace function scsql._memory_chunk_drift()
+returns table (project_id bigint, kind text, target text, problem text, expected text, found text, detail text,
+               at timestamptz, recorded boolean)
+language sql stable
+as $$
+  select c.project_id, 'chunk', s.path || '#' || c.seq, 'changed', c.chunk_hash, scsql._chunk_hash(c.content),
+         format('the text of chunk %s of %s is not the text its chunk_hash addresses (sha256 of the normalized text)',
+                c.seq, s.path),
+         c.created_at, true
+  from scsql.kb_chunks c
+  join scsql.kb_sources s on s.project_id = c.project_id and s.source_id = c.source_id
+  where scsql._chunk_hash(c.content) <> c.chunk_hash
+$$;
+comment on function scsql._memory_chunk_drift() is
+  'Private, for scsql.verify_memory. Chunks whose text does not have their chunk_hash (the sha256 of the normalized text, scsql._chunk_hash): text changed outside the API.';
+
+create or replace function scsql._memory_decision_drift()
+returns table (project_id bigint, kind text, target text, problem text, expected text, found text, detail text,
+               at timestamptz, recorded boolean)
+language sql stable
+as $$
+  -- A decision never changes: its decide change holds the hash of title and
+  -- rationale and, in related, what it supersedes (or its session summary).
+  with rec as (
+    select distinct on (m.project_id, m.target) m.project_id, m.target, m.new_hash, m.related, m.chain_id, m.seq
+    from scsql.memory_changes m where m.kind = 'decision' and m.op = 'decide'
+    order by m.project_id, m.target, m.change_id desc),
+  held as (
+    select d.project_id, 'decision:' || d.decision_id as target,
+           scsql._text_hash(d.title || E'\n\n' || d.rationale) as hash,
+           left(coalesce('decision:' || d.supersedes, d.source_path), 1024) as related, d.decided_at as at
+    from scsql.decisions d)
+  select coalesce(h.project_id, r.project_id), 'decision', coalesce(h.target, r.target),
+         case when h.target is null then 'missing' when r.target is null then 'unrecorded'
+              when r.new_hash is distinct from h.hash then 'changed' else 'state' end,
+         case when r.new_hash is distinct from h.hash or h.target is null then r.new_hash else r.related end,
+         case when r.new_hash is distinct from h.hash or h.target is null then h.hash else h.related end,
+         case when r.target is null then 'no change of the memory history records this decision'
+              when h.target is not null and r.new_hash is not distinct from h.hash
+                then format('it names %s as what it supersedes or comes from; its decide (chain %s seq %s) named %s',
+                            coalesce(h.related, 'nothing'), r.chain_id, r.seq, coalesce(r.related, 'nothing'))
+              else format('its decide (chain %s seq %s) recorded title and rationale with sha256 %s',
+                          r.chain_id, r.seq, r.new_hash) end,
+         h.at, r.target is not null
+  from rec r full join held h on h.project_id = r.project_id and h.target = r.target
+  where r.new_hash is distinct from h.hash
+     or (r.target is not null and h.target is not null and r.related is distinct from h.related)
+$$;
+comment on function scsql._memory_decision_drift() is
+  'Private, for scsql.verify_memory. Decisions whose title and rationale (sha256 of title, a blank line, rationale), or whose superseded decision or source, are not what their decide change in the memory history recorded, decisions that change records but that are gone (missing), and decisions no change records (unrecorded).';
+
+create or replace function scsql._memory_loop_drift()
+returns table (project_id bigint, kind text, target text, problem text, expected text, found text, detail text,
+               at timestamptz, recorded boolean)
+language sql stable
+as $$
+  -- open_loop recorded the text's hash, the owner (reason) and the source
+  -- (related); close_loop the resolution's hash.
+  with o as (
+    select distinct on (m.project_id, m.target) m.project_id, m.target, m.new_hash, m.reason, m.related, m.chain_id, m.seq
+    from scsql.memory_changes m where m.kind = 'loop' and m.op = 'open_loop'
+    order by m.project_id, m.target, m.change_id desc),
+  c as (
+    select distinct on (m.project_id, m.target) m.project_id, m.target, m.new_hash, m.chain_id, m.seq
+    from scsql.memory_changes m where m.kind = 'loop' and m.op = 'close_loop'
+    order by m.project_id, m.target, m.change_id desc),
+  held as (
+    select l.project_id, 'loop:' || l.loop_id as target, scsql._text_hash(l.text) as hash,
+           coalesce('owner ' || l.owner, 'no owner') as owner, left(l.source_path, 1024) as related,
+           scsql._text_hash(l.resolution) as resolution, greatest(l.opened_at, l.closed_at) as at
+    from scsql.open_loops l),
+  d as (
+    select coalesce(h.project_id, o.project_id) as project_id, coalesce(h.target, o.target) as target,
+           h.target is not null as held, o.target is not null as opened, o.new_hash, h.hash, o.reason, h.owner,
+           o.related as o_related, h.related, c.new_hash as closed_hash, h.resolution, o.chain_id, o.seq,
+           c.chain_id as c_chain, c.seq as c_seq, h.at
+    from o full join held h on h.project_id = o.project_id and h.target = o.target
+    left join c on c.project_id = coalesce(h.project_id, o.project_id) and c.target = coalesce(h.target, o.target))
+  select d.project_id, 'loop', d.target,
+         case when not d.held then 'missing' when not d.opened then 'unrecorded'
+              when d.new_hash is distinct from d.hash then 'changed' else 'state' end,
+         case when d.new_hash is distinct from d.hash or not d.held then d.new_hash
+              else concat_ws(' ', d.reason, d.o_related, coalesce('resolution ' || d.closed_hash, 'open')) end,
+         case when d.new_hash is distinct from d.hash or not d.held then d.hash
+              else concat_ws(' ', d.owner, d.related, coalesce('resolution ' || d.resolution, 'open')) end,
+         case when not d.opened then 'no change of the memory history records this open loop'
+              when d.new_hash is distinct from d.hash or not d.held
+                then format('its open_loop (chain %s seq %s) recorded the text with sha256 %s', d.chain_id, d.seq, d.new_hash)
+              else format('owner, source or closing differ from its open_loop (chain %s seq %s) and close_loop (%s)',
+                          d.chain_id, d.seq, coalesce(format('chain %s seq %s', d.c_chain, d.c_seq), 'none')) end,
+         d.at, d.opened
+  from d
+  where d.new_hash is distinct from d.hash
+     or (d.held and d.opened and (d.reason is distinct from d.owner or d.o_related is distinct from d.related
+                                  or d.closed_hash is distinct from d.resolution))
+$$;
+comment on function scsql._memory_loop_drift() is
+  'Private, for scsql.verify_memory. Open loops whose text, owner, source or closing (open, or closed with a resolution of that sha256) are not what their open_loop and close_loop changes in the memory history recorded, loops those changes record that are gone (missing), and loops no change records (unrecorded).';
+
+create or replace function scsql._memory_learning_drift()
+returns table (project_id bigint, kind text, target text, problem text, expected text, found text, detail text,
+               at timestamptz, recorded boolean)
+language sql stable
+as $$
+  -- A learning is a copy of the outcome it was derived from (chained and
+  -- signed by its author), while that outcome is kept; after retention took
+  -- it, of the summary hash its learn change recorded (public and internal
+  -- learnings only). Whether it denies calls is what its last rule or unrule
+  -- change says, with the pattern that change names.
+  with learn as (
+    select distinct on (m.project_id, m.target) m.project_id, m.target, m.new_hash, m.chain_id, m.seq
+    from scsql.memory_changes m where m.kind = 'learning' and m.op = 'learn'
+    order by m.project_id, m.target, m.change_id desc),
+  rule as (
+    select distinct on (m.project_id, m.target) m.project_id, m.target, m.op, m.reason, m.chain_id, m.seq
+    from scsql.memory_changes m where m.kind = 'learning' and m.op in ('rule', 'unrule')
+    order by m.project_id, m.target, m.change_id desc),
+  d as (
+    select l.project_id, 'learning:' || l.learning_id as target, l.created_at as at, o.outcome_id is not null as kept,
+           o.chain_id as o_chain, o.seq as o_seq, n.target is not null as learned, n.new_hash,
+           n.chain_id as n_chain, n.seq as n_seq,
+           scsql._text_hash(l.summary) as hash, l.deny, l.pattern, r.op as rule_op, r.reason as rule_reason,
+           array_to_string(array[
+             case when l.summary is distinct from o.summary then 'summary' end,
+             case when l.evidence is distinct from o.evidence then 'evidence' end,
+             case when l.outcome_kind is distinct from o.kind
+                    or l.kind is distinct from case when o.kind in ('shipped', 'accepted') then 'experiment' else 'failure' end
+                  then 'kind' end,
+             case when l.author_id is distinct from o.author_id then 'author' end,
+             case when (l.signal, l.confidence, l.classification) is distinct from (o.signal, o.confidence, o.classification)
+                  then 'signal, confidence or classification' end,
+             case when (l.tool_call_id, l.session_id, l.task_ref) is distinct from (o.tool_call_id, o.session_id, o.task_ref)
+                  then 'tool call, session or task' end], ', ') as differs
+    from scsql.learnings l
+    left join scsql.outcomes o on o.project_id = l.project_id and o.outcome_id = l.outcome_id
+    left join learn n on n.project_id = l.project_id and n.target = 'learning:' || l.learning_id
+    left join rule r on r.project_id = l.project_id and r.target = 'learning:' || l.learning_id),
+  bad as (
+    select d.*, d.deny <> coalesce(d.rule_op = 'rule', false)
+                or (d.deny and d.rule_reason is distinct from
+                    'denies matching calls' || coalesce(' (pattern ' || left(d.pattern, 900) || ')', '')) as rule_bad
+    from d)
+  select b.project_id, 'learning', b.target,
+         case when not b.kept and not b.learned then 'unrecorded'
+              when b.differs <> '' or (not b.kept and b.new_hash is distinct from b.hash and b.new_hash is not null)
+                then 'changed' else 'state' end,
+         case when b.differs = '' and b.kept or not b.kept and b.new_hash is null
+              then coalesce(b.rule_op, 'no rule') else b.new_hash end,
+         case when b.differs = '' and b.kept or not b.kept and b.new_hash is null
+              then case when b.deny then 'rule' else 'no rule' end else b.hash end,
+         case when not b.kept and not b.learned
+                then 'neither its outcome nor a change of the memory history records this learning'
+              when b.differs <> ''
+                then format('%s not as in the outcome (chain %s seq %s) it was derived from, which its author signed',
+                            b.differs, b.o_chain, b.o_seq)
+              when not b.kept and b.new_hash is distinct from b.hash and b.new_hash is not null
+                then format('its learn change (chain %s seq %s) recorded the summary with sha256 %s',
+                            b.n_chain, b.n_seq, b.new_hash)
+              else format('it %s, but its rule changes end with %s', case when b.deny then 'denies calls' else 'denies nothing' end,
+                          coalesce(b.rule_op, 'none')) end,
+         b.at, b.kept or b.learned
+  from bad b
+  where (not b.kept and not b.learned) or b.differs <> '' or b.rule_bad
+     or (not b.kept and b.new_hash is not null and b.new_hash <> b.hash)
+  union all
+  select n.project_id, 'learning', n.target, 'missing', n.new_hash, null,
+         format('its learn change (chain %s seq %s) records it, but it is gone', n.chain_id, n.seq), null, true
+  from learn n
+  where not exists (select from scsql.learnings l where l.project_id = n.project_id and 'learning:' || l.learning_id = n.target)
+$$;
+comment on function scsql._memory_learning_drift() is
+  'Private, for scsql.verify_memory. Learnings that differ from the outcome they were derived from (while it is kept) or, once retention took it, from the summary hash of their learn change; that deny calls otherwise than their latest rule or unrule change says (with its pattern); that nothing records (unrecorded); and learnings a learn change records that are gone (missing).';
+
+create or replace function scsql.verify_memory()
+returns table (project text, kind text, target text, problem text, expected text, found text, detail text,
+               before_history boolean)
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+  select p.name, d.kind, d.target, d.problem, d.expected, d.found, d.detail,
+         coalesce(not d.recorded and d.at < (select m.applied_at from scsql.schema_migrations m where m.version = 207), false)
+  from (select * from scsql._memory_fact_drift()
+        union all select * from scsql._memory_source_drift()
+        union all select * from scsql._memory_chunk_drift()
+        union all select * from scsql._memory_decision_drift()
+        union all select * from scsql._memory_loop_drift()
+        union all select * from scsql._memory_learning_drift()) d
+  join scsql.projects p on p.project_id = d.project_id
+  order by p.name, d.kind, d.target
+$$;
+comment on function scsql.verify_memory() is
+  'Auditor (scsql verify --full, scsql restore). Every row of memory that is not what the chained memory history (scsql.memory_changes) last recorded of it, so a change made outside the API is named: facts (sha256 of the value), knowledge-base sources (content_hash, presence, pin; an archived fact''s copy by presence), chunks (their text against their chunk_hash), decisions (title and rationale, what they supersede), open loops (text, owner, source, closing and resolution), learnings (against the signed outcome they were derived from, else the summary hash their learn change recorded; rule and pattern). Returns project, kind (fact, source, chunk, decision, loop, learning), target (as memory_history names it), problem (changed, missing, unrecorded, state), expected and found (hashes or states), detail (the change the history ends with) and before_history (true for a row no change records that is older than the memory history, migration 0207: not a break). No row: memory is as its history says. Tasks have no chained record and are not compared.';

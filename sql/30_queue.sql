@@ -70,15 +70,15 @@ declare
 begin
   if p_purpose = 'team' then
     return scsql._queue_channel(v_me.project_id, v_me.team_role);
-  elsif p_purpose = 'learnings' then
-    return scsql._channel(v_me.project_id, 'learnings');
+  elsif p_purpose in ('learnings', 'embed') then
+    return scsql._channel(v_me.project_id, p_purpose);
   end if;
   raise exception using errcode = 'SC010',
-    message = format('purpose must be team or learnings, got %s', coalesce(quote_literal(p_purpose), 'NULL'));
+    message = format('purpose must be team, learnings or embed, got %s', coalesce(quote_literal(p_purpose), 'NULL'));
 end
 $$;
 comment on function scsql_caller.my_channel(text) is
-  'The LISTEN/NOTIFY channel the acting agent listens on for PURPOSE: team (default; tasks and messages for its own team role in its own project, hints "task" and "message") or learnings (learnings of its project queued for the knowledge base, hint "learning"). A name reveals nothing about the project or role, and no other project''s channel can be derived from it. Clients call it to LISTEN (it is not an MCP tool). Raises SC010 for another purpose, and like _me.';
+  'The LISTEN/NOTIFY channel the acting agent listens on for PURPOSE: team (default; tasks and messages for its own team role in its own project, hints "task" and "message"), learnings (learnings of its project queued for the knowledge base, hint "learning") or embed (chunk texts of its project queued for embedding, hint "embed"). A name reveals nothing about the project or role, and no other project''s channel can be derived from it. Clients call it to LISTEN (it is not an MCP tool). Raises SC010 for another purpose, and like _me.';
 
 create or replace function scsql._is_orchestrator(p_team_role text)
 returns boolean

@@ -44,17 +44,21 @@ begin
                          'jobs must be at most 100 names of 1 to 100 characters');
   perform scsql._require(p_poll_seconds > 0 and p_poll_seconds <= 3600, 'poll_seconds must be more than 0 and at most 3600');
   perform scsql._require(p_units is not null and p_units >= 0, 'units must be 0 or more');
-  insert into scsql.worker_heartbeats as h (project_id, agent_id, host, pid, jobs, poll_seconds, units, started_at, seen_at)
-  values (v_me.project_id, v_me.agent_id, p_host, p_pid, p_jobs, p_poll_seconds, p_units, v_at, v_at)
+  -- The backend and login are the server's own word, not the client's.
+  insert into scsql.worker_heartbeats as h (project_id, agent_id, host, pid, jobs, poll_seconds, units, started_at, seen_at,
+                                            backend_pid, login)
+  values (v_me.project_id, v_me.agent_id, p_host, p_pid, p_jobs, p_poll_seconds, p_units, v_at, v_at,
+          pg_backend_pid(), session_user)
   on conflict (project_id, agent_id, host, pid) do update
-    set jobs = excluded.jobs, poll_seconds = excluded.poll_seconds, units = excluded.units, seen_at = excluded.seen_at;
+    set jobs = excluded.jobs, poll_seconds = excluded.poll_seconds, units = excluded.units, seen_at = excluded.seen_at,
+        backend_pid = excluded.backend_pid, login = excluded.login;
   delete from scsql.worker_heartbeats h
   where h.project_id = v_me.project_id and h.seen_at < v_at - interval '7 days';
   return v_at;
 end
 $$;
 comment on function scsql.worker_heartbeat(text, integer, text[], double precision, bigint) is
-  'Background work of scsql worker (not an MCP tool). Records that the acting agent''s worker process P_PID on P_HOST is alive: its jobs, its poll interval in seconds and the units of work it did so far; scsql doctor and scsql.metrics() call a worker alive while it was seen within three poll intervals (at least a minute). Heartbeats of the project''s workers unseen for 7 days are deleted. Returns the time recorded. Raises SC001/SC002 when not acting as an active agent, SC010 for a bad host, pid, job name, poll interval or unit count.';
+  'Background work of scsql worker (not an MCP tool). Records that the acting agent''s worker process P_PID on P_HOST (as the client reports them) is alive, with the server process and login of the connection that sent the heartbeat (pg_backend_pid(), session_user: a session of pg_stat_activity, whatever application_name the client gave): its jobs, its poll interval in seconds and the units of work it did so far; scsql doctor and scsql.metrics() call a worker alive while it was seen within three poll intervals (at least a minute). Heartbeats of the project''s workers unseen for 7 days are deleted. Returns the time recorded. Raises SC001/SC002 when not acting as an active agent, SC010 for a bad host, pid, job name, poll interval or unit count.';
 
 create or replace function scsql._add_counts(p_a bigint[], p_b bigint[])
 returns bigint[]

@@ -133,7 +133,8 @@ def _check_quarantine_reported(db, ca: int, agent: str, monkeypatch, capsys) -> 
 
 
 def _check_acknowledged(db, a, ca: int, cc: int, q: dict, key, a_old: str, capsys) -> None:
-    """An administrator acknowledges it: status is quiet, verify still names the chain, retention still keeps it."""
+    """An administrator acknowledges it: status is quiet, verify names the chain and its excused row and exits 0
+    (3 with --strict), retention still keeps it."""
     from scsql.audit.checkpoints import run_checkpoint
 
     with db.connect() as conn:
@@ -153,8 +154,9 @@ def _check_acknowledged(db, a, ca: int, cc: int, q: dict, key, a_old: str, capsy
     capsys.readouterr()
     assert cli.main(["status"]) == 0
     assert "quarantine  -" in capsys.readouterr().out
-    assert cli.main(["verify"]) == 1
+    assert cli.main(["verify"]) == 0  # acknowledged: its row is excused, and named
     assert "agent revoked, rows exported" in capsys.readouterr().err
+    assert cli.main(["verify", "--strict"]) == 3
     assert run_checkpoint(db.admin, key, progress=False).ok  # acknowledged: the run no longer fails
     assert _retire(db, a_old) == "SC123" and table_exists(db, a_old)
 

@@ -1,6 +1,8 @@
 """scsql backup and scsql restore on real embedded servers: write, checkpoint,
-back up, write more, restore into an empty server, verify, and the counts are
-the backup's; a tampered dump fails the restore; no private key is in the file."""
+back up, write more, restore into an empty server (checking the manifest's
+signature with the source's backup key), verify, and the counts are the
+backup's; a tampered dump fails the restore (its signature, or its chains
+when re-signed with the key); no private key is in the file."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import base64
 import hashlib
 import json
 import os
+import tarfile
 import time
 from pathlib import Path
 
@@ -16,6 +19,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from scsql.core.keys import Keystore
 from scsql.ops import backup
 
 from .helpers import one_error_line, scsql
@@ -109,7 +113,8 @@ def source(tmp_path_factory):
 def restored(source):
     root, _env, file = source
     env = {"SCSQL_DATA_DIR": str(root / "dst")}
-    done = _timed("restore (start a new server, pg_restore, verify)", "restore", "--json", str(file), env=env)
+    done = _timed("restore (start a new server, pg_restore, verify)", "restore", "--json", "--key",
+                  str(root / "src" / "keys" / "backup.key"), str(file), env=env)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     TIMINGS["  pg_restore"] = report["restore_seconds"]
@@ -122,7 +127,7 @@ def restored(source):
 def test_restore_holds_what_was_backed_up_and_verifies(source, restored):
     root, src_env, file = source
     env, report = restored
-    with_manifest = backup.read_tar(file, root)[0]
+    with_manifest = backup.read_tar(file, root, trusted=None, check=False)[0]
     # 20 tool calls and the row of memory history the fact's remember chained.
     assert report["chains"] == 1 and report["checkpoints"] == 1 and report["rows"] == 21
     src, dst = _admin(root / "src"), _admin(root / "dst")
@@ -141,7 +146,8 @@ def test_restore_holds_what_was_backed_up_and_verifies(source, restored):
 def test_restore_refuses_a_server_that_is_not_empty(source, restored):
     _root, _src, file = source
     env, _ = restored
-    line = one_error_line(scsql("restore", str(file), env=env), "SC014")
+    key = str(_root / "src" / "keys" / "backup.key")
+    line = one_error_line(scsql("restore", "--key", key, str(file), env=env), "SC014")
     assert "already holds schema scsql" in line
 
 
@@ -149,7 +155,7 @@ def test_no_private_key_is_in_the_backup(source):
     root, _env, file = source
     data = file.read_bytes()
     keyfiles = sorted((root / "src" / "keys").glob("*.key"))
-    assert {k.name for k in keyfiles} == {"default.key", "auditor.key"}
+    assert {k.name for k in keyfiles} == {"default.key", "auditor.key", "backup.key"}
     for path in keyfiles:
         pem = path.read_bytes()
         key = serialization.load_pem_private_key(pem, None)
@@ -162,22 +168,34 @@ def test_no_private_key_is_in_the_backup(source):
 
 def test_a_tampered_dump_fails_the_restore(source, restored, tmp_path):
     """An attacker who controls the file changes one signed row in the dump and the sha256 in the
-    manifest: the restore into an empty database finds the row's hash broken (SC016)."""
+    manifest: the manifest's signature no longer verifies (SC061), nothing is restored. Re-signed
+    with the backup key itself (whoever holds it, or a source tampered before the backup), the
+    restore into an empty database finds the row's hash broken (SC016)."""
     root, _src, file = source
     dst_env, _ = restored
-    manifest, dump = backup.read_tar(file, tmp_path)
+    manifest, dump = backup.read_tar(file, tmp_path, trusted=None, check=False)
     data = dump.read_bytes()
     assert data.count(b"before-7\t") == 1
     data = data.replace(b"before-7\t", b"bexore-7\t")
     dump.write_bytes(data)
     manifest["dump"]["sha256"] = hashlib.sha256(data).hexdigest()
-    bad = tmp_path / "tampered.backup"
-    backup.write_tar(bad, manifest, dump)
+    keyfile = str(root / "src" / "keys" / "backup.key")
+    unsigned = tmp_path / "edited.backup"
+    backup.write_tar(unsigned, manifest, dump)  # the manifest edited: its old signature cannot follow
     with psycopg.connect(_admin(root / "dst", "postgres"), autocommit=True) as conn:
         conn.execute("create database tampered")
     env = {"SCSQL_DSN": _admin(root / "dst", "tampered")}  # an external server: an empty database on it
+    one_error_line(scsql("restore", "--key", keyfile, str(unsigned), env=env), "SC060")
+    with tarfile.open(file) as tar:  # the original signature kept beside the edited manifest
+        sig = tar.extractfile(backup.SIGNATURE).read()
+    resigned = tmp_path / "old-signature.backup"
+    _tar_with_signature(resigned, manifest, dump, sig)
+    line = one_error_line(scsql("restore", "--key", keyfile, str(resigned), env=env), "SC061")
+    assert "does not verify with the trusted backup key" in line
+    bad = tmp_path / "tampered.backup"
+    backup.write_tar(bad, manifest, dump, Keystore(root / "src" / "keys").load("backup"))
     started = time.perf_counter()
-    proc = scsql("restore", str(bad), env=env, timeout=300)
+    proc = scsql("restore", "--key", keyfile, str(bad), env=env, timeout=300)
     assert proc.returncode == 1
     line = proc.stderr.strip().splitlines()[-1]  # after the progress lines
     assert line.startswith("scsql: error SC016"), proc.stderr
@@ -193,8 +211,25 @@ def test_a_damaged_file_is_refused_before_anything_starts(source, tmp_path):
     data[len(data) // 2] ^= 0xFF  # inside the dump: its sha256 no longer matches
     damaged.write_bytes(bytes(data))
     env = {"SCSQL_DATA_DIR": str(tmp_path / "never")}
-    one_error_line(scsql("restore", str(damaged), env=env), "SC015")
+    keyfile = str(_root / "src" / "keys" / "backup.key")
+    one_error_line(scsql("restore", "--key", keyfile, str(damaged), env=env), "SC015")
     (tmp_path / "not-a-backup").write_text("hello")
     one_error_line(scsql("restore", str(tmp_path / "not-a-backup"), env=env), "SC015")
+    # No key to check the signature with (a new data directory's keystore is empty): nothing starts.
+    one_error_line(scsql("restore", str(file), env=env), "SC062")
+    one_error_line(scsql("restore", "--key", "00" * 31, str(file), env=env), "SC062")
     assert not (tmp_path / "never" / "pg").exists()
     one_error_line(scsql("backup", str(file), env={"SCSQL_DATA_DIR": str(_root / "src")}), "SC018")
+
+
+def _tar_with_signature(path: Path, manifest: dict, dump: Path, sig: bytes) -> None:
+    """A backup file holding MANIFEST, the signature SIG (made for another manifest) and DUMP."""
+    import io
+
+    data = json.dumps(manifest, indent=1, sort_keys=True, default=str).encode()
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tar:
+        for name, blob in ((backup.MANIFEST, data), (backup.SIGNATURE, sig)):
+            info = tarfile.TarInfo(name)
+            info.size = len(blob)
+            tar.addfile(info, io.BytesIO(blob))
+        tar.add(dump, arcname=backup.DUMP)

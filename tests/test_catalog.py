@@ -242,6 +242,88 @@ def test_every_raised_sqlstate_is_in_the_error_catalogue(scsql_db):
     assert sorted(raised - known) == []
 
 
+# Every login role that can become (SET ROLE to, or inherit) an agent role of
+# this database, through any chain of memberships, and how many agents it can
+# become; superusers and scsql's owner's and administrators' logins left out.
+ACTS_AS_AGENTS = """
+    with recursive agent_roles as (
+      select pg_catalog.to_regrole(pg_catalog.quote_ident(a.role_name))::oid as oid from scsql.agents a
+    ), reach(member, agent) as (
+      select m.member, m.roleid from pg_catalog.pg_auth_members m where m.roleid in (select oid from agent_roles)
+      union
+      select m.member, r.agent from pg_catalog.pg_auth_members m join reach r on m.roleid = r.member
+    )
+    select l.rolname::text as login, count(distinct r.agent) as agents
+    from reach r join pg_catalog.pg_roles l on l.oid = r.member
+    where l.rolcanlogin and not l.rolsuper
+      and not pg_catalog.pg_has_role(l.oid, 'scsql_owner', 'MEMBER')
+      and not pg_catalog.pg_has_role(l.oid, 'scsql_admin', 'MEMBER')
+    group by 1 having count(distinct r.agent) > 1 order by 1
+"""
+
+
+def test_on_a_database_for_a_shared_server_no_login_can_become_more_than_one_agent(scsql_db):
+    """A credential names one agent: on a database set up for a shared server
+    (scsql.set_login_mode('per_agent'), what scsql migrate does for a new
+    database on SCSQL_DSN), no login but the owner's and the administrators'
+    can act as more than one agent, neither the agents registered before the
+    switch nor after it."""
+    db = scsql_db
+    p, q = db.project(), db.project()
+    for short, project in (("one", p), ("two", p), ("three", q)):
+        db.agent(short, project)
+    # One user's machine (the embedded default): scsql_app acts as every agent, and the walk finds it.
+    assert _catalog_rows(db, ACTS_AS_AGENTS) == [{"login": "scsql_app", "agents": 3}]
+    with db.connect() as conn:
+        conn.execute("select scsql.set_login_mode('per_agent')")
+    db.agent("four", q)
+    assert _catalog_rows(db, ACTS_AS_AGENTS) == []
+
+
+# Built-in functions no agent may execute in scsql's database: what writes
+# the WAL or stores data outside scsql's tables (and so outside row-level
+# security, quotas and the audit trail), and the advisory locks every
+# project shares (the bootstrap revokes these from PUBLIC); and what
+# PostgreSQL keeps from PUBLIC already (WAL switches and restore points,
+# statistics resets, server files, reloads), checked so a grant to PUBLIC
+# shows. Left to agents, as to every role: NOTIFY (a command, not a
+# privilege; scsql's channels are secret names), pg_sleep and
+# pg_terminate_backend of an agent's own sessions (bounded by its connection
+# limit), txid_current (one transaction id per call, as any write);
+# pg_import_system_collations refuses all but superusers itself.
+AGENTS_MAY_NOT_EXECUTE = r"""
+    select p.oid::regprocedure::text as f
+    from pg_catalog.pg_proc p
+    where p.pronamespace = 'pg_catalog'::regnamespace
+      and (p.proname ~ '^pg_(try_)?advisory_'
+           or p.proname in ('pg_logical_emit_message', 'lo_creat', 'lo_create', 'lo_from_bytea', 'lo_import',
+                            'lo_export', 'pg_switch_wal', 'pg_create_restore_point', 'pg_log_standby_snapshot',
+                            'pg_stat_reset', 'pg_stat_reset_shared', 'pg_stat_reset_single_table_counters',
+                            'pg_stat_reset_slru', 'pg_read_file', 'pg_read_binary_file', 'pg_ls_dir',
+                            'pg_reload_conf', 'pg_rotate_logfile', 'pg_promote', 'pg_replication_origin_create',
+                            'pg_log_backend_memory_contexts'))
+"""
+
+
+def test_agents_cannot_write_the_wal_or_store_outside_scsqls_tables(scsql_db):
+    """pg_logical_emit_message was executable by agents: 10 MB of WAL a call,
+    as often as an agent liked, in every project's backups and replicas."""
+    from scsql.core.config import role_for
+
+    agent = scsql_db.agent("wal", scsql_db.project())
+    functions = [r["f"] for r in _catalog_rows(scsql_db, AGENTS_MAY_NOT_EXECUTE)]
+    assert len(functions) >= 30 and any(f.startswith("pg_logical_emit_message(") for f in functions)
+    rows = _catalog_rows(scsql_db, f"""
+        select r.role, f.f from unnest(%s::text[]) r(role), ({AGENTS_MAY_NOT_EXECUTE}) f
+        where has_function_privilege(r.role, f.f::regprocedure, 'EXECUTE') order by 1, 2
+    """, ["scsql_agent", "scsql_app", "scsql_worker", role_for(agent.name)])
+    assert rows == []
+    with scsql_db.connect(scsql_db.login(agent.name)) as conn:
+        with pytest.raises(Exception) as err:
+            conn.execute("select pg_logical_emit_message(false, 'scsql', repeat('x', 10 * 1024 * 1024))")
+    assert getattr(err.value, "sqlstate", None) == "42501"
+
+
 if __name__ == "__main__":  # regenerate the manifest header and lines
     import sys
 

@@ -135,7 +135,9 @@ def test_worker_drains_the_queue_and_hybrid_search_then_uses_vectors(scsql_db, m
     assert q(agent, "select * from scsql.search(%s, p_query_embedding => %s, p_model => %s)",
              query, emb, minilm.name) == []
     jobs = subsystems.jobs(["embed"])
-    assert [j.name for j in jobs] == ["embed"] and jobs[0].channels == ["scsql_embed"]
+    assert [j.name for j in jobs] == ["embed"]
+    from scsql.coordination.client import my_channel  # the project's own channel, not one every agent hears
+    assert [c(agent) for c in jobs[0].channels] == [my_channel(agent, "embed")]
     assert worker.drain(agent, jobs) == 2
     status = q(agent, "select * from scsql.memory_status()")[0]
     assert (status["embedded"], status["pending_embeddings"]) == (2, 0)

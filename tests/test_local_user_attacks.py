@@ -234,6 +234,7 @@ def test_backup_never_writes_through_a_link_another_user_planted(scsql_db, tmp_p
     import stat
     import tarfile
 
+    from scsql.core import keys
     from scsql.ops import backup
 
     shared = tmp_path / "backups"
@@ -243,11 +244,11 @@ def test_backup_never_writes_through_a_link_another_user_planted(scsql_db, tmp_p
     victim.write_text("precious\n")
     target = shared / "scsql.backup"
     (shared / ".scsql.backup.partial").symlink_to(victim)  # the name the backup used to write through
-    backup.backup(scsql_db.admin, target)
+    backup.backup(scsql_db.admin, target, keys.generate())
     assert victim.read_bytes() == b"precious\n", "the backup was written into the other user's link"
     assert not target.is_symlink() and stat.S_IMODE(target.stat().st_mode) == 0o600
     with tarfile.open(target) as tar:
-        assert tar.getnames() == ["manifest.json", "scsql.dump"]
+        assert tar.getnames() == ["manifest.json", "manifest.sig", "scsql.dump"]
 
 
 # -- a hostile agent against the database: what held ----------------------------------

@@ -380,3 +380,39 @@ def test_bench_chain_runs_and_prints_full_and_incremental_verification(scsql_db,
     assert len(scratch) == 2, proc.stderr
     with psycopg.connect(server.conninfo("postgres")) as conn:  # both dropped
         assert not conn.execute("select from pg_database where datname = any(%s)", (scratch,)).fetchall()
+
+
+def _acknowledged_quarantine(db, chain: int, seq: int, kind: str) -> None:
+    """A quarantine of CHAIN from SEQ, already acknowledged, written straight into the table
+    (as scsql checkpoint and an administrator would, or as a superuser could forge it)."""
+    with db.connect() as conn:
+        conn.execute("insert into scsql.chain_quarantines (project_id, chain_id, from_seq, anchored_seq, kind, detail, "
+                     "acknowledged_at, acknowledged_by, note) select project_id, chain_id, %s, %s, %s, 'staged', now(), "
+                     "'admin', 'dealt with' from scsql.chains where chain_id = %s", (seq, seq - 1, kind, chain))
+
+
+def test_an_acknowledgement_excuses_only_an_agents_kind_of_break_at_its_own_row(trail):
+    """The row an acknowledged quarantine names is excused only for a break an agent can cause
+    through the API (its signature here), and the chain is verified past it: an edit of a later
+    row is still found. An edited row stays a hash-mismatch whatever acknowledgement names it."""
+    db, a, b, ca, cb = trail
+    at = dt.datetime.now(dt.UTC)
+    values = {"tool": "forged", "status": "ok", "origin": "model", "input_tokens": 0, "output_tokens": 0}
+    data = payload("scsql.tool_calls", a.name, 1, at, [f.kind for f in TOOL_CALL_FIELDS],
+                   [values.get(f.name) for f in TOOL_CALL_FIELDS])
+    with a.transaction() as conn:  # A stores a row signed with B's key: seq 7 of A's chain
+        bad = conn.execute("select * from scsql.record_tool_call(p_tool => 'forged', p_at => %s, p_key_id => 1, "
+                           "p_signature => %s)", (at, b.key.sign(data))).fetchone()["seq"]
+    Api(a).call("record_tool_call", tool="after")  # seq 8, signed
+    _acknowledged_quarantine(db, ca, bad, "signature")
+    report = verify(db.admin, workers=1, progress=False, full=True)
+    assert report.ok and [(x.chain_id, x.seq, x.kind) for x in report.excused] == [(ca, bad, "signature")]
+    assert "quarantine" in report.excused[0].detail and "dealt with" in report.excused[0].detail
+
+    tamper(db, f"update scsql.tool_calls set tool = 'edited' where chain_id = {ca} and seq = {bad + 1}",
+           f"update scsql.tool_calls set output_tokens = 1 where chain_id = {cb} and seq = 2")
+    _acknowledged_quarantine(db, cb, 2, "hash-mismatch")
+    report = verify(db.admin, workers=1, progress=False, full=True)
+    assert [(x.chain_id, x.seq, x.kind) for x in report.breaks] == [(ca, bad + 1, "hash-mismatch"),
+                                                                    (cb, 2, "hash-mismatch")]
+    assert [(x.chain_id, x.seq) for x in report.excused] == [(ca, bad)]

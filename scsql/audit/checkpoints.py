@@ -55,6 +55,7 @@ class CheckpointRun:
     quarantined: list[tuple[int, Any, int | None]] = field(default_factory=list)
     unattributed: list[Any] = field(default_factory=list)
     acknowledged: list[tuple[int, Any, int | None]] = field(default_factory=list)  # of quarantined: dealt with
+    excused: list[Any] = field(default_factory=list)  # rows acknowledged quarantines excuse: verified past, signed
 
     @property
     def ok(self) -> bool:
@@ -83,7 +84,10 @@ def run_checkpoint(conninfo: str, key, *, workers: int | None = None, progress: 
     records the chain in scsql.chain_quarantines (scsql.record_quarantine),
     in the same transaction as the checkpoints; retention then keeps its
     rows after that prefix. Breaks that belong to no chain the database
-    knows are returned as unattributed."""
+    knows are returned as unattributed. The row an acknowledged quarantine
+    names is excused when an agent could have caused its break (see
+    verify.EXCUSABLE): the chain is verified past it and signed, and a later
+    break of it is a quarantine of its own."""
     from psycopg.types.json import Jsonb
 
     from .verify import verify
@@ -98,6 +102,7 @@ def run_checkpoint(conninfo: str, key, *, workers: int | None = None, progress: 
                          "register it: scsql checkpoint --init")
     key_id = registered[-1]["key_id"]
     report = verify(conninfo, workers=workers, progress=progress, collect=True)
+    run.excused = report.excused
     first_break: dict[int, Any] = {}
     for b in report.breaks:  # sorted by chain, then seq
         first_break.setdefault(b.chain_id, b)

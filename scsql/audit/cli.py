@@ -19,6 +19,18 @@ from typing import Any
 
 # -- verify -----------------------------------------------------------------------
 
+# scsql verify's exit statuses (its help and the README list them).
+VERIFY_OK = 0  # every chain verifies, but for rows acknowledged quarantines excuse; memory is as its history says
+VERIFY_BROKEN = 1  # a break no acknowledged quarantine excuses, or a memory row its history does not say (or an error)
+VERIFY_QUARANTINED = 3  # --strict: nothing else, but a chain is quarantined (acknowledged or not)
+
+
+def verify_status(report, strict: bool) -> int:
+    """The exit status of scsql verify for REPORT."""
+    if not report.ok:
+        return VERIFY_BROKEN
+    return VERIFY_QUARANTINED if strict and report.quarantines else VERIFY_OK
+
 
 def cmd_verify(ctx, args: argparse.Namespace) -> int:
     from .verify import verify
@@ -31,24 +43,46 @@ def cmd_verify(ctx, args: argparse.Namespace) -> int:
         checkpoints.checkpoint_file(path)  # a missing or unreadable file is one clear error, before any work
     report = verify(ctx.admin_conninfo(), workers=args.workers, checkpoint_files=args.checkpoints or (),
                     from_checkpoint=args.from_checkpoint, full=args.full)
+    status = verify_status(report, args.strict)
     if args.json:
-        print(json.dumps({"ok": report.ok, "rows": report.rows, "chains": report.chains,
+        print(json.dumps({"ok": report.ok, "status": status, "rows": report.rows, "chains": report.chains,
                           "signatures": report.signatures, "full": report.full,
                           "checkpoints": report.checkpoints, "seconds": round(report.seconds, 3),
                           "rows_per_second": round(report.rate),
                           "breaks": [b.__dict__ for b in report.breaks],
+                          "excused": [b.__dict__ for b in report.excused],
+                          "memory_checked": report.memory_checked,
+                          "memory": [m.__dict__ for m in report.memory],
+                          "memory_before_history": [m.__dict__ for m in report.memory_unrecorded],
                           "quarantines": to_json(report.quarantines)}, indent=2, default=str))
     else:
-        for b in report.breaks:
-            print(f"BROKEN {b}", file=sys.stderr)
-        for q in report.quarantines:
-            print(f"QUARANTINED {quarantine_line(q)}", file=sys.stderr)
-        state = "ok" if report.ok else f"{len(report.breaks)} break(s)"
-        signatures = ("every signature" if report.full or report.signatures == report.rows else
-                      f"signatures of the {report.signatures} rows after the newest verified checkpoints; --full checks all")
-        print(f"scsql verify: {state}: {report.rows} rows in {report.chains} chains ({signatures}), "
-              f"{report.checkpoints} checkpoints, {report.seconds:.2f}s ({report.rate:,.0f} rows/s)")
-    return 0 if report.ok else 1
+        print_report(report)
+    return status
+
+
+def print_report(report) -> None:
+    """scsql verify's lines: breaks, excused rows and quarantines on stderr, the summary on stdout."""
+    for b in report.breaks:
+        print(f"BROKEN {b}", file=sys.stderr)
+    for m in report.memory:
+        print(f"BROKEN {m}", file=sys.stderr)
+    for b in report.excused:
+        print(f"EXCUSED {b}", file=sys.stderr)
+    for q in report.quarantines:
+        print(f"QUARANTINED {quarantine_line(q)}", file=sys.stderr)
+    problems = len(report.breaks) + len(report.memory)
+    state = "ok" if report.ok else f"{problems} break(s)"
+    if report.excused:
+        state += f" ({len(report.excused)} row(s) of quarantined chains excused)"
+    signatures = ("every signature" if report.full or report.signatures == report.rows else
+                  f"signatures of the {report.signatures} rows after the newest verified checkpoints; --full checks all")
+    memory = ""
+    if report.memory_checked:
+        memory = "; memory compared with its history" + (
+            f" ({len(report.memory_unrecorded)} row(s) older than the history not compared)"
+            if report.memory_unrecorded else "")
+    print(f"scsql verify: {state}: {report.rows} rows in {report.chains} chains ({signatures}), "
+          f"{report.checkpoints} checkpoints{memory}, {report.seconds:.2f}s ({report.rate:,.0f} rows/s)")
 
 
 def quarantine_line(q: dict[str, Any]) -> str:
@@ -108,6 +142,8 @@ def cmd_checkpoint(ctx, args: argparse.Namespace) -> int:
               file=sys.stderr)
     for b in run.unattributed:
         print(f"BROKEN {b} (no chain to quarantine)", file=sys.stderr)
+    for b in run.excused:
+        print(f"EXCUSED {b}", file=sys.stderr)
     if args.export:
         n = checkpoints.export_checkpoints(ctx.admin_conninfo(), Path(args.export))
         print(f"scsql checkpoint: appended {n} checkpoint(s) to {args.export}")
@@ -272,7 +308,10 @@ def cmd_price(ctx, args: argparse.Namespace) -> int:
 
 
 def register(sub, add) -> None:
-    p = add("verify", cmd_verify, "verify every chain and signature (as the auditor); exits 1 naming each break")
+    p = add("verify", cmd_verify, "verify every chain and signature (as the auditor), and with --full every memory "
+                                   "table against its history; exits 0 when verified (rows acknowledged quarantines "
+                                   "excuse are reported), 1 naming each break, 3 with --strict when a chain is "
+                                   "quarantined")
     p.add_argument("--checkpoints", action="append", type=Path, metavar="FILE",
                    help="exported checkpoint JSONL the chains must still contain (repeatable)")
     p.add_argument("--workers", type=int, help="processes (default: one per core when there is enough to do)")
@@ -280,7 +319,10 @@ def register(sub, add) -> None:
                    help="start each chain at this checkpoint's head instead of its horizon")
     p.add_argument("--full", action="store_true",
                    help="check every signature again, also of rows the newest verified checkpoints cover "
-                        "(by default every hash and link is checked, and signatures after those checkpoints)")
+                        "(by default every hash and link is checked, and signatures after those checkpoints), and "
+                        "compare facts, sources, chunks, decisions, open loops and learnings with their chained history")
+    p.add_argument("--strict", action="store_true",
+                   help="exit 3 when any chain is quarantined, acknowledged or not (exit 1 still wins for a break)")
     p.add_argument("--embeddings", action="store_true",
                    help="instead: re-embed a random sample of stored vectors with this process's model (SCSQL_EMBED) "
                         "and name who stored each one whose cosine similarity is below 0.99")

@@ -49,7 +49,22 @@ which only retention may have taken):
 
 The report also lists the quarantined chains (scsql.chain_quarantines):
 ``scsql checkpoint`` signs a chain that does not verify only up to its last
-verified row (``collect`` gives those prefixes) and records it there.
+verified row (``collect`` gives those prefixes) and records it there. The row
+an acknowledged quarantine names (its chain and from_seq) is excused when its
+break is one an agent can cause through the API (``EXCUSABLE``: a signature
+that does not verify, a key not valid at the row's time, a replayed
+signature): the break is reported among ``Report.excused``, not
+``Report.breaks``, and the chain is verified past it, so the rows after it
+still count. Every other break stays a break whatever is acknowledged: only
+someone with the owner's rights can cause it, and they could also write an
+acknowledgement. ``excuse_open`` (scsql restore) excuses the rows of open
+quarantines too: they were recorded before the backup was signed.
+
+With ``memory`` (``full`` by default) the report also compares every memory
+table with its chained history (``scsql.verify_memory()``, see the end of
+sql/26_history.sql): facts, knowledge-base sources and their chunks,
+decisions, open loops and learnings; each row that differs is a
+``MemoryBreak``.
 
 Checkpoints count only when their auditor signature verifies with a
 registered auditor key; a database checkpoint that differs from its exported
@@ -108,6 +123,10 @@ BATCH = 20000
 UNSIGNED_TABLES = frozenset({"scsql.memory_changes"})
 _UNSIGNED_MARK = bytes(32)
 
+# Breaks an agent can cause through the API (it chooses a row's signature, key
+# id and time, nothing else): the only ones an acknowledged quarantine excuses.
+EXCUSABLE = frozenset({"signature", "wrong-key", "replay"})
+
 
 @dataclass(frozen=True)
 class Break:
@@ -122,11 +141,33 @@ class Break:
         return f"chain {self.chain_id} seq {self.seq}{where}: {self.kind}: {self.detail}"
 
 
+@dataclass(frozen=True)
+class MemoryBreak:
+    """A row of memory that is not what its chained history last recorded (scsql.verify_memory())."""
+
+    project: str
+    kind: str
+    target: str
+    problem: str
+    expected: str | None
+    found: str | None
+    detail: str
+    before_history: bool = False
+
+    def __str__(self) -> str:
+        return (f"memory {self.kind} {self.target!r} of project {self.project}: {self.problem}: {self.detail}"
+                f" (expected {self.expected or 'none'}, found {self.found or 'none'})")
+
+
 @dataclass
 class Report:
     rows: int = 0
     chains: int = 0
     breaks: list[Break] = field(default_factory=list)
+    excused: list[Break] = field(default_factory=list)  # rows quarantines excuse (reported, not breaks)
+    memory: list[MemoryBreak] = field(default_factory=list)  # memory rows that differ from their history
+    memory_checked: bool = False
+    memory_unrecorded: list[MemoryBreak] = field(default_factory=list)  # rows older than the memory history
     checkpoints: int = 0
     seconds: float = 0.0
     signatures: int = 0  # rows whose signature was checked (all of them when full)
@@ -138,7 +179,8 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return not self.breaks
+        """No break of a chain (but excused rows) and no memory row other than its history says."""
+        return not self.breaks and not self.memory
 
     @property
     def rate(self) -> float:
@@ -156,6 +198,7 @@ class ChainFacts:
     segments: list[tuple[int, int, str, bytes]] = field(default_factory=list)  # (first, last, part, last row_hash)
     anchors: set[tuple[int, bytes]] = field(default_factory=set)  # signed heads (seq, row_hash)
     identity: list[tuple[int, int | None, str]] = field(default_factory=list)  # (project_id, agent_id, source)
+    excused: dict[int, str] = field(default_factory=dict)  # seq -> the quarantine that excuses its row
     verified: int = 0  # newest head of a checkpoint that vouches for verified rows (formats 2, 3)
     covered: int = 0  # newest head of a format-3 checkpoint: its segments reach it
     newest: tuple[int, str] | None = None  # (seq, source) of the newest signed head
@@ -398,6 +441,7 @@ class _PartResult:
     signatures: int
     heads: dict[int, CheckpointHead]
     prefixes: dict[int, CheckpointHead] = field(default_factory=dict)
+    excused: list[Break] = field(default_factory=list)
 
 
 class _ChainRow(NamedTuple):
@@ -442,6 +486,7 @@ class _PartVerifier:
         self.conn, self.lo, self.hi = conn, lo, hi
         self.facts, self.starts, self.full, self.collect = facts, starts, full, collect
         self.breaks: list[Break] = []
+        self.excused: list[Break] = []
         self.heads: dict[int, CheckpointHead] = {}
         self.state: dict[int, _Chain] = {}
         self.rows = self.signatures = 0
@@ -477,6 +522,15 @@ class _PartVerifier:
     def fail(self, st: _Chain, chain_id: int, seq: int, kind: str, detail: str, table: str | None = None) -> bool:
         _fail(self.breaks, st, chain_id, seq, kind, detail, table)
         return False
+
+    def excuse(self, st: _Chain, chain_id: int, seq: int, kind: str, detail: str, table: str | None) -> bool:
+        """True when a quarantine excuses this row's break (an agent's kind of break, at the
+        row the quarantine names): it is reported as excused and the chain goes on; else fail."""
+        label = self.facts.get(chain_id, _NO_FACTS).excused.get(seq)
+        if label is None or kind not in EXCUSABLE:
+            return self.fail(st, chain_id, seq, kind, detail, table)
+        self.excused.append(Break(chain_id, seq, kind, f"{detail} ({label})", table))
+        return True
 
     # -- a chain's own checks ------------------------------------------------
 
@@ -648,9 +702,10 @@ class _PartVerifier:
                              spec.table)
         k = self.keys.get((author_id, key_id))
         if k is None or at < k[1] or (k[2] is not None and at >= k[2]):
-            return self.fail(st, chain_id, seq, "wrong-key",
-                             f"key {key_id} of {self.name(author_id)} was not valid at {at.isoformat()}", spec.table)
-        if spec.table in UNSIGNED_TABLES:
+            if not self.excuse(st, chain_id, seq, "wrong-key",
+                               f"key {key_id} of {self.name(author_id)} was not valid at {at.isoformat()}", spec.table):
+                return False
+        elif spec.table in UNSIGNED_TABLES:
             if len(signature) != 64 or signature[:32] != _UNSIGNED_MARK:
                 return self.fail(st, chain_id, seq, "signature", "the row of a table written unsigned does not carry "
                                  "the unsigned marker", spec.table)
@@ -659,15 +714,16 @@ class _PartVerifier:
             try:
                 _sign_open(signature + signed_payload, k[0])
             except (nacl.exceptions.BadSignatureError, ValueError):
-                return self.fail(st, chain_id, seq, "signature",
-                                 f"signature does not verify with key {key_id} of {self.name(author_id)}", spec.table)
+                if not self.excuse(st, chain_id, seq, "signature",
+                                   f"signature does not verify with key {key_id} of {self.name(author_id)}", spec.table):
+                    return False
         # A signature seen before in this chain is the same signed write stored twice.
         sig_hash = hash(signature)
         if sig_hash in st.signed:
             orig = _replayed(self.conn, spec.table, chain_id, seq, signature)
-            if orig is not None:
-                return self.fail(st, chain_id, seq, "replay",
-                                 f"the row repeats seq {orig}: the same signed write, stored twice", spec.table)
+            if orig is not None and not self.excuse(st, chain_id, seq, "replay", f"the row repeats seq {orig}: "
+                                                    "the same signed write, stored twice", spec.table):
+                return False
         st.signed.add(sig_hash)
         return True
 
@@ -758,7 +814,8 @@ class _PartVerifier:
                     prefix = _verified_prefix(st, chain_id, self.chains[chain_id])
                     if prefix is not None:
                         prefixes[chain_id] = prefix
-        return _PartResult(self.rows, len(self.state), self.breaks, self.signatures, self.heads, prefixes)
+        return _PartResult(self.rows, len(self.state), self.breaks, self.signatures, self.heads, prefixes,
+                           self.excused)
 
 
 def verify_part(conninfo: str, role: str | None, lo: int = MIN_ID, hi: int = MAX_ID,
@@ -1045,14 +1102,18 @@ def _run_parts(conninfo: str, role: str | None, ranges: list[tuple[int, int]], b
 def verify(conninfo: str, *, role: str | None = AUDITOR_ROLE, workers: int | None = None,
            checkpoint_files: Iterable[Path] = (), progress: bool | None = None,
            key_override: dict[str, bytes] | None = None, from_checkpoint: int | None = None,
-           full: bool = False, collect: bool = False) -> Report:
+           full: bool = False, collect: bool = False, memory: bool | None = None,
+           excuse_open: bool = False) -> Report:
     """Verify every chain: every row still present (or those after
     ``from_checkpoint``), and the signatures of rows after each chain's newest
     verified checkpoint, or of every row with ``full`` (or ``key_override``).
     ``workers``: processes (default: one per core when there is enough to
     do). ``progress``: a bar on stderr (None: only on a terminal).
     ``collect``: fill ``Report.heads`` with what a checkpoint of the verified
-    chains signs (their heads and new segments)."""
+    chains signs (their heads and new segments). ``memory`` (default: as
+    ``full``): compare every memory table with its chained history.
+    ``excuse_open``: excuse the rows of open quarantines too, not only of
+    acknowledged ones."""
     from tqdm import tqdm
 
     started = time.perf_counter()
@@ -1069,6 +1130,7 @@ def verify(conninfo: str, *, role: str | None = AUDITOR_ROLE, workers: int | Non
         report.quarantines = [dict(zip(cols, r, strict=True))
                               for r in conn.execute("select * from scsql.chain_quarantines()").fetchall()]
         report.breaks += _missing_chains(book, {c for c, _ in sizes})
+        _excuse(book.facts, report.quarantines, excuse_open)
         starts = _start_points(conn, book, from_checkpoint)
         conn.rollback()
     if workers is None:
@@ -1083,14 +1145,40 @@ def verify(conninfo: str, *, role: str | None = AUDITOR_ROLE, workers: int | Non
             report.rows += part.rows
             report.chains += part.chains
             report.breaks += part.breaks
+            report.excused += part.excused
             report.signatures += part.signatures
             report.heads.update(part.heads)
             report.prefixes.update(part.prefixes)
     finally:
         bar.close()
     report.breaks.sort(key=lambda b: (b.chain_id, b.seq))
+    report.excused.sort(key=lambda b: (b.chain_id, b.seq))
+    if (full if memory is None else memory):
+        _compare_memory(conninfo, role, report)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _excuse(facts: dict[int, ChainFacts], quarantines: list[dict[str, Any]], open_too: bool) -> None:
+    """Mark, in each chain's facts, the row each acknowledged quarantine (or, with
+    OPEN_TOO, each quarantine) names: its break, if an agent's kind, is excused."""
+    for q in quarantines:
+        if q["from_seq"] > 0 and (open_too or q["acknowledged_at"] is not None):
+            state = (f"acknowledged {q['acknowledged_at']:%Y-%m-%d %H:%M} by {q['acknowledged_by']}: {q['note']}"
+                     if q["acknowledged_at"] is not None else "open")
+            facts.setdefault(q["chain_id"], ChainFacts()).excused.setdefault(
+                q["from_seq"], f"quarantine {q['quarantine_id']}, {state}")
+
+
+def _compare_memory(conninfo: str, role: str | None, report: Report) -> None:
+    """Every memory row that is not what its chained history last recorded (scsql.verify_memory())."""
+    with _connect(conninfo, role) as conn:
+        rows = conn.execute("select * from scsql.verify_memory()").fetchall()
+        conn.rollback()
+    found = [MemoryBreak(*r) for r in rows]
+    report.memory = [m for m in found if not m.before_history]
+    report.memory_unrecorded = [m for m in found if m.before_history]
+    report.memory_checked = True
 
 
 class _BarQueue:

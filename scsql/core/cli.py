@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import __version__
-from .config import APP_ROLE, role_for
+from .config import APP_ROLE, DATABASE, role_for
 
 if TYPE_CHECKING:
     from .migrate import Report
@@ -183,6 +183,7 @@ def cmd_up(ctx, args: argparse.Namespace) -> int:
     for m in said:
         if not _MIGRATION_APPLIED.fullmatch(m):
             print(f"  {m}")
+    mode = settle_logins(ctx, admin, None)
     status = roles.status(admin)
     default = next((p for p in status["projects"] if p["name"] == DEFAULT_PROJECT), None)
     if default is None:
@@ -192,10 +193,14 @@ def cmd_up(ctx, args: argparse.Namespace) -> int:
     else:
         root = default["root_path"]
     root = roles.real_root(root)
+    password = None
     if not any(a["name"] == DEFAULT_AGENT for a in status["agents"]):
         roles.create_agent(admin, ctx.keystore, DEFAULT_AGENT, DEFAULT_PROJECT, DEFAULT_TEAM_ROLE, adopt_key=True)
         print(f"  created agent {DEFAULT_AGENT} ({DEFAULT_TEAM_ROLE}) in project {DEFAULT_PROJECT}")
-    agent_dsn = ctx.settings.agent_dsn or (admin if ctx.settings.dsn else ctx.server.conninfo(user=APP_ROLE))
+        if mode == "per_agent" and not ctx.settings.embedded:
+            password = roles.issue_password(admin, DEFAULT_AGENT)
+    own = mode == "per_agent" and not ctx.settings.agent_dsn
+    agent_dsn = ctx.agent_conninfo(DEFAULT_AGENT if own else None)
     env = {}
     if os.environ.get("SCSQL_DATA_DIR") or args.data_dir:
         env["SCSQL_DATA_DIR"] = str(ctx.settings.data_dir)
@@ -206,7 +211,13 @@ def cmd_up(ctx, args: argparse.Namespace) -> int:
     print(f"scsql {__version__} is up on {where}")
     print(f"  schema version  {report.schema_version}")
     print(f"  admin           {uri(admin)}")
-    print(f"  agents connect  {uri(agent_dsn)}  (then SET ROLE {role_for(DEFAULT_AGENT)})")
+    if own:
+        print(f"  agents connect  {uri(agent_dsn)}  (each agent as its own role: scsql agent login NAME prints its DSN)")
+        if password:
+            print(f"  password        {password}  (of {role_for(DEFAULT_AGENT)}, shown once; ~/.pgpass line: "
+                  f"{pgpass_line(agent_dsn, password)})")
+    else:
+        print(f"  agents connect  {uri(agent_dsn)}  (then SET ROLE {role_for(DEFAULT_AGENT)})")
     print(f"  keys            {ctx.settings.keystore}")
     if root:
         print(f"  project root    {root}  (scsql index reads only below it; change it with scsql up --root DIR)")
@@ -343,17 +354,95 @@ def cmd_migrate(ctx, args: argparse.Namespace) -> int:
     from .migrate import Migrator, Source
 
     root = Path(args.source) if args.source else None
+    logins = args.logins.replace("-", "_") if args.logins else None
     if args.print:
         source = citus.CitusSource(root) if args.citus else Source(root) if root else None
-        sys.stdout.write(Migrator("", source).script())
+        sys.stdout.write(Migrator("", source).script() + _logins_script(logins))
         return 0
-    report, done = _migrate(ctx.admin_conninfo(), root, args.to, lambda m: print(f"  {m}"), args.citus)
+    admin = ctx.admin_conninfo()
+    report, done = _migrate(admin, root, args.to, lambda m: print(f"  {m}"), args.citus)
     print(f"scsql: schema at version {report.schema_version}; "
           f"{len(report.applied)} migration(s) applied" + (" after waiting for another migrator" if report.waited else ""))
+    settle_logins(ctx, admin, logins)
     if done is not None:
         print(f"scsql: citus: {len(done['distributed'])} table(s) distributed by project_id, "
               f"{len(done['reference'])} made reference tables")
     return 0
+
+
+def settle_logins(ctx, admin: str, requested: str | None) -> str | None:
+    """How the agent processes of the database log in, after a migration:
+    REQUESTED (per_agent, one_login) when given; else a database on a shared
+    server (SCSQL_DSN) that has no agent yet is set up so that each agent logs
+    in as its own role, and one whose agents all act through scsql_app is
+    warned about. Returns the mode (None before migration 0620)."""
+    from . import roles
+
+    settings = roles.login_settings(admin)
+    if settings is None:
+        return None
+    mode = "one_login" if settings["one_login"] else "per_agent"
+    if requested is None and ctx.settings.dsn and mode == "one_login":
+        if settings["agents"]:
+            print("scsql: warning: every agent of this database can act through the one login scsql_app, so "
+                  "whoever holds its password can act as any agent; on a shared server give each agent its own "
+                  "login: scsql migrate --logins per-agent, then scsql agent login NAME for each (SECURITY.md)")
+            return mode
+        requested = "per_agent"
+    if requested is not None and requested != mode:
+        mode = roles.set_login_mode(admin, requested)
+        print("scsql: each agent logs in as its own role (scsql agent login NAME prints its DSN); scsql_app acts "
+              "as no agent" if mode == "per_agent" else "scsql: every agent may act through the one login scsql_app")
+    return mode
+
+
+def _logins_script(logins: str | None) -> str:
+    """The end of migrate --print: how agents log in (as settle_logins decides for a shared server)."""
+    if logins == "one_login":
+        call = "select scsql.set_login_mode('one_login');"
+    elif logins == "per_agent":
+        call = "select scsql.set_login_mode('per_agent');"
+    else:
+        call = "select scsql.set_login_mode('per_agent') where not exists (select from scsql.agents);"
+    return ("\n-- How agent processes log in: a new database on a shared server gets each agent its own login\n"
+            "-- (scsql migrate --print --logins one-login|per-agent says otherwise).\n"
+            f"set role scsql_owner;\n{call}\nreset role;\n")
+
+
+def pgpass_line(conninfo: str, password: str) -> str:
+    """The ~/.pgpass line that gives CONNINFO's login PASSWORD (a socket's host is localhost there)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    d = conninfo_to_dict(conninfo)
+    host = d.get("host") or "localhost"
+    fields = ["localhost" if host.startswith("/") else host, d.get("port") or "5432", d.get("dbname") or "*",
+              d.get("user") or "*", password]
+    return ":".join(f.replace("\\", "\\\\").replace(":", "\\:") for f in fields)
+
+
+def print_login(ctx, admin: str, name: str, password: str | None) -> None:
+    """Say how agent NAME's process logs in as its own role: its DSN, and the
+    password just issued (shown this once) or how it logs in without one."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    parts = conninfo_to_dict(admin)
+    parts.pop("password", None)
+    parts["user"] = role_for(name)
+    dsn = make_conninfo(**parts)
+    print(f"  SCSQL_AGENT_DSN  {uri(dsn)}")
+    if ctx.settings.embedded:
+        print("  password         none: the embedded server lets in only its own user")
+    elif password:
+        from urllib.parse import quote
+
+        print(f"  password         {password}  (shown once; scsql agent login {name} issues a new one)")
+        print(f"  ~/.pgpass        {pgpass_line(dsn, password)}")
+        user = parts["user"]
+        with_password = uri(dsn).replace(f"://{user}@", f"://{user}:{quote(password, safe='')}@", 1)
+        print(f"  or, with it      {with_password}")
+    else:
+        print(f"  password         none: it logs in with a client certificate whose CN is {role_for(name)} "
+              "(sslcert, sslkey in the DSN), or as a pg_hba.conf rule allows")
 
 
 def cmd_project(ctx, args: argparse.Namespace) -> int:
@@ -379,6 +468,28 @@ def cmd_agent(ctx, args: argparse.Namespace) -> int:
         print(f"  private key  {row['key_file']} (mode 0600)")
         print(f"  public key   {row['public_key']}")
         print(f"  MCP          {_scsql_command()} mcp --agent {args.name}")
+        if args.connection_limit is not None:
+            roles.set_connection_limit(admin, args.connection_limit, args.name)
+        settings = roles.login_settings(admin)
+        if args.login or (settings is not None and not settings["one_login"]):
+            _agent_login(ctx, admin, args.name, args.no_password)
+    elif args.action == "login":
+        _agent_login(ctx, admin, args.name, args.no_password)
+    elif args.action == "connection-limit":
+        n = roles.set_connection_limit(admin, args.limit, args.agent)
+        print(f"scsql: {args.agent if args.agent else f'{n} agent(s), and agents created from now on,'} "
+              f"may hold at most {args.limit} connection(s) each")
+    elif args.action == "logins":
+        return _print_logins(roles.agent_logins(admin), roles.login_settings(admin))
+    elif args.action == "reset-settings":
+        n = roles.reset_agent_settings(admin, args.name)
+        print(f"scsql: removed {n} setting(s) of {f'agent {args.name}' if args.name else 'every agent'}'s role")
+        for r in roles.agent_logins(admin):
+            for setting in r["role_settings"] if r["agent"] == args.name or not args.name else []:
+                name = setting.split("=", 1)[0]
+                where = f" in database {_dbname(admin)}" if setting.endswith("(in this database)") else ""
+                print(f"scsql: {r['role_name']} keeps {setting}: no scsql function may change it; "
+                      f"a superuser runs: alter role {r['role_name']}{where} reset {name}")
     elif args.action == "list":
         rows = roles.list_agents(admin)
         if args.json:
@@ -395,6 +506,43 @@ def cmd_agent(ctx, args: argparse.Namespace) -> int:
         key_id = roles.rotate_key(admin, ctx.keystore, args.name)
         print(f"scsql: agent {args.name} now signs with key {key_id}; older rows verify with older keys")
     return 0
+
+
+def _dbname(conninfo: str) -> str:
+    from psycopg.conninfo import conninfo_to_dict
+
+    return conninfo_to_dict(conninfo).get("dbname") or DATABASE
+
+
+def _agent_login(ctx, admin: str, name: str, no_password: bool) -> None:
+    """Issue agent NAME's own login (a new password, or none with NO_PASSWORD;
+    the embedded server needs none) and print how its process uses it."""
+    from . import roles
+
+    password = None
+    if not ctx.settings.embedded:
+        password = roles.issue_password(admin, name, remove=no_password)
+    print(f"scsql: agent {name} logs in as its own role {role_for(name)}:")
+    print_login(ctx, admin, name, password)
+
+
+def _print_logins(rows: list[dict], settings: dict | None) -> int:
+    """scsql agent logins: how each agent logs in; 1 when something needs an administrator."""
+    if settings is not None:
+        print("logins: " + ("one login (scsql_app) acts as every agent" if settings["one_login"]
+                            else "each agent logs in as its own role")
+              + f"; new agents may hold {settings['agent_connection_limit']} connection(s)")
+    print("agent\tlogin\tconnection_limit\tother_logins\trole_settings")
+    flagged = False
+    for r in rows:
+        others = [o for o in r["other_logins"] if not (settings and settings["one_login"] and o == APP_ROLE)]
+        flagged = flagged or bool(others or r["role_settings"])
+        print(f"{r['agent']}\t{'yes' if r['can_login'] else 'no'}\t{r['connection_limit']}\t"
+              f"{','.join(r['other_logins']) or '-'}\t{'; '.join(r['role_settings']) or '-'}")
+    if flagged:
+        print("scsql: an agent's role has settings (scsql agent reset-settings removes them), or a login "
+              "other than scsql's own can act as it (revoke that grant)", file=sys.stderr)
+    return 1 if flagged else 0
 
 
 def cmd_errors(ctx, args: argparse.Namespace) -> int:
@@ -467,6 +615,10 @@ def register(sub, add) -> None:
     p.add_argument("--citus", action="store_true",
                    help="then shard every table by project_id on Citus (reference tables for the small global ones); "
                         "a database sharded so is migrated this way every time, by scsql up too")
+    p.add_argument("--logins", choices=("per-agent", "one-login"),
+                   help="how agent processes log in: per-agent (a shared server: each as its own role; the default "
+                        "for a new database on SCSQL_DSN) or one-login (scsql_app acts as every agent: one user's "
+                        "machine; the embedded server's default)")
 
     p = add("project", cmd_project, "create or list projects")
     psub = p.add_subparsers(dest="action", required=True)
@@ -476,19 +628,7 @@ def register(sub, add) -> None:
     c.add_argument("--git-remote", metavar="URL", help="the repository's remote, recorded with the project")
     psub.add_parser("list", help="list projects")
 
-    p = add("agent", cmd_agent, "create, list, revoke agents and rotate their keys")
-    asub = p.add_subparsers(dest="action", required=True)
-    c = asub.add_parser("create", help="create an agent: role, key pair, registration")
-    c.add_argument("name", help="the agent's name: 1 to 48 lower-case letters, digits or '_', starting with a letter "
-                                        "(its database role is scsql_agent_NAME)")
-    c.add_argument("--project", required=True, help="the project the agent works in (scsql project list)")
-    c.add_argument("--role", required=True, help="team role: orchestrator, developer, qa, reviewer, researcher, ...")
-    c = asub.add_parser("list", help="list agents")
-    c.add_argument("--json", action="store_true", help="print the agents as JSON")
-    c = asub.add_parser("revoke", help="revoke an agent; its history stays verifiable")
-    c.add_argument("name", help="the agent to revoke")
-    c = asub.add_parser("rotate-key", help="give an agent a new key pair")
-    c.add_argument("name", help="the agent whose key pair to replace")
+    _register_agent(add("agent", cmd_agent, "create, list, revoke agents, rotate their keys, issue their logins"))
 
     add("errors", cmd_errors, "the catalogue of error codes (scsql.error_codes)")
     p = add("mcp", cmd_mcp, "serve the agent's tools over MCP (stdio)")
@@ -508,3 +648,37 @@ def register(sub, add) -> None:
     p.add_argument("--lease", type=int, default=300, help="with a command: lease length of each task, in seconds")
     p.add_argument("-v", "--verbose", action="store_true", help="print on stderr each job's units of work as they are done")
     p.add_argument("command", nargs="*", help="-- a command to run for each claimed task")
+
+
+def _register_agent(p: argparse.ArgumentParser) -> None:
+    """The subcommands of scsql agent."""
+    asub = p.add_subparsers(dest="action", required=True)
+    c = asub.add_parser("create", help="create an agent: role, key pair, registration")
+    c.add_argument("name", help="the agent's name: 1 to 48 lower-case letters, digits or '_', starting with a letter "
+                                        "(its database role is scsql_agent_NAME)")
+    c.add_argument("--project", required=True, help="the project the agent works in (scsql project list)")
+    c.add_argument("--role", required=True, help="team role: orchestrator, developer, qa, reviewer, researcher, ...")
+    c.add_argument("--login", action="store_true",
+                   help="also issue its own login (a password, shown once) and print the DSN its process uses; "
+                        "done anyway on a database set up for a shared server")
+    c.add_argument("--no-password", action="store_true",
+                   help="with --login: no password (a client certificate or a pg_hba.conf rule lets it in)")
+    c.add_argument("--connection-limit", type=int, metavar="N",
+                   help="connections its own login may hold at once (default: the database's, 32)")
+    c = asub.add_parser("list", help="list agents")
+    c.add_argument("--json", action="store_true", help="print the agents as JSON")
+    c = asub.add_parser("revoke", help="revoke an agent; its history stays verifiable")
+    c.add_argument("name", help="the agent to revoke")
+    c = asub.add_parser("rotate-key", help="give an agent a new key pair")
+    c.add_argument("name", help="the agent whose key pair to replace")
+    c = asub.add_parser("login", help="issue an agent's own login (a new password, shown once) and print its DSN")
+    c.add_argument("name", help="the agent")
+    c.add_argument("--no-password", action="store_true",
+                   help="remove its password instead (a client certificate or a pg_hba.conf rule lets it in)")
+    c = asub.add_parser("connection-limit", help="how many connections agents' own logins may hold")
+    c.add_argument("limit", type=int, help="connections (1 to 10000)")
+    c.add_argument("--agent", help="only this agent (default: every agent, and those created from now on)")
+    asub.add_parser("logins", help="how each agent logs in: connection limit, other logins that can act as it, "
+                                   "settings its role gives itself")
+    c = asub.add_parser("reset-settings", help="remove the settings agents' roles give themselves (ALTER ROLE ... SET)")
+    c.add_argument("name", nargs="?", help="only this agent (default: every agent)")

@@ -5,8 +5,9 @@
 | SCSQL_DSN         | an external PostgreSQL server; administrative commands connect with it  |
 |                   | as given. Unset: the embedded server in the data directory.             |
 | SCSQL_AGENT_DSN   | the connection agent processes (mcp, worker, hooks) use; they SET ROLE  |
-|                   | to the named agent. Default: SCSQL_DSN, or scsql_app on the embedded    |
-|                   | server.                                                                 |
+|                   | to the named agent. Default: the agent's own login role on the server   |
+|                   | SCSQL_DSN names (scsql agent login NAME prints its DSN), or scsql_app   |
+|                   | on the embedded server.                                                 |
 | SCSQL_DATA_DIR    | where the embedded server and the keystore live                         |
 |                   | (default: the user data directory, e.g. ~/.local/share/scsql).          |
 | SCSQL_KEYSTORE    | directory of agents' private keys (default: DATA_DIR/keys).             |

@@ -2,8 +2,12 @@
 
 Every unit of work is one transaction on a pooled connection that begins with
 ``SET LOCAL ROLE <agent role>``; when the transaction ends the connection goes
-back to the pool with no role set. The login (scsql_app by default) holds no
-privileges of its own, so a bug that forgot the role could do nothing.
+back to the pool with no role set. The login holds no privileges of its own
+beyond the agent's: on a shared server it is the agent's own role (SET LOCAL
+ROLE to itself then also undoes any ``role`` its role's settings name), on
+one user's machine scsql_app, which holds none, so a bug that forgot the role
+could do nothing. The application_name is sent when connecting, where it
+overrides whatever an agent set on its own role (ALTER ROLE ... SET).
 """
 
 from __future__ import annotations
@@ -32,6 +36,29 @@ def unreachable(exc: Exception) -> ScsqlError:
     )
 
 
+def login_refused(exc: ScsqlError, agent: str, conninfo: str) -> ScsqlError:
+    """What a failed connection of AGENT's process means, when the server
+    refused the login rather than being unreachable (EXC as unreachable()
+    made it; returned unchanged otherwise)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    text = exc.message
+    own = conninfo_to_dict(conninfo).get("user") == role_for(agent)
+    if "too many connections for role" in text:
+        return ScsqlError("SC026", f"agent {agent!r}: its login holds as many connections as its limit allows",
+                          "stop some of its processes, or have an administrator raise it: "
+                          f"scsql agent connection-limit N --agent {agent}")
+    if own and "is not permitted to log in" in text:
+        return ScsqlError("SC002", f"agent {agent!r} cannot log in: its role may not log in (it was revoked)",
+                          "its history stays verifiable; an administrator creates a new agent (scsql agent create)")
+    if own and any(m in text for m in ("password authentication failed", "no password supplied",
+                                       "no pg_hba.conf entry", "certificate authentication failed")):
+        return ScsqlError("SC029", f"the server refused agent {agent!r}'s own login: {text.removeprefix('cannot connect to PostgreSQL: ')}",
+                          f"give the process the password scsql agent login {agent} issues (~/.pgpass, PGPASSWORD "
+                          "or SCSQL_AGENT_DSN), or ask the DBA for a pg_hba.conf rule")
+    return exc
+
+
 class Database:
     """Connections to one server, the first opened eagerly so a bad DSN fails
     at once: a pool of up to ``max_size``, or with ``max_size=1`` one plain
@@ -40,6 +67,7 @@ class Database:
 
     def __init__(self, conninfo: str, *, max_size: int = 4, application_name: str = "scsql"):
         self.conninfo = conninfo
+        self.application_name = application_name  # sent when connecting: beats a role's own setting
         self._kwargs = {"autocommit": False, "application_name": application_name, "row_factory": dict_row}
         self.pool = None if max_size == 1 else _Pool.make(conninfo, max_size, self._kwargs, self._configure, self._check)
         self._conn: psycopg.Connection | None = None
@@ -206,9 +234,10 @@ class Agent:
                 ) from None
             if exc.code == "42501" and "set role" in exc.message.lower():
                 raise ScsqlError(
-                    "SC003",
+                    "SC027",
                     f"this login may not act as agent {self.name!r}",
-                    "connect as scsql_app (SCSQL_AGENT_DSN) or as the agent's own login",
+                    "log in as the agent's own role: SCSQL_AGENT_DSN as scsql agent login "
+                    f"{self.name} prints it (scsql_app acts as an agent only on a one-user server)",
                 ) from None
             raise
 

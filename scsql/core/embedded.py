@@ -284,18 +284,23 @@ def _shared_buffers() -> str:
 # dozens of workers, and shared buffers sized from the machine's memory.
 # The socket lets in only the server's own user: initdb trusts every local
 # connection, and with a long data directory path the wheel puts the socket in
-# a shared runtime directory (world-writable when run as root).
-SETTINGS = {"max_connections": "300", "shared_buffers": _shared_buffers(), "unix_socket_permissions": "0700"}
+# a shared runtime directory (world-writable when run as root). Five
+# connections are kept for scsql's administrators (reserved_connections,
+# PostgreSQL 16 and newer: the bootstrap grants pg_use_reserved_connections
+# to scsql_owner and scsql_admin), besides the superuser's three.
+SETTINGS = {"max_connections": "300", "shared_buffers": _shared_buffers(), "unix_socket_permissions": "0700",
+            "reserved_connections": "5"}
 
 
 def tune(pgdata: Path, uri: str) -> bool:
-    """Apply SETTINGS with ALTER SYSTEM; stop the server when a restart is
-    needed and return True (the caller starts it again)."""
+    """Apply SETTINGS with ALTER SYSTEM (those the server has: not
+    reserved_connections before PostgreSQL 16); stop the server when a
+    restart is needed and return True (the caller starts it again)."""
     with psycopg.connect(uri, autocommit=True) as conn:
         current = dict(conn.execute(
             "select name, setting || coalesce(unit, '') from pg_settings where name = any(%s)",
             (list(SETTINGS),)).fetchall())
-        wanted = {k: v for k, v in SETTINGS.items() if _normal(current.get(k)) != _normal(v)}
+        wanted = {k: v for k, v in SETTINGS.items() if k in current and _normal(current[k]) != _normal(v)}
         for name, value in wanted.items():
             conn.execute(f"alter system set {name} = '{value}'")
     if not wanted:

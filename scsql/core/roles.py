@@ -116,6 +116,59 @@ def rotate_key(conninfo: str, keystore: Keystore, name: str) -> int:
     return key_id
 
 
+# -- logins ---------------------------------------------------------------------
+
+LOGIN_MODES = ("per_agent", "one_login")
+
+
+def login_settings(conninfo: str) -> dict[str, Any] | None:
+    """scsql.login_settings: how agent processes log in (None before migration 0620)."""
+    with admin_connection(conninfo) as conn:
+        if conn.execute("select pg_catalog.to_regclass('scsql.login_settings') is null as old").fetchone()["old"]:
+            return None
+        return conn.execute("select one_login, agent_connection_limit, "
+                            "(select count(*) from scsql.agents) as agents from scsql.login_settings").fetchone()
+
+
+def set_login_mode(conninfo: str, mode: str) -> str:
+    """per_agent (a shared server: each agent logs in as its own role) or one_login."""
+    with admin_connection(conninfo) as conn:
+        return conn.execute("select scsql.set_login_mode(%s::text) as m", (mode,)).fetchone()["m"]
+
+
+def set_connection_limit(conninfo: str, limit: int, agent: str | None = None) -> int:
+    with admin_connection(conninfo) as conn:
+        return conn.execute("select scsql.set_agent_connection_limit(%s::integer, %s::text) as n",
+                            (limit, agent)).fetchone()["n"]
+
+
+def agent_logins(conninfo: str) -> list[dict[str, Any]]:
+    with admin_connection(conninfo) as conn:
+        return conn.execute("select * from scsql.agent_logins()").fetchall()
+
+
+def reset_agent_settings(conninfo: str, agent: str | None = None) -> int:
+    with admin_connection(conninfo) as conn:
+        return conn.execute("select scsql.reset_agent_settings(%s::text) as n", (agent,)).fetchone()["n"]
+
+
+def issue_password(conninfo: str, name: str, *, remove: bool = False) -> str | None:
+    """A new random password for agent NAME's own login, returned once; the
+    server gets only its SCRAM-SHA-256 verifier, made here (no password in
+    clear reaches a statement or a log). With ``remove``, the login's password
+    is removed instead (client certificates) and None returned."""
+    import secrets
+
+    from .config import role_for
+
+    password = None if remove else secrets.token_urlsafe(24)
+    with admin_connection(conninfo) as conn:
+        verifier = None if password is None else conn.pgconn.encrypt_password(
+            password.encode(), role_for(name).encode(), b"scram-sha-256").decode()
+        conn.execute("select scsql.set_agent_password(%s::text, %s::text)", (name, verifier))
+    return password
+
+
 def revoke_agent(conninfo: str, name: str):
     with admin_connection(conninfo) as conn:
         return conn.execute("select scsql.revoke_agent(%s::text) as at", (name,)).fetchone()["at"]

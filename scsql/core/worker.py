@@ -5,7 +5,9 @@ Each subsystem contributes jobs (``scsql/subsystems.py`` lists them). The worker
 line; it wakes on LISTEN/NOTIFY hints and polls as a fallback, since a
 notification is only a hint and may be missed. Every round of its loop (and
 every HEARTBEAT_SECONDS of a long drain) it records a heartbeat
-(scsql.worker_heartbeat), which scsql doctor and scsql.metrics() read.
+(scsql.worker_heartbeat), which scsql doctor and scsql.metrics() read: the
+host and process id it reports, and the server process and login of its
+connection, which the database records itself.
 """
 
 from __future__ import annotations
@@ -186,7 +188,7 @@ def serve(
     """Drain, then sleep until a NOTIFY on a job's channel or the poll interval; repeat."""
     channels = sorted({c(agent) if callable(c) else c for j in jobs for c in j.channels})
     heartbeat = Heartbeat(agent, jobs, poll_seconds)
-    with psycopg.connect(agent.db.conninfo, autocommit=True) as listener:
+    with psycopg.connect(agent.db.conninfo, autocommit=True, application_name=agent.db.application_name) as listener:
         for ch in channels:
             listener.execute(sql.SQL("listen {}").format(sql.Identifier(ch)))
         while not stop():

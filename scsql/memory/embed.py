@@ -370,10 +370,14 @@ def pending(agent) -> int:
 
 
 def embed_job():
-    """The worker's ``embed`` job (also run inline by ``scsql index --embed``)."""
+    """The worker's ``embed`` job (also run inline by ``scsql index --embed``),
+    woken by its project's embed channel: a name derived from the project's
+    secret, so no agent of another project hears when it indexes or wakes it."""
+    from ..coordination.client import my_channel
     from ..core.worker import Job
 
-    return Job("embed", lambda agent: embed_queued(agent), ["scsql_embed"], pending=pending, unit="chunk")
+    return Job("embed", lambda agent: embed_queued(agent), [lambda agent: my_channel(agent, "embed")],
+               pending=pending, unit="chunk")
 
 
 def embed_all(agent, show: bool | None = None) -> int:
