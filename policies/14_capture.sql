@@ -23,3 +23,5 @@ grant execute on function
   scsql.transcript_cursor(bigint),
   scsql.advance_transcript_cursor(bigint, text, integer, bigint)
 to scsql_agent;
+
+grant execute on function scsql.capture_counts() to scsql_agent, scsql_auditor, scsql_admin;

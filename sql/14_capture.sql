@@ -676,6 +676,24 @@ $$;
 comment on function scsql.others_exclusive_files() is
   'The paths that queued and claimed tasks not held by you own exclusively, for the Claude Code hooks to see whether a shell command changed one. Returns task_id, path (relative to the project root; "." is all of it), state, owner (the claiming agent; NULL while queued) and owner_role (the team role it is queued for), at most 10,000 rows. Raises nothing.';
 
+create or replace function scsql.capture_counts()
+returns table (project text, stubs bigint, replaced bigint, clipped bigint)
+language sql stable set search_path = pg_catalog, scsql, pg_temp
+as $$
+  select p.name,
+         count(*) filter (where r.altered ? 'stub'),
+         count(*) filter (where jsonb_path_exists(r.altered, '$.*.replaced')),
+         count(*) filter (where jsonb_path_exists(r.altered, '$.*.clipped'))
+  from (select project_id, altered from scsql.tool_calls where altered is not null
+        union all select project_id, altered from scsql.prompts where altered is not null
+        union all select project_id, altered from scsql.sessions where altered is not null) r
+  join scsql.projects p on p.project_id = r.project_id
+  group by p.name
+  order by p.name
+$$;
+comment on function scsql.capture_counts() is
+  'How many captured rows (tool calls, prompts, sessions) the caller may read were stored as stubs of refused events, with text replaced (NUL, lone surrogates) or clipped, by project. Returns project, stubs, replaced, clipped; no row for a project where every event was stored as given. Raises nothing.';
+
 -- ---------------------------------------------------------------------------
 -- Transcript cursors
 -- ---------------------------------------------------------------------------

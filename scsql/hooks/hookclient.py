@@ -292,6 +292,35 @@ def spool_name():
     return f"{time.time_ns():020d}-{os.getpid()}-{os.urandom(4).hex()}.jsonl"
 
 
+def spool_totals(home, only=None):
+    """Events in every agent's spool under HOME (or agent ONLY's): (waiting to
+    be written, kept in failed/ because not even a stub of them could be stored)."""
+    waiting = failed = 0
+    root = os.path.join(home, "spool")
+    try:
+        agents = [only] if only else os.listdir(root)
+    except OSError:
+        return 0, 0
+    for agent in agents:
+        for sub, is_failed in (("", False), ("claimed", False), ("failed", True)):
+            d = os.path.join(root, agent, sub)
+            try:
+                names = [n for n in os.listdir(d) if n.endswith(".jsonl")]
+            except OSError:
+                continue
+            for n in names:
+                try:
+                    with open(os.path.join(d, n), "rb") as f:
+                        count = sum(1 for line in f if line.strip())
+                except OSError:
+                    continue
+                if is_failed:
+                    failed += count
+                else:
+                    waiting += count
+    return waiting, failed
+
+
 def spool_write(home, agent, lines, *, name=None):
     """Write ``lines`` (JSON texts, one event each) as one spool file: created
     0600 with O_EXCL in tmp/, appended, fsynced, then renamed into the spool
