@@ -114,9 +114,12 @@ def test_fresh_install_creates_the_project_the_agent_and_both_files(setup):
     assert json.loads(setup.settings.read_text()) == {"hooks": setup.ours()}
     # Which agent this checkout acts as on this machine is in a local file, 0600, kept out of git.
     mine = json.loads(setup.identity.read_text())
-    assert mine["agent"] == setup.agent and mine["home"] == str(setup.data)
-    assert mine["env"]["SCSQL_DATA_DIR"] == str(setup.data)
+    assert mine == {"agent": setup.agent, "home": str(setup.data)}  # no secret in the project's tree
     assert stat.S_IMODE(setup.identity.stat().st_mode) == 0o600
+    # How the agent reaches its (shared) server: in the data directory, 0600.
+    reach = setup.data / "hooks" / f"{setup.agent}.env.json"
+    assert stat.S_IMODE(reach.stat().st_mode) == 0o600
+    assert json.loads(reach.read_text())["SCSQL_KEYSTORE"] == str(setup.keys.resolve())
     assert "/.claude/scsql.local.json" in (setup.repo / ".git" / "info" / "exclude").read_text().splitlines()
 
     installed = json.loads(setup.settings.read_text())["hooks"]
@@ -151,7 +154,7 @@ def test_a_second_install_changes_no_byte(setup):
     assert code == 0, err
     assert snapshot(setup.mcp, setup.settings, setup.identity) == before  # bytes, mode and mtime
     assert f"agent {setup.agent} exists" in out and "project my-repo exists" in out
-    assert [ln.split()[0] for ln in out.splitlines() if ".json" in ln] == ["unchanged", "unchanged", "unchanged"]
+    assert [ln.split()[0] for ln in out.splitlines() if str(setup.repo) in ln and ".json" in ln] == ["unchanged", "unchanged", "unchanged"]
     assert backups(setup.mcp) == backups(setup.settings) == []
 
 
@@ -195,7 +198,7 @@ def test_the_users_servers_and_hooks_are_kept_and_backed_up(setup):
             for h in g["hooks"]:
                 assert (event, g.get("matcher"), h) in user_handlers(settings)
     assert remove_hooks(settings, ours) == USER_SETTINGS
-    assert [ln.split()[0] for ln in out.splitlines() if ".json" in ln] == ["added", "added", "added"]
+    assert [ln.split()[0] for ln in out.splitlines() if str(setup.repo) in ln and ".json" in ln] == ["added", "added", "added"]
 
     [mcp_backup], [settings_backup] = backups(setup.mcp), backups(setup.settings)
     assert mcp_backup.read_text() == USER_MCP and settings_backup.read_text() == json.dumps(USER_SETTINGS)
@@ -212,7 +215,7 @@ def test_a_changed_entry_of_ours_is_updated_in_place(setup):
     code, out, _ = setup.install()
     assert code == 0
     assert json.loads(setup.settings.read_text()) == {"hooks": setup.ours()}
-    assert [ln.split()[0] for ln in out.splitlines() if ".json" in ln] == ["unchanged", "updated", "unchanged"]
+    assert [ln.split()[0] for ln in out.splitlines() if str(setup.repo) in ln and ".json" in ln] == ["unchanged", "updated", "unchanged"]
 
 
 # -- refusals --------------------------------------------------------------------

@@ -383,7 +383,7 @@ def settle_logins(ctx, admin: str, requested: str | None) -> str | None:
         return None
     mode = "one_login" if settings["one_login"] else "per_agent"
     if requested is None and ctx.settings.dsn and mode == "one_login":
-        if settings["agents"]:
+        if settings["agents"] or _names_app_login(ctx.settings.agent_dsn):
             print("scsql: warning: every agent of this database can act through the one login scsql_app, so "
                   "whoever holds its password can act as any agent; on a shared server give each agent its own "
                   "login: scsql migrate --logins per-agent, then scsql agent login NAME for each (SECURITY.md)")
@@ -394,6 +394,15 @@ def settle_logins(ctx, admin: str, requested: str | None) -> str | None:
         print("scsql: each agent logs in as its own role (scsql agent login NAME prints its DSN); scsql_app acts "
               "as no agent" if mode == "per_agent" else "scsql: every agent may act through the one login scsql_app")
     return mode
+
+
+def _names_app_login(dsn: str | None) -> bool:
+    """Whether DSN (SCSQL_AGENT_DSN) logs in as scsql_app: its user chose the one login for every agent."""
+    if not dsn:
+        return False
+    from psycopg.conninfo import conninfo_to_dict
+
+    return conninfo_to_dict(dsn).get("user") == APP_ROLE
 
 
 def _logins_script(logins: str | None) -> str:
@@ -584,7 +593,6 @@ def _checkout_agent(ctx):
         raise ScsqlError(errors.AGENT_REQUIRED, f"scsql mcp acts as an agent: name it with --agent NAME, or run it in "
                          f"a project whose {IDENTITY_FILE} names one ({where} has none)",
                          "scsql install claude --agent NAME writes it for this checkout")
-    os.environ.update({k: str(v) for k, v in found["env"].items() if k.startswith("SCSQL_")})
     return type(ctx)(Settings.load(found.get("home"))), found["agent"]
 
 

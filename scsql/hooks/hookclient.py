@@ -120,7 +120,7 @@ except ImportError:  # pragma: no cover
     import socket as _sock
 
 
-SPAWN_ENV = {}  # what a hook server this hook starts is given besides the environment (project_identity's env)
+SPAWN_ENV = {}  # what a hook server this hook starts is given besides the environment
 
 
 class Malformed(Exception):
@@ -192,10 +192,10 @@ def project_identity(project_dir=None):
     """Who this checkout's hooks and MCP server act as on this machine: the
     object .claude/scsql.local.json of the project directory holds (GIVEN,
     else $CLAUDE_PROJECT_DIR, else the current directory), which ``scsql
-    install claude`` writes: agent, home (the data directory) and env (what
-    the agent's processes need: SCSQL_AGENT_DSN, SCSQL_KEYSTORE). None when
-    there is none. It is this machine's file, never committed: the settings
-    that name no agent are."""
+    install claude`` writes: agent and home (the data directory, where
+    agent_env finds how the agent reaches its database). None when there is
+    none. It is this machine's file, never committed: the settings that name
+    no agent are; it holds no secret."""
     d = project_dir or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
     try:
         with open(os.path.join(d, IDENTITY_FILE), encoding="utf-8") as f:
@@ -204,9 +204,26 @@ def project_identity(project_dir=None):
         return None
     if not isinstance(data, dict) or not isinstance(data.get("agent"), str):
         return None
-    if not isinstance(data.get("env"), dict):
-        data["env"] = {}
     return data
+
+
+def agent_env_path(home, agent):
+    return os.path.join(home, "hooks", agent + ".env.json")
+
+
+def agent_env(home, agent):
+    """What the processes of AGENT need to reach its database, as ``scsql
+    install claude`` recorded it in the data directory (a file of this user,
+    0600): SCSQL_AGENT_DSN (the agent's own login on a shared server) and
+    SCSQL_KEYSTORE. Empty when there is none (the embedded default)."""
+    try:
+        with open(agent_env_path(home, agent), encoding="utf-8") as f:
+            data = loads(f.read(65536))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(k, str) and k.startswith("SCSQL_") and isinstance(v, str)}
 
 
 def socket_path(home, agent):
@@ -468,18 +485,18 @@ def parse_args(argv):
             val = rest[i]
         opts[key] = val
         i += 1
-    agent, home, env = opts["--agent"], opts["--home"], {}
+    agent, home = opts["--agent"], opts["--home"]
     if agent is None:
         found = project_identity()
         if found is None:
             where = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
             raise Malformed(f"no agent named, and {os.path.join(where, IDENTITY_FILE)} does not say which: run "
                             "`scsql install claude --agent NAME` in this project")
-        agent, home, env = found["agent"], home or found.get("home"), found["env"]
+        agent, home = found["agent"], home or found.get("home")
     if not agent or not set(agent) <= AGENT_CHARS or agent[0] == "." or len(agent) > 100:
         raise Malformed(f"--agent must name the agent (letters, digits, _ - .), got {agent!r}")
-    SPAWN_ENV.update({k: str(v) for k, v in env.items() if isinstance(k, str) and k.startswith("SCSQL_")})
     home = os.path.abspath(home or default_home())
+    SPAWN_ENV["SCSQL_DATA_DIR"] = home
     return BY_SUBCOMMAND[argv[0]], agent, home
 
 

@@ -496,18 +496,12 @@ def _edits(ctx, args: argparse.Namespace, mcp: bool = True) -> tuple[Path, str, 
     """The edits of .mcp.json (when MCP) and of the scope's settings file.
     Project scope writes what a teammate can commit and use: commands and an
     MCP server that name no agent and no path of this machine; which agent
-    this checkout acts as, and where its data and keys are, go to the local
+    this checkout acts as, and where its data is, go to the local
     .claude/scsql.local.json (never committed)."""
-    from ..core.cli import uri
-
     directory = project_dir(args.project_dir)
     project = args.project or project_name(directory)
     agent, home = args.agent, str(ctx.settings.data_dir)
-    env = {"SCSQL_DATA_DIR": home}
-    if os.environ.get("SCSQL_KEYSTORE"):
-        env["SCSQL_KEYSTORE"] = str(ctx.settings.keystore)
-    if ctx.settings.dsn or ctx.settings.agent_dsn:
-        env["SCSQL_AGENT_DSN"] = uri(ctx.agent_conninfo())
+    env = {"SCSQL_DATA_DIR": home}  # the rest (login, keys) is in the data directory: record_agent_env
     portable = args.scope == "project"
     name = PORTABLE_SERVER if portable else server_name(agent)
     entry = mcp_server_entry(None if portable else agent, env)
@@ -521,7 +515,7 @@ def _edits(ctx, args: argparse.Namespace, mcp: bool = True) -> tuple[Path, str, 
                       lambda d: merge_hooks(d, ours), lambda d: remove_hooks(d, ours),
                       f"{n} hook(s), for the agent {IDENTITY} names" if portable else f"{n} hook(s) of agent {agent}"))
     if portable:
-        mine = {"agent": agent, "home": home, "env": env}
+        mine = {"agent": agent, "home": home}
         edits.append(Edit(directory / IDENTITY, lambda cf: None, lambda d: {**d, **mine},
                           lambda d: {k: v for k, v in d.items() if k not in mine},
                           f"agent {agent} of this checkout on this machine", mode=0o600))
@@ -554,9 +548,12 @@ def installed_in_other_scopes(ctx, args: argparse.Namespace, directory: Path) ->
     return found
 
 
-def ensure_project_and_agent(ctx, project: str, agent: str, team_role: str, directory: Path) -> list[str]:
+def ensure_project_and_agent(ctx, project: str, agent: str, team_role: str,
+                             directory: Path) -> tuple[list[str], str | None]:
     """Create PROJECT (rooted at DIRECTORY) and AGENT with its key when they
-    do not exist, with the functions ``scsql project`` and ``scsql agent`` use."""
+    do not exist, with the functions ``scsql project`` and ``scsql agent`` use;
+    on a shared server whose agents log in as themselves, a new agent's
+    password too. Returns what it did and that password (None when none was made)."""
     from ..core import roles
 
     admin = ctx.admin_conninfo()
@@ -582,19 +579,63 @@ def ensure_project_and_agent(ctx, project: str, agent: str, team_role: str, dire
     if found is None:
         row = roles.create_agent(admin, ctx.keystore, agent, project, team_role)
         said.append(f"scsql: created agent {agent} ({team_role}) in project {project}, key {row['key_file']}")
-        return said
+        return said, _new_login(ctx, admin, agent)
     said.append(f"scsql: agent {agent} exists in project {project}")
-    return said
+    return said, None
+
+
+def _new_login(ctx, admin: str, agent: str) -> str | None:
+    """A password for a new agent's own login, on a shared server whose agents log in as themselves."""
+    from ..core import roles
+
+    if ctx.settings.embedded or ctx.settings.agent_dsn:
+        return None
+    mode = roles.login_settings(admin)
+    if mode is None or mode["one_login"]:
+        return None
+    return roles.issue_password(admin, agent)
+
+
+def record_agent_env(ctx, agent: str, password: str | None) -> list[str]:
+    """Record how AGENT's processes (its hooks, its MCP server) reach its
+    database in the data directory (hooks/<agent>.env.json, 0600: it may hold
+    the agent's password), when that is not the embedded default; never in
+    a file of the project."""
+    from urllib.parse import quote
+
+    from ..core.cli import uri
+    from .hookclient import agent_env, agent_env_path
+
+    home = str(ctx.settings.data_dir)
+    env = dict(agent_env(home, agent))
+    if os.environ.get("SCSQL_KEYSTORE"):
+        env["SCSQL_KEYSTORE"] = str(ctx.settings.keystore)
+    if ctx.settings.dsn or ctx.settings.agent_dsn:
+        dsn = uri(ctx.agent_conninfo(agent))
+        if password:
+            user = dsn.split("://", 1)[1].split("@", 1)[0]
+            dsn = dsn.replace(f"://{user}@", f"://{user}:{quote(password, safe='')}@", 1)
+        if password or "SCSQL_AGENT_DSN" not in env or ctx.settings.agent_dsn:
+            env["SCSQL_AGENT_DSN"] = dsn
+    if not env or env == agent_env(home, agent):
+        return []
+    path = Path(agent_env_path(home, agent))
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _replace(path, (json.dumps(env, indent=2) + "\n").encode(), 0o600)
+    return [f"  recorded  {path}  (how agent {agent}'s hooks and MCP server reach its database; 0600)"]
 
 
 def cmd_install_claude(ctx, args: argparse.Namespace) -> int:
     directory, project, edits = _edits(ctx, args)  # every file read and checked before anything changes
     project = args.project or rooted_project(ctx, directory, args.agent) or project
     plans = [e.plan_install() for e in edits]
-    for line in ensure_project_and_agent(ctx, project, args.agent, args.role, directory):
+    said, password = ensure_project_and_agent(ctx, project, args.agent, args.role, directory)
+    for line in said:
         print(line)
     for edit, (status, content) in zip(edits, plans):
         print(edit.apply(status, content))
+    for line in record_agent_env(ctx, args.agent, password):
+        print(line)
     if args.scope == "project":
         _exclude_from_git(directory, IDENTITY)
     marker = Path(ctx.settings.data_dir) / "hooks" / f"{args.agent}.misconfigured"
