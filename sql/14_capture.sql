@@ -48,7 +48,7 @@ comment on function scsql._word_break(text) is
 
 create or replace function scsql.clip(p_text text, p_limit integer, p_length integer default null)
 returns text
-language sql immutable parallel safe set search_path = pg_catalog, scsql, pg_temp
+language sql immutable parallel safe security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   with whole as (select greatest(coalesce(p_length, 0), char_length(p_text)) as len),
        room as (select greatest(0, p_limit - char_length(format(' [... %s characters cut]', len))) as n from whole),
