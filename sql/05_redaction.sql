@@ -85,13 +85,21 @@ as $rules$
      '\1[REDACTED:bearer]', 'gi', '%bearer%',
      'A bearer token (Authorization: Bearer ...): at least 16 token characters with a digit after the word Bearer, which stays. Tokens of a known shape (JWT, GitHub, ...) keep their own kind.'],
     ['basic_auth', 'replace',
-     '(authorization["'']?[ \t]*[:=][ \t]*["'']?basic[ \t]+)(?=[A-Za-z0-9+/]{8})[A-Za-z0-9+/]*(?:[0-9+/]|[A-Z][A-Za-z0-9+/]*[A-Z])[A-Za-z0-9+/]*={0,2}',
-     '\1[REDACTED:basic_auth]', 'gi', '%basic%',
-     'HTTP basic credentials (Authorization: Basic <base64 of user:password>): at least 8 base64 characters with a digit, + or / or two upper-case letters (so Basic authentication is a word); the header name and Basic stay.'],
+     '((?:[Aa]uthorization|AUTHORIZATION)["'']?[ \t]*[:=][ \t]*["'']?(?:[Bb]asic|BASIC)[ \t]+)(?=[A-Za-z0-9+/]{8})[A-Za-z0-9+/]*(?:[0-9+/]|[A-Z][A-Za-z0-9+/]*[A-Z])[A-Za-z0-9+/]*={0,2}',
+     '\1[REDACTED:basic_auth]', 'g', '%asic%|%ASIC%',
+     'HTTP basic credentials (Authorization: Basic <base64 of user:password>, the header name and Basic in lower, capitalized or upper case): at least 8 base64 characters with a digit, + or / or two upper-case letters, matched case-sensitively (so in authorization: basic settings and Basic authentication the words stay); the header name and Basic stay.'],
     ['url_password', 'replace',
      '(://[^[:space:]:/@"''<>]*:)(?![$*{]|%s|%\(|\[REDACTED:|(?:[Pp]ass(?:word)?|PASS(?:WORD)?|[Pp]asswd|PASSWD|[Ss]ecret|SECRET|changeme)@)[^[:space:]/"''<>@]+(?:@[^[:space:]/"''<>@]+)*(@)',
      '\1[REDACTED:url_password]\2', 'g', '%://%:%@%',
      'The password of a URL with credentials (scheme://user:password@host, also with an empty user as in redis://:password@host); scheme, user and host stay. Placeholders ($VAR, ${VAR}, %s, {x}, ***, the words password or secret) are not passwords.'],
+    ['password', 'replace',
+     '((?:^|[[:space:]])-p'')(?![$*{<%]|\[REDACTED:|[0-9:./-]*'')[^''\n]{4,}('')',
+     '\1[REDACTED:password]\2', 'g', '%-p''%',
+     'A password given to a -p option in single quotes with no space between, as mysql, mysqldump and mariadb take it (-p''S3cr3t!''), at least 4 characters; the quotes stay. Placeholders ($VAR, ${VAR}, <x>, ***, %s) and port numbers or mappings (-p''8080:80'') are not passwords.'],
+    ['password', 'replace',
+     '((?:^|[[:space:]])-p")(?![$*{<%]|\[REDACTED:|[0-9:./-]*")[^"\n]{4,}(")',
+     '\1[REDACTED:password]\2', 'g', '%-p"%',
+     'A password given to a -p option in double quotes with no space between (-p"S3cr3t!"), judged as in single quotes.'],
     ['password, aws_secret_key, assigned_secret', 'assigned',
      '(key|secret|token|passw(?:or)?d|pwd|pass|passphrase|credentials?)(["'']?[ \t]*(?::=|=>|=|:)[ \t]*)("[^"\n]+"|''[^''\n]+''|[^[:space:]"''`,;&(){}<>\[\]\\]*[^[:space:]"''`,;&(){}<>\[\]\\:.!?])(\(?)',
      '', 'gi', '%key%|%secret%|%token%|%pwd%|%pass%|%credential%',
@@ -287,7 +295,7 @@ comment on function scsql._redact_assigned(text, text, text) is
 -- The redaction functions
 -- ---------------------------------------------------------------------------
 
-create or replace function scsql._redact(p_text text)
+create or replace function scsql._redact_as_written(p_text text)
 returns text
 language plpgsql immutable strict parallel safe
 as $$
@@ -295,10 +303,6 @@ declare
   v_rules text[] := scsql._redaction_rules();
   v_text text := p_text;
 begin
-  -- Most texts hold nothing secret-shaped: one scan decides.
-  if v_text !~* '(key|secret|token|passw|pwd|pass|credential|akia|asia|gh[pousr]_|github_pat_|sk-|xox|xapp-|hooks\.slack|eyj|bearer|basic|://|private key)' then
-    return v_text;
-  end if;
   for i in 1 .. array_length(v_rules, 1) loop
     if (strpos(v_rules[i][5], 'i') > 0 and v_text ilike any (pg_catalog.string_to_array(v_rules[i][6], '|')))
        or (strpos(v_rules[i][5], 'i') = 0 and v_text like any (pg_catalog.string_to_array(v_rules[i][6], '|'))) then
@@ -312,8 +316,133 @@ begin
   return v_text;
 end
 $$;
+comment on function scsql._redact_as_written(text) is
+  'Private. The text with each secret the rules of scsql._redaction_rules find in it, as it is written, replaced by [REDACTED:<kind>]; scsql._redact also looks through zero-width characters and percent-encoding. NULL for NULL; raises nothing.';
+
+create or replace function scsql._redact_seen(p_text text)
+returns text
+language plpgsql immutable strict parallel safe
+as $$
+declare
+  v_seen text;
+  v_redacted text;
+begin
+  -- Zero-width characters (U+200B, U+200C, U+200D, U+2060, U+FEFF) cannot
+  -- be seen: a key split by them (gh<U+200B>p_...) reads as the key. Those
+  -- between ASCII characters are left out of the text as it is seen (emoji
+  -- joined by U+200D and words of other scripts keep theirs); when that
+  -- text holds a secret, it is what is stored, redacted.
+  if pg_catalog.translate(p_text, U&'\200B\200C\200D\2060\FEFF', '') = p_text then
+    return scsql._redact_as_written(p_text);
+  end if;
+  v_seen := pg_catalog.regexp_replace(p_text, U&'(^|[\0009\000A\000D\0020-\007E])[\200B\200C\200D\2060\FEFF]+(?=[\0009\000A\000D\0020-\007E]|$)', '\1', 'g');
+  if v_seen = p_text then
+    return scsql._redact_as_written(p_text);
+  end if;
+  v_redacted := scsql._redact_as_written(v_seen);
+  return case when v_redacted <> v_seen then v_redacted else scsql._redact_as_written(p_text) end;
+end
+$$;
+comment on function scsql._redact_seen(text) is
+  'Private. The text redacted as it is seen: when zero-width characters (U+200B, U+200C, U+200D, U+2060, U+FEFF) between ASCII characters hide a secret (a key split by them), the text without them, redacted; else the text redacted as written (scsql._redact_as_written), zero-width characters kept. NULL for NULL; raises nothing.';
+
+create or replace function scsql._percent_decoded(p_text text)
+returns text
+language sql immutable strict parallel safe
+as $$
+  -- Each %XX of a printable ASCII character (%20 to %7E) becomes that
+  -- character; other bytes (%00, %0A, %C3, ...) stay encoded.
+  select pg_catalog.string_agg(x.piece, '' order by x.n)
+  from (select 2 * u.n - 1 as n, u.piece
+        from pg_catalog.unnest(pg_catalog.regexp_split_to_array(p_text, '%([2-6][0-9A-Fa-f]|7[0-9A-Ea-e])'))
+             with ordinality u(piece, n)
+        union all
+        select 2 * m.n, pg_catalog.chr(('x' || m.code[1])::bit(8)::integer)
+        from pg_catalog.regexp_matches(p_text, '%([2-6][0-9A-Fa-f]|7[0-9A-Ea-e])', 'g') with ordinality m(code, n)) x
+$$;
+comment on function scsql._percent_decoded(text) is
+  'Private. The text with each percent-encoded printable ASCII character (%20 to %7E, as %3D for =, %2F for /) decoded; other percent sequences stay as they are. NULL for NULL; raises nothing.';
+
+create or replace function scsql._redact_percent_encoded(p_text text)
+returns text
+language plpgsql immutable strict parallel safe
+as $$
+declare
+  v_run constant text := '[^[:space:]"''<>`]*%(?:[2-6][0-9A-Fa-f]|7[0-9A-Ea-e])[^[:space:]"''<>`]*';
+  v_parts text[];
+  v_out text[];
+  v_match text[];
+  v_i integer := 0;
+  v_plain text;
+  v_next text;
+  v_redacted text;
+begin
+  -- A run of text (between blanks and quotes) with percent-encoded
+  -- characters, such as a URL's query (key%3Dsk-ant-...) or a form body,
+  -- is decoded (up to three times: what was encoded twice too); when the
+  -- decoded run holds a secret, it takes the run's place, redacted.
+  -- First the whole text decoded, once: most texts with percent-encoding
+  -- hold no secret in it, and are done.
+  v_plain := p_text;
+  for k in 1 .. 3 loop
+    v_next := scsql._percent_decoded(v_plain);
+    exit when v_next = v_plain;
+    v_plain := v_next;
+  end loop;
+  if v_plain = p_text or scsql._redact_seen(v_plain) = v_plain then
+    return p_text;
+  end if;
+  v_parts := pg_catalog.regexp_split_to_array(p_text, v_run);
+  if array_length(v_parts, 1) = 1 then
+    return p_text;
+  end if;
+  v_out := array[v_parts[1]];
+  for v_match in select m from pg_catalog.regexp_matches(p_text, v_run, 'g') m loop
+    v_i := v_i + 1;
+    v_plain := v_match[1];
+    for k in 1 .. 3 loop
+      v_next := scsql._percent_decoded(v_plain);
+      exit when v_next = v_plain;
+      v_plain := v_next;
+    end loop;
+    v_redacted := scsql._redact(v_plain);  -- its first test passes over most runs (a=1&b=2)
+    v_out := v_out || case when v_redacted <> v_plain then v_redacted else v_match[1] end || v_parts[v_i + 1];
+  end loop;
+  return pg_catalog.array_to_string(v_out, '');
+end
+$$;
+comment on function scsql._redact_percent_encoded(text) is
+  'Private. Each run of text (between blanks and quotes) holding percent-encoded printable characters is decoded (scsql._percent_decoded, up to three times); where the decoded run holds a secret (scsql._redact), the run is replaced by the decoded run, redacted (key%3Dsk-ant-... becomes key=[REDACTED:anthropic_key]); other runs stay as written. NULL for NULL; raises nothing.';
+
+create or replace function scsql._redact(p_text text)
+returns text
+language plpgsql immutable strict parallel safe
+as $$
+declare
+  v_text text;
+  v_next text;
+begin
+  -- Most texts hold nothing secret-shaped: one scan decides. (The words,
+  -- and percent-encoding and zero-width characters, which can hide them.)
+  if p_text !~* '(key|secret|token|passw|pwd|pass|credential|akia|asia|gh[pousr]_|github_pat_|sk-|xox|xapp-|hooks\.slack|eyj|bearer|basic|://|private key|-p[\x22\x27]|%[0-9a-f]{2}|[\u200b\u200c\u200d\u2060\ufeff])' then
+    return p_text;
+  end if;
+  v_text := scsql._redact_seen(p_text);
+  -- Percent-encoded runs that hold a secret are stored decoded, redacted;
+  -- the text is then judged again, as decoding may have joined a name to
+  -- its value, until nothing changes.
+  if strpos(v_text, '%') > 0 then
+    for i in 1 .. 3 loop
+      v_next := scsql._redact_percent_encoded(v_text);
+      exit when v_next = v_text;
+      v_text := scsql._redact_seen(v_next);
+    end loop;
+  end if;
+  return v_text;
+end
+$$;
 comment on function scsql._redact(text) is
-  'Private; the function write paths apply to the text they store. Returns the text with each secret replaced by [REDACTED:<kind>] (kinds and patterns: scsql.redaction_kinds()): private_key, anthropic_key, openai_key, github_token, slack_token, slack_webhook, aws_access_key, jwt, bearer, basic_auth, url_password, and values assigned to secret-looking names: password, aws_secret_key, assigned_secret. Only the secret part is replaced (names, URL schemes, users and hosts stay). Git shas, UUIDs, hashes and base64 that are not assigned to a secret name are left alone. Idempotent: _redact(_redact(x)) = _redact(x). NULL for NULL; raises nothing.';
+  'Private; the function write paths apply to the text they store. Returns the text with each secret replaced by [REDACTED:<kind>] (kinds and patterns: scsql.redaction_kinds()): private_key, anthropic_key, openai_key, github_token, slack_token, slack_webhook, aws_access_key, jwt, bearer, basic_auth, url_password, and values assigned to secret-looking names or given to password options: password, aws_secret_key, assigned_secret. Only the secret part is replaced (names, URL schemes, users and hosts stay), with two exceptions made to find what is hidden: a text whose zero-width characters (U+200B, U+200C, U+200D, U+2060, U+FEFF) split a secret is stored without those between ASCII characters (scsql._redact_seen), and a percent-encoded run (a URL query, a form body) that holds a secret once decoded is stored decoded (scsql._redact_percent_encoded). Git shas, UUIDs, hashes and base64 that are not assigned to a secret name are left alone. Idempotent: _redact(_redact(x)) = _redact(x). NULL for NULL; raises nothing.';
 
 create or replace function scsql._redact_jsonb_walk(p_value jsonb)
 returns jsonb

@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from psycopg.types.json import Jsonb
 
 from scsql.memory import indexer
 from scsql.core import roles
@@ -95,6 +96,40 @@ def test_scan_honours_gitignore_and_skips_binaries_and_escaping_links(scsql_db, 
     assert readme.sha256 == hashlib.sha256((root / "README.md").read_bytes()).hexdigest()
     with pytest.raises(ScsqlError):
         indexer.scan(root / "README.md", secrets)
+
+
+def test_a_hard_link_to_a_file_outside_the_root_is_skipped_and_reported(scsql_db, tmp_path):
+    """A hard link inside the root to a file elsewhere (another user's
+    notes, a token file) was read and indexed like any file of the project.
+    A hard link cannot be told from the file it names, so every file with
+    more than one name is skipped, with its reason in the report."""
+    agent = scsql_db.agent("idxlink", rooted(scsql_db, tmp_path / "proj"))
+    root = make_tree(tmp_path / "proj")
+    outside = tmp_path / "elsewhere" / "notes.md"
+    outside.parent.mkdir()
+    outside.write_text("# private notes\n\nthe deploy passphrase hint is orange zebra\n")
+    os.link(outside, root / "linked.md")
+    (root / "src" / "twin.py").write_text("x = 2\n")
+    os.link(root / "src" / "twin.py", root / "twin_again.py")  # both names inside: still one file, two names
+    report = indexer.index_tree(agent, root, progress=False)
+    assert q(agent, "select * from scsql.search('orange zebra')") == []
+    reason = indexer.SKIP_HARD_LINK
+    assert {s["path"]: s["reason"] for s in report["skipped"] if s["reason"] == reason} == {
+        "linked.md": reason, "src/twin.py": reason, "twin_again.py": reason}
+    assert report["skipped_counts"][reason] == 3 and report["failed"] == []
+    assert not {"linked.md", "src/twin.py", "twin_again.py"} & {r["path"] for r in q(agent, "select path from scsql.kb_sources")}
+    # A file linked after the scan and before it is read is refused when it is read.
+    (root / "late.md").write_text("# late\n\nplain text\n")
+    tree = indexer.prepare(agent, root)
+    assert "late.md" in {f.rel for f in tree.files}
+    (root / "late.md").unlink()
+    os.link(outside, root / "late.md")
+    with agent.transaction() as conn:
+        actions = conn.execute("select path, action from scsql.index(%s, %s)",
+                               (tree.prefix, Jsonb(tree.manifest()))).fetchall()
+    late = indexer.index_files(agent, tree, actions, progress=False)
+    assert late["failed"] == [{"path": "late.md", "error": reason}]
+    assert q(agent, "select * from scsql.search('orange zebra')") == []
 
 
 def test_python_is_chunked_by_top_level_definitions():

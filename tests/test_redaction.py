@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from scsql.audit.signing import may_hold_secret
 from scsql.core.errors import ScsqlError
 
 from .conftest import SESSION
@@ -96,6 +97,38 @@ def test_only_the_secret_part_is_replaced(admin):
     assert redact_all(admin, list(cases)) == list(cases.values())
 
 
+def test_secrets_hidden_by_zero_width_characters_or_percent_encoding_are_found(admin):
+    """A key split by zero-width characters is stored without them, redacted;
+    a percent-encoded run that holds a secret once decoded is stored decoded,
+    redacted; zero-width characters elsewhere (emoji, other scripts) and runs
+    without a secret stay exactly as written."""
+    zw = "\u200b"
+    family = "\U0001F468\u200d\U0001F469\u200d\U0001F467"
+    cases = {
+        f"ghp_R8mT3vK9pL2x{zw}W7nQ4bZ6cY1hJ5fD0sA3gE8u in the log": "[REDACTED:github_token] in the log",
+        f"{family} rotated AKIA{zw}IOSFODNN7QWERTYX today": f"{family} rotated [REDACTED:aws_access_key] today",
+        f"{family} wrote the key{zw}board guide": f"{family} wrote the key{zw}board guide",
+        "GET /cb?next=%2Fhome%3Ftoken%3Dghp_R8mT3vK9pL2xW7nQ4bZ6cY1hJ5fD0sA3gE8u&x=1 HTTP/1.1":
+            "GET /cb?next=/home?token=[REDACTED:github_token]&x=1 HTTP/1.1",
+        "see https://example.com/a%20b?q=key%20rotation and key%3D%3Cyours%3E":
+            "see https://example.com/a%20b?q=key%20rotation and key%3D%3Cyours%3E",
+        "mysql -uroot -p'S3cr3t!pw' -p'8080:80' -p\"$PASS\"": "mysql -uroot -p'[REDACTED:password]' -p'8080:80' -p\"$PASS\"",
+        "Authorization: Basic settings; authorization: basic ZGVwbG95OnMzY3IzdA==":
+            "Authorization: Basic settings; authorization: basic [REDACTED:basic_auth]",
+    }
+    assert redact_all(admin, list(cases)) == list(cases.values())
+    assert redact_all(admin, list(cases.values())) == list(cases.values())
+
+
+def test_the_client_asks_the_database_about_every_text_redaction_changes(admin):
+    """The client's first test (scsql.audit.signing.may_hold_secret) passes
+    every corpus text that redaction changes, the hidden ones too: a text it
+    lets by is signed as given."""
+    outputs = redact_all(admin, [c["text"] for c in CORPUS])
+    missed = [c["note"] for c, out in zip(CORPUS, outputs, strict=True) if out != c["text"] and not may_hold_secret(c["text"])]
+    assert missed == []
+
+
 def test_redaction_is_idempotent(admin):
     once = redact_all(admin, [c["text"] for c in CORPUS])
     twice = redact_all(admin, once)
@@ -159,9 +192,10 @@ def test_functions_are_immutable_and_parallel_safe(admin):
         select p.proname, p.provolatile, p.proparallel from pg_proc p
         where p.pronamespace = 'scsql'::regnamespace
           and p.proname in ('_redact', '_redact_jsonb', '_redact_assigned', '_assigned_secret_kind',
-                            '_looks_random', '_entropy', '_redaction_rules')
+                            '_looks_random', '_entropy', '_redaction_rules', '_redact_as_written', '_redact_seen',
+                            '_percent_decoded', '_redact_percent_encoded')
     """).fetchall()
-    assert len(rows) == 7 and all(r[1:] == ("i", "s") for r in rows), rows
+    assert len(rows) == 11 and all(r[1:] == ("i", "s") for r in rows), rows
 
 
 def test_agents_cannot_execute_redaction_functions(scsql_db):
@@ -250,7 +284,10 @@ def test_speed_is_reported(admin):
     for what, unit in [("sk- repeated", "sk-"), ("BEGIN without END, one line", "-----BEGIN PRIVATE KEY----- Proc-Type: x "),
                        ("BEGIN without END, key lines", "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n"),
                        ("password=word repeated", "password=word "), ("token: repeated", "token: "),
-                       ("Bearer and a long token", "Bearer " + "a" * 50 + " "), ("://a: repeated", "://a:")]:
+                       ("Bearer and a long token", "Bearer " + "a" * 50 + " "), ("://a: repeated", "://a:"),
+                       ("percent-encoded pairs", "k%3Dv "), ("percent-encoded keys", "key%3Dsk-"),
+                       ("one percent-encoded run", "%41"), ("zero-width characters", "a\u200b"),
+                       ("zero-width after key", "key\u200b="), ("-p' repeated", " -p'abcd")]:
         small, large = (unit * 100_000)[:100_000], (unit * 400_000)[:400_000]
         t_small, t_large = timed(one, small), timed(one, large)
         print(f"redaction speed: adversarial {what}: 100 KB {t_small:.0f} ms, 400 KB {t_large:.0f} ms "

@@ -82,12 +82,14 @@ class SignedField:
 
 
 # The words without which scsql._redact returns a text as it is: its first
-# test (sql/05_redaction.sql; a test keeps the two the same). A text without
-# any of them is signed as given, without asking the database. Should they
-# ever differ, the database refuses the row (SC040): nothing secret is stored.
+# test (sql/05_redaction.sql; a test keeps the two the same), also met where
+# they may hide (a quoted -p option, percent-encoding, zero-width
+# characters). A text without any of them is signed as given, without asking
+# the database. Should they ever differ, the database refuses the row
+# (SC040): nothing secret is stored.
 _MAY_HOLD_SECRET = re.compile(
     r"(key|secret|token|passw|pwd|pass|credential|akia|asia|gh[pousr]_|github_pat_|sk-|xox|xapp-|hooks\.slack|eyj"
-    r"|bearer|basic|://|private key)", re.IGNORECASE)
+    r"|bearer|basic|://|private key|-p[\x22\x27]|%[0-9a-f]{2}|[\u200b\u200c\u200d\u2060\ufeff])", re.IGNORECASE)
 
 
 def may_hold_secret(value: Any) -> bool:

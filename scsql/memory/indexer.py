@@ -8,7 +8,9 @@ decides what changed:
    honouring ``.gitignore`` files (every level, plus ``.git/info/exclude``),
    skipping ``.git``, binaries (a NUL byte in the first 8 KiB, or not UTF-8)
    and files over 2 MiB, and refusing symbolic links that lead outside the
-   project root.
+   project root and hard links (a file with more than one name: its other
+   names may be outside the root, and a hard link cannot be told from the
+   file it names).
 2. ``scsql.index(prefix, manifest)`` compares the manifest with what is
    indexed in one round trip, unindexes files that are gone, and names the
    files that are new or changed. Unchanged files cost nothing more.
@@ -51,6 +53,7 @@ import ast
 import hashlib
 import os
 import re
+import stat
 from collections import Counter
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -79,6 +82,7 @@ SKIP_SECRET_NAME = "secret file name"
 SKIP_PRIVATE_KEY = "holds a private key"
 SKIP_SECRET_DIR = "secret store directory"
 SKIP_PROTECTED = "scsql data directory or keystore"
+SKIP_HARD_LINK = "hard link: the file has other names, which may be outside the project root"
 
 MAX_BYTES = 2 * 1024 * 1024
 MAX_CHUNK_CHARS = 1500
@@ -321,18 +325,8 @@ def scan(path: str | Path, secrets: Secrets, root: Path | None = None,
                 if any(secrets.secret_dir(part) for part in target.relative_to(root).parts):
                     tree.skip(rel, SKIP_SECRET_DIR)
                     continue
-            try:
-                if not full.is_file():
-                    continue
-                size = full.stat().st_size
-                if size > MAX_BYTES:
-                    tree.skip(rel, f"larger than 2 MiB ({size} bytes)", "larger than 2 MiB")
-                    continue
-                data = full.read_bytes()
-            except OSError as exc:
-                tree.skip(rel, f"unreadable: {exc.strerror or exc}", "unreadable")
-                continue
-            if not data.strip():
+            data = _read_file(tree, rel, full)
+            if not data:
                 continue
             if _is_binary(data):
                 tree.skip(rel, "binary")
@@ -342,6 +336,52 @@ def scan(path: str | Path, secrets: Secrets, root: Path | None = None,
                 continue
             tree.files.append(FileEntry(rel, full, hashlib.sha256(data).hexdigest()))
     return tree
+
+
+class Unindexable(Exception):
+    """A file that is not indexed: REASON (for the report), counted under CATEGORY."""
+
+    def __init__(self, reason: str, category: str | None = None):
+        super().__init__(reason)
+        self.reason, self.category = reason, category or reason
+
+
+def read_regular(full: Path) -> bytes | None:
+    """The bytes of the regular file at FULL (None when it is not one).
+    The checks and the read are of one open file, so the file cannot be
+    swapped between them. Raises :class:`Unindexable` for a file over 2 MiB
+    and for a file with more than one name (a hard link): its other names
+    may be outside the project root, and a hard link cannot be told from
+    the file it names; OSError when it cannot be read."""
+    if not full.is_file():
+        return None
+    fd = os.open(full, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO put in its place does not block
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        if st.st_nlink > 1:
+            raise Unindexable(SKIP_HARD_LINK)
+        if st.st_size > MAX_BYTES:
+            raise Unindexable(f"larger than 2 MiB ({st.st_size} bytes)", "larger than 2 MiB")
+        data = fh.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise Unindexable(f"larger than 2 MiB (more than {MAX_BYTES} bytes)", "larger than 2 MiB")
+    return data
+
+
+def _read_file(tree: Tree, rel: str, full: Path) -> bytes | None:
+    """The bytes of the file at FULL to index, or None: not a regular file,
+    empty, or skipped with its reason (:func:`read_regular`)."""
+    try:
+        data = read_regular(full)
+    except Unindexable as exc:
+        tree.skip(rel, exc.reason, exc.category)
+        return None
+    except OSError as exc:
+        tree.skip(rel, f"unreadable: {exc.strerror or exc}", "unreadable")
+        return None
+    return data if data and data.strip() else None
 
 
 def _inside(link: Path, root: Path) -> bool:
@@ -608,7 +648,10 @@ def index_files(agent, tree: Tree, actions: list[dict[str, Any]], progress: bool
         try:
             if entry is None:
                 raise ScsqlError("SC010", "not in the scanned tree")
-            text = entry.path.read_bytes().decode("utf-8")  # as it is now, if it changed since the scan
+            data = read_regular(entry.path)  # as it is now, if it changed since the scan (still one name)
+            if data is None:
+                raise ScsqlError("SC010", "no longer a regular file")
+            text = data.decode("utf-8")
             with agent.transaction() as conn:
                 row = conn.execute(
                     "select chunks, unchanged from scsql.index_text(%s, %s, 'file', null, 'standard', %s, %s)",
@@ -622,7 +665,7 @@ def index_files(agent, tree: Tree, actions: list[dict[str, Any]], progress: bool
                 continue
             report["indexed"] += 1
             report["chunks"] += row["chunks"]
-        except (ScsqlError, OSError, UnicodeDecodeError) as exc:
+        except (ScsqlError, OSError, UnicodeDecodeError, Unindexable) as exc:
             report["failed"].append({"path": rel, "error": str(exc)})
     bar.close()
     return report
