@@ -5,6 +5,7 @@ nothing."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -180,12 +181,16 @@ def test_a_learning_marked_as_a_rule_denies_the_call(team):
     assert e.value.code == "SC143"
     with dev.transaction() as conn:
         conn.execute("select scsql.mark_learning_rule(%s, true, 'git push (-f|--force)')", (lid,))
-    r = handle(other, _ev("PreToolUse", uuid.uuid4().hex, tool_name="Bash",
-                          tool_input={"command": "git push -f origin feature"}))
+    # A developer's rule binds the developer only (sql/15_rules.sql); another agent's call goes through.
+    r = handle(dev, _ev("PreToolUse", uuid.uuid4().hex, tool_name="Bash",
+                        tool_input={"command": "git push -f origin feature"}))
     out = r.output["hookSpecificOutput"]
     assert out["permissionDecision"] == "deny" and f"learning {lid}" in out["permissionDecisionReason"]
-    assert handle(other, _ev("PreToolUse", uuid.uuid4().hex, tool_name="Bash",
-                             tool_input={"command": "git push origin feature"})).output is None
+    assert handle(dev, _ev("PreToolUse", uuid.uuid4().hex, tool_name="Bash",
+                           tool_input={"command": "git push origin feature"})).output is None
+    other_try = handle(other, _ev("PreToolUse", uuid.uuid4().hex, tool_name="Bash",
+                                  tool_input={"command": "git push -f origin feature"})).output
+    assert "permissionDecision" not in json.dumps(other_try or {})
 
 
 def test_marking_a_rule_is_recorded_once_as_the_agent_that_marked_it(team):
