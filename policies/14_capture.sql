@@ -24,4 +24,4 @@ grant execute on function
   scsql.advance_transcript_cursor(bigint, text, integer, bigint)
 to scsql_agent;
 
-grant execute on function scsql.capture_counts() to scsql_agent, scsql_auditor, scsql_admin;
+grant execute on function scsql.capture_counts() to scsql_agent, scsql_auditor;

@@ -322,7 +322,7 @@ $$;
 comment on function scsql.record_outcome(text, text, text, bigint, bigint, text, numeric, text, text, timestamptz, integer, bytea) is
   'Records what came of a tool call, session or task (name at least one). Failures, and successes with confidence >= 0.8, become learnings. Signed for you. Returns outcome_id, chain_id, seq, learning_id.
 
-p_kind (shipped|accepted|rejected|failed|insufficient|errored|reverted): what came of it
+p_kind (shipped|accepted|rejected|failed|insufficient|errored|reverted|violation): what came of it
 p_summary: one line, at most 1,000 characters
 p_signal: where the verdict comes from (test, ci, human, review, agent...)
 p_tool_call_id: the tool call it is about

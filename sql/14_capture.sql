@@ -37,7 +37,11 @@ as $$
   group by 1, 2
 $$;
 comment on function scsql.column_bounds() is
-  'The most characters each bounded text column of scsql''s tables holds, read from their check constraints (char_length(column) <= N), so a client bounds what it stores by the same numbers the database enforces. Returns table_name, column_name, max_chars. Raises nothing.';
+  'The most characters each bounded text column of scsql''s tables holds, read from their check constraints.
+
+hidden: clients read it once per connection to bound what they store
+
+A client bounds what it stores by the same numbers the database enforces (char_length(column) <= N). Returns table_name, column_name, max_chars. Raises nothing.';
 
 create or replace function scsql._word_break(p_char text)
 returns boolean
@@ -46,9 +50,9 @@ as $$ select p_char ~ ('[][(){}<>"'',;|`[:space:]' || chr(160) || chr(8232) || c
 comment on function scsql._word_break(text) is
   'Private. Whether character P_CHAR ends a word for clipping: whitespace, quotes, brackets and list separators, none of which occurs inside a token, key, JWT or URL with a password.';
 
-create or replace function scsql.clip(p_text text, p_limit integer, p_length integer default null)
+create or replace function scsql._clip(p_text text, p_limit integer, p_length integer default null)
 returns text
-language sql immutable parallel safe security definer set search_path = pg_catalog, scsql, pg_temp
+language sql immutable parallel safe
 as $$
   with whole as (select greatest(coalesce(p_length, 0), char_length(p_text)) as len),
        room as (select greatest(0, p_limit - char_length(format(' [... %s characters cut]', len))) as n from whole),
@@ -63,8 +67,29 @@ as $$
               else head || format(' [... %s characters cut]', len - char_length(head)) end
   from cut, whole
 $$;
+comment on function scsql._clip(text, integer, integer) is
+  'Private: scsql.clip without its checks, for capture''s own bounds. Raises nothing.';
+
+create or replace function scsql.clip(p_text text, p_limit integer, p_length integer default null)
+returns text
+language plpgsql immutable parallel safe security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+begin
+  if p_limit is null or p_limit not between 30 and 100000000 or p_length < 0 then
+    raise exception using errcode = 'SC010', message = 'limit must be 30 to 100,000,000 characters and length at least 0';
+  end if;
+  return scsql._clip(p_text, p_limit, p_length);
+end
+$$;
 comment on function scsql.clip(text, integer, integer) is
-  'TEXT in at most LIMIT characters: as it is when it fits, else cut where a word ends and marked " [... N characters cut]". A secret (a run of characters without spaces, quotes or brackets) is kept whole or not at all, so redaction still recognises what is kept. LENGTH (optional): the characters of the whole text when TEXT is already a cut part of it, for the count. NULL for NULL.';
+  'Cuts text to at most a limit where a word ends, marked " [... N characters cut]", so a secret is kept whole or not at all.
+
+p_text: the text
+p_limit (30..100000000): characters at most, the mark included
+p_length (0..): characters of the whole text when p_text is already a cut part of it, for the count
+hidden: capture bounds what it stores with it
+
+Returns p_text as it is when it fits; NULL for NULL. Raises SC010 for a limit out of range or a negative length.';
 
 create or replace function scsql._storable(p_text text, p_limit integer, p_length integer,
                                            out stored text, out clipped boolean)
@@ -84,7 +109,7 @@ begin
   end if;
   for i in 1 .. 3 loop
     v_redacted := scsql._redact(stored);
-    stored := scsql.clip(v_redacted, p_limit, case when i = 1 then p_length end);
+    stored := scsql._clip(v_redacted, p_limit, case when i = 1 then p_length end);
     clipped := clipped or stored is distinct from v_redacted;
     if scsql._redact(stored) = stored then
       return;
@@ -104,9 +129,10 @@ as $$
 begin
   if cardinality(p_texts) is distinct from cardinality(p_limits)
      or (p_lengths is not null and cardinality(p_lengths) is distinct from cardinality(p_texts))
-     or exists (select from unnest(p_limits) n where n is null or n < 1) then
+     or exists (select from unnest(p_limits) n where n is null or n not between 30 and 100000000)
+     or exists (select from unnest(p_lengths) n where n < 0) then
     raise exception using errcode = 'SC010',
-      message = 'texts, limits and lengths must be arrays of one length, each limit at least 1';
+      message = 'texts, limits and lengths must be arrays of one length, each limit 30 to 100,000,000 characters';
   end if;
   select coalesce(array_agg(s.stored order by i), '{}'), coalesce(array_agg(s.clipped order by i), '{}')
     into texts, clipped
@@ -116,7 +142,14 @@ begin
 end
 $$;
 comment on function scsql.storable(text[], integer[], integer[]) is
-  'Each text of TEXTS as a signed write may store it in a column of the matching LIMIT (scsql.column_bounds): redacted, then clipped where a word ends, so clipping never keeps part of a secret and the stored text never exceeds its bound (scsql.clip). LENGTHS (optional): the characters of each whole text when a client sends only its start, for the cut mark. Returns texts, and clipped: true where a text was cut (or withheld) rather than only redacted. Raises SC010 for arrays of different lengths or a limit below 1.';
+  'Each text as a signed write may store it: redacted, then clipped where a word ends to its column''s bound.
+
+p_texts (array): the texts
+p_limits (array): the bound of each text''s column (scsql.column_bounds), 30..100000000
+p_lengths (array): the characters of each whole text when only its start is sent, for the cut mark
+hidden: the Claude Code hooks bound what they capture with it
+
+Clipping after redaction never keeps part of a secret, and the stored text never exceeds its bound (scsql.clip). Returns texts, and clipped: true where a text was cut (or withheld) rather than only redacted. Raises SC010 for arrays of different lengths or a limit out of range.';
 
 create or replace function scsql._require_altered(p_altered jsonb, p_fields text[])
 returns void
@@ -522,7 +555,11 @@ as $$
   limit 10000
 $$;
 comment on function scsql.others_exclusive_files() is
-  'The paths that queued and claimed tasks not held by you own exclusively, for the Claude Code hooks to see whether a shell command changed one. Returns task_id, path (relative to the project root; "." is all of it), state, owner (the claiming agent; NULL while queued) and owner_role (the team role it is queued for), at most 10,000 rows. Raises nothing.';
+  'The paths that queued and claimed tasks not held by you own exclusively.
+
+hidden: the Claude Code hooks see with it whether a shell command changed an owned file
+
+Returns task_id, path (relative to the project root; "." is all of it), state, owner (the claiming agent; NULL while queued) and owner_role (the team role it is queued for), at most 10,000 rows. Raises nothing.';
 
 create or replace function scsql.capture_counts()
 returns table (project text, stubs bigint, replaced bigint, clipped bigint)
@@ -540,7 +577,9 @@ as $$
   order by p.name
 $$;
 comment on function scsql.capture_counts() is
-  'How many captured rows (tool calls, prompts, sessions) the caller may read were stored as stubs of refused events, with text replaced (NUL, lone surrogates) or clipped, by project. Returns project, stubs, replaced, clipped; no row for a project where every event was stored as given. Raises nothing.';
+  'How many captured tool calls, prompts and sessions were stored as stubs of refused events, or with their text replaced or clipped, by project.
+
+Counts the rows the caller may read. Returns project, stubs, replaced (NUL, lone surrogates), clipped; no row for a project where every event was stored as given. Raises nothing.';
 
 -- ---------------------------------------------------------------------------
 -- Transcript cursors

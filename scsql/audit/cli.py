@@ -72,7 +72,9 @@ def capture_state(ctx) -> dict[str, int]:
     from ..hooks.hookclient import spool_totals
 
     waiting, unstorable = spool_totals(str(ctx.settings.data_dir))
-    with admin_connection(ctx.admin_conninfo()) as conn:
+    with admin_connection(ctx.admin_conninfo()) as conn:  # read as the auditor, who reads every project
+        if not conn.execute("select rolsuper from pg_catalog.pg_roles where rolname = current_user").fetchone()["rolsuper"]:
+            conn.execute("set local role scsql_auditor")
         rows = conn.execute("select * from scsql.capture_counts()").fetchall()
     return {"spooled": waiting, "unstorable": unstorable, "stubs": sum(r["stubs"] for r in rows),
             "replaced": sum(r["replaced"] for r in rows), "clipped": sum(r["clipped"] for r in rows)}
