@@ -2,7 +2,7 @@
 -- and the migrations ledger.
 
 select scsql._secure_table(t) from unnest(array[
-  'scsql.schema_migrations', 'scsql.error_codes', 'scsql.team_roles', 'scsql.projects',
+  'scsql.schema_migrations', 'scsql.applied_definitions', 'scsql.error_codes', 'scsql.team_roles', 'scsql.projects',
   'scsql.agents', 'scsql.agent_keys', 'scsql.project_grants', 'scsql.login_settings'
 ]::regclass[]) t;
 

@@ -10,12 +10,18 @@ create policy agent_read on scsql.prompts for select to scsql_agent
 grant execute on function
   scsql.capture_event(text),
   scsql.session_for(text),
-  scsql.open_session(text, text, text, text, text, text, text, text, timestamptz, timestamptz, integer, bytea),
-  scsql.record_prompt(text, bigint, boolean, timestamptz, text, timestamptz, integer, bytea),
+  scsql.open_session(text, text, text, text, text, text, text, text, timestamptz, jsonb, timestamptz, integer, bytea),
+  scsql.record_prompt(text, bigint, boolean, timestamptz, jsonb, text, timestamptz, integer, bytea),
   scsql.capture_tool_call(text, text, bigint, text, text, integer, integer, integer, text, text, text, jsonb, boolean,
-                          boolean, text, timestamptz, text, timestamptz, integer, bytea),
+                          boolean, text, timestamptz, jsonb, text, timestamptz, integer, bytea),
+  scsql.column_bounds(),
+  scsql.clip(text, integer, integer),
+  scsql.storable(text[], integer[], integer[]),
   scsql.mark_learning_rule(bigint, boolean, text),
   scsql.check_tool_use(text, jsonb),
+  scsql.others_exclusive_files(),
   scsql.transcript_cursor(bigint),
   scsql.advance_transcript_cursor(bigint, text, integer, bigint)
 to scsql_agent;
+
+grant execute on function scsql.capture_counts() to scsql_agent, scsql_auditor;

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import __version__
@@ -69,6 +70,9 @@ class Context:
         the embedded server, started if it was set up but is down."""
         if self.settings.agent_dsn:
             return self.settings.agent_dsn
+        recorded = self.agent_env(agent).get("SCSQL_AGENT_DSN") if agent else None
+        if recorded:
+            return recorded
         from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
         from .core.config import APP_ROLE, role_for
@@ -81,6 +85,13 @@ class Context:
         if not self.server.running and self.server.initialized:
             self.server.ensure_running(progress=lambda m: print(f"scsql: {m}", file=sys.stderr))
         return self.server.conninfo(user=APP_ROLE)
+
+    def agent_env(self, agent: str) -> dict[str, str]:
+        """How AGENT's processes reach its database, as scsql install claude
+        recorded it in the data directory (hooks.hookclient.agent_env)."""
+        from .hooks.hookclient import agent_env
+
+        return agent_env(str(self.settings.data_dir), agent)
 
     def login_conninfo(self, agent: str) -> str:
         """A connection that logs in as the agent's own role (scsql psql --agent)."""
@@ -115,6 +126,11 @@ class Context:
             db.refuse_privileged_login()
             agent = Agent(db, name)
             agent.whoami()  # fails now, clearly, for an unknown or revoked agent (before its key is looked for)
+            keys = self.agent_env(name).get("SCSQL_KEYSTORE")
+            if keys and not os.environ.get("SCSQL_KEYSTORE"):
+                from .core.keys import Keystore
+
+                self._keystore = Keystore(Path(keys))
             agent.key = self.keystore.load(name) if need_key else None
         except ScsqlError:
             db.close()
@@ -287,7 +303,7 @@ def _hook_client(argv: list[str], data_dir: str | None) -> int | None:
         if exc.name not in ("scsql.hooks.client", "scsql.hooks"):
             raise
         return None
-    if "--home" not in argv:
+    if "--home" not in argv and "--agent" in argv:  # without --agent: the checkout's .claude/scsql.local.json
         from .core.config import find_data_dir
 
         argv = [*argv, "--home", str(find_data_dir(data_dir))]

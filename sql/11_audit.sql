@@ -21,12 +21,12 @@ select scsql._define_error(code, name, meaning, 'client') from (values
 -- capture (14_capture.sql) appended; rows written before them keep their
 -- signatures.
 select scsql._make_chained('scsql.sessions', array['client', 'model', 'title'], array['session_id'],
-  array['external_id', 'cwd', 'git_branch', 'git_commit', 'source', 'occurred_at']);
+  array['external_id', 'cwd', 'git_branch', 'git_commit', 'source', 'occurred_at', 'altered']);
 select scsql._make_chained('scsql.tool_calls',
   array['session_id', 'tool', 'model', 'origin', 'input_tokens', 'output_tokens', 'latency_ms', 'status',
         'input_preview', 'output_preview'],
   array['tool_call_id', 'cost_usd'],
-  array['tool_use_id', 'files', 'scsql_tool', 'imported', 'input_key', 'occurred_at']);
+  array['tool_use_id', 'files', 'scsql_tool', 'imported', 'input_key', 'occurred_at', 'altered']);
 select scsql._make_chained('scsql.outcomes',
   array['tool_call_id', 'session_id', 'task_ref', 'kind', 'signal', 'confidence', 'summary', 'evidence',
         'classification'],
@@ -322,7 +322,7 @@ $$;
 comment on function scsql.record_outcome(text, text, text, bigint, bigint, text, numeric, text, text, timestamptz, integer, bytea) is
   'Records what came of a tool call, session or task (name at least one). Failures, and successes with confidence >= 0.8, become learnings. Signed for you. Returns outcome_id, chain_id, seq, learning_id.
 
-p_kind (shipped|accepted|rejected|failed|insufficient|errored|reverted): what came of it
+p_kind (shipped|accepted|rejected|failed|insufficient|errored|reverted|violation): what came of it
 p_summary: one line, at most 1,000 characters
 p_signal: where the verdict comes from (test, ci, human, review, agent...)
 p_tool_call_id: the tool call it is about

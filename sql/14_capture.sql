@@ -11,11 +11,176 @@ select scsql._define_error(code, name, meaning) from (values
   ('SC144', 'rule_not_allowed',     'Only the author of a learning or an orchestrator role may make it a rule.'),
   ('SC145', 'tool_input_invalid',   'A tool name is empty or a tool input is not a JSON object.'),
   ('SC146', 'transcript_session_unknown', 'No session of the acting agent with that id: a transcript cursor belongs to one of your sessions.'),
-  ('SC147', 'transcript_cursor_invalid',  'A transcript cursor must be 1 to 200 characters, and its parts and messages may only grow.')
+  ('SC147', 'transcript_cursor_invalid',  'A transcript cursor must be 1 to 200 characters, and its parts and messages may only grow.'),
+  ('SC150', 'altered_invalid',      'A captured row''s altered object names a field the row does not have, or a mark capture does not make.'),
+  ('SC151', 'event_too_large',      'A hook event was too large to parse or to shrink; it was stored as a stub with its size and sha256.')
 ) as t(code, name, meaning);
 
 -- Sessions and tool calls are chained with their appended fields in 11_audit.sql.
-select scsql._make_chained('scsql.prompts', array['session_id', 'text', 'imported', 'occurred_at'], array['prompt_id']);
+select scsql._make_chained('scsql.prompts', array['session_id', 'text', 'imported', 'occurred_at'], array['prompt_id'],
+  array['altered']);
+
+-- ---------------------------------------------------------------------------
+-- Storable text: what capture stores is redacted, then bounded
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql.column_bounds()
+returns table (table_name text, column_name text, max_chars integer)
+language sql stable set search_path = pg_catalog, scsql, pg_temp
+as $$
+  select c.relname::text, m[1], min(m[2]::integer)
+  from pg_catalog.pg_constraint k
+  join pg_catalog.pg_class c on c.oid = k.conrelid and not c.relispartition
+  join pg_catalog.pg_namespace n on n.oid = c.relnamespace and n.nspname = 'scsql'
+  cross join lateral regexp_matches(pg_catalog.pg_get_constraintdef(k.oid), 'char_length\((\w+)\) <= (\d+)', 'g') m
+  where k.contype = 'c'
+  group by 1, 2
+$$;
+comment on function scsql.column_bounds() is
+  'The most characters each bounded text column of scsql''s tables holds, read from their check constraints.
+
+hidden: clients read it once per connection to bound what they store
+
+A client bounds what it stores by the same numbers the database enforces (char_length(column) <= N). Returns table_name, column_name, max_chars. Raises nothing.';
+
+create or replace function scsql._word_break(p_char text)
+returns boolean
+language sql immutable parallel safe
+as $$ select p_char ~ ('[][(){}<>"'',;|`[:space:]' || chr(160) || chr(8232) || chr(8233) || ']') $$;
+comment on function scsql._word_break(text) is
+  'Private. Whether character P_CHAR ends a word for clipping: whitespace, quotes, brackets and list separators, none of which occurs inside a token, key, JWT or URL with a password.';
+
+create or replace function scsql._clip(p_text text, p_limit integer, p_length integer default null)
+returns text
+language sql immutable parallel safe
+as $$
+  with whole as (select greatest(coalesce(p_length, 0), char_length(p_text)) as len),
+       room as (select greatest(0, p_limit - char_length(format(' [... %s characters cut]', len))) as n from whole),
+       cut as (
+         select case when scsql._word_break(substr(p_text, n + 1, 1)) or scsql._word_break(substr(p_text, n, 1))
+                     then left(p_text, n)
+                     else coalesce(substring(left(p_text, n) from ('^(.*[][(){}<>"'',;|`[:space:]' || chr(160) || chr(8232) || chr(8233) || '])')), '')
+                end as head
+         from room)
+  select case when p_text is null or (char_length(p_text) <= p_limit and coalesce(p_length, 0) <= char_length(p_text))
+              then p_text
+              else head || format(' [... %s characters cut]', len - char_length(head)) end
+  from cut, whole
+$$;
+comment on function scsql._clip(text, integer, integer) is
+  'Private: scsql.clip without its checks, for capture''s own bounds. Raises nothing.';
+
+create or replace function scsql.clip(p_text text, p_limit integer, p_length integer default null)
+returns text
+language plpgsql immutable parallel safe security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+begin
+  if p_limit is null or p_limit not between 30 and 100000000 or p_length < 0 then
+    raise exception using errcode = 'SC010', message = 'limit must be 30 to 100,000,000 characters and length at least 0';
+  end if;
+  return scsql._clip(p_text, p_limit, p_length);
+end
+$$;
+comment on function scsql.clip(text, integer, integer) is
+  'Cuts text to at most a limit where a word ends, marked " [... N characters cut]", so a secret is kept whole or not at all.
+
+p_text: the text
+p_limit (30..100000000): characters at most, the mark included
+p_length (0..): characters of the whole text when p_text is already a cut part of it, for the count
+hidden: capture bounds what it stores with it
+
+Returns p_text as it is when it fits; NULL for NULL. Raises SC010 for a limit out of range or a negative length.';
+
+create or replace function scsql._storable(p_text text, p_limit integer, p_length integer,
+                                           out stored text, out clipped boolean)
+language plpgsql immutable parallel safe
+as $$
+declare
+  v_redacted text;
+begin
+  clipped := false;
+  stored := p_text;
+  if p_text is null then
+    return;
+  end if;
+  if pg_catalog.octet_length(stored) > 2097152 then
+    stored := left(stored, p_limit + 8192);
+    clipped := true;
+  end if;
+  for i in 1 .. 3 loop
+    v_redacted := scsql._redact(stored);
+    stored := scsql._clip(v_redacted, p_limit, case when i = 1 then p_length end);
+    clipped := clipped or stored is distinct from v_redacted;
+    if scsql._redact(stored) = stored then
+      return;
+    end if;
+  end loop;
+  stored := left(format('[withheld: no redacted form within %s characters]', p_limit), p_limit);
+  clipped := true;
+end
+$$;
+comment on function scsql._storable(text, integer, integer) is
+  'Private. TEXT as capture stores it in a column of LIMIT characters: redacted, then clipped (scsql.clip), until redaction changes it no more (at most three rounds; else a short withheld marker); clipped says whether it was cut. Raises nothing.';
+
+create or replace function scsql.storable(p_texts text[], p_limits integer[], p_lengths integer[] default null,
+                                          out texts text[], out clipped boolean[])
+language plpgsql immutable parallel safe security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+begin
+  if cardinality(p_texts) is distinct from cardinality(p_limits)
+     or (p_lengths is not null and cardinality(p_lengths) is distinct from cardinality(p_texts))
+     or exists (select from unnest(p_limits) n where n is null or n not between 30 and 100000000)
+     or exists (select from unnest(p_lengths) n where n < 0) then
+    raise exception using errcode = 'SC010',
+      message = 'texts, limits and lengths must be arrays of one length, each limit 30 to 100,000,000 characters';
+  end if;
+  select coalesce(array_agg(s.stored order by i), '{}'), coalesce(array_agg(s.clipped order by i), '{}')
+    into texts, clipped
+  from unnest(p_texts, p_limits, coalesce(p_lengths, array_fill(null::integer, array[cardinality(p_texts)])))
+         with ordinality u(t, n, len, i),
+       scsql._storable(t, n, len) s;
+end
+$$;
+comment on function scsql.storable(text[], integer[], integer[]) is
+  'Each text as a signed write may store it: redacted, then clipped where a word ends to its column''s bound.
+
+p_texts (array): the texts
+p_limits (array): the bound of each text''s column (scsql.column_bounds), 30..100000000
+p_lengths (array): the characters of each whole text when only its start is sent, for the cut mark
+hidden: the Claude Code hooks bound what they capture with it
+
+Clipping after redaction never keeps part of a secret, and the stored text never exceeds its bound (scsql.clip). Returns texts, and clipped: true where a text was cut (or withheld) rather than only redacted. Raises SC010 for arrays of different lengths or a limit out of range.';
+
+create or replace function scsql._require_altered(p_altered jsonb, p_fields text[])
+returns void
+language plpgsql immutable parallel safe
+as $$
+begin
+  if p_altered is null then
+    return;
+  end if;
+  if jsonb_typeof(p_altered) <> 'object' or exists (
+      select from jsonb_each(p_altered) e
+      where not (e.key = 'stub' and jsonb_typeof(e.value) = 'object' and e.value ? 'code')
+        and not (e.key = any (p_fields) and jsonb_typeof(e.value) = 'object'
+                 and not exists (select from jsonb_object_keys(e.value) m
+                                 where m not in ('replaced', 'clipped', 'bytes', 'sha256', 'hashed')))) then
+    raise exception using errcode = 'SC150',
+      message = format('altered must be an object of %s or stub, each an object of replaced, clipped, bytes, sha256, hashed',
+                       array_to_string(p_fields, ', ')),
+      hint = 'scsql/hooks/storable.py writes it';
+  end if;
+end
+$$;
+comment on function scsql._require_altered(jsonb, text[]) is
+  'Private, for the capture writers: raises SC150 unless ALTERED is NULL or an object whose keys are among FIELDS (each an object of the marks replaced, clipped, bytes, sha256, hashed) or stub (an object with a code).';
+
+create or replace function scsql._tool_use_key(p_tool_use_id text)
+returns text
+language sql immutable parallel safe
+as $$ select 'tool:' || p_tool_use_id $$;
+comment on function scsql._tool_use_key(text) is
+  'Private. The capture event key that a tool call''s tool_use_id claims (the column holds at most 190 characters; a longer id is stored as its sha256, so the key stays within 200).';
 
 -- ---------------------------------------------------------------------------
 -- Event keys
@@ -78,7 +243,8 @@ The session_id of the acting agent''s session opened for the client''s session i
 create or replace function scsql.open_session(
   p_external_id text, p_source text default null, p_cwd text default null, p_git_branch text default null,
   p_git_commit text default null, p_client text default null, p_model text default null, p_title text default null,
-  p_occurred_at timestamptz default null, p_at timestamptz default null, p_key_id integer default null, p_signature bytea default null,
+  p_occurred_at timestamptz default null, p_altered jsonb default null,
+  p_at timestamptz default null, p_key_id integer default null, p_signature bytea default null,
   out session_id bigint, out created boolean)
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
@@ -96,6 +262,8 @@ begin
   perform scsql._require_redacted('title', p_title);
   perform scsql._require_redacted('cwd', p_cwd);
   perform scsql._require_time('occurred_at', p_occurred_at);
+  perform scsql._require_altered(p_altered, array['external_id', 'cwd', 'git_branch', 'git_commit', 'client', 'model', 'title']);
+  perform scsql._require_redacted_jsonb('altered', p_altered);
   created := false;
   select s.session_id into session_id from scsql.sessions s
   where s.project_id = v_me.project_id and s.author_id = v_me.agent_id and s.external_id = p_external_id;
@@ -104,9 +272,9 @@ begin
   end if;
   begin
     insert into scsql.sessions as s (project_id, author_id, client, model, title, external_id, cwd, git_branch, git_commit,
-                                     source, occurred_at, at, key_id, signature)
+                                     source, occurred_at, altered, at, key_id, signature)
     values (v_me.project_id, v_me.agent_id, p_client, p_model, p_title, p_external_id, p_cwd, p_git_branch, p_git_commit, p_source,
-            p_occurred_at, p_at, p_key_id, p_signature)
+            p_occurred_at, p_altered, p_at, p_key_id, p_signature)
     returning s.session_id into session_id;
     created := true;
   exception
@@ -121,7 +289,7 @@ begin
   end;
 end
 $$;
-comment on function scsql.open_session(text, text, text, text, text, text, text, text, timestamptz, timestamptz, integer, bytea) is
+comment on function scsql.open_session(text, text, text, text, text, text, text, text, timestamptz, jsonb, timestamptz, integer, bytea) is
   'Opens your session for a Claude Code session, or returns the one already open. Signed for you.
 
 p_external_id: Claude Code''s session_id
@@ -133,9 +301,10 @@ p_client: client name
 p_model: model
 p_title: what the session is about
 p_occurred_at: when it happened, when imported
+p_altered (object): how its text was made storable (see tool_calls.altered)
 hidden: the Claude Code hooks open a session for every Claude session
 
-Opens the acting agent''s session for the client''s session id EXTERNAL_ID (Claude Code''s session_id), with source (startup, resume, clear, compact, import or hook), cwd, git branch and commit, client, model, title and occurred_at (when an imported session started); when the agent already has a session for EXTERNAL_ID (a resume, a compaction, a replay) it returns that one and writes nothing. Returns session_id and created. Chained and signed by the scsql client (at, key_id, signature over the appended fields external_id, cwd, git_branch, git_commit, source, occurred_at). Raises SC010 bad argument, SC040 a title or cwd holding a secret, SC141 unknown source, SC101/SC102/SC103 bad signing fields.';
+Opens the acting agent''s session for the client''s session id EXTERNAL_ID (Claude Code''s session_id), with source (startup, resume, clear, compact, import or hook), cwd, git branch and commit, client, model, title and occurred_at (when an imported session started); when the agent already has a session for EXTERNAL_ID (a resume, a compaction, a replay) it returns that one and writes nothing. Returns session_id and created. Chained and signed by the scsql client (at, key_id, signature over the appended fields external_id, cwd, git_branch, git_commit, source, occurred_at, altered). Raises SC010 bad argument, SC040 a title or cwd holding a secret, SC141 unknown source, SC150 a bad altered object, SC101/SC102/SC103 bad signing fields.';
 
 -- ---------------------------------------------------------------------------
 -- Prompts and tool calls
@@ -184,7 +353,8 @@ comment on function scsql._prompt_twin(scsql.agents, bigint, text, boolean, time
 
 create or replace function scsql.record_prompt(
   p_text text, p_session_id bigint default null, p_imported boolean default null, p_occurred_at timestamptz default null,
-  p_event_key text default null, p_at timestamptz default null, p_key_id integer default null, p_signature bytea default null,
+  p_altered jsonb default null, p_event_key text default null,
+  p_at timestamptz default null, p_key_id integer default null, p_signature bytea default null,
   out prompt_id bigint, out chain_id bigint, out seq bigint)
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
@@ -195,14 +365,16 @@ begin
   perform scsql._require(p_text is not null, 'text is required');
   perform scsql._require_redacted('text', p_text);
   perform scsql._require_time('occurred_at', p_occurred_at);
+  perform scsql._require_altered(p_altered, array['text']);
+  perform scsql._require_redacted_jsonb('altered', p_altered);
   if not scsql._capture_key(v_me.project_id, v_me.agent_id, p_event_key) then
     return;  -- captured before
   end if;
   if scsql._prompt_twin(v_me, p_session_id, p_text, p_imported, coalesce(p_occurred_at, p_at, now())) then
     return;  -- the same prompt, captured live and read back from the transcript
   end if;
-  insert into scsql.prompts as p (project_id, author_id, session_id, text, imported, occurred_at, at, key_id, signature)
-  values (v_me.project_id, v_me.agent_id, p_session_id, p_text, p_imported, p_occurred_at, p_at, p_key_id, p_signature)
+  insert into scsql.prompts as p (project_id, author_id, session_id, text, imported, occurred_at, altered, at, key_id, signature)
+  values (v_me.project_id, v_me.agent_id, p_session_id, p_text, p_imported, p_occurred_at, p_altered, p_at, p_key_id, p_signature)
   returning p.prompt_id, p.chain_id, p.seq into prompt_id, chain_id, seq;
   perform scsql._require_references(v_me.project_id, p_session_id);
 exception when check_violation or not_null_violation then
@@ -211,17 +383,18 @@ exception when check_violation or not_null_violation then
   perform scsql._raise_violation(v_err);
 end
 $$;
-comment on function scsql.record_prompt(text, bigint, boolean, timestamptz, text, timestamptz, integer, bytea) is
+comment on function scsql.record_prompt(text, bigint, boolean, timestamptz, jsonb, text, timestamptz, integer, bytea) is
   'Records a user prompt of your session, redacted. Signed for you.
 
 p_text: the prompt
 p_session_id: session_id from open_session
 p_imported: true when imported from a transcript
 p_occurred_at: when it happened, when imported
+p_altered (object): how its text was made storable (see tool_calls.altered)
 p_event_key: the hook event''s key (a replay adds nothing)
 hidden: the Claude Code hooks record every prompt
 
-Records a prompt given to the acting agent: text (redacted, at most 20,000 characters), its session, imported (true for a prompt read back from a transcript) and occurred_at (its original time; at, the signed write time, stays within minutes of the server clock). EVENT_KEY (optional) makes it idempotent: when that key was captured before, nothing is written and every column returned is NULL. A prompt captured live and the same prompt imported from the session''s transcript are stored once: the second of the two (same session and text, times at most 60 seconds apart; live prompts give occurred_at = when the hook received them) writes nothing and returns NULLs. Returns prompt_id, chain_id, seq. Chained and signed by the scsql client. Raises SC010 bad argument, SC040 text holding a secret (sign scsql.redact(text)), SC111 unknown session, SC140 bad event key, SC101/SC102/SC103 bad signing fields.';
+Records a prompt given to the acting agent: text (redacted, at most 20,000 characters), its session, imported (true for a prompt read back from a transcript) and occurred_at (its original time; at, the signed write time, stays within minutes of the server clock). EVENT_KEY (optional) makes it idempotent: when that key was captured before, nothing is written and every column returned is NULL. A prompt captured live and the same prompt imported from the session''s transcript are stored once: the second of the two (same session and text, times at most 60 seconds apart; live prompts give occurred_at = when the hook received them) writes nothing and returns NULLs. Returns prompt_id, chain_id, seq. Chained and signed by the scsql client. Raises SC010 bad argument, SC040 text holding a secret (sign scsql.redact(text)), SC111 unknown session, SC140 bad event key, SC150 a bad altered object, SC101/SC102/SC103 bad signing fields.';
 
 create or replace function scsql.capture_tool_call(
   p_tool text,
@@ -240,6 +413,7 @@ create or replace function scsql.capture_tool_call(
   p_imported boolean default null,
   p_input_key text default null,
   p_occurred_at timestamptz default null,
+  p_altered jsonb default null,
   p_event_key text default null,
   p_at timestamptz default null,
   p_key_id integer default null,
@@ -257,6 +431,8 @@ begin
   perform scsql._require_redacted('input_key', p_input_key);
   perform scsql._require_time('occurred_at', p_occurred_at);
   perform scsql._require_redacted_jsonb('files', p_files);
+  perform scsql._require_altered(p_altered, array['tool', 'model', 'input_preview', 'output_preview', 'tool_use_id', 'files', 'input_key']);
+  perform scsql._require_redacted_jsonb('altered', p_altered);
   if p_files is not null then
     perform scsql._require(jsonb_typeof(p_files) = 'array' and jsonb_array_length(p_files) <= 1000
                            and not jsonb_path_exists(p_files, '$[*] ? (@.type() != "string")'),
@@ -265,11 +441,11 @@ begin
   -- A call is captured once whether it came live (a random event key) or
   -- from a transcript (a key made from the message): both claim its
   -- tool_use_id too.
-  if not scsql._capture_key(v_me.project_id, v_me.agent_id, coalesce(p_event_key, 'tool:' || p_tool_use_id)) then
+  if not scsql._capture_key(v_me.project_id, v_me.agent_id, coalesce(p_event_key, scsql._tool_use_key(p_tool_use_id))) then
     return;  -- captured before
   end if;
   if p_event_key is not null and p_tool_use_id is not null
-     and not scsql._capture_key(v_me.project_id, v_me.agent_id, 'tool:' || p_tool_use_id) then
+     and not scsql._capture_key(v_me.project_id, v_me.agent_id, scsql._tool_use_key(p_tool_use_id)) then
     return;  -- the same call, captured live and read back from the transcript
   end if;
   -- Priced from the model's side: it writes the tool's input (the
@@ -292,10 +468,10 @@ begin
   end if;
   insert into scsql.tool_calls as t (project_id, author_id, session_id, tool, model, origin, input_tokens, output_tokens, latency_ms, status,
                                      input_preview, output_preview, tool_use_id, files, scsql_tool, imported, input_key,
-                                     occurred_at, cost_usd, at, key_id, signature)
+                                     occurred_at, altered, cost_usd, at, key_id, signature)
   values (v_me.project_id, v_me.agent_id, p_session_id, p_tool, p_model, p_origin, p_input_tokens, p_output_tokens, p_latency_ms, p_status,
           p_input_preview, p_output_preview, p_tool_use_id, p_files, p_scsql_tool, p_imported, p_input_key,
-          p_occurred_at, v_cost, p_at, p_key_id, p_signature)
+          p_occurred_at, p_altered, v_cost, p_at, p_key_id, p_signature)
   returning t.tool_call_id, t.chain_id, t.seq, t.cost_usd into tool_call_id, chain_id, seq, cost_usd;
   perform scsql._require_references(v_me.project_id, p_session_id);
 exception when check_violation or not_null_violation then
@@ -304,7 +480,7 @@ exception when check_violation or not_null_violation then
   perform scsql._raise_violation(v_err);
 end
 $$;
-comment on function scsql.capture_tool_call(text, text, bigint, text, text, integer, integer, integer, text, text, text, jsonb, boolean, boolean, text, timestamptz, text, timestamptz, integer, bytea) is
+comment on function scsql.capture_tool_call(text, text, bigint, text, text, integer, integer, integer, text, text, text, jsonb, boolean, boolean, text, timestamptz, jsonb, text, timestamptz, integer, bytea) is
   'Records one tool call captured by a hook. Signed for you.
 
 p_tool: tool name
@@ -323,10 +499,11 @@ p_scsql_tool: a call of scsql''s own tools
 p_imported: true when imported from a transcript
 p_input_key: the command or file path lessons match on
 p_occurred_at: when it happened, when imported
+p_altered (object): how its text was made storable, or that it is a stub of a refused call
 p_event_key: the hook event''s key (a replay adds nothing)
 hidden: the Claude Code hooks record every tool call
 
-record_tool_call as a hook captures it: the same arguments, plus tool_use_id (the client''s id of the call), files (JSON array of the paths it touched), scsql_tool (a call of scsql''s own MCP tools), imported (read back from a transcript), occurred_at (its original time; at, the signed write time, stays within minutes of the server clock), input_key (the Bash command or the file path, redacted: what lessons and rules match on). Idempotent by EVENT_KEY and by the tool_use_id: a call captured before (by a hook or by an import of its transcript) writes nothing and returns NULLs. Returns tool_call_id, chain_id, seq and cost_usd (NULL when the model has no price). Chained and signed by the scsql client. Raises SC010 bad argument, SC040 a preview or key holding a secret, SC111 unknown session, SC140 bad event key, SC101/SC102/SC103 bad signing fields.';
+record_tool_call as a hook captures it: the same arguments, plus tool_use_id (the client''s id of the call), files (JSON array of the paths it touched), scsql_tool (a call of scsql''s own MCP tools), imported (read back from a transcript), occurred_at (its original time; at, the signed write time, stays within minutes of the server clock), input_key (the Bash command or the file path, redacted: what lessons and rules match on), altered (how its text was made storable: replaced NUL and lone surrogates, clipped values with their original bytes and sha256, or a stub naming the refusal of a call that could not be stored otherwise). Idempotent by EVENT_KEY and by the tool_use_id: a call captured before (by a hook or by an import of its transcript) writes nothing and returns NULLs. Returns tool_call_id, chain_id, seq and cost_usd (NULL when the model has no price). Chained and signed by the scsql client. Raises SC010 bad argument, SC040 a preview or key holding a secret, SC111 unknown session, SC140 bad event key, SC150 a bad altered object, SC101/SC102/SC103 bad signing fields.';
 
 -- ---------------------------------------------------------------------------
 -- Lessons and rules
@@ -362,159 +539,47 @@ drop trigger if exists learning_input_key on scsql.learnings;
 create trigger learning_input_key before insert on scsql.learnings
   for each row execute function scsql._learning_input_key();
 
-create or replace function scsql.mark_learning_rule(p_learning_id bigint, p_deny boolean, p_pattern text default null)
-returns void
-language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+-- mark_learning_rule and check_tool_use: sql/15_rules.sql.
+
+create or replace function scsql.others_exclusive_files()
+returns table (task_id bigint, path text, state text, owner text, owner_role text)
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
-declare
-  v_me scsql.agents := scsql._me();
-  v_l scsql.learnings;
-  v_pattern text;
-begin
-  perform scsql._require(p_deny is not null, 'deny must be true or false');
-  -- Read as columns (on Citus the row comes from a shard), locked: the
-  -- history row below compares it with what the UPDATE writes.
-  select l.learning_id, l.author_id, l.deny, l.pattern, l.summary, l.classification
-    into v_l.learning_id, v_l.author_id, v_l.deny, v_l.pattern, v_l.summary, v_l.classification
-  from scsql.learnings l
-  where l.project_id = v_me.project_id and l.learning_id = p_learning_id and l.kind = 'failure'
-  for update;
-  if not found then
-    raise exception using errcode = 'SC142', message = format('no failure learning %s in this project', p_learning_id);
-  end if;
-  if v_l.author_id <> v_me.agent_id and not scsql._is_orchestrator(v_me.team_role) then
-    raise exception using errcode = 'SC144',
-      message = format('learning %s was written by another agent; only its author or an orchestrator may make it a rule', p_learning_id);
-  end if;
-  if p_pattern is not null then
-    if char_length(p_pattern) not between 1 and 1000 then
-      raise exception using errcode = 'SC143', message = 'pattern must be 1 to 1000 characters';
-    end if;
-    begin
-      perform '' ~ p_pattern;
-    exception when invalid_regular_expression then
-      raise exception using errcode = 'SC143', message = format('pattern %L is not a valid regular expression', p_pattern);
-    end;
-  end if;
-  v_pattern := case when p_deny then p_pattern end;
-  update scsql.learnings l set deny = p_deny, pattern = v_pattern
-  where l.project_id = v_me.project_id and l.learning_id = p_learning_id;
-  -- Memory history (sql/26_history.sql), written here on the coordinator,
-  -- where the acting agent is known (a trigger on learnings fires on a
-  -- Citus worker, as the owner): the learning made a rule that denies
-  -- matching calls, or a plain lesson again. Its text does not change: both
-  -- hashes are its summary's (public and internal learnings only).
-  if v_l.deny is distinct from p_deny or v_l.pattern is distinct from v_pattern then
-    perform scsql._memory_change(v_me.project_id, case when p_deny then 'rule' else 'unrule' end, 'learning',
-      'learning:' || p_learning_id, null,
-      case when v_l.classification in ('public', 'internal') then scsql._text_hash(v_l.summary) end,
-      case when v_l.classification in ('public', 'internal') then scsql._text_hash(v_l.summary) end,
-      case when p_deny then 'denies matching calls' || coalesce(' (pattern ' || left(p_pattern, 900) || ')', '')
-           else 'a plain lesson again' end, null, v_me.agent_id);
-  end if;
-end
+  select t.task_id, h.path, t.state::text, c.name, t.team_role
+  from scsql._me() me
+  join scsql.task_files h on h.project_id = me.project_id
+  join scsql.tasks t on t.project_id = h.project_id and t.task_id = h.task_id
+  left join scsql.agents c on c.agent_id = t.claimed_by
+  where t.claimed_by is distinct from me.agent_id
+  order by h.path, t.task_id
+  limit 10000
 $$;
-comment on function scsql.mark_learning_rule(bigint, boolean, text) is
-  'Makes a failure learning a rule that denies matching calls before they run, or a plain lesson again.
+comment on function scsql.others_exclusive_files() is
+  'The paths that queued and claimed tasks not held by you own exclusively.
 
-p_learning_id: the learning
-p_deny: true: deny matching calls; false: only tell
-p_pattern: regular expression over the command or file path (default: the failed call''s)
+hidden: the Claude Code hooks see with it whether a shell command changed an owned file
 
-Makes failure learning LEARNING_ID a rule (DENY true) that denies the calls of its tool before they run (check_tool_use), or a plain lesson again (DENY false). PATTERN (optional regular expression) is matched against the call''s command or file path; without it the rule denies calls with the same command or file as the failed call (every call of the tool when that had none). Only the learning''s author or an orchestrator role may mark it. A change is recorded in the memory history (op rule or unrule, target learning:<id>; see memory_history). Raises SC010 bad argument, SC142 unknown learning, SC143 bad pattern, SC144 not allowed.';
+Returns task_id, path (relative to the project root; "." is all of it), state, owner (the claiming agent; NULL while queued) and owner_role (the team role it is queued for), at most 10,000 rows. Raises nothing.';
 
-create or replace function scsql.check_tool_use(p_tool text, p_input jsonb)
-returns table (decision text, reason text, task_id bigint, owner text, lessons jsonb)
-language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
+create or replace function scsql.capture_counts()
+returns table (project text, stubs bigint, replaced bigint, clipped bigint)
+language sql stable set search_path = pg_catalog, scsql, pg_temp
 as $$
-#variable_conflict use_column
-declare
-  v_me scsql.agents := scsql._me();
-  v_key text;
-  v_path text;
-  v_root text;
-  v_rule record;
-  v_task record;
-  v_lessons jsonb;
-begin
-  if p_tool is null or char_length(p_tool) not between 1 and 200 or p_input is null or jsonb_typeof(p_input) <> 'object' then
-    raise exception using errcode = 'SC145', message = 'tool must be 1 to 200 characters and input a JSON object';
-  end if;
-  v_key := scsql._tool_input_key(p_tool, p_input);
-
-  -- (a) Exclusive files: another agent's queued or claimed task owns the path.
-  if p_tool in ('Edit', 'Write', 'MultiEdit', 'NotebookEdit') and v_key is not null then
-    select p.root_path into v_root from scsql.projects p where p.project_id = v_me.project_id;
-    begin
-      v_path := scsql._normalize_path(v_root, v_key);
-    exception when sqlstate 'SC320' or sqlstate 'SC321' then
-      v_path := null;  -- not a path of the project: no task can own it
-    end;
-    if v_path is not null then
-      select t.task_id, t.state, t.team_role, h.path, c.name as claimer, e.name as creator into v_task
-      from scsql.task_files h
-      join scsql.tasks t on t.project_id = h.project_id and t.task_id = h.task_id
-      left join scsql.agents c on c.agent_id = t.claimed_by
-      left join scsql.agents e on e.agent_id = t.created_by
-      where h.project_id = v_me.project_id and h.span @> scsql._path_key(v_me.project_id, v_path)
-        and t.claimed_by is distinct from v_me.agent_id
-      order by t.task_id
-      limit 1;
-      if found then
-        return query select 'deny'::text,
-          format('scsql: %s is owned exclusively by task %s (%s), %s; edit it through that task or wait until it finishes',
-                 v_path, v_task.task_id, v_task.path,
-                 case when v_task.state = 'claimed' then format('claimed by agent %s', v_task.claimer)
-                      else format('queued for team role %s by agent %s', v_task.team_role, v_task.creator) end),
-          v_task.task_id,
-          coalesce(v_task.claimer, 'team role ' || v_task.team_role),
-          '[]'::jsonb;
-        return;
-      end if;
-    end if;
-  end if;
-
-  -- Learnings the agent may read whatever its role: public and internal
-  -- ones, and its own.
-  -- (b) Rules that deny the call.
-  select l.learning_id, l.summary, l.outcome_id, l.tool_call_id into v_rule
-  from scsql.learnings l
-  where l.project_id = v_me.project_id and l.kind = 'failure' and l.deny and l.tool = p_tool
-    and (l.classification in ('public', 'internal') or l.author_id = v_me.agent_id)
-    and case when l.pattern is not null then coalesce(v_key, '') ~ l.pattern
-             else l.input_key is null or l.input_key = v_key end
-  order by l.learning_id desc
-  limit 1;
-  if found then
-    return query select 'deny'::text,
-      format('scsql rule (learning %s, outcome %s): %s', v_rule.learning_id, v_rule.outcome_id, v_rule.summary),
-      null::bigint, null::text, '[]'::jsonb;
-    return;
-  end if;
-
-  -- (c) Lessons: failures of this tool with the same command or file.
-  if v_key is not null then
-    select coalesce(jsonb_agg(jsonb_build_object(
-             'learning_id', x.learning_id, 'outcome_id', x.outcome_id, 'tool_call_id', x.tool_call_id,
-             'session_id', x.session_id, 'summary', x.summary, 'evidence', left(x.evidence, 500),
-             'at', x.created_at) order by x.learning_id desc), '[]')
-    into v_lessons
-    from (select * from scsql.learnings l
-          where l.project_id = v_me.project_id and l.kind = 'failure' and l.tool = p_tool and l.input_key = v_key
-            and (l.classification in ('public', 'internal') or l.author_id = v_me.agent_id)
-          order by l.learning_id desc limit 3) x;
-  end if;
-  return query select 'allow'::text, null::text, null::bigint, null::text, coalesce(v_lessons, '[]'::jsonb);
-end
+  select p.name,
+         count(*) filter (where r.altered ? 'stub'),
+         count(*) filter (where jsonb_path_exists(r.altered, '$.*.replaced')),
+         count(*) filter (where jsonb_path_exists(r.altered, '$.*.clipped'))
+  from (select project_id, altered from scsql.tool_calls where altered is not null
+        union all select project_id, altered from scsql.prompts where altered is not null
+        union all select project_id, altered from scsql.sessions where altered is not null) r
+  join scsql.projects p on p.project_id = r.project_id
+  group by p.name
+  order by p.name
 $$;
-comment on function scsql.check_tool_use(text, jsonb) is
-  'Whether a tool call may run: the task owning its file, deny rules and lessons of earlier failures.
+comment on function scsql.capture_counts() is
+  'How many captured tool calls, prompts and sessions were stored as stubs of refused events, or with their text replaced or clipped, by project.
 
-p_tool: tool name
-p_input (object): the call''s input
-hidden: the Claude Code hooks check every call
-
-What a PreToolUse hook asks before a call of TOOL with INPUT (the tool''s JSON input) runs. Returns one row: decision deny with a reason when an Edit, Write, MultiEdit or NotebookEdit would change a path that a queued or claimed task not held by the caller owns exclusively (task_id and owner: the claiming agent, or the team role it is queued for), or when a learning marked as a rule (mark_learning_rule) matches; else decision allow with lessons: up to 3 failure learnings of the same tool with the same command or file path (learning_id, outcome_id, tool_call_id, session_id, summary, evidence, at: their citations), newest first. Reads public and internal learnings and the caller''s own. Raises SC145 for an empty tool or an input that is not a JSON object.';
+Counts the rows the caller may read. Returns project, stubs, replaced (NUL, lone surrogates), clipped; no row for a project where every event was stored as given. Raises nothing.';
 
 -- ---------------------------------------------------------------------------
 -- Transcript cursors

@@ -103,7 +103,12 @@ class HookEnv:
     sessions: list[str] = field(default_factory=list)
 
     def command(self, subcommand: str) -> list[str]:
-        return shlex.split(events.hook_command(subcommand, self.agent, self.home))
+        """The installed command line, run by a shell as Claude Code runs it."""
+        return ["/bin/sh", "-c", events.hook_command(subcommand, self.agent, self.home)]
+
+    def argv(self, subcommand: str) -> list[str]:
+        """The hook client's own argument vector (the installed command without its shell part)."""
+        return shlex.split(events.hook_command(subcommand, self.agent, self.home).removesuffix(events.FAIL_OPEN))
 
     def run(self, subcommand: str, event: dict | bytes | str, **kw) -> subprocess.CompletedProcess:
         data = event if isinstance(event, bytes) else (event if isinstance(event, str) else json.dumps(event)).encode()

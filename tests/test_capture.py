@@ -5,13 +5,14 @@ nothing."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
 
 from scsql.api import Api
 from scsql.core.errors import ScsqlError
-from scsql.hooks import handlers
+from scsql.hooks import handlers, storable
 from scsql.hooks.handlers import Reply, capture, handle
 
 
@@ -180,12 +181,16 @@ def test_a_learning_marked_as_a_rule_denies_the_call(team):
     assert e.value.code == "SC143"
     with dev.transaction() as conn:
         conn.execute("select scsql.mark_learning_rule(%s, true, 'git push (-f|--force)')", (lid,))
-    r = handle(other, _ev("PreToolUse", uuid.uuid4().hex, tool_name="Bash",
-                          tool_input={"command": "git push -f origin feature"}))
+    # A developer's rule binds the developer only (sql/15_rules.sql); another agent's call goes through.
+    r = handle(dev, _ev("PreToolUse", uuid.uuid4().hex, tool_name="Bash",
+                        tool_input={"command": "git push -f origin feature"}))
     out = r.output["hookSpecificOutput"]
     assert out["permissionDecision"] == "deny" and f"learning {lid}" in out["permissionDecisionReason"]
-    assert handle(other, _ev("PreToolUse", uuid.uuid4().hex, tool_name="Bash",
-                             tool_input={"command": "git push origin feature"})).output is None
+    assert handle(dev, _ev("PreToolUse", uuid.uuid4().hex, tool_name="Bash",
+                           tool_input={"command": "git push origin feature"})).output is None
+    other_try = handle(other, _ev("PreToolUse", uuid.uuid4().hex, tool_name="Bash",
+                                  tool_input={"command": "git push -f origin feature"})).output
+    assert "permissionDecision" not in json.dumps(other_try or {})
 
 
 def test_marking_a_rule_is_recorded_once_as_the_agent_that_marked_it(team):
@@ -237,7 +242,8 @@ def test_stop_drain_check_honours_stop_hook_active(team):
     with orch.transaction() as conn:
         conn.execute("select * from scsql.enqueue_task('developer', '{}')")
     r = handle(dev, _ev("Stop", sid, stop_hook_active=False))
-    assert r.exit == 2 and "claimable" in r.stderr
+    # A decision is JSON with exit 0: exit 2 is never scsql's (any failure of the hook process is non-blocking).
+    assert r.exit == 0 and r.output["decision"] == "block" and "claimable" in r.output["reason"]
     assert handle(dev, _ev("SubagentStop", sid, stop_hook_active=True)) == Reply()
 
 
@@ -249,7 +255,7 @@ def test_teammate_idle_claims_and_task_completed_completes(team):
         task = conn.execute("select task_id from scsql.enqueue_task('developer', '{\"do\": \"x\"}')"
                             ).fetchone()["task_id"]
     r = handle(dev, _ev("TeammateIdle", sid, teammate_name="dev", team_name="t"))
-    assert r.exit == 2 and f"claimed task {task}" in r.stderr
+    assert r.exit == 0 and r.output["decision"] == "block" and f"claimed task {task}" in r.output["reason"]
     assert _count(dev, "select count(*) as n from scsql.my_tasks()") == 1
     assert handle(dev, _ev("TaskCompleted", sid, task_id="1", task_subject=f"scsql task {task}")) == Reply()
     assert _count(dev, "select count(*) as n from scsql.my_tasks()") == 0
@@ -394,15 +400,17 @@ def test_a_secret_across_the_prompt_bound_is_redacted_not_cut(team):
     _, dev, _, _ = team
     sid = uuid.uuid4().hex
     secret = "ghp_" + "Zq8Rt2Lx9Vb4Nm7Kp3Wc6Hy1Jd5Fg0Ts8Eab"
-    for start in (handlers.PROMPT_CHARS - 30, handlers.PROMPT_CHARS - 10, handlers.PROMPT_CHARS - 35):
-        prompt = "a" * (start - 1) + " " + secret + " tail"          # the secret straddles the 20,000th character
-        assert prompt.index(secret) < handlers.PROMPT_CHARS < prompt.index(secret) + len(secret)
+    with dev.transaction() as conn:
+        bound = storable.column_bounds(conn)[("prompts", "text")]   # the table's check constraint
+    for start in (bound - 30, bound - 10, bound - 35):
+        prompt = "a" * (start - 1) + " " + secret + " tail"          # the secret straddles the bound
+        assert prompt.index(secret) < bound < prompt.index(secret) + len(secret)
         capture(dev, [_ev("UserPromptSubmit", sid, prompt=prompt)])
     with dev.transaction() as conn:
         stored = [r["text"] for r in conn.execute("select text from scsql.prompts").fetchall()]
     assert len(stored) == 3
     for text in stored:
-        assert len(text) <= handlers.PROMPT_CHARS
+        assert len(text) <= bound
         assert "ghp_" not in text and secret[4:16] not in text and secret[:12] not in text
 
 

@@ -71,7 +71,8 @@ def test_install_claude_in_the_repository_scsql_up_ran_in_joins_its_project(scsq
     assert main(["install", "claude", "--agent", alice]) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     assert f"agent {alice} exists in project {rooted}" in out
-    assert f"scsql-{alice}" in json.loads((repo / ".mcp.json").read_text())["mcpServers"]
+    assert "scsql" in json.loads((repo / ".mcp.json").read_text())["mcpServers"]
+    assert json.loads((repo / ".claude" / "scsql.local.json").read_text())["agent"] == alice
 
     bob = f"{SESSION}_nu_{next(serial)}"  # an agent install creates joins that project too
     assert main(["install", "claude", "--agent", bob, "--scope", "local"]) == 0, capsys.readouterr().err

@@ -27,6 +27,7 @@ GLOBAL_TABLES |= {"partition_retirements", "partition_settings_log"}
 GLOBAL_TABLES.add("chain_settings")  # one row: the clock tolerance of every chain, set by administrators
 GLOBAL_TABLES.add("login_settings")  # one row: how agent processes log in, set by administrators
 GLOBAL_TABLES.add("embed_models")  # catalogue of embedding models: name, dimension (one HNSW index each)
+GLOBAL_TABLES.add("applied_definitions")  # one row: the checksum of the sql/ and policies/ files applied last
 THROUGH_AGENT = {"agent_keys"}
 
 

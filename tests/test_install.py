@@ -51,8 +51,13 @@ class Setup:
     def settings(self) -> Path:
         return self.repo / ".claude" / "settings.json"
 
-    def ours(self, agent: str | None = None) -> dict:
-        return settings_hooks(agent or self.agent, str(self.data))
+    @property
+    def identity(self) -> Path:
+        return self.repo / ".claude" / "scsql.local.json"
+
+    def ours(self, agent: str | None = None, scope: str = "project") -> dict:
+        """scsql's hooks in SCOPE's settings file: the portable ones in the committed file."""
+        return settings_hooks(None, None) if scope == "project" else settings_hooks(agent or self.agent, str(self.data))
 
 
 @pytest.fixture
@@ -102,34 +107,54 @@ def test_fresh_install_creates_the_project_the_agent_and_both_files(setup):
     assert agent["project"] == "my-repo" and agent["team_role"] == "developer" and agent["revoked_at"] is None
     assert stat.S_IMODE((setup.keys / f"{setup.agent}.key").stat().st_mode) == 0o600
 
-    server = json.loads(setup.mcp.read_text())["mcpServers"][f"scsql-{setup.agent}"]
-    assert server["args"][-3:] == ["mcp", "--agent", setup.agent]
-    assert Path(server["command"]).is_absolute()
-    assert server["env"]["SCSQL_DATA_DIR"] == str(setup.data)
-    assert "password" not in server["env"].get("SCSQL_AGENT_DSN", "")
-    version = subprocess.run([server["command"], *server["args"][:-3], "--version"], capture_output=True, text=True,
-                             timeout=120)
-    assert version.returncode == 0 and version.stdout.startswith("scsql "), version.stderr
-
+    # What is committed names no agent and no path of this machine: a teammate's checkout uses it as it is.
+    committed = setup.mcp.read_text() + setup.settings.read_text()
+    assert setup.agent not in committed and str(setup.data) not in committed and sys.executable not in committed
+    assert json.loads(setup.mcp.read_text())["mcpServers"] == {"scsql": {"command": "scsql", "args": ["mcp"]}}
     assert json.loads(setup.settings.read_text()) == {"hooks": setup.ours()}
+    # Which agent this checkout acts as on this machine is in a local file, 0600, kept out of git.
+    mine = json.loads(setup.identity.read_text())
+    assert mine == {"agent": setup.agent, "home": str(setup.data)}  # no secret in the project's tree
+    assert stat.S_IMODE(setup.identity.stat().st_mode) == 0o600
+    # How the agent reaches its (shared) server: in the data directory, 0600.
+    reach = setup.data / "hooks" / f"{setup.agent}.env.json"
+    assert stat.S_IMODE(reach.stat().st_mode) == 0o600
+    assert json.loads(reach.read_text())["SCSQL_KEYSTORE"] == str(setup.keys.resolve())
+    assert "/.claude/scsql.local.json" in (setup.repo / ".git" / "info" / "exclude").read_text().splitlines()
+
     installed = json.loads(setup.settings.read_text())["hooks"]
+    env = {**os.environ, "PATH": f"{scsql_on_path(setup)}:{os.environ['PATH']}", "CLAUDE_PROJECT_DIR": str(setup.repo)}
     for command in {h["command"] for groups in installed.values() for g in groups for h in g["hooks"]}:
-        ran = subprocess.run(["bash", "-c", command], input="not json", capture_output=True, text=True, timeout=60)
+        ran = subprocess.run(["bash", "-c", command], input="not json", capture_output=True, text=True, timeout=60,
+                             env=env, cwd=setup.repo / "src")
         assert ran.returncode == 1 and "not JSON" in ran.stderr and "Traceback" not in ran.stderr, (command, ran)
+    version = subprocess.run(["scsql", "--version"], capture_output=True, text=True, timeout=120, env=env)
+    assert version.returncode == 0 and version.stdout.startswith("scsql "), version.stderr
     lines = out.splitlines()
     assert f"created project my-repo (root {setup.repo})" in out and f"created agent {setup.agent}" in out
-    assert [ln.split()[0] for ln in lines if str(setup.repo) in ln and ".json" in ln] == ["added", "added"]
+    assert [ln.split()[0] for ln in lines if str(setup.repo) in ln and ".json" in ln] == ["added", "added", "added"]
     assert backups(setup.mcp) == backups(setup.settings) == []  # nothing existed to back up
+
+
+def scsql_on_path(setup: Setup) -> Path:
+    """A directory whose scsql runs this checkout's scsql, as the one a user installed on PATH."""
+    bin_dir = setup.home / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    script = bin_dir / "scsql"
+    root = Path(__file__).resolve().parents[1]
+    script.write_text(f"#!/bin/sh\nPYTHONPATH={root} exec {sys.executable} -m scsql \"$@\"\n")
+    script.chmod(0o755)
+    return bin_dir
 
 
 def test_a_second_install_changes_no_byte(setup):
     assert setup.install()[0] == 0
-    before = snapshot(setup.mcp, setup.settings)
+    before = snapshot(setup.mcp, setup.settings, setup.identity)
     code, out, err = setup.install()
     assert code == 0, err
-    assert snapshot(setup.mcp, setup.settings) == before  # bytes, mode and mtime
+    assert snapshot(setup.mcp, setup.settings, setup.identity) == before  # bytes, mode and mtime
     assert f"agent {setup.agent} exists" in out and "project my-repo exists" in out
-    assert [ln.split()[0] for ln in out.splitlines() if ".json" in ln] == ["unchanged", "unchanged"]
+    assert [ln.split()[0] for ln in out.splitlines() if str(setup.repo) in ln and ".json" in ln] == ["unchanged", "unchanged", "unchanged"]
     assert backups(setup.mcp) == backups(setup.settings) == []
 
 
@@ -159,7 +184,7 @@ def test_the_users_servers_and_hooks_are_kept_and_backed_up(setup):
     assert code == 0, err
     mcp = json.loads(setup.mcp.read_text())
     assert mcp["mcpServers"]["github"] == {"command": "gh-mcp", "args": []} and mcp["x-note"] == "mine"
-    assert list(mcp["mcpServers"]) == ["github", f"scsql-{setup.agent}"]
+    assert list(mcp["mcpServers"]) == ["github", "scsql"]
     assert setup.mcp.read_text().startswith('{\n    "mcpServers"')  # the file's own indentation
     assert stat.S_IMODE(setup.mcp.stat().st_mode) == 0o600  # its mode kept by the atomic replace
 
@@ -173,7 +198,7 @@ def test_the_users_servers_and_hooks_are_kept_and_backed_up(setup):
             for h in g["hooks"]:
                 assert (event, g.get("matcher"), h) in user_handlers(settings)
     assert remove_hooks(settings, ours) == USER_SETTINGS
-    assert [ln.split()[0] for ln in out.splitlines() if ".json" in ln] == ["added", "added"]
+    assert [ln.split()[0] for ln in out.splitlines() if str(setup.repo) in ln and ".json" in ln] == ["added", "added", "added"]
 
     [mcp_backup], [settings_backup] = backups(setup.mcp), backups(setup.settings)
     assert mcp_backup.read_text() == USER_MCP and settings_backup.read_text() == json.dumps(USER_SETTINGS)
@@ -190,7 +215,7 @@ def test_a_changed_entry_of_ours_is_updated_in_place(setup):
     code, out, _ = setup.install()
     assert code == 0
     assert json.loads(setup.settings.read_text()) == {"hooks": setup.ours()}
-    assert [ln.split()[0] for ln in out.splitlines() if ".json" in ln] == ["unchanged", "updated"]
+    assert [ln.split()[0] for ln in out.splitlines() if str(setup.repo) in ln and ".json" in ln] == ["unchanged", "updated", "unchanged"]
 
 
 # -- refusals --------------------------------------------------------------------
@@ -292,18 +317,20 @@ def test_each_scope_writes_its_settings_file_and_uninstall_removes_it(setup, sco
     path = setup.home / where[2:] if where.startswith("~/") else setup.repo / where
     code, out, err = setup.install("--scope", scope)
     assert code == 0, err
-    assert json.loads(path.read_text()) == {"hooks": setup.ours()}
+    assert json.loads(path.read_text()) == {"hooks": setup.ours(scope=scope)}
     others = {setup.repo / ".claude" / "settings.json", setup.repo / ".claude" / "settings.local.json",
               setup.home / ".claude" / "settings.json"} - {path}
     assert not any(p.exists() for p in others)
+    assert setup.identity.exists() == (scope == "project")
     assert f"added     {path}" in out
     code, out, err = setup.uninstall("--scope", scope)
     assert code == 0, err
-    assert not path.exists() and not setup.mcp.exists()
+    assert not path.exists() and not setup.mcp.exists() and not setup.identity.exists()
+    assert not (setup.repo / ".claude").exists()  # made for scsql's files only, and empty now
     assert f"removed   {path}" in out
 
 
-@pytest.mark.parametrize("kept, removed", [("project", "user"), ("user", "project"), ("project", "local")])
+@pytest.mark.parametrize("kept, removed", [("local", "user"), ("user", "local")])
 def test_uninstalling_one_scope_keeps_the_mcp_server_another_scope_uses(setup, kept, removed):
     path = {"project": setup.settings, "local": setup.repo / ".claude" / "settings.local.json",
             "user": setup.home / ".claude" / "settings.json"}
@@ -452,3 +479,37 @@ def test_a_file_changed_between_reading_and_writing_is_not_overwritten(tmp_path)
         edit.apply(status, content)
     assert err.value.code == "SC053" and "changed while" in err.value.message
     assert path.read_text() == '{"mcpServers": {"mine": {"command": "y"}}}\n' and backups(path) == []
+
+
+def test_uninstall_of_what_install_created_leaves_neither_backups_nor_claude_dir(setup):
+    assert setup.install()[0] == 0
+    data = json.loads(setup.settings.read_text())
+    data["hooks"][next(iter(data["hooks"]))][0]["hooks"][0]["timeout"] = 999
+    setup.settings.write_text(json.dumps(data))
+    assert setup.install()[0] == 0 and len(backups(setup.settings)) == 1  # the changed entry was put back
+    code, out, err = setup.uninstall()
+    assert code == 0, err
+    assert not (setup.repo / ".claude").exists() and not setup.mcp.exists()  # no backup of a file scsql made
+
+
+def test_the_committed_files_and_a_local_install_of_one_agent_live_side_by_side(setup):
+    assert setup.install()[0] == 0
+    assert setup.install("--scope", "local")[0] == 0
+    servers = json.loads(setup.mcp.read_text())["mcpServers"]
+    assert set(servers) == {"scsql", f"scsql-{setup.agent}"}
+    assert setup.uninstall("--scope", "local")[0] == 0
+    assert set(json.loads(setup.mcp.read_text())["mcpServers"]) == {"scsql"}
+    assert json.loads(setup.settings.read_text()) == {"hooks": setup.ours()}
+
+
+def test_an_older_scsql_command_form_is_ours_and_replaced(setup):
+    assert setup.install("--scope", "local")[0] == 0
+    local = setup.repo / ".claude" / "settings.local.json"
+    data = json.loads(local.read_text())
+    for groups in data["hooks"].values():  # as an older scsql wrote them: no fail-open suffix
+        for g in groups:
+            for h in g["hooks"]:
+                h["command"] = h["command"].removesuffix(" || exit 1")
+    local.write_text(json.dumps(data))
+    assert setup.install("--scope", "local")[0] == 0
+    assert json.loads(local.read_text()) == {"hooks": setup.ours(scope="local")}  # replaced, not doubled

@@ -153,7 +153,7 @@ def test_the_hook_never_talks_to_a_socket_another_user_planted(tmp_path):
     try:
         event = {"session_id": "s1", "hook_event_name": "UserPromptSubmit", "prompt": "the deploy password is hunter2",
                  "transcript_path": "/tmp/t.jsonl", "cwd": str(tmp_path)}
-        r = subprocess.run(shlex.split(events.hook_command("user-prompt-submit", "alice", home)),
+        r = subprocess.run(shlex.split(events.hook_command("user-prompt-submit", "alice", home).removesuffix(events.FAIL_OPEN)),
                            input=json.dumps(event).encode(), capture_output=True, timeout=60,
                            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)})
     finally:

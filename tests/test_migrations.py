@@ -370,6 +370,10 @@ def test_rerunning_migrate_changes_nothing(server, scsql_db):
     assert report.applied == []
     assert report.api_files > 0
     assert schema_dump(server, scsql_db.admin) == before
+    lines: list[str] = []
+    report = Migrator(scsql_db.admin).run(progress=lines.append, reapply=False)  # as scsql up runs it
+    assert report.api_files == 0 and "nothing to re-apply" in lines[-1]  # unchanged sql/ and policies/: no lock taken
+    assert schema_dump(server, scsql_db.admin) == before
 
 
 def test_changed_migration_is_refused_and_nothing_applied(server, scsql_db, tmp_path):

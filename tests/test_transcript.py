@@ -193,7 +193,7 @@ def test_a_private_key_never_reaches_the_summary_or_the_text(scsql_db, tmp_path)
     from scsql.hooks import handlers
 
     key = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n-----END OPENSSH PRIVATE KEY-----"
-    f = tmp_path / "k.jsonl"
+    f = tmp_path / "pem-session.jsonl"  # a transcript is read for its own session only: named after it
     f.write_text(json.dumps({"type": "user", "uuid": "u", "message": {"role": "user", "content": f"use this key {key}"}})
                  + "\n" + json.dumps({"type": "assistant", "uuid": "a", "message": {"role": "assistant", "content":
                                       f"Noted. A truncated one: {key[:90]}"}}) + "\n")

@@ -44,6 +44,7 @@ def cmd_verify(ctx, args: argparse.Namespace) -> int:
     report = verify(ctx.admin_conninfo(), workers=args.workers, checkpoint_files=args.checkpoints or (),
                     from_checkpoint=args.from_checkpoint, full=args.full)
     status = verify_status(report, args.strict)
+    capture = capture_state(ctx)
     if args.json:
         print(json.dumps({"ok": report.ok, "status": status, "rows": report.rows, "chains": report.chains,
                           "signatures": report.signatures, "full": report.full,
@@ -54,10 +55,35 @@ def cmd_verify(ctx, args: argparse.Namespace) -> int:
                           "memory_checked": report.memory_checked,
                           "memory": [m.__dict__ for m in report.memory],
                           "memory_before_history": [m.__dict__ for m in report.memory_unrecorded],
-                          "quarantines": to_json(report.quarantines)}, indent=2, default=str))
+                          "quarantines": to_json(report.quarantines), "capture": capture},
+                         indent=2, default=str))
     else:
         print_report(report)
+        print(capture_line(capture))
     return status
+
+
+def capture_state(ctx) -> dict[str, int]:
+    """What capture could not store as given: events waiting in this data
+    directory's hook spools, events kept there because not even a stub of
+    them could be stored, and the rows stored as stubs or with text made
+    storable (scsql.capture_counts)."""
+    from ..core.roles import admin_connection
+    from ..hooks.hookclient import spool_totals
+
+    waiting, unstorable = spool_totals(str(ctx.settings.data_dir))
+    with admin_connection(ctx.admin_conninfo()) as conn:  # read as the auditor, who reads every project
+        if not conn.execute("select rolsuper from pg_catalog.pg_roles where rolname = current_user").fetchone()["rolsuper"]:
+            conn.execute("set local role scsql_auditor")
+        rows = conn.execute("select * from scsql.capture_counts()").fetchall()
+    return {"spooled": waiting, "unstorable": unstorable, "stubs": sum(r["stubs"] for r in rows),
+            "replaced": sum(r["replaced"] for r in rows), "clipped": sum(r["clipped"] for r in rows)}
+
+
+def capture_line(c: dict[str, int]) -> str:
+    return (f"scsql verify: capture: {c['stubs']} call(s) stored as stubs of refused events, {c['replaced']} with "
+            f"text replaced, {c['clipped']} clipped; {c['spooled']} event(s) waiting in this machine's hook spools, "
+            f"{c['unstorable']} kept there unstored")
 
 
 def print_report(report) -> None:

@@ -24,6 +24,7 @@ SESSION_FIELDS = (
     SignedField("git_commit", "text", appended=True),
     SignedField("source", "text", appended=True),
     SignedField("occurred_at", "ts", appended=True),
+    SignedField("altered", "jsonb", appended=True, redact=True),
 )
 
 TOOL_CALL_FIELDS = (
@@ -44,6 +45,8 @@ TOOL_CALL_FIELDS = (
     SignedField("imported", "bool", appended=True),
     SignedField("input_key", "text", appended=True, redact=True),
     SignedField("occurred_at", "ts", appended=True),
+    # How capture made its text storable (scsql/hooks/storable.py).
+    SignedField("altered", "jsonb", appended=True, redact=True),
 )
 
 PROMPT_FIELDS = (
@@ -51,6 +54,7 @@ PROMPT_FIELDS = (
     SignedField("text", "text", redact=True),
     SignedField("imported", "bool"),
     SignedField("occurred_at", "ts"),
+    SignedField("altered", "jsonb", appended=True, redact=True),
 )
 
 OUTCOME_FIELDS = (

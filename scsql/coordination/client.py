@@ -37,6 +37,7 @@ from psycopg import sql
 from ..audit.signing import SignedField, SignedTable
 from ..core.db import Agent
 from ..core.errors import ScsqlError
+from ..core.paths import resolve_in_root
 from ..core.registry import Adapter, Call, Param
 from ..core.worker import Job
 
@@ -147,40 +148,12 @@ def project_root(agent: Agent) -> str | None:
 
 
 def resolve_exclusive_files(root: str | None, files: Any) -> Any:
-    """Exclusive file paths with symbolic links resolved inside the project root.
-
-    The database compares paths it can see only as text (NFC, case folded,
-    "." and ".." read lexically: scsql._normalize_path); a symbolic link is
-    visible only here. When ROOT exists on this machine, each path (relative
-    to ROOT, or absolute) is resolved as the file system does and handed on
-    relative to ROOT's real path, so ``link/a.py`` with ``link -> src`` is
-    ``src/a.py``. A path whose resolution leaves ROOT is refused (SC321).
-    Anything else (no root, a root not on this machine, a value that is not a
-    path) goes to the database as given, which checks it."""
-    if not root or not isinstance(files, list):
+    """Exclusive file paths with symbolic links resolved inside the project
+    root (scsql.core.paths.resolve_in_root, as the PreToolUse check resolves
+    an edited path); anything but a list goes to the database as given."""
+    if not isinstance(files, list):
         return files
-    try:
-        real_root = os.path.realpath(root)
-        if not os.path.isdir(real_root):
-            return files
-    except (OSError, ValueError):
-        return files
-    out: list[Any] = []
-    for given in files:
-        if not isinstance(given, str) or not given or "\x00" in given or len(given) > 1024:
-            out.append(given)
-            continue
-        try:
-            real = os.path.realpath(given if given.startswith("/") else os.path.join(root, given))
-        except (OSError, ValueError):
-            out.append(given)
-            continue
-        if real != real_root and not real.startswith(real_root.rstrip("/") + "/"):
-            raise ScsqlError(
-                "SC321", f"exclusive file path {given!r} leaves the project root {root}: it resolves to {real}",
-                "name the file inside the project, not through a symbolic link that leads out of it")
-        out.append(os.path.relpath(real, real_root))
-    return out
+    return [resolve_in_root(root, f) if isinstance(f, str) else f for f in files]
 
 
 def _enqueue(agent: Agent, args: dict[str, Any], call: Call) -> Any:

@@ -34,7 +34,7 @@ REFERENCE_TABLES = frozenset({
     "agent_keys", "agents", "auditor_keys", "chain_quarantines", "chain_settings", "chained_tables",
     "confidential_grants", "embed_models", "error_codes", "login_settings", "model_prices", "partition_retirements",
     "partition_settings", "partition_settings_log", "project_grants", "projects", "schema_migrations",
-    "team_roles",
+    "applied_definitions", "team_roles",
 })
 # (project_grants and confidential_grants are read by the policies, for every
 # statement of every agent and on the node that holds the shard: a replica

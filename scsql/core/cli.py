@@ -176,7 +176,7 @@ def cmd_up(ctx, args: argparse.Namespace) -> int:
             print("  applying migrations ...", flush=True)  # the first of them: a fresh database takes seconds
         said.append(m)
 
-    report, _done = _migrate(admin, progress=progress)
+    report, _done = _migrate(admin, progress=progress, reapply=False)  # up: nothing re-created when nothing changed
     if report.applied:
         span = report.applied[0] + (f" to {report.applied[-1]}" if len(report.applied) > 1 else "")
         print(f"  applied {len(report.applied)} migration(s): {span}")
@@ -334,16 +334,19 @@ def cmd_psql(ctx, args: argparse.Namespace) -> int:
 
 
 def _migrate(admin: str, root: Path | None = None, target: int | None = None,
-             progress: Callable[[str], None] = lambda _m: None, citus: bool = False) -> tuple[Report, dict | None]:
+             progress: Callable[[str], None] = lambda _m: None, citus: bool = False,
+             reapply: bool = True) -> tuple[Report, dict | None]:
     """The migration scsql migrate and scsql up run: with CITUS, or on a
     database a migrate --citus sharded, that path every time (citus.migrate,
-    which also returns what it distributed); the plain one otherwise (None)."""
+    which also returns what it distributed); the plain one otherwise (None).
+    REAPPLY false (scsql up): sql/ and policies/ only when they changed."""
     from . import citus as cluster
     from .migrate import Migrator, Source
 
     if citus or cluster.is_distributed(admin):
         return cluster.migrate(admin, root, target, progress)
-    return Migrator(admin, Source(root) if root else None).run(target=target, progress=progress), None
+    return Migrator(admin, Source(root) if root else None).run(target=target, progress=progress,
+                                                                reapply=reapply), None
 
 
 def cmd_migrate(ctx, args: argparse.Namespace) -> int:
@@ -380,7 +383,7 @@ def settle_logins(ctx, admin: str, requested: str | None) -> str | None:
         return None
     mode = "one_login" if settings["one_login"] else "per_agent"
     if requested is None and ctx.settings.dsn and mode == "one_login":
-        if settings["agents"]:
+        if settings["agents"] or _names_app_login(ctx.settings.agent_dsn):
             print("scsql: warning: every agent of this database can act through the one login scsql_app, so "
                   "whoever holds its password can act as any agent; on a shared server give each agent its own "
                   "login: scsql migrate --logins per-agent, then scsql agent login NAME for each (SECURITY.md)")
@@ -391,6 +394,15 @@ def settle_logins(ctx, admin: str, requested: str | None) -> str | None:
         print("scsql: each agent logs in as its own role (scsql agent login NAME prints its DSN); scsql_app acts "
               "as no agent" if mode == "per_agent" else "scsql: every agent may act through the one login scsql_app")
     return mode
+
+
+def _names_app_login(dsn: str | None) -> bool:
+    """Whether DSN (SCSQL_AGENT_DSN) logs in as scsql_app: its user chose the one login for every agent."""
+    if not dsn:
+        return False
+    from psycopg.conninfo import conninfo_to_dict
+
+    return conninfo_to_dict(dsn).get("user") == APP_ROLE
 
 
 def _logins_script(logins: str | None) -> str:
@@ -555,6 +567,8 @@ def cmd_errors(ctx, args: argparse.Namespace) -> int:
 def cmd_mcp(ctx, args: argparse.Namespace) -> int:
     from .. import mcp_server
 
+    if args.agent is None:  # a committed .mcp.json: the agent this checkout acts as on this machine
+        ctx, args.agent = _checkout_agent(ctx)
     agent = ctx.open_agent(args.agent)
     if sys.stdin.isatty():  # a person, not an MCP client, started it
         print(f"scsql mcp: serving agent {args.agent}'s tools over MCP on this terminal's standard input and output, "
@@ -563,6 +577,23 @@ def cmd_mcp(ctx, args: argparse.Namespace) -> int:
     mcp_server.build(agent, all_tools=True if args.all_tools else None).run("stdio")
     return 0
 
+
+
+def _checkout_agent(ctx):
+    """The context and agent .claude/scsql.local.json names for the project
+    directory ($CLAUDE_PROJECT_DIR, else the current one); SC035 when none."""
+    from ..hooks.hookclient import IDENTITY_FILE, project_identity
+    from . import errors
+    from .config import Settings
+    from .errors import ScsqlError
+
+    found = project_identity()
+    if found is None:
+        where = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
+        raise ScsqlError(errors.AGENT_REQUIRED, f"scsql mcp acts as an agent: name it with --agent NAME, or run it in "
+                         f"a project whose {IDENTITY_FILE} names one ({where} has none)",
+                         "scsql install claude --agent NAME writes it for this checkout")
+    return type(ctx)(Settings.load(found.get("home"))), found["agent"]
 
 
 # -- parser ------------------------------------------------------------------
@@ -609,7 +640,8 @@ def register(sub, add) -> None:
 
     add("errors", cmd_errors, "the catalogue of error codes (scsql.error_codes)")
     p = add("mcp", cmd_mcp, "serve the agent's tools over MCP (stdio)")
-    p.add_argument("--agent", help="the agent this server acts as (required)")
+    p.add_argument("--agent", help="the agent this server acts as (default: the one this checkout's "
+                                   ".claude/scsql.local.json names, which scsql install claude writes)")
     p.add_argument("--all-tools", action="store_true",
                    help="also list the tools hooks do for agents (record_tool_call, start_session); "
                         "SCSQL_MCP_TOOLS=all does the same")

@@ -121,3 +121,17 @@ def from_psycopg(exc: psycopg.Error) -> ScsqlError:
         return ScsqlError(INVALID_ARGUMENT, f"{message} (SQLSTATE {state})", hint, sqlstate=state)
     return ScsqlError(DATABASE_ERROR, f"{message} (SQLSTATE {state})",
                       hint or "nothing was stored; retry, and report it if it persists", sqlstate=state)
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """Whether EXC says the database (or the connection to it) is gone, as
+    opposed to a refusal of what was sent."""
+    from psycopg import OperationalError
+    from psycopg_pool import PoolTimeout
+
+    if isinstance(exc, OperationalError | PoolTimeout | ConnectionError):
+        return True
+    if isinstance(exc, ScsqlError):
+        return exc.code in (SERVER_UNREACHABLE, EMBEDDED_BUSY, EMBEDDED_NOT_RUNNING, EMBEDDED_HELD) or \
+            (exc.sqlstate or "")[:2] in ("08", "57")  # connection exceptions, operator intervention (shutdown)
+    return False

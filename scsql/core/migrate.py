@@ -140,6 +140,18 @@ def _api_text(f: SqlFile) -> str:
     return f"-- {f.name}\n" + _PATH + f.text
 
 
+def _api_checksum(api: list[SqlFile]) -> str:
+    return hashlib.sha256("\n".join(f"{f.name}\n{f.text}" for f in api).encode()).hexdigest()
+
+
+def _record_api(checksum: str) -> str:
+    return (
+        "insert into scsql.applied_definitions (one, checksum, applied_at) "
+        f"values (true, '{checksum}', now()) on conflict (one) do update "
+        "set checksum = excluded.checksum, applied_at = excluded.applied_at;\n"
+    )
+
+
 def _record(m: Migration) -> str:
     return (
         "insert into scsql.schema_migrations (version, name, checksum) "
@@ -159,9 +171,16 @@ class Migrator:
         target: int | None = None,
         with_api: bool = True,
         progress: Callable[[str], None] = lambda _msg: None,
+        reapply: bool = True,
     ) -> Report:
         """Apply the bootstrap, pending migrations up to ``target`` and (at the
-        head, unless ``with_api`` is false) sql/ and policies/."""
+        head, unless ``with_api`` is false) sql/ and policies/. ``reapply``
+        false (scsql up): sql/ and policies/ only when a migration was applied
+        or they changed since they were last applied. Re-creating functions
+        and policies locks every table, so an up with nothing new takes no
+        lock an agent's write could wait on; scsql migrate re-applies them
+        always, putting back what was changed by hand (a grant, a policy),
+        and both it and the writers try again when they deadlock."""
         report = Report()
         self._progress = progress
         migrations = self.source.migrations()
@@ -191,9 +210,14 @@ class Migrator:
                 at_head = target is None or target >= head
                 if with_api and at_head:
                     api = self.source.api()
-                    self._in_tx(conn, _AS_OWNER + "\n".join(_api_text(f) for f in api))
-                    report.api_files = len(api)
-                    progress(f"applied {len(api)} files of sql/ and policies/")
+                    checksum = _api_checksum(api)
+                    if reapply or report.applied or self._applied_api(conn) != checksum:
+                        self._in_tx(conn, _AS_OWNER + "\n".join(_api_text(f) for f in api) + "\n"
+                                    + _record_api(checksum))
+                        report.api_files = len(api)
+                        progress(f"applied {len(api)} files of sql/ and policies/")
+                    else:
+                        progress("sql/ and policies/ are as applied last: nothing to re-apply")
                 report.schema_version = max(self._applied(conn), default=None)
             except psycopg.Error as exc:
                 raise errors.from_psycopg(exc) from None
@@ -220,6 +244,14 @@ class Migrator:
                     conn.execute(f"set local lock_timeout = '{LOCK_TIMEOUT}'")
                     conn.execute(text)
                 return
+            except psycopg.errors.DeadlockDetected:
+                # An agent's write and this step wanted each other's locks: PostgreSQL chose this step to
+                # give way (the write goes on). Try it again, like a lock timeout.
+                if time.monotonic() + pause > deadline:
+                    raise
+                self._progress("a deadlock with another session's write; trying again")
+                time.sleep(pause)
+                pause = min(pause * 2, 5.0)
             except psycopg.errors.LockNotAvailable:
                 holders = self._lock_holders(conn)
                 if time.monotonic() + pause > deadline:
@@ -243,6 +275,16 @@ class Migrator:
             "            where l.pid = a.pid and l.granted and c.relnamespace = 'scsql'::regnamespace) "
             "order by a.xact_start limit 5").fetchall()
         return ", ".join(f"pid {pid} ({user}, {state})" for pid, user, state in rows)
+
+    @staticmethod
+    def _applied_api(conn: psycopg.Connection) -> str | None:
+        """The checksum of the sql/ and policies/ files applied last (None before migration 0601)."""
+        with conn.transaction():
+            conn.execute("set local role scsql_owner")
+            if conn.execute("select to_regclass('scsql.applied_definitions')").fetchone()[0] is None:
+                return None
+            row = conn.execute("select checksum from scsql.applied_definitions").fetchone()
+        return row[0] if row else None
 
     @staticmethod
     def _applied(conn: psycopg.Connection) -> dict[int, str]:
@@ -303,7 +345,9 @@ class Migrator:
                 _record(m) + "commit;",
                 "\\endif",
             ]
+        api = self.source.api()
         out += ["", "-- sql/ and policies/", "begin;", _AS_OWNER]
-        out += [_api_text(f) for f in self.source.api()]
-        out += ["commit;", "reset role;", "select pg_advisory_unlock(%d, %d);" % LOCK_KEY, ""]
+        out += [_api_text(f) for f in api]
+        out += [_record_api(_api_checksum(api)), "commit;", "reset role;",
+                "select pg_advisory_unlock(%d, %d);" % LOCK_KEY, ""]
         return "\n".join(out)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import re
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -538,8 +539,7 @@ class ApiFunction:
         known = self._known
         supplied = tuple(p.name for p in self.params if p.name in args)
         values = [jsonb(args[n]) if known[n].pg_type in ("jsonb", "json") else args[n] for n in supplied]
-        with agent.transaction() as conn:
-            rows = conn.execute(self._query_text(supplied), values).fetchall()
+        rows = _retrying(lambda: _fetch(agent, self._query_text(supplied), values))
         if self.returns_set:
             return rows if self.returns_row else [next(iter(r.values())) for r in rows]
         if self.returns_row:
@@ -554,6 +554,28 @@ select a.signature,
                from generate_series(1, coalesce(array_length(a.arg_types, 1), 0)) i order by i) as defaults
   from scsql_caller.api() a
 """
+
+
+# A deadlock or serialization failure rolled the call back whole: it is tried
+# again (a migration re-creating policies while agents write is one cause).
+TRANSIENT = frozenset({"40P01", "40001"})
+
+
+def _fetch(agent: Agent, query: Any, values: list[Any]) -> list[Any]:
+    with agent.transaction() as conn:
+        return conn.execute(query, values).fetchall()
+
+
+def _retrying(fn: Callable[[], Any], attempts: int = 5) -> Any:
+    """FN, tried again after a deadlock or serialization failure (nothing of it was committed)."""
+    for attempt in range(attempts):
+        try:
+            return fn()
+        except ScsqlError as exc:
+            if exc.sqlstate not in TRANSIENT or attempt == attempts - 1:
+                raise
+            time.sleep(0.02 * 2 ** attempt)
+    raise AssertionError("unreachable")
 
 
 class Catalogue:

@@ -41,7 +41,9 @@ def cmd_events(ctx, args: argparse.Namespace) -> int:
 def cmd_event(ctx, args: argparse.Namespace) -> int:
     from . import client
 
-    argv = [args.hook_command, "--agent", args.agent or "", "--home", str(ctx.settings.data_dir)]
+    argv = [args.hook_command]
+    if args.agent:  # else the agent this checkout's .claude/scsql.local.json names
+        argv += ["--agent", args.agent, "--home", str(ctx.settings.data_dir)]
     return client.main(argv)
 
 
@@ -59,5 +61,5 @@ def register(sub, add) -> None:
     p.set_defaults(sub_func=cmd_events)
     for e in events.EVENTS:
         p = hook.add_parser(e.subcommand, help=f"the {e.name} hook (event JSON on stdin)")
-        p.add_argument("--agent", help="the agent (required)")
+        p.add_argument("--agent", help="the agent (default: the one this checkout's .claude/scsql.local.json names)")
         p.set_defaults(sub_func=cmd_event)

@@ -22,6 +22,7 @@ before it writes anything new, it replays the spool in order. It exits after
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import importlib
 import json
@@ -65,19 +66,24 @@ def take_lock(home: str, agent: str) -> int | None:
 
 def is_down(exc: BaseException) -> bool:
     """The database (or the connection to it) is gone, as opposed to a refused event."""
-    from psycopg import OperationalError
-    from psycopg_pool import PoolTimeout
+    from ..core.errors import is_unreachable
 
-    from ..core import errors
+    return is_unreachable(exc)
+
+
+# What the hook server cannot cure by waiting: the agent is unknown, revoked
+# or has no usable key here. Events are then not spooled (no replay could
+# write them); the hooks say what to do.
+MISCONFIGURED = frozenset({"SC002", "SC003", "SC031", "SC032", "SC035", "SC036", "SC102"})
+
+
+def misconfiguration(exc: BaseException) -> str | None:
+    """What is wrong when EXC says the agent cannot act here (not that the database is down)."""
     from ..core.errors import ScsqlError
 
-    if isinstance(exc, (OperationalError, PoolTimeout, ConnectionError)):
-        return True
-    if isinstance(exc, ScsqlError):
-        return exc.code in (errors.SERVER_UNREACHABLE, errors.EMBEDDED_BUSY, errors.EMBEDDED_NOT_RUNNING,
-                            errors.EMBEDDED_HELD) or \
-            exc.sqlstate[:2] in ("08", "57")  # connection exceptions, operator intervention (shutdown)
-    return False
+    if isinstance(exc, ScsqlError) and exc.code in MISCONFIGURED:
+        return f"{exc.message} ({exc.code}); run `scsql install claude` again for this agent"
+    return None
 
 
 def load_handlers():
@@ -109,6 +115,7 @@ class HookServer:
         self.log = log
         self.agent = None
         self.down_reason: str | None = "not connected yet"
+        self.misconfigured: str | None = None  # the agent cannot act here: nothing is spooled
         self.last_active = time.monotonic()
         self.stopping = threading.Event()
         self.captures: queue.Queue[_Pending] = queue.Queue()
@@ -125,9 +132,11 @@ class HookServer:
             agent = self.connect()
             agent.db.pool.timeout = DB_TIMEOUT_SECONDS
         except Exception as exc:  # noqa: BLE001
+            self._misconfigured(misconfiguration(exc))
             self._lost(exc)
             return False
         self.agent = agent
+        self._misconfigured(None)
         self.down_reason = None
         self.connected.set()
         self.log(f"connected as agent {self.name}")
@@ -135,6 +144,23 @@ class HookServer:
         if replay:
             self.replay()
         return True
+
+    def _misconfigured(self, wrong: str | None) -> None:
+        """Record (or clear) what keeps the agent from acting here, in the
+        marker file the hook client reads before it spools an event."""
+        if wrong == self.misconfigured:
+            return
+        self.misconfigured = wrong
+        marker = os.path.join(self.home, "hooks", self.name + ".misconfigured")
+        if wrong is None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(marker)
+            return
+        self.log(wrong)
+        tmp = marker + f".{os.getpid()}"
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as f:
+            f.write(wrong + "\n")
+        os.rename(tmp, marker)
 
     def _forget_notices(self) -> None:
         """The degraded state is over: a later one is told again, once per Claude session."""
@@ -184,8 +210,8 @@ class HookServer:
         with self.write_lock:
             try:
                 n = spool.replay(self.home, self.name, lambda evs: self.handlers.capture(agent, evs),
-                                 is_down=is_down,
-                                 on_failed=lambda p, e: self.log(f"spool file {p.name} refused: {e}"))
+                                 is_down=is_down, stub=self._stub_writer(agent),
+                                 on_failed=lambda p, e: self.log(f"spool file {p.name}: not even a stub was stored: {e}"))
             except Exception as exc:  # noqa: BLE001
                 if is_down(exc):
                     self._lost(exc)
@@ -194,6 +220,17 @@ class HookServer:
         if n:
             self.log(f"replayed {n} spooled event(s)")
         return n
+
+    def _stub_writer(self, agent):
+        """Stores events the database refused as stub rows (handlers.capture_stubs)."""
+        stubs = getattr(self.handlers, "capture_stubs", None)
+        if stubs is None:
+            return None
+
+        def write(evs, exc):
+            self.log(f"stored {len(evs)} refused event(s) as stubs: {exc}")
+            stubs(agent, evs, exc)
+        return write
 
     # -- answering ----------------------------------------------------------
 
@@ -206,6 +243,8 @@ class HookServer:
             return _reply(stderr=f"scsql hook server: unknown event {event.get('hook_event_name')!r}")
         line = json.dumps(event)
         agent = self.agent
+        if self.misconfigured:
+            return {**_reply(degraded=self.misconfigured), "spooled": False}
         if agent is None or not self.connected.is_set():
             return self._degraded(row, [line])
         if row.capture_only:
@@ -225,6 +264,8 @@ class HookServer:
             return _reply(degraded=f"its {row.name} handler failed: {str(exc).splitlines()[0] if str(exc) else exc!r}")
         if result is None:
             return _reply()
+        if getattr(result, "spool", None):  # what it captured was refused: replayed, stored as a stub at worst
+            self._degraded(row, [json.dumps(e) for e in result.spool])
         return _reply(result.output, result.exit if result.exit in (0, 2) else 0, result.stderr)
 
     def _degraded(self, row, lines: list[str]) -> dict:
@@ -279,9 +320,14 @@ class HookServer:
                     reply = self._degraded(row, [p.line for p in batch])
                 elif len(batch) > 1:
                     reply = None
-                else:
-                    self.log(f"{row.name}: {exc}")
-                    reply = _reply(degraded=f"the event could not be recorded: {str(exc).splitlines()[0]}")
+                else:  # refused: spooled, and its replay stores it (as a stub if nothing cures it)
+                    self.log(f"{row.name} refused, spooled: {exc}")
+                    try:
+                        client.spool_write(self.home, self.name, [p.line for p in batch])
+                        reply = _reply()
+                    except OSError as err:
+                        reply = _reply(degraded=f"the event was refused ({str(exc).splitlines()[0]}) "
+                                                f"and could not be spooled ({err})")
         if reply is None:  # one refused event in the batch: write them one by one
             for p in batch:
                 self._write([p])
@@ -431,6 +477,8 @@ def jobs() -> list:
         if not spool.has_pending(home, agent.name):
             return 0
         handlers = load_handlers()
-        return spool.replay(home, agent.name, lambda evs: handlers.capture(agent, evs), is_down=is_down)
+        stub = getattr(handlers, "capture_stubs", None)
+        return spool.replay(home, agent.name, lambda evs: handlers.capture(agent, evs), is_down=is_down,
+                            stub=(lambda evs, exc: stub(agent, evs, exc)) if stub else None)
 
     return [Job("hook-spool", replay_spool)]

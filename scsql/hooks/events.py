@@ -40,19 +40,32 @@ SUBCOMMANDS = frozenset(BY_SUBCOMMAND)
 CLIENT = Path(__file__).resolve().with_name("client.py")   # the small launcher, not hookclient.py
 
 
-def hook_command(subcommand: str, agent: str, home: str | Path) -> str:
-    """The shell command Claude Code runs for SUBCOMMAND: this interpreter, no
-    site packages (-S) and isolated (-I), on client.py by absolute path."""
+# Appended to every command: exit status 2 blocks in Claude Code, and only a
+# decision may block. scsql's decisions are JSON on stdout with exit 0, so any
+# other failure of the command itself (a moved checkout: python's own exit 2;
+# a missing interpreter: 127; a crash) becomes a non-blocking 1.
+FAIL_OPEN = " || exit 1"
+
+
+def hook_command(subcommand: str, agent: str | None, home: str | Path | None) -> str:
+    """The shell command Claude Code runs for SUBCOMMAND. For one agent and
+    data directory of this machine: this interpreter, no site packages (-S)
+    and isolated (-I), on client.py by absolute path. Portable (AGENT None,
+    for a committed settings file): ``scsql hook SUBCOMMAND``, the scsql on
+    PATH, which reads the agent of this checkout from .claude/scsql.local.json."""
     if subcommand not in BY_SUBCOMMAND:
         raise ValueError(f"unknown hook subcommand {subcommand!r}")
+    if agent is None:
+        return f"scsql hook {subcommand}{FAIL_OPEN}"
     argv = [sys.executable, "-S", "-I", str(CLIENT), subcommand, "--agent", agent,
             "--home", str(Path(home).expanduser().resolve())]
-    return shlex.join(argv)
+    return shlex.join(argv) + FAIL_OPEN
 
 
-def settings_hooks(agent: str, home: str | Path) -> dict:
+def settings_hooks(agent: str | None, home: str | Path | None) -> dict:
     """The ``"hooks"`` object of a Claude Code settings file: every event, tool
-    events matching every tool (MCP tools included)."""
+    events matching every tool (MCP tools included); AGENT None: the portable
+    commands (see hook_command)."""
     hooks: dict = {}
     for e in EVENTS:
         handler: dict = {"type": "command", "command": hook_command(e.subcommand, agent, home), "timeout": e.timeout}

@@ -15,24 +15,27 @@ import datetime as dt
 import json
 import os
 import re
+import stat
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from psycopg.types.json import Jsonb
 
 from ..audit import encoding
-from ..audit.signing import may_hold_secret
 from ..audit.telemetry import OUTCOMES, PROMPTS, SESSIONS, TOOL_CALLS
 from ..core.db import Agent
-from .clip import clip as _clip, cut_point
+from ..core.errors import ScsqlError, is_unreachable
+from ..core.paths import real_root, resolve_in_root
+from . import storable
+from .clip import clip as _clip
+from .hookclient import as_text as _as_text
 
 CONTEXT_TOKENS = 1500     # SessionStart: what recall injects at most (tokens ~ characters / 4)
-PREVIEW_CHARS = 4000      # a tool call's input and output previews (the table's bound)
-PROMPT_CHARS = 20000      # a stored prompt (the table's bound)
-REDACT_MARGIN = 8192      # what is sent to redaction beyond a bound (longer than any secret but a key block)
 RECALL_HITS = 3           # UserPromptSubmit: memory hits injected at most
 RECALL_FLOOR = float(os.environ.get("SCSQL_HOOK_RECALL_FLOOR", "0.5"))  # BM25 score below which a hit is noise
 RECALL_TERMS = 2          # ... and the distinct words of the prompt a hit must hold (all of them when fewer)
@@ -44,11 +47,20 @@ FILE_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit", "Read")
 
 @dataclass
 class Reply:
-    """What the hook client prints on stdout (JSON) and its exit status."""
+    """What the hook client prints on stdout (JSON) and its exit status. A
+    decision (deny, block) is always JSON with exit 0: exit 2 is never used,
+    so no failure of the hook process itself can read as one. ``spool``:
+    events the handler could not capture (refused), for the server to spool."""
 
     output: dict | None = None
     exit: int = 0
     stderr: str | None = None
+    spool: list[dict] | None = None
+
+
+def _block(reason: str) -> Reply:
+    """Keep the agent working (Stop, SubagentStop, TeammateIdle), telling the model REASON."""
+    return Reply({"decision": "block", "reason": reason})
 
 
 # The embedding of a prompt for recall: the hook server sets it once its model
@@ -63,30 +75,20 @@ def recall_enabled() -> bool:
 
 # -- small helpers --------------------------------------------------------------
 
-def _as_text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, default=str)
-
-
 def _ctx(event: str, text: str) -> dict:
     return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
 
 
 def input_key(tool: str, tool_input: Any) -> str | None:
     """What lessons and rules match on: the Bash command or the file path (the
-    same as ``scsql._tool_input_key`` in sql/14_capture.sql). A longer one is
-    cut at a word's end before 4000 characters, as every clip (a secret across
-    the bound is not kept in part), so its lessons match only by pattern."""
+    same as ``scsql._tool_input_key`` in sql/14_capture.sql). It is stored as
+    every captured text is (redacted, then bounded: storable.Batch), so a long
+    one matches its lessons only by pattern."""
     if not isinstance(tool_input, dict):
         return None
     name = "command" if tool == "Bash" else "notebook_path" if tool == "NotebookEdit" else "file_path"
     v = tool_input.get(name)
-    if not isinstance(v, str):
-        return None
-    return v if len(v) <= 4000 else v[:cut_point(v, 4000)]
+    return v if isinstance(v, str) else None
 
 
 def files_touched(tool: str, tool_input: Any) -> list[str] | None:
@@ -148,18 +150,30 @@ def _call(conn, fn: str, args: dict) -> dict | None:
 _SESSIONS: dict[tuple[str, str, str], int] = {}
 
 
+# The event field each stored field comes from (for the marks of what was replaced).
+SESSION_SOURCES = {"external_id": "session_id", "cwd": "cwd", "model": "model"}
+TOOL_SOURCES = {"tool": "tool_name", "input_preview": "tool_input", "input_key": "tool_input", "files": "tool_input",
+                "tool_use_id": "tool_use_id"}
+STORED = {"scsql.tool_calls": ("tool", "model", "input_preview", "output_preview", "tool_use_id", "input_key"),
+          "scsql.prompts": ("text",),
+          "scsql.sessions": ("external_id", "cwd", "git_branch", "git_commit", "client", "model", "title")}
+TRANSIENT = frozenset({"40P01", "40001", "55P03"})  # deadlock, serialization failure, lock not available
+
+
 def _session_row(event: dict, source: str | None) -> dict:
     cwd = event.get("cwd") if isinstance(event.get("cwd"), str) else None
     branch, commit = _git(cwd) if not event.get("scsql_imported") else (event.get("scsql_git_branch"), None)
-    return {"external_id": str(event["session_id"])[:200], "source": source, "cwd": (cwd or None) and cwd[:1024],
+    external, hashed = storable.storable_id(event["session_id"], 200)
+    return {"external_id": external, "source": source, "cwd": cwd or None,
             "git_branch": branch, "git_commit": commit, "client": "claude-code", "model": _model(event),
-            "occurred_at": _at(event)}
+            "occurred_at": None if event.get("scsql_stub") else _at(event),
+            "altered": {"external_id": {"hashed": True}} if hashed else None}
 
 
 def open_session(agent: Agent, conn, event: dict, source: str | None = None) -> int | None:
     """The agent's session for the event's Claude session, opened when it has
     none (a resume or compaction reuses it)."""
-    return _open_session(agent, conn, event, source)[0]
+    return _open_session(agent, conn, storable.clean_event(event), source)[0]
 
 
 def _open_session(agent: Agent, conn, event: dict, source: str | None = None) -> tuple[int | None, bool]:
@@ -170,13 +184,17 @@ def _open_session(agent: Agent, conn, event: dict, source: str | None = None) ->
     key = (agent.db.conninfo, agent.name, sid)
     if key in _SESSIONS:
         return _SESSIONS[key], False
-    found = conn.execute("select scsql.session_for(%s) as s", (sid[:200],)).fetchone()["s"]
+    external, _ = storable.storable_id(sid, 200)
+    found = conn.execute("select scsql.session_for(%s) as s", (external,)).fetchone()["s"]
     if found is not None:
         _SESSIONS[key] = found
         return found, False
     if source is None:
         source = "import" if event.get("scsql_imported") else "hook"
-    signed = SESSIONS.sign(agent, _session_row(event, source))
+    batch = storable.Batch(conn)
+    row = batch.add("scsql.sessions", _session_row(event, source), SESSION_SOURCES, event)
+    batch.run()
+    signed = SESSIONS.sign_many(agent, [row], conn=conn, redacted=STORED["scsql.sessions"])[0]
     row = _call(conn, "open_session", signed)
     return row["session_id"], bool(row["created"])
 
@@ -184,7 +202,7 @@ def _open_session(agent: Agent, conn, event: dict, source: str | None = None) ->
 # -- capture: tool calls, prompts, sessions, transcripts ------------------------
 
 def _tool_row(event: dict, session_id: int | None) -> dict:
-    tool = str(event.get("tool_name") or "unknown")[:200]
+    tool = str(event.get("tool_name") or "unknown")
     tool_input = event.get("tool_input")
     failed = event.get("hook_event_name") == "PostToolUseFailure"
     if failed:
@@ -194,37 +212,30 @@ def _tool_row(event: dict, session_id: int | None) -> dict:
         output = event.get("tool_response")
         status = "error" if isinstance(output, dict) and output.get("is_error") is True else "ok"
     duration = event.get("duration_ms")
-    use_id = event.get("tool_use_id")
+    use_id, hashed = storable.storable_id(event.get("tool_use_id"))
+    stub = event.get("scsql_stub")
     return {
         "session_id": session_id, "tool": tool, "status": status,
-        "latency_ms": int(duration) if isinstance(duration, int | float) and duration >= 0 else None,
-        "input_preview": _as_text(tool_input),      # bounded by capture(), after redaction
-        "output_preview": _as_text(output),
-        "tool_use_id": str(use_id)[:200] if use_id else None,
-        "files": files_touched(tool, tool_input),
+        "latency_ms": int(duration) if isinstance(duration, int | float) and 0 <= duration < 2**31 else None,
+        "input_preview": None if stub else _as_text(tool_input),   # made storable by storable.Batch
+        "output_preview": None if stub else _as_text(output),
+        "tool_use_id": use_id,
+        "files": None if stub else files_touched(tool, tool_input),
         "scsql_tool": True if tool.startswith("mcp__scsql") else None,
         "imported": True if event.get("scsql_imported") else None,
-        "input_key": input_key(tool, tool_input),
-        "occurred_at": _at(event),
+        "input_key": None if stub else input_key(tool, tool_input),
+        "occurred_at": None if stub else _at(event),
+        "altered": storable.merge(storable.stub_marks(stub["code"], stub["message"]) if stub else None,
+                                  [("tool_use_id", {"hashed": True})] if hashed else []),
     }
 
 
-def bounded(conn, items: list[tuple[str | None, int]]) -> list[str | None]:
-    """Each (text, limit) as stored: redacted first (the database's
-    scsql.redact, one query for all, asked only about texts that could hold a
-    secret), then clipped to its limit. Clipping first would keep a fragment
-    of a secret across the bound, which redaction no longer recognises, and
-    could leave a text that redaction lengthens past its bound. A text is
-    first cut (word-safe) to REDACT_MARGIN past its limit, so a huge input is
-    not sent whole."""
-    pre = [None if t is None else _clip(t, n + REDACT_MARGIN) for t, n in items]
-    ask = [i for i, t in enumerate(pre) if t is not None and may_hold_secret(t)]
-    if ask:
-        red = conn.execute("select array(select scsql.redact(t) from unnest(%s::text[]) with ordinality u(t, n) "
-                           "order by n) as t", ([pre[i] for i in ask],)).fetchone()["t"]
-        for i, r in zip(ask, red, strict=True):
-            pre[i] = r
-    return [None if t is None else _clip(t, n) for t, (_, n) in zip(pre, items, strict=True)]
+def _prompt_row(event: dict, session_id: int | None) -> dict:
+    stub = event.get("scsql_stub")
+    return {"session_id": session_id, "text": "" if stub else str(event.get("prompt") or "").strip(),
+            "imported": True if event.get("scsql_imported") else None,
+            "occurred_at": None if stub else _at(event, always=True),
+            "altered": storable.stub_marks(stub["code"], stub["message"]) if stub else None}
 
 
 def _event_key(event: dict) -> str | None:
@@ -241,6 +252,7 @@ class Captured:
     found_sessions: int = 0
     prompts: int = 0
     tool_calls: int = 0
+    stubs: int = 0
 
 
 def capture(agent: Agent, events: list[dict]) -> Captured:
@@ -248,7 +260,43 @@ def capture(agent: Agent, events: list[dict]) -> Captured:
     order, in ONE transaction; an event whose key was captured before adds
     nothing. Each tool call is one chained, signed row; a failed call also
     records a failed outcome, so the learning loop turns it into a learning.
-    Returns what it stored."""
+    Every text is made storable first (storable.py). A deadlock or
+    serialization failure is tried again; any other refusal is raised (the
+    hook server spools the events, and their replay stores what it cannot
+    cure as stubs: capture_stubs). Returns what it stored."""
+    events = [storable.clean_event(e) for e in events]
+    for attempt in range(5):
+        try:
+            captured = _capture_once(agent, events)
+            break
+        except ScsqlError as exc:
+            if exc.sqlstate not in TRANSIENT or attempt == 4:
+                raise
+            time.sleep(0.02 * 2 ** attempt)
+    if _OWNED_STATE:
+        try:
+            check_bash_edits(agent, events)
+        except ScsqlError:
+            pass  # the calls are recorded; a violation not recorded now is not recorded twice either
+    return captured
+
+
+def capture_stubs(agent: Agent, events: list[dict], refusal: ScsqlError | Exception) -> Captured:
+    """Capture EVENTS as stubs: the tool, time, session and ids of each, and
+    the refusal's code and message in the row's altered object, with no
+    other content. For events the database refused whatever capture did."""
+    code = getattr(refusal, "code", None) or "SC037"
+    message = getattr(refusal, "message", None) or str(refusal) or type(refusal).__name__
+    keep = ("hook_event_name", "session_id", "tool_name", "tool_use_id", "cwd", "scsql_event_id", "scsql_imported",
+            "transcript_path", "scsql_received_at")
+    stubs = [{**{k: e[k] for k in keep if k in e}, "scsql_stub": {"code": code, "message": message}}
+             for e in events if isinstance(e, dict)]
+    out = capture(agent, stubs)
+    out.stubs = out.tool_calls + out.prompts
+    return out
+
+
+def _capture_once(agent: Agent, events: list[dict]) -> Captured:
     captured = Captured()
     if not events:
         return captured
@@ -271,21 +319,19 @@ def capture(agent: Agent, events: list[dict]) -> Captured:
                 sessions[sid] = session(ev)
         captured.new_sessions = sum(opened.values())
         captured.found_sessions = len(opened) - captured.new_sessions
-        tools = [(ev, _tool_row(ev, sessions.get(ev.get("session_id")))) for ev in events
-                 if ev.get("hook_event_name") in ("PostToolUse", "PostToolUseFailure")]
-        prompts = [ev for ev in events if ev.get("hook_event_name") == "UserPromptSubmit"]
-        fields = [(row, f) for _, row in tools for f in ("input_preview", "output_preview")]
-        texts = bounded(conn, [(row[f], PREVIEW_CHARS) for row, f in fields]
-                        + [(str(ev.get("prompt") or "").strip(), PROMPT_CHARS) for ev in prompts])
-        for (row, f), text in zip(fields, texts, strict=False):
-            row[f] = text
-        texts = texts[len(fields):]
+        batch = storable.Batch(conn)
+        tools = [(ev, batch.add("scsql.tool_calls", _tool_row(ev, sessions.get(ev.get("session_id"))),
+                                {**TOOL_SOURCES, "output_preview": "error" if ev.get("hook_event_name") ==
+                                 "PostToolUseFailure" else "tool_response"}, ev,
+                                measured=("input_preview", "output_preview")))
+                 for ev in events if ev.get("hook_event_name") in ("PostToolUse", "PostToolUseFailure")]
+        prompts = [batch.add("scsql.prompts", _prompt_row(ev, sessions.get(ev.get("session_id"))), {"text": "prompt"},
+                             ev, measured=("text",))
+                   for ev in events if ev.get("hook_event_name") == "UserPromptSubmit"]
+        batch.run()
         signed = iter(TOOL_CALLS.sign_many(agent, [row for _, row in tools], conn=conn,
-                                           redacted=("input_preview", "output_preview")))
-        signed_prompts = iter(PROMPTS.sign_many(agent, redacted=("text",), conn=conn, rows=[
-            {"session_id": sessions.get(ev.get("session_id")), "text": text,
-             "imported": True if ev.get("scsql_imported") else None, "occurred_at": _at(ev, always=True)}
-            for ev, text in zip(prompts, texts, strict=True)]))
+                                           redacted=STORED["scsql.tool_calls"]))
+        signed_prompts = iter(PROMPTS.sign_many(agent, prompts, redacted=STORED["scsql.prompts"], conn=conn))
         # One round trip for all the rows (pipeline mode); the results are
         # read after it, the failures' tool_call_ids among them.
         pending = []
@@ -306,16 +352,34 @@ def capture(agent: Agent, events: list[dict]) -> Captured:
             if ev.get("hook_event_name") == "PostToolUseFailure" and out["tool_call_id"] is not None:
                 failures.append((ev, row, out["tool_call_id"]))
         for ev in events:
-            if ev.get("hook_event_name") in ("PreCompact", "SessionEnd"):
+            if ev.get("hook_event_name") in ("PreCompact", "SessionEnd") and not ev.get("scsql_stub"):
                 keep_transcript(agent, conn, ev, sessions.get(ev.get("session_id")))
         if failures:
-            outs = OUTCOMES.sign_many(agent, conn=conn, rows=[{
-                "tool_call_id": tc, "session_id": row["session_id"], "kind": "failed", "signal": "hook",
-                "summary": _clip(f"{row['tool']} failed: {row['output_preview'] or 'no error text'}", 1000),
-                "evidence": _clip(row["input_preview"], 8000)} for _, row, tc in failures])
-            for o in outs:
-                _call(conn, "record_outcome", o)
+            _record_failures(agent, conn, failures)
     return captured
+
+
+def _record_failures(agent: Agent, conn, failures: list) -> None:
+    """The failed outcome of each failed call (which the learning loop turns
+    into a learning)."""
+    rows = []
+    for _, row, tc in failures:
+        said = row["output_preview"] or ("not stored: " + row["altered"]["stub"]["code"]
+                                         if (row.get("altered") or {}).get("stub") else "no error text")
+        rows.append({"tool_call_id": tc, "session_id": row["session_id"], "kind": "failed", "signal": "hook",
+                     "summary": f"{row['tool']} failed: {said}", "evidence": row["input_preview"]})
+    _record_outcomes(agent, conn, rows)
+
+
+def _record_outcomes(agent: Agent, conn, rows: list[dict]) -> None:
+    """Signed outcomes, their summary and evidence made storable like every captured text."""
+    batch = storable.Batch(conn)
+    for r in rows:
+        batch.add("scsql.outcomes", r, {}, {})
+    batch.run()
+    for o in OUTCOMES.sign_many(agent, [{k: v for k, v in r.items() if k != "altered"} for r in rows],
+                                conn=conn, redacted=("summary", "evidence")):
+        _call(conn, "record_outcome", o)
 
 
 def _source(event: dict) -> str | None:
@@ -334,7 +398,7 @@ def keep_transcript(agent: Agent, conn, event: dict, session_id: int | None) -> 
     new; a concurrent writer of the session waits for the cursor. The
     database redacts both before they are stored."""
     path = event.get("transcript_path")
-    if session_id is None or not isinstance(path, str) or not path or not Path(path).is_file():
+    if session_id is None or not isinstance(path, str) or not path or not _transcript_of(path, event.get("session_id")):
         return
     from . import transcript
 
@@ -362,13 +426,53 @@ def keep_transcript(agent: Agent, conn, event: dict, session_id: int | None) -> 
                  (session_id, cursor[:200], at["parts"] + len(update.conversation.parts), messages))
 
 
+def _transcript_of(path: str, session: Any) -> bool:
+    """Whether PATH is the transcript of Claude session SESSION: a regular
+    file of this user whose messages that name a session all name SESSION
+    (one that names none is taken only when it is named after SESSION). An
+    event cannot make the hook server read another session's or another
+    project's transcript into this agent's memory."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or not isinstance(session, str):
+        return False
+    named = set()
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for n, line in enumerate(f):
+                if n >= 2000 or len(named) > 1:
+                    break
+                found = re.search(r'"sessionId"\s*:\s*"([^"]*)"', line)
+                if found:
+                    named.add(found.group(1))
+    except OSError:
+        return False
+    return named == {session} or (not named and Path(path).stem == session)
+
+
 # -- decision events ------------------------------------------------------------
 
+def _captured(agent: Agent, fn: Callable[[], Any], event: dict) -> list[dict] | None:
+    """Run FN (a capture of EVENT); when the database refuses it (not when it
+    is unreachable), the event to spool instead."""
+    try:
+        fn()
+    except ScsqlError as exc:
+        if is_unreachable(exc):
+            raise
+        return [event]
+    return None
+
+
 def _session_start(agent: Agent, event: dict) -> Reply:
-    with agent.transaction() as conn:
-        open_session(agent, conn, event, _source(event))
+    def opened():
+        with agent.transaction() as conn:
+            _open_session(agent, conn, event, _source(event))
+    spool = _captured(agent, opened, event)
     text = session_context(agent)
-    return Reply(_ctx("SessionStart", text) if text else None)
+    return Reply(_ctx("SessionStart", text) if text else None, spool=spool)
 
 
 def session_context(agent: Agent, budget: int = CONTEXT_TOKENS) -> str:
@@ -406,18 +510,18 @@ def session_context(agent: Agent, budget: int = CONTEXT_TOKENS) -> str:
 
 
 def _prompt(agent: Agent, event: dict) -> Reply:
-    capture(agent, [event])
+    spool = _captured(agent, lambda: capture(agent, [event]), event)
     prompt = event.get("prompt")
     if not recall_enabled() or not isinstance(prompt, str) or not prompt.strip():
-        return Reply()
+        return Reply(spool=spool)
     hits = recall(agent, prompt)
     if not hits:
-        return Reply()
+        return Reply(spool=spool)
     lines = ["Possibly relevant from scsql memory (cite the source when you use it):"]
     for h in hits:
         where = h["source_path"] + (f"#{h['anchor']}" if h["anchor"] else "")
         lines.append(f"- {_clip(' '.join(h['content'].split()), 600)} [{where}, chunk {h['chunk_hash'][:12]}]")
-    return Reply(_ctx("UserPromptSubmit", "\n".join(lines)))
+    return Reply(_ctx("UserPromptSubmit", "\n".join(lines)), spool=spool)
 
 
 def _terms(text: str) -> set[str]:
@@ -459,18 +563,26 @@ def recall(agent: Agent, prompt: str, k: int = RECALL_HITS, floor: float = RECAL
     return [h for h in fused if h["chunk_hash"] in relevant][:k]
 
 
+EDIT_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit")
+
+
 def _pre_tool(agent: Agent, event: dict) -> Reply:
     tool = event.get("tool_name")
     tool_input = event.get("tool_input")
     if not isinstance(tool, str) or not tool or not isinstance(tool_input, dict):
         return Reply(stderr="scsql: PreToolUse event without tool_name or tool_input object", exit=1)
+    first = None
     with agent.transaction() as conn:
-        r = conn.execute("select * from scsql.check_tool_use(%s, %s)",
-                         (tool[:200], Jsonb(tool_input, dumps=encoding.jsonb_text))).fetchone()
-    if r["decision"] == "deny":
-        return Reply({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-                                             "permissionDecisionReason": r["reason"]}})
-    lessons = r["lessons"] or []
+        for given in _inputs_to_check(conn, tool, tool_input, event):
+            r = conn.execute("select * from scsql.check_tool_use(%s, %s)",
+                             (tool, Jsonb(given, dumps=encoding.jsonb_text))).fetchone()
+            first = first or r
+            if r["decision"] == "deny":
+                return Reply({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                                                     "permissionDecisionReason": r["reason"]}})
+    if tool == "Bash":
+        _remember_owned_state(agent, event)
+    lessons = first["lessons"] or []
     if not lessons:
         return Reply()
     lines = [f"scsql lessons: earlier {tool} calls with this input failed:"]
@@ -478,6 +590,141 @@ def _pre_tool(agent: Agent, event: dict) -> Reply:
         lines.append(f"- {x['summary']} [learning {x['learning_id']}, outcome {x['outcome_id']}, "
                      f"tool call {x['tool_call_id']}]")
     return Reply(_ctx("PreToolUse", "\n".join(lines)))
+
+
+def _project_root(conn) -> str | None:
+    row = conn.execute("select root_path from scsql.projects where project_id = scsql_caller.project_id()").fetchone()
+    return row["root_path"] if row else None
+
+
+def _inputs_to_check(conn, tool: str, tool_input: dict, event: dict) -> list[dict]:
+    """The input as given, then, for an edit, the file it would really change
+    spelled as enqueue_task spells an owned file (core.paths.resolve_in_root:
+    symbolic links and the root's own linked spelling resolved), and the path
+    up to a NUL it held (as the file system reads it) when that differs."""
+    out = [tool_input]
+    key = "notebook_path" if tool == "NotebookEdit" else "file_path"
+    path = tool_input.get(key)
+    if tool not in EDIT_TOOLS or not isinstance(path, str) or not path:
+        return out
+    candidates = [path]
+    if ((event.get("scsql_replaced") or {}).get("tool_input") or {}).get("nul"):
+        candidates.append(path.split("\ufffd")[0])
+    root = _project_root(conn)
+    for given in candidates:
+        try:
+            real = resolve_in_root(root, given)
+        except ScsqlError:
+            continue  # it leaves the project: no task of the project owns it
+        for form in {given, real}:
+            if form != path:
+                out.append({key: form})
+    return out
+
+
+# -- edits made through Bash: found after the fact ----------------------------------
+
+# tool_use_id -> (when, the owned paths, their state) for Bash calls the hook server saw begin.
+_OWNED_STATE: dict[str, tuple[float, list[dict], dict]] = {}
+OWNED_STATE_FILES = 5000  # files stat'ed at most per call
+
+
+def _remember_owned_state(agent: Agent, event: dict) -> None:
+    """Before a Bash call: the state of every file another agent's task owns
+    (modification time, size, inode), so PostToolUse can tell what it changed."""
+    use = event.get("tool_use_id")
+    if not isinstance(use, str) or not use:
+        return
+    with agent.transaction() as conn:
+        owned = conn.execute("select * from scsql.others_exclusive_files()").fetchall()
+        root = _project_root(conn) if owned else None
+    now = time.monotonic()
+    for k in [k for k, (t, _, _) in _OWNED_STATE.items() if now - t > 3600 or len(_OWNED_STATE) > 256]:
+        _OWNED_STATE.pop(k, None)
+    if owned and real_root(root):
+        _OWNED_STATE[use] = (now, owned, _owned_state(real_root(root), owned))
+
+
+def _owned_state(top: str, owned: list[dict]) -> dict[str, tuple | None]:
+    state: dict[str, tuple | None] = {}
+    for row in owned:
+        base = os.path.normpath(os.path.join(top, row["path"]))
+        for path in _walk(base):
+            if len(state) >= OWNED_STATE_FILES:
+                return state
+            try:
+                st = os.lstat(path)
+                state[path] = (st.st_mtime_ns, st.st_size, st.st_ino)
+            except OSError:
+                state[path] = None
+    return state
+
+
+def _walk(base: str):
+    if not os.path.isdir(base) or os.path.islink(base):
+        yield base
+        return
+    for d, dirs, files in os.walk(base):
+        dirs[:] = [x for x in dirs if x != ".git"]
+        for f in files:
+            yield os.path.join(d, f)
+
+
+def check_bash_edits(agent: Agent, events: list[dict]) -> int:
+    """After Bash calls: each file another agent's task owns that a call
+    changed is recorded as a violation outcome of the call, and the owner is
+    told (a STATUS message). Returns the calls found to have changed one."""
+    found = 0
+    for ev in events:
+        use = ev.get("tool_use_id")
+        if ev.get("tool_name") != "Bash" or use not in _OWNED_STATE:
+            continue
+        _, owned, before = _OWNED_STATE.pop(use)
+        with agent.transaction() as conn:
+            top = real_root(_project_root(conn))
+        if top is None:
+            continue
+        after = _owned_state(top, owned)
+        changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
+        if changed:
+            found += 1
+            _record_violation(agent, ev, owned, [os.path.relpath(p, top) for p in changed])
+    return found
+
+
+def _record_violation(agent: Agent, event: dict, owned: list[dict], changed: list[str]) -> None:
+    from ..coordination.client import BROADCASTS
+
+    def owner_of(path: str) -> dict:
+        return next((o for o in owned if o["path"] == "." or path == o["path"] or path.startswith(o["path"] + "/")),
+                    owned[0])
+    tasks: dict[int, dict] = {}
+    for path in changed:
+        o = owner_of(path)
+        tasks.setdefault(o["task_id"], {**o, "paths": []})["paths"].append(path)
+    command = (event.get("tool_input") or {}).get("command") if isinstance(event.get("tool_input"), dict) else None
+    use_id, _ = storable.storable_id(event.get("tool_use_id"))
+    with agent.transaction() as conn:
+        call = conn.execute("select tool_call_id, session_id from scsql.tool_calls where tool_use_id = %s "
+                            "and author_id = scsql_caller.agent_id() order by tool_call_id desc limit 1",
+                            (use_id,)).fetchone()
+        rows = [{"tool_call_id": call and call["tool_call_id"], "session_id": call and call["session_id"],
+                 "task_ref": f"task:{t}", "kind": "violation", "signal": "file-ownership",
+                 "summary": (f"a Bash command changed {len(o['paths'])} file(s) that task {t} owns "
+                             f"({'agent ' + o['owner'] if o['owner'] else 'queued for ' + o['owner_role']}): "
+                             + ", ".join(o["paths"][:20])),
+                 "evidence": _as_text(command)} for t, o in tasks.items()]
+        _record_outcomes(agent, conn, rows)
+        for t, o in tasks.items():
+            message = BROADCASTS.sign(agent, {
+                "type": "STATUS", "to_agent": o["owner"], "to_role": None if o["owner"] else o["owner_role"],
+                "task": t, "payload": {"violation": "file-ownership", "task": t, "paths": o["paths"][:100],
+                                       "tool_call_id": call and call["tool_call_id"]}})
+            try:
+                with conn.transaction():  # a refused message (a rate limit) keeps the outcome: it is the record
+                    _call(conn, "broadcast", message)
+            except psycopg.Error:
+                pass
 
 
 def stop_reason(agent: Agent) -> str | None:
@@ -500,7 +747,7 @@ def _stop(agent: Agent, event: dict) -> Reply:
     if event.get("stop_hook_active") is True:
         return Reply()  # a Stop hook already kept the agent going: do not loop
     reason = stop_reason(agent)
-    return Reply(exit=2, stderr=reason) if reason else Reply()
+    return _block(reason) if reason else Reply()
 
 
 def _teammate_idle(agent: Agent, event: dict) -> Reply:
@@ -510,7 +757,7 @@ def _teammate_idle(agent: Agent, event: dict) -> Reply:
         ).fetchone()
     if task is None:
         return Reply()  # nothing claimable: the teammate may stop
-    return Reply(exit=2, stderr=(
+    return _block((
         f"scsql: claimed task {task['task_id']} (lease token {task['lease_token']}) for you: "
         f"{_clip(_as_text(task['payload']), 2000)}"
         + (f"; acceptance: {_clip(task['acceptance_criteria'], 1000)}" if task["acceptance_criteria"] else "")
@@ -589,6 +836,7 @@ def handle(agent: Agent, event: dict) -> Reply:
     stderr and exit 1 (non-blocking)."""
     if not isinstance(event, dict):
         return Reply(exit=1, stderr="scsql: a hook event must be a JSON object")
+    event = storable.clean_event(event)
     name = event.get("hook_event_name")
     fn = HANDLERS.get(name) if isinstance(name, str) else None
     if fn is None:

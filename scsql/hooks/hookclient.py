@@ -50,8 +50,12 @@ EVENTS = (
 BY_SUBCOMMAND = {row[1]: row for row in EVENTS}
 TOOL_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure")
 
-MAX_EVENT_BYTES = 8 * 1024 * 1024  # a larger event is refused as malformed (exit 1)
+MAX_EVENT_BYTES = 8 * 1024 * 1024  # what the hook sends and spools at most: a larger event is shrunk (shrink)
+MAX_READ_BYTES = 256 * 1024 * 1024  # what the hook parses at most: a larger event is recorded as a stub (stub_event)
+LONG_STRING = 256 * 1024  # a string of a shrunk event keeps this many characters at most
+PRECUT_MARGIN = 8192  # characters kept past a column's bound for redaction to see whole (longer than any secret but a key block)
 MAX_REPLY_BYTES = 16 * 1024 * 1024
+COLD_BUDGET = 8.0  # s a PreToolUse hook waits for a hook server it had to start (Claude Code allows it 10)
 AGENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 BOOT = ("import sys; sys.path.insert(0, sys.argv.pop(1)); from scsql.hooks.daemon import main; "
         "sys.exit(main(sys.argv[1:]))")
@@ -116,8 +120,55 @@ except ImportError:  # pragma: no cover
     import socket as _sock
 
 
+SPAWN_ENV = {}  # what a hook server this hook starts is given besides the environment
+
+
 class Malformed(Exception):
     """The event cannot be taken: exit 1 with this message."""
+
+
+# -- bounding what is sent and stored ------------------------------------------
+# What ends a word: whitespace, quotes, brackets and list separators, none of
+# which occurs inside a token, key, JWT or URL with a password (the same set
+# as scsql._word_break in sql/14_capture.sql).
+SEPARATORS = frozenset(" \t\n\r\f\v\"'`,;()[]{}<>|\u00a0\u2028\u2029")
+
+
+def cut_point(text, n):
+    """The largest position <= N where TEXT may be cut without keeping part of
+    a word: N itself when a separator is on either side of it."""
+    if n >= len(text):
+        return len(text)
+    if n <= 0:
+        return 0
+    if text[n] in SEPARATORS or text[n - 1] in SEPARATORS:
+        return n
+    while n > 0 and text[n - 1] not in SEPARATORS:
+        n -= 1
+    return n
+
+
+def precut(text, n):
+    """TEXT cut where a word ends to at most N characters (no mark: what is
+    stored is clipped again, and marked, by scsql.storable)."""
+    return text if len(text) <= n else text[:cut_point(text, n)]
+
+
+def as_text(value):
+    """A value as a preview shows it: a string as it is, anything else as JSON."""
+    if value is None or isinstance(value, str):
+        return value
+    import json
+
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def measure(text):
+    """The UTF-8 length and sha256 of TEXT (lone surrogates as they would be encoded, unpaired)."""
+    import hashlib
+
+    data = text.encode("utf-8", "surrogatepass")
+    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
 # -- paths ---------------------------------------------------------------------
@@ -132,6 +183,47 @@ def default_home():
         return os.path.expanduser("~/Library/Application Support/scsql")
     base = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
     return os.path.join(base, "scsql")
+
+
+IDENTITY_FILE = os.path.join(".claude", "scsql.local.json")
+
+
+def project_identity(project_dir=None):
+    """Who this checkout's hooks and MCP server act as on this machine: the
+    object .claude/scsql.local.json of the project directory holds (GIVEN,
+    else $CLAUDE_PROJECT_DIR, else the current directory), which ``scsql
+    install claude`` writes: agent and home (the data directory, where
+    agent_env finds how the agent reaches its database). None when there is
+    none. It is this machine's file, never committed: the settings that name
+    no agent are; it holds no secret."""
+    d = project_dir or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
+    try:
+        with open(os.path.join(d, IDENTITY_FILE), encoding="utf-8") as f:
+            data = loads(f.read(65536))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("agent"), str):
+        return None
+    return data
+
+
+def agent_env_path(home, agent):
+    return os.path.join(home, "hooks", agent + ".env.json")
+
+
+def agent_env(home, agent):
+    """What the processes of AGENT need to reach its database, as ``scsql
+    install claude`` recorded it in the data directory (a file of this user,
+    0600): SCSQL_AGENT_DSN (the agent's own login on a shared server) and
+    SCSQL_KEYSTORE. Empty when there is none (the embedded default)."""
+    try:
+        with open(agent_env_path(home, agent), encoding="utf-8") as f:
+            data = loads(f.read(65536))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(k, str) and k.startswith("SCSQL_") and isinstance(v, str)}
 
 
 def socket_path(home, agent):
@@ -215,6 +307,35 @@ def unix_address(path):
 
 def spool_name():
     return f"{time.time_ns():020d}-{os.getpid()}-{os.urandom(4).hex()}.jsonl"
+
+
+def spool_totals(home, only=None):
+    """Events in every agent's spool under HOME (or agent ONLY's): (waiting to
+    be written, kept in failed/ because not even a stub of them could be stored)."""
+    waiting = failed = 0
+    root = os.path.join(home, "spool")
+    try:
+        agents = [only] if only else os.listdir(root)
+    except OSError:
+        return 0, 0
+    for agent in agents:
+        for sub, is_failed in (("", False), ("claimed", False), ("failed", True)):
+            d = os.path.join(root, agent, sub)
+            try:
+                names = [n for n in os.listdir(d) if n.endswith(".jsonl")]
+            except OSError:
+                continue
+            for n in names:
+                try:
+                    with open(os.path.join(d, n), "rb") as f:
+                        count = sum(1 for line in f if line.strip())
+                except OSError:
+                    continue
+                if is_failed:
+                    failed += count
+                else:
+                    waiting += count
+    return waiting, failed
 
 
 def spool_write(home, agent, lines, *, name=None):
@@ -328,7 +449,7 @@ def spawn_server(home, agent):
     actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                (os.POSIX_SPAWN_OPEN, 1, log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600),
                (os.POSIX_SPAWN_DUP2, 1, 2)]
-    os.posix_spawn(sys.executable, argv, os.environ, file_actions=actions, setsid=True)
+    os.posix_spawn(sys.executable, argv, {**os.environ, **SPAWN_ENV}, file_actions=actions, setsid=True)
 
 
 def first_notice(home, agent, session_id):
@@ -364,35 +485,68 @@ def parse_args(argv):
             val = rest[i]
         opts[key] = val
         i += 1
-    agent = opts["--agent"]
+    agent, home = opts["--agent"], opts["--home"]
+    if agent is None:
+        found = project_identity()
+        if found is None:
+            where = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
+            raise Malformed(f"no agent named, and {os.path.join(where, IDENTITY_FILE)} does not say which: run "
+                            "`scsql install claude --agent NAME` in this project")
+        agent, home = found["agent"], home or found.get("home")
     if not agent or not set(agent) <= AGENT_CHARS or agent[0] == "." or len(agent) > 100:
         raise Malformed(f"--agent must name the agent (letters, digits, _ - .), got {agent!r}")
-    home = os.path.abspath(opts["--home"] or default_home())
+    home = os.path.abspath(home or default_home())
+    SPAWN_ENV["SCSQL_DATA_DIR"] = home
     return BY_SUBCOMMAND[argv[0]], agent, home
 
 
 def read_event(stdin_fd, row):
-    chunks, size = [], 0
+    """The event on stdin as (JSON text, object). An event over MAX_EVENT_BYTES
+    is shrunk (its long strings clipped, their fields measured); one over
+    MAX_READ_BYTES is not parsed but recorded as a stub: a real event is never
+    refused for its size."""
+    chunks, size, digest = [], 0, None
     while True:
         chunk = os.read(stdin_fd, 1 << 20)
         if not chunk:
             break
         size += len(chunk)
-        if size > MAX_EVENT_BYTES:
-            raise Malformed(f"the event is larger than {MAX_EVENT_BYTES // (1024 * 1024)} MiB; it was not recorded")
-        chunks.append(chunk)
+        if digest is None and size > MAX_READ_BYTES:
+            import hashlib
+
+            digest = hashlib.sha256()
+            for c in chunks:
+                digest.update(c)
+            chunks = [b"".join(chunks)[:1 << 20]]
+        if digest is not None:
+            digest.update(chunk)
+        else:
+            chunks.append(chunk)
+    if digest is not None:
+        event = checked(stub_event(chunks[0], size, digest.hexdigest(), row), row)
+        return dumps(event), event
+    data = b"".join(chunks)
     try:
-        text = b"".join(chunks).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise Malformed(f"the event is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+        text, bad = data.decode("utf-8"), None
+    except UnicodeDecodeError as exc:  # bytes that are not UTF-8 inside a string become U+FFFD
+        text, bad = data.decode("utf-8", "replace"), f"the event is not UTF-8 ({exc.reason} at byte {exc.start})"
     if not text.strip():
         raise Malformed("no event on stdin (expected the hook's JSON object)")
     try:
         event = loads(text)
     except (ValueError, RecursionError) as exc:
-        raise Malformed(f"the event is not JSON ({exc})") from None
+        raise Malformed(bad or f"the event is not JSON ({exc})") from None
     if not isinstance(event, dict):
         raise Malformed("the event is not a JSON object")
+    if size > MAX_EVENT_BYTES:
+        event = shrink(event, size, row)
+        text = dumps(event)
+    checked(event, row)
+    return text.strip(), event
+
+
+def checked(event, row):
+    """EVENT when it is one of this hook's events; Malformed otherwise."""
     name = event.get("hook_event_name")
     if name != row[0]:
         raise Malformed(f"hook_event_name is {name!r}, but this is the {row[1]} hook ({row[0]})")
@@ -401,7 +555,63 @@ def read_event(stdin_fd, row):
         raise Malformed("the event has no session_id")
     if row[0] in TOOL_EVENTS and not isinstance(event.get("tool_name"), str):
         raise Malformed("the event has no tool_name")
-    return text.strip(), event
+    return event
+
+
+def shrink(event, size, row):
+    """EVENT within MAX_EVENT_BYTES: each string longer than a bound cut where
+    a word ends (the bound shrinks until the event fits), and the UTF-8 length
+    and sha256 of each field it cut, as a preview would show the whole field,
+    in scsql_sizes. A stub when no bound makes it fit."""
+    import json
+
+    sizes = {}
+    limit = LONG_STRING
+    while limit >= 1024:
+        cut = set()
+
+        def walk(v, top):
+            if isinstance(v, str) and len(v) > limit:
+                cut.add(top)
+                return precut(v, limit)
+            if isinstance(v, dict):
+                return {k: walk(x, top) for k, x in v.items()}
+            if isinstance(v, list):
+                return [walk(x, top) for x in v]
+            return v
+        out = {k: walk(v, k) for k, v in event.items()}
+        if len(json.dumps(out)) <= MAX_EVENT_BYTES - 4096:
+            for k in cut:
+                sizes[k] = measure(as_text(event[k]))
+            out["scsql_sizes"] = sizes
+            return out
+        limit //= 4
+    head = json.dumps({k: event.get(k) for k in ("hook_event_name", "session_id", "tool_name", "tool_use_id")})
+    import hashlib
+
+    return stub_event(head.encode(), size, hashlib.sha256(json.dumps(event).encode()).hexdigest(), row)
+
+
+def stub_event(head, size, sha256, row):
+    """An event too large to parse or to shrink, as a stub: its names, read
+    from the start of its text, and its size and sha256."""
+    import re
+
+    text = head.decode("utf-8", "replace")
+    event = {"hook_event_name": row[0]}
+    for key in ("session_id", "tool_name", "tool_use_id", "cwd"):
+        m = re.search(r'"%s"\s*:\s*"((?:[^"\\]|\\.){1,1000})"' % key, text)
+        if m:
+            try:
+                event[key] = loads('"' + m.group(1) + '"')
+            except ValueError:
+                pass
+    event.setdefault("session_id", "unknown")
+    if row[0] in TOOL_EVENTS:
+        event.setdefault("tool_name", "unknown")
+    event["scsql_stub"] = {"code": "SC151", "message": f"the event was {size} bytes, too large to record whole"}
+    event["scsql_sizes"] = {"event": {"bytes": size, "sha256": sha256}}
+    return event
 
 
 def stamp(text, event):
@@ -415,6 +625,24 @@ def stamp(text, event):
     extra = f'"scsql_event_id": "{event_id}", "scsql_received_at": "{at}"'
     body = text[:-1].rstrip()
     return body + (", " if event else "") + extra + "}", event_id
+
+
+def as_decision(event_name, reason):
+    """A block given as exit status 2 (by an older hook server), as the JSON decision of EVENT_NAME."""
+    if event_name == "PreToolUse":
+        return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                                       "permissionDecisionReason": reason}}
+    return {"decision": "block", "reason": reason}
+
+
+def misconfigured(home, agent):
+    """What the hook server found wrong with the agent (its marker file), or
+    None. Events of an agent that cannot act here are not spooled."""
+    try:
+        with open(os.path.join(home, "hooks", agent + ".misconfigured"), encoding="utf-8") as f:
+            return f.read(2000).strip() or "the agent cannot act here"
+    except OSError:
+        return None
 
 
 def degraded_message(home, agent, reason):
@@ -449,7 +677,11 @@ def main(argv=None):
             except Exception as exc:  # noqa: BLE001
                 reason += f" and could not be started: {exc}"
                 raise Unreachable(reason) from None
-            if row[4] or budget < 1.0:
+            if row[0] == "PreToolUse":
+                # A deny check never depends on a warm server: the first call enforces too.
+                budget = COLD_BUDGET
+                deadline = time.monotonic() + budget
+            elif row[4] or budget < 1.0:
                 raise
             # An event that answers (context, a block) and may wait: wait for the server within the budget.
             while reply is None:
@@ -467,14 +699,19 @@ def main(argv=None):
         reason = f"its hook server failed: {exc}"
     output = None
     code = 0
+    wrong = None
     if reply is not None:
         reason = None
         output = reply.get("output") if isinstance(reply.get("output"), dict) else None
-        code = reply.get("exit") if reply.get("exit") in (0, 2) else 0
-        if isinstance(reply.get("stderr"), str):
+        if reply.get("exit") == 2:  # a decision given as an exit status: as JSON, exit 0
+            output = as_decision(row[0], reply.get("stderr") or "scsql")
+        elif isinstance(reply.get("stderr"), str):
             sys.stderr.write(reply["stderr"].rstrip("\n") + "\n")
         if isinstance(reply.get("degraded"), str):
             reason = reply["degraded"]
+            wrong = reason if reply.get("spooled") is False else None
+    elif row[5] and (wrong := misconfigured(home, agent)) is not None:
+        reason = wrong
     elif row[5]:
         try:
             spool_write(home, agent, [line])
@@ -488,7 +725,8 @@ def main(argv=None):
             tell = True
         if tell:
             output = dict(output or {})
-            output.setdefault("systemMessage", degraded_message(home, agent, reason))
+            output.setdefault("systemMessage", f"scsql cannot act as agent {agent}: {wrong}" if wrong
+                              else degraded_message(home, agent, reason))
     if output is not None:
         try:
             sys.stdout.write(dumps(output) + "\n")

@@ -58,10 +58,12 @@ from ..core.errors import (
     ScsqlError,
 )
 from .events import settings_hooks
+from .hookclient import IDENTITY_FILE as IDENTITY
 
 SCOPES = ("project", "local", "user")
 BACKUP_INFIX = ".scsql-backup-"
 DEFAULT_TEAM_ROLE = "developer"
+PORTABLE_SERVER = "scsql"  # the .mcp.json server of a committed install: the agent is this checkout's (scsql.local.json)
 
 Json = dict[str, Any]
 
@@ -138,8 +140,12 @@ def scsql_command() -> list[str]:
     return [sys.executable, "-m", "scsql"]
 
 
-def mcp_server_entry(agent: str, env: dict[str, str]) -> Json:
-    """The .mcp.json entry that runs ``scsql mcp --agent AGENT``."""
+def mcp_server_entry(agent: str | None, env: dict[str, str]) -> Json:
+    """The .mcp.json entry that runs ``scsql mcp --agent AGENT``; AGENT None:
+    the portable ``scsql mcp`` (the scsql on PATH; the agent is the one
+    .claude/scsql.local.json names), for a committed file."""
+    if agent is None:
+        return {"command": "scsql", "args": ["mcp"]}
     command = scsql_command()
     entry: Json = {"command": command[0], "args": [*command[1:], "mcp", "--agent", agent]}
     if env:
@@ -153,13 +159,28 @@ def mcp_server_entry(agent: str, env: dict[str, str]) -> Json:
 _TUNABLE = ("timeout", "async", "statusMessage")
 
 
+# A command scsql wrote, in any of its forms (an older scsql's too): the hook
+# client by path with the agent and data directory, or the portable one.
+_OUR_COMMAND = re.compile(
+    r"^(?:\S+ -S -I \S*scsql/hooks/client\.py (?P<sub>[a-z-]+) --agent (?P<agent>\S+) --home (?P<home>.+?)"
+    r"|scsql hook (?P<psub>[a-z-]+))(?: \|\| exit 1)?$")
+
+
 def _identity(handler: Any) -> str | None:
-    """What names a handler as scsql's: a command handler by its exact
-    command; any other kind by everything but its timeout and flags."""
+    """What names a handler as scsql's: a command scsql writes by its event,
+    agent and data directory (whatever form an older scsql wrote it in);
+    another command by its exact text; any other kind by everything but its
+    timeout and flags."""
     if not isinstance(handler, dict):
         return None
     if handler.get("type") == "command":
-        return f"command {handler.get('command')}"
+        command = str(handler.get("command"))
+        m = _OUR_COMMAND.match(command)
+        if m and m["psub"]:
+            return f"scsql hook {m['psub']}"
+        if m:
+            return f"scsql hook {m['sub']} --agent {m['agent'].strip(chr(39))} --home {m['home'].strip(chr(39))}"
+        return f"command {command}"
     return json.dumps({k: v for k, v in handler.items() if k not in _TUNABLE}, sort_keys=True)
 
 
@@ -427,10 +448,12 @@ class Edit:
     written by :meth:`apply` after the database work succeeded."""
 
     def __init__(self, path: Path, check: Callable[[ConfigFile], None],
-                 merge: Callable[[Json], Json], remove: Callable[[Json], Json], what: str):
+                 merge: Callable[[Json], Json], remove: Callable[[Json], Json], what: str, mode: int | None = None):
         self.file = ConfigFile(path).read()
         check(self.file)
         self.merge, self.remove, self.what = merge, remove, what
+        if mode is not None and self.file.mode is None:
+            self.file.mode = mode  # a file this edit creates
 
     def plan_install(self) -> tuple[str, bytes | None]:
         data = self.file.data
@@ -461,32 +484,41 @@ class Edit:
         line = f"  {status:<9} {self.file.path}  ({self.what}"
         if content is None and status == "removed":
             line += "; the file held nothing else and was deleted"
+            for old in self.file.backups():  # copies of a file scsql made, gone with it
+                old.unlink(missing_ok=True)
+            backup = None
         if backup is not None:
             line += f"; backup {backup.name}"
         return line + ")"
 
 
 def _edits(ctx, args: argparse.Namespace, mcp: bool = True) -> tuple[Path, str, list[Edit]]:
-    """The edits of .mcp.json (when MCP) and of the scope's settings file."""
-    from ..core.cli import uri
-
+    """The edits of .mcp.json (when MCP) and of the scope's settings file.
+    Project scope writes what a teammate can commit and use: commands and an
+    MCP server that name no agent and no path of this machine; which agent
+    this checkout acts as, and where its data is, go to the local
+    .claude/scsql.local.json (never committed)."""
     directory = project_dir(args.project_dir)
     project = args.project or project_name(directory)
     agent, home = args.agent, str(ctx.settings.data_dir)
-    env = {"SCSQL_DATA_DIR": home}
-    if os.environ.get("SCSQL_KEYSTORE"):
-        env["SCSQL_KEYSTORE"] = str(ctx.settings.keystore)
-    if ctx.settings.dsn or ctx.settings.agent_dsn:
-        env["SCSQL_AGENT_DSN"] = uri(ctx.agent_conninfo())
-    name, entry = server_name(agent), mcp_server_entry(agent, env)
-    ours = settings_hooks(agent, home)
+    env = {"SCSQL_DATA_DIR": home}  # the rest (login, keys) is in the data directory: record_agent_env
+    portable = args.scope == "project"
+    name = PORTABLE_SERVER if portable else server_name(agent)
+    entry = mcp_server_entry(None if portable else agent, env)
+    ours = settings_hooks(None, None) if portable else settings_hooks(agent, home)
     n = len(_handler_identities(ours))
     edits = [
         Edit(directory / ".mcp.json", _check_mcp, lambda d: merge_server(d, name, entry),
              lambda d: remove_server(d, name), f"MCP server {name}"),
     ] if mcp else []
     edits.append(Edit(settings_path(args.scope, directory), lambda cf: _check_settings(cf, ours),
-                      lambda d: merge_hooks(d, ours), lambda d: remove_hooks(d, ours), f"{n} hook(s) of agent {agent}"))
+                      lambda d: merge_hooks(d, ours), lambda d: remove_hooks(d, ours),
+                      f"{n} hook(s), for the agent {IDENTITY} names" if portable else f"{n} hook(s) of agent {agent}"))
+    if portable:
+        mine = {"agent": agent, "home": home}
+        edits.append(Edit(directory / IDENTITY, lambda cf: None, lambda d: {**d, **mine},
+                          lambda d: {k: v for k, v in d.items() if k not in mine},
+                          f"agent {agent} of this checkout on this machine", mode=0o600))
     return directory, project, edits
 
 
@@ -494,11 +526,13 @@ def installed_in_other_scopes(ctx, args: argparse.Namespace, directory: Path) ->
     """The scopes other than ARGS.scope whose settings file holds the agent's
     hooks: installs that still use the project's .mcp.json server. A file
     that cannot be read or parsed holds none (Claude Code cannot use it either)."""
-    ours = settings_hooks(args.agent, str(ctx.settings.data_dir))
     found = []
+    if args.scope == "project":  # its MCP server (scsql) is its own
+        return found
+    ours = settings_hooks(args.agent, str(ctx.settings.data_dir))
     for scope in SCOPES:
         path = settings_path(scope, directory)
-        if scope == args.scope or path == settings_path(args.scope, directory):
+        if scope in (args.scope, "project") or path == settings_path(args.scope, directory):
             continue
         cf = ConfigFile(path)
         try:
@@ -514,9 +548,12 @@ def installed_in_other_scopes(ctx, args: argparse.Namespace, directory: Path) ->
     return found
 
 
-def ensure_project_and_agent(ctx, project: str, agent: str, team_role: str, directory: Path) -> list[str]:
+def ensure_project_and_agent(ctx, project: str, agent: str, team_role: str,
+                             directory: Path) -> tuple[list[str], str | None]:
     """Create PROJECT (rooted at DIRECTORY) and AGENT with its key when they
-    do not exist, with the functions ``scsql project`` and ``scsql agent`` use."""
+    do not exist, with the functions ``scsql project`` and ``scsql agent`` use;
+    on a shared server whose agents log in as themselves, a new agent's
+    password too. Returns what it did and that password (None when none was made)."""
     from ..core import roles
 
     admin = ctx.admin_conninfo()
@@ -542,20 +579,86 @@ def ensure_project_and_agent(ctx, project: str, agent: str, team_role: str, dire
     if found is None:
         row = roles.create_agent(admin, ctx.keystore, agent, project, team_role)
         said.append(f"scsql: created agent {agent} ({team_role}) in project {project}, key {row['key_file']}")
-        return said
+        return said, _new_login(ctx, admin, agent)
     said.append(f"scsql: agent {agent} exists in project {project}")
-    return said
+    return said, None
+
+
+def _new_login(ctx, admin: str, agent: str) -> str | None:
+    """A password for a new agent's own login, on a shared server whose agents log in as themselves."""
+    from ..core import roles
+
+    if ctx.settings.embedded or ctx.settings.agent_dsn:
+        return None
+    mode = roles.login_settings(admin)
+    if mode is None or mode["one_login"]:
+        return None
+    return roles.issue_password(admin, agent)
+
+
+def record_agent_env(ctx, agent: str, password: str | None) -> list[str]:
+    """Record how AGENT's processes (its hooks, its MCP server) reach its
+    database in the data directory (hooks/<agent>.env.json, 0600: it may hold
+    the agent's password), when that is not the embedded default; never in
+    a file of the project."""
+    from urllib.parse import quote
+
+    from ..core.cli import uri
+    from .hookclient import agent_env, agent_env_path
+
+    home = str(ctx.settings.data_dir)
+    env = dict(agent_env(home, agent))
+    if os.environ.get("SCSQL_KEYSTORE"):
+        env["SCSQL_KEYSTORE"] = str(ctx.settings.keystore)
+    if ctx.settings.dsn or ctx.settings.agent_dsn:
+        dsn = uri(ctx.agent_conninfo(agent))
+        if password:
+            user = dsn.split("://", 1)[1].split("@", 1)[0]
+            dsn = dsn.replace(f"://{user}@", f"://{user}:{quote(password, safe='')}@", 1)
+        if password or "SCSQL_AGENT_DSN" not in env or ctx.settings.agent_dsn:
+            env["SCSQL_AGENT_DSN"] = dsn
+    if not env or env == agent_env(home, agent):
+        return []
+    path = Path(agent_env_path(home, agent))
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _replace(path, (json.dumps(env, indent=2) + "\n").encode(), 0o600)
+    return [f"  recorded  {path}  (how agent {agent}'s hooks and MCP server reach its database; 0600)"]
 
 
 def cmd_install_claude(ctx, args: argparse.Namespace) -> int:
     directory, project, edits = _edits(ctx, args)  # every file read and checked before anything changes
     project = args.project or rooted_project(ctx, directory, args.agent) or project
     plans = [e.plan_install() for e in edits]
-    for line in ensure_project_and_agent(ctx, project, args.agent, args.role, directory):
+    said, password = ensure_project_and_agent(ctx, project, args.agent, args.role, directory)
+    for line in said:
         print(line)
     for edit, (status, content) in zip(edits, plans):
         print(edit.apply(status, content))
+    for line in record_agent_env(ctx, args.agent, password):
+        print(line)
+    if args.scope == "project":
+        _exclude_from_git(directory, IDENTITY)
+    marker = Path(ctx.settings.data_dir) / "hooks" / f"{args.agent}.misconfigured"
+    marker.unlink(missing_ok=True)  # the agent acts again: its hooks spool what they cannot deliver
     return 0
+
+
+def _exclude_from_git(directory: Path, relative: str) -> None:
+    """Keep RELATIVE out of git in this clone only (.git/info/exclude), never
+    in a file that is committed."""
+    info = directory / ".git" / "info"
+    if not (directory / ".git").is_dir():
+        return
+    exclude = info / "exclude"
+    line = "/" + relative
+    try:
+        have = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
+        if line not in have.splitlines():
+            info.mkdir(parents=True, exist_ok=True)
+            with exclude.open("a", encoding="utf-8") as f:
+                f.write(("" if have.endswith("\n") or not have else "\n") + line + "\n")
+    except OSError:
+        pass
 
 
 def cmd_uninstall_claude(ctx, args: argparse.Namespace) -> int:
@@ -569,6 +672,10 @@ def cmd_uninstall_claude(ctx, args: argparse.Namespace) -> int:
         print(f"  kept      {directory / '.mcp.json'}  (MCP server {server_name(args.agent)}; {where} still use it)")
     for edit, (status, content) in zip(edits, plans):
         print(edit.apply(status, content))
+    claude = directory / ".claude"
+    if claude.is_dir() and not claude.is_symlink() and not any(claude.iterdir()):
+        claude.rmdir()  # nothing but scsql's files was in it
+        print(f"  removed   {claude}  (empty)")
     print(f"scsql: agent {args.agent} keeps its key and history (scsql agent revoke {args.agent} retires it)")
     return 0
 
@@ -584,8 +691,9 @@ def _options(p: argparse.ArgumentParser) -> None:
                    help="the scsql project (default: the project whose root is the directory, "
                         "as scsql up makes the default project's; else the directory's name, lower case)")
     p.add_argument("--scope", choices=SCOPES, default="project",
-                   help="settings file for the hooks: project .claude/settings.json (default), "
-                        "local .claude/settings.local.json, user ~/.claude/settings.json")
+                   help="settings file for the hooks: project .claude/settings.json (default; commands that name "
+                        "no agent and no path of this machine, to commit and share; the agent is this checkout's, "
+                        "in .claude/scsql.local.json), local .claude/settings.local.json, user ~/.claude/settings.json")
 
 
 def register_install(sub, add) -> None:

@@ -27,9 +27,15 @@ from pathlib import Path
 
 from .client import private_dir, spool_dir, spool_write  # noqa: F401 - the writer is the client's
 
-__all__ = ["pending", "replay", "spool_dir", "spool_write"]
+__all__ = ["failed", "pending", "replay", "spool_dir", "spool_write"]
 
 STALE_TMP_SECONDS = 3600.0
+
+
+def failed(home: str | Path, agent: str) -> list[Path]:
+    """Spool files that not even a stub could store (kept for a person to look at)."""
+    d = Path(spool_dir(str(home), agent)) / "failed"
+    return sorted(d.glob("*.jsonl")) if d.is_dir() else []
 
 
 def pending(home: str | Path, agent: str) -> list[Path]:
@@ -72,12 +78,14 @@ def _fsync_dir(path: Path) -> None:
 
 def replay(home: str | Path, agent: str, write: Callable[[list[dict]], None], *,
            is_down: Callable[[BaseException], bool] = lambda exc: False, batch: int = 200,
-           on_failed: Callable[[Path, BaseException], None] = lambda p, e: None) -> int:
+           on_failed: Callable[[Path, BaseException], None] = lambda p, e: None,
+           stub: Callable[[list[dict], BaseException], None] | None = None) -> int:
     """Write the agent's spooled events with ``write(events)`` (one call, one
     transaction, per batch of whole files), in order, each file deleted once
     its batch committed. Returns the events written. A failure ``is_down``
     recognises (the database is gone) stops the replay and is raised; the
-    files stay for the next one. Another replayer at work: returns 0."""
+    files stay for the next one. An event ``write`` refuses alone is handed
+    to ``stub(events, refusal)``. Another replayer at work: returns 0."""
     d = Path(private_dir(spool_dir(str(home), agent)))
     claimed = Path(private_dir(str(d / "claimed")))
     lock = os.open(d / ".replay.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -110,15 +118,15 @@ def replay(home: str | Path, agent: str, write: Callable[[list[dict]], None], *,
                 group.append((p, events))
                 size += len(events)
                 if size >= batch:
-                    written += _write_group(d, group, write, is_down, on_failed, done)
+                    written += _write_group(d, group, write, is_down, on_failed, done, stub)
                     group, size = [], 0
             if group:
-                written += _write_group(d, group, write, is_down, on_failed, done)
+                written += _write_group(d, group, write, is_down, on_failed, done, stub)
     finally:
         os.close(lock)
 
 
-def _write_group(d: Path, group, write, is_down, on_failed, done: set) -> int:
+def _write_group(d: Path, group, write, is_down, on_failed, done: set, stub=None) -> int:
     seen = set(done)
     events = []
     for _, evs in group:
@@ -134,16 +142,50 @@ def _write_group(d: Path, group, write, is_down, on_failed, done: set) -> int:
     except BaseException as exc:
         if is_down(exc) or not isinstance(exc, Exception):
             raise
-        if len(group) == 1:
-            _fail(d, group[0][0], exc, on_failed)
-            return 0
-        # A bad event in the batch: write file by file, setting the bad ones aside.
-        return sum(_write_group(d, [g], write, is_down, on_failed, done) for g in group)
+        if len(group) > 1:  # a bad event in the batch: file by file
+            return sum(_write_group(d, [g], write, is_down, on_failed, done, stub) for g in group)
+        return _write_one_by_one(d, group[0][0], events, write, is_down, on_failed, done, stub, exc)
     done.update(e.get("scsql_event_id") for e in events)
     for p, _ in group:
         p.unlink()
     _fsync_dir(d / "claimed")
     return len(events)
+
+
+def _write_one_by_one(d: Path, path: Path, events: list[dict], write, is_down, on_failed, done: set, stub,
+                      refusal: BaseException) -> int:
+    """The events of one refused file, each in a transaction of its own; one
+    refused again goes to STUB; what even that cannot store is kept in failed/."""
+    written, kept = 0, []
+    for e in events:
+        try:
+            if len(events) > 1:
+                write([e])
+            else:
+                raise refusal
+        except Exception as exc:  # noqa: BLE001 - a refused event, or the database gone
+            if is_down(exc):
+                raise
+            try:
+                if stub is None:
+                    raise exc
+                stub([e], exc)
+            except Exception as why:  # noqa: BLE001
+                if is_down(why):
+                    raise
+                kept.append((e, why))
+                continue
+        done.add(e.get("scsql_event_id"))
+        written += 1
+    if kept:
+        failed = Path(private_dir(str(d / "failed")))
+        name = path.name
+        (failed / name).write_text("".join(json.dumps(e) + "\n" for e, _ in kept))
+        (failed / (name + ".error")).write_text("".join(f"{type(w).__name__}: {w}\n" for _, w in kept))
+        on_failed(path, kept[0][1])
+    path.unlink()
+    _fsync_dir(d / "claimed")
+    return written
 
 
 def _fail(d: Path, p: Path, exc: BaseException, on_failed) -> None:

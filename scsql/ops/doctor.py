@@ -297,8 +297,22 @@ def check_hooks(p: Probe) -> Finding:
     return ok(f"MCP server and hooks installed for {', '.join(agents)} in {p.project_dir}")
 
 
+def scsql_cmd(p: Probe, rest: str) -> str:
+    """A scsql command line to paste: with --data-dir when doctor looked at
+    another data directory than the one scsql finds by itself."""
+    from ..core.config import find_data_dir
+
+    if p.settings.data_dir == find_data_dir():
+        return f"scsql {rest}"
+    return f"scsql --data-dir {p.settings.data_dir} {rest}"
+
+
+def _count_stubs(lines: list[str]) -> int:
+    return sum(int(ln.split(": ", 1)[1].split(" ", 1)[0]) for ln in lines)
+
+
 def check_spool(p: Probe) -> Finding:
-    from ..hooks.client import check_private
+    from ..hooks.client import check_private, misconfigured, spool_totals
 
     root = p.settings.data_dir / "spool"
     unsafe = []
@@ -314,22 +328,45 @@ def check_spool(p: Probe) -> Finding:
                       "talk to their server there", [f"chmod 700 {d}   # and chmod go-w every directory above it, "
                                                      "or set SCSQL_DATA_DIR to a directory of your own" for d, _ in unsafe],
                       [why for _, why in unsafe])
-    if not root.is_dir():
-        return ok("no hook events waiting")
+    hooks = p.settings.data_dir / "hooks"
+    wrong = {m.name.removesuffix(".misconfigured"): misconfigured(str(p.settings.data_dir), m.name.removesuffix(".misconfigured"))
+             for m in (hooks.glob("*.misconfigured") if hooks.is_dir() else [])}
+    if wrong:
+        return action(f"the hooks of {len(wrong)} agent(s) cannot act: they record nothing",
+                      [scsql_cmd(p, f"install claude --agent {a}") + "   # in the project, as before" for a in wrong],
+                      [f"{a}: {why}" for a, why in wrong.items()])
     waiting, failed = [], []
-    for d in sorted(x for x in root.iterdir() if x.is_dir()):
-        n = len([f for sub in (d, d / "claimed") if sub.is_dir() for f in sub.glob("*.jsonl")])
-        if n:
-            waiting.append((d.name, n))
-        failed += sorted((d / "failed").glob("*.jsonl")) if (d / "failed").is_dir() else []
+    for d in sorted(x for x in root.iterdir() if x.is_dir()) if root.is_dir() else []:
+        events, unstorable = spool_totals(str(p.settings.data_dir), only=d.name)
+        if events:
+            waiting.append((d.name, events))
+        if unstorable:
+            failed.append((d.name, unstorable))
+    stubs = _stubs(p)
     if not waiting and not failed:
-        return ok("no hook events waiting")
-    fix = [f"scsql worker --agent {a} --job hook-spool --once   # writes the spooled events" for a, _ in waiting]
+        return ok("no hook events waiting" + (f"; {_count_stubs(stubs)} stored as stubs" if stubs else ""), stubs)
+    fix = [scsql_cmd(p, f"worker --agent {a} --job hook-spool --once") + "   # writes the spooled events"
+           for a, _ in waiting]
     if failed:
-        fix.append(f"read the .error file beside each file in {root}/*/failed/, fix it, and move it back "
-                   "into its agent's spool directory")
-    details = [f"{a}: {n} spool file(s) not written" for a, n in waiting] + [f"refused: {f}" for f in failed]
-    return action(f"{sum(n for _, n in waiting)} spool file(s) of hook events unsent, {len(failed)} refused", fix, details)
+        fix.append(f"read the .error file beside each file in {root}/*/failed/: not even a stub of these events "
+                   "could be stored; move a file back into its agent's spool directory to try again")
+    details = [f"{a}: {n} event(s) waiting" for a, n in waiting] + [f"{a}: {n} event(s) not storable" for a, n in failed]
+    details += stubs
+    return action(f"{sum(n for _, n in waiting)} hook event(s) waiting to be written, "
+                  f"{sum(n for _, n in failed)} not storable", fix, details)
+
+
+def _stubs(p: Probe) -> list[str]:
+    """Captured events stored as stubs or with text made storable, by project (when the server answers)."""
+    if getattr(p, "conn", None) is None:
+        return []
+    try:
+        rows = p.query("select * from scsql.capture_counts()")
+    except Exception:  # noqa: BLE001 - an older schema: nothing to say
+        return []
+    return [f"{r['project']}: {r['stubs']} event(s) stored as stubs (the database refused their content; "
+            f"each names the refusal in altered), {r['replaced']} with text replaced, {r['clipped']} clipped"
+            for r in rows]
 
 
 @dataclass(frozen=True)
@@ -352,7 +389,7 @@ CHECKS: tuple[Check, ...] = (
     Check("keys", "key files' permissions", check_keys, needs_server=False),
     Check("clock", "clock skew between this machine and the server", check_clock),
     Check("hooks", "hooks installed in the project", check_hooks, needs_server=False),
-    Check("spool", "local spool of unsent hook events", check_spool, needs_server=False),
+    Check("spool", "local spool of unsent hook events, and events stored as stubs", check_spool, needs_server=False),
 )
 # Checks that read scsql's schema: skipped while migrations say it is absent.
 _NEEDS_SCHEMA = {"partitions", "worker", "embeddings", "checkpoints", "chains"}
