@@ -33,7 +33,7 @@ from ..core.errors import ScsqlError, is_unreachable
 from ..core.paths import real_root, resolve_in_root
 from . import storable
 from .clip import clip as _clip
-from .hookclient import as_text as _as_text
+from .hookclient import as_text as _as_text, scrub, scrub_value
 
 CONTEXT_TOKENS = 1500     # SessionStart: what recall injects at most (tokens ~ characters / 4)
 RECALL_HITS = 3           # UserPromptSubmit: memory hits injected at most
@@ -414,11 +414,11 @@ def keep_transcript(agent: Agent, conn, event: dict, session_id: int | None) -> 
         return   # nothing new since the cursor
     if not update.summary.empty:
         conn.execute("select * from scsql.summarize_session(scsql.redact_jsonb(%s))",
-                     (Jsonb(update.summary.payload, dumps=encoding.jsonb_text),))
+                     (Jsonb(scrub_value(update.summary.payload), dumps=encoding.jsonb_text),))
     sid = str(event.get("session_id") or "session")[:100]
     for n, part in enumerate(update.conversation.parts, at["parts"] + 1):
         conn.execute("select * from scsql.index_text(%s, scsql.redact(%s), 'note', null, 'standard', %s, %s)",
-                     (f"claude/sessions/{sid}/{n}.md", part.text, Jsonb(part.spans),
+                     (f"claude/sessions/{sid}/{n}.md", scrub(part.text), Jsonb(scrub_value(part.spans)),
                       Jsonb({"session": sid, "agent": agent.name})))
     messages = at["messages"] + update.summary.messages
     cursor = update.cursor or f"messages:{(since if isinstance(since, int) else 0) + update.summary.messages}"

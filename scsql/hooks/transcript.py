@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from .clip import clip, cut_point
+from .hookclient import scrub, scrub_private, scrub_value
 
 # Tools whose input names the file they change.
 FILE_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
@@ -56,7 +57,6 @@ SUMMARY_BYTES = 19000       # summarize_session takes 20,000 bytes of JSON
 EVENT_STRING_CHARS = 4096   # one string of an imported event's tool input, response or error
 LIMITS = {"done": 60, "decisions": 20, "files": 100, "open_tasks": 30}
 
-_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
 _COMMAND = re.compile(r"<command-name>\s*(.*?)\s*</command-name>.*?(?:<command-args>\s*(.*?)\s*</command-args>)?", re.S)
 _CONTINUED = "This session is being continued from a previous conversation"
 _NOT_REQUESTS = ("[Request interrupted by user", "<local-command-stdout>", "<local-command-stderr>",
@@ -196,16 +196,17 @@ def _message(n: int, obj: dict[str, Any]) -> Message | None:
                 texts.append(b["text"])
             elif kind == "tool_use" and _str(b.get("id")) and _str(b.get("name")):
                 inp = b.get("input")
-                uses.append(ToolUse(b["id"], b["name"], inp if isinstance(inp, dict) else {}))
+                uses.append(ToolUse(b["id"], b["name"], scrub_value(inp) if isinstance(inp, dict) else {}))
             elif kind == "tool_result" and _str(b.get("tool_use_id")):
-                results.append(ToolResult(b["tool_use_id"], _block_text(b.get("content")), b.get("is_error") is True))
+                results.append(ToolResult(b["tool_use_id"], scrub(_block_text(b.get("content"))),
+                                          b.get("is_error") is True))
             # thinking, image, document and block types to come: not conversation text
     elif content is not None:
         return None
     if len(results) == 1 and "toolUseResult" in obj:
-        results[0].structured = obj["toolUseResult"]
+        results[0].structured = scrub_value(obj["toolUseResult"])
     role = msg.get("role") if msg.get("role") in MESSAGE_TYPES else obj["type"]
-    text = _REMINDER.sub("", "\n".join(texts)).strip()
+    text = scrub_private("\n".join(texts)).strip()
     return Message(
         line=n, uuid=_str(obj.get("uuid")), parent_uuid=_str(obj.get("parentUuid")),
         timestamp=parse_time(obj.get("timestamp")), role=role, text=text, tool_uses=uses, tool_results=results,
