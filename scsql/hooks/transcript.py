@@ -854,6 +854,74 @@ def _slim(msgs: Iterable[Message]) -> Iterator[Message]:
         yield m
 
 
+# -- what the model's messages cost ------------------------------------------------
+
+INT_MAX = 2**31 - 1
+
+
+@dataclass
+class ModelCall:
+    """One message of the model: its id, model, token usage and the tool calls it issued."""
+
+    message_id: str
+    model: str | None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
+    tool_use_ids: list[str] = field(default_factory=list)
+    at: dt.datetime | None = None
+
+
+def _tokens(usage: dict, key: str) -> int:
+    v = usage.get(key)
+    return min(max(int(v), 0), INT_MAX) if isinstance(v, int | float) and not isinstance(v, bool) else 0
+
+
+def model_calls(path: str | os.PathLike, offset: int = 0, final: bool = False) -> tuple[list[ModelCall], int]:
+    """The model's messages in the transcript after byte OFFSET, each once
+    (Claude Code writes a line per content block of a message, each with the
+    message's id and its usage), with the tool calls it issued; and the offset
+    to read from next. Unless FINAL, the last message read is left for the
+    next read, since its later blocks may not be written yet, and so is a
+    last line without its newline."""
+    calls: dict[str, ModelCall] = {}
+    starts: dict[str, int] = {}
+    pos = offset
+    with open(path, "rb") as f:
+        f.seek(offset)
+        for raw in f:
+            if not raw.endswith(b"\n") and not final:
+                break
+            line_at, pos = pos, pos + len(raw)
+            try:
+                obj = json.loads(raw.decode("utf-8", errors="replace"))
+            except (ValueError, RecursionError):
+                continue
+            msg = obj.get("message") if isinstance(obj, dict) and obj.get("type") == "assistant" else None
+            if not isinstance(msg, dict) or not _str(msg.get("id")) or not isinstance(msg.get("usage"), dict):
+                continue
+            model = _str(msg.get("model"))
+            if model and model.startswith("<"):  # <synthetic>: Claude Code's own message, no model call
+                continue
+            call = calls.get(msg["id"])
+            if call is None:
+                usage = msg["usage"]
+                call = calls[msg["id"]] = ModelCall(
+                    msg["id"], model, _tokens(usage, "input_tokens"), _tokens(usage, "output_tokens"),
+                    _tokens(usage, "cache_creation_input_tokens"), _tokens(usage, "cache_read_input_tokens"),
+                    at=parse_time(obj.get("timestamp")))
+                starts[msg["id"]] = line_at
+            for b in msg.get("content") if isinstance(msg.get("content"), list) else ():
+                if isinstance(b, dict) and b.get("type") == "tool_use" and _str(b.get("id")):
+                    call.tool_use_ids.append(b["id"])
+    if calls and not final:
+        last = next(reversed(calls))
+        pos = starts.pop(last)
+        del calls[last]
+    return list(calls.values()), pos
+
+
 # -- where Claude Code keeps a project's transcripts ------------------------------
 
 
