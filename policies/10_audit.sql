@@ -69,7 +69,7 @@ to scsql_auditor, scsql_admin;
 
 -- Administrators: prices, grants, retention, the auditor's key, maintenance.
 grant execute on function
-  scsql.set_model_price(text, numeric, numeric, timestamptz),
+  scsql.set_model_price(text, numeric, numeric, timestamptz, numeric, numeric),
   scsql.grant_confidential(text, text),
   scsql.revoke_confidential(text, text),
   scsql.set_partition_retention(text, interval, integer),

@@ -85,32 +85,46 @@ comment on function scsql.revoke_confidential(text, text) is
 -- Prices and cost
 -- ---------------------------------------------------------------------------
 
+create or replace function scsql._require_price(p_what text, p_usd numeric, p_nullable boolean default false)
+returns void
+language plpgsql immutable
+as $$
+begin
+  if (p_usd is null and not p_nullable) or p_usd < 0 or p_usd = 'NaN' or p_usd = 'Infinity' then
+    raise exception using errcode = 'SC112',
+      message = format('%s must be finite and >= 0 USD per million tokens, got %s', p_what, coalesce(p_usd::text, 'NULL'));
+  end if;
+end
+$$;
+comment on function scsql._require_price(text, numeric, boolean) is
+  'Private. Raises SC112 unless P_USD is a finite price >= 0 (or NULL when P_NULLABLE), naming it P_WHAT.';
+
 create or replace function scsql.set_model_price(p_model text, p_input_usd_per_mtok numeric, p_output_usd_per_mtok numeric,
-                                                 p_effective_from timestamptz default now())
+                                                 p_effective_from timestamptz default now(),
+                                                 p_cache_write_usd_per_mtok numeric default null,
+                                                 p_cache_read_usd_per_mtok numeric default null)
 returns void
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_err scsql.violation;
 begin
-  if p_input_usd_per_mtok is null or p_output_usd_per_mtok is null
-     or p_input_usd_per_mtok < 0 or p_output_usd_per_mtok < 0
-     or p_input_usd_per_mtok = 'NaN' or p_output_usd_per_mtok = 'NaN'
-     or p_input_usd_per_mtok = 'Infinity' or p_output_usd_per_mtok = 'Infinity' then
-    raise exception using errcode = 'SC112',
-      message = format('prices must be finite and >= 0 USD per million tokens, got input %s, output %s',
-                       coalesce(p_input_usd_per_mtok::text, 'NULL'), coalesce(p_output_usd_per_mtok::text, 'NULL'));
-  end if;
-  -- Between 1970 and 9000: a time every client can read back (Python's
-  -- datetime holds years 1 to 9999 only, in any time zone).
+  perform scsql._require_price('the input price', p_input_usd_per_mtok);
+  perform scsql._require_price('the output price', p_output_usd_per_mtok);
+  perform scsql._require_price('the cache write price', p_cache_write_usd_per_mtok, true);
+  perform scsql._require_price('the cache read price', p_cache_read_usd_per_mtok, true);
+  -- Between 1970 and 9000: a time every client can read back.
   perform scsql._require(p_effective_from is not null, 'effective_from must be a time from 1970 to 9000');
   perform scsql._require_time('effective_from', p_effective_from);
-  -- The model name is checked by the table's constraint.
-  begin
-    insert into scsql.model_prices (model, effective_from, input_usd_per_mtok, output_usd_per_mtok)
-    values (p_model, p_effective_from, p_input_usd_per_mtok, p_output_usd_per_mtok)
+  begin  -- the model name is checked by the table's constraint
+    insert into scsql.model_prices (model, effective_from, input_usd_per_mtok, output_usd_per_mtok,
+                                    cache_write_usd_per_mtok, cache_read_usd_per_mtok)
+    values (p_model, p_effective_from, p_input_usd_per_mtok, p_output_usd_per_mtok,
+            p_cache_write_usd_per_mtok, p_cache_read_usd_per_mtok)
     on conflict (model, effective_from) do update
-      set input_usd_per_mtok = excluded.input_usd_per_mtok, output_usd_per_mtok = excluded.output_usd_per_mtok;
+      set input_usd_per_mtok = excluded.input_usd_per_mtok, output_usd_per_mtok = excluded.output_usd_per_mtok,
+          cache_write_usd_per_mtok = excluded.cache_write_usd_per_mtok,
+          cache_read_usd_per_mtok = excluded.cache_read_usd_per_mtok;
   exception when check_violation or not_null_violation then
     get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
       v_err.table_name = table_name, v_err.constraint_name = constraint_name, v_err.column_name = column_name, v_err.message_text = message_text;
@@ -118,23 +132,25 @@ begin
   end;
 end
 $$;
-comment on function scsql.set_model_price(text, numeric, numeric, timestamptz) is
-  'Administrators only. Sets the price of MODEL (USD per million input tokens, per million output tokens) from EFFECTIVE_FROM (default now) on; a tool call''s model matches the longest priced name that is a prefix of it (claude-sonnet-4 prices claude-sonnet-4-20250514). Raises SC010 bad model name or time, SC112 bad price.';
+comment on function scsql.set_model_price(text, numeric, numeric, timestamptz, numeric, numeric) is
+  'Administrators only. Sets the price of MODEL (USD per million input tokens, output tokens, and optionally tokens written to and read from the prompt cache: NULL prices them at 1.25 and 0.1 times input) from EFFECTIVE_FROM (default now) on; a call''s model matches the longest priced name that is a prefix of it (claude-sonnet-4 prices claude-sonnet-4-20250514). scsql ships dated list prices of current models, which a price set from a later time replaces. Raises SC010 bad model name or time, SC112 bad price.';
 
 create or replace function scsql.model_prices()
-returns table (model text, effective_from timestamptz, input_usd_per_mtok numeric, output_usd_per_mtok numeric)
+returns table (model text, effective_from timestamptz, input_usd_per_mtok numeric, output_usd_per_mtok numeric,
+               cache_write_usd_per_mtok numeric, cache_read_usd_per_mtok numeric)
 language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
-  select model, effective_from, input_usd_per_mtok, output_usd_per_mtok from scsql.model_prices
+  select model, effective_from, input_usd_per_mtok, output_usd_per_mtok,
+         coalesce(cache_write_usd_per_mtok, 1.25 * input_usd_per_mtok), coalesce(cache_read_usd_per_mtok, 0.1 * input_usd_per_mtok)
+  from scsql.model_prices
   order by model, effective_from
 $$;
 comment on function scsql.model_prices() is
-  'The price list: model, effective_from, USD per million input and output tokens.
-
-The price list: model, effective_from, USD per million input tokens and per million output tokens.';
+  'The price list: model, effective_from, USD per million input, output, cache-write and cache-read tokens.';
 
 create or replace function scsql.cost_report(p_since timestamptz default now() - interval '7 days', p_group_by text default 'model')
-returns table (key text, calls bigint, input_tokens bigint, output_tokens bigint, cost_usd numeric, unpriced_calls bigint)
+returns table (key text, calls bigint, input_tokens bigint, output_tokens bigint, cost_usd numeric, unpriced_calls bigint,
+               model_messages bigint, cache_write_tokens bigint, cache_read_tokens bigint)
 language plpgsql stable
 as $$
 begin
@@ -150,22 +166,28 @@ begin
   -- another table correlated with a row of a sharded one).
   return query
   select coalesce(case p_group_by when 'agent' then a.name when 'project' then p.name end, g.key),
-         g.calls, g.input_tokens, g.output_tokens, g.cost_usd, g.unpriced_calls
+         g.calls, g.input_tokens, g.output_tokens, g.cost_usd, g.unpriced_calls,
+         g.model_messages, g.cache_write_tokens, g.cache_read_tokens
   from (select case p_group_by
-                 when 'model' then coalesce(t.model, '(none)')
-                 when 'tool' then t.tool
-                 when 'agent' then t.author_id::text
-                 when 'session' then coalesce(t.session_id::text, '(none)')
-                 when 'day' then to_char(t.at at time zone 'UTC', 'YYYY-MM-DD')
-                 when 'origin' then t.origin
-                 when 'status' then t.status
-                 when 'project' then t.project_id::text
+                 when 'model' then coalesce(u.model, '(none)') when 'tool' then u.tool
+                 when 'agent' then u.author_id::text when 'session' then coalesce(u.session_id::text, '(none)')
+                 when 'day' then to_char(u.happened at time zone 'UTC', 'YYYY-MM-DD')
+                 when 'origin' then u.origin when 'status' then u.status when 'project' then u.project_id::text
                end as key,
-               count(*)::bigint as calls, sum(t.input_tokens)::bigint as input_tokens,
-               sum(t.output_tokens)::bigint as output_tokens, coalesce(sum(t.cost_usd), 0) as cost_usd,
-               count(*) filter (where t.cost_usd is null)::bigint as unpriced_calls
-        from scsql.tool_calls t
-        where t.at >= p_since
+               count(*) filter (where not u.message)::bigint as calls, sum(u.input_tokens)::bigint as input_tokens,
+               sum(u.output_tokens)::bigint as output_tokens, coalesce(sum(u.cost_usd), 0) as cost_usd,
+               count(*) filter (where u.cost_usd is null and (u.message or u.origin = 'model'))::bigint as unpriced_calls,
+               count(*) filter (where u.message)::bigint as model_messages,
+               sum(u.cache_write_tokens)::bigint as cache_write_tokens, sum(u.cache_read_tokens)::bigint as cache_read_tokens
+        from (select t.project_id, t.author_id, t.session_id, t.tool, t.model, t.origin, t.status,
+                     coalesce(t.occurred_at, t.at) as happened, t.input_tokens, t.output_tokens,
+                     0 as cache_write_tokens, 0 as cache_read_tokens, t.cost_usd, false as message
+              from scsql.tool_calls t where coalesce(t.occurred_at, t.at) >= p_since
+              union all
+              select m.project_id, m.author_id, m.session_id, '(model)', m.model, 'model', 'ok',
+                     coalesce(m.occurred_at, m.at), m.input_tokens, m.output_tokens, m.cache_write_tokens,
+                     m.cache_read_tokens, m.cost_usd, true
+              from scsql.model_calls m where coalesce(m.occurred_at, m.at) >= p_since) u
         group by 1) g
   left join scsql.agents a on p_group_by = 'agent' and a.agent_id::text = g.key
   left join scsql.projects p on p_group_by = 'project' and p.project_id::text = g.key
@@ -173,16 +195,12 @@ begin
 end
 $$;
 comment on function scsql.cost_report(timestamptz, text) is
-  'Cost of the tool calls you may see, grouped. Returns key, calls, input_tokens, output_tokens, cost_usd, unpriced_calls.
+  'Cost of the tool calls and the model''s messages you may see, grouped. Returns key, calls, input_tokens, output_tokens, cost_usd, unpriced_calls, model_messages, cache_write_tokens, cache_read_tokens.
 
-p_since: from this time (default 7 days ago)
+p_since: from this time, when they happened (default 7 days ago)
 p_group_by (model|tool|agent|session|day|origin|status|project): grouping
 
-Cost of the tool calls the caller may see since SINCE (default: 7 days ago), grouped by GROUP_BY: model (default), tool, agent, session, day (UTC), origin, status or project. Returns key, calls, input_tokens, output_tokens, cost_usd and unpriced_calls (calls whose model has no price; their cost is not in cost_usd). Raises SC010 for an unknown grouping.';
-
--- ---------------------------------------------------------------------------
--- Writing: sessions, tool calls, outcomes
--- ---------------------------------------------------------------------------
+Tool calls count with their own tokens and cost (the MCP tools'' record_tool_call); a hooked session''s tokens and cost are its model''s messages (scsql.model_calls, read from Claude Code''s transcript), each counted once, under tool "(model)". Raises SC010 for an unknown grouping or a NULL since.';
 
 create or replace function scsql._require_references(p_project bigint, p_session_id bigint, p_tool_call_id bigint default null)
 returns void

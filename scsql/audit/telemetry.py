@@ -69,12 +69,26 @@ OUTCOME_FIELDS = (
     SignedField("classification", "text", "internal"),
 )
 
+MODEL_CALL_FIELDS = (
+    SignedField("session_id", "int"),
+    SignedField("message_id", "text"),
+    SignedField("model", "text"),
+    SignedField("input_tokens", "int", 0),
+    SignedField("output_tokens", "int", 0),
+    SignedField("cache_write_tokens", "int", 0),
+    SignedField("cache_read_tokens", "int", 0),
+    SignedField("tool_use_ids", "jsonb"),
+    SignedField("occurred_at", "ts"),
+)
+
 SESSIONS = SignedTable("scsql.sessions", SESSION_FIELDS)
 TOOL_CALLS = SignedTable("scsql.tool_calls", TOOL_CALL_FIELDS)
 OUTCOMES = SignedTable("scsql.outcomes", OUTCOME_FIELDS)
 PROMPTS = SignedTable("scsql.prompts", PROMPT_FIELDS)
+MODEL_CALLS = SignedTable("scsql.model_calls", MODEL_CALL_FIELDS)
 
 SIGNED_WRITES = {"start_session": SESSIONS, "record_tool_call": TOOL_CALLS, "record_outcome": OUTCOMES,
-                 "open_session": SESSIONS, "capture_tool_call": TOOL_CALLS, "record_prompt": PROMPTS}
+                 "open_session": SESSIONS, "capture_tool_call": TOOL_CALLS, "record_prompt": PROMPTS,
+                 "record_model_call": MODEL_CALLS}
 
 ADAPTERS = {function: table.adapter() for function, table in SIGNED_WRITES.items()}

@@ -27,13 +27,13 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from ..audit import encoding
-from ..audit.telemetry import OUTCOMES, PROMPTS, SESSIONS, TOOL_CALLS
+from ..audit.telemetry import MODEL_CALLS, OUTCOMES, PROMPTS, SESSIONS, TOOL_CALLS
 from ..core.db import Agent
 from ..core.errors import ScsqlError, is_unreachable
 from ..core.paths import real_root, resolve_in_root
 from . import storable
 from .clip import clip as _clip
-from .hookclient import as_text as _as_text
+from .hookclient import as_text as _as_text, scrub, scrub_value
 
 CONTEXT_TOKENS = 1500     # SessionStart: what recall injects at most (tokens ~ characters / 4)
 RECALL_HITS = 3           # UserPromptSubmit: memory hits injected at most
@@ -400,6 +400,7 @@ def keep_transcript(agent: Agent, conn, event: dict, session_id: int | None) -> 
     path = event.get("transcript_path")
     if session_id is None or not isinstance(path, str) or not path or not _transcript_of(path, event.get("session_id")):
         return
+    record_usage(agent, conn, path, session_id, final=event.get("hook_event_name") == "SessionEnd")
     from . import transcript
 
     at = conn.execute("select * from scsql.transcript_cursor(%s)", (session_id,)).fetchone()
@@ -414,11 +415,11 @@ def keep_transcript(agent: Agent, conn, event: dict, session_id: int | None) -> 
         return   # nothing new since the cursor
     if not update.summary.empty:
         conn.execute("select * from scsql.summarize_session(scsql.redact_jsonb(%s))",
-                     (Jsonb(update.summary.payload, dumps=encoding.jsonb_text),))
+                     (Jsonb(scrub_value(update.summary.payload), dumps=encoding.jsonb_text),))
     sid = str(event.get("session_id") or "session")[:100]
     for n, part in enumerate(update.conversation.parts, at["parts"] + 1):
         conn.execute("select * from scsql.index_text(%s, scsql.redact(%s), 'note', null, 'standard', %s, %s)",
-                     (f"claude/sessions/{sid}/{n}.md", part.text, Jsonb(part.spans),
+                     (f"claude/sessions/{sid}/{n}.md", scrub(part.text), Jsonb(scrub_value(part.spans)),
                       Jsonb({"session": sid, "agent": agent.name})))
     messages = at["messages"] + update.summary.messages
     cursor = update.cursor or f"messages:{(since if isinstance(since, int) else 0) + update.summary.messages}"
@@ -450,6 +451,47 @@ def _transcript_of(path: str, session: Any) -> bool:
     except OSError:
         return False
     return named == {session} or (not named and Path(path).stem == session)
+
+
+def record_usage(agent: Agent, conn, path: str, session_id: int, final: bool = False) -> int:
+    """The model's messages written to the session's transcript since its
+    usage cursor, each recorded once with its tokens and the tool calls it
+    issued (scsql.record_model_call prices it); FINAL (SessionEnd): the last
+    message too. Returns the messages recorded."""
+    from . import transcript
+
+    offset = conn.execute("select scsql.usage_cursor(%s) as o", (session_id,)).fetchone()["o"]
+    calls, upto = transcript.model_calls(path, offset, final)
+    if not calls and upto == offset:
+        return 0
+    batch = storable.Batch(conn)
+    rows = [batch.add("scsql.model_calls", {
+        "session_id": session_id, "message_id": storable.storable_id(c.message_id)[0], "model": c.model,
+        "input_tokens": c.input_tokens, "output_tokens": c.output_tokens, "cache_write_tokens": c.cache_write_tokens,
+        "cache_read_tokens": c.cache_read_tokens, "occurred_at": c.at,
+        "tool_use_ids": [storable.storable_id(u)[0] for u in c.tool_use_ids[:1000]]}, {}, {}) for c in calls]
+    batch.run()
+    recorded = 0
+    for row in MODEL_CALLS.sign_many(agent, [{k: v for k, v in r.items() if k != "altered"} for r in rows], conn=conn):
+        recorded += _call(conn, "record_model_call", row)["model_call_id"] is not None
+    conn.execute("select scsql.advance_usage_cursor(%s, %s)", (session_id, upto))
+    return recorded
+
+
+def _usage_at_stop(agent: Agent, event: dict) -> None:
+    """At the end of a turn: what the model's messages of the session cost so far."""
+    path = event.get("transcript_path")
+    if not isinstance(path, str) or not path or not _transcript_of(path, event.get("session_id")):
+        return
+    try:
+        with agent.transaction() as conn:
+            session_id = _open_session(agent, conn, event)[0]
+            if session_id is not None:
+                record_usage(agent, conn, path, session_id)
+    except ScsqlError as exc:
+        if is_unreachable(exc):
+            raise
+        # A refusal here loses nothing: the next Stop, PreCompact or SessionEnd reads from the same cursor.
 
 
 # -- decision events ------------------------------------------------------------
@@ -744,6 +786,7 @@ def stop_reason(agent: Agent) -> str | None:
 
 
 def _stop(agent: Agent, event: dict) -> Reply:
+    _usage_at_stop(agent, event)
     if event.get("stop_hook_active") is True:
         return Reply()  # a Stop hook already kept the agent going: do not loop
     reason = stop_reason(agent)

@@ -134,6 +134,73 @@ class Malformed(Exception):
 SEPARATORS = frozenset(" \t\n\r\f\v\"'`,;()[]{}<>|\u00a0\u2028\u2029")
 
 
+# -- what is never stored ----------------------------------------------------------
+# Text inside <private>...</private> (the user's own marker) is never stored:
+# not in a row, the spool, a log or a summary. Claude Code's own wrappers
+# (system reminders, persisted output, command tags) are taken out so they
+# never come back as memory: a reminder holds context Claude Code injected,
+# recall's among it.
+SCRUB_MARKERS = ("<private", "<system-reminder", "<persisted-output", "<local-command-", "<command-", "<bash-")
+PRIVATE_MARK = "[private]"
+_SCRUB = None
+
+
+def _scrub_patterns():
+    global _SCRUB
+    if _SCRUB is None:
+        import re
+
+        _SCRUB = (
+            (re.compile(r"<private\b[^>]*>.*?(?:</private\s*>|\Z)", re.I | re.S), PRIVATE_MARK),
+            (re.compile(r"<(system-reminder|persisted-output)\b[^>]*>.*?(?:</\1\s*>|\Z)", re.I | re.S), ""),
+            (re.compile(r"</?(?:local-command-stdout|local-command-stderr|local-command-caveat|command-name|"
+                        r"command-message|command-args|command-contents|bash-input|bash-stdout|bash-stderr)\s*>",
+                        re.I), ""),
+        )
+    return _SCRUB
+
+
+def scrub(text):
+    """TEXT without what is never stored: each <private> block (one left open
+    runs to the end) is [private]; Claude Code's reminders and persisted output
+    are gone; its command tags are taken off what they wrap."""
+    if "<" not in text:
+        return text
+    low = text.lower()
+    if not any(m in low for m in SCRUB_MARKERS):
+        return text
+    for pattern, by in _scrub_patterns():
+        text = pattern.sub(by, text)
+    return text
+
+
+def scrub_private(text):
+    """scrub, but Claude Code's command tags stay (the transcript reader tells
+    typed requests from command output by them; what it stores is scrubbed whole)."""
+    if "<" not in text or not needs_scrub(text):
+        return text
+    for pattern, by in _scrub_patterns()[:2]:
+        text = pattern.sub(by, text)
+    return text
+
+
+def scrub_value(value):
+    """VALUE with every string (object keys too) scrubbed."""
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, dict):
+        return {scrub(k) if isinstance(k, str) else k: scrub_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub_value(v) for v in value]
+    return value
+
+
+def needs_scrub(text):
+    """Whether a JSON text may hold something scrub takes out (a cheap test on the raw event)."""
+    low = text.lower()
+    return any(m in low for m in SCRUB_MARKERS)
+
+
 def cut_point(text, n):
     """The largest position <= N where TEXT may be cut without keeping part of
     a word: N itself when a separator is on either side of it."""
@@ -538,6 +605,9 @@ def read_event(stdin_fd, row):
         raise Malformed(bad or f"the event is not JSON ({exc})") from None
     if not isinstance(event, dict):
         raise Malformed("the event is not a JSON object")
+    if needs_scrub(text):  # before anything is spooled or sent: private text never leaves this process
+        event = scrub_value(event)
+        text = dumps(event)
     if size > MAX_EVENT_BYTES:
         event = shrink(event, size, row)
         text = dumps(event)

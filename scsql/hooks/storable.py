@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .hookclient import PRECUT_MARGIN, measure, precut
+from .hookclient import PRECUT_MARGIN, measure, precut, scrub_value
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 ID_CHARS = 190  # an identifier column holds 200; its capture key adds a prefix
@@ -61,14 +61,15 @@ def clean(value: Any) -> tuple[Any, dict[str, int]]:
 
 
 def clean_event(event: dict) -> dict:
-    """The event with every field cleaned (:func:`clean`); the counts go to
-    ``scsql_replaced`` by field. Idempotent: a cleaned event is returned as it is."""
+    """The event with every field scrubbed (hookclient.scrub: no <private>
+    text, no Claude Code wrapper) and cleaned (:func:`clean`); the counts go
+    to ``scsql_replaced`` by field. Idempotent: a cleaned event is returned as it is."""
     if "scsql_replaced" in event:
         return event
     out: dict = {}
     replaced: dict[str, dict[str, int]] = {}
     for key, value in event.items():
-        fixed, counts = clean(value)
+        fixed, counts = clean(scrub_value(value) if not key.startswith("scsql_") else value)
         key, _ = clean(key)
         out[key] = fixed
         if counts:

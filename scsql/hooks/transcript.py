@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from .clip import clip, cut_point
+from .hookclient import scrub, scrub_private, scrub_value
 
 # Tools whose input names the file they change.
 FILE_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
@@ -56,7 +57,6 @@ SUMMARY_BYTES = 19000       # summarize_session takes 20,000 bytes of JSON
 EVENT_STRING_CHARS = 4096   # one string of an imported event's tool input, response or error
 LIMITS = {"done": 60, "decisions": 20, "files": 100, "open_tasks": 30}
 
-_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
 _COMMAND = re.compile(r"<command-name>\s*(.*?)\s*</command-name>.*?(?:<command-args>\s*(.*?)\s*</command-args>)?", re.S)
 _CONTINUED = "This session is being continued from a previous conversation"
 _NOT_REQUESTS = ("[Request interrupted by user", "<local-command-stdout>", "<local-command-stderr>",
@@ -196,16 +196,17 @@ def _message(n: int, obj: dict[str, Any]) -> Message | None:
                 texts.append(b["text"])
             elif kind == "tool_use" and _str(b.get("id")) and _str(b.get("name")):
                 inp = b.get("input")
-                uses.append(ToolUse(b["id"], b["name"], inp if isinstance(inp, dict) else {}))
+                uses.append(ToolUse(b["id"], b["name"], scrub_value(inp) if isinstance(inp, dict) else {}))
             elif kind == "tool_result" and _str(b.get("tool_use_id")):
-                results.append(ToolResult(b["tool_use_id"], _block_text(b.get("content")), b.get("is_error") is True))
+                results.append(ToolResult(b["tool_use_id"], scrub(_block_text(b.get("content"))),
+                                          b.get("is_error") is True))
             # thinking, image, document and block types to come: not conversation text
     elif content is not None:
         return None
     if len(results) == 1 and "toolUseResult" in obj:
-        results[0].structured = obj["toolUseResult"]
+        results[0].structured = scrub_value(obj["toolUseResult"])
     role = msg.get("role") if msg.get("role") in MESSAGE_TYPES else obj["type"]
-    text = _REMINDER.sub("", "\n".join(texts)).strip()
+    text = scrub_private("\n".join(texts)).strip()
     return Message(
         line=n, uuid=_str(obj.get("uuid")), parent_uuid=_str(obj.get("parentUuid")),
         timestamp=parse_time(obj.get("timestamp")), role=role, text=text, tool_uses=uses, tool_results=results,
@@ -851,6 +852,74 @@ def _slim(msgs: Iterable[Message]) -> Iterator[Message]:
             r.content = _bound(r.content)
             r.structured = _bound(r.structured)
         yield m
+
+
+# -- what the model's messages cost ------------------------------------------------
+
+INT_MAX = 2**31 - 1
+
+
+@dataclass
+class ModelCall:
+    """One message of the model: its id, model, token usage and the tool calls it issued."""
+
+    message_id: str
+    model: str | None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
+    tool_use_ids: list[str] = field(default_factory=list)
+    at: dt.datetime | None = None
+
+
+def _tokens(usage: dict, key: str) -> int:
+    v = usage.get(key)
+    return min(max(int(v), 0), INT_MAX) if isinstance(v, int | float) and not isinstance(v, bool) else 0
+
+
+def model_calls(path: str | os.PathLike, offset: int = 0, final: bool = False) -> tuple[list[ModelCall], int]:
+    """The model's messages in the transcript after byte OFFSET, each once
+    (Claude Code writes a line per content block of a message, each with the
+    message's id and its usage), with the tool calls it issued; and the offset
+    to read from next. Unless FINAL, the last message read is left for the
+    next read, since its later blocks may not be written yet, and so is a
+    last line without its newline."""
+    calls: dict[str, ModelCall] = {}
+    starts: dict[str, int] = {}
+    pos = offset
+    with open(path, "rb") as f:
+        f.seek(offset)
+        for raw in f:
+            if not raw.endswith(b"\n") and not final:
+                break
+            line_at, pos = pos, pos + len(raw)
+            try:
+                obj = json.loads(raw.decode("utf-8", errors="replace"))
+            except (ValueError, RecursionError):
+                continue
+            msg = obj.get("message") if isinstance(obj, dict) and obj.get("type") == "assistant" else None
+            if not isinstance(msg, dict) or not _str(msg.get("id")) or not isinstance(msg.get("usage"), dict):
+                continue
+            model = _str(msg.get("model"))
+            if model and model.startswith("<"):  # <synthetic>: Claude Code's own message, no model call
+                continue
+            call = calls.get(msg["id"])
+            if call is None:
+                usage = msg["usage"]
+                call = calls[msg["id"]] = ModelCall(
+                    msg["id"], model, _tokens(usage, "input_tokens"), _tokens(usage, "output_tokens"),
+                    _tokens(usage, "cache_creation_input_tokens"), _tokens(usage, "cache_read_input_tokens"),
+                    at=parse_time(obj.get("timestamp")))
+                starts[msg["id"]] = line_at
+            for b in msg.get("content") if isinstance(msg.get("content"), list) else ():
+                if isinstance(b, dict) and b.get("type") == "tool_use" and _str(b.get("id")):
+                    call.tool_use_ids.append(b["id"])
+    if calls and not final:
+        last = next(reversed(calls))
+        pos = starts.pop(last)
+        del calls[last]
+    return list(calls.values()), pos
 
 
 # -- where Claude Code keeps a project's transcripts ------------------------------
