@@ -338,6 +338,51 @@ def scan(path: str | Path, secrets: Secrets, root: Path | None = None,
     return tree
 
 
+GONE = "gone"  # Admission.file: the file no longer exists (or is empty): it leaves the index
+
+
+class Admission:
+    """The rules of :func:`scan`, for single files named after the fact (an
+    edit seen by a hook): ROOT is the project root's real path."""
+
+    def __init__(self, root: Path, secrets: Secrets, protected: tuple[Path, ...] | None = None):
+        self.root, self.secrets = root, secrets
+        self.protected = protected_dirs() if protected is None else protected
+        self.ignore = _Ignore(root)
+
+    def file(self, rel: str) -> bytes | str:
+        """The bytes to index of the file at REL (relative to the root, links
+        resolved), GONE when it is missing or empty, else why it is not indexed."""
+        parts = rel.split("/")
+        full = self.root / rel
+        if ".git" in parts or any(self.ignore.ignored("/".join(parts[: i + 1]), True) for i in range(len(parts) - 1)) \
+                or self.ignore.ignored(rel, False):
+            return "ignored (.gitignore)"
+        if any(self.secrets.secret_dir(p) for p in parts[:-1]):
+            return SKIP_SECRET_DIR
+        if any(_within(full, base) for base in self.protected):
+            return SKIP_PROTECTED
+        if secret_name(parts[-1]):
+            return SKIP_SECRET_NAME
+        if not full.exists():
+            return GONE
+        try:
+            data = read_regular(full)
+        except Unindexable as exc:
+            return exc.reason
+        except OSError as exc:
+            return f"unreadable: {exc.strerror or exc}"
+        if data is None:
+            return "not a regular file"
+        if not data.strip():
+            return GONE
+        if _is_binary(data):
+            return "binary"
+        if self.secrets.holds_private_key(data.decode("utf-8")):
+            return SKIP_PRIVATE_KEY
+        return data
+
+
 class Unindexable(Exception):
     """A file that is not indexed: REASON (for the report), counted under CATEGORY."""
 
@@ -642,7 +687,12 @@ def index_files(agent, tree: Tree, actions: list[dict[str, Any]], progress: bool
         "unchanged": len(tree.files) - len(todo), "removed": removed, "chunks": 0,
         "skipped": tree.skipped, "skipped_counts": tree.skipped_counts(), "failed": [],
     }
-    bar = tqdm(todo, desc="indexing", unit="file", disable=None if progress is None else not progress)
+    from ..code.index import SymbolPass  # the symbol graph, in the same transaction as each file's chunks
+
+    symbols = SymbolPass.start(agent, tree)
+    chunked = set(todo)
+    bar = tqdm(todo + sorted(symbols.todo - chunked), desc="indexing", unit="file",
+               disable=None if progress is None else not progress)
     for rel in bar:
         entry = by_rel.get(rel)
         try:
@@ -653,6 +703,10 @@ def index_files(agent, tree: Tree, actions: list[dict[str, Any]], progress: bool
                 raise ScsqlError("SC010", "no longer a regular file")
             text = data.decode("utf-8")
             with agent.transaction() as conn:
+                if symbols.wanted(rel):
+                    symbols.store(conn, rel, text)
+                if rel not in chunked:
+                    continue
                 row = conn.execute(
                     "select chunks, unchanged from scsql.index_text(%s, %s, 'file', null, 'standard', %s, %s)",
                     (rel, text, Jsonb(spans) if (spans := spans_for(rel, text)) is not None else None,
@@ -668,6 +722,7 @@ def index_files(agent, tree: Tree, actions: list[dict[str, Any]], progress: bool
         except (ScsqlError, OSError, UnicodeDecodeError, Unindexable) as exc:
             report["failed"].append({"path": rel, "error": str(exc)})
     bar.close()
+    report["symbols"] = symbols.finish()
     return report
 
 

@@ -1,0 +1,216 @@
+"""Keeping the symbol graph with the chunks.
+
+:class:`SymbolPass` is the symbol half of ``scsql index`` (and the MCP tool
+``index``): the database names the files whose symbols are missing or stale
+(``scsql.code_changes``, which also removes files gone from the tree); each
+is parsed (:mod:`.parse`) and stored with ``scsql.index_code`` in the same
+transaction as its chunks; then references are resolved and files ranked
+(``scsql.resolve_code``, ``scsql.rank_code``). Many files are parsed ahead
+in worker processes, one per core.
+
+:func:`reindex` is what an edit triggers (the hook server, ``fresh.py``):
+the files at the paths given, admitted by the same rules as ``scsql index``
+(inside the project root, not ignored, not a secret, text), are indexed
+again, chunks and symbols, in one transaction each; a file that is gone
+leaves the index. It ranks nothing: the caller ranks once edits settle.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from ..core.errors import ScsqlError
+from . import parse
+
+PARALLEL_FROM = 64  # files: from this many on, parse in worker processes
+
+
+class Ahead:
+    """Files parsed ahead, in worker processes (``python -m scsql.code.parse``,
+    one per core), in the order given; :meth:`take` waits for one."""
+
+    def __init__(self, items: list[tuple[str, str]], workers: int):
+        self._got: dict[str, tuple[str, dict[str, Any]] | None] = {}
+        self._cond = threading.Condition()
+        self._running = workers
+        self._procs = []
+        for k in range(workers):
+            proc = subprocess.Popen([sys.executable, "-m", "scsql.code.parse"], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, encoding="utf-8")
+            self._procs.append(proc)
+            threading.Thread(target=self._feed, args=(proc, items[k::workers]), daemon=True).start()
+            threading.Thread(target=self._read, args=(proc,), daemon=True).start()
+
+    @staticmethod
+    def _feed(proc, items: list[tuple[str, str]]) -> None:
+        try:
+            for rel, full in items:
+                proc.stdin.write(json.dumps([rel, full]) + "\n")
+            proc.stdin.close()
+        except OSError:
+            pass
+
+    def _read(self, proc) -> None:
+        for line in proc.stdout:
+            rel, sha, payload = json.loads(line)
+            with self._cond:
+                self._got[rel] = (sha, payload) if sha else None
+                self._cond.notify_all()
+        with self._cond:
+            self._running -= 1
+            self._cond.notify_all()
+
+    def take(self, rel: str) -> tuple[str, dict[str, Any]] | None:
+        with self._cond:
+            self._cond.wait_for(lambda: rel in self._got or self._running == 0)
+            return self._got.pop(rel, None)
+
+    def close(self) -> None:
+        for proc in self._procs:
+            proc.kill()
+            proc.wait()
+
+
+def store(conn, rel: str, text: str, sha256: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Store the symbols of file REL (TEXT, whose sha256 is SHA256) in the
+    transaction of CONN: the payload given (parsed ahead) or parsed now."""
+    p = payload if payload is not None else parse.parse(rel, text).payload()
+    return conn.execute(
+        "select * from scsql.index_code(%s, %s, %s, %s, %s, %s, %s, %s)",
+        (rel, sha256, p["language"], p["module"], p["status"], p["error_lines"],
+         Jsonb(p["definitions"]), Jsonb(p["references"]))).fetchone()
+
+
+@dataclass
+class SymbolPass:
+    """The symbols of one ``scsql index`` run (see the module docstring)."""
+
+    agent: Any
+    todo: set[str] = field(default_factory=set)
+    removed: list[str] = field(default_factory=list)
+    stored: int = 0
+    partial: list[dict[str, Any]] = field(default_factory=list)
+    _ahead: Ahead | None = None
+
+    @classmethod
+    def start(cls, agent, tree) -> SymbolPass:
+        """Ask the database which files of TREE need their symbols read (one
+        round trip; it removes the files gone), and parse them ahead."""
+        with agent.transaction() as conn:
+            rows = conn.execute("select path, action from scsql.code_changes(%s, %s)",
+                                (tree.prefix, Jsonb(tree.manifest()))).fetchall()
+        run = cls(agent, {r["path"] for r in rows if r["action"] == "index"},
+                  sorted(r["path"] for r in rows if r["action"] == "removed"))
+        by_rel = {f.rel: f for f in tree.files}
+        if len(run.todo) >= PARALLEL_FROM and (os.cpu_count() or 1) > 1:
+            run._ahead = Ahead([(rel, str(by_rel[rel].path)) for rel in sorted(run.todo) if rel in by_rel],
+                               min(os.cpu_count() or 1, 8))
+        return run
+
+    def wanted(self, rel: str) -> bool:
+        return rel in self.todo
+
+    def store(self, conn, rel: str, text: str) -> None:
+        """Store the symbols of REL (TEXT as indexed now) in CONN's transaction."""
+        sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        payload = None
+        got = self._ahead.take(rel) if self._ahead is not None else None
+        if got is not None and got[0] == sha:  # the file did not change since it was parsed
+            payload = got[1]
+        row = store(conn, rel, text, sha, payload)
+        self.stored += 1
+        if row["status"] == "partial":
+            self.partial.append({"path": rel, "status": "partial"})
+
+    def finish(self) -> dict[str, Any]:
+        """Resolve what is pending and rank; the report's symbols part."""
+        if self._ahead is not None:
+            self._ahead.close()
+        with self.agent.transaction() as conn:
+            resolved = conn.execute("select scsql.resolve_code() as n").fetchone()["n"]
+            if self.stored or self.removed or resolved:
+                conn.execute("select scsql.rank_code()")
+        return {"files": self.stored, "removed": len(self.removed), "resolved": resolved,
+                "partial": [p["path"] for p in self.partial]}
+
+
+# -- one file at a time: what an edit triggers ----------------------------------------
+
+
+@dataclass
+class Reindexed:
+    indexed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+
+
+def reindex(agent, paths: list[str]) -> Reindexed:
+    """Index again the files at PATHS (absolute, or relative to the project
+    root): chunks and symbols, one transaction each, references resolved; a
+    file that no longer exists leaves the index. A path outside the root,
+    ignored, secret, binary or too large is skipped with its reason."""
+    from ..core.paths import real_root, resolve_in_root
+    from ..memory import indexer
+
+    out = Reindexed()
+    with agent.transaction() as conn:
+        root = conn.execute("select root_path from scsql.projects where project_id = scsql_caller.project_id()"
+                            ).fetchone()["root_path"]
+        secrets = indexer.Secrets.read(conn)
+    top = real_root(root)
+    if top is None:
+        out.skipped = [{"path": p, "reason": "the project has no root directory on this machine"} for p in paths]
+        return out
+    admit = indexer.Admission(Path(top), secrets)
+    for given in dict.fromkeys(paths):
+        try:
+            rel = resolve_in_root(root, given)
+            if rel == "." or rel.startswith("../"):
+                raise ScsqlError("SC213", f"{given} is outside the project root")
+            verdict = admit.file(rel)
+        except ScsqlError as exc:
+            out.skipped.append({"path": given, "reason": exc.message})
+            continue
+        try:
+            _one(agent, rel, verdict, out)
+        except ScsqlError as exc:
+            out.skipped.append({"path": rel, "reason": str(exc)})
+    return out
+
+
+def _one(agent, rel: str, verdict, out: Reindexed) -> None:
+    from ..memory import indexer
+
+    if verdict == indexer.GONE:
+        with agent.transaction() as conn:
+            conn.execute("select scsql.forget_code(%s)", ([rel],))  # the graph's lock first
+            gone = conn.execute("select scsql.forget_source(%s) as gone", (rel,)).fetchone()["gone"]
+            conn.execute("select scsql.resolve_code()")
+        if gone:
+            out.removed.append(rel)
+        return
+    if isinstance(verdict, str):
+        out.skipped.append({"path": rel, "reason": verdict})
+        return
+    text = verdict.decode("utf-8")
+    sha = hashlib.sha256(verdict).hexdigest()
+    spans = indexer.spans_for(rel, text)
+    with agent.transaction() as conn:  # the graph's lock first, as scsql index takes them
+        store(conn, rel, text, sha)
+        row = conn.execute(
+            "select unchanged from scsql.index_text(%s, %s, 'file', null, 'standard', %s, %s)",
+            (rel, text, Jsonb(spans) if spans is not None else None,
+             Jsonb({"language": Path(rel).suffix.lstrip(".") or None}))).fetchone()
+        conn.execute("select scsql.resolve_code()")
+    (out.unchanged if row["unchanged"] else out.indexed).append(rel)
