@@ -17,3 +17,22 @@ grant execute on function
   scsql.index_code(text, text, text, text, text, integer[], jsonb, jsonb), scsql.forget_code(text[]),
   scsql.code_changes(text, jsonb), scsql.resolve_code(), scsql.rank_code()
 to scsql_worker;
+
+-- What the read tools evaluate as the caller.
+grant execute on function scsql_caller.recent_edits(integer), scsql_caller.code_focus(bigint, text[]) to scsql_agent;
+
+-- The agents' code tools.
+grant execute on function scsql.repo_map(integer, text[]) to scsql_agent;
+grant execute on function scsql_caller.code_file(bigint, text), scsql_caller.file_links(scsql.code_files),
+  scsql_caller.file_stem(text), scsql_caller.file_history(scsql.code_files), scsql_caller.test_command(bigint)
+to scsql_agent;
+grant execute on function scsql.file_card(text), scsql.project_card() to scsql_agent;
+grant execute on function scsql_caller.graph_nodes(bigint, text),
+  scsql_caller.graph_code_step(bigint, text[], bigint[], boolean, text[], boolean),
+  scsql_caller.graph_work_step(bigint, text[], bigint[], text[], boolean, text[]),
+  scsql_caller.graph_label(bigint, text, bigint, text),
+  scsql_caller.graph_step(bigint, text[], bigint[], text[], text, text[], boolean),
+  scsql_caller.graph_check(text, text, text[], integer, integer)
+to scsql_agent;
+grant execute on function scsql.graph_neighbors(text, text, text[], integer), scsql.graph_path(text, text, integer)
+to scsql_agent;

@@ -656,3 +656,779 @@ comment on function scsql.rank_code() is
   'Ranks the files and definitions of your project''s symbol graph (PageRank over the references), for repo_map. Returns the files ranked.
 
 Rebuilds code_links from the references (a resolved call or base weighs the square root of its occurrences, a tenth for a private _name; an ambiguous one shares that among its candidates; an import weighs one), ranks the files by PageRank over them (damping 0.85; mean rank 1) and each definition by the rank that flows to it from the files that use it, plus a hundredth of its file''s. The index tool calls it after indexing, and the hook server when edits have settled; repo_map reads the last ranks.';
+
+-- ---------------------------------------------------------------------------
+-- Reading, as the caller: what a focus names, the repo map
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql_caller.recent_edits(p_limit integer)
+returns text[]
+language sql stable
+as $$
+  select coalesce(array_agg(x.f order by x.at desc), '{}')
+  from (select e.f, max(t.at) as at
+        from scsql.tool_calls t cross join lateral jsonb_array_elements_text(t.files) e(f)
+        where t.project_id = (select scsql_caller.project_id()) and t.author_id = (select scsql_caller.agent_id())
+          and t.tool in ('Edit', 'Write', 'MultiEdit', 'NotebookEdit') and t.at > now() - interval '7 days'
+          and jsonb_typeof(t.files) = 'array'
+        group by e.f order by 2 desc limit p_limit) x
+$$;
+comment on function scsql_caller.recent_edits(integer) is
+  'The files the acting agent changed in the last 7 days (Edit, Write, MultiEdit and NotebookEdit calls captured), newest first, at most LIMIT: the focus of a map made with none.';
+
+create or replace function scsql_caller.code_focus(p_project bigint, p_focus text[])
+returns table (file_id bigint, def_id bigint, weight double precision)
+language sql stable
+as $$
+  -- Each entry is a path (absolute under the root, or relative; a tail such
+  -- as indexer.py will do), a name (index_tree, Tree.manifest) or text,
+  -- whose identifiers and paths are taken.
+  with root as (
+    select rtrim(coalesce(p.root_path, ''), '/') || '/' as r from scsql.projects p where p.project_id = p_project
+  ), tok as (
+    select distinct case when left(x.t, char_length(root.r)) = root.r then substr(x.t, char_length(root.r) + 1)
+                         else regexp_replace(x.t, '^\./', '') end as t
+    from root, unnest(p_focus) e(v)
+    cross join lateral (select e.v where e.v !~ '\s'
+                        union all
+                        select m[1] from regexp_matches(e.v, '([A-Za-z_$./][\w$]*(?:[./-][\w$]+)*)', 'g') m
+                        where e.v ~ '\s') x(t)
+    where char_length(x.t) between 2 and 1024
+  ), files as (
+    select f.file_id from scsql.code_files f join tok on f.path = tok.t
+        or (tok.t ~ '[/.]' and right(f.path, char_length(tok.t) + 1) = '/' || tok.t)
+    where f.project_id = p_project
+  ), defs as (
+    select d.def_id, d.file_id, count(*) over (partition by tok.t) as n
+    from scsql.code_definitions d join tok on d.name = tok.t or d.qualname = tok.t
+    where d.project_id = p_project and char_length(tok.t) >= 3
+  )
+  select f.file_id, null::bigint, 1.0::double precision from files f
+  union all
+  select d.file_id, d.def_id, 1.0 / d.n from defs d
+$$;
+comment on function scsql_caller.code_focus(bigint, text[]) is
+  'The files and definitions a focus names in project PROJECT: each entry a path (absolute under the root or relative, or a tail of one), a name or qualified name, or text (its identifiers and paths), each weighted (a name several definitions share, shared among them).';
+
+create or replace function scsql.repo_map(p_budget_tokens integer default 1000, p_focus text[] default null)
+returns table (path text, score double precision, definitions text)
+language plpgsql stable
+as $$
+#variable_conflict use_column
+declare
+  v_project bigint := scsql_caller.project_id();
+begin
+  if p_budget_tokens is null or p_budget_tokens not between 50 and 20000 then
+    raise exception using errcode = 'SC262', message = format('repo_map: budget %s is not 50 to 20,000 tokens', p_budget_tokens);
+  end if;
+  if cardinality(p_focus) > 100 or exists (select from unnest(p_focus) e where char_length(e) > 2000) then
+    raise exception using errcode = 'SC263', message = 'repo_map: focus is at most 100 entries of at most 2,000 characters';
+  end if;
+  return query
+  with foc as materialized (
+    select * from scsql_caller.code_focus(v_project, coalesce(p_focus, scsql_caller.recent_edits(10)))
+  ), s0 as (
+    select x.file_id, x.w / sum(x.w) over () as w from (select file_id, sum(weight) as w from foc group by file_id) x
+  ), h1 as (
+    select y.file_id, sum(y.w) as w from (
+      select l.dst_file_id as file_id, s.w * l.weight / sum(l.weight) over (partition by l.src_file_id) as w
+      from s0 s join scsql.code_links l on l.project_id = v_project and l.src_file_id = s.file_id
+      union all
+      select l.src_file_id, 0.5 * s.w * l.weight / sum(l.weight) over (partition by l.dst_file_id)
+      from s0 s join scsql.code_links l on l.project_id = v_project and l.dst_file_id = s.file_id) y
+    group by y.file_id
+  ), h2 as (
+    select y.file_id, sum(y.w) as w from (
+      select l.dst_file_id as file_id, s.w * l.weight / sum(l.weight) over (partition by l.src_file_id) as w
+      from h1 s join scsql.code_links l on l.project_id = v_project and l.src_file_id = s.file_id
+      union all
+      select l.src_file_id, 0.5 * s.w * l.weight / sum(l.weight) over (partition by l.dst_file_id)
+      from h1 s join scsql.code_links l on l.project_id = v_project and l.dst_file_id = s.file_id) y
+    group by y.file_id
+  ), pers as (
+    -- The first terms of PageRank personalised by the focus: the focus,
+    -- then what it uses and what uses it, one and two steps away.
+    select z.file_id, sum(z.w) as w
+    from (select file_id, w from s0 union all select file_id, 0.5 * w from h1 union all select file_id, 0.25 * w from h2) z
+    group by z.file_id
+  ), cand as (
+    select f.file_id, f.path, f.rank, coalesce(p.w, 0) as pw
+    from scsql.code_files f left join pers p on p.file_id = f.file_id
+    where f.project_id = v_project
+      and (p.file_id is not null
+           or f.file_id in (select t.file_id from scsql.code_files t where t.project_id = v_project
+                            order by t.rank desc limit 60))
+  ), scored as (
+    select c.file_id, c.path,
+           coalesce(c.pw / nullif(max(c.pw) over (), 0), 0) + 0.1 * coalesce(c.rank / nullif(max(c.rank) over (), 0), 0)
+             as score
+    from cand c order by 3 desc, 2 limit 100
+  ), defs as (
+    select s.file_id, s.path, s.score, d.def_id, d.line_start,
+           '  ' || d.line_start || ': ' || d.signature as line,
+           s.score * (0.2 + 0.8 * coalesce(d.rank / nullif(max(d.rank) over (partition by d.file_id), 0), 0))
+             * case when d.def_id in (select foc.def_id from foc) then 10 else 1 end as dscore
+    from scored s
+    join scsql.code_definitions d on d.project_id = v_project and d.file_id = s.file_id
+    left join scsql.code_definitions p on p.project_id = v_project and p.def_id = d.parent_id
+    where d.kind <> 'constant' and (p.def_id is null or p.kind not in ('function', 'method'))
+  ), firsts as (
+    select d.*, row_number() over (partition by d.file_id order by d.dscore desc, d.def_id) as rn from defs d
+  ), costed as (
+    select f.*, sum(char_length(f.line) + 1 + case when f.rn = 1 then char_length(f.path) + 1 else 0 end)
+                  over (order by f.dscore desc, f.def_id) as chars
+    from firsts f
+  )
+  select c.path, max(c.score), string_agg(c.line, E'\n' order by c.line_start, c.def_id)
+  from costed c where c.chars <= p_budget_tokens * 4
+  group by c.file_id, c.path
+  order by 2 desc, 1;
+end
+$$;
+comment on function scsql.repo_map(integer, text[]) is
+  'A map of your project''s code: the files that matter most, each with the signatures of its most important definitions, ranked over the reference graph and personalised by focus, within a token budget.
+
+p_budget_tokens (50..20000): tokens the map may take (characters / 4)
+p_focus: paths, names or text to centre the map on (files named in the prompt or touched); default the files you edited lately; [] for none
+
+Ranks the files of the acting agent''s project: the first terms of PageRank personalised by FOCUS (the files and definitions it names, what they use and what uses them, one and two steps away over code_links) plus a tenth of each file''s own PageRank (rank_code), or that rank alone without a focus. A definition counts by its file''s score and by its own rank within the file (ten times more when the focus names it); nested functions and constants are left out. Definitions are taken best first while the map''s text (each file''s path, then one line per definition: line number and signature) fits BUDGET_TOKENS at four characters a token, and shown by file, best file first, each file''s definitions in line order. Returns path, score and definitions (the lines). A focus entry is a path (absolute under the root or relative, or its tail such as indexer.py), a name or qualified name (index_tree, Tree.manifest), or text whose identifiers and paths are taken. Without FOCUS the map centres on the files the agent edited in the last 7 days; an empty array gives the project''s overall map. Raises SC262 for a budget out of range, SC263 for a focus of more than 100 entries or an entry over 2,000 characters.';
+
+-- ---------------------------------------------------------------------------
+-- Cards: a file, the project
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql_caller.code_file(p_project bigint, p_path text)
+returns scsql.code_files
+language sql stable
+as $$
+  -- PATH as indexed, or absolute under the project root, or with a leading ./
+  select f.* from scsql.code_files f, scsql.projects p
+  where f.project_id = p_project and p.project_id = p_project
+    and f.path in (p_path, regexp_replace(p_path, '^\./', ''),
+                   case when left(p_path, char_length(rtrim(p.root_path, '/')) + 1) = rtrim(p.root_path, '/') || '/'
+                        then substr(p_path, char_length(rtrim(p.root_path, '/')) + 2) end)
+  limit 1
+$$;
+comment on function scsql_caller.code_file(bigint, text) is
+  'The code file of project PROJECT at PATH: as indexed (relative to the root), with a leading ./, or absolute under the project''s root.';
+
+create or replace function scsql_caller.file_stem(p_path text)
+returns text
+language sql immutable
+as $$ select regexp_replace(regexp_replace(p_path, '^.*/', ''), '\.[^.]*$', '') $$;
+comment on function scsql_caller.file_stem(text) is 'A path''s file name without its suffix (src/app/db.py: db).';
+
+create or replace function scsql_caller.file_links(p_file scsql.code_files)
+returns jsonb
+language sql stable
+as $$
+  select jsonb_build_object(
+    'imports', coalesce((select jsonb_agg(jsonb_build_object('module', i.name, 'symbol', i.qualifier, 'path', tf.path,
+                                                             'line', i.lines[1]) order by i.lines[1], i.name)
+                         from (select * from scsql.code_references r
+                               where r.project_id = p_file.project_id and r.file_id = p_file.file_id and r.kind = 'import'
+                               order by r.lines[1] limit 50) i
+                         left join scsql.code_files tf on tf.project_id = i.project_id and tf.file_id = i.target_file_id),
+                        '[]'),
+    'imported_by', coalesce((select jsonb_agg(jsonb_build_object('path', x.path, 'references', x.n, 'line', x.line)
+                                              order by x.n desc, x.path)
+                             from (select f.path, sum(r.n)::integer as n, min(r.lines[1]) as line
+                                   from scsql.code_references r
+                                   join scsql.code_files f on f.project_id = r.project_id and f.file_id = r.file_id
+                                   where r.project_id = p_file.project_id and r.target_file_id = p_file.file_id
+                                     and r.file_id <> p_file.file_id
+                                   group by f.path order by 2 desc, 1 limit 30) x), '[]'),
+    'uses', coalesce((select jsonb_agg(jsonb_build_object('path', x.path, 'references', x.n) order by x.n desc, x.path)
+                      from (select f.path, sum(r.n)::integer as n
+                            from scsql.code_references r
+                            join scsql.code_files f on f.project_id = r.project_id and f.file_id = r.target_file_id
+                            where r.project_id = p_file.project_id and r.file_id = p_file.file_id and r.kind <> 'import'
+                              and r.target_file_id <> p_file.file_id
+                            group by f.path order by 2 desc, 1 limit 30) x), '[]'),
+    'tests', coalesce((select jsonb_agg(t.path order by t.path) from (
+                         select f.path from scsql.code_files f
+                         where f.project_id = p_file.project_id and f.file_id <> p_file.file_id
+                           and (f.path ~ '(^|/)(tests?|__tests__|spec)/' or f.path ~ '(^|/)test_[^/]*$'
+                                or f.path ~ '(_test|\.test|\.spec|Test|Tests)\.[a-z]+$')
+                           and (regexp_replace(f.path, '^.*/', '') in (
+                                  'test_' || scsql_caller.file_stem(p_file.path) || '.py',
+                                  scsql_caller.file_stem(p_file.path) || '_test.py',
+                                  scsql_caller.file_stem(p_file.path) || '_test.go',
+                                  scsql_caller.file_stem(p_file.path) || 'Test.java',
+                                  scsql_caller.file_stem(p_file.path) || '.test.ts',
+                                  scsql_caller.file_stem(p_file.path) || '.test.js',
+                                  scsql_caller.file_stem(p_file.path) || '.spec.ts')
+                                or exists (select from scsql.code_references r
+                                           where r.project_id = f.project_id and r.file_id = f.file_id
+                                             and r.target_file_id = p_file.file_id))
+                         order by f.path limit 20) t), '[]'))
+$$;
+comment on function scsql_caller.file_links(scsql.code_files) is
+  'What file_card says of a file''s place in the graph: imports (module, symbol, the file it resolved to), imported_by and uses (the files that refer to it and that it refers to, with how many references), tests (test files named after it or referring to it).';
+
+create or replace function scsql_caller.file_history(p_file scsql.code_files)
+returns jsonb
+language sql stable
+as $$
+  -- Edits from captured tool calls (the last 20,000 of the project, within
+  -- 90 days), decisions and lessons that name the file, the task holding it.
+  with names as (
+    select rtrim(p.root_path, '/') || '/' || p_file.path as abs, p_file.path as rel,
+           regexp_replace(p_file.path, '^.*/', '') as base
+    from scsql.projects p where p.project_id = p_file.project_id
+  )
+  select jsonb_build_object(
+    'edits', coalesce((select jsonb_agg(jsonb_build_object('agent', a.name, 'tool', t.tool, 'at', t.at,
+                                                           'cite', 'tool_call:' || t.tool_call_id) order by t.at desc)
+                       from (select c.* from scsql.tool_calls c, names n
+                             where c.project_id = p_file.project_id and c.at > now() - interval '90 days'
+                               and c.tool in ('Edit', 'Write', 'MultiEdit', 'NotebookEdit')
+                               and jsonb_typeof(c.files) = 'array' and (c.files ? n.abs or c.files ? n.rel)
+                             order by c.at desc limit 10) t
+                       left join scsql.agents a on a.agent_id = t.author_id), '[]'),
+    'decisions', coalesce((select jsonb_agg(jsonb_build_object('title', d.title, 'at', d.decided_at,
+                                                               'cite', 'decision:' || d.decision_id)
+                                            order by d.decided_at desc)
+                           from (select d.* from scsql.decisions d, names n
+                                 where d.project_id = p_file.project_id
+                                   and not exists (select from scsql.decisions s where s.project_id = d.project_id
+                                                   and s.supersedes = d.decision_id)
+                                   and (strpos(d.title || ' ' || d.rationale, n.rel) > 0
+                                        or (char_length(n.base) >= 6 and strpos(d.title || ' ' || d.rationale, n.base) > 0))
+                                 order by d.decided_at desc limit 5) d), '[]'),
+    'lessons', coalesce((select jsonb_agg(jsonb_build_object('summary', left(l.summary, 300), 'kind', l.kind,
+                                                             'cite', 'learning:' || l.learning_id)
+                                          order by l.created_at desc)
+                         from (select l.* from scsql.learnings l, names n
+                               where l.project_id = p_file.project_id
+                                 and (l.input_key in (n.abs, n.rel) or strpos(l.summary, n.rel) > 0
+                                      or (char_length(n.base) >= 6 and strpos(l.summary, n.base) > 0))
+                               order by l.created_at desc limit 5) l), '[]'),
+    'task', (select jsonb_build_object('task', t.task_id, 'state', t.state, 'owner', a.name, 'team_role', t.team_role,
+                                       'cite', 'task:' || t.task_id)
+             from scsql.task_files tf
+             join scsql.tasks t on t.project_id = tf.project_id and t.task_id = tf.task_id
+             left join scsql.agents a on a.agent_id = t.claimed_by
+             where tf.project_id = p_file.project_id
+               and (tf.path = '.' or lower(p_file.path) = tf.path or lower(p_file.path) like tf.path || '/%')
+             limit 1))
+$$;
+comment on function scsql_caller.file_history(scsql.code_files) is
+  'What file_card says of a file''s history: the last edits captured (agent, tool, time, citation), the current decisions and the lessons that name it, and the task that holds it exclusively.';
+
+create or replace function scsql.file_card(p_path text)
+returns jsonb
+language plpgsql stable
+as $$
+declare
+  v_project bigint := scsql_caller.project_id();
+  v_file scsql.code_files;
+begin
+  if p_path is null or char_length(p_path) not between 1 and 4096 then
+    raise exception using errcode = 'SC260', message = 'file_card: the path is 1 to 4,096 characters';
+  end if;
+  v_file := scsql_caller.code_file(v_project, p_path);
+  if v_file.file_id is null then
+    raise exception using errcode = 'SC264', message = format('file_card: %s has not been indexed', left(p_path, 300)),
+      hint = 'Give the path relative to the project root (or absolute under it); scsql index PATH, or the index tool, reads the files.';
+  end if;
+  return jsonb_build_object(
+    'path', v_file.path, 'language', v_file.language, 'status', v_file.status,
+    'parse_errors_at', case when v_file.status = 'partial' then to_jsonb(v_file.error_lines) end,
+    'rank', round(v_file.rank::numeric, 3), 'indexed_at', v_file.indexed_at,
+    'defines', coalesce((select jsonb_agg(jsonb_build_object('kind', d.kind, 'name', d.qualname,
+                                                             'signature', d.signature, 'lines', d.line_start || '-' || d.line_end)
+                                          order by d.line_start, d.def_id)
+                         from (select d.* from scsql.code_definitions d
+                               left join scsql.code_definitions p on p.project_id = d.project_id and p.def_id = d.parent_id
+                               where d.project_id = v_project and d.file_id = v_file.file_id
+                                 and (p.def_id is null or p.kind not in ('function', 'method'))
+                               order by d.rank desc, d.line_start limit 60) d), '[]'))
+    || scsql_caller.file_links(v_file) || scsql_caller.file_history(v_file);
+end
+$$;
+comment on function scsql.file_card(text) is
+  'What one file of your project is: what it defines, imports and is imported by, its tests, who edited it and when, the decisions and lessons that name it, the task that holds it. Returns one JSON object.
+
+p_path: the file, relative to the project root (or absolute under it)
+
+A card of one indexed file of the acting agent''s project, model-free, read as the caller (row-level security: only what the agent may read): path, language, status (parsed; partial with parse_errors_at, the lines where the grammar met errors: what parsed around them is kept; text: no symbols), rank, indexed_at; defines (kind, qualified name, signature, lines; at most 60, the most used first, nested functions left out); imports (module, symbol, the file it resolved to, line); imported_by and uses (the files that refer to it and that it refers to, with how many references); tests (test files named after it, test_x.py, x_test.go, x.test.ts, XTest.java, or referring to it); edits (the last 10 captured Edit, Write, MultiEdit and NotebookEdit calls on it within 90 days: agent, tool, time, cite tool_call:<id>); decisions (current ones naming its path, or its file name when 6 characters or more; cite decision:<id>) and lessons (learnings naming it; cite learning:<id>); task (the queued or claimed task holding it exclusively). Raises SC260 for a bad path, SC264 when the file has not been indexed.';
+
+create or replace function scsql_caller.test_command(p_project bigint)
+returns text
+language sql stable
+as $$
+  select case
+    when exists (select from scsql.code_definitions d join scsql.code_files f using (project_id, file_id)
+                 where d.project_id = p_project and d.kind = 'script' and d.name = 'test'
+                   and f.path ~ '(^|/)package\.json$') then 'npm test'
+    when exists (select from scsql.code_definitions d join scsql.code_files f using (project_id, file_id)
+                 where d.project_id = p_project and d.kind = 'target' and d.name = 'test') then 'make test'
+    when exists (select from scsql.code_files f where f.project_id = p_project and f.language = 'python'
+                   and f.path ~ '(^|/)(test_[^/]*|[^/]*_test)\.py$') then 'python -m pytest'
+    when exists (select from scsql.code_files f where f.project_id = p_project and f.path ~ '(^|/)go\.mod$')
+      then 'go test ./...'
+    when exists (select from scsql.code_files f where f.project_id = p_project and f.path ~ '(^|/)Cargo\.toml$')
+      then 'cargo test'
+    when exists (select from scsql.code_files f where f.project_id = p_project and f.path ~ '(^|/)pom\.xml$')
+      then 'mvn test'
+    when exists (select from scsql.code_files f where f.project_id = p_project and f.path ~ '(^|/)build\.gradle(\.kts)?$')
+      then 'gradle test'
+  end
+$$;
+comment on function scsql_caller.test_command(bigint) is
+  'The command that runs project PROJECT''s tests, judged from its files: package.json''s test script, a Makefile''s test target, pytest for Python test files, go test, cargo test, mvn test, gradle test; NULL when none fits.';
+
+create or replace function scsql.project_card()
+returns jsonb
+language sql stable
+as $$
+  with p as (select pr.project_id, pr.name, pr.root_path from scsql.projects pr
+             where pr.project_id = (select scsql_caller.project_id())),
+  files as (select f.* from scsql.code_files f, p where f.project_id = p.project_id)
+  select jsonb_build_object(
+    'project', p.name, 'root', p.root_path,
+    'files', (select count(*) from files), 'partial_files', (select count(*) from files where status = 'partial'),
+    'definitions', (select count(*) from scsql.code_definitions d where d.project_id = p.project_id),
+    'references', (select jsonb_object_agg(x.resolution, x.n) from (
+                     select r.resolution, count(*) as n from scsql.code_references r
+                     where r.project_id = p.project_id group by 1) x),
+    'languages', coalesce((select jsonb_agg(jsonb_build_object('language', x.language, 'files', x.n) order by x.n desc)
+                           from (select coalesce(language, 'text') as language, count(*) as n from files group by 1) x),
+                          '[]'),
+    'entry_points', coalesce((select jsonb_agg(jsonb_build_object('name', x.name, 'kind', x.kind, 'signature', x.signature,
+                                                                  'cite', x.path || ':' || x.line_start) order by x.o, x.path)
+                              from (select d.qualname as name, d.kind, d.signature, f.path, d.line_start,
+                                           case d.kind when 'script' then 0 else 1 end as o
+                                    from scsql.code_definitions d join files f on f.file_id = d.file_id
+                                    where d.project_id = p.project_id
+                                      and (d.kind = 'script' or (d.name = 'main' and d.parent_id is null
+                                                                 and d.kind = 'function'))
+                                    union all
+                                    select f.path, 'file', null, f.path, 1, 2 from files f
+                                    where f.path ~ '(^|/)(__main__\.py|main\.go|main\.rs|index\.[jt]s)$'
+                                    order by 6, 4 limit 15) x), '[]'),
+    'test_command', scsql_caller.test_command(p.project_id),
+    'main_modules', coalesce((select jsonb_agg(jsonb_build_object('path', x.path, 'rank', round(x.rank::numeric, 2),
+                                                                  'defines', x.defs) order by x.rank desc)
+                              from (select f.path, f.rank,
+                                           (select jsonb_agg(d.qualname order by d.rank desc) from (
+                                              select d.qualname, d.rank from scsql.code_definitions d
+                                              where d.project_id = f.project_id and d.file_id = f.file_id
+                                                and d.parent_id is null order by d.rank desc limit 3) d) as defs
+                                    from files f where f.language is not null and f.language <> 'manifest'
+                                    order by f.rank desc limit 10) x), '[]'),
+    'recent_decisions', coalesce((select jsonb_agg(jsonb_build_object('title', d.title, 'at', d.decided_at,
+                                                                      'cite', 'decision:' || d.decision_id)
+                                                   order by d.decided_at desc)
+                                  from (select d.* from scsql.decisions d where d.project_id = p.project_id
+                                          and not exists (select from scsql.decisions s where s.project_id = d.project_id
+                                                          and s.supersedes = d.decision_id)
+                                        order by d.decided_at desc limit 5) d), '[]'),
+    'ranked_at', (select s.ranked_at from scsql.code_state s where s.project_id = p.project_id))
+  from p
+$$;
+comment on function scsql.project_card()  is
+  'What your project is, from its code: languages, entry points, the test command, the main modules, recent decisions. Returns one JSON object.
+
+A card of the acting agent''s project, model-free, read as the caller: project, root, files (and partial_files, parsed with errors), definitions, references (how many of each resolution), languages (files per language; text: no grammar), entry_points (scripts of pyproject.toml and package.json, top-level functions named main, __main__.py, main.go, main.rs, index.js/ts; each cited path:line), test_command (from the files present: package.json''s test script, a Makefile test target, pytest for Python, go test, cargo test, mvn or gradle test), main_modules (the ten files of highest rank with their three most used definitions), recent_decisions (the five latest current ones) and ranked_at.';
+
+
+-- ---------------------------------------------------------------------------
+-- The graph: nodes, one step, neighbours, paths
+-- ---------------------------------------------------------------------------
+--
+-- A node is (kind, id, key): a file (file_id), a definition (def_id), an
+-- agent (agent_id), a task (task_id), a decision (decision_id) or a fact
+-- (its key). Edges: calls and inherits (definition or file to definition;
+-- an ambiguous reference to each of its candidates), imports (file to
+-- file), defines (file to its top-level definitions, a definition to those
+-- nested in it), edited (agent to file, from captured tool calls), owns
+-- (task to the files it holds) and mentions (decision or fact to the files
+-- and definitions its text names).
+
+create or replace function scsql_caller.graph_nodes(p_project bigint, p_node text)
+returns table (kind text, id bigint, key text)
+language sql stable
+as $$
+  with n as (select p_node as v, split_part(p_node, ':', 1) as pre, substr(p_node, strpos(p_node, ':') + 1) as rest)
+  select 'agent', a.agent_id, null from n, scsql.agents a
+  where n.pre = 'agent' and a.name = n.rest and a.project_id = p_project
+  union all
+  select 'task', t.task_id, null from n, scsql.tasks t
+  where n.pre = 'task' and n.rest ~ '^[0-9]{1,18}$' and t.project_id = p_project and t.task_id = n.rest::bigint
+  union all
+  select 'decision', d.decision_id, null from n, scsql.decisions d
+  where n.pre = 'decision' and n.rest ~ '^[0-9]{1,18}$' and d.project_id = p_project and d.decision_id = n.rest::bigint
+  union all
+  select 'fact', null, m.key from n, scsql.memory_facts m
+  where n.pre = 'memory' and m.project_id = p_project and m.key = n.rest
+  union all
+  select 'file', f.file_id, null from n, scsql.code_files f
+  where f.project_id = p_project and f.path = case when n.pre = 'file' then n.rest else n.v end
+  union all
+  (select 'definition', d.def_id, null from n, scsql.code_definitions d, scsql.code_files f
+   where n.pre not in ('agent', 'task', 'decision', 'memory', 'file') and d.project_id = p_project
+     and f.project_id = p_project and f.file_id = d.file_id
+     and (case when strpos(n.v, '#') > 0 then f.path = split_part(n.v, '#', 1)
+                                              and substr(n.v, strpos(n.v, '#') + 1) in (d.qualname, d.key)
+               else d.qualname = n.v end)
+   order by d.rank desc limit 20)
+  union all
+  (select 'definition', d.def_id, null from n, scsql.code_definitions d
+   where n.pre not in ('agent', 'task', 'decision', 'memory', 'file') and strpos(n.v, '#') = 0
+     and d.project_id = p_project and d.name = n.v
+     and not exists (select from scsql.code_definitions q where q.project_id = p_project and q.qualname = n.v)
+   order by d.rank desc limit 20)
+$$;
+comment on function scsql_caller.graph_nodes(bigint, text) is
+  'The nodes of project PROJECT that NODE names: agent:<name>, task:<id>, decision:<id>, memory:<key> (a fact), file:<path> or a path, path#qualified.name, or a qualified name or name (the definitions so named, at most 20, the most used first).';
+
+create or replace function scsql_caller.graph_code_step(p_project bigint, p_kind text[], p_id bigint[],
+                                                        p_out boolean, p_kinds text[], p_resolved boolean)
+returns table (i integer, edge text, kind text, id bigint, key text, resolution text, cite text)
+language sql stable
+as $$
+  with fr as materialized (
+    select u.i::integer, u.kind, u.id from unnest(p_kind, p_id) with ordinality u(kind, id, i)
+    where u.kind in ('file', 'definition')
+  )
+  -- calls and inherits, out: what the definition (or the file's top level) refers to
+  select fr.i, case r.kind when 'call' then 'calls' else 'inherits' end, 'definition', t.def_id, null, r.resolution,
+         f.path || ':' || r.lines[1]
+  from fr
+  join scsql.code_references r on r.project_id = p_project and r.kind in ('call', 'inherit')
+   and ((fr.kind = 'definition' and r.from_def_id = fr.id)
+        or (fr.kind = 'file' and r.file_id = fr.id and r.from_def_id is null))
+  join scsql.code_files f on f.project_id = r.project_id and f.file_id = r.file_id
+  cross join lateral (select r.target_def_id as def_id where r.target_def_id is not null
+                      union all select c from unnest(r.candidates) c where r.resolution = 'ambiguous' and not p_resolved) t
+  where p_out and case when r.kind = 'call' then 'calls' else 'inherits' end = any(p_kinds)
+  union all
+  -- calls and inherits, in: who refers to the definition
+  select fr.i, case r.kind when 'call' then 'calls' else 'inherits' end,
+         case when r.from_def_id is null then 'file' else 'definition' end, coalesce(r.from_def_id, r.file_id), null,
+         r.resolution, f.path || ':' || r.lines[1]
+  from fr
+  join scsql.code_definitions d on d.project_id = p_project and d.def_id = fr.id and fr.kind = 'definition'
+  join scsql.code_references r on r.project_id = p_project and r.name = d.name and r.kind in ('call', 'inherit')
+   and (r.target_def_id = d.def_id or (r.resolution = 'ambiguous' and not p_resolved and d.def_id = any(r.candidates)))
+  join scsql.code_files f on f.project_id = r.project_id and f.file_id = r.file_id
+  where not p_out and case when r.kind = 'call' then 'calls' else 'inherits' end = any(p_kinds)
+  union all
+  -- imports, out and in
+  select fr.i, 'imports', 'file', tf.file_id, null, r.resolution, f.path || ':' || r.lines[1]
+  from fr
+  join scsql.code_references r on r.project_id = p_project and r.file_id = fr.id and fr.kind = 'file'
+   and r.kind = 'import' and r.resolution in ('file', 'module')
+  join scsql.code_files f on f.project_id = r.project_id and f.file_id = r.file_id
+  join scsql.code_files tf on tf.project_id = r.project_id and tf.module = r.target_module
+  where p_out and 'imports' = any(p_kinds)
+  union all
+  select fr.i, 'imports', 'file', r.file_id, null, r.resolution, f.path || ':' || r.lines[1]
+  from fr
+  join scsql.code_files me on me.project_id = p_project and me.file_id = fr.id and fr.kind = 'file'
+  join scsql.code_references r on r.project_id = p_project and r.kind = 'import' and r.resolution in ('file', 'module')
+   and (r.target_file_id = me.file_id or (r.resolution = 'module' and r.target_module = me.module))
+  join scsql.code_files f on f.project_id = r.project_id and f.file_id = r.file_id
+  where not p_out and 'imports' = any(p_kinds)
+  union all
+  -- defines, out and in
+  select fr.i, 'defines', 'definition', d.def_id, null, null, f.path || ':' || d.line_start
+  from fr
+  join scsql.code_definitions d on d.project_id = p_project
+   and ((fr.kind = 'file' and d.file_id = fr.id and d.parent_id is null) or (fr.kind = 'definition' and d.parent_id = fr.id))
+  join scsql.code_files f on f.project_id = d.project_id and f.file_id = d.file_id
+  where p_out and 'defines' = any(p_kinds)
+  union all
+  select fr.i, 'defines', case when d.parent_id is null then 'file' else 'definition' end, coalesce(d.parent_id, d.file_id),
+         null, null, f.path || ':' || d.line_start
+  from fr
+  join scsql.code_definitions d on d.project_id = p_project and d.def_id = fr.id and fr.kind = 'definition'
+  join scsql.code_files f on f.project_id = d.project_id and f.file_id = d.file_id
+  where not p_out and 'defines' = any(p_kinds)
+$$;
+comment on function scsql_caller.graph_code_step(bigint, text[], bigint[], boolean, text[], boolean) is
+  'One step of the code graph of project PROJECT from each node (KIND[i], ID[i]) of a frontier, forward (OUT) or backward, over the edge kinds KINDS: calls and inherits (an ambiguous reference leads to each candidate, resolution ambiguous, unless RESOLVED asks for resolved references only), imports, defines. Each edge names the frontier node it leaves (i) and cites where it is written, path:line.';
+
+create or replace function scsql_caller.graph_work_step(p_project bigint, p_kind text[], p_id bigint[], p_key text[],
+                                                        p_out boolean, p_kinds text[])
+returns table (i integer, edge text, kind text, id bigint, key text, resolution text, cite text)
+language sql stable
+as $$
+  with fr as materialized (
+    select u.i::integer, u.kind, u.id, u.key from unnest(p_kind, p_id, p_key) with ordinality u(kind, id, key, i)
+  ), root as (
+    select rtrim(p.root_path, '/') || '/' as r from scsql.projects p where p.project_id = p_project
+  ), edits as materialized (
+    select e.tool_call_id, e.author_id, x.f
+    from (select t.tool_call_id, t.author_id, t.files from scsql.tool_calls t
+          where 'edited' = any(p_kinds) and exists (select from fr where fr.kind in ('agent', 'file'))
+            and t.project_id = p_project and t.at > now() - interval '90 days'
+            and t.tool in ('Edit', 'Write', 'MultiEdit', 'NotebookEdit') and jsonb_typeof(t.files) = 'array'
+          order by t.at desc limit 20000) e
+    cross join lateral jsonb_array_elements_text(e.files) x(f)
+  ), texts as materialized (
+    select 'decision' as kind, d.decision_id as id, null::text as key, d.title || ' ' || d.rationale as body
+    from scsql.decisions d
+    where 'mentions' = any(p_kinds) and d.project_id = p_project
+      and not exists (select from scsql.decisions s where s.project_id = d.project_id and s.supersedes = d.decision_id)
+    union all
+    select 'fact', null, m.key, m.key || ' ' || m.value from scsql.memory_facts m
+    where 'mentions' = any(p_kinds) and m.project_id = p_project
+  )
+  select fr.i, 'edited', 'file', f.file_id, null::text, null::text, 'tool_call:' || max(e.tool_call_id)
+  from fr join edits e on fr.kind = 'agent' and e.author_id = fr.id
+  cross join root
+  join scsql.code_files f on f.project_id = p_project and f.path in (e.f, substr(e.f, char_length(root.r) + 1))
+  where p_out
+  group by fr.i, f.file_id
+  union all
+  select fr.i, 'edited', 'agent', e.author_id, null, null, 'tool_call:' || max(e.tool_call_id)
+  from fr join scsql.code_files f on fr.kind = 'file' and f.project_id = p_project and f.file_id = fr.id
+  cross join root
+  join edits e on e.f in (f.path, root.r || f.path)
+  where not p_out
+  group by fr.i, e.author_id
+  union all
+  select fr.i, 'owns', 'file', f.file_id, null, null, 'task:' || tf.task_id
+  from fr join scsql.task_files tf on fr.kind = 'task' and tf.project_id = p_project and tf.task_id = fr.id
+  join scsql.code_files f on f.project_id = tf.project_id
+   and (tf.path = '.' or lower(f.path) = tf.path or lower(f.path) like tf.path || '/%')
+  where p_out and 'owns' = any(p_kinds)
+  union all
+  select fr.i, 'owns', 'task', tf.task_id, null, null, 'task:' || tf.task_id
+  from fr join scsql.code_files f on fr.kind = 'file' and f.project_id = p_project and f.file_id = fr.id
+  join scsql.task_files tf on tf.project_id = f.project_id
+   and (tf.path = '.' or lower(f.path) = tf.path or lower(f.path) like tf.path || '/%')
+  where not p_out and 'owns' = any(p_kinds)
+  union all
+  -- mentions: a file by its path; a definition by a qualified name, or a
+  -- name of 6 characters or more with an underscore in it
+  select fr.i, 'mentions', 'file', f.file_id, null, null, coalesce(t.kind || ':' || t.id, 'memory:' || t.key)
+  from fr join texts t on fr.kind = t.kind and (fr.id = t.id or fr.key = t.key)
+  join scsql.code_files f on f.project_id = p_project and strpos(t.body, f.path) > 0
+  where p_out
+  union all
+  select distinct fr.i, 'mentions', 'definition', d.def_id, null, null, coalesce(t.kind || ':' || t.id, 'memory:' || t.key)
+  from fr join texts t on fr.kind = t.kind and (fr.id = t.id or fr.key = t.key)
+  cross join lateral regexp_matches(t.body, '([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)', 'g') m
+  join scsql.code_definitions d on d.project_id = p_project and d.qualname = m[1]
+   and (strpos(m[1], '.') > 0 or (char_length(m[1]) >= 6 and strpos(m[1], '_') > 0))
+  where p_out
+  union all
+  select fr.i, 'mentions', t.kind, t.id, t.key, null, coalesce(t.kind || ':' || t.id, 'memory:' || t.key)
+  from fr join scsql.code_files f on fr.kind = 'file' and f.project_id = p_project and f.file_id = fr.id
+  join texts t on strpos(t.body, f.path) > 0
+  where not p_out
+  union all
+  select fr.i, 'mentions', t.kind, t.id, t.key, null, coalesce(t.kind || ':' || t.id, 'memory:' || t.key)
+  from fr join scsql.code_definitions d on fr.kind = 'definition' and d.project_id = p_project and d.def_id = fr.id
+   and (strpos(d.qualname, '.') > 0 or (char_length(d.qualname) >= 6 and strpos(d.qualname, '_') > 0))
+  join texts t on strpos(t.body, d.qualname) > 0
+   and t.body ~ ('(^|[^\w.])' || replace(d.qualname, '.', '\.') || '($|[^\w])')
+  where not p_out
+$$;
+comment on function scsql_caller.graph_work_step(bigint, text[], bigint[], text[], boolean, text[]) is
+  'One step of the graph of project PROJECT between code and work, from each node of a frontier (KIND[i], ID[i] or KEY[i]), forward (OUT) or backward: edited (agent to the files its captured Edit, Write, MultiEdit and NotebookEdit calls changed within 90 days, among the project''s last 20,000 such calls; cite tool_call:<id>), owns (task to the files it holds exclusively; cite task:<id>), mentions (a current decision or a fact to the files whose path its text holds and the definitions it names by qualified name, or by a name of 6 characters or more with an underscore; cite decision:<id> or memory:<key>).';
+
+create or replace function scsql_caller.graph_label(p_project bigint, p_kind text, p_id bigint, p_key text)
+returns table (node text, detail text)
+language sql stable
+as $$
+  select f.path || '#' || d.qualname, d.kind || ' ' || d.signature from scsql.code_definitions d
+  join scsql.code_files f on f.project_id = d.project_id and f.file_id = d.file_id
+  where p_kind = 'definition' and d.project_id = p_project and d.def_id = p_id
+  union all
+  select f.path, coalesce(f.language, 'text') || case when f.status = 'partial' then ' (partial)' else '' end
+  from scsql.code_files f where p_kind = 'file' and f.project_id = p_project and f.file_id = p_id
+  union all
+  select 'agent:' || a.name, a.team_role from scsql.agents a where p_kind = 'agent' and a.agent_id = p_id
+  union all
+  select 'task:' || t.task_id, t.team_role || ' ' || t.state from scsql.tasks t
+  where p_kind = 'task' and t.project_id = p_project and t.task_id = p_id
+  union all
+  select 'decision:' || d.decision_id, d.title from scsql.decisions d
+  where p_kind = 'decision' and d.project_id = p_project and d.decision_id = p_id
+  union all
+  select 'memory:' || m.key, left(m.value, 200) from scsql.memory_facts m
+  where p_kind = 'fact' and m.project_id = p_project and m.key = p_key
+$$;
+comment on function scsql_caller.graph_label(bigint, text, bigint, text) is
+  'How a graph node of project PROJECT is named and described: path#qualified.name and kind with signature, path and language, agent:<name> and team role, task:<id>, decision:<id> and title, memory:<key> and value.';
+
+create or replace function scsql_caller.graph_step(p_project bigint, p_kind text[], p_id bigint[], p_key text[],
+                                                   p_direction text, p_kinds text[], p_resolved boolean)
+returns table (i integer, direction text, edge text, kind text, id bigint, key text, resolution text, cite text)
+language sql stable
+as $$
+  select s.i, case when dd.o then 'out' else 'in' end, s.edge, s.kind, s.id, s.key, s.resolution, s.cite
+  from (values (true), (false)) dd(o)
+  cross join lateral (
+    select * from scsql_caller.graph_code_step(p_project, p_kind, p_id, dd.o, p_kinds, p_resolved)
+    union all
+    select * from scsql_caller.graph_work_step(p_project, p_kind, p_id, p_key, dd.o, p_kinds)
+  ) s
+  where p_direction = 'both' or (p_direction = 'out') = dd.o
+$$;
+comment on function scsql_caller.graph_step(bigint, text[], bigint[], text[], text, text[], boolean) is
+  'One step of the graph of project PROJECT from each node of a frontier (KIND[i], ID[i] or KEY[i]) in DIRECTION (out, in or both) over edge kinds KINDS (RESOLVED: code references resolved to one definition only): graph_code_step and graph_work_step together; each edge names the frontier node it leaves (i).';
+
+create or replace function scsql_caller.graph_check(p_node text, p_direction text, p_kinds text[], p_depth integer,
+                                                    p_max_depth integer)
+returns text[]
+language plpgsql immutable
+as $$
+declare
+  v_all constant text[] := array['calls', 'inherits', 'imports', 'defines', 'edited', 'owns', 'mentions'];
+begin
+  if p_node is null or char_length(p_node) not between 1 and 1100 then
+    raise exception using errcode = 'SC265', message = 'a graph node is 1 to 1,100 characters',
+      hint = 'A path, path#qualified.name, a name, agent:<name>, task:<id>, decision:<id> or memory:<key>.';
+  end if;
+  if p_direction is null or p_direction not in ('in', 'out', 'both') then
+    raise exception using errcode = 'SC267', message = format('graph direction %L is not in, out or both', p_direction);
+  end if;
+  if p_kinds is not null and (cardinality(p_kinds) = 0 or not p_kinds <@ v_all) then
+    raise exception using errcode = 'SC268', message = format('graph edge kinds %s: each is one of %s', p_kinds, v_all);
+  end if;
+  if p_depth is null or p_depth not between 1 and p_max_depth then
+    raise exception using errcode = 'SC269', message = format('graph depth %s is not 1 to %s', p_depth, p_max_depth);
+  end if;
+  return coalesce(p_kinds, v_all);
+end
+$$;
+comment on function scsql_caller.graph_check(text, text, text[], integer, integer) is
+  'Checks the arguments of graph_neighbors and graph_path; returns the edge kinds to follow (all of them for NULL). Raises SC265, SC267, SC268 or SC269.';
+
+create or replace function scsql.graph_neighbors(p_node text, p_direction text default 'both', p_kinds text[] default null,
+                                                 p_depth integer default 1)
+returns table (depth integer, direction text, edge text, node text, detail text, via text, resolution text, cite text)
+language plpgsql stable
+as $$
+#variable_conflict use_column
+declare
+  v_project bigint := scsql_caller.project_id();
+  v_kinds text[] := scsql_caller.graph_check(p_node, p_direction, p_kinds, p_depth, 5);
+  f_kind text[]; f_id bigint[]; f_key text[];
+  n_kind text[]; n_id bigint[]; n_key text[];
+  e_i integer[]; e_dir text[]; e_edge text[]; e_res text[]; e_cite text[];
+  v_seen text[];
+  v_total integer := 0;
+begin
+  select array_agg(g.kind), array_agg(g.id), array_agg(g.key), array_agg(g.kind || ':' || coalesce(g.id::text, g.key))
+    into f_kind, f_id, f_key, v_seen
+  from scsql_caller.graph_nodes(v_project, p_node) g;
+  if f_kind is null then
+    raise exception using errcode = 'SC266', message = format('graph: %s names no node of your project', left(p_node, 300)),
+      hint = 'A file as indexed (path), path#qualified.name, a definition''s name, agent:<name>, task:<id>, decision:<id>, memory:<key>.';
+  end if;
+  for d in 1 .. p_depth loop
+    select array_agg(x.i order by x.n), array_agg(x.direction order by x.n), array_agg(x.edge order by x.n),
+           array_agg(x.kind order by x.n), array_agg(x.id order by x.n), array_agg(x.key order by x.n),
+           array_agg(x.resolution order by x.n), array_agg(x.cite order by x.n)
+      into e_i, e_dir, e_edge, n_kind, n_id, n_key, e_res, e_cite
+    from (
+      select y.*, row_number() over (order by y.edge, y.direction, y.kind, y.id, y.key) as n
+      from (select distinct on (s.kind, s.id, s.key) s.*
+            from scsql_caller.graph_step(v_project, f_kind, f_id, f_key, p_direction, v_kinds, false) s
+            where not (s.kind || ':' || coalesce(s.id::text, s.key)) = any(v_seen)
+            order by s.kind, s.id, s.key, s.i) y
+      limit 500 - v_total
+    ) x;
+    exit when n_kind is null;
+    return query
+      select d, u.dir, u.edge, l.node, l.detail, fl.node, u.res, u.cite
+      from unnest(e_i, e_dir, e_edge, n_kind, n_id, n_key, e_res, e_cite) with ordinality
+             u(i, dir, edge, kind, id, key, res, cite, n)
+      cross join lateral scsql_caller.graph_label(v_project, u.kind, u.id, u.key) l
+      cross join lateral scsql_caller.graph_label(v_project, f_kind[u.i], f_id[u.i], f_key[u.i]) fl
+      order by u.n;
+    v_total := v_total + cardinality(n_kind);
+    exit when v_total >= 500;
+    v_seen := v_seen || array(select k || ':' || coalesce(i::text, y) from unnest(n_kind, n_id, n_key) u(k, i, y));
+    f_kind := n_kind; f_id := n_id; f_key := n_key;
+  end loop;
+end
+$$;
+comment on function scsql.graph_neighbors(text, text, text[], integer) is
+  'What a file, definition, agent, task, decision or fact is linked to in your project, up to depth steps away: who calls X (direction in, kinds calls), what breaks if Y changes (in, calls/inherits/imports, depth 3). Returns each edge with its citation.
+
+p_node: a path, path#qualified.name, a name, agent:<name>, task:<id>, decision:<id> or memory:<key>
+p_direction (in|out|both): out: what the node uses; in: what uses it
+p_kinds (calls|inherits|imports|defines|edited|owns|mentions): edge kinds to follow; default all
+p_depth (1..5): steps
+
+Walks the graph of the acting agent''s project as the caller (row-level security), breadth first from every node NODE names (a definition''s name may name several), each node reached once, at most 500 rows. Edges: calls and inherits (a definition, or a file''s top level, to the definitions it calls or inherits; an ambiguous reference leads to each candidate and says resolution ambiguous), imports (file to file), defines (file to its top-level definitions, a definition to those nested in it), edited (agent to the files its captured edits changed within 90 days), owns (task to the files it holds exclusively), mentions (decision or fact to the files and definitions its text names). Returns depth, direction (out or in), edge, node (path, path#qualified.name, agent:<name>, task:<id>, decision:<id>, memory:<key>), detail (signature, language, title, value), via (the node it was reached from), resolution (of a code reference: local, import, unique, ambiguous, file, module) and cite (path:line where the reference is written, tool_call:<id>, task:<id>, decision:<id>, memory:<key>). Raises SC265 for a bad node, SC266 when it names nothing, SC267 for a bad direction, SC268 for an unknown edge kind, SC269 for a depth out of range.';
+
+create or replace function scsql.graph_path(p_from text, p_to text, p_max_depth integer default 3)
+returns table (step integer, node text, detail text, edge text, direction text, cite text)
+language plpgsql stable
+as $$
+#variable_conflict use_column
+declare
+  v_project bigint := scsql_caller.project_id();
+  v_kinds text[] := scsql_caller.graph_check(p_from, 'both', null, p_max_depth, 6);
+  v_kind text[]; v_id bigint[]; v_key text[]; v_parent integer[]; v_edge text[]; v_dir text[]; v_cite text[];
+  v_seen text[];
+  v_goal text[];
+  v_front integer[];
+  v_lo integer;
+  v_hit integer;
+  v_path integer[];
+begin
+  perform scsql_caller.graph_check(p_to, 'both', null, 1, 6);
+  select array_agg(g.kind), array_agg(g.id), array_agg(g.key), array_agg(g.kind || ':' || coalesce(g.id::text, g.key))
+    into v_kind, v_id, v_key, v_seen from scsql_caller.graph_nodes(v_project, p_from) g;
+  select array_agg(g.kind || ':' || coalesce(g.id::text, g.key)) into v_goal from scsql_caller.graph_nodes(v_project, p_to) g;
+  if v_kind is null or v_goal is null then
+    raise exception using errcode = 'SC266',
+      message = format('graph_path: %s names no node of your project', case when v_kind is null then p_from else p_to end);
+  end if;
+  v_parent := array_fill(0, array[cardinality(v_kind)]);
+  v_edge := array_fill(null::text, array[cardinality(v_kind)]);
+  v_dir := v_edge; v_cite := v_edge;
+  v_front := array(select generate_series(1, cardinality(v_kind)));
+  v_hit := (select min(i) from generate_series(1, cardinality(v_kind)) i where v_seen[i] = any(v_goal));
+  for d in 1 .. p_max_depth loop
+    exit when v_hit is not null or cardinality(v_front) = 0 or cardinality(v_kind) > 20000;
+    v_front := v_front[1:5000];
+    v_lo := cardinality(v_kind) + 1;
+    select v_kind || array_agg(x.kind order by x.n), v_id || array_agg(x.id order by x.n), v_key || array_agg(x.key order by x.n),
+           v_parent || array_agg(x.parent order by x.n), v_edge || array_agg(x.edge order by x.n),
+           v_dir || array_agg(x.direction order by x.n), v_cite || array_agg(x.cite order by x.n),
+           v_seen || array_agg(x.k order by x.n)
+      into v_kind, v_id, v_key, v_parent, v_edge, v_dir, v_cite, v_seen
+    from (select z.*, row_number() over (order by z.k) as n
+          from (select distinct on (s.kind || ':' || coalesce(s.id::text, s.key)) s.*, v_front[s.i] as parent,
+                       s.kind || ':' || coalesce(s.id::text, s.key) as k
+                from scsql_caller.graph_step(v_project, array(select v_kind[j] from unnest(v_front) j),
+                                             array(select v_id[j] from unnest(v_front) j),
+                                             array(select v_key[j] from unnest(v_front) j), 'both', v_kinds, true) s
+                where not (s.kind || ':' || coalesce(s.id::text, s.key)) = any(v_seen)
+                order by s.kind || ':' || coalesce(s.id::text, s.key), s.i) z) x;
+    v_front := array(select generate_series(v_lo, coalesce(cardinality(v_kind), 0)));
+    v_hit := (select min(i) from unnest(v_front) i where v_seen[i] = any(v_goal));
+  end loop;
+  if v_hit is null then
+    return;
+  end if;
+  v_path := array[v_hit];
+  while v_parent[v_path[1]] > 0 loop
+    v_path := v_parent[v_path[1]] || v_path;
+  end loop;
+  return query
+    select s.n::integer - 1, l.node, l.detail, v_edge[s.i], v_dir[s.i], v_cite[s.i]
+    from unnest(v_path) with ordinality s(i, n)
+    cross join lateral scsql_caller.graph_label(v_project, v_kind[s.i], v_id[s.i], v_key[s.i]) l
+    order by s.n;
+end
+$$;
+comment on function scsql.graph_path(text, text, integer) is
+  'How two things of your project are connected: the shortest chain of edges (calls, inherits, imports, defines, edited, owns, mentions, either way) from one node to another, each step cited.
+
+p_from: the node to start from (a path, path#qualified.name, a name, agent:<name>, task:<id>, decision:<id>, memory:<key>)
+p_to: the node to reach
+p_max_depth (1..6): steps at most
+
+Searches breadth first from every node FROM names, following every edge kind of graph_neighbors in both directions (code references resolved to one definition only), up to MAX_DEPTH steps (at most 5,000 nodes expanded a step, 20,000 in all), for a node TO names. Returns the path, one row per node: step (0 for the start), node, detail, and the edge that led to it with its direction (out: the previous node uses this one; in: this one uses the previous) and cite; no rows when none is found within reach. Raises like graph_neighbors (SC265, SC266, SC269).';

@@ -430,6 +430,7 @@ def _signature(node, source: bytes) -> str:
     if body is None:
         cut = [i for i in (head.find("{"), head.find("\n")) if i > 0]
         head = head[:min(cut)] if cut else head
+    head = "\n".join(ln for ln in head.split("\n") if not ln.strip().startswith(("#", "//", "/*", "*", "--")))
     head = " ".join(head.split()).rstrip(" :{=")
     return head if len(head) <= MAX_SIGNATURE else head[:MAX_SIGNATURE - 3] + "..."
 
