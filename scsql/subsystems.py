@@ -131,6 +131,21 @@ def _hooks_commands(sub: Any, add: Callable) -> None:
     importer.register(sub, add)
 
 
+# -- code: the symbol graph, repo map, cards; search that knows symbols -------
+
+
+def _code_adapters() -> dict[str, Adapter]:
+    from .code import search
+
+    return search.ADAPTERS
+
+
+def _code_commands(sub: Any, add: Callable) -> None:
+    from .code import cli
+
+    cli.register(sub, add)
+
+
 # -- ops: scsql doctor, scsql metrics, search latency timing, backup, restore -
 
 
@@ -154,6 +169,7 @@ SUBSYSTEMS: tuple[Subsystem, ...] = (
               commands=_coordination_commands),
     Subsystem("bench", commands=_bench_commands),
     Subsystem("hooks", jobs=_hooks_jobs, commands=_hooks_commands),
+    Subsystem("code", adapters=_code_adapters, commands=_code_commands),
     Subsystem("ops", adapters=_ops_adapters, commands=_ops_commands),  # listed last: its timing wraps the search
 )
 

@@ -1355,8 +1355,8 @@ comment on function scsql.graph_neighbors(text, text, text[], integer) is
   'What a file, definition, agent, task, decision or fact is linked to in your project, up to depth steps away: who calls X (direction in, kinds calls), what breaks if Y changes (in, calls/inherits/imports, depth 3). Returns each edge with its citation.
 
 p_node: a path, path#qualified.name, a name, agent:<name>, task:<id>, decision:<id> or memory:<key>
-p_direction (in|out|both): out: what the node uses; in: what uses it
-p_kinds (calls|inherits|imports|defines|edited|owns|mentions): edge kinds to follow; default all
+p_direction: out (what the node uses), in (what uses it) or both
+p_kinds: edge kinds to follow, of calls, inherits, imports, defines, edited, owns, mentions; default all
 p_depth (1..5): steps
 
 Walks the graph of the acting agent''s project as the caller (row-level security), breadth first from every node NODE names (a definition''s name may name several), each node reached once, at most 500 rows. Edges: calls and inherits (a definition, or a file''s top level, to the definitions it calls or inherits; an ambiguous reference leads to each candidate and says resolution ambiguous), imports (file to file), defines (file to its top-level definitions, a definition to those nested in it), edited (agent to the files its captured edits changed within 90 days), owns (task to the files it holds exclusively), mentions (decision or fact to the files and definitions its text names). Returns depth, direction (out or in), edge, node (path, path#qualified.name, agent:<name>, task:<id>, decision:<id>, memory:<key>), detail (signature, language, title, value), via (the node it was reached from), resolution (of a code reference: local, import, unique, ambiguous, file, module) and cite (path:line where the reference is written, tool_call:<id>, task:<id>, decision:<id>, memory:<key>). Raises SC265 for a bad node, SC266 when it names nothing, SC267 for a bad direction, SC268 for an unknown edge kind, SC269 for a depth out of range.';
@@ -1432,3 +1432,81 @@ p_to: the node to reach
 p_max_depth (1..6): steps at most
 
 Searches breadth first from every node FROM names, following every edge kind of graph_neighbors in both directions (code references resolved to one definition only), up to MAX_DEPTH steps (at most 5,000 nodes expanded a step, 20,000 in all), for a node TO names. Returns the path, one row per node: step (0 for the start), node, detail, and the edge that led to it with its direction (out: the previous node uses this one; in: this one uses the previous) and cite; no rows when none is found within reach. Raises like graph_neighbors (SC265, SC266, SC269).';
+
+-- ---------------------------------------------------------------------------
+-- Search that knows symbols: the definitions a query names, what a chunk defines
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql_caller.symbol_query(p_query text)
+returns text
+language sql immutable
+as $$
+  -- The name a query names: what is left, one identifier (dotted, or
+  -- path#qualified.name), once words such as where, is, defined, def,
+  -- class, function, who, calls and punctuation are set aside; else NULL.
+  select case when cardinality(w.ws) = 1
+                and w.ws[1] ~ '^([^\s#]+#)?[A-Za-z_$][\w$]*(\.[A-Za-z_$][\w$]*)*$' then w.ws[1] end
+  from (select array(select t from regexp_split_to_table(btrim(regexp_replace(left(p_query, 300), '[?()`''",:;]+', ' ', 'g')),
+                                                          '\s+') t
+                     where t <> '' and lower(t) not in ('where', 'is', 'are', 'the', 'a', 'an', 'of', 'defined', 'definition',
+                       'define', 'defines', 'def', 'class', 'function', 'func', 'fn', 'method', 'struct', 'interface', 'type',
+                       'find', 'show', 'me', 'who', 'calls', 'call', 'callers', 'what', 'does', 'do', 'in', 'code', 'source',
+                       'for', 'procedure', 'table', 'view', 'trait', 'impl', 'enum')) as ws) w
+$$;
+comment on function scsql_caller.symbol_query(text) is
+  'The definition name a search query names (verify_chain, Store.put, "where is index_tree defined", src/a.py#Store.put), or NULL when the query is not one name.';
+
+create or replace function scsql_caller.symbol_chunks(p_projects bigint[], p_query text)
+returns table (
+  project text, source_kind text, source_path text, anchor text, line_start integer, line_end integer,
+  text_span integer[], chunk_hash text, content text, score double precision, retrievers text[],
+  bm25_rank integer, vector_rank integer, trust text, notice text, retrieved_at timestamptz,
+  author text, written_at timestamptz, defines text[])
+language sql stable
+as $$
+  -- The chunks holding the definitions the query names: a qualified name
+  -- first, then a name; the most used first; at most five.
+  with q as (select scsql_caller.symbol_query(p_query) as name),
+  defs as (
+    select d.project_id, f.path, d.qualname, d.line_start,
+           row_number() over (order by (d.qualname = q.name or strpos(q.name, '#') > 0) desc, d.rank desc, f.path, d.def_id) as o
+    from q join scsql.code_definitions d on d.project_id = any(p_projects)
+     and (case when strpos(q.name, '#') > 0 then d.qualname = split_part(q.name, '#', 2)
+               else d.qualname = q.name or d.name = q.name end)
+    join scsql.code_files f on f.project_id = d.project_id and f.file_id = d.file_id
+     and (strpos(q.name, '#') = 0 or f.path = split_part(q.name, '#', 1))
+    where q.name is not null
+    order by 5 limit 5
+  )
+  select distinct on (x.o) pr.name::text, s.kind, s.path, c.anchor, c.line_start, c.line_end, array[c.char_start, c.char_end],
+         c.chunk_hash, c.content, null::double precision, array['symbol'], null::integer, null::integer, s.trust,
+         null::text, now(), a.name, c.created_at, array[x.qualname]
+  from defs x
+  join scsql.kb_sources s on s.project_id = x.project_id and s.path = x.path and s.kind = 'file'
+  join scsql.kb_chunks c on c.project_id = s.project_id and c.source_id = s.source_id
+   and c.line_start <= x.line_start and c.line_end >= x.line_start
+  join scsql.projects pr on pr.project_id = x.project_id
+  left join scsql.agents a on a.agent_id = case when c.created_at > s.created_at then s.updated_by else s.created_by end
+  order by x.o, c.seq
+$$;
+comment on function scsql_caller.symbol_chunks(bigint[], text) is
+  'For search: the chunks, among projects PROJECTS, that hold the definitions QUERY names (scsql_caller.symbol_query): a qualified name before a name, the most used first, at most five; in search''s columns, retrievers {symbol}, score NULL, defines the qualified name. A search whose query names a definition puts these first.';
+
+create or replace function scsql_caller.chunk_defines(p_project bigint, p_paths text[], p_starts integer[],
+                                                      p_ends integer[])
+returns table (i integer, defines text[])
+language sql stable
+as $$
+  -- For each chunk (path, first and last line): the qualified names of the
+  -- definitions that start in it, in line order (nested functions left out).
+  select u.i::integer, (select array_agg(d.qualname order by d.line_start, d.def_id)
+                        from scsql.code_files f
+                        join scsql.code_definitions d on d.project_id = f.project_id and d.file_id = f.file_id
+                        left join scsql.code_definitions p on p.project_id = d.project_id and p.def_id = d.parent_id
+                        where f.project_id = p_project and f.path = u.path
+                          and d.line_start between u.s and u.e
+                          and (p.def_id is null or p.kind not in ('function', 'method')))
+  from unnest(p_paths, p_starts, p_ends) with ordinality u(path, s, e, i)
+$$;
+comment on function scsql_caller.chunk_defines(bigint, text[], integer[], integer[]) is
+  'For search results: for each chunk i of project PROJECT, given by PATHS[i] and its lines STARTS[i] to ENDS[i], the qualified names of the definitions that start in it, in line order (nested functions left out); NULL for a chunk that defines nothing or is no code.';
