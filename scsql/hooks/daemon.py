@@ -124,6 +124,7 @@ class HookServer:
         self.sock_path = client.socket_path(home, agent_name)
         self.listener: socket.socket | None = None
         self.inode: int | None = None
+        self.fresh = None  # re-indexes what agents edit (scsql.code.fresh), once serving
 
     # -- the database -------------------------------------------------------
 
@@ -254,6 +255,8 @@ class HookServer:
             return pending.reply or _reply()
         if row.spooled and spool.has_pending(self.home, self.name):
             self.replay()  # what happened before this event is written before it
+        if self.fresh is not None and row.name in ("Stop", "SubagentStop"):
+            self.fresh.stopped(event)  # files changed by shell commands, indexed again off this thread
         try:
             result = self.handlers.handle(agent, event)
         except Exception as exc:  # noqa: BLE001
@@ -314,6 +317,8 @@ class HookServer:
             try:
                 self.handlers.capture(agent, [p.event for p in batch])
                 reply = _reply()
+                if self.fresh is not None:
+                    self.fresh.edited([p.event for p in batch])  # indexed again off this thread
             except Exception as exc:  # noqa: BLE001
                 if is_down(exc):
                     self._lost(exc)
@@ -401,6 +406,9 @@ class HookServer:
         self.log(f"listening on {self.sock_path} (pid {os.getpid()})")
         threading.Thread(target=self._writer, name="capture-writer", daemon=True).start()
         threading.Thread(target=self._reconnector, name="reconnect", daemon=True).start()
+        from ..code.fresh import Fresh
+
+        self.fresh = Fresh(lambda: self.agent if self.connected.is_set() else None, self.log).start()
         assert self.listener is not None
         self.listener.settimeout(1.0)
         try:

@@ -36,6 +36,7 @@ from .clip import clip as _clip
 from .hookclient import as_text as _as_text, scrub, scrub_value
 
 CONTEXT_TOKENS = 1500     # SessionStart: what recall injects at most (tokens ~ characters / 4)
+MAP_TOKENS = 300          # ... of which the map of the project's code (repo_map) takes at most
 RECALL_HITS = 3           # UserPromptSubmit: memory hits injected at most
 RECALL_FLOOR = float(os.environ.get("SCSQL_HOOK_RECALL_FLOOR", "0.5"))  # BM25 score below which a hit is noise
 RECALL_TERMS = 2          # ... and the distinct words of the prompt a hit must hold (all of them when fewer)
@@ -521,7 +522,8 @@ def session_context(agent: Agent, budget: int = CONTEXT_TOKENS) -> str:
     """What a new session starts with, within BUDGET tokens (characters / 4):
     open tasks and unacknowledged messages for this agent first, then
     recall_context (facts, the last sessions' summaries, broadcasts), each line
-    with its citation."""
+    with its citation, then a short map of the project's code (repo_map,
+    MAP_TOKENS at most, centred on the files the agent edited lately)."""
     lines: list[str] = []
     with agent.transaction() as conn:
         held = conn.execute("select task_id, lease_token, payload, exclusive_files from scsql.my_tasks()").fetchall()
@@ -536,6 +538,9 @@ def session_context(agent: Agent, budget: int = CONTEXT_TOKENS) -> str:
             lines.append(f"- message {m['message_id']} {m['type']} from {m['sender']} ({m['provenance']}): "
                          f"{_clip(_as_text(m['payload']), 300)} [message:{m['message_id']}]")
         used = sum(len(x) for x in lines) // 4
+        code_map = conn.execute("select path, definitions from scsql.repo_map(%s)",
+                                (max(50, min(MAP_TOKENS, budget // 4)),)).fetchall()
+        used += sum(len(r["path"]) + len(r["definitions"]) + 2 for r in code_map) // 4 + (20 if code_map else 0)
         rest = max(50, budget - used - 60)
         recalled = conn.execute(
             "select section, key, content, source_path, at from scsql.recall_context(%s)", (rest,)).fetchall()
@@ -547,6 +552,9 @@ def session_context(agent: Agent, budget: int = CONTEXT_TOKENS) -> str:
         for r in recalled:
             cite = r["source_path"] or f"{r['section']}:{r['key']}"
             out.append(f"- [{r['section']}] {r['content']} [{cite}]")
+    if code_map:
+        out.append("Map of this project's code (repo_map gives more, file_card one file):")
+        out += [f"{r['path']}\n{r['definitions']}" for r in code_map]
     text = "\n".join(out)
     return _clip(text, budget * 4) if text else ""
 
