@@ -134,7 +134,8 @@ class Fresh:
         paths = [p for kind, p in items if kind == "file"]
         for cwd in dict.fromkeys(p for kind, p in items if kind == "tree"):
             found, self._heads[cwd] = changed_files(cwd, self._heads.get(cwd))
-            paths += found
+            # and the files this thread indexed that are gone (an untracked file deleted is in no git status)
+            paths += found + [p for p, sha in self._seen.items() if sha is not None and not os.path.exists(p)]
         agent = self._agent()
         if agent is None:
             return

@@ -210,7 +210,7 @@ class HookServer:
             return 0
         with self.write_lock:
             try:
-                n = spool.replay(self.home, self.name, lambda evs: self.handlers.capture(agent, evs),
+                n = spool.replay(self.home, self.name, lambda evs: self._capture(agent, evs),
                                  is_down=is_down, stub=self._stub_writer(agent),
                                  on_failed=lambda p, e: self.log(f"spool file {p.name}: not even a stub was stored: {e}"))
             except Exception as exc:  # noqa: BLE001
@@ -221,6 +221,13 @@ class HookServer:
         if n:
             self.log(f"replayed {n} spooled event(s)")
         return n
+
+    def _capture(self, agent, evs: list[dict]):
+        """Capture EVS; the files they edited are then indexed again, off this thread."""
+        out = self.handlers.capture(agent, evs)
+        if self.fresh is not None:
+            self.fresh.edited(evs)
+        return out
 
     def _stub_writer(self, agent):
         """Stores events the database refused as stub rows (handlers.capture_stubs)."""
@@ -315,10 +322,8 @@ class HookServer:
                     p.done.set()
                 return
             try:
-                self.handlers.capture(agent, [p.event for p in batch])
+                self._capture(agent, [p.event for p in batch])
                 reply = _reply()
-                if self.fresh is not None:
-                    self.fresh.edited([p.event for p in batch])  # indexed again off this thread
             except Exception as exc:  # noqa: BLE001
                 if is_down(exc):
                     self._lost(exc)
@@ -401,14 +406,14 @@ class HookServer:
             self.listener.close()
 
     def serve(self) -> None:
+        from ..code.fresh import Fresh
+
+        self.fresh = Fresh(lambda: self.agent if self.connected.is_set() else None, self.log).start()
         self._try_connect(replay=False)  # before the first hook is answered; the spool is replayed once serving
         self.bind()
         self.log(f"listening on {self.sock_path} (pid {os.getpid()})")
         threading.Thread(target=self._writer, name="capture-writer", daemon=True).start()
         threading.Thread(target=self._reconnector, name="reconnect", daemon=True).start()
-        from ..code.fresh import Fresh
-
-        self.fresh = Fresh(lambda: self.agent if self.connected.is_set() else None, self.log).start()
         assert self.listener is not None
         self.listener.settimeout(1.0)
         try:
