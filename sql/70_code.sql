@@ -364,143 +364,151 @@ comment on function scsql._code_common_prefix(text, text) is
 
 create or replace function scsql._code_resolve_imports(p_project bigint)
 returns void
-language sql security definer set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   -- An import of module K (symbol S) names the file whose module is K/S
   -- (S a submodule), or ends with K, or for Go is a trailing part of K; of
   -- several, the one nearest the importing file. Several files of one
   -- module (a Go package): resolution module.
-  update scsql.code_references r
-     set resolution = case when b.n is null then 'external' when b.n = 1 then 'file' else 'module' end,
-         target_file_id = case when b.n = 1 then b.file_id end,
-         target_module = b.module
-    from (
-      select r.ref_id, best.module, best.n, best.file_id
-      from scsql.code_references r
-      join scsql.code_files rf on rf.project_id = r.project_id and rf.file_id = r.file_id
-      left join lateral (
-        select f.module, count(*) as n, min(f.file_id) as file_id
-        from scsql.code_files f
-        where f.project_id = p_project and f.language is not null and f.language <> 'manifest'
-          and (f.module_keys @> array[r.name]
-               or (r.qualifier is not null and f.module_keys @> array[r.name || '/' || r.qualifier])
-               or (rf.language = 'go' and f.module = any(scsql._code_module_keys(r.name))))
-        group by f.module
-        order by (r.qualifier is not null and scsql._code_module_keys(f.module) @> array[r.name || '/' || r.qualifier]) desc,
-                 scsql._code_common_prefix(f.module, rf.module) desc, char_length(f.module), f.module
-        limit 1
-      ) best on true
-      where r.project_id = p_project and r.kind = 'import' and r.resolution = 'pending'
-    ) b
-   where r.project_id = p_project and r.ref_id = b.ref_id;
+begin
+    update scsql.code_references r
+       set resolution = case when b.n is null then 'external' when b.n = 1 then 'file' else 'module' end,
+           target_file_id = case when b.n = 1 then b.file_id end,
+           target_module = b.module
+      from (
+        select r.ref_id, best.module, best.n, best.file_id
+        from scsql.code_references r
+        join scsql.code_files rf on rf.project_id = r.project_id and rf.file_id = r.file_id
+        left join lateral (
+          select f.module, count(*) as n, min(f.file_id) as file_id
+          from scsql.code_files f
+          where f.project_id = p_project and f.language is not null and f.language <> 'manifest'
+            and (f.module_keys @> array[r.name]
+                 or (r.qualifier is not null and f.module_keys @> array[r.name || '/' || r.qualifier])
+                 or (rf.language = 'go' and f.module = any(scsql._code_module_keys(r.name))))
+          group by f.module
+          order by (r.qualifier is not null and scsql._code_module_keys(f.module) @> array[r.name || '/' || r.qualifier]) desc,
+                   scsql._code_common_prefix(f.module, rf.module) desc, char_length(f.module), f.module
+          limit 1
+        ) best on true
+        where r.project_id = p_project and r.kind = 'import' and r.resolution = 'pending'
+      ) b
+     where r.project_id = p_project and r.ref_id = b.ref_id;
+end
 $$;
 comment on function scsql._code_resolve_imports(bigint) is
   'Private. Resolves the project''s pending imports to the file (or the files of one module) they name, best effort: external when no file of the project is that module.';
 
 create or replace function scsql._code_resolve_local(p_project bigint)
 returns void
-language sql security definer set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   -- A call of f() finds f defined at the file's top level, in the caller,
   -- or beside it (a method of the same class, as Java and C++ call them);
   -- self.f(), this.f() a method of the caller's class.
-  update scsql.code_references r
-     set resolution = 'local', target_def_id = x.def_id, target_file_id = r.file_id, candidates = null
-    from (
-      select distinct on (r.ref_id) r.ref_id, d.def_id
-      from scsql.code_references r
-      left join scsql.code_definitions fd on fd.project_id = r.project_id and fd.def_id = r.from_def_id
-      left join scsql.code_definitions fp on fp.project_id = r.project_id and fp.def_id = fd.parent_id
-      join scsql.code_definitions d on d.project_id = r.project_id and d.file_id = r.file_id and d.name = r.name
-      where r.project_id = p_project and r.resolution = 'pending' and r.kind in ('call', 'inherit')
-        and case when r.kind = 'inherit' then d.kind in ('class', 'interface', 'type')
-                 else d.kind in ('function', 'method', 'class', 'macro') end
-        and case
-              when r.qualifier is null then d.parent_id is null or d.parent_id = r.from_def_id
-                                            or d.parent_id = fd.parent_id
-              when r.qualifier in ('self', 'this', 'cls', 'Self', 'super') then d.kind = 'method' and d.parent_id =
-                case when fd.kind in ('class', 'interface') then fd.def_id when fd.kind = 'method' then fd.parent_id
-                     when fp.kind = 'method' then fp.parent_id end
-              else false
-            end
-      order by r.ref_id, (d.parent_id = r.from_def_id) desc nulls last, (d.parent_id is null) desc, d.def_id
-    ) x
-   where r.project_id = p_project and r.ref_id = x.ref_id;
+begin
+    update scsql.code_references r
+       set resolution = 'local', target_def_id = x.def_id, target_file_id = r.file_id, candidates = null
+      from (
+        select distinct on (r.ref_id) r.ref_id, d.def_id
+        from scsql.code_references r
+        left join scsql.code_definitions fd on fd.project_id = r.project_id and fd.def_id = r.from_def_id
+        left join scsql.code_definitions fp on fp.project_id = r.project_id and fp.def_id = fd.parent_id
+        join scsql.code_definitions d on d.project_id = r.project_id and d.file_id = r.file_id and d.name = r.name
+        where r.project_id = p_project and r.resolution = 'pending' and r.kind in ('call', 'inherit')
+          and case when r.kind = 'inherit' then d.kind in ('class', 'interface', 'type')
+                   else d.kind in ('function', 'method', 'class', 'macro') end
+          and case
+                when r.qualifier is null then d.parent_id is null or d.parent_id = r.from_def_id
+                                              or d.parent_id = fd.parent_id
+                when r.qualifier in ('self', 'this', 'cls', 'Self', 'super') then d.kind = 'method' and d.parent_id =
+                  case when fd.kind in ('class', 'interface') then fd.def_id when fd.kind = 'method' then fd.parent_id
+                       when fp.kind = 'method' then fp.parent_id end
+                else false
+              end
+        order by r.ref_id, (d.parent_id = r.from_def_id) desc nulls last, (d.parent_id is null) desc, d.def_id
+      ) x
+     where r.project_id = p_project and r.ref_id = x.ref_id;
+end
 $$;
 comment on function scsql._code_resolve_local(bigint) is
   'Private. Resolves pending calls and bases to a definition of the same file: f() to f at the top level, in the caller or beside it; self.f() and this.f() to a method of the caller''s class.';
 
 create or replace function scsql._code_resolve_imported(p_project bigint)
 returns void
-language sql security definer set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   -- Through the file's imports: from m import f; f() / import m; m.f() /
   -- from p import m; m.f() / from m import C; C.f().
-  update scsql.code_references r
-     set resolution = 'import', target_def_id = x.def_id, target_file_id = x.file_id, candidates = null
-    from (
-      select distinct on (r.ref_id) r.ref_id, d.def_id, d.file_id
-      from scsql.code_references r
-      join scsql.code_references i
-        on i.project_id = r.project_id and i.file_id = r.file_id and i.kind = 'import'
-       and i.resolution in ('file', 'module')
-       and ((r.qualifier is null and i.alias = r.name and i.qualifier is not null)
-            or (r.qualifier is not null and (i.alias = r.qualifier or i.alias = split_part(r.qualifier, '.', 1))))
-      join scsql.code_files f on f.project_id = r.project_id and f.module = i.target_module
-      join scsql.code_definitions d
-        on d.project_id = r.project_id and d.file_id = f.file_id
-       and d.name = case when r.qualifier is null then i.qualifier else r.name end
-      where r.project_id = p_project and r.resolution = 'pending' and r.kind in ('call', 'inherit')
-        and (r.qualifier is null or i.qualifier is null or i.target_module = i.name || '/' || i.qualifier
-             or d.qualname = i.qualifier || '.' || r.name)
-      order by r.ref_id, (i.alias = r.qualifier) desc, (d.parent_id is null) desc, d.def_id
-    ) x
-   where r.project_id = p_project and r.ref_id = x.ref_id;
+begin
+    update scsql.code_references r
+       set resolution = 'import', target_def_id = x.def_id, target_file_id = x.file_id, candidates = null
+      from (
+        select distinct on (r.ref_id) r.ref_id, d.def_id, d.file_id
+        from scsql.code_references r
+        join scsql.code_references i
+          on i.project_id = r.project_id and i.file_id = r.file_id and i.kind = 'import'
+         and i.alias = any(case when r.qualifier is null then array[r.name]
+                                else array[r.qualifier, split_part(r.qualifier, '.', 1)] end)
+         and i.resolution in ('file', 'module') and (r.qualifier is not null or i.qualifier is not null)
+        join scsql.code_files f on f.project_id = r.project_id and f.module = i.target_module
+        join scsql.code_definitions d
+          on d.project_id = r.project_id and d.file_id = f.file_id
+         and d.name = case when r.qualifier is null then i.qualifier else r.name end
+        where r.project_id = p_project and r.resolution = 'pending' and r.kind in ('call', 'inherit')
+          and (r.qualifier is null or i.qualifier is null or i.target_module = i.name || '/' || i.qualifier
+               or d.qualname = i.qualifier || '.' || r.name)
+        order by r.ref_id, (i.alias = r.qualifier) desc, (d.parent_id is null) desc, d.def_id
+      ) x
+     where r.project_id = p_project and r.ref_id = x.ref_id;
+end
 $$;
 comment on function scsql._code_resolve_imported(bigint) is
   'Private. Resolves pending calls and bases through the file''s resolved imports: from m import f; f(), import m; m.f(), from p import m; m.f(), from m import C; C.f().';
 
 create or replace function scsql._code_resolve_global(p_project bigint)
 returns void
-language sql security definer set search_path = pg_catalog, scsql, pg_temp
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   -- What is left, by name over the project: the one definition of that
   -- name (unique), several (ambiguous: the ten likeliest kept, a method
   -- of a class the qualifier names first), none (unresolved). f() looks
   -- for functions and classes, x.f() for methods too; a call on a module
   -- imported from outside the project (json.dumps) is unresolved.
-  update scsql.code_references r
-     set resolution = case when x.n = 0 then 'unresolved' when x.n = 1 then 'unique' else 'ambiguous' end,
-         target_def_id = case when x.n = 1 then x.ids[1] end,
-         target_file_id = case when x.n = 1 then x.files[1] end,
-         candidates = case when x.n > 1 then x.ids end
-    from (
-      select r.ref_id, c.n, c.ids, c.files
-      from scsql.code_references r
-      cross join lateral (
-        select case when count(*) filter (where q.pref) > 0 then count(*) filter (where q.pref) else count(*) end as n,
-               (array_agg(q.def_id order by q.pref desc, q.top desc, q.rank desc, q.def_id))[1:10] as ids,
-               (array_agg(q.file_id order by q.pref desc, q.top desc, q.rank desc, q.def_id))[1:10] as files
-        from (
-          select d.def_id, d.file_id, d.rank, d.parent_id is null as top,
-                 coalesce(r.qualifier is not null and r.qualifier not in ('self', 'this', 'cls', 'Self', 'super')
-                          and (d.qualname = r.qualifier || '.' || r.name
-                               or d.qualname like '%.' || regexp_replace(r.qualifier, '^.*\.', '') || '.' || r.name),
-                          false) as pref
-          from scsql.code_definitions d
-          where d.project_id = r.project_id and d.name = r.name
-            and case when r.kind = 'inherit' then d.kind in ('class', 'interface', 'type')
-                     when r.qualifier is null then d.kind in ('function', 'class', 'macro')
-                     else d.kind in ('method', 'function', 'class') end
-            and not exists (select from scsql.code_references i
-                            where i.project_id = r.project_id and i.file_id = r.file_id and i.kind = 'import'
-                              and i.resolution = 'external' and r.qualifier is not null
-                              and i.alias = split_part(r.qualifier, '.', 1))
-        ) q
-      ) c
-      where r.project_id = p_project and r.resolution = 'pending' and r.kind in ('call', 'inherit')
-    ) x
-   where r.project_id = p_project and r.ref_id = x.ref_id;
+begin
+    update scsql.code_references r
+       set resolution = case when x.n = 0 then 'unresolved' when x.n = 1 then 'unique' else 'ambiguous' end,
+           target_def_id = case when x.n = 1 then x.ids[1] end,
+           target_file_id = case when x.n = 1 then x.files[1] end,
+           candidates = case when x.n > 1 then x.ids end
+      from (
+        select r.ref_id, c.n, c.ids, c.files
+        from scsql.code_references r
+        cross join lateral (
+          select case when count(*) filter (where q.pref) > 0 then count(*) filter (where q.pref) else count(*) end as n,
+                 (array_agg(q.def_id order by q.pref desc, q.top desc, q.rank desc, q.def_id))[1:10] as ids,
+                 (array_agg(q.file_id order by q.pref desc, q.top desc, q.rank desc, q.def_id))[1:10] as files
+          from (
+            select d.def_id, d.file_id, d.rank, d.parent_id is null as top,
+                   coalesce(r.qualifier is not null and r.qualifier not in ('self', 'this', 'cls', 'Self', 'super')
+                            and (d.qualname = r.qualifier || '.' || r.name
+                                 or d.qualname like '%.' || regexp_replace(r.qualifier, '^.*\.', '') || '.' || r.name),
+                            false) as pref
+            from scsql.code_definitions d
+            where d.project_id = r.project_id and d.name = r.name
+              and case when r.kind = 'inherit' then d.kind in ('class', 'interface', 'type')
+                       when r.qualifier is null then d.kind in ('function', 'class', 'macro')
+                       else d.kind in ('method', 'function', 'class') end
+              and not exists (select from scsql.code_references i
+                              where i.project_id = r.project_id and i.file_id = r.file_id and i.kind = 'import'
+                                and i.resolution = 'external' and r.qualifier is not null
+                                and i.alias = split_part(r.qualifier, '.', 1))
+          ) q
+        ) c
+        where r.project_id = p_project and r.resolution = 'pending' and r.kind in ('call', 'inherit')
+      ) x
+     where r.project_id = p_project and r.ref_id = x.ref_id;
+end
 $$;
 comment on function scsql._code_resolve_global(bigint) is
   'Private. Resolves what the file''s own definitions and imports did not, by name over the project: unique (one definition), ambiguous (several: the ten likeliest kept as candidates), unresolved (none: the language''s or a library''s).';
