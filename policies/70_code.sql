@@ -37,6 +37,7 @@ to scsql_agent;
 grant execute on function scsql.graph_neighbors(text, text, text[], integer), scsql.graph_path(text, text, integer)
 to scsql_agent;
 -- What search evaluates as the caller: the definitions a query names, what a chunk defines.
-grant execute on function scsql_caller.symbol_query(text), scsql_caller.symbol_chunks(bigint[], text),
+grant execute on function scsql_caller.symbol_query(text), scsql_caller.symbol_chunk_ids(bigint[], text),
+  scsql_caller.symbol_chunks(bigint[], text),
   scsql_caller.chunk_defines(bigint, text[], integer[], integer[])
 to scsql_agent;

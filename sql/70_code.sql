@@ -1464,12 +1464,8 @@ $$;
 comment on function scsql_caller.symbol_query(text) is
   'The definition name a search query names (verify_chain, Store.put, "where is index_tree defined", src/a.py#Store.put), or NULL when the query is not one name.';
 
-create or replace function scsql_caller.symbol_chunks(p_projects bigint[], p_query text)
-returns table (
-  project text, source_kind text, source_path text, anchor text, line_start integer, line_end integer,
-  text_span integer[], chunk_hash text, content text, score double precision, retrievers text[],
-  bm25_rank integer, vector_rank integer, trust text, notice text, retrieved_at timestamptz,
-  author text, written_at timestamptz, defines text[])
+create or replace function scsql_caller.symbol_chunk_ids(p_projects bigint[], p_query text)
+returns table (project_id bigint, chunk_id bigint, qualname text, ord bigint)
 language sql stable
 as $$
   -- The chunks holding the definitions the query names: a qualified name
@@ -1486,19 +1482,36 @@ as $$
     where q.name is not null
     order by 5 limit 5
   )
-  select distinct on (x.o) pr.name::text, s.kind, s.path, c.anchor, c.line_start, c.line_end, array[c.char_start, c.char_end],
-         c.chunk_hash, c.content, null::double precision, array['symbol'], null::integer, null::integer, s.trust,
-         null::text, now(), a.name, c.created_at, array[x.qualname]
+  select distinct on (x.o) x.project_id, c.chunk_id, x.qualname, x.o
   from defs x
   join scsql.kb_sources s on s.project_id = x.project_id and s.path = x.path and s.kind = 'file'
   join scsql.kb_chunks c on c.project_id = s.project_id and c.source_id = s.source_id
    and c.line_start <= x.line_start and c.line_end >= x.line_start
-  join scsql.projects pr on pr.project_id = x.project_id
-  left join scsql.agents a on a.agent_id = case when c.created_at > s.created_at then s.updated_by else s.created_by end
   order by x.o, c.seq
 $$;
+comment on function scsql_caller.symbol_chunk_ids(bigint[], text) is
+  'For search: the chunks (project_id, chunk_id), among projects PROJECTS, that hold the definitions QUERY names (scsql_caller.symbol_query), with the qualified name and their order: a qualified name before a name, the most used first, at most five. What search_projects puts first.';
+
+create or replace function scsql_caller.symbol_chunks(p_projects bigint[], p_query text)
+returns table (
+  project text, source_kind text, source_path text, anchor text, line_start integer, line_end integer,
+  text_span integer[], chunk_hash text, content text, score double precision, retrievers text[],
+  bm25_rank integer, vector_rank integer, trust text, notice text, retrieved_at timestamptz,
+  author text, written_at timestamptz, defines text[])
+language sql stable
+as $$
+  select pr.name::text, s.kind, s.path, c.anchor, c.line_start, c.line_end, array[c.char_start, c.char_end],
+         c.chunk_hash, c.content, null::double precision, array['symbol'], null::integer, null::integer, s.trust,
+         null::text, now(), a.name, c.created_at, array[x.qualname]
+  from scsql_caller.symbol_chunk_ids(p_projects, p_query) x
+  join scsql.kb_chunks c on c.project_id = x.project_id and c.chunk_id = x.chunk_id
+  join scsql.kb_sources s on s.project_id = c.project_id and s.source_id = c.source_id
+  join scsql.projects pr on pr.project_id = x.project_id
+  left join scsql.agents a on a.agent_id = case when c.created_at > s.created_at then s.updated_by else s.created_by end
+  order by x.ord
+$$;
 comment on function scsql_caller.symbol_chunks(bigint[], text) is
-  'For search: the chunks, among projects PROJECTS, that hold the definitions QUERY names (scsql_caller.symbol_query): a qualified name before a name, the most used first, at most five; in search''s columns, retrievers {symbol}, score NULL, defines the qualified name. A search whose query names a definition puts these first.';
+  'For search: the chunks that hold the definitions QUERY names (scsql_caller.symbol_chunk_ids), in search''s columns, retrievers {symbol}, score NULL, defines the qualified name. A search whose query names a definition puts these first.';
 
 create or replace function scsql_caller.chunk_defines(p_project bigint, p_paths text[], p_starts integer[],
                                                       p_ends integer[])
