@@ -604,10 +604,15 @@ begin
   select array_agg(i) into v_dangling from generate_series(1, v_n) i where not i = any(coalesce(v_src, '{}'));
   v_r := array_fill(1.0 / v_n, array[v_n]);
   for round in 1 .. 50 loop
-    v_base := (0.15 + 0.85 * coalesce((select sum(v_r[i]) from unnest(v_dangling) i), 0)) / v_n;
+    v_base := (0.15 + 0.85 * coalesce((select sum(rr.r) from unnest(v_r) with ordinality rr(r, i)
+                                       where rr.i = any(v_dangling)), 0)) / v_n;
+    -- The ranks joined by position (a hash join), not read by subscript row by row.
     select array_agg(v_base + 0.85 * coalesce(t.v, 0) order by g.i) into v_next
     from generate_series(1, v_n) g(i)
-    left join (select u.dst, sum(v_r[u.src] * u.w) as v from unnest(v_src, v_dst, v_w) u(src, dst, w) group by u.dst) t
+    left join (select u.dst, sum(rr.r * u.w) as v
+               from unnest(v_src, v_dst, v_w) u(src, dst, w)
+               join unnest(v_r) with ordinality rr(r, i) on rr.i = u.src
+               group by u.dst) t
       on t.dst = g.i;
     exit when (select max(abs(a - b)) from unnest(v_r, v_next) u(a, b)) < 1e-6;
     v_r := v_next;
@@ -745,17 +750,20 @@ begin
       select l.src_file_id, 0.5 * s.w * l.weight / sum(l.weight) over (partition by l.dst_file_id)
       from s0 s join scsql.code_links l on l.project_id = v_project and l.dst_file_id = s.file_id) y
     group by y.file_id
+  ), h1top as (
+    select * from h1 order by w desc, file_id limit 40  -- the second step goes on from the likeliest only
   ), h2 as (
     select y.file_id, sum(y.w) as w from (
       select l.dst_file_id as file_id, s.w * l.weight / sum(l.weight) over (partition by l.src_file_id) as w
-      from h1 s join scsql.code_links l on l.project_id = v_project and l.src_file_id = s.file_id
+      from h1top s join scsql.code_links l on l.project_id = v_project and l.src_file_id = s.file_id
       union all
       select l.src_file_id, 0.5 * s.w * l.weight / sum(l.weight) over (partition by l.dst_file_id)
-      from h1 s join scsql.code_links l on l.project_id = v_project and l.dst_file_id = s.file_id) y
+      from h1top s join scsql.code_links l on l.project_id = v_project and l.dst_file_id = s.file_id) y
     group by y.file_id
   ), pers as (
     -- The first terms of PageRank personalised by the focus: the focus,
-    -- then what it uses and what uses it, one and two steps away.
+    -- then what it uses and what uses it, one step away, and two steps
+    -- away from the 40 likeliest of those.
     select z.file_id, sum(z.w) as w
     from (select file_id, w from s0 union all select file_id, 0.5 * w from h1 union all select file_id, 0.25 * w from h2) z
     group by z.file_id
@@ -799,7 +807,7 @@ comment on function scsql.repo_map(integer, text[]) is
 p_budget_tokens (50..20000): tokens the map may take (characters / 4)
 p_focus: paths, names or text to centre the map on (files named in the prompt or touched); default the files you edited lately; [] for none
 
-Ranks the files of the acting agent''s project: the first terms of PageRank personalised by FOCUS (the files and definitions it names, what they use and what uses them, one and two steps away over code_links) plus a tenth of each file''s own PageRank (rank_code), or that rank alone without a focus. A definition counts by its file''s score and by its own rank within the file (ten times more when the focus names it); nested functions and constants are left out. Definitions are taken best first while the map''s text (each file''s path, then one line per definition: line number and signature) fits BUDGET_TOKENS at four characters a token, and shown by file, best file first, each file''s definitions in line order. Returns path, score and definitions (the lines). A focus entry is a path (absolute under the root or relative, or its tail such as indexer.py), a name or qualified name (index_tree, Tree.manifest), or text whose identifiers and paths are taken. Without FOCUS the map centres on the files the agent edited in the last 7 days; an empty array gives the project''s overall map. Raises SC262 for a budget out of range, SC263 for a focus of more than 100 entries or an entry over 2,000 characters.';
+Ranks the files of the acting agent''s project: the first terms of PageRank personalised by FOCUS (the files and definitions it names, what they use and what uses them one step away over code_links, and two steps away from the 40 likeliest of those) plus a tenth of each file''s own PageRank (rank_code), or that rank alone without a focus. A definition counts by its file''s score and by its own rank within the file (ten times more when the focus names it); nested functions and constants are left out. Definitions are taken best first while the map''s text (each file''s path, then one line per definition: line number and signature) fits BUDGET_TOKENS at four characters a token, and shown by file, best file first, each file''s definitions in line order. Returns path, score and definitions (the lines). A focus entry is a path (absolute under the root or relative, or its tail such as indexer.py), a name or qualified name (index_tree, Tree.manifest), or text whose identifiers and paths are taken. Without FOCUS the map centres on the files the agent edited in the last 7 days; an empty array gives the project''s overall map. Raises SC262 for a budget out of range, SC263 for a focus of more than 100 entries or an entry over 2,000 characters.';
 
 -- ---------------------------------------------------------------------------
 -- Cards: a file, the project
