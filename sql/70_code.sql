@@ -473,7 +473,8 @@ as $$
   -- What is left, by name over the project: the one definition of that
   -- name (unique), several (ambiguous: the ten likeliest kept, a method
   -- of a class the qualifier names first), none (unresolved). f() looks
-  -- for functions and classes, x.f() for methods too; a call on a module
+  -- for functions and classes, x.f() (x no module the file imports) for
+  -- methods and classes; a call on a module
   -- imported from outside the project (json.dumps) is unresolved.
 begin
     update scsql.code_references r
@@ -498,7 +499,7 @@ begin
             where d.project_id = r.project_id and d.name = r.name
               and case when r.kind = 'inherit' then d.kind in ('class', 'interface', 'type')
                        when r.qualifier is null then d.kind in ('function', 'class', 'macro')
-                       else d.kind in ('method', 'function', 'class') end
+                       else d.kind in ('method', 'class') end
               and not exists (select from scsql.code_references i
                               where i.project_id = r.project_id and i.file_id = r.file_id and i.kind = 'import'
                                 and i.resolution = 'external' and r.qualifier is not null
@@ -537,7 +538,7 @@ $$;
 comment on function scsql.resolve_code()  is
   'Resolves the pending references of your project''s symbol graph to the definitions they name, best effort. Returns how many were pending.
 
-Resolves every pending reference of the acting agent''s project, in order: imports to the file (or the files of a module) they name; calls and bases to a definition of the same file (f() at the top level or beside the caller, self.f() in the caller''s class), then through the file''s imports (from m import f; f(), import m; m.f(), from m import C; C.f()), then by name over the project: unique when one definition has that name, ambiguous when several do (the ten likeliest kept as candidates), unresolved when none does (a library''s or the language''s). The index tool calls it after storing files.';
+Resolves every pending reference of the acting agent''s project, in order: imports to the file (or the files of a module) they name; calls and bases to a definition of the same file (f() at the top level or beside the caller, self.f() in the caller''s class), then through the file''s imports (from m import f; f(), import m; m.f(), from m import C; C.f()), then by name over the project (a call x.f() on no module the file imports looks for methods and classes only): unique when one definition has that name, ambiguous when several do (the ten likeliest kept as candidates), unresolved when none does (a library''s or the language''s). The index tool calls it after storing files.';
 
 -- ---------------------------------------------------------------------------
 -- Ranking: PageRank over the files, shared among their definitions
