@@ -5,7 +5,11 @@ In a scratch database whose project root is a copy of the library's .py
 files (so edits can be made), it measures:
 
 * build: symbols and graph of every file (parsed in worker processes, one
-  per core, stored one transaction a file, then resolved and ranked);
+  per core, stored one transaction a file, then resolved and ranked), in
+  files and symbols a second, beside two baselines of the same run: Python's
+  own ``ast.parse`` of the same files (one core, nothing stored) and their
+  text index (chunks, what ``scsql index`` stores without symbols), one
+  transaction a file on the same server;
 * who calls X: for functions and methods whose callers ``ast`` decides
   statically (a bare call of a function of the same module or imported
   with ``from m import f``, ``m.f()`` after ``import m``, ``self.f()`` in
@@ -20,8 +24,12 @@ files (so edits can be made), it measures:
   code``: docstring to function), its functions indexed as files, BM25 with
   and without symbol-aware ranking; and the same with the function's name as
   the query;
-* speed, beside a ``select 1`` round trip in the same run: re-indexing one
-  edited file (chunks, symbols, resolution), repo_map(1000) and file_card.
+* speed, beside a ``select 1`` round trip and a plain BM25 ``search`` of
+  the same names in the same run: re-indexing one edited file (chunks,
+  symbols, resolution; beside its text alone), repo_map(1000) and file_card.
+
+Each step shows a progress bar with its total and ETA on a terminal (stderr;
+nothing in a pipe); the report goes to stdout.
 """
 
 from __future__ import annotations
@@ -40,6 +48,13 @@ from pathlib import Path
 from .code_dataset import stdlib_root
 
 
+def _bar(total: int, desc: str, unit: str):
+    """A progress bar on stderr with the total, the rate and the ETA; off when stderr is not a terminal."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, disable=None, file=sys.stderr, dynamic_ncols=True, leave=False)
+
+
 def _rank(s: str) -> str:
     return hashlib.sha256(s.encode()).hexdigest()
 
@@ -47,10 +62,6 @@ def _rank(s: str) -> str:
 def _pct(values: list[float], q: float) -> float:
     v = sorted(values)
     return v[min(len(v) - 1, int(len(v) * q))] if v else float("nan")
-
-
-def _ms(values: list[float]) -> str:
-    return f"p50 {1000 * _pct(values, 0.5):.1f} ms, p95 {1000 * _pct(values, 0.95):.1f} ms"
 
 
 # -- the library, copied -------------------------------------------------------------
@@ -93,11 +104,15 @@ class Truth:
         self.defs: dict[str, set[str]] = {}          # path -> qualnames (top level, classes, methods)
         self.callers: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)  # callee -> callers
         trees = {}
+        self.parse_s = 0.0  # ast.parse of every file, reading included: a baseline of the build
         for rel in rels:
+            t = time.perf_counter()
             try:
                 trees[rel] = ast.parse((root / rel).read_text(encoding="utf-8"))
             except (SyntaxError, ValueError):
                 continue
+            finally:
+                self.parse_s += time.perf_counter() - t
             self.defs[rel] = set(self._defs(trees[rel]))
         for rel, tree in trees.items():
             self._calls(rel, tree)
@@ -187,8 +202,28 @@ class Truth:
 # -- the measurements ------------------------------------------------------------------------
 
 
+def chunks(agent, root: Path, rels: list[str]) -> float:
+    """The baseline of the build: the text index (chunks) of the same files,
+    one transaction a file, as ``scsql index`` stores them; its seconds."""
+    from psycopg.types.json import Jsonb
+
+    from ..memory.indexer import spans_for
+
+    bar = _bar(len(rels), "text index (baseline)", "file")
+    t0 = time.perf_counter()
+    for rel in rels:
+        text = (root / rel).read_text(encoding="utf-8")
+        spans = spans_for(rel, text)
+        with agent.transaction() as conn:
+            conn.execute("select 1 from scsql.index_text(%s, %s, 'file', null, 'standard', %s, %s)",
+                         (rel, text, Jsonb(spans) if spans is not None else None, Jsonb({"language": "py"})))
+        bar.update()
+    bar.close()
+    return time.perf_counter() - t0
+
+
 def build(agent, root: Path) -> dict[str, float]:
-    """Symbols and graph of every file under ROOT: times of each part."""
+    """Symbols and graph of every file under ROOT: times of each part, and what was stored."""
     from ..code.index import SymbolPass
     from ..memory import indexer
 
@@ -198,21 +233,29 @@ def build(agent, root: Path) -> dict[str, float]:
     tree = indexer.scan(root, secrets, root=root, protected=())
     symbols = SymbolPass.start(agent, tree)
     by_rel = {f.rel: f for f in tree.files}
+    bar = _bar(len(symbols.todo), "symbols", "file")
     for rel in sorted(symbols.todo):
         text = by_rel[rel].path.read_text(encoding="utf-8")
         with agent.transaction() as conn:
             symbols.store(conn, rel, text)
+        bar.update()
+    bar.close()
     t1 = time.perf_counter()
     if symbols._ahead is not None:
         symbols._ahead.close()
+    print("resolving references ...", file=sys.stderr)
     with agent.transaction() as conn:
         conn.execute("select scsql.resolve_code()")
     t2 = time.perf_counter()
+    print("ranking files ...", file=sys.stderr)
     with agent.transaction() as conn:
         conn.execute("select scsql.rank_code()")
     t3 = time.perf_counter()
-    return {"files": symbols.stored, "parse_store_s": t1 - t0, "resolve_s": t2 - t1, "rank_s": t3 - t2,
-            "total_s": t3 - t0}
+    with agent.transaction() as conn:
+        n = conn.execute("select (select count(*) from scsql.code_definitions) as definitions, "
+                         "(select count(*) from scsql.code_references) as refs").fetchone()
+    return {"files": symbols.stored, "definitions": n["definitions"], "references": n["refs"],
+            "parse_store_s": t1 - t0, "resolve_s": t2 - t1, "rank_s": t3 - t2, "total_s": t3 - t0}
 
 
 def who_calls(agent, truth: Truth, n: int) -> dict[str, float]:
@@ -221,7 +264,9 @@ def who_calls(agent, truth: Truth, n: int) -> dict[str, float]:
     api = Api(agent)
     targets = sorted((t for t, c in truth.callers.items() if c), key=lambda t: _rank(f"{t[0]}#{t[1]}"))[:n]
     tp = fp = fp_amb = tp_amb = fn = 0
+    bar = _bar(len(targets), "who calls X", "question")
     for path, qual in targets:
+        bar.update()
         rows = api.call("graph_neighbors", node=f"{path}#{qual}", direction="in", kinds=["calls"])
         expected = {f"{p}#{q}" for p, q in truth.callers[(path, qual)]}
         sure = {r["node"] for r in rows if "#" in r["node"] and r["resolution"] != "ambiguous"}
@@ -231,6 +276,7 @@ def who_calls(agent, truth: Truth, n: int) -> dict[str, float]:
         fn += len(expected - sure)
         tp_amb += len(every & expected)
         fp_amb += len(every - expected)
+    bar.close()
     total = tp + fn
     return {"questions": len(targets), "precision": tp / max(tp + fp, 1), "recall": tp / max(total, 1),
             "precision_with_candidates": tp_amb / max(tp_amb + fp_amb, 1), "recall_with_candidates": tp_amb / max(total, 1)}
@@ -243,7 +289,9 @@ def where_defined(agent, truth: Truth, n: int, budget: int) -> dict[str, float]:
     names = sorted(truth.unique_names().items(), key=lambda kv: _rank(kv[0]))[:n]
     hits = by_caller_hits = by_caller_n = 0
     ranks = []
+    bar = _bar(len(names), "where is X defined", "question")
     for name, path in names:
+        bar.update()
         rows = api.call("repo_map", budget_tokens=budget, focus=[f"where is {name} defined?"])
         paths = [r["path"] for r in rows]
         if path in paths:
@@ -254,6 +302,7 @@ def where_defined(agent, truth: Truth, n: int, budget: int) -> dict[str, float]:
             by_caller_n += 1
             rows = api.call("repo_map", budget_tokens=budget, focus=[callers[0]])
             by_caller_hits += path in [r["path"] for r in rows]
+    bar.close()
     return {"questions": len(names), "in_map": hits / max(len(names), 1),
             "median_rank": statistics.median(ranks) if ranks else float("nan"),
             "focus_on_a_caller_questions": by_caller_n, "focus_on_a_caller_in_map": by_caller_hits / max(by_caller_n, 1)}
@@ -271,23 +320,28 @@ def retrieval(s, size: int) -> dict[str, float]:
     path_of = {p.doc_id: f"code/{p.doc_id.replace('.', '/')}.py" for p in pairs}
     doc_of = {v: k for k, v in path_of.items()}
     agent = s.agent
+    bar = _bar(len(pairs), "code retrieval set: index", "function")
     for p in pairs:
+        bar.update()
         text = p.code + "\n"
         with agent.transaction() as conn:
             spans = spans_for(path_of[p.doc_id], text)
             conn.execute("select 1 from scsql.index_text(%s, %s, 'file', null, 'standard', %s)",
                          (path_of[p.doc_id], text, Jsonb(spans) if spans else None))
             store(conn, path_of[p.doc_id], text, hashlib.sha256(text.encode()).hexdigest())
+    bar.close()
     with agent.transaction() as conn:
         conn.execute("select scsql.resolve_code()")
         conn.execute("select scsql.rank_code()")
     test = [p for p in pairs if not code_dataset.is_train(p.doc_id)]
+    bar = _bar(2 * len(test), "code retrieval set: queries", "query")
     out = {}
     for label, query_of in (("docstring", lambda p: p.query), ("name", lambda p: p.doc_id.split(".", 1)[1]
                                                                  if p.doc_id.count(".") == 1 else ".".join(
                                                                      p.doc_id.split(".")[-2:]))):
         plain, aware = [], []
         for p in test:
+            bar.update()
             q = query_of(p)
             with agent.transaction() as conn:
                 rows = conn.execute("select * from scsql.search(%s, p_k => 10, p_mode => 'bm25')", (q,)).fetchall()
@@ -299,45 +353,59 @@ def retrieval(s, size: int) -> dict[str, float]:
             aware.append(rbench.ndcg(rbench._docs([doc_of.get(r["source_path"], r["source_path"]) for r in merged]),
                                      {p.doc_id: 1}))
         out[label] = {"queries": len(test), "ndcg_bm25": sum(plain) / len(plain), "ndcg_symbols": sum(aware) / len(aware)}
+    bar.close()
     return out
 
 
-def speed(agent, root: Path, truth: Truth, n: int) -> dict[str, str]:
+def speed(agent, root: Path, truth: Truth, n: int) -> dict[str, dict[str, float]]:
+    """p50 and p95 in ms of each operation, N samples each, the baselines first."""
+    from psycopg.types.json import Jsonb
+
     from ..code.index import reindex
+    from ..memory.indexer import spans_for
+
+    files = sorted(truth.defs, key=_rank)[:n]
+    names = sorted(truth.unique_names(), key=_rank)[:n]
+    bar = _bar(2 * n + 3 * len(files) + len(names) + 5, "speed", "call")
 
     def timed(fn) -> float:
         t = time.perf_counter()
         fn()
+        bar.update()
         return time.perf_counter() - t
 
-    def one():
+    def sql(statement: str, *params):
         with agent.transaction() as conn:
-            conn.execute("select 1").fetchone()
+            conn.execute(statement, params).fetchall()
 
-    def repo_map(focus):
-        with agent.transaction() as conn:
-            conn.execute("select * from scsql.repo_map(1000, %s)", (focus,)).fetchall()
+    def edit(path: Path, k: int, label: str) -> str:
+        text = path.read_text(encoding="utf-8") + f"\n\ndef _bench_{label}_{k}():\n    return {k}\n"
+        path.write_text(text, encoding="utf-8")
+        return text
 
-    def card(path):
-        with agent.transaction() as conn:
-            conn.execute("select scsql.file_card(%s)", (path,)).fetchone()
+    def text_only(rel: str, text: str) -> None:
+        spans = spans_for(rel, text)
+        sql("select 1 from scsql.index_text(%s, %s, 'file', null, 'standard', %s, %s)",
+            rel, text, Jsonb(spans) if spans is not None else None, Jsonb({"language": "py"}))
 
-    files = sorted(truth.defs, key=_rank)[:n]
-    names = sorted(truth.unique_names(), key=_rank)[:n]
     for _ in range(3):
-        one()
-    select1 = [timed(one) for _ in range(n)]
-    edits = []
-    for k, rel in enumerate(files):
-        path = root / rel
-        path.write_text(path.read_text(encoding="utf-8") + f"\n\ndef _bench_edit_{k}():\n    return {k}\n")
-        edits.append(timed(lambda: reindex(agent, [str(path)])))
-    maps = [timed(lambda: repo_map([f"where is {nm} defined?"])) for nm in names] + \
-        [timed(lambda: repo_map([])) for _ in range(5)]
-    cards = [timed(lambda: card(rel)) for rel in files]
-    return {"select_1": _ms(select1), "reindex_one_file": _ms(edits), "repo_map_1000": _ms(maps),
-            "file_card": _ms(cards), "reindex_p95_ms": 1000 * _pct(edits, 0.95),
-            "repo_map_p95_ms": 1000 * _pct(maps, 0.95), "file_card_p95_ms": 1000 * _pct(cards, 0.95)}
+        sql("select 1")
+    out = {"select_1": [timed(lambda: sql("select 1")) for _ in range(n)]}
+    out["search_bm25"] = [timed(lambda: sql("select * from scsql.search(%s, p_k => 10, p_mode => 'bm25')", nm))
+                          for nm in (names or ["open"]) * (n // max(len(names), 1) + 1)][:n]
+    out["reindex_text_only"], out["reindex_one_file"] = [], []
+    for k, rel in enumerate(files):  # the same files, each edited twice: its text alone, then everything
+        text = edit(root / rel, k, "text")
+        out["reindex_text_only"].append(timed(lambda: text_only(rel, text)))
+        edit(root / rel, k, "edit")
+        out["reindex_one_file"].append(timed(lambda: reindex(agent, [str(root / rel)])))
+    out["repo_map_1000"] = [timed(lambda: sql("select * from scsql.repo_map(1000, %s)", [f"where is {nm} defined?"]))
+                            for nm in names] + [timed(lambda: sql("select * from scsql.repo_map(1000, %s)", []))
+                                                for _ in range(5)]
+    out["file_card"] = [timed(lambda: sql("select scsql.file_card(%s)", rel)) for rel in files]
+    bar.close()
+    return {k: {"p50_ms": 1000 * _pct(v, 0.5), "p95_ms": 1000 * _pct(v, 0.95), "samples": len(v)}
+            for k, v in out.items()}
 
 
 def run(ctx, args: argparse.Namespace) -> int:
@@ -353,13 +421,12 @@ def run(ctx, args: argparse.Namespace) -> int:
         truth = Truth(root, rels)
         with scratch(ctx.admin_conninfo(), "code") as s:
             roles.set_project_root(s.admin, s.project, str(root))
-            print("building symbols and graph ...", file=sys.stderr)
+            text_s = chunks(s.agent, root, rels)
             report["build"] = build(s.agent, root)
-            print("who calls X ...", file=sys.stderr)
+            report["baselines"] = {"ast_parse_s": truth.parse_s, "ast_files": len(truth.defs), "text_index_s": text_s,
+                                   "text_files": len(rels)}
             report["who_calls"] = who_calls(s.agent, truth, args.questions)
-            print("where is X defined ...", file=sys.stderr)
             report["where_defined"] = where_defined(s.agent, truth, args.questions, 1000)
-            print("speed ...", file=sys.stderr)
             report["speed"] = speed(s.agent, root, truth, args.samples)
         if not args.no_retrieval:
             with scratch(ctx.admin_conninfo(), "codesearch") as s:
@@ -373,20 +440,31 @@ def _print(r: dict, as_json: bool) -> None:
     if as_json:
         print(json.dumps(r, indent=2, default=str))
         return
-    b, w, d, sp = r["build"], r["who_calls"], r["where_defined"], r["speed"]
-    print(f"symbols and graph of {b['files']} files of {r['library']}: {b['total_s']:.1f} s "
-          f"(parse and store {b['parse_store_s']:.1f} s, resolve {b['resolve_s']:.1f} s, rank {b['rank_s']:.1f} s; "
-          f"goal <= 60 s)")
+    b, base, w, d, sp = r["build"], r["baselines"], r["who_calls"], r["where_defined"], r["speed"]
+    rate = b["files"] / max(b["total_s"], 1e-9)
+    ast_rate = base["ast_files"] / max(base["ast_parse_s"], 1e-9)
+    text_rate = base["text_files"] / max(base["text_index_s"], 1e-9)
+    print(f"symbols and graph of {b['files']} files of {r['library']}: {b['total_s']:.1f} s (goal <= 60 s for the "
+          f"whole library): parse and store {b['parse_store_s']:.1f} s, resolve {b['resolve_s']:.1f} s, "
+          f"rank {b['rank_s']:.1f} s; {b['definitions']} definitions, {b['references']} references")
+    print(f"  {rate:.1f} files/s, {(b['definitions'] + b['references']) / max(b['total_s'], 1e-9):.0f} symbols/s; "
+          f"baselines of this run: ast.parse {ast_rate:.1f} files/s (symbols and graph take "
+          f"{b['total_s'] / max(base['ast_parse_s'], 1e-9):.1f}x its time), text index (chunks) {text_rate:.1f} files/s "
+          f"(symbols and graph take {b['total_s'] / max(base['text_index_s'], 1e-9):.2f}x its time)")
     print(f"who calls X ({w['questions']} functions, ast's statically decided callers): precision {w['precision']:.3f}, "
           f"recall {w['recall']:.3f}; with ambiguous candidates: precision {w['precision_with_candidates']:.3f}, "
           f"recall {w['recall_with_candidates']:.3f}")
     print(f"where is X defined ({d['questions']} names defined once): the right file in a 1,000-token repo_map "
           f"{100 * d['in_map']:.1f}% (goal >= 80%), median rank {d['median_rank']}; "
           f"focus on a file that calls X ({d['focus_on_a_caller_questions']}): {100 * d['focus_on_a_caller_in_map']:.1f}%")
-    for k in ("select_1", "reindex_one_file", "repo_map_1000", "file_card"):
-        print(f"{k:<18} {sp[k]}")
-    print(f"goals (p95 <= 50 ms): reindex {sp['reindex_p95_ms']:.1f} ms, repo_map {sp['repo_map_p95_ms']:.1f} ms, "
-          f"file_card {sp['file_card_p95_ms']:.1f} ms")
+    one, search = sp["select_1"]["p95_ms"], sp["search_bm25"]["p95_ms"]
+    print(f"{'operation':<20} {'p50 ms':>8} {'p95 ms':>8} {'p95 / select 1':>15} {'p95 / search':>13}")
+    for k in ("select_1", "search_bm25", "reindex_text_only", "reindex_one_file", "repo_map_1000", "file_card"):
+        x = sp[k]
+        print(f"{k:<20} {x['p50_ms']:>8.1f} {x['p95_ms']:>8.1f} {x['p95_ms'] / max(one, 1e-9):>14.1f}x "
+              f"{x['p95_ms'] / max(search, 1e-9):>12.2f}x")
+    print(f"goals (p95 <= 50 ms): reindex {sp['reindex_one_file']['p95_ms']:.1f} ms, "
+          f"repo_map {sp['repo_map_1000']['p95_ms']:.1f} ms, file_card {sp['file_card']['p95_ms']:.1f} ms")
     for label, x in (r.get("retrieval") or {}).items():
         print(f"code retrieval set, {label} queries ({x['queries']} test): nDCG@10 BM25 {x['ndcg_bm25']:.3f}, "
               f"with symbol-aware ranking {x['ndcg_symbols']:.3f}")
