@@ -139,7 +139,7 @@ to scsql_agent;
 
 grant execute on function
   scsql.pin(text, boolean), scsql.decide(text, text, bigint), scsql.decisions(text, boolean, integer),
-  scsql.open_loop(text, text), scsql.close_loop(bigint, text), scsql.open_loops(text)
+  scsql.open_loop(text, text), scsql.close_loop(bigint, text), scsql.open_loops(text), scsql.close_loops_done(text[], text)
 to scsql_agent;
 
 grant execute on function scsql.set_memory_lifecycle(text, interval, interval) to scsql_admin;

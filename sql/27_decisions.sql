@@ -216,15 +216,11 @@ p_owner: who owns it (an agent, team role or person), one line
 
 Opens a loop of the acting agent''s project: TEXT (1-2,000 characters) and an optional OWNER (one line, 1-200 characters), stored redacted, attributed to the agent. An open loop with the same text is returned instead (created false), so repeating an open task never duplicates it; the open tasks of summarize_session open loops the same way. recall_context shows the open loops until close_loop closes them. Returns loop_id, text, owner, created. Raises SC238 bad text or owner, SC215 a PEM private key block.';
 
-create or replace function scsql.close_loop(p_id bigint, p_resolution text)
-returns table (loop_id bigint, text text, closed_at timestamptz, resolution text)
+create or replace function scsql._close_loop(p_project bigint, p_id bigint, p_resolution text)
+returns scsql.open_loops
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
-#variable_conflict use_column
 declare
-  v_project bigint := scsql._my_project();
-  v_agent bigint := scsql._my_agent_id();
-  v_now timestamptz := now();
   v_row scsql.open_loops;
   v_err scsql.violation;
 begin
@@ -235,7 +231,7 @@ begin
     raise exception using errcode = 'SC215', message = 'the resolution holds a PEM private key block; nothing was stored';
   end if;
   p_resolution := btrim(scsql._redact(p_resolution));
-  select * into v_row from scsql.open_loops l where l.project_id = v_project and l.loop_id = p_id for update;
+  select * into v_row from scsql.open_loops l where l.project_id = p_project and l.loop_id = p_id for update;
   if not found then
     raise exception using errcode = 'SC239', message = format('no open loop %s in this project', p_id),
       hint = 'open_loops() lists them with their ids.';
@@ -245,8 +241,8 @@ begin
       message = format('open loop %s was closed at %s: %s', p_id, v_row.closed_at, v_row.resolution);
   end if;
   begin
-    update scsql.open_loops l set closed_at = v_now, closed_by = v_agent, resolution = p_resolution
-    where l.project_id = v_project and l.loop_id = p_id
+    update scsql.open_loops l set closed_at = now(), closed_by = scsql._my_agent_id(), resolution = p_resolution
+    where l.project_id = p_project and l.loop_id = p_id
     returning * into v_row;
   exception when check_violation or not_null_violation then   -- too long once redacted
     get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
@@ -254,8 +250,22 @@ begin
     perform scsql._raise_violation(v_err);
   end;
   -- Memory history (sql/26_history.sql).
-  perform scsql._memory_change(v_project, 'close_loop', 'loop', 'loop:' || v_row.loop_id, null, scsql._text_hash(v_row.text),
+  perform scsql._memory_change(p_project, 'close_loop', 'loop', 'loop:' || v_row.loop_id, null, scsql._text_hash(v_row.text),
                                scsql._text_hash(v_row.resolution), left(v_row.resolution, 1000), null);
+  return v_row;
+end
+$$;
+comment on function scsql._close_loop(bigint, bigint, text) is
+  'Private. Closes open loop P_ID of project P_PROJECT with P_RESOLUTION (stored redacted) as the acting agent, recorded in the memory history. Raises SC239 no such loop, SC240 already closed, SC238 bad resolution, SC215 a private key block.';
+
+create or replace function scsql.close_loop(p_id bigint, p_resolution text)
+returns table (loop_id bigint, text text, closed_at timestamptz, resolution text)
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+#variable_conflict use_column
+declare
+  v_row scsql.open_loops := scsql._close_loop(scsql._my_project(), p_id, p_resolution);
+begin
   return query select v_row.loop_id, v_row.text, v_row.closed_at, v_row.resolution;
 end
 $$;
@@ -290,6 +300,44 @@ comment on function scsql.open_loops(text) is
 p_owner: only the loops of this owner
 
 The open loops of the acting agent''s project (opened by open_loop or by the open tasks of summarize_session, not yet closed by close_loop), newest first, each with its owner, the agent that opened it, when, and the session summary it came from (source_path, if any). With OWNER, only that owner''s.';
+
+create or replace function scsql._loop_key(p_text text)
+returns text
+language sql immutable parallel safe
+as $$ select lower(btrim(regexp_replace(regexp_replace(p_text, '\s+\(in progress\)\s*$', ''), '\s+', ' ', 'g'))) $$;
+comment on function scsql._loop_key(text) is
+  'Private. What two loop texts are compared by: lower case, runs of blanks as one, without a trailing "(in progress)".';
+
+create or replace function scsql.close_loops_done(p_texts text[], p_resolution text)
+returns table (loop_id bigint, text text)
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+#variable_conflict use_column
+declare
+  v_project bigint := scsql._my_project();
+  v_id bigint;
+begin
+  perform scsql._require(p_texts is not null and cardinality(p_texts) <= 1000, 'texts must be an array of at most 1000 texts');
+  for v_id in
+    select l.loop_id from scsql.open_loops l
+    where l.project_id = v_project and l.closed_at is null
+      and scsql._loop_key(l.text) = any (select scsql._loop_key(btrim(scsql._redact(t))) from unnest(p_texts) t)
+    order by l.loop_id
+    for update skip locked
+  loop
+    perform scsql._close_loop(v_project, v_id, p_resolution);
+    return query select l.loop_id, l.text from scsql.open_loops l where l.project_id = v_project and l.loop_id = v_id;
+  end loop;
+end
+$$;
+comment on function scsql.close_loops_done(text[], text) is
+  'Closes the open loops of your project whose text is one of the texts given: work reported done.
+
+p_texts (array): what was done (a completed TODO item, a finished task''s subject)
+p_resolution: how they were closed (1-4,000 characters)
+hidden: the Claude Code hooks close loops a later TODO list, summary or finished task reports done
+
+Texts compare in lower case, blanks squashed, without a trailing "(in progress)". Returns loop_id and text of each loop closed; a loop being closed by another transaction is left to it. Raises SC010 bad texts, SC238 bad resolution.';
 
 -- ---------------------------------------------------------------------------
 -- Fed by session summaries
@@ -329,7 +377,12 @@ begin
     continue when v_item = '';
     perform scsql._open_loop(p_me.project_id, v_item, p_me.name, p_path);
   end loop;
+  -- What the summary says was done closes the loops of that text: a TODO item
+  -- completed since, or a done item naming the loop.
+  perform scsql.close_loops_done(array(select regexp_replace(x, '^completed:\s*', '')
+                                       from jsonb_array_elements_text(coalesce(p_summary -> 'done', '[]')) x),
+                                 'done, as the session summary ' || p_path || ' says');
 end
 $$;
 comment on function scsql._feed_decisions_and_loops(scsql.agents, text, jsonb) is
-  'Private, called by summarize_session. Records each decision of a (cleaned) session summary as a decision (title: its first 200 characters on one line; rationale: the item, naming the summary), unless a current decision of the project has that title, and opens a loop owned by the agent for each open task (an open loop with the same text is kept).';
+  'Private, called by summarize_session. Records each decision of a (cleaned) session summary as a decision (title: its first 200 characters on one line; rationale: the item, naming the summary), unless a current decision of the project has that title, opens a loop owned by the agent for each open task (an open loop with the same text is kept), and closes the open loops that its done items name (a TODO item completed since: close_loops_done).';

@@ -183,3 +183,30 @@ def test_a_session_summary_whose_secrets_grow_when_redacted_still_feeds_decision
     assert d["source_path"] == s["path"] and "[REDACTED:url_password]" in d["rationale"]
     [loop] = q(agent, "select * from scsql.open_loops()")
     assert 1950 < len(loop["text"]) <= 2000 and "pw@" not in loop["text"] and loop["source_path"] == s["path"]
+
+
+def test_open_loops_close_themselves_when_their_work_is_reported_done(agent):
+    """A loop opened from a TODO list closes when a later summary's TODO list
+    has the item completed; a finished task's subject closes the loop of that
+    text too (close_loops_done, as the TaskCompleted hook calls it)."""
+    from psycopg.types.json import Jsonb
+
+    from scsql.hooks.handlers import handle
+
+    dev = agent
+    with dev.transaction() as conn:
+        conn.execute("select * from scsql.summarize_session(%s)",
+                     (Jsonb({"open_tasks": ["Fix the flaky queue test (in progress)", "Write the migration"]}),))
+        opened = conn.execute("select loop_id, text from scsql.open_loops()").fetchall()
+        assert {r["text"] for r in opened} == {"Fix the flaky queue test (in progress)", "Write the migration"}
+        conn.execute("select * from scsql.summarize_session(%s)",
+                     (Jsonb({"done": ["completed: Fix the flaky queue test"], "open_tasks": ["Write the migration"]}),))
+        assert [r["text"] for r in conn.execute("select text from scsql.open_loops()").fetchall()] == [
+            "Write the migration"]
+    handle(dev, {"hook_event_name": "TaskCompleted", "session_id": "s", "task_id": "7",
+                 "task_subject": "write the  migration"})
+    with dev.transaction() as conn:
+        assert conn.execute("select count(*) as n from scsql.open_loops()").fetchone()["n"] == 0
+    closed = [r for o in opened for r in q(dev, "select * from scsql.memory_history(%s)", f"loop:{o['loop_id']}")
+              if r["op"] == "close_loop"]
+    assert len(closed) == 2 and any("session summary" in c["reason"] for c in closed), closed

@@ -810,6 +810,11 @@ def _teammate_idle(agent: Agent, event: dict) -> Reply:
 
 def _task_completed(agent: Agent, event: dict) -> Reply:
     text = " ".join(str(event.get(k) or "") for k in ("task_subject", "task_description", "task_id"))
+    subject = event.get("task_subject")
+    if isinstance(subject, str) and subject.strip():  # the open loop of that task is done too
+        with agent.transaction() as conn:
+            conn.execute("select * from scsql.close_loops_done(%s::text[], %s)",
+                         ([subject], "done: the task of that subject was marked completed"))
     with agent.transaction() as conn:
         held = conn.execute("select task_id, lease_token from scsql.my_tasks()").fetchall()
         named = [t for t in held if f"task {t['task_id']}" in text or f"#{t['task_id']}" in text]
