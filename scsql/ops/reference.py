@@ -48,7 +48,7 @@ select p.proname::text as name, p.prokind = 'p' as procedure,
  order by p.proname, pg_catalog.pg_get_function_identity_arguments(p.oid)
 """
 
-ERRORS = "select code, name, raised_by, meaning from scsql.error_codes order by code"
+ERRORS = "select code, name, raised_by, meaning from scsql.error_codes order by code collate \"C\""
 
 ROLE_NAMES = {"scsql_agent": "agents", "scsql_admin": "administrators",
               "scsql_auditor": "the auditor", "scsql_worker": "the worker"}
