@@ -107,7 +107,7 @@ def test_every_command_and_argument_says_what_it_is_in_its_help():
     """`scsql search --help` showed a bare `query`, `-k K` and `--json`, and
     `scsql agent create --help` a bare `name` and `--project`. Every command
     and every argument now has a help text, and an option's default is shown
-    (the benchmarks' tuning knobs are left to their README section)."""
+    (the benchmarks' tuning knobs are left to docs/benchmarks.md)."""
     import argparse
 
     bare, seen = [], 0

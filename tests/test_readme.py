@@ -1,9 +1,13 @@
-"""README.md, tried as a new user would: every shell and SQL block, in order,
-as written, against a fresh embedded server that the README's own ``scsql up``
-starts in a sandbox (its own HOME, SCSQL_DATA_DIR and SCSQL_KEYSTORE; ``scsql``
-on PATH runs this checkout).
+"""README.md and every page of docs/, tried as a new user would: every shell
+and SQL block, in order, as written. The README runs against a fresh embedded
+server that its own ``scsql up`` starts in a sandbox (its own HOME,
+SCSQL_DATA_DIR and SCSQL_KEYSTORE; ``scsql`` on PATH runs this checkout); each
+page of docs/ then runs on a copy of that sandbox as the README left it (the
+pages say they continue from the README's tour), so one page never depends on
+another and a failure names its page. The copy keeps the sandbox's paths, so
+the server, the keys and the default project's root are where they were.
 
-How the README says what to run (a reader sees the first two; the third is an
+How a page says what to run (a reader sees the first two; the third is an
 HTML comment, invisible once rendered):
 
 - A fence's language says what a block is. ``sh``, ``bash``: commands, run one
@@ -20,10 +24,17 @@ HTML comment, invisible once rendered):
   server of your own). Its ``scsql`` lines must still be commands the CLI
   accepts.
 - Nothing is substituted: an example that needs an id selects it.
+
+Every relative link between the README and the pages must name a file that
+exists and, with ``#anchor``, a heading of that file.
+
+The whole module takes about four minutes on two busy cores: the README and
+one server start and stop per page that has a block to run.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
@@ -41,6 +52,7 @@ from .helpers import one_error_line, scsql
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
+PAGES = [README, *sorted((REPO / "docs").glob("*.md"))]
 
 COMMANDS = {"sh", "bash", "console"}
 SQL = {"sql"}
@@ -53,6 +65,7 @@ SHELL_OPERATORS = {"&&", "||", "|", ";", ">", ">>", "<", "2>", "&"}
 
 @dataclass
 class Block:
+    page: str  # the page's path in the repository
     lang: str
     text: str
     line: int  # of the opening fence, 1-based
@@ -60,7 +73,11 @@ class Block:
     runner: str | None  # for SQL: the scsql psql command of the paragraph before it
 
     def where(self) -> str:
-        return f"README.md:{self.line} ({self.lang} block)"
+        return f"{self.page}:{self.line} ({self.lang} block)"
+
+    @property
+    def runs(self) -> bool:
+        return not self.not_run and self.lang not in NOT_COMMANDS
 
     def commands(self) -> list[str]:
         """The command lines of a shell or console block (continuation lines joined)."""
@@ -80,7 +97,7 @@ class Block:
         return out
 
 
-def readme_blocks(text: str) -> list[Block]:
+def page_blocks(text: str, page: str) -> list[Block]:
     lines = text.splitlines()
     blocks: list[Block] = []
     i = 0
@@ -91,7 +108,7 @@ def readme_blocks(text: str) -> list[Block]:
             continue
         start = i
         end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == "```"), None)
-        assert end is not None, f"README.md:{start + 1}: a code fence is never closed"
+        assert end is not None, f"{page}:{start + 1}: a code fence is never closed"
         before = list(lines[:start])
         while before and not before[-1].strip():
             before.pop()
@@ -104,7 +121,7 @@ def readme_blocks(text: str) -> list[Block]:
         while before and before[-1].strip() and not before[-1].startswith("```"):
             paragraph.insert(0, before.pop())
         runners = PSQL.findall(" ".join(paragraph))
-        blocks.append(Block(m.group(1), "\n".join(lines[start + 1:end]) + "\n", start + 1,
+        blocks.append(Block(page, m.group(1), "\n".join(lines[start + 1:end]) + "\n", start + 1,
                             mark.group("why") if mark else None, runners[-1] if runners else None))
         i = end + 1
     return blocks
@@ -122,11 +139,15 @@ def scsql_argv(command: str) -> list[str] | None:
     return words[1:] if words and words[0] == "scsql" else None
 
 
+@functools.cache
+def _parser():
+    return build_parser()[0]
+
+
 def cli_accepts(argv: list[str]) -> str | None:
     """None when scsql's parser takes these arguments as main() does, else why not."""
-    parser, _ = build_parser()
     try:
-        args, unknown = parser.parse_known_args(argv)
+        args, unknown = _parser().parse_known_args(argv)
     except SystemExit:
         return "scsql's argument parser refused it"
     if unknown and not getattr(args, "pass_through", False):
@@ -134,15 +155,20 @@ def cli_accepts(argv: list[str]) -> str | None:
     return None
 
 
-BLOCKS = readme_blocks(README.read_text())
+def _name(path: Path) -> str:
+    return path.relative_to(REPO).as_posix()
+
+
+BLOCKS = {_name(p): page_blocks(p.read_text(), _name(p)) for p in PAGES}
+RUN_PAGES = [name for name, blocks in BLOCKS.items() if name != "README.md" and any(b.runs for b in blocks)]
 
 
 def test_every_block_says_what_it_is():
     """Each fence names a known language; each SQL block names the psql that runs it;
     each scsql line of a block not run is still a command the CLI accepts."""
-    assert BLOCKS, "README.md has no code blocks"
+    assert BLOCKS["README.md"], "README.md has no code blocks"
     problems = []
-    for b in BLOCKS:
+    for b in (b for blocks in BLOCKS.values() for b in blocks):
         if b.lang not in COMMANDS | SQL | NOT_COMMANDS:
             problems.append(f"{b.where()}: fence language {b.lang!r} is none of "
                             f"{sorted(COMMANDS | SQL | NOT_COMMANDS)}")
@@ -163,24 +189,60 @@ def test_every_block_says_what_it_is():
     assert not problems, "\n".join(problems)
 
 
-@pytest.fixture
-def sandbox(tmp_path: Path):
-    """A new user's machine: an empty HOME, scsql's data and keys in it, a small
-    repository to work in, and ``scsql`` on PATH running this checkout."""
-    home, work, bin_dir = tmp_path / "home", tmp_path / "work", tmp_path / "bin"
-    for d in (home, work, bin_dir):
-        d.mkdir()
-    (bin_dir / "scsql").write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m scsql "$@"\n')
-    (bin_dir / "scsql").chmod(0o755)
-    shutil.copy(README, work / "README.md")
-    (work / "src").mkdir()
-    shutil.copy(REPO / "scsql" / "audit" / "encoding.py", work / "src" / "encoding.py")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SCSQL_", "PG"))}
-    env.update(HOME=str(home), SCSQL_DATA_DIR=str(home / ".local" / "share" / "scsql"),
-               SCSQL_KEYSTORE=str(home / "keys"), PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])))
-    yield env, work
-    subprocess.run(["scsql", "down"], env=env, cwd=work, capture_output=True, timeout=120)
+# -- links between the pages ---------------------------------------------------------
+
+LINK = re.compile(r"\]\((?!https?:|mailto:)([^)\s]+)\)")
+
+
+def anchors(text: str) -> set[str]:
+    """The anchors GitHub gives a page's headings (outside code blocks)."""
+    out: set[str] = set()
+    fenced = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and (m := re.match(r"^#{1,6}\s+(.*?)\s*$", line)):
+            slug = re.sub(r"[^\w\- ]", "", m.group(1).lower()).replace(" ", "-")
+            out.add(slug)
+    return out
+
+
+def test_every_link_between_the_pages_resolves():
+    problems = []
+    for page in PAGES:
+        text = page.read_text()
+        prose = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+        for target in LINK.findall(prose):
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            if not dest.exists():
+                problems.append(f"{_name(page)}: link to {target}: no such file")
+            elif anchor and dest.suffix == ".md" and anchor not in anchors(dest.read_text()):
+                problems.append(f"{_name(page)}: link to {target}: {_name(dest)} has no heading #{anchor}")
+    assert not problems, "\n".join(problems)
+
+
+# -- running the pages ---------------------------------------------------------------
+
+
+@dataclass
+class Machine:
+    """The sandbox the README ran in, and a copy of it as the README left it."""
+
+    env: dict[str, str]
+    root: Path  # the sandbox: home/, work/, bin/
+    snapshot: Path  # the sandbox as the README left it, its server stopped
+    readme: str | None  # why the README failed, or None
+    ran: int  # commands and SQL blocks of the README that ran
+
+    @property
+    def work(self) -> Path:
+        return self.root / "work"
+
+    def restore(self) -> None:
+        """The sandbox back as the README left it, at the same paths."""
+        shutil.rmtree(self.root)
+        _copy(self.snapshot, self.root)
 
 
 def run(command: str, env: dict[str, str], cwd: Path, stdin: str = "") -> subprocess.CompletedProcess:
@@ -193,22 +255,87 @@ def failure(b: Block, command: str, proc: subprocess.CompletedProcess) -> str:
             f"--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}")
 
 
-def test_readme_runs_as_written(sandbox):
-    env, work = sandbox
+def run_blocks(blocks: list[Block], env: dict[str, str], cwd: Path) -> tuple[int, str | None]:
+    """Runs every block that runs, in order, until one fails: (how many ran, the failure or None)."""
     ran = 0
-    for b in BLOCKS:
-        if b.not_run or b.lang in NOT_COMMANDS:
-            continue
+    for b in (b for b in blocks if b.runs):
         if b.lang in SQL:
-            proc = run(b.runner, env, work, stdin=b.text)
-            assert proc.returncode == 0 and "ERROR:" not in proc.stderr, failure(b, b.runner, proc)
+            proc = run(b.runner, env, cwd, stdin=b.text)
+            if proc.returncode != 0 or "ERROR:" in proc.stderr:
+                return ran, failure(b, b.runner, proc)
             ran += 1
             continue
         for command in b.commands():
-            proc = run(command, env, work)
-            assert proc.returncode == 0, failure(b, command, proc)
+            proc = run(command, env, cwd)
+            if proc.returncode != 0:
+                return ran, failure(b, command, proc)
             ran += 1
-    assert ran >= 20  # the README is a walk through, not a few lines
+    return ran, None
+
+
+def _sandbox(root: Path) -> dict[str, str]:
+    """A new user's machine: an empty HOME, scsql's data and keys in it, a small
+    repository to work in, and ``scsql`` on PATH running this checkout."""
+    home, work, bin_dir = root / "home", root / "work", root / "bin"
+    for d in (home, work, bin_dir):
+        d.mkdir(parents=True)
+    (bin_dir / "scsql").write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m scsql "$@"\n')
+    (bin_dir / "scsql").chmod(0o755)
+    shutil.copy(README, work / "README.md")
+    (work / "src").mkdir()
+    shutil.copy(REPO / "scsql" / "audit" / "encoding.py", work / "src" / "encoding.py")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SCSQL_", "PG"))}
+    env.update(HOME=str(home), SCSQL_DATA_DIR=str(home / ".local" / "share" / "scsql"),
+               SCSQL_KEYSTORE=str(home / "keys"), PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])))
+    return env
+
+
+def _copy(source: Path, dest: Path) -> None:
+    """SOURCE copied to DEST with owners and modes (as root, the embedded server's
+    files belong to the user it runs as, which must still own the copy)."""
+    subprocess.run(["cp", "-a", str(source), str(dest)], check=True)
+
+
+def _down(env: dict[str, str], cwd: Path) -> None:
+    subprocess.run(["scsql", "down"], env=env, cwd=cwd, capture_output=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory):
+    """The README run once in a fresh sandbox, then the sandbox copied with its server stopped."""
+    base = tmp_path_factory.mktemp("readme")
+    root = base / "sandbox"
+    env = _sandbox(root)
+    try:
+        ran, readme = run_blocks(BLOCKS["README.md"], env, root / "work")
+    finally:
+        _down(env, root / "work")
+    _copy(root, base / "snapshot")
+    m = Machine(env, root, base / "snapshot", readme, ran)
+    yield m
+    _down(env, m.work)
+
+
+def test_readme_runs_as_written(machine):
+    assert machine.readme is None, machine.readme
+    assert machine.ran >= 15  # the README is a tour, not a few lines
+
+
+@pytest.mark.parametrize("page", RUN_PAGES)
+def test_page_runs_as_written(machine, page):
+    """PAGE's blocks, in order, on the machine as the README's tour left it."""
+    if machine.readme is not None:
+        pytest.fail("the README did not run as written (test_readme_runs_as_written says why)")
+    machine.restore()
+    up = run("scsql up", machine.env, machine.work)
+    assert up.returncode == 0, up.stderr
+    try:
+        ran, why = run_blocks(BLOCKS[page], machine.env, machine.work)
+    finally:
+        _down(machine.env, machine.work)
+    assert why is None, why
+    assert ran >= 1
 
 
 # -- what the README promises of the CLI, one by one ---------------------------------

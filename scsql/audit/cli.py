@@ -19,7 +19,7 @@ from typing import Any
 
 # -- verify -----------------------------------------------------------------------
 
-# scsql verify's exit statuses (its help and the README list them).
+# scsql verify's exit statuses (its help and docs/audit.md list them).
 VERIFY_OK = 0  # every chain verifies, but for rows acknowledged quarantines excuse; memory is as its history says
 VERIFY_BROKEN = 1  # a break no acknowledged quarantine excuses, or a memory row its history does not say (or an error)
 VERIFY_QUARANTINED = 3  # --strict: nothing else, but a chain is quarantined (acknowledged or not)
