@@ -99,7 +99,7 @@ grant execute on function scsql.embedding_sample(integer) to scsql_auditor;
 -- The API: these are the agents' memory tools.
 grant execute on function
   scsql.remember(text, text, integer, interval), scsql.forget(text),
-  scsql.index_text(text, text, text, text, text, jsonb, jsonb), scsql.index(text, jsonb),
+  scsql.index_text(text, text, text, text, text, jsonb, jsonb, timestamptz), scsql.index(text, jsonb),
   scsql.forget_source(text), scsql.forget_chunk(text),
   scsql.search(text, integer, text[], text, timestamptz, text, double precision, double precision,
                double precision, double precision, double precision, integer, vector, text, text, double precision,
@@ -108,7 +108,7 @@ grant execute on function
                       double precision, double precision, double precision, integer, vector, text, text,
                       double precision),
   scsql.get_source(text, integer),
-  scsql.summarize_session(jsonb),
+  scsql.summarize_session(jsonb, timestamptz),
   scsql.recall_context(integer, double precision, double precision, double precision, double precision),
   scsql.pack(text, integer, vector, text, double precision, double precision, double precision, double precision),
   scsql.memory_status()

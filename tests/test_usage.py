@@ -89,3 +89,18 @@ def test_an_administrators_price_from_a_later_time_wins(installed, scsql_db, tmp
     with psycopg.connect(scsql_db.admin) as conn:
         prices = conn.execute("select * from scsql.model_prices() where model = 'claude-haiku-4-5'").fetchall()
     assert prices  # the shipped, dated list
+
+
+def test_an_imported_sessions_summary_and_conversation_are_dated_when_it_happened(installed, tmp_path):  # noqa: F811
+    sid = uuid.uuid4().hex
+    transcript = tmp_path / f"{sid}.jsonl"
+    _write(transcript, [{"type": "user", "uuid": "u1", "sessionId": sid, "timestamp": "2026-11-02T08:00:00Z",
+                         "message": {"role": "user", "content": "We decided to use ruff instead of flake8."}}])
+    _write(transcript, _assistant(sid, "msg_D", "2026-11-02T08:00:05Z",
+                                  [{"type": "text", "text": "Noted: ruff it is."}], USAGE_B))
+    installed.fire(_event("SessionEnd", sid, installed.repo, reason="other", transcript_path=str(transcript)))
+    sources = wait_for(lambda: (r := rows(installed.agent, "select path, kind, occurred_at from scsql.kb_sources "
+                                                           "order by path")) and len(r) == 2 and r, 30)
+    day = dt.datetime(2026, 11, 2, tzinfo=dt.UTC)
+    assert all(day <= s["occurred_at"] < day + dt.timedelta(days=1) for s in sources), sources
+    assert any(s["kind"] == "session_summary" and s["path"].split("/")[-1].startswith("2026-11-02") for s in sources)

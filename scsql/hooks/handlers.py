@@ -413,18 +413,26 @@ def keep_transcript(agent: Agent, conn, event: dict, session_id: int | None) -> 
     update = transcript.read(path, since, redact=redact)
     if update.summary.messages == 0:
         return   # nothing new since the cursor
-    if not update.summary.empty:
-        conn.execute("select * from scsql.summarize_session(scsql.redact_jsonb(%s))",
-                     (Jsonb(scrub_value(update.summary.payload), dumps=encoding.jsonb_text),))
+    if not update.summary.empty:  # dated when the session happened (an import of last week's is last week's)
+        conn.execute("select * from scsql.summarize_session(scsql.redact_jsonb(%s), %s)",
+                     (Jsonb(scrub_value(update.summary.payload), dumps=encoding.jsonb_text),
+                      _sane_time(update.summary.ended)))
     sid = str(event.get("session_id") or "session")[:100]
     for n, part in enumerate(update.conversation.parts, at["parts"] + 1):
-        conn.execute("select * from scsql.index_text(%s, scsql.redact(%s), 'note', null, 'standard', %s, %s)",
+        conn.execute("select * from scsql.index_text(%s, scsql.redact(%s), 'note', null, 'standard', %s, %s, %s)",
                      (f"claude/sessions/{sid}/{n}.md", scrub(part.text), Jsonb(scrub_value(part.spans)),
-                      Jsonb({"session": sid, "agent": agent.name})))
+                      Jsonb({"session": sid, "agent": agent.name}), _sane_time(part.at)))
     messages = at["messages"] + update.summary.messages
     cursor = update.cursor or f"messages:{(since if isinstance(since, int) else 0) + update.summary.messages}"
     conn.execute("select scsql.advance_transcript_cursor(%s, %s, %s, %s)",
                  (session_id, cursor[:200], at["parts"] + len(update.conversation.parts), messages))
+
+
+def _sane_time(at: dt.datetime | None) -> dt.datetime | None:
+    """A transcript's time as the database takes it (1970 to 9000; else none: the time of writing stands)."""
+    if at is None or not dt.datetime(1970, 1, 1, tzinfo=dt.UTC) <= at <= dt.datetime(9000, 1, 1, tzinfo=dt.UTC):
+        return None
+    return at
 
 
 def _transcript_of(path: str, session: Any) -> bool:

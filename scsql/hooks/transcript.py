@@ -514,6 +514,7 @@ class Part:
     spans: list[dict[str, Any]]
     first_turn: int
     last_turn: int
+    at: dt.datetime | None = None   # when its last turn happened
 
 
 @dataclass
@@ -706,16 +707,18 @@ def _parts(turns: list[Turn], s: Summary, before: str | None = None) -> list[Par
     spans: list[dict[str, Any]] = []
     size = len(head)
     first = last = 0
+    when: dt.datetime | None = None
     previous: list[str] = []
 
     def flush() -> None:
         nonlocal lines, spans, size, first
         if spans:
-            parts.append(Part("\n".join(lines), spans, first, last))
+            parts.append(Part("\n".join(lines), spans, first, last, when))
         lines, spans, size, first = [head], [], len(head), 0
 
-    def place(block: list[str], anchor: str, number: int) -> None:
-        nonlocal size, first, last, previous
+    def place(block: list[str], anchor: str, number: int, at: dt.datetime | None = None) -> None:
+        nonlocal size, first, last, previous, when
+        when = at or when
         n = sum(len(x) + 1 for x in block) + 1
         if spans and size + n > PART_CHARS:
             flush()
@@ -741,19 +744,19 @@ def _parts(turns: list[Turn], s: Summary, before: str | None = None) -> list[Par
             for x in entry.split("\n"):
                 body += [x[i:i + piece] for i in range(0, len(x), piece)] or [""]
         if len(heading) + sum(len(x) + 1 for x in body) <= room:
-            place([heading, *body], anchor, t.number)
+            place([heading, *body], anchor, t.number, t.at)
             continue
         block, n = [heading], len(heading)
         for x in body:
             if n + len(x) + 1 > room:
-                place(block, anchor, t.number)
+                place(block, anchor, t.number, t.at)
                 block, n = [more], len(more)
                 if not x:
                     continue
             block.append(x)
             n += len(x) + 1
         if len(block) > 1:
-            place(block, anchor, t.number)
+            place(block, anchor, t.number, t.at)
     flush()
     for p in parts:
         p.first_turn = max(p.first_turn, 0)
