@@ -146,6 +146,12 @@ def _ops_commands(sub: Any, add: Callable) -> None:
     cli.register(sub, add)
 
 
+def _distill() -> Any:
+    from . import distill
+
+    return distill
+
+
 SUBSYSTEMS: tuple[Subsystem, ...] = (
     Subsystem("core", commands=_core_commands),
     Subsystem("audit", adapters=_audit_adapters, commands=_audit_commands),
@@ -154,6 +160,7 @@ SUBSYSTEMS: tuple[Subsystem, ...] = (
               commands=_coordination_commands),
     Subsystem("bench", commands=_bench_commands),
     Subsystem("hooks", jobs=_hooks_jobs, commands=_hooks_commands),
+    Subsystem("distill", jobs=lambda: _distill().jobs(), commands=lambda sub, add: _distill().register(sub, add)),
     Subsystem("ops", adapters=_ops_adapters, commands=_ops_commands),  # listed last: its timing wraps the search
 )
 

@@ -37,7 +37,7 @@ DEFAULT_AGENT = "default"
 DEFAULT_TEAM_ROLE = "orchestrator"
 # The jobs `scsql worker --job` may name: every subsystem's (subsystems.jobs(),
 # named here so the parser imports none of them), and partition maintenance.
-WORKER_JOBS = ("embed", "memory_retention", "learnings", "queue-maintenance", "hook-spool", "partitions")
+WORKER_JOBS = ("embed", "memory_retention", "learnings", "queue-maintenance", "hook-spool", "distill", "partitions")
 
 
 def command_group(sub, add, name: str, help: str, metavar: str = "COMMAND") -> argparse._SubParsersAction:

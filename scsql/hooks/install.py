@@ -636,6 +636,12 @@ def cmd_install_claude(ctx, args: argparse.Namespace) -> int:
         print(edit.apply(status, content))
     for line in record_agent_env(ctx, args.agent, password):
         print(line)
+    if args.distill:
+        from ..distill.cli import default_distiller, enable
+
+        for line in enable(ctx, project, args.distiller, model=args.distill_model,
+                           daily_tokens=args.distill_daily_tokens, fallback=default_distiller(args.agent)):
+            print(line)
     if args.scope == "project":
         _exclude_from_git(directory, IDENTITY)
     marker = Path(ctx.settings.data_dir) / "hooks" / f"{args.agent}.misconfigured"
@@ -705,6 +711,14 @@ def register_install(sub, add) -> None:
     _options(p)
     p.add_argument("--role", default=DEFAULT_TEAM_ROLE,
                    help=f"team role of an agent created now (default {DEFAULT_TEAM_ROLE})")
+    p.add_argument("--distill", action="store_true",
+                   help="also distil the project's sessions into facts, decisions and open loops with a model "
+                        "(claude -p by default; docs/distill.md): creates its distiller agent")
+    p.add_argument("--distiller", metavar="NAME",
+                   help="with --distill: the distiller agent (default: the project's, else <agent>_distiller)")
+    p.add_argument("--distill-model", metavar="MODEL", help="with --distill: the model claude -p runs (default haiku)")
+    p.add_argument("--distill-daily-tokens", type=int, metavar="N",
+                   help="with --distill: tokens the project's distillation may use per UTC day (default 200,000)")
     p.set_defaults(sub_func=cmd_install_claude)
     p = command_group(sub, add, "uninstall", "remove what scsql install added", "TARGET").add_parser(
         "claude", help="Claude Code: remove scsql's MCP server and hooks of the agent, keep everything else")
