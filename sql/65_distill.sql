@@ -784,12 +784,15 @@ begin
     perform scsql._archive_task(v_me.project_id, p_task, 'done', jsonb_build_object('distill_job', v_job.job_id,
                                 'state', p_state, 'written', written), null, v_me.agent_id);
   end if;
+  -- Values, not calls, in the SET (Citus refuses function calls there).
+  p_refusals := scsql._redact_jsonb(p_refusals);
+  p_error := scsql._redact(left(p_error, 4000));
   update scsql.distill_jobs j
      set state = distill_finish.state, finished_at = now(), reserved_tokens = 0,
          input_tokens = coalesce(j.input_tokens, 0) + coalesce(p_input_tokens, 0),
          output_tokens = coalesce(j.output_tokens, 0) + coalesce(p_output_tokens, 0),
          output_hash = coalesce(p_output_hash, j.output_hash), written = distill_finish.written,
-         refusals = scsql._redact_jsonb(p_refusals), error = scsql._redact(left(p_error, 4000))
+         refusals = p_refusals, error = p_error
    where j.project_id = v_me.project_id and j.job_id = v_job.job_id;
 end
 $$;

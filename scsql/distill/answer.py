@@ -106,8 +106,14 @@ class Refused(Exception):
 
 
 def schema() -> dict:
-    """The JSON schema of the answer, as the request states it."""
-    s = Answer.model_json_schema()
+    """The JSON schema of the answer, as the request states it (without the
+    titles pydantic adds, which say nothing the names do not)."""
+    def bare(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: bare(v) for k, v in x.items() if not (k == "title" and isinstance(v, str))}
+        return [bare(v) for v in x] if isinstance(x, list) else x
+
+    s = bare(Answer.model_json_schema())
     s["properties"].pop("usage", None)
     return s
 

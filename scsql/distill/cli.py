@@ -55,7 +55,9 @@ def enable(ctx, project: str, distiller: str | None = None, *, model: str | None
 
 
 def cmd_enable(ctx, args: argparse.Namespace) -> int:
-    command = args.command_words or None
+    import shlex
+
+    command = None if args.command_line is None else shlex.split(args.command_line)
     for line in enable(ctx, args.project, args.distiller, model=args.model, daily_tokens=args.daily_tokens,
                        command=command, max_input_chars=args.max_input_chars):
         print(line)
@@ -131,6 +133,37 @@ def cmd_show(ctx, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_queue(ctx, args: argparse.Namespace) -> int:
+    agent = _agent(ctx, args)
+    with agent.transaction() as conn:
+        found = conn.execute("select session_id from scsql.sessions where external_id = %s "
+                             "or (%s ~ '^[0-9]{1,18}$' and session_id::text = %s)",
+                             (args.session, args.session, args.session)).fetchone()
+        if found is None:
+            from ..core.errors import ScsqlError
+
+            raise ScsqlError("SC334", f"no session {args.session} in agent {agent.name}'s project",
+                             "name it by its Claude Code session id or scsql session id")
+        rows = conn.execute("select * from scsql.queue_distill(%s)", (found["session_id"],)).fetchall()
+    if not rows:
+        print(f"scsql: agent {agent.name}'s project does not distil its sessions (scsql distill enable)")
+    for r in rows:
+        print(f"job {r['job_id']}: segment {r['segment']} of session {found['session_id']} "
+              + ("queued" if r["queued"] else "was queued before; nothing new since"))
+    return 0
+
+
+def cmd_schema(ctx, args: argparse.Namespace) -> int:
+    from . import answer, model
+
+    if args.request:
+        print(json.dumps(model.request({"job": 0, "session": {}, "conversation": [], "omitted": 0,
+                                        "memory": {"facts": [], "decisions": [], "open_loops": []}}), indent=2))
+    else:
+        print(json.dumps(answer.schema(), indent=2))
+    return 0
+
+
 def cmd_undo(ctx, args: argparse.Namespace) -> int:
     agent = _agent(ctx, args)
     with agent.transaction() as conn:
@@ -155,9 +188,9 @@ def register(sub, add) -> None:
                    help=f"tokens the project's jobs may use per UTC day (default {DEFAULT_DAILY_TOKENS:,})")
     p.add_argument("--max-input-chars", type=int, metavar="N",
                    help="characters of conversation one job sends at most (default 60,000)")
-    p.add_argument("--command", dest="command_words", nargs="+", metavar="WORD",
-                   help="a program that reads the JSON request on stdin and writes the JSON answer on stdout, "
-                        "instead of claude -p")
+    p.add_argument("--command", dest="command_line", metavar="COMMAND",
+                   help="a program (with its arguments, as a shell would split them) that reads the JSON request on "
+                        "stdin and writes the JSON answer on stdout, instead of claude -p; '' goes back to claude -p")
     p.set_defaults(sub_func=cmd_enable)
     p = group.add_parser("disable", help="stop a project's distillation; what it wrote stays (administrators)")
     p.add_argument("--project", required=True, help="the project")
@@ -166,16 +199,21 @@ def register(sub, add) -> None:
     p.add_argument("--project", help="only this project")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.set_defaults(sub_func=cmd_status)
+    p = group.add_parser("schema", help="the JSON schema of the answer a model command writes")
+    p.add_argument("--request", action="store_true", help="print an empty request instead, as a command reads it")
+    p.set_defaults(sub_func=cmd_schema)
     for name, func, text in (("jobs", cmd_jobs, "the project's distillation jobs, newest first"),
+                             ("queue", cmd_queue, "queue what a session of the agent added since its last job "
+                                                  "(an imported session, say)"),
                              ("show", cmd_show, "what distillation wrote, each item with the rows it cites"),
                              ("undo", cmd_undo, "revert what distillation wrote for one session, keeping the history")):
         p = group.add_parser(name, help=text)
         p.add_argument("--agent", help="act as this agent (default: the one this checkout's .claude/scsql.local.json names)")
-        if name == "undo":
+        if name in ("undo", "queue"):
             p.add_argument("session", help="the session: its Claude Code session id or scsql session id")
         elif name == "show":
             p.add_argument("session", nargs="?", help="only this session (Claude Code or scsql session id)")
-        if name != "undo":
+        if name in ("jobs", "show"):
             p.add_argument("--limit", type=int, default=50, help="at most this many rows")
         if name == "show":
             p.add_argument("--json", action="store_true", help="print the items as JSON")
