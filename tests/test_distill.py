@@ -25,7 +25,7 @@ from scsql.distill import job, model
 from scsql.hooks import handlers
 from scsql.ops import doctor
 
-from .helpers import rows
+from .helpers import mcp_env, race_behind_lock, rows, scsql
 
 CWD = "/home/dev/shop"
 PRIVATE = "hunter2-kept-private"
@@ -350,6 +350,23 @@ def test_a_spent_budget_defers_the_job_to_the_next_utc_day(team):
     assert s["used_today"] > 9500 and s["done_today"] == 2 and s["deferred"] == 0
 
 
+def test_two_starts_at_once_never_spend_the_same_tokens(team):
+    with team.db.connect() as conn:
+        conn.execute("select * from scsql.set_distill(%s, %s, true, null, 10000)", (team.project, team.dist.name))
+    for what in ("Fix the login form", "Fix the signup form"):
+        session(team, [what], [], [(what, "Fixed.")])
+    tasks = rows(team.dist, "select task_id, lease_token from scsql.claim_task(2)")
+    states: list[str] = []
+
+    def start(t: dict) -> None:
+        states.append(rows(team.dist, "select state from scsql.distill_start(%s, %s, 6000)",
+                           t["task_id"], t["lease_token"])[0]["state"])
+
+    seen = race_behind_lock(team.db, "scsql.distill_settings", [lambda t=t: start(t) for t in tasks])
+    assert seen == 2                                   # both starts met behind the lock
+    assert sorted(states) == ["deferred", "running"]   # room for one: the other waits for the next day
+
+
 def _settings(team: Team):
     from scsql.core.config import Settings
 
@@ -432,3 +449,37 @@ def test_hooks_do_nothing_inside_the_distillers_own_model_run(tmp_path):
                           env={**os.environ, model.DISTILLING_ENV: "1"}, timeout=30)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
     assert list(tmp_path.iterdir()) == []                                    # no spool, no server started
+
+
+def test_a_long_session_sends_its_newest_rows_within_the_bound(team):
+    with team.db.connect() as conn:
+        conn.execute("select * from scsql.set_distill(%s, %s, p_max_input_chars => 2000)", (team.project, team.dist.name))
+    session(team, [f"step {i}: " + "word " * 150 for i in range(6)], [], [("go", "went")])
+    team.answer({"facts": []})
+    assert job.run_one(team.dist) == 1
+    sent = team.request()["input"]
+    texts = [c.get("text", "") for c in sent["conversation"]]
+    assert sent["omitted"] >= 4 and any(t.startswith("step 5") for t in texts)
+    assert not any(t.startswith("step 0") for t in texts)
+    assert sum(len(json.dumps(c)) for c in sent["conversation"]) <= 2000
+
+
+def test_the_command_line_shows_queues_and_undoes_a_sessions_distillation(team):
+    ids = _memory(team)
+    sid = _ruff_session(team)
+    env = {**mcp_env(team.db), "SCSQL_DATA_DIR": str(team.tmp / "data")}
+    [status] = json.loads(scsql("distill", "status", "--project", team.project, "--json", env=env).stdout)
+    assert (status["distiller"], status["queued"], status["enabled"]) == (team.dist.name, 1, True)
+    _distil(team, _good_answer(ids))
+    as_dev = ("--agent", team.dev.name)
+    jobs = scsql("distill", "jobs", *as_dev, env=env)
+    assert jobs.returncode == 0 and f"({sid}) segment 1  done" in jobs.stdout and "6 written, 0 refused" in jobs.stdout
+    show = scsql("distill", "show", sid, *as_dev, env=env)
+    assert show.stdout.count(f"signed by {team.dist.name}") == 6 and "fact superseded test-command" in show.stdout
+    again = scsql("distill", "queue", sid, *as_dev, env=env)
+    assert "was queued before; nothing new since" in again.stdout
+    undo = scsql("distill", "undo", sid, *as_dev, env=env)
+    assert undo.returncode == 0 and "test-command: restored the value it superseded" in undo.stdout
+    assert "nothing distilled from session" in scsql("distill", "undo", sid, *as_dev, env=env).stdout
+    unknown = scsql("distill", "undo", "no-such-session", *as_dev, env=env)
+    assert unknown.returncode != 0 and "SC334" in unknown.stderr
