@@ -204,11 +204,11 @@ declare
   v_job scsql.distill_jobs;
   v_task bigint;
 begin
-  perform scsql._my_session(v_me, p_session_id);
   select * into v_set from scsql.distill_settings s where s.project_id = v_me.project_id and s.enabled;
   if not found then
     return;  -- the project does not distil: everything stays model-free
   end if;
+  perform scsql._my_session(v_me, p_session_id);
   select s.external_id into v_ext from scsql.sessions s where s.project_id = v_me.project_id and s.session_id = p_session_id;
   select coalesce(max(p.prompt_id), 0) into v_p from scsql.prompts p
   where p.project_id = v_me.project_id and p.session_id = p_session_id;
@@ -244,7 +244,7 @@ $$;
 comment on function scsql.queue_distill(bigint) is
   'Queues the distillation of what your session added since its last job (one job per session segment), when your project distils; the Claude Code hooks call it at PreCompact and SessionEnd. Returns job_id, segment, task_id and queued (false: nothing new since the last job, which is returned); no row when the project does not distil.
 
-The segment is the session''s prompts, tool calls and conversation chunks with ids above those of the previous job; the job is a task of team role distiller (3 attempts), which the distiller''s scsql worker runs. Calling it again with nothing new queues nothing. Raises SC146 for a session that is not yours.';
+The segment is the session''s prompts, tool calls and conversation chunks with ids above those of the previous job; the job is a task of team role distiller (3 attempts), which the distiller''s scsql worker runs. Calling it again with nothing new queues nothing. Raises SC146 for a session that is not yours (when the project distils).';
 
 -- ---------------------------------------------------------------------------
 -- What the model sees
@@ -838,9 +838,6 @@ begin
   if p_item.action not in ('remembered', 'archived', 'superseded', 'conflict') then
     return 'nothing to undo';
   end if;
-  if p_item.action = 'conflict' then
-    perform scsql._distill_settle(p_me, (p_item.undo ->> 'conflict')::bigint, p_why);
-  end if;
   select * into v_f from scsql.memory_facts f where f.project_id = p_me.project_id and f.key = p_item.target;
   if v_f.key is null then
     v_archived := exists (select from scsql.kb_sources s where s.project_id = p_me.project_id
@@ -857,10 +854,16 @@ begin
   if p_item.action = 'superseded' then
     select * into v_v from scsql.fact_versions v
     where v.project_id = p_me.project_id and v.version_id = (p_item.undo ->> 'version')::bigint;
+    if v_v.key is null then
+      return 'the value it superseded is not in the history; kept';
+    end if;
     perform scsql.remember(v_v.key, v_v.value, v_v.importance::integer);
     return 'restored the value it superseded';
   end if;
   perform scsql.forget(p_item.target);
+  if p_item.action = 'conflict' then  -- the claim beside a protected fact: its conflict goes with it
+    perform scsql._distill_settle(p_me, (p_item.undo ->> 'conflict')::bigint, p_why);
+  end if;
   return 'forgotten';
 end
 $$;

@@ -412,6 +412,18 @@ def test_undo_reverts_one_sessions_distillation_and_keeps_the_history(team):
         assert conn.execute("select * from scsql.verify_memory()").fetchall() == []
 
 
+def test_undo_forgets_a_claim_beside_a_protected_fact_and_settles_its_conflict(team):
+    _memory(team)
+    sid = session(team, ["Deploys now happen on Mondays"], [], [("deploys on Mondays", "ok")])
+    _distil(team, {"facts": [{"key": "deploy-day", "value": "Deploys happen on Mondays", "cites": ["@prompt"]}]})
+    [r] = rows(team.dev, "select target, outcome from scsql.distill_undo(%s)", sid)
+    assert (r["target"], r["outcome"]) == ("deploy-day (distilled)", "forgotten")
+    with team.db.connect() as conn:
+        [c] = conn.execute("select resolution, note from scsql.fact_conflicts").fetchall()
+    assert c["resolution"] == "both" and "was undone" in c["note"]
+    assert rows(team.dev, "select key from scsql.memory_facts where key like 'deploy%%'") == [{"key": "deploy-day"}]
+
+
 def test_undo_keeps_what_changed_since(team):
     ids = _memory(team)
     sid = _ruff_session(team)
