@@ -169,5 +169,5 @@ def test_a_real_session_is_distilled_by_claude_and_recalled_in_the_next(project,
     with second:
         run_claude(repo, "How do we release?", second, env, allowed="Bash")
     context = json.dumps(second.requests[0])
-    assert "We release with make release" in context and "Release with make release" in context
+    assert "[fact, distilled] release: We release with make release" in context and "Release with make release" in context
     assert "Write the release script" not in context                                  # the loop is closed

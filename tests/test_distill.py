@@ -177,6 +177,9 @@ def test_a_session_is_distilled_into_signed_cited_memory_of_the_distiller(team):
     context = "\n".join(r["content"] for r in rows(team.dev, "select content from scsql.recall_context(2000)"))
     assert "make test runs the whole suite" in context and "Lint with ruff instead of flake8" in context
     assert f"by {team.dist.name}" in context                               # the summary says who wrote it
+    started = handlers.session_context(team.dev)                          # what the next session starts with
+    assert "- [fact, distilled] test-command: make test runs the whole suite" in started
+    assert "- [fact] deploy-day: Deploys happen on Fridays" in started
 
     # Each item is signed by the distiller and cites rows of the session, which exist in the project.
     items = rows(team.dev, "select i.kind, i.action, i.target, i.cites, a.name from scsql.distill_items i "

@@ -562,6 +562,12 @@ def session_context(agent: Agent, budget: int = CONTEXT_TOKENS) -> str:
         rest = max(50, budget - used - 60)
         recalled = conn.execute(
             "select section, key, content, source_path, at from scsql.recall_context(%s)", (rest,)).fetchall()
+        # Facts a model distilled (docs/distill.md) are labelled so: written last by the project's distiller.
+        distilled = set()
+        if any(r["section"] == "fact" for r in recalled):
+            distilled = {r["key"] for r in conn.execute(
+                "select f.key from scsql.memory_facts f join scsql.distill_settings d using (project_id) "
+                "where f.updated_by = d.distiller_id").fetchall()}
     out = []
     if lines:
         out += ["Open work for you in scsql:", *lines]
@@ -569,7 +575,8 @@ def session_context(agent: Agent, budget: int = CONTEXT_TOKENS) -> str:
         out.append("What scsql remembers for this project:")
         for r in recalled:
             cite = r["source_path"] or f"{r['section']}:{r['key']}"
-            out.append(f"- [{r['section']}] {r['content']} [{cite}]")
+            label = "fact, distilled" if r["section"] == "fact" and r["key"] in distilled else r["section"]
+            out.append(f"- [{label}] {r['content']} [{cite}]")
     text = "\n".join(out)
     return _clip(text, budget * 4) if text else ""
 
