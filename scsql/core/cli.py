@@ -67,7 +67,9 @@ def cmd_worker(ctx, args) -> int:
     from ..coordination import client
     from . import errors, worker
     from .errors import ScsqlError
+    from .interrupt import ctrl_c_stops
 
+    ctrl_c_stops()
     unknown = sorted(set(args.job or ()) - set(WORKER_JOBS))
     if unknown:
         raise ScsqlError(errors.INVALID_ARGUMENT, f"--job {', '.join(unknown)}: no such background job",
@@ -566,7 +568,9 @@ def cmd_errors(ctx, args: argparse.Namespace) -> int:
 
 def cmd_mcp(ctx, args: argparse.Namespace) -> int:
     from .. import mcp_server
+    from .interrupt import ctrl_c_stops
 
+    ctrl_c_stops()
     if args.agent is None:  # a committed .mcp.json: the agent this checkout acts as on this machine
         ctx, args.agent = _checkout_agent(ctx)
     agent = ctx.open_agent(args.agent)
