@@ -146,7 +146,8 @@ def _spawn(settings: Settings, project: str, agent: str) -> Supervised:
     start = _start_time(proc.pid)
     path = _pid_path(settings.data_dir, project)
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(f"{proc.pid} {start if start is not None else '-'} {agent}\n")
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600), "w") as f:
+        f.write(f"{proc.pid} {start if start is not None else '-'} {agent}\n")
     tmp.replace(path)
     return Supervised(project, agent, proc.pid, log, started=True, process=proc)
 

@@ -42,7 +42,7 @@ LOCK = "embed.lock"
 MAX_TEXTS = 16
 MAX_CHARS = 2000  # the search's own bound on a query
 MAX_LINE = 1 << 17
-ASK_SECONDS = 15.0  # a worker whose model is not loaded loads it first: seconds on a busy machine
+ASK_SECONDS = 8.0  # a worker whose model is not loaded loads it first: seconds on a busy machine
 
 
 def socket_path(home: str | Path) -> Path:
