@@ -125,6 +125,7 @@ class Context:
         try:
             db.refuse_privileged_login()
             agent = Agent(db, name)
+            agent.home = self.settings.data_dir
             agent.whoami()  # fails now, clearly, for an unknown or revoked agent (before its key is looked for)
             keys = self.agent_env(name).get("SCSQL_KEYSTORE")
             if keys and not os.environ.get("SCSQL_KEYSTORE"):

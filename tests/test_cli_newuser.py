@@ -298,6 +298,41 @@ def test_a_serving_worker_says_it_is_up_and_waiting(scsql_db):
     assert proc.returncode == 130, err
 
 
+@pytest.mark.parametrize("command, said", [
+    (["worker", "--agent", "{agent}", "--poll", "2"], "Ctrl-C stops it"),
+    (["metrics", "--listen", "127.0.0.1:0"], "(Ctrl-C stops)"),
+])
+def test_ctrl_c_stops_a_serving_command_whose_parent_ignored_it(scsql_db, command, said):
+    """A command that runs until stopped, started by a parent that ignores
+    SIGINT (a shell's `&` without job control, some CI runners: the README's
+    test command run so), inherited the ignored SIGINT and ran on through
+    Ctrl-C: it says Ctrl-C stops it, and now it does (exit 130)."""
+    import os
+    import select
+    import signal
+    import subprocess
+    import sys
+
+    agent = scsql_db.agent("sigint", scsql_db.project())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCSQL_")}
+    env.update(SCSQL_DSN=scsql_db.admin, SCSQL_KEYSTORE=str(scsql_db.keystore.directory), SCSQL_EMBED="none")
+    argv = [a.format(agent=agent.name) for a in command]
+    proc = subprocess.Popen([sys.executable, "-m", "scsql", *argv], env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        assert select.select([proc.stdout], [], [], 60)[0], f"scsql {' '.join(argv)} said nothing in 60 s"
+        line = proc.stdout.readline()
+        assert said in line, line
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, out
+
+
 def test_an_error_from_the_shell_says_what_to_run_in_the_shell(scsql_db):
     """`scsql agent create carol --project nosuch` answered "Create it first:
     select scsql.create_project(name)", a psql user's hint, to a shell user."""

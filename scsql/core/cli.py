@@ -67,7 +67,9 @@ def cmd_worker(ctx, args) -> int:
     from ..coordination import client
     from . import errors, worker
     from .errors import ScsqlError
+    from .interrupt import ctrl_c_stops
 
+    ctrl_c_stops()
     unknown = sorted(set(args.job or ()) - set(WORKER_JOBS))
     if unknown:
         raise ScsqlError(errors.INVALID_ARGUMENT, f"--job {', '.join(unknown)}: no such background job",
@@ -201,6 +203,7 @@ def cmd_up(ctx, args: argparse.Namespace) -> int:
             password = roles.issue_password(admin, DEFAULT_AGENT)
     own = mode == "per_agent" and not ctx.settings.agent_dsn
     agent_dsn = ctx.agent_conninfo(DEFAULT_AGENT if own else None)
+    workers = _keep_workers(ctx, admin) if ctx.settings.embedded and not args.no_worker else []
     env = {}
     if os.environ.get("SCSQL_DATA_DIR") or args.data_dir:
         env["SCSQL_DATA_DIR"] = str(ctx.settings.data_dir)
@@ -219,6 +222,8 @@ def cmd_up(ctx, args: argparse.Namespace) -> int:
     else:
         print(f"  agents connect  {uri(agent_dsn)}  (then SET ROLE {role_for(DEFAULT_AGENT)})")
     print(f"  keys            {ctx.settings.keystore}")
+    for line in workers:
+        print(line)
     if root:
         print(f"  project root    {root}  (scsql index reads only below it; change it with scsql up --root DIR)")
     else:
@@ -234,10 +239,29 @@ def cmd_up(ctx, args: argparse.Namespace) -> int:
     return 0
 
 
+def _keep_workers(ctx, admin: str) -> list[str]:
+    """scsql up's background workers (core/supervisor.py), started when not
+    running; the lines that say so."""
+    from . import supervisor
+
+    workers, failed = supervisor.keep(ctx.settings, admin, ctx.keystore.exists)
+    lines = []
+    for w in workers:
+        state = failed.get(w.project) or ("started" if w.started else "running")
+        lines.append(f"  worker          project {w.project}: agent {w.agent}, pid {w.pid}, {state} (log {w.log})")
+    if workers:
+        lines.append("                  (background workers: embeddings, maintenance; scsql down stops them)")
+    return lines
+
+
 def cmd_down(ctx, args: argparse.Namespace) -> int:
     if not ctx.settings.embedded:
         print("scsql: SCSQL_DSN names an external server; there is no embedded server to stop")
         return 0
+    from . import supervisor
+
+    for w in supervisor.stop(ctx.settings.data_dir):
+        print(f"scsql: stopped the background worker of project {w.project} (pid {w.pid})")
     if ctx.server.stop(hold=args.hold):
         print(f"scsql: stopped the embedded server in {ctx.settings.pgdata}")
     else:
@@ -566,7 +590,9 @@ def cmd_errors(ctx, args: argparse.Namespace) -> int:
 
 def cmd_mcp(ctx, args: argparse.Namespace) -> int:
     from .. import mcp_server
+    from .interrupt import ctrl_c_stops
 
+    ctrl_c_stops()
     if args.agent is None:  # a committed .mcp.json: the agent this checkout acts as on this machine
         ctx, args.agent = _checkout_agent(ctx)
     agent = ctx.open_agent(args.agent)
@@ -604,6 +630,9 @@ def register(sub, add) -> None:
     p.add_argument("--root", metavar="DIR",
                    help="the default project's root directory, the only tree scsql index reads (default: the "
                         "repository or directory scsql up runs in; kept on later runs unless given)")
+    p.add_argument("--no-worker", action="store_true",
+                   help="start no background worker (by default, on the embedded server, one per project "
+                        "runs scsql worker until scsql down)")
     p = add("down", cmd_down, "stop the embedded server (agent processes start it again when they need it)")
     p.add_argument("--hold", action="store_true",
                    help="keep it down: agent processes refuse to start it (SC013) until scsql up")

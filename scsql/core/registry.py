@@ -475,7 +475,7 @@ class ApiFunction:
         self._visible = {p.name: p for p in self.visible_params}
         self._required = [p.name for p in self.params if not p.optional]
         self._queries: dict[tuple[str, ...], str] = {}
-        self._model = self.arg_model(partial=True)
+        self._model: type[ArgModel] | None = None  # arg_model(partial=True), made at the first call
         self._arg_help = ", ".join(f"{p.name} {p.pg_type}" for p in self.visible_params) or "none"
 
     def query(self, supplied: list[Param]) -> sql.Composed:
@@ -507,6 +507,8 @@ class ApiFunction:
         args = {k: v for k, v in args.items() if v is not None}
         for k, v in args.items():
             check_text(k, v)
+        if self._model is None:  # made once, when first needed: a command calls one or two of the functions
+            self._model = self.arg_model(partial=True)
         try:
             model = self._model.model_validate({f"f_{k}": v for k, v in args.items()}, by_alias=False, by_name=True)
         except ValidationError as exc:

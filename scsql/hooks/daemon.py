@@ -473,7 +473,7 @@ def jobs() -> list:
     from ..core.worker import Job
 
     def replay_spool(agent) -> int:
-        home = str(Settings.load().data_dir)
+        home = str(agent.home or Settings.load().data_dir)  # scsql --data-dir DIR worker: DIR's spool
         if not spool.has_pending(home, agent.name):
             return 0
         handlers = load_handlers()

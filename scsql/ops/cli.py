@@ -57,6 +57,9 @@ def cmd_metrics(ctx, args: argparse.Namespace) -> int:
     if not args.listen:
         sys.stdout.write(metrics.render(rows()).decode())
         return 0
+    from ..core.interrupt import ctrl_c_stops
+
+    ctrl_c_stops()
     rows()  # a database that cannot answer is one clear error now, not at the first scrape
     server, _ = metrics.serve(args.listen, rows)
     host, port = server.server_address[:2]
