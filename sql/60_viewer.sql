@@ -886,7 +886,8 @@ comment on function scsql.viewer_verify(text, boolean) is
 
 create or replace function scsql.viewer_checkpoints(p_project text default null, p_since timestamptz default null,
                                                     p_until timestamptz default null, p_limit integer default 50)
-returns table (project text, checkpoint_id bigint, at timestamptz, recorded_at timestamptz, key_id integer, chains bigint)
+returns table (project text, checkpoint_id bigint, at timestamptz, age interval, recorded_at timestamptz, key_id integer,
+               chains bigint)
 language plpgsql stable
 as $$
 #variable_conflict use_column
@@ -895,7 +896,7 @@ declare
 begin
   select * into f from scsql_caller.viewer_filter(p_project, null, p_since, p_until, p_limit, 1000);
   return query
-  select p.name::text, k.checkpoint_id, k.at, k.recorded_at, k.key_id,
+  select p.name::text, k.checkpoint_id, k.at, date_trunc('second', now() - k.at), k.recorded_at, k.key_id,
          (select count(*) from scsql.checkpoint_heads h where h.project_id = k.project_id and h.checkpoint_id = k.checkpoint_id)
   from scsql.checkpoints k join scsql.projects p on p.project_id = k.project_id
   where (f.project_id is null or k.project_id = f.project_id)
@@ -905,7 +906,7 @@ begin
 end
 $$;
 comment on function scsql.viewer_checkpoints(text, timestamptz, timestamptz, integer) is
-  'Signed checkpoints of chain heads you may read, newest first (from P_SINCE, before P_UNTIL; at most P_LIMIT, 1 to 1,000). Returns project, checkpoint_id, at, recorded_at, key_id (the auditor key that signed it), chains (heads it signed). Raises SC005 for a project you cannot see, SC010 for a bad range or limit.';
+  'Signed checkpoints of chain heads you may read, newest first (from P_SINCE, before P_UNTIL; at most P_LIMIT, 1 to 1,000). Returns project, checkpoint_id, at, age (how long ago it signed), recorded_at, key_id (the auditor key that signed it), chains (heads it signed). Raises SC005 for a project you cannot see, SC010 for a bad range or limit.';
 
 create or replace function scsql.viewer_quarantines(p_project text default null, p_since timestamptz default null,
                                                     p_until timestamptz default null)
