@@ -105,7 +105,7 @@ def load_document(path: Path) -> dict[str, Any]:
         m = _DATA.search(text)
         if m is None:
             raise ScsqlError(INVALID, f"{path}: no signed report in it", "scsql report writes JSON or HTML")
-        text = m.group(1).replace("<\\/", "</")
+        text = m.group(1)
     try:
         return json.loads(text, parse_float=Decimal)
     except ValueError as exc:
@@ -189,6 +189,6 @@ def render_html(document: dict[str, Any], data: str) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True,
                              trim_blocks=True, lstrip_blocks=True)
     env.filters["usd"] = lambda v: "-" if v is None else f"${float(v):,.4f}"
-    safe = data.replace("</", "<\\/")
+    safe = data.replace("<", "\\u003c")  # inside the data block no "<" can open or close a tag
     page = env.get_template("report.html").render(r=document["report"], sig=document["signature"])
     return page.replace("@@SIGNED_REPORT@@", safe)

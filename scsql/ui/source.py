@@ -95,31 +95,36 @@ class Source:
 
 def open_source(ctx, agent: str | None, auditor: bool, pool_size: int = 4) -> Source:
     """The viewer's Source: as AGENT, or (AUDITOR) as scsql_auditor on the administrator's login."""
-    from ..audit import AUDITOR_ROLE
-    from ..core.db import Database, login_refused
-
     if auditor:
-        admin = ctx.admin_conninfo()
-        db = Database(with_options(admin, f"-c role={AUDITOR_ROLE}", READ_ONLY), max_size=pool_size,
-                      application_name="scsql:ui:auditor").open()
-        return _loaded(Source(db, None, "auditor", "auditor", admin_conninfo=admin))
+        return auditor_source(ctx.admin_conninfo(), pool_size)
     if not agent:
         raise ScsqlError(errors.AGENT_REQUIRED, "scsql ui shows what one identity may read: name it",
                          "--agent NAME (what that agent may read) or --auditor (everything, changing nothing)")
-    conninfo = ctx.agent_conninfo(agent)
+    return agent_source(ctx.agent_conninfo(agent), agent, pool_size)
+
+
+def auditor_source(admin_conninfo: str, pool_size: int = 4) -> Source:
+    """Role scsql_auditor on the administrator's login (as scsql psql --auditor), read only."""
+    from ..audit import AUDITOR_ROLE
+    from ..core.db import Database
+
+    db = Database(with_options(admin_conninfo, f"-c role={AUDITOR_ROLE}", READ_ONLY), max_size=pool_size,
+                  application_name="scsql:ui:auditor").open()
+    return _loaded(Source(db, None, "auditor", "auditor", admin_conninfo=admin_conninfo))
+
+
+def agent_source(conninfo: str, agent: str, pool_size: int = 4) -> Source:
+    """Agent AGENT on an agent process's login (CONNINFO), read only; refused
+    for a privileged login, an unknown or a revoked agent."""
+    from ..core.db import Agent, Database, login_refused
+
     try:
         db = Database(with_options(conninfo, READ_ONLY), max_size=pool_size, application_name=f"scsql:ui:{agent}").open()
     except ScsqlError as exc:
         raise login_refused(exc, agent, conninfo) from None
     try:
         db.refuse_privileged_login()
-    except ScsqlError:
-        db.close()
-        raise
-    from ..core.db import Agent
-
-    who = Agent(db, agent)
-    try:
+        who = Agent(db, agent)
         who.whoami()  # an unknown or revoked agent fails here, clearly
     except ScsqlError:
         db.close()
