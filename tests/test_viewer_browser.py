@@ -47,11 +47,11 @@ try:
 except ImportError:  # pragma: no cover - CI installs it (.ci/run)
     sync_playwright = None
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(sync_playwright is None, reason="Playwright for Python is not installed (pip install playwright)"),
-    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no chromium at {CHROMIUM} (apt-get install chromium)"),
-]
+MISSING = ("Playwright for Python is not installed (pip install playwright)" if sync_playwright is None
+           else f"no chromium at {CHROMIUM} (apt-get install chromium)" if not os.path.exists(CHROMIUM) else None)
+if MISSING and os.environ.get("SCSQL_REQUIRE_BROWSER"):  # CI (.ci/run) installs both: there a skip is a failure
+    raise RuntimeError(f"SCSQL_REQUIRE_BROWSER is set, but {MISSING}")
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(MISSING is not None, reason=MISSING or "")]
 
 
 @pytest.fixture(scope="module")
