@@ -30,7 +30,7 @@ BIG = 5_000  # events of the one long session
 
 FILL = """
 insert into scsql.sessions (project_id, author_id, client, model, title, at, occurred_at, key_id, signature)
-select %(p)s, %(a)s, 'claude-code', 'claude-sonnet-4-5', 'bench session ' || g, now(),
+select %(p)s, %(a)s, 'claude-code', 'claude-sonnet-4-5', 'bench session ' || g, clock_timestamp(),
        now() - interval '30 days' + g * interval '259 seconds', %(k)s, scsql._bench_sig()
 from generate_series(1, %(n)s) g;
 """
@@ -50,24 +50,24 @@ def _fill(conn, project: int, agent: int, key: int, big: int) -> None:
         "output_preview, occurred_at, at, key_id, signature) "
         "select %(p)s, %(a)s, 1 + (g %% (%(s)s - 1)), (array['Bash','Read','Edit','Grep'])[1 + g %% 4], "
         "case when g %% 17 = 0 then 'error' else 'ok' end, 20 + g %% 80, '{\"command\": \"make test-' || g %% 300 || '\"}', "
-        "'result ' || g, now() - interval '30 days' + g * interval '25 seconds', now(), %(k)s, scsql._bench_sig() "
+        "'result ' || g, now() - interval '30 days' + g * interval '25 seconds', clock_timestamp(), %(k)s, scsql._bench_sig() "
         "from generate_series(1, %(n)s) g", {"p": project, "a": agent, "k": key, "s": SESSIONS, "n": many})
     conn.execute(
         "insert into scsql.tool_calls (project_id, author_id, session_id, tool, status, latency_ms, input_preview, "
         "occurred_at, at, key_id, signature) "
         "select %(p)s, %(a)s, %(b)s, 'Bash', case when g %% 13 = 0 then 'error' else 'ok' end, 50, "
-        "'{\"command\": \"step ' || g || '\"}', now() - interval '1 day' + g * interval '10 seconds', now(), %(k)s, "
+        "'{\"command\": \"step ' || g || '\"}', now() - interval '1 day' + g * interval '10 seconds', clock_timestamp(), %(k)s, "
         "scsql._bench_sig() from generate_series(1, %(n)s) g", {"p": project, "a": agent, "b": big_sid, "k": key,
                                                                 "n": BIG - 1000})
     conn.execute(
         "insert into scsql.prompts (project_id, author_id, session_id, text, occurred_at, at, key_id, signature) "
-        "select %(p)s, %(a)s, %(b)s, 'prompt ' || g, now() - interval '1 day' + g * interval '80 seconds', now(), %(k)s, "
+        "select %(p)s, %(a)s, %(b)s, 'prompt ' || g, now() - interval '1 day' + g * interval '80 seconds', clock_timestamp(), %(k)s, "
         "scsql._bench_sig() from generate_series(1, 500) g", {"p": project, "a": agent, "b": big_sid, "k": key})
     conn.execute(
         "insert into scsql.model_calls (project_id, author_id, session_id, message_id, model, input_tokens, output_tokens, "
         "cache_read_tokens, occurred_at, cost_usd, at, key_id, signature) "
         "select %(p)s, %(a)s, %(b)s, 'msg_' || g, 'claude-sonnet-4-5', 100, 200, 5000, "
-        "now() - interval '1 day' + g * interval '80 seconds' + interval '5 seconds', 0.0048, now(), %(k)s, "
+        "now() - interval '1 day' + g * interval '80 seconds' + interval '5 seconds', 0.0048, clock_timestamp(), %(k)s, "
         "scsql._bench_sig() from generate_series(1, 500) g", {"p": project, "a": agent, "b": big_sid, "k": key})
     conn.execute("drop function scsql._bench_sig()")
     return big_sid
@@ -112,13 +112,12 @@ def run(ctx, args: argparse.Namespace) -> int:
             scratch.create()
             name = scratch.add_agent("ui_bench_" + secrets.token_hex(2))
             t0 = time.perf_counter()
-            with psycopg.connect(scratch.admin, row_factory=dict_row, autocommit=False) as conn:
-                conn.execute("set role scsql_owner")
+            with psycopg.connect(scratch.admin, row_factory=dict_row, autocommit=True) as conn:
+                conn.execute("set role scsql_owner")  # each statement its own transaction: a row's time stays near the clock
                 ids = conn.execute("select a.agent_id, a.project_id, (select max(key_id) from scsql.agent_keys k "
                                    "where k.agent_id = a.agent_id) as key_id from scsql.agents a where a.name = %s",
                                    (name,)).fetchone()
                 big = _fill(conn, ids["project_id"], ids["agent_id"], ids["key_id"], BIG)
-                conn.commit()
             with psycopg.connect(scratch.admin, autocommit=True) as conn:
                 conn.execute("vacuum analyze")
             print(f"filled {SESSIONS:,} sessions, {TOOL_CALLS:,} tool calls, a session of {BIG:,} events "
