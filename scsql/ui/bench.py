@@ -32,43 +32,52 @@ FILL = """
 insert into scsql.sessions (project_id, author_id, client, model, title, at, occurred_at, key_id, signature)
 select %(p)s, %(a)s, 'claude-code', 'claude-sonnet-4-5', 'bench session ' || g, clock_timestamp(),
        now() - interval '30 days' + g * interval '259 seconds', %(k)s, scsql._bench_sig()
-from generate_series(1, %(n)s) g;
+from generate_series(%(lo)s, %(hi)s) g;
 """
 
 
-def _fill(conn, project: int, agent: int, key: int, big: int) -> None:
+BATCH = 2000  # rows a statement: the chain head's row updated once a row, so each transaction stays short
+
+
+def _batched(conn, sql: str, params: dict, n: int) -> None:
+    """SQL (over generate_series(%(lo)s, %(hi)s) g) in statements of BATCH rows, each its own transaction."""
+    for lo in range(1, n + 1, BATCH):
+        conn.execute(sql, {**params, "lo": lo, "hi": min(n, lo + BATCH - 1)})
+
+
+def _fill(conn, project: int, agent: int, key: int, big: int) -> int:
     """Sessions, tool calls, and the long session's prompts and model messages, as the owner."""
     conn.execute("create function scsql._bench_sig() returns bytea language sql as "
                  "$$ select decode(md5(random()::text) || md5(random()::text) || md5(random()::text) "
                  "|| md5(random()::text), 'hex') $$")
-    conn.execute(FILL, {"p": project, "a": agent, "k": key, "n": SESSIONS - 1})
-    conn.execute(FILL.replace("'bench session ' || g", "'the long session'"), {"p": project, "a": agent, "k": key, "n": 1})
+    _batched(conn, FILL, {"p": project, "a": agent, "k": key}, SESSIONS - 1)
+    _batched(conn, FILL.replace("'bench session ' || g", "'the long session'"), {"p": project, "a": agent, "k": key}, 1)
     big_sid = conn.execute("select max(session_id) as s from scsql.sessions").fetchone()["s"]
     many = TOOL_CALLS - (BIG - 1000)
-    conn.execute(
+    _batched(conn,
         "insert into scsql.tool_calls (project_id, author_id, session_id, tool, status, latency_ms, input_preview, "
         "output_preview, occurred_at, at, key_id, signature) "
         "select %(p)s, %(a)s, 1 + (g %% (%(s)s - 1)), (array['Bash','Read','Edit','Grep'])[1 + g %% 4], "
         "case when g %% 17 = 0 then 'error' else 'ok' end, 20 + g %% 80, '{\"command\": \"make test-' || g %% 300 || '\"}', "
         "'result ' || g, now() - interval '30 days' + g * interval '25 seconds', clock_timestamp(), %(k)s, scsql._bench_sig() "
-        "from generate_series(1, %(n)s) g", {"p": project, "a": agent, "k": key, "s": SESSIONS, "n": many})
-    conn.execute(
+        "from generate_series(%(lo)s, %(hi)s) g", {"p": project, "a": agent, "k": key, "s": SESSIONS}, many)
+    _batched(conn,
         "insert into scsql.tool_calls (project_id, author_id, session_id, tool, status, latency_ms, input_preview, "
         "occurred_at, at, key_id, signature) "
         "select %(p)s, %(a)s, %(b)s, 'Bash', case when g %% 13 = 0 then 'error' else 'ok' end, 50, "
         "'{\"command\": \"step ' || g || '\"}', now() - interval '1 day' + g * interval '10 seconds', clock_timestamp(), %(k)s, "
-        "scsql._bench_sig() from generate_series(1, %(n)s) g", {"p": project, "a": agent, "b": big_sid, "k": key,
-                                                                "n": BIG - 1000})
-    conn.execute(
+        "scsql._bench_sig() from generate_series(%(lo)s, %(hi)s) g", {"p": project, "a": agent, "b": big_sid, "k": key},
+             BIG - 1000)
+    _batched(conn,
         "insert into scsql.prompts (project_id, author_id, session_id, text, occurred_at, at, key_id, signature) "
         "select %(p)s, %(a)s, %(b)s, 'prompt ' || g, now() - interval '1 day' + g * interval '80 seconds', clock_timestamp(), %(k)s, "
-        "scsql._bench_sig() from generate_series(1, 500) g", {"p": project, "a": agent, "b": big_sid, "k": key})
-    conn.execute(
+        "scsql._bench_sig() from generate_series(%(lo)s, %(hi)s) g", {"p": project, "a": agent, "b": big_sid, "k": key}, 500)
+    _batched(conn,
         "insert into scsql.model_calls (project_id, author_id, session_id, message_id, model, input_tokens, output_tokens, "
         "cache_read_tokens, occurred_at, cost_usd, at, key_id, signature) "
         "select %(p)s, %(a)s, %(b)s, 'msg_' || g, 'claude-sonnet-4-5', 100, 200, 5000, "
         "now() - interval '1 day' + g * interval '80 seconds' + interval '5 seconds', 0.0048, clock_timestamp(), %(k)s, "
-        "scsql._bench_sig() from generate_series(1, 500) g", {"p": project, "a": agent, "b": big_sid, "k": key})
+        "scsql._bench_sig() from generate_series(%(lo)s, %(hi)s) g", {"p": project, "a": agent, "b": big_sid, "k": key}, 500)
     conn.execute("drop function scsql._bench_sig()")
     return big_sid
 
