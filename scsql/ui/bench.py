@@ -32,7 +32,7 @@ FILL = """
 insert into scsql.sessions (project_id, author_id, client, model, title, at, occurred_at, key_id, signature)
 select %(p)s, %(a)s, 'claude-code', 'claude-sonnet-4-5', 'bench session ' || g, clock_timestamp(),
        now() - interval '30 days' + g * interval '259 seconds', %(k)s, scsql._bench_sig()
-from generate_series(%(lo)s, %(hi)s) g;
+from generate_series(%(lo)s::integer, %(hi)s::integer) g;
 """
 
 
@@ -40,7 +40,7 @@ BATCH = 2000  # rows a statement: the chain head's row updated once a row, so ea
 
 
 def _batched(conn, sql: str, params: dict, n: int) -> None:
-    """SQL (over generate_series(%(lo)s, %(hi)s) g) in statements of BATCH rows, each its own transaction."""
+    """SQL (over generate_series(%(lo)s::integer, %(hi)s::integer) g) in statements of BATCH rows, each its own transaction."""
     for lo in range(1, n + 1, BATCH):
         conn.execute(sql, {**params, "lo": lo, "hi": min(n, lo + BATCH - 1)})
 
@@ -60,24 +60,24 @@ def _fill(conn, project: int, agent: int, key: int, big: int) -> int:
         "select %(p)s, %(a)s, 1 + (g %% (%(s)s - 1)), (array['Bash','Read','Edit','Grep'])[1 + g %% 4], "
         "case when g %% 17 = 0 then 'error' else 'ok' end, 20 + g %% 80, '{\"command\": \"make test-' || g %% 300 || '\"}', "
         "'result ' || g, now() - interval '30 days' + g * interval '25 seconds', clock_timestamp(), %(k)s, scsql._bench_sig() "
-        "from generate_series(%(lo)s, %(hi)s) g", {"p": project, "a": agent, "k": key, "s": SESSIONS}, many)
+        "from generate_series(%(lo)s::integer, %(hi)s::integer) g", {"p": project, "a": agent, "k": key, "s": SESSIONS}, many)
     _batched(conn,
         "insert into scsql.tool_calls (project_id, author_id, session_id, tool, status, latency_ms, input_preview, "
         "occurred_at, at, key_id, signature) "
         "select %(p)s, %(a)s, %(b)s, 'Bash', case when g %% 13 = 0 then 'error' else 'ok' end, 50, "
         "'{\"command\": \"step ' || g || '\"}', now() - interval '1 day' + g * interval '10 seconds', clock_timestamp(), %(k)s, "
-        "scsql._bench_sig() from generate_series(%(lo)s, %(hi)s) g", {"p": project, "a": agent, "b": big_sid, "k": key},
+        "scsql._bench_sig() from generate_series(%(lo)s::integer, %(hi)s::integer) g", {"p": project, "a": agent, "b": big_sid, "k": key},
              BIG - 1000)
     _batched(conn,
         "insert into scsql.prompts (project_id, author_id, session_id, text, occurred_at, at, key_id, signature) "
         "select %(p)s, %(a)s, %(b)s, 'prompt ' || g, now() - interval '1 day' + g * interval '80 seconds', clock_timestamp(), %(k)s, "
-        "scsql._bench_sig() from generate_series(%(lo)s, %(hi)s) g", {"p": project, "a": agent, "b": big_sid, "k": key}, 500)
+        "scsql._bench_sig() from generate_series(%(lo)s::integer, %(hi)s::integer) g", {"p": project, "a": agent, "b": big_sid, "k": key}, 500)
     _batched(conn,
         "insert into scsql.model_calls (project_id, author_id, session_id, message_id, model, input_tokens, output_tokens, "
         "cache_read_tokens, occurred_at, cost_usd, at, key_id, signature) "
         "select %(p)s, %(a)s, %(b)s, 'msg_' || g, 'claude-sonnet-4-5', 100, 200, 5000, "
         "now() - interval '1 day' + g * interval '80 seconds' + interval '5 seconds', 0.0048, clock_timestamp(), %(k)s, "
-        "scsql._bench_sig() from generate_series(%(lo)s, %(hi)s) g", {"p": project, "a": agent, "b": big_sid, "k": key}, 500)
+        "scsql._bench_sig() from generate_series(%(lo)s::integer, %(hi)s::integer) g", {"p": project, "a": agent, "b": big_sid, "k": key}, 500)
     conn.execute("drop function scsql._bench_sig()")
     return big_sid
 
