@@ -23,6 +23,7 @@ def cmd_ui(ctx, args: argparse.Namespace) -> int:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(("127.0.0.1", args.port))
+        sock.listen(128)  # connections wait for the server from the moment the address is printed
     except OSError as exc:
         source.close()
         from ..core.errors import ScsqlError
