@@ -146,6 +146,15 @@ def _ops_commands(sub: Any, add: Callable) -> None:
     cli.register(sub, add)
 
 
+# -- ui: scsql ui, its /api/v1 and scsql report (sql/60_viewer.sql) -----------
+
+
+def _ui_commands(sub: Any, add: Callable) -> None:
+    from .ui import cli
+
+    cli.register(sub, add)
+
+
 SUBSYSTEMS: tuple[Subsystem, ...] = (
     Subsystem("core", commands=_core_commands),
     Subsystem("audit", adapters=_audit_adapters, commands=_audit_commands),
@@ -155,6 +164,7 @@ SUBSYSTEMS: tuple[Subsystem, ...] = (
     Subsystem("bench", commands=_bench_commands),
     Subsystem("hooks", jobs=_hooks_jobs, commands=_hooks_commands),
     Subsystem("ops", adapters=_ops_adapters, commands=_ops_commands),  # listed last: its timing wraps the search
+    Subsystem("ui", commands=_ui_commands),
 )
 
 

@@ -13,8 +13,9 @@ def register(sub, add) -> None:
 
 
 def _benches(p) -> None:
+    from ..ui import bench as ui
     from . import chain, embed, hooks, queue, retrieval, search, start, tools
 
     bsub = p.add_subparsers(dest="bench", metavar="BENCH", required=True)
-    for bench in (chain, embed, hooks, queue, retrieval, search, start, tools):
+    for bench in (chain, embed, hooks, queue, retrieval, search, start, tools, ui):
         bench.register(bsub)
