@@ -86,3 +86,23 @@ def test_hook_events_go_to_the_hook_client_first(tmp_path):
     loaded = (NO_DRIVER | set(HEAVY) | {"scsql.subsystems", "scsql.core"}) & modules
     assert not loaded, f"scsql hook pre-tool-use imported {sorted(loaded)}"
     assert "scsql.subsystems" in imported("hook", "stop-check", "--help", env={"SCSQL_DATA_DIR": str(tmp_path)})
+
+
+def test_each_hook_subcommand_goes_where_it_is_defined():
+    """The event subcommands are the hook client's own table (hookclient.EVENTS);
+    every other ``scsql hook`` subcommand (serve, events, stop-check) is the
+    full command line's. Neither side keeps a list of the other's."""
+    import argparse
+
+    from scsql.cli import _hook_event, build_parser
+    from scsql.hooks import client
+
+    parser, _ = build_parser()
+    top = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    hook = next(a for a in top.choices["hook"]._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(client.BY_SUBCOMMAND) < set(hook.choices)
+    for name in hook.choices:
+        to_client = _hook_event(["--data-dir", "/d", "hook", name, "--agent", "a"])
+        assert (to_client is not None) == (name in client.BY_SUBCOMMAND), name
+        if to_client is not None:
+            assert to_client == ([name, "--agent", "a"], "/d")

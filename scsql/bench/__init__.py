@@ -7,8 +7,8 @@ the database drivers, the embedding model and more."""
 from __future__ import annotations
 
 
-def register(sub, add) -> None:
-    add("bench", lambda ctx, args: args.bench_func(ctx, args), "benchmarks against same-run baselines",
+def register(commands) -> None:
+    commands.add("bench", lambda ctx, args: args.bench_func(ctx, args), "benchmarks against same-run baselines",
         populate=_benches)
 
 

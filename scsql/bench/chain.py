@@ -46,9 +46,9 @@ from collections.abc import Callable
 
 import psycopg
 
-from ..api import Api
 from ..audit.telemetry import TOOL_CALLS
 from ..core.db import Agent
+from ..core.registry import Catalogue
 from .scratch_db import ScratchDatabase, exit_on_sigterm
 
 PLAIN_INSERT = """
@@ -84,8 +84,9 @@ def _call_args(i: int) -> dict:
 
 
 class Bench:
-    def __init__(self, admin_conninfo: str, agents: int):
+    def __init__(self, admin_conninfo: str, agents: int, api: Callable[[Agent], Catalogue]):
         self.db = ScratchDatabase(admin_conninfo, "chain")
+        self.api = api  # an agent's functions with every subsystem's adapters (ctx.api)
         self.dbname, self.conninfo = self.db.name, self.db.admin
         self.n_agents = agents
         self.capture_batch = 8
@@ -167,7 +168,7 @@ class Bench:
     def registry(self, seconds: float) -> int:
         """The same writes through the registry, as MCP tool calls are made."""
         def work(k: int):
-            api = Api(self.agents[k])
+            api = self.api(self.agents[k])
 
             def step(i: int) -> None:
                 api.call("record_tool_call", **_call_args(i))
@@ -315,7 +316,7 @@ def run(ctx, args) -> int:
 def _run(ctx, args) -> int:
     from ..audit.verify import verify
 
-    bench = Bench(ctx.admin_conninfo(), args.agents)
+    bench = Bench(ctx.admin_conninfo(), args.agents, ctx.api)
     bench.capture_batch = args.capture_batch
     print(f"scsql bench chain: {args.agents} agents, {args.seconds:g} s per phase x {args.rounds} rounds, "
           f"scratch database {bench.dbname}", file=sys.stderr)

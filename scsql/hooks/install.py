@@ -49,6 +49,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..core.command import Commands
 from ..core.errors import (
     CONFIG_NOT_REGULAR,
     CONFIG_UNPARSABLE,
@@ -603,8 +604,8 @@ def record_agent_env(ctx, agent: str, password: str | None) -> list[str]:
     a file of the project."""
     from urllib.parse import quote
 
-    from ..core.cli import uri
-    from .hookclient import agent_env, agent_env_path
+    from ..core.command import uri
+    from ..core.config import agent_env, agent_env_path
 
     home = str(ctx.settings.data_dir)
     env = dict(agent_env(home, agent))
@@ -696,17 +697,15 @@ def _options(p: argparse.ArgumentParser) -> None:
                         "in .claude/scsql.local.json), local .claude/settings.local.json, user ~/.claude/settings.json")
 
 
-def register_install(sub, add) -> None:
-    from ..core.cli import command_group
-
-    p = command_group(sub, add, "install", "add scsql to an agent tool's configuration", "TARGET").add_parser(
+def register_install(commands: Commands) -> None:
+    p = commands.group("install", "add scsql to an agent tool's configuration", "TARGET").add_parser(
         "claude", help="Claude Code: create the project and agent if needed, add the MCP server to .mcp.json "
                        "and the hooks to the settings file")
     _options(p)
     p.add_argument("--role", default=DEFAULT_TEAM_ROLE,
                    help=f"team role of an agent created now (default {DEFAULT_TEAM_ROLE})")
     p.set_defaults(sub_func=cmd_install_claude)
-    p = command_group(sub, add, "uninstall", "remove what scsql install added", "TARGET").add_parser(
+    p = commands.group("uninstall", "remove what scsql install added", "TARGET").add_parser(
         "claude", help="Claude Code: remove scsql's MCP server and hooks of the agent, keep everything else")
     _options(p)
     p.set_defaults(sub_func=cmd_uninstall_claude)
