@@ -57,12 +57,6 @@ def _audit_adapters() -> dict[str, Adapter]:
     return telemetry.ADAPTERS
 
 
-def _audit_jobs(ctx: Context) -> list[Job]:
-    from .audit import partitions
-
-    return [partitions.maintenance_job(ctx.admin_conninfo)]
-
-
 def _audit_commands(commands: Commands) -> None:
     from .audit import cli
 
@@ -137,13 +131,20 @@ def _hooks_commands(commands: Commands) -> None:
     importer.register(commands)
 
 
-# -- ops: scsql doctor, scsql metrics, search latency timing, backup, restore -
+# -- ops: scsql doctor, scsql metrics, search latency timing, backup, restore, -
+# -- and the worker's maintenance of audit's partitions -------------------------
 
 
 def _ops_adapters() -> dict[str, Adapter]:
     from .ops import metrics
 
     return metrics.adapters()
+
+
+def _ops_jobs(ctx: Context) -> list[Job]:
+    from .audit import partitions
+
+    return [partitions.maintenance_job(ctx.admin_conninfo)]
 
 
 def _ops_commands(commands: Commands) -> None:
@@ -155,13 +156,14 @@ def _ops_commands(commands: Commands) -> None:
 SUBSYSTEMS: tuple[Subsystem, ...] = (
     Subsystem("core", commands=_core_commands),
     Subsystem("composed", commands=_composed_commands),
-    Subsystem("audit", adapters=_audit_adapters, jobs=_audit_jobs, commands=_audit_commands),
+    Subsystem("audit", adapters=_audit_adapters, commands=_audit_commands),
     Subsystem("memory", adapters=_memory_adapters, jobs=_memory_jobs, commands=_memory_commands),
     Subsystem("coordination", adapters=_coordination_adapters, jobs=_coordination_jobs,
               commands=_coordination_commands),
     Subsystem("bench", commands=_bench_commands),
     Subsystem("hooks", jobs=_hooks_jobs, commands=_hooks_commands),
-    Subsystem("ops", adapters=_ops_adapters, commands=_ops_commands),  # listed last: its timing wraps the search
+    # listed last: its timing wraps the search, its maintenance runs after the other jobs
+    Subsystem("ops", adapters=_ops_adapters, jobs=_ops_jobs, commands=_ops_commands),
 )
 
 BUNDLE = Bundle(SUBSYSTEMS)
