@@ -258,10 +258,11 @@ def verify_embeddings(ctx: Context, args: argparse.Namespace) -> int:
 
 def register(commands: Commands, bundle: Bundle) -> None:
     """The commands of this module; BUNDLE names the worker's jobs in its help."""
-    p = commands.add("status", cmd_status, "server and schema versions, extensions, projects and agents")
+    add = commands.add
+    p = add("status", cmd_status, "server and schema versions, extensions, projects and agents")
     p.add_argument("--json", action="store_true", help="print the status as JSON")
 
-    p = commands.add("mcp", cmd_mcp, "serve the agent's tools over MCP (stdio)")
+    p = add("mcp", cmd_mcp, "serve the agent's tools over MCP (stdio)")
     p.add_argument("--agent", help="the agent this server acts as (default: the one this checkout's "
                                    ".claude/scsql.local.json names, which scsql install claude writes)")
     p.add_argument("--all-tools", action="store_true",
@@ -272,8 +273,8 @@ def register(commands: Commands, bundle: Bundle) -> None:
         p.add_argument("--job", action="append",
                        help=f"run only this background job (repeatable): {', '.join(job_names(bundle))}")
 
-    p = commands.add("worker", cmd_worker, "drain background jobs (embeddings, learnings, maintenance) as an agent, "
-                                           "and run its queued tasks with -- CMD", populate=jobs_argument)
+    p = add("worker", cmd_worker, "drain background jobs (embeddings, learnings, maintenance) as an agent, "
+                                  "and run its queued tasks with -- CMD", populate=jobs_argument)
     p.add_argument("--agent", help="the agent the worker acts as (required)")
     p.add_argument("--once", action="store_true", help="drain what is queued, then exit")
     p.add_argument("--poll", type=positive_seconds, default=5.0, help="seconds between polls when no NOTIFY arrives")
@@ -281,10 +282,10 @@ def register(commands: Commands, bundle: Bundle) -> None:
     p.add_argument("-v", "--verbose", action="store_true", help="print on stderr each job's units of work as they are done")
     p.add_argument("command", nargs="*", help="-- a command to run for each claimed task")
 
-    p = commands.add("verify", cmd_verify, "verify every chain and signature (as the auditor), and with --full every "
-                                           "memory table against its history; exits 0 when verified (rows "
-                                           "acknowledged quarantines excuse are reported), 1 naming each break, 3 "
-                                           "with --strict when a chain is quarantined")
+    p = add("verify", cmd_verify, "verify every chain and signature (as the auditor), and with --full every memory "
+                                   "table against its history; exits 0 when verified (rows acknowledged quarantines "
+                                   "excuse are reported), 1 naming each break, 3 with --strict when a chain is "
+                                   "quarantined")
     p.add_argument("--checkpoints", action="append", type=Path, metavar="FILE",
                    help="exported checkpoint JSONL the chains must still contain (repeatable)")
     p.add_argument("--workers", type=int, help="processes (default: one per core when there is enough to do)")

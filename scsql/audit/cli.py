@@ -259,11 +259,12 @@ def cmd_price(ctx, args: argparse.Namespace) -> int:
 
 
 def register(commands: Commands) -> None:
-    p = commands.add("checkpoint", cmd_checkpoint, "sign and record every chain head with the auditor's key")
+    add = commands.add
+    p = add("checkpoint", cmd_checkpoint, "sign and record every chain head with the auditor's key")
     p.add_argument("--export", metavar="FILE", help="append new checkpoints to this JSONL file (keep it outside the database)")
     p.add_argument("--init", action="store_true", help="create the auditor's key (keystore auditor.key) and register it")
 
-    p = commands.add("cost", cmd_cost, "cost of tool calls from the price table")
+    p = add("cost", cmd_cost, "cost of tool calls from the price table")
     p.add_argument("--agent", help="report as this agent (its project); default: the auditor, every project")
     p.add_argument("--by", default="model", choices=["model", "tool", "agent", "session", "day", "origin", "status", "project"],
                    help="what to total the cost by (default model)")
@@ -271,7 +272,7 @@ def register(commands: Commands) -> None:
     p.add_argument("--since", type=iso_time, help="since this time (ISO 8601: 2026-11-20, 2026-11-20T09:30+01:00)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
 
-    p = commands.add("learnings", cmd_learnings, "export or search learnings (failures and experiments)")
+    p = add("learnings", cmd_learnings, "export or search learnings (failures and experiments)")
     lsub = p.add_subparsers(dest="action", required=True)
     c = lsub.add_parser("export", help="append new learnings to DIR/learnings/{failures,experiments}.jsonl")
     c.add_argument("dir", help="the directory whose learnings/ the files are appended to")
@@ -282,7 +283,7 @@ def register(commands: Commands) -> None:
     c.add_argument("--limit", type=int, default=20, help="learnings at most (default 20)")
     c.add_argument("--agent", help="the agent that searches (required)")
 
-    p = commands.add("partitions", cmd_partitions, "daily partitions of tool_calls and outcomes: status, maintenance, retention")
+    p = add("partitions", cmd_partitions, "daily partitions of tool_calls and outcomes: status, maintenance, retention")
     psub = p.add_subparsers(dest="action", required=True)
     psub.add_parser("status", help="list partitions and who manages them")
     psub.add_parser("maintain", help="create upcoming partitions and apply retention now")
@@ -294,7 +295,7 @@ def register(commands: Commands) -> None:
     c.add_argument("--extension-version", metavar="VERSION",
                    help="the pg_partman version to install (default: the server's default version; 4.x and 5.x work)")
 
-    p = commands.add("price", cmd_price, "model prices (USD per million tokens)")
+    p = add("price", cmd_price, "model prices (USD per million tokens)")
     prsub = p.add_subparsers(dest="action", required=True)
     c = prsub.add_parser("set", help="set a model's price from now (or --from)")
     c.add_argument("model", help="the model's name as tool calls record it, e.g. claude-sonnet-4")

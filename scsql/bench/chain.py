@@ -280,9 +280,9 @@ def _alternate(phases: list[tuple[str, Callable[[], None] | None, Callable[[floa
     return {name: (rows[name], rows[name] / secs[name]) for name in rows}
 
 
-def _breakdown(admin: str, args) -> list[tuple[str, float]]:
+def _breakdown(ctx, args) -> list[tuple[str, float]]:
     """Rates of the --breakdown variants against plain inserts, in a scratch database of their own."""
-    bench = Bench(admin, args.agents)
+    bench = Bench(ctx.admin_conninfo(), args.agents, ctx.api)
     print(f"breakdown: scratch database {bench.dbname}", file=sys.stderr)
     try:
         bench.setup()
@@ -358,7 +358,7 @@ def _run(ctx, args) -> int:
         bench.cleanup()
     if args.breakdown:
         print("breakdown (a second scratch database; each rate against its own plain inserts):")
-        rates = _breakdown(ctx.admin_conninfo(), args)
+        rates = _breakdown(ctx, args)
         plain = rates[0][1]
         for name, rate in rates:
             print(f"  {name:<46} {rate:>8,.0f} rows/s  {rate / plain if plain else float('nan'):5.2f}x")

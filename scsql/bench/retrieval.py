@@ -267,12 +267,12 @@ def _run_code(ctx, args: argparse.Namespace) -> int:
     print(f"code dataset: {len(pairs)} documented public functions of the standard library in "
           f"{code_dataset.stdlib_root()} ({train} train and {len(pairs) - train} test queries)", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="scsql-code-") as tmp:
-        status = _run_dataset(ctx, args, code_dataset.write_beir(pairs, Path(tmp) / "code"), deep=10)
+        status = _run_dataset(ctx, args, code_dataset.write_beir(pairs, Path(tmp) / "code"), deep_k=10)
     print("code dataset (docstring -> function, standard library): the recall column is Recall@10")
     return status
 
 
-def _run_dataset(ctx, args: argparse.Namespace, dataset: Path, deep: int) -> int:
+def _run_dataset(ctx, args: argparse.Namespace, dataset: Path, deep_k: int) -> int:
     corpus, queries, qrels = load(dataset)
     if args.corpus_sample:
         corpus = sample(corpus, qrels, args.corpus_sample)
@@ -296,19 +296,19 @@ def _run_dataset(ctx, args: argparse.Namespace, dataset: Path, deep: int) -> int
             qemb = {q: embed.vector_literal(v) for q, v in zip(ids, vecs, strict=True)}
         model = prov.name if prov else None
         results: list[tuple[str, float, float, float, str]] = []
-        results.append(("ts_rank (GIN tsvector, OR)", *evaluate(ts_rank_baseline(s, queries, test), test, deep),
+        results.append(("ts_rank (GIN tsvector, OR)", *evaluate(ts_rank_baseline(s, queries, test), test, deep_k),
                         "baseline"))
         k1, b = _tune_bm25(s, queries, train)
         bm25_test = {q: _docs(search(s, queries[q], "bm25", 100, None, None, k1=k1, b=b, depth=100)) for q in test}
-        results.append((f"BM25 only (k1={k1}, b={b})", *evaluate(bm25_test, test, deep), ""))
+        results.append((f"BM25 only (k1={k1}, b={b})", *evaluate(bm25_test, test, deep_k), ""))
         latencies: list[float] = []
         if prov is not None:
             lists = _branch_lists(s, queries, set(train) | set(test), qemb, model, k1=k1, b=b)
             vec_test = {q: _docs([c[0] for c in lists[q][1]]) for q in test}
-            results.append((f"vector only ({model})", *evaluate(vec_test, test, deep), ""))
+            results.append((f"vector only ({model})", *evaluate(vec_test, test, deep_k), ""))
             w, floor = _tune_fusion(lists, train)
             results.append((f"hybrid tuned (vector weight {w}, floor {floor})",
-                            *evaluate(_fused({q: lists[q] for q in test}, w, floor), test, deep), "tuned on train"))
+                            *evaluate(_fused({q: lists[q] for q in test}, w, floor), test, deep_k), "tuned on train"))
             shipped = {}
             for q in test:  # scsql.search itself, every parameter at its default but the tuned BM25 k1 and b
                 t0 = time.perf_counter()
@@ -316,11 +316,12 @@ def _run_dataset(ctx, args: argparse.Namespace, dataset: Path, deep: int) -> int
                 latencies.append(time.perf_counter() - t0)
                 deep = _docs(search(s, queries[q], "hybrid", 100, qemb[q], model, k1=k1, b=b))
                 shipped[q] = top + [d for d in deep if d not in top]
-            results.append(("shipped defaults, hybrid (scsql.search)", *evaluate(shipped, test, deep), "goal >= both"))
+            results.append(("shipped defaults, hybrid (scsql.search)", *evaluate(shipped, test, deep_k),
+                            "goal >= both"))
             rrf = {q: _docs(search(s, queries[q], "hybrid", 100, qemb[q], model, k1=k1, b=b, fusion="rrf"))
                    for q in test}
-            results.append(("RRF (fusion rrf, rrf_k 60), for comparison", *evaluate(rrf, test, deep), ""))
-    _report(results, test, deep)
+            results.append(("RRF (fusion rrf, rrf_k 60), for comparison", *evaluate(rrf, test, deep_k), ""))
+    _report(results, test, deep_k)
     if latencies:
         lat = sorted(latencies)
         print(f"hybrid search latency on this corpus: p50 {1000 * lat[len(lat) // 2]:.1f} ms, "

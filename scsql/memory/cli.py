@@ -127,7 +127,8 @@ def _history(ctx, args) -> int:
 
 
 def register(commands: Commands) -> None:
-    p = commands.add("index", cmd_index, "index a project tree into the knowledge base (incremental, honours .gitignore)")
+    add = commands.add
+    p = add("index", cmd_index, "index a project tree into the knowledge base (incremental, honours .gitignore)")
     p.add_argument("path", help="directory to index")
     p.add_argument("--agent", help="the agent whose project the files belong to (required)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -136,7 +137,7 @@ def register(commands: Commands) -> None:
     p.add_argument("--embed", action="store_true",
                    help="embed the queued chunks here and now (with a progress bar), not in scsql worker")
 
-    p = commands.add("search", cmd_search, "hybrid search of the knowledge base (BM25 + embeddings), with citations")
+    p = add("search", cmd_search, "hybrid search of the knowledge base (BM25 + embeddings), with citations")
     p.add_argument("query", help="words, identifiers (verifyChain), paths or dates to find")
     p.add_argument("--agent", help="the agent searching (required)")
     p.add_argument("-k", type=int, default=10, help="results at most (default 10)")
@@ -146,7 +147,7 @@ def register(commands: Commands) -> None:
     p.add_argument("--content", action="store_true", help="print each chunk's text")
     p.add_argument("--json", action="store_true", help="print the results, with their citations, as JSON")
 
-    p = commands.add("memory", cmd_memory, "memory status, and switching a project's embedding model")
+    p = add("memory", cmd_memory, "memory status, and switching a project's embedding model")
     msub = p.add_subparsers(dest="action", required=True)
     c = msub.add_parser("history", help="who changed a fact (by key), a source (by path) or a chunk (by chunk_hash), and when")
     c.add_argument("target", help="fact key, source path or chunk_hash")

@@ -599,7 +599,8 @@ def cmd_restore(ctx, args: argparse.Namespace) -> int:
 
 
 def register(commands: Commands) -> None:
-    p = commands.add("backup", cmd_backup, "write the scsql database (pg_dump, custom format) and a manifest of its "
+    add = commands.add
+    p = add("backup", cmd_backup, "write the scsql database (pg_dump, custom format) and a manifest of its "
                                    "checkpoints, chain heads and row counts, signed with the keystore's backup key, "
                                    "into one tar file")
     p.add_argument("file", nargs="?", help="the backup file to write (not overwritten)")
@@ -608,7 +609,7 @@ def register(commands: Commands) -> None:
     p.add_argument("--public-key", action="store_true",
                    help="instead: print the public key of the keystore's backup key (created if missing), "
                         "which scsql restore --key takes")
-    p = commands.add("restore", cmd_restore, "restore a scsql backup into an empty server, after checking its signature "
+    p = add("restore", cmd_restore, "restore a scsql backup into an empty server, after checking its signature "
                                      "with your backup key, then verify every chain against the backup's manifest "
                                      "and memory against its history")
     p.add_argument("file", help="a file scsql backup wrote")

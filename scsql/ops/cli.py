@@ -67,14 +67,15 @@ def cmd_metrics(ctx, args: argparse.Namespace) -> int:
 
 
 def register(commands: Commands) -> None:
-    p = commands.add("doctor", cmd_doctor, "check the server, schema, partitions, worker, checkpoints, chains, keys, clock, "
+    add = commands.add
+    p = add("doctor", cmd_doctor, "check the server, schema, partitions, worker, checkpoints, chains, keys, clock, "
                                   "hooks and spool; say what to run for each problem (exit 1 when one needs action)")
     p.add_argument("--json", action="store_true", help="one JSON object: ok, and every check's finding")
     p.add_argument("--full", action="store_true",
                    help="re-compute every chain from its first row (default: from its newest checkpoint)")
     p.add_argument("--project-dir", metavar="DIR",
                    help="the project whose Claude Code hooks to check (default: the git repository of the current directory)")
-    p = commands.add("metrics", cmd_metrics, "scsql.metrics() in the Prometheus text format, printed or served (--listen)")
+    p = add("metrics", cmd_metrics, "scsql.metrics() in the Prometheus text format, printed or served (--listen)")
     p.add_argument("--agent", help="read as this agent: only its project's figures (default: the administrator, all)")
     p.add_argument("--listen", metavar="ADDRESS", help="serve /metrics on [HOST]:PORT for scraping, e.g. 127.0.0.1:9187")
     backup.register(commands)
