@@ -580,8 +580,8 @@ def _retrying(fn: Callable[[], Any], attempts: int = 5) -> Any:
 
 class Catalogue:
     """The functions one agent may call, loaded once from the catalogue, each
-    with its adapter from ``adapters`` (:class:`scsql.api.Api` gives it
-    every subsystem's)."""
+    with its adapter from ``adapters`` (``ctx.api(agent)`` and
+    :class:`scsql.api.Api` give it every subsystem's)."""
 
     def __init__(self, agent: Agent, adapters: dict[str, Adapter] | None = None):
         self.agent = agent
