@@ -17,7 +17,7 @@ from . import backup
 def cmd_doctor(ctx, args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..hooks.install import git_root
+    from ..hooks.settings import git_root
     from . import doctor
 
     project_dir = Path(args.project_dir).resolve() if args.project_dir else git_root(Path.cwd())

@@ -277,7 +277,7 @@ def check_clock(p: Probe) -> Finding:
 
 def check_hooks(p: Probe) -> Finding:
     from ..hooks.events import settings_hooks
-    from ..hooks.install import SCOPES, merge_hooks, settings_path
+    from ..hooks.settings import SCOPES, merge_hooks, settings_path
 
     if p.project_dir is None:
         return skip("not in a git repository (give --project-dir DIR to check its hooks)")
