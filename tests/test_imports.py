@@ -3,10 +3,13 @@
 Every ``import`` in ``scsql/**/*.py`` counts, wherever it stands: at the top
 of a module, inside a function (the lazy imports that keep start-up light),
 or under ``if TYPE_CHECKING``. Nothing is run; each file is parsed with
-``ast``. Three rules hold over that graph:
+``ast``. Four rules hold over that graph:
 
 * no cycle: modules that import each other, however far round, cannot be
   read, tested or changed one at a time;
+* no cycle between packages either: the subsystems stand in layers, each
+  importing only those below it (today: audit on core, coordination on
+  audit, memory and hooks on coordination, ops and bench on those);
 * core stands on nothing above it: ``scsql.core`` imports only itself (and
   the package's version), and defines the types the rest is assembled
   with (``core/app.py``);
@@ -138,6 +141,21 @@ def test_no_import_cycle():
                 if b in members]
         described.append(f"{len(component)} modules: {', '.join(component)}\n" + "\n".join(ties))
     assert not found, "import cycles:\n" + "\n".join(described)
+
+
+def test_packages_import_each_other_one_way():
+    edges = graph()
+    packages: dict[str, dict[str, int]] = {}
+    ties: dict[tuple[str, str], str] = {}
+    for a in sorted(edges):
+        for b, line in sorted(edges[a].items()):
+            if layer(a) != layer(b):
+                packages.setdefault(layer(a), {})[layer(b)] = line
+                ties.setdefault((layer(a), layer(b)), f"{a} -> {b} (line {line})")
+    found = cycles(packages)
+    described = [f"{', '.join(c)}: " + "; ".join(t for (a, b), t in sorted(ties.items()) if a in c and b in c)
+                 for c in found]
+    assert not found, "packages that import each other:\n" + "\n".join(described)
 
 
 def test_core_imports_nothing_above_it():
