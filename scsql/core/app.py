@@ -47,8 +47,12 @@ if TYPE_CHECKING:  # the command line builds its parser without importing them
     from .worker import Job
 
 
-def _none(_given: object) -> list:
+def _no_jobs(ctx: Context) -> list[Job]:
     return []
+
+
+def _no_commands(commands: Commands) -> None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -57,8 +61,8 @@ class Subsystem:
 
     name: str
     adapters: Callable[[], dict[str, Adapter]] = dict
-    jobs: Callable[[Context], list[Job]] = _none
-    commands: Callable[[Commands], None] = _none
+    jobs: Callable[[Context], list[Job]] = _no_jobs
+    commands: Callable[[Commands], None] = _no_commands
 
 
 class Bundle:
@@ -92,7 +96,9 @@ class Bundle:
 
 class Context:
     """What a command needs: settings, the connections they imply, and the
-    subsystems (``bundle``: their adapters and jobs)."""
+    subsystems (``bundle``: their adapters and jobs). The entry points make
+    it with the bundle they built; a process that needs only an agent's
+    connection (the hook server) makes one without it."""
 
     def __init__(self, settings: Settings, bundle: Bundle | None = None):
         self.settings = settings
@@ -103,7 +109,8 @@ class Context:
     @property
     def bundle(self) -> Bundle:
         if self._bundle is None:
-            raise RuntimeError("this context was made without the subsystems (scsql.cli.main makes one with them)")
+            raise RuntimeError("this context was made without the subsystems "
+                               "(scsql.subsystems.context() makes one with them)")
         return self._bundle
 
     def at(self, data_dir: str | Path | None) -> Context:
