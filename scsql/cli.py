@@ -5,7 +5,7 @@ settings, the connections they imply, and the subsystems of
 
 The commands live beside what they drive (``core/cli.py``: the server,
 projects and agents; ``audit/cli.py``, ``memory/cli.py``,
-``coordination/cli.py``, ...; ``composed.py``: status, mcp and worker),
+``coordination/cli.py``, ...; ``composed.py``: status, mcp, worker and verify),
 and ``subsystems.py`` lists them. Every command that changes or reads the
 database calls stored functions; a command only chooses the connection,
 prints, and maps errors to one line and a non-zero exit status.

@@ -2,12 +2,12 @@
 the bundle of them the entry points run (``BUNDLE``).
 
 The types are core's (``core/app.py``: a subsystem adds adapters, jobs
-and commands; a command runs in a context that carries the bundle). This module
-and the other entry points (``cli.py``, ``api.py``) are the only ones that
-know every subsystem: nothing below them imports them, and a command
-reaches the other subsystems' adapters and jobs through its context
-(``ctx.api``, ``ctx.jobs``). tests/test_imports.py holds the package to
-that.
+and commands; a command runs in a context that carries the bundle). This
+module and the other entry points (``cli.py``, ``api.py``) are the only
+ones that know every subsystem: nothing below them imports them, and a
+command reaches the other subsystems' adapters and jobs through its
+context (``ctx.api``, ``ctx.jobs``). tests/test_imports.py holds the
+package to that.
 
 Each contribution below imports its subsystem when first asked. For the
 same reason a command module (``*/cli.py``) imports at its top only what
@@ -39,7 +39,7 @@ def _core_commands(commands: Commands) -> None:
     cli.register(commands)
 
 
-# -- status, mcp and worker: commands composed of every subsystem -----------------
+# -- status, mcp, worker, verify: the commands composed of several subsystems ----
 
 
 def _composed_commands(commands: Commands) -> None:

@@ -1,6 +1,6 @@
 """The commands of the foundation: the server (up, down, psql, migrate,
 errors), projects and agents. The commands composed of several subsystems
-(status, mcp, worker) are in ``scsql/composed.py``.
+(status, mcp, worker, verify) are in ``scsql/composed.py``.
 """
 
 from __future__ import annotations
