@@ -123,3 +123,23 @@ def test_search_asks_the_serving_worker_and_loads_no_model(scsql_db, tmp_path):
     finally:
         worker.send_signal(signal.SIGINT)
         worker.communicate(timeout=60)
+
+
+def test_each_hook_subcommand_goes_where_it_is_defined():
+    """The event subcommands are the hook client's own table (hookclient.EVENTS);
+    every other ``scsql hook`` subcommand (serve, events, stop-check) is the
+    full command line's. Neither side keeps a list of the other's."""
+    import argparse
+
+    from scsql.cli import _hook_event, build_parser
+    from scsql.hooks import client
+
+    parser, _ = build_parser()
+    top = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    hook = next(a for a in top.choices["hook"]._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(client.BY_SUBCOMMAND) < set(hook.choices)
+    for name in hook.choices:
+        to_client = _hook_event(["--data-dir", "/d", "hook", name, "--agent", "a"])
+        assert (to_client is not None) == (name in client.BY_SUBCOMMAND), name
+        if to_client is not None:
+            assert to_client == ([name, "--agent", "a"], "/d")

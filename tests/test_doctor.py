@@ -41,7 +41,7 @@ def healthy(scsql_db, tmp_path):
 def install_hooks(repo: Path, agent: str, home: str) -> None:
     """What scsql install claude writes (tests/test_install.py runs the command itself)."""
     from scsql.hooks.events import settings_hooks
-    from scsql.hooks.install import mcp_server_entry, merge_hooks, merge_server, server_name
+    from scsql.hooks.settings import mcp_server_entry, merge_hooks, merge_server, server_name
 
     (repo / ".mcp.json").write_text(json.dumps(merge_server({}, server_name(agent), mcp_server_entry(agent, {}))))
     (repo / ".claude").mkdir()

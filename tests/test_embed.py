@@ -262,8 +262,8 @@ def test_a_worker_answers_query_embeddings_for_its_data_directory(minilm, tmp_pa
 
     home = tmp_path / "data"
     assert embed_service.ask(home, ["anything"], embed.DEFAULT_PIN) is None  # no worker: the caller embeds itself
-    assert embed_service.serve(home, minilm, embed.DEFAULT_PIN) is not None
-    assert embed_service.serve(home, minilm, embed.DEFAULT_PIN) is None  # one per data directory
+    assert embed_service.serve(home, minilm, embed.DEFAULT_PIN, embed.vector_literal) is not None
+    assert embed_service.serve(home, minilm, embed.DEFAULT_PIN, embed.vector_literal) is None  # one per data directory
     served = embed_service.ask(home, ["verify the hash chain", "banana bread"], embed.DEFAULT_PIN)
     assert served is not None and len(served) == 2
     local = minilm.embed(["verify the hash chain", "banana bread"])

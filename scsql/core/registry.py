@@ -37,10 +37,10 @@ from psycopg.types.json import Jsonb
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, Strict, ValidationError,
                       WithJsonSchema, create_model)
 
-from ..audit.encoding import JsonValue, jsonb_text
 from . import errors
 from .db import Agent
 from .errors import ScsqlError
+from .jsonb import JsonValue, jsonb_text
 
 # -- argument values: what each PostgreSQL type accepts ------------------------
 #
@@ -149,7 +149,7 @@ def json_value(value: Any) -> Any:
 
 
 def jsonb(value: Any) -> Jsonb:
-    """A jsonb parameter written as :func:`chain.jsonb_text` writes it, Decimals exactly."""
+    """A jsonb parameter written as :func:`.jsonb.jsonb_text` writes it, Decimals exactly."""
     return Jsonb(value, dumps=jsonb_text)
 
 
@@ -582,8 +582,8 @@ def _retrying(fn: Callable[[], Any], attempts: int = 5) -> Any:
 
 class Catalogue:
     """The functions one agent may call, loaded once from the catalogue, each
-    with its adapter from ``adapters`` (:class:`scsql.api.Api` gives it
-    every subsystem's)."""
+    with its adapter from ``adapters`` (``ctx.api(agent)`` and
+    :class:`scsql.api.Api` give it every subsystem's)."""
 
     def __init__(self, agent: Agent, adapters: dict[str, Adapter] | None = None):
         self.agent = agent

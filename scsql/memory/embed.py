@@ -466,7 +466,7 @@ def serve_queries(agent):
     if not isinstance(prov, MiniLM):
         return None  # none: nothing to serve; Ollama: every process asks it itself, cheaply
     try:
-        return embed_service.serve(agent.home, prov, DEFAULT_PIN)
+        return embed_service.serve(agent.home, prov, DEFAULT_PIN, vector_literal)
     except OSError as exc:  # the data directory's workers/ cannot hold a private socket: searches embed themselves
         log.warning("not serving query embeddings: %s", exc)
         return None

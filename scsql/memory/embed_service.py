@@ -31,6 +31,7 @@ import os
 import socket
 import threading
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from ..hooks import hookclient
@@ -52,9 +53,10 @@ def socket_path(home: str | Path) -> Path:
 # -- the worker's side ---------------------------------------------------------
 
 
-def serve(home: str | Path | None, provider: Any, pin: str) -> threading.Thread | None:
-    """Answer query embeddings with PROVIDER (whose files PIN names) on
-    HOME's socket, in a daemon thread, unless another process of HOME does;
+def serve(home: str | Path | None, provider: Any, pin: str,
+          literal: Callable[[Any], str]) -> threading.Thread | None:
+    """Answer query embeddings with PROVIDER (whose files PIN names), each
+    vector in the text form LITERAL gives it, on HOME's socket, in a daemon thread, unless another process of HOME does;
     the thread, or None."""
     if home is None or provider is None:
         return None
@@ -66,7 +68,7 @@ def serve(home: str | Path | None, provider: Any, pin: str) -> threading.Thread 
         os.close(fd)
         return None
     listener = _bind(socket_path(home))  # the lock (FD) stays held: it is never closed
-    thread = threading.Thread(target=_accept, args=(listener, provider, pin), name="scsql-embed-service",
+    thread = threading.Thread(target=_accept, args=(listener, provider, pin, literal), name="scsql-embed-service",
                               daemon=True)
     thread.start()
     return thread
@@ -91,17 +93,17 @@ def _bind(path: Path) -> socket.socket:
     return s
 
 
-def _accept(listener: socket.socket, provider: Any, pin: str) -> None:
+def _accept(listener: socket.socket, provider: Any, pin: str, literal: Callable[[Any], str]) -> None:
     while True:
         conn, _ = listener.accept()
         with conn:
             try:
-                _answer(conn, provider, pin)
+                _answer(conn, provider, pin, literal)
             except Exception as exc:  # noqa: BLE001 - one bad request never stops the service
                 log.warning("embedding service: %r", exc)
 
 
-def _answer(conn: socket.socket, provider: Any, pin: str) -> None:
+def _answer(conn: socket.socket, provider: Any, pin: str, literal: Callable[[Any], str]) -> None:
     if hookclient.peer_uid(conn) not in (None, os.getuid()):
         return
     conn.settimeout(10.0)
@@ -111,11 +113,9 @@ def _answer(conn: socket.socket, provider: Any, pin: str) -> None:
             or not all(isinstance(t, str) and len(t) <= MAX_CHARS for t in texts)):
         reply: dict = {"error": f"texts must be 1 to {MAX_TEXTS} strings of at most {MAX_CHARS} characters"}
     else:
-        from .embed import vector_literal
-
         try:
             reply = {"pin": pin, "model": provider.name,
-                     "vectors": [vector_literal(v) for v in provider.embed(texts)]}
+                     "vectors": [literal(v) for v in provider.embed(texts)]}
         except Exception as exc:  # noqa: BLE001 - said to the asking process, which embeds itself
             reply = {"error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
     conn.sendall((json.dumps(reply) + "\n").encode())

@@ -304,7 +304,7 @@ def check_hooks(p: Probe) -> Finding:
     project scope's: its agent is the one .claude/scsql.local.json names)."""
     from ..hooks.events import settings_hooks
     from ..hooks.hookclient import IDENTITY_FILE, project_identity
-    from ..hooks.install import PORTABLE_SERVER, SCOPES, merge_hooks, settings_path
+    from ..hooks.settings import PORTABLE_SERVER, SCOPES, merge_hooks, settings_path
 
     if p.project_dir is None:
         return skip("not in a git repository (give --project-dir DIR to check its hooks)")

@@ -20,7 +20,7 @@ from typing import Any
 
 from .. import __version__
 from ..core.errors import ScsqlError
-from .app import http_status, json_body
+from .http import http_status, json_body
 
 API = "/api/v1"
 

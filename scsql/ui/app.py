@@ -21,27 +21,11 @@ import select
 import threading
 import time
 from http.cookies import SimpleCookie
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
-from ..core import errors
-from ..core.errors import ScsqlError
-from .source import Source, jsonable
-
-HERE = Path(__file__).parent
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-       "font-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
-HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-content-type-options", b"nosniff"),
-           (b"referrer-policy", b"no-referrer"), (b"x-frame-options", b"DENY"), (b"cache-control", b"no-store"),
-           (b"cross-origin-opener-policy", b"same-origin"), (b"cross-origin-resource-policy", b"same-origin")]
-# HTTP status of each error code (anything else a database refused: 400; unknown failures: 500).
-STATUS = {"SC601": 401, "SC602": 404, "SC600": 404, "SC005": 404, "SC003": 404, "42501": 403,
-          errors.SERVER_UNREACHABLE: 503, errors.DATABASE_ERROR: 500}
-
-
-def http_status(exc: ScsqlError) -> int:
-    return STATUS.get(exc.code, 400 if exc.code.startswith("SC") else 500)
+from .http import HEADERS, HERE
+from .source import Source
 
 
 class Guard:
@@ -173,7 +157,7 @@ def create_app(source: Source, token: str, port: int, *, poll_seconds: float = 5
     from contextlib import asynccontextmanager
 
     from starlette.applications import Starlette
-    from starlette.routing import Mount, Route
+    from starlette.routing import Mount
     from starlette.staticfiles import StaticFiles
 
     from . import api, pages
@@ -200,6 +184,3 @@ def create_app(source: Source, token: str, port: int, *, poll_seconds: float = 5
     hosts = {f"127.0.0.1:{port}", f"localhost:{port}"}
     return Guard(app, token, hosts, cookie=f"scsql_ui_{port}")
 
-
-def json_body(value: Any) -> bytes:
-    return json.dumps(jsonable(value), ensure_ascii=False, separators=(",", ":")).encode()

@@ -8,7 +8,6 @@ needs when it runs.
 from __future__ import annotations
 
 import argparse
-import sys
 
 
 def cmd_ui(ctx, args: argparse.Namespace) -> int:
@@ -81,12 +80,13 @@ def cmd_report(ctx, args: argparse.Namespace) -> int:
 
 
 def _positive(text: str) -> float:
-    from ..core.cli import positive_seconds
+    from ..core.command import positive_seconds
 
     return positive_seconds(text)
 
 
-def register(sub, add) -> None:
+def register(commands) -> None:
+    add = commands.add
     p = add("ui", cmd_ui, "a read-only web viewer on 127.0.0.1 (sessions, timelines, memory, queue, audit, cost, "
                           "health) and its JSON API /api/v1, as one agent or the auditor, behind a token")
     who = p.add_mutually_exclusive_group(required=True)

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from ..core.errors import ScsqlError
-from .app import HERE, http_status
+from .http import HERE, http_status
 
 log = logging.getLogger("scsql.ui")
 FILTERS = ("project", "agent", "since", "until", "status")

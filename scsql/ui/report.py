@@ -184,7 +184,7 @@ def render_html(document: dict[str, Any], data: str) -> str:
     """The report for a person: one file, no script that runs, every value escaped; the signed JSON inside."""
     import jinja2
 
-    from .app import HERE
+    from .http import HERE
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True,
                              trim_blocks=True, lstrip_blocks=True)

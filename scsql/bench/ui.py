@@ -111,8 +111,8 @@ def run(ctx, args: argparse.Namespace) -> int:
     import psycopg
     from psycopg.rows import dict_row
 
-    from ..bench.scratch_db import ScratchDatabase, exit_on_sigterm, with_db
     from ..core.config import APP_ROLE
+    from .scratch_db import ScratchDatabase, exit_on_sigterm, with_db
 
     scratch = ScratchDatabase(ctx.admin_conninfo(), "ui")
     scratch.keep = args.keep
