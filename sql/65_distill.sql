@@ -153,22 +153,21 @@ create or replace function scsql._distill_metrics(p_only bigint default null)
 returns table (metric text, kind text, help text, labels jsonb, value double precision, buckets jsonb)
 language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
-  select m.metric, m.kind, m.help, jsonb_build_object('project', p.name) || m.extra, m.value, null::jsonb
+  select m.metric, h.kind, h.help, jsonb_build_object('project', p.name) || m.extra, m.value, null::jsonb
   from scsql.distill_settings s join scsql.projects p using (project_id)
   cross join lateral scsql._distill_status(s.project_id) d
   cross join lateral (values
-    ('scsql_distill_daily_tokens', 'gauge', 'Tokens the project''s distillation may use per UTC day.', '{}'::jsonb,
-     d.daily_tokens::float8),
-    ('scsql_distill_tokens_today', 'gauge', 'Tokens the project''s distillation used (or reserved) this UTC day.',
-     '{}'::jsonb, d.used_today::float8),
-    ('scsql_distill_jobs', 'gauge', 'Distillation jobs waiting, by state.', '{"state": "queued"}'::jsonb, d.queued::float8),
-    ('scsql_distill_jobs', 'gauge', 'Distillation jobs waiting, by state.', '{"state": "deferred"}'::jsonb, d.deferred::float8),
-    ('scsql_distill_jobs', 'gauge', 'Distillation jobs waiting, by state.', '{"state": "running"}'::jsonb, d.running::float8)
-  ) m(metric, kind, help, extra, value)
+    ('scsql_distill_daily_tokens', '{}'::jsonb, d.daily_tokens::float8),
+    ('scsql_distill_tokens_today', '{}'::jsonb, d.used_today::float8),
+    ('scsql_distill_jobs', '{"state": "queued"}'::jsonb, d.queued::float8),
+    ('scsql_distill_jobs', '{"state": "deferred"}'::jsonb, d.deferred::float8),
+    ('scsql_distill_jobs', '{"state": "running"}'::jsonb, d.running::float8)
+  ) m(metric, extra, value)
+  join scsql._metric_help() h on h.metric = m.metric
   where p_only is null or s.project_id = p_only
 $$;
 comment on function scsql._distill_metrics(bigint) is
-  'Private, for scsql.metrics(). The distillation series of every project that distils (only P_ONLY''s when given), in the columns of scsql.metrics(): scsql_distill_daily_tokens, scsql_distill_tokens_today and scsql_distill_jobs by state (queued, deferred, running).';
+  'Private, for scsql.metrics(). The distillation series of every project that distils (only P_ONLY''s when given), in the columns of scsql.metrics() (kind and help from scsql._metric_help()): scsql_distill_daily_tokens, scsql_distill_tokens_today and scsql_distill_jobs by state (queued, deferred, running).';
 
 -- ---------------------------------------------------------------------------
 -- Queueing a session segment

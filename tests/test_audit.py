@@ -198,7 +198,7 @@ def test_learnings_export_appends_only_what_is_new(scsql_db, tmp_path):
 def test_mcp_tools_hide_the_signing_arguments(scsql_db):
     project = scsql_db.project()
     a = scsql_db.agent("a", project)
-    server = build(a, all_tools=True)
+    server = build(Api(a), all_tools=True)
     tools = {t.name: t for t in server.tools.listed}
     for name in ("record_tool_call", "record_outcome", "start_session", "cost_report", "learnings"):
         assert name in tools
@@ -233,7 +233,7 @@ def test_python_signed_fields_match_the_sql_registry_and_defaults(scsql_db):
 def test_mcp_tool_writes_a_signed_row_and_cli_exports_learnings(scsql_db, tmp_path, monkeypatch, capsys):
     project = scsql_db.project()
     a = scsql_db.agent("mcp", project)
-    tools = build(a).tools
+    tools = build(Api(a)).tools
 
     def tool(name: str, **arguments):
         result = anyio.run(tools.call_tool, None, mcp_types.CallToolRequestParams(name=name, arguments=arguments))

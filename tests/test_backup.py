@@ -36,7 +36,8 @@ def _timed(name: str, *args: str, env: dict[str, str]):
 
 def _write(env: dict[str, str], tag: str, n: int) -> None:
     """N tool calls (chained, signed) and one fact, as the default agent."""
-    code = ("import sys\nfrom scsql.cli import Context\nfrom scsql.core.config import Settings\nfrom scsql.api import Api\n"
+    code = ("import sys\nfrom scsql.core.app import Context\nfrom scsql.core.config import Settings\n"
+            "from scsql.api import Api\n"
             "api = Api(Context(Settings.load()).open_agent('default'))\n"
             f"for i in range({n}): api.call('record_tool_call', tool='{tag}-%d' % i)\n"
             f"api.call('remember', key='{tag}', value='marker {tag}', importance=3)\n")

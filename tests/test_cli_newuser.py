@@ -133,13 +133,15 @@ def test_worker_refuses_a_job_that_does_not_exist(tmp_path):
     """`scsql worker --job nosuch --once` said "no background jobs are
     defined" and exited 0, having done nothing."""
     from scsql import subsystems
-    from scsql.core.cli import WORKER_JOBS
 
-    assert set(WORKER_JOBS) == {j.name for j in subsystems.jobs()} | {"partitions"}
+    names = [j.name for j in subsystems.jobs()]  # named once, where each job is defined
+    assert {"embed", "hook-spool", "partitions"} <= set(names)
     proc = scsql("worker", "--agent", "someone", "--once", "--job", "nosuch", "--job", "embed",
                  env={"SCSQL_DATA_DIR": str(tmp_path / "data")})
     line = one_error_line(proc, "SC010")
-    assert "--job nosuch: no such background job" in line and "hook-spool" in line
+    assert "--job nosuch: no such background job" in line and f"the jobs are {', '.join(names)}" in line
+    worker = " ".join(next(p for w, p in _commands() if w == ("worker",)).format_help().split())
+    assert f"run only this background job (repeatable): {', '.join(names)}" in worker
 
 
 def test_first_up_says_what_it_migrated_in_one_line(tmp_path):
@@ -296,6 +298,41 @@ def test_a_serving_worker_says_it_is_up_and_waiting(scsql_db):
             proc.kill()
             out, err = proc.communicate()
     assert proc.returncode == 130, err
+
+
+@pytest.mark.parametrize("command, said", [
+    (["worker", "--agent", "{agent}", "--poll", "2"], "Ctrl-C stops it"),
+    (["metrics", "--listen", "127.0.0.1:0"], "(Ctrl-C stops)"),
+])
+def test_ctrl_c_stops_a_serving_command_whose_parent_ignored_it(scsql_db, command, said):
+    """A command that runs until stopped, started by a parent that ignores
+    SIGINT (a shell's `&` without job control, some CI runners: the README's
+    test command run so), inherited the ignored SIGINT and ran on through
+    Ctrl-C: it says Ctrl-C stops it, and now it does (exit 130)."""
+    import os
+    import select
+    import signal
+    import subprocess
+    import sys
+
+    agent = scsql_db.agent("sigint", scsql_db.project())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCSQL_")}
+    env.update(SCSQL_DSN=scsql_db.admin, SCSQL_KEYSTORE=str(scsql_db.keystore.directory), SCSQL_EMBED="none")
+    argv = [a.format(agent=agent.name) for a in command]
+    proc = subprocess.Popen([sys.executable, "-m", "scsql", *argv], env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        assert select.select([proc.stdout], [], [], 60)[0], f"scsql {' '.join(argv)} said nothing in 60 s"
+        line = proc.stdout.readline()
+        assert said in line, line
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, out
 
 
 def test_an_error_from_the_shell_says_what_to_run_in_the_shell(scsql_db):

@@ -86,3 +86,60 @@ def test_hook_events_go_to_the_hook_client_first(tmp_path):
     loaded = (NO_DRIVER | set(HEAVY) | {"scsql.subsystems", "scsql.core"}) & modules
     assert not loaded, f"scsql hook pre-tool-use imported {sorted(loaded)}"
     assert "scsql.subsystems" in imported("hook", "stop-check", "--help", env={"SCSQL_DATA_DIR": str(tmp_path)})
+
+
+MODEL = {"numpy", "onnxruntime", "tokenizers"}
+
+
+def test_search_asks_the_serving_worker_and_loads_no_model(scsql_db, tmp_path):
+    """`scsql search` loaded the embedding model in its own process for every
+    query (2.7 to 4.5 s a query): with a worker serving its data directory,
+    it asks the worker for the query's embedding and imports none of the
+    model's libraries, and still finds by meaning."""
+    import json
+    import signal
+
+    from scsql.api import Api
+
+    from .helpers import scsql, scsql_process, wait_for
+
+    agent = scsql_db.agent("ask", scsql_db.project())
+    Api(agent).call("index_text", path="doc.md", kind="file",
+                    content="# Audit\n\nEvery audit row carries the hash of the row before it.\n")
+    data = tmp_path / "data"
+    env = {"SCSQL_DSN": scsql_db.admin, "SCSQL_AGENT_DSN": scsql_db.app,
+           "SCSQL_KEYSTORE": str(scsql_db.keystore.directory), "SCSQL_DATA_DIR": str(data), "SCSQL_EMBED": "default"}
+    worker = scsql_process("worker", "--agent", agent.name, "--poll", "1", env=env)
+    try:
+        wait_for(lambda: (data / "workers" / "embed.sock").exists() or worker.poll() is not None, timeout=120)
+        with agent.transaction() as conn:
+            wait_for(lambda: conn.execute("select pending_embeddings from scsql.memory_status()").fetchone()
+                     ["pending_embeddings"] == 0, timeout=300, every=0.5)
+        query = ["search", "hash of the row before", "--agent", agent.name, "--json"]
+        modules = imported(*query, env=env)
+        assert "psycopg" in modules and not MODEL & modules, sorted(MODEL & modules)
+        hits = json.loads(scsql(*query, env=env).stdout)
+        assert hits and "vector" in hits[0]["retrievers"], hits
+    finally:
+        worker.send_signal(signal.SIGINT)
+        worker.communicate(timeout=60)
+
+
+def test_each_hook_subcommand_goes_where_it_is_defined():
+    """The event subcommands are the hook client's own table (hookclient.EVENTS);
+    every other ``scsql hook`` subcommand (serve, events, stop-check) is the
+    full command line's. Neither side keeps a list of the other's."""
+    import argparse
+
+    from scsql.cli import _hook_event, build_parser
+    from scsql.hooks import client
+
+    parser, _ = build_parser()
+    top = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    hook = next(a for a in top.choices["hook"]._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(client.BY_SUBCOMMAND) < set(hook.choices)
+    for name in hook.choices:
+        to_client = _hook_event(["--data-dir", "/d", "hook", name, "--agent", "a"])
+        assert (to_client is not None) == (name in client.BY_SUBCOMMAND), name
+        if to_client is not None:
+            assert to_client == ([name, "--agent", "a"], "/d")

@@ -16,7 +16,8 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from scsql.cli import Context, main
+from scsql.cli import main
+from scsql.core.app import Context
 from scsql.core import roles
 from scsql.core.config import Settings, role_for
 from scsql.core.errors import ScsqlError

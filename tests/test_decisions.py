@@ -139,9 +139,10 @@ def test_session_summaries_feed_decisions_and_loops_and_recall_shows_them(scsql_
 
 
 def test_the_new_functions_are_mcp_tools(agent):
+    from scsql.api import Api
     from scsql.mcp_server import build
 
-    tools = {t.name: t for t in build(agent, all_tools=True).tools.listed}
+    tools = {t.name: t for t in build(Api(agent), all_tools=True).tools.listed}
     for name in ("decide", "decisions", "open_loop", "close_loop", "open_loops", "pin"):
         assert name in tools, name
     assert set(tools["decide"].input_schema["required"]) == {"title", "rationale"}

@@ -340,6 +340,12 @@ def test_a_spent_budget_defers_the_job_to_the_next_utc_day(team):
     assert job.run_one(team.dist) == 0                                        # nothing to claim before then
     [s] = rows(team.dev, "select * from scsql.distill_status()")
     assert (s["deferred"], s["used_today"], s["daily_tokens"]) == (1, 9500, 12000)
+    shown = {(r["metric"], r["labels"].get("state")): (r["kind"], r["value"], r["labels"]["project"])
+             for r in rows(team.dev, "select * from scsql.metrics() where metric like 'scsql_distill%%'")}
+    assert shown == {("scsql_distill_daily_tokens", None): ("gauge", 12000, team.project),
+                     ("scsql_distill_tokens_today", None): ("gauge", 9500, team.project),
+                     **{("scsql_distill_jobs", state): ("gauge", n, team.project)
+                        for state, n in (("queued", 0), ("deferred", 1), ("running", 0))}}
     probe = doctor.Probe(_settings(team), lambda: team.db.admin)
     f = next(x for x in doctor.run(probe, tuple(c for c in doctor.CHECKS if c.name in ("server", "distill")))
              if x.check == "distill")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shlex
 from pathlib import Path
 
 import pytest
@@ -40,7 +41,7 @@ def healthy(scsql_db, tmp_path):
 def install_hooks(repo: Path, agent: str, home: str) -> None:
     """What scsql install claude writes (tests/test_install.py runs the command itself)."""
     from scsql.hooks.events import settings_hooks
-    from scsql.hooks.install import mcp_server_entry, merge_hooks, merge_server, server_name
+    from scsql.hooks.settings import mcp_server_entry, merge_hooks, merge_server, server_name
 
     (repo / ".mcp.json").write_text(json.dumps(merge_server({}, server_name(agent), mcp_server_entry(agent, {}))))
     (repo / ".claude").mkdir()
@@ -60,9 +61,13 @@ def finding(p: doctor.Probe, name: str) -> doctor.Finding:
 
 
 def broken(p: doctor.Probe, name: str, fix: str) -> doctor.Finding:
+    """What check NAME finds, which must be a failure whose fixes include FIX
+    (a scsql command: as written, or with the --data-dir the probe's data
+    directory needs; tests/test_doctor_paste.py runs the fixes as written)."""
     f = finding(p, name)
     assert f.status == "action", f
-    assert any(fix in x for x in f.fix), f.fix
+    data_dir = f"--data-dir {shlex.quote(str(p.settings.data_dir))} "
+    assert any(fix in x or fix in x.replace(data_dir, "") for x in f.fix), f.fix
     return f
 
 
@@ -92,7 +97,7 @@ def test_embedded_server_down(tmp_path):
     from scsql.core.embedded import EmbeddedServer
 
     f = finding(doctor.Probe(settings, EmbeddedServer(settings).conninfo), "server")
-    assert f.status == "action" and "scsql up" in f.fix[0]
+    assert f.status == "action" and f.fix == [f"scsql --data-dir {tmp_path} up"]  # the data directory it looked at
 
 
 def test_migration_changed_on_disk_or_missing(healthy, empty_db, tmp_path):

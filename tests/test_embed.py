@@ -20,6 +20,8 @@ from scsql.core import worker
 from scsql.core.errors import ScsqlError
 from scsql.api import Api
 
+from .helpers import wait_for
+
 
 def q(agent, sql, *args):
     with agent.transaction() as conn:
@@ -236,3 +238,40 @@ def test_cli_switches_a_project_to_ollama_and_the_worker_catches_up(scsql_db, ol
     assert (status["embedding_model"], status["embedded"], status["pending_embeddings"]) == ("ollama:stub-embed", 2, 0)
     out = scsql("memory", "status", "--agent", agent.name)
     assert out.returncode == 0 and json.loads(out.stdout)["embedded"] == 2
+
+
+def test_an_idle_model_is_released_and_loads_again_when_there_is_something_to_embed(minilm):
+    """A worker held the model (about 200 MB of its 300) for as long as it
+    lived, though it embeds only now and then: the model is now released once
+    unused for its idle time, and loaded again by the next embed()."""
+    quick = embed.MiniLM(idle=0.5)
+    assert not quick.loaded  # made, not loaded: loading waits for something to embed
+    first = quick.embed(["verify the hash chain"])
+    assert quick.loaded
+    wait_for(lambda: not quick.loaded, timeout=30)
+    again = quick.embed(["verify the hash chain"])
+    assert quick.loaded and np.allclose(first, again) and np.allclose(first, minilm.embed(["verify the hash chain"]))
+
+
+def test_a_worker_answers_query_embeddings_for_its_data_directory(minilm, tmp_path):
+    """scsql search loaded the model in every process (seconds a query): a
+    serving worker answers query embeddings on DATA_DIR/workers/embed.sock,
+    with the same vectors, for this user only, and only as the model it
+    names; one worker of a data directory serves."""
+    from scsql.memory import embed_service
+
+    home = tmp_path / "data"
+    assert embed_service.ask(home, ["anything"], embed.DEFAULT_PIN) is None  # no worker: the caller embeds itself
+    assert embed_service.serve(home, minilm, embed.DEFAULT_PIN, embed.vector_literal) is not None
+    assert embed_service.serve(home, minilm, embed.DEFAULT_PIN, embed.vector_literal) is None  # one per data directory
+    served = embed_service.ask(home, ["verify the hash chain", "banana bread"], embed.DEFAULT_PIN)
+    assert served is not None and len(served) == 2
+    local = minilm.embed(["verify the hash chain", "banana bread"])
+    assert np.allclose(np.array([json.loads(v) for v in served]), local, atol=1e-6)
+    assert embed_service.ask(home, ["x"], embed.DEFAULT_PIN.replace(embed.MODEL_SHA256, "0" * 64)) is None
+    assert embed_service.ask(home, ["x" * 2001], embed.DEFAULT_PIN) is None  # refused: longer than any query
+    (home / "workers").chmod(0o777)  # a directory others may put a socket in: not trusted with a query
+    try:
+        assert embed_service.ask(home, ["x"], embed.DEFAULT_PIN) is None
+    finally:
+        (home / "workers").chmod(0o700)

@@ -16,7 +16,8 @@ import pytest
 
 from scsql.cli import main
 from scsql.core import roles
-from scsql.hooks.install import BACKUP_INFIX, remove_hooks, settings_hooks
+from scsql.hooks.events import settings_hooks
+from scsql.hooks.settings import BACKUP_INFIX, remove_hooks
 
 from .helpers import SESSION, serial
 
@@ -433,7 +434,7 @@ def test_the_command_line_installs_and_uninstalls(setup):
 
 
 def test_merge_and_remove_know_handlers_of_other_types_and_moved_matchers():
-    from scsql.hooks.install import merge_hooks
+    from scsql.hooks.settings import merge_hooks
 
     ours = {"PreToolUse": [{"matcher": "Edit|Write", "hooks": [
         {"type": "mcp_tool", "server": "scsql-a", "tool": "check_tool_use", "input": {"tool": "${tool_name}"},
@@ -456,7 +457,7 @@ def test_merge_and_remove_know_handlers_of_other_types_and_moved_matchers():
 
 
 def test_one_command_under_two_matchers_of_one_event():
-    from scsql.hooks.install import merge_hooks
+    from scsql.hooks.settings import merge_hooks
 
     handler = {"type": "command", "command": "scsql-hook pre", "timeout": 5}
     ours = {"PreToolUse": [{"matcher": "Edit|Write", "hooks": [handler]}, {"matcher": "Bash", "hooks": [handler]}]}
@@ -467,7 +468,8 @@ def test_one_command_under_two_matchers_of_one_event():
 
 def test_a_file_changed_between_reading_and_writing_is_not_overwritten(tmp_path):
     from scsql.core.errors import ScsqlError
-    from scsql.hooks.install import Edit, merge_server, remove_server
+    from scsql.hooks.install import Edit
+    from scsql.hooks.settings import merge_server, remove_server
 
     path = tmp_path / ".mcp.json"
     path.write_text('{"mcpServers": {}}\n')

@@ -14,7 +14,8 @@ import re
 import psycopg
 import pytest
 
-from scsql.cli import Context, main
+from scsql.cli import main
+from scsql.core.app import Context
 from scsql.coordination.client import my_channel
 from scsql.core import roles, worker
 from scsql.core.config import Settings, role_for

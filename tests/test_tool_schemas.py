@@ -99,7 +99,7 @@ def _column_constraints(conn, table: str, column: str) -> dict:
 
 
 def test_every_argument_of_every_tool_has_a_description_and_a_json_type(agent):
-    tools = build(agent, all_tools=True).tools.listed
+    tools = build(Api(agent), all_tools=True).tools.listed
     assert len(tools) >= 30
     missing = []
     for tool in tools:
@@ -132,7 +132,7 @@ def test_every_argument_line_of_a_comment_names_an_argument_of_its_function(agen
 
 
 def test_choices_and_ranges_are_the_check_constraints_of_the_column_each_argument_is_stored_in(agent, scsql_db):
-    tools = {t.name: t for t in build(agent, all_tools=True).tools.listed}
+    tools = {t.name: t for t in build(Api(agent), all_tools=True).tools.listed}
     with scsql_db.connect() as conn:
         for (tool, arg), (table, column) in STORED_IN.items():
             prop = _props(tools[tool])[arg]
@@ -156,7 +156,7 @@ def test_choices_a_function_checks_itself_are_the_ones_it_accepts(agent):
     from scsql.core.errors import ScsqlError
 
     api = Api(agent)
-    tools = {t.name: t for t in build(agent, all_tools=True).tools.listed}
+    tools = {t.name: t for t in build(Api(agent), all_tools=True).tools.listed}
     for (tool, arg), args in CHECKED_BY_FUNCTION.items():
         choices = _props(tools[tool])[arg]["enum"]
         for value in choices:
@@ -168,7 +168,7 @@ def test_choices_a_function_checks_itself_are_the_ones_it_accepts(agent):
 def test_tools_describe_no_argument_they_do_not_take(agent):
     """index takes a directory (not the SQL function's manifest); broadcast
     and the signed writes are signed by scsql (no at, key_id, signature)."""
-    server = build(agent, all_tools=True)
+    server = build(Api(agent), all_tools=True)
     for tool in server.tools.listed:
         fn = server.tools.functions[tool.name]
         text = json.dumps([tool.description, tool.input_schema])
@@ -183,12 +183,12 @@ def test_tools_describe_no_argument_they_do_not_take(agent):
 
 def test_hooked_tools_are_hidden_by_default_and_listed_when_configured(agent, monkeypatch):
     monkeypatch.delenv("SCSQL_MCP_TOOLS", raising=False)
-    default = build(agent).tools
+    default = build(Api(agent)).tools
     assert not HIDDEN & {t.name for t in default.listed}
     assert {"record_outcome", "search", "remember", "summarize_session"} <= {t.name for t in default.listed}
-    assert HIDDEN <= {t.name for t in build(agent, all_tools=True).tools.listed}
+    assert HIDDEN <= {t.name for t in build(Api(agent), all_tools=True).tools.listed}
     monkeypatch.setenv("SCSQL_MCP_TOOLS", "all")
-    assert HIDDEN <= {t.name for t in build(agent).tools.listed}
+    assert HIDDEN <= {t.name for t in build(Api(agent)).tools.listed}
     # Hidden from the list, not taken away: a client that names it may still call it.
     result = anyio.run(default.call_tool, None,
                        mcp_types.CallToolRequestParams(name="record_tool_call", arguments={"tool": "Read"}))
@@ -224,7 +224,7 @@ def test_scsql_mcp_all_tools_flag_lists_the_hidden_tools(scsql_db):
 
 def test_the_default_tool_list_costs_at_most_half_of_what_it_did(agent, monkeypatch):
     monkeypatch.delenv("SCSQL_MCP_TOOLS", raising=False)
-    listed = build(agent).tools.listed
+    listed = build(Api(agent)).tools.listed
     size = len(schema_size(listed).encode())
     assert size <= len(listed) * MAX_BYTES_PER_TOOL, \
         f"tools/list is {size} bytes for {len(listed)} tools; scsql bench tools measures it"
@@ -246,8 +246,8 @@ def test_scsql_bench_tools_prints_the_size(scsql_db):
 
 def test_tuning_arguments_are_left_out_of_the_default_schema_and_still_accepted(agent, monkeypatch):
     monkeypatch.delenv("SCSQL_MCP_TOOLS", raising=False)
-    default = {t.name: t for t in build(agent).tools.listed}
-    every = {t.name: t for t in build(agent, all_tools=True).tools.listed}
+    default = {t.name: t for t in build(Api(agent)).tools.listed}
+    every = {t.name: t for t in build(Api(agent), all_tools=True).tools.listed}
     tuning = {"rrf_k", "bm25_weight", "vector_weight", "k1", "b", "depth", "fusion", "min_similarity"}
     assert tuning <= set(_props(every["search"])) and not tuning & set(_props(default["search"]))
     assert "query" in _props(default["search"]) and "kinds" in _props(default["search"])

@@ -8,7 +8,6 @@ types, a short one, and one from an older writer."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 from pathlib import Path
@@ -401,18 +400,12 @@ def test_project_transcripts_are_found_under_home(tmp_path, monkeypatch):
 
 
 def _run(argv, tmp_path):
-    from scsql.cli import Context
+    from scsql.core.app import Context
+    from scsql.core.command import Commands, Parser
     from scsql.core.config import Settings
 
-    parser = argparse.ArgumentParser(prog="scsql")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    def add(name, fn, help):
-        p = sub.add_parser(name, help=help)
-        p.set_defaults(func=fn)
-        return p
-
-    importer.register(sub, add)
+    parser = Parser(prog="scsql")
+    importer.register(Commands(parser))
     args = parser.parse_args(argv)
     return args.func(Context(Settings.load(str(tmp_path / "data"))), args)
 

@@ -55,10 +55,10 @@ from psycopg.types.json import Jsonb
 
 from ..core.db import Agent
 from ..core.errors import ScsqlError
+from ..core.jsonb import JsonValue, as_decimal, jsonb_text
 from ..core.keys import public_bytes
 from ..core.registry import Adapter
 from . import encoding
-from .encoding import JsonValue
 
 SUPPLIED = ("at", "key_id", "signature")  # the arguments a signed write's adapter adds
 
@@ -111,7 +111,7 @@ def _send_and_sign(kind: str, value: Any) -> tuple[Any, Any]:
         # null), the text the server stores and prints back: sign the same.
         return value, JsonValue(value)
     if kind == "numeric" and isinstance(value, float | int) and not isinstance(value, bool):
-        value = encoding.as_decimal(value)
+        value = as_decimal(value)
     return value, value
 
 
@@ -268,7 +268,7 @@ class SignedTable:
                 "select array(select scsql.redact(t) from unnest(%s::text[]) with ordinality u(t, n) order by n) as t, "
                 "(select coalesce(jsonb_agg(scsql.redact_jsonb(j) order by n), '[]')::text "
                 " from jsonb_array_elements(%s::jsonb) with ordinality u(j, n)) as j",
-                ([v for _, _, v in texts], Jsonb([v for _, _, v in docs], dumps=encoding.jsonb_text)),
+                ([v for _, _, v in texts], Jsonb([v for _, _, v in docs], dumps=jsonb_text)),
             ).fetchone()
         for (out, name, v), red in zip(texts, row["t"], strict=True):
             if red != v:

@@ -111,7 +111,7 @@ from psycopg.types.json import set_json_loads
 
 from . import encoding as enc
 from .encoding import CHECKPOINT_FORMATS, CheckpointHead, checkpoint_payload
-from . import AUDITOR_ROLE
+from ..core.config import AUDITOR_ROLE
 from ..core.errors import ScsqlError
 
 BATCH = 20000

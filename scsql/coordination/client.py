@@ -272,6 +272,23 @@ def task_job(agent: Agent, command: list[str], lease: int) -> Job:
     return Job("tasks", run, [my_channel(agent)])
 
 
+def stop_reason(agent: Agent) -> str | None:
+    """Why the agent may not stop yet (the drain check of the Stop hook and of
+    ``scsql hook stop-check``): tasks claimable for its role, or leases it
+    still holds."""
+    with agent.transaction() as conn:
+        me = conn.execute("select * from scsql.whoami()").fetchone()
+        n = conn.execute("select scsql.claimable_for_me() as n").fetchone()["n"]
+        held = conn.execute("select count(*) as n, min(task_id) as first from scsql.my_tasks()").fetchone()
+    if n:
+        return (f"scsql: {n} task(s) remain claimable for team role {me['team_role']} in project {me['project']}; "
+                "claim one with claim_task before stopping")
+    if held["n"]:
+        return (f"scsql: agent {me['agent']} still holds {held['n']} task lease(s) (task {held['first']} first); "
+                "complete_task, fail_task or release_task before stopping")
+    return None
+
+
 def _maintain(agent: Agent) -> int:
     with agent.transaction() as conn:
         row = conn.execute("select * from scsql.queue_maintenance()").fetchone()

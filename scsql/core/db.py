@@ -15,6 +15,7 @@ from __future__ import annotations
 import selectors
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import psycopg
 from psycopg import sql
@@ -218,6 +219,7 @@ class Agent:
         self.name = name
         self.role = role_for(name)
         self.key = key  # Ed25519 private key, when loaded
+        self.home: Path | None = None  # the data directory of the process, when it has one (its hook spool, ...)
 
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection]:

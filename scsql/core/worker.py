@@ -44,6 +44,9 @@ class Job:
     # How many units are waiting (for a progress bar's total and ETA), or None.
     pending: Callable[[Agent], int] | None = None
     unit: str = "unit"
+    # Started once when a worker serves (not for --once): a service of the
+    # job to other processes (the embedding job answers query embeddings).
+    serves: Callable[[Agent], Any] | None = None
 
 
 class Heartbeat:
@@ -188,6 +191,9 @@ def serve(
     """Drain, then sleep until a NOTIFY on a job's channel or the poll interval; repeat."""
     channels = sorted({c(agent) if callable(c) else c for j in jobs for c in j.channels})
     heartbeat = Heartbeat(agent, jobs, poll_seconds)
+    for job in jobs:
+        if job.serves is not None:
+            job.serves(agent)
     with psycopg.connect(agent.db.conninfo, autocommit=True, application_name=agent.db.application_name) as listener:
         for ch in channels:
             listener.execute(sql.SQL("listen {}").format(sql.Identifier(ch)))

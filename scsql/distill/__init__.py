@@ -10,7 +10,10 @@ below; each imports its module only when asked.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..core.command import Commands
 
 
 def jobs() -> list:
@@ -20,8 +23,8 @@ def jobs() -> list:
     return job.jobs()
 
 
-def register(sub: Any, add: Any) -> None:
+def register(commands: Commands) -> None:
     """The ``scsql distill`` commands."""
     from . import cli
 
-    cli.register(sub, add)
+    cli.register(commands)

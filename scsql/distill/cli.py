@@ -2,7 +2,9 @@
 budget and jobs, what it wrote, and undo one session's distillation.
 
 ``enable`` and ``disable`` are the administrator's (the command a worker runs
-is a setting, so only administrators set it); ``jobs``, ``show`` and ``undo``
+is a setting, so only administrators set it; ``enable`` is
+``hooks/install.py``'s ``enable_distill``, as ``scsql install claude
+--distill`` runs it); ``jobs``, ``show`` and ``undo``
 act as an agent of the project (``--agent``, else the agent this checkout's
 ``.claude/scsql.local.json`` names). The jobs themselves run in ``scsql worker
 --agent DISTILLER`` (its ``distill`` job). Building the parser imports
@@ -13,52 +15,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
+import os
+from typing import TYPE_CHECKING
 
-DEFAULT_DAILY_TOKENS = 200_000
-
-
-def default_distiller(basis: str) -> str:
-    """A distiller's agent name made from an agent's or project's name: lower
-    case, characters an agent name may not hold as '_', '_distiller' after it."""
-    stem = re.sub(r"[^a-z0-9_]+", "_", basis.lower()).strip("_")[:38] or "project"
-    return (stem if stem[0].isalpha() else "d" + stem[:37]) + "_distiller"
-
-
-def enable(ctx, project: str, distiller: str | None = None, *, model: str | None = None,
-           daily_tokens: int | None = None, command: list[str] | None = None,
-           max_input_chars: int | None = None, fallback: str | None = None) -> list[str]:
-    """Make PROJECT distil its sessions: its distiller agent (DISTILLER, else
-    the one it has, else FALLBACK, else one named after the project) created
-    with its key when it does not exist, then scsql.set_distill. Returns what
-    was done."""
-    from ..core import roles
-
-    admin = ctx.admin_conninfo()
-    said = []
-    with roles.admin_connection(admin) as conn:
-        current = conn.execute("select distiller from scsql.distill_overview() where project = %s",
-                               (project,)).fetchone()
-    name = distiller or (current["distiller"] if current else fallback or default_distiller(project))
-    found = next((a for a in roles.list_agents(admin) if a["agent"] == name), None)
-    if found is None:
-        row = roles.create_agent(admin, ctx.keystore, name, project, "distiller")
-        said.append(f"scsql: created distiller agent {name} in project {project}, key {row['key_file']}")
-    with roles.admin_connection(admin) as conn:
-        s = conn.execute("select * from scsql.set_distill(%s, %s, true, %s, %s, %s, %s)",
-                         (project, name, model, daily_tokens, command, max_input_chars)).fetchone()
-    how = " ".join(s["command"]) if s["command"] else f"claude -p --model {s['model']}"
-    said.append(f"scsql: project {project} distils its sessions with {how}, as agent {name}, "
-                f"at most {s['daily_tokens']:,} tokens a day (UTC)")
-    said.append(f"scsql: the jobs run in: scsql worker --agent {name}")
-    return said
-
+if TYPE_CHECKING:
+    from ..core.command import Commands
 
 def cmd_enable(ctx, args: argparse.Namespace) -> int:
     import shlex
 
+    from ..hooks.install import enable_distill
+
     command = None if args.command_line is None else shlex.split(args.command_line)
-    for line in enable(ctx, args.project, args.distiller, model=args.model, daily_tokens=args.daily_tokens,
+    for line in enable_distill(ctx, args.project, args.distiller, model=args.model, daily_tokens=args.daily_tokens,
                        command=command, max_input_chars=args.max_input_chars):
         print(line)
     return 0
@@ -100,10 +69,18 @@ def cmd_status(ctx, args: argparse.Namespace) -> int:
 
 
 def _agent(ctx, args: argparse.Namespace):
-    if args.agent is None:
-        from ..core.cli import _checkout_agent
+    if args.agent is None:  # the agent this checkout acts as on this machine
+        from ..core import errors
+        from ..core.errors import ScsqlError
+        from ..hooks.hookclient import IDENTITY_FILE, project_identity
 
-        ctx, args.agent = _checkout_agent(ctx)
+        found = project_identity()
+        if found is None:
+            where = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
+            raise ScsqlError(errors.AGENT_REQUIRED, f"scsql distill {args.distill_command} acts as an agent: name it "
+                             f"with --agent NAME, or run it in a project whose {IDENTITY_FILE} names one "
+                             f"({where} has none)", "scsql install claude --agent NAME writes it for this checkout")
+        ctx, args.agent = ctx.at(found.get("home")), found["agent"]
     return ctx.open_agent(args.agent, need_key=False, pool_size=1)
 
 
@@ -175,17 +152,17 @@ def cmd_undo(ctx, args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub, add) -> None:
-    from ..core.cli import command_group
+def register(commands: Commands) -> None:
+    from ..hooks.install import DISTILL_DAILY_TOKENS
 
-    group = command_group(sub, add, "distill", "distil sessions into facts, decisions and open loops with a model")
+    group = commands.group("distill", "distil sessions into facts, decisions and open loops with a model")
     p = group.add_parser("enable", help="make a project distil its sessions (administrators)")
     p.add_argument("--project", required=True, help="the project")
     p.add_argument("--distiller", help="its distiller agent (created with its key when it does not exist; "
                                        "default: the one it has, else <project>_distiller)")
     p.add_argument("--model", help="the model claude -p runs (default haiku)")
     p.add_argument("--daily-tokens", type=int, metavar="N",
-                   help=f"tokens the project's jobs may use per UTC day (default {DEFAULT_DAILY_TOKENS:,})")
+                   help=f"tokens the project's jobs may use per UTC day (default {DISTILL_DAILY_TOKENS:,})")
     p.add_argument("--max-input-chars", type=int, metavar="N",
                    help="characters of conversation one job sends at most (default 60,000)")
     p.add_argument("--command", dest="command_line", metavar="COMMAND",

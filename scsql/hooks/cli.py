@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from ..core.command import Commands
 from . import events
 
 
@@ -47,10 +48,8 @@ def cmd_event(ctx, args: argparse.Namespace) -> int:
     return client.main(argv)
 
 
-def register(sub, add) -> None:
-    from ..core.cli import command_group
-
-    hook = command_group(sub, add, "hook", "entry points for agent hooks (Claude Code events)")
+def register(commands: Commands) -> None:
+    hook = commands.group("hook", "entry points for agent hooks (Claude Code events)")
     p = hook.add_parser("serve", help="the agent's hook server (the hooks start it when it is not running)")
     p.add_argument("--agent", help="the agent the server acts as (required)")
     p.add_argument("--idle", type=float, default=1800.0, help="exit after this many seconds without a request")

@@ -431,8 +431,8 @@ def run(home: str, agent: str, idle: float = DEFAULT_IDLE_SECONDS, connect: Call
         return 0
     try:
         if connect is None:
-            from ..cli import Context
             from ..core.config import Settings
+            from ..core.app import Context
 
             ctx = Context(Settings.load(home))
 
@@ -467,13 +467,14 @@ def main(argv: list[str]) -> int:
         return 1
 
 
-def jobs() -> list:
-    """``scsql worker``'s job that writes the agent's hook spool when the database is back."""
+def jobs(data_dir: str | os.PathLike | None = None) -> list:
+    """``scsql worker``'s job that writes the agent's hook spool in DATA_DIR
+    (default: the data directory of the environment) when the database is back."""
     from ..core.config import Settings
     from ..core.worker import Job
 
     def replay_spool(agent) -> int:
-        home = str(Settings.load().data_dir)
+        home = str(data_dir or agent.home or Settings.load().data_dir)
         if not spool.has_pending(home, agent.name):
             return 0
         handlers = load_handlers()

@@ -26,10 +26,10 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from ..audit import encoding
 from ..audit.telemetry import MODEL_CALLS, OUTCOMES, PROMPTS, SESSIONS, TOOL_CALLS
 from ..core.db import Agent
 from ..core.errors import ScsqlError, is_unreachable
+from ..core.jsonb import jsonb_text
 from ..core.paths import real_root, resolve_in_root
 from . import storable
 from .clip import clip as _clip
@@ -135,7 +135,7 @@ def _model(event: dict) -> str | None:
 def _execute(conn, fn: str, args: dict):
     """select * from scsql.FN(p_name => %(name)s, ...): named arguments, bound; returns the cursor."""
     names = ", ".join(f"p_{k} => %({k})s" for k in args)
-    params = {k: Jsonb(v, dumps=encoding.jsonb_text) if isinstance(v, list | dict) else v for k, v in args.items()}
+    params = {k: Jsonb(v, dumps=jsonb_text) if isinstance(v, list | dict) else v for k, v in args.items()}
     return conn.execute(f"select * from scsql.{fn}({names})", params)
 
 
@@ -417,7 +417,7 @@ def keep_transcript(agent: Agent, conn, event: dict, session_id: int | None) -> 
         return   # nothing new since the cursor
     if not update.summary.empty:  # dated when the session happened (an import of last week's is last week's)
         conn.execute("select * from scsql.summarize_session(scsql.redact_jsonb(%s), %s)",
-                     (Jsonb(scrub_value(update.summary.payload), dumps=encoding.jsonb_text),
+                     (Jsonb(scrub_value(update.summary.payload), dumps=jsonb_text),
                       _sane_time(update.summary.ended)))
     sid = str(event.get("session_id") or "session")[:100]
     for n, part in enumerate(update.conversation.parts, at["parts"] + 1):
@@ -647,7 +647,7 @@ def _pre_tool(agent: Agent, event: dict) -> Reply:
     with agent.transaction() as conn:
         for given in _inputs_to_check(conn, tool, tool_input, event):
             r = conn.execute("select * from scsql.check_tool_use(%s, %s)",
-                             (tool, Jsonb(given, dumps=encoding.jsonb_text))).fetchone()
+                             (tool, Jsonb(given, dumps=jsonb_text))).fetchone()
             first = first or r
             if r["decision"] == "deny":
                 return Reply({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
@@ -799,26 +799,12 @@ def _record_violation(agent: Agent, event: dict, owned: list[dict], changed: lis
                 pass
 
 
-def stop_reason(agent: Agent) -> str | None:
-    """Why the agent may not stop yet (the drain check of ``scsql hook
-    stop-check``): tasks claimable for its role, or leases it still holds."""
-    with agent.transaction() as conn:
-        me = conn.execute("select * from scsql.whoami()").fetchone()
-        n = conn.execute("select scsql.claimable_for_me() as n").fetchone()["n"]
-        held = conn.execute("select count(*) as n, min(task_id) as first from scsql.my_tasks()").fetchone()
-    if n:
-        return (f"scsql: {n} task(s) remain claimable for team role {me['team_role']} in project {me['project']}; "
-                "claim one with claim_task before stopping")
-    if held["n"]:
-        return (f"scsql: agent {me['agent']} still holds {held['n']} task lease(s) (task {held['first']} first); "
-                "complete_task, fail_task or release_task before stopping")
-    return None
-
-
 def _stop(agent: Agent, event: dict) -> Reply:
     _usage_at_stop(agent, event)
     if event.get("stop_hook_active") is True:
         return Reply()  # a Stop hook already kept the agent going: do not loop
+    from ..coordination.client import stop_reason
+
     reason = stop_reason(agent)
     return _block(reason) if reason else Reply()
 

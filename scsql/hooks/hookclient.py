@@ -260,8 +260,8 @@ def project_identity(project_dir=None):
     object .claude/scsql.local.json of the project directory holds (GIVEN,
     else $CLAUDE_PROJECT_DIR, else the current directory), which ``scsql
     install claude`` writes: agent and home (the data directory, where
-    agent_env finds how the agent reaches its database). None when there is
-    none. It is this machine's file, never committed: the settings that name
+    ``core.config.agent_env`` finds how the agent reaches its database). None
+    when there is none. It is this machine's file, never committed: the settings that name
     no agent are; it holds no secret."""
     d = project_dir or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
     try:
@@ -272,25 +272,6 @@ def project_identity(project_dir=None):
     if not isinstance(data, dict) or not isinstance(data.get("agent"), str):
         return None
     return data
-
-
-def agent_env_path(home, agent):
-    return os.path.join(home, "hooks", agent + ".env.json")
-
-
-def agent_env(home, agent):
-    """What the processes of AGENT need to reach its database, as ``scsql
-    install claude`` recorded it in the data directory (a file of this user,
-    0600): SCSQL_AGENT_DSN (the agent's own login on a shared server) and
-    SCSQL_KEYSTORE. Empty when there is none (the embedded default)."""
-    try:
-        with open(agent_env_path(home, agent), encoding="utf-8") as f:
-            data = loads(f.read(65536))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return {k: v for k, v in data.items() if isinstance(k, str) and k.startswith("SCSQL_") and isinstance(v, str)}
 
 
 def socket_path(home, agent):

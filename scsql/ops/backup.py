@@ -56,6 +56,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..core.command import Commands
+
 # hashlib, subprocess, tarfile and tempfile are imported by the functions that
 # use them: building the command line's parser imports this module.
 
@@ -596,7 +598,8 @@ def cmd_restore(ctx, args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub, add) -> None:
+def register(commands: Commands) -> None:
+    add = commands.add
     p = add("backup", cmd_backup, "write the scsql database (pg_dump, custom format) and a manifest of its "
                                    "checkpoints, chain heads and row counts, signed with the keystore's backup key, "
                                    "into one tar file")
