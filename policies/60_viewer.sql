@@ -13,6 +13,8 @@ select scsql._agent_read(array['scsql.memory_changes', 'scsql.fact_versions', 's
 
 grant execute on function
   scsql_caller.viewer_filter(text, text, timestamptz, timestamptz, integer, integer),
+  scsql_caller.viewer_limit(integer, integer),
+  scsql_caller.viewer_moment(timestamptz),
   scsql_caller.viewer_cursor(timestamptz, integer, bigint),
   scsql_caller.viewer_cursor_parts(text),
   scsql_caller.viewer_quarantine(bigint, bigint),

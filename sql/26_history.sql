@@ -164,7 +164,10 @@ as $$
     when not (d.shared && scsql._fact_roles() or cardinality(d.shared) >= 2) then null
     when cardinality(d.da) = 0 and cardinality(d.db) = 0 then 'duplicate'
     when cardinality(d.da) between 1 and 2 and cardinality(d.db) between 1 and 2 then 'conflict'
-    when (cardinality(d.da) = 0 or cardinality(d.db) = 0) and cardinality(d.da) + cardinality(d.db) <= 2 then 'duplicate'
+    -- One side says a little more, in its value only: a term its own key
+    -- names is the subject it is about (old.three is not new.three).
+    when (cardinality(d.da) = 0 or cardinality(d.db) = 0) and cardinality(d.da) + cardinality(d.db) <= 2
+         and not (d.da && k1 or d.db && k2) then 'duplicate'
   end
   from d
 $$;

@@ -66,14 +66,42 @@ $$;
 comment on function scsql_caller.viewer_filter(text, text, timestamptz, timestamptz, integer, integer) is
   'The filters of a viewer function, checked as the caller: the ids of project P_PROJECT and agent P_AGENT (NULL: any) as row-level security shows them, a time range that does not end before it begins, and a limit of 1 to P_MAX. Raises SC005 for a project, SC003 for an agent the caller cannot see, SC010 for a reversed range or a bad limit.';
 
+create or replace function scsql_caller.viewer_limit(p_limit integer, p_max integer default 1000)
+returns integer
+language plpgsql immutable
+as $$
+begin
+  if p_limit is null or p_limit not between 1 and p_max then
+    raise exception using errcode = 'SC010', message = format('limit must be 1 to %s, got %s', p_max, coalesce(p_limit::text, 'NULL'));
+  end if;
+  return p_limit;
+end
+$$;
+comment on function scsql_caller.viewer_limit(integer, integer) is
+  'P_LIMIT, checked: a viewer query''s row limit of 1 to P_MAX. Raises SC010 otherwise.';
+
+create or replace function scsql_caller.viewer_moment(p_at timestamptz)
+returns timestamptz
+language plpgsql immutable
+as $$
+begin
+  if p_at is null or not isfinite(p_at) then
+    raise exception using errcode = 'SC010', message = format('a page position is a finite time, got %s', coalesce(p_at::text, 'NULL'));
+  end if;
+  return p_at;
+end
+$$;
+comment on function scsql_caller.viewer_moment(timestamptz) is
+  'P_AT, checked: a finite time, as a viewer cursor holds one. Raises SC010 for NULL or infinity.';
+
 create or replace function scsql_caller.viewer_cursor(p_happened timestamptz, p_rank integer, p_id bigint)
 returns text
 language sql immutable
 as $$
-  select floor(extract(epoch from p_happened) * 1000000)::bigint::text || '.' || p_rank || '.' || p_id
+  select floor(extract(epoch from scsql_caller.viewer_moment(p_happened)) * 1000000)::bigint::text || '.' || p_rank || '.' || p_id
 $$;
 comment on function scsql_caller.viewer_cursor(timestamptz, integer, bigint) is
-  'A keyset cursor of the viewer: microseconds since the epoch of when the row happened, its kind''s rank and its id, as "micros.rank.id"; scsql_caller.viewer_cursor_parts reads it back.';
+  'A keyset cursor of the viewer: microseconds since the epoch (SC010 for a time that is not finite) of when the row happened, its kind''s rank and its id, as "micros.rank.id"; scsql_caller.viewer_cursor_parts reads it back.';
 
 create or replace function scsql_caller.viewer_cursor_parts(p_cursor text, out happened timestamptz, out rank integer, out id bigint)
 language plpgsql immutable
@@ -296,7 +324,7 @@ as $$
    from scsql.prompts x
    where x.project_id = p_project and x.session_id = p_session and coalesce(x.occurred_at, x.at) >= p_after
      and (coalesce(x.occurred_at, x.at), 1, x.prompt_id) > (p_after, p_rank, p_id)
-   order by coalesce(x.occurred_at, x.at), x.prompt_id limit p_limit)
+   order by coalesce(x.occurred_at, x.at), x.prompt_id limit scsql_caller.viewer_limit(p_limit))
   union all
   (select 2, x.model_call_id, coalesce(x.occurred_at, x.at), x.at, x.author_id, x.chain_id, x.seq, null, coalesce(x.model, 'model'),
           format('%s input, %s output, %s cache write, %s cache read tokens; %s tool call(s)', x.input_tokens,
@@ -306,7 +334,7 @@ as $$
    from scsql.model_calls x
    where x.project_id = p_project and x.session_id = p_session and coalesce(x.occurred_at, x.at) >= p_after
      and (coalesce(x.occurred_at, x.at), 2, x.model_call_id) > (p_after, p_rank, p_id)
-   order by coalesce(x.occurred_at, x.at), x.model_call_id limit p_limit)
+   order by coalesce(x.occurred_at, x.at), x.model_call_id limit scsql_caller.viewer_limit(p_limit))
   union all
   (select 3, x.tool_call_id, coalesce(x.occurred_at, x.at), x.at, x.author_id, x.chain_id, x.seq, x.status, x.tool,
           x.input_preview, x.latency_ms, array(select jsonb_array_elements_text(x.files)), x.input_tokens::bigint,
@@ -315,17 +343,17 @@ as $$
    where x.project_id = p_project and x.session_id = p_session and x.at >= p_written
      and coalesce(x.occurred_at, x.at) >= p_after
      and (coalesce(x.occurred_at, x.at), 3, x.tool_call_id) > (p_after, p_rank, p_id)
-   order by coalesce(x.occurred_at, x.at), x.tool_call_id limit p_limit)
+   order by coalesce(x.occurred_at, x.at), x.tool_call_id limit scsql_caller.viewer_limit(p_limit))
   union all
   (select 4, x.outcome_id, x.at, x.at, x.author_id, x.chain_id, x.seq, x.kind, x.signal, x.summary, null, null, null, null,
           null, 'outcome:' || x.outcome_id, null
    from scsql.outcomes x
    where x.project_id = p_project and x.session_id = p_session and x.at >= greatest(p_written, p_after)
      and (x.at, 4, x.outcome_id) > (p_after, p_rank, p_id)
-   order by x.at, x.outcome_id limit p_limit)
+   order by x.at, x.outcome_id limit scsql_caller.viewer_limit(p_limit))
 $$;
 comment on function scsql_caller.viewer_capture_events(bigint, bigint, timestamptz, timestamptz, integer, bigint, integer) is
-  'The prompts (rank 1), model messages (2), tool calls (3) and outcomes (4) of session P_SESSION of project P_PROJECT (written at P_WRITTEN) after the keyset position (P_AFTER, P_RANK, P_ID), at most P_LIMIT of each, as the caller may read them. Used by scsql.viewer_timeline.';
+  'The prompts (rank 1), model messages (2), tool calls (3) and outcomes (4) of session P_SESSION of project P_PROJECT (written at P_WRITTEN) after the keyset position (P_AFTER, P_RANK, P_ID), at most P_LIMIT (1 to 1,000) of each, as the caller may read them. Used by scsql.viewer_timeline; raises SC010 for another limit.';
 
 create or replace function scsql_caller.viewer_context_events(
   p_project bigint, p_author bigint, p_from timestamptz, p_to timestamptz, p_after timestamptz, p_rank integer,
@@ -345,7 +373,7 @@ as $$
      and (x.author_id = p_author or x.to_agent_id = p_author
           or x.to_role = (select a.team_role from scsql.agents a where a.agent_id = p_author))
      and (x.at, 5, x.message_id) > (p_after, p_rank, p_id)
-   order by x.at, x.message_id limit p_limit)
+   order by x.at, x.message_id limit scsql_caller.viewer_limit(p_limit))
   union all
   (select 6, x.change_id, x.at, x.at, x.author_id, x.chain_id, x.seq, x.op, x.op || ' ' || x.kind || ' ' || x.target,
           coalesce((select d.title from scsql.decisions d
@@ -359,10 +387,10 @@ as $$
    from scsql.memory_changes x
    where x.project_id = p_project and x.author_id = p_author and x.at >= greatest(p_from, p_after) and x.at < p_to
      and (x.at, 6, x.change_id) > (p_after, p_rank, p_id)
-   order by x.at, x.change_id limit p_limit)
+   order by x.at, x.change_id limit scsql_caller.viewer_limit(p_limit))
 $$;
 comment on function scsql_caller.viewer_context_events(bigint, bigint, timestamptz, timestamptz, timestamptz, integer, bigint, integer) is
-  'What agent P_AUTHOR of project P_PROJECT did around its session, from P_FROM until P_TO (its next session): the messages it sent and received (rank 5) and its memory changes (6: facts, sources, chunks, learnings, decisions, open loops), after the keyset position (P_AFTER, P_RANK, P_ID), at most P_LIMIT of each, as the caller may read them. Used by scsql.viewer_timeline.';
+  'What agent P_AUTHOR of project P_PROJECT did around its session, from P_FROM until P_TO (its next session): the messages it sent and received (rank 5) and its memory changes (6: facts, sources, chunks, learnings, decisions, open loops), after the keyset position (P_AFTER, P_RANK, P_ID), at most P_LIMIT (1 to 1,000) of each, as the caller may read them. Used by scsql.viewer_timeline; raises SC010 for another limit.';
 
 create or replace function scsql.viewer_timeline(
   p_session bigint, p_after text default null, p_limit integer default 100, p_kinds text[] default null,

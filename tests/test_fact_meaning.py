@@ -41,3 +41,18 @@ def test_contradictions_by_meaning_on_the_labelled_pairs(scsql_db, capsys):
     assert len(PAIRS) >= 80
     conflict = report["all"]["conflict"]
     assert conflict[0] >= 0.8 and conflict[1] >= 0.6, report
+
+
+def test_a_key_naming_another_subject_is_never_folded_into_another_fact(scsql_db):
+    """remember refreshes a fact that says the same under another key instead
+    of storing a second; a key whose own terms name another subject (old.three
+    beside new.three, each value naming its key) is that subject's fact, stored
+    under its key, and at most flagged as a possible conflict."""
+    agent = scsql_db.agent("meaning_keys", scsql_db.project())
+    pairs = [("old.three", "value of old.three"), ("new.three", "value of new.three"),
+             ("build.linux", "runs the build on linux"), ("build.windows", "runs the build on windows")]
+    with agent.transaction() as conn:
+        stored = [conn.execute("select key, stored from scsql.remember(%s, %s)", pair).fetchone() for pair in pairs]
+        keys = {r["key"] for r in conn.execute("select key from scsql.memory_facts")}
+    assert [r["key"] for r in stored] == [k for k, _ in pairs], stored
+    assert {r["stored"] for r in stored} == {"memory"} and {k for k, _ in pairs} <= keys

@@ -50,7 +50,8 @@ ROUNDS = int(os.environ.get("SCSQL_FUZZ_ROUNDS", "0") or 0)
 # Chained tables, by the tool that writes one row of them per successful call.
 CHAINED = {"start_session": "scsql.sessions", "record_tool_call": "scsql.tool_calls",
            "record_outcome": "scsql.outcomes", "broadcast": "scsql.messages",
-           "open_session": "scsql.sessions", "capture_tool_call": "scsql.tool_calls", "record_prompt": "scsql.prompts"}
+           "open_session": "scsql.sessions", "capture_tool_call": "scsql.tool_calls", "record_prompt": "scsql.prompts",
+           "record_model_call": "scsql.model_calls"}
 
 
 def wrote_a_row(tool: str, text: str) -> bool:
@@ -61,6 +62,8 @@ def wrote_a_row(tool: str, text: str) -> bool:
         return '"created": true' in text.replace('"created":true', '"created": true')
     if tool in ("capture_tool_call", "record_prompt"):
         return '"chain_id": null' not in text.replace('"chain_id":null', '"chain_id": null')
+    if tool == "record_model_call":  # a message recorded before is not written again
+        return '"model_call_id": null' not in text.replace('"model_call_id":null', '"model_call_id": null')
     return True
 
 CODE = re.compile(r"^Error executing tool [\w.-]+: (SC\d{3}|42501)\b")
