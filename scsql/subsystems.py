@@ -131,6 +131,21 @@ def _hooks_commands(commands: Commands) -> None:
     importer.register(commands)
 
 
+# -- distill: a model turns sessions into facts, decisions and open loops ------
+
+
+def _distill_jobs(ctx: Context) -> list[Job]:
+    from . import distill
+
+    return distill.jobs()
+
+
+def _distill_commands(commands: Commands) -> None:
+    from . import distill
+
+    distill.register(commands)
+
+
 # -- ops: scsql doctor, scsql metrics, search latency timing, backup, restore, -
 # -- and the worker's maintenance of audit's partitions -------------------------
 
@@ -171,6 +186,7 @@ SUBSYSTEMS: tuple[Subsystem, ...] = (
               commands=_coordination_commands),
     Subsystem("bench", commands=_bench_commands),
     Subsystem("hooks", jobs=_hooks_jobs, commands=_hooks_commands),
+    Subsystem("distill", jobs=_distill_jobs, commands=_distill_commands),
     # listed last: its timing wraps the search, its maintenance runs after the other jobs
     Subsystem("ops", adapters=_ops_adapters, jobs=_ops_jobs, commands=_ops_commands),
     Subsystem("ui", commands=_ui_commands),

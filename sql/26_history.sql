@@ -75,7 +75,7 @@ begin
 end
 $$;
 comment on function scsql._memory_change(bigint, text, text, text, text, text, text, text, text, bigint) is
-  'Private. Records one change to memory in scsql.memory_changes, in the acting agent''s chain: op (remember, supersede, refresh, forget, archive, unarchive, conflict, resolve, purge; index, remove, pin, unpin, forget_source, forget_chunk, summary; learn, rule, unrule; decide, supersede; open_loop, close_loop), kind (fact, source, chunk, learning, decision, loop), target (fact key, source path, learning:<id>, decision:<id> or loop:<id>), chunk_hash, the old and new content hash, the reason and a related key or path. Chained unsigned (see the head of sql/26_history.sql): the signature field is 32 zero bytes then 32 random bytes. The change is the acting agent''s; when the session acts as scsql_owner (a trigger on a Citus worker), it is the agent P_AUTHOR, which the trigger took from its row. Does nothing when the acting role is not an agent (nor the owner naming one).';
+  'Private. Records one change to memory in scsql.memory_changes, in the acting agent''s chain: op (remember, supersede, refresh, forget, archive, unarchive, conflict, resolve, purge; index, remove, pin, unpin, forget_source, forget_chunk, summary; learn, rule, unrule; decide, supersede, withdraw; open_loop, close_loop), kind (fact, source, chunk, learning, decision, loop), target (fact key, source path, learning:<id>, decision:<id> or loop:<id>), chunk_hash, the old and new content hash, the reason and a related key or path. Chained unsigned (see the head of sql/26_history.sql): the signature field is 32 zero bytes then 32 random bytes. The change is the acting agent''s; when the session acts as scsql_owner (a trigger on a Citus worker), it is the agent P_AUTHOR, which the trigger took from its row. Does nothing when the acting role is not an agent (nor the owner naming one).';
 
 -- ---------------------------------------------------------------------------
 -- Duplicates and conflicts between facts
@@ -415,7 +415,7 @@ p_target: a fact key, a source path, a chunk_hash, or learning:<id>, decision:<i
 p_limit (1..1000): rows at most
 hidden: for people tracing a change (scsql memory history); agents see open conflicts in recall_context
 
-Shows the history of one fact (by key), source (by path) or chunk (by chunk_hash: the changes of forget_chunk for it and of the sources holding it now), learning (learning:<id>), decision (decision:<id>) or open loop (loop:<id>) of the acting agent''s project, newest first: at, agent (the acting agent that made the change), op (facts: remember, supersede, refresh, forget, archive, unarchive, conflict, resolve, purge; sources: index (reason: added or changed), remove (a file no longer in the tree scsql.index walks), purge (expired, by the worker), pin, unpin, forget_source, forget_chunk, summary; learnings: learn (derived from an outcome; related outcome:<id>), rule and unrule (mark_learning_rule); decisions: decide, supersede; open loops: open_loop, close_loop), kind (fact, source, chunk, learning, decision, loop), target (key, path or id), chunk_hash, old_hash and new_hash (sha256 hex of the value or text as stored, redacted), reason, related (the other key or path: the key a duplicate was asked under, the fact a conflict is with), value (a fact''s value with that new_hash, while it is in working memory or kept as superseded history; forgotten values are not kept), seq (the row''s place in its agent''s chain). Changes are rows of scsql.memory_changes, chained and checked by scsql verify (unsigned, see sql/26_history.sql). Raises SC200/SC201 for a bad target, SC227 for a limit out of range.';
+Shows the history of one fact (by key), source (by path) or chunk (by chunk_hash: the changes of forget_chunk for it and of the sources holding it now), learning (learning:<id>), decision (decision:<id>) or open loop (loop:<id>) of the acting agent''s project, newest first: at, agent (the acting agent that made the change), op (facts: remember, supersede, refresh, forget, archive, unarchive, conflict, resolve, purge; sources: index (reason: added or changed), remove (a file no longer in the tree scsql.index walks), purge (expired, by the worker), pin, unpin, forget_source, forget_chunk, summary; learnings: learn (derived from an outcome; related outcome:<id>), rule and unrule (mark_learning_rule); decisions: decide, supersede, withdraw (an undone distillation); open loops: open_loop, close_loop), kind (fact, source, chunk, learning, decision, loop), target (key, path or id), chunk_hash, old_hash and new_hash (sha256 hex of the value or text as stored, redacted), reason, related (the other key or path: the key a duplicate was asked under, the fact a conflict is with), value (a fact''s value with that new_hash, while it is in working memory or kept as superseded history; forgotten values are not kept), seq (the row''s place in its agent''s chain). Changes are rows of scsql.memory_changes, chained and checked by scsql verify (unsigned, see sql/26_history.sql). Raises SC200/SC201 for a bad target, SC227 for a limit out of range.';
 
 create or replace function scsql._retire_fact(p_project bigint, p_key text, p_reason text, p_related text)
 returns void
@@ -638,9 +638,11 @@ language sql stable
 as $$
   -- A decision never changes: its decide change holds the hash of title and
   -- rationale and, in related, what it supersedes (or its session summary).
+  -- A withdraw change (an undone distillation, sql/65_distill.sql) records
+  -- no hash: the decision is gone.
   with rec as (
     select distinct on (m.project_id, m.target) m.project_id, m.target, m.new_hash, m.related, m.chain_id, m.seq
-    from scsql.memory_changes m where m.kind = 'decision' and m.op = 'decide'
+    from scsql.memory_changes m where m.kind = 'decision' and m.op in ('decide', 'withdraw')
     order by m.project_id, m.target, m.change_id desc),
   held as (
     select d.project_id, 'decision:' || d.decision_id as target,
@@ -664,7 +666,7 @@ as $$
      or (r.target is not null and h.target is not null and r.related is distinct from h.related)
 $$;
 comment on function scsql._memory_decision_drift() is
-  'Private, for scsql.verify_memory. Decisions whose title and rationale (sha256 of title, a blank line, rationale), or whose superseded decision or source, are not what their decide change in the memory history recorded, decisions that change records but that are gone (missing), and decisions no change records (unrecorded).';
+  'Private, for scsql.verify_memory. Decisions whose title and rationale (sha256 of title, a blank line, rationale), or whose superseded decision or source, are not what their decide change in the memory history recorded, decisions that change records but that are gone (missing; a decision whose last change is a withdraw is gone as recorded), and decisions no change records (unrecorded).';
 
 create or replace function scsql._memory_loop_drift()
 returns table (project_id bigint, kind text, target text, problem text, expected text, found text, detail text,

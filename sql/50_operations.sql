@@ -128,7 +128,10 @@ as $$
     ('scsql_worker_heartbeat_age_seconds', 'gauge', 'Seconds since the project''s newest worker heartbeat.'),
     ('scsql_search_latency_seconds', 'histogram', 'End-to-end latency of searches timed by scsql clients (MCP search and search_global), by project.'),
     ('scsql_partition_days_ahead', 'gauge', 'Days from now to the end of the newest partition of a time-partitioned table (administrators only).'),
-    ('scsql_partitions_past_retention', 'gauge', 'Dated partitions still present although their range expired under the table''s retention (administrators only).')
+    ('scsql_partitions_past_retention', 'gauge', 'Dated partitions still present although their range expired under the table''s retention (administrators only).'),
+    ('scsql_distill_daily_tokens', 'gauge', 'Tokens the project''s distillation may use per UTC day.'),
+    ('scsql_distill_tokens_today', 'gauge', 'Tokens the project''s distillation used (or reserved) this UTC day.'),
+    ('scsql_distill_jobs', 'gauge', 'Distillation jobs waiting, by state (queued, deferred: waiting for the day''s budget, running).')
 $$;
 comment on function scsql._metric_help() is
   'Private. Every metric of scsql.metrics(): its name, Prometheus type and help text.';
@@ -268,6 +271,8 @@ begin
                                       and p.upper_bound <= v_now - s.retention - interval '1 day')::float8, null
     from scsql.partition_settings s cross join lateral scsql._partitions(s.parent::regclass) p
     where v_only is null group by s.parent
+    union all
+    select m.metric, m.labels, m.value, m.buckets from scsql._distill_metrics(v_only) m
   )
   select d.metric, h.kind, h.help, d.labels, d.value, d.buckets
   from data d join scsql._metric_help() h using (metric)

@@ -160,3 +160,15 @@ select scsql._map_constraint(t::regclass, c, code, message, hint) from (values
   ('scsql.transcript_cursors', 'transcript_cursors_messages_check', 'SC010', 'messages read must be >= 0', null),
   ('scsql.transcript_cursors', 'transcript_cursors_parts_check', 'SC010', 'parts written must be >= 0', null)
 ) as m(t, c, code, message, hint);
+
+-- distillation settings (migrations/0780): what set_distill stores.
+select scsql._map_constraint(t::regclass, c, code, message, hint) from (values
+  ('scsql.distill_settings', 'distill_settings_command_check', 'SC335', 'a distillation command is 1 to 64 words',
+   'Give the program and its arguments as words; {} resets it to claude -p.'),
+  ('scsql.distill_settings', 'distill_settings_model_check', 'SC335',
+   'a model name is 1 to 100 letters, digits and ._:@/- starting with a letter or digit', null),
+  ('scsql.distill_settings', 'distill_settings_daily_tokens_check', 'SC010',
+   'daily_tokens must be 1,000 to 100,000,000', null),
+  ('scsql.distill_settings', 'distill_settings_max_input_chars_check', 'SC010',
+   'max_input_chars must be 2,000 to 1,000,000', null)
+) as m(t, c, code, message, hint);

@@ -48,8 +48,12 @@ def claude_cli() -> str | None:
 
 
 class ClaudeApi:
-    def __init__(self, script: list[Step]):
+    def __init__(self, script: list[Step], replies: dict[str, str] | None = None):
+        """SCRIPT answers the requests that offer tools, in turn; REPLIES
+        answers a request without tools whose body holds one of its keys with
+        that key's text (a model command that runs claude -p without tools)."""
         self.script = list(script)
+        self.replies = dict(replies or {})
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         api = self
@@ -73,6 +77,9 @@ class ClaudeApi:
                 with api.lock:
                     api.requests.append(body)
                     step = api.script.pop(0) if body.get("tools") and api.script else Say("ok")
+                    if not body.get("tools"):
+                        seen = json.dumps(body)
+                        step = next((Say(text) for key, text in api.replies.items() if key in seen), step)
                 if body.get("stream"):
                     return self._stream(body, step)
                 return self._json({"id": f"msg_{uuid.uuid4().hex[:12]}", "type": "message", "role": "assistant",

@@ -235,6 +235,22 @@ def test_unsent_hook_events_in_the_spool(healthy):
     assert f"{agent.name}: 1 event(s) waiting" in f.details[0]
 
 
+def test_distillation_without_a_worker_or_over_its_budget(healthy):
+    db, agent, repo, env = healthy
+    project = agent.whoami()["project"]
+    distiller = db.agent("ddoc", project, team_role="distiller")
+    with db.connect() as conn:
+        conn.execute("select * from scsql.set_distill(%s, %s)", (project, distiller.name))
+        conn.execute("insert into scsql.distill_jobs (project_id, session_id, segment, queued_by, queued_at) "
+                     "select project_id, 1, 1, agent_id, now() - interval '1 hour' from scsql.agents where name = %s",
+                     (agent.name,))
+    f = broken(probe(db, repo, env), "distill", f"scsql worker --agent {distiller.name}")
+    assert "1 queued" in f.details[0]
+    with db.connect() as conn:
+        conn.execute("update scsql.distill_jobs set state = 'deferred'")
+    broken(probe(db, repo, env), "distill", f"scsql distill enable --project {project} --daily-tokens 400000")
+
+
 def test_every_check_is_broken_by_a_test():
     """Each check of the table has a test in this file that makes it fail:
     one that calls broken(probe, "<check>", fix) for it (finding(..., "server") for the server's)."""

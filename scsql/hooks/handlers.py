@@ -354,6 +354,8 @@ def _capture_once(agent: Agent, events: list[dict]) -> Captured:
         for ev in events:
             if ev.get("hook_event_name") in ("PreCompact", "SessionEnd") and not ev.get("scsql_stub"):
                 keep_transcript(agent, conn, ev, sessions.get(ev.get("session_id")))
+                if not ev.get("scsql_imported"):
+                    queue_distill(conn, sessions.get(ev.get("session_id")))
         if failures:
             _record_failures(agent, conn, failures)
     return captured
@@ -426,6 +428,19 @@ def keep_transcript(agent: Agent, conn, event: dict, session_id: int | None) -> 
     cursor = update.cursor or f"messages:{(since if isinstance(since, int) else 0) + update.summary.messages}"
     conn.execute("select scsql.advance_transcript_cursor(%s, %s, %s, %s)",
                  (session_id, cursor[:200], at["parts"] + len(update.conversation.parts), messages))
+
+
+def queue_distill(conn, session_id: int | None) -> None:
+    """PreCompact / SessionEnd: queue the distillation of what the session
+    added since its last job, when the project distils (sql/65_distill.sql;
+    nothing otherwise). In a savepoint: a refusal loses no captured row."""
+    if session_id is None:
+        return
+    try:
+        with conn.transaction():
+            conn.execute("select * from scsql.queue_distill(%s)", (session_id,))
+    except psycopg.Error:
+        pass  # the capture stands; the next PreCompact or SessionEnd queues the segment with what follows
 
 
 def _sane_time(at: dt.datetime | None) -> dt.datetime | None:
@@ -547,6 +562,12 @@ def session_context(agent: Agent, budget: int = CONTEXT_TOKENS) -> str:
         rest = max(50, budget - used - 60)
         recalled = conn.execute(
             "select section, key, content, source_path, at from scsql.recall_context(%s)", (rest,)).fetchall()
+        # Facts a model distilled (docs/distill.md) are labelled so: written last by the project's distiller.
+        distilled = set()
+        if any(r["section"] == "fact" for r in recalled):
+            distilled = {r["key"] for r in conn.execute(
+                "select f.key from scsql.memory_facts f join scsql.distill_settings d using (project_id) "
+                "where f.updated_by = d.distiller_id").fetchall()}
     out = []
     if lines:
         out += ["Open work for you in scsql:", *lines]
@@ -554,7 +575,8 @@ def session_context(agent: Agent, budget: int = CONTEXT_TOKENS) -> str:
         out.append("What scsql remembers for this project:")
         for r in recalled:
             cite = r["source_path"] or f"{r['section']}:{r['key']}"
-            out.append(f"- [{r['section']}] {r['content']} [{cite}]")
+            label = "fact, distilled" if r["section"] == "fact" and r["key"] in distilled else r["section"]
+            out.append(f"- [{label}] {r['content']} [{cite}]")
     text = "\n".join(out)
     return _clip(text, budget * 4) if text else ""
 

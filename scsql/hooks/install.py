@@ -26,6 +26,11 @@ it is. When nothing else changed since install,
 it restores the bytes the file had before (from install's backup), or deletes
 the file install created. It does not revoke the agent: its key and history
 stay, and install can add the entries again.
+
+``install claude --distill`` also makes the project distil its sessions
+(``enable_distill``, which ``scsql distill enable`` runs too): its distiller
+agent, created with its key, and ``scsql.set_distill``. The distillation
+itself, which stands above the hooks, is ``scsql/distill``.
 """
 
 from __future__ import annotations
@@ -309,6 +314,45 @@ def record_agent_env(ctx, agent: str, password: str | None) -> list[str]:
     return [f"  recorded  {path}  (how agent {agent}'s hooks and MCP server reach its database; 0600)"]
 
 
+DISTILL_DAILY_TOKENS = 200_000  # scsql.set_distill's default, said in the help
+
+
+def default_distiller(basis: str) -> str:
+    """A distiller's agent name made from an agent's or project's name: lower
+    case, characters an agent name may not hold as '_', '_distiller' after it."""
+    stem = re.sub(r"[^a-z0-9_]+", "_", basis.lower()).strip("_")[:38] or "project"
+    return (stem if stem[0].isalpha() else "d" + stem[:37]) + "_distiller"
+
+
+def enable_distill(ctx, project: str, distiller: str | None = None, *, model: str | None = None,
+                   daily_tokens: int | None = None, command: list[str] | None = None,
+                   max_input_chars: int | None = None, fallback: str | None = None) -> list[str]:
+    """Make PROJECT distil its sessions: its distiller agent (DISTILLER, else
+    the one it has, else FALLBACK, else one named after the project) created
+    with its key when it does not exist, then scsql.set_distill. Returns what
+    was done (``scsql install claude --distill`` and ``scsql distill enable``)."""
+    from ..core import roles
+
+    admin = ctx.admin_conninfo()
+    said = []
+    with roles.admin_connection(admin) as conn:
+        current = conn.execute("select distiller from scsql.distill_overview() where project = %s",
+                               (project,)).fetchone()
+    name = distiller or (current["distiller"] if current else fallback or default_distiller(project))
+    found = next((a for a in roles.list_agents(admin) if a["agent"] == name), None)
+    if found is None:
+        row = roles.create_agent(admin, ctx.keystore, name, project, "distiller")
+        said.append(f"scsql: created distiller agent {name} in project {project}, key {row['key_file']}")
+    with roles.admin_connection(admin) as conn:
+        s = conn.execute("select * from scsql.set_distill(%s, %s, true, %s, %s, %s, %s)",
+                         (project, name, model, daily_tokens, command, max_input_chars)).fetchone()
+    how = " ".join(s["command"]) if s["command"] else f"claude -p --model {s['model']}"
+    said.append(f"scsql: project {project} distils its sessions with {how}, as agent {name}, "
+                f"at most {s['daily_tokens']:,} tokens a day (UTC)")
+    said.append(f"scsql: the jobs run in: scsql worker --agent {name}")
+    return said
+
+
 def cmd_install_claude(ctx, args: argparse.Namespace) -> int:
     directory, project, edits = _edits(ctx, args)  # every file read and checked before anything changes
     project = args.project or rooted_project(ctx, directory, args.agent) or project
@@ -320,6 +364,10 @@ def cmd_install_claude(ctx, args: argparse.Namespace) -> int:
         print(edit.apply(status, content))
     for line in record_agent_env(ctx, args.agent, password):
         print(line)
+    if args.distill:
+        for line in enable_distill(ctx, project, args.distiller, model=args.distill_model,
+                           daily_tokens=args.distill_daily_tokens, fallback=default_distiller(args.agent)):
+            print(line)
     if args.scope == "project":
         _exclude_from_git(directory, IDENTITY)
     marker = Path(ctx.settings.data_dir) / "hooks" / f"{args.agent}.misconfigured"
@@ -387,6 +435,15 @@ def register_install(commands: Commands) -> None:
     _options(p)
     p.add_argument("--role", default=DEFAULT_TEAM_ROLE,
                    help=f"team role of an agent created now (default {DEFAULT_TEAM_ROLE})")
+    p.add_argument("--distill", action="store_true",
+                   help="also distil the project's sessions into facts, decisions and open loops with a model "
+                        "(claude -p by default; docs/distill.md): creates its distiller agent")
+    p.add_argument("--distiller", metavar="NAME",
+                   help="with --distill: the distiller agent (default: the project's, else <agent>_distiller)")
+    p.add_argument("--distill-model", metavar="MODEL", help="with --distill: the model claude -p runs (default haiku)")
+    p.add_argument("--distill-daily-tokens", type=int, metavar="N",
+                   help="with --distill: tokens the project's distillation may use per UTC day "
+                        f"(default {DISTILL_DAILY_TOKENS:,})")
     p.set_defaults(sub_func=cmd_install_claude)
     p = commands.group("uninstall", "remove what scsql install added", "TARGET").add_parser(
         "claude", help="Claude Code: remove scsql's MCP server and hooks of the agent, keep everything else")

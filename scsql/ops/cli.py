@@ -72,7 +72,7 @@ def cmd_metrics(ctx, args: argparse.Namespace) -> int:
 def register(commands: Commands) -> None:
     add = commands.add
     p = add("doctor", cmd_doctor, "check the server, schema, partitions, worker, checkpoints, chains, keys, clock, "
-                                  "hooks and spool; say what to run for each problem (exit 1 when one needs action)")
+                                  "hooks, spool and distillation; say what to run for each problem (exit 1 when one needs action)")
     p.add_argument("--json", action="store_true", help="one JSON object: ok, and every check's finding")
     p.add_argument("--full", action="store_true",
                    help="re-compute every chain from its first row (default: from its newest checkpoint)")

@@ -329,6 +329,33 @@ def check_hooks(p: Probe) -> Finding:
     return ok(f"MCP server and hooks installed for {', '.join(sorted(wanted))} in {p.project_dir}")
 
 
+DISTILL_WAIT = dt.timedelta(minutes=15)  # a distillation job waiting longer has no worker running it
+
+
+def check_distill(p: Probe) -> Finding:
+    """Each project that distils: its budget today (UTC), jobs waiting for it
+    or for a worker, and jobs that failed today (sql/65_distill.sql)."""
+    rows = [r for r in p.query("select * from scsql.distill_overview()") if r["enabled"]]
+    if not rows:
+        return ok("no project distils its sessions with a model (scsql install claude --distill turns it on)")
+    details = [f"{r['project']}: {r['used_today']:,} of {r['daily_tokens']:,} tokens used today (UTC); "
+               f"{r['queued']} queued, {r['deferred']} waiting for the budget, {r['failed_today']} failed today"
+               for r in rows]
+    fix = []
+    for r in rows:
+        waited = r["oldest_queued_at"] is not None and p.now() - r["oldest_queued_at"] > DISTILL_WAIT
+        if r["deferred"]:
+            fix.append(f"scsql distill enable --project {r['project']} --daily-tokens {2 * r['daily_tokens']}"
+                       "   # or let the jobs wait for the next UTC day")
+        elif r["queued"] and waited:
+            fix.append(f"scsql worker --agent {r['distiller']}   # runs project {r['project']}'s distillation")
+        if r["failed_today"]:
+            fix.append(f"scsql distill jobs --agent {r['distiller']}   # says why {r['failed_today']} job(s) failed")
+    if fix:
+        return action("distillation needs attention", fix, details)
+    return ok(f"{len(rows)} project(s) distil their sessions within their budgets", details)
+
+
 def scsql_cmd(p: Probe, rest: str) -> str:
     """A scsql command line to paste: with --data-dir when doctor looked at
     another data directory than the one scsql finds by itself."""
@@ -422,9 +449,10 @@ CHECKS: tuple[Check, ...] = (
     Check("clock", "clock skew between this machine and the server", check_clock),
     Check("hooks", "hooks installed in the project", check_hooks, needs_server=False),
     Check("spool", "local spool of unsent hook events, and events stored as stubs", check_spool, needs_server=False),
+    Check("distill", "distillation: daily token budget, jobs waiting or failed", check_distill),
 )
 # Checks that read scsql's schema: skipped while migrations say it is absent.
-_NEEDS_SCHEMA = {"partitions", "worker", "embeddings", "checkpoints", "chains"}
+_NEEDS_SCHEMA = {"partitions", "worker", "embeddings", "checkpoints", "chains", "distill"}
 
 
 def run(probe: Probe, checks: tuple[Check, ...] = CHECKS) -> list[Finding]:
