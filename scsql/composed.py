@@ -165,12 +165,16 @@ def cmd_worker(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def job_names(bundle: Bundle) -> list[str]:
-    """The names of the background jobs (as made for the default settings:
-    a job uses its context only when it runs)."""
+    """The names of the background jobs, for the parser's help: made with
+    placeholder settings (a job uses its context only when it runs), so a bad
+    setting in the environment is reported when a command runs, as an error,
+    not while the command line is read."""
+    from pathlib import Path
+
     from .core.app import Context
     from .core.config import Settings
 
-    return [j.name for j in bundle.jobs(Context(Settings.load(), bundle))]
+    return [j.name for j in bundle.jobs(Context(Settings(None, None, Path(), Path()), bundle))]
 
 
 # -- scsql verify ----------------------------------------------------------------

@@ -85,14 +85,14 @@ returns timestamptz
 language plpgsql immutable
 as $$
 begin
-  if p_at is null or not isfinite(p_at) then
-    raise exception using errcode = 'SC010', message = format('a page position is a finite time, got %s', coalesce(p_at::text, 'NULL'));
+  if p_at is null or not p_at between timestamptz '0001-01-01 00:00Z' and timestamptz '9999-12-31 00:00Z' then
+    raise exception using errcode = 'SC010', message = format('a page position is a time of the years 1 to 9999, got %s', coalesce(p_at::text, 'NULL'));
   end if;
   return p_at;
 end
 $$;
 comment on function scsql_caller.viewer_moment(timestamptz) is
-  'P_AT, checked: a finite time, as a viewer cursor holds one. Raises SC010 for NULL or infinity.';
+  'P_AT, checked: a time of the years 1 to 9999, as a viewer cursor holds one. Raises SC010 for NULL, infinity or a time out of that range.';
 
 create or replace function scsql_caller.viewer_cursor(p_happened timestamptz, p_rank integer, p_id bigint)
 returns text
