@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -260,6 +261,42 @@ def test_release_snapshot_is_the_released_tree(tag):
     assert changed == []
 
 
+@pytest.mark.parametrize("tag", RELEASES)
+def test_every_install_applies_migrations_in_one_sequence(tag, empty_db):
+    """A fresh install applies the migrations in the order
+    migrations/sequence.txt lists them, and each release's migrations are
+    that sequence's start: an upgrade applies what the release lacks in the
+    same order as a fresh install. (Files were applied in number order: a
+    migration numbered below one already released ran before it on a fresh
+    install and after it on an upgrade.) The schema version is how far along
+    the sequence a database is."""
+    sequence = [m.name for m in Source(REPO).migrations()]
+    with tarfile.open(_snapshot(tag)) as tar:
+        released = sorted(Path(n).name for n in tar.getnames() if re.match(r"migrations/\d{4}_.*\.sql$", n))
+    assert sequence[:len(released)] == released
+    report = Migrator(empty_db, Source(REPO)).run(with_api=False)
+    assert report.applied == sequence
+    assert (report.schema_version, report.schema_head) == (len(sequence), sequence[-1])
+    with psycopg.connect(empty_db) as conn:
+        conn.execute("set role scsql_owner")
+        ledger = [r[0] for r in conn.execute("select name from scsql.schema_migrations order by applied_at, version")]
+    assert ledger == sequence
+
+
+def test_a_migration_missing_from_the_sequence_is_refused(tmp_path):
+    """A migration file not in migrations/sequence.txt (or listed twice, or
+    listed without its file) is refused before anything is applied."""
+    root = tmp_path / "tree"
+    shutil.copytree(REPO / "migrations", root / "migrations")
+    (root / "migrations" / "9999_new_table.sql").write_text("create table scsql.t (x int);\n")
+    with pytest.raises(ValueError, match="not listed: 9999_new_table.sql"):
+        Source(root).migrations()
+    with (root / "migrations" / "sequence.txt").open("a") as f:
+        f.write("9999_new_table.sql\n0001_identity.sql\n")
+    with pytest.raises(ValueError, match="listed twice: 0001_identity.sql"):
+        Source(root).migrations()
+
+
 @pytest.mark.parametrize("path", UPGRADE_PATHS, ids="-".join)
 def test_release_upgraded_equals_fresh_install(server, empty_db, template, tmp_path, path):
     """A database that a release installed (and later releases upgraded, in
@@ -465,7 +502,7 @@ def test_printed_script_builds_the_same_database_with_plain_psql(server, empty_d
     assert schema_dump(server, empty_db) == schema_dump(server, server.conninfo(template))
     with psycopg.connect(empty_db) as conn:
         rows = conn.execute("select name, checksum from scsql.schema_migrations order by version").fetchall()
-    assert rows == [(m.name, m.checksum) for m in Source().migrations()]
+    assert rows == [(m.name, m.checksum) for m in sorted(Source().migrations(), key=lambda m: m.version)]
 
 
 def test_printed_script_refuses_a_changed_migration(server, scsql_db, tmp_path):

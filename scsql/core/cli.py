@@ -116,7 +116,7 @@ def cmd_up(ctx, args: argparse.Namespace) -> int:
     mcp = {"mcpServers": {f"scsql-{DEFAULT_AGENT}": {
         "command": _scsql_command(), "args": ["mcp", "--agent", DEFAULT_AGENT], **({"env": env} if env else {})}}}
     print(f"scsql {__version__} is up on {where}")
-    print(f"  schema version  {report.schema_version}")
+    print(f"  schema version  {report.schema}")
     print(f"  admin           {uri(admin)}")
     if own:
         print(f"  agents connect  {uri(agent_dsn)}  (each agent as its own role: scsql agent login NAME prints its DSN)")
@@ -239,7 +239,7 @@ def cmd_migrate(ctx, args: argparse.Namespace) -> int:
         return 0
     admin = ctx.admin_conninfo()
     report, done = _migrate(admin, root, args.to, lambda m: print(f"  {m}"), args.citus)
-    print(f"scsql: schema at version {report.schema_version}; "
+    print(f"scsql: schema at version {report.schema}; "
           f"{len(report.applied)} migration(s) applied" + (" after waiting for another migrator" if report.waited else ""))
     settle_logins(ctx, admin, logins)
     if done is not None:

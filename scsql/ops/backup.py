@@ -241,7 +241,7 @@ def _facts(conn) -> dict[str, Any]:
 
     facts: dict[str, Any] = {
         "server_version": conn.execute("select current_setting('server_version') as v").fetchone()["v"],
-        "schema_version": conn.execute("select max(version) as v from scsql.schema_migrations").fetchone()["v"],
+        "schema_version": conn.execute("select count(*) as v from scsql.schema_migrations").fetchone()["v"],
         "roles": _roles(conn),
         "counts": _counts(conn),
         "database_settings": [r["s"] for r in conn.execute(

@@ -114,14 +114,15 @@ def check_server(p: Probe) -> Finding:
 def check_migrations(p: Probe) -> Finding:
     from ..core.migrate import Source
 
-    files = {m.version: m for m in Source().migrations()}
+    sequence = Source().migrations()
+    files = {m.version: m for m in sequence}
     if not p.query("select from pg_catalog.pg_tables where schemaname = 'scsql' and tablename = 'schema_migrations'"):
         return action("the database has no scsql schema", [scsql_cmd(p, "migrate")])
     applied = {r["version"]: r["checksum"] for r in p.query("select version, checksum from scsql.schema_migrations")}
     changed = [f"{files[v].name}: applied {c[:12]}, file {files[v].checksum[:12]}"
                for v, c in sorted(applied.items()) if v in files and files[v].checksum != c]
     unknown = [f"{v:04d}" for v in sorted(applied) if v not in files]
-    pending = [m.name for v, m in sorted(files.items()) if v not in applied]
+    pending = [m.name for m in sequence if m.version not in applied]
     if changed:
         return action(f"{len(changed)} applied migration(s) differ from their files", [
             "restore the files as they were applied (applied migrations are immutable; "
@@ -131,7 +132,8 @@ def check_migrations(p: Probe) -> Finding:
                       ["upgrade scsql to the version that migrated this database"])
     if pending:
         return action(f"{len(pending)} migration(s) not applied", [scsql_cmd(p, "migrate")], pending)
-    return ok(f"schema version {max(applied, default=0)}, {len(applied)} migrations, checksums match")
+    head = [m.name for m in sequence if m.version in applied][-1:] or ["none"]
+    return ok(f"schema version {len(applied)} ({head[0].removesuffix('.sql')}), checksums match")
 
 
 def check_extensions(p: Probe) -> Finding:
