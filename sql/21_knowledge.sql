@@ -93,7 +93,7 @@ begin
     -- Where each context came from is recorded once the chunks are stored
     -- (scsql._attach_context_sources).
     select t.*, null::bigint[] as context_sources, null::text[] as context_hashes
-    from scsql._chunk_text(p_content, p_spans, 1500, v_conversation) t where p_chunks is null
+    from scsql._chunk_text(p_content, p_spans, scsql_caller.chunk_chars(), v_conversation) t where p_chunks is null
     union all
     -- Chunks already made, stored again with where their contexts came from
     -- (scsql._forget_in_context).
@@ -577,7 +577,7 @@ begin
     raise exception using errcode = 'SC211', message = format('path %L is reserved for sources scsql writes itself', p_path),
       hint = 'Paths starting with learning:, session:, fact:, memory: or message: name learnings, session summaries, archived facts, working memory and broadcasts. Choose another path, such as notes/<name>.';
   end if;
-  if p_content is not null and octet_length(p_content) > 2097152 then
+  if p_content is not null and octet_length(p_content) > scsql_caller.index_max_bytes() then
     raise exception using errcode = 'SC204',
       message = format('text of %s is %s bytes; at most 2 MiB (2,097,152 bytes) can be indexed as one source',
                        p_path, octet_length(p_content)),

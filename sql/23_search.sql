@@ -1053,9 +1053,10 @@ begin
   if p_query is null or btrim(p_query, E' \t\r\n') = '' then
     raise exception using errcode = 'SC205', message = 'the search query is empty', hint = 'Give words or identifiers to look for.';
   end if;
-  if char_length(p_query) > 2000 then
+  if char_length(p_query) > scsql_caller.query_max_chars() then
     raise exception using errcode = 'SC205',
-      message = format('the search query is %s characters long; at most 2,000 are allowed', char_length(p_query)),
+      message = format('the search query is %s characters long; at most %s are allowed', char_length(p_query),
+                       scsql_caller.query_max_chars()),
       hint = 'Search for the distinctive words or identifiers; pack takes a longer intent.';
   end if;
   -- NaN compares greater than every number and Infinity passes every lower

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scsql.audit.signing import may_hold_secret
+from scsql.core.rules import Rules
 from scsql.core.errors import ScsqlError
 
 from .conftest import SESSION
@@ -121,12 +121,20 @@ def test_secrets_hidden_by_zero_width_characters_or_percent_encoding_are_found(a
 
 
 def test_the_client_asks_the_database_about_every_text_redaction_changes(admin):
-    """The client's first test (scsql.audit.signing.may_hold_secret) passes
-    every corpus text that redaction changes, the hidden ones too: a text it
-    lets by is signed as given."""
+    """The client's first test (Rules.may_hold_secret, with the pattern the
+    database's scsql.redact tests first: scsql_caller.redaction_prefilter)
+    passes every corpus text that redaction changes, the hidden ones too: a
+    text it lets by is signed as given."""
+    rules = Rules.read(admin)
     outputs = redact_all(admin, [c["text"] for c in CORPUS])
-    missed = [c["note"] for c, out in zip(CORPUS, outputs, strict=True) if out != c["text"] and not may_hold_secret(c["text"])]
+    missed = [c["note"] for c, out in zip(CORPUS, outputs, strict=True)
+              if out != c["text"] and not rules.may_hold_secret(c["text"])]
     assert missed == []
+    # Python's and PostgreSQL's regular expressions read the one pattern alike.
+    row = admin.execute("select array_agg(t ~* scsql_caller.redaction_prefilter() order by n) as a "
+                        "from unnest(%s::text[]) with ordinality u(t, n)", ([c["text"] for c in CORPUS],)).fetchone()
+    alike = row["a"] if isinstance(row, dict) else row[0]
+    assert alike == [rules.may_hold_secret(c["text"]) for c in CORPUS]
 
 
 def test_redaction_is_idempotent(admin):

@@ -17,7 +17,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from scsql.api import Api
-from scsql.audit import signing, telemetry
+from scsql.audit import telemetry
 from scsql.audit.signing import SignedField, SignedTable, key_id, sign_row
 from scsql.coordination.client import BROADCAST_FIELDS, BROADCAST_TABLE, BROADCASTS
 from scsql.core.errors import ScsqlError
@@ -198,6 +198,7 @@ def test_sign_many_redacts_every_row_in_one_query(team):
 
     rows = [{"tool": f"t{i}", "input_preview": f"{SECRET} {i}", "output_preview": "nothing secret"} for i in range(5)]
     rows.append({"tool": "plain"})
+    orch.rules()  # read once per agent (scsql_caller.rules), before the batches counted here
     orch.transaction = counting
     try:
         signed = telemetry.TOOL_CALLS.sign_many(orch, rows)
@@ -226,10 +227,13 @@ def test_sign_many_redacts_every_row_in_one_query(team):
 
 def test_the_client_asks_the_database_whenever_redaction_could_change_a_text(team):
     """The client skips the round trip for text without any of the words that
-    scsql._redact tests first; the two lists are one."""
+    scsql._redact tests first; the list is one, the database's, which the
+    client reads (scsql_caller.rules)."""
     db, orch, dev = team
     [definition] = admin_rows(db, "select pg_get_functiondef('scsql._redact(text)'::regprocedure) as d")
-    assert f"!~* '{signing._MAY_HOLD_SECRET.pattern}'" in definition["d"]
+    assert "!~* scsql_caller.redaction_prefilter()" in definition["d"]
+    [prefilter] = admin_rows(db, "select scsql_caller.redaction_prefilter() as p")
+    assert dev.rules().redaction_prefilter.pattern == prefilter["p"]
 
 
 SIGNED_SENDS = {

@@ -42,7 +42,6 @@ import contextlib
 import datetime as dt
 import decimal
 import json
-import re
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -79,29 +78,6 @@ class SignedField:
     default: Any = None
     appended: bool = False
     redact: bool = False
-
-
-# The words without which scsql._redact returns a text as it is: its first
-# test (sql/05_redaction.sql; a test keeps the two the same), also met where
-# they may hide (a quoted -p option, percent-encoding, zero-width
-# characters). A text without any of them is signed as given, without asking
-# the database. Should they ever differ, the database refuses the row
-# (SC040): nothing secret is stored.
-_MAY_HOLD_SECRET = re.compile(
-    r"(key|secret|token|passw|pwd|pass|credential|akia|asia|gh[pousr]_|github_pat_|sk-|xox|xapp-|hooks\.slack|eyj"
-    r"|bearer|basic|://|private key|-p[\x22\x27]|%[0-9a-f]{2}|[\u200b\u200c\u200d\u2060\ufeff])", re.IGNORECASE)
-
-
-def may_hold_secret(value: Any) -> bool:
-    """Whether redaction could change a text or JSON value: some string of it
-    (object keys included) holds one of the words of :data:`_MAY_HOLD_SECRET`."""
-    if isinstance(value, str):
-        return _MAY_HOLD_SECRET.search(value) is not None
-    if isinstance(value, dict):
-        return any(may_hold_secret(k) or may_hold_secret(v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return any(map(may_hold_secret, value))
-    return False
 
 
 def _send_and_sign(kind: str, value: Any) -> tuple[Any, Any]:
@@ -254,12 +230,13 @@ class SignedTable:
         when no field holds a word a secret could be found by)."""
         texts: list[tuple[dict[str, Any], str, str]] = []
         docs: list[tuple[dict[str, Any], str, Any]] = []
+        rules = agent.rules(conn)  # the database's prefilter (sql/01_rules.sql): a text without its words is signed as given
         for out in outs:
             for f in self._redacted:
                 if f.name in skip:
                     continue
                 v = out.get(f.name, f.default)
-                if may_hold_secret(v):
+                if rules.may_hold_secret(v):
                     (docs if f.kind == "jsonb" else texts).append((out, f.name, v))
         if not texts and not docs:
             return

@@ -220,6 +220,20 @@ class Agent:
         self.role = role_for(name)
         self.key = key  # Ed25519 private key, when loaded
         self.home: Path | None = None  # the data directory of the process, when it has one (its hook spool, ...)
+        self._rules = None
+
+    def rules(self, conn: psycopg.Connection | None = None):
+        """The rules the client applies as the database does (core/rules.py),
+        read once (on CONN, when given)."""
+        if self._rules is None:
+            from .rules import Rules
+
+            if conn is not None:
+                self._rules = Rules.read(conn)
+            else:
+                with self.transaction() as c:
+                    self._rules = Rules.read(c)
+        return self._rules
 
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection]:

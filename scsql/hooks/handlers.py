@@ -122,14 +122,14 @@ def _git(cwd: str | None) -> tuple[str | None, str | None]:
                              capture_output=True, text=True, timeout=2).stdout.split()
     except (OSError, subprocess.SubprocessError):
         return None, None
-    return (out[0][:256], out[1][:64]) if len(out) == 2 else (None, None)
+    return (out[0], out[1]) if len(out) == 2 else (None, None)  # bounded with the other stored fields (STORED)
 
 
 def _model(event: dict) -> str | None:
     m = event.get("model")
     if isinstance(m, dict):
         m = m.get("id") or m.get("display_name")
-    return m[:200] if isinstance(m, str) and m else None
+    return m if isinstance(m, str) and m else None  # bounded with the other stored fields (STORED)
 
 
 def _execute(conn, fn: str, args: dict):
@@ -412,7 +412,7 @@ def keep_transcript(agent: Agent, conn, event: dict, session_id: int | None) -> 
     def redact(text: str) -> str:
         return conn.execute("select scsql.redact(%s) as t", (text,)).fetchone()["t"]
 
-    update = transcript.read(path, since, redact=redact)
+    update = transcript.read(path, since, redact=redact, private_key=agent.rules(conn).private_key)
     if update.summary.messages == 0:
         return   # nothing new since the cursor
     if not update.summary.empty:  # dated when the session happened (an import of last week's is last week's)
@@ -611,7 +611,7 @@ def recall(agent: Agent, prompt: str, k: int = RECALL_HITS, floor: float = RECAL
     least FLOOR that hold at least RECALL_TERMS of the prompt's distinct words
     (none when nothing is relevant), ordered by fusion with vector hits when
     the server has the embedding model loaded."""
-    text = prompt[:2000]
+    text = prompt[:agent.rules().query_max_chars]  # the longest query search takes
     terms = _terms(text)
     vector = None
     if query_embedding is not None:

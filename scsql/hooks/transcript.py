@@ -545,7 +545,8 @@ class Update:
 
 
 def read(path: str | os.PathLike, since: str | int | None = None,
-         progress: Callable[[int], None] | None = None, redact: Callable[[str], str] | None = None) -> Update:
+         progress: Callable[[int], None] | None = None, redact: Callable[[str], str] | None = None,
+         private_key: re.Pattern[str] | None = None) -> Update:
     """Read a transcript once: the summary and the conversation of the messages
     after ``since`` (a message uuid, the cursor of an earlier read; or a count
     of messages already read), in one pass over the file. ``redact`` (scsql.redact,
@@ -566,8 +567,8 @@ def read(path: str | os.PathLike, since: str | int | None = None,
     before: list[str] = []                # the turn before the cursor, as context of the first new one
     for m in iter_messages(path, stats, progress):
         index += 1
-        if redact is not None and "PRIVATE KEY" in m.text:
-            m.text = redact(m.text)
+        if redact is not None and private_key is not None and private_key.search(m.text):
+            m.text = redact(m.text)  # a key block is cut into lines below: redacted whole first
         cwd = m.cwd or cwd
         s.session_id = m.session_id or s.session_id
         s.git_branch = m.git_branch or s.git_branch
@@ -610,7 +611,7 @@ def read(path: str | os.PathLike, since: str | int | None = None,
         _add_calls(turn, m, calls, result_of, cwd)
     if isinstance(since, str) and not seen_since:
         # The cursor is not in this file: nothing of it was written; read it all.
-        whole = read(path, None, redact=redact)
+        whole = read(path, None, redact=redact, private_key=private_key)
         whole.summary.since_found = whole.conversation.since_found = False
         return whole
     s.cwd = cwd

@@ -66,7 +66,8 @@ def _loaded_here():
 
 def _query_embedding(agent, args: dict[str, Any], text_arg: str) -> dict[str, Any]:
     query = args.get(text_arg)
-    if not isinstance(query, str) or not query.strip() or len(query) > 2000 or args.get("mode") == "bm25":
+    if (not isinstance(query, str) or not query.strip() or len(query) > agent.rules().query_max_chars
+            or args.get("mode") == "bm25"):
         return args  # the database gives the error for a bad query
     kind = os.environ.get("SCSQL_EMBED") or "default"
     if kind == "none":
