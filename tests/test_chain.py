@@ -4,7 +4,6 @@ stamped from the role, and reusable by any table."""
 from __future__ import annotations
 
 import threading
-import time
 
 import psycopg
 import pytest
@@ -14,7 +13,7 @@ from scsql.core.errors import ScsqlError
 from scsql.api import Api
 from scsql.audit.verify import verify
 
-from .helpers import statement_lock_waiters
+from .helpers import statement_lock_waiters, wait_for
 
 
 def _chain_rows(db, agent_name: str) -> list[dict]:
@@ -102,15 +101,13 @@ def test_concurrent_writers_of_one_agent_never_fork_or_skip(scsql_db):
 
 
 def _wait_for_waiters(db, holder, n: int) -> int:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        # The first writer waits on the holder's transaction, the others
-        # queue behind it for the head row's tuple lock.
-        waiting = statement_lock_waiters(db, "%record_tool_call%")
-        if waiting >= n:
-            return waiting
-        time.sleep(0.02)
-    return 0
+    # The first writer waits on the holder's transaction, the others queue
+    # behind it for the head row's tuple lock.
+    def waiting() -> int:
+        w = statement_lock_waiters(db, "%record_tool_call%")
+        return w if w >= n else 0
+
+    return wait_for(waiting, timeout=60, message=f"{n} writers never waited together")
 
 
 def test_rows_are_append_only_even_for_the_superuser(scsql_db):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import psycopg
 import pytest
@@ -14,6 +13,8 @@ from psycopg.rows import dict_row
 
 from scsql import subsystems
 from scsql.core.errors import ScsqlError
+
+from .helpers import wait_for
 
 
 def q(agent, sql, *args):
@@ -162,23 +163,19 @@ def test_concurrent_remembers_never_exceed_capacity_nor_lose_a_fact(scsql_db, ag
     threads = [threading.Thread(target=worker, args=(k,)) for k in keys]
     for t in threads:
         t.start()
-    waiting = 0
     # On Citus the lock is a shard's row, on a worker: its waits are counted there too.
     waits = ("select count(distinct waiting_gpid) as n from citus_lock_waits" if scsql_db.server.workers else
              "select count(distinct l.pid) as n from pg_locks l join pg_stat_activity a using (pid) "
              "where not l.granted and a.datname = current_database()")
-    with scsql_db.connect(autocommit=True) as mon:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            waiting = mon.execute(waits).fetchone()["n"]
-            if waiting == sessions:
-                break
-            time.sleep(0.02)
-    holder.commit()
-    holder.close()
-    for t in threads:
-        t.join(60)
-    assert waiting == sessions, "the sessions did not all overlap"
+    try:
+        with scsql_db.connect(autocommit=True) as mon:  # the race really happens: all wait at once
+            wait_for(lambda: mon.execute(waits).fetchone()["n"] == sessions, timeout=30,
+                     message="the sessions did not all overlap")
+    finally:
+        holder.commit()
+        holder.close()
+        for t in threads:
+            t.join(60)
     assert errors == []
     in_memory = facts(agent)
     in_archive = archived(agent)

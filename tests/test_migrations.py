@@ -29,7 +29,7 @@ import pytest
 from scsql.core.errors import ScsqlError
 from scsql.core.migrate import Migrator, Source
 
-from .helpers import one_server_only, schema_dump
+from .helpers import one_server_only, schema_dump, wait_for
 
 # On Citus migrations run as migrate --citus does (tests/test_distributable.py);
 # these compare plain migrations, dumps and scripts of one server.
@@ -477,18 +477,10 @@ def test_two_migrators_racing_apply_each_migration_once(empty_db):
 
 
 def _wait_for_lock_waiters(conn, n: int) -> None:
-    import time
-
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        waiting = conn.execute(
-            "select count(*) from pg_locks where locktype = 'advisory' and not granted "
-            "and database = (select oid from pg_database where datname = current_database())"
-        ).fetchone()[0]
-        if waiting >= n:
-            return
-        time.sleep(0.02)
-    raise AssertionError("the migrators never waited on the advisory lock")
+    wait_for(lambda: conn.execute(
+        "select count(*) from pg_locks where locktype = 'advisory' and not granted "
+        "and database = (select oid from pg_database where datname = current_database())").fetchone()[0] >= n,
+        timeout=30, message="the migrators never waited on the advisory lock")
 
 
 def test_printed_script_builds_the_same_database_with_plain_psql(server, empty_db, template):

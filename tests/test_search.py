@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 
 import numpy as np
 import psycopg
@@ -18,7 +17,7 @@ from scsql.memory.embed import DEFAULT_MODEL, vector_literal
 from scsql.core.errors import ScsqlError
 from scsql.api import Api
 
-from .helpers import statement_lock_waiters
+from .helpers import statement_lock_waiters, wait_for
 
 TS_CODE = """\
 import { createHmac } from "crypto";
@@ -221,16 +220,15 @@ def test_concurrent_indexing_keeps_statistics_exact(scsql_db, agent):
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(sessions)]
     for t in threads:
         t.start()
-    waiting = 0
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and waiting < sessions:
-        waiting = statement_lock_waiters(scsql_db, "%index_text%")
-        time.sleep(0.02)
-    holder.commit()
-    holder.close()
-    for t in threads:
-        t.join(60)
-    assert waiting == sessions and errors == []
+    try:  # the race really happens: every session waits on the holder at once
+        wait_for(lambda: statement_lock_waiters(scsql_db, "%index_text%") >= sessions, timeout=30,
+                 message="the sessions did not all wait at once")
+    finally:
+        holder.commit()
+        holder.close()
+        for t in threads:
+            t.join(60)
+    assert errors == []
     with scsql_db.connect() as conn:
         kept, real, bad_df, orphans = _recomputed_stats(conn)
         df = conn.execute("select df from scsql.kb_terms where term = 'share'").fetchone()["df"]
