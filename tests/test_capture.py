@@ -425,3 +425,36 @@ def test_a_secret_across_a_preview_bound_is_not_kept_in_part(team):
         previews = [r["output_preview"] for r in conn.execute("select output_preview from scsql.tool_calls").fetchall()]
     assert len(previews) == 10
     assert not any("AKIA" in p or "IOSFODNN" in p for p in previews)
+
+
+PAST = ["what did we decide about the database last week?", "why did we switch to pgvector?",
+        "did we ever benchmark citus?", "what was the reason for the 2 MiB limit", "remind me how we fixed the flaky test",
+        "when did we drop Python 3.10?", "who was working on the importer yesterday?",
+        "have we tried connection pooling before", "what were the open questions from last session",
+        "we agreed on a naming scheme in March, what was it"]
+PRESENT = ["add a test for the parser", "fix the bug in foo.py", "rename this variable to count",
+           "how do I run the tests?", "where is the config loaded", "write a migration for the users table",
+           "explain what this function returns", "make the build faster", "list the files in src/",
+           "update the README with the new flag"]
+
+
+def test_a_question_about_the_past_with_nothing_in_memory_is_told_so(team):
+    """UserPromptSubmit: a prompt asking what happened before, when no memory
+    passes the floor, gets "memory has nothing on this", so the model does
+    not bluff; a task for now gets nothing; a past question memory can
+    answer gets the hits instead."""
+    _, dev, _, _ = team
+    assert [p for p in PAST if not handlers.asks_about_the_past(p)] == []
+    assert [p for p in PRESENT if handlers.asks_about_the_past(p)] == []
+    sid = uuid.uuid4().hex
+    handle(dev, _ev("SessionStart", sid, source="startup"))
+    r = handle(dev, _ev("UserPromptSubmit", sid, prompt="why did we pick the zookeeper quorum size last month?"))
+    assert r.output["hookSpecificOutput"]["additionalContext"] == handlers.NOTHING_ON_THIS
+    r = handle(dev, _ev("UserPromptSubmit", sid, prompt="add a zookeeper health check to the compose file"))
+    assert not r.output
+    with dev.transaction() as conn:
+        conn.execute("select * from scsql.index_text('docs/zookeeper.md', %s)",
+                     ("The zookeeper quorum size is five: three lost a quorum during the March outage.",))
+    r = handle(dev, _ev("UserPromptSubmit", sid, prompt="why did we pick the zookeeper quorum size last month?"))
+    text = r.output["hookSpecificOutput"]["additionalContext"]
+    assert "docs/zookeeper.md" in text and handlers.NOTHING_ON_THIS not in text

@@ -588,12 +588,36 @@ def _prompt(agent: Agent, event: dict) -> Reply:
         return Reply(spool=spool)
     hits = recall(agent, prompt)
     if not hits:
+        if asks_about_the_past(prompt):  # the model is told, so it does not bluff
+            return Reply(_ctx("UserPromptSubmit", NOTHING_ON_THIS), spool=spool)
         return Reply(spool=spool)
     lines = ["Possibly relevant from scsql memory (cite the source when you use it):"]
     for h in hits:
         where = h["source_path"] + (f"#{h['anchor']}" if h["anchor"] else "")
         lines.append(f"- {_clip(' '.join(h['content'].split()), 600)} [{where}, chunk {h['chunk_hash'][:12]}]")
     return Reply(_ctx("UserPromptSubmit", "\n".join(lines)), spool=spool)
+
+
+NOTHING_ON_THIS = ("scsql memory has nothing on this: no stored session, fact, decision or document of this "
+                   "project passes the relevance floor for this question. If it asks what happened before, say "
+                   "that memory holds no record of it rather than guess.")
+
+# A prompt that asks about what happened before: a question about the
+# project's past (what we did, decided, chose, why), or one that names a time
+# gone by. Such a prompt with no relevant memory gets NOTHING_ON_THIS.
+_PAST = re.compile(
+    r"\b(?:(?:did|have|had|were)\s+(?:we|i|you)\b|we\s+(?:decided|agreed|chose|picked|settled|said|discussed|"
+    r"talked|used|tried|switched|changed|fixed|wrote|planned)|(?:why|when|how|where|who)\s+(?:did|was|were)\b|"
+    r"what\s+(?:was|were|did)\b|last\s+(?:time|session|week|month|year|sprint|friday|monday|tuesday|wednesday|"
+    r"thursday|saturday|sunday)|yesterday|earlier|previously|before\s+we|ago\b|remind\s+me|do\s+you\s+remember|"
+    r"(?:in|on|since)\s+(?:january|february|march|april|may|june|july|august|september|october|november|december)\b)",
+    re.IGNORECASE)
+
+
+def asks_about_the_past(prompt: str) -> bool:
+    """Whether PROMPT asks about the project's past (what was done, decided or
+    said, or what happened at a time gone by)."""
+    return _PAST.search(prompt) is not None
 
 
 def _terms(text: str) -> set[str]:
