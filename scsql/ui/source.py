@@ -105,7 +105,7 @@ def open_source(ctx, agent: str | None, auditor: bool, pool_size: int = 4) -> So
 
 def auditor_source(admin_conninfo: str, pool_size: int = 4) -> Source:
     """Role scsql_auditor on the administrator's login (as scsql psql --auditor), read only."""
-    from ..audit import AUDITOR_ROLE
+    from ..core.config import AUDITOR_ROLE
     from ..core.db import Database
 
     db = Database(with_options(admin_conninfo, f"-c role={AUDITOR_ROLE}", READ_ONLY), max_size=pool_size,
