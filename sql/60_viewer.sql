@@ -248,6 +248,17 @@ begin
     set tool_calls = u.tool_calls + 1, input_tokens = u.input_tokens + excluded.input_tokens,
         output_tokens = u.output_tokens + excluded.output_tokens, cost_usd = u.cost_usd + excluded.cost_usd,
         unpriced = u.unpriced + excluded.unpriced;
+  if new.session_id is not null then
+    insert into scsql.usage_sessions as u (project_id, session_id, author_id, first_at, last_at, tool_calls, input_tokens,
+                                           output_tokens, cost_usd, unpriced)
+    values (new.project_id, new.session_id, new.author_id, v_happened, v_happened, 1, new.input_tokens, new.output_tokens,
+            coalesce(new.cost_usd, 0), (new.cost_usd is null and new.origin = 'model')::integer)
+    on conflict (project_id, session_id, author_id) do update
+      set first_at = least(u.first_at, excluded.first_at), last_at = greatest(u.last_at, excluded.last_at),
+          tool_calls = u.tool_calls + 1, input_tokens = u.input_tokens + excluded.input_tokens,
+          output_tokens = u.output_tokens + excluded.output_tokens, cost_usd = u.cost_usd + excluded.cost_usd,
+          unpriced = u.unpriced + excluded.unpriced;
+  end if;
   if new.session_id is not null
      and exists (select from scsql.sessions s
                  where s.project_id = new.project_id and s.session_id = new.session_id and s.at <= new.at) then
@@ -264,7 +275,7 @@ begin
 end
 $$;
 comment on function scsql._viewer_totals_tool() is
-  'Private trigger (after insert on tool_calls): adds the tool call to scsql.usage_days (its project, UTC day, agent, model, tool and status) and, when it was written from its session''s own write on (as the timeline counts it), to its session''s row of scsql.session_totals, in the writing transaction. Concurrent writers of one row wait for each other (an upsert), so no addition is lost.';
+  'Private trigger (after insert on tool_calls): adds the tool call to scsql.usage_days (its project, UTC day, agent, model, tool and status), to scsql.usage_sessions (its session and agent) and, when it was written from its session''s own write on (as the timeline counts it), to its session''s row of scsql.session_totals, in the writing transaction. Concurrent writers of one row wait for each other (an upsert), so no addition is lost.';
 
 create or replace function scsql._viewer_totals_model()
 returns trigger
@@ -285,6 +296,18 @@ begin
         cache_read_tokens = u.cache_read_tokens + excluded.cache_read_tokens, cost_usd = u.cost_usd + excluded.cost_usd,
         unpriced = u.unpriced + excluded.unpriced;
   if new.session_id is not null then
+    insert into scsql.usage_sessions as u (project_id, session_id, author_id, first_at, last_at, model_messages,
+                                           input_tokens, output_tokens, cache_write_tokens, cache_read_tokens, cost_usd,
+                                           unpriced)
+    values (new.project_id, new.session_id, new.author_id, v_happened, v_happened, 1, new.input_tokens, new.output_tokens,
+            new.cache_write_tokens, new.cache_read_tokens, coalesce(new.cost_usd, 0), (new.cost_usd is null)::integer)
+    on conflict (project_id, session_id, author_id) do update
+      set first_at = least(u.first_at, excluded.first_at), last_at = greatest(u.last_at, excluded.last_at),
+          model_messages = u.model_messages + 1, input_tokens = u.input_tokens + excluded.input_tokens,
+          output_tokens = u.output_tokens + excluded.output_tokens,
+          cache_write_tokens = u.cache_write_tokens + excluded.cache_write_tokens,
+          cache_read_tokens = u.cache_read_tokens + excluded.cache_read_tokens, cost_usd = u.cost_usd + excluded.cost_usd,
+          unpriced = u.unpriced + excluded.unpriced;
     insert into scsql.session_totals as t (project_id, session_id, model_messages, input_tokens, output_tokens,
                                            cache_tokens, cost_usd, last_at)
     values (new.project_id, new.session_id, 1, new.input_tokens, new.output_tokens,
@@ -298,7 +321,7 @@ begin
 end
 $$;
 comment on function scsql._viewer_totals_model() is
-  'Private trigger (after insert on model_calls): adds the model''s message to scsql.usage_days (tool (model), status NULL) and to its session''s row of scsql.session_totals, in the writing transaction.';
+  'Private trigger (after insert on model_calls): adds the model''s message to scsql.usage_days (tool (model), status NULL), to scsql.usage_sessions and to its session''s row of scsql.session_totals, in the writing transaction.';
 
 create or replace trigger viewer_totals after insert on scsql.prompts for each row execute function scsql._viewer_totals_prompt();
 create or replace trigger viewer_totals after insert on scsql.tool_calls for each row execute function scsql._viewer_totals_tool();
@@ -314,7 +337,7 @@ begin
   end if;
   -- Writers of prompts and the model's messages wait until the drop commits,
   -- so when each session's last row happened is found again from the rows kept.
-  lock table scsql.session_totals, scsql.usage_days in exclusive mode;
+  lock table scsql.session_totals, scsql.usage_days, scsql.usage_sessions in exclusive mode;
   execute format($q$
     update scsql.usage_days u
     set tool_calls = u.tool_calls - g.n, input_tokens = u.input_tokens - g.i, output_tokens = u.output_tokens - g.o,
@@ -326,6 +349,15 @@ begin
     where u.project_id = g.project_id and u.day = g.day and u.author_id = g.author_id
       and u.model is not distinct from g.model and u.tool = g.tool and u.status = g.status$q$, p_partition);
   delete from scsql.usage_days u where u.tool_calls = 0 and u.model_messages = 0;
+  execute format($q$
+    update scsql.usage_sessions u
+    set tool_calls = u.tool_calls - g.n, input_tokens = u.input_tokens - g.i, output_tokens = u.output_tokens - g.o,
+        cost_usd = u.cost_usd - g.c, unpriced = u.unpriced - g.unpriced
+    from (select t.project_id, t.session_id, t.author_id, count(*) as n, sum(t.input_tokens) as i, sum(t.output_tokens) as o,
+                 coalesce(sum(t.cost_usd), 0) as c, count(*) filter (where t.cost_usd is null and t.origin = 'model') as unpriced
+          from %s t where t.session_id is not null group by 1, 2, 3) g
+    where u.project_id = g.project_id and u.session_id = g.session_id and u.author_id = g.author_id$q$, p_partition);
+  delete from scsql.usage_sessions u where u.tool_calls = 0 and u.model_messages = 0;
   execute format($q$
     update scsql.session_totals s
     set tool_calls = s.tool_calls - g.n, failures = s.failures - g.failures, input_tokens = s.input_tokens - g.i,
@@ -345,7 +377,7 @@ begin
 end
 $$;
 comment on function scsql._viewer_totals_retire(regclass) is
-  'Private, called by retention (scsql._retire_partition) before it drops a partition: subtracts the partition''s tool calls from scsql.usage_days (dropping rows left with nothing) and scsql.session_totals (finding when each session''s last kept row happened), so both sum what retention still keeps. Locks both tables against writers until the drop commits. Does nothing for a partition of another table.';
+  'Private, called by retention (scsql._retire_partition) before it drops a partition: subtracts the partition''s tool calls from scsql.usage_days and scsql.usage_sessions (dropping rows left with nothing; the first and last times of a session stay as they were, a range that still holds its rows) and scsql.session_totals (finding when each session''s last kept row happened), so both sum what retention still keeps. Locks both tables against writers until the drop commits. Does nothing for a partition of another table.';
 
 -- ---------------------------------------------------------------------------
 -- Sessions
@@ -1149,7 +1181,7 @@ comment on function scsql.viewer_redactions(text, timestamptz, timestamptz) is
 -- ---------------------------------------------------------------------------
 
 create or replace function scsql_caller.viewer_usage_rows(p_project bigint, p_agent bigint, p_from timestamptz,
-                                                        p_to timestamptz)
+                                                        p_to timestamptz, p_no_session boolean default false)
 returns table (project_id bigint, author_id bigint, session_id bigint, model text, tool text, day date, tool_calls bigint,
                model_messages bigint, input_tokens bigint, output_tokens bigint, cache_write_tokens bigint,
                cache_read_tokens bigint, cost_usd numeric, unpriced bigint)
@@ -1161,6 +1193,7 @@ as $$
   from scsql.tool_calls t
   where (p_project is null or t.project_id = p_project) and (p_agent is null or t.author_id = p_agent)
     and coalesce(t.occurred_at, t.at) >= p_from and coalesce(t.occurred_at, t.at) < p_to
+    and (not p_no_session or t.session_id is null)
   union all
   select m.project_id, m.author_id, m.session_id, m.model, '(model)', (coalesce(m.occurred_at, m.at) at time zone 'UTC')::date,
          0, 1, m.input_tokens, m.output_tokens, m.cache_write_tokens, m.cache_read_tokens, coalesce(m.cost_usd, 0),
@@ -1168,9 +1201,32 @@ as $$
   from scsql.model_calls m
   where (p_project is null or m.project_id = p_project) and (p_agent is null or m.author_id = p_agent)
     and coalesce(m.occurred_at, m.at) >= p_from and coalesce(m.occurred_at, m.at) < p_to
+    and (not p_no_session or m.session_id is null)
 $$;
-comment on function scsql_caller.viewer_usage_rows(bigint, bigint, timestamptz, timestamptz) is
-  'The tool calls and the model''s messages of project P_PROJECT and agent P_AGENT (NULL: any) that happened from P_FROM and before P_TO, one row each as scsql.usage_days sums them (the model''s messages as tool (model)), as the caller may read them. Used by scsql.viewer_cost for what is not a whole UTC day.';
+comment on function scsql_caller.viewer_usage_rows(bigint, bigint, timestamptz, timestamptz, boolean) is
+  'The tool calls and the model''s messages of project P_PROJECT and agent P_AGENT (NULL: any) that happened from P_FROM and before P_TO (with P_NO_SESSION, only those of no session), one row each as scsql.usage_days sums them (the model''s messages as tool (model)), as the caller may read them. Used by scsql.viewer_cost for what is not a whole UTC day.';
+
+create or replace function scsql_caller.viewer_usage_of(p_project bigint, p_session bigint, p_author bigint,
+                                                       p_from timestamptz, p_to timestamptz)
+returns table (tool_calls bigint, model_messages bigint, input_tokens bigint, output_tokens bigint,
+               cache_write_tokens bigint, cache_read_tokens bigint, cost_usd numeric, unpriced bigint)
+language sql stable
+as $$
+  select t.n, m.n, coalesce(t.i, 0) + coalesce(m.i, 0), coalesce(t.o, 0) + coalesce(m.o, 0), coalesce(m.cw, 0),
+         coalesce(m.cr, 0), coalesce(t.c, 0) + coalesce(m.c, 0), t.u + m.u
+  from (select count(*) as n, sum(x.input_tokens) as i, sum(x.output_tokens) as o, sum(x.cost_usd) as c,
+               count(*) filter (where x.cost_usd is null and x.origin = 'model') as u
+        from scsql.tool_calls x
+        where x.project_id = p_project and x.session_id = p_session and x.author_id = p_author
+          and coalesce(x.occurred_at, x.at) >= p_from and coalesce(x.occurred_at, x.at) < p_to) t,
+       (select count(*) as n, sum(x.input_tokens) as i, sum(x.output_tokens) as o, sum(x.cache_write_tokens) as cw,
+               sum(x.cache_read_tokens) as cr, sum(x.cost_usd) as c, count(*) filter (where x.cost_usd is null) as u
+        from scsql.model_calls x
+        where x.project_id = p_project and x.session_id = p_session and x.author_id = p_author
+          and coalesce(x.occurred_at, x.at) >= p_from and coalesce(x.occurred_at, x.at) < p_to) m
+$$;
+comment on function scsql_caller.viewer_usage_of(bigint, bigint, bigint, timestamptz, timestamptz) is
+  'The tool calls and the model''s messages of agent P_AUTHOR in session P_SESSION of project P_PROJECT that happened from P_FROM and before P_TO, summed from the rows (one row, zeros when none), as the caller may read them. Used by scsql_caller.viewer_usage_sessions.';
 
 create or replace function scsql_caller.viewer_whole_days(p_since timestamptz, p_until timestamptz, out lo timestamptz,
                                                           out hi timestamptz)
@@ -1212,26 +1268,31 @@ returns table (session_id bigint, tool_calls bigint, model_messages bigint, inpu
                cache_write_tokens bigint, cache_read_tokens bigint, cost_usd numeric, unpriced bigint)
 language sql stable
 as $$
-  -- Summed per table, then joined: -1 stands for no session (ids are positive).
-  select nullif(coalesce(t.s, m.s), -1), coalesce(t.n, 0), coalesce(m.n, 0), coalesce(t.i, 0) + coalesce(m.i, 0),
-         coalesce(t.o, 0) + coalesce(m.o, 0), coalesce(m.cw, 0), coalesce(m.cr, 0), coalesce(t.c, 0) + coalesce(m.c, 0),
-         coalesce(t.u, 0) + coalesce(m.u, 0)
-  from (select coalesce(x.session_id, -1) as s, count(*) as n, sum(x.input_tokens) as i, sum(x.output_tokens) as o,
-               sum(x.cost_usd) as c, count(*) filter (where x.cost_usd is null and x.origin = 'model') as u
-        from scsql.tool_calls x
-        where (p_project is null or x.project_id = p_project) and (p_agent is null or x.author_id = p_agent)
-          and coalesce(x.occurred_at, x.at) >= p_from and coalesce(x.occurred_at, x.at) < p_to
-        group by 1) t
-  full join (select coalesce(x.session_id, -1) as s, count(*) as n, sum(x.input_tokens) as i, sum(x.output_tokens) as o,
-                    sum(x.cache_write_tokens) as cw, sum(x.cache_read_tokens) as cr, sum(x.cost_usd) as c,
-                    count(*) filter (where x.cost_usd is null) as u
-             from scsql.model_calls x
-             where (p_project is null or x.project_id = p_project) and (p_agent is null or x.author_id = p_agent)
-               and coalesce(x.occurred_at, x.at) >= p_from and coalesce(x.occurred_at, x.at) < p_to
-             group by 1) m on m.s = t.s
+  -- A session's agent whose rows all happened in the range: as usage_sessions keeps them.
+  select u.session_id, u.tool_calls, u.model_messages, u.input_tokens, u.output_tokens, u.cache_write_tokens,
+         u.cache_read_tokens, u.cost_usd, u.unpriced
+  from scsql.usage_sessions u
+  where (p_project is null or u.project_id = p_project) and (p_agent is null or u.author_id = p_agent)
+    and u.first_at >= p_from and u.last_at < p_to
+  union all
+  -- One whose rows reach past the range: those in it, from the rows.
+  select u.session_id, r.tool_calls, r.model_messages, r.input_tokens, r.output_tokens, r.cache_write_tokens,
+         r.cache_read_tokens, r.cost_usd, r.unpriced
+  from scsql.usage_sessions u
+  cross join lateral scsql_caller.viewer_usage_of(u.project_id, u.session_id, u.author_id, p_from, p_to) r
+  where (p_project is null or u.project_id = p_project) and (p_agent is null or u.author_id = p_agent)
+    and u.last_at >= p_from and u.first_at < p_to and not (u.first_at >= p_from and u.last_at < p_to)
+    and r.tool_calls + r.model_messages > 0
+  union all
+  -- Rows of no session.
+  select null, sum(r.tool_calls)::bigint, sum(r.model_messages)::bigint, sum(r.input_tokens)::bigint,
+         sum(r.output_tokens)::bigint, sum(r.cache_write_tokens)::bigint, sum(r.cache_read_tokens)::bigint, sum(r.cost_usd),
+         sum(r.unpriced)::bigint
+  from scsql_caller.viewer_usage_rows(p_project, p_agent, p_from, p_to, true) r
+  having count(*) > 0
 $$;
 comment on function scsql_caller.viewer_usage_sessions(bigint, bigint, timestamptz, timestamptz) is
-  'The tool calls and the model''s messages of project P_PROJECT and agent P_AGENT (NULL: any) that happened from P_FROM and before P_TO, summed per session (NULL: none), one row each, as the caller may read them. Used by scsql.viewer_cost for its sessions.';
+  'The tool calls and the model''s messages of project P_PROJECT and agent P_AGENT (NULL: any) that happened from P_FROM and before P_TO, as the caller may read them: per session and agent (scsql.usage_sessions for those whose rows all happened in the range, scsql_caller.viewer_usage_of for those whose rows reach past it), and one row for those of no session (NULL). Used by scsql.viewer_cost for its sessions.';
 
 create or replace function scsql.viewer_cost(p_group text default 'day', p_project text default null,
                                              p_agent text default null, p_since timestamptz default null,
@@ -1253,9 +1314,9 @@ begin
     raise exception using errcode = 'SC010', message = format('group must be day, agent, model, session, project or tool, got %L', left(p_group, 40));
   end if;
   -- Whole UTC days from scsql.usage_days, the hours around them from the
-  -- rows; sessions (usage_days keeps none) from the rows, summed per session
-  -- first. Planned for these values each call: to the planner the filters
-  -- and bounds are constants, which pick the partitions and indexes.
+  -- rows; sessions from scsql.usage_sessions, but for those whose rows reach
+  -- past the range. Planned for these values each call: to the planner the
+  -- filters and bounds are constants, which pick the partitions and indexes.
   select * into d from scsql_caller.viewer_whole_days(p_since, p_until);
   return query execute format($q$
   select coalesce(case $1 when 'agent' then (select a.name::text from scsql.agents a where a.agent_id::text = g.key)
@@ -1266,10 +1327,11 @@ begin
   order by case when $1 = 'day' then g.key end, g.cost desc, g.key
   limit $8$q$,
     case when p_group = 'session' then
-      $s$select coalesce(u.session_id::text, '(none)') as key, u.tool_calls as calls, u.model_messages as messages,
-                u.input_tokens, u.output_tokens, u.cache_write_tokens as cw, u.cache_read_tokens as cr, u.cost_usd as cost,
-                u.unpriced
-         from scsql_caller.viewer_usage_sessions($2, $3, $4, $5) u$s$
+      $s$select coalesce(u.session_id::text, '(none)') as key, sum(u.tool_calls)::bigint as calls,
+                sum(u.model_messages)::bigint as messages, sum(u.input_tokens)::bigint as input_tokens,
+                sum(u.output_tokens)::bigint as output_tokens, sum(u.cache_write_tokens)::bigint as cw,
+                sum(u.cache_read_tokens)::bigint as cr, sum(u.cost_usd) as cost, sum(u.unpriced)::bigint as unpriced
+         from scsql_caller.viewer_usage_sessions($2, $3, $4, $5) u group by u.session_id$s$
     else format($s$select %s as key, sum(u.tool_calls)::bigint as calls, sum(u.model_messages)::bigint as messages,
                           sum(u.input_tokens)::bigint as input_tokens, sum(u.output_tokens)::bigint as output_tokens,
                           sum(u.cache_write_tokens)::bigint as cw, sum(u.cache_read_tokens)::bigint as cr,

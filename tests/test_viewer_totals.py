@@ -100,7 +100,8 @@ def _ranges():
     midnight = NOW.replace(hour=0, minute=0, second=0, microsecond=0)
     return [(None, None), (midnight - dt.timedelta(days=2), None), (NOW - dt.timedelta(hours=40), None),
             (None, NOW - dt.timedelta(hours=2)), (midnight - dt.timedelta(days=3, hours=5), midnight - dt.timedelta(hours=7)),
-            (midnight - dt.timedelta(days=1, hours=-1), midnight - dt.timedelta(days=1, hours=-20))]
+            (midnight - dt.timedelta(days=1, hours=-1), midnight - dt.timedelta(days=1, hours=-20)),
+            (NOW - dt.timedelta(hours=50), NOW - dt.timedelta(hours=30))]  # sessions with rows before and after, none in it
 
 
 def _check_figures(conn) -> int:
