@@ -30,8 +30,7 @@ grant execute on function
   scsql_caller.viewer_usage_rows(bigint, bigint, timestamptz, timestamptz, boolean),
   scsql_caller.viewer_usage_of(bigint, bigint, bigint, timestamptz, timestamptz),
   scsql_caller.viewer_usage(bigint, bigint, timestamptz, timestamptz, timestamptz, timestamptz),
-  scsql_caller.viewer_usage_sessions(bigint, bigint, timestamptz, timestamptz),
-  scsql_caller.viewer_whole_days(timestamptz, timestamptz)
+  scsql_caller.viewer_usage_sessions(bigint, bigint, timestamptz, timestamptz)
 to scsql_agent, scsql_auditor;
 
 grant execute on function

@@ -1228,20 +1228,6 @@ $$;
 comment on function scsql_caller.viewer_usage_of(bigint, bigint, bigint, timestamptz, timestamptz) is
   'The tool calls and the model''s messages of agent P_AUTHOR in session P_SESSION of project P_PROJECT that happened from P_FROM and before P_TO, summed from the rows (one row, zeros when none), as the caller may read them. Used by scsql_caller.viewer_usage_sessions.';
 
-create or replace function scsql_caller.viewer_whole_days(p_since timestamptz, p_until timestamptz, out lo timestamptz,
-                                                          out hi timestamptz)
-language sql immutable
-as $$
-  select case when l <= h then l else p_until end, case when l <= h then h else p_until end
-  from (select case when p_since is null then '-infinity'::timestamptz
-                    when p_since = (p_since at time zone 'UTC')::date::timestamp at time zone 'UTC' then p_since
-                    else ((p_since at time zone 'UTC')::date + 1)::timestamp at time zone 'UTC' end as l,
-               case when p_until is null then 'infinity'::timestamptz
-                    else (p_until at time zone 'UTC')::date::timestamp at time zone 'UTC' end as h) b
-$$;
-comment on function scsql_caller.viewer_whole_days(timestamptz, timestamptz) is
-  'The whole UTC days of the range from P_SINCE to before P_UNTIL (NULL: unbounded): LO, the first midnight at or after P_SINCE, and HI, the last at or before P_UNTIL; both P_UNTIL when the range holds no whole day. Used by scsql.viewer_cost.';
-
 create or replace function scsql_caller.viewer_usage(p_project bigint, p_agent bigint, p_from timestamptz, p_to timestamptz,
                                                     p_lo timestamptz, p_hi timestamptz)
 returns table (project_id bigint, author_id bigint, session_id bigint, model text, tool text, day date, tool_calls bigint,
@@ -1260,7 +1246,7 @@ as $$
   select * from scsql_caller.viewer_usage_rows(p_project, p_agent, greatest(p_hi, p_from), p_to)
 $$;
 comment on function scsql_caller.viewer_usage(bigint, bigint, timestamptz, timestamptz, timestamptz, timestamptz) is
-  'The tool calls and the model''s messages of project P_PROJECT and agent P_AGENT (NULL: any) that happened from P_FROM and before P_TO, as the caller may read them: the whole UTC days from P_LO to before P_HI (scsql_caller.viewer_whole_days) as scsql.usage_days sums them (session_id NULL), the hours before and after one row each (scsql_caller.viewer_usage_rows). Used by scsql.viewer_cost.';
+  'The tool calls and the model''s messages of project P_PROJECT and agent P_AGENT (NULL: any) that happened from P_FROM and before P_TO, as the caller may read them: the whole UTC days from P_LO to before P_HI as scsql.usage_days sums them (session_id NULL), the hours before and after one row each (scsql_caller.viewer_usage_rows). Used by scsql.viewer_cost.';
 
 create or replace function scsql_caller.viewer_usage_sessions(p_project bigint, p_agent bigint, p_from timestamptz,
                                                              p_to timestamptz)
@@ -1304,7 +1290,8 @@ as $$
 #variable_conflict use_column
 declare
   f record;
-  d record;
+  v_lo timestamptz;
+  v_hi timestamptz;
   v_key constant text := case p_group when 'day' then $k$to_char(u.day, 'YYYY-MM-DD')$k$ when 'agent' then 'u.author_id::text'
                                       when 'model' then $k$coalesce(u.model, '(none)')$k$ when 'tool' then 'u.tool'
                                       when 'project' then 'u.project_id::text' when 'session' then 'u.session_id' end;
@@ -1317,7 +1304,14 @@ begin
   -- rows; sessions from scsql.usage_sessions, but for those whose rows reach
   -- past the range. Planned for these values each call: to the planner the
   -- filters and bounds are constants, which pick the partitions and indexes.
-  select * into d from scsql_caller.viewer_whole_days(p_since, p_until);
+  -- The first and the last midnight (UTC) in the range; both its end when it holds no whole day.
+  v_lo := case when p_since is null then '-infinity'
+               when p_since = (p_since at time zone 'UTC')::date::timestamp at time zone 'UTC' then p_since
+               else ((p_since at time zone 'UTC')::date + 1)::timestamp at time zone 'UTC' end;
+  v_hi := coalesce((p_until at time zone 'UTC')::date::timestamp at time zone 'UTC', 'infinity');
+  if v_lo > v_hi then
+    v_lo := p_until; v_hi := p_until;
+  end if;
   return query execute format($q$
   select coalesce(case $1 when 'agent' then (select a.name::text from scsql.agents a where a.agent_id::text = g.key)
                           when 'project' then (select p.name::text from scsql.projects p where p.project_id::text = g.key) end,
@@ -1337,7 +1331,7 @@ begin
                           sum(u.cache_write_tokens)::bigint as cw, sum(u.cache_read_tokens)::bigint as cr,
                           sum(u.cost_usd) as cost, sum(u.unpriced)::bigint as unpriced
                    from scsql_caller.viewer_usage($2, $3, $4, $5, $6, $7) u group by 1$s$, v_key) end)
-  using p_group, f.project_id, f.agent_id, coalesce(p_since, '-infinity'), coalesce(p_until, 'infinity'), d.lo, d.hi, p_limit;
+  using p_group, f.project_id, f.agent_id, coalesce(p_since, '-infinity'), coalesce(p_until, 'infinity'), v_lo, v_hi, p_limit;
 end
 $$;
 comment on function scsql.viewer_cost(text, text, text, timestamptz, timestamptz, integer) is
