@@ -440,7 +440,11 @@ begin
     raise exception using errcode = 'SC010', message = format('status must be failed or clean, got %L', left(p_status, 40));
   end if;
   select * into c from scsql_caller.viewer_cursor_parts(p_before);
-  return query
+  -- Planned for these values each call (a plan for any values could not
+  -- start the index scan at the cursor), with one ORDER BY and LIMIT over the
+  -- joined rows: the sessions are read newest first by index, from the cursor
+  -- on, and the scan stops at the limit.
+  return query execute $q$
   select s.session_id, p.name::text, a.name::text, s.started, coalesce(greatest(s.started, t.last_at), s.started),
          s.client, s.model, s.title, s.source, s.external_id, coalesce(t.prompts, 0), coalesce(t.tool_calls, 0),
          coalesce(t.failures, 0), coalesce(t.model_messages, 0), coalesce(t.input_tokens, 0), coalesce(t.output_tokens, 0),
@@ -448,18 +452,18 @@ begin
          scsql_caller.viewer_session_summary(s.project_id, s.external_id),
          s.chain_id, s.seq, scsql_caller.viewer_quarantine(s.chain_id), scsql_caller.viewer_cursor(s.started, 0, s.session_id)
   from (select x.*, coalesce(x.occurred_at, x.at) as started from scsql.sessions x
-        where (f.project_id is null or x.project_id = f.project_id) and (f.agent_id is null or x.author_id = f.agent_id)
-          and (p_session is null or x.session_id = p_session)
-          and (p_since is null or coalesce(x.occurred_at, x.at) >= p_since)
-          and (p_until is null or coalesce(x.occurred_at, x.at) < p_until)
-          and (c.happened is null or (coalesce(x.occurred_at, x.at), x.session_id) < (c.happened, c.id))
-        order by coalesce(x.occurred_at, x.at) desc, x.session_id desc) s
+        where ($1::bigint is null or x.project_id = $1) and ($2::bigint is null or x.author_id = $2)
+          and ($3::bigint is null or x.session_id = $3)
+          and ($4::timestamptz is null or coalesce(x.occurred_at, x.at) >= $4)
+          and ($5::timestamptz is null or coalesce(x.occurred_at, x.at) < $5)
+          and ($6::timestamptz is null or (coalesce(x.occurred_at, x.at), x.session_id) < ($6, $7::bigint))) s
   left join scsql.session_totals t on t.project_id = s.project_id and t.session_id = s.session_id
   join scsql.projects p on p.project_id = s.project_id
   left join scsql.agents a on a.agent_id = s.author_id
-  where p_status is null or (p_status = 'failed') = (coalesce(t.failures, 0) > 0)
+  where $8::text is null or ($8 = 'failed') = (coalesce(t.failures, 0) > 0)
   order by s.started desc, s.session_id desc
-  limit p_limit;
+  limit $9$q$
+  using f.project_id, f.agent_id, p_session, p_since, p_until, c.happened, c.id, p_status, p_limit;
 end
 $$;
 comment on function scsql.viewer_sessions(text, text, timestamptz, timestamptz, text, text, integer, bigint) is
