@@ -504,6 +504,7 @@ alter table scsql.kb_chunks add constraint kb_chunks_source_fkey FOREIGN KEY (pr
 alter table scsql.kb_chunks add constraint kb_chunks_chunk_hash_check CHECK ((chunk_hash ~ '^[0-9a-f]{64}$'::text));
 CREATE INDEX kb_chunks_context_hashes_idx ON scsql.kb_chunks USING gin (context_hashes) WHERE (context_hashes IS NOT NULL);
 CREATE INDEX kb_chunks_hash_idx ON scsql.kb_chunks USING btree (project_id, chunk_hash);
+CREATE INDEX kb_chunks_redacted_idx ON scsql.kb_chunks USING btree (project_id, created_at) WHERE (content ~~ '%[REDACTED:%'::text);
 alter table scsql.kb_chunks enable row level security;
 alter table scsql.kb_chunks force row level security;
 
@@ -969,6 +970,7 @@ alter table scsql.outcomes add constraint outcomes_signal_check CHECK ((signal ~
 alter table scsql.outcomes add constraint outcomes_summary_check CHECK (((char_length(summary) >= 1) AND (char_length(summary) <= 1000)));
 alter table scsql.outcomes add constraint outcomes_task_ref_check CHECK ((char_length(task_ref) <= 200));
 CREATE INDEX outcomes_chain_idx ON ONLY scsql.outcomes USING btree (chain_id, seq);
+CREATE INDEX outcomes_redacted_idx ON ONLY scsql.outcomes USING btree (project_id, at) WHERE ((summary ~~ '%[REDACTED:%'::text) OR (evidence ~~ '%[REDACTED:%'::text));
 CREATE INDEX outcomes_session_idx ON ONLY scsql.outcomes USING btree (project_id, session_id, at, outcome_id) WHERE (session_id IS NOT NULL);
 alter table scsql.outcomes enable row level security;
 alter table scsql.outcomes force row level security;
@@ -1081,7 +1083,9 @@ alter table scsql.prompts add constraint prompts_pkey PRIMARY KEY (project_id, p
 alter table scsql.prompts add constraint prompts_project_id_fkey FOREIGN KEY (project_id) REFERENCES scsql.projects(project_id);
 alter table scsql.prompts add constraint prompts_altered_object CHECK ((jsonb_typeof(altered) = 'object'::text));
 alter table scsql.prompts add constraint prompts_text_check CHECK ((char_length(text) <= 20000));
+CREATE INDEX prompts_altered_idx ON scsql.prompts USING btree (project_id) WHERE (altered IS NOT NULL);
 CREATE INDEX prompts_chain_idx ON scsql.prompts USING btree (chain_id, seq);
+CREATE INDEX prompts_redacted_idx ON scsql.prompts USING btree (project_id, COALESCE(occurred_at, at)) WHERE (text ~~ '%[REDACTED:%'::text);
 CREATE INDEX prompts_session_idx ON scsql.prompts USING btree (project_id, session_id);
 CREATE INDEX prompts_session_when_idx ON scsql.prompts USING btree (project_id, session_id, COALESCE(occurred_at, at), prompt_id);
 alter table scsql.prompts enable row level security;
@@ -1111,6 +1115,24 @@ alter table scsql.search_latency add constraint search_latency_project_id_fkey F
 alter table scsql.search_latency add constraint search_latency_sum_seconds_check CHECK ((sum_seconds >= (0)::double precision));
 alter table scsql.search_latency enable row level security;
 alter table scsql.search_latency force row level security;
+
+-- The figures of each session, kept by triggers as its rows are written: prompts, tool calls (those written from the session's own write on, as its timeline shows them), failed tool calls, the model's messages, input and output tokens (tool calls and messages), prompt-cache tokens, cost in USD (NULL costs count 0) and when its last row happened. Retention subtracts the tool calls it drops.
+create table scsql.session_totals (
+  project_id bigint not null,
+  session_id bigint not null,
+  prompts bigint default 0 not null,
+  tool_calls bigint default 0 not null,
+  failures bigint default 0 not null,
+  model_messages bigint default 0 not null,
+  input_tokens bigint default 0 not null,
+  output_tokens bigint default 0 not null,
+  cache_tokens bigint default 0 not null,
+  cost_usd numeric default 0 not null,
+  last_at timestamp with time zone
+);
+alter table scsql.session_totals add constraint session_totals_pkey PRIMARY KEY (project_id, session_id);
+alter table scsql.session_totals enable row level security;
+alter table scsql.session_totals force row level security;
 
 -- An agent's working session (client, model, title). Chained and append-only.
 create table scsql.sessions (
@@ -1148,6 +1170,7 @@ alter table scsql.sessions add constraint sessions_model_check CHECK ((char_leng
 alter table scsql.sessions add constraint sessions_source_check CHECK ((source = ANY (ARRAY['startup'::text, 'resume'::text, 'clear'::text, 'compact'::text, 'import'::text, 'hook'::text])));
 alter table scsql.sessions add constraint sessions_title_check CHECK ((char_length(title) <= 500));
 CREATE INDEX sessions_all_when_idx ON scsql.sessions USING btree (COALESCE(occurred_at, at) DESC, session_id DESC);
+CREATE INDEX sessions_altered_idx ON scsql.sessions USING btree (project_id) WHERE (altered IS NOT NULL);
 CREATE INDEX sessions_author_when_idx ON scsql.sessions USING btree (project_id, author_id, COALESCE(occurred_at, at));
 CREATE INDEX sessions_chain_idx ON scsql.sessions USING btree (chain_id, seq);
 CREATE UNIQUE INDEX sessions_external_idx ON scsql.sessions USING btree (project_id, author_id, external_id) WHERE (external_id IS NOT NULL);
@@ -1288,8 +1311,11 @@ alter table scsql.tool_calls add constraint tool_calls_output_tokens_check CHECK
 alter table scsql.tool_calls add constraint tool_calls_status_check CHECK ((status = ANY (ARRAY['ok'::text, 'error'::text, 'timeout'::text, 'cancelled'::text, 'denied'::text])));
 alter table scsql.tool_calls add constraint tool_calls_tool_check CHECK (((char_length(tool) >= 1) AND (char_length(tool) <= 200)));
 alter table scsql.tool_calls add constraint tool_calls_tool_use_id_check CHECK (((char_length(tool_use_id) >= 1) AND (char_length(tool_use_id) <= 200)));
+CREATE INDEX tool_calls_altered_idx ON ONLY scsql.tool_calls USING btree (project_id) WHERE (altered IS NOT NULL);
 CREATE INDEX tool_calls_at_idx ON ONLY scsql.tool_calls USING btree (project_id, at);
 CREATE INDEX tool_calls_chain_idx ON ONLY scsql.tool_calls USING btree (chain_id, seq);
+CREATE INDEX tool_calls_no_session_idx ON ONLY scsql.tool_calls USING btree (project_id, COALESCE(occurred_at, at)) WHERE (session_id IS NULL);
+CREATE INDEX tool_calls_redacted_idx ON ONLY scsql.tool_calls USING btree (project_id, COALESCE(occurred_at, at)) WHERE ((input_preview ~~ '%[REDACTED:%'::text) OR (output_preview ~~ '%[REDACTED:%'::text));
 CREATE INDEX tool_calls_session_idx ON ONLY scsql.tool_calls USING btree (project_id, session_id, COALESCE(occurred_at, at), tool_call_id) WHERE (session_id IS NOT NULL);
 CREATE INDEX tool_calls_when_idx ON ONLY scsql.tool_calls USING btree (project_id, COALESCE(occurred_at, at));
 alter table scsql.tool_calls enable row level security;
@@ -1314,6 +1340,48 @@ alter table scsql.transcript_cursors add constraint transcript_cursors_parts_che
 alter table scsql.transcript_cursors add constraint transcript_cursors_usage_offset_check CHECK ((usage_offset >= 0));
 alter table scsql.transcript_cursors enable row level security;
 alter table scsql.transcript_cursors force row level security;
+
+-- Tool calls and the model's messages summed per project, UTC day of when they happened, agent, model, tool ((model) for the model's messages) and status (a tool call's; NULL for a message), kept by triggers as rows are written: counts, tokens, cost in USD (NULL costs count 0) and unpriced rows (no price for a model-generated row). Retention subtracts the tool calls it drops.
+create table scsql.usage_days (
+  project_id bigint not null,
+  day date not null,
+  author_id bigint not null,
+  model text,
+  tool text not null,
+  status text,
+  tool_calls bigint default 0 not null,
+  model_messages bigint default 0 not null,
+  input_tokens bigint default 0 not null,
+  output_tokens bigint default 0 not null,
+  cache_write_tokens bigint default 0 not null,
+  cache_read_tokens bigint default 0 not null,
+  cost_usd numeric default 0 not null,
+  unpriced bigint default 0 not null
+);
+alter table scsql.usage_days add constraint usage_days_key UNIQUE NULLS NOT DISTINCT (project_id, day, author_id, model, tool, status);
+alter table scsql.usage_days enable row level security;
+alter table scsql.usage_days force row level security;
+
+-- Tool calls and the model's messages summed per session and agent, kept by triggers as rows are written: when the first and the last of them happened (retention leaves these as they were: the range only ever holds the rows), counts, tokens, cost in USD (NULL costs count 0) and unpriced rows. Retention subtracts the tool calls it drops.
+create table scsql.usage_sessions (
+  project_id bigint not null,
+  session_id bigint not null,
+  author_id bigint not null,
+  first_at timestamp with time zone not null,
+  last_at timestamp with time zone not null,
+  tool_calls bigint default 0 not null,
+  model_messages bigint default 0 not null,
+  input_tokens bigint default 0 not null,
+  output_tokens bigint default 0 not null,
+  cache_write_tokens bigint default 0 not null,
+  cache_read_tokens bigint default 0 not null,
+  cost_usd numeric default 0 not null,
+  unpriced bigint default 0 not null
+);
+alter table scsql.usage_sessions add constraint usage_sessions_pkey PRIMARY KEY (project_id, session_id, author_id);
+CREATE INDEX usage_sessions_last_idx ON scsql.usage_sessions USING btree (project_id, last_at);
+alter table scsql.usage_sessions enable row level security;
+alter table scsql.usage_sessions force row level security;
 
 -- The heartbeat of each scsql worker process: who runs it (agent, host, pid), its jobs and poll interval, the units of work it did, when it started and when it was last seen. Written by scsql.worker_heartbeat.
 create table scsql.worker_heartbeats (

@@ -7,6 +7,11 @@
 -- history (which memory_history already showed it), and its project's
 -- checkpoints and quarantines, so its viewer marks quarantined rows.
 
+-- The figures kept as rows are written (migration 0622): read by project, as the rows they sum.
+select scsql._secure_table(t) from unnest(array['scsql.session_totals', 'scsql.usage_days', 'scsql.usage_sessions']::regclass[]) t;
+select scsql._agent_read(array['scsql.session_totals', 'scsql.usage_days', 'scsql.usage_sessions']::regclass[],
+                         'project_id = (select scsql_caller.project_id())');
+
 select scsql._agent_read(array['scsql.memory_changes', 'scsql.fact_versions', 'scsql.fact_conflicts',
                                'scsql.checkpoints', 'scsql.checkpoint_heads', 'scsql.chain_quarantines']::regclass[],
                          'project_id = (select scsql_caller.project_id())');
@@ -21,7 +26,11 @@ grant execute on function
   scsql_caller.viewer_session_totals(bigint, bigint, timestamptz),
   scsql_caller.viewer_session_summary(bigint, text),
   scsql_caller.viewer_capture_events(bigint, bigint, timestamptz, timestamptz, integer, bigint, integer),
-  scsql_caller.viewer_context_events(bigint, bigint, timestamptz, timestamptz, timestamptz, integer, bigint, integer)
+  scsql_caller.viewer_context_events(bigint, bigint, timestamptz, timestamptz, timestamptz, integer, bigint, integer),
+  scsql_caller.viewer_usage_rows(bigint, bigint, timestamptz, timestamptz, boolean),
+  scsql_caller.viewer_usage_of(bigint, bigint, bigint, timestamptz, timestamptz),
+  scsql_caller.viewer_usage(bigint, bigint, timestamptz, timestamptz, timestamptz, timestamptz),
+  scsql_caller.viewer_usage_sessions(bigint, bigint, timestamptz, timestamptz)
 to scsql_agent, scsql_auditor;
 
 grant execute on function

@@ -175,10 +175,10 @@ begin
     select p.project_id, p.name from scsql.projects p
     where v_only is null or p.project_id = v_only
   ),
-  calls as (
-    select pr.name, coalesce(t.model, '') as model, t.status, count(*) as n, coalesce(sum(t.cost_usd), 0) as cost,
-           sum(t.input_tokens) as tin, sum(t.output_tokens) as tout
-    from scsql.tool_calls t join projects pr using (project_id) group by 1, 2, 3
+  calls as (  -- tool calls as scsql.usage_days keeps them summed (the model's messages have no status)
+    select pr.name, coalesce(u.model, '') as model, u.status, sum(u.tool_calls) as n, sum(u.cost_usd) as cost,
+           sum(u.input_tokens) as tin, sum(u.output_tokens) as tout
+    from scsql.usage_days u join projects pr using (project_id) where u.status is not null group by 1, 2, 3
   ),
   heads as (
     select c.project_id, sum(c.head_seq) as rows, min(c.created_at) as first_at,

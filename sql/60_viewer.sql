@@ -212,6 +212,174 @@ create or replace trigger viewer_wake after insert on scsql.model_calls for each
 create or replace trigger viewer_wake after insert on scsql.outcomes for each row execute function scsql._viewer_wake();
 
 -- ---------------------------------------------------------------------------
+-- Figures kept as rows are written: session_totals and usage_days
+-- (migration 0622), read by the sessions and cost pages and by metrics
+-- ---------------------------------------------------------------------------
+
+create or replace function scsql._viewer_totals_prompt()
+returns trigger
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+begin
+  if new.session_id is not null then
+    insert into scsql.session_totals as t (project_id, session_id, prompts, last_at)
+    values (new.project_id, new.session_id, 1, coalesce(new.occurred_at, new.at))
+    on conflict (project_id, session_id) do update
+      set prompts = t.prompts + 1, last_at = greatest(t.last_at, excluded.last_at);
+  end if;
+  return null;
+end
+$$;
+comment on function scsql._viewer_totals_prompt() is
+  'Private trigger (after insert on prompts): adds the prompt to its session''s row of scsql.session_totals (prompts, when its last row happened), in the writing transaction.';
+
+create or replace function scsql._viewer_totals_tool()
+returns trigger
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_happened timestamptz := coalesce(new.occurred_at, new.at);
+begin
+  insert into scsql.usage_days as u (project_id, day, author_id, model, tool, status, tool_calls, input_tokens,
+                                     output_tokens, cost_usd, unpriced)
+  values (new.project_id, (v_happened at time zone 'UTC')::date, new.author_id, new.model, new.tool, new.status, 1,
+          new.input_tokens, new.output_tokens, coalesce(new.cost_usd, 0), (new.cost_usd is null and new.origin = 'model')::integer)
+  on conflict on constraint usage_days_key do update
+    set tool_calls = u.tool_calls + 1, input_tokens = u.input_tokens + excluded.input_tokens,
+        output_tokens = u.output_tokens + excluded.output_tokens, cost_usd = u.cost_usd + excluded.cost_usd,
+        unpriced = u.unpriced + excluded.unpriced;
+  if new.session_id is not null then
+    insert into scsql.usage_sessions as u (project_id, session_id, author_id, first_at, last_at, tool_calls, input_tokens,
+                                           output_tokens, cost_usd, unpriced)
+    values (new.project_id, new.session_id, new.author_id, v_happened, v_happened, 1, new.input_tokens, new.output_tokens,
+            coalesce(new.cost_usd, 0), (new.cost_usd is null and new.origin = 'model')::integer)
+    on conflict (project_id, session_id, author_id) do update
+      set first_at = least(u.first_at, excluded.first_at), last_at = greatest(u.last_at, excluded.last_at),
+          tool_calls = u.tool_calls + 1, input_tokens = u.input_tokens + excluded.input_tokens,
+          output_tokens = u.output_tokens + excluded.output_tokens, cost_usd = u.cost_usd + excluded.cost_usd,
+          unpriced = u.unpriced + excluded.unpriced;
+  end if;
+  if new.session_id is not null
+     and exists (select from scsql.sessions s
+                 where s.project_id = new.project_id and s.session_id = new.session_id and s.at <= new.at) then
+    insert into scsql.session_totals as t (project_id, session_id, tool_calls, failures, input_tokens, output_tokens,
+                                           cost_usd, last_at)
+    values (new.project_id, new.session_id, 1, (new.status <> 'ok')::integer, new.input_tokens, new.output_tokens,
+            coalesce(new.cost_usd, 0), v_happened)
+    on conflict (project_id, session_id) do update
+      set tool_calls = t.tool_calls + 1, failures = t.failures + excluded.failures,
+          input_tokens = t.input_tokens + excluded.input_tokens, output_tokens = t.output_tokens + excluded.output_tokens,
+          cost_usd = t.cost_usd + excluded.cost_usd, last_at = greatest(t.last_at, excluded.last_at);
+  end if;
+  return null;
+end
+$$;
+comment on function scsql._viewer_totals_tool() is
+  'Private trigger (after insert on tool_calls): adds the tool call to scsql.usage_days (its project, UTC day, agent, model, tool and status), to scsql.usage_sessions (its session and agent) and, when it was written from its session''s own write on (as the timeline counts it), to its session''s row of scsql.session_totals, in the writing transaction. Concurrent writers of one row wait for each other (an upsert), so no addition is lost.';
+
+create or replace function scsql._viewer_totals_model()
+returns trigger
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_happened timestamptz := coalesce(new.occurred_at, new.at);
+begin
+  insert into scsql.usage_days as u (project_id, day, author_id, model, tool, status, model_messages, input_tokens,
+                                     output_tokens, cache_write_tokens, cache_read_tokens, cost_usd, unpriced)
+  values (new.project_id, (v_happened at time zone 'UTC')::date, new.author_id, new.model, '(model)', null, 1,
+          new.input_tokens, new.output_tokens, new.cache_write_tokens, new.cache_read_tokens, coalesce(new.cost_usd, 0),
+          (new.cost_usd is null)::integer)
+  on conflict on constraint usage_days_key do update
+    set model_messages = u.model_messages + 1, input_tokens = u.input_tokens + excluded.input_tokens,
+        output_tokens = u.output_tokens + excluded.output_tokens,
+        cache_write_tokens = u.cache_write_tokens + excluded.cache_write_tokens,
+        cache_read_tokens = u.cache_read_tokens + excluded.cache_read_tokens, cost_usd = u.cost_usd + excluded.cost_usd,
+        unpriced = u.unpriced + excluded.unpriced;
+  if new.session_id is not null then
+    insert into scsql.usage_sessions as u (project_id, session_id, author_id, first_at, last_at, model_messages,
+                                           input_tokens, output_tokens, cache_write_tokens, cache_read_tokens, cost_usd,
+                                           unpriced)
+    values (new.project_id, new.session_id, new.author_id, v_happened, v_happened, 1, new.input_tokens, new.output_tokens,
+            new.cache_write_tokens, new.cache_read_tokens, coalesce(new.cost_usd, 0), (new.cost_usd is null)::integer)
+    on conflict (project_id, session_id, author_id) do update
+      set first_at = least(u.first_at, excluded.first_at), last_at = greatest(u.last_at, excluded.last_at),
+          model_messages = u.model_messages + 1, input_tokens = u.input_tokens + excluded.input_tokens,
+          output_tokens = u.output_tokens + excluded.output_tokens,
+          cache_write_tokens = u.cache_write_tokens + excluded.cache_write_tokens,
+          cache_read_tokens = u.cache_read_tokens + excluded.cache_read_tokens, cost_usd = u.cost_usd + excluded.cost_usd,
+          unpriced = u.unpriced + excluded.unpriced;
+    insert into scsql.session_totals as t (project_id, session_id, model_messages, input_tokens, output_tokens,
+                                           cache_tokens, cost_usd, last_at)
+    values (new.project_id, new.session_id, 1, new.input_tokens, new.output_tokens,
+            new.cache_write_tokens + new.cache_read_tokens, coalesce(new.cost_usd, 0), v_happened)
+    on conflict (project_id, session_id) do update
+      set model_messages = t.model_messages + 1, input_tokens = t.input_tokens + excluded.input_tokens,
+          output_tokens = t.output_tokens + excluded.output_tokens, cache_tokens = t.cache_tokens + excluded.cache_tokens,
+          cost_usd = t.cost_usd + excluded.cost_usd, last_at = greatest(t.last_at, excluded.last_at);
+  end if;
+  return null;
+end
+$$;
+comment on function scsql._viewer_totals_model() is
+  'Private trigger (after insert on model_calls): adds the model''s message to scsql.usage_days (tool (model), status NULL), to scsql.usage_sessions and to its session''s row of scsql.session_totals, in the writing transaction.';
+
+create or replace trigger viewer_totals after insert on scsql.prompts for each row execute function scsql._viewer_totals_prompt();
+create or replace trigger viewer_totals after insert on scsql.tool_calls for each row execute function scsql._viewer_totals_tool();
+create or replace trigger viewer_totals after insert on scsql.model_calls for each row execute function scsql._viewer_totals_model();
+
+create or replace function scsql._viewer_totals_retire(p_partition regclass)
+returns void
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+begin
+  if pg_catalog.pg_partition_root(p_partition) is distinct from 'scsql.tool_calls'::regclass then
+    return;
+  end if;
+  -- Writers of prompts and the model's messages wait until the drop commits,
+  -- so when each session's last row happened is found again from the rows kept.
+  lock table scsql.session_totals, scsql.usage_days, scsql.usage_sessions in exclusive mode;
+  execute format($q$
+    update scsql.usage_days u
+    set tool_calls = u.tool_calls - g.n, input_tokens = u.input_tokens - g.i, output_tokens = u.output_tokens - g.o,
+        cost_usd = u.cost_usd - g.c, unpriced = u.unpriced - g.unpriced
+    from (select t.project_id, (coalesce(t.occurred_at, t.at) at time zone 'UTC')::date as day, t.author_id, t.model,
+                 t.tool, t.status, count(*) as n, sum(t.input_tokens) as i, sum(t.output_tokens) as o,
+                 coalesce(sum(t.cost_usd), 0) as c, count(*) filter (where t.cost_usd is null and t.origin = 'model') as unpriced
+          from %s t group by 1, 2, 3, 4, 5, 6) g
+    where u.project_id = g.project_id and u.day = g.day and u.author_id = g.author_id
+      and u.model is not distinct from g.model and u.tool = g.tool and u.status = g.status$q$, p_partition);
+  delete from scsql.usage_days u where u.tool_calls = 0 and u.model_messages = 0;
+  execute format($q$
+    update scsql.usage_sessions u
+    set tool_calls = u.tool_calls - g.n, input_tokens = u.input_tokens - g.i, output_tokens = u.output_tokens - g.o,
+        cost_usd = u.cost_usd - g.c, unpriced = u.unpriced - g.unpriced
+    from (select t.project_id, t.session_id, t.author_id, count(*) as n, sum(t.input_tokens) as i, sum(t.output_tokens) as o,
+                 coalesce(sum(t.cost_usd), 0) as c, count(*) filter (where t.cost_usd is null and t.origin = 'model') as unpriced
+          from %s t where t.session_id is not null group by 1, 2, 3) g
+    where u.project_id = g.project_id and u.session_id = g.session_id and u.author_id = g.author_id$q$, p_partition);
+  delete from scsql.usage_sessions u where u.tool_calls = 0 and u.model_messages = 0;
+  execute format($q$
+    update scsql.session_totals s
+    set tool_calls = s.tool_calls - g.n, failures = s.failures - g.failures, input_tokens = s.input_tokens - g.i,
+        output_tokens = s.output_tokens - g.o, cost_usd = s.cost_usd - g.c,
+        last_at = greatest(
+          (select max(coalesce(t.occurred_at, t.at)) from scsql.tool_calls t
+           where t.project_id = s.project_id and t.session_id = s.session_id and t.at >= g.written and t.tableoid <> $1),
+          (select max(coalesce(r.occurred_at, r.at)) from scsql.prompts r
+           where r.project_id = s.project_id and r.session_id = s.session_id),
+          (select max(coalesce(m.occurred_at, m.at)) from scsql.model_calls m
+           where m.project_id = s.project_id and m.session_id = s.session_id))
+    from (select t.project_id, t.session_id, x.at as written, count(*) as n, count(*) filter (where t.status <> 'ok') as failures,
+                 sum(t.input_tokens) as i, sum(t.output_tokens) as o, coalesce(sum(t.cost_usd), 0) as c
+          from %s t join scsql.sessions x on x.project_id = t.project_id and x.session_id = t.session_id and x.at <= t.at
+          group by 1, 2, 3) g
+    where s.project_id = g.project_id and s.session_id = g.session_id$q$, p_partition) using p_partition::oid;
+end
+$$;
+comment on function scsql._viewer_totals_retire(regclass) is
+  'Private, called by retention (scsql._retire_partition) before it drops a partition: subtracts the partition''s tool calls from scsql.usage_days and scsql.usage_sessions (dropping rows left with nothing; the first and last times of a session stay as they were, a range that still holds its rows) and scsql.session_totals (finding when each session''s last kept row happened), so both sum what retention still keeps. Locks both tables against writers until the drop commits. Does nothing for a partition of another table.';
+
+-- ---------------------------------------------------------------------------
 -- Sessions
 -- ---------------------------------------------------------------------------
 
@@ -235,7 +403,7 @@ as $$
         from scsql.model_calls x where x.project_id = p_project and x.session_id = p_session) m
 $$;
 comment on function scsql_caller.viewer_session_totals(bigint, bigint, timestamptz) is
-  'The figures of one session of project P_PROJECT (written at P_WRITTEN, before any of its rows) as the caller may read them: prompts, tool calls, failed tool calls (status other than ok), the model''s messages, input and output tokens (tool calls and the model''s messages), prompt-cache tokens written and read, cost in USD and when its last row happened.';
+  'The figures of one session of project P_PROJECT (written at P_WRITTEN, before any of its rows) as the caller may read them: prompts, tool calls, failed tool calls (status other than ok), the model''s messages, input and output tokens (tool calls and the model''s messages), prompt-cache tokens written and read, cost in USD and when its last row happened, summed from the rows (scsql.session_totals keeps the same figures as rows are written; viewer_sessions reads those).';
 
 create or replace function scsql_caller.viewer_session_summary(p_project bigint, p_external_id text)
 returns text
@@ -272,25 +440,30 @@ begin
     raise exception using errcode = 'SC010', message = format('status must be failed or clean, got %L', left(p_status, 40));
   end if;
   select * into c from scsql_caller.viewer_cursor_parts(p_before);
-  return query
+  -- Planned for these values each call (a plan for any values could not
+  -- start the index scan at the cursor), with one ORDER BY and LIMIT over the
+  -- joined rows: the sessions are read newest first by index, from the cursor
+  -- on, and the scan stops at the limit.
+  return query execute $q$
   select s.session_id, p.name::text, a.name::text, s.started, coalesce(greatest(s.started, t.last_at), s.started),
-         s.client, s.model, s.title, s.source, s.external_id, t.prompts, t.tool_calls, t.failures, t.model_messages,
-         t.input_tokens, t.output_tokens, t.cache_tokens, t.cost_usd,
+         s.client, s.model, s.title, s.source, s.external_id, coalesce(t.prompts, 0), coalesce(t.tool_calls, 0),
+         coalesce(t.failures, 0), coalesce(t.model_messages, 0), coalesce(t.input_tokens, 0), coalesce(t.output_tokens, 0),
+         coalesce(t.cache_tokens, 0), coalesce(t.cost_usd, 0),
          scsql_caller.viewer_session_summary(s.project_id, s.external_id),
          s.chain_id, s.seq, scsql_caller.viewer_quarantine(s.chain_id), scsql_caller.viewer_cursor(s.started, 0, s.session_id)
   from (select x.*, coalesce(x.occurred_at, x.at) as started from scsql.sessions x
-        where (f.project_id is null or x.project_id = f.project_id) and (f.agent_id is null or x.author_id = f.agent_id)
-          and (p_session is null or x.session_id = p_session)
-          and (p_since is null or coalesce(x.occurred_at, x.at) >= p_since)
-          and (p_until is null or coalesce(x.occurred_at, x.at) < p_until)
-          and (c.happened is null or (coalesce(x.occurred_at, x.at), x.session_id) < (c.happened, c.id))
-        order by coalesce(x.occurred_at, x.at) desc, x.session_id desc) s
-  cross join lateral scsql_caller.viewer_session_totals(s.project_id, s.session_id, s.at) t
+        where ($1::bigint is null or x.project_id = $1) and ($2::bigint is null or x.author_id = $2)
+          and ($3::bigint is null or x.session_id = $3)
+          and ($4::timestamptz is null or coalesce(x.occurred_at, x.at) >= $4)
+          and ($5::timestamptz is null or coalesce(x.occurred_at, x.at) < $5)
+          and ($6::timestamptz is null or (coalesce(x.occurred_at, x.at), x.session_id) < ($6, $7::bigint))) s
+  left join scsql.session_totals t on t.project_id = s.project_id and t.session_id = s.session_id
   join scsql.projects p on p.project_id = s.project_id
   left join scsql.agents a on a.agent_id = s.author_id
-  where p_status is null or (p_status = 'failed') = (t.failures > 0)
+  where $8::text is null or ($8 = 'failed') = (coalesce(t.failures, 0) > 0)
   order by s.started desc, s.session_id desc
-  limit p_limit;
+  limit $9$q$
+  using f.project_id, f.agent_id, p_session, p_since, p_until, c.happened, c.id, p_status, p_limit;
 end
 $$;
 comment on function scsql.viewer_sessions(text, text, timestamptz, timestamptz, text, text, integer, bigint) is
@@ -1011,6 +1184,106 @@ comment on function scsql.viewer_redactions(text, timestamptz, timestamptz) is
 -- Cost and activity
 -- ---------------------------------------------------------------------------
 
+create or replace function scsql_caller.viewer_usage_rows(p_project bigint, p_agent bigint, p_from timestamptz,
+                                                        p_to timestamptz, p_no_session boolean default false)
+returns table (project_id bigint, author_id bigint, session_id bigint, model text, tool text, day date, tool_calls bigint,
+               model_messages bigint, input_tokens bigint, output_tokens bigint, cache_write_tokens bigint,
+               cache_read_tokens bigint, cost_usd numeric, unpriced bigint)
+language sql stable
+as $$
+  select t.project_id, t.author_id, t.session_id, t.model, t.tool, (coalesce(t.occurred_at, t.at) at time zone 'UTC')::date,
+         1::bigint, 0::bigint, t.input_tokens::bigint, t.output_tokens::bigint, 0::bigint, 0::bigint, coalesce(t.cost_usd, 0),
+         (t.cost_usd is null and t.origin = 'model')::integer::bigint
+  from scsql.tool_calls t
+  where (p_project is null or t.project_id = p_project) and (p_agent is null or t.author_id = p_agent)
+    and coalesce(t.occurred_at, t.at) >= p_from and coalesce(t.occurred_at, t.at) < p_to
+    and (not p_no_session or t.session_id is null)
+  union all
+  select m.project_id, m.author_id, m.session_id, m.model, '(model)', (coalesce(m.occurred_at, m.at) at time zone 'UTC')::date,
+         0, 1, m.input_tokens, m.output_tokens, m.cache_write_tokens, m.cache_read_tokens, coalesce(m.cost_usd, 0),
+         (m.cost_usd is null)::integer
+  from scsql.model_calls m
+  where (p_project is null or m.project_id = p_project) and (p_agent is null or m.author_id = p_agent)
+    and coalesce(m.occurred_at, m.at) >= p_from and coalesce(m.occurred_at, m.at) < p_to
+    and (not p_no_session or m.session_id is null)
+$$;
+comment on function scsql_caller.viewer_usage_rows(bigint, bigint, timestamptz, timestamptz, boolean) is
+  'The tool calls and the model''s messages of project P_PROJECT and agent P_AGENT (NULL: any) that happened from P_FROM and before P_TO (with P_NO_SESSION, only those of no session), one row each as scsql.usage_days sums them (the model''s messages as tool (model)), as the caller may read them. Used by scsql.viewer_cost for what is not a whole UTC day.';
+
+create or replace function scsql_caller.viewer_usage_of(p_project bigint, p_session bigint, p_author bigint,
+                                                       p_from timestamptz, p_to timestamptz)
+returns table (tool_calls bigint, model_messages bigint, input_tokens bigint, output_tokens bigint,
+               cache_write_tokens bigint, cache_read_tokens bigint, cost_usd numeric, unpriced bigint)
+language sql stable
+as $$
+  select t.n, m.n, coalesce(t.i, 0) + coalesce(m.i, 0), coalesce(t.o, 0) + coalesce(m.o, 0), coalesce(m.cw, 0),
+         coalesce(m.cr, 0), coalesce(t.c, 0) + coalesce(m.c, 0), t.u + m.u
+  from (select count(*) as n, sum(x.input_tokens) as i, sum(x.output_tokens) as o, sum(x.cost_usd) as c,
+               count(*) filter (where x.cost_usd is null and x.origin = 'model') as u
+        from scsql.tool_calls x
+        where x.project_id = p_project and x.session_id = p_session and x.author_id = p_author
+          and coalesce(x.occurred_at, x.at) >= p_from and coalesce(x.occurred_at, x.at) < p_to) t,
+       (select count(*) as n, sum(x.input_tokens) as i, sum(x.output_tokens) as o, sum(x.cache_write_tokens) as cw,
+               sum(x.cache_read_tokens) as cr, sum(x.cost_usd) as c, count(*) filter (where x.cost_usd is null) as u
+        from scsql.model_calls x
+        where x.project_id = p_project and x.session_id = p_session and x.author_id = p_author
+          and coalesce(x.occurred_at, x.at) >= p_from and coalesce(x.occurred_at, x.at) < p_to) m
+$$;
+comment on function scsql_caller.viewer_usage_of(bigint, bigint, bigint, timestamptz, timestamptz) is
+  'The tool calls and the model''s messages of agent P_AUTHOR in session P_SESSION of project P_PROJECT that happened from P_FROM and before P_TO, summed from the rows (one row, zeros when none), as the caller may read them. Used by scsql_caller.viewer_usage_sessions.';
+
+create or replace function scsql_caller.viewer_usage(p_project bigint, p_agent bigint, p_from timestamptz, p_to timestamptz,
+                                                    p_lo timestamptz, p_hi timestamptz)
+returns table (project_id bigint, author_id bigint, session_id bigint, model text, tool text, day date, tool_calls bigint,
+               model_messages bigint, input_tokens bigint, output_tokens bigint, cache_write_tokens bigint,
+               cache_read_tokens bigint, cost_usd numeric, unpriced bigint)
+language sql stable
+as $$
+  select x.project_id, x.author_id, null::bigint, x.model, x.tool, x.day, x.tool_calls, x.model_messages, x.input_tokens,
+         x.output_tokens, x.cache_write_tokens, x.cache_read_tokens, x.cost_usd, x.unpriced
+  from scsql.usage_days x
+  where (p_project is null or x.project_id = p_project) and (p_agent is null or x.author_id = p_agent)
+    and x.day >= (p_lo at time zone 'UTC')::date and x.day < (p_hi at time zone 'UTC')::date
+  union all
+  select * from scsql_caller.viewer_usage_rows(p_project, p_agent, p_from, least(p_lo, p_to))
+  union all
+  select * from scsql_caller.viewer_usage_rows(p_project, p_agent, greatest(p_hi, p_from), p_to)
+$$;
+comment on function scsql_caller.viewer_usage(bigint, bigint, timestamptz, timestamptz, timestamptz, timestamptz) is
+  'The tool calls and the model''s messages of project P_PROJECT and agent P_AGENT (NULL: any) that happened from P_FROM and before P_TO, as the caller may read them: the whole UTC days from P_LO to before P_HI as scsql.usage_days sums them (session_id NULL), the hours before and after one row each (scsql_caller.viewer_usage_rows). Used by scsql.viewer_cost.';
+
+create or replace function scsql_caller.viewer_usage_sessions(p_project bigint, p_agent bigint, p_from timestamptz,
+                                                             p_to timestamptz)
+returns table (session_id bigint, tool_calls bigint, model_messages bigint, input_tokens bigint, output_tokens bigint,
+               cache_write_tokens bigint, cache_read_tokens bigint, cost_usd numeric, unpriced bigint)
+language sql stable
+as $$
+  -- A session's agent whose rows all happened in the range: as usage_sessions keeps them.
+  select u.session_id, u.tool_calls, u.model_messages, u.input_tokens, u.output_tokens, u.cache_write_tokens,
+         u.cache_read_tokens, u.cost_usd, u.unpriced
+  from scsql.usage_sessions u
+  where (p_project is null or u.project_id = p_project) and (p_agent is null or u.author_id = p_agent)
+    and u.first_at >= p_from and u.last_at < p_to
+  union all
+  -- One whose rows reach past the range: those in it, from the rows.
+  select u.session_id, r.tool_calls, r.model_messages, r.input_tokens, r.output_tokens, r.cache_write_tokens,
+         r.cache_read_tokens, r.cost_usd, r.unpriced
+  from scsql.usage_sessions u
+  cross join lateral scsql_caller.viewer_usage_of(u.project_id, u.session_id, u.author_id, p_from, p_to) r
+  where (p_project is null or u.project_id = p_project) and (p_agent is null or u.author_id = p_agent)
+    and u.last_at >= p_from and u.first_at < p_to and not (u.first_at >= p_from and u.last_at < p_to)
+    and r.tool_calls + r.model_messages > 0
+  union all
+  -- Rows of no session.
+  select null, sum(r.tool_calls)::bigint, sum(r.model_messages)::bigint, sum(r.input_tokens)::bigint,
+         sum(r.output_tokens)::bigint, sum(r.cache_write_tokens)::bigint, sum(r.cache_read_tokens)::bigint, sum(r.cost_usd),
+         sum(r.unpriced)::bigint
+  from scsql_caller.viewer_usage_rows(p_project, p_agent, p_from, p_to, true) r
+  having count(*) > 0
+$$;
+comment on function scsql_caller.viewer_usage_sessions(bigint, bigint, timestamptz, timestamptz) is
+  'The tool calls and the model''s messages of project P_PROJECT and agent P_AGENT (NULL: any) that happened from P_FROM and before P_TO, as the caller may read them: per session and agent (scsql.usage_sessions for those whose rows all happened in the range, scsql_caller.viewer_usage_of for those whose rows reach past it), and one row for those of no session (NULL). Used by scsql.viewer_cost for its sessions.';
+
 create or replace function scsql.viewer_cost(p_group text default 'day', p_project text default null,
                                              p_agent text default null, p_since timestamptz default null,
                                              p_until timestamptz default null, p_limit integer default 500)
@@ -1021,39 +1294,48 @@ as $$
 #variable_conflict use_column
 declare
   f record;
+  v_lo timestamptz;
+  v_hi timestamptz;
+  v_key constant text := case p_group when 'day' then $k$to_char(u.day, 'YYYY-MM-DD')$k$ when 'agent' then 'u.author_id::text'
+                                      when 'model' then $k$coalesce(u.model, '(none)')$k$ when 'tool' then 'u.tool'
+                                      when 'project' then 'u.project_id::text' when 'session' then 'u.session_id' end;
 begin
   select * into f from scsql_caller.viewer_filter(p_project, p_agent, p_since, p_until, p_limit, 5000);
-  if p_group is null or p_group not in ('day', 'agent', 'model', 'session', 'project', 'tool') then
+  if v_key is null then
     raise exception using errcode = 'SC010', message = format('group must be day, agent, model, session, project or tool, got %L', left(p_group, 40));
   end if;
-  return query
-  select coalesce(case p_group when 'agent' then (select a.name::text from scsql.agents a where a.agent_id::text = g.key)
-                               when 'project' then (select p.name::text from scsql.projects p where p.project_id::text = g.key) end,
+  -- Whole UTC days from scsql.usage_days, the hours around them from the
+  -- rows; sessions from scsql.usage_sessions, but for those whose rows reach
+  -- past the range. Planned for these values each call: to the planner the
+  -- filters and bounds are constants, which pick the partitions and indexes.
+  -- The first and the last midnight (UTC) in the range; both its end when it holds no whole day.
+  v_lo := case when p_since is null then '-infinity'
+               when p_since = (p_since at time zone 'UTC')::date::timestamp at time zone 'UTC' then p_since
+               else ((p_since at time zone 'UTC')::date + 1)::timestamp at time zone 'UTC' end;
+  v_hi := coalesce((p_until at time zone 'UTC')::date::timestamp at time zone 'UTC', 'infinity');
+  if v_lo > v_hi then
+    v_lo := p_until; v_hi := p_until;
+  end if;
+  return query execute format($q$
+  select coalesce(case $1 when 'agent' then (select a.name::text from scsql.agents a where a.agent_id::text = g.key)
+                          when 'project' then (select p.name::text from scsql.projects p where p.project_id::text = g.key) end,
                   g.key),
          g.calls, g.messages, g.input_tokens, g.output_tokens, g.cw, g.cr, g.cost, g.unpriced
-  from (select case p_group when 'day' then to_char(u.happened at time zone 'UTC', 'YYYY-MM-DD')
-                            when 'agent' then u.author_id::text when 'model' then coalesce(u.model, '(none)')
-                            when 'session' then coalesce(u.session_id::text, '(none)') when 'project' then u.project_id::text
-                            else u.tool end as key,
-               count(*) filter (where not u.message) as calls, count(*) filter (where u.message) as messages,
-               coalesce(sum(u.input_tokens), 0)::bigint as input_tokens, coalesce(sum(u.output_tokens), 0)::bigint as output_tokens,
-               coalesce(sum(u.cw), 0)::bigint as cw, coalesce(sum(u.cr), 0)::bigint as cr,
-               coalesce(sum(u.cost_usd), 0) as cost,
-               count(*) filter (where u.cost_usd is null and (u.message or u.origin = 'model')) as unpriced
-        from (select t.project_id, t.author_id, t.session_id, t.model, t.tool, t.origin, coalesce(t.occurred_at, t.at) as happened,
-                     t.input_tokens, t.output_tokens, 0 as cw, 0 as cr, t.cost_usd, false as message
-              from scsql.tool_calls t
-              where (f.project_id is null or t.project_id = f.project_id) and (f.agent_id is null or t.author_id = f.agent_id)
-                and coalesce(t.occurred_at, t.at) >= coalesce(p_since, '-infinity') and coalesce(t.occurred_at, t.at) < coalesce(p_until, 'infinity')
-              union all
-              select m.project_id, m.author_id, m.session_id, m.model, '(model)', 'model', coalesce(m.occurred_at, m.at),
-                     m.input_tokens, m.output_tokens, m.cache_write_tokens, m.cache_read_tokens, m.cost_usd, true
-              from scsql.model_calls m
-              where (f.project_id is null or m.project_id = f.project_id) and (f.agent_id is null or m.author_id = f.agent_id)
-                and coalesce(m.occurred_at, m.at) >= coalesce(p_since, '-infinity') and coalesce(m.occurred_at, m.at) < coalesce(p_until, 'infinity')) u
-        group by 1) g
-  order by case when p_group = 'day' then g.key end, g.cost desc, g.key
-  limit p_limit;
+  from (%s) g
+  order by case when $1 = 'day' then g.key end, g.cost desc, g.key
+  limit $8$q$,
+    case when p_group = 'session' then
+      $s$select coalesce(u.session_id::text, '(none)') as key, sum(u.tool_calls)::bigint as calls,
+                sum(u.model_messages)::bigint as messages, sum(u.input_tokens)::bigint as input_tokens,
+                sum(u.output_tokens)::bigint as output_tokens, sum(u.cache_write_tokens)::bigint as cw,
+                sum(u.cache_read_tokens)::bigint as cr, sum(u.cost_usd) as cost, sum(u.unpriced)::bigint as unpriced
+         from scsql_caller.viewer_usage_sessions($2, $3, $4, $5) u group by u.session_id$s$
+    else format($s$select %s as key, sum(u.tool_calls)::bigint as calls, sum(u.model_messages)::bigint as messages,
+                          sum(u.input_tokens)::bigint as input_tokens, sum(u.output_tokens)::bigint as output_tokens,
+                          sum(u.cache_write_tokens)::bigint as cw, sum(u.cache_read_tokens)::bigint as cr,
+                          sum(u.cost_usd) as cost, sum(u.unpriced)::bigint as unpriced
+                   from scsql_caller.viewer_usage($2, $3, $4, $5, $6, $7) u group by 1$s$, v_key) end)
+  using p_group, f.project_id, f.agent_id, coalesce(p_since, '-infinity'), coalesce(p_until, 'infinity'), v_lo, v_hi, p_limit;
 end
 $$;
 comment on function scsql.viewer_cost(text, text, text, timestamptz, timestamptz, integer) is

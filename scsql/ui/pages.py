@@ -76,31 +76,40 @@ class Pages:
     def call(self, name: str, **args: Any) -> Any:
         return self.source.call(name, args)
 
+    def gather(self, request=None, **calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+        """Each of CALLS (key=(view, args)) in one transaction and one round
+        trip, with the filter lists (projects, agents) when REQUEST is given."""
+        if request is not None:
+            calls = {**calls, **self.filter_calls(request)}
+        return self.source.call_many(calls)
+
     def has(self, name: str) -> bool:
         return name in self.source.views
 
-    def filter_lists(self, request) -> dict[str, Any]:
-        project = request.query_params.get("project") or None
-        return {"projects": self.call("projects"), "agents": self.call("agents", project=project)}
+    def filter_calls(self, request) -> dict[str, tuple[str, dict[str, Any]]]:
+        """The lists of the filter form: projects, and agents (of the project chosen)."""
+        return {"projects": ("projects", {}), "agents": ("agents", {"project": request.query_params.get("project")})}
 
     # -- pages ------------------------------------------------------------------
 
     def sessions(self, request):
         q = request.query_params
-        rows = self.call("sessions", project=q.get("project"), agent=q.get("agent"), since=q.get("since"),
-                         until=q.get("until"), status=q.get("status"), before=q.get("before"), limit=PAGE)
+        got = self.gather(request, rows=("sessions", {
+            "project": q.get("project"), "agent": q.get("agent"), "since": q.get("since"), "until": q.get("until"),
+            "status": q.get("status"), "before": q.get("before"), "limit": PAGE}))
+        rows = got.pop("rows")
         nxt = rows[-1]["cursor"] if len(rows) == PAGE else None
-        return self.render(request, "sessions.html", rows=rows, next=nxt, **self.filter_lists(request))
+        return self.render(request, "sessions.html", rows=rows, next=nxt, **got)
 
     def timeline(self, request):
         q = request.query_params
         sid = request.path_params["session"]
-        head = self.call("sessions", session=sid, limit=1)
+        kinds = [k for k in q.getlist("kind") if k] or None
+        got = self.gather(head=("sessions", {"session": sid, "limit": 1}), rows=("timeline", {
+            "session": sid, "after": q.get("after"), "limit": TIMELINE_PAGE, "kinds": kinds, "status": q.get("status")}))
+        head, rows = got["head"], got["rows"]
         if not head:
             raise ScsqlError("SC600", f"no session {sid} is visible to you")
-        kinds = [k for k in q.getlist("kind") if k] or None
-        rows = self.call("timeline", session=sid, after=q.get("after"), limit=TIMELINE_PAGE, kinds=kinds,
-                         status=q.get("status"))
         nxt = rows[-1]["cursor"] if len(rows) == TIMELINE_PAGE else None
         live = None
         if nxt is None:  # the last page: new rows appear as they are written
@@ -124,13 +133,13 @@ class Pages:
         hits = None
         if q.get("search") and self.has("search"):
             hits = self.call("search", query=q.get("search"), k=20)
-        facts = self.call("facts", project=project, query=q.get("facts"), after=q.get("after"), limit=PAGE)
-        return self.render(
-            request, "memory.html", facts=facts, next=facts[-1]["cursor"] if len(facts) == PAGE else None,
-            decisions=self.call("decisions", project=project, limit=100),
-            loops=self.call("loops", project=project, limit=100), hits=hits, can_search=self.has("search"),
-            request_search=q.get("search") or "",
-            **self.filter_lists(request))
+        got = self.gather(request, facts=("facts", {"project": project, "query": q.get("facts"), "after": q.get("after"),
+                                                    "limit": PAGE}),
+                          decisions=("decisions", {"project": project, "limit": 100}),
+                          loops=("loops", {"project": project, "limit": 100}))
+        facts = got["facts"]
+        return self.render(request, "memory.html", next=facts[-1]["cursor"] if len(facts) == PAGE else None, hits=hits,
+                           can_search=self.has("search"), request_search=q.get("search") or "", **got)
 
     def fact(self, request):
         q = request.query_params
@@ -141,43 +150,45 @@ class Pages:
     def coordination(self, request):
         q = request.query_params
         project = q.get("project")
-        messages = self.call("messages", project=project, before=q.get("before"), limit=PAGE)
-        return self.render(
-            request, "coordination.html", queue=self.call("queue", project=project),
-            tasks=self.call("tasks", project=project, state=q.get("state"), role=q.get("role"), limit=100),
-            files=self.call("files", project=project), messages=messages,
-            next=messages[-1]["cursor"] if len(messages) == PAGE else None, **self.filter_lists(request))
+        got = self.gather(request, messages=("messages", {"project": project, "before": q.get("before"), "limit": PAGE}),
+                          queue=("queue", {"project": project}),
+                          tasks=("tasks", {"project": project, "state": q.get("state"), "role": q.get("role"), "limit": 100}),
+                          files=("files", {"project": project}))
+        messages = got["messages"]
+        return self.render(request, "coordination.html", next=messages[-1]["cursor"] if len(messages) == PAGE else None,
+                           **got)
 
     def audit(self, request):
         q = request.query_params
         project, since, until = q.get("project"), q.get("since"), q.get("until")
-        return self.render(
-            request, "audit.html", chains=self.call("chains", project=project),
-            checkpoints=self.call("checkpoints", project=project, since=since, until=until, limit=20),
-            quarantines=self.call("quarantines", project=project, since=since, until=until),
-            capture=self.call("capture_counts"),
-            redactions=self.call("redactions", project=project, since=since or _ago(7), until=until),
-            partitions=self.call("partition_status") if self.has("partition_status") else None,
-            retirements=self.call("partition_retirements") if self.has("partition_retirements") else None,
-            can_verify=self.has("verify"),
-            verified=self.call("verify", project=project) if q.get("verify") and self.has("verify") else None,
-            **self.filter_lists(request))
+        calls = {"chains": ("chains", {"project": project}),
+                 "checkpoints": ("checkpoints", {"project": project, "since": since, "until": until, "limit": 20}),
+                 "quarantines": ("quarantines", {"project": project, "since": since, "until": until}),
+                 "capture": ("capture_counts", {}),
+                 "redactions": ("redactions", {"project": project, "since": since or _ago(7), "until": until})}
+        for key, view in (("partitions", "partition_status"), ("retirements", "partition_retirements")):
+            if self.has(view):
+                calls[key] = (view, {})
+        if q.get("verify") and self.has("verify"):
+            calls["verified"] = ("verify", {"project": project})
+        got = {"partitions": None, "retirements": None, "verified": None, **self.gather(request, **calls)}
+        return self.render(request, "audit.html", can_verify=self.has("verify"), **got)
 
     def cost(self, request):
         q = request.query_params
         f = {"project": q.get("project"), "agent": q.get("agent"), "since": q.get("since") or _ago(30),
              "until": q.get("until")}
-        tables = {g: self.call("cost", group=g, limit=50 if g == "session" else 500, **f)
-                  for g in ("day", "agent", "model", "session")}
-        return self.render(request, "cost.html", tables=tables, chart=_link("/api/v1/cost", group="day", **f),
-                           **self.filter_lists(request))
+        got = self.gather(request, **{g: ("cost", {"group": g, "limit": 50 if g == "session" else 500, **f})
+                                      for g in ("day", "agent", "model", "session")})
+        tables = {g: got.pop(g) for g in ("day", "agent", "model", "session")}
+        return self.render(request, "cost.html", tables=tables, chart=_link("/api/v1/cost", group="day", **f), **got)
 
     def health(self, request):
-        metrics = self.call("metrics")
-        return self.render(request, "health.html", st=self.call("status"), metrics=metrics,
-                           capture=self.call("capture_counts"),
-                           memory=self.call("memory_status") if self.has("memory_status") else None,
-                           doctor=self.doctor())
+        calls = {"metrics": ("metrics", {}), "st": ("status", {}), "capture": ("capture_counts", {})}
+        if self.has("memory_status"):
+            calls["memory"] = ("memory_status", {})
+        got = {"memory": None, **self.gather(**calls)}
+        return self.render(request, "health.html", doctor=self.doctor(), **got)
 
     def doctor(self) -> Any:
         """scsql doctor's findings, for the auditor's viewer (it holds the
