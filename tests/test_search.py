@@ -481,3 +481,27 @@ def test_search_global_prunes_each_project_and_returns_exactly_the_full_computat
             if {p for _, p, _ in results[0]} == {pa, pb}:
                 merged.add(query)
     assert len(merged) >= 3, merged  # lists of both projects really were merged
+
+
+def test_since_counts_when_a_source_happened_not_when_it_was_indexed(scsql_db):
+    """A transcript imported today from a session of last month is last
+    month's: search's since filters by when a source happened (its
+    occurred_at), and by when it was indexed only for a source without one;
+    BM25 and vector search alike."""
+    import datetime as dt
+
+    from scsql.memory.embed import DEFAULT_MODEL, vector_literal
+
+    a = scsql_db.agent("since_happened", scsql_db.project())
+    month_ago = dt.datetime.now(dt.UTC) - dt.timedelta(days=30)
+    index(a, "claude/sessions/old/1.md", "We moved the zeppelin telemetry to the cold store.", "note",
+          occurred_at=month_ago)
+    index(a, "notes/new.md", "The zeppelin telemetry dashboard is new.", "note")
+    week_ago = dt.datetime.now(dt.UTC) - dt.timedelta(days=7)
+    for mode in ("bm25", "hybrid"):
+        extra = {} if mode == "bm25" else {"query_embedding": vector_literal([0.1] * 384), "model": DEFAULT_MODEL}
+        recent = {h["source_path"] for h in search(a, "zeppelin telemetry", since=week_ago, mode=mode, **extra)}
+        assert recent == {"notes/new.md"}, mode
+        both = {h["source_path"] for h in search(a, "zeppelin telemetry", since=month_ago - dt.timedelta(days=1),
+                                                mode=mode, **extra)}
+        assert both == {"notes/new.md", "claude/sessions/old/1.md"}, mode
