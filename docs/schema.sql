@@ -775,11 +775,14 @@ create table scsql.memory_settings (
   project_id bigint not null,
   external_ttl interval default '14 days'::interval not null,
   use_granularity interval default '00:01:00'::interval not null,
-  updated_at timestamp with time zone default now() not null
+  updated_at timestamp with time zone default now() not null,
+  -- How long an open loop nobody touched (opened again, pinned) stays in recall_context before it leaves it, unless pinned (default 30 days).
+  loop_stale_after interval default '30 days'::interval not null
 );
 alter table scsql.memory_settings add constraint memory_settings_pkey PRIMARY KEY (project_id);
 alter table scsql.memory_settings add constraint memory_settings_project_id_fkey FOREIGN KEY (project_id) REFERENCES scsql.projects(project_id);
 alter table scsql.memory_settings add constraint memory_settings_external_ttl_check CHECK (((external_ttl >= '01:00:00'::interval) AND (external_ttl <= '3650 days'::interval)));
+alter table scsql.memory_settings add constraint memory_settings_loop_stale_after_check CHECK (((loop_stale_after >= '01:00:00'::interval) AND (loop_stale_after <= '3650 days'::interval)));
 alter table scsql.memory_settings add constraint memory_settings_use_granularity_check CHECK (((use_granularity >= '00:00:00'::interval) AND (use_granularity <= '1 day'::interval)));
 alter table scsql.memory_settings enable row level security;
 alter table scsql.memory_settings force row level security;
@@ -923,7 +926,11 @@ create table scsql.open_loops (
   source_path text,
   closed_at timestamp with time zone,
   closed_by bigint,
-  resolution text
+  resolution text,
+  -- A pinned open loop stays in recall_context however long it is untouched (scsql.pin_loop).
+  pinned boolean default false not null,
+  -- When the loop was last opened again or pinned (NULL: never since it was opened).
+  touched_at timestamp with time zone
 );
 alter table scsql.open_loops add constraint open_loops_pkey PRIMARY KEY (project_id, loop_id);
 alter table scsql.open_loops add constraint open_loops_closed_by_fkey FOREIGN KEY (closed_by) REFERENCES scsql.agents(agent_id);

@@ -139,10 +139,11 @@ to scsql_agent;
 
 grant execute on function
   scsql.pin(text, boolean), scsql.decide(text, text, bigint), scsql.decisions(text, boolean, integer),
-  scsql.open_loop(text, text), scsql.close_loop(bigint, text), scsql.open_loops(text), scsql.close_loops_done(text[], text)
+  scsql.open_loop(text, text), scsql.close_loop(bigint, text), scsql.open_loops(text), scsql.close_loops_done(text[], text),
+  scsql.pin_loop(bigint, boolean)
 to scsql_agent;
 
-grant execute on function scsql.set_memory_lifecycle(text, interval, interval) to scsql_admin;
+grant execute on function scsql.set_memory_lifecycle(text, interval, interval, interval) to scsql_admin;
 
 -- Memory history (sql/26_history.sql): private tables, read and written
 -- through memory_history, remember, forget and resolve_conflict.

@@ -139,6 +139,9 @@ begin
            null, l.opened_at, coalesce(l.source_path, 'loop:' || l.loop_id)
     from (select * from scsql.open_loops l
           where l.project_id = v_project and l.closed_at is null
+            -- untouched past the project's loop_stale_after: left out, unless pinned
+            and (l.pinned or coalesce(l.touched_at, l.opened_at)
+                             >= now() - (scsql._memory_settings(v_project)).loop_stale_after)
           order by l.opened_at desc, l.loop_id desc limit 20) l
     union all
     -- The latest current decisions (sql/27_decisions.sql).

@@ -211,3 +211,37 @@ def test_open_loops_close_themselves_when_their_work_is_reported_done(agent):
     closed = [r for o in opened for r in q(dev, "select * from scsql.memory_history(%s)", f"loop:{o['loop_id']}")
               if r["op"] == "close_loop"]
     assert len(closed) == 2 and any("session summary" in c["reason"] for c in closed), closed
+
+
+def test_a_loop_nobody_touches_leaves_session_start_unless_pinned(scsql_db, agent):
+    """recall_context (the context a session starts with) leaves out an open
+    loop nobody touched for the project's loop_stale_after (30 days by
+    default); a pinned loop stays, a loop opened again is touched; all stay
+    open and listed until closed."""
+    ids = {t: q(agent, "select * from scsql.open_loop(%s)", t)[0]["loop_id"]
+           for t in ("Old question about the cache", "Old but pinned: rotate the keys", "New: flaky CI job")}
+    with scsql_db.connect() as conn:
+        conn.execute("update scsql.open_loops set opened_at = now() - interval '40 days' where loop_id = any(%s)",
+                     ([ids["Old question about the cache"], ids["Old but pinned: rotate the keys"]],))
+        project = conn.execute("select p.name from scsql.projects p join scsql.agents a using (project_id) "
+                               "where a.name = %s", (agent.name,)).fetchone()["name"]
+
+    def shown() -> set[str]:
+        rows = q(agent, "select key from scsql.recall_context(100000) where section = 'open_loop'")
+        return {t for t, i in ids.items() if str(i) in {r["key"] for r in rows}}
+
+    assert shown() == {"New: flaky CI job"}  # both 40 days untouched: out
+    [pinned] = q(agent, "select * from scsql.pin_loop(%s)", ids["Old but pinned: rotate the keys"])
+    assert pinned["pinned"] is True
+    assert shown() == {"Old but pinned: rotate the keys", "New: flaky CI job"}
+    assert len(q(agent, "select * from scsql.open_loops()")) == 3  # still open
+    raises("SC239", agent, "select * from scsql.pin_loop(999999)")
+    raises("SC010", agent, "select * from scsql.pin_loop(null)")
+    with scsql_db.connect() as conn:
+        conn.execute("select * from scsql.set_memory_lifecycle(%s, p_loop_stale_after => '60 days')", (project,))
+    assert shown() == set(ids)
+    with scsql_db.connect() as conn:
+        conn.execute("select * from scsql.set_memory_lifecycle(%s, p_loop_stale_after => '30 days')", (project,))
+    assert "Old question about the cache" not in shown()
+    q(agent, "select * from scsql.open_loop('Old question about the cache')")  # asked again: touched
+    assert "Old question about the cache" in shown()
