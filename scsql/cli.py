@@ -67,10 +67,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # What to run from the shell for errors whose hint, written for psql users,
-# names only SQL functions.
+# names only SQL functions (by the catalogue's name: core/errors.py).
 SHELL_HINTS = {
-    "SC005": "scsql project list shows the projects, scsql project create NAME adds one",
-    "SC213": "scsql up --root DIR sets the default project's root",
+    "PROJECT_UNKNOWN": "scsql project list shows the projects, scsql project create NAME adds one",
+    "INDEX_PATH_OUTSIDE_ROOT": "scsql up --root DIR sets the default project's root",
 }
 
 
@@ -78,16 +78,17 @@ def _error_line(exc: Exception) -> str | None:
     """The one line a command's error is reported in (None: not an error scsql
     reports; let it propagate). psycopg is consulted only when it was imported,
     since otherwise no error of it can have been raised."""
+    from .core import errors
     from .core.errors import ScsqlError
 
     if isinstance(exc, ScsqlError):
-        shell = SHELL_HINTS.get(exc.code)
+        shell = next((h for name, h in SHELL_HINTS.items() if getattr(errors, name) == exc.code), None)
         if shell and shell not in (exc.hint or ""):
             exc.hint = f"{exc.hint.rstrip('.')}; from the shell: {shell}" if exc.hint else shell
         return str(exc)
     if isinstance(exc, (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError,
                         FileExistsError)) and exc.filename:  # a path the command was given, or derived from one
-        return str(ScsqlError("SC010", f"{exc.filename}: {exc.strerror}", "name another path"))
+        return str(ScsqlError(errors.INVALID_ARGUMENT, f"{exc.filename}: {exc.strerror}", "name another path"))
     psycopg = sys.modules.get("psycopg")
     if psycopg is not None and isinstance(exc, psycopg.OperationalError):
         from .core.db import unreachable

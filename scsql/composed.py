@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from . import __version__
 from .core.command import Commands, positive_seconds, uri
+from .core import errors
 
 if TYPE_CHECKING:
     from .core.app import Bundle, Context
@@ -243,7 +244,7 @@ def verify_embeddings(ctx: Context, args: argparse.Namespace) -> int:
 
     prov = embed.provider()
     if prov is None:
-        raise ScsqlError("SC010", "verify --embeddings needs an embedding provider", "unset SCSQL_EMBED=none")
+        raise ScsqlError(errors.INVALID_ARGUMENT, "verify --embeddings needs an embedding provider", "unset SCSQL_EMBED=none")
     with admin_connection(ctx.admin_conninfo()) as conn:
         conn.execute("set local role scsql_auditor")
         check = embed.check_stored(conn, prov, args.sample)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.command import Commands
+from ..core import errors
 
 # Each command imports what it drives: building the parser imports neither
 # the database driver nor the signing and validation libraries.
@@ -161,7 +162,7 @@ def export_learnings(agent, directory: Path) -> dict[str, int]:
     from ..core.errors import ScsqlError
 
     if not Path(directory).is_dir():  # a typo must not create a tree of directories
-        raise ScsqlError("SC010", f"{directory}: " + ("not a directory" if Path(directory).exists() else "no such directory"),
+        raise ScsqlError(errors.INVALID_ARGUMENT, f"{directory}: " + ("not a directory" if Path(directory).exists() else "no such directory"),
                          "name an existing directory (the repository, say); learnings/ is created in it")
     out = Path(directory) / "learnings"
     out.mkdir(exist_ok=True)

@@ -65,7 +65,7 @@ def enable_partman(conninfo: str, version: str | None = None) -> str:
     except psycopg.Error as exc:
         raise errors.from_psycopg(exc) from None
     if version and installed != version:
-        raise ScsqlError("SC010", f"pg_partman {installed} is already installed in this database, not {version}",
+        raise ScsqlError(errors.INVALID_ARGUMENT, f"pg_partman {installed} is already installed in this database, not {version}",
                          "upgrading pg_partman is its own procedure (ALTER EXTENSION pg_partman UPDATE, then "
                          "pg_partman's migration notes); scsql does not do it")
     return f"pg_partman {installed} is installed in schema partman"

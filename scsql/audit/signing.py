@@ -58,6 +58,7 @@ from ..core.jsonb import JsonValue, as_decimal, jsonb_text
 from ..core.keys import public_bytes
 from ..core.registry import Adapter
 from . import encoding
+from ..core import errors
 
 SUPPLIED = ("at", "key_id", "signature")  # the arguments a signed write's adapter adds
 
@@ -175,11 +176,11 @@ def _signer(agent: Agent) -> _Signer:
 
 def _current_key_id(agent: Agent) -> int:
     if agent.key is None:
-        raise ScsqlError("SC031", f"agent {agent.name!r} has no private key loaded; chained writes are signed")
+        raise ScsqlError(errors.KEY_FILE_MISSING, f"agent {agent.name!r} has no private key loaded; chained writes are signed")
     me = agent.whoami()
     if me["public_key"] != public_bytes(agent.key).hex():
         raise ScsqlError(
-            "SC102",
+            errors.SIGNING_KEY_INVALID,
             f"the key loaded for agent {agent.name!r} is not its current key (key {me['key_id']})",
             "the key was rotated: restart the agent process so it loads its new key",
         )

@@ -15,6 +15,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..core.command import Commands, positive_seconds
+from ..core import errors
 
 if TYPE_CHECKING:
     from ..core.db import Agent
@@ -74,7 +75,7 @@ def cmd_queue_run(ctx, args: argparse.Namespace) -> int:
 
     command = [a for a in args.command if a != "--"]
     if not command:
-        raise ScsqlError("SC010", "queue run needs a command to run for each task (after --)")
+        raise ScsqlError(errors.INVALID_ARGUMENT, "queue run needs a command to run for each task (after --)")
     client.check_command(command)
     agent = ctx.open_agent(args.agent, need_key=False, pool_size=2)
     done = 0

@@ -91,7 +91,7 @@ _DISTRIBUTION_COLUMN = "project_id"
 # password, admitted only from the cluster's own nodes.
 CLUSTER_LOGINS = ("scsql_owner", "scsql_auditor")
 # Raised when a node refuses to let them log in.
-CLUSTER_SETUP_FAILED = "SC044"
+CLUSTER_SETUP_FAILED = errors.CITUS_WORKER_SETUP
 
 # A policy's call of a caller function in a scalar subquery, `(select
 # scsql_caller.f())`, evaluated once per statement on PostgreSQL; Citus

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from .. import __version__
 from .command import Commands, uri
 from .config import APP_ROLE, DATABASE, role_for
+from . import errors
 
 if TYPE_CHECKING:
     from .migrate import Report
@@ -50,7 +51,7 @@ def default_root(given: str | None) -> str | None:
         if not path.is_absolute():
             path = Path.cwd() / path
         if not path.is_dir():
-            raise ScsqlError("SC010", f"--root {given}: not a directory", "name the directory of the project's files")
+            raise ScsqlError(errors.INVALID_ARGUMENT, f"--root {given}: not a directory", "name the directory of the project's files")
         return str(path)
     cwd = Path.cwd().resolve()
     root = next((d for d in (cwd, *cwd.parents) if (d / ".git").exists()), cwd)
@@ -190,10 +191,10 @@ def cmd_psql(ctx, args: argparse.Namespace) -> int:
         known = {a["agent"]: a for a in roles.list_agents(ctx.admin_conninfo())}
         agent = known.get(args.agent)
         if agent is None:
-            raise ScsqlError("SC003", f"agent {args.agent!r} is not registered on this server",
+            raise ScsqlError(errors.AGENT_UNKNOWN, f"agent {args.agent!r} is not registered on this server",
                              "scsql agent list shows the agents")
         if agent["revoked_at"] is not None:
-            raise ScsqlError("SC002", f"agent {args.agent!r} was revoked at {agent['revoked_at']} and can no longer act")
+            raise ScsqlError(errors.AGENT_REVOKED, f"agent {args.agent!r} was revoked at {agent['revoked_at']} and can no longer act")
     conninfo = ctx.login_conninfo(args.agent) if args.agent else ctx.admin_conninfo()
     if args.auditor:
         parts = conninfo_to_dict(conninfo)

@@ -24,6 +24,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from . import errors
 
 DATABASE = "scsql"
 APP_ROLE = "scsql_app"
@@ -104,7 +105,7 @@ def _start_timeout(value: str | None) -> float:
     if not 0 < seconds <= 3600:
         from .errors import ScsqlError
 
-        raise ScsqlError("SC010", f"SCSQL_START_TIMEOUT must be a number of seconds from 0 to 3600, "
+        raise ScsqlError(errors.INVALID_ARGUMENT, f"SCSQL_START_TIMEOUT must be a number of seconds from 0 to 3600, "
                                   f"got {value!r}", "unset it for the default, 60")
     return seconds
 

@@ -58,7 +58,7 @@ from .errors import ScsqlError
 LOCK_KEY = (1396921201, 1)  # pg_advisory_lock(int4, int4): "scsql", migrate
 LOCK_TIMEOUT = "2s"  # the longest one statement of a migration waits for a table lock
 LOCK_WAIT = 600.0  # seconds a migrator keeps trying again before it gives up
-MIGRATION_LOCK_TIMEOUT = "SC024"
+MIGRATION_LOCK_TIMEOUT = errors.MIGRATION_LOCK_TIMEOUT
 _MIGRATION_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 SEQUENCE = "sequence.txt"  # migrations/: the order they are applied in
 

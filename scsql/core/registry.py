@@ -594,7 +594,7 @@ class Catalogue:
         self.functions: dict[str, ApiFunction] = {}
         for r in rows:
             if r["name"] in self.functions:
-                raise ScsqlError("SC010", f"API function {r['name']} is overloaded; give each signature its own name")
+                raise ScsqlError(errors.INVALID_ARGUMENT, f"API function {r['name']} is overloaded; give each signature its own name")
             n_in = len(r["arg_types"])
             comment = read_comment(r["description"])
             given = defaults.get(r["signature"], [])

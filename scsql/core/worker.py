@@ -27,6 +27,7 @@ from psycopg import sql
 
 from .db import Agent
 from .errors import ScsqlError
+from . import errors
 
 log = logging.getLogger("scsql.worker")
 HEARTBEAT_SECONDS = 10.0  # the longest a drain goes without a heartbeat
@@ -70,7 +71,7 @@ class Heartbeat:
                              "%s::double precision, %s::bigint)",
                              (socket.gethostname()[:255] or "localhost", os.getpid(), self.names, self.poll, self.units))
         except ScsqlError as exc:
-            if exc.code == "SC002" or exc.code == "SC001":
+            if exc.code == errors.AGENT_REVOKED or exc.code == errors.NOT_AN_AGENT:
                 raise
             log.warning("no worker heartbeat recorded (scsql migrate adds it): %s", exc)
             self.enabled = False

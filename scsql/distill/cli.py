@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 from typing import TYPE_CHECKING
+from ..core import errors
 
 if TYPE_CHECKING:
     from ..core.command import Commands
@@ -119,7 +120,7 @@ def cmd_queue(ctx, args: argparse.Namespace) -> int:
         if found is None:
             from ..core.errors import ScsqlError
 
-            raise ScsqlError("SC334", f"no session {args.session} in agent {agent.name}'s project",
+            raise ScsqlError(errors.DISTILL_SESSION_UNKNOWN, f"no session {args.session} in agent {agent.name}'s project",
                              "name it by its Claude Code session id or scsql session id")
         rows = conn.execute("select * from scsql.queue_distill(%s)", (found["session_id"],)).fetchall()
     if not rows:

@@ -14,6 +14,7 @@ import json
 
 from ..core.command import Commands
 from . import events
+from ..core import errors
 
 
 def cmd_serve(ctx, args: argparse.Namespace) -> int:
@@ -21,7 +22,7 @@ def cmd_serve(ctx, args: argparse.Namespace) -> int:
     from ..core.errors import ScsqlError
 
     if not args.agent or not set(args.agent) <= client.AGENT_CHARS or args.agent.startswith("."):
-        raise ScsqlError("SC035", "scsql hook serve acts as an agent: name it with --agent NAME",
+        raise ScsqlError(errors.AGENT_REQUIRED, "scsql hook serve acts as an agent: name it with --agent NAME",
                          "scsql agent list shows the agents")
     home = str(ctx.settings.data_dir)
     return daemon.run(home, args.agent, args.idle, connect=lambda: ctx.open_agent(args.agent, pool_size=4))

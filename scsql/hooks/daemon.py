@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import client, events, spool
+from ..core import errors
 
 DEFAULT_IDLE_SECONDS = 1800.0
 RECONNECT_SECONDS = 1.0
@@ -74,7 +75,7 @@ def is_down(exc: BaseException) -> bool:
 # What the hook server cannot cure by waiting: the agent is unknown, revoked
 # or has no usable key here. Events are then not spooled (no replay could
 # write them); the hooks say what to do.
-MISCONFIGURED = frozenset({"SC002", "SC003", "SC031", "SC032", "SC035", "SC036", "SC102"})
+MISCONFIGURED = frozenset({errors.AGENT_REVOKED, errors.AGENT_UNKNOWN, errors.KEY_FILE_MISSING, errors.KEY_FILE_INSECURE, errors.AGENT_REQUIRED, errors.AGENT_LOGIN_PRIVILEGED, errors.SIGNING_KEY_INVALID})
 
 
 def misconfiguration(exc: BaseException) -> str | None:

@@ -34,6 +34,7 @@ from ..core.paths import real_root, resolve_in_root
 from . import storable
 from .clip import clip as _clip
 from .hookclient import as_text as _as_text, scrub, scrub_value
+from ..core import errors
 
 CONTEXT_TOKENS = 1500     # SessionStart: what recall injects at most (tokens ~ characters / 4)
 RECALL_HITS = 3           # UserPromptSubmit: memory hits injected at most
@@ -285,7 +286,7 @@ def capture_stubs(agent: Agent, events: list[dict], refusal: ScsqlError | Except
     """Capture EVENTS as stubs: the tool, time, session and ids of each, and
     the refusal's code and message in the row's altered object, with no
     other content. For events the database refused whatever capture did."""
-    code = getattr(refusal, "code", None) or "SC037"
+    code = getattr(refusal, "code", None) or errors.DATABASE_ERROR
     message = getattr(refusal, "message", None) or str(refusal) or type(refusal).__name__
     keep = ("hook_event_name", "session_id", "tool_name", "tool_use_id", "cwd", "scsql_event_id", "scsql_imported",
             "transcript_path", "scsql_received_at")

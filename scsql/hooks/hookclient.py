@@ -660,7 +660,9 @@ def stub_event(head, size, sha256, row):
     event.setdefault("session_id", "unknown")
     if row[0] in TOOL_EVENTS:
         event.setdefault("tool_name", "unknown")
-    event["scsql_stub"] = {"code": "SC151", "message": f"the event was {size} bytes, too large to record whole"}
+    from ..core import errors  # only here: an event's path imports nothing of the package
+
+    event["scsql_stub"] = {"code": errors.EVENT_TOO_LARGE, "message": f"the event was {size} bytes, too large to record whole"}
     event["scsql_sizes"] = {"event": {"bytes": size, "sha256": sha256}}
     return event
 

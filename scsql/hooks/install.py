@@ -62,6 +62,7 @@ from .settings import (
     server_name,
     settings_path,
 )
+from ..core import errors
 
 DEFAULT_TEAM_ROLE = "developer"
 
@@ -252,7 +253,7 @@ def ensure_project_and_agent(ctx, project: str, agent: str, team_role: str,
         raise ScsqlError(INSTALL_CONFLICT, f"agent {agent} belongs to project {found['project']}, not {project}",
                          f"install it with --project {found['project']}, or choose another --agent")
     if found is not None and found["revoked_at"] is not None:
-        raise ScsqlError("SC002", f"agent {agent} was revoked at {found['revoked_at']} and can no longer act",
+        raise ScsqlError(errors.AGENT_REVOKED, f"agent {agent} was revoked at {found['revoked_at']} and can no longer act",
                          "choose another --agent")
     if found is not None:
         ctx.keystore.load(agent)  # its key is here and safe, or SC031/SC032 now

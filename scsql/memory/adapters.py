@@ -28,6 +28,7 @@ from typing import Any
 from ..core.db import on_connect
 from ..core.errors import ScsqlError
 from ..core.registry import Adapter, Call
+from ..core import errors
 
 log = logging.getLogger("scsql.memory")
 
@@ -115,7 +116,7 @@ def _index(agent, args: dict[str, Any], call: Call) -> Any:
     is indexed."""
     path = args.get("path")
     if not isinstance(path, str) or not path.strip():
-        raise ScsqlError("SC010", "index needs path, a directory to index")
+        raise ScsqlError(errors.INVALID_ARGUMENT, "index needs path, a directory to index")
     from . import indexer
 
     tree = indexer.prepare(agent, path)

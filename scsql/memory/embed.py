@@ -39,11 +39,12 @@ from pydantic import BaseModel, ConfigDict
 from ..core.errors import ScsqlError
 from .pinned import (DEFAULT_MODEL, DEFAULT_PIN, MODEL_FILE, MODEL_PACKAGE, MODEL_SHA256,  # noqa: F401
                      MODEL_VERSION, TOKENIZER, TOKENIZER_SHA256)
+from ..core import errors
 
 log = logging.getLogger("scsql.embed")
 
-EMBED_MODEL_INVALID = "SC220"
-EMBED_UNREACHABLE = "SC221"
+EMBED_MODEL_INVALID = errors.EMBED_MODEL_INVALID
+EMBED_UNREACHABLE = errors.EMBED_UNREACHABLE
 
 
 class EmbedSettings(BaseModel):
@@ -126,7 +127,7 @@ def idle_seconds() -> float:
     except ValueError:
         seconds = float("nan")
     if not 0 < seconds <= 86400:
-        raise ScsqlError("SC010", f"SCSQL_EMBED_IDLE must be a number of seconds above 0 and at most 86400, "
+        raise ScsqlError(errors.INVALID_ARGUMENT, f"SCSQL_EMBED_IDLE must be a number of seconds above 0 and at most 86400, "
                                   f"got {env!r}", "unset it for the default, 300")
     return seconds
 

@@ -65,9 +65,10 @@ from psycopg.types.json import Jsonb
 
 from ..core.config import Settings
 from ..core.errors import ScsqlError
+from ..core import errors
 
-INDEX_PATH_PROTECTED = "SC223"
-INDEX_PATH_UNUSABLE = "SC224"
+INDEX_PATH_PROTECTED = errors.INDEX_PATH_PROTECTED
+INDEX_PATH_UNUSABLE = errors.INDEX_PATH_UNUSABLE
 
 # Files never read (file names, lower-cased, as shell patterns).
 SECRET_NAMES = (
@@ -230,7 +231,7 @@ def _start(path: str | Path) -> Path:
     try:
         start = Path(path).expanduser()
         if not start.exists():
-            raise ScsqlError("SC010", f"{_shown(path)} does not exist")
+            raise ScsqlError(errors.INVALID_ARGUMENT, f"{_shown(path)} does not exist")
         start = start.resolve()
         is_dir = start.is_dir()
     except (OSError, ValueError, RuntimeError) as exc:
@@ -239,7 +240,7 @@ def _start(path: str | Path) -> Path:
                          "give the path of an existing directory (each name at most 255 bytes, "
                          "the whole path at most 4096)") from None
     if not is_dir:
-        raise ScsqlError("SC010", f"{_shown(path)} is not a directory", "index a directory; index_text takes one text")
+        raise ScsqlError(errors.INVALID_ARGUMENT, f"{_shown(path)} is not a directory", "index a directory; index_text takes one text")
     return start
 
 
@@ -647,10 +648,10 @@ def index_files(agent, tree: Tree, actions: list[dict[str, Any]], progress: bool
         entry = by_rel.get(rel)
         try:
             if entry is None:
-                raise ScsqlError("SC010", "not in the scanned tree")
+                raise ScsqlError(errors.INVALID_ARGUMENT, "not in the scanned tree")
             data = read_regular(entry.path)  # as it is now, if it changed since the scan (still one name)
             if data is None:
-                raise ScsqlError("SC010", "no longer a regular file")
+                raise ScsqlError(errors.INVALID_ARGUMENT, "no longer a regular file")
             text = data.decode("utf-8")
             with agent.transaction() as conn:
                 row = conn.execute(

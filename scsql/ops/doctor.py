@@ -24,6 +24,7 @@ from typing import Any
 
 from ..core.config import Settings
 from ..core.errors import ScsqlError
+from ..core import errors
 
 MIN_SERVER_VERSION = 150000
 BACKLOG_LIMIT = dt.timedelta(minutes=15)  # the oldest chunk waiting for an embedding
@@ -98,7 +99,7 @@ def check_server(p: Probe) -> Finding:
         p.conn = psycopg.connect(conninfo, autocommit=True, row_factory=dict_row, connect_timeout=5)
     except ScsqlError as exc:
         return action(f"the server is not reachable: {exc.message}",
-                      [scsql_cmd(p, "up") if exc.code == "SC034" else exc.hint or scsql_cmd(p, "status")])
+                      [scsql_cmd(p, "up") if exc.code == errors.EMBEDDED_NOT_RUNNING else exc.hint or scsql_cmd(p, "status")])
     except psycopg.OperationalError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         where = "SCSQL_DSN" if p.settings.dsn else "the embedded server"
@@ -474,7 +475,7 @@ def run(probe: Probe, checks: tuple[Check, ...] = CHECKS) -> list[Finding]:
                     f = c.run(probe)
                 except (ScsqlError, psycopg.Error, OSError) as exc:
                     f = action(f"the check failed: {str(exc).strip().splitlines()[0]}",
-                               [scsql_cmd(probe, "migrate") if "SC057" in str(exc)
+                               [scsql_cmd(probe, "migrate") if errors.OPERATIONS_SCHEMA_MISSING in str(exc)
                                 else f"{scsql_cmd(probe, 'status')}; {scsql_cmd(probe, 'migrate')}"])
             if c.name == "migrations" and f.status == "action" and scsql_cmd(probe, "migrate") in f.fix:
                 no_schema = True
@@ -490,7 +491,7 @@ def needs_action(findings: list[Finding]) -> bool:
 
 
 def as_json(findings: list[Finding]) -> str:
-    code = {"code": "SC055"} if needs_action(findings) else {}
+    code = {"code": errors.DOCTOR_ACTION_NEEDED} if needs_action(findings) else {}
     return json.dumps({"ok": not needs_action(findings), **code, "checks": [{"check": f.check, **asdict(f)} for f in findings]}, indent=2)
 
 

@@ -26,6 +26,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from .http import HEADERS, HERE
 from .source import Source
+from ..core import errors
 
 
 class Guard:
@@ -57,10 +58,10 @@ class Guard:
 
         host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
         if host not in self.hosts:
-            return await _plain(secured, 400, "SC601", f"this viewer answers only at {' or '.join(sorted(self.hosts))}")
+            return await _plain(secured, 400, errors.VIEWER_TOKEN_REQUIRED, f"this viewer answers only at {' or '.join(sorted(self.hosts))}")
         given, in_query = self._given(scope)
         if given is None or not hmac.compare_digest(given.encode(), self.token.encode()):
-            return await _plain(secured, 401, "SC601", "a token is required: open the URL scsql ui printed",
+            return await _plain(secured, 401, errors.VIEWER_TOKEN_REQUIRED, "a token is required: open the URL scsql ui printed",
                                 api=scope["path"].startswith("/api/"))
         if in_query and not scope["path"].startswith("/api/") and scope["method"] == "GET":
             rest = urlencode([(k, v) for k, v in parse_qsl(scope["query_string"].decode("latin-1")) if k != "token"])

@@ -8,6 +8,7 @@ needs when it runs.
 from __future__ import annotations
 
 import argparse
+from ..core import errors
 
 
 def cmd_ui(ctx, args: argparse.Namespace) -> int:
@@ -27,7 +28,7 @@ def cmd_ui(ctx, args: argparse.Namespace) -> int:
         source.close()
         from ..core.errors import ScsqlError
 
-        raise ScsqlError("SC010", f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror}",
+        raise ScsqlError(errors.INVALID_ARGUMENT, f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror}",
                          "choose another --port (0 picks a free one)") from None
     port = sock.getsockname()[1]
     who = f"agent {source.name} (project {source.project})" if source.kind == "agent" else "the auditor (every project)"
@@ -59,7 +60,7 @@ def _read_token(path: str) -> str:
     if len(token) < 16:
         from ..core.errors import ScsqlError
 
-        raise ScsqlError("SC010", f"--token-file {path}: a token is at least 16 characters")
+        raise ScsqlError(errors.INVALID_ARGUMENT, f"--token-file {path}: a token is at least 16 characters")
     return token
 
 
@@ -70,12 +71,12 @@ def cmd_report(ctx, args: argparse.Namespace) -> int:
         if not args.file:
             from ..core.errors import ScsqlError
 
-            raise ScsqlError("SC010", "scsql report verify FILE: name the report to check")
+            raise ScsqlError(errors.INVALID_ARGUMENT, "scsql report verify FILE: name the report to check")
         return report.cmd_verify(ctx, args)
     if args.file:
         from ..core.errors import ScsqlError
 
-        raise ScsqlError("SC010", f"unexpected argument {args.file!r}", "scsql report verify FILE checks a report")
+        raise ScsqlError(errors.INVALID_ARGUMENT, f"unexpected argument {args.file!r}", "scsql report verify FILE checks a report")
     return report.cmd_write(ctx, args)
 
 

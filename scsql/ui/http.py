@@ -19,7 +19,8 @@ HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-content-type-options
            (b"referrer-policy", b"no-referrer"), (b"x-frame-options", b"DENY"), (b"cache-control", b"no-store"),
            (b"cross-origin-opener-policy", b"same-origin"), (b"cross-origin-resource-policy", b"same-origin")]
 # HTTP status of each error code (anything else a database refused: 400; unknown failures: 500).
-STATUS = {"SC601": 401, "SC602": 404, "SC600": 404, "SC005": 404, "SC003": 404, "42501": 403,
+STATUS = {errors.VIEWER_TOKEN_REQUIRED: 401, errors.VIEWER_PATH_UNKNOWN: 404, errors.VIEWER_NOT_FOUND: 404,
+          errors.PROJECT_UNKNOWN: 404, errors.AGENT_UNKNOWN: 404, "42501": 403,
           errors.SERVER_UNREACHABLE: 503, errors.DATABASE_ERROR: 500}
 
 

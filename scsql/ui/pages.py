@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 
 from ..core.errors import ScsqlError
 from .http import HERE, http_status
+from ..core import errors
 
 log = logging.getLogger("scsql.ui")
 FILTERS = ("project", "agent", "since", "until", "status")
@@ -109,7 +110,7 @@ class Pages:
             "session": sid, "after": q.get("after"), "limit": TIMELINE_PAGE, "kinds": kinds, "status": q.get("status")}))
         head, rows = got["head"], got["rows"]
         if not head:
-            raise ScsqlError("SC600", f"no session {sid} is visible to you")
+            raise ScsqlError(errors.VIEWER_NOT_FOUND, f"no session {sid} is visible to you")
         nxt = rows[-1]["cursor"] if len(rows) == TIMELINE_PAGE else None
         live = None
         if nxt is None:  # the last page: new rows appear as they are written
@@ -224,7 +225,7 @@ def _ago(days: int) -> str:
 async def not_found(request, exc):
     from starlette.responses import Response
 
-    err = ScsqlError("SC602", f"no page or API path {request.url.path}", "/api/v1/openapi.json lists the API")
+    err = ScsqlError(errors.VIEWER_PATH_UNKNOWN, f"no page or API path {request.url.path}", "/api/v1/openapi.json lists the API")
     if request.url.path.startswith("/api/"):
         import json
 

@@ -29,9 +29,10 @@ from typing import Any
 
 from ..audit.encoding import JsonValue, jsonb_text
 from ..core.errors import ScsqlError
+from ..core import errors
 
 FORMAT = "scsql-signed-report/1"
-INVALID = "SC603"
+INVALID = errors.REPORT_SIGNATURE_INVALID
 _DATA = re.compile(r'<script type="application/json" id="scsql-report">(.*?)</script>', re.S)
 
 
@@ -55,7 +56,7 @@ def signer_key(ctx, source) -> tuple[Any, int, str]:
 
     name = AUDITOR_KEY if source.kind == "auditor" else source.name
     if not ctx.keystore.exists(name):
-        raise ScsqlError("SC031", f"no key to sign the report with: {ctx.keystore.path(name)} does not exist",
+        raise ScsqlError(errors.KEY_FILE_MISSING, f"no key to sign the report with: {ctx.keystore.path(name)} does not exist",
                          "scsql checkpoint --init creates the auditor key" if source.kind == "auditor"
                          else "sign as the agent whose key this keystore holds, or as the auditor")
     key = ctx.keystore.load(name)
@@ -68,7 +69,7 @@ def signer_key(ctx, source) -> tuple[Any, int, str]:
             row = conn.execute("select k.key_id from scsql.agent_keys k join scsql.agents a using (agent_id) "
                                "where a.name = %s and k.public_key = %s order by k.key_id desc", (name, pub)).fetchone()
     if row is None:
-        raise ScsqlError("SC130", f"the keystore's {name}.key is not a key the database registered for {name}",
+        raise ScsqlError(errors.AUDITOR_KEY_MISSING, f"the keystore's {name}.key is not a key the database registered for {name}",
                          "scsql checkpoint --init registers the auditor key")
     return key, row["key_id"], "auditor" if source.kind == "auditor" else f"agent {name}"
 

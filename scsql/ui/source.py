@@ -82,7 +82,7 @@ class Source:
         """View NAME, its query for ARGS and their values, checked."""
         view = self.views.get(name)
         if view is None:
-            raise ScsqlError("SC602", f"no view {name!r} for {self.kind} {self.name}",
+            raise ScsqlError(errors.VIEWER_PATH_UNKNOWN, f"no view {name!r} for {self.kind} {self.name}",
                              "/api/v1/openapi.json lists what this identity may read")
         args = {k: v for k, v in (args or {}).items() if v is not None and v != ""}
         unknown = sorted(set(args) - {p.name for p in view.params})
