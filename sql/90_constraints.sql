@@ -133,6 +133,7 @@ select scsql._map_constraint(t::regclass, c, code, message, hint) from (values
   ('scsql.kb_sources', 'kb_sources_use_count_check', 'SC010', 'use_count must be >= 0', null),
   ('scsql.memory_settings', 'memory_settings_external_ttl_check', 'SC244', 'external_ttl must be 1 hour to 3650 days', null),
   ('scsql.memory_settings', 'memory_settings_use_granularity_check', 'SC244', 'use_granularity must be 0 to 1 day', null),
+  ('scsql.memory_settings', 'memory_settings_loop_stale_after_check', 'SC244', 'loop_stale_after must be 1 hour to 3650 days', null),
   ('scsql.decisions', 'decisions_title_check', 'SC235', 'a decision title must be 1 to 200 characters', null),
   ('scsql.decisions', 'decisions_rationale_check', 'SC235', 'a decision rationale must be 1 to 4,000 characters', null),
   ('scsql.open_loops', 'open_loops_text_check', 'SC238', 'an open loop''s text must be 1 to 2,000 characters', null),
