@@ -204,7 +204,7 @@ def test_python_and_sql_refuse_exactly_the_same_directories(scsql_db, tmp_path):
     agent = scsql_db.agent("sdirs", project)
     with agent.transaction() as conn:
         secrets = indexer.Secrets.read(conn)
-    assert secrets.dirs == {".ssh", ".gnupg", ".aws", ".azure", ".kube", ".password-store"}
+    assert secrets.secret_dirs == {".ssh", ".gnupg", ".aws", ".azure", ".kube", ".password-store"}
     names = [".ssh", ".SSH", ".Ssh", ".gnupg", ".GnuPG", ".aws", ".AWS", ".azure", ".Azure", ".kube", ".KUBE",
              ".\u212aube", ".password-store", ".Password-Store", "ssh", ".ssh2", ".ssh.d", "..ssh", ".ss h",
              ".\uff53\uff53\uff48", ".aws ", "aws", ".kubé", ".gnupg~", ".docker", "src"]
