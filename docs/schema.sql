@@ -1,7 +1,7 @@
 -- The tables of scsql's schema as a fresh install makes them, generated from the
 -- database's catalogue (scsql/ops/schema.py); migrations/ is how they got here,
 -- sql/ and policies/ hold the functions, triggers and row-level security policies.
--- Not applied by anything: tests/test_schema.py checks it is current.
+-- Not applied by anything: tests/core/test_schema.py checks it is current.
 
 -- Ed25519 public keys of agents. A key is valid from valid_from until the valid_from of the agent's next key; old rows stay verifiable with the key valid when they were written.
 create table scsql.agent_keys (

@@ -6,14 +6,14 @@ and commands; a command runs in a context that carries the bundle). This
 module and the other entry points (``cli.py``, ``api.py``) are the only
 ones that know every subsystem: nothing below them imports them, and a
 command reaches the other subsystems' adapters and jobs through its
-context (``ctx.api``, ``ctx.jobs``). tests/test_imports.py holds the
+context (``ctx.api``, ``ctx.jobs``). tests/system/test_imports.py holds the
 package to that.
 
 Each contribution below imports its subsystem when first asked. For the
 same reason a command module (``*/cli.py``) imports at its top only what
 building its parser needs, and each command imports what it drives when it
 runs; ``scsql bench`` describes its benchmarks only when it is used
-(tests/test_cli_start.py checks what the everyday commands import).
+(tests/core/test_cli_start.py checks what the everyday commands import).
 """
 
 from __future__ import annotations

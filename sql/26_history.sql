@@ -260,7 +260,7 @@ as $$
                                     scsql._fact_terms(p_other_key), scsql._fact_terms(p_other_value))
 $$;
 comment on function scsql._fact_relation(text, text, text, text) is
-  'Private. How the fact (p_key, p_value) relates to another: duplicate (some terms, and the same terms in key and value together; or the same value terms when the value has at least 3 or the keys share one; or values of at least 4 terms differing in one term that is neither a number nor a negation; terms: scsql._fact_terms), conflict (not a duplicate, and the keys'' term sets have Jaccard similarity >= 0.5, or the keys share a term and the values'' similarity is >= 0.4 with at least two terms shared), else unrelated. Thresholds measured on tests/data/fact_pairs.jsonl (tests/test_fact_conflicts.py prints precision and recall).';
+  'Private. How the fact (p_key, p_value) relates to another: duplicate (some terms, and the same terms in key and value together; or the same value terms when the value has at least 3 or the keys share one; or values of at least 4 terms differing in one term that is neither a number nor a negation; terms: scsql._fact_terms), conflict (not a duplicate, and the keys'' term sets have Jaccard similarity >= 0.5, or the keys share a term and the values'' similarity is >= 0.4 with at least two terms shared), else unrelated. Thresholds measured on tests/data/fact_pairs.jsonl (tests/memory/test_fact_conflicts.py prints precision and recall).';
 
 -- Which facts remember compares a new fact with. Every fact that
 -- scsql._fact_relation_terms could call a duplicate or a conflict of it

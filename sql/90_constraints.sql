@@ -13,7 +13,7 @@
 --
 -- Constraints that no caller's argument reaches (counters, hashes and
 -- states the database computes) are not mapped: their violation is a bug
--- and is raised as PostgreSQL reports it. tests/test_validation.py lists
+-- and is raised as PostgreSQL reports it. tests/system/test_validation.py lists
 -- them, each with its reason, and fails on a check constraint that is in
 -- neither list.
 

@@ -19,7 +19,7 @@ change them: the migration drops the function only while it still has the old
 results (a ``do`` block testing ``pg_proc``), and sql/ creates it again. A
 dropped function takes its grants with it (policies/ grants them again) and,
 with ``cascade``, the policies that call it (policies/ recreates them).
-tests/test_migrations.py installs each earlier release (tests/data/) with its
+tests/core/test_migrations.py installs each earlier release (tests/data/) with its
 own migrator, upgrades it, and fails on any object a fresh install does not
 have.
 

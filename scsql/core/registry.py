@@ -293,7 +293,7 @@ class Param:
 #   * the rest: the manual (``\df+ scsql.*``), not sent to models.
 #
 # Choices and ranges repeat the CHECK constraints of the column an argument is
-# stored in, or the function's own validation; tests/test_tool_schemas.py
+# stored in, or the function's own validation; tests/system/test_tool_schemas.py
 # derives the constraints from pg_constraint and fails when they differ.
 
 _ARG_LINE = re.compile(r"^p_(\w+)(?:\s*\(([^)]*)\))?:\s+(\S.*)$")

@@ -363,7 +363,7 @@ def _clip(s: str, n: int) -> str:
 # to Y", "replace X with Y"): narrating what it does next ("I'll run the
 # tests", "we chose to leave the README as it is") is not a decision.
 # Hypotheticals and questions never count. Measured on
-# tests/data/decision_sentences.jsonl (tests/test_transcript.py).
+# tests/data/decision_sentences.jsonl (tests/hooks/test_transcript.py).
 _CHOICE_VERB = (r"(?:us(?:e|es|ed|ing)|go(?:es|ing)? (?:with|for)|went (?:with|for)|keep(?:s|ing)?|kept|"
                 r"switch(?:es|ed|ing)?|stick(?:ing)? with|stuck with|pick(?:s|ed|ing)?|choos(?:e|es|ing)|chose|chosen|"
                 r"prefer(?:s|red|ring)?|rel(?:y|ies|ying) on|stor(?:e|es|ed|ing)|put|mak(?:e|es|ing)|made|"

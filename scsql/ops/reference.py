@@ -11,9 +11,9 @@ Where the details say again what the first paragraph says, the function's
 section shows the details only; the first sentence is in the table of its
 file either way.
 
-tests/test_reference.py renders this from a freshly migrated database and
+tests/ops/test_reference.py renders this from a freshly migrated database and
 fails when the committed docs/reference.md differs;
-``SCSQL_WRITE_REFERENCE=1 python -m pytest tests/test_reference.py`` writes it.
+``SCSQL_WRITE_REFERENCE=1 python -m pytest tests/ops/test_reference.py`` writes it.
 Against a migrated server of your own: ``python -m scsql.ops.reference DSN``
 prints it.
 """
@@ -28,7 +28,7 @@ from typing import Any
 from ..core.migrate import Source
 from ..core.registry import read_comment
 
-REGENERATE = "SCSQL_WRITE_REFERENCE=1 python -m pytest tests/test_reference.py"
+REGENERATE = "SCSQL_WRITE_REFERENCE=1 python -m pytest tests/ops/test_reference.py"
 
 FUNCTIONS = """
 select p.proname::text as name, p.prokind = 'p' as procedure,

@@ -3,7 +3,7 @@ from its catalogue (a table's shape is otherwise the sum of the migrations
 that touched it). Each table of schemas scsql and scsql_caller with its
 comment, columns (type, identity, default, NOT NULL, comment), constraints,
 indexes, partitioning and row-level security; partitions, which partition
-maintenance makes by date, are left out. tests/test_schema.py checks that the
+maintenance makes by date, are left out. tests/core/test_schema.py checks that the
 committed file is what a fresh install renders."""
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def render(conn) -> str:
     out = ["-- The tables of scsql's schema as a fresh install makes them, generated from the",
            "-- database's catalogue (scsql/ops/schema.py); migrations/ is how they got here,",
            "-- sql/ and policies/ hold the functions, triggers and row-level security policies.",
-           "-- Not applied by anything: tests/test_schema.py checks it is current."]
+           "-- Not applied by anything: tests/core/test_schema.py checks it is current."]
     for t in conn.execute(TABLES, {"schemas": SCHEMAS}).fetchall():
         out += [""] + _table(conn, t)
     return "\n".join(out) + "\n"
