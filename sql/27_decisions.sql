@@ -187,8 +187,10 @@ begin
     return query select v_id, true;
     return;
   end if;
-  return query select l.loop_id, false from scsql.open_loops l
-  where l.project_id = p_project and md5(l.text) = md5(p_text) and l.closed_at is null;
+  -- Opened again: touched, so it stays in recall_context (loop_stale_after).
+  return query update scsql.open_loops l set touched_at = now()
+  where l.project_id = p_project and md5(l.text) = md5(p_text) and l.closed_at is null
+  returning l.loop_id, false;
 end
 $$;
 comment on function scsql._open_loop(bigint, text, text, text) is
@@ -214,17 +216,13 @@ comment on function scsql.open_loop(text, text) is
 p_text: what is open (1-2,000 characters)
 p_owner: who owns it (an agent, team role or person), one line
 
-Opens a loop of the acting agent''s project: TEXT (1-2,000 characters) and an optional OWNER (one line, 1-200 characters), stored redacted, attributed to the agent. An open loop with the same text is returned instead (created false), so repeating an open task never duplicates it; the open tasks of summarize_session open loops the same way. recall_context shows the open loops until close_loop closes them. Returns loop_id, text, owner, created. Raises SC238 bad text or owner, SC215 a PEM private key block.';
+Opens a loop of the acting agent''s project: TEXT (1-2,000 characters) and an optional OWNER (one line, 1-200 characters), stored redacted, attributed to the agent. An open loop with the same text is returned instead (created false) and counts as touched, so repeating an open task never duplicates it and keeps it in recall_context; the open tasks of summarize_session open loops the same way. recall_context shows the open loops until close_loop closes them, or until one is untouched for the project''s loop_stale_after (30 days by default; see pin_loop). Returns loop_id, text, owner, created. Raises SC238 bad text or owner, SC215 a PEM private key block.';
 
-create or replace function scsql.close_loop(p_id bigint, p_resolution text)
-returns table (loop_id bigint, text text, closed_at timestamptz, resolution text)
+create or replace function scsql._close_loop(p_project bigint, p_id bigint, p_resolution text)
+returns scsql.open_loops
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
-#variable_conflict use_column
 declare
-  v_project bigint := scsql._my_project();
-  v_agent bigint := scsql._my_agent_id();
-  v_now timestamptz := now();
   v_row scsql.open_loops;
   v_err scsql.violation;
 begin
@@ -235,7 +233,7 @@ begin
     raise exception using errcode = 'SC215', message = 'the resolution holds a PEM private key block; nothing was stored';
   end if;
   p_resolution := btrim(scsql._redact(p_resolution));
-  select * into v_row from scsql.open_loops l where l.project_id = v_project and l.loop_id = p_id for update;
+  select * into v_row from scsql.open_loops l where l.project_id = p_project and l.loop_id = p_id for update;
   if not found then
     raise exception using errcode = 'SC239', message = format('no open loop %s in this project', p_id),
       hint = 'open_loops() lists them with their ids.';
@@ -245,8 +243,8 @@ begin
       message = format('open loop %s was closed at %s: %s', p_id, v_row.closed_at, v_row.resolution);
   end if;
   begin
-    update scsql.open_loops l set closed_at = v_now, closed_by = v_agent, resolution = p_resolution
-    where l.project_id = v_project and l.loop_id = p_id
+    update scsql.open_loops l set closed_at = now(), closed_by = scsql._my_agent_id(), resolution = p_resolution
+    where l.project_id = p_project and l.loop_id = p_id
     returning * into v_row;
   exception when check_violation or not_null_violation then   -- too long once redacted
     get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
@@ -254,8 +252,22 @@ begin
     perform scsql._raise_violation(v_err);
   end;
   -- Memory history (sql/26_history.sql).
-  perform scsql._memory_change(v_project, 'close_loop', 'loop', 'loop:' || v_row.loop_id, null, scsql._text_hash(v_row.text),
+  perform scsql._memory_change(p_project, 'close_loop', 'loop', 'loop:' || v_row.loop_id, null, scsql._text_hash(v_row.text),
                                scsql._text_hash(v_row.resolution), left(v_row.resolution, 1000), null);
+  return v_row;
+end
+$$;
+comment on function scsql._close_loop(bigint, bigint, text) is
+  'Private. Closes open loop P_ID of project P_PROJECT with P_RESOLUTION (stored redacted) as the acting agent, recorded in the memory history. Raises SC239 no such loop, SC240 already closed, SC238 bad resolution, SC215 a private key block.';
+
+create or replace function scsql.close_loop(p_id bigint, p_resolution text)
+returns table (loop_id bigint, text text, closed_at timestamptz, resolution text)
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+#variable_conflict use_column
+declare
+  v_row scsql.open_loops := scsql._close_loop(scsql._my_project(), p_id, p_resolution);
+begin
   return query select v_row.loop_id, v_row.text, v_row.closed_at, v_row.resolution;
 end
 $$;
@@ -266,6 +278,39 @@ p_id: the loop''s id (open_loops lists them)
 p_resolution: how it was closed (1-4,000 characters)
 
 Closes the open loop ID of the acting agent''s project with RESOLUTION (1-4,000 characters, stored redacted), recording the agent and the time; the loop stays, closed, as history. Concurrent closes of one loop: one wins, the other gets SC240. The close is recorded in the memory history (op close_loop, target loop:<id>, reason the resolution). Returns loop_id, text, closed_at, resolution. Raises SC239 no such loop, SC240 already closed, SC238 bad resolution, SC215 a PEM private key block.';
+
+create or replace function scsql.pin_loop(p_id bigint, p_pinned boolean default true)
+returns table (loop_id bigint, text text, pinned boolean)
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+#variable_conflict use_column
+declare
+  v_project bigint := scsql._my_project();
+  v_row scsql.open_loops;
+begin
+  if p_id is null or p_pinned is null then
+    raise exception using errcode = 'SC010', message = 'give the loop''s id and whether to pin it';
+  end if;
+  update scsql.open_loops l set pinned = p_pinned, touched_at = now()
+  where l.project_id = v_project and l.loop_id = p_id and l.closed_at is null
+  returning * into v_row;
+  if not found then
+    raise exception using errcode = 'SC239', message = format('no open loop %s in this project', p_id),
+      hint = 'open_loops() lists them with their ids.';
+  end if;
+  -- Memory history (sql/26_history.sql).
+  perform scsql._memory_change(v_project, case when p_pinned then 'pin_loop' else 'unpin_loop' end, 'loop',
+                               'loop:' || p_id, null, null, null, null, null);
+  return query select v_row.loop_id, v_row.text, v_row.pinned;
+end
+$$;
+comment on function scsql.pin_loop(bigint, boolean) is
+  'Pins an open loop of your project so it stays in recall_context however long nobody touches it (PINNED false unpins it). Returns loop_id, text, pinned.
+
+p_id: the loop''s id (open_loops lists them)
+p_pinned: true to pin (default), false to unpin
+
+An open loop nobody touched (opened again, pinned) for the project''s loop_stale_after (30 days by default, scsql.set_memory_lifecycle) leaves recall_context, the context a new session starts with; it stays open and listed by open_loops until close_loop. Pinning or unpinning touches it and is recorded in the memory history (op pin_loop or unpin_loop). Raises SC239 no such open loop, SC010 a NULL argument.';
 
 create or replace function scsql.open_loops(p_owner text default null)
 returns table (loop_id bigint, text text, owner text, opened_by text, opened_at timestamptz, source_path text)
@@ -290,6 +335,44 @@ comment on function scsql.open_loops(text) is
 p_owner: only the loops of this owner
 
 The open loops of the acting agent''s project (opened by open_loop or by the open tasks of summarize_session, not yet closed by close_loop), newest first, each with its owner, the agent that opened it, when, and the session summary it came from (source_path, if any). With OWNER, only that owner''s.';
+
+create or replace function scsql._loop_key(p_text text)
+returns text
+language sql immutable parallel safe
+as $$ select lower(btrim(regexp_replace(regexp_replace(p_text, '\s+\(in progress\)\s*$', ''), '\s+', ' ', 'g'))) $$;
+comment on function scsql._loop_key(text) is
+  'Private. What two loop texts are compared by: lower case, runs of blanks as one, without a trailing "(in progress)".';
+
+create or replace function scsql.close_loops_done(p_texts text[], p_resolution text)
+returns table (loop_id bigint, text text)
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+#variable_conflict use_column
+declare
+  v_project bigint := scsql._my_project();
+  v_id bigint;
+begin
+  perform scsql._require(p_texts is not null and cardinality(p_texts) <= 1000, 'texts must be an array of at most 1000 texts');
+  for v_id in
+    select l.loop_id from scsql.open_loops l
+    where l.project_id = v_project and l.closed_at is null
+      and scsql._loop_key(l.text) = any (select scsql._loop_key(btrim(scsql._redact(t))) from unnest(p_texts) t)
+    order by l.loop_id
+    for update skip locked
+  loop
+    perform scsql._close_loop(v_project, v_id, p_resolution);
+    return query select l.loop_id, l.text from scsql.open_loops l where l.project_id = v_project and l.loop_id = v_id;
+  end loop;
+end
+$$;
+comment on function scsql.close_loops_done(text[], text) is
+  'Closes the open loops of your project whose text is one of the texts given: work reported done.
+
+p_texts (array): what was done (a completed TODO item, a finished task''s subject)
+p_resolution: how they were closed (1-4,000 characters)
+hidden: the Claude Code hooks close loops a later TODO list, summary or finished task reports done
+
+Texts compare in lower case, blanks squashed, without a trailing "(in progress)". Returns loop_id and text of each loop closed; a loop being closed by another transaction is left to it. Raises SC010 bad texts, SC238 bad resolution.';
 
 -- ---------------------------------------------------------------------------
 -- Fed by session summaries
@@ -329,7 +412,12 @@ begin
     continue when v_item = '';
     perform scsql._open_loop(p_me.project_id, v_item, p_me.name, p_path);
   end loop;
+  -- What the summary says was done closes the loops of that text: a TODO item
+  -- completed since, or a done item naming the loop.
+  perform scsql.close_loops_done(array(select regexp_replace(x, '^completed:\s*', '')
+                                       from jsonb_array_elements_text(coalesce(p_summary -> 'done', '[]')) x),
+                                 'done, as the session summary ' || p_path || ' says');
 end
 $$;
 comment on function scsql._feed_decisions_and_loops(scsql.agents, text, jsonb) is
-  'Private, called by summarize_session. Records each decision of a (cleaned) session summary as a decision (title: its first 200 characters on one line; rationale: the item, naming the summary), unless a current decision of the project has that title, and opens a loop owned by the agent for each open task (an open loop with the same text is kept).';
+  'Private, called by summarize_session. Records each decision of a (cleaned) session summary as a decision (title: its first 200 characters on one line; rationale: the item, naming the summary), unless a current decision of the project has that title, opens a loop owned by the agent for each open task (an open loop with the same text is kept), and closes the open loops that its done items name (a TODO item completed since: close_loops_done).';

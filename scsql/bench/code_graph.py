@@ -258,10 +258,8 @@ def build(agent, root: Path) -> dict[str, float]:
             "parse_store_s": t1 - t0, "resolve_s": t2 - t1, "rank_s": t3 - t2, "total_s": t3 - t0}
 
 
-def who_calls(agent, truth: Truth, n: int) -> dict[str, float]:
-    from ..api import Api
-
-    api = Api(agent)
+def who_calls(api, truth: Truth, n: int) -> dict[str, float]:
+    """Precision and recall of graph_neighbors(X, 'in', '{calls}') through API (the agent's functions, ctx.api)."""
     targets = sorted((t for t, c in truth.callers.items() if c), key=lambda t: _rank(f"{t[0]}#{t[1]}"))[:n]
     tp = fp = fp_amb = tp_amb = fn = 0
     bar = _bar(len(targets), "who calls X", "question")
@@ -282,10 +280,8 @@ def who_calls(agent, truth: Truth, n: int) -> dict[str, float]:
             "precision_with_candidates": tp_amb / max(tp_amb + fp_amb, 1), "recall_with_candidates": tp_amb / max(total, 1)}
 
 
-def where_defined(agent, truth: Truth, n: int, budget: int) -> dict[str, float]:
-    from ..api import Api
-
-    api = Api(agent)
+def where_defined(api, truth: Truth, n: int, budget: int) -> dict[str, float]:
+    """Where the defining file ranks in repo_map(BUDGET) through API, for names defined once."""
     names = sorted(truth.unique_names().items(), key=lambda kv: _rank(kv[0]))[:n]
     hits = by_caller_hits = by_caller_n = 0
     ranks = []
@@ -361,7 +357,7 @@ def speed(agent, root: Path, truth: Truth, n: int) -> dict[str, dict[str, float]
     """p50 and p95 in ms of each operation, N samples each, the baselines first."""
     from psycopg.types.json import Jsonb
 
-    from ..code.index import reindex
+    from ..memory.fresh import reindex
     from ..memory.indexer import spans_for
 
     files = sorted(truth.defs, key=_rank)[:n]
@@ -425,8 +421,8 @@ def run(ctx, args: argparse.Namespace) -> int:
             report["build"] = build(s.agent, root)
             report["baselines"] = {"ast_parse_s": truth.parse_s, "ast_files": len(truth.defs), "text_index_s": text_s,
                                    "text_files": len(rels)}
-            report["who_calls"] = who_calls(s.agent, truth, args.questions)
-            report["where_defined"] = where_defined(s.agent, truth, args.questions, 1000)
+            report["who_calls"] = who_calls(ctx.api(s.agent), truth, args.questions)
+            report["where_defined"] = where_defined(ctx.api(s.agent), truth, args.questions, 1000)
             report["speed"] = speed(s.agent, root, truth, args.samples)
         if not args.no_retrieval:
             with scratch(ctx.admin_conninfo(), "codesearch") as s:

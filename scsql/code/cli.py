@@ -5,6 +5,10 @@ the agent's project, through the same stored functions as the MCP tools
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..core.command import Commands
 
 
 def _print_rows(rows, as_json: bool, line) -> None:
@@ -16,9 +20,7 @@ def _print_rows(rows, as_json: bool, line) -> None:
 
 
 def cmd_code(ctx, args) -> int:
-    from ..api import Api
-
-    api = Api(ctx.open_agent(args.agent, need_key=False))
+    api = ctx.api(ctx.open_agent(args.agent, need_key=False))
     if args.action == "map":
         rows = api.call("repo_map", budget_tokens=args.budget, focus=args.focus)
         _print_rows(rows, args.json, lambda r: f"{r['path']}\n{r['definitions']}")
@@ -36,8 +38,8 @@ def cmd_code(ctx, args) -> int:
     return 0
 
 
-def register(sub, add) -> None:
-    p = add("code", cmd_code, "the code of the agent's project: repo map, file and project cards, graph queries")
+def register(commands: Commands) -> None:
+    p = commands.add("code", cmd_code, "the code of the agent's project: repo map, file and project cards, graph queries")
     csub = p.add_subparsers(dest="action", required=True)
     c = csub.add_parser("map", help="the files that matter most, with their definitions' signatures, within a budget")
     c.add_argument("--budget", type=int, default=1000, help="tokens the map may take (50 to 20,000)")

@@ -8,11 +8,12 @@ transaction as its chunks; then references are resolved and files ranked
 (``scsql.resolve_code``, ``scsql.rank_code``). Many files are parsed ahead
 in worker processes, one per core.
 
-:func:`reindex` is what an edit triggers (the hook server, ``fresh.py``):
-the files at the paths given, admitted by the same rules as ``scsql index``
-(inside the project root, not ignored, not a secret, text), are indexed
-again, chunks and symbols, in one transaction each; a file that is gone
-leaves the index. It ranks nothing: the caller ranks once edits settle.
+:func:`store` is also what an edit triggers: the hook server indexes an
+edited file again, chunks and symbols in one transaction
+(``scsql/memory/fresh.py``).
+
+This package stands on core alone: the knowledge base (memory) stores the
+symbols with the chunks, and no module here imports it.
 """
 
 from __future__ import annotations
@@ -24,12 +25,10 @@ import subprocess
 import sys
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from ..core.errors import ScsqlError
 from . import parse
 
 PARALLEL_FROM = 64  # files: from this many on, parse in worker processes
@@ -142,75 +141,3 @@ class SymbolPass:
                 conn.execute("select scsql.rank_code()")
         return {"files": self.stored, "removed": len(self.removed), "resolved": resolved,
                 "partial": [p["path"] for p in self.partial]}
-
-
-# -- one file at a time: what an edit triggers ----------------------------------------
-
-
-@dataclass
-class Reindexed:
-    indexed: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    skipped: list[dict[str, str]] = field(default_factory=list)
-
-
-def reindex(agent, paths: list[str]) -> Reindexed:
-    """Index again the files at PATHS (absolute, or relative to the project
-    root): chunks and symbols, one transaction each, references resolved; a
-    file that no longer exists leaves the index. A path outside the root,
-    ignored, secret, binary or too large is skipped with its reason."""
-    from ..core.paths import real_root, resolve_in_root
-    from ..memory import indexer
-
-    out = Reindexed()
-    with agent.transaction() as conn:
-        root = conn.execute("select root_path from scsql.projects where project_id = scsql_caller.project_id()"
-                            ).fetchone()["root_path"]
-        secrets = indexer.Secrets.read(conn)
-    top = real_root(root)
-    if top is None:
-        out.skipped = [{"path": p, "reason": "the project has no root directory on this machine"} for p in paths]
-        return out
-    admit = indexer.Admission(Path(top), secrets)
-    for given in dict.fromkeys(paths):
-        try:
-            rel = resolve_in_root(root, given)
-            if rel == "." or rel.startswith("../"):
-                raise ScsqlError("SC213", f"{given} is outside the project root")
-            verdict = admit.file(rel)
-        except ScsqlError as exc:
-            out.skipped.append({"path": given, "reason": exc.message})
-            continue
-        try:
-            _one(agent, rel, verdict, out)
-        except ScsqlError as exc:
-            out.skipped.append({"path": rel, "reason": str(exc)})
-    return out
-
-
-def _one(agent, rel: str, verdict, out: Reindexed) -> None:
-    from ..memory import indexer
-
-    if verdict == indexer.GONE:
-        with agent.transaction() as conn:
-            conn.execute("select scsql.forget_code(%s)", ([rel],))  # the graph's lock first
-            gone = conn.execute("select scsql.forget_source(%s) as gone", (rel,)).fetchone()["gone"]
-            conn.execute("select scsql.resolve_code()")
-        if gone:
-            out.removed.append(rel)
-        return
-    if isinstance(verdict, str):
-        out.skipped.append({"path": rel, "reason": verdict})
-        return
-    text = verdict.decode("utf-8")
-    sha = hashlib.sha256(verdict).hexdigest()
-    spans = indexer.spans_for(rel, text)
-    with agent.transaction() as conn:  # the graph's lock first, as scsql index takes them
-        store(conn, rel, text, sha)
-        row = conn.execute(
-            "select unchanged from scsql.index_text(%s, %s, 'file', null, 'standard', %s, %s)",
-            (rel, text, Jsonb(spans) if spans is not None else None,
-             Jsonb({"language": Path(rel).suffix.lstrip(".") or None}))).fetchone()
-        conn.execute("select scsql.resolve_code()")
-    (out.unchanged if row["unchanged"] else out.indexed).append(rel)

@@ -33,11 +33,12 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import client, events, spool
+from ..core import errors
 
 DEFAULT_IDLE_SECONDS = 1800.0
 RECONNECT_SECONDS = 1.0
@@ -74,7 +75,7 @@ def is_down(exc: BaseException) -> bool:
 # What the hook server cannot cure by waiting: the agent is unknown, revoked
 # or has no usable key here. Events are then not spooled (no replay could
 # write them); the hooks say what to do.
-MISCONFIGURED = frozenset({"SC002", "SC003", "SC031", "SC032", "SC035", "SC036", "SC102"})
+MISCONFIGURED = frozenset({errors.AGENT_REVOKED, errors.AGENT_UNKNOWN, errors.KEY_FILE_MISSING, errors.KEY_FILE_INSECURE, errors.AGENT_REQUIRED, errors.AGENT_LOGIN_PRIVILEGED, errors.SIGNING_KEY_INVALID})
 
 
 def misconfiguration(exc: BaseException) -> str | None:
@@ -106,7 +107,8 @@ def _reply(output: dict | None = None, exit: int = 0, stderr: str | None = None,
 class HookServer:
     def __init__(self, home: str, agent_name: str, connect: Callable[[], Any], *, idle: float = DEFAULT_IDLE_SECONDS,
                  handlers=None, log: Callable[[str], None] = lambda m: print(f"scsql hook server: {m}",
-                                                                              file=sys.stderr, flush=True)):
+                                                                              file=sys.stderr, flush=True),
+                 watchers: Sequence[Callable[..., Any]] = ()):
         self.home = home
         self.name = agent_name
         self.connect = connect  # () -> Agent; raises when the database cannot be reached
@@ -124,7 +126,8 @@ class HookServer:
         self.sock_path = client.socket_path(home, agent_name)
         self.listener: socket.socket | None = None
         self.inode: int | None = None
-        self.fresh = None  # re-indexes what agents edit (scsql.code.fresh), once serving
+        self.watchers = tuple(watchers)  # made once serving (Subsystem.watchers: what edits trigger)
+        self.watching: list[Any] = []
 
     # -- the database -------------------------------------------------------
 
@@ -225,8 +228,8 @@ class HookServer:
     def _capture(self, agent, evs: list[dict]):
         """Capture EVS; the files they edited are then indexed again, off this thread."""
         out = self.handlers.capture(agent, evs)
-        if self.fresh is not None:
-            self.fresh.edited(evs)
+        for watcher in self.watching:
+            watcher.edited(evs)
         return out
 
     def _stub_writer(self, agent):
@@ -262,8 +265,9 @@ class HookServer:
             return pending.reply or _reply()
         if row.spooled and spool.has_pending(self.home, self.name):
             self.replay()  # what happened before this event is written before it
-        if self.fresh is not None and row.name in ("Stop", "SubagentStop"):
-            self.fresh.stopped(event)  # files changed by shell commands, indexed again off this thread
+        if row.name in ("Stop", "SubagentStop"):
+            for watcher in self.watching:
+                watcher.stopped(event)  # files changed by shell commands, indexed again off this thread
         try:
             result = self.handlers.handle(agent, event)
         except Exception as exc:  # noqa: BLE001
@@ -406,9 +410,8 @@ class HookServer:
             self.listener.close()
 
     def serve(self) -> None:
-        from ..code.fresh import Fresh
-
-        self.fresh = Fresh(lambda: self.agent if self.connected.is_set() else None, self.log).start()
+        self.watching = [make(lambda: self.agent if self.connected.is_set() else None, self.log).start()
+                         for make in self.watchers]
         self._try_connect(replay=False)  # before the first hook is answered; the spool is replayed once serving
         self.bind()
         self.log(f"listening on {self.sock_path} (pid {os.getpid()})")
@@ -435,8 +438,10 @@ class HookServer:
                     self.agent.db.close()
 
 
-def run(home: str, agent: str, idle: float = DEFAULT_IDLE_SECONDS, connect: Callable[[], Any] | None = None) -> int:
-    """Serve the agent's hooks until idle; 0 at once when another server has the lock."""
+def run(home: str, agent: str, idle: float = DEFAULT_IDLE_SECONDS, connect: Callable[[], Any] | None = None,
+        watchers: Sequence[Callable[..., Any]] = ()) -> int:
+    """Serve the agent's hooks until idle, with WATCHERS (Subsystem.watchers);
+    0 at once when another server has the lock."""
     home = os.path.abspath(home)
     lock = take_lock(home, agent)
     if lock is None:
@@ -444,15 +449,15 @@ def run(home: str, agent: str, idle: float = DEFAULT_IDLE_SECONDS, connect: Call
         return 0
     try:
         if connect is None:
-            from ..cli import Context
             from ..core.config import Settings
+            from ..core.app import Context
 
             ctx = Context(Settings.load(home))
 
             def connect():
                 return ctx.open_agent(agent, pool_size=4)
 
-        server = HookServer(home, agent, connect, idle=idle)
+        server = HookServer(home, agent, connect, idle=idle, watchers=watchers)
         signal.signal(signal.SIGTERM, lambda *_: server.stopping.set())
         server.serve()
     finally:
@@ -460,8 +465,8 @@ def run(home: str, agent: str, idle: float = DEFAULT_IDLE_SECONDS, connect: Call
     return 0
 
 
-def main(argv: list[str]) -> int:
-    """The entry point the hook process starts (before anything heavy is imported)."""
+def main(argv: list[str], watchers: Sequence[Callable[..., Any]] = ()) -> int:
+    """What the hook server's process runs (scsql/hook_server.py, before anything heavy is imported)."""
     p = argparse.ArgumentParser(prog="scsql hook serve")
     p.add_argument("command", choices=["serve"])
     p.add_argument("--agent", required=True)
@@ -472,7 +477,7 @@ def main(argv: list[str]) -> int:
     if args.detached:
         os.closerange(3, 1 << 16)  # nothing of the hook's parent stays open in the server
     try:
-        return run(args.home, args.agent, args.idle)
+        return run(args.home, args.agent, args.idle, watchers=watchers)
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # noqa: BLE001
@@ -480,13 +485,14 @@ def main(argv: list[str]) -> int:
         return 1
 
 
-def jobs() -> list:
-    """``scsql worker``'s job that writes the agent's hook spool when the database is back."""
+def jobs(data_dir: str | os.PathLike | None = None) -> list:
+    """``scsql worker``'s job that writes the agent's hook spool in DATA_DIR
+    (default: the data directory of the environment) when the database is back."""
     from ..core.config import Settings
     from ..core.worker import Job
 
     def replay_spool(agent) -> int:
-        home = str(Settings.load().data_dir)
+        home = str(data_dir or agent.home or Settings.load().data_dir)
         if not spool.has_pending(home, agent.name):
             return 0
         handlers = load_handlers()

@@ -57,7 +57,7 @@ PRECUT_MARGIN = 8192  # characters kept past a column's bound for redaction to s
 MAX_REPLY_BYTES = 16 * 1024 * 1024
 COLD_BUDGET = 8.0  # s a PreToolUse hook waits for a hook server it had to start (Claude Code allows it 10)
 AGENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
-BOOT = ("import sys; sys.path.insert(0, sys.argv.pop(1)); from scsql.hooks.daemon import main; "
+BOOT = ("import sys; sys.path.insert(0, sys.argv.pop(1)); from scsql.hook_server import main; "
         "sys.exit(main(sys.argv[1:]))")
 
 # -- JSON without importing json (re, enum and friends cost ~10 ms) ------------
@@ -260,8 +260,8 @@ def project_identity(project_dir=None):
     object .claude/scsql.local.json of the project directory holds (GIVEN,
     else $CLAUDE_PROJECT_DIR, else the current directory), which ``scsql
     install claude`` writes: agent and home (the data directory, where
-    agent_env finds how the agent reaches its database). None when there is
-    none. It is this machine's file, never committed: the settings that name
+    ``core.config.agent_env`` finds how the agent reaches its database). None
+    when there is none. It is this machine's file, never committed: the settings that name
     no agent are; it holds no secret."""
     d = project_dir or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
     try:
@@ -272,25 +272,6 @@ def project_identity(project_dir=None):
     if not isinstance(data, dict) or not isinstance(data.get("agent"), str):
         return None
     return data
-
-
-def agent_env_path(home, agent):
-    return os.path.join(home, "hooks", agent + ".env.json")
-
-
-def agent_env(home, agent):
-    """What the processes of AGENT need to reach its database, as ``scsql
-    install claude`` recorded it in the data directory (a file of this user,
-    0600): SCSQL_AGENT_DSN (the agent's own login on a shared server) and
-    SCSQL_KEYSTORE. Empty when there is none (the embedded default)."""
-    try:
-        with open(agent_env_path(home, agent), encoding="utf-8") as f:
-            data = loads(f.read(65536))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return {k: v for k, v in data.items() if isinstance(k, str) and k.startswith("SCSQL_") and isinstance(v, str)}
 
 
 def socket_path(home, agent):
@@ -679,7 +660,9 @@ def stub_event(head, size, sha256, row):
     event.setdefault("session_id", "unknown")
     if row[0] in TOOL_EVENTS:
         event.setdefault("tool_name", "unknown")
-    event["scsql_stub"] = {"code": "SC151", "message": f"the event was {size} bytes, too large to record whole"}
+    from ..core import errors  # only here: an event's path imports nothing of the package
+
+    event["scsql_stub"] = {"code": errors.EVENT_TOO_LARGE, "message": f"the event was {size} bytes, too large to record whole"}
     event["scsql_sizes"] = {"event": {"bytes": size, "sha256": sha256}}
     return event
 
@@ -722,6 +705,13 @@ def degraded_message(home, agent, reason):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
+    if os.environ.get("SCSQL_DISTILLING"):  # the distiller's own model run (scsql/distill/model.py): not captured
+        try:
+            while os.read(sys.stdin.fileno(), 65536):
+                pass
+        except OSError:
+            pass
+        return 0
     try:
         row, agent, home = parse_args(argv)
         text, event = read_event(sys.stdin.fileno(), row)

@@ -357,32 +357,79 @@ def _clip(s: str, n: int) -> str:
     return clip(s, n, squash=True, ellipsis=True)
 
 
-# Decisions: sentences stating a choice and, mostly, its reason.
-_DECISION = [re.compile(p, re.I) for p in (
-    r"\b(?:I|we)(?:'ll| will| am going to|'m going to| are going to|'re going to) "
-    r"(?:use|go with|keep|switch to|stick with|pick|choose|prefer|rely on|store|put|make)\b.*?"
-    r"\b(?:because|since|as it|so that|instead of|rather than)\b",
-    r"\b(?:I|we|I've|we've) (?:have )?(?:decided|chose|chosen|opted|settled on|went with|picked)\b",
-    r"\bdecided (?:to|on|that|against)\b",
-    r"\b(?:the )?decision(?: is| was)?:\s*\S",
-    r"\blet'?s (?:use|go with|keep|stick with)\b.*?\b(?:because|since|instead of|rather than)\b",
-    r"\bgoing with\b.*?\b(?:because|since|instead of|rather than)\b",
-)]
+# Decisions, found without a model. A sentence of the user's counts when it
+# states a choice (the user decides); one of the assistant's only when it
+# chooses between named alternatives ("X instead of Y", "X over Y", "from X
+# to Y", "replace X with Y"): narrating what it does next ("I'll run the
+# tests", "we chose to leave the README as it is") is not a decision.
+# Hypotheticals and questions never count. Measured on
+# tests/data/decision_sentences.jsonl (tests/hooks/test_transcript.py).
+_CHOICE_VERB = (r"(?:us(?:e|es|ed|ing)|go(?:es|ing)? (?:with|for)|went (?:with|for)|keep(?:s|ing)?|kept|"
+                r"switch(?:es|ed|ing)?|stick(?:ing)? with|stuck with|pick(?:s|ed|ing)?|choos(?:e|es|ing)|chose|chosen|"
+                r"prefer(?:s|red|ring)?|rel(?:y|ies|ying) on|stor(?:e|es|ed|ing)|put|mak(?:e|es|ing)|made|"
+                r"replac(?:e|es|ed|ing)|adopt(?:s|ed|ing)?|mov(?:e|es|ed|ing)|add(?:s|ed|ing)?|log(?:s|ged|ging)?|"
+                r"settl(?:e|es|ed|ing) on|opt(?:s|ed|ing)? for|host(?:s|ed|ing)?|drop(?:s|ped|ping)?|"
+                r"standardi[sz](?:e|es|ed|ing) on|deploy(?:s|ed|ing)?|stay(?:s|ed|ing)? (?:on|with)|want|need)")
+# I / we / let's, with what may stand between the subject and its verb.
+_FIRST = (r"\b(?:I|we|let'?s)\b(?:\s*(?:'ll|'m|'re|'ve|'d)|\s+(?:will|shall|am|are|have|had|just|now|then|also|"
+          r"really|going to|decided to|chose to|like to|want to|agreed to))*\s+")
+_DECIDED = re.compile(r"\b(?:I|we)(?:'ve|\s+have)?\s+(?:decided|chose|chosen|opted|settled on|went with|picked)\b"
+                      r"|\bdecided (?:to|on|that|against)\b|^decided\b|^(?:the |our )?decision(?: is| was)?\b[:\s]", re.I)
+_ALTERNATIVE = re.compile(r"\b(?:instead of|rather than|in favou?r of)\b|\bover\s+[\w.`'\"/-]+|,\s*(?:and\s+)?not\s+[\w.`'\"/-]+"
+                          r"|\bfrom\s+\S+.*\bto\s+\S+|\breplac\w*\b.*\bwith\b", re.I)
+_CHOOSES = re.compile(_FIRST + _CHOICE_VERB + r"\b|^(?:going with|going for)\b|\b(?:I|we)\s+agreed\b", re.I)
+# A first-person verb of doing, not of looking: with a named alternative it is a choice.
+_ACTS = re.compile(_FIRST + r"(?!(?:look|read|check|run|try|point|explain|show|open|see|investigate|search|print|"
+                   r"start|continue|go on|wait|think|guess|ask|tell|say|mention|note)\b)[a-z]+\b", re.I)
+_USER_RULE = re.compile(r"^(?:use|go with|keep|switch to|stick with|prefer|store|deploy|drop|move|host)\b"
+                        r"|\b(?:from now on|from here on|going forward|standardi[sz]\w* on)\b"
+                        r"|\blet'?s not\b|\bwe (?:won't|will not|don't|do not)\b", re.I)
+_IMPERATIVE = re.compile(r"(?!(?:the|a|an|it|this|that|these|those|there|here|he|she|they|you|i|we|my|our|"
+                         r"what|why|how|when|where|which|who|is|are|was|were|do|does|did|can|could)\b)[a-z]+\b", re.I)
+_LABELLED = re.compile(r"(?:the |our )?decision(?: is| was)?:\s*\S|decided:\s*\S", re.I)
+_NOT_A_CHOICE = re.compile(r"\b(?:could|would|might|maybe|perhaps|if|whether|should|wonder|not sure|considered|"
+                           r"option|suggestion|plan above|first option|nothing (?:yet|changes))\b", re.I)
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'`(*])|\n+")
 
 
-def decisions_in(text: str) -> list[str]:
-    """The sentences of TEXT (the assistant's or the user's; code blocks left
-    out) that state a decision:
-    "I'll use X because ...", "we decided to ...", "we chose ...", "decision: ...",
-    "let's go with X instead of Y"; not questions."""
+def is_decision(sentence: str, role: str) -> bool:
+    """Whether SENTENCE, said by ROLE (user or assistant), states a decision:
+    the user's when it decides (I/we/let's with a verb of choosing, "decided",
+    a rule "from now on", an imperative "use X"); the assistant's only when it
+    chooses between named alternatives (a verb of choosing with I or we, and
+    "instead of", "rather than", "over X", "not X", "from X to Y" or "replace
+    X with Y"). Never a question or a hypothetical."""
+    s = sentence.strip()
+    if s.endswith("?") or _NOT_A_CHOICE.search(s):
+        return False
+    chooses = _DECIDED.search(s) or _CHOOSES.search(s)
+    if role == "user" and (chooses or _USER_RULE.search(s)):
+        return True
+    if role == "user" and _IMPERATIVE.match(s):  # "Make the timeout 30 seconds instead of 10."
+        chooses = _IMPERATIVE.match(s)
+    if _LABELLED.match(s):  # "Decision: ...", said as one
+        return True
+    return _between_alternatives(s, chooses or _ACTS.search(s))
+
+
+def _between_alternatives(s: str, acts: re.Match | None) -> bool:
+    """Whether the choice ACTS of sentence S names what it chose against, in
+    its own clause: after the verb ("I'll use X instead of Y"), or leading the
+    sentence ("Instead of X, I'll use Y")."""
+    if acts is None:
+        return False
+    alt = _ALTERNATIVE.search(s, acts.start())
+    return alt is not None or bool(re.match(r"(?:instead of|rather than)\b[^,]*,", s, re.I))
+
+
+def decisions_in(text: str, role: str = "assistant") -> list[str]:
+    """The sentences of TEXT (code blocks left out) that state a decision,
+    said by ROLE (see is_decision)."""
     out = []
     for s in _SENTENCE.split(_FENCE.sub("\n", text)):
         s = s.strip().lstrip("-*>#0123456789. ").strip()
-        if not 12 <= len(s) <= 1000 or s.endswith("?"):   # a longer "sentence" is pasted output
-            continue
-        if any(p.search(s) for p in _DECISION):
+        if 12 <= len(s) <= 1000 and is_decision(s, role):   # a longer "sentence" is pasted output
             out.append(_clip(s, ITEM_CHARS))
     return out
 
@@ -467,6 +514,7 @@ class Part:
     spans: list[dict[str, Any]]
     first_turn: int
     last_turn: int
+    at: dt.datetime | None = None   # when its last turn happened
 
 
 @dataclass
@@ -497,7 +545,8 @@ class Update:
 
 
 def read(path: str | os.PathLike, since: str | int | None = None,
-         progress: Callable[[int], None] | None = None, redact: Callable[[str], str] | None = None) -> Update:
+         progress: Callable[[int], None] | None = None, redact: Callable[[str], str] | None = None,
+         private_key: re.Pattern[str] | None = None) -> Update:
     """Read a transcript once: the summary and the conversation of the messages
     after ``since`` (a message uuid, the cursor of an earlier read; or a count
     of messages already read), in one pass over the file. ``redact`` (scsql.redact,
@@ -518,8 +567,8 @@ def read(path: str | os.PathLike, since: str | int | None = None,
     before: list[str] = []                # the turn before the cursor, as context of the first new one
     for m in iter_messages(path, stats, progress):
         index += 1
-        if redact is not None and "PRIVATE KEY" in m.text:
-            m.text = redact(m.text)
+        if redact is not None and private_key is not None and private_key.search(m.text):
+            m.text = redact(m.text)  # a key block is cut into lines below: redacted whole first
         cwd = m.cwd or cwd
         s.session_id = m.session_id or s.session_id
         s.git_branch = m.git_branch or s.git_branch
@@ -548,21 +597,21 @@ def read(path: str | os.PathLike, since: str | int | None = None,
             turn = Turn(turn_no, req, m.timestamp)
             turns.append(turn)
             turn.lines.append(f"User: {_clip_block(req)}")
-            for d in decisions_in(req):
+            for d in decisions_in(req, "user"):
                 decisions.setdefault(d, None)
         elif turn is None:
             turn = Turn(turn_no, None, m.timestamp, continued=turn_no > 0)
             turns.append(turn)
         if m.role == "assistant" and m.text and not m.is_sidechain:
             turn.lines.append(f"Assistant: {_clip_block(m.text)}")
-            for d in decisions_in(m.text):
+            for d in decisions_in(m.text, "assistant"):
                 decisions.setdefault(d, None)
         elif m.is_compact_summary or (m.role == "user" and m.text.startswith(_CONTINUED)):
             turn.lines.append("(the context was compacted here)")
         _add_calls(turn, m, calls, result_of, cwd)
     if isinstance(since, str) and not seen_since:
         # The cursor is not in this file: nothing of it was written; read it all.
-        whole = read(path, None, redact=redact)
+        whole = read(path, None, redact=redact, private_key=private_key)
         whole.summary.since_found = whole.conversation.since_found = False
         return whole
     s.cwd = cwd
@@ -659,16 +708,18 @@ def _parts(turns: list[Turn], s: Summary, before: str | None = None) -> list[Par
     spans: list[dict[str, Any]] = []
     size = len(head)
     first = last = 0
+    when: dt.datetime | None = None
     previous: list[str] = []
 
     def flush() -> None:
         nonlocal lines, spans, size, first
         if spans:
-            parts.append(Part("\n".join(lines), spans, first, last))
+            parts.append(Part("\n".join(lines), spans, first, last, when))
         lines, spans, size, first = [head], [], len(head), 0
 
-    def place(block: list[str], anchor: str, number: int) -> None:
-        nonlocal size, first, last, previous
+    def place(block: list[str], anchor: str, number: int, at: dt.datetime | None = None) -> None:
+        nonlocal size, first, last, previous, when
+        when = at or when
         n = sum(len(x) + 1 for x in block) + 1
         if spans and size + n > PART_CHARS:
             flush()
@@ -694,19 +745,19 @@ def _parts(turns: list[Turn], s: Summary, before: str | None = None) -> list[Par
             for x in entry.split("\n"):
                 body += [x[i:i + piece] for i in range(0, len(x), piece)] or [""]
         if len(heading) + sum(len(x) + 1 for x in body) <= room:
-            place([heading, *body], anchor, t.number)
+            place([heading, *body], anchor, t.number, t.at)
             continue
         block, n = [heading], len(heading)
         for x in body:
             if n + len(x) + 1 > room:
-                place(block, anchor, t.number)
+                place(block, anchor, t.number, t.at)
                 block, n = [more], len(more)
                 if not x:
                     continue
             block.append(x)
             n += len(x) + 1
         if len(block) > 1:
-            place(block, anchor, t.number)
+            place(block, anchor, t.number, t.at)
     flush()
     for p in parts:
         p.first_turn = max(p.first_turn, 0)

@@ -1,0 +1,260 @@
+"""Keeping the index (chunks and symbols) fresh as agents edit, in the hook server.
+
+The hook server hands :class:`Fresh` what it has written or answered: each
+captured PostToolUse of Edit, Write, MultiEdit or NotebookEdit names a file
+to index again; each Stop names a work tree whose changed files (``git
+status``, and the files of commits made since the last Stop) are indexed
+again, so files changed by shell commands are picked up too. One thread does
+the work (:func:`reindex`: chunks and symbols, one transaction a file;
+a deleted file leaves the index), never the hook's: a hook is answered as
+soon as its event is written. Once edits settle (no new one for
+SETTLE_SECONDS) the project is ranked again (``scsql.rank_code``).
+
+The hook server knows it as one of its watchers (``Subsystem.watchers``,
+core/app.py): made with the server's agent and log, started once the server
+serves, told of what was captured (``edited``) and of each Stop (``stopped``).
+
+:func:`reindex` indexes the files at the paths given again, admitted by the
+same rules as ``scsql index`` (inside the project root, not ignored, not a
+secret, text), chunks and symbols, in one transaction each; a file that is
+gone leaves the index. It ranks nothing: the caller ranks once edits settle.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import queue
+import subprocess
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import ScsqlError
+
+EDIT_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit")
+SETTLE_SECONDS = 2.0
+MAX_CHANGED = 500  # files a Stop re-indexes at most (a generated tree is left to scsql index)
+
+
+def edited_path(event: dict) -> str | None:
+    """The file a captured edit changed, absolute (None for any other event)."""
+    if event.get("hook_event_name") != "PostToolUse" or event.get("tool_name") not in EDIT_TOOLS:
+        return None
+    tool_input = event.get("tool_input")
+    if not isinstance(tool_input, dict):
+        return None
+    path = tool_input.get("notebook_path" if event.get("tool_name") == "NotebookEdit" else "file_path")
+    if not isinstance(path, str) or not path or "\x00" in path:
+        return None
+    cwd = event.get("cwd")
+    return path if os.path.isabs(path) or not isinstance(cwd, str) else os.path.join(cwd, path)
+
+
+def _git(cwd: str, *args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", "-C", cwd, *args], capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.decode("utf-8", "surrogateescape") if done.returncode == 0 else None
+
+
+def changed_files(cwd: str, since: str | None) -> tuple[list[str], str | None]:
+    """The files of CWD's work tree that differ from HEAD or are new
+    (untracked, not ignored), deleted ones included, and those of the commits
+    made since commit SINCE; absolute. With the HEAD now."""
+    top = (_git(cwd, "rev-parse", "--show-toplevel") or "").strip()
+    head = (_git(cwd, "rev-parse", "HEAD") or "").strip() or None
+    if not top:
+        return [], head
+    entries = (_git(top, "status", "--porcelain=v1", "-z", "--untracked-files=all") or "").split("\x00")
+    out: list[str] = []
+    skip = False
+    for entry in entries:
+        if skip:  # the original path of a rename or copy: it is gone
+            out.append(entry)
+            skip = False
+            continue
+        if len(entry) > 3:
+            out.append(entry[3:])
+            skip = entry[0] in "RC"
+    if since and head and since != head:
+        out += (_git(top, "diff", "--name-only", "-z", since, head) or "").split("\x00")
+    paths = [os.path.join(top, p) for p in dict.fromkeys(p for p in out if p)]
+    return paths[:MAX_CHANGED], head
+
+
+class Fresh:
+    """The re-index thread of one hook server (see the module docstring).
+    AGENT() gives the server's agent, or None while the database is down."""
+
+    def __init__(self, agent: Callable[[], Any], log: Callable[[str], None]):
+        self._agent = agent
+        self.log = log
+        self._queue: queue.Queue[tuple[str, str]] = queue.Queue()
+        self._heads: dict[str, str | None] = {}
+        self._seen: dict[str, str | None] = {}  # path -> sha256 when this thread last indexed it (None: gone)
+        self._dirty = False
+        self.done = threading.Event()  # set each time the queue has been worked off (for tests)
+
+    def start(self) -> Fresh:
+        threading.Thread(target=self._run, name="code-fresh", daemon=True).start()
+        return self
+
+    def edited(self, events: list[dict]) -> None:
+        """After capture: the files these events edited are indexed again."""
+        for ev in events:
+            path = edited_path(ev) if isinstance(ev, dict) else None
+            if path:
+                self.done.clear()
+                self._queue.put(("file", path))
+
+    def stopped(self, event: dict) -> None:
+        """At Stop: the work tree's changed files are indexed again."""
+        cwd = event.get("cwd")
+        if isinstance(cwd, str) and os.path.isdir(cwd):
+            self.done.clear()
+            self._queue.put(("tree", cwd))
+
+    def _run(self) -> None:
+        try:
+            from ..code import parse
+
+            parse.parse("warm.py", "x = 1\n")  # load a grammar before the first edit
+        except Exception:  # noqa: BLE001 - the first edit will say what is wrong
+            pass
+        while True:
+            try:
+                items = [self._queue.get(timeout=SETTLE_SECONDS)]
+            except queue.Empty:
+                self._settle()
+                continue
+            while True:
+                try:
+                    items.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                self._work(items)
+            except Exception as exc:  # noqa: BLE001 - the thread lives on; the next edit tries again
+                self.log(f"re-indexing edited files: {exc}")
+            if self._queue.empty():
+                self.done.set()
+
+    def _work(self, items: list[tuple[str, str]]) -> None:
+        paths = [p for kind, p in items if kind == "file"]
+        for cwd in dict.fromkeys(p for kind, p in items if kind == "tree"):
+            found, self._heads[cwd] = changed_files(cwd, self._heads.get(cwd))
+            # and the files this thread indexed that are gone (an untracked file deleted is in no git status)
+            paths += found + [p for p, sha in self._seen.items() if sha is not None and not os.path.exists(p)]
+        agent = self._agent()
+        if agent is None:
+            return
+        paths = [p for p in dict.fromkeys(paths) if self._changed(p)]
+        if not paths:
+            return
+        out = reindex(agent, paths)
+        for skipped in out.skipped:
+            self._seen.pop(skipped["path"], None)
+        if out.indexed or out.removed:
+            self._dirty = True
+
+    def _changed(self, path: str) -> bool:
+        """Whether the file at PATH differs from when this thread last indexed it (or is gone since)."""
+        try:
+            with open(path, "rb") as fh:
+                sha: str | None = hashlib.sha256(fh.read()).hexdigest()
+        except OSError:
+            sha = None
+        if path in self._seen and self._seen[path] == sha:
+            return False
+        self._seen[path] = sha
+        return True
+
+    def _settle(self) -> None:
+        agent = self._agent()
+        if not self._dirty or agent is None:
+            return
+        try:
+            with agent.transaction() as conn:
+                conn.execute("select scsql.rank_code()")
+            self._dirty = False
+        except Exception as exc:  # noqa: BLE001
+            self.log(f"ranking the code after edits: {exc}")
+
+
+# -- one file at a time: what an edit triggers ----------------------------------------
+
+
+@dataclass
+class Reindexed:
+    indexed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+
+
+def reindex(agent, paths: list[str]) -> Reindexed:
+    """Index again the files at PATHS (absolute, or relative to the project
+    root): chunks and symbols, one transaction each, references resolved; a
+    file that no longer exists leaves the index. A path outside the root,
+    ignored, secret, binary or too large is skipped with its reason."""
+    from ..core.paths import real_root, resolve_in_root
+    from . import indexer
+
+    out = Reindexed()
+    with agent.transaction() as conn:
+        root = conn.execute("select root_path from scsql.projects where project_id = scsql_caller.project_id()"
+                            ).fetchone()["root_path"]
+        secrets = indexer.Secrets.read(conn)
+    top = real_root(root)
+    if top is None:
+        out.skipped = [{"path": p, "reason": "the project has no root directory on this machine"} for p in paths]
+        return out
+    admit = indexer.Admission(Path(top), secrets)
+    for given in dict.fromkeys(paths):
+        try:
+            rel = resolve_in_root(root, given)
+            if rel == "." or rel.startswith("../"):
+                raise ScsqlError("SC213", f"{given} is outside the project root")
+            verdict = admit.file(rel)
+        except ScsqlError as exc:
+            out.skipped.append({"path": given, "reason": exc.message})
+            continue
+        try:
+            _one(agent, rel, verdict, out)
+        except ScsqlError as exc:
+            out.skipped.append({"path": rel, "reason": str(exc)})
+    return out
+
+
+def _one(agent, rel: str, verdict, out: Reindexed) -> None:
+    from psycopg.types.json import Jsonb
+
+    from ..code.index import store
+    from . import indexer
+
+    if verdict == indexer.GONE:
+        with agent.transaction() as conn:
+            conn.execute("select scsql.forget_code(%s)", ([rel],))  # the graph's lock first
+            gone = conn.execute("select scsql.forget_source(%s) as gone", (rel,)).fetchone()["gone"]
+            conn.execute("select scsql.resolve_code()")
+        if gone:
+            out.removed.append(rel)
+        return
+    if isinstance(verdict, str):
+        out.skipped.append({"path": rel, "reason": verdict})
+        return
+    text = verdict.decode("utf-8")
+    sha = hashlib.sha256(verdict).hexdigest()
+    spans = indexer.spans_for(rel, text)
+    with agent.transaction() as conn:  # the graph's lock first, as scsql index takes them
+        store(conn, rel, text, sha)
+        row = conn.execute(
+            "select unchanged from scsql.index_text(%s, %s, 'file', null, 'standard', %s, %s)",
+            (rel, text, Jsonb(spans) if spans is not None else None,
+             Jsonb({"language": Path(rel).suffix.lstrip(".") or None}))).fetchone()
+        conn.execute("select scsql.resolve_code()")
+    (out.unchanged if row["unchanged"] else out.indexed).append(rel)

@@ -1,0 +1,312 @@
+"""The symbol graph: files of every supported language parsed into
+definitions and references, stored with the chunks by ``scsql index`` and
+kept incrementally; references resolved (or kept with their candidates); the
+repo map, file and project cards and graph queries built on it; search that
+knows symbols; bad input refused with its code; another project's graph
+unseen."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from scsql.api import Api
+from scsql.code import parse
+from scsql.core import roles
+from scsql.core.errors import ScsqlError
+from scsql.memory import indexer
+
+from ..helpers import rows
+
+FILES = {
+    "pkg/__init__.py": "",
+    "pkg/store.py": '''\
+        """Storage."""
+        from .util import check_key
+
+
+        class Base:
+            def close(self):
+                return None
+
+
+        class Store(Base):
+            def put(self, key):
+                check_key(key)
+                return self._save(key)
+
+            def _save(self, key):
+                return key
+        ''',
+    "pkg/util.py": '''\
+        def check_key(key):
+            return bool(key)
+
+
+        def put(key):
+            return key
+        ''',
+    "app.py": '''\
+        from pkg.store import Store
+        import pkg.util
+
+
+        def main():
+            s = Store()
+            s.put("a")
+            pkg.util.check_key("b")
+
+
+        if __name__ == "__main__":
+            main()
+        ''',
+    "broken.py": '''\
+        def before():
+            return 1
+
+
+        def broken(:
+            pass
+
+
+        def after():
+            return before()
+        ''',
+    "web/app.ts": '''\
+        import { helper } from "./helper";
+        export class Widget extends Base {
+          render(): string { return helper(this.name); }
+        }
+        ''',
+    "web/helper.ts": "export function helper(x: string): string { return x; }\n",
+    "web/legacy.js": "function legacy() { return 1; }\nclass Old { run() { legacy(); } }\n",
+    "go/store.go": "package store\n\ntype Store struct{}\n\nfunc (s *Store) Put(k string) { New() }\n\nfunc New() *Store { return nil }\n",
+    "rs/lib.rs": "pub struct Store;\nimpl Store { pub fn put(&self) { helper(); } }\nfn helper() {}\n",
+    "java/Store.java": "class Store { int put(String k) { return helper(k); } int helper(String k) { return 1; } }\n",
+    "c/store.c": '#include "store.h"\nint helper(int k) { return k; }\nint put(int k) { return helper(k); }\n',
+    "cpp/store.cpp": "namespace db { class Store { public: int put(int k) { return 1; } }; }\n",
+    "db/schema.sql": "create table t (a int);\ncreate or replace function f(x int) returns int language sql as $$ select x $$;\n",
+    "notes/readme.txt": "Nothing here parses; the word zebrafish is only text.\n",
+    "script.rb": "def ruby_method\n  1\nend\n",
+}
+
+
+@pytest.fixture
+def tree(tmp_path):
+    root = tmp_path / "proj"
+    for rel, text in FILES.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root.resolve()
+
+
+@pytest.fixture
+def indexed(scsql_db, tree):
+    project = f"code{abs(hash(str(tree))) % 10**6}"
+    roles.create_project(scsql_db.admin, project, str(tree))
+    agent = scsql_db.agent("coder", project)
+    report = indexer.index_tree(agent, tree, progress=False)
+    assert report["failed"] == []
+    return agent, tree, report
+
+
+def defs(agent, path: str) -> dict[str, dict]:
+    return {r["qualname"]: r for r in rows(agent, """
+        select d.* from scsql.code_definitions d join scsql.code_files f using (project_id, file_id) where f.path = %s""",
+                                             path)}
+
+
+def test_every_language_gives_its_definitions_and_unknown_ones_are_text(indexed):
+    agent, _, report = indexed
+    assert report["symbols"]["files"] == len([f for f in FILES if FILES[f].strip()])  # empty files are not read
+    assert {"Base", "Base.close", "Store", "Store.put", "Store._save"} <= set(defs(agent, "pkg/store.py"))
+    assert defs(agent, "pkg/store.py")["Store.put"]["kind"] == "method"
+    assert {"Widget", "Widget.render"} <= set(defs(agent, "web/app.ts"))
+    assert {"legacy", "Old", "Old.run"} <= set(defs(agent, "web/legacy.js"))
+    assert {"Store", "Store.Put", "New"} <= set(defs(agent, "go/store.go"))
+    assert {"Store", "Store.put", "helper"} <= set(defs(agent, "rs/lib.rs"))
+    assert {"Store", "Store.put", "Store.helper"} <= set(defs(agent, "java/Store.java"))
+    assert {"helper", "put"} <= set(defs(agent, "c/store.c"))
+    assert {"db", "db.Store", "db.Store.put"} <= set(defs(agent, "cpp/store.cpp"))
+    assert {"t", "f"} <= set(defs(agent, "db/schema.sql"))
+    files = {r["path"]: r for r in rows(agent, "select * from scsql.code_files")}
+    assert files["notes/readme.txt"]["status"] == "text" and files["script.rb"]["language"] is None
+    assert defs(agent, "script.rb") == {}
+    # Indexed as text all the same: search finds what only it holds.
+    assert Api(agent).call("search", query="zebrafish", mode="bm25")[0]["source_path"] == "notes/readme.txt"
+
+
+def test_a_file_that_does_not_parse_keeps_what_parsed_and_says_so(indexed):
+    agent, _, report = indexed
+    assert "broken.py" in report["symbols"]["partial"]
+    card = Api(agent).call("file_card", path="broken.py")
+    assert card["status"] == "partial" and card["parse_errors_at"] == [5]
+    assert {"before", "after"} <= {d["name"] for d in card["defines"]}
+
+
+def test_references_resolve_or_keep_their_candidates(indexed):
+    agent, _, _ = indexed
+    calls = {(r["caller"], r["name"]): r for r in rows(agent, """
+        select coalesce(fd.qualname, f.path) as caller, r.name, r.resolution, td.qualname as target, tf.path as target_path,
+               array(select q.qualname from scsql.code_definitions q where q.def_id = any(r.candidates)) as candidates
+        from scsql.code_references r join scsql.code_files f using (project_id, file_id)
+        left join scsql.code_definitions fd on fd.def_id = r.from_def_id
+        left join scsql.code_definitions td on td.def_id = r.target_def_id
+        left join scsql.code_files tf on tf.file_id = td.file_id
+        where r.kind = 'call'""")}
+    assert calls[("Store.put", "check_key")]["resolution"] == "import"   # from .util import check_key
+    assert calls[("Store.put", "check_key")]["target_path"] == "pkg/util.py"
+    assert calls[("Store.put", "_save")]["resolution"] == "local"        # self._save
+    assert calls[("main", "check_key")]["target_path"] == "pkg/util.py"  # import pkg.util; pkg.util.check_key
+    assert calls[("main", "Store")]["target_path"] == "pkg/store.py"
+    # s.put: a method named put of some class, and there are several: candidates kept, best effort said.
+    put = calls[("main", "put")]
+    assert put["resolution"] == "ambiguous" and put["target"] is None
+    assert "Store.put" in put["candidates"]
+    assert calls[("after", "before")]["resolution"] == "local"          # around the syntax error
+    assert calls[("Widget.render", "helper")]["target_path"] == "web/helper.ts"
+    assert calls[("Store.put", "helper")]["resolution"] in ("local", "unique")  # rust: helper() beside it
+
+
+def test_who_calls_and_what_breaks_are_one_call_each(indexed):
+    agent, _, _ = indexed
+    api = Api(agent)
+    who = api.call("graph_neighbors", node="check_key", direction="in", kinds=["calls"])
+    assert {r["node"] for r in who} == {"pkg/store.py#Store.put", "app.py#main"}
+    assert all(r["cite"].split(":")[0] in ("pkg/store.py", "app.py") for r in who)
+    breaks = api.call("graph_neighbors", node="pkg/util.py#check_key", direction="in",
+                      kinds=["calls", "inherits", "imports"], depth=3)
+    assert "app.py#main" in {r["node"] for r in breaks}
+    path = api.call("graph_path", **{"from": "app.py#main", "to": "pkg/util.py#check_key"})
+    assert [r["node"] for r in path][0] == "app.py#main" and path[-1]["node"] == "pkg/util.py#check_key"
+    assert all(r["cite"] for r in path[1:])
+    out = api.call("graph_neighbors", node="pkg/store.py#Store", direction="out", kinds=["inherits", "defines"])
+    assert {"pkg/store.py#Base", "pkg/store.py#Store.put"} <= {r["node"] for r in out}
+
+
+def test_the_repo_map_fits_its_budget_and_centres_on_its_focus(indexed):
+    agent, _, _ = indexed
+    api = Api(agent)
+    whole = api.call("repo_map", budget_tokens=2000, focus=[])
+    assert {"pkg/store.py", "pkg/util.py"} <= {r["path"] for r in whole}
+    small = api.call("repo_map", budget_tokens=50, focus=["web/app.ts"])
+    assert small and small[0]["path"] == "web/app.ts"
+    assert sum(len(r["path"]) + 1 + len(r["definitions"]) + 1 for r in small) <= 50 * 4
+    named = api.call("repo_map", budget_tokens=100, focus=["where is check_key defined?"])
+    assert named[0]["path"] == "pkg/util.py" and "check_key" in named[0]["definitions"]
+    with pytest.raises(ScsqlError) as err:
+        api.call("repo_map", budget_tokens=10)
+    assert err.value.code == "SC262"
+
+
+def test_cards_say_what_a_file_and_the_project_are(indexed, scsql_db):
+    agent, root, _ = indexed
+    api = Api(agent)
+    api.call("decide", title="pkg/util.py keeps key checks", rationale="one place for them")
+    card = api.call("file_card", path=str(root / "pkg" / "util.py"))  # absolute under the root
+    assert card["path"] == "pkg/util.py" and {d["name"] for d in card["defines"]} == {"check_key", "put"}
+    assert {r["path"] for r in card["imported_by"]} >= {"pkg/store.py", "app.py"}
+    assert card["decisions"][0]["title"] == "pkg/util.py keeps key checks"
+    project = api.call("project_card")
+    assert {"python", "typescript", "go", "rust", "java", "c", "cpp", "sql", "text"} <= {
+        x["language"] for x in project["languages"]}
+    assert any(e["name"] == "main" for e in project["entry_points"])
+    assert project["test_command"] is None  # no test files here
+    with pytest.raises(ScsqlError) as err:
+        api.call("file_card", path="nowhere.py")
+    assert err.value.code == "SC264"
+
+
+def test_search_ranks_a_named_definition_first_and_says_what_chunks_define(indexed):
+    agent, _, _ = indexed
+    hits = Api(agent).call("search", query="Store.put", k=5)
+    assert hits[0]["source_path"] == "pkg/store.py" and "Store.put" in hits[0]["defines"]
+    assert "symbol" in hits[0]["retrievers"]
+    plain = Api(agent).call("search", query="zebrafish", k=5)
+    assert plain[0]["defines"] is None  # text defines nothing
+
+
+def test_index_again_is_incremental_and_deleted_files_leave_the_graph(indexed):
+    agent, root, _ = indexed
+    before = defs(agent, "pkg/store.py")
+    (root / "pkg" / "store.py").write_text((root / "pkg" / "store.py").read_text() + "\n\ndef extra():\n    return 2\n")
+    (root / "pkg" / "util.py").unlink()
+    report = indexer.index_tree(agent, root, progress=False)
+    assert report["symbols"]["files"] == 1 and report["symbols"]["removed"] == 1
+    after = defs(agent, "pkg/store.py")
+    assert "extra" in after and after["Store.put"]["def_id"] == before["Store.put"]["def_id"]  # kept its id
+    assert rows(agent, "select 1 from scsql.code_files where path = 'pkg/util.py'") == []
+    [ref] = rows(agent, """select r.resolution from scsql.code_references r join scsql.code_definitions d
+                           on d.def_id = r.from_def_id where d.qualname = 'Store.put' and r.name = 'check_key'""")
+    assert ref["resolution"] == "unresolved"  # its definition left with the file
+    assert indexer.index_tree(agent, root, progress=False)["symbols"]["files"] == 0  # nothing changed
+
+
+def test_another_project_sees_none_of_the_graph(indexed, scsql_db):
+    agent, _, _ = indexed
+    other = scsql_db.agent("outsider", scsql_db.project())
+    for table in ("code_files", "code_definitions", "code_references", "code_links", "code_state"):
+        assert rows(other, f"select 1 from scsql.{table}") == [], table
+    assert Api(other).call("repo_map", focus=[]) == []
+    with pytest.raises(ScsqlError) as err:
+        Api(other).call("graph_neighbors", node="check_key")
+    assert err.value.code == "SC266"
+
+
+def test_bad_input_is_refused_with_its_code(indexed):
+    agent, _, _ = indexed
+    api = Api(agent)
+    for args, code in [({"node": "x", "direction": "up"}, "SC267"), ({"node": "x", "kinds": ["eats"]}, "SC268"),
+                       ({"node": "x", "depth": 9}, "SC269"), ({"node": ""}, "SC265")]:
+        with pytest.raises(ScsqlError) as err:
+            api.call("graph_neighbors", **args)
+        assert err.value.code == code, args
+    with pytest.raises(ScsqlError) as err, agent.transaction() as conn:
+        conn.execute("select scsql.index_code('../x.py', %s, 'python', 'x', 'parsed', '{}', '[]', '[]')", ("0" * 64,))
+    assert err.value.code == "SC260"
+    with pytest.raises(ScsqlError) as err, agent.transaction() as conn:
+        conn.execute("""select scsql.index_code('x.py', %s, 'python', 'x', 'parsed', '{}', '[{"key": "a", "kind": "spell"}]',
+                        '[]')""", ("0" * 64,))
+    assert err.value.code == "SC261" and "unknown kind" in err.value.message
+
+
+def test_a_path_outside_the_root_is_refused_as_before(indexed, tmp_path):
+    agent, root, _ = indexed
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "x.py").write_text("def outside():\n    pass\n")
+    with pytest.raises(ScsqlError) as err:
+        indexer.index_tree(agent, outside, progress=False)
+    assert err.value.code == "SC213"
+    from scsql.code.index import reindex
+
+    done = reindex(agent, [str(outside / "x.py"), str(root / ".." / "elsewhere" / "x.py")])
+    assert done.indexed == [] and len(done.skipped) == 2
+    assert rows(agent, "select 1 from scsql.code_definitions where name = 'outside'") == []
+
+
+def test_parsing_needs_no_network():
+    """The grammars are in the wheels: a parse in a process that cannot resolve any host works."""
+    script = ("import socket\n"
+              "def no(*a, **k): raise OSError('no network')\n"
+              "socket.socket.connect = no; socket.getaddrinfo = no\n"
+              "from scsql.code import parse\n"
+              "for p, t in [('a.py', 'def f(): pass'), ('a.ts', 'function f() {}'), ('a.go', 'package a\\nfunc F() {}'),"
+              " ('a.rs', 'fn f() {}'), ('A.java', 'class A {}'), ('a.c', 'int f() { return 0; }'),"
+              " ('a.cpp', 'class A {};'), ('a.sql', 'create table t (a int);'), ('a.js', 'function f() {}')]:\n"
+              "    assert parse.parse(p, t).definitions, p\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr
+
+
+def test_parse_reads_imports_as_module_keys():
+    p = parse.parse("pkg/sub/mod.py", "from . import a\nfrom ..b import c as d\nimport x.y as z\n")
+    assert {(r.name, r.qualifier, r.alias) for r in p.references} == {
+        ("pkg/sub", "a", "a"), ("pkg/b", "c", "d"), ("x/y", None, "z")}
+    assert parse.parse("src/app.ts", "import { h as k } from '../lib/h';").references[0].name == "lib/h"
