@@ -234,6 +234,110 @@ alter table scsql.checkpoints add constraint checkpoints_signature_check CHECK (
 alter table scsql.checkpoints enable row level security;
 alter table scsql.checkpoints force row level security;
 
+-- A definition in a file: kind, name, qualified name (Class.method), signature (its text up to the body, one line), line span, and parent_id (the definition it is nested in). key (the qualified name, #2, #3 for repeats) keeps its def_id while the file is re-indexed, so references to it stay resolved. rank: how much the rest of the code leans on it (scsql.rank_code).
+create table scsql.code_definitions (
+  project_id bigint not null,
+  def_id bigint generated always as identity not null,
+  file_id bigint not null,
+  key text not null,
+  parent_id bigint,
+  kind text not null,
+  name text not null,
+  qualname text not null,
+  signature text not null,
+  line_start integer not null,
+  line_end integer not null,
+  rank double precision default 0 not null
+);
+alter table scsql.code_definitions add constraint code_definitions_pkey PRIMARY KEY (project_id, def_id);
+alter table scsql.code_definitions add constraint code_definitions_key_key UNIQUE (project_id, file_id, key);
+alter table scsql.code_definitions add constraint code_definitions_project_id_file_id_fkey FOREIGN KEY (project_id, file_id) REFERENCES scsql.code_files(project_id, file_id) ON DELETE CASCADE;
+alter table scsql.code_definitions add constraint code_definitions_kind_check CHECK ((kind = ANY (ARRAY['module'::text, 'class'::text, 'interface'::text, 'type'::text, 'function'::text, 'method'::text, 'macro'::text, 'constant'::text, 'table'::text, 'view'::text, 'trigger'::text, 'sequence'::text, 'script'::text, 'target'::text])));
+CREATE INDEX code_definitions_name_idx ON scsql.code_definitions USING btree (project_id, name);
+CREATE INDEX code_definitions_qualname_idx ON scsql.code_definitions USING btree (project_id, qualname);
+alter table scsql.code_definitions enable row level security;
+alter table scsql.code_definitions force row level security;
+
+-- A source file of the project as parsed: path (relative to the project root), language (NULL: held as text, no symbols), module (how imports name it: a/b/c for a/b/c.py; module_keys are its trailing parts, for matching imports), content_hash (sha256 of the file as read), status (parsed; partial: the grammar met errors at error_lines and what parsed around them is kept; text), rank (PageRank over code_links, scsql.rank_code).
+create table scsql.code_files (
+  project_id bigint not null,
+  file_id bigint generated always as identity not null,
+  path text not null,
+  language text,
+  module text not null,
+  module_keys text[] not null,
+  content_hash text not null,
+  status text not null,
+  error_lines integer[] default '{}'::integer[] not null,
+  rank double precision default 0 not null,
+  indexed_at timestamp with time zone default now() not null,
+  indexed_by bigint not null
+);
+alter table scsql.code_files add constraint code_files_pkey PRIMARY KEY (project_id, file_id);
+alter table scsql.code_files add constraint code_files_path_key UNIQUE (project_id, path);
+alter table scsql.code_files add constraint code_files_indexed_by_fkey FOREIGN KEY (indexed_by) REFERENCES scsql.agents(agent_id);
+alter table scsql.code_files add constraint code_files_project_id_fkey FOREIGN KEY (project_id) REFERENCES scsql.projects(project_id);
+alter table scsql.code_files add constraint code_files_status_check CHECK ((status = ANY (ARRAY['parsed'::text, 'partial'::text, 'text'::text])));
+CREATE INDEX code_files_module_idx ON scsql.code_files USING btree (project_id, module);
+CREATE INDEX code_files_module_keys_idx ON scsql.code_files USING gin (module_keys);
+CREATE INDEX code_files_rank_idx ON scsql.code_files USING btree (project_id, rank DESC);
+alter table scsql.code_files enable row level security;
+alter table scsql.code_files force row level security;
+
+-- The graph between files that ranking walks, made by scsql.rank_code from the references: SRC refers to what DST defines, with WEIGHT (the square root of the references, a tenth for private names, shared among the candidates of an ambiguous one; an import counts one).
+create table scsql.code_links (
+  project_id bigint not null,
+  src_file_id bigint not null,
+  dst_file_id bigint not null,
+  weight double precision not null
+);
+alter table scsql.code_links add constraint code_links_pkey PRIMARY KEY (project_id, src_file_id, dst_file_id);
+CREATE INDEX code_links_dst_idx ON scsql.code_links USING btree (project_id, dst_file_id);
+alter table scsql.code_links enable row level security;
+alter table scsql.code_links force row level security;
+
+-- A reference from a definition (from_def_id; NULL: the file's top level) of a file: a call of NAME (qualifier a.b for a.b.f()), an inheritance of NAME, or an import of module NAME (qualifier: the symbol imported; alias: the name it is bound to), with the lines it occurs on and how often (n). resolution: pending (not yet resolved); local, import (through the file's imports) or unique (the only definition of that name): target_def_id; ambiguous: candidates (the definitions it may be, best first); unresolved (no definition of that name in the project: a library's or the language's); for an import, file (target_file_id), module (several files, target_module: a Go package) or external.
+create table scsql.code_references (
+  project_id bigint not null,
+  ref_id bigint generated always as identity not null,
+  file_id bigint not null,
+  from_def_id bigint,
+  kind text not null,
+  name text not null,
+  qualifier text,
+  alias text,
+  lines integer[] not null,
+  n integer not null,
+  resolution text default 'pending'::text not null,
+  target_def_id bigint,
+  target_file_id bigint,
+  target_module text,
+  candidates bigint[]
+);
+alter table scsql.code_references add constraint code_references_pkey PRIMARY KEY (project_id, ref_id);
+alter table scsql.code_references add constraint code_references_project_id_file_id_fkey FOREIGN KEY (project_id, file_id) REFERENCES scsql.code_files(project_id, file_id) ON DELETE CASCADE;
+alter table scsql.code_references add constraint code_references_kind_check CHECK ((kind = ANY (ARRAY['call'::text, 'inherit'::text, 'import'::text])));
+alter table scsql.code_references add constraint code_references_resolution_check CHECK ((resolution = ANY (ARRAY['pending'::text, 'local'::text, 'import'::text, 'unique'::text, 'ambiguous'::text, 'unresolved'::text, 'file'::text, 'module'::text, 'external'::text])));
+CREATE INDEX code_references_file_idx ON scsql.code_references USING btree (project_id, file_id);
+CREATE INDEX code_references_import_alias_idx ON scsql.code_references USING btree (project_id, file_id, alias) WHERE (kind = 'import'::text);
+CREATE INDEX code_references_name_idx ON scsql.code_references USING btree (project_id, name);
+CREATE INDEX code_references_pending_idx ON scsql.code_references USING btree (project_id, ref_id) WHERE (resolution = 'pending'::text);
+CREATE INDEX code_references_target_file_idx ON scsql.code_references USING btree (project_id, target_file_id) WHERE (target_file_id IS NOT NULL);
+CREATE INDEX code_references_target_idx ON scsql.code_references USING btree (project_id, target_def_id) WHERE (target_def_id IS NOT NULL);
+alter table scsql.code_references enable row level security;
+alter table scsql.code_references force row level security;
+
+-- One row per project with code indexed: when its graph last changed and when it was last ranked. Writers of the graph lock it (one writer of a project's graph at a time).
+create table scsql.code_state (
+  project_id bigint not null,
+  changed_at timestamp with time zone default now() not null,
+  ranked_at timestamp with time zone
+);
+alter table scsql.code_state add constraint code_state_pkey PRIMARY KEY (project_id);
+alter table scsql.code_state add constraint code_state_project_id_fkey FOREIGN KEY (project_id) REFERENCES scsql.projects(project_id);
+alter table scsql.code_state enable row level security;
+alter table scsql.code_state force row level security;
+
 -- Lets an agent read confidential outcomes and learnings written by agents of another team role of the same project.
 create table scsql.confidential_grants (
   project_id bigint not null,

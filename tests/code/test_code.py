@@ -283,7 +283,7 @@ def test_a_path_outside_the_root_is_refused_as_before(indexed, tmp_path):
     with pytest.raises(ScsqlError) as err:
         indexer.index_tree(agent, outside, progress=False)
     assert err.value.code == "SC213"
-    from scsql.code.index import reindex
+    from scsql.memory.fresh import reindex
 
     done = reindex(agent, [str(outside / "x.py"), str(root / ".." / "elsewhere" / "x.py")])
     assert done.indexed == [] and len(done.skipped) == 2
