@@ -410,11 +410,11 @@ class HookServer:
             self.listener.close()
 
     def serve(self) -> None:
-        self.watching = [make(lambda: self.agent if self.connected.is_set() else None, self.log).start()
-                         for make in self.watchers]
         self._try_connect(replay=False)  # before the first hook is answered; the spool is replayed once serving
         self.bind()
         self.log(f"listening on {self.sock_path} (pid {os.getpid()})")
+        self.watching = [make(lambda: self.agent if self.connected.is_set() else None, self.log).start()
+                         for make in self.watchers]  # before anything is captured
         threading.Thread(target=self._writer, name="capture-writer", daemon=True).start()
         threading.Thread(target=self._reconnector, name="reconnect", daemon=True).start()
         assert self.listener is not None

@@ -61,6 +61,18 @@ def _git(cwd: str, *args: str) -> str | None:
     return done.stdout.decode("utf-8", "surrogateescape") if done.returncode == 0 else None
 
 
+def _warm() -> bool:
+    """Load the indexer and a grammar, so the first edit does not wait for them."""
+    try:
+        from ..code import parse
+        from . import indexer  # noqa: F401
+
+        parse.parse("warm.py", "x = 1\n")
+    except Exception:  # noqa: BLE001 - the first edit will say what is wrong
+        pass
+    return True
+
+
 def changed_files(cwd: str, since: str | None) -> tuple[list[str], str | None]:
     """The files of CWD's work tree that differ from HEAD or are new
     (untracked, not ignored), deleted ones included, and those of the commits
@@ -119,16 +131,13 @@ class Fresh:
             self._queue.put(("tree", cwd))
 
     def _run(self) -> None:
-        try:
-            from ..code import parse
-
-            parse.parse("warm.py", "x = 1\n")  # load a grammar before the first edit
-        except Exception:  # noqa: BLE001 - the first edit will say what is wrong
-            pass
+        warm = False
         while True:
             try:
                 items = [self._queue.get(timeout=SETTLE_SECONDS)]
             except queue.Empty:
+                if not warm:  # while nothing happens (not as the server starts): what the first edit loads
+                    warm = _warm()
                 self._settle()
                 continue
             while True:
