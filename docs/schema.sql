@@ -284,12 +284,14 @@ CREATE INDEX code_files_rank_idx ON scsql.code_files USING btree (project_id, ra
 alter table scsql.code_files enable row level security;
 alter table scsql.code_files force row level security;
 
--- The graph between files that ranking walks, made by scsql.rank_code from the references: SRC refers to what DST defines, with WEIGHT (the square root of the references, a tenth for private names, shared among the candidates of an ambiguous one; an import counts one).
+-- The graph between files that ranking walks, made by scsql.rank_code from the references: SRC refers to what DST defines, with WEIGHT (the square root of the references, a tenth for private names, shared among the candidates of an ambiguous one; an import counts one); out_share is WEIGHT over the weights of SRC's links, in_share over those of the links to DST.
 create table scsql.code_links (
   project_id bigint not null,
   src_file_id bigint not null,
   dst_file_id bigint not null,
-  weight double precision not null
+  weight double precision not null,
+  out_share double precision default 0 not null,
+  in_share double precision default 0 not null
 );
 alter table scsql.code_links add constraint code_links_pkey PRIMARY KEY (project_id, src_file_id, dst_file_id);
 CREATE INDEX code_links_dst_idx ON scsql.code_links USING btree (project_id, dst_file_id);

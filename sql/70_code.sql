@@ -549,9 +549,9 @@ returns void
 language sql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   delete from scsql.code_links where project_id = p_project;
-  insert into scsql.code_links (project_id, src_file_id, dst_file_id, weight)
-  select p_project, e.src, e.dst, sum(e.w)
-  from (
+  insert into scsql.code_links (project_id, src_file_id, dst_file_id, weight, out_share, in_share)
+  select p_project, g.src, g.dst, g.w, g.w / sum(g.w) over (partition by g.src), g.w / sum(g.w) over (partition by g.dst)
+  from (select e.src, e.dst, sum(e.w) as w from (
     select r.file_id as src, r.target_file_id as dst,
            sqrt(r.n) * case when r.name like '\_%' then 0.1 else 1 end as w
     from scsql.code_references r
@@ -569,10 +569,10 @@ as $$
     where r.project_id = p_project and r.kind = 'import' and r.resolution in ('file', 'module')
   ) e
   where e.src <> e.dst
-  group by e.src, e.dst;
+  group by e.src, e.dst) g;
 $$;
 comment on function scsql._code_links(bigint) is
-  'Private. Rebuilds the project''s code_links from its references: a resolved call or base weighs the square root of its occurrences (a tenth for a private _name), an ambiguous one the same shared among its candidates'' files, an import one.';
+  'Private. Rebuilds the project''s code_links from its references: a resolved call or base weighs the square root of its occurrences (a tenth for a private _name), an ambiguous one the same shared among its candidates'' files, an import one; each link''s share of its source''s and of its target''s links.';
 
 create or replace function scsql._code_pagerank(p_project bigint)
 returns void
@@ -745,26 +745,25 @@ begin
     select x.file_id, x.w / sum(x.w) over () as w from (select file_id, sum(weight) as w from foc group by file_id) x
   ), h1 as (
     select y.file_id, sum(y.w) as w from (
-      select l.dst_file_id as file_id, s.w * l.weight / sum(l.weight) over (partition by l.src_file_id) as w
+      select l.dst_file_id as file_id, s.w * l.out_share as w
       from s0 s join scsql.code_links l on l.project_id = v_project and l.src_file_id = s.file_id
       union all
-      select l.src_file_id, 0.5 * s.w * l.weight / sum(l.weight) over (partition by l.dst_file_id)
+      select l.src_file_id, 0.5 * s.w * l.in_share
       from s0 s join scsql.code_links l on l.project_id = v_project and l.dst_file_id = s.file_id) y
     group by y.file_id
   ), h1top as (
     select * from h1 order by w desc, file_id limit 40  -- the second step goes on from the likeliest only
   ), h2 as (
     select y.file_id, sum(y.w) as w from (
-      select l.dst_file_id as file_id, s.w * l.weight / sum(l.weight) over (partition by l.src_file_id) as w
+      select l.dst_file_id as file_id, s.w * l.out_share as w
       from h1top s join scsql.code_links l on l.project_id = v_project and l.src_file_id = s.file_id
       union all
-      select l.src_file_id, 0.5 * s.w * l.weight / sum(l.weight) over (partition by l.dst_file_id)
+      select l.src_file_id, 0.5 * s.w * l.in_share
       from h1top s join scsql.code_links l on l.project_id = v_project and l.dst_file_id = s.file_id) y
     group by y.file_id
   ), pers as (
-    -- The first terms of PageRank personalised by the focus: the focus,
-    -- then what it uses and what uses it, one step away, and two steps
-    -- away from the 40 likeliest of those.
+    -- The first terms of PageRank personalised by the focus: the focus, then what it uses and
+    -- what uses it, one step away, and two steps away from the 40 likeliest of those.
     select z.file_id, sum(z.w) as w
     from (select file_id, w from s0 union all select file_id, 0.5 * w from h1 union all select file_id, 0.25 * w from h2) z
     group by z.file_id
@@ -779,16 +778,18 @@ begin
     select c.file_id, c.path,
            coalesce(c.pw / nullif(max(c.pw) over (), 0), 0) + 0.1 * coalesce(c.rank / nullif(max(c.rank) over (), 0), 0)
              as score
-    from cand c order by 3 desc, 2 limit 100
-  ), defs as (
-    select s.file_id, s.path, s.score, d.def_id, d.line_start,
-           '  ' || d.line_start || ': ' || d.signature as line,
-           s.score * (0.2 + 0.8 * coalesce(d.rank / nullif(max(d.rank) over (partition by d.file_id), 0), 0))
-             * case when d.def_id in (select foc.def_id from foc) then 10 else 1 end as dscore
-    from scored s
-    join scsql.code_definitions d on d.project_id = v_project and d.file_id = s.file_id
-    left join scsql.code_definitions p on p.project_id = v_project and p.def_id = d.parent_id
-    where d.kind <> 'constant' and (p.def_id is null or p.kind not in ('function', 'method'))
+    from cand c order by 3 desc, 2 limit least(100, greatest(20, p_budget_tokens / 15))
+  ), defs as (  -- each file's best definitions, as many as the budget could show, read by the file's index
+    select s.file_id, s.path, s.score, d.def_id, d.line_start, d.line,
+           s.score * (0.2 + 0.8 * coalesce(d.rank / nullif(d.top, 0), 0)) * case when d.focused then 10 else 1 end as dscore
+    from scored s cross join lateral (
+      select x.def_id, x.line_start, x.rank, '  ' || x.line_start || ': ' || x.signature as line,
+             x.def_id in (select foc.def_id from foc) as focused, max(x.rank) over () as top
+      from scsql.code_definitions x
+      left join scsql.code_definitions p on p.project_id = v_project and p.file_id = s.file_id and p.def_id = x.parent_id
+      where x.project_id = v_project and x.file_id = s.file_id and x.kind <> 'constant'
+        and (p.def_id is null or p.kind not in ('function', 'method'))
+      order by 5 desc, x.rank desc, x.def_id limit greatest(40, p_budget_tokens / 10)) d
   ), firsts as (
     select d.*, row_number() over (partition by d.file_id order by d.dscore desc, d.def_id) as rn from defs d
   ), costed as (
@@ -808,7 +809,7 @@ comment on function scsql.repo_map(integer, text[]) is
 p_budget_tokens (50..20000): tokens the map may take (characters / 4)
 p_focus: paths, names or text to centre the map on (files named in the prompt or touched); default the files you edited lately; [] for none
 
-Ranks the files of the acting agent''s project: the first terms of PageRank personalised by FOCUS (the files and definitions it names, what they use and what uses them one step away over code_links, and two steps away from the 40 likeliest of those) plus a tenth of each file''s own PageRank (rank_code), or that rank alone without a focus. A definition counts by its file''s score and by its own rank within the file (ten times more when the focus names it); nested functions and constants are left out. Definitions are taken best first while the map''s text (each file''s path, then one line per definition: line number and signature) fits BUDGET_TOKENS at four characters a token, and shown by file, best file first, each file''s definitions in line order. Returns path, score and definitions (the lines). A focus entry is a path (absolute under the root or relative, or its tail such as indexer.py), a name or qualified name (index_tree, Tree.manifest), or text whose identifiers and paths are taken. Without FOCUS the map centres on the files the agent edited in the last 7 days; an empty array gives the project''s overall map. Raises SC262 for a budget out of range, SC263 for a focus of more than 100 entries or an entry over 2,000 characters.';
+Ranks the files of the acting agent''s project: the first terms of PageRank personalised by FOCUS (the files and definitions it names, what they use and what uses them one step away over code_links, and two steps away from the 40 likeliest of those) plus a tenth of each file''s own PageRank (rank_code), or that rank alone without a focus. A definition counts by its file''s score and by its own rank within the file (ten times more when the focus names it); nested functions and constants are left out. Definitions are taken best first (of the best files for the budget, each file''s best that could fit) while the map''s text (each file''s path, then one line per definition: line number and signature) fits BUDGET_TOKENS at four characters a token, and shown by file, best file first, each file''s definitions in line order. Returns path, score and definitions (the lines). A focus entry is a path (absolute under the root or relative, or its tail such as indexer.py), a name or qualified name (index_tree, Tree.manifest), or text whose identifiers and paths are taken. Without FOCUS the map centres on the files the agent edited in the last 7 days; an empty array gives the project''s overall map. Raises SC262 for a budget out of range, SC263 for a focus of more than 100 entries or an entry over 2,000 characters.';
 
 -- ---------------------------------------------------------------------------
 -- Cards: a file, the project
