@@ -20,7 +20,7 @@ from scsql.core import roles
 from scsql.core.errors import ScsqlError
 from scsql.memory import indexer
 
-from ..helpers import rows
+from ..helpers import enqueue, rows
 
 FILES = {
     "pkg/__init__.py": "",
@@ -92,6 +92,7 @@ FILES = {
     "db/schema.sql": "create table t (a int);\ncreate or replace function f(x int) returns int language sql as $$ select x $$;\n",
     "notes/readme.txt": "Nothing here parses; the word zebrafish is only text.\n",
     "script.rb": "def ruby_method\n  1\nend\n",
+    "tests/test_util.py": "from pkg.util import check_key\n\n\ndef test_check_key():\n    assert check_key('a')\n",
 }
 
 
@@ -177,8 +178,8 @@ def test_who_calls_and_what_breaks_are_one_call_each(indexed):
     agent, _, _ = indexed
     api = Api(agent)
     who = api.call("graph_neighbors", node="check_key", direction="in", kinds=["calls"])
-    assert {r["node"] for r in who} == {"pkg/store.py#Store.put", "app.py#main"}
-    assert all(r["cite"].split(":")[0] in ("pkg/store.py", "app.py") for r in who)
+    assert {r["node"] for r in who} == {"pkg/store.py#Store.put", "app.py#main", "tests/test_util.py#test_check_key"}
+    assert all(r["cite"].split(":")[0] in ("pkg/store.py", "app.py", "tests/test_util.py") for r in who)
     breaks = api.call("graph_neighbors", node="pkg/util.py#check_key", direction="in",
                       kinds=["calls", "inherits", "imports"], depth=3)
     assert "app.py#main" in {r["node"] for r in breaks}
@@ -216,10 +217,26 @@ def test_cards_say_what_a_file_and_the_project_are(indexed, scsql_db):
     assert {"python", "typescript", "go", "rust", "java", "c", "cpp", "sql", "text"} <= {
         x["language"] for x in project["languages"]}
     assert any(e["name"] == "main" for e in project["entry_points"])
-    assert project["test_command"] is None  # no test files here
+    assert project["test_command"] == "python -m pytest"  # tests/test_util.py
     with pytest.raises(ScsqlError) as err:
         api.call("file_card", path="nowhere.py")
     assert err.value.code == "SC264"
+
+
+def test_a_file_card_names_its_tests_lessons_and_the_task_holding_it(indexed, scsql_db):
+    agent, root, _ = indexed
+    api = Api(agent)
+    assert api.call("file_card", path="pkg/util.py")["tests"] == ["tests/test_util.py"]  # by name and by import
+    assert api.call("file_card", path="pkg/store.py")["tests"] == []
+    api.call("record_outcome", kind="failed", summary="pkg/util.py rejected an empty key", task_ref="T-31")
+    orch = scsql_db.agent("orch", f"code{abs(hash(str(root))) % 10**6}", "orchestrator")
+    task = enqueue(orch, "developer", ["pkg/util.py"])
+    card = api.call("file_card", path="pkg/util.py")
+    assert [x["summary"] for x in card["lessons"]] == ["pkg/util.py rejected an empty key"]
+    assert card["lessons"][0]["cite"].startswith("learning:")
+    assert card["task"]["task"] == task and card["task"]["cite"] == f"task:{task}"
+    other = api.call("file_card", path="app.py")
+    assert other["lessons"] == [] and other["task"] is None and other["edits"] == []
 
 
 def test_search_ranks_a_named_definition_first_and_says_what_chunks_define(indexed):

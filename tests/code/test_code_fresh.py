@@ -74,3 +74,22 @@ def test_an_edit_outside_the_root_is_not_indexed(installed, tmp_path):  # noqa: 
     wait_for(lambda: _found(agent, "echidna_inside"), 20)
     assert _found(agent, "platypus_outside") == []
     assert {r["path"] for r in rows(agent, "select path from scsql.code_files")} == {"src/inside.py"}
+
+
+def test_multiedit_and_notebookedit_are_indexed_and_the_card_says_who_edited(installed):  # noqa: F811
+    repo, agent = installed.repo, installed.agent
+    sid = uuid.uuid4().hex
+    many = repo / "src" / "many.py"
+    many.write_text("def numbat_first():\n    return 1\n\n\ndef numbat_second():\n    return numbat_first()\n")
+    installed.fire(_tool(sid, repo, "MultiEdit", {"file_path": str(many), "edits": [
+        {"old_string": "a", "new_string": "def numbat_first(): ..."}]}))
+    book = repo / "src" / "book.ipynb"
+    book.write_text('{"cells": [{"cell_type": "code", "source": ["bilby_notebook_cell = 3"]}], "nbformat": 4}\n')
+    installed.fire(_tool(sid, repo, "NotebookEdit", {"notebook_path": str(book), "new_source": "bilby_notebook_cell = 3"}))
+    hits = wait_for(lambda: _found(agent, "numbat_second"), 20)
+    assert hits[0]["source_path"] == "src/many.py" and "numbat_second" in hits[0]["defines"]
+    assert wait_for(lambda: _found(agent, "bilby_notebook_cell"), 20)[0]["source_path"] == "src/book.ipynb"
+    card = Api(agent).call("file_card", path="src/many.py")
+    assert {d["name"] for d in card["defines"]} == {"numbat_first", "numbat_second"}
+    assert [(e["agent"], e["tool"]) for e in card["edits"]] == [(agent.name, "MultiEdit")]
+    assert card["edits"][0]["cite"].startswith("tool_call:")
