@@ -123,10 +123,32 @@ def _index(agent, args: dict[str, Any], call: Call) -> Any:
     return _embed_inline(agent, indexer.index_files(agent, tree, rows))
 
 
+def _within_named_time(agent, args: dict[str, Any], call: Call) -> Any:
+    """A search whose query names a time ("yesterday", "in March") and that
+    is given no since: the hits that happened then (core/when.py), the
+    query searched without its time words; the search as asked when nothing
+    in that time matches."""
+    from ..core import when
+
+    query = args.get("query")
+    span = when.read(query) if isinstance(query, str) and args.get("since") is None else None
+    if span is None or not isinstance(args.get("k", 10), int):
+        return call(args)
+
+    def run(text: str, since, k: int) -> list[dict[str, Any]]:
+        return call({**args, "query": text, "k": k} | ({"since": since} if since is not None else {}))
+
+    def times(hits: list[dict[str, Any]]) -> dict:
+        with agent.transaction() as conn:
+            return when.happened(conn, hits)
+
+    return when.search_within(span, query, args.get("k", 10), run, times)
+
+
 _EMBEDDING = frozenset({"query_embedding", "model"})
 
 ADAPTERS: dict[str, Adapter] = {
-    "search": Adapter(_EMBEDDING, _with_query_embedding("query")),
+    "search": Adapter(frozenset(), _within_named_time).wrapping(Adapter(_EMBEDDING, _with_query_embedding("query"))),
     "search_global": Adapter(_EMBEDDING, _with_query_embedding("query")),
     "pack": Adapter(_EMBEDDING, _with_query_embedding("intent")),
     **{fn: Adapter(frozenset(), _write_then_embed) for fn in ("remember", "index_text", "summarize_session")},
