@@ -70,6 +70,11 @@ _FORMS = [(name, re.compile(rf"\b{_PREP}(?:{pat})\b", re.IGNORECASE)) for name, 
 _BARE_MONTH_NEEDS_PREP = {"may", "mar", "jun", "jan", "aug", "dec", "oct", "sep", "nov", "feb", "apr", "jul", "sept"}
 
 
+def clock() -> dt.datetime:
+    """The time relative to which :func:`read` reads a text when given no now."""
+    return dt.datetime.now(UTC)
+
+
 @dataclass(frozen=True)
 class Span:
     """A time range a text names: [since, until) in UTC (None: open on that side),
@@ -170,15 +175,16 @@ def _range(name: str, g: dict[str, str | None], now: dt.datetime) -> tuple[dt.da
 
 def read(text: str, now: dt.datetime | None = None) -> Span | None:
     """The first time range TEXT names, relative to NOW (default: the current
-    time; a naive NOW is taken as UTC), or None when it names none."""
-    now = (now or dt.datetime.now(UTC))
+    time, :func:`clock`; a naive NOW is taken as UTC), or None when it names none."""
+    now = now or clock()
     now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
     found = sorted((m.start(), -len(m.group(0)), i, m) for i, (name, form) in enumerate(_FORMS)
                    for m in form.finditer(text))
     for _, _, i, m in found:
         name, g = _FORMS[i][0], m.groupdict()
         bound = _BOUND.get(re.sub(r"\s+", " ", (g.pop("bound") or "").lower()), "")
-        if name == "last_weekday" and not (bound or g.pop("last") or re.match(r"on\b", m.group(0), re.IGNORECASE)):
+        if name == "last_weekday" and not (bound or g.pop("last") or m.group(0).endswith("'s")
+                                           or re.match(r"on\b", m.group(0), re.IGNORECASE)):
             continue
         g.pop("last", None)
         if name == "month" and not bound and not re.match(r"(in|during|from|of|at|on|early|late|mid)\b",
