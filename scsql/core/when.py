@@ -45,8 +45,9 @@ _UNIT = r"(?P<unit>day|week|month|year)s?"
 _YEAR = r"(?:,?\s+(?P<year>(?:19|20)\d\d))"
 _DAYNUM = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 
-# Each form: a pattern and what it names, (since, until) from the match and
-# now. The first form that matches earliest in the text wins.
+# Each form of time expression: its name (_range computes the range it names)
+# and its pattern, after an optional preposition or bound (since, before, ...).
+# The match that starts first in the text, the longest there, is the one read.
 _ANCHORS: list[tuple[str, str]] = [
     ("iso", r"(?P<iy>\d{4})-(?P<im>\d\d)-(?P<id>\d\d)"),
     ("day_month", r"(?:the\s+)?" + _DAYNUM + r"(?:\s+of)?\s+" + _MONTH + _YEAR + "?"),
@@ -66,8 +67,12 @@ _BOUND = {"since": "since", "after": "after", "before": "before", "until": "unti
           "prior to": "before"}
 _PREP = r"(?:(?P<bound>since|after|before|until|till|prior\s+to)\s+|(?:in|on|during|from|of|at)\s+)?"
 _FORMS = [(name, re.compile(rf"\b{_PREP}(?:{pat})\b", re.IGNORECASE)) for name, pat in _ANCHORS]
-# Months that are also common words need a preposition or a day ("may" alone is a verb).
-_BARE_MONTH_NEEDS_PREP = {"may", "mar", "jun", "jan", "aug", "dec", "oct", "sep", "nov", "feb", "apr", "jul", "sept"}
+# A month name that is also a word ("may" is a verb) or an abbreviation names a
+# time only with a preposition, an ordinal or a year ("on 8 May", "May 8th",
+# "May 2026"); other month names alone need one too ("march" is a word).
+_WORD_MONTHS = {"may", "mar", "jun", "jan", "aug", "dec", "oct", "sep", "nov", "feb", "apr", "jul", "sept"}
+_MARKED = re.compile(r"\b(?:on|in|of|the|during|from|at|since|after|before|until|till|prior|early|late)\b|mid-?|"
+                     r"\d(?:st|nd|rd|th)\b|(?:19|20)\d\d", re.IGNORECASE)
 
 
 def clock() -> dt.datetime:
@@ -97,8 +102,8 @@ def _day(t: dt.datetime) -> dt.datetime:
 
 
 def _month(year: int, month: int) -> tuple[dt.datetime, dt.datetime]:
-    start = dt.datetime(year, month, 1, tzinfo=UTC)
-    return start, (dt.datetime(year + 1, 1, 1, tzinfo=UTC) if month == 12 else dt.datetime(year, month + 1, 1, tzinfo=UTC))
+    after = (year + 1, 1) if month == 12 else (year, month + 1)
+    return dt.datetime(year, month, 1, tzinfo=UTC), dt.datetime(*after, 1, tzinfo=UTC)
 
 
 def _shift_months(year: int, month: int, by: int) -> tuple[int, int]:
@@ -160,7 +165,7 @@ def _range(name: str, g: dict[str, str | None], now: dt.datetime) -> tuple[dt.da
         span = {"day": dt.timedelta(days=n), "week": dt.timedelta(weeks=n)}.get(unit)
         if span is None:
             y, m = _shift_months(now.year, now.month, n * (12 if unit == "year" else 1))
-            return _last_dated(m, min(now.day, 28), str(y), now)[0], now
+            return now.replace(year=y, month=m, day=min(now.day, calendar.monthrange(y, m)[1])), now
         return now - span, now
     if name == "ago":
         return _unit_range(g["unit"].lower(), now, _number(g["n"]))
@@ -187,9 +192,8 @@ def read(text: str, now: dt.datetime | None = None) -> Span | None:
                                            or re.match(r"on\b", m.group(0), re.IGNORECASE)):
             continue
         g.pop("last", None)
-        if name == "month" and not bound and not re.match(r"(in|during|from|of|at|on|early|late|mid)\b",
-                                                          m.group(0), re.IGNORECASE) \
-                and (g["month"].lower() in _BARE_MONTH_NEEDS_PREP or not g.get("year")):
+        word_day = name in ("day_month", "month_day") and g["month"].lower() in _WORD_MONTHS
+        if (name == "month" or word_day) and not _MARKED.search(m.group(0)):
             continue
         r = _range(name, g, now)
         if r is None:
