@@ -26,7 +26,7 @@ from scsql.core import when
 from scsql.core.errors import ScsqlError
 from scsql.hooks import handlers, importer, transcript
 
-DATA = Path(__file__).parent / "data" / "recall_by_time.json"
+DATA = next(p for p in Path(__file__).resolve().parents if p.name == "tests") / "data" / "recall_by_time.json"
 NOW = dt.datetime(2026, 5, 20, 15, tzinfo=dt.UTC)
 K = 5
 
