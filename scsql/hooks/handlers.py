@@ -31,6 +31,7 @@ from ..core.db import Agent
 from ..core.errors import ScsqlError, is_unreachable
 from ..core.jsonb import jsonb_text
 from ..core.paths import real_root, resolve_in_root
+from ..core import when
 from . import storable
 from .clip import clip as _clip
 from .hookclient import as_text as _as_text, scrub, scrub_value
@@ -631,12 +632,25 @@ def _relevant(prompt_terms: set[str], content: str) -> bool:
     return held >= min(RECALL_TERMS, len(prompt_terms)) and held > 0
 
 
-def recall(agent: Agent, prompt: str, k: int = RECALL_HITS, floor: float = RECALL_FLOOR) -> list[dict]:
+def recall(agent: Agent, prompt: str, k: int = RECALL_HITS, floor: float = RECALL_FLOOR,
+           now: dt.datetime | None = None) -> list[dict]:
     """The few knowledge-base hits relevant to PROMPT: BM25 hits scoring at
     least FLOOR that hold at least RECALL_TERMS of the prompt's distinct words
     (none when nothing is relevant), ordered by fusion with vector hits when
-    the server has the embedding model loaded."""
+    the server has the embedding model loaded. A prompt that names a time
+    ("yesterday", "last week", "on 8 May", relative to NOW) recalls what
+    happened then (core/when.py), searched without its time words; what
+    happened at any time when nothing then is relevant."""
     text = prompt[:agent.rules().query_max_chars]  # the longest query search takes
+    span = when.read(text, now)
+    if span is not None:
+        found = _recall(agent, when.query_of(span, text), k, floor, span)
+        if found:
+            return found
+    return _recall(agent, text, k, floor, None)
+
+
+def _recall(agent: Agent, text: str, k: int, floor: float, span: when.Span | None) -> list[dict]:
     terms = _terms(text)
     vector = None
     if query_embedding is not None:
@@ -645,18 +659,21 @@ def recall(agent: Agent, prompt: str, k: int = RECALL_HITS, floor: float = RECAL
         except Exception:  # noqa: BLE001 - recall falls back to BM25
             vector = None
     with agent.transaction() as conn:
-        bm25 = conn.execute(
-            "select source_path, anchor, chunk_hash, content, score from scsql.search(%s, p_k => %s, p_mode => 'bm25')",
-            (text, k * 3)).fetchall()
+        def run(extra: str, *args) -> list[dict]:
+            since = span.since if span is not None else None
+            hits = conn.execute(
+                "select source_path, anchor, chunk_hash, content, score, written_at from scsql.search(%s, p_k => %s, "
+                f"p_since => %s{extra})", (text, k * 3 if span is None else when.WIDE, since, *args)).fetchall()
+            return hits if span is None else when.in_range(span, hits, lambda h: when.happened(conn, h))
+
+        bm25 = run(", p_mode => 'bm25'")
         relevant = {h["chunk_hash"] for h in bm25
                     if h["score"] is not None and h["score"] >= floor and _relevant(terms, h["content"])}
         if not relevant:
             return []
         if vector is None:
             return [h for h in bm25 if h["chunk_hash"] in relevant][:k]
-        fused = conn.execute(
-            "select source_path, anchor, chunk_hash, content, score from scsql.search(%s, p_k => %s, "
-            "p_query_embedding => %s)", (text, k * 3, vector)).fetchall()
+        fused = run(", p_query_embedding => %s", vector)
     return [h for h in fused if h["chunk_hash"] in relevant][:k]
 
 
