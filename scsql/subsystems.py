@@ -146,6 +146,15 @@ def _ops_commands(sub: Any, add: Callable) -> None:
     cli.register(sub, add)
 
 
+# -- serve: the team server (MCP and hook events over HTTP) and its tokens -----
+
+
+def _serve_commands(sub: Any, add: Callable) -> None:
+    from .serve import cli
+
+    cli.register(sub, add)  # extends the ``agent`` command core made
+
+
 SUBSYSTEMS: tuple[Subsystem, ...] = (
     Subsystem("core", commands=_core_commands),
     Subsystem("audit", adapters=_audit_adapters, commands=_audit_commands),
@@ -154,6 +163,7 @@ SUBSYSTEMS: tuple[Subsystem, ...] = (
               commands=_coordination_commands),
     Subsystem("bench", commands=_bench_commands),
     Subsystem("hooks", jobs=_hooks_jobs, commands=_hooks_commands),
+    Subsystem("serve", commands=_serve_commands),
     Subsystem("ops", adapters=_ops_adapters, commands=_ops_commands),  # listed last: its timing wraps the search
 )
 
