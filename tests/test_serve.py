@@ -9,6 +9,7 @@ import json
 import re
 import socket
 import subprocess
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -232,3 +233,105 @@ def test_hook_events_are_recorded_as_the_tokens_agent_and_name_no_server_path(te
                             "and s.session_id = c.session_id where c.tool_use_id = 'toolu_remote_1'").fetchall()
     # The branch is the one the client read; no git ran on the server in the directory the event names.
     assert rows == [(team["b"].name, "feature/remote", None)]
+
+
+def run_hook(command: str, event: dict, env: dict, cwd) -> subprocess.CompletedProcess:
+    """A hook command as Claude Code runs it: through the shell, the event on stdin."""
+    return subprocess.run(["/bin/sh", "-c", command], input=json.dumps(event), capture_output=True, text=True,
+                          timeout=TIMEOUT, env=env, cwd=cwd)
+
+
+def spooled(home) -> list:
+    root = Path(home) / "spool"
+    return sorted(p.name for p in root.rglob("*.jsonl") if "failed" not in p.parts) if root.exists() else []
+
+
+def test_remote_install_writes_no_token_and_its_hooks_spool_while_the_server_is_down(team, tmp_path):
+    """scsql install claude --server, committed (project scope): the files name the variable
+    that holds the token, never the token; the committed hooks post to the server, spool
+    while it is down, and the spool is written, in order, once it answers again."""
+    import os
+
+    db, agent, token = team["db"], team["b"].name, team["tokens"]["b"]
+    repo, home, bin_dir = tmp_path / "repo", tmp_path / "data", tmp_path / "bin"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    bin_dir.mkdir()
+    (bin_dir / "scsql").write_text(f"#!/bin/sh\nPYTHONPATH={Path(__file__).resolve().parents[1]} "
+                                   f"exec {sys.executable} -m scsql \"$@\"\n")
+    (bin_dir / "scsql").chmod(0o755)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SCSQL_")}
+    client = {**base, "SCSQL_DATA_DIR": str(home), "SCSQL_TOKEN": token, "PATH": f"{bin_dir}:{base['PATH']}",
+              "CLAUDE_PROJECT_DIR": str(repo)}
+    with serving(db, port=port):
+        installed = subprocess.run([sys.executable, "-m", "scsql", "install", "claude", "--server", url + "/mcp",
+                                    "--project-dir", str(repo)], env=client, capture_output=True, text=True,
+                                   timeout=TIMEOUT)
+    assert installed.returncode == 0, installed.stderr
+    assert f"acts as agent {agent}" in installed.stdout
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and "bin" not in p.parts]
+    assert written and not [p for p in written if token in p.read_text(errors="replace")]
+    mcp = json.loads((repo / ".mcp.json").read_text())["mcpServers"]["scsql"]
+    assert mcp == {"type": "http", "url": f"{url}/mcp", "headers": {"Authorization": "Bearer ${SCSQL_TOKEN}"}}
+    identity = json.loads((repo / ".claude" / "scsql.local.json").read_text())
+    assert identity == {"agent": agent, "home": str(home), "server": url, "token_env": "SCSQL_TOKEN"}
+    hooks = json.loads((repo / ".claude" / "settings.json").read_text())["hooks"]
+    post = hooks["PostToolUse"][0]["hooks"][0]["command"]
+    prompt = hooks["UserPromptSubmit"][0]["hooks"][0]["command"]
+    assert post == "scsql hook post-tool-use || exit 1"  # committed: nothing of this machine, no token
+
+    def tool_event(n: int) -> dict:
+        return {"hook_event_name": "PostToolUse", "session_id": "remote-install", "tool_name": "Bash",
+                "tool_input": {"command": f"make step{n}"}, "tool_response": {"stdout": "ok"},
+                "tool_use_id": f"toolu_spool_{n}", "cwd": str(repo)}
+
+    # The server is down: the hooks fail open, say so once, and spool.
+    first = run_hook(post, tool_event(1), client, repo)
+    said = run_hook(prompt, {"hook_event_name": "UserPromptSubmit", "session_id": "remote-install",
+                             "prompt": "why does the ledger drift?", "cwd": str(repo)}, client, repo)
+    assert first.returncode == 0 and said.returncode == 0, (first.stderr, said.stderr)
+    assert "degraded" in json.loads(said.stdout)["systemMessage"] and url in json.loads(said.stdout)["systemMessage"]
+    assert len(spooled(home)) == 2
+    # Back: the next capture joins the spool, and the whole spool is written in order.
+    with serving(db, port=port):
+        again = run_hook(post, tool_event(2), client, repo)
+        assert again.returncode == 0, again.stderr
+        assert spooled(home) == []
+    with psycopg.connect(db.admin) as conn:
+        calls = conn.execute("select c.tool_use_id, a.name from scsql.tool_calls c join scsql.agents a "
+                             "on a.agent_id = c.author_id where c.tool_use_id like 'toolu_spool_%' "
+                             "order by c.seq").fetchall()
+        prompts = conn.execute("select count(*) from scsql.prompts where text like 'why does the ledger%'").fetchone()
+    assert calls == [("toolu_spool_1", agent), ("toolu_spool_2", agent)]
+    assert prompts == (1,)
+
+
+def test_remote_install_for_one_agent_names_it_and_uninstall_removes_it(tmp_path):
+    """Local scope: the entry and the hooks name the agent (a token of another is refused,
+    SC285); uninstall takes out exactly what install wrote, and the files it made go."""
+    import os
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("SCSQL_")}, "SCSQL_DATA_DIR": str(tmp_path / "d")}
+    url = "http://127.0.0.1:9"  # never asked: no token is given
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "scsql", *args, "--project-dir", str(repo), "--scope", "local",
+                               "--agent", "dev_remote", "--server", url, "--token-env", "TEAM_TOKEN"],
+                              env=env, capture_output=True, text=True, timeout=TIMEOUT)
+
+    installed = run("install", "claude")
+    assert installed.returncode == 0, installed.stderr
+    entry = json.loads((repo / ".mcp.json").read_text())["mcpServers"]["scsql-dev_remote"]
+    assert entry["headers"] == {"Authorization": "Bearer ${TEAM_TOKEN}", "X-Scsql-Agent": "dev_remote"}
+    hooks = json.loads((repo / ".claude" / "settings.local.json").read_text())["hooks"]
+    command = hooks["SessionStart"][0]["hooks"][0]["command"]
+    assert f"--agent dev_remote --home {tmp_path / 'd'} --server {url} --token-env TEAM_TOKEN" in command
+    assert run("install", "claude").stdout.count("unchanged") == 2  # a second install changes no byte
+    removed = run("uninstall", "claude")
+    assert removed.returncode == 0, removed.stderr
+    assert not (repo / ".mcp.json").exists() and not (repo / ".claude").exists()

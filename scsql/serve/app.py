@@ -228,8 +228,27 @@ class Gate:
         _mark_user(scope, identity)
         if path == "/mcp":
             await self.mcp_app(scope, limits.replaying(body, receive), send)
+        elif path == "/whoami":
+            await self._whoami(identity, send)
         else:
             await self.hooks.answer(path, identity, body, send)
+
+    async def _whoami(self, identity: Identity, send) -> None:
+        """The token's agent as the database knows it, and the token's id and scope."""
+        def read() -> dict:
+            from ..core import keys
+
+            agent = self.registry.served(identity.agent).agent
+            row = agent.whoami()
+            return {**row, "token_id": identity.token_id, "scope": identity.scope,
+                    "key_matches": keys.public_bytes(agent.key).hex() == row["public_key"]}
+        try:
+            found = await anyio.to_thread.run_sync(read)
+        except Exception as exc:  # noqa: BLE001 - every refusal carries a code
+            err = unexpected(exc)
+            await refuse(send, 503 if err.code in UNAVAILABLE else 500, err)
+            return
+        await respond(send, 200, json.dumps(found, default=str).encode())
 
     async def _admit(self, scope, send, path: str) -> tuple[Identity, int] | None:
         """The request's identity, or None once it was refused."""
