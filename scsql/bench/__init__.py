@@ -13,8 +13,8 @@ def register(sub, add) -> None:
 
 
 def _benches(p) -> None:
-    from . import chain, embed, hooks, queue, retrieval, search, start, tools
+    from . import chain, embed, hooks, queue, retrieval, search, serve, start, tools
 
     bsub = p.add_subparsers(dest="bench", metavar="BENCH", required=True)
-    for bench in (chain, embed, hooks, queue, retrieval, search, start, tools):
+    for bench in (chain, embed, hooks, queue, retrieval, search, serve, start, tools):
         bench.register(bsub)
