@@ -17,7 +17,7 @@
 # pg_partman's background worker is loaded and runs maintenance every
 # $PG15_BGW_INTERVAL (2) seconds, as postgres, in the databases
 # pg_partman_bgw.dbname names, which this script leaves unset:
-# tests/test_partitions.py names its database (scsql_partman_bgw) there only
+# tests/audit/test_partitions.py names its database (scsql_partman_bgw) there only
 # while pg_partman and scsql are installed in it, and waits for the worker to
 # make partitions. The worker's main process starts one worker per database
 # and stops for 10 minutes when that worker has already ended by the time it

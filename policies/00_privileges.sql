@@ -22,6 +22,11 @@ alter default privileges for role scsql_owner in schema scsql, scsql_caller revo
 -- agent can). What policies and functions running as the caller need has a
 -- public name in schema scsql_caller, which holds no MCP tools.
 grant execute on function scsql_caller.api() to scsql_agent, scsql_auditor, scsql_admin;
+-- The rules the client applies as the database does (sql/01_rules.sql).
+grant execute on function
+  scsql_caller.rules(), scsql_caller.redaction_prefilter(), scsql_caller.query_max_chars(),
+  scsql_caller.index_max_bytes(), scsql_caller.chunk_chars()
+to scsql_agent, scsql_auditor, scsql_admin;
 grant execute on function
   scsql_caller.agent(), scsql_caller.project_id(), scsql_caller.agent_id(), scsql_caller.readable_projects(),
   scsql_caller.project_agents()

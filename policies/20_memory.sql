@@ -99,7 +99,7 @@ grant execute on function scsql.embedding_sample(integer) to scsql_auditor;
 -- The API: these are the agents' memory tools.
 grant execute on function
   scsql.remember(text, text, integer, interval), scsql.forget(text),
-  scsql.index_text(text, text, text, text, text, jsonb, jsonb), scsql.index(text, jsonb),
+  scsql.index_text(text, text, text, text, text, jsonb, jsonb, timestamptz), scsql.index(text, jsonb),
   scsql.forget_source(text), scsql.forget_chunk(text),
   scsql.search(text, integer, text[], text, timestamptz, text, double precision, double precision,
                double precision, double precision, double precision, integer, vector, text, text, double precision,
@@ -108,7 +108,7 @@ grant execute on function
                       double precision, double precision, double precision, integer, vector, text, text,
                       double precision),
   scsql.get_source(text, integer),
-  scsql.summarize_session(jsonb),
+  scsql.summarize_session(jsonb, timestamptz),
   scsql.recall_context(integer, double precision, double precision, double precision, double precision),
   scsql.pack(text, integer, vector, text, double precision, double precision, double precision, double precision),
   scsql.memory_status()
@@ -139,10 +139,11 @@ to scsql_agent;
 
 grant execute on function
   scsql.pin(text, boolean), scsql.decide(text, text, bigint), scsql.decisions(text, boolean, integer),
-  scsql.open_loop(text, text), scsql.close_loop(bigint, text), scsql.open_loops(text), scsql.close_loops_done(text[], text)
+  scsql.open_loop(text, text), scsql.close_loop(bigint, text), scsql.open_loops(text), scsql.close_loops_done(text[], text),
+  scsql.pin_loop(bigint, boolean)
 to scsql_agent;
 
-grant execute on function scsql.set_memory_lifecycle(text, interval, interval) to scsql_admin;
+grant execute on function scsql.set_memory_lifecycle(text, interval, interval, interval) to scsql_admin;
 
 -- Memory history (sql/26_history.sql): private tables, read and written
 -- through memory_history, remember, forget and resolve_conflict.

@@ -1,7 +1,8 @@
 """scsql's API as one agent's Python calls: every function of the catalogue
 the agent may execute (``core/registry.py``), each with the adapters the
-subsystems declare for it (``subsystems.py``). The MCP tools, the command
-line and the benchmarks all call through it::
+subsystems declare for it (``subsystems.py``). The command line, the MCP
+tools and the benchmarks reach the same through their context
+(``ctx.api(agent)``); a program of its own uses this::
 
     api = Api(agent)
     api.call("remember", key="build", value="make test", importance=4)

@@ -1,5 +1,6 @@
 """The MCP server: one agent, over stdio, with one tool per API function the
-agent may execute (see core/registry.py and api.py). It is the only module
+agent may execute (the catalogue of core/registry.py, with every subsystem's
+adapters: ``scsql mcp`` gives it ``ctx.api(agent)``). It is the only module
 that imports the MCP SDK, and it uses the SDK's public low-level server: the
 tools are listed and called by two handlers, their schemas come from the
 catalogue.
@@ -36,10 +37,8 @@ from mcp.shared.message import SessionMessage
 
 from . import __version__
 from .core import errors
-from .core.db import Agent
 from .core.errors import ScsqlError
-from .api import Api
-from .core.registry import ApiFunction
+from .core.registry import ApiFunction, Catalogue
 
 log = logging.getLogger("scsql.mcp")
 
@@ -82,7 +81,7 @@ class Tools:
     marked tuning (BM25's k1, fusion weights): left out of the published
     schema unless ``all_tools``, accepted when given."""
 
-    def __init__(self, api: Api, all_tools: bool = False):
+    def __init__(self, api: Catalogue, all_tools: bool = False):
         self.api = api
         self.functions: dict[str, ApiFunction] = dict(api.functions)
         self.listed = [types.Tool(name=fn.name, description=fn.description, input_schema=fn.tool_schema(all_tools))
@@ -122,8 +121,8 @@ class ScsqlServer:
     """The low-level MCP server with the agent's tools, on a stdio transport
     that answers every line."""
 
-    def __init__(self, agent: Agent, all_tools: bool = False):
-        self.tools = Tools(Api(agent), all_tools)
+    def __init__(self, api: Catalogue, all_tools: bool = False):
+        self.tools = Tools(api, all_tools)
         self.server = Server("scsql", version=__version__, instructions=INSTRUCTIONS,
                              on_list_tools=self.tools.list_tools, on_call_tool=self.tools.call_tool)
 
@@ -140,10 +139,11 @@ class ScsqlServer:
                 await self.server.run(read_stream, write_stream, self.server.create_initialization_options())
 
 
-def build(agent: Agent, all_tools: bool | None = None) -> ScsqlServer:
-    """The server of AGENT's tools; ``all_tools`` (default: SCSQL_MCP_TOOLS=all)
+def build(api: Catalogue, all_tools: bool | None = None) -> ScsqlServer:
+    """The server of the tools of API's agent (``ctx.api(agent)``, or
+    ``scsql.api.Api(agent)``); ``all_tools`` (default: SCSQL_MCP_TOOLS=all)
     lists the tools hooks do for agents too."""
-    return ScsqlServer(agent, all_tools_configured() if all_tools is None else all_tools)
+    return ScsqlServer(api, all_tools_configured() if all_tools is None else all_tools)
 
 
 def schema_size(tools: list[types.Tool]) -> str:

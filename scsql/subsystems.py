@@ -1,45 +1,51 @@
-"""What each subsystem adds to scsql, declared in one place.
+"""Every subsystem of scsql and what it adds, declared in one place, and
+the bundle of them the entry points run (``BUNDLE``).
 
-scsql's SQL is split by subsystem (sql/10-13 audit, 20-25 memory, 30-31
-coordination, 40 integration), and so is the Python package: ``core`` (the
-server, identity, keys, migrations, the catalogue of functions and the
-worker loop), ``audit``, ``memory`` and ``coordination``. A subsystem may
-contribute three things, and this module names them, so nothing is found by
-importing lists of module names:
+The types are core's (``core/app.py``: a subsystem adds adapters, jobs
+and commands; a command runs in a context that carries the bundle). This
+module and the other entry points (``cli.py``, ``api.py``) are the only
+ones that know every subsystem: nothing below them imports them, and a
+command reaches the other subsystems' adapters and jobs through its
+context (``ctx.api``, ``ctx.jobs``). tests/system/test_imports.py holds the
+package to that.
 
-* **adapters**: Python help around some of the catalogue's functions (see
-  ``core/registry.py``), by function name. When two subsystems adapt one
-  function, the one listed later runs around the one listed earlier (a
-  learning is indexed around the signed write of its outcome);
-* **jobs**: background work ``scsql worker`` drains (``core/worker.py``);
-* **commands**: subcommands of the ``scsql`` command line.
-
-Each is a function that imports its subsystem when first asked, so a
-command that needs neither the embedding model nor the MCP SDK never loads
-them. For the same reason a command module (``*/cli.py``) imports at its top
-only what building its parser needs, and each command imports what it drives
-when it runs; ``scsql bench`` describes its benchmarks only when it is used
-(tests/test_cli_start.py checks what the everyday commands import).
+Each contribution below imports its subsystem when first asked. For the
+same reason a command module (``*/cli.py``) imports at its top only what
+building its parser needs, and each command imports what it drives when it
+runs; ``scsql bench`` describes its benchmarks only when it is used
+(tests/core/test_cli_start.py checks what the everyday commands import).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from functools import cache
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .core.app import Bundle, Subsystem
 
 if TYPE_CHECKING:  # the command line builds its parser without importing them
+    from .core.app import Context
+    from .core.command import Commands
     from .core.registry import Adapter
     from .core.worker import Job
 
 
-@dataclass(frozen=True)
-class Subsystem:
-    name: str
-    adapters: Callable[[], dict[str, Adapter]] = dict
-    jobs: Callable[[], list[Job]] = list
-    commands: Callable[[Any, Callable], None] = lambda sub, add: None
+# -- core: the server, projects, agents ------------------------------------------
+
+
+def _core_commands(commands: Commands) -> None:
+    from .core import cli
+
+    cli.register(commands)
+
+
+# -- status, mcp, worker, verify: the commands composed of several subsystems ----
+
+
+def _composed_commands(commands: Commands) -> None:
+    from . import composed
+
+    composed.register(commands, BUNDLE)
 
 
 # -- audit: chained, signed telemetry; verification; checkpoints; partitions ---
@@ -51,10 +57,10 @@ def _audit_adapters() -> dict[str, Adapter]:
     return telemetry.ADAPTERS
 
 
-def _audit_commands(sub: Any, add: Callable) -> None:
+def _audit_commands(commands: Commands) -> None:
     from .audit import cli
 
-    cli.register(sub, add)
+    cli.register(commands)
 
 
 # -- memory: the knowledge base, facts, search, embeddings, learnings ----------
@@ -66,16 +72,16 @@ def _memory_adapters() -> dict[str, Adapter]:
     return {**adapters.ADAPTERS, **learning.ADAPTERS}
 
 
-def _memory_jobs() -> list[Job]:
+def _memory_jobs(ctx: Context) -> list[Job]:
     from .memory import embed, learning
 
     return [*embed.jobs(), *learning.jobs()]
 
 
-def _memory_commands(sub: Any, add: Callable) -> None:
+def _memory_commands(commands: Commands) -> None:
     from .memory import cli
 
-    cli.register(sub, add)
+    cli.register(commands)
 
 
 # -- coordination: the task queue, broadcasts, file ownership -----------------
@@ -87,51 +93,61 @@ def _coordination_adapters() -> dict[str, Adapter]:
     return client.ADAPTERS
 
 
-def _coordination_jobs() -> list[Job]:
+def _coordination_jobs(ctx: Context) -> list[Job]:
     from .coordination import client
 
     return client.jobs()
 
 
-def _coordination_commands(sub: Any, add: Callable) -> None:
+def _coordination_commands(commands: Commands) -> None:
     from .coordination import cli
 
-    cli.register(sub, add)
+    cli.register(commands)
 
 
-# -- the worker and the benchmarks ---------------------------------------------
+# -- the benchmarks --------------------------------------------------------------
 
 
-def _core_commands(sub: Any, add: Callable) -> None:
-    from .core import cli
-
-    cli.register(sub, add)
-
-
-def _bench_commands(sub: Any, add: Callable) -> None:
+def _bench_commands(commands: Commands) -> None:
     from . import bench
 
-    bench.register(sub, add)
+    bench.register(commands)
 
 
 # -- hooks: capture and recall through Claude Code hooks ------------------------
 
 
-def _hooks_jobs() -> list[Job]:
+def _hooks_jobs(ctx: Context) -> list[Job]:
     from .hooks import daemon
 
-    return daemon.jobs()
+    return daemon.jobs(ctx.settings.data_dir)
 
 
-def _hooks_commands(sub: Any, add: Callable) -> None:
+def _hooks_commands(commands: Commands) -> None:
     from .hooks import cli, importer, install
 
-    cli.register(sub, add)  # extends the ``hook`` group coordination made
-    install.register_install(sub, add)
-    importer.register(sub, add)
+    cli.register(commands)  # extends the ``hook`` group coordination made
+    install.register_install(commands)
+    importer.register(commands)
 
 
-# -- ops: scsql doctor, scsql metrics, search latency timing, backup, restore -
+# -- distill: a model turns sessions into facts, decisions and open loops ------
+
+
+def _distill_jobs(ctx: Context) -> list[Job]:
+    from . import distill
+
+    return distill.jobs()
+
+
+def _distill_commands(commands: Commands) -> None:
+    from . import distill
+
+    distill.register(commands)
+
+
+# -- ops: scsql doctor, scsql metrics, search latency timing, backup, restore, -
+# -- and the worker's maintenance of audit's partitions -------------------------
 
 
 def _ops_adapters() -> dict[str, Adapter]:
@@ -140,23 +156,39 @@ def _ops_adapters() -> dict[str, Adapter]:
     return metrics.adapters()
 
 
-def _ops_commands(sub: Any, add: Callable) -> None:
+def _ops_jobs(ctx: Context) -> list[Job]:
+    from .audit import partitions
+
+    return [partitions.maintenance_job(ctx.admin_conninfo)]
+
+
+def _ops_commands(commands: Commands) -> None:
     from .ops import cli
 
-    cli.register(sub, add)
+    cli.register(commands)
+
+
+# -- ui: scsql ui, its /api/v1 and scsql report (sql/60_viewer.sql) -----------
+
+
+def _ui_commands(commands: Commands) -> None:
+    from .ui import cli
+
+    cli.register(commands)
 
 
 # -- serve: the team server (MCP and hook events over HTTP) and its tokens -----
 
 
-def _serve_commands(sub: Any, add: Callable) -> None:
+def _serve_commands(commands: Commands) -> None:
     from .serve import cli
 
-    cli.register(sub, add)  # extends the ``agent`` command core made
+    cli.register(commands)  # extends the ``agent`` command core made
 
 
 SUBSYSTEMS: tuple[Subsystem, ...] = (
     Subsystem("core", commands=_core_commands),
+    Subsystem("composed", commands=_composed_commands),
     Subsystem("audit", adapters=_audit_adapters, commands=_audit_commands),
     Subsystem("memory", adapters=_memory_adapters, jobs=_memory_jobs, commands=_memory_commands),
     Subsystem("coordination", adapters=_coordination_adapters, jobs=_coordination_jobs,
@@ -164,31 +196,29 @@ SUBSYSTEMS: tuple[Subsystem, ...] = (
     Subsystem("bench", commands=_bench_commands),
     Subsystem("hooks", jobs=_hooks_jobs, commands=_hooks_commands),
     Subsystem("serve", commands=_serve_commands),
-    Subsystem("ops", adapters=_ops_adapters, commands=_ops_commands),  # listed last: its timing wraps the search
+    Subsystem("distill", jobs=_distill_jobs, commands=_distill_commands),
+    # listed last: its timing wraps the search, its maintenance runs after the other jobs
+    Subsystem("ops", adapters=_ops_adapters, jobs=_ops_jobs, commands=_ops_commands),
+    Subsystem("ui", commands=_ui_commands),
 )
 
+BUNDLE = Bundle(SUBSYSTEMS)
 
-@cache
-def _adapters() -> dict[str, Adapter]:
-    merged: dict[str, Adapter] = {}
-    for subsystem in SUBSYSTEMS:
-        for name, adapter in subsystem.adapters().items():
-            merged[name] = adapter.wrapping(merged[name]) if name in merged else adapter
-    return merged
+
+def context(data_dir: str | Path | None = None) -> Context:
+    """The context of a command: the settings (of DATA_DIR, --data-dir,
+    when given), with every subsystem."""
+    from .core.app import Context
+    from .core.config import Settings
+
+    return Context(Settings.load(data_dir), BUNDLE)
 
 
 def adapters() -> dict[str, Adapter]:
     """Every subsystem's adapters, by function name (two of one function composed)."""
-    return dict(_adapters())
+    return BUNDLE.adapters()
 
 
 def jobs(only: list[str] | None = None) -> list[Job]:
-    """The background jobs of every subsystem (those named in ``only``, when given)."""
-    found = [j for subsystem in SUBSYSTEMS for j in subsystem.jobs()]
-    return [j for j in found if only is None or j.name in only]
-
-
-def register_commands(sub: Any, add: Callable) -> None:
-    """Every subsystem's subcommands of ``scsql``."""
-    for subsystem in SUBSYSTEMS:
-        subsystem.commands(sub, add)
+    """The background jobs of every subsystem, for the default settings (those named in ``only``, when given)."""
+    return BUNDLE.jobs(context(), only)

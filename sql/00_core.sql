@@ -595,7 +595,7 @@ language sql stable
 as $$
   select jsonb_build_object(
     'server_version', current_setting('server_version'),
-    'schema_version', (select max(version) from scsql.schema_migrations),
+    'schema_version', (select count(*) from scsql.schema_migrations),
     'extensions', (
       select coalesce(jsonb_object_agg(n, e.extversion), '{}'::jsonb)
       from unnest(array['vector', 'pg_partman']) n
@@ -617,7 +617,7 @@ $$;
 comment on function scsql.status() is
   'Server and schema versions, extensions, and the projects and agents you may see.
 
-Server version, schema version (highest applied migration), extensions present (vector, pg_partman: version or null), and the projects and agents the caller may see (an agent sees its own project; administrators and the auditor see all).';
+Server version, schema version (how many migrations the database has applied: they run in one sequence, migrations/sequence.txt, so the count names the schema), extensions present (vector, pg_partman: version or null), and the projects and agents the caller may see (an agent sees its own project; administrators and the auditor see all).';
 
 create or replace function scsql.list_agents()
 returns table (

@@ -424,7 +424,7 @@ declare
 begin
   -- Most texts hold nothing secret-shaped: one scan decides. (The words,
   -- and percent-encoding and zero-width characters, which can hide them.)
-  if p_text !~* '(key|secret|token|passw|pwd|pass|credential|akia|asia|gh[pousr]_|github_pat_|sk-|xox|xapp-|hooks\.slack|eyj|bearer|basic|://|private key|-p[\x22\x27]|%[0-9a-f]{2}|[\u200b\u200c\u200d\u2060\ufeff])' then
+  if p_text !~* scsql_caller.redaction_prefilter() then
     return p_text;
   end if;
   v_text := scsql._redact_seen(p_text);

@@ -311,7 +311,7 @@ $$;
 comment on function scsql._chunk_context(text, boolean, text, text, text) is
   'Private. The context a chunk is indexed with (scsql._chunk_text), given its section''s P_GIVEN: NULL, none; a text, that text for the section''s first chunk (P_FIRST); otherwise the previous chunk''s anchor (unless it is P_ANCHOR, the chunk''s own, or appears in the tail) above the previous chunk''s last 600 characters (starting at a line, else a word, boundary), NULL when there is no previous chunk.';
 
-create or replace function scsql._chunk_text(p_content text, p_spans jsonb default null, p_max integer default 1500,
+create or replace function scsql._chunk_text(p_content text, p_spans jsonb default null, p_max integer default scsql_caller.chunk_chars(),
                                              p_context boolean default false)
 returns table (seq integer, anchor text, line_start integer, line_end integer,
                char_start integer, char_end integer, content text, chunk_hash text, context text)

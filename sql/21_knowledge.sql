@@ -93,7 +93,7 @@ begin
     -- Where each context came from is recorded once the chunks are stored
     -- (scsql._attach_context_sources).
     select t.*, null::bigint[] as context_sources, null::text[] as context_hashes
-    from scsql._chunk_text(p_content, p_spans, 1500, v_conversation) t where p_chunks is null
+    from scsql._chunk_text(p_content, p_spans, scsql_caller.chunk_chars(), v_conversation) t where p_chunks is null
     union all
     -- Chunks already made, stored again with where their contexts came from
     -- (scsql._forget_in_context).
@@ -541,9 +541,21 @@ $$;
 comment on function scsql._check_source(text, text, text) is
   'Private. Raises SC203 unless kind, trust and tier are valid (a url is always external).';
 
+create or replace function scsql._date_source(p_project bigint, p_path text, p_occurred_at timestamptz)
+returns void
+language sql
+as $$
+  update scsql.kb_sources s set occurred_at = p_occurred_at
+  where p_occurred_at is not null and s.project_id = p_project and s.path = p_path
+    and s.occurred_at is distinct from p_occurred_at
+$$;
+comment on function scsql._date_source(bigint, text, timestamptz) is
+  'Private. Records when what source P_PATH of project P_PROJECT holds happened (nothing for a NULL time).';
+
 create or replace function scsql.index_text(
   p_path text, p_content text, p_kind text default 'note', p_trust text default null,
-  p_tier text default 'standard', p_spans jsonb default null, p_meta jsonb default null)
+  p_tier text default 'standard', p_spans jsonb default null, p_meta jsonb default null,
+  p_occurred_at timestamptz default null)
 returns table (path text, kind text, trust text, chunks integer, unchanged boolean, content_hash text)
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
@@ -565,7 +577,7 @@ begin
     raise exception using errcode = 'SC211', message = format('path %L is reserved for sources scsql writes itself', p_path),
       hint = 'Paths starting with learning:, session:, fact:, memory: or message: name learnings, session summaries, archived facts, working memory and broadcasts. Choose another path, such as notes/<name>.';
   end if;
-  if p_content is not null and octet_length(p_content) > 2097152 then
+  if p_content is not null and octet_length(p_content) > scsql_caller.index_max_bytes() then
     raise exception using errcode = 'SC204',
       message = format('text of %s is %s bytes; at most 2 MiB (2,097,152 bytes) can be indexed as one source',
                        p_path, octet_length(p_content)),
@@ -583,14 +595,16 @@ begin
                              or scsql._jsonb_depth(p_meta) > 64) then
     raise exception using errcode = 'SC010', message = 'meta must be a JSON object of at most 10,000 bytes, nested at most 64 levels';
   end if;
+  perform scsql._require_time('occurred_at', p_occurred_at);
   select * into v_r from scsql._index_source(v_project, p_path, p_content, p_kind, v_trust, p_tier, p_spans,
     coalesce(p_meta, '{}'), case when p_tier = 'session' then now() + interval '365 days' end);
+  perform scsql._date_source(v_project, p_path, p_occurred_at);
   -- Memory history (sql/26_history.sql): added or changed.
   perform scsql._memory_index_change(v_project, p_path, v_r.content_hash, p_kind) where not v_r.unchanged;
   return query select p_path, p_kind, v_trust, v_r.chunks, v_r.unchanged, v_r.content_hash;
 end
 $$;
-comment on function scsql.index_text(text, text, text, text, text, jsonb, jsonb) is
+comment on function scsql.index_text(text, text, text, text, text, jsonb, jsonb, timestamptz) is
   'Indexes one text (a note, a URL''s content, a file) into your project''s knowledge base, replacing what was at path. Returns path, kind, trust, chunks, unchanged, content_hash.
 
 p_path: where the text comes from (file path, URL or note name)
@@ -600,8 +614,9 @@ p_trust (internal|external): default external for a url, else internal
 p_tier (pinned|standard|session): retention
 p_spans (array): chunks as [{start, end, anchor, context}], 1-based inclusive lines; context true marks a conversation turn; default chunks by headings
 p_meta (object): extra data kept with the source
+p_occurred_at: when what the text holds happened, when that is not now (a past session''s conversation)
 
-Indexes one source of the acting agent''s project, replacing what was indexed at PATH, atomically, and records the agent as its last writer: kind file, url or note (the project''s published knowledge, which readers granted the project may also search); trust internal or external (default: external for a url, else internal); tier pinned, standard or session (365 days). Without spans the text is chunked by Markdown headings and blank lines (about 1,500 characters a chunk); spans [{start, end, anchor}] (1-based inclusive line numbers) chunk code by definitions. A span with "context": true is a turn of a conversation: each of its chunks is also indexed (BM25 terms, embedding input) with the context it needs to be found, the previous chunk''s anchor and last 600 characters (kept beside the chunk, not in its text), so a short reply such as "yes, do that" is found by what it answers; "context": a text (at most 1,000 characters) is the context of the span''s first chunk instead (what came before it in another source). Unchanged text costs one lookup. New chunk text is queued for embedding; BM25 finds it at once. The path, text, span anchors and meta are stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact). Returns path (as stored), kind, trust, chunks, unchanged, content_hash (sha256 of the text as stored, redacted). Raises SC200/SC201 bad path or empty text, SC203 bad kind/trust/tier (also for learning, session_summary and archived_fact, which only scsql writes), SC211 a reserved path (learning:, session:, fact:, memory:, message:), SC204 text over 2 MiB, SC215 text holding a PEM private key block, SC206 bad spans.';
+Indexes one source of the acting agent''s project, replacing what was indexed at PATH, atomically, and records the agent as its last writer: kind file, url or note (the project''s published knowledge, which readers granted the project may also search); trust internal or external (default: external for a url, else internal); tier pinned, standard or session (365 days). Without spans the text is chunked by Markdown headings and blank lines (about 1,500 characters a chunk); spans [{start, end, anchor}] (1-based inclusive line numbers) chunk code by definitions. A span with "context": true is a turn of a conversation: each of its chunks is also indexed (BM25 terms, embedding input) with the context it needs to be found, the previous chunk''s anchor and last 600 characters (kept beside the chunk, not in its text), so a short reply such as "yes, do that" is found by what it answers; "context": a text (at most 1,000 characters) is the context of the span''s first chunk instead (what came before it in another source). Unchanged text costs one lookup. New chunk text is queued for embedding; BM25 finds it at once. The path, text, span anchors and meta are stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact). With OCCURRED_AT the source is dated when what it holds happened (search''s since and the viewer''s time filters use that time). Returns path (as stored), kind, trust, chunks, unchanged, content_hash (sha256 of the text as stored, redacted). Raises SC010 an occurred_at out of 1970..9000, SC200/SC201 bad path or empty text, SC203 bad kind/trust/tier (also for learning, session_summary and archived_fact, which only scsql writes), SC211 a reserved path (learning:, session:, fact:, memory:, message:), SC204 text over 2 MiB, SC215 text holding a PEM private key block, SC206 bad spans.';
 
 
 create or replace function scsql_caller.index_scope(p_dir text)

@@ -132,13 +132,13 @@ begin
   -- would be of the shard's row type).
   select * into v_settings from scsql.memory_settings s where s.project_id = p_project;
   if not found then
-    v_settings := row(p_project, interval '14 days', interval '1 minute', null)::scsql.memory_settings;
+    v_settings := row(p_project, interval '14 days', interval '1 minute', null, interval '30 days')::scsql.memory_settings;
   end if;
   return v_settings;
 end
 $$;
 comment on function scsql._memory_settings(bigint) is
-  'Private. The memory lifecycle settings of a project (scsql.memory_settings), the defaults when it has no row: external_ttl 14 days, use_granularity 1 minute.';
+  'Private. The memory lifecycle settings of a project (scsql.memory_settings), the defaults when it has no row: external_ttl 14 days, use_granularity 1 minute, loop_stale_after 30 days.';
 
 create or replace function scsql._note_use(p_project bigint, p_paths text[])
 returns integer
@@ -236,8 +236,9 @@ p_pinned: false unpins
 Pins (or, with pinned false, unpins) the source at PATH of the acting agent''s project: a pinned source is never purged (external sources otherwise expire external_ttl after they were last indexed, 14 days by default; session summaries after 365 days) and never decays in the ranking of recall_context, pack and search. The pin survives re-indexing. A change of the pin is a row of the memory history (op pin or unpin). Returns path, kind, trust, pinned. Raises SC242 when the project has no source at PATH, SC200/SC201 for a bad path.';
 
 create or replace function scsql.set_memory_lifecycle(p_project text, p_external_ttl interval default null,
-                                                      p_use_granularity interval default null)
-returns table (project text, external_ttl interval, use_granularity interval)
+                                                      p_use_granularity interval default null,
+                                                      p_loop_stale_after interval default null)
+returns table (project text, external_ttl interval, use_granularity interval, loop_stale_after interval)
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 #variable_conflict use_column
@@ -246,20 +247,24 @@ declare
   v_old scsql.memory_settings := scsql._memory_settings(v_project);
   v_ttl interval := coalesce(p_external_ttl, v_old.external_ttl);
   v_gran interval := coalesce(p_use_granularity, v_old.use_granularity);
+  v_stale interval := coalesce(p_loop_stale_after, v_old.loop_stale_after);
   v_now timestamptz := now();
 begin
   if not (v_ttl between interval '1 hour' and interval '3650 days')
-     or not (v_gran between interval '0' and interval '1 day') then
+     or not (v_gran between interval '0' and interval '1 day')
+     or not (v_stale between interval '1 hour' and interval '3650 days') then
     raise exception using errcode = 'SC244',
-      message = format('external_ttl %s or use_granularity %s is out of range', v_ttl, v_gran),
-      hint = 'external_ttl 1 hour to 3650 days, use_granularity 0 to 1 day.';
+      message = format('external_ttl %s, use_granularity %s or loop_stale_after %s is out of range', v_ttl, v_gran, v_stale),
+      hint = 'external_ttl and loop_stale_after 1 hour to 3650 days, use_granularity 0 to 1 day.';
   end if;
-  insert into scsql.memory_settings as s (project_id, external_ttl, use_granularity) values (v_project, v_ttl, v_gran)
+  insert into scsql.memory_settings as s (project_id, external_ttl, use_granularity, loop_stale_after)
+  values (v_project, v_ttl, v_gran, v_stale)
   on conflict (project_id) do update
     -- The time as a value: Citus refuses now() in the DO UPDATE of a distributed table.
-    set external_ttl = excluded.external_ttl, use_granularity = excluded.use_granularity, updated_at = v_now;
-  return query select p_project, v_ttl, v_gran;
+    set external_ttl = excluded.external_ttl, use_granularity = excluded.use_granularity,
+        loop_stale_after = excluded.loop_stale_after, updated_at = v_now;
+  return query select p_project, v_ttl, v_gran, v_stale;
 end
 $$;
-comment on function scsql.set_memory_lifecycle(text, interval, interval) is
-  'Administrators only. Sets the memory lifecycle of PROJECT: EXTERNAL_TTL, how long after it was last indexed an external source that is not pinned is kept before the worker purges it (default 14 days; 1 hour to 3,650 days), and USE_GRANULARITY, how often at most a fact or source records a use (default 1 minute; 0 to 1 day). A NULL argument keeps the current value. Returns project, external_ttl, use_granularity. Raises SC005 unknown project, SC244 out of range.';
+comment on function scsql.set_memory_lifecycle(text, interval, interval, interval) is
+  'Administrators only. Sets the memory lifecycle of PROJECT: EXTERNAL_TTL, how long after it was last indexed an external source that is not pinned is kept before the worker purges it (default 14 days; 1 hour to 3,650 days); USE_GRANULARITY, how often at most a fact or source records a use (default 1 minute; 0 to 1 day); LOOP_STALE_AFTER, how long an open loop nobody touched stays in recall_context unless pinned (default 30 days; 1 hour to 3,650 days). A NULL argument keeps the current value. Returns project, external_ttl, use_granularity, loop_stale_after. Raises SC005 unknown project, SC244 out of range.';

@@ -570,7 +570,7 @@ begin
                     where c.project_id = p.project_id and c.chunk_id = p.chunk_id
                       and (p_kinds is null or src.kind = any(p_kinds))
                       and (p_trust is null or src.trust = p_trust)
-                      and (p_since is null or c.created_at >= p_since))
+                      and (p_since is null or coalesce(src.occurred_at, c.created_at) >= p_since))
       group by p.project_id, p.chunk_id
       order by score desc, p.project_id, p.chunk_id
       limit p_depth
@@ -1053,9 +1053,10 @@ begin
   if p_query is null or btrim(p_query, E' \t\r\n') = '' then
     raise exception using errcode = 'SC205', message = 'the search query is empty', hint = 'Give words or identifiers to look for.';
   end if;
-  if char_length(p_query) > 2000 then
+  if char_length(p_query) > scsql_caller.query_max_chars() then
     raise exception using errcode = 'SC205',
-      message = format('the search query is %s characters long; at most 2,000 are allowed', char_length(p_query)),
+      message = format('the search query is %s characters long; at most %s are allowed', char_length(p_query),
+                       scsql_caller.query_max_chars()),
       hint = 'Search for the distinctive words or identifiers; pack takes a longer intent.';
   end if;
   -- NaN compares greater than every number and Infinity passes every lower
@@ -1197,11 +1198,11 @@ begin
                             on src.project_id = c.project_id and src.source_id = c.source_id
                           where c.project_id = e.project_id and c.chunk_hash = e.chunk_hash
                             and ($4 is null or src.kind = any($4)) and ($5 is null or src.trust = $5)
-                            and ($6 is null or c.created_at >= $6)) $f$ else '' end,
+                            and ($6 is null or coalesce(src.occurred_at, c.created_at) >= $6)) $f$ else '' end,
         case when v_filtered then $f$
           join scsql.kb_sources src on src.project_id = c.project_id and src.source_id = c.source_id
           where ($4 is null or src.kind = any($4)) and ($5 is null or src.trust = $5)
-            and ($6 is null or c.created_at >= $6) $f$ else '' end);
+            and ($6 is null or coalesce(src.occurred_at, c.created_at) >= $6) $f$ else '' end);
       execute v_sql into v_proj, v_chunk, v_dist
         using p_query_embedding, p_projects, v_depth, v_chunk_kinds, p_trust, p_since;
     end if;
@@ -1390,7 +1391,7 @@ declare
 p_k (1..200): results
 p_kinds (file|url|note|session_summary|archived_fact|learning|fact|decision): only these kinds
 p_trust (internal|external): only this trust
-p_since: only items since this time
+p_since: only items since this time (when they happened: a source dated with occurred_at by then, else one indexed by then)
 p_mode (hybrid|bm25|vector): retrievers
 p_rrf_k (1.., tuning): rank fusion constant
 p_bm25_weight (0.., tuning): BM25 weight in fusion

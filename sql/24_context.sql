@@ -5,7 +5,7 @@
 -- Sessions, context recall, context packs
 -- ---------------------------------------------------------------------------
 
-create or replace function scsql.summarize_session(p_summary jsonb)
+create or replace function scsql.summarize_session(p_summary jsonb, p_occurred_at timestamptz default null)
 returns table (path text, chunks integer, expires_at timestamptz)
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
@@ -62,25 +62,30 @@ begin
     raise exception using errcode = 'SC215', message = 'the session summary holds a PEM private key block; nothing was stored',
       hint = 'Private keys never belong in the knowledge base, which every agent of the project can search.';
   end if;
-  v_path := format('session:%s/%s', v_me.name, to_char(clock_timestamp() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'));
-  v_text := format(E'# Session summary by %s, %s\n\n', v_me.name, to_char(now() at time zone 'UTC', 'YYYY-MM-DD HH24:MI "UTC"')) || v_text;
+  perform scsql._require_time('occurred_at', p_occurred_at);
+  v_path := format('session:%s/%s', v_me.name,
+                   to_char(coalesce(p_occurred_at, clock_timestamp()) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'));
+  v_text := format(E'# Session summary by %s, %s\n\n', v_me.name,
+                   to_char(coalesce(p_occurred_at, now()) at time zone 'UTC', 'YYYY-MM-DD HH24:MI "UTC"')) || v_text;
   select * into v_r from scsql._index_source(v_me.project_id, v_path, rtrim(v_text, E'\n'), 'session_summary', 'internal',
     'session', null, jsonb_build_object('agent', v_me.name, 'summary', v_clean), v_expires);
   -- Decisions and open tasks become first-class (sql/27_decisions.sql):
   -- each decision a decision (unless a current one has its title), each
   -- open task an open loop owned by the agent (unless one is open already).
+  perform scsql._date_source(v_me.project_id, v_path, p_occurred_at);
   perform scsql._feed_decisions_and_loops(v_me, v_path, v_clean);
   -- Memory history (sql/26_history.sql).
   perform scsql._memory_change(v_me.project_id, 'summary', 'source', v_path, null, null, v_r.content_hash, 'session summary', null);
   return query select v_path, v_r.chunks, v_expires;
 end
 $$;
-comment on function scsql.summarize_session(jsonb) is
+comment on function scsql.summarize_session(jsonb, timestamptz) is
   'Archives a summary of your session (kept 365 days), found by search and restored by recall_context. Returns path, chunks, expires_at.
 
 p_summary (object): {"done", "decisions", "files", "open_tasks"}, each a string or a list of strings; at least one
+p_occurred_at: when the session happened, when that is not now (an imported session)
 
-Archives a structured summary of the acting agent''s session: {"done", "decisions", "files", "open_tasks"}, each a string or a list of strings. It is stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact), kept 365 days, found by search (each part is a chunk; decisions are offered by pack) and restored by recall_context. Returns the source path (session:<agent>/<time>), its chunk count and when it expires. Raises SC208 for an empty, unknown-keyed or over-long summary, SC215 for one holding a PEM private key block.';
+Archives a structured summary of the acting agent''s session: {"done", "decisions", "files", "open_tasks"}, each a string or a list of strings. It is stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact), kept 365 days, found by search (each part is a chunk; decisions are offered by pack) and restored by recall_context. With OCCURRED_AT the summary is dated when the session happened (its path and heading too). Returns the source path (session:<agent>/<time>), its chunk count and when it expires. Raises SC010 an occurred_at out of 1970..9000, SC208 for an empty, unknown-keyed or over-long summary, SC215 for one holding a PEM private key block.';
 
 -- scsql._recall_broadcasts (recent broadcasts for recall_context) is defined in
 -- sql/40_integration.sql, after the broadcast channel.
@@ -134,6 +139,9 @@ begin
            null, l.opened_at, coalesce(l.source_path, 'loop:' || l.loop_id)
     from (select * from scsql.open_loops l
           where l.project_id = v_project and l.closed_at is null
+            -- untouched past the project's loop_stale_after: left out, unless pinned
+            and (l.pinned or coalesce(l.touched_at, l.opened_at)
+                             >= now() - (scsql._memory_settings(v_project)).loop_stale_after)
           order by l.opened_at desc, l.loop_id desc limit 20) l
     union all
     -- The latest current decisions (sql/27_decisions.sql).

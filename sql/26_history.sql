@@ -75,11 +75,104 @@ begin
 end
 $$;
 comment on function scsql._memory_change(bigint, text, text, text, text, text, text, text, text, bigint) is
-  'Private. Records one change to memory in scsql.memory_changes, in the acting agent''s chain: op (remember, supersede, refresh, forget, archive, unarchive, conflict, resolve, purge; index, remove, pin, unpin, forget_source, forget_chunk, summary; learn, rule, unrule; decide, supersede; open_loop, close_loop), kind (fact, source, chunk, learning, decision, loop), target (fact key, source path, learning:<id>, decision:<id> or loop:<id>), chunk_hash, the old and new content hash, the reason and a related key or path. Chained unsigned (see the head of sql/26_history.sql): the signature field is 32 zero bytes then 32 random bytes. The change is the acting agent''s; when the session acts as scsql_owner (a trigger on a Citus worker), it is the agent P_AUTHOR, which the trigger took from its row. Does nothing when the acting role is not an agent (nor the owner naming one).';
+  'Private. Records one change to memory in scsql.memory_changes, in the acting agent''s chain: op (remember, supersede, refresh, forget, archive, unarchive, conflict, resolve, purge; index, remove, pin, unpin, forget_source, forget_chunk, summary; learn, rule, unrule; decide, supersede, withdraw; open_loop, close_loop), kind (fact, source, chunk, learning, decision, loop), target (fact key, source path, learning:<id>, decision:<id> or loop:<id>), chunk_hash, the old and new content hash, the reason and a related key or path. Chained unsigned (see the head of sql/26_history.sql): the signature field is 32 zero bytes then 32 random bytes. The change is the acting agent''s; when the session acts as scsql_owner (a trigger on a Citus worker), it is the agent P_AUTHOR, which the trigger took from its row. Does nothing when the acting role is not an agent (nor the owner naming one).';
 
 -- ---------------------------------------------------------------------------
 -- Duplicates and conflicts between facts
 -- ---------------------------------------------------------------------------
+
+create or replace function scsql._fact_canon(p_term text)
+returns text
+language sql immutable parallel safe
+as $$
+  -- Words of one role spelled apart (stems, as _fact_terms makes them): a
+  -- linter and linting, a pipeline and CI, a database and the db.
+  -- An agent noun is its verb's stem (linter, bundler, runner: lint, bundl, runn).
+  select coalesce((select s.c from (values
+    ('databas', 'db'), ('postgresql', 'postgr'), ('pipelin', 'ci'), ('formatt', 'format'),
+    ('deployment', 'deploy'), ('suit', 'test'), ('document', 'doc'), ('site', 'doc'), ('depend', 'dep'),
+    ('packag', 'dep'), ('repositori', 'repo'), ('timestamp', 'time'), ('approv', 'review'), ('pr', 'review'),
+    ('hint', 'type'), ('cache', 'cach'), ('queue', 'job'), ('frontend', 'ui'), ('space', 'indent'),
+    ('width', 'line'), ('length', 'line'), ('monitor', 'metric'), ('manifest', 'kubectl')) s(w, c) where s.w = p_term),
+    case when char_length(p_term) >= 6 and p_term ~ '[a-z]er$' then left(p_term, -2) else p_term end)
+$$;
+comment on function scsql._fact_canon(text) is
+  'Private. One term for the words of one role that facts spell apart (linter and lint, pipeline and ci, database and db, ...), applied to the stems scsql._fact_terms makes.';
+
+create or replace function scsql._fact_filler()
+returns text[]
+language sql immutable parallel safe
+as $$
+  select array['use', 'run', 'write', 'store', 'kept', 'keep', 'manag', 'done', 'go', 'happen', 'via', 'everi', 'new',
+               'code', 'file', 'need', 'requir', 'support', 'main', 'primari', 'public', 'project', 'instal', 'built',
+               'build', 'base', 'read', 'come', 'live', 'onli', 'mean', 'follow', 'one', 'put', 'work', 'set', 'call',
+               'get', 'make', 'way', 'also', 'system', 'servic', 'tool', 'style', 'rule', 'method', 'cadenc', 'choic',
+               'kind', 'version', 'standard', 'command', 'default', 'day', 'week', 'month', 'hour', 'minut', 'second',
+               'year', 'never', 'no', '!not', 'hold', 'size', 'switch', 'replac', 'drop', 'instead', 'longer']
+$$;
+comment on function scsql._fact_filler() is
+  'Private. Terms that say how rather than what (use, run, keep, every, ...), and units of time and negations, which scsql._fact_meaning does not count as a fact''s content.';
+
+create or replace function scsql._fact_roles()
+returns text[]
+language sql immutable parallel safe
+as $$
+  select array['lint', 'format', 'test', 'ci', 'db', 'deploy', 'cach', 'job', 'log', 'secret', 'ui', 'orm', 'releas',
+               'review', 'type', 'indent', 'line', 'migrat', 'repo', 'doc', 'host', 'error', 'commit', 'flag', 'dep',
+               'api', 'session', 'auth', 'python', 'languag', 'framework', 'runner']
+$$;
+comment on function scsql._fact_roles() is
+  'Private. Roles a project fills with one choice (lint, format, test, ci, db, deploy, ...): two facts sharing one and naming different things contradict (scsql._fact_meaning).';
+
+create or replace function scsql._fact_antonyms()
+returns text[]
+language sql immutable parallel safe
+as $$
+  select array['always/never', 'enabl/disabl', 'allow/forbid', 'requir/option', 'public/privat', 'sync/async',
+               'local/utc', 'squash/keep', 'manual/automat', 'parallel/serial']
+$$;
+comment on function scsql._fact_antonyms() is
+  'Private. Pairs of stems of opposite meaning (always/never, enable/disable, manual/automatic, ...), for scsql._fact_meaning.';
+create or replace function scsql._fact_meaning(k1 text[], v1 text[], k2 text[], v2 text[])
+returns text
+language sql immutable parallel safe
+as $$
+  -- What two facts say, judged by meaning without a model: a negation on one
+  -- side only of a shared subject, or words of opposite meaning, contradict;
+  -- about a shared role (lint, ci, db, deploy, ...) or two shared terms, the
+  -- same content says the same, one or two terms swapped on each side
+  -- (ruff for flake8, Jenkins for GitHub Actions, 5432 for 5433) contradict.
+  with c as (
+    select array(select t from unnest(k1 || v1) t where t <> all (scsql._fact_filler())) as a,
+           array(select t from unnest(k2 || v2) t where t <> all (scsql._fact_filler())) as b,
+           array(select t from unnest(v1) t where t <> all (scsql._fact_filler())) as va,
+           array(select t from unnest(v2) t where t <> all (scsql._fact_filler())) as vb),
+  d as (
+    select array(select unnest(c.a) intersect select unnest(c.b)) as shared,
+           array(select unnest(c.va) except select unnest(c.b)) as da,
+           array(select unnest(c.vb) except select unnest(c.a)) as db, c.*
+    from c)
+  select case
+    when ('!not' = any (v1)) <> ('!not' = any (v2)) and cardinality(d.shared) >= 2 then 'conflict'
+    -- One side says the choice changed (switched, replaced, dropped, instead, no longer).
+    when cardinality(d.shared) > 0 and (v1 && array['switch', 'replac', 'drop', 'instead', 'longer'])
+                                       <> (v2 && array['switch', 'replac', 'drop', 'instead', 'longer']) then 'conflict'
+    when cardinality(d.shared) > 0 and exists (
+      select from unnest(scsql._fact_antonyms()) x(p)
+      where (split_part(x.p, '/', 1) = any (k1 || v1) and split_part(x.p, '/', 2) = any (k2 || v2))
+         or (split_part(x.p, '/', 2) = any (k1 || v1) and split_part(x.p, '/', 1) = any (k2 || v2))) then 'conflict'
+    when not (d.shared && scsql._fact_roles() or cardinality(d.shared) >= 2) then null
+    when cardinality(d.da) = 0 and cardinality(d.db) = 0 then 'duplicate'
+    when cardinality(d.da) between 1 and 2 and cardinality(d.db) between 1 and 2 then 'conflict'
+    -- One side says a little more, in its value only: a term its own key
+    -- names is the subject it is about (old.three is not new.three).
+    when (cardinality(d.da) = 0 or cardinality(d.db) = 0) and cardinality(d.da) + cardinality(d.db) <= 2
+         and not (d.da && k1 or d.db && k2) then 'duplicate'
+  end
+  from d
+$$;
+comment on function scsql._fact_meaning(text[], text[], text[], text[]) is
+  'Private. How two facts relate by meaning, from their terms (scsql._fact_terms of key and value): conflict when only one side negates a subject they share (two terms), when they hold words of opposite meaning (scsql._fact_antonyms), or when, about a shared role (scsql._fact_roles) or two shared terms, one or two terms are swapped on each side; duplicate when their content is the same; NULL when it cannot tell. Measured on tests/data/fact_meaning_pairs.jsonl.';
 
 create or replace function scsql._fact_terms(p_text text)
 returns text[]
@@ -89,14 +182,14 @@ as $$
   -- the text with camelCase, dots, slashes, dashes and underscores split and
   -- the numbers one to ten as digits; a negation is kept as the term "!not"
   -- (the stop words drop "not").
-  select array(select distinct t from unnest(
+  select array(select distinct scsql._fact_canon(t) from unnest(
            tsvector_to_array(to_tsvector('english'::regconfig,
              (select string_agg(coalesce((array['1','2','3','4','5','6','7','8','9','10'])[
                         array_position(array['one','two','three','four','five','six','seven','eight','nine','ten'], lower(w))], w), ' ')
               from regexp_split_to_table(
                 regexp_replace(regexp_replace(p_text, '([a-z0-9])([A-Z])', '\1 \2', 'g'), '[._/:=`-]+', ' ', 'g'), '\s+') w)))
            || case when p_text ~* '\m(not|no|never|don''?t|doesn''?t|isn''?t|aren''?t|won''?t|cannot|can''t|without)\M'
-                   then array['!not'] else '{}'::text[] end) t order by t)
+                   then array['!not'] else '{}'::text[] end) t order by 1)
 $$;
 comment on function scsql._fact_terms(text) is
   'Private. The sorted distinct terms a fact is compared by: English stems without stop words (to_tsvector english) of the text with camelCase, dots, slashes, colons, equals signs, backquotes, dashes and underscores split and the numbers one to ten written as digits, plus "!not" when it says not/no/never/don''t/without.';
@@ -112,7 +205,7 @@ $$;
 comment on function scsql._jaccard(text[], text[]) is
   'Private. |A ∩ B| / |A ∪ B| of two term sets (0 when both are empty).';
 
-create or replace function scsql._fact_relation_terms(k1 text[], v1 text[], k2 text[], v2 text[])
+create or replace function scsql._fact_relation_by_terms(k1 text[], v1 text[], k2 text[], v2 text[])
 returns text
 language sql immutable parallel safe
 as $$
@@ -136,8 +229,28 @@ as $$
       then 'conflict'
     else 'unrelated' end
 $$;
+comment on function scsql._fact_relation_by_terms(text[], text[], text[], text[]) is
+  'Private. How two facts relate by their terms alone (the same terms: duplicate; keys alike with another claim: conflict), for scsql._fact_relation_terms.';
+
+
+create or replace function scsql._fact_relation_terms(k1 text[], v1 text[], k2 text[], v2 text[])
+returns text
+language sql immutable parallel safe
+as $$
+  -- By terms first; where they see no relation, or see a conflict between
+  -- facts that say the same in other words, by meaning.
+  select case when t = 'unrelated' then coalesce(m, 'unrelated')
+              when t = 'conflict' and m = 'duplicate' then 'duplicate'
+              else t end
+  from scsql._fact_relation_by_terms(k1, v1, k2, v2) t, scsql._fact_meaning(k1, v1, k2, v2) m
+$$;
 comment on function scsql._fact_relation_terms(text[], text[], text[], text[]) is
-  'Private. scsql._fact_relation over the facts'' terms (scsql._fact_terms of key and value), as working memory stores them.';
+  'Private. scsql._fact_relation over the facts'' terms (scsql._fact_terms of key and value), as working memory stores them: scsql._fact_relation_by_terms, and scsql._fact_meaning where that sees no relation or calls a paraphrase a conflict.';
+
+-- Facts stored before their terms were canonical (scsql._fact_canon) get them
+-- now; working memory is bounded, so this costs little when sql/ is applied.
+update scsql.memory_facts f set key_terms = scsql._fact_terms(f.key), value_terms = scsql._fact_terms(f.value)
+where f.key_terms is distinct from scsql._fact_terms(f.key) or f.value_terms is distinct from scsql._fact_terms(f.value);
 
 create or replace function scsql._fact_relation(p_key text, p_value text, p_other_key text, p_other_value text)
 returns text
@@ -147,7 +260,7 @@ as $$
                                     scsql._fact_terms(p_other_key), scsql._fact_terms(p_other_value))
 $$;
 comment on function scsql._fact_relation(text, text, text, text) is
-  'Private. How the fact (p_key, p_value) relates to another: duplicate (some terms, and the same terms in key and value together; or the same value terms when the value has at least 3 or the keys share one; or values of at least 4 terms differing in one term that is neither a number nor a negation; terms: scsql._fact_terms), conflict (not a duplicate, and the keys'' term sets have Jaccard similarity >= 0.5, or the keys share a term and the values'' similarity is >= 0.4 with at least two terms shared), else unrelated. Thresholds measured on tests/data/fact_pairs.jsonl (tests/test_fact_conflicts.py prints precision and recall).';
+  'Private. How the fact (p_key, p_value) relates to another: duplicate (some terms, and the same terms in key and value together; or the same value terms when the value has at least 3 or the keys share one; or values of at least 4 terms differing in one term that is neither a number nor a negation; terms: scsql._fact_terms), conflict (not a duplicate, and the keys'' term sets have Jaccard similarity >= 0.5, or the keys share a term and the values'' similarity is >= 0.4 with at least two terms shared), else unrelated. Thresholds measured on tests/data/fact_pairs.jsonl (tests/memory/test_fact_conflicts.py prints precision and recall).';
 
 -- Which facts remember compares a new fact with. Every fact that
 -- scsql._fact_relation_terms could call a duplicate or a conflict of it
@@ -211,6 +324,7 @@ as $$
 -- terms (3 shared >= |K| + |K2| with at most |K| - 1 shared); or it shares
 -- at least max(2, 0.4 |V|) of V (Jaccard(V, V2) >= 0.4 with two shared): it
 -- holds one of the |V| - max(2, ceil(0.4 |V|)) + 1 rarest terms of V.
+-- One that scsql._fact_meaning relates shares a term of content with it.
 declare
   v_pre text := p_project::text || ':';
   v_a integer := cardinality(p_kt);
@@ -218,12 +332,16 @@ declare
   v_r text[];
   v_rv text[];
   v_keys text[];
+  -- What scsql._fact_meaning relates shares a term of content (not filler) with the new fact.
+  v_content text[] := array(select v_pre || s || ':' || t from unnest(p_kt || p_vt) t, unnest(array['k', 'v']) s
+                            where t <> all (scsql._fact_filler()));
 begin
   if p_relation = 'duplicate' then
     v_r := case when v_n > 0 then scsql._fact_rarest(p_project, p_vt, 'kv', 2) else p_kt end;
     select array_agg(f.key) into v_keys from scsql.memory_facts f
-    where f.index_terms
-          && array(select v_pre || s || ':' || t from unnest(v_r) t, unnest(array['k', 'v']) s)
+    where (f.index_terms
+             && array(select v_pre || s || ':' || t from unnest(v_r) t, unnest(array['k', 'v']) s)
+           or f.index_terms && v_content)
       and f.project_id = p_project;
   else
     v_r := scsql._fact_rarest(p_project, p_kt, 'k', 1);
@@ -231,7 +349,8 @@ begin
     v_rv := scsql._fact_rarest(p_project, p_vt, 'v', v_n - greatest(2, ceil(0.4 * v_n)::integer) + 1);
     select array_agg(f.key) into v_keys from scsql.memory_facts f
     where f.project_id = p_project
-      and (f.index_terms && array(select v_pre || 'k:' || t from unnest(v_r) t)
+      and (f.index_terms && v_content
+           or f.index_terms && array(select v_pre || 'k:' || t from unnest(v_r) t)
            or (f.index_terms
                  && array(select v_pre || 'k:' || t from unnest(p_kt) t where t <> all (v_r))
                and cardinality(f.key_terms) <= 2 * v_a - 3)
@@ -296,7 +415,7 @@ p_target: a fact key, a source path, a chunk_hash, or learning:<id>, decision:<i
 p_limit (1..1000): rows at most
 hidden: for people tracing a change (scsql memory history); agents see open conflicts in recall_context
 
-Shows the history of one fact (by key), source (by path) or chunk (by chunk_hash: the changes of forget_chunk for it and of the sources holding it now), learning (learning:<id>), decision (decision:<id>) or open loop (loop:<id>) of the acting agent''s project, newest first: at, agent (the acting agent that made the change), op (facts: remember, supersede, refresh, forget, archive, unarchive, conflict, resolve, purge; sources: index (reason: added or changed), remove (a file no longer in the tree scsql.index walks), purge (expired, by the worker), pin, unpin, forget_source, forget_chunk, summary; learnings: learn (derived from an outcome; related outcome:<id>), rule and unrule (mark_learning_rule); decisions: decide, supersede; open loops: open_loop, close_loop), kind (fact, source, chunk, learning, decision, loop), target (key, path or id), chunk_hash, old_hash and new_hash (sha256 hex of the value or text as stored, redacted), reason, related (the other key or path: the key a duplicate was asked under, the fact a conflict is with), value (a fact''s value with that new_hash, while it is in working memory or kept as superseded history; forgotten values are not kept), seq (the row''s place in its agent''s chain). Changes are rows of scsql.memory_changes, chained and checked by scsql verify (unsigned, see sql/26_history.sql). Raises SC200/SC201 for a bad target, SC227 for a limit out of range.';
+Shows the history of one fact (by key), source (by path) or chunk (by chunk_hash: the changes of forget_chunk for it and of the sources holding it now), learning (learning:<id>), decision (decision:<id>) or open loop (loop:<id>) of the acting agent''s project, newest first: at, agent (the acting agent that made the change), op (facts: remember, supersede, refresh, forget, archive, unarchive, conflict, resolve, purge; sources: index (reason: added or changed), remove (a file no longer in the tree scsql.index walks), purge (expired, by the worker), pin, unpin, forget_source, forget_chunk, summary; learnings: learn (derived from an outcome; related outcome:<id>), rule and unrule (mark_learning_rule); decisions: decide, supersede, withdraw (an undone distillation); open loops: open_loop, close_loop), kind (fact, source, chunk, learning, decision, loop), target (key, path or id), chunk_hash, old_hash and new_hash (sha256 hex of the value or text as stored, redacted), reason, related (the other key or path: the key a duplicate was asked under, the fact a conflict is with), value (a fact''s value with that new_hash, while it is in working memory or kept as superseded history; forgotten values are not kept), seq (the row''s place in its agent''s chain). Changes are rows of scsql.memory_changes, chained and checked by scsql verify (unsigned, see sql/26_history.sql). Raises SC200/SC201 for a bad target, SC227 for a limit out of range.';
 
 create or replace function scsql._retire_fact(p_project bigint, p_key text, p_reason text, p_related text)
 returns void
@@ -519,9 +638,11 @@ language sql stable
 as $$
   -- A decision never changes: its decide change holds the hash of title and
   -- rationale and, in related, what it supersedes (or its session summary).
+  -- A withdraw change (an undone distillation, sql/65_distill.sql) records
+  -- no hash: the decision is gone.
   with rec as (
     select distinct on (m.project_id, m.target) m.project_id, m.target, m.new_hash, m.related, m.chain_id, m.seq
-    from scsql.memory_changes m where m.kind = 'decision' and m.op = 'decide'
+    from scsql.memory_changes m where m.kind = 'decision' and m.op in ('decide', 'withdraw')
     order by m.project_id, m.target, m.change_id desc),
   held as (
     select d.project_id, 'decision:' || d.decision_id as target,
@@ -545,7 +666,7 @@ as $$
      or (r.target is not null and h.target is not null and r.related is distinct from h.related)
 $$;
 comment on function scsql._memory_decision_drift() is
-  'Private, for scsql.verify_memory. Decisions whose title and rationale (sha256 of title, a blank line, rationale), or whose superseded decision or source, are not what their decide change in the memory history recorded, decisions that change records but that are gone (missing), and decisions no change records (unrecorded).';
+  'Private, for scsql.verify_memory. Decisions whose title and rationale (sha256 of title, a blank line, rationale), or whose superseded decision or source, are not what their decide change in the memory history recorded, decisions that change records but that are gone (missing; a decision whose last change is a withdraw is gone as recorded), and decisions no change records (unrecorded).';
 
 create or replace function scsql._memory_loop_drift()
 returns table (project_id bigint, kind text, target text, problem text, expected text, found text, detail text,

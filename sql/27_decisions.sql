@@ -187,8 +187,10 @@ begin
     return query select v_id, true;
     return;
   end if;
-  return query select l.loop_id, false from scsql.open_loops l
-  where l.project_id = p_project and md5(l.text) = md5(p_text) and l.closed_at is null;
+  -- Opened again: touched, so it stays in recall_context (loop_stale_after).
+  return query update scsql.open_loops l set touched_at = now()
+  where l.project_id = p_project and md5(l.text) = md5(p_text) and l.closed_at is null
+  returning l.loop_id, false;
 end
 $$;
 comment on function scsql._open_loop(bigint, text, text, text) is
@@ -214,7 +216,7 @@ comment on function scsql.open_loop(text, text) is
 p_text: what is open (1-2,000 characters)
 p_owner: who owns it (an agent, team role or person), one line
 
-Opens a loop of the acting agent''s project: TEXT (1-2,000 characters) and an optional OWNER (one line, 1-200 characters), stored redacted, attributed to the agent. An open loop with the same text is returned instead (created false), so repeating an open task never duplicates it; the open tasks of summarize_session open loops the same way. recall_context shows the open loops until close_loop closes them. Returns loop_id, text, owner, created. Raises SC238 bad text or owner, SC215 a PEM private key block.';
+Opens a loop of the acting agent''s project: TEXT (1-2,000 characters) and an optional OWNER (one line, 1-200 characters), stored redacted, attributed to the agent. An open loop with the same text is returned instead (created false) and counts as touched, so repeating an open task never duplicates it and keeps it in recall_context; the open tasks of summarize_session open loops the same way. recall_context shows the open loops until close_loop closes them, or until one is untouched for the project''s loop_stale_after (30 days by default; see pin_loop). Returns loop_id, text, owner, created. Raises SC238 bad text or owner, SC215 a PEM private key block.';
 
 create or replace function scsql._close_loop(p_project bigint, p_id bigint, p_resolution text)
 returns scsql.open_loops
@@ -276,6 +278,39 @@ p_id: the loop''s id (open_loops lists them)
 p_resolution: how it was closed (1-4,000 characters)
 
 Closes the open loop ID of the acting agent''s project with RESOLUTION (1-4,000 characters, stored redacted), recording the agent and the time; the loop stays, closed, as history. Concurrent closes of one loop: one wins, the other gets SC240. The close is recorded in the memory history (op close_loop, target loop:<id>, reason the resolution). Returns loop_id, text, closed_at, resolution. Raises SC239 no such loop, SC240 already closed, SC238 bad resolution, SC215 a PEM private key block.';
+
+create or replace function scsql.pin_loop(p_id bigint, p_pinned boolean default true)
+returns table (loop_id bigint, text text, pinned boolean)
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+#variable_conflict use_column
+declare
+  v_project bigint := scsql._my_project();
+  v_row scsql.open_loops;
+begin
+  if p_id is null or p_pinned is null then
+    raise exception using errcode = 'SC010', message = 'give the loop''s id and whether to pin it';
+  end if;
+  update scsql.open_loops l set pinned = p_pinned, touched_at = now()
+  where l.project_id = v_project and l.loop_id = p_id and l.closed_at is null
+  returning * into v_row;
+  if not found then
+    raise exception using errcode = 'SC239', message = format('no open loop %s in this project', p_id),
+      hint = 'open_loops() lists them with their ids.';
+  end if;
+  -- Memory history (sql/26_history.sql).
+  perform scsql._memory_change(v_project, case when p_pinned then 'pin_loop' else 'unpin_loop' end, 'loop',
+                               'loop:' || p_id, null, null, null, null, null);
+  return query select v_row.loop_id, v_row.text, v_row.pinned;
+end
+$$;
+comment on function scsql.pin_loop(bigint, boolean) is
+  'Pins an open loop of your project so it stays in recall_context however long nobody touches it (PINNED false unpins it). Returns loop_id, text, pinned.
+
+p_id: the loop''s id (open_loops lists them)
+p_pinned: true to pin (default), false to unpin
+
+An open loop nobody touched (opened again, pinned) for the project''s loop_stale_after (30 days by default, scsql.set_memory_lifecycle) leaves recall_context, the context a new session starts with; it stays open and listed by open_loops until close_loop. Pinning or unpinning touches it and is recorded in the memory history (op pin_loop or unpin_loop). Raises SC239 no such open loop, SC010 a NULL argument.';
 
 create or replace function scsql.open_loops(p_owner text default null)
 returns table (loop_id bigint, text text, owner text, opened_by text, opened_at timestamptz, source_path text)

@@ -128,7 +128,10 @@ as $$
     ('scsql_worker_heartbeat_age_seconds', 'gauge', 'Seconds since the project''s newest worker heartbeat.'),
     ('scsql_search_latency_seconds', 'histogram', 'End-to-end latency of searches timed by scsql clients (MCP search and search_global), by project.'),
     ('scsql_partition_days_ahead', 'gauge', 'Days from now to the end of the newest partition of a time-partitioned table (administrators only).'),
-    ('scsql_partitions_past_retention', 'gauge', 'Dated partitions still present although their range expired under the table''s retention (administrators only).')
+    ('scsql_partitions_past_retention', 'gauge', 'Dated partitions still present although their range expired under the table''s retention (administrators only).'),
+    ('scsql_distill_daily_tokens', 'gauge', 'Tokens the project''s distillation may use per UTC day.'),
+    ('scsql_distill_tokens_today', 'gauge', 'Tokens the project''s distillation used (or reserved) this UTC day.'),
+    ('scsql_distill_jobs', 'gauge', 'Distillation jobs waiting, by state (queued, deferred: waiting for the day''s budget, running).')
 $$;
 comment on function scsql._metric_help() is
   'Private. Every metric of scsql.metrics(): its name, Prometheus type and help text.';
@@ -172,10 +175,10 @@ begin
     select p.project_id, p.name from scsql.projects p
     where v_only is null or p.project_id = v_only
   ),
-  calls as (
-    select pr.name, coalesce(t.model, '') as model, t.status, count(*) as n, coalesce(sum(t.cost_usd), 0) as cost,
-           sum(t.input_tokens) as tin, sum(t.output_tokens) as tout
-    from scsql.tool_calls t join projects pr using (project_id) group by 1, 2, 3
+  calls as (  -- tool calls as scsql.usage_days keeps them summed (the model's messages have no status)
+    select pr.name, coalesce(u.model, '') as model, u.status, sum(u.tool_calls) as n, sum(u.cost_usd) as cost,
+           sum(u.input_tokens) as tin, sum(u.output_tokens) as tout
+    from scsql.usage_days u join projects pr using (project_id) where u.status is not null group by 1, 2, 3
   ),
   heads as (
     select c.project_id, sum(c.head_seq) as rows, min(c.created_at) as first_at,
@@ -268,6 +271,8 @@ begin
                                       and p.upper_bound <= v_now - s.retention - interval '1 day')::float8, null
     from scsql.partition_settings s cross join lateral scsql._partitions(s.parent::regclass) p
     where v_only is null group by s.parent
+    union all
+    select m.metric, m.labels, m.value, m.buckets from scsql._distill_metrics(v_only) m
   )
   select d.metric, h.kind, h.help, d.labels, d.value, d.buckets
   from data d join scsql._metric_help() h using (metric)

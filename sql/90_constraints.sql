@@ -13,7 +13,7 @@
 --
 -- Constraints that no caller's argument reaches (counters, hashes and
 -- states the database computes) are not mapped: their violation is a bug
--- and is raised as PostgreSQL reports it. tests/test_validation.py lists
+-- and is raised as PostgreSQL reports it. tests/system/test_validation.py lists
 -- them, each with its reason, and fails on a check constraint that is in
 -- neither list.
 
@@ -133,6 +133,7 @@ select scsql._map_constraint(t::regclass, c, code, message, hint) from (values
   ('scsql.kb_sources', 'kb_sources_use_count_check', 'SC010', 'use_count must be >= 0', null),
   ('scsql.memory_settings', 'memory_settings_external_ttl_check', 'SC244', 'external_ttl must be 1 hour to 3650 days', null),
   ('scsql.memory_settings', 'memory_settings_use_granularity_check', 'SC244', 'use_granularity must be 0 to 1 day', null),
+  ('scsql.memory_settings', 'memory_settings_loop_stale_after_check', 'SC244', 'loop_stale_after must be 1 hour to 3650 days', null),
   ('scsql.decisions', 'decisions_title_check', 'SC235', 'a decision title must be 1 to 200 characters', null),
   ('scsql.decisions', 'decisions_rationale_check', 'SC235', 'a decision rationale must be 1 to 4,000 characters', null),
   ('scsql.open_loops', 'open_loops_text_check', 'SC238', 'an open loop''s text must be 1 to 2,000 characters', null),
@@ -159,4 +160,16 @@ select scsql._map_constraint(t::regclass, c, code, message, hint) from (values
   ('scsql.transcript_cursors', 'transcript_cursors_cursor_check', 'SC010', 'a transcript cursor is a message uuid of 1 to 200 characters', null),
   ('scsql.transcript_cursors', 'transcript_cursors_messages_check', 'SC010', 'messages read must be >= 0', null),
   ('scsql.transcript_cursors', 'transcript_cursors_parts_check', 'SC010', 'parts written must be >= 0', null)
+) as m(t, c, code, message, hint);
+
+-- distillation settings (migrations/0780): what set_distill stores.
+select scsql._map_constraint(t::regclass, c, code, message, hint) from (values
+  ('scsql.distill_settings', 'distill_settings_command_check', 'SC335', 'a distillation command is 1 to 64 words',
+   'Give the program and its arguments as words; {} resets it to claude -p.'),
+  ('scsql.distill_settings', 'distill_settings_model_check', 'SC335',
+   'a model name is 1 to 100 letters, digits and ._:@/- starting with a letter or digit', null),
+  ('scsql.distill_settings', 'distill_settings_daily_tokens_check', 'SC010',
+   'daily_tokens must be 1,000 to 100,000,000', null),
+  ('scsql.distill_settings', 'distill_settings_max_input_chars_check', 'SC010',
+   'max_input_chars must be 2,000 to 1,000,000', null)
 ) as m(t, c, code, message, hint);

@@ -349,6 +349,35 @@ def pytest_configure(config):
         import tempfile
 
         config.option.basetemp = tempfile.mkdtemp(prefix="scsql-tests-")
+        config.stash[_OWN_BASETEMP] = True
+
+
+# The directory a run made for itself: named when the run starts and, after
+# a failure, when it ends (to look at what a failed test left); removed after
+# a run where every test passed.
+_OWN_BASETEMP = pytest.StashKey[bool]()
+_EXIT_STATUS = pytest.StashKey[int]()
+
+
+def pytest_report_header(config):
+    if not hasattr(config, "workerinput"):
+        return f"test directories (servers, keys, hook sockets): {config.option.basetemp}"
+    return None
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if exitstatus != 0 and not hasattr(config, "workerinput"):
+        terminalreporter.write_line(f"each test's directory (its servers, keys and hook sockets) is kept "
+                                    f"under {config.option.basetemp}")
+
+
+def pytest_unconfigure(config):
+    if config.stash.get(_OWN_BASETEMP, False) and config.stash.get(_EXIT_STATUS, 1) == 0:
+        shutil.rmtree(config.option.basetemp, ignore_errors=True)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    session.config.stash[_EXIT_STATUS] = int(exitstatus)
 
 
 def pytest_collection_modifyitems(config, items):

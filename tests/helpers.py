@@ -40,15 +40,18 @@ serial = itertools.count(1)  # numbers the databases, projects and agents of thi
 
 # -- waiting on a condition ---------------------------------------------------
 
-def wait_for(predicate: Callable[[], T], timeout: float = 30.0, every: float = 0.02) -> T:
-    """Poll ``predicate`` until it returns something true, and return that; fail after ``timeout`` s."""
+def wait_for(predicate: Callable[[], T], timeout: float = 30.0, every: float = 0.02,
+             message: str = "condition not reached in time") -> T:
+    """Poll ``predicate`` until it returns something true, and return that;
+    fail with MESSAGE after ``timeout`` s. Every test that waits for a
+    condition waits with this (no deadline loop of its own)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(every)
-    raise AssertionError("condition not reached in time")
+    raise AssertionError(f"{message} (after {timeout:g} s)")
 
 
 def lock_waiters(db: ScsqlDb, table: str) -> int:

@@ -19,6 +19,7 @@ from ..core.registry import to_json
 from ..core.roles import admin_connection
 from .encoding import checkpoint_payload
 from .verify import read_checkpoint_file
+from ..core import errors
 
 AUDITOR_KEY = "auditor"  # the auditor's key in the keystore
 
@@ -98,7 +99,7 @@ def run_checkpoint(conninfo: str, key, *, workers: int | None = None, progress: 
         conn.execute("set local role scsql_auditor")
         registered = conn.execute("select * from scsql.auditor_keys()").fetchall()
     if not registered or registered[-1]["public_key"] != pub:
-        raise ScsqlError("SC130", "the keystore's auditor.key is not the current registered auditor key",
+        raise ScsqlError(errors.AUDITOR_KEY_MISSING, "the keystore's auditor.key is not the current registered auditor key",
                          "register it: scsql checkpoint --init")
     key_id = registered[-1]["key_id"]
     report = verify(conninfo, workers=workers, progress=progress, collect=True)
@@ -159,7 +160,7 @@ def export_checkpoints(conninfo: str, path: Path) -> int:
             for r in rows:
                 fh.write(json.dumps(to_json(r), sort_keys=True) + "\n")
     except OSError as exc:
-        raise ScsqlError("SC010", f"--export {path}: cannot write: {exc.strerror}",
+        raise ScsqlError(errors.INVALID_ARGUMENT, f"--export {path}: cannot write: {exc.strerror}",
                          "name a file in a directory you may write to") from None
     return len(rows)
 
@@ -170,7 +171,7 @@ def last_exported(path: Path) -> int:
     if path.exists():
         for n, cp in enumerate(checkpoint_file(path), 1):
             if not isinstance(cp, dict) or not isinstance(cp.get("checkpoint_id"), int):
-                raise ScsqlError("SC010", f"{path}:{n} is not an exported checkpoint (it has no checkpoint_id)",
+                raise ScsqlError(errors.INVALID_ARGUMENT, f"{path}:{n} is not an exported checkpoint (it has no checkpoint_id)",
                                  "export to a new file, or to one an earlier scsql checkpoint --export wrote")
             last = max(last, cp["checkpoint_id"])
     return last
@@ -181,8 +182,8 @@ def checkpoint_file(path: Path) -> list[Any]:
     try:
         return read_checkpoint_file(path)
     except FileNotFoundError:
-        raise ScsqlError("SC010", f"checkpoint file {path}: no such file",
+        raise ScsqlError(errors.INVALID_ARGUMENT, f"checkpoint file {path}: no such file",
                          "name a file scsql checkpoint --export FILE wrote") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ScsqlError("SC010", f"checkpoint file {path}: cannot read it: {getattr(exc, 'strerror', None) or exc}",
+        raise ScsqlError(errors.INVALID_ARGUMENT, f"checkpoint file {path}: cannot read it: {getattr(exc, 'strerror', None) or exc}",
                          "name a file scsql checkpoint --export FILE wrote") from None

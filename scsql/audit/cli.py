@@ -1,4 +1,7 @@
-"""Audit commands: verify, checkpoint (see checkpoints.py), cost, learnings, partitions, price.
+"""Audit commands: checkpoint (see checkpoints.py), cost, learnings, partitions, price;
+and what ``scsql verify`` reports (its exit status, its lines), whose command
+is in ``scsql/composed.py``, since it also reports the hooks' spools and
+re-embeds memory's vectors.
 
 ``verify`` and ``checkpoint`` act as the auditor (the administrator's
 connection, with ``SET ROLE scsql_auditor``); ``cost`` and ``learnings`` act
@@ -14,12 +17,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..core.command import Commands
+from ..core import errors
+
 # Each command imports what it drives: building the parser imports neither
 # the database driver nor the signing and validation libraries.
 
 # -- verify -----------------------------------------------------------------------
 
-# scsql verify's exit statuses (its help and the README list them).
+# scsql verify's exit statuses (its help and docs/audit.md list them).
 VERIFY_OK = 0  # every chain verifies, but for rows acknowledged quarantines excuse; memory is as its history says
 VERIFY_BROKEN = 1  # a break no acknowledged quarantine excuses, or a memory row its history does not say (or an error)
 VERIFY_QUARANTINED = 3  # --strict: nothing else, but a chain is quarantined (acknowledged or not)
@@ -30,60 +36,6 @@ def verify_status(report, strict: bool) -> int:
     if not report.ok:
         return VERIFY_BROKEN
     return VERIFY_QUARANTINED if strict and report.quarantines else VERIFY_OK
-
-
-def cmd_verify(ctx, args: argparse.Namespace) -> int:
-    from .verify import verify
-    from ..core.registry import to_json
-    from . import checkpoints
-
-    if args.embeddings:
-        return verify_embeddings(ctx, args)
-    for path in args.checkpoints or ():
-        checkpoints.checkpoint_file(path)  # a missing or unreadable file is one clear error, before any work
-    report = verify(ctx.admin_conninfo(), workers=args.workers, checkpoint_files=args.checkpoints or (),
-                    from_checkpoint=args.from_checkpoint, full=args.full)
-    status = verify_status(report, args.strict)
-    capture = capture_state(ctx)
-    if args.json:
-        print(json.dumps({"ok": report.ok, "status": status, "rows": report.rows, "chains": report.chains,
-                          "signatures": report.signatures, "full": report.full,
-                          "checkpoints": report.checkpoints, "seconds": round(report.seconds, 3),
-                          "rows_per_second": round(report.rate),
-                          "breaks": [b.__dict__ for b in report.breaks],
-                          "excused": [b.__dict__ for b in report.excused],
-                          "memory_checked": report.memory_checked,
-                          "memory": [m.__dict__ for m in report.memory],
-                          "memory_before_history": [m.__dict__ for m in report.memory_unrecorded],
-                          "quarantines": to_json(report.quarantines), "capture": capture},
-                         indent=2, default=str))
-    else:
-        print_report(report)
-        print(capture_line(capture))
-    return status
-
-
-def capture_state(ctx) -> dict[str, int]:
-    """What capture could not store as given: events waiting in this data
-    directory's hook spools, events kept there because not even a stub of
-    them could be stored, and the rows stored as stubs or with text made
-    storable (scsql.capture_counts)."""
-    from ..core.roles import admin_connection
-    from ..hooks.hookclient import spool_totals
-
-    waiting, unstorable = spool_totals(str(ctx.settings.data_dir))
-    with admin_connection(ctx.admin_conninfo()) as conn:  # read as the auditor, who reads every project
-        if not conn.execute("select rolsuper from pg_catalog.pg_roles where rolname = current_user").fetchone()["rolsuper"]:
-            conn.execute("set local role scsql_auditor")
-        rows = conn.execute("select * from scsql.capture_counts()").fetchall()
-    return {"spooled": waiting, "unstorable": unstorable, "stubs": sum(r["stubs"] for r in rows),
-            "replaced": sum(r["replaced"] for r in rows), "clipped": sum(r["clipped"] for r in rows)}
-
-
-def capture_line(c: dict[str, int]) -> str:
-    return (f"scsql verify: capture: {c['stubs']} call(s) stored as stubs of refused events, {c['replaced']} with "
-            f"text replaced, {c['clipped']} clipped; {c['spooled']} event(s) waiting in this machine's hook spools, "
-            f"{c['unstorable']} kept there unstored")
 
 
 def print_report(report) -> None:
@@ -117,32 +69,6 @@ def quarantine_line(q: dict[str, Any]) -> str:
            if q["acknowledged_at"] else "; open")
     return (f"chain {q['chain_id']} ({q['project']}/{q['agent']}) from seq {q['from_seq']}, signed up to seq "
             f"{q['anchored_seq']}: {q['kind']}, found {q['found_at']:%Y-%m-%d %H:%M} by {q['found_by']}{ack}")
-
-
-def verify_embeddings(ctx, args: argparse.Namespace) -> int:
-    """Re-embed a sample of stored vectors with this process's provider, as the auditor."""
-    from ..memory import embed
-    from ..core.errors import ScsqlError
-    from ..core.roles import admin_connection
-
-    prov = embed.provider()
-    if prov is None:
-        raise ScsqlError("SC010", "verify --embeddings needs an embedding provider", "unset SCSQL_EMBED=none")
-    with admin_connection(ctx.admin_conninfo()) as conn:
-        conn.execute("set local role scsql_auditor")
-        check = embed.check_stored(conn, prov, args.sample)
-    if args.json:
-        print(json.dumps(check.model_dump() | {"ok": check.ok}, indent=2))
-    else:
-        for m in check.mismatches:
-            print(f"MISMATCH project {m.project} chunk {m.chunk_hash} model {m.model}: cosine {m.similarity} "
-                  f"to its text re-embedded; stored by {m.stored_by or 'unknown'} at {m.stored_at}", file=sys.stderr)
-        others = ", ".join(f"{n} of {model}" for model, n in sorted(check.skipped.items()))
-        print(f"scsql verify --embeddings: {'ok' if check.ok else f'{len(check.mismatches)} mismatch(es)'}: "
-              f"{check.checked} vector(s) of {prov.name} re-embedded"
-              + (f"; not checked (other models): {others}" if others else "")
-              + (f"; {check.gone} whose text is gone" if check.gone else ""))
-    return 0 if check.ok else 1
 
 
 # -- checkpoint -------------------------------------------------------------------
@@ -236,7 +162,7 @@ def export_learnings(agent, directory: Path) -> dict[str, int]:
     from ..core.errors import ScsqlError
 
     if not Path(directory).is_dir():  # a typo must not create a tree of directories
-        raise ScsqlError("SC010", f"{directory}: " + ("not a directory" if Path(directory).exists() else "no such directory"),
+        raise ScsqlError(errors.INVALID_ARGUMENT, f"{directory}: " + ("not a directory" if Path(directory).exists() else "no such directory"),
                          "name an existing directory (the repository, say); learnings/ is created in it")
     out = Path(directory) / "learnings"
     out.mkdir(exist_ok=True)
@@ -333,28 +259,8 @@ def cmd_price(ctx, args: argparse.Namespace) -> int:
 # -- parser -----------------------------------------------------------------------
 
 
-def register(sub, add) -> None:
-    p = add("verify", cmd_verify, "verify every chain and signature (as the auditor), and with --full every memory "
-                                   "table against its history; exits 0 when verified (rows acknowledged quarantines "
-                                   "excuse are reported), 1 naming each break, 3 with --strict when a chain is "
-                                   "quarantined")
-    p.add_argument("--checkpoints", action="append", type=Path, metavar="FILE",
-                   help="exported checkpoint JSONL the chains must still contain (repeatable)")
-    p.add_argument("--workers", type=int, help="processes (default: one per core when there is enough to do)")
-    p.add_argument("--from-checkpoint", type=int, metavar="ID",
-                   help="start each chain at this checkpoint's head instead of its horizon")
-    p.add_argument("--full", action="store_true",
-                   help="check every signature again, also of rows the newest verified checkpoints cover "
-                        "(by default every hash and link is checked, and signatures after those checkpoints), and "
-                        "compare facts, sources, chunks, decisions, open loops and learnings with their chained history")
-    p.add_argument("--strict", action="store_true",
-                   help="exit 3 when any chain is quarantined, acknowledged or not (exit 1 still wins for a break)")
-    p.add_argument("--embeddings", action="store_true",
-                   help="instead: re-embed a random sample of stored vectors with this process's model (SCSQL_EMBED) "
-                        "and name who stored each one whose cosine similarity is below 0.99")
-    p.add_argument("--sample", type=int, default=100, help="with --embeddings: vectors to check (default 100)")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-
+def register(commands: Commands) -> None:
+    add = commands.add
     p = add("checkpoint", cmd_checkpoint, "sign and record every chain head with the auditor's key")
     p.add_argument("--export", metavar="FILE", help="append new checkpoints to this JSONL file (keep it outside the database)")
     p.add_argument("--init", action="store_true", help="create the auditor's key (keystore auditor.key) and register it")

@@ -6,9 +6,11 @@ independently, from that text: the verifier must not trust the database to
 say what a row's bytes are. A property test cross-checks both on generated
 rows.
 
-Standard library only: the signer (:mod:`scsql.audit.signing`) and the
-verifier (:mod:`scsql.audit.verify`) both build their bytes from the
-functions here, and nothing else, so they cannot disagree with each other.
+Standard library only (and ``core/jsonb.py``, jsonb's own text of a JSON
+value, which is standard library only too): the signer
+(:mod:`scsql.audit.signing`) and the verifier (:mod:`scsql.audit.verify`)
+both build their bytes from the functions here, and nothing else, so they
+cannot disagree with each other.
 
 A row's bytes (``row_bytes``): chain id, seq, the stamped fields, then the
 signed payload (``payload``: format, table, author, key id, time, the signed
@@ -27,15 +29,14 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 import struct
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 from operator import itemgetter
 from typing import Any, NamedTuple
 
+from ..core.jsonb import JsonValue, as_decimal, jsonb_text
 
 FORMAT = "scsql/1"
 GENESIS = bytes(32)
@@ -66,55 +67,12 @@ def numeric_text(value: Decimal | int | float) -> str:
     return "0" if text in ("-0", "") else text
 
 
-def as_decimal(value: Decimal | int | float) -> Decimal:
-    if isinstance(value, Decimal):
-        return value
-    if isinstance(value, float):
-        return Decimal(repr(value))
-    return Decimal(value)
-
-
 def micros(value: dt.datetime) -> int:
     """Microseconds since the Unix epoch (UTC) of an aware datetime."""
     if value.tzinfo is None:
         raise ValueError("timestamps of chained rows must carry a time zone")
     d = value - EPOCH
     return (d.days * 86400 + d.seconds) * 1000000 + d.microseconds
-
-
-def _json_number(value: Decimal) -> str:
-    """A JSON number as PostgreSQL's jsonb prints it: scale kept, no exponent, no -0."""
-    text = format(value, "f")
-    return text[1:] if value.is_zero() and text.startswith("-") else text
-
-
-def _json_string(value: str) -> str:
-    """A JSON string as jsonb prints it: \\" \\\\ \\b \\f \\n \\r \\t, other control
-    characters as \\u00xx (lower-case hex), everything else as itself. Python's
-    encoder with ensure_ascii off writes exactly that."""
-    return json.dumps(value, ensure_ascii=False)
-
-
-def jsonb_text(value: Any) -> str:
-    """PostgreSQL's jsonb text output of a JSON value (numbers as Decimal, int or float)."""
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, str):
-        return _json_string(value)
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float | Decimal):
-        return _json_number(as_decimal(value))
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(jsonb_text(v) for v in value) + "]"
-    if isinstance(value, dict):
-        keys = sorted(value, key=lambda k: (len(k.encode()), k.encode()))
-        return "{" + ", ".join(f"{_json_string(k)}: {jsonb_text(value[k])}" for k in keys) + "}"
-    raise TypeError(f"not a JSON value: {value!r}")
 
 
 _LENGTH = struct.Struct(">I").pack  # the 4-byte big-endian length
@@ -151,25 +109,6 @@ def enc_bytea(v: bytes | memoryview) -> bytes:
 
 def enc_uuid(v: uuid.UUID | str) -> bytes:
     return b"u\x00\x00\x00\x24" + str(uuid.UUID(str(v))).encode("ascii")
-
-
-@dataclass(frozen=True)
-class JsonValue:
-    """A jsonb value as read or sent; ``JsonValue(None)`` is JSON null, unlike SQL NULL."""
-
-    value: Any
-    # PostgreSQL's own text of a value Python cannot hold (nested past Python's
-    # recursion limit, an integer past its digit limit). That text is already
-    # the canonical encoding, so such a row still encodes, and verifies or
-    # breaks on its own: one row can never stop the verification of the rest.
-    text: str | None = None
-
-    @classmethod
-    def parse(cls, text: str | bytes) -> JsonValue:
-        try:
-            return cls(json.loads(text, parse_float=Decimal))
-        except (RecursionError, ValueError):
-            return cls(None, bytes(text).decode("utf-8") if not isinstance(text, str) else text)
 
 
 def enc_jsonb(v: Any) -> bytes:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -64,7 +65,7 @@ def enable_partman(conninfo: str, version: str | None = None) -> str:
     except psycopg.Error as exc:
         raise errors.from_psycopg(exc) from None
     if version and installed != version:
-        raise ScsqlError("SC010", f"pg_partman {installed} is already installed in this database, not {version}",
+        raise ScsqlError(errors.INVALID_ARGUMENT, f"pg_partman {installed} is already installed in this database, not {version}",
                          "upgrading pg_partman is its own procedure (ALTER EXTENSION pg_partman UPDATE, then "
                          "pg_partman's migration notes); scsql does not do it")
     return f"pg_partman {installed} is installed in schema partman"
@@ -85,12 +86,13 @@ def status(conninfo: str) -> list[dict[str, Any]]:
 MAINTENANCE_EVERY = 600.0  # seconds between partition maintenance runs
 
 
-def maintenance_job(admin_conninfo: str) -> Job:
-    """Partition maintenance over an administrator's connection, at most once
-    every MAINTENANCE_EVERY seconds. It takes ACCESS EXCLUSIVE locks that
-    every project's writes queue behind, so agents may not run it; a worker
-    without an administrator's connection says so once and leaves it to
-    `scsql partitions maintain` (or pg_partman's background worker)."""
+def maintenance_job(admin_conninfo: Callable[[], str]) -> Job:
+    """Partition maintenance over an administrator's connection (ADMIN_CONNINFO(),
+    asked for when the job first runs), at most once every MAINTENANCE_EVERY
+    seconds. It takes ACCESS EXCLUSIVE locks that every project's writes
+    queue behind, so agents may not run it; a worker without an
+    administrator's connection says so once and leaves it to `scsql
+    partitions maintain` (or pg_partman's background worker)."""
     last = [-MAINTENANCE_EVERY]
 
     def run(_agent) -> int:
@@ -99,7 +101,7 @@ def maintenance_job(admin_conninfo: str) -> Job:
             return 0
         last[0] = now
         try:
-            maintain(admin_conninfo)
+            maintain(admin_conninfo())
         except ScsqlError as exc:
             print(f"scsql worker: partition maintenance skipped ({exc.code}: {exc.message}); "
                   "run scsql partitions maintain as an administrator", file=sys.stderr)

@@ -42,7 +42,6 @@ import contextlib
 import datetime as dt
 import decimal
 import json
-import re
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -55,10 +54,11 @@ from psycopg.types.json import Jsonb
 
 from ..core.db import Agent
 from ..core.errors import ScsqlError
+from ..core.jsonb import JsonValue, as_decimal, jsonb_text
 from ..core.keys import public_bytes
 from ..core.registry import Adapter
 from . import encoding
-from .encoding import JsonValue
+from ..core import errors
 
 SUPPLIED = ("at", "key_id", "signature")  # the arguments a signed write's adapter adds
 
@@ -81,29 +81,6 @@ class SignedField:
     redact: bool = False
 
 
-# The words without which scsql._redact returns a text as it is: its first
-# test (sql/05_redaction.sql; a test keeps the two the same), also met where
-# they may hide (a quoted -p option, percent-encoding, zero-width
-# characters). A text without any of them is signed as given, without asking
-# the database. Should they ever differ, the database refuses the row
-# (SC040): nothing secret is stored.
-_MAY_HOLD_SECRET = re.compile(
-    r"(key|secret|token|passw|pwd|pass|credential|akia|asia|gh[pousr]_|github_pat_|sk-|xox|xapp-|hooks\.slack|eyj"
-    r"|bearer|basic|://|private key|-p[\x22\x27]|%[0-9a-f]{2}|[\u200b\u200c\u200d\u2060\ufeff])", re.IGNORECASE)
-
-
-def may_hold_secret(value: Any) -> bool:
-    """Whether redaction could change a text or JSON value: some string of it
-    (object keys included) holds one of the words of :data:`_MAY_HOLD_SECRET`."""
-    if isinstance(value, str):
-        return _MAY_HOLD_SECRET.search(value) is not None
-    if isinstance(value, dict):
-        return any(may_hold_secret(k) or may_hold_secret(v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return any(map(may_hold_secret, value))
-    return False
-
-
 def _send_and_sign(kind: str, value: Any) -> tuple[Any, Any]:
     """(value to send, value to sign) of one field."""
     if kind == "jsonb":
@@ -111,7 +88,7 @@ def _send_and_sign(kind: str, value: Any) -> tuple[Any, Any]:
         # null), the text the server stores and prints back: sign the same.
         return value, JsonValue(value)
     if kind == "numeric" and isinstance(value, float | int) and not isinstance(value, bool):
-        value = encoding.as_decimal(value)
+        value = as_decimal(value)
     return value, value
 
 
@@ -199,11 +176,11 @@ def _signer(agent: Agent) -> _Signer:
 
 def _current_key_id(agent: Agent) -> int:
     if agent.key is None:
-        raise ScsqlError("SC031", f"agent {agent.name!r} has no private key loaded; chained writes are signed")
+        raise ScsqlError(errors.KEY_FILE_MISSING, f"agent {agent.name!r} has no private key loaded; chained writes are signed")
     me = agent.whoami()
     if me["public_key"] != public_bytes(agent.key).hex():
         raise ScsqlError(
-            "SC102",
+            errors.SIGNING_KEY_INVALID,
             f"the key loaded for agent {agent.name!r} is not its current key (key {me['key_id']})",
             "the key was rotated: restart the agent process so it loads its new key",
         )
@@ -254,12 +231,13 @@ class SignedTable:
         when no field holds a word a secret could be found by)."""
         texts: list[tuple[dict[str, Any], str, str]] = []
         docs: list[tuple[dict[str, Any], str, Any]] = []
+        rules = agent.rules(conn)  # the database's prefilter (sql/01_rules.sql): a text without its words is signed as given
         for out in outs:
             for f in self._redacted:
                 if f.name in skip:
                     continue
                 v = out.get(f.name, f.default)
-                if may_hold_secret(v):
+                if rules.may_hold_secret(v):
                     (docs if f.kind == "jsonb" else texts).append((out, f.name, v))
         if not texts and not docs:
             return
@@ -268,7 +246,7 @@ class SignedTable:
                 "select array(select scsql.redact(t) from unnest(%s::text[]) with ordinality u(t, n) order by n) as t, "
                 "(select coalesce(jsonb_agg(scsql.redact_jsonb(j) order by n), '[]')::text "
                 " from jsonb_array_elements(%s::jsonb) with ordinality u(j, n)) as j",
-                ([v for _, _, v in texts], Jsonb([v for _, _, v in docs], dumps=encoding.jsonb_text)),
+                ([v for _, _, v in texts], Jsonb([v for _, _, v in docs], dumps=jsonb_text)),
             ).fetchone()
         for (out, name, v), red in zip(texts, row["t"], strict=True):
             if red != v:

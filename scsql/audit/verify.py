@@ -111,8 +111,9 @@ from psycopg.types.json import set_json_loads
 
 from . import encoding as enc
 from .encoding import CHECKPOINT_FORMATS, CheckpointHead, checkpoint_payload
-from . import AUDITOR_ROLE
+from ..core.config import AUDITOR_ROLE
 from ..core.errors import ScsqlError
+from ..core import errors
 
 BATCH = 20000
 
@@ -509,7 +510,7 @@ class _PartVerifier:
         for table, part_name, _ord, _col, kind in conn.execute("select * from scsql._chain_fields()").fetchall():
             parts = fields.setdefault(table, {"stamped": [], "signed": [], "appended": []})
             if part_name not in parts:
-                raise ScsqlError("SC105", f"scsql._chain_fields names part {part_name!r} of {table}, which this "
+                raise ScsqlError(errors.NOT_CHAINABLE, f"scsql._chain_fields names part {part_name!r} of {table}, which this "
                                  "verifier does not know", "upgrade scsql")
             parts[part_name].append(kind)
         self.tables = sorted(fields)
@@ -912,7 +913,7 @@ def read_checkpoint_file(path: Path) -> list[dict[str, Any]]:
             try:
                 out.append(json.loads(line))
             except json.JSONDecodeError as exc:
-                raise ScsqlError("SC010", f"{path}:{n} is not a JSON line: {exc}") from None
+                raise ScsqlError(errors.INVALID_ARGUMENT, f"{path}:{n} is not a JSON line: {exc}") from None
     return out
 
 
@@ -1065,7 +1066,7 @@ def _start_points(conn: psycopg.Connection, book: Any, from_checkpoint: int | No
     if cp is None:
         exists = conn.execute("select count(*) from scsql.checkpoints where checkpoint_id = %s",
                               (from_checkpoint,)).fetchone()[0]
-        raise ScsqlError("SC010", f"checkpoint {from_checkpoint} does not exist" if not exists else
+        raise ScsqlError(errors.INVALID_ARGUMENT, f"checkpoint {from_checkpoint} does not exist" if not exists else
                          f"checkpoint {from_checkpoint} is not signed by a registered auditor key "
                          "(or differs from its export): verification cannot start from it")
     return {h.chain_id: (h.seq, h.row_hash) for h in _heads_of(cp)}

@@ -7,14 +7,14 @@ the database drivers, the embedding model and more."""
 from __future__ import annotations
 
 
-def register(sub, add) -> None:
-    add("bench", lambda ctx, args: args.bench_func(ctx, args), "benchmarks against same-run baselines",
+def register(commands) -> None:
+    commands.add("bench", lambda ctx, args: args.bench_func(ctx, args), "benchmarks against same-run baselines",
         populate=_benches)
 
 
 def _benches(p) -> None:
-    from . import chain, embed, hooks, queue, retrieval, search, serve, start, tools
+    from . import chain, embed, hooks, queue, retrieval, search, serve, start, tools, ui
 
     bsub = p.add_subparsers(dest="bench", metavar="BENCH", required=True)
-    for bench in (chain, embed, hooks, queue, retrieval, search, serve, start, tools):
+    for bench in (chain, embed, hooks, queue, retrieval, search, serve, start, tools, ui):
         bench.register(bsub)

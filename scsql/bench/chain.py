@@ -46,9 +46,9 @@ from collections.abc import Callable
 
 import psycopg
 
-from ..api import Api
 from ..audit.telemetry import TOOL_CALLS
 from ..core.db import Agent
+from ..core.registry import Catalogue
 from .scratch_db import ScratchDatabase, exit_on_sigterm
 
 PLAIN_INSERT = """
@@ -84,8 +84,9 @@ def _call_args(i: int) -> dict:
 
 
 class Bench:
-    def __init__(self, admin_conninfo: str, agents: int):
+    def __init__(self, admin_conninfo: str, agents: int, api: Callable[[Agent], Catalogue]):
         self.db = ScratchDatabase(admin_conninfo, "chain")
+        self.api = api  # an agent's functions with every subsystem's adapters (ctx.api)
         self.dbname, self.conninfo = self.db.name, self.db.admin
         self.n_agents = agents
         self.capture_batch = 8
@@ -167,7 +168,7 @@ class Bench:
     def registry(self, seconds: float) -> int:
         """The same writes through the registry, as MCP tool calls are made."""
         def work(k: int):
-            api = Api(self.agents[k])
+            api = self.api(self.agents[k])
 
             def step(i: int) -> None:
                 api.call("record_tool_call", **_call_args(i))
@@ -279,9 +280,9 @@ def _alternate(phases: list[tuple[str, Callable[[], None] | None, Callable[[floa
     return {name: (rows[name], rows[name] / secs[name]) for name in rows}
 
 
-def _breakdown(admin: str, args) -> list[tuple[str, float]]:
+def _breakdown(ctx, args) -> list[tuple[str, float]]:
     """Rates of the --breakdown variants against plain inserts, in a scratch database of their own."""
-    bench = Bench(admin, args.agents)
+    bench = Bench(ctx.admin_conninfo(), args.agents, ctx.api)
     print(f"breakdown: scratch database {bench.dbname}", file=sys.stderr)
     try:
         bench.setup()
@@ -315,7 +316,7 @@ def run(ctx, args) -> int:
 def _run(ctx, args) -> int:
     from ..audit.verify import verify
 
-    bench = Bench(ctx.admin_conninfo(), args.agents)
+    bench = Bench(ctx.admin_conninfo(), args.agents, ctx.api)
     bench.capture_batch = args.capture_batch
     print(f"scsql bench chain: {args.agents} agents, {args.seconds:g} s per phase x {args.rounds} rounds, "
           f"scratch database {bench.dbname}", file=sys.stderr)
@@ -357,7 +358,7 @@ def _run(ctx, args) -> int:
         bench.cleanup()
     if args.breakdown:
         print("breakdown (a second scratch database; each rate against its own plain inserts):")
-        rates = _breakdown(ctx.admin_conninfo(), args)
+        rates = _breakdown(ctx, args)
         plain = rates[0][1]
         for name, rate in rates:
             print(f"  {name:<46} {rate:>8,.0f} rows/s  {rate / plain if plain else float('nan'):5.2f}x")

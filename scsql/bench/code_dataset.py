@@ -15,7 +15,7 @@ The selection is deterministic: candidates are ordered by the sha256 of
 their qualified name and the first ``size`` taken; a quarter of them (by
 the same hash) are train queries, the rest test. The dataset is written as
 a BEIR directory (corpus.jsonl, queries.jsonl, qrels/{train,test}.tsv), so
-``scsql bench retrieval`` runs it as it runs SciFact.
+``scsql bench retrieval`` runs it as it runs SciFact (``retrieval._run_code``).
 """
 
 from __future__ import annotations
@@ -140,28 +140,3 @@ def write_beir(pairs: list[Pair], directory: Path) -> Path:
                 if is_train(p.doc_id) == (split == "train"):
                     f.write(f"{p.doc_id}\t{p.doc_id}\t1\n")
     return directory
-
-
-def run_code(ctx, args, run_dataset) -> int:
-    """``--dataset code``: build the dataset (``--code-size`` functions) in a
-    temporary directory and run the retrieval benchmark on it with Recall@10
-    (one relevant document per query) in the recall column."""
-    import sys
-    import tempfile
-
-    from . import retrieval
-
-    pairs = build(size=args.code_size if getattr(args, "code_size", None) else DEFAULT_SIZE)
-    train = sum(is_train(p.doc_id) for p in pairs)
-    print(f"code dataset: {len(pairs)} documented public functions of the standard library in {stdlib_root()} "
-          f"({train} train and {len(pairs) - train} test queries)", file=sys.stderr)
-    with tempfile.TemporaryDirectory(prefix="scsql-code-") as tmp:
-        args.dataset = str(write_beir(pairs, Path(tmp) / "code"))
-        saved = retrieval.recall.__defaults__
-        retrieval.recall.__defaults__ = (10,)
-        try:
-            status = run_dataset(ctx, args)
-        finally:
-            retrieval.recall.__defaults__ = saved
-    print("code dataset (docstring -> function, standard library): the recall column is Recall@10")
-    return status

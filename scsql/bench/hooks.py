@@ -76,12 +76,11 @@ def transcript(path: Path, cwd: str) -> None:
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
 
 
-def populate(s: Scratch, agent, chunks: int, tool_calls: int) -> None:
-    from ..api import Api
+def populate(s: Scratch, api, chunks: int, tool_calls: int) -> None:
+    """Load S as the benchmark sets it, writing as API's agent (``ctx.api(agent)``)."""
     from . import search
 
     search.load(s, chunks, rewrites=0)  # chunks with vectors, working memory full, 20 summaries
-    api = Api(agent)
     t0 = time.perf_counter()
     for i in range(tool_calls):
         api.call("record_tool_call", tool=("Bash", "Read", "Edit", "Grep")[i % 4], latency_ms=20 + i % 80,
@@ -151,7 +150,8 @@ def run(ctx, args: argparse.Namespace) -> int:
             app = ctx.settings.agent_dsn and with_db(ctx.settings.agent_dsn, scratch_db.name) or \
                 with_db(ctx.admin_conninfo(), scratch_db.name, APP_ROLE)
             agent = scratch_db.open_agent(name, app)
-            populate(Scratch(scratch_db.admin, scratch_db.project, agent), agent, args.chunks, args.tool_calls)
+            populate(Scratch(scratch_db.admin, scratch_db.project, agent), ctx.api(agent), args.chunks,
+                     args.tool_calls)
             env = dict(os.environ, SCSQL_AGENT_DSN=app, SCSQL_KEYSTORE=str(scratch_db.keystore.directory),
                        SCSQL_DATA_DIR=home)
             if args.handlers:

@@ -29,18 +29,18 @@ def wordpiece_tokens(text: str) -> int | None:
     return len(tok.encode(text).ids)
 
 
-def measure(agent: Any, all_tools: bool) -> dict[str, Any]:
+def measure(api: Any, all_tools: bool) -> dict[str, Any]:
     from ..mcp_server import build, schema_size
 
-    tools = build(agent, all_tools=all_tools).tools.listed
+    tools = build(api, all_tools=all_tools).tools.listed
     text = schema_size(tools)
     size = len(text.encode())
     return {"tools": len(tools), "bytes": size, "bytes_div_4": size // 4, "minilm_tokens": wordpiece_tokens(text),
             "names": [t.name for t in tools]}
 
 
-def _report(agent: Any, as_json: bool) -> int:
-    rows = {"default": measure(agent, False), "all_tools": measure(agent, True)}
+def _report(api: Any, as_json: bool) -> int:
+    rows = {"default": measure(api, False), "all_tools": measure(api, True)}
     if as_json:
         print(json.dumps(rows, indent=1))
         return 0
@@ -56,13 +56,13 @@ def run(ctx, args: argparse.Namespace) -> int:
     if args.agent:
         agent = ctx.open_agent(args.agent, need_key=False, pool_size=1)
         try:
-            return _report(agent, args.json)
+            return _report(ctx.api(agent), args.json)
         finally:
             agent.db.close()
     from .scratch_db import scratch
 
     with scratch(ctx.admin_conninfo(), "tools") as s:
-        return _report(s.agent, args.json)
+        return _report(ctx.api(s.agent), args.json)
 
 
 def register(bsub) -> None:

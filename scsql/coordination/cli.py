@@ -14,6 +14,9 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..core.command import Commands, positive_seconds
+from ..core import errors
+
 if TYPE_CHECKING:
     from ..core.db import Agent
 
@@ -29,7 +32,7 @@ def _one(agent: Agent, query: str, params: tuple = ()) -> dict[str, Any]:
 
 
 def cmd_stop_check(ctx, args: argparse.Namespace) -> int:
-    from ..hooks.handlers import stop_reason  # the Stop hook's drain check, said once
+    from .client import stop_reason  # the Stop hook's drain check, said once
 
     agent = ctx.open_agent(args.agent, need_key=False, pool_size=1)
     reason = stop_reason(agent)
@@ -72,7 +75,7 @@ def cmd_queue_run(ctx, args: argparse.Namespace) -> int:
 
     command = [a for a in args.command if a != "--"]
     if not command:
-        raise ScsqlError("SC010", "queue run needs a command to run for each task (after --)")
+        raise ScsqlError(errors.INVALID_ARGUMENT, "queue run needs a command to run for each task (after --)")
     client.check_command(command)
     agent = ctx.open_agent(args.agent, need_key=False, pool_size=2)
     done = 0
@@ -90,15 +93,13 @@ def cmd_queue_run(ctx, args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub, add) -> None:
-    from ..core.cli import command_group, positive_seconds
-
-    hook = command_group(sub, add, "hook", "entry points for agent hooks (Claude Code events)")
+def register(commands: Commands) -> None:
+    hook = commands.group("hook", "entry points for agent hooks (Claude Code events)")
     p = hook.add_parser("stop-check", help="exit 2 with a reason while tasks remain claimable for the agent")
     p.add_argument("--agent", help="the agent that wants to stop (required)")
     p.set_defaults(sub_func=cmd_stop_check)
 
-    queue = command_group(sub, add, "queue", "the task queue: statistics, running a command per task, maintenance")
+    queue = commands.group("queue", "the task queue: statistics, running a command per task, maintenance")
     p = queue.add_parser("stats", help="queue counts of the agent's project, by team role")
     p.add_argument("--agent", help="the agent whose project to show (required)")
     p.add_argument("--json", action="store_true", help="print the counts as JSON")

@@ -40,6 +40,7 @@ from ..core.errors import ScsqlError
 from ..core.paths import resolve_in_root
 from ..core.registry import Adapter, Call, Param
 from ..core.worker import Job
+from ..core import errors
 
 DEFAULT_POLL_SECONDS = 2.0
 
@@ -127,7 +128,7 @@ def _claim(agent: Agent, args: dict[str, Any], call: Call) -> Any:
     on LISTEN (outside any transaction) and claim again until the deadline."""
     wait = float(args.pop("wait_seconds", 0) or 0)
     if not 0 <= wait <= 600:
-        raise ScsqlError("SC010", "wait_seconds must be 0 to 600")
+        raise ScsqlError(errors.INVALID_ARGUMENT, "wait_seconds must be 0 to 600")
     deadline = time.monotonic() + wait
     rows = call(args)
     if rows or wait <= 0:
@@ -251,7 +252,7 @@ def check_command(command: list[str]) -> None:
     import shutil
 
     if not shutil.which(command[0]):
-        raise ScsqlError("SC010", f"{command[0]}: no such command, or not executable",
+        raise ScsqlError(errors.INVALID_ARGUMENT, f"{command[0]}: no such command, or not executable",
                          "name a program on PATH or the path of an executable file (chmod +x); it gets each "
                          "task as JSON on its standard input")
 
@@ -270,6 +271,23 @@ def task_job(agent: Agent, command: list[str], lease: int) -> Job:
         return 1
 
     return Job("tasks", run, [my_channel(agent)])
+
+
+def stop_reason(agent: Agent) -> str | None:
+    """Why the agent may not stop yet (the drain check of the Stop hook and of
+    ``scsql hook stop-check``): tasks claimable for its role, or leases it
+    still holds."""
+    with agent.transaction() as conn:
+        me = conn.execute("select * from scsql.whoami()").fetchone()
+        n = conn.execute("select scsql.claimable_for_me() as n").fetchone()["n"]
+        held = conn.execute("select count(*) as n, min(task_id) as first from scsql.my_tasks()").fetchone()
+    if n:
+        return (f"scsql: {n} task(s) remain claimable for team role {me['team_role']} in project {me['project']}; "
+                "claim one with claim_task before stopping")
+    if held["n"]:
+        return (f"scsql: agent {me['agent']} still holds {held['n']} task lease(s) (task {held['first']} first); "
+                "complete_task, fail_task or release_task before stopping")
+    return None
 
 
 def _maintain(agent: Agent) -> int:

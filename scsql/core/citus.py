@@ -9,7 +9,7 @@ exactly the tables named in REFERENCE_TABLES. A table is distributable when
 index, compared with = in every exclusion constraint, and in every foreign key to another distributed table (at the same
 position as the referenced ``project_id``); a reference table may refer only
 to reference tables. :func:`undistributable` checks this on the catalog;
-tests/test_distributable.py runs it on every migrated database, with or
+tests/core/test_distributable.py runs it on every migrated database, with or
 without Citus.
 
 Queries that cross shards (every project at once) are the fan-out a Citus
@@ -49,7 +49,7 @@ LOCAL_TABLES = frozenset({"kb_use_pending"})
 
 # Functions whose queries read every project's shards (a multi-shard query,
 # one task per shard, run in parallel on the workers) and what that costs.
-# Measured by tests/test_citus_cost.py (3 projects x 20 notes, three nodes on
+# Measured by tests/core/test_citus_cost.py (3 projects x 20 notes, three nodes on
 # one machine, 32 shards): a query over every shard costs about 45 ms on the
 # cluster where one server answers in 0.1 ms (an administrator counting every
 # project's chunks), and an agent's read of its own chunks 285 ms against
@@ -91,7 +91,7 @@ _DISTRIBUTION_COLUMN = "project_id"
 # password, admitted only from the cluster's own nodes.
 CLUSTER_LOGINS = ("scsql_owner", "scsql_auditor")
 # Raised when a node refuses to let them log in.
-CLUSTER_SETUP_FAILED = "SC044"
+CLUSTER_SETUP_FAILED = errors.CITUS_WORKER_SETUP
 
 # A policy's call of a caller function in a scalar subquery, `(select
 # scsql_caller.f())`, evaluated once per statement on PostgreSQL; Citus

@@ -1,14 +1,6 @@
-"""The commands of the foundation: the server (up, down, status, psql,
-migrate, errors), projects and agents, the MCP server of one agent, and
-``scsql worker``.
-
-``scsql worker`` drains background jobs as one agent, and optionally runs
-the agent's queued tasks with a command. With ``-- CMD ...`` the worker also
-claims the tasks of its agent's team role, one at a time, and runs CMD for
-each (the task as JSON on stdin, heartbeating the lease; exit 0 completes
-the task with its stdout as the result, anything else fails it). It LISTENs
-on its (project, team role) channel, so an enqueue wakes it at once; polling
-every --poll seconds is the fallback.
+"""The commands of the foundation: the server (up, down, psql, migrate,
+errors), projects and agents. The commands composed of several subsystems
+(status, mcp, worker, verify) are in ``scsql/composed.py``.
 """
 
 from __future__ import annotations
@@ -24,7 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import __version__
+from .command import Commands, uri
 from .config import APP_ROLE, DATABASE, role_for
+from . import errors
 
 if TYPE_CHECKING:
     from .migrate import Report
@@ -35,93 +29,6 @@ if TYPE_CHECKING:
 DEFAULT_PROJECT = "default"
 DEFAULT_AGENT = "default"
 DEFAULT_TEAM_ROLE = "orchestrator"
-# The jobs `scsql worker --job` may name: every subsystem's (subsystems.jobs(),
-# named here so the parser imports none of them), and partition maintenance.
-WORKER_JOBS = ("embed", "memory_retention", "learnings", "queue-maintenance", "hook-spool", "partitions")
-
-
-def command_group(sub, add, name: str, help: str, metavar: str = "COMMAND") -> argparse._SubParsersAction:
-    """The subparsers of command NAME (scsql hook, queue, install, ...): made
-    by the first module that adds a subcommand to it, shared by the others."""
-    existing = sub.choices.get(name)
-    if existing is None:
-        existing = add(name, lambda ctx, args: args.sub_func(ctx, args), help)
-        existing.add_subparsers(dest=f"{name}_command", metavar=metavar, required=True)
-    return next(a for a in existing._actions if isinstance(a, argparse._SubParsersAction))
-
-def positive_seconds(text: str) -> float:
-    """A number of seconds above 0 (argparse type): `--poll 0` would poll
-    the database in a busy loop, a negative one fail in select()."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0 < value <= 3600:
-        raise argparse.ArgumentTypeError(f"must be above 0 and at most 3600 seconds, got {text}")
-    return value
-
-
-def cmd_worker(ctx, args) -> int:
-    from .. import subsystems
-    from ..audit import partitions
-    from ..coordination import client
-    from . import errors, worker
-    from .errors import ScsqlError
-
-    unknown = sorted(set(args.job or ()) - set(WORKER_JOBS))
-    if unknown:
-        raise ScsqlError(errors.INVALID_ARGUMENT, f"--job {', '.join(unknown)}: no such background job",
-                         f"the jobs are {', '.join(WORKER_JOBS)}")
-    command = [a for a in args.command if a != "--"]
-    if command:
-        client.check_command(command)
-    agent = ctx.open_agent(args.agent)
-    jobs = subsystems.jobs(args.job or None)
-    if not args.job or "partitions" in args.job:
-        jobs.append(partitions.maintenance_job(ctx.admin_conninfo()))
-    if command:
-        jobs.append(client.task_job(agent, command, args.lease))
-    if not jobs:
-        print("scsql: no background jobs are defined", file=sys.stderr)
-        return 0
-
-    def report(name: str, n: int) -> None:
-        if args.verbose:
-            print(f"{name}: {n}", file=sys.stderr)
-
-    if args.once:
-        done = worker.drain(agent, jobs, report)
-        print(f"scsql: drained {done} unit(s) of work")
-        return 0
-    project = agent.whoami()["project"]
-    print(f"scsql worker: acting as {agent.name} in project {project}; jobs {', '.join(j.name for j in jobs)}; "
-          f"waiting for work (woken by NOTIFY, polling every {args.poll:g} s); Ctrl-C stops it", file=sys.stderr,
-          flush=True)
-    worker.serve(agent, jobs, poll_seconds=args.poll, on_progress=report)
-    return 0
-
-
-def uri(conninfo: str) -> str:
-    """A conninfo string as a postgresql:// URI (for pasting)."""
-    from psycopg.conninfo import conninfo_to_dict
-
-    d = conninfo_to_dict(conninfo)
-    host = d.pop("host", "")
-    port = d.pop("port", None)
-    user = d.pop("user", "")
-    db = d.pop("dbname", "")
-    d.pop("password", None)
-    params = {}
-    if host.startswith("/"):
-        params["host"] = host
-        netloc = f"{user}@"
-    else:
-        netloc = f"{user}@{host}" + (f":{port}" if port else "")
-    if port and host.startswith("/") and port != "5432":
-        params["port"] = port
-    params.update({k: v for k, v in d.items() if v})
-    query = "&".join(f"{k}={v}" for k, v in params.items())
-    return f"postgresql://{netloc}/{db}" + (f"?{query}" if query else "")
 
 
 def _scsql_command() -> str:
@@ -144,7 +51,7 @@ def default_root(given: str | None) -> str | None:
         if not path.is_absolute():
             path = Path.cwd() / path
         if not path.is_dir():
-            raise ScsqlError("SC010", f"--root {given}: not a directory", "name the directory of the project's files")
+            raise ScsqlError(errors.INVALID_ARGUMENT, f"--root {given}: not a directory", "name the directory of the project's files")
         return str(path)
     cwd = Path.cwd().resolve()
     root = next((d for d in (cwd, *cwd.parents) if (d / ".git").exists()), cwd)
@@ -201,6 +108,7 @@ def cmd_up(ctx, args: argparse.Namespace) -> int:
             password = roles.issue_password(admin, DEFAULT_AGENT)
     own = mode == "per_agent" and not ctx.settings.agent_dsn
     agent_dsn = ctx.agent_conninfo(DEFAULT_AGENT if own else None)
+    workers = _keep_workers(ctx, admin) if ctx.settings.embedded and not args.no_worker else []
     env = {}
     if os.environ.get("SCSQL_DATA_DIR") or args.data_dir:
         env["SCSQL_DATA_DIR"] = str(ctx.settings.data_dir)
@@ -209,7 +117,7 @@ def cmd_up(ctx, args: argparse.Namespace) -> int:
     mcp = {"mcpServers": {f"scsql-{DEFAULT_AGENT}": {
         "command": _scsql_command(), "args": ["mcp", "--agent", DEFAULT_AGENT], **({"env": env} if env else {})}}}
     print(f"scsql {__version__} is up on {where}")
-    print(f"  schema version  {report.schema_version}")
+    print(f"  schema version  {report.schema}")
     print(f"  admin           {uri(admin)}")
     if own:
         print(f"  agents connect  {uri(agent_dsn)}  (each agent as its own role: scsql agent login NAME prints its DSN)")
@@ -219,6 +127,8 @@ def cmd_up(ctx, args: argparse.Namespace) -> int:
     else:
         print(f"  agents connect  {uri(agent_dsn)}  (then SET ROLE {role_for(DEFAULT_AGENT)})")
     print(f"  keys            {ctx.settings.keystore}")
+    for line in workers:
+        print(line)
     if root:
         print(f"  project root    {root}  (scsql index reads only below it; change it with scsql up --root DIR)")
     else:
@@ -234,10 +144,29 @@ def cmd_up(ctx, args: argparse.Namespace) -> int:
     return 0
 
 
+def _keep_workers(ctx, admin: str) -> list[str]:
+    """scsql up's background workers (core/supervisor.py), started when not
+    running; the lines that say so."""
+    from . import supervisor
+
+    workers, failed = supervisor.keep(ctx.settings, admin, ctx.keystore.exists)
+    lines = []
+    for w in workers:
+        state = failed.get(w.project) or ("started" if w.started else "running")
+        lines.append(f"  worker          project {w.project}: agent {w.agent}, pid {w.pid}, {state} (log {w.log})")
+    if workers:
+        lines.append("                  (background workers: embeddings, maintenance; scsql down stops them)")
+    return lines
+
+
 def cmd_down(ctx, args: argparse.Namespace) -> int:
     if not ctx.settings.embedded:
         print("scsql: SCSQL_DSN names an external server; there is no embedded server to stop")
         return 0
+    from . import supervisor
+
+    for w in supervisor.stop(ctx.settings.data_dir):
+        print(f"scsql: stopped the background worker of project {w.project} (pid {w.pid})")
     if ctx.server.stop(hold=args.hold):
         print(f"scsql: stopped the embedded server in {ctx.settings.pgdata}")
     else:
@@ -247,64 +176,14 @@ def cmd_down(ctx, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_status(ctx, args: argparse.Namespace) -> int:
-    from . import roles
-
-    if ctx.settings.embedded and not ctx.server.running:
-        ctx.server.conninfo()  # SC034, saying whether scsql down --hold keeps it down
-    with roles.admin_connection(ctx.admin_conninfo()) as conn:   # one connection for both
-        st = conn.execute("select scsql.status() as s").fetchone()["s"]
-        st["quarantines"] = _open_quarantines(conn)
-    if ctx.settings.embedded:
-        st["server"] = {"kind": "embedded", "pid": ctx.server.pid, "data_dir": str(ctx.settings.pgdata)}
-    else:
-        st["server"] = {"kind": "external", "dsn": uri(ctx.settings.dsn or "")}
-    if args.json:
-        print(json.dumps(st, indent=2, default=str))
-        return 0
-    srv = st["server"]
-    where = (f"embedded, pid {srv['pid']}, {srv['data_dir']}" if srv["kind"] == "embedded" else srv["dsn"])
-    exts = ", ".join(f"{k} {v}" if v else f"{k} absent" for k, v in st["extensions"].items())
-    print(f"server      PostgreSQL {st['server_version']} ({where})")
-    print(f"schema      version {st['schema_version']} (scsql {__version__})")
-    print(f"extensions  {exts}")
-    print(f"projects    {', '.join(p['name'] for p in st['projects']) or '-'}")
-    agents = [f"{a['name']} ({a['project']}, {a['team_role']}{', revoked' if a['revoked'] else ''})"
-              for a in st["agents"]]
-    print(f"agents      {', '.join(agents) or '-'}")
-    if st["quarantines"] is None:
-        print("quarantine  unknown (the schema predates quarantines: scsql migrate)")
-    elif st["quarantines"]:
-        from ..audit.cli import quarantine_line
-
-        print(f"quarantine  {len(st['quarantines'])} chain(s) not verified past their signed rows "
-              "(scsql verify; scsql.acknowledge_quarantine once dealt with):")
-        for q in st["quarantines"]:
-            print(f"            {quarantine_line(q)}")
-    else:
-        print("quarantine  -")
-    return 0
-
-
-def _open_quarantines(conn) -> list[dict] | None:
-    """Quarantined chains no administrator acknowledged yet (None before the schema has them)."""
-    import psycopg
-
-    try:
-        with conn.transaction():
-            return conn.execute("select * from scsql.chain_quarantines(true)").fetchall()
-    except psycopg.errors.UndefinedFunction:
-        return None
-
-
 def cmd_psql(ctx, args: argparse.Namespace) -> int:
     """psql on the server: as the administrator; as an agent's own login role
     (--agent); or as the administrator with role scsql_auditor (--auditor).
     Every argument scsql does not know is passed on to psql, in order."""
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-    from ..audit import AUDITOR_ROLE
     from . import roles
+    from .config import AUDITOR_ROLE
     from .embedded import bin_path
     from .errors import ScsqlError
 
@@ -312,10 +191,10 @@ def cmd_psql(ctx, args: argparse.Namespace) -> int:
         known = {a["agent"]: a for a in roles.list_agents(ctx.admin_conninfo())}
         agent = known.get(args.agent)
         if agent is None:
-            raise ScsqlError("SC003", f"agent {args.agent!r} is not registered on this server",
+            raise ScsqlError(errors.AGENT_UNKNOWN, f"agent {args.agent!r} is not registered on this server",
                              "scsql agent list shows the agents")
         if agent["revoked_at"] is not None:
-            raise ScsqlError("SC002", f"agent {args.agent!r} was revoked at {agent['revoked_at']} and can no longer act")
+            raise ScsqlError(errors.AGENT_REVOKED, f"agent {args.agent!r} was revoked at {agent['revoked_at']} and can no longer act")
     conninfo = ctx.login_conninfo(args.agent) if args.agent else ctx.admin_conninfo()
     if args.auditor:
         parts = conninfo_to_dict(conninfo)
@@ -361,7 +240,7 @@ def cmd_migrate(ctx, args: argparse.Namespace) -> int:
         return 0
     admin = ctx.admin_conninfo()
     report, done = _migrate(admin, root, args.to, lambda m: print(f"  {m}"), args.citus)
-    print(f"scsql: schema at version {report.schema_version}; "
+    print(f"scsql: schema at version {report.schema}; "
           f"{len(report.applied)} migration(s) applied" + (" after waiting for another migrator" if report.waited else ""))
     settle_logins(ctx, admin, logins)
     if done is not None:
@@ -564,51 +443,21 @@ def cmd_errors(ctx, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_mcp(ctx, args: argparse.Namespace) -> int:
-    from .. import mcp_server
-
-    if args.agent is None:  # a committed .mcp.json: the agent this checkout acts as on this machine
-        ctx, args.agent = _checkout_agent(ctx)
-    agent = ctx.open_agent(args.agent)
-    if sys.stdin.isatty():  # a person, not an MCP client, started it
-        print(f"scsql mcp: serving agent {args.agent}'s tools over MCP on this terminal's standard input and output, "
-              f"for an MCP client to start, not a person to type into (scsql install claude --agent {args.agent} "
-              "configures Claude Code to start it); Ctrl-C stops it", file=sys.stderr, flush=True)
-    mcp_server.build(agent, all_tools=True if args.all_tools else None).run("stdio")
-    return 0
-
-
-
-def _checkout_agent(ctx):
-    """The context and agent .claude/scsql.local.json names for the project
-    directory ($CLAUDE_PROJECT_DIR, else the current one); SC035 when none."""
-    from ..hooks.hookclient import IDENTITY_FILE, project_identity
-    from . import errors
-    from .config import Settings
-    from .errors import ScsqlError
-
-    found = project_identity()
-    if found is None:
-        where = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
-        raise ScsqlError(errors.AGENT_REQUIRED, f"scsql mcp acts as an agent: name it with --agent NAME, or run it in "
-                         f"a project whose {IDENTITY_FILE} names one ({where} has none)",
-                         "scsql install claude --agent NAME writes it for this checkout")
-    return type(ctx)(Settings.load(found.get("home"))), found["agent"]
-
-
 # -- parser ------------------------------------------------------------------
 
 
-def register(sub, add) -> None:
+def register(commands: Commands) -> None:
+    add = commands.add
     p = add("up", cmd_up, "start (or reuse) the server, migrate, create the default project and agent")
     p.add_argument("--root", metavar="DIR",
                    help="the default project's root directory, the only tree scsql index reads (default: the "
                         "repository or directory scsql up runs in; kept on later runs unless given)")
+    p.add_argument("--no-worker", action="store_true",
+                   help="start no background worker (by default, on the embedded server, one per project "
+                        "runs scsql worker until scsql down)")
     p = add("down", cmd_down, "stop the embedded server (agent processes start it again when they need it)")
     p.add_argument("--hold", action="store_true",
                    help="keep it down: agent processes refuse to start it (SC013) until scsql up")
-    p = add("status", cmd_status, "server and schema versions, extensions, projects and agents")
-    p.add_argument("--json", action="store_true", help="print the status as JSON")
     p = add("psql", cmd_psql, "open psql on the server (as the administrator unless --agent or --auditor is given); "
                                "other arguments are psql's, e.g. -c SQL or -f FILE")
     who = p.add_mutually_exclusive_group()
@@ -639,23 +488,6 @@ def register(sub, add) -> None:
     _register_agent(add("agent", cmd_agent, "create, list, revoke agents, rotate their keys, issue their logins"))
 
     add("errors", cmd_errors, "the catalogue of error codes (scsql.error_codes)")
-    p = add("mcp", cmd_mcp, "serve the agent's tools over MCP (stdio)")
-    p.add_argument("--agent", help="the agent this server acts as (default: the one this checkout's "
-                                   ".claude/scsql.local.json names, which scsql install claude writes)")
-    p.add_argument("--all-tools", action="store_true",
-                   help="also list the tools hooks do for agents (record_tool_call, start_session); "
-                        "SCSQL_MCP_TOOLS=all does the same")
-
-    p = add("worker", cmd_worker, "drain background jobs (embeddings, learnings, maintenance) as an agent, "
-                                  "and run its queued tasks with -- CMD")
-    p.add_argument("--agent", help="the agent the worker acts as (required)")
-    p.add_argument("--once", action="store_true", help="drain what is queued, then exit")
-    p.add_argument("--poll", type=positive_seconds, default=5.0, help="seconds between polls when no NOTIFY arrives")
-    p.add_argument("--job", action="append",
-                   help=f"run only this background job (repeatable): {', '.join(WORKER_JOBS)}")
-    p.add_argument("--lease", type=int, default=300, help="with a command: lease length of each task, in seconds")
-    p.add_argument("-v", "--verbose", action="store_true", help="print on stderr each job's units of work as they are done")
-    p.add_argument("command", nargs="*", help="-- a command to run for each claimed task")
 
 
 def _register_agent(p: argparse.ArgumentParser) -> None:

@@ -24,10 +24,12 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from . import errors
 
 DATABASE = "scsql"
 APP_ROLE = "scsql_app"
 AGENT_ROLE_PREFIX = "scsql_agent_"
+AUDITOR_ROLE = "scsql_auditor"  # reads everything, changes nothing: verification and checkpoints act as it
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,27 @@ def find_data_dir(given: str | Path | None = None) -> Path:
     return Path(given).expanduser().resolve()
 
 
+def agent_env_path(home: str | Path, agent: str) -> str:
+    return os.path.join(home, "hooks", agent + ".env.json")
+
+
+def agent_env(home: str | Path, agent: str) -> dict[str, str]:
+    """What the processes of AGENT need to reach its database, as ``scsql
+    install claude`` recorded it in the data directory HOME (a file of this
+    user, 0600): SCSQL_AGENT_DSN (the agent's own login on a shared server)
+    and SCSQL_KEYSTORE. Empty when there is none (the embedded default)."""
+    import json
+
+    try:
+        with open(agent_env_path(home, agent), encoding="utf-8") as f:
+            data = json.loads(f.read(65536))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(k, str) and k.startswith("SCSQL_") and isinstance(v, str)}
+
+
 def _start_timeout(value: str | None) -> float:
     """SCSQL_START_TIMEOUT in seconds: more than 0, at most 3600; unset or empty: 60."""
     if not value:
@@ -82,7 +105,7 @@ def _start_timeout(value: str | None) -> float:
     if not 0 < seconds <= 3600:
         from .errors import ScsqlError
 
-        raise ScsqlError("SC010", f"SCSQL_START_TIMEOUT must be a number of seconds from 0 to 3600, "
+        raise ScsqlError(errors.INVALID_ARGUMENT, f"SCSQL_START_TIMEOUT must be a number of seconds from 0 to 3600, "
                                   f"got {value!r}", "unset it for the default, 60")
     return seconds
 

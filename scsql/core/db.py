@@ -15,6 +15,7 @@ from __future__ import annotations
 import selectors
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import psycopg
 from psycopg import sql
@@ -45,15 +46,15 @@ def login_refused(exc: ScsqlError, agent: str, conninfo: str) -> ScsqlError:
     text = exc.message
     own = conninfo_to_dict(conninfo).get("user") == role_for(agent)
     if "too many connections for role" in text:
-        return ScsqlError("SC026", f"agent {agent!r}: its login holds as many connections as its limit allows",
+        return ScsqlError(errors.AGENT_CONNECTION_LIMIT, f"agent {agent!r}: its login holds as many connections as its limit allows",
                           "stop some of its processes, or have an administrator raise it: "
                           f"scsql agent connection-limit N --agent {agent}")
     if own and "is not permitted to log in" in text:
-        return ScsqlError("SC002", f"agent {agent!r} cannot log in: its role may not log in (it was revoked)",
+        return ScsqlError(errors.AGENT_REVOKED, f"agent {agent!r} cannot log in: its role may not log in (it was revoked)",
                           "its history stays verifiable; an administrator creates a new agent (scsql agent create)")
     if own and any(m in text for m in ("password authentication failed", "no password supplied",
                                        "no pg_hba.conf entry", "certificate authentication failed")):
-        return ScsqlError("SC029", f"the server refused agent {agent!r}'s own login: {text.removeprefix('cannot connect to PostgreSQL: ')}",
+        return ScsqlError(errors.AGENT_LOGIN_REFUSED, f"the server refused agent {agent!r}'s own login: {text.removeprefix('cannot connect to PostgreSQL: ')}",
                           f"give the process the password scsql agent login {agent} issues (~/.pgpass, PGPASSWORD "
                           "or SCSQL_AGENT_DSN), or ask the DBA for a pg_hba.conf rule")
     return exc
@@ -218,6 +219,21 @@ class Agent:
         self.name = name
         self.role = role_for(name)
         self.key = key  # Ed25519 private key, when loaded
+        self.home: Path | None = None  # the data directory of the process, when it has one (its hook spool, ...)
+        self._rules = None
+
+    def rules(self, conn: psycopg.Connection | None = None):
+        """The rules the client applies as the database does (core/rules.py),
+        read once (on CONN, when given)."""
+        if self._rules is None:
+            from .rules import Rules
+
+            if conn is not None:
+                self._rules = Rules.read(conn)
+            else:
+                with self.transaction() as c:
+                    self._rules = Rules.read(c)
+        return self._rules
 
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection]:
@@ -228,13 +244,13 @@ class Agent:
             # SET ROLE to a role that does not exist, or that this login may not assume.
             if exc.sqlstate in ("22023", "42704") and "role" in exc.message:
                 raise ScsqlError(
-                    "SC003",
+                    errors.AGENT_UNKNOWN,
                     f"agent {self.name!r} is not registered on this server (no role {self.role})",
                     "scsql agent list shows the agents; an administrator adds one with scsql agent create",
                 ) from None
             if exc.code == "42501" and "set role" in exc.message.lower():
                 raise ScsqlError(
-                    "SC027",
+                    errors.LOGIN_NOT_THIS_AGENT,
                     f"this login may not act as agent {self.name!r}",
                     "log in as the agent's own role: SCSQL_AGENT_DSN as scsql agent login "
                     f"{self.name} prints it (scsql_app acts as an agent only on a one-user server)",

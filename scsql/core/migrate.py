@@ -19,7 +19,7 @@ change them: the migration drops the function only while it still has the old
 results (a ``do`` block testing ``pg_proc``), and sql/ creates it again. A
 dropped function takes its grants with it (policies/ grants them again) and,
 with ``cascade``, the policies that call it (policies/ recreates them).
-tests/test_migrations.py installs each earlier release (tests/data/) with its
+tests/core/test_migrations.py installs each earlier release (tests/data/) with its
 own migrator, upgrades it, and fails on any object a fresh install does not
 have.
 
@@ -58,8 +58,9 @@ from .errors import ScsqlError
 LOCK_KEY = (1396921201, 1)  # pg_advisory_lock(int4, int4): "scsql", migrate
 LOCK_TIMEOUT = "2s"  # the longest one statement of a migration waits for a table lock
 LOCK_WAIT = 600.0  # seconds a migrator keeps trying again before it gives up
-MIGRATION_LOCK_TIMEOUT = "SC024"
+MIGRATION_LOCK_TIMEOUT = errors.MIGRATION_LOCK_TIMEOUT
 _MIGRATION_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+SEQUENCE = "sequence.txt"  # migrations/: the order they are applied in
 
 
 @dataclass(frozen=True)
@@ -102,17 +103,32 @@ class Source:
         return SqlFile("bootstrap.sql", path.read_text())
 
     def migrations(self) -> list[Migration]:
-        found = []
-        for path in sorted(self.directory("migrations").glob("*.sql")):
+        """The migrations in the order they are applied: migrations/sequence.txt
+        (a source without one, an earlier release's, in file name order)."""
+        directory = self.directory("migrations")
+        found = {}
+        for path in sorted(directory.glob("*.sql")):
             m = _MIGRATION_NAME.match(path.name)
             if m:
-                found.append(Migration(path.name, path.read_text(), int(m.group(1))))
+                found[path.name] = Migration(path.name, path.read_text(), int(m.group(1)))
             elif path.name != "bootstrap.sql":
                 raise ValueError(f"migration file {path.name} is not named NNNN_name.sql")
-        versions = [m.version for m in found]
+        versions = [m.version for m in found.values()]
         if len(set(versions)) != len(versions):
             raise ValueError("two migration files share a version number")
-        return found
+        sequence = directory / SEQUENCE
+        if not sequence.exists():
+            return list(found.values())
+        names = [ln.strip() for ln in sequence.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        unknown = sorted(set(names) - set(found))
+        unlisted = sorted(set(found) - set(names))
+        if twice or unknown or unlisted:
+            raise ValueError(f"migrations/{SEQUENCE} must list every migration file once: "
+                             + "; ".join(f"{what}: {', '.join(n)}" for what, n in
+                                         (("listed twice", twice), ("no such file", unknown),
+                                          ("not listed", unlisted)) if n))
+        return [found[n] for n in names]
 
     def api(self) -> list[SqlFile]:
         files = []
@@ -127,7 +143,13 @@ class Report:
     applied: list[str] = field(default_factory=list)
     api_files: int = 0
     waited: bool = False
-    schema_version: int | None = None
+    schema_version: int | None = None  # how many migrations of the sequence the database has applied
+    schema_head: str | None = None  # the last of them applied
+
+    @property
+    def schema(self) -> str:
+        """The schema version as people read it: "56 (0780_distill)"."""
+        return f"{self.schema_version} ({(self.schema_head or 'none').removesuffix('.sql')})"
 
 
 _PATH = "set local search_path = scsql, public;\n"
@@ -173,8 +195,8 @@ class Migrator:
         progress: Callable[[str], None] = lambda _msg: None,
         reapply: bool = True,
     ) -> Report:
-        """Apply the bootstrap, pending migrations up to ``target`` and (at the
-        head, unless ``with_api`` is false) sql/ and policies/. ``reapply``
+        """Apply the bootstrap, pending migrations up to migration number
+        ``target`` in the sequence and (at the head, unless ``with_api`` is false) sql/ and policies/. ``reapply``
         false (scsql up): sql/ and policies/ only when a migration was applied
         or they changed since they were last applied. Re-creating functions
         and policies locks every table, so an up with nothing new takes no
@@ -183,8 +205,15 @@ class Migrator:
         and both it and the writers try again when they deadlock."""
         report = Report()
         self._progress = progress
-        migrations = self.source.migrations()
-        head = migrations[-1].version if migrations else 0
+        every = migrations = self.source.migrations()
+        if target is not None:
+            at = next((i for i, m in enumerate(every) if m.version == target), None)
+            if at is None:
+                raise ScsqlError(errors.INVALID_ARGUMENT, f"there is no migration {target:04d}",
+                                 f"the migrations are listed in order in migrations/{SEQUENCE}")
+            migrations, at_head = every[:at + 1], at == len(every) - 1
+        else:
+            at_head = True
         try:
             conn = psycopg.connect(self.conninfo, autocommit=True)
         except psycopg.OperationalError as exc:
@@ -200,14 +229,13 @@ class Migrator:
             try:
                 self._in_tx(conn, self.source.bootstrap().text)
                 applied = self._applied(conn)
-                self._check_ledger(migrations, applied)
+                self._check_ledger(every, applied)
                 for m in migrations:
-                    if m.version in applied or (target is not None and m.version > target):
+                    if m.version in applied:
                         continue
                     self._in_tx(conn, _AS_OWNER + m.text + "\n" + _record(m))
                     report.applied.append(m.name)
                     progress(f"applied {m.name}")
-                at_head = target is None or target >= head
                 if with_api and at_head:
                     api = self.source.api()
                     checksum = _api_checksum(api)
@@ -218,7 +246,7 @@ class Migrator:
                         progress(f"applied {len(api)} files of sql/ and policies/")
                     else:
                         progress("sql/ and policies/ are as applied last: nothing to re-apply")
-                report.schema_version = max(self._applied(conn), default=None)
+                report.schema_version, report.schema_head = self._version(every, self._applied(conn))
             except psycopg.Error as exc:
                 raise errors.from_psycopg(exc) from None
             finally:
@@ -292,6 +320,13 @@ class Migrator:
             conn.execute("set local role scsql_owner")
             rows = conn.execute("select version, checksum from scsql.schema_migrations").fetchall()
         return dict(rows)
+
+    @staticmethod
+    def _version(every: list[Migration], applied: dict[int, str]) -> tuple[int, str | None]:
+        """The schema version: how many migrations of the sequence the database
+        has applied (one sequence, so the count says which), and the last of them."""
+        done = [m.name for m in every if m.version in applied]
+        return len(applied), (done[-1] if done else None)
 
     @staticmethod
     def _check_ledger(migrations: list[Migration], applied: dict[int, str]) -> None:

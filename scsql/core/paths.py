@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 
 from .errors import ScsqlError
+from . import errors
 
 PATH_CHARS = 4096
 
@@ -44,6 +45,6 @@ def resolve_in_root(root: str | None, given: str) -> str:
     except (OSError, ValueError):
         return given
     if real != top and not real.startswith(top.rstrip("/") + "/"):
-        raise ScsqlError("SC321", f"path {given!r} leaves the project root {root}: it resolves to {real}",
+        raise ScsqlError(errors.PATH_OUTSIDE_PROJECT, f"path {given!r} leaves the project root {root}: it resolves to {real}",
                          "name the file inside the project, not through a symbolic link that leads out of it")
     return os.path.relpath(real, top)

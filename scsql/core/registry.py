@@ -37,10 +37,10 @@ from psycopg.types.json import Jsonb
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, Strict, ValidationError,
                       WithJsonSchema, create_model)
 
-from ..audit.encoding import JsonValue, jsonb_text
 from . import errors
 from .db import Agent
 from .errors import ScsqlError
+from .jsonb import JsonValue, jsonb_text
 
 # -- argument values: what each PostgreSQL type accepts ------------------------
 #
@@ -149,7 +149,7 @@ def json_value(value: Any) -> Any:
 
 
 def jsonb(value: Any) -> Jsonb:
-    """A jsonb parameter written as :func:`chain.jsonb_text` writes it, Decimals exactly."""
+    """A jsonb parameter written as :func:`.jsonb.jsonb_text` writes it, Decimals exactly."""
     return Jsonb(value, dumps=jsonb_text)
 
 
@@ -293,7 +293,7 @@ class Param:
 #   * the rest: the manual (``\df+ scsql.*``), not sent to models.
 #
 # Choices and ranges repeat the CHECK constraints of the column an argument is
-# stored in, or the function's own validation; tests/test_tool_schemas.py
+# stored in, or the function's own validation; tests/system/test_tool_schemas.py
 # derives the constraints from pg_constraint and fails when they differ.
 
 _ARG_LINE = re.compile(r"^p_(\w+)(?:\s*\(([^)]*)\))?:\s+(\S.*)$")
@@ -475,7 +475,7 @@ class ApiFunction:
         self._visible = {p.name: p for p in self.visible_params}
         self._required = [p.name for p in self.params if not p.optional]
         self._queries: dict[tuple[str, ...], str] = {}
-        self._model = self.arg_model(partial=True)
+        self._model: type[ArgModel] | None = None  # arg_model(partial=True), made at the first call
         self._arg_help = ", ".join(f"{p.name} {p.pg_type}" for p in self.visible_params) or "none"
 
     def query(self, supplied: list[Param]) -> sql.Composed:
@@ -507,6 +507,8 @@ class ApiFunction:
         args = {k: v for k, v in args.items() if v is not None}
         for k, v in args.items():
             check_text(k, v)
+        if self._model is None:  # made once, when first needed: a command calls one or two of the functions
+            self._model = self.arg_model(partial=True)
         try:
             model = self._model.model_validate({f"f_{k}": v for k, v in args.items()}, by_alias=False, by_name=True)
         except ValidationError as exc:
@@ -580,8 +582,8 @@ def _retrying(fn: Callable[[], Any], attempts: int = 5) -> Any:
 
 class Catalogue:
     """The functions one agent may call, loaded once from the catalogue, each
-    with its adapter from ``adapters`` (:class:`scsql.api.Api` gives it
-    every subsystem's)."""
+    with its adapter from ``adapters`` (``ctx.api(agent)`` and
+    :class:`scsql.api.Api` give it every subsystem's)."""
 
     def __init__(self, agent: Agent, adapters: dict[str, Adapter] | None = None):
         self.agent = agent
@@ -592,7 +594,7 @@ class Catalogue:
         self.functions: dict[str, ApiFunction] = {}
         for r in rows:
             if r["name"] in self.functions:
-                raise ScsqlError("SC010", f"API function {r['name']} is overloaded; give each signature its own name")
+                raise ScsqlError(errors.INVALID_ARGUMENT, f"API function {r['name']} is overloaded; give each signature its own name")
             n_in = len(r["arg_types"])
             comment = read_comment(r["description"])
             given = defaults.get(r["signature"], [])

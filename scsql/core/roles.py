@@ -74,7 +74,7 @@ def create_agent(
     if keystore.exists(name):
         if not adopt_key:
             raise ScsqlError(
-                "SC004",
+                errors.AGENT_EXISTS,
                 f"a private key for agent {name!r} already exists at {keystore.path(name)}",
                 "move it away if it belongs to an agent of another server, then run the command again",
             )

@@ -27,6 +27,7 @@ from psycopg import sql
 
 from .db import Agent
 from .errors import ScsqlError
+from . import errors
 
 log = logging.getLogger("scsql.worker")
 HEARTBEAT_SECONDS = 10.0  # the longest a drain goes without a heartbeat
@@ -44,6 +45,9 @@ class Job:
     # How many units are waiting (for a progress bar's total and ETA), or None.
     pending: Callable[[Agent], int] | None = None
     unit: str = "unit"
+    # Started once when a worker serves (not for --once): a service of the
+    # job to other processes (the embedding job answers query embeddings).
+    serves: Callable[[Agent], Any] | None = None
 
 
 class Heartbeat:
@@ -67,7 +71,7 @@ class Heartbeat:
                              "%s::double precision, %s::bigint)",
                              (socket.gethostname()[:255] or "localhost", os.getpid(), self.names, self.poll, self.units))
         except ScsqlError as exc:
-            if exc.code == "SC002" or exc.code == "SC001":
+            if exc.code == errors.AGENT_REVOKED or exc.code == errors.NOT_AN_AGENT:
                 raise
             log.warning("no worker heartbeat recorded (scsql migrate adds it): %s", exc)
             self.enabled = False
@@ -188,6 +192,9 @@ def serve(
     """Drain, then sleep until a NOTIFY on a job's channel or the poll interval; repeat."""
     channels = sorted({c(agent) if callable(c) else c for j in jobs for c in j.channels})
     heartbeat = Heartbeat(agent, jobs, poll_seconds)
+    for job in jobs:
+        if job.serves is not None:
+            job.serves(agent)
     with psycopg.connect(agent.db.conninfo, autocommit=True, application_name=agent.db.application_name) as listener:
         for ch in channels:
             listener.execute(sql.SQL("listen {}").format(sql.Identifier(ch)))

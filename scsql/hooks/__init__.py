@@ -8,5 +8,6 @@ the handlers (``handlers.py``); when the server or the database cannot be
 reached, the client answers at once, allows the call, and spools the event
 for the server to replay. ``transcript.py`` reads Claude Code transcripts
 (summaries at PreCompact and SessionEnd, ``scsql import claude``), and
-``install.py`` writes and removes the hook and MCP configuration.
+``install.py`` writes and removes the hook and MCP configuration
+(Claude Code's files, as ``settings.py`` reads and edits them).
 """

@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 
+from ..core.command import Commands
 from . import events
+from ..core import errors
 
 
 def cmd_serve(ctx, args: argparse.Namespace) -> int:
@@ -20,7 +22,7 @@ def cmd_serve(ctx, args: argparse.Namespace) -> int:
     from ..core.errors import ScsqlError
 
     if not args.agent or not set(args.agent) <= client.AGENT_CHARS or args.agent.startswith("."):
-        raise ScsqlError("SC035", "scsql hook serve acts as an agent: name it with --agent NAME",
+        raise ScsqlError(errors.AGENT_REQUIRED, "scsql hook serve acts as an agent: name it with --agent NAME",
                          "scsql agent list shows the agents")
     home = str(ctx.settings.data_dir)
     return daemon.run(home, args.agent, args.idle, connect=lambda: ctx.open_agent(args.agent, pool_size=4))
@@ -47,10 +49,8 @@ def cmd_event(ctx, args: argparse.Namespace) -> int:
     return client.main(argv)
 
 
-def register(sub, add) -> None:
-    from ..core.cli import command_group
-
-    hook = command_group(sub, add, "hook", "entry points for agent hooks (Claude Code events)")
+def register(commands: Commands) -> None:
+    hook = commands.group("hook", "entry points for agent hooks (Claude Code events)")
     p = hook.add_parser("serve", help="the agent's hook server (the hooks start it when it is not running)")
     p.add_argument("--agent", help="the agent the server acts as (required)")
     p.add_argument("--idle", type=float, default=1800.0, help="exit after this many seconds without a request")

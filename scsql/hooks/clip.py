@@ -13,23 +13,9 @@ key data, which redaction replaces up to the end of the text.
 
 from __future__ import annotations
 
-# What ends a word: whitespace, quotes, brackets and list separators, none of
-# which occurs inside a token, key, JWT or URL with a password.
-_SEPARATORS = frozenset(" \t\n\r\f\v\"'`,;()[]{}<>|\u00a0\u2028\u2029")
+from .hookclient import cut_point  # the one definition of where a word ends (the hook client's, standard library)
 
-
-def cut_point(text: str, n: int) -> int:
-    """The largest position <= N where TEXT may be cut without keeping part of
-    a word: N itself when a separator is on either side of it."""
-    if n >= len(text):
-        return len(text)
-    if n <= 0:
-        return 0
-    if text[n] in _SEPARATORS or text[n - 1] in _SEPARATORS:
-        return n
-    while n > 0 and text[n - 1] not in _SEPARATORS:
-        n -= 1
-    return n
+__all__ = ["clip", "cut_point"]
 
 
 def clip(text: str | None, limit: int, *, squash: bool = False, ellipsis: bool = False) -> str | None:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import client, events, spool
+from ..core import errors
 
 DEFAULT_IDLE_SECONDS = 1800.0
 RECONNECT_SECONDS = 1.0
@@ -74,7 +75,7 @@ def is_down(exc: BaseException) -> bool:
 # What the hook server cannot cure by waiting: the agent is unknown, revoked
 # or has no usable key here. Events are then not spooled (no replay could
 # write them); the hooks say what to do.
-MISCONFIGURED = frozenset({"SC002", "SC003", "SC031", "SC032", "SC035", "SC036", "SC102"})
+MISCONFIGURED = frozenset({errors.AGENT_REVOKED, errors.AGENT_UNKNOWN, errors.KEY_FILE_MISSING, errors.KEY_FILE_INSECURE, errors.AGENT_REQUIRED, errors.AGENT_LOGIN_PRIVILEGED, errors.SIGNING_KEY_INVALID})
 
 
 def misconfiguration(exc: BaseException) -> str | None:
@@ -431,8 +432,8 @@ def run(home: str, agent: str, idle: float = DEFAULT_IDLE_SECONDS, connect: Call
         return 0
     try:
         if connect is None:
-            from ..cli import Context
             from ..core.config import Settings
+            from ..core.app import Context
 
             ctx = Context(Settings.load(home))
 
@@ -467,13 +468,14 @@ def main(argv: list[str]) -> int:
         return 1
 
 
-def jobs() -> list:
-    """``scsql worker``'s job that writes the agent's hook spool when the database is back."""
+def jobs(data_dir: str | os.PathLike | None = None) -> list:
+    """``scsql worker``'s job that writes the agent's hook spool in DATA_DIR
+    (default: the data directory of the environment) when the database is back."""
     from ..core.config import Settings
     from ..core.worker import Job
 
     def replay_spool(agent) -> int:
-        home = str(Settings.load().data_dir)
+        home = str(data_dir or agent.home or Settings.load().data_dir)
         if not spool.has_pending(home, agent.name):
             return 0
         handlers = load_handlers()

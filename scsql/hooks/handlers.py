@@ -26,14 +26,15 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from ..audit import encoding
 from ..audit.telemetry import MODEL_CALLS, OUTCOMES, PROMPTS, SESSIONS, TOOL_CALLS
 from ..core.db import Agent
 from ..core.errors import ScsqlError, is_unreachable
+from ..core.jsonb import jsonb_text
 from ..core.paths import real_root, resolve_in_root
 from . import storable
 from .clip import clip as _clip
 from .hookclient import as_text as _as_text, scrub, scrub_value
+from ..core import errors
 
 CONTEXT_TOKENS = 1500     # SessionStart: what recall injects at most (tokens ~ characters / 4)
 RECALL_HITS = 3           # UserPromptSubmit: memory hits injected at most
@@ -122,20 +123,20 @@ def _git(cwd: str | None) -> tuple[str | None, str | None]:
                              capture_output=True, text=True, timeout=2).stdout.split()
     except (OSError, subprocess.SubprocessError):
         return None, None
-    return (out[0][:256], out[1][:64]) if len(out) == 2 else (None, None)
+    return (out[0], out[1]) if len(out) == 2 else (None, None)  # bounded with the other stored fields (STORED)
 
 
 def _model(event: dict) -> str | None:
     m = event.get("model")
     if isinstance(m, dict):
         m = m.get("id") or m.get("display_name")
-    return m[:200] if isinstance(m, str) and m else None
+    return m if isinstance(m, str) and m else None  # bounded with the other stored fields (STORED)
 
 
 def _execute(conn, fn: str, args: dict):
     """select * from scsql.FN(p_name => %(name)s, ...): named arguments, bound; returns the cursor."""
     names = ", ".join(f"p_{k} => %({k})s" for k in args)
-    params = {k: Jsonb(v, dumps=encoding.jsonb_text) if isinstance(v, list | dict) else v for k, v in args.items()}
+    params = {k: Jsonb(v, dumps=jsonb_text) if isinstance(v, list | dict) else v for k, v in args.items()}
     return conn.execute(f"select * from scsql.{fn}({names})", params)
 
 
@@ -295,7 +296,7 @@ def capture_stubs(agent: Agent, events: list[dict], refusal: ScsqlError | Except
     """Capture EVENTS as stubs: the tool, time, session and ids of each, and
     the refusal's code and message in the row's altered object, with no
     other content. For events the database refused whatever capture did."""
-    code = getattr(refusal, "code", None) or "SC037"
+    code = getattr(refusal, "code", None) or errors.DATABASE_ERROR
     message = getattr(refusal, "message", None) or str(refusal) or type(refusal).__name__
     keep = ("hook_event_name", "session_id", "tool_name", "tool_use_id", "cwd", "scsql_event_id", "scsql_imported",
             "transcript_path", "scsql_received_at")
@@ -364,6 +365,8 @@ def _capture_once(agent: Agent, events: list[dict]) -> Captured:
         for ev in events:
             if ev.get("hook_event_name") in ("PreCompact", "SessionEnd") and not ev.get("scsql_stub"):
                 keep_transcript(agent, conn, ev, sessions.get(ev.get("session_id")))
+                if not ev.get("scsql_imported"):
+                    queue_distill(conn, sessions.get(ev.get("session_id")))
         if failures:
             _record_failures(agent, conn, failures)
     return captured
@@ -420,21 +423,42 @@ def keep_transcript(agent: Agent, conn, event: dict, session_id: int | None) -> 
     def redact(text: str) -> str:
         return conn.execute("select scsql.redact(%s) as t", (text,)).fetchone()["t"]
 
-    update = transcript.read(path, since, redact=redact)
+    update = transcript.read(path, since, redact=redact, private_key=agent.rules(conn).private_key)
     if update.summary.messages == 0:
         return   # nothing new since the cursor
-    if not update.summary.empty:
-        conn.execute("select * from scsql.summarize_session(scsql.redact_jsonb(%s))",
-                     (Jsonb(scrub_value(update.summary.payload), dumps=encoding.jsonb_text),))
+    if not update.summary.empty:  # dated when the session happened (an import of last week's is last week's)
+        conn.execute("select * from scsql.summarize_session(scsql.redact_jsonb(%s), %s)",
+                     (Jsonb(scrub_value(update.summary.payload), dumps=jsonb_text),
+                      _sane_time(update.summary.ended)))
     sid = str(event.get("session_id") or "session")[:100]
     for n, part in enumerate(update.conversation.parts, at["parts"] + 1):
-        conn.execute("select * from scsql.index_text(%s, scsql.redact(%s), 'note', null, 'standard', %s, %s)",
+        conn.execute("select * from scsql.index_text(%s, scsql.redact(%s), 'note', null, 'standard', %s, %s, %s)",
                      (f"claude/sessions/{sid}/{n}.md", scrub(part.text), Jsonb(scrub_value(part.spans)),
-                      Jsonb({"session": sid, "agent": agent.name})))
+                      Jsonb({"session": sid, "agent": agent.name}), _sane_time(part.at)))
     messages = at["messages"] + update.summary.messages
     cursor = update.cursor or f"messages:{(since if isinstance(since, int) else 0) + update.summary.messages}"
     conn.execute("select scsql.advance_transcript_cursor(%s, %s, %s, %s)",
                  (session_id, cursor[:200], at["parts"] + len(update.conversation.parts), messages))
+
+
+def queue_distill(conn, session_id: int | None) -> None:
+    """PreCompact / SessionEnd: queue the distillation of what the session
+    added since its last job, when the project distils (sql/65_distill.sql;
+    nothing otherwise). In a savepoint: a refusal loses no captured row."""
+    if session_id is None:
+        return
+    try:
+        with conn.transaction():
+            conn.execute("select * from scsql.queue_distill(%s)", (session_id,))
+    except psycopg.Error:
+        pass  # the capture stands; the next PreCompact or SessionEnd queues the segment with what follows
+
+
+def _sane_time(at: dt.datetime | None) -> dt.datetime | None:
+    """A transcript's time as the database takes it (1970 to 9000; else none: the time of writing stands)."""
+    if at is None or not dt.datetime(1970, 1, 1, tzinfo=dt.UTC) <= at <= dt.datetime(9000, 1, 1, tzinfo=dt.UTC):
+        return None
+    return at
 
 
 def _transcript_of(path: str, session: Any) -> bool:
@@ -549,6 +573,12 @@ def session_context(agent: Agent, budget: int = CONTEXT_TOKENS) -> str:
         rest = max(50, budget - used - 60)
         recalled = conn.execute(
             "select section, key, content, source_path, at from scsql.recall_context(%s)", (rest,)).fetchall()
+        # Facts a model distilled (docs/distill.md) are labelled so: written last by the project's distiller.
+        distilled = set()
+        if any(r["section"] == "fact" for r in recalled):
+            distilled = {r["key"] for r in conn.execute(
+                "select f.key from scsql.memory_facts f join scsql.distill_settings d using (project_id) "
+                "where f.updated_by = d.distiller_id").fetchall()}
     out = []
     if lines:
         out += ["Open work for you in scsql:", *lines]
@@ -556,7 +586,8 @@ def session_context(agent: Agent, budget: int = CONTEXT_TOKENS) -> str:
         out.append("What scsql remembers for this project:")
         for r in recalled:
             cite = r["source_path"] or f"{r['section']}:{r['key']}"
-            out.append(f"- [{r['section']}] {r['content']} [{cite}]")
+            label = "fact, distilled" if r["section"] == "fact" and r["key"] in distilled else r["section"]
+            out.append(f"- [{label}] {r['content']} [{cite}]")
     text = "\n".join(out)
     return _clip(text, budget * 4) if text else ""
 
@@ -568,12 +599,36 @@ def _prompt(agent: Agent, event: dict) -> Reply:
         return Reply(spool=spool)
     hits = recall(agent, prompt)
     if not hits:
+        if asks_about_the_past(prompt):  # the model is told, so it does not bluff
+            return Reply(_ctx("UserPromptSubmit", NOTHING_ON_THIS), spool=spool)
         return Reply(spool=spool)
     lines = ["Possibly relevant from scsql memory (cite the source when you use it):"]
     for h in hits:
         where = h["source_path"] + (f"#{h['anchor']}" if h["anchor"] else "")
         lines.append(f"- {_clip(' '.join(h['content'].split()), 600)} [{where}, chunk {h['chunk_hash'][:12]}]")
     return Reply(_ctx("UserPromptSubmit", "\n".join(lines)), spool=spool)
+
+
+NOTHING_ON_THIS = ("scsql memory has nothing on this: no stored session, fact, decision or document of this "
+                   "project passes the relevance floor for this question. If it asks what happened before, say "
+                   "that memory holds no record of it rather than guess.")
+
+# A prompt that asks about what happened before: a question about the
+# project's past (what we did, decided, chose, why), or one that names a time
+# gone by. Such a prompt with no relevant memory gets NOTHING_ON_THIS.
+_PAST = re.compile(
+    r"\b(?:(?:did|have|had|were)\s+(?:we|i|you)\b|we\s+(?:decided|agreed|chose|picked|settled|said|discussed|"
+    r"talked|used|tried|switched|changed|fixed|wrote|planned)|(?:why|when|how|where|who)\s+(?:did|was|were)\b|"
+    r"what\s+(?:was|were|did)\b|last\s+(?:time|session|week|month|year|sprint|friday|monday|tuesday|wednesday|"
+    r"thursday|saturday|sunday)|yesterday|earlier|previously|before\s+we|ago\b|remind\s+me|do\s+you\s+remember|"
+    r"(?:in|on|since)\s+(?:january|february|march|april|may|june|july|august|september|october|november|december)\b)",
+    re.IGNORECASE)
+
+
+def asks_about_the_past(prompt: str) -> bool:
+    """Whether PROMPT asks about the project's past (what was done, decided or
+    said, or what happened at a time gone by)."""
+    return _PAST.search(prompt) is not None
 
 
 def _terms(text: str) -> set[str]:
@@ -591,7 +646,7 @@ def recall(agent: Agent, prompt: str, k: int = RECALL_HITS, floor: float = RECAL
     least FLOOR that hold at least RECALL_TERMS of the prompt's distinct words
     (none when nothing is relevant), ordered by fusion with vector hits when
     the server has the embedding model loaded."""
-    text = prompt[:2000]
+    text = prompt[:agent.rules().query_max_chars]  # the longest query search takes
     terms = _terms(text)
     vector = None
     if query_embedding is not None:
@@ -627,7 +682,7 @@ def _pre_tool(agent: Agent, event: dict) -> Reply:
     with agent.transaction() as conn:
         for given in _inputs_to_check(conn, tool, tool_input, event):
             r = conn.execute("select * from scsql.check_tool_use(%s, %s)",
-                             (tool, Jsonb(given, dumps=encoding.jsonb_text))).fetchone()
+                             (tool, Jsonb(given, dumps=jsonb_text))).fetchone()
             first = first or r
             if r["decision"] == "deny":
                 return Reply({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
@@ -779,26 +834,12 @@ def _record_violation(agent: Agent, event: dict, owned: list[dict], changed: lis
                 pass
 
 
-def stop_reason(agent: Agent) -> str | None:
-    """Why the agent may not stop yet (the drain check of ``scsql hook
-    stop-check``): tasks claimable for its role, or leases it still holds."""
-    with agent.transaction() as conn:
-        me = conn.execute("select * from scsql.whoami()").fetchone()
-        n = conn.execute("select scsql.claimable_for_me() as n").fetchone()["n"]
-        held = conn.execute("select count(*) as n, min(task_id) as first from scsql.my_tasks()").fetchone()
-    if n:
-        return (f"scsql: {n} task(s) remain claimable for team role {me['team_role']} in project {me['project']}; "
-                "claim one with claim_task before stopping")
-    if held["n"]:
-        return (f"scsql: agent {me['agent']} still holds {held['n']} task lease(s) (task {held['first']} first); "
-                "complete_task, fail_task or release_task before stopping")
-    return None
-
-
 def _stop(agent: Agent, event: dict) -> Reply:
     _usage_at_stop(agent, event)
     if event.get("stop_hook_active") is True:
         return Reply()  # a Stop hook already kept the agent going: do not loop
+    from ..coordination.client import stop_reason
+
     reason = stop_reason(agent)
     return _block(reason) if reason else Reply()
 

@@ -275,8 +275,8 @@ def project_identity(project_dir=None):
     object .claude/scsql.local.json of the project directory holds (GIVEN,
     else $CLAUDE_PROJECT_DIR, else the current directory), which ``scsql
     install claude`` writes: agent and home (the data directory, where
-    agent_env finds how the agent reaches its database). None when there is
-    none. It is this machine's file, never committed: the settings that name
+    ``core.config.agent_env`` finds how the agent reaches its database). None
+    when there is none. It is this machine's file, never committed: the settings that name
     no agent are; it holds no secret."""
     d = project_dir or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
     try:
@@ -287,25 +287,6 @@ def project_identity(project_dir=None):
     if not isinstance(data, dict) or not isinstance(data.get("agent"), str):
         return None
     return data
-
-
-def agent_env_path(home, agent):
-    return os.path.join(home, "hooks", agent + ".env.json")
-
-
-def agent_env(home, agent):
-    """What the processes of AGENT need to reach its database, as ``scsql
-    install claude`` recorded it in the data directory (a file of this user,
-    0600): SCSQL_AGENT_DSN (the agent's own login on a shared server) and
-    SCSQL_KEYSTORE. Empty when there is none (the embedded default)."""
-    try:
-        with open(agent_env_path(home, agent), encoding="utf-8") as f:
-            data = loads(f.read(65536))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return {k: v for k, v in data.items() if isinstance(k, str) and k.startswith("SCSQL_") and isinstance(v, str)}
 
 
 def socket_path(home, agent):
@@ -751,7 +732,9 @@ def _replay_file(home, agent, server, token, path, deadline):
             reply = http_post(server, "/hooks/replay", body, token, agent,
                               max(0.5, min(30.0, deadline - time.monotonic())))
         except Refused as exc:
-            if "SC291" not in str(exc):
+            from ..core import errors  # only here: a refusal
+
+            if errors.HOOK_REQUEST_INVALID not in str(exc):
                 raise
             kept.extend(lines[i:i + REPLAY_BATCH])  # not events the server can read: kept for a person
             continue
@@ -917,7 +900,9 @@ def stub_event(head, size, sha256, row):
     event.setdefault("session_id", "unknown")
     if row[0] in TOOL_EVENTS:
         event.setdefault("tool_name", "unknown")
-    event["scsql_stub"] = {"code": "SC151", "message": f"the event was {size} bytes, too large to record whole"}
+    from ..core import errors  # only here: an event's path imports nothing of the package
+
+    event["scsql_stub"] = {"code": errors.EVENT_TOO_LARGE, "message": f"the event was {size} bytes, too large to record whole"}
     event["scsql_sizes"] = {"event": {"bytes": size, "sha256": sha256}}
     return event
 
@@ -961,6 +946,13 @@ def degraded_message(home, agent, reason, remote=None):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
+    if os.environ.get("SCSQL_DISTILLING"):  # the distiller's own model run (scsql/distill/model.py): not captured
+        try:
+            while os.read(sys.stdin.fileno(), 65536):
+                pass
+        except OSError:
+            pass
+        return 0
     try:
         row, agent, home, remote = parse_args(argv)
         text, event = read_event(sys.stdin.fileno(), row)

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.command import Commands
+
 # The transcript reader is imported by the functions that read, not when the
 # command is registered (every scsql command builds the parser).
 
@@ -181,8 +183,8 @@ def cmd_import_claude(ctx, args) -> int:
     return 1 if report.failed else 0
 
 
-def register(sub, add) -> None:
-    p = add("import", lambda ctx, args: p.print_help() or 2, "backfill scsql from an agent's past sessions")
+def register(commands: Commands) -> None:
+    p = commands.add("import", lambda ctx, args: p.print_help() or 2, "backfill scsql from an agent's past sessions")
     isub = p.add_subparsers(dest="source", metavar="SOURCE", required=True)
     c = isub.add_parser("claude", help="import Claude Code transcripts (default: this project's, under ~/.claude/projects)",
                         description="Backfill sessions, prompts, tool calls, summaries and the conversations' text "

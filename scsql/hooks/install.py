@@ -10,17 +10,12 @@ exist, then merges two things into JSON files Claude Code reads:
   ``local`` (``.claude/settings.local.json``) or ``user``
   (``~/.claude/settings.json``).
 
-What is scsql's is known by its exact name: the server named ``scsql-<agent>``
-and hook handlers whose command is exactly one scsql would write for this
-agent and data directory (a handler of another type: the same handler but
-for its timeout and flags). Everything else in the files is the user's and is
-kept as it is. A file is written only when its content changes (so a second
-install changes no byte), atomically (a temporary file beside it, renamed
-over it, with the file's mode), after its previous bytes were copied to
-``<file>.scsql-backup-<UTC time>``. A new backup per change, never
-overwritten: a single ``.bak`` would be replaced by the next install or
-uninstall and lose the user's original. A file that is a symbolic link, not
-a regular file, or not JSON of the expected shape is refused and left as it
+What is scsql's in those files, and how a file is read and written (only
+when its content changes, so a second install changes no byte; atomically;
+after a backup, a new one per change, never overwritten: a single ``.bak``
+would be replaced by the next install or uninstall and lose the user's
+original) is ``settings.py``'s. A file that is a symbolic link, not a
+regular file, or not JSON of the expected shape is refused and left as it
 is.
 
 With ``--server URL`` the agent's MCP server and hooks are those of a team
@@ -44,51 +39,49 @@ it is. When nothing else changed since install,
 it restores the bytes the file had before (from install's backup), or deletes
 the file install created. It does not revoke the agent: its key and history
 stay, and install can add the entries again.
+
+``install claude --distill`` also makes the project distil its sessions
+(``enable_distill``, which ``scsql distill enable`` runs too): its distiller
+agent, created with its key, and ``scsql.set_distill``. The distillation
+itself, which stands above the hooks, is ``scsql/distill``.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
-import errno
 import json
 import os
 import re
-import stat
-import sys
-import tempfile
 from collections.abc import Callable
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
-from ..core.errors import (
-    CONFIG_NOT_REGULAR,
-    CONFIG_UNPARSABLE,
-    CONFIG_UNWRITABLE,
-    INSTALL_CONFLICT,
-    INSTALL_NO_PROJECT_DIR,
-    ScsqlError,
-)
+from ..core.command import Commands
+from ..core.errors import INSTALL_CONFLICT, INSTALL_NO_PROJECT_DIR, ScsqlError
 from .events import settings_hooks
 from .hookclient import IDENTITY_FILE as IDENTITY
+from .settings import (
+    PORTABLE_SERVER,
+    SCOPES,
+    ConfigFile,
+    Json,
+    git_root,
+    handler_identities,
+    mcp_server_entry,
+    merge_hooks,
+    merge_server,
+    remove_hooks,
+    remote_server_entry,
+    remove_server,
+    replace_file,
+    server_name,
+    settings_path,
+)
+from ..core import errors
 
-SCOPES = ("project", "local", "user")
-BACKUP_INFIX = ".scsql-backup-"
 DEFAULT_TEAM_ROLE = "developer"
-PORTABLE_SERVER = "scsql"  # the .mcp.json server of a committed install: the agent is this checkout's (scsql.local.json)
-
-Json = dict[str, Any]
 
 
 # -- where things go ---------------------------------------------------------
-
-
-def git_root(start: Path) -> Path | None:
-    """The nearest directory at or above START holding .git (a directory, or
-    the file of a worktree), or None."""
-    start = start.resolve()
-    return next((d for d in (start, *start.parents) if (d / ".git").exists()), None)
 
 
 def project_dir(given: str | None) -> Path:
@@ -131,321 +124,6 @@ def rooted_project(ctx, directory: Path, agent: str) -> str | None:
     if len(rooted) > 1:
         rooted = [a["project"] for a in roles.list_agents(admin) if a["agent"] == agent and a["project"] in rooted]
     return rooted[0] if len(rooted) == 1 else None
-
-
-def settings_path(scope: str, directory: Path) -> Path:
-    """The Claude Code settings file of SCOPE (user: under $HOME)."""
-    if scope == "user":
-        return Path.home() / ".claude" / "settings.json"
-    return directory / ".claude" / ("settings.local.json" if scope == "local" else "settings.json")
-
-
-def server_name(agent: str) -> str:
-    return f"scsql-{agent}"
-
-
-def scsql_command() -> list[str]:
-    """How Claude Code starts scsql: the console script installed beside this
-    interpreter (not a shim on PATH), else this interpreter with -m scsql."""
-    script = Path(sys.executable).with_name("scsql")
-    if script.is_file() and os.access(script, os.X_OK):
-        return [str(script)]
-    return [sys.executable, "-m", "scsql"]
-
-
-def remote_server_entry(server: str, token_env: str, agent: str | None) -> Json:
-    """The .mcp.json entry of a team server: its MCP endpoint over HTTP, the
-    token read from TOKEN_ENV when Claude Code connects (never written here);
-    for one agent (not a committed file), the agent it must be, so a token of
-    another is refused (SC285)."""
-    headers = {"Authorization": f"Bearer ${{{token_env}}}"}
-    if agent is not None:
-        headers["X-Scsql-Agent"] = agent
-    return {"type": "http", "url": f"{server}/mcp", "headers": headers}
-
-
-def mcp_server_entry(agent: str | None, env: dict[str, str]) -> Json:
-    """The .mcp.json entry that runs ``scsql mcp --agent AGENT``; AGENT None:
-    the portable ``scsql mcp`` (the scsql on PATH; the agent is the one
-    .claude/scsql.local.json names), for a committed file."""
-    if agent is None:
-        return {"command": "scsql", "args": ["mcp"]}
-    command = scsql_command()
-    entry: Json = {"command": command[0], "args": [*command[1:], "mcp", "--agent", agent]}
-    if env:
-        entry["env"] = dict(env)
-    return entry
-
-
-# -- merging and removing ----------------------------------------------------
-
-
-_TUNABLE = ("timeout", "async", "statusMessage")
-
-
-# A command scsql wrote, in any of its forms (an older scsql's too): the hook
-# client by path with the agent and data directory, or the portable one.
-# A team server's (--server URL --token-env NAME) is the same handler: an
-# install for a team server replaces the local one, and uninstall removes either.
-_OUR_COMMAND = re.compile(
-    r"^(?:\S+ -S -I \S*scsql/hooks/client\.py (?P<sub>[a-z-]+) --agent (?P<agent>\S+) --home (?P<home>.+?)"
-    r"(?: --server \S+ --token-env \S+)?|scsql hook (?P<psub>[a-z-]+))(?: \|\| exit 1)?$")
-
-
-def _identity(handler: Any) -> str | None:
-    """What names a handler as scsql's: a command scsql writes by its event,
-    agent and data directory (whatever form an older scsql wrote it in);
-    another command by its exact text; any other kind by everything but its
-    timeout and flags."""
-    if not isinstance(handler, dict):
-        return None
-    if handler.get("type") == "command":
-        command = str(handler.get("command"))
-        m = _OUR_COMMAND.match(command)
-        if m and m["psub"]:
-            return f"scsql hook {m['psub']}"
-        if m:
-            return f"scsql hook {m['sub']} --agent {m['agent'].strip(chr(39))} --home {m['home'].strip(chr(39))}"
-        return f"command {command}"
-    return json.dumps({k: v for k, v in handler.items() if k not in _TUNABLE}, sort_keys=True)
-
-
-def _handler_identities(hooks: Json) -> set[str | None]:
-    return {_identity(h) for groups in hooks.values() for g in groups for h in g["hooks"]}
-
-
-def _is_handler(x: Any, identities: set[str | None]) -> bool:
-    return isinstance(x, dict) and _identity(x) in identities
-
-
-def merge_hooks(data: Json, ours: Json) -> Json:
-    """DATA (a settings object) with OURS merged into its "hooks": each handler
-    of ours replaces the handler with the same command in a group of its event
-    with the same matcher, or joins the first such group, or comes in a new
-    group at the end. A handler of ours found under another matcher (moved by
-    hand, or written by an older scsql) is taken out of there. Nothing else
-    changes."""
-    data = copy.deepcopy(data)
-    hooks = data.setdefault("hooks", {})
-    for event, groups in ours.items():
-        existing = hooks.setdefault(event, [])
-        placed = {(g.get("matcher"), _identity(h)) for g in groups for h in g["hooks"]}
-        identities = {i for _, i in placed}
-        for g in list(existing):
-            stray = [x for x in g["hooks"]
-                     if _is_handler(x, identities) and (g.get("matcher"), _identity(x)) not in placed]
-            if stray:
-                g["hooks"] = [x for x in g["hooks"] if not any(x is y for y in stray)]
-                if not g["hooks"]:
-                    existing.remove(g)
-        for group in groups:
-            for handler in group["hooks"]:
-                _merge_handler(existing, group, handler)
-    return data
-
-
-def _merge_handler(existing: list, group: Json, handler: Json) -> None:
-    same = {_identity(handler)}
-    matching = [g for g in existing if g.get("matcher") == group.get("matcher")]
-    for g in matching:
-        for i, x in enumerate(g["hooks"]):
-            if _is_handler(x, same):
-                g["hooks"][i] = copy.deepcopy(handler)
-                return
-    if matching:
-        matching[0]["hooks"].append(copy.deepcopy(handler))
-        return
-    new = {k: copy.deepcopy(v) for k, v in group.items() if k != "hooks"}
-    new["hooks"] = [copy.deepcopy(handler)]
-    existing.append(new)
-
-
-def remove_hooks(data: Json, ours: Json) -> Json:
-    """DATA without the handlers whose command is one of OURS, and without the
-    groups, event lists and "hooks" object that removing them emptied."""
-    data = copy.deepcopy(data)
-    hooks = data.get("hooks")
-    if not isinstance(hooks, dict):
-        return data
-    commands = _handler_identities(ours)
-    removed_events = False
-    for event in ours:
-        groups = hooks.get(event)
-        if not isinstance(groups, list):
-            continue
-        kept = []
-        for g in groups:
-            handlers = g.get("hooks") if isinstance(g, dict) else None
-            if not isinstance(handlers, list) or not any(_is_handler(x, commands) for x in handlers):
-                kept.append(g)
-                continue
-            g["hooks"] = [x for x in handlers if not _is_handler(x, commands)]
-            if g["hooks"]:
-                kept.append(g)
-        if groups and not kept:
-            del hooks[event]
-            removed_events = True
-        else:
-            hooks[event] = kept
-    if not hooks and removed_events:
-        del data["hooks"]
-    return data
-
-
-def merge_server(data: Json, name: str, entry: Json) -> Json:
-    data = copy.deepcopy(data)
-    data.setdefault("mcpServers", {})[name] = copy.deepcopy(entry)
-    return data
-
-
-def remove_server(data: Json, name: str) -> Json:
-    data = copy.deepcopy(data)
-    servers = data.get("mcpServers")
-    if isinstance(servers, dict) and name in servers:
-        del servers[name]
-        if not servers:
-            del data["mcpServers"]
-    return data
-
-
-# -- reading and writing one file -------------------------------------------
-
-
-def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> Json:
-    seen: Json = {}
-    for key, value in pairs:
-        if key in seen:
-            raise ValueError(f"the key {key!r} appears twice in one object")
-        seen[key] = value
-    return seen
-
-
-class ConfigFile:
-    """One JSON configuration file: read once (never through a symbolic
-    link), written only when its content changes, atomically, after a backup."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.raw: bytes | None = None  # None: the file does not exist
-        self.mode: int | None = None
-        self.data: Json = {}
-
-    def read(self) -> ConfigFile:
-        self.raw, self.mode = _read_plain(self.path)
-        if self.raw is None:
-            return self
-        try:
-            text = self.raw.decode("utf-8")
-            data = json.loads(text, object_pairs_hook=_refuse_duplicates) if text.strip() else {}
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise self.unparsable(f"it is not valid JSON ({exc})") from None
-        if not isinstance(data, dict):
-            raise self.unparsable(f"it holds a JSON {type(data).__name__}, not an object")
-        self.data = data
-        return self
-
-    def unparsable(self, why: str) -> ScsqlError:
-        return ScsqlError(CONFIG_UNPARSABLE, f"{self.path}: {why}; the file was left as it is",
-                          "fix the file (or move it away), then run the command again")
-
-    def render(self, data: Json) -> bytes:
-        """DATA as JSON, indented like the file (two spaces for a new or one-line file)."""
-        indent: int | str = 2
-        if self.raw:
-            found = re.search(rb"\n([ \t]+)\S", self.raw)
-            if found:
-                lead = found.group(1).decode()
-                indent = lead if "\t" in lead else len(lead)
-        return (json.dumps(data, indent=indent, ensure_ascii=False) + "\n").encode("utf-8")
-
-    def backups(self) -> list[Path]:
-        """The backups scsql made of this file, newest first."""
-        found = self.path.parent.glob(self.path.name + BACKUP_INFIX + "*")
-        return sorted((p for p in found if not p.is_symlink() and p.is_file()), reverse=True)
-
-    def write(self, content: bytes | None) -> Path | None:
-        """Replace the file with CONTENT (None: delete it); returns the backup made, if any."""
-        now, mode = _read_plain(self.path)
-        if now != self.raw:
-            raise ScsqlError(CONFIG_UNWRITABLE, f"{self.path} changed while scsql was reading it; nothing was written",
-                             "run the command again")
-        backup = self._backup() if self.raw is not None else None
-        try:
-            if content is None:
-                self.path.unlink()
-            else:
-                _replace(self.path, content, self.mode)
-        except OSError as exc:
-            raise ScsqlError(CONFIG_UNWRITABLE, f"{self.path}: cannot be written ({exc.strerror}); "
-                                                "it was left as it is", "check the directory's permissions") from None
-        return backup
-
-    def _backup(self) -> Path:
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-        base = self.path.with_name(self.path.name + BACKUP_INFIX + stamp)
-        for n in range(1, 1000):
-            candidate = base if n == 1 else base.with_name(f"{base.name}-{n}")
-            try:
-                fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, self.mode or 0o600)
-            except FileExistsError:
-                continue
-            except OSError as exc:
-                raise ScsqlError(CONFIG_UNWRITABLE, f"{candidate}: the backup cannot be written ({exc.strerror}); "
-                                                    f"{self.path} was left as it is") from None
-            with os.fdopen(fd, "wb") as f:
-                f.write(self.raw or b"")
-                f.flush()
-                os.fsync(f.fileno())
-            return candidate
-        raise ScsqlError(CONFIG_UNWRITABLE, f"too many backups of {self.path} made at {stamp}")
-
-
-def _read_plain(path: Path) -> tuple[bytes | None, int | None]:
-    """The bytes and mode of PATH (None, None when it does not exist); SC051
-    for a symbolic link or anything but a regular file."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return None, None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP or path.is_symlink():
-            raise ScsqlError(CONFIG_NOT_REGULAR, f"{path} is a symbolic link (to {os.readlink(path)}); scsql does "
-                                                 "not write through it and left it as it is",
-                             "merge the entries into the file it points to yourself, or replace the link by a file"
-                             ) from None
-        raise ScsqlError(CONFIG_UNWRITABLE, f"{path}: cannot be read ({exc.strerror})") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise ScsqlError(CONFIG_NOT_REGULAR, f"{path} is not a regular file; scsql left it as it is",
-                         "move it away, then run the command again")
-    with os.fdopen(fd, "rb") as f:
-        return f.read(), stat.S_IMODE(st.st_mode)
-
-
-def _replace(path: Path, content: bytes, mode: int | None) -> None:
-    """Write CONTENT to a temporary file beside PATH and rename it over PATH."""
-    if mode is None:
-        umask = os.umask(0o022)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(content)
-            f.flush()
-            os.fchmod(f.fileno(), mode)
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dirfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dirfd)
-    finally:
-        os.close(dirfd)
 
 
 # -- install and uninstall, file by file --------------------------------------
@@ -536,7 +214,7 @@ def _edits(ctx, args: argparse.Namespace, mcp: bool = True) -> tuple[Path, str, 
     else:
         entry = mcp_server_entry(None if portable else agent, env)
     ours = settings_hooks(None, None) if portable else settings_hooks(agent, home, remote)
-    n = len(_handler_identities(ours))
+    n = len(handler_identities(ours))
     edits = [
         Edit(directory / ".mcp.json", _check_mcp, lambda d: merge_server(d, name, entry),
              lambda d: remove_server(d, name), f"MCP server {name}"),
@@ -596,7 +274,7 @@ def ensure_project_and_agent(ctx, project: str, agent: str, team_role: str,
         raise ScsqlError(INSTALL_CONFLICT, f"agent {agent} belongs to project {found['project']}, not {project}",
                          f"install it with --project {found['project']}, or choose another --agent")
     if found is not None and found["revoked_at"] is not None:
-        raise ScsqlError("SC002", f"agent {agent} was revoked at {found['revoked_at']} and can no longer act",
+        raise ScsqlError(errors.AGENT_REVOKED, f"agent {agent} was revoked at {found['revoked_at']} and can no longer act",
                          "choose another --agent")
     if found is not None:
         ctx.keystore.load(agent)  # its key is here and safe, or SC031/SC032 now
@@ -636,8 +314,8 @@ def record_agent_env(ctx, agent: str, password: str | None) -> list[str]:
     a file of the project."""
     from urllib.parse import quote
 
-    from ..core.cli import uri
-    from .hookclient import agent_env, agent_env_path
+    from ..core.command import uri
+    from ..core.config import agent_env, agent_env_path
 
     home = str(ctx.settings.data_dir)
     env = dict(agent_env(home, agent))
@@ -654,8 +332,47 @@ def record_agent_env(ctx, agent: str, password: str | None) -> list[str]:
         return []
     path = Path(agent_env_path(home, agent))
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    _replace(path, (json.dumps(env, indent=2) + "\n").encode(), 0o600)
+    replace_file(path, (json.dumps(env, indent=2) + "\n").encode(), 0o600)
     return [f"  recorded  {path}  (how agent {agent}'s hooks and MCP server reach its database; 0600)"]
+
+
+DISTILL_DAILY_TOKENS = 200_000  # scsql.set_distill's default, said in the help
+
+
+def default_distiller(basis: str) -> str:
+    """A distiller's agent name made from an agent's or project's name: lower
+    case, characters an agent name may not hold as '_', '_distiller' after it."""
+    stem = re.sub(r"[^a-z0-9_]+", "_", basis.lower()).strip("_")[:38] or "project"
+    return (stem if stem[0].isalpha() else "d" + stem[:37]) + "_distiller"
+
+
+def enable_distill(ctx, project: str, distiller: str | None = None, *, model: str | None = None,
+                   daily_tokens: int | None = None, command: list[str] | None = None,
+                   max_input_chars: int | None = None, fallback: str | None = None) -> list[str]:
+    """Make PROJECT distil its sessions: its distiller agent (DISTILLER, else
+    the one it has, else FALLBACK, else one named after the project) created
+    with its key when it does not exist, then scsql.set_distill. Returns what
+    was done (``scsql install claude --distill`` and ``scsql distill enable``)."""
+    from ..core import roles
+
+    admin = ctx.admin_conninfo()
+    said = []
+    with roles.admin_connection(admin) as conn:
+        current = conn.execute("select distiller from scsql.distill_overview() where project = %s",
+                               (project,)).fetchone()
+    name = distiller or (current["distiller"] if current else fallback or default_distiller(project))
+    found = next((a for a in roles.list_agents(admin) if a["agent"] == name), None)
+    if found is None:
+        row = roles.create_agent(admin, ctx.keystore, name, project, "distiller")
+        said.append(f"scsql: created distiller agent {name} in project {project}, key {row['key_file']}")
+    with roles.admin_connection(admin) as conn:
+        s = conn.execute("select * from scsql.set_distill(%s, %s, true, %s, %s, %s, %s)",
+                         (project, name, model, daily_tokens, command, max_input_chars)).fetchone()
+    how = " ".join(s["command"]) if s["command"] else f"claude -p --model {s['model']}"
+    said.append(f"scsql: project {project} distils its sessions with {how}, as agent {name}, "
+                f"at most {s['daily_tokens']:,} tokens a day (UTC)")
+    said.append(f"scsql: the jobs run in: scsql worker --agent {name}")
+    return said
 
 
 def cmd_install_claude(ctx, args: argparse.Namespace) -> int:
@@ -672,6 +389,10 @@ def cmd_install_claude(ctx, args: argparse.Namespace) -> int:
         print(edit.apply(status, content))
     for line in record_agent_env(ctx, args.agent, password):
         print(line)
+    if args.distill:
+        for line in enable_distill(ctx, project, args.distiller, model=args.distill_model,
+                           daily_tokens=args.distill_daily_tokens, fallback=default_distiller(args.agent)):
+            print(line)
     if args.scope == "project":
         _exclude_from_git(directory, IDENTITY)
     marker = Path(ctx.settings.data_dir) / "hooks" / f"{args.agent}.misconfigured"
@@ -690,7 +411,7 @@ def _require_agent(args: argparse.Namespace) -> None:
 def _install_remote(ctx, args: argparse.Namespace) -> int:
     """install claude --server: the configuration of a team server's agent;
     nothing is done to a database here."""
-    from ..serve import remote
+    from . import remote
 
     args.server = remote.base_url(args.server)
     found = remote.whoami(args.server, args.token or os.environ.get(args.token_env), args.agent)
@@ -734,7 +455,7 @@ def _exclude_from_git(directory: Path, relative: str) -> None:
 def cmd_uninstall_claude(ctx, args: argparse.Namespace) -> int:
     _require_agent(args)
     if args.server:
-        from ..serve import remote
+        from . import remote
 
         args.server = remote.base_url(args.server)
     # The .mcp.json server is shared by the installs of every scope: it goes
@@ -778,10 +499,8 @@ def _options(p: argparse.ArgumentParser) -> None:
                         "never the token")
 
 
-def register_install(sub, add) -> None:
-    from ..core.cli import command_group
-
-    p = command_group(sub, add, "install", "add scsql to an agent tool's configuration", "TARGET").add_parser(
+def register_install(commands: Commands) -> None:
+    p = commands.group("install", "add scsql to an agent tool's configuration", "TARGET").add_parser(
         "claude", help="Claude Code: create the project and agent if needed, add the MCP server to .mcp.json "
                        "and the hooks to the settings file")
     _options(p)
@@ -789,8 +508,17 @@ def register_install(sub, add) -> None:
                    help=f"team role of an agent created now (default {DEFAULT_TEAM_ROLE})")
     p.add_argument("--token", help="with --server: a token to ask the server which agent it is, now; never written "
                                    "(default: the one in --token-env's variable)")
+    p.add_argument("--distill", action="store_true",
+                   help="also distil the project's sessions into facts, decisions and open loops with a model "
+                        "(claude -p by default; docs/distill.md): creates its distiller agent")
+    p.add_argument("--distiller", metavar="NAME",
+                   help="with --distill: the distiller agent (default: the project's, else <agent>_distiller)")
+    p.add_argument("--distill-model", metavar="MODEL", help="with --distill: the model claude -p runs (default haiku)")
+    p.add_argument("--distill-daily-tokens", type=int, metavar="N",
+                   help="with --distill: tokens the project's distillation may use per UTC day "
+                        f"(default {DISTILL_DAILY_TOKENS:,})")
     p.set_defaults(sub_func=cmd_install_claude)
-    p = command_group(sub, add, "uninstall", "remove what scsql install added", "TARGET").add_parser(
+    p = commands.group("uninstall", "remove what scsql install added", "TARGET").add_parser(
         "claude", help="Claude Code: remove scsql's MCP server and hooks of the agent, keep everything else")
     _options(p)
     p.set_defaults(sub_func=cmd_uninstall_claude)

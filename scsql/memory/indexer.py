@@ -64,10 +64,12 @@ import pathspec
 from psycopg.types.json import Jsonb
 
 from ..core.config import Settings
+from ..core import errors
 from ..core.errors import ScsqlError
+from ..core.rules import Rules
 
-INDEX_PATH_PROTECTED = "SC223"
-INDEX_PATH_UNUSABLE = "SC224"
+INDEX_PATH_PROTECTED = errors.INDEX_PATH_PROTECTED
+INDEX_PATH_UNUSABLE = errors.INDEX_PATH_UNUSABLE
 
 # Files never read (file names, lower-cased, as shell patterns).
 SECRET_NAMES = (
@@ -84,7 +86,6 @@ SKIP_SECRET_DIR = "secret store directory"
 SKIP_PROTECTED = "scsql data directory or keystore"
 SKIP_HARD_LINK = "hard link: the file has other names, which may be outside the project root"
 
-MAX_BYTES = 2 * 1024 * 1024
 MAX_CHUNK_CHARS = 1500
 # A code chunk smaller than this joins its neighbours (up to MAX_CHUNK_CHARS).
 MIN_CHUNK_CHARS = 500
@@ -109,6 +110,7 @@ class Tree:
     files: list[FileEntry] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
     _counts: Counter[str] = field(default_factory=Counter)
+    max_bytes: int = 0  # the largest file indexed (the database's bound; set by scan)
 
     def manifest(self) -> list[dict[str, str]]:
         return [{"path": f.rel, "content_hash": f.sha256} for f in self.files]
@@ -122,29 +124,10 @@ class Tree:
         return dict(sorted(self._counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-@dataclass(frozen=True)
-class Secrets:
-    """What the database counts as secret, read once per run: the stores of
-    secrets never entered (``scsql_caller.secret_dirs``) and the PEM private
-    key pattern (``scsql_caller.private_key_pattern``, which
-    ``scsql.index_text`` enforces too)."""
-
-    dirs: frozenset[str]
-    private_key: re.Pattern[str]
-
-    @classmethod
-    def read(cls, conn) -> Secrets:
-        row = conn.execute("select scsql_caller.secret_dirs() as dirs, "
-                           "scsql_caller.private_key_pattern() as pattern").fetchone()
-        return cls(frozenset(row["dirs"]), re.compile(row["pattern"]))
-
-    def secret_dir(self, name: str) -> bool:
-        """True for a directory name that is a store of secrets (compared in lower case)."""
-        return name.lower() in self.dirs
-
-    def holds_private_key(self, text: str) -> bool:
-        """True when TEXT holds a PEM private key block (the marker alone is not one)."""
-        return self.private_key.search(text) is not None
+# What the database counts as secret and the largest text it indexes, read
+# once per run (scsql_caller.rules: the stores of secrets never entered, the
+# PEM private key pattern scsql.index_text enforces too, the 2 MiB bound).
+Secrets = Rules
 
 
 def secret_name(name: str) -> bool:
@@ -230,7 +213,7 @@ def _start(path: str | Path) -> Path:
     try:
         start = Path(path).expanduser()
         if not start.exists():
-            raise ScsqlError("SC010", f"{_shown(path)} does not exist")
+            raise ScsqlError(errors.INVALID_ARGUMENT, f"{_shown(path)} does not exist")
         start = start.resolve()
         is_dir = start.is_dir()
     except (OSError, ValueError, RuntimeError) as exc:
@@ -239,7 +222,7 @@ def _start(path: str | Path) -> Path:
                          "give the path of an existing directory (each name at most 255 bytes, "
                          "the whole path at most 4096)") from None
     if not is_dir:
-        raise ScsqlError("SC010", f"{_shown(path)} is not a directory", "index a directory; index_text takes one text")
+        raise ScsqlError(errors.INVALID_ARGUMENT, f"{_shown(path)} is not a directory", "index a directory; index_text takes one text")
     return start
 
 
@@ -278,7 +261,7 @@ def scan(path: str | Path, secrets: Secrets, root: Path | None = None,
     _refuse_protected(start, protected)
     root = root or project_root(start)
     prefix = "" if start == root else start.relative_to(root).as_posix()
-    tree = Tree(root, prefix)
+    tree = Tree(root, prefix, max_bytes=secrets.index_max_bytes)
     ignore = _Ignore(root)
     if prefix and any(ignore.ignored("/".join(prefix.split("/")[: i + 1]), True)
                       for i in range(len(prefix.split("/")))):
@@ -346,10 +329,15 @@ class Unindexable(Exception):
         self.reason, self.category = reason, category or reason
 
 
-def read_regular(full: Path) -> bytes | None:
+def _mib(n: int) -> str:
+    return f"{n / 1048576:g} MiB"
+
+
+def read_regular(full: Path, max_bytes: int) -> bytes | None:
     """The bytes of the regular file at FULL (None when it is not one).
     The checks and the read are of one open file, so the file cannot be
-    swapped between them. Raises :class:`Unindexable` for a file over 2 MiB
+    swapped between them. Raises :class:`Unindexable` for a file over max_bytes
+    (the database's bound, Rules.index_max_bytes: 2 MiB)
     and for a file with more than one name (a hard link): its other names
     may be outside the project root, and a hard link cannot be told from
     the file it names; OSError when it cannot be read."""
@@ -362,11 +350,11 @@ def read_regular(full: Path) -> bytes | None:
             return None
         if st.st_nlink > 1:
             raise Unindexable(SKIP_HARD_LINK)
-        if st.st_size > MAX_BYTES:
-            raise Unindexable(f"larger than 2 MiB ({st.st_size} bytes)", "larger than 2 MiB")
-        data = fh.read(MAX_BYTES + 1)
-    if len(data) > MAX_BYTES:
-        raise Unindexable(f"larger than 2 MiB (more than {MAX_BYTES} bytes)", "larger than 2 MiB")
+        if st.st_size > max_bytes:
+            raise Unindexable(f"larger than {_mib(max_bytes)} ({st.st_size} bytes)", f"larger than {_mib(max_bytes)}")
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise Unindexable(f"larger than {_mib(max_bytes)} (more than {max_bytes} bytes)", f"larger than {_mib(max_bytes)}")
     return data
 
 
@@ -374,7 +362,7 @@ def _read_file(tree: Tree, rel: str, full: Path) -> bytes | None:
     """The bytes of the file at FULL to index, or None: not a regular file,
     empty, or skipped with its reason (:func:`read_regular`)."""
     try:
-        data = read_regular(full)
+        data = read_regular(full, tree.max_bytes)
     except Unindexable as exc:
         tree.skip(rel, exc.reason, exc.category)
         return None
@@ -647,10 +635,10 @@ def index_files(agent, tree: Tree, actions: list[dict[str, Any]], progress: bool
         entry = by_rel.get(rel)
         try:
             if entry is None:
-                raise ScsqlError("SC010", "not in the scanned tree")
-            data = read_regular(entry.path)  # as it is now, if it changed since the scan (still one name)
+                raise ScsqlError(errors.INVALID_ARGUMENT, "not in the scanned tree")
+            data = read_regular(entry.path, agent.rules().index_max_bytes)  # as it is now, if it changed since the scan (still one name)
             if data is None:
-                raise ScsqlError("SC010", "no longer a regular file")
+                raise ScsqlError(errors.INVALID_ARGUMENT, "no longer a regular file")
             text = data.decode("utf-8")
             with agent.transaction() as conn:
                 row = conn.execute(

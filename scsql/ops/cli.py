@@ -10,13 +10,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..core.command import Commands
 from . import backup
 
 
 def cmd_doctor(ctx, args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..hooks.install import git_root
+    from ..hooks.settings import git_root
     from . import doctor
 
     project_dir = Path(args.project_dir).resolve() if args.project_dir else git_root(Path.cwd())
@@ -57,6 +58,9 @@ def cmd_metrics(ctx, args: argparse.Namespace) -> int:
     if not args.listen:
         sys.stdout.write(metrics.render(rows()).decode())
         return 0
+    from ..core.interrupt import ctrl_c_stops
+
+    ctrl_c_stops()
     rows()  # a database that cannot answer is one clear error now, not at the first scrape
     server, _ = metrics.serve(args.listen, rows)
     host, port = server.server_address[:2]
@@ -65,9 +69,10 @@ def cmd_metrics(ctx, args: argparse.Namespace) -> int:
     return 0  # not reached
 
 
-def register(sub, add) -> None:
+def register(commands: Commands) -> None:
+    add = commands.add
     p = add("doctor", cmd_doctor, "check the server, schema, partitions, worker, checkpoints, chains, keys, clock, "
-                                  "hooks and spool; say what to run for each problem (exit 1 when one needs action)")
+                                  "hooks, spool and distillation; say what to run for each problem (exit 1 when one needs action)")
     p.add_argument("--json", action="store_true", help="one JSON object: ok, and every check's finding")
     p.add_argument("--full", action="store_true",
                    help="re-compute every chain from its first row (default: from its newest checkpoint)")
@@ -76,4 +81,4 @@ def register(sub, add) -> None:
     p = add("metrics", cmd_metrics, "scsql.metrics() in the Prometheus text format, printed or served (--listen)")
     p.add_argument("--agent", help="read as this agent: only its project's figures (default: the administrator, all)")
     p.add_argument("--listen", metavar="ADDRESS", help="serve /metrics on [HOST]:PORT for scraping, e.g. 127.0.0.1:9187")
-    backup.register(sub, add)
+    backup.register(commands)

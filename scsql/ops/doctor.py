@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shlex
 import stat
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -23,6 +24,7 @@ from typing import Any
 
 from ..core.config import Settings
 from ..core.errors import ScsqlError
+from ..core import errors
 
 MIN_SERVER_VERSION = 150000
 BACKLOG_LIMIT = dt.timedelta(minutes=15)  # the oldest chunk waiting for an embedding
@@ -97,12 +99,13 @@ def check_server(p: Probe) -> Finding:
         p.conn = psycopg.connect(conninfo, autocommit=True, row_factory=dict_row, connect_timeout=5)
     except ScsqlError as exc:
         return action(f"the server is not reachable: {exc.message}",
-                      ["scsql up" if exc.code == "SC034" else exc.hint or "scsql status"])
+                      [scsql_cmd(p, "up") if exc.code == errors.EMBEDDED_NOT_RUNNING else exc.hint or scsql_cmd(p, "status")])
     except psycopg.OperationalError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         where = "SCSQL_DSN" if p.settings.dsn else "the embedded server"
         return action(f"cannot connect to {where}: {first}",
-                      ["scsql up" if p.settings.embedded else "check SCSQL_DSN and that the server accepts connections"])
+                      [scsql_cmd(p, "up") if p.settings.embedded
+                       else "check SCSQL_DSN and that the server accepts connections"])
     row = p.query("select current_setting('server_version') as v, current_setting('server_version_num')::int as n")[0]
     if row["n"] < MIN_SERVER_VERSION:
         return action(f"PostgreSQL {row['v']} is older than scsql supports (15)", ["upgrade the server to PostgreSQL 15 or newer"])
@@ -112,14 +115,15 @@ def check_server(p: Probe) -> Finding:
 def check_migrations(p: Probe) -> Finding:
     from ..core.migrate import Source
 
-    files = {m.version: m for m in Source().migrations()}
+    sequence = Source().migrations()
+    files = {m.version: m for m in sequence}
     if not p.query("select from pg_catalog.pg_tables where schemaname = 'scsql' and tablename = 'schema_migrations'"):
-        return action("the database has no scsql schema", ["scsql migrate"])
+        return action("the database has no scsql schema", [scsql_cmd(p, "migrate")])
     applied = {r["version"]: r["checksum"] for r in p.query("select version, checksum from scsql.schema_migrations")}
     changed = [f"{files[v].name}: applied {c[:12]}, file {files[v].checksum[:12]}"
                for v, c in sorted(applied.items()) if v in files and files[v].checksum != c]
     unknown = [f"{v:04d}" for v in sorted(applied) if v not in files]
-    pending = [m.name for v, m in sorted(files.items()) if v not in applied]
+    pending = [m.name for m in sequence if m.version not in applied]
     if changed:
         return action(f"{len(changed)} applied migration(s) differ from their files", [
             "restore the files as they were applied (applied migrations are immutable; "
@@ -128,8 +132,9 @@ def check_migrations(p: Probe) -> Finding:
         return action(f"the database has migration(s) {', '.join(unknown)} this scsql does not know",
                       ["upgrade scsql to the version that migrated this database"])
     if pending:
-        return action(f"{len(pending)} migration(s) not applied", ["scsql migrate"], pending)
-    return ok(f"schema version {max(applied, default=0)}, {len(applied)} migrations, checksums match")
+        return action(f"{len(pending)} migration(s) not applied", [scsql_cmd(p, "migrate")], pending)
+    head = [m.name for m in sequence if m.version in applied][-1:] or ["none"]
+    return ok(f"schema version {len(applied)} ({head[0].removesuffix('.sql')}), checksums match")
 
 
 def check_extensions(p: Probe) -> Finding:
@@ -137,7 +142,7 @@ def check_extensions(p: Probe) -> Finding:
     if "vector" not in found:
         available = p.query("select from pg_catalog.pg_available_extensions where name = 'vector'")
         return action("pgvector (extension vector) is not installed in this database", [
-            "scsql migrate (it creates the extension)" if available else
+            scsql_cmd(p, "migrate") + "   # creates the extension" if available else
             "install pgvector on the server (e.g. apt install postgresql-NN-pgvector), then scsql migrate"])
     partman = f", pg_partman {found['pg_partman']}" if "pg_partman" in found else ", pg_partman absent (built-in maintenance)"
     return ok(f"vector {found['vector']}{partman}")
@@ -151,30 +156,51 @@ def check_partitions(p: Probe) -> Finding:
     behind = [f"{t}: {int(n)} partition(s) kept past their retention" for t, n in sorted(late.items()) if n]
     if short:
         return action("partitions are not created ahead", [
-            "scsql partitions maintain (and keep scsql worker running: it maintains them)"], short + behind)
+            scsql_cmd(p, "partitions maintain") + "   # and keep a worker running: it maintains them"],
+            short + behind)
     if behind:
         return action("retention is not keeping up", [
-            "scsql checkpoint (retention drops only checkpointed rows), then scsql partitions maintain",
-            "scsql partitions maintain lists what it refused and why"], behind)
+            scsql_cmd(p, "checkpoint") + "   # retention drops only checkpointed rows",
+            scsql_cmd(p, "partitions maintain") + "   # lists what it refused and why"], behind)
     days = min(ahead.values(), default=0)
     return ok(f"{len(ahead)} partitioned table(s), partitions at least {days:.0f} day(s) ahead, retention on time")
 
 
 def check_worker(p: Probe) -> Finding:
+    from ..core import supervisor
+
     alive = p.metrics("scsql_workers_alive")
-    active = {r["project"]: r["agent"] for r in p.query(
-        "select p.name as project, min(a.name) as agent from scsql.agents a join scsql.projects p using (project_id) "
-        "where a.revoked_at is null group by p.name")}
+    active = {r["project"]: r["agents"] for r in p.query(
+        "select p.name as project, array_agg(a.name order by a.name) as agents from scsql.agents a "
+        "join scsql.projects p using (project_id) where a.revoked_at is null group by p.name")}
     if not active:
         return skip("no project has an active agent")
     age = p.metrics("scsql_worker_heartbeat_age_seconds")
     dead = sorted(proj for proj in active if not alive.get(proj))
-    if dead:
-        details = [f"{proj}: " + (f"last heartbeat {age[proj]:.0f} s ago" if proj in age else "no worker ever ran")
-                   for proj in dead]
-        return action(f"no live scsql worker for {len(dead)} project(s)",
-                      [f"scsql worker --agent {active[proj]}   # project {proj}" for proj in dead], details)
-    return ok(f"{int(sum(alive.values()))} worker(s) alive for {len(active)} project(s)")
+    if not dead:
+        return ok(f"{int(sum(alive.values()))} worker(s) alive for {len(active)} project(s)")
+    details = [f"{proj}: " + (f"last heartbeat {age[proj]:.0f} s ago" if proj in age else "no worker ever ran")
+               for proj in dead]
+    keys = p.settings.keystore
+    keyed = {proj: supervisor.pick_agent(active[proj], lambda a: (keys / f"{a}.key").is_file()) for proj in dead}
+    fix = []
+    if p.settings.embedded and any(keyed.values()):  # scsql up starts their background workers
+        fix.append(scsql_cmd(p, "up") + "   # starts a background worker for each project (scsql down stops them)")
+        for proj in (x for x in dead if keyed[x] and supervisor.log_path(p.settings.data_dir, x).is_file()):
+            details.append(f"{proj}: its background worker's log: {supervisor.log_path(p.settings.data_dir, proj)}")
+    for proj in dead if not p.settings.embedded else [x for x in dead if not keyed[x]]:
+        agent = keyed[proj] or active[proj][0]
+        fix.append(scsql_cmd(p, f"worker --agent {agent}") + f"   # project {proj}; runs until Ctrl-C"
+                   + ("" if keyed[proj] else f" (with {agent}'s key: this keystore has none of the project's)"))
+    return action(f"no live scsql worker for {len(dead)} project(s)", fix, details)
+
+
+def _checkpoint_fix(p: Probe) -> list[str]:
+    """What to run when chain rows wait for a checkpoint: the auditor's key first, when it is not made yet."""
+    init = [] if (p.settings.keystore / "auditor.key").is_file() else [
+        scsql_cmd(p, "checkpoint --init") + "   # once: creates and registers the auditor's key"]
+    return init + [scsql_cmd(p, "checkpoint --export scsql-checkpoints.jsonl")
+                   + "   # signs the chain heads; keep the file away from the server"]
 
 
 def check_backlog(p: Probe) -> Finding:
@@ -199,7 +225,7 @@ def check_checkpoints(p: Probe) -> Finding:
     if stale:
         return action(f"chain rows wait for a checkpoint longer than {_span(limit)}"
                       + (" (half the retention)" if limit < CHECKPOINT_LIMIT else ""),
-                      ["scsql checkpoint --export FILE (scsql checkpoint --init once, to create the auditor key)"],
+                      _checkpoint_fix(p),
                       [f"{proj}: {int(unverified[proj])} row(s) unverified, checkpoint age {_span(dt.timedelta(seconds=age[proj]))}"
                        for proj in stale])
     if not age:
@@ -234,11 +260,11 @@ def check_chains(p: Probe) -> Finding:
                for b in broken]
     details += [f"quarantine {q['quarantine_id']}: chain {q['chain_id']} ({q['project']}/{q['agent']}) from seq "
                 f"{q['from_seq']}: {q['kind']}" for q in open_q]
-    fix = ["scsql verify (names every break and checks signatures)"]
+    fix = [scsql_cmd(p, "verify") + "   # names every break and checks signatures"]
     if broken:
-        fix.append("scsql checkpoint (quarantines a broken chain and signs the others)")
+        fix.append(scsql_cmd(p, "checkpoint") + "   # quarantines a broken chain and signs the others")
     if open_q:
-        fix.append("once dealt with: select scsql.acknowledge_quarantine(ID, 'what was done')  -- scsql psql")
+        fix.append(f"once dealt with: select scsql.acknowledge_quarantine(ID, 'what was done') in {scsql_cmd(p, 'psql')}")
     return action(f"{len(broken)} broken chain(s), {len(open_q)} open quarantine(s)", fix, details)
 
 
@@ -249,14 +275,14 @@ def check_keys(p: Probe) -> Finding:
     bad = []
     mode = stat.S_IMODE(store.stat().st_mode)
     if mode & 0o077:
-        bad.append((f"{store} has mode {mode:04o}", f"chmod 700 {store}"))
+        bad.append((f"{store} has mode {mode:04o}", f"chmod 700 {shlex.quote(str(store))}"))
     keys = sorted(store.glob("*.key"))
     for key in keys:
         st = key.stat()
         if stat.S_IMODE(st.st_mode) & 0o077:
-            bad.append((f"{key} has mode {stat.S_IMODE(st.st_mode):04o}", f"chmod 600 {key}"))
+            bad.append((f"{key} has mode {stat.S_IMODE(st.st_mode):04o}", f"chmod 600 {shlex.quote(str(key))}"))
         if st.st_uid != os.geteuid():
-            bad.append((f"{key} belongs to uid {st.st_uid}", f"chown {os.geteuid()} {key}"))
+            bad.append((f"{key} belongs to uid {st.st_uid}", f"chown {os.geteuid()} {shlex.quote(str(key))}"))
     if bad:
         return action(f"{len(bad)} key file permission problem(s): group or others can read private keys",
                       [fix for _, fix in bad], [what for what, _ in bad])
@@ -276,25 +302,61 @@ def check_clock(p: Probe) -> Finding:
 
 
 def check_hooks(p: Probe) -> Finding:
+    """The hooks of each agent the project's .mcp.json serves: a server
+    scsql-NAME (an install of scope local or user) or the portable scsql (the
+    project scope's: its agent is the one .claude/scsql.local.json names)."""
     from ..hooks.events import settings_hooks
-    from ..hooks.install import SCOPES, merge_hooks, settings_path
+    from ..hooks.hookclient import IDENTITY_FILE, project_identity
+    from ..hooks.settings import PORTABLE_SERVER, SCOPES, merge_hooks, settings_path
 
     if p.project_dir is None:
         return skip("not in a git repository (give --project-dir DIR to check its hooks)")
     servers = _json(p.project_dir / ".mcp.json").get("mcpServers") or {}
-    agents = sorted(n.removeprefix("scsql-") for n in servers if isinstance(n, str) and n.startswith("scsql-"))
-    if not agents:
+    wanted = {n.removeprefix("scsql-"): settings_hooks(n.removeprefix("scsql-"), str(p.settings.data_dir))
+              for n in servers if isinstance(n, str) and n.startswith("scsql-")}
+    unnamed = PORTABLE_SERVER in servers and (project_identity(str(p.project_dir)) or {}).get("agent") is None
+    if PORTABLE_SERVER in servers and not unnamed:
+        wanted[project_identity(str(p.project_dir))["agent"]] = settings_hooks(None, None)
+    if not wanted and not unnamed:
         return skip(f"scsql is not installed in {p.project_dir}")
     files = [settings_path(s, p.project_dir) for s in SCOPES]
-    missing = []
-    for agent in agents:
-        ours = settings_hooks(agent, str(p.settings.data_dir))
-        if not any(merge_hooks(d, ours) == d for d in (_json(f) for f in files) if d):
-            missing.append(agent)
-    if missing:
-        return action(f"hooks missing or out of date for agent(s) {', '.join(missing)} in {p.project_dir}",
-                      [f"scsql install claude --agent {a} --project-dir {p.project_dir}" for a in missing])
-    return ok(f"MCP server and hooks installed for {', '.join(agents)} in {p.project_dir}")
+    missing = sorted(a for a, ours in wanted.items()
+                     if not any(merge_hooks(d, ours) == d for d in (_json(f) for f in files) if d))
+    where = shlex.quote(str(p.project_dir))
+    if missing or unnamed:
+        return action(f"hooks missing or out of date for agent(s) {', '.join(missing)} in {p.project_dir}" if missing
+                      else f"{p.project_dir / IDENTITY_FILE} does not name the agent its hooks act as",
+                      [scsql_cmd(p, f"install claude --agent {a} --project-dir {where}") for a in missing]
+                      + ([scsql_cmd(p, "agent list") + f"   # then: {scsql_cmd(p, 'install claude')} --agent NAME "
+                          f"--project-dir {where}, NAME the agent this checkout acts as"] if unnamed else []))
+    return ok(f"MCP server and hooks installed for {', '.join(sorted(wanted))} in {p.project_dir}")
+
+
+DISTILL_WAIT = dt.timedelta(minutes=15)  # a distillation job waiting longer has no worker running it
+
+
+def check_distill(p: Probe) -> Finding:
+    """Each project that distils: its budget today (UTC), jobs waiting for it
+    or for a worker, and jobs that failed today (sql/65_distill.sql)."""
+    rows = [r for r in p.query("select * from scsql.distill_overview()") if r["enabled"]]
+    if not rows:
+        return ok("no project distils its sessions with a model (scsql install claude --distill turns it on)")
+    details = [f"{r['project']}: {r['used_today']:,} of {r['daily_tokens']:,} tokens used today (UTC); "
+               f"{r['queued']} queued, {r['deferred']} waiting for the budget, {r['failed_today']} failed today"
+               for r in rows]
+    fix = []
+    for r in rows:
+        waited = r["oldest_queued_at"] is not None and p.now() - r["oldest_queued_at"] > DISTILL_WAIT
+        if r["deferred"]:
+            fix.append(f"scsql distill enable --project {r['project']} --daily-tokens {2 * r['daily_tokens']}"
+                       "   # or let the jobs wait for the next UTC day")
+        elif r["queued"] and waited:
+            fix.append(f"scsql worker --agent {r['distiller']}   # runs project {r['project']}'s distillation")
+        if r["failed_today"]:
+            fix.append(f"scsql distill jobs --agent {r['distiller']}   # says why {r['failed_today']} job(s) failed")
+    if fix:
+        return action("distillation needs attention", fix, details)
+    return ok(f"{len(rows)} project(s) distil their sessions within their budgets", details)
 
 
 def scsql_cmd(p: Probe, rest: str) -> str:
@@ -304,7 +366,7 @@ def scsql_cmd(p: Probe, rest: str) -> str:
 
     if p.settings.data_dir == find_data_dir():
         return f"scsql {rest}"
-    return f"scsql --data-dir {p.settings.data_dir} {rest}"
+    return f"scsql --data-dir {shlex.quote(str(p.settings.data_dir))} {rest}"
 
 
 def _count_stubs(lines: list[str]) -> int:
@@ -325,7 +387,7 @@ def check_spool(p: Probe) -> Finding:
             unsafe.append((d, str(exc)))
     if unsafe:
         return action(f"{len(unsafe)} hook directory(ies) another user could change: hooks neither spool nor "
-                      "talk to their server there", [f"chmod 700 {d}   # and chmod go-w every directory above it, "
+                      "talk to their server there", [f"chmod 700 {shlex.quote(str(d))}   # and chmod go-w every directory above it, "
                                                      "or set SCSQL_DATA_DIR to a directory of your own" for d, _ in unsafe],
                       [why for _, why in unsafe])
     hooks = p.settings.data_dir / "hooks"
@@ -390,9 +452,10 @@ CHECKS: tuple[Check, ...] = (
     Check("clock", "clock skew between this machine and the server", check_clock),
     Check("hooks", "hooks installed in the project", check_hooks, needs_server=False),
     Check("spool", "local spool of unsent hook events, and events stored as stubs", check_spool, needs_server=False),
+    Check("distill", "distillation: daily token budget, jobs waiting or failed", check_distill),
 )
 # Checks that read scsql's schema: skipped while migrations say it is absent.
-_NEEDS_SCHEMA = {"partitions", "worker", "embeddings", "checkpoints", "chains"}
+_NEEDS_SCHEMA = {"partitions", "worker", "embeddings", "checkpoints", "chains", "distill"}
 
 
 def run(probe: Probe, checks: tuple[Check, ...] = CHECKS) -> list[Finding]:
@@ -412,8 +475,9 @@ def run(probe: Probe, checks: tuple[Check, ...] = CHECKS) -> list[Finding]:
                     f = c.run(probe)
                 except (ScsqlError, psycopg.Error, OSError) as exc:
                     f = action(f"the check failed: {str(exc).strip().splitlines()[0]}",
-                               ["scsql migrate" if "SC057" in str(exc) else "scsql status; scsql migrate"])
-            if c.name == "migrations" and f.status == "action" and "scsql migrate" in f.fix:
+                               [scsql_cmd(probe, "migrate") if errors.OPERATIONS_SCHEMA_MISSING in str(exc)
+                                else f"{scsql_cmd(probe, 'status')}; {scsql_cmd(probe, 'migrate')}"])
+            if c.name == "migrations" and f.status == "action" and scsql_cmd(probe, "migrate") in f.fix:
                 no_schema = True
             f.check = c.name
             findings.append(f)
@@ -427,7 +491,7 @@ def needs_action(findings: list[Finding]) -> bool:
 
 
 def as_json(findings: list[Finding]) -> str:
-    code = {"code": "SC055"} if needs_action(findings) else {}
+    code = {"code": errors.DOCTOR_ACTION_NEEDED} if needs_action(findings) else {}
     return json.dumps({"ok": not needs_action(findings), **code, "checks": [{"check": f.check, **asdict(f)} for f in findings]}, indent=2)
 
 

@@ -30,7 +30,7 @@ def fetch(conn) -> Rows:
         with conn.transaction():
             return conn.execute("select * from scsql.metrics()").fetchall()
     except psycopg.errors.UndefinedFunction:
-        raise ScsqlError("SC057", "this database has no scsql.metrics(): its schema predates it",
+        raise ScsqlError(errors.OPERATIONS_SCHEMA_MISSING, "this database has no scsql.metrics(): its schema predates it",
                          "run scsql migrate") from None
     except psycopg.Error as exc:
         raise errors.from_psycopg(exc) from None
@@ -87,7 +87,7 @@ def parse_address(address: str) -> tuple[str, int]:
     host, sep, port = address.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ScsqlError("SC056", f"--listen {address}: not [HOST]:PORT", "for example --listen 127.0.0.1:9187")
+        raise ScsqlError(errors.METRICS_LISTEN_INVALID, f"--listen {address}: not [HOST]:PORT", "for example --listen 127.0.0.1:9187")
     return host, int(port)
 
 
@@ -99,7 +99,7 @@ def serve(address: str, rows: Callable[[], Rows]):
     try:
         return start_http_server(port, addr=host, registry=registry(rows))
     except OSError as exc:
-        raise ScsqlError("SC056", f"--listen {address}: cannot listen there: {exc.strerror or exc}",
+        raise ScsqlError(errors.METRICS_LISTEN_INVALID, f"--listen {address}: cannot listen there: {exc.strerror or exc}",
                          "choose a free port on an address of this machine") from None
 
 

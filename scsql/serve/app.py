@@ -30,7 +30,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
@@ -41,6 +41,9 @@ from ..core.db import Agent, Database
 from ..core.errors import ScsqlError
 from . import limits, tokens
 
+if TYPE_CHECKING:
+    from ..core.registry import Catalogue
+
 log = logging.getLogger("scsql.serve")
 
 AGENT_HEADER = "x-scsql-agent"
@@ -50,9 +53,10 @@ SCOPES = {"/mcp": ("agent", "tools"), "/hooks/event": ("agent", "hooks"), "/hook
 # What a failed token check says to the client: its own code when it is about
 # the token; the same SC281 whether the agent is unknown, revoked as a login or
 # not served here (the server's log says which), so no agent name is confirmed.
-TOKEN_CODES = {"SC281", "SC282", "SC283", "SC002"}
-UNAVAILABLE = {"SC030", "SC026", "SC013", "SC033", "SC034"}
-NO_SUCH_TOKEN = "SC281"
+TOKEN_CODES = {errors.TOKEN_UNKNOWN, errors.TOKEN_REVOKED, errors.TOKEN_EXPIRED, errors.AGENT_REVOKED}
+UNAVAILABLE = {errors.SERVER_UNREACHABLE, errors.AGENT_CONNECTION_LIMIT, errors.EMBEDDED_HELD, errors.EMBEDDED_BUSY,
+               errors.EMBEDDED_NOT_RUNNING}
+NO_SUCH_TOKEN = errors.TOKEN_UNKNOWN
 
 
 @dataclass(frozen=True)
@@ -73,24 +77,25 @@ class Identity:
 
 
 class Served:
-    """One agent the server acts as: its Agent (key loaded) and its tools."""
+    """One agent the server acts as: its Agent (key loaded) and its tools
+    (those of its catalogue, ``ctx.api(agent)``)."""
 
-    def __init__(self, agent: Agent, all_tools: bool):
-        from ..api import Api
+    def __init__(self, agent: Agent, api: Callable[[Agent], Catalogue], all_tools: bool):
         from ..mcp_server import Tools
 
         self.agent = agent
-        self.tools = Tools(Api(agent), all_tools)
+        self.tools = Tools(api(agent), all_tools)
 
 
 class Registry:
     """The agents the server acts as, each made when its first token is
     checked, on pools shared by the agents that log in the same way."""
 
-    def __init__(self, conninfo_of: Callable[[str], str], keystore, *, pool_size: int = 16,
-                 all_tools: bool = False):
+    def __init__(self, conninfo_of: Callable[[str], str], keystore, api: Callable[[Agent], Catalogue], *,
+                 pool_size: int = 16, all_tools: bool = False):
         self.conninfo_of = conninfo_of  # agent -> the conninfo its processes use
         self.keystore = keystore
+        self.api = api  # agent -> the functions it may call (ctx.api)
         self.pool_size = pool_size
         self.all_tools = all_tools
         self._lock = threading.Lock()
@@ -145,7 +150,7 @@ class Registry:
                 found = self._served.get(name)
             if found is None:
                 agent = Agent(self.checker(name).db, name, self.keystore.load(name))
-                found = Served(agent, self.all_tools)
+                found = Served(agent, self.api, self.all_tools)
                 with self._lock:
                     self._served[name] = found
         return found
@@ -213,7 +218,8 @@ class Gate:
             await respond(send, 200, b'{"ok": true}')
             return
         if path not in SCOPES:
-            await refuse(send, 404, ScsqlError("SC010", f"no endpoint {path}", "the MCP endpoint is /mcp"))
+            await refuse(send, 404, ScsqlError(errors.INVALID_ARGUMENT, f"no endpoint {path}",
+                                               "the MCP endpoint is /mcp"))
             return
         admitted = await self._admit(scope, send, path)
         if admitted is None:
@@ -265,7 +271,7 @@ class Gate:
         token = _bearer(scope)
         if token is None:
             self.failures.take(address)
-            await refuse(send, 401, ScsqlError(tokens.TOKEN_REQUIRED, "the request carries no bearer token",
+            await refuse(send, 401, ScsqlError(errors.TOKEN_REQUIRED, "the request carries no bearer token",
                                                "send Authorization: Bearer <token>, a token scsql agent token "
                                                "create printed"), [(b"www-authenticate", b'Bearer realm="scsql"')])
             return None
@@ -277,8 +283,10 @@ class Gate:
             return None
         claimed = _header(scope, AGENT_HEADER.encode())
         if claimed is not None and claimed != named:
-            await refuse(send, 403, ScsqlError("SC285", f"the request names agent {claimed!r}, but its token is "
-                                                        f"agent {named!r}'s", "the token alone decides the agent"))
+            await refuse(send, 403, ScsqlError(errors.AGENT_NOT_THE_TOKENS,
+                                               f"the request names agent {claimed!r}, but its token is "
+                                               f"agent {named!r}'s",
+                                               "the token alone decides the agent"))
             return None
         wait = self.per_token.take(tokens.digest(token))
         if wait:
@@ -288,7 +296,7 @@ class Gate:
         if identity is None:
             return None
         if identity.scope not in SCOPES[path]:
-            await refuse(send, 403, ScsqlError("SC284", f"a {identity.scope} token does not reach {path}",
+            await refuse(send, 403, ScsqlError(errors.TOKEN_SCOPE, f"a {identity.scope} token does not reach {path}",
                                                "an agent token reaches the tools and the hooks"))
             return None
         return identity, limit
@@ -314,12 +322,12 @@ class Gate:
 
     async def _limited(self, send, wait: float, why: str) -> None:
         seconds = max(1, int(wait + 0.999))
-        await refuse(send, 429, ScsqlError("SC286", why, f"retry after {seconds} s"),
+        await refuse(send, 429, ScsqlError(errors.REQUEST_RATE_LIMITED, why, f"retry after {seconds} s"),
                      [(b"retry-after", str(seconds).encode())])
 
 
 def _too_large(limit: int) -> ScsqlError:
-    return ScsqlError("SC287", f"the request body is larger than {limit} bytes",
+    return ScsqlError(errors.REQUEST_TOO_LARGE, f"the request body is larger than {limit} bytes",
                       "send less at a time (the server's --max-request-bytes)")
 
 
@@ -355,7 +363,7 @@ def mcp_server(registry: Registry):
     def served(ctx) -> Served:
         identity = getattr(ctx.request, "scope", {}).get("scsql.identity") if ctx.request is not None else None
         if identity is None:  # not through the gate: never reached over HTTP
-            raise ScsqlError(tokens.TOKEN_REQUIRED, "the request carries no checked bearer token")
+            raise ScsqlError(errors.TOKEN_REQUIRED, "the request carries no checked bearer token")
         return registry.served(identity.agent)
 
     async def list_tools(ctx, params) -> types.ListToolsResult:
@@ -373,14 +381,14 @@ def mcp_server(registry: Registry):
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-def build(registry: Registry, limits_: Limits = Limits(), host: str = "127.0.0.1", threads: int = 32) -> Gate:
-    """The whole application."""
-    from .hooks import HookEndpoints
-
+def build(registry: Registry, hooks: Any, limits_: Limits = Limits(), host: str = "127.0.0.1",
+          threads: int = 32) -> Gate:
+    """The whole application: the MCP tools of REGISTRY's agents and HOOKS,
+    the hook endpoints (``hooks.HookEndpoints``), behind the gate."""
     server = mcp_server(registry)
     mcp_app = server.streamable_http_app(json_response=True, host=host,
                                          max_request_body_size=limits_.max_request_bytes + 1)
-    return Gate(registry, mcp_app, HookEndpoints(registry), limits_, threads)
+    return Gate(registry, mcp_app, hooks, limits_, threads)
 
 
 def unexpected(exc: BaseException) -> ScsqlError:

@@ -11,6 +11,8 @@ import argparse
 import json
 import sys
 
+from ..core.command import Commands
+
 DEFAULT_PORT = 8765
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -22,20 +24,22 @@ def cmd_serve(ctx, args: argparse.Namespace) -> int:
 
     import uvicorn
 
+    from ..core import errors
     from ..core.errors import ScsqlError
-    from . import app
+    from . import app, hooks
 
     if bool(args.tls_cert) != bool(args.tls_key):
-        raise ScsqlError("SC010", "--tls-cert and --tls-key go together", "give both, or neither (then terminate "
-                         "TLS in a reverse proxy in front of the server)")
+        raise ScsqlError(errors.INVALID_ARGUMENT, "--tls-cert and --tls-key go together",
+                         "give both, or neither (then terminate TLS in a reverse proxy in front of the server)")
     for path in filter(None, (args.tls_cert, args.tls_key)):
         if not os.path.isfile(path):
-            raise ScsqlError("SC010", f"{path}: no such file", "name the PEM certificate and key files")
+            raise ScsqlError(errors.INVALID_ARGUMENT, f"{path}: no such file", "name the PEM certificate and key files")
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
                         format="scsql serve: %(message)s")
     limits = app.Limits(rate=args.rate, burst=args.burst, max_request_bytes=args.max_request_bytes)
-    registry = app.Registry(ctx.agent_conninfo, ctx.keystore, pool_size=args.pool, all_tools=args.all_tools)
-    gate = app.build(registry, limits, host=args.host, threads=args.threads)
+    registry = app.Registry(ctx.agent_conninfo, ctx.keystore, ctx.api, pool_size=args.pool,
+                            all_tools=args.all_tools)
+    gate = app.build(registry, hooks.HookEndpoints(registry), limits, host=args.host, threads=args.threads)
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     sock = socket.create_server((args.host, args.port), family=family, backlog=1024)
     port = sock.getsockname()[1]
@@ -132,9 +136,8 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", action="store_true", help="log every request and refusal on stderr")
 
 
-def _token_commands(agent_parser: argparse.ArgumentParser) -> None:
+def _token_commands(actions: argparse._SubParsersAction) -> None:
     """``scsql agent token ...``, added to the ``agent`` command's subcommands."""
-    actions = next(a for a in agent_parser._actions if isinstance(a, argparse._SubParsersAction))
     p = actions.add_parser("token", help="bearer tokens of the team server (scsql serve): create, list, revoke")
     p.set_defaults(func=cmd_token)
     tsub = p.add_subparsers(dest="token_action", metavar="ACTION", required=True)
@@ -153,9 +156,7 @@ def _token_commands(agent_parser: argparse.ArgumentParser) -> None:
     c.add_argument("token_id", type=int, metavar="ID", help="the token's id (scsql agent token list)")
 
 
-def register(sub, add) -> None:
-    add("serve", cmd_serve, "the team server: MCP tools and hook events over HTTP for remote agents, each request "
-                            "acting as the agent its bearer token names", populate=_serve_options)
-    agent = sub.choices.get("agent")
-    if agent is not None:
-        _token_commands(agent)
+def register(commands: Commands) -> None:
+    commands.add("serve", cmd_serve, "the team server: MCP tools and hook events over HTTP for remote agents, each "
+                                     "request acting as the agent its bearer token names", populate=_serve_options)
+    _token_commands(commands.group("agent", "create, list, revoke agents, rotate their keys, issue their logins"))

@@ -26,6 +26,7 @@ from typing import Any
 
 import anyio
 
+from ..core import errors
 from ..core.errors import ScsqlError
 from .app import Identity, Registry, refuse, respond, unexpected
 
@@ -37,8 +38,9 @@ DROPPED = ("transcript_path", "scsql_replaced", "scsql_remote")
 
 
 def _invalid(message: str) -> ScsqlError:
-    return ScsqlError("SC291", message, "the hook client sends {\"event\": {...}} to /hooks/event and "
-                                        "{\"events\": [...]} to /hooks/replay")
+    return ScsqlError(errors.HOOK_REQUEST_INVALID, message,
+                      "the hook client sends {\"event\": {...}} to /hooks/event and "
+                      "{\"events\": [...]} to /hooks/replay")
 
 
 def remote_event(event: dict[str, Any]) -> dict[str, Any]:
@@ -74,7 +76,8 @@ class HookEndpoints:
         try:
             reply = await anyio.to_thread.run_sync(work, identity.agent, request)
         except ScsqlError as err:
-            await refuse(send, 503 if self.is_down(err) else 400 if err.code == "SC291" else 500, err)
+            status = 503 if self.is_down(err) else 400 if err.code == errors.HOOK_REQUEST_INVALID else 500
+            await refuse(send, status, err)
             return
         except Exception as exc:  # noqa: BLE001 - every request is answered with a code
             await refuse(send, 503 if self.is_down(exc) else 500, unexpected(exc))

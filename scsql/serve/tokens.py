@@ -23,6 +23,7 @@ import re
 import secrets
 from typing import Any
 
+from ..core import errors
 from ..core.errors import ScsqlError
 
 PREFIX = "scsql"
@@ -32,8 +33,6 @@ DEFAULT_EXPIRES = "90d"
 _TOKEN = re.compile(r"scsql\.([a-z][a-z0-9_]{0,47})\.([A-Za-z0-9_-]{43})")
 _SPAN = re.compile(r"(\d+)\s*([mhdw])")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-
-TOKEN_REQUIRED = "SC280"
 
 
 def make(agent: str) -> str:
@@ -51,7 +50,7 @@ def agent_of(token: str) -> str:
     """The agent TOKEN names; SC280 when it is not a token's text."""
     m = _TOKEN.fullmatch(token.strip())
     if m is None:
-        raise ScsqlError(TOKEN_REQUIRED, "the bearer token is not a scsql token (scsql.<agent>.<secret>)",
+        raise ScsqlError(errors.TOKEN_REQUIRED, "the bearer token is not a scsql token (scsql.<agent>.<secret>)",
                          "use the token scsql agent token create printed, whole")
     return m.group(1)
 
@@ -69,7 +68,8 @@ def expires_at(text: str | None, now: dt.datetime | None = None) -> dt.datetime 
     try:
         when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise ScsqlError("SC010", f"--expires {text}: not never, a span like 90d, 12h, 30m or 2w, or an ISO time",
+        raise ScsqlError(errors.INVALID_ARGUMENT,
+                         f"--expires {text}: not never, a span like 90d, 12h, 30m or 2w, or an ISO time",
                          "for example --expires 30d, or --expires 2030-01-31") from None
     return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
 

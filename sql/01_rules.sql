@@ -1,0 +1,55 @@
+-- The rules the client applies before it asks the database, defined once,
+-- here: the database enforces them with these functions, and the Python
+-- layer reads them (scsql_caller.rules(), once per connection; see
+-- scsql/core/rules.py) instead of writing them again.
+
+create or replace function scsql_caller.redaction_prefilter()
+returns text
+language sql immutable parallel safe
+as $$
+  -- The words without which scsql.redact returns a text as it is, also met
+  -- where they may hide (a quoted -p option, percent-encoding, zero-width
+  -- characters); compared case-insensitively. Written so that PostgreSQL's
+  -- and Python's regular expressions read it alike.
+  select '(key|secret|token|passw|pwd|pass|credential|akia|asia|gh[pousr]_|github_pat_|sk-|xox|xapp-|hooks\.slack|eyj|bearer|basic|://|private key|-p[\x22\x27]|%[0-9a-f]{2}|[\u200b\u200c\u200d\u2060\ufeff])'::text
+$$;
+comment on function scsql_caller.redaction_prefilter() is
+  'The first test of scsql.redact, a regular expression compared case-insensitively: a text that does not match it holds nothing redaction would change (the words a secret is found by, percent-encoding and zero-width characters that can hide them). The client reads it (scsql_caller.rules) to sign such a text without asking the database. Raises nothing.';
+
+create or replace function scsql_caller.query_max_chars()
+returns integer
+language sql immutable parallel safe
+as $$ select 2000 $$;
+comment on function scsql_caller.query_max_chars() is
+  'The longest search query, in characters (search refuses a longer one with SC205; pack takes a longer intent). Raises nothing.';
+
+create or replace function scsql_caller.index_max_bytes()
+returns integer
+language sql immutable parallel safe
+as $$ select 2097152 $$;
+comment on function scsql_caller.index_max_bytes() is
+  'The largest text indexed as one source, in bytes: 2 MiB (index_text refuses a larger one with SC204; the index tool skips a larger file). Raises nothing.';
+
+create or replace function scsql_caller.chunk_chars()
+returns integer
+language sql immutable parallel safe
+as $$ select 1500 $$;
+comment on function scsql_caller.chunk_chars() is
+  'About how many characters a chunk of an indexed text holds (scsql._chunk_text cuts at headings and blank lines within it). Raises nothing.';
+
+create or replace function scsql_caller.rules()
+returns jsonb
+language plpgsql immutable parallel safe
+as $$
+begin
+  return jsonb_build_object(
+    'redaction_prefilter', scsql_caller.redaction_prefilter(),
+    'private_key_pattern', scsql_caller.private_key_pattern(),
+    'secret_dirs', to_jsonb(scsql_caller.secret_dirs()),
+    'query_max_chars', scsql_caller.query_max_chars(),
+    'index_max_bytes', scsql_caller.index_max_bytes(),
+    'chunk_chars', scsql_caller.chunk_chars());
+end
+$$;
+comment on function scsql_caller.rules() is
+  'Every rule the client applies as the database does, in one object, read once per connection: redaction_prefilter, private_key_pattern (regular expressions PostgreSQL and Python read alike), secret_dirs, query_max_chars, index_max_bytes, chunk_chars. Raises nothing.';
