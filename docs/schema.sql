@@ -18,6 +18,33 @@ alter table scsql.agent_keys add constraint agent_keys_public_key_check CHECK ((
 alter table scsql.agent_keys enable row level security;
 alter table scsql.agent_keys force row level security;
 
+-- Bearer tokens of the team server (scsql serve), one agent each: the sha256 of the token (never the token), its scope (agent: MCP tools and hook events; tools; hooks), an optional note, when and by whom it was made, when it expires (NULL: never), when it was last used (to the minute) and when it was revoked. Written only by scsql.create_agent_token, scsql.revoke_agent_token and scsql_caller.use_token.
+create table scsql.agent_tokens (
+  project_id bigint not null,
+  token_id bigint default nextval('scsql.agent_tokens_id_seq'::regclass) not null,
+  agent_id bigint not null,
+  -- sha256 of the token's text. The token carries 256 random bits, so a fast hash is enough (no guess can be checked against it in any useful time) and lets each request be checked by one index look-up.
+  token_hash bytea not null,
+  scope text default 'agent'::text not null,
+  note text,
+  created_at timestamp with time zone default now() not null,
+  created_by text default SESSION_USER not null,
+  expires_at timestamp with time zone,
+  last_used_at timestamp with time zone,
+  revoked_at timestamp with time zone
+);
+alter table scsql.agent_tokens add constraint agent_tokens_pkey PRIMARY KEY (project_id, token_id);
+alter table scsql.agent_tokens add constraint agent_tokens_hash_key UNIQUE (project_id, token_hash);
+alter table scsql.agent_tokens add constraint agent_tokens_agent_id_fkey FOREIGN KEY (agent_id) REFERENCES scsql.agents(agent_id);
+alter table scsql.agent_tokens add constraint agent_tokens_project_id_fkey FOREIGN KEY (project_id) REFERENCES scsql.projects(project_id);
+alter table scsql.agent_tokens add constraint agent_tokens_expiry CHECK (((expires_at IS NULL) OR (expires_at > created_at)));
+alter table scsql.agent_tokens add constraint agent_tokens_note_check CHECK (((char_length(note) >= 1) AND (char_length(note) <= 200)));
+alter table scsql.agent_tokens add constraint agent_tokens_scope_check CHECK ((scope = ANY (ARRAY['agent'::text, 'tools'::text, 'hooks'::text])));
+alter table scsql.agent_tokens add constraint agent_tokens_token_hash_check CHECK ((octet_length(token_hash) = 32));
+CREATE INDEX agent_tokens_agent_idx ON scsql.agent_tokens USING btree (project_id, agent_id);
+alter table scsql.agent_tokens enable row level security;
+alter table scsql.agent_tokens force row level security;
+
 -- One row per agent. Each agent is the PostgreSQL role role_name (scsql_agent_<name>); its identity inside the database is current_user, never an argument.
 create table scsql.agents (
   agent_id bigint generated always as identity not null,

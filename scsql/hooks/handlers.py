@@ -162,9 +162,19 @@ STORED = {"scsql.tool_calls": ("tool", "model", "input_preview", "output_preview
 TRANSIENT = frozenset({"40P01", "40001", "55P03"})  # deadlock, serialization failure, lock not available
 
 
+def _given_git(event: dict) -> tuple[str | None, str | None]:
+    """The branch and commit an event carries: an import's, read from the
+    transcript, or a remote hook client's, read on its own machine (the team
+    server runs no git in a directory another machine named)."""
+    branch, commit = event.get("scsql_git_branch"), event.get("scsql_git_commit")
+    return (branch[:256] if isinstance(branch, str) and branch else None,
+            commit[:64] if isinstance(commit, str) and commit else None)
+
+
 def _session_row(event: dict, source: str | None) -> dict:
     cwd = event.get("cwd") if isinstance(event.get("cwd"), str) else None
-    branch, commit = _git(cwd) if not event.get("scsql_imported") else (event.get("scsql_git_branch"), None)
+    remote = event.get("scsql_imported") or event.get("scsql_remote")
+    branch, commit = _given_git(event) if remote else _git(cwd)
     external, hashed = storable.storable_id(event["session_id"], 200)
     return {"external_id": external, "source": source, "cwd": cwd or None,
             "git_branch": branch, "git_commit": commit, "client": "claude-code", "model": _model(event),

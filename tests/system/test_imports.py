@@ -9,15 +9,15 @@ or under ``if TYPE_CHECKING``. Nothing is run; each file is parsed with
   read, tested or changed one at a time;
 * no cycle between packages either: the subsystems stand in layers, each
   importing only those below it (today: audit on core, coordination on
-  audit, hooks on coordination, memory and distill on hooks, ops, ui and
-  bench on those);
+  audit, hooks on coordination, memory and distill on hooks, ops, ui,
+  serve and bench on those);
 * core stands on nothing above it: ``scsql.core`` imports only itself (and
   the package's version), and defines the types the rest is assembled
   with (``core/app.py``);
 * only the entry points (``scsql/cli.py``, ``__main__.py``, ``api.py``,
   ``subsystems.py``) know every subsystem and build the bundle of them:
   nothing else imports them, so the subsystems (audit, memory,
-  coordination, hooks, distill, ops, ui, bench) and the modules composed of them
+  coordination, hooks, distill, ops, ui, serve, bench) and the modules composed of them
   (``composed.py``, ``mcp_server.py``) reach the others through their
   context.
 """
@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent.parent / "scsql"
-SUBSYSTEMS = ("audit", "memory", "coordination", "hooks", "distill", "ops", "ui", "bench")
+SUBSYSTEMS = ("audit", "memory", "coordination", "hooks", "distill", "ops", "ui", "serve", "bench")
 ENTRY_POINTS = {"scsql.cli", "scsql.__main__", "scsql.api", "scsql.subsystems"}
 
 
