@@ -478,7 +478,7 @@ class Bench:
                 rates[name] = asyncio.run(self.peers[name].enqueue_rate(seconds))
             self.bar.update()
         line = "enqueue, 1 client, 1 task/transaction: " + "   ".join(
-            f"{n} {_rate(rates.get(n)):>6}/s" for n in ("scsql", "procrastinate", "pgqueuer"))
+            f"{n} {_rate(rates.get(n)) + '/s' if rates.get(n) else '-':>8}" for n in ("scsql", "procrastinate", "pgqueuer"))
         return line + "   " + "   ".join(
             f"scsql/{n} {_ratio(rates['scsql'], rates.get(n))}" for n in ("procrastinate", "pgqueuer"))
 
