@@ -449,10 +449,10 @@ def test_bench_queue_runs_and_prints_ratios(scsql_db, server):
     env = {k: v for k, v in mcp_env(scsql_db).items()}
     env["SCSQL_DSN"] = server.conninfo("postgres")
     proc = subprocess.run([sys.executable, "-m", "scsql", "bench", "queue", "--seconds", "0.3", "--workers", "1,2",
-                           "--tasks-per-second-guess", "100", "--pgbench-scale", "1"],
+                           "--tasks-per-second-guess", "100", "--pgbench-scale", "1", "--rounds", "2"],
                           env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr
-    assert "enqueue, 1 client" in proc.stdout and "scsql/procrastinate" in proc.stdout
+    assert "enqueue, 1 client" in proc.stdout and "median of 2 round(s)" in proc.stdout
     header = next(ln.split("  ") for ln in proc.stdout.splitlines() if ln.lstrip().startswith("workers"))
     header = [h.strip() for h in header if h.strip()]
     assert header == ["workers", "scsql", "procrastinate", "pgqueuer", "pgbench -N",

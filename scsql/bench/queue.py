@@ -11,8 +11,8 @@ baseline, measured in the same run on the same server.
   with ``pip install 'scsql[bench]'``; a peer that is not installed is named
   and its columns show -), and beside ``pgbench -N`` TPS with as many
   clients (pgbench ships with the embedded server);
-* with ``--rounds R``, each figure the median of R measurements, the systems
-  taking turns;
+* each figure the median of ``--rounds`` measurements (default 3), the
+  systems taking turns in a rotated order each round;
 * with ``--history N``, the latency of a claim on a fresh queue and after N
   completed tasks went through the queue (loaded with set-based SQL).
 
@@ -596,8 +596,9 @@ def register(bsub) -> None:
     p.add_argument("--pgbench-scale", type=int, default=4)
     p.add_argument("--tasks-per-second-guess", type=int, default=6000,
                    help="tasks queued before each run: this times --seconds (the queue must not run dry)")
-    p.add_argument("--rounds", type=int, default=1,
-                   help="measurements of each system at each worker count, in turn; the median is printed (default 1)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="measurements of each system at each worker count, taking turns; the median is printed "
+                        "(default 3: on a shared machine one 5-second window can swing a ratio by a third)")
     p.add_argument("--no-peer", action="store_true", help="skip the peer libraries (procrastinate, pgqueuer)")
     p.add_argument("--no-pgbench", action="store_true", help="skip the pgbench comparison")
     p.add_argument("--keep", action="store_true", help="keep the scratch databases")
