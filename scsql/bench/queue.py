@@ -442,9 +442,9 @@ SYSTEMS = ("scsql", "procrastinate", "pgqueuer", "pgbench -N")
 
 @dataclass
 class Bench:
-    """One run's systems and what it prints: a row per worker count, each
-    figure the median of --rounds measurements taken in turn, the systems in
-    a rotated order each round; the bar counts the measurements."""
+    """One run's systems and what it prints: the enqueue rates and a row of
+    cycle rates per worker count, each figure the median of --rounds
+    measurements (see _medians); the bar counts the measurements."""
 
     setup: Setup
     admin: str
@@ -458,25 +458,33 @@ class Bench:
         return [s for s in SYSTEMS if s == "scsql" or s in self.peers or (s == "pgbench -N" and self.pgbench)]
 
     def measurements(self) -> int:
-        cycles = len(self.systems()) * len(self.args.counts) * self.args.rounds
-        return 1 + len(self.peers) + cycles
+        return (1 + len(self.peers) + len(self.systems()) * len(self.args.counts)) * self.args.rounds
 
     def _step(self, what: str) -> None:
         self.bar.set_description(what)
 
+    def _medians(self, systems: list[str], measure) -> dict[str, float]:
+        """The median of --rounds calls of MEASURE(system) per system, the
+        systems in a rotated order each round."""
+        runs: dict[str, list[float]] = {s: [] for s in systems}
+        for r in range(self.args.rounds):
+            for name in systems[r % len(systems):] + systems[:r % len(systems)]:
+                runs[name].append(measure(name))
+                self.bar.update()
+        return {s: statistics.median(v) for s, v in runs.items()}
+
+    def enqueue_once(self, name: str) -> float:
+        self._step(f"enqueue, {name}")
+        if name == "scsql":
+            _reset(self.setup)
+            _settle(self.admin)
+            return asyncio.run(scsql_enqueue_rate(self.setup, self.args.seconds))
+        self.peers[name].reset()
+        _settle(self.admin)
+        return asyncio.run(self.peers[name].enqueue_rate(self.args.seconds))
+
     def enqueue(self) -> str:
-        seconds, rates = self.args.seconds, {}
-        for name in ["scsql", *self.peers]:
-            self._step(f"enqueue, {name}")
-            if name == "scsql":
-                _reset(self.setup)
-                _settle(self.admin)
-                rates[name] = asyncio.run(scsql_enqueue_rate(self.setup, seconds))
-            else:
-                self.peers[name].reset()
-                _settle(self.admin)
-                rates[name] = asyncio.run(self.peers[name].enqueue_rate(seconds))
-            self.bar.update()
+        rates = self._medians(["scsql", *self.peers], self.enqueue_once)
         line = "enqueue, 1 client, 1 task/transaction: " + "   ".join(
             f"{n} {_rate(rates.get(n)) + '/s' if rates.get(n) else '-':>8}" for n in ("scsql", "procrastinate", "pgqueuer"))
         return line + "   " + "   ".join(
@@ -502,13 +510,7 @@ class Bench:
         return asyncio.run(peer.cycles(workers, seconds))
 
     def row(self, workers: int) -> str:
-        systems = self.systems()
-        runs: dict[str, list[float]] = {s: [] for s in systems}
-        for r in range(self.args.rounds):
-            for name in systems[r % len(systems):] + systems[:r % len(systems)]:
-                runs[name].append(self.cycles_once(name, workers))
-                self.bar.update()
-        m = {s: statistics.median(v) for s, v in runs.items()}
+        m = self._medians(self.systems(), lambda name: self.cycles_once(name, workers))
         ours = m["scsql"]
         return (f"{workers:>7}  " + "  ".join(f"{_rate(m.get(s)):>{max(len(s), 8)}}" for s in SYSTEMS)
                 + "  " + "  ".join(f"{_ratio(ours, m.get(s)):>{len('scsql/' + s.split()[0])}}" for s in SYSTEMS[1:]))
@@ -583,6 +585,13 @@ def run(ctx, args: argparse.Namespace) -> int:
     return 0
 
 
+def _at_least_one(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return n
+
+
 def register(bsub) -> None:
     p = bsub.add_parser("queue", help="task queue: enqueue and claim+complete rates against procrastinate, pgqueuer and pgbench -N",
                         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -596,7 +605,7 @@ def register(bsub) -> None:
     p.add_argument("--pgbench-scale", type=int, default=4)
     p.add_argument("--tasks-per-second-guess", type=int, default=6000,
                    help="tasks queued before each run: this times --seconds (the queue must not run dry)")
-    p.add_argument("--rounds", type=int, default=3,
+    p.add_argument("--rounds", type=_at_least_one, default=3,
                    help="measurements of each system at each worker count, taking turns; the median is printed "
                         "(default 3: on a shared machine one 5-second window can swing a ratio by a third)")
     p.add_argument("--no-peer", action="store_true", help="skip the peer libraries (procrastinate, pgqueuer)")
