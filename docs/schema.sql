@@ -114,6 +114,19 @@ alter table scsql.capture_events add constraint capture_events_event_key_check C
 alter table scsql.capture_events enable row level security;
 alter table scsql.capture_events force row level security;
 
+-- Every kind of break the verifiers report, with its meaning: found_by both (scsql verify and scsql.verify_chain) or client (scsql verify alone: signatures, keys, replays, exported checkpoints), and whether an acknowledged quarantine excuses it (a break an agent can cause through the API).
+create table scsql.chain_break_kinds (
+  kind text not null,
+  found_by text not null,
+  excusable boolean default false not null,
+  meaning text not null
+);
+alter table scsql.chain_break_kinds add constraint chain_break_kinds_pkey PRIMARY KEY (kind);
+alter table scsql.chain_break_kinds add constraint chain_break_kinds_found_by_check CHECK ((found_by = ANY (ARRAY['both'::text, 'client'::text])));
+alter table scsql.chain_break_kinds add constraint chain_break_kinds_kind_check CHECK ((kind ~ '^[a-z]+(-[a-z]+)*$'::text));
+alter table scsql.chain_break_kinds enable row level security;
+alter table scsql.chain_break_kinds force row level security;
+
 -- Chains scsql checkpoint found broken: from_seq is the first seq that did not verify (0: the chain as a whole), anchored_seq the last seq a checkpoint signed for it (checkpoint_id: the checkpoint that anchored its verified prefix, if this run did), kind and detail the break, found_at/found_by who found it. Retention never drops rows of the chain after anchored_seq. It stays open until an administrator acknowledges it (scsql.acknowledge_quarantine); the record is kept.
 create table scsql.chain_quarantines (
   quarantine_id bigint generated always as identity not null,

@@ -128,6 +128,16 @@ _UNSIGNED_MARK = bytes(32)
 # id and time, nothing else): the only ones an acknowledged quarantine excuses.
 EXCUSABLE = frozenset({"signature", "wrong-key", "replay"})
 
+# Every kind of break this verifier reports: the catalogue scsql.chain_break_kinds
+# (sql/19_break_kinds.sql) lists the same, and which of them scsql.verify_chain
+# finds too (tests/audit/test_break_kinds.py). The verifier keeps its own copy
+# rather than reading the database it checks.
+KINDS = frozenset({
+    "seq-gap", "prev-mismatch", "hash-mismatch", "wrong-author", "wrong-project", "chain-identity", "chain-missing",
+    "checkpoint-mismatch", "head-mismatch", "horizon-unanchored", "partition-dropped", "retired-row-present",
+    "signature", "wrong-key", "replay", "fork", "chain-unknown", "checkpoint-signature",
+})
+
 
 @dataclass(frozen=True)
 class Break:
@@ -136,6 +146,10 @@ class Break:
     kind: str
     detail: str
     table: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:  # a kind outside the catalogue is this verifier's bug
+            raise ValueError(f"break kind {self.kind!r} is not in scsql.chain_break_kinds")
 
     def __str__(self) -> str:
         where = f" ({self.table})" if self.table else ""
