@@ -114,7 +114,7 @@ alter table scsql.capture_events add constraint capture_events_event_key_check C
 alter table scsql.capture_events enable row level security;
 alter table scsql.capture_events force row level security;
 
--- Every kind of break the verifiers report, with its meaning: found_by both (scsql verify and scsql.verify_chain) or client (scsql verify alone: signatures, keys, replays, exported checkpoints), and whether an acknowledged quarantine excuses it (a break an agent can cause through the API).
+-- Every kind of break the verifiers report, with its meaning: found_by both (scsql verify and scsql.verify_chain) or client (scsql verify alone: signatures, keys, exported checkpoints, rows of no chain), and whether an acknowledged quarantine excuses it (a break an agent can cause through the API).
 create table scsql.chain_break_kinds (
   kind text not null,
   found_by text not null,

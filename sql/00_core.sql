@@ -899,16 +899,20 @@ comment on function scsql._login_settings(boolean) is
 
 create or replace function scsql._app_agent_grants()
 returns table (role_name text, grantor text)
-language sql stable
+language plpgsql stable
 as $$
+begin
   -- to_regrole, not pg_roles: Citus plans a query that reads pg_roles beside
-  -- a reference table as the caller, who may not read pg_authid.
+  -- a reference table as the caller, who may not read pg_authid. PL/pgSQL, not
+  -- SQL: Citus plans no query of a SQL function called from a PL/pgSQL loop.
+  return query
   select a.role_name, pg_catalog.pg_get_userbyid(m.grantor)::text
   from scsql.agents a
   join pg_catalog.pg_auth_members m
     on m.roleid = pg_catalog.to_regrole(pg_catalog.quote_ident(a.role_name))
    and m.member = pg_catalog.to_regrole('scsql_app')
-  order by 1, 2
+  order by 1, 2;
+end
 $$;
 comment on function scsql._app_agent_grants() is
   'Private. The grants that let scsql_app act as an agent of this database: the agent''s role and who granted it (a role can be granted by several).';
