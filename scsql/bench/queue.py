@@ -127,8 +127,14 @@ async def scsql_cycles(setup: Setup, workers: int, seconds: float) -> float:
             task = await cur.fetchone()
             done[i] += 1
 
+    return await _rate(work, done, conns)
+
+
+async def _rate(work, done: list[int], conns: list) -> float:
+    """Runs WORK(i) for each of CONNS at once and closes them: tasks a second,
+    from the counts the workers kept in DONE."""
     start = time.perf_counter()
-    await asyncio.gather(*(work(i) for i in range(workers)))
+    await asyncio.gather(*(work(i) for i in range(len(conns))))
     elapsed = time.perf_counter() - start
     for c in conns:
         await c.close()
@@ -236,12 +242,7 @@ class Procrastinate(Peer):
                                    {"job_id": job["id"], "status": "succeeded", "delete_job": False})
                 done[i] += 1
 
-        start = time.perf_counter()
-        await asyncio.gather(*(work(i) for i in range(workers)))
-        elapsed = time.perf_counter() - start
-        for c in conns:
-            await c.close()
-        return sum(done) / elapsed
+        return await _rate(work, done, conns)
 
 
 class PgQueuer(Peer):
@@ -306,12 +307,7 @@ class PgQueuer(Peer):
                 await q.log_jobs([(job, "successful", None) for job in jobs])
                 done[i] += len(jobs)
 
-        start = time.perf_counter()
-        await asyncio.gather(*(work(i) for i in range(workers)))
-        elapsed = time.perf_counter() - start
-        for conn, _ in pairs:
-            await conn.close()
-        return sum(done) / elapsed
+        return await _rate(work, done, [conn for conn, _ in pairs])
 
 
 PEERS = (Procrastinate, PgQueuer)
