@@ -127,10 +127,10 @@ async def scsql_cycles(setup: Setup, workers: int, seconds: float) -> float:
             task = await cur.fetchone()
             done[i] += 1
 
-    return await _rate(work, done, conns)
+    return await _run_workers(work, done, conns)
 
 
-async def _rate(work, done: list[int], conns: list) -> float:
+async def _run_workers(work, done: list[int], conns: list) -> float:
     """Runs WORK(i) for each of CONNS at once and closes them: tasks a second,
     from the counts the workers kept in DONE."""
     start = time.perf_counter()
@@ -242,7 +242,7 @@ class Procrastinate(Peer):
                                    {"job_id": job["id"], "status": "succeeded", "delete_job": False})
                 done[i] += 1
 
-        return await _rate(work, done, conns)
+        return await _run_workers(work, done, conns)
 
 
 class PgQueuer(Peer):
@@ -307,7 +307,7 @@ class PgQueuer(Peer):
                 await q.log_jobs([(job, "successful", None) for job in jobs])
                 done[i] += len(jobs)
 
-        return await _rate(work, done, [conn for conn, _ in pairs])
+        return await _run_workers(work, done, [conn for conn, _ in pairs])
 
 
 PEERS = (Procrastinate, PgQueuer)
