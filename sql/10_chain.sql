@@ -331,12 +331,15 @@ begin
   -- The one change a chained row admits: scsql.purge removing a digested
   -- text it recorded a purge of (scsql._purge_consents).
   if tg_op = 'UPDATE' and tg_level = 'ROW'
-     and scsql._purge_consents(pg_catalog.pg_partition_root(tg_relid)::text, pg_catalog.to_jsonb(old), pg_catalog.to_jsonb(new)) then
+     and scsql._purge_consents((select n.nspname || '.' || c.relname from pg_catalog.pg_class c
+                                join pg_catalog.pg_namespace n on n.oid = c.relnamespace
+                                where c.oid = coalesce(pg_catalog.pg_partition_root(tg_relid), tg_relid)),
+                               pg_catalog.to_jsonb(old), pg_catalog.to_jsonb(new)) then
     return new;
   end if;
   raise exception using errcode = 'SC100',
     message = format('%s is append-only: %s is not allowed',
-                     pg_catalog.pg_partition_root(tg_relid)::text, lower(tg_op)),
+                     coalesce(pg_catalog.pg_partition_root(tg_relid), tg_relid)::regclass::text, lower(tg_op)),
     hint = 'Chained rows are never changed or removed; record a new row (an outcome, a correction) instead.';
 end
 $$;

@@ -163,6 +163,8 @@ begin
   purge_id := scsql._purge_record((v_row ->> 'project_id')::bigint,
                                   case when v_who.is_admin then (v_row ->> 'author_id')::bigint else (v_who.agent).agent_id end,
                                   p_kind, p_id, v_digests, scsql._redact(p_reason), v_who.name);
+  perform scsql._purge_summaries((v_row ->> 'project_id')::bigint,
+                                 array(select v_row ->> f from unnest(fields) f));
   execute format('update %s t set %s where t.project_id = $1 and t.%I = $2', p_table,
                  (select string_agg(format('%I = null', f), ', ') from unnest(fields) f), v_id_col)
     using (v_row ->> 'project_id')::bigint, p_id;
@@ -170,7 +172,7 @@ begin
 end
 $$;
 comment on function scsql._purge_chained(text, text, bigint, text) is
-  'Private, for scsql.purge. Purges row P_ID of chained table P_TABLE (kind P_KIND): checks who may, records the purge (scsql._purge_record), sets each digested text the row still has to NULL (the append-only trigger consents, scsql._purge_consents). Returns the purge_id and the fields removed. Raises SC361, SC362, SC363, SC365.';
+  'Private, for scsql.purge. Purges row P_ID of chained table P_TABLE (kind P_KIND): checks who may, records the purge (scsql._purge_record), sets each digested text the row still has to NULL (the append-only trigger consents, scsql._purge_consents), and replaces the items of session summaries that quote them (scsql._purge_summaries). Returns the purge_id and the fields removed. Raises SC361, SC362, SC363, SC365.';
 
 create or replace function scsql._purge_chunk(p_id bigint, p_reason text)
 returns table (purge_id bigint, fields text[])
@@ -205,7 +207,8 @@ begin
                                   'chunk', p_id, jsonb_build_object('content', scsql._text_hash(v_c.content)),
                                   scsql._redact(p_reason), v_who.name);
   perform scsql._purge_chunk_text(v_project, v_c.source_id, p_id);
-  fields := case when v_c.context is null then array['content'] else array['content', 'context'] end;
+  fields := array_remove(array['content', case when v_c.anchor is not null then 'anchor' end,
+                                case when v_c.context is not null then 'context' end], null);
   return next;
 end
 $$;
@@ -230,8 +233,8 @@ begin
          published_len = published_len - case when v_c.published then v_c.n_terms else 0 end, updated_at = now()
    where project_id = p_project;
   update scsql.kb_chunks c
-     set content = '', context = null, context_sources = null, context_hashes = null, n_terms = 0, term_ids = '{}',
-         purged_at = now()
+     set content = '', anchor = null, context = null, context_sources = null, context_hashes = null, n_terms = 0,
+         term_ids = '{}', purged_at = now()
    where c.project_id = p_project and c.chunk_id = p_chunk;
   -- Its vector, unless a chunk not purged holds the same text.
   delete from scsql.kb_embeddings e where e.project_id = p_project and e.chunk_hash = v_c.chunk_hash
@@ -240,10 +243,46 @@ begin
     and not exists (select from scsql.kb_chunks c where c.project_id = p_project and c.chunk_hash = v_c.chunk_hash and c.purged_at is null);
   -- The contexts taken from it (the next turn is indexed with the end of this one).
   perform scsql._forget_in_context(p_project, array[p_source], array[v_c.chunk_hash], array[v_c.content], array[v_c.anchor]);
+  -- Words no chunk holds any more leave the vocabulary; summaries stop quoting it.
+  delete from scsql.kb_terms t where t.project_id = p_project and t.term_id = any (v_c.term_ids) and t.df = 0;
+  perform scsql._purge_summaries(p_project, array_remove(array[v_c.content, v_c.anchor], null));
 end
 $$;
 comment on function scsql._purge_chunk_text(bigint, bigint, bigint) is
-  'Private. Removes the text of chunk P_CHUNK of source P_SOURCE: its content (left empty) and context, its postings, document frequencies and BM25 lengths, its embedding and queued embedding work (unless a chunk not purged holds the same text), and the lines of the contexts other chunks took from it (scsql._forget_in_context: stored again without them). The chunk stays, with its chunk_hash and purged_at.';
+  'Private. Removes the text of chunk P_CHUNK of source P_SOURCE: its content (left empty), anchor and context, its postings, document frequencies and BM25 lengths, the terms no chunk holds any more, its embedding and queued embedding work (unless a chunk not purged holds the same text), the lines of the contexts other chunks took from it (scsql._forget_in_context: stored again without them) and the items of session summaries that quote it (scsql._purge_summaries). The chunk stays, with its chunk_hash and purged_at.';
+
+create or replace function scsql._quotes(p_item text, p_texts text[])
+returns boolean
+language sql immutable parallel safe
+as $$
+  select pg_catalog.btrim(p_item) <> '' and exists (
+    select from pg_catalog.unnest(p_texts) t
+    where pg_catalog.btrim(t) <> ''
+      and (pg_catalog.strpos(t, p_item) > 0 or pg_catalog.strpos(p_item, t) > 0
+           or pg_catalog.strpos(t, pg_catalog.regexp_replace(p_item, '^[A-Za-z_ ]{1,30}: ', '')) > 0))
+$$;
+comment on function scsql._quotes(text, text[]) is
+  'Private. True when summary item P_ITEM stands in one of P_TEXTS (with or without a leading label such as "request: "), or holds one of them whole.';
+
+create or replace function scsql._purge_summaries(p_project bigint, p_texts text[])
+returns void
+language sql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+  -- A session summary's items (kb_sources.meta -> summary) quote prompts and
+  -- turns ("request: <the prompt>"): an item that stands in a purged text, or
+  -- holds one, is replaced by "[purged]".
+  update scsql.kb_sources s
+     set meta = jsonb_set(s.meta, '{summary}', (
+           select jsonb_object_agg(j.key, case when jsonb_typeof(j.value) <> 'array' then j.value else (
+                    select coalesce(jsonb_agg(case when scsql._quotes(e.x, p_texts) then '[purged]' else e.x end order by e.o), '[]')
+                    from jsonb_array_elements_text(j.value) with ordinality e(x, o)) end)
+           from jsonb_each(s.meta -> 'summary') j))
+   where s.project_id = p_project and jsonb_typeof(s.meta -> 'summary') = 'object'
+     and exists (select from jsonb_each(s.meta -> 'summary') j, jsonb_array_elements_text(j.value) e(x)
+                 where jsonb_typeof(j.value) = 'array' and scsql._quotes(e.x, p_texts))
+$$;
+comment on function scsql._purge_summaries(bigint, text[]) is
+  'Private. Replaces by "[purged]" each item of the session summaries of project P_PROJECT (kb_sources.meta -> summary) that quotes one of the purged texts P_TEXTS (scsql._quotes).';
 
 create or replace function scsql.purge(p_kind text, p_id bigint, p_reason text)
 returns table (purge_id bigint, kind text, id bigint, fields text[])

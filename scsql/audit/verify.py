@@ -118,10 +118,10 @@ from ..core import errors
 BATCH = 20000
 
 # Chained tables whose rows the database writes itself, unsigned (see the head
-# of sql/26_history.sql): their signature field is a marker, 32 zero bytes then
+# of sql/26_history.sql and sql/28_purge.sql): their signature field is a marker, 32 zero bytes then
 # 32 random ones, checked instead of an Ed25519 signature. Links, hashes,
 # authors, keys and replays are checked as for every other row.
-UNSIGNED_TABLES = frozenset({"scsql.memory_changes"})
+UNSIGNED_TABLES = frozenset({"scsql.memory_changes", "scsql.purges"})
 _UNSIGNED_MARK = bytes(32)
 
 # Breaks an agent can cause through the API (it chooses a row's signature, key
