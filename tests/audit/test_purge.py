@@ -17,7 +17,7 @@ from scsql.core.errors import (PURGE_ALREADY, PURGE_KIND_INVALID, PURGE_NOT_ALLO
 from scsql.api import Api
 from scsql.hooks import handlers
 
-from tests.helpers import sql_verify, statement_lock_waiters, tamper, wait_for
+from tests.helpers import mcp_env, one_error_line, scsql, sql_verify, statement_lock_waiters, tamper, wait_for
 from tests.memory.test_conversation_chunks import SESSION, _lines
 
 TOKEN = "quokkazanzibar7781"  # a personal detail pasted by mistake: unique in the database
@@ -115,7 +115,8 @@ def test_the_author_purges_a_prompt_a_tool_call_and_a_conversation_chunk_and_the
         imported = [r["prompt_id"] for r in conn.execute(
             "select prompt_id from scsql.prompts where text like %s and prompt_id <> %s", (f"%{TOKEN}%", prompt)).fetchall()]
     assert chunks
-    done = [purge(a, "prompt", prompt), purge(a, "tool_call", call)]
+    # The tool call through the API the MCP tools are made of (purge is one).
+    done = [purge(a, "prompt", prompt), _first(Api(a).call("purge", kind="tool_call", id=call, reason="pasted by mistake"))]
     done += [purge(a, "chunk", c) for c in chunks] + [purge(a, "prompt", p) for p in imported]
     assert done[0]["fields"] == ["text"] and done[1]["fields"] == ["input_preview", "output_preview"]
     assert holding(db) == []
@@ -269,4 +270,18 @@ def test_author_and_administrator_purge_one_row_at_once_and_exactly_one_wins(pai
     assert results["admin"]["fields"] == ["text"] and results["author"] == PURGE_ALREADY
     with db.connect() as conn:
         assert conn.execute("select count(*) as n from scsql.purges").fetchone()["n"] == 1
+    both_verifiers_clean(db, a)
+
+
+def test_the_cli_purges_as_the_author_or_as_an_administrator(pair):
+    db, a, b = pair
+    first, second = _prompt(a), _tool_call(a)
+    env = mcp_env(db)
+    refused = scsql("purge", "prompt", str(first), "--agent", b.name, "--reason", "not mine", env=env)
+    one_error_line(refused, PURGE_NOT_ALLOWED)
+    done = scsql("purge", "prompt", str(first), "--agent", a.name, "--reason", "pasted by mistake", env=env)
+    assert done.returncode == 0 and f"prompt {first}: removed text" in done.stdout, done.stderr
+    done = scsql("purge", "tool-call", str(second), "--reason", "asked by the user", env=env)
+    assert done.returncode == 0 and f"tool_call {second}: removed input_preview, output_preview" in done.stdout, done.stderr
+    assert holding(db) == []
     both_verifiers_clean(db, a)
