@@ -6,6 +6,7 @@ the words are gone from every table."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import psycopg
@@ -15,6 +16,8 @@ from scsql.audit.verify import verify
 from scsql.core.errors import (PURGE_ALREADY, PURGE_KIND_INVALID, PURGE_NOT_ALLOWED, PURGE_REASON_INVALID,
                                PURGE_TARGET_UNKNOWN, PURGE_UNSUPPORTED, ScsqlError)
 from scsql.api import Api
+from scsql.audit.signing import SignedTable
+from scsql.audit.telemetry import PROMPT_FIELDS
 from scsql.hooks import handlers
 
 from tests.helpers import mcp_env, one_error_line, scsql, sql_verify, statement_lock_waiters, tamper, wait_for
@@ -204,11 +207,39 @@ def test_another_agent_cannot_purge_and_bad_calls_get_stable_codes(pair, scsql_d
     both_verifiers_clean(db, a)
 
 
-def test_a_row_written_before_digests_cannot_be_purged(pair):
+def _as_owner(db, *statements: str) -> None:
+    with db.connect() as conn:
+        conn.execute("set role scsql_owner")
+        for st in statements:
+            conn.execute(st)
+
+
+def test_rows_written_before_digests_still_verify_and_cannot_be_purged(pair, verifier):
+    """A prompt written the way the release before wrote it (signed and hashed
+    over its text, no digest) verifies beside rows written since, and is
+    refused by purge, whose removal would break its chain."""
     db, a, _ = pair
-    prompt = _prompt(a, "written by an earlier release")
-    tamper(db, f"update scsql.prompts set text_sha256 = null where prompt_id = {prompt}")
-    assert refused(lambda: purge(a, "prompt", prompt)) == PURGE_UNSUPPORTED
+    _as_owner(db, "update scsql.chained_tables set digested_fields = '{}' where table_name = 'scsql.prompts'",
+              "select scsql._make_digested('scsql.prompts', '{}')")
+    try:
+        before = SignedTable("scsql.prompts", [dataclasses.replace(f, digested=False) for f in PROMPT_FIELDS])
+        args = before.sign(a, {"text": f"written before digests: {TOKEN}"})
+        with a.transaction() as conn:
+            old = conn.execute("select prompt_id from scsql.record_prompt(p_text => %s, p_at => %s, p_key_id => %s, "
+                               "p_signature => %s)", (args["text"], args["at"], args["key_id"], args["signature"])
+                               ).fetchone()["prompt_id"]
+    finally:
+        _as_owner(db, "select scsql._make_digested('scsql.prompts', array['text'])")
+    new = _prompt(a)
+    with db.connect() as conn:
+        digests = conn.execute("select prompt_id, text_sha256 is not null as digested from scsql.prompts "
+                               "order by prompt_id").fetchall()
+    assert [(r["prompt_id"], r["digested"]) for r in digests] == [(old, False), (new, True)]
+    assert verifier.breaks(db) == []
+    assert refused(lambda: purge(a, "prompt", old)) == PURGE_UNSUPPORTED
+    purge(a, "prompt", new)
+    assert verifier.breaks(db) == []
+    assert holding(db) == ["prompts.text"]  # the old row's text stays
 
 
 def test_a_failing_purge_leaves_nothing_behind(pair, tmp_path):
