@@ -242,6 +242,23 @@ def test_rows_written_before_digests_still_verify_and_cannot_be_purged(pair, ver
     assert holding(db) == ["prompts.text"]  # the old row's text stays
 
 
+def test_a_row_an_older_process_signs_over_its_text_after_the_upgrade_verifies(pair):
+    """A process started before the upgrade signs a prompt over its text; the
+    database hashes it over the digest it fills: scsql verify checks the
+    signature over the text, which the digest matches, and finds no break."""
+    db, a, _ = pair
+    before = SignedTable("scsql.prompts", [dataclasses.replace(f, digested=False) for f in PROMPT_FIELDS])
+    args = before.sign(a, {"text": "signed the way the release before signs"})
+    with a.transaction() as conn:
+        conn.execute("select * from scsql.record_prompt(p_text => %s, p_at => %s, p_key_id => %s, p_signature => %s)",
+                     (args["text"], args["at"], args["key_id"], args["signature"]))
+    report = verify(db.admin, workers=1, progress=False, full=True)
+    assert report.ok and report.signatures >= 1, report.breaks
+    # Its text changed is still found: the digest no longer matches.
+    tamper(db, "update scsql.prompts set text = 'signed otherwise'")
+    assert [b.kind for b in verify(db.admin, workers=1, progress=False, full=True).breaks] == ["content-mismatch"]
+
+
 def test_a_failing_purge_leaves_nothing_behind(pair, tmp_path):
     db, a, _ = pair
     keep_conversation(a, tmp_path, [("u1", f"call me at {TOKEN}", "a1", "Noted."), ("u2", "next", "a2", "ok")])
