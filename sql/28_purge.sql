@@ -129,7 +129,7 @@ comment on function scsql._purge_record(bigint, bigint, text, bigint, jsonb, tex
   'Private. Writes the purge record of one row into the chain of agent P_AUTHOR (the purging agent, or for an administrator the row''s author): what (P_KIND, P_ID), the sha256 hex of each text removed by field (P_DIGESTS), why and by whom. Chained unsigned, like scsql.memory_changes. Returns its purge_id.';
 
 create or replace function scsql._purge_chained(p_table text, p_kind text, p_id bigint, p_reason text)
-returns table (purge_id bigint, fields text[])
+returns table (purge_id bigint, fields text[], quoted_by text[])
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
@@ -165,6 +165,8 @@ begin
                                   p_kind, p_id, v_digests, scsql._redact(p_reason), v_who.name);
   perform scsql._purge_summaries((v_row ->> 'project_id')::bigint,
                                  array(select v_row ->> f from unnest(fields) f));
+  quoted_by := scsql._purge_quoted((v_row ->> 'project_id')::bigint, p_kind, p_id,
+                                   array(select v_row ->> f from unnest(fields) f));
   execute format('update %s t set %s where t.project_id = $1 and t.%I = $2', p_table,
                  (select string_agg(format('%I = null', f), ', ') from unnest(fields) f), v_id_col)
     using (v_row ->> 'project_id')::bigint, p_id;
@@ -172,10 +174,10 @@ begin
 end
 $$;
 comment on function scsql._purge_chained(text, text, bigint, text) is
-  'Private, for scsql.purge. Purges row P_ID of chained table P_TABLE (kind P_KIND): checks who may, records the purge (scsql._purge_record), sets each digested text the row still has to NULL (the append-only trigger consents, scsql._purge_consents), and replaces the items of session summaries that quote them (scsql._purge_summaries). Returns the purge_id and the fields removed. Raises SC361, SC362, SC363, SC365.';
+  'Private, for scsql.purge. Purges row P_ID of chained table P_TABLE (kind P_KIND): checks who may, records the purge (scsql._purge_record), sets each digested text the row still has to NULL (the append-only trigger consents, scsql._purge_consents), and replaces the items of session summaries that quote them (scsql._purge_summaries). Returns the purge_id, the fields removed and what still quotes them (scsql._purge_quoted). Raises SC361, SC362, SC363, SC365.';
 
 create or replace function scsql._purge_chunk(p_id bigint, p_reason text)
-returns table (purge_id bigint, fields text[])
+returns table (purge_id bigint, fields text[], quoted_by text[])
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
@@ -207,13 +209,14 @@ begin
                                   'chunk', p_id, jsonb_build_object('content', scsql._text_hash(v_c.content)),
                                   scsql._redact(p_reason), v_who.name);
   perform scsql._purge_chunk_text(v_project, v_c.source_id, p_id);
+  quoted_by := scsql._purge_quoted(v_project, 'chunk', p_id, array[v_c.content]);
   fields := array_remove(array['content', case when v_c.anchor is not null then 'anchor' end,
                                 case when v_c.context is not null then 'context' end], null);
   return next;
 end
 $$;
 comment on function scsql._purge_chunk(bigint, text) is
-  'Private, for scsql.purge. Purges chunk P_ID: checks who may (an agent that created or last wrote its source, or an administrator), records the purge in the chain of the purging agent (an administrator: of the source''s last writer), and removes its text everywhere it is kept (scsql._purge_chunk_text). Returns the purge_id and the fields removed. Raises SC361, SC362, SC363.';
+  'Private, for scsql.purge. Purges chunk P_ID: checks who may (an agent that created or last wrote its source, or an administrator), records the purge in the chain of the purging agent (an administrator: of the source''s last writer), and removes its text everywhere it is kept (scsql._purge_chunk_text). Returns the purge_id, the fields removed and what still cites it (scsql._purge_quoted). Raises SC361, SC362, SC363.';
 
 create or replace function scsql._purge_chunk_text(p_project bigint, p_source bigint, p_chunk bigint)
 returns void
@@ -255,14 +258,17 @@ create or replace function scsql._quotes(p_item text, p_texts text[])
 returns boolean
 language sql immutable parallel safe
 as $$
-  select pg_catalog.btrim(p_item) <> '' and exists (
-    select from pg_catalog.unnest(p_texts) t
-    where pg_catalog.btrim(t) <> ''
-      and (pg_catalog.strpos(t, p_item) > 0 or pg_catalog.strpos(p_item, t) > 0
-           or pg_catalog.strpos(t, pg_catalog.regexp_replace(p_item, '^[A-Za-z_ ]{1,30}: ', '')) > 0))
+  -- What stands in the other counts from 16 characters on: a short item
+  -- ("ok", "done") or text says nothing of where it came from.
+  select exists (
+    select from pg_catalog.unnest(p_texts) t,
+                pg_catalog.regexp_replace(p_item, '^[A-Za-z_ ]{1,30}: ', '') bare
+    where (pg_catalog.char_length(pg_catalog.btrim(p_item)) >= 16 and pg_catalog.strpos(t, p_item) > 0)
+       or (pg_catalog.char_length(pg_catalog.btrim(bare)) >= 16 and pg_catalog.strpos(t, bare) > 0)
+       or (pg_catalog.char_length(pg_catalog.btrim(t)) >= 16 and pg_catalog.strpos(p_item, t) > 0))
 $$;
 comment on function scsql._quotes(text, text[]) is
-  'Private. True when summary item P_ITEM stands in one of P_TEXTS (with or without a leading label such as "request: "), or holds one of them whole.';
+  'Private. True when item P_ITEM (a summary item, an outcome''s evidence) stands in one of P_TEXTS, with or without a leading label such as "request: ", or holds one of them whole; what stands in the other must be at least 16 characters long.';
 
 create or replace function scsql._purge_summaries(p_project bigint, p_texts text[])
 returns void
@@ -284,8 +290,30 @@ $$;
 comment on function scsql._purge_summaries(bigint, text[]) is
   'Private. Replaces by "[purged]" each item of the session summaries of project P_PROJECT (kb_sources.meta -> summary) that quotes one of the purged texts P_TEXTS (scsql._quotes).';
 
+create or replace function scsql._purge_quoted(p_project bigint, p_kind text, p_id bigint, p_texts text[])
+returns text[]
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+  -- Signed rows of their authors that a purge does not change: the
+  -- distilled items citing the row, and for a tool call the outcomes and
+  -- learnings recorded of it that quote its text.
+  select coalesce(array_agg(q.ref order by q.ref), '{}') from (
+    select 'distill_item:' || c.item_id as ref from scsql.distill_citations c
+    where c.project_id = p_project and c.cited = p_kind and c.cited_id = p_id
+    union
+    select 'outcome:' || o.outcome_id from scsql.outcomes o
+    where p_kind = 'tool_call' and o.project_id = p_project and o.tool_call_id = p_id
+      and (scsql._quotes(o.evidence, p_texts) or scsql._quotes(o.summary, p_texts))
+    union
+    select 'learning:' || l.learning_id from scsql.learnings l
+    where p_kind = 'tool_call' and l.project_id = p_project and l.tool_call_id = p_id
+      and (scsql._quotes(l.evidence, p_texts) or scsql._quotes(l.summary, p_texts) or scsql._quotes(l.input_key, p_texts))) q
+$$;
+comment on function scsql._purge_quoted(bigint, text, bigint, text[]) is
+  'Private, for scsql.purge. What still quotes or cites a purged row and is not changed by the purge: distilled items citing it (distill_item:<id>) and, for a tool call, outcomes and learnings of it that quote a removed text (outcome:<id>, learning:<id>).';
+
 create or replace function scsql.purge(p_kind text, p_id bigint, p_reason text)
-returns table (purge_id bigint, kind text, id bigint, fields text[])
+returns table (purge_id bigint, kind text, id bigint, fields text[], quoted_by text[])
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
@@ -305,7 +333,7 @@ begin
     select * into v_r from scsql._purge_chained(case p_kind when 'prompt' then 'scsql.prompts' else 'scsql.tool_calls' end,
                                                 p_kind, p_id, p_reason);
   end if;
-  return query select v_r.purge_id, p_kind, p_id, v_r.fields;
+  return query select v_r.purge_id, p_kind, p_id, v_r.fields, v_r.quoted_by;
 end
 $$;
 comment on function scsql.purge(text, bigint, text) is
@@ -315,4 +343,4 @@ p_kind: prompt, tool_call or chunk
 p_id: the prompt_id, tool_call_id or chunk_id
 p_reason: why (at most 1,000 characters; stored redacted)
 
-Removes the text of the row: a prompt''s text; a tool call''s input_preview, output_preview and input_key; a chunk''s content and context, with its postings and embedding and what other chunks'' contexts took from it. The row stays. A prompt or tool call keeps its place in its chain, its hashes and signature (it hashes and signs its texts through their sha256, see scsql._enc), so scsql verify and scsql.verify_chain stay clean, and still find the row altered or its text put back other than it was; a chunk keeps its chunk_hash. A chained record in scsql.purges says who purged what, why, and the sha256 of each text removed. The viewer shows "[purged]" in its place; search and recall no longer find it. Allowed to the row''s author (a chunk: the agent that created or last wrote its source) and to administrators (scsql_admin), for a row of any project. Returns purge_id, kind, id and the fields removed. Raises SC360 for another kind, SC361 for an id with no such row (in your project), SC362 for another agent''s row, SC363 for a row purged already, SC364 for a missing or bad reason, SC365 for a row written before scsql hashed texts through digests.';
+Removes the text of the row: a prompt''s text; a tool call''s input_preview, output_preview and input_key; a chunk''s content and context, with its postings and embedding and what other chunks'' contexts took from it. The row stays. A prompt or tool call keeps its place in its chain, its hashes and signature (it hashes and signs its texts through their sha256, see scsql._enc), so scsql verify and scsql.verify_chain stay clean, and still find the row altered or its text put back other than it was; a chunk keeps its chunk_hash. A chained record in scsql.purges says who purged what, why, and the sha256 of each text removed. The viewer shows "[purged]" in its place; search and recall no longer find it. Allowed to the row''s author (a chunk: the agent that created or last wrote its source) and to administrators (scsql_admin), for a row of any project. Returns purge_id, kind, id, the fields removed and quoted_by: what the purge does not change that still cites or quotes the row (distill_item:<id>, outcome:<id>, learning:<id>), to purge or forget separately. Raises SC360 for another kind, SC361 for an id with no such row (in your project), SC362 for another agent''s row, SC363 for a row purged already, SC364 for a missing or bad reason, SC365 for a row written before scsql hashed texts through digests.';

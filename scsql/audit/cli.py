@@ -227,6 +227,9 @@ def cmd_purge(ctx, args: argparse.Namespace) -> int:
             r = conn.execute(query, values).fetchone()
     print(f"scsql purge: {r['kind']} {r['id']}: removed {', '.join(r['fields'])} (purge {r['purge_id']}); "
           "the row and its hashes stay, scsql verify still checks it")
+    if r["quoted_by"]:
+        print(f"scsql purge: still quoted or cited by {', '.join(r['quoted_by'])}, which a purge does not change",
+              file=sys.stderr)
     return 0
 
 

@@ -140,6 +140,26 @@ def test_the_author_purges_a_prompt_a_tool_call_and_a_conversation_chunk_and_the
     assert body in ([], [{"body": "[purged]"}])
 
 
+def test_a_purge_names_the_signed_rows_that_still_quote_what_it_removed(pair):
+    """An outcome (signed by its author) that quotes a failed call's preview, and
+    the learning derived from it, are not changed by the call's purge: the
+    purge names them."""
+    db, a, _ = pair
+    call = _tool_call(a)
+    outcome = _first(Api(a).call("record_outcome", tool_call_id=call, kind="failed", summary="Bash failed: exit 1",
+                                 evidence=f'{{"command": "echo {TOKEN}"}}'))["outcome_id"]
+    with db.connect() as conn:
+        learning = conn.execute("select learning_id from scsql.learnings where outcome_id = %s", (outcome,)).fetchone()
+    r = purge(a, "tool_call", call)
+    assert f"outcome:{outcome}" in r["quoted_by"]
+    if learning is not None:
+        assert f"learning:{learning['learning_id']}" in r["quoted_by"]
+    # A short text quotes nothing.
+    other = _first(Api(a).call("record_tool_call", tool="Read", output_preview="ok"))["tool_call_id"]
+    Api(a).call("record_outcome", tool_call_id=other, kind="failed", summary="Read failed: ok")
+    assert purge(a, "tool_call", other)["quoted_by"] == []
+
+
 def test_an_administrator_purges_an_agents_row_into_that_agents_chain(pair):
     db, a, _ = pair
     call = _tool_call(a)
