@@ -18,6 +18,8 @@ select scsql._define_break_kind(kind, found_by, excusable, meaning) from (values
   ('seq-gap',             'both',   false, 'A seq is missing: a row was deleted, or the chain jumps.'),
   ('prev-mismatch',       'both',   false, 'A row''s prev_hash is not the previous row''s row_hash: a row was removed, inserted or reordered.'),
   ('hash-mismatch',       'both',   false, 'A row''s row_hash does not match its content: the row was edited after it was written.'),
+  ('content-mismatch',    'both',   false, 'A text the row is hashed by the digest of is not the text that digest was made of: changed, or put back other than it was.'),
+  ('purge-unrecorded',    'both',   false, 'A text the row is hashed by the digest of is gone, and no purge recorded in scsql.purges removed it.'),
   ('wrong-author',        'both',   false, 'A row names an author other than the chain''s agent.'),
   ('wrong-project',       'both',   false, 'A row names a project other than the chain''s.'),
   ('chain-identity',      'both',   false, 'The chain''s project or agent differs from its agent''s, or from what a checkpoint recorded for it.'),

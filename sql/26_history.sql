@@ -620,16 +620,22 @@ returns table (project_id bigint, kind text, target text, problem text, expected
                at timestamptz, recorded boolean)
 language sql stable
 as $$
+  -- A purged chunk (sql/28_purge.sql) holds no text, and a purge recorded it.
   select c.project_id, 'chunk', s.path || '#' || c.seq, 'changed', c.chunk_hash, scsql._chunk_hash(c.content),
-         format('the text of chunk %s of %s is not the text its chunk_hash addresses (sha256 of the normalized text)',
-                c.seq, s.path),
+         case when c.purged_at is null
+              then format('the text of chunk %s of %s is not the text its chunk_hash addresses (sha256 of the normalized text)',
+                          c.seq, s.path)
+              else format('chunk %s of %s is marked purged, but holds text or no purge in scsql.purges removed it', c.seq, s.path) end,
          c.created_at, true
   from scsql.kb_chunks c
   join scsql.kb_sources s on s.project_id = c.project_id and s.source_id = c.source_id
-  where scsql._chunk_hash(c.content) <> c.chunk_hash
+  where case when c.purged_at is null then scsql._chunk_hash(c.content) <> c.chunk_hash
+             else c.content <> '' or c.anchor is not null or c.context is not null
+                  or not exists (select from scsql.purges p where p.project_id = c.project_id and p.target_kind = 'chunk'
+                                 and p.target_id = c.chunk_id) end
 $$;
 comment on function scsql._memory_chunk_drift() is
-  'Private, for scsql.verify_memory. Chunks whose text does not have their chunk_hash (the sha256 of the normalized text, scsql._chunk_hash): text changed outside the API.';
+  'Private, for scsql.verify_memory. Chunks whose text does not have their chunk_hash (the sha256 of the normalized text, scsql._chunk_hash): text changed outside the API; and purged chunks (purged_at set) that hold text or that no purge in scsql.purges removed.';
 
 create or replace function scsql._memory_decision_drift()
 returns table (project_id bigint, kind text, target text, problem text, expected text, found text, detail text,
