@@ -928,9 +928,9 @@ begin
 end
 $$;
 comment on function scsql.claimable_for_me() is
-  'How many tasks you could claim now (queued for your role, or claimed with an expired lease).
+  'How many tasks you could claim now: queued tasks of your team role whose run_after has come, plus claimed ones whose lease expired.
 
-Counted in the caller''s project: queued tasks whose run_after has come, plus claimed ones whose lease expired. A Stop hook (scsql hook stop-check) keeps a worker going while this is above zero.';
+Counted in the caller''s own project. A Stop hook (scsql hook stop-check) keeps a worker going while this is above zero.';
 
 create or replace function scsql.my_tasks()
 returns setof scsql.claimed_task
