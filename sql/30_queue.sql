@@ -569,7 +569,7 @@ p_complexity (1..5): estimated difficulty
 p_run_after: not before this time (default now)
 p_max_attempts (1..100): attempts before it dies
 
-Orchestrator roles only. Queues a task for team role ROLE in the caller''s project: payload (JSON), priority (higher first; default 0), exclusive_files (paths relative to the project root, or absolute under it; a directory covers everything below it; compared in NFC with letter case folded, so SRC/a.py and src/A.py are one file), acceptance_criteria, complexity (1-5), run_after (default now), max_attempts (default 5). Payload and acceptance criteria are stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact). Returns task_id, team_role, the normalized exclusive_files and run_after, and notifies the role''s channel. Raises SC300 for a non-orchestrator, SC008 unknown role, SC010 bad argument, SC320 a malformed path (control, invisible or blank characters other than a space, backslashes), SC321 a path leaving the project, SC322 when the files overlap a queued or claimed task (the message lists them; race-free: of two overlapping enqueues exactly one wins).';
+Payload is JSON; a higher priority runs first (default 0); exclusive_files are paths relative to the project root, or absolute under it (a directory covers everything below it; compared in NFC with letter case folded, so SRC/a.py and src/A.py are one file); complexity is 1-5; run_after defaults to now, max_attempts to 5. Payload and acceptance criteria are stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact). The role''s channel is notified. Raises SC300 for a non-orchestrator, SC008 unknown role, SC010 bad argument, SC320 a malformed path (control, invisible or blank characters other than a space, backslashes), SC321 a path leaving the project, SC322 when the files overlap a queued or claimed task (the message lists them; race-free: of two overlapping enqueues exactly one wins).';
 
 create or replace function scsql.claim_task(p_n integer default 1, p_lease_seconds integer default 300)
 returns setof scsql.claimed_task
@@ -753,7 +753,7 @@ p_result (object): what the task produced
 p_n (1..100): how many tasks to claim next
 p_lease_seconds (1..86400): lease length
 
-complete_task then claim_task in one call, so a busy worker needs one round trip per task: completes TASK under lease TOKEN with result, then claims up to n (default 1) more tasks with a lease of lease_seconds. Returns the claimed tasks like claim_task. Raises what complete_task raises (and then claims nothing) and what claim_task raises.';
+A busy worker needs one round trip per task: TASK is completed under lease TOKEN with result, then up to n (default 1) more tasks are claimed with a lease of lease_seconds. Raises what complete_task raises (and then claims nothing) and what claim_task raises.';
 
 create or replace function scsql.fail_task(
   p_task bigint, p_token bigint, p_error text, p_retry boolean default true,
@@ -862,7 +862,7 @@ comment on function scsql.cancel_task(bigint, text) is
 p_task: task_id
 p_reason: why
 
-Orchestrator roles only. Cancels a queued or claimed task of the caller''s project with a reason (stored redacted: see scsql.redact): it moves to the archive as cancelled and its exclusive files are freed; a worker still holding it gets SC304 on its next call. Returns ''cancelled''. Raises SC300 non-orchestrator, SC301 unknown task, SC304 already finished.';
+The reason is stored redacted (see scsql.redact); the task moves to the archive as cancelled, and a worker still holding it gets SC304 on its next call. Raises SC300 non-orchestrator, SC301 unknown task, SC304 already finished.';
 
 create or replace function scsql.queue_stats()
 returns table (

@@ -35,6 +35,8 @@ may no not of on one only or than that the their then this to was were what
 when which who with acting agent agent's caller caller's you your yours
 return returns
 """.split())
+# A sentence of only these words says who may call the function.
+_WHO = set("administrators agents auditor worker orchestrators orchestrator roles role".split())
 _WORD = re.compile(r"[a-z][a-z0-9_'<>:]*[a-z0-9_>]")
 _SENTENCE_END = re.compile(r"(?<=[\w)\]\"'`][.!?])\s+(?=[A-Z(`])")
 _PARENTHESES = re.compile(r"\s*\([^()]*\)")
@@ -68,10 +70,13 @@ def without_remarks(text: str) -> str:
 
 def manual_lead(comment: str) -> str:
     """The first sentence of the manual: what follows the first paragraph,
-    argument lines and the hidden line left out, remarks in parentheses too."""
+    argument lines and the hidden line left out, remarks in parentheses too,
+    past a sentence that only says who may call it ("Orchestrator roles only.")."""
     more = details(comment)[1]
     paragraph = more.split("\n\n")[0].replace("\n", " ").strip()
-    return _SENTENCE_END.split(without_remarks(paragraph), maxsplit=1)[0]
+    sentences = _SENTENCE_END.split(without_remarks(paragraph))
+    said = [s for s in sentences if not content_words(s) <= _WHO]
+    return said[0] if said else ""
 
 
 def restates(comment: str) -> tuple[float, int]:
@@ -118,10 +123,3 @@ def test_the_measure_flags_a_restatement_and_passes_an_addition():
     rows = [{"function": "again", "comment": said_again}, {"function": "added", "comment": added}]
     assert [r.split(":")[0] for r in restating(rows)] == ["again"]
 
-
-def test_report(scsql_db):  # temporary: the data the bounds are chosen from
-    rows = _comments(scsql_db)
-    tools = sorted((len(details(r["comment"])[0]), r["function"]) for r in rows if r["tool"])
-    print("TOOLS", len(tools), tools[-8:], "median", tools[len(tools) // 2])
-    scored = sorted(((*restates(r["comment"]), r["function"]) for r in rows), reverse=True)
-    print("SCORES", len(rows), [s for s in scored if s[0] > 0.3])
