@@ -585,9 +585,9 @@ as $$
   ) k on true
 $$;
 comment on function scsql.whoami() is
-  'You, the acting agent: name, project, team role (and whether it orchestrates), PostgreSQL role, current key id and public key (hex), creation time.
+  'You, the acting agent: name, project, team role (and whether it orchestrates), PostgreSQL role, current key id and public key (hex), creation time. Derived from the session''s role, never from an argument.
 
-Derived from the session''s role, never from an argument. Raises SC001 when not acting as an agent, SC002 when revoked.';
+Raises SC001 when not acting as an agent, SC002 when revoked.';
 
 create or replace function scsql.status()
 returns jsonb
