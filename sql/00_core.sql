@@ -585,9 +585,9 @@ as $$
   ) k on true
 $$;
 comment on function scsql.whoami() is
-  'You, the acting agent: name, project, team role, PostgreSQL role, key id and public key. Derived from the session''s role, never from an argument.
+  'You, the acting agent: name, project, team role (and whether it orchestrates), PostgreSQL role, current key id and public key (hex), creation time. Derived from the session''s role, never from an argument.
 
-The acting agent: name, project, team role (and whether it orchestrates), PostgreSQL role, current key id and public key (hex), creation time. Derived from the session''s role, never from an argument. Raises SC001 when not acting as an agent, SC002 when revoked.';
+Raises SC001 when not acting as an agent, SC002 when revoked.';
 
 create or replace function scsql.status()
 returns jsonb
@@ -617,7 +617,7 @@ $$;
 comment on function scsql.status() is
   'Server and schema versions, extensions, and the projects and agents you may see.
 
-Server version, schema version (how many migrations the database has applied: they run in one sequence, migrations/sequence.txt, so the count names the schema), extensions present (vector, pg_partman: version or null), and the projects and agents the caller may see (an agent sees its own project; administrators and the auditor see all).';
+The schema version is how many migrations the database has applied: they run in one sequence, migrations/sequence.txt, so the count names the schema. Extensions are vector and pg_partman, each with its version or null when absent. An agent sees its own project; administrators and the auditor see all.';
 
 create or replace function scsql.list_agents()
 returns table (
@@ -642,9 +642,9 @@ begin
 end
 $$;
 comment on function scsql.list_agents() is
-  'Agents you may see: name, project, team role, created and revoked times, current key.
+  'Agents you may see: name, project, team role, PostgreSQL role, created and revoked times, current key.
 
-Agents the caller may see, with project, team role, PostgreSQL role, created and revoked times, and current key. An agent sees its own project''s agents; administrators and the auditor see all.';
+An agent sees its own project''s agents; administrators and the auditor see all.';
 
 -- ---------------------------------------------------------------------------
 -- Paths: one reading for every function that takes one
