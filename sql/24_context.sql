@@ -107,6 +107,8 @@ as $$
 #variable_conflict use_column
 declare
   v_project bigint := scsql._my_project();
+  -- read here, not in the query: on Citus the query runs on the project's node
+  v_loop_stale interval := (scsql._memory_settings(v_project)).loop_stale_after;
   v_b_keys text[];
   v_b_contents text[];
   v_b_ats timestamptz[];
@@ -141,7 +143,7 @@ begin
           where l.project_id = v_project and l.closed_at is null
             -- untouched past the project's loop_stale_after: left out, unless pinned
             and (l.pinned or coalesce(l.touched_at, l.opened_at)
-                             >= now() - (scsql._memory_settings(v_project)).loop_stale_after)
+                             >= now() - v_loop_stale)
           order by l.opened_at desc, l.loop_id desc limit 20) l
     union all
     -- The latest current decisions (sql/27_decisions.sql).
