@@ -18,6 +18,33 @@ alter table scsql.agent_keys add constraint agent_keys_public_key_check CHECK ((
 alter table scsql.agent_keys enable row level security;
 alter table scsql.agent_keys force row level security;
 
+-- Bearer tokens of the team server (scsql serve), one agent each: the sha256 of the token (never the token), its scope (agent: MCP tools and hook events; tools; hooks), an optional note, when and by whom it was made, when it expires (NULL: never), when it was last used (to the minute) and when it was revoked. Written only by scsql.create_agent_token, scsql.revoke_agent_token and scsql_caller.use_token.
+create table scsql.agent_tokens (
+  project_id bigint not null,
+  token_id bigint default nextval('scsql.agent_tokens_id_seq'::regclass) not null,
+  agent_id bigint not null,
+  -- sha256 of the token's text. The token carries 256 random bits, so a fast hash is enough (no guess can be checked against it in any useful time) and lets each request be checked by one index look-up.
+  token_hash bytea not null,
+  scope text default 'agent'::text not null,
+  note text,
+  created_at timestamp with time zone default now() not null,
+  created_by text default SESSION_USER not null,
+  expires_at timestamp with time zone,
+  last_used_at timestamp with time zone,
+  revoked_at timestamp with time zone
+);
+alter table scsql.agent_tokens add constraint agent_tokens_pkey PRIMARY KEY (project_id, token_id);
+alter table scsql.agent_tokens add constraint agent_tokens_hash_key UNIQUE (project_id, token_hash);
+alter table scsql.agent_tokens add constraint agent_tokens_agent_id_fkey FOREIGN KEY (agent_id) REFERENCES scsql.agents(agent_id);
+alter table scsql.agent_tokens add constraint agent_tokens_project_id_fkey FOREIGN KEY (project_id) REFERENCES scsql.projects(project_id);
+alter table scsql.agent_tokens add constraint agent_tokens_expiry CHECK (((expires_at IS NULL) OR (expires_at > created_at)));
+alter table scsql.agent_tokens add constraint agent_tokens_note_check CHECK (((char_length(note) >= 1) AND (char_length(note) <= 200)));
+alter table scsql.agent_tokens add constraint agent_tokens_scope_check CHECK ((scope = ANY (ARRAY['agent'::text, 'tools'::text, 'hooks'::text])));
+alter table scsql.agent_tokens add constraint agent_tokens_token_hash_check CHECK ((octet_length(token_hash) = 32));
+CREATE INDEX agent_tokens_agent_idx ON scsql.agent_tokens USING btree (project_id, agent_id);
+alter table scsql.agent_tokens enable row level security;
+alter table scsql.agent_tokens force row level security;
+
 -- One row per agent. Each agent is the PostgreSQL role role_name (scsql_agent_<name>); its identity inside the database is current_user, never an argument.
 create table scsql.agents (
   agent_id bigint generated always as identity not null,
@@ -87,6 +114,19 @@ alter table scsql.capture_events add constraint capture_events_event_key_check C
 alter table scsql.capture_events enable row level security;
 alter table scsql.capture_events force row level security;
 
+-- Every kind of break the verifiers report, with its meaning: found_by both (scsql verify and scsql.verify_chain) or client (scsql verify alone: signatures, keys, exported checkpoints, rows of no chain), and whether an acknowledged quarantine excuses it (a break an agent can cause through the API).
+create table scsql.chain_break_kinds (
+  kind text not null,
+  found_by text not null,
+  excusable boolean default false not null,
+  meaning text not null
+);
+alter table scsql.chain_break_kinds add constraint chain_break_kinds_pkey PRIMARY KEY (kind);
+alter table scsql.chain_break_kinds add constraint chain_break_kinds_found_by_check CHECK ((found_by = ANY (ARRAY['both'::text, 'client'::text])));
+alter table scsql.chain_break_kinds add constraint chain_break_kinds_kind_check CHECK ((kind ~ '^[a-z]+(-[a-z]+)*$'::text));
+alter table scsql.chain_break_kinds enable row level security;
+alter table scsql.chain_break_kinds force row level security;
+
 -- Chains scsql checkpoint found broken: from_seq is the first seq that did not verify (0: the chain as a whole), anchored_seq the last seq a checkpoint signed for it (checkpoint_id: the checkpoint that anchored its verified prefix, if this run did), kind and detail the break, found_at/found_by who found it. Retention never drops rows of the chain after anchored_seq. It stays open until an administrator acknowledges it (scsql.acknowledge_quarantine); the record is kept.
 create table scsql.chain_quarantines (
   quarantine_id bigint generated always as identity not null,
@@ -134,7 +174,9 @@ create table scsql.chained_tables (
   signed_fields text[] not null,
   stamped_fields text[] default '{}'::text[] not null,
   registered_at timestamp with time zone default now() not null,
-  appended_fields text[] default '{}'::text[] not null
+  appended_fields text[] default '{}'::text[] not null,
+  -- Signed text columns the row hashes and signs through their sha256 (kept in the column <field>_sha256) instead of their text, for rows whose digest column is not NULL (see scsql._enc): the text may then be purged (scsql.purge) and the row still verifies. Only grows.
+  digested_fields text[] default '{}'::text[] not null
 );
 alter table scsql.chained_tables add constraint chained_tables_pkey PRIMARY KEY (table_name);
 alter table scsql.chained_tables enable row level security;
@@ -602,7 +644,9 @@ create table scsql.kb_chunks (
   -- Conversation only: the sources of the chunks the context was taken from (pairs with context_hashes, by position). NULL without context; empty when none is known.
   context_sources bigint[],
   -- Conversation only: the chunk hashes of the chunks the context was taken from (pairs with context_sources, by position), what forgetting one of them looks up. NULL without context; empty when none is known.
-  context_hashes text[]
+  context_hashes text[],
+  -- When the chunk's text was purged (scsql.purge): content is empty, it has no terms, postings or embedding; chunk_hash still names what it held.
+  purged_at timestamp with time zone
 );
 alter table scsql.kb_chunks add constraint kb_chunks_pkey PRIMARY KEY (project_id, chunk_id);
 alter table scsql.kb_chunks add constraint kb_chunks_project_id_source_id_seq_key UNIQUE (project_id, source_id, seq);
@@ -1178,7 +1222,7 @@ create table scsql.prompts (
   project_id bigint not null,
   prompt_id bigint generated always as identity not null,
   session_id bigint,
-  text text not null,
+  text text,
   imported boolean,
   occurred_at timestamp with time zone,
   at timestamp with time zone not null,
@@ -1190,12 +1234,15 @@ create table scsql.prompts (
   row_hash bytea not null,
   signature bytea not null,
   -- How the prompt's text was made storable (see scsql.tool_calls.altered).
-  altered jsonb
+  altered jsonb,
+  -- sha256 of the text's UTF-8 bytes, what the row hashes and signs in place of the text (NULL in rows written before scsql kept it, which hash the text itself). text is NULL only when purged (scsql.purge).
+  text_sha256 bytea
 );
 alter table scsql.prompts add constraint prompts_pkey PRIMARY KEY (project_id, prompt_id);
 alter table scsql.prompts add constraint prompts_project_id_fkey FOREIGN KEY (project_id) REFERENCES scsql.projects(project_id);
 alter table scsql.prompts add constraint prompts_altered_object CHECK ((jsonb_typeof(altered) = 'object'::text));
 alter table scsql.prompts add constraint prompts_text_check CHECK ((char_length(text) <= 20000));
+alter table scsql.prompts add constraint prompts_text_kept CHECK (((text IS NOT NULL) OR (text_sha256 IS NOT NULL)));
 CREATE INDEX prompts_altered_idx ON scsql.prompts USING btree (project_id) WHERE (altered IS NOT NULL);
 CREATE INDEX prompts_chain_idx ON scsql.prompts USING btree (chain_id, seq);
 CREATE INDEX prompts_redacted_idx ON scsql.prompts USING btree (project_id, COALESCE(occurred_at, at)) WHERE (text ~~ '%[REDACTED:%'::text);
@@ -1203,6 +1250,34 @@ CREATE INDEX prompts_session_idx ON scsql.prompts USING btree (project_id, sessi
 CREATE INDEX prompts_session_when_idx ON scsql.prompts USING btree (project_id, session_id, COALESCE(occurred_at, at), prompt_id);
 alter table scsql.prompts enable row level security;
 alter table scsql.prompts force row level security;
+
+-- One row per purge (scsql.purge): which row (target_kind prompt, tool_call or chunk, and its id), the sha256 (hex) of each text removed, by field, why, and who purged it (the agent's name, or the administrator's role). Chained unsigned in the chain of the purged row's author (written by the database, like scsql.memory_changes) and append-only.
+create table scsql.purges (
+  project_id bigint not null,
+  purge_id bigint generated always as identity not null,
+  target_kind text not null,
+  target_id bigint not null,
+  digests jsonb not null,
+  reason text not null,
+  purged_by text not null,
+  at timestamp with time zone not null,
+  author_id bigint not null,
+  key_id integer not null,
+  chain_id bigint not null,
+  seq bigint not null,
+  prev_hash bytea not null,
+  row_hash bytea not null,
+  signature bytea not null
+);
+alter table scsql.purges add constraint purges_pkey PRIMARY KEY (project_id, purge_id);
+alter table scsql.purges add constraint purges_project_id_fkey FOREIGN KEY (project_id) REFERENCES scsql.projects(project_id);
+alter table scsql.purges add constraint purges_digests_object CHECK ((jsonb_typeof(digests) = 'object'::text));
+alter table scsql.purges add constraint purges_reason_check CHECK (((char_length(reason) >= 1) AND (char_length(reason) <= 1000)));
+alter table scsql.purges add constraint purges_target_kind_check CHECK ((target_kind = ANY (ARRAY['prompt'::text, 'tool_call'::text, 'chunk'::text])));
+CREATE INDEX purges_chain_idx ON scsql.purges USING btree (chain_id, seq);
+CREATE INDEX purges_target_idx ON scsql.purges USING btree (project_id, target_kind, target_id);
+alter table scsql.purges enable row level security;
+alter table scsql.purges force row level security;
 
 -- One row per applied file of migrations/: version, file name, sha256 of the file, when and by whom.
 create table scsql.schema_migrations (
@@ -1407,7 +1482,13 @@ create table scsql.tool_calls (
   input_key text,
   occurred_at timestamp with time zone,
   -- How the row's text was made storable, by field: replaced (counts of NUL and lone surrogates replaced by U+FFFD), clipped (with the original's bytes and sha256), and stub (the refusal's code and message when only a stub could be stored). NULL: stored as given.
-  altered jsonb
+  altered jsonb,
+  -- sha256 of input_preview's UTF-8 bytes, what the row hashes and signs in place of it (NULL when there is none, and in rows written before scsql kept it). input_preview NULL with a digest: purged (scsql.purge).
+  input_preview_sha256 bytea,
+  -- sha256 of output_preview's UTF-8 bytes, what the row hashes and signs in place of it (NULL when there is none, and in rows written before scsql kept it). output_preview NULL with a digest: purged (scsql.purge).
+  output_preview_sha256 bytea,
+  -- sha256 of input_key's UTF-8 bytes (the command or path lessons match on), what the row hashes and signs in place of it (NULL when there is none, and in rows written before scsql kept it). input_key NULL with a digest: purged (scsql.purge).
+  input_key_sha256 bytea
 ) partition by range (at);
 alter table scsql.tool_calls add constraint tool_calls_pkey PRIMARY KEY (project_id, tool_call_id, at);
 alter table scsql.tool_calls add constraint tool_calls_altered_object CHECK ((jsonb_typeof(altered) = 'object'::text));

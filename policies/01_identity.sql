@@ -2,15 +2,17 @@
 -- and the migrations ledger.
 
 select scsql._secure_table(t) from unnest(array[
-  'scsql.schema_migrations', 'scsql.applied_definitions', 'scsql.error_codes', 'scsql.team_roles', 'scsql.projects',
+  'scsql.schema_migrations', 'scsql.applied_definitions', 'scsql.error_codes', 'scsql.chain_break_kinds',
+  'scsql.team_roles', 'scsql.projects',
   'scsql.agents', 'scsql.agent_keys', 'scsql.project_grants', 'scsql.login_settings'
 ]::regclass[]) t;
 
 -- Everyone who may use scsql reads the catalogue tables.
-grant select on scsql.schema_migrations, scsql.error_codes, scsql.team_roles
+grant select on scsql.schema_migrations, scsql.error_codes, scsql.chain_break_kinds, scsql.team_roles
   to scsql_agent, scsql_admin;
 create policy everyone_read on scsql.schema_migrations for select to scsql_agent, scsql_admin using (true);
 create policy everyone_read on scsql.error_codes for select to scsql_agent, scsql_admin using (true);
+create policy everyone_read on scsql.chain_break_kinds for select to scsql_agent, scsql_admin using (true);
 create policy everyone_read on scsql.team_roles for select to scsql_agent, scsql_admin using (true);
 
 -- Agents see their own project (and projects granted to them), their

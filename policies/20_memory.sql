@@ -152,3 +152,7 @@ select scsql._secure_table(t) from unnest(array[
 ]::regclass[]) t;
 grant execute on function scsql.memory_history(text, integer), scsql.resolve_conflict(text, text, text)
 to scsql_agent;
+
+-- Recall by time (sql/28_recall_time.sql): when the sources of search hits
+-- happened. In scsql_caller: no MCP tool.
+grant execute on function scsql_caller.source_times(text[]) to scsql_agent;

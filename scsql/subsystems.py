@@ -199,6 +199,15 @@ def _ui_commands(commands: Commands) -> None:
     cli.register(commands)
 
 
+# -- serve: the team server (MCP and hook events over HTTP) and its tokens -----
+
+
+def _serve_commands(commands: Commands) -> None:
+    from .serve import cli
+
+    cli.register(commands)  # extends the ``agent`` command core made
+
+
 SUBSYSTEMS: tuple[Subsystem, ...] = (
     Subsystem("core", commands=_core_commands),
     Subsystem("composed", commands=_composed_commands),
@@ -210,6 +219,7 @@ SUBSYSTEMS: tuple[Subsystem, ...] = (
     Subsystem("bench", commands=_bench_commands),
     Subsystem("hooks", jobs=_hooks_jobs, commands=_hooks_commands),
     Subsystem("code", adapters=_code_adapters, commands=_code_commands),
+    Subsystem("serve", commands=_serve_commands),
     Subsystem("distill", jobs=_distill_jobs, commands=_distill_commands),
     # listed last: its timing wraps the search, its maintenance runs after the other jobs
     Subsystem("ops", adapters=_ops_adapters, jobs=_ops_jobs, commands=_ops_commands),

@@ -585,9 +585,9 @@ as $$
   ) k on true
 $$;
 comment on function scsql.whoami() is
-  'You, the acting agent: name, project, team role, PostgreSQL role, key id and public key. Derived from the session''s role, never from an argument.
+  'You, the acting agent: name, project, team role (and whether it orchestrates), PostgreSQL role, current key id and public key (hex), creation time. Derived from the session''s role, never from an argument.
 
-The acting agent: name, project, team role (and whether it orchestrates), PostgreSQL role, current key id and public key (hex), creation time. Derived from the session''s role, never from an argument. Raises SC001 when not acting as an agent, SC002 when revoked.';
+Raises SC001 when not acting as an agent, SC002 when revoked.';
 
 create or replace function scsql.status()
 returns jsonb
@@ -617,7 +617,7 @@ $$;
 comment on function scsql.status() is
   'Server and schema versions, extensions, and the projects and agents you may see.
 
-Server version, schema version (how many migrations the database has applied: they run in one sequence, migrations/sequence.txt, so the count names the schema), extensions present (vector, pg_partman: version or null), and the projects and agents the caller may see (an agent sees its own project; administrators and the auditor see all).';
+The schema version is how many migrations the database has applied: they run in one sequence, migrations/sequence.txt, so the count names the schema. Extensions are vector and pg_partman, each with its version or null when absent. An agent sees its own project; administrators and the auditor see all.';
 
 create or replace function scsql.list_agents()
 returns table (
@@ -642,9 +642,9 @@ begin
 end
 $$;
 comment on function scsql.list_agents() is
-  'Agents you may see: name, project, team role, created and revoked times, current key.
+  'Agents you may see: name, project, team role, PostgreSQL role, created and revoked times, current key.
 
-Agents the caller may see, with project, team role, PostgreSQL role, created and revoked times, and current key. An agent sees its own project''s agents; administrators and the auditor see all.';
+An agent sees its own project''s agents; administrators and the auditor see all.';
 
 -- ---------------------------------------------------------------------------
 -- Paths: one reading for every function that takes one
@@ -899,16 +899,20 @@ comment on function scsql._login_settings(boolean) is
 
 create or replace function scsql._app_agent_grants()
 returns table (role_name text, grantor text)
-language sql stable
+language plpgsql stable
 as $$
+begin
   -- to_regrole, not pg_roles: Citus plans a query that reads pg_roles beside
-  -- a reference table as the caller, who may not read pg_authid.
+  -- a reference table as the caller, who may not read pg_authid. PL/pgSQL, not
+  -- SQL: Citus plans no query of a SQL function called from a PL/pgSQL loop.
+  return query
   select a.role_name, pg_catalog.pg_get_userbyid(m.grantor)::text
   from scsql.agents a
   join pg_catalog.pg_auth_members m
     on m.roleid = pg_catalog.to_regrole(pg_catalog.quote_ident(a.role_name))
    and m.member = pg_catalog.to_regrole('scsql_app')
-  order by 1, 2
+  order by 1, 2;
+end
 $$;
 comment on function scsql._app_agent_grants() is
   'Private. The grants that let scsql_app act as an agent of this database: the agent''s role and who granted it (a role can be granted by several).';

@@ -52,6 +52,8 @@ FIELD. A non-NULL value is: one tag byte, the length of the value bytes as a 4-b
   jsonb                tag "j" (0x6A): the UTF-8 bytes of PostgreSQL's jsonb text output: object keys ordered by byte length then bytewise, ", " between items, ": " after keys, numbers as written in the input (scale kept, exponent expanded, "-0" as "0"), strings with only " \ and control characters escaped (\b \f \n \r \t, others \u00xx in lower-case hex).
 Other types cannot be chained.
 
+DIGESTED FIELDS. A signed or appended text column listed in scsql.chained_tables.digested_fields (scsql._chain_digests) has a digest column <column>_sha256. In a row whose digest column is not NULL the field is encoded not by its text but by that digest: tag "h" (0x68), length 32, the sha256 of the text's UTF-8 bytes (an appended field: int <i> then that, even when the text is NULL); the digest column adds nothing else. The database fills the digest when the row is written (NULL for a NULL text), so the text of every row written since may be removed later (scsql.purge sets it NULL and keeps the digest) and the row's bytes, hash and signature stay the same. A row whose digest column is NULL (rows written before the column existed) encodes the text as above. Verifiers also check that a text present has the digest's sha256 (content-mismatch otherwise) and that a text absent beside a digest was removed by a purge recorded in scsql.purges with that digest (purge-unrecorded otherwise).
+
 PAYLOAD (what the author signs with Ed25519; everything in it is known to the client before the insert): the concatenation of the fields
   text "scsql/1", text <schema.table>, text <author agent name>, int <key_id>, timestamptz <at>,
   then the table's signed columns in scsql.chained_tables.signed_fields order,
@@ -167,6 +169,39 @@ $$;
 comment on function scsql._chain_fields(text) is
   'Private. The fields of each chained table in canonical order: part = stamped (hashed, not signed), then signed (in the payload), then appended (in the payload after the signed fields, each only when not NULL, as int ordinal || field; see scsql._enc), with their ordinal in their part and their encoding kind. Verifiers read it to encode rows independently.';
 
+create or replace function scsql._chain_digests(p_table text default null)
+returns table (table_name text, column_name text, digest_column text, target_kind text, id_column text)
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+  select t.table_name, d.col, d.col || '_sha256', k.kind, k.id_column
+  from scsql.chained_tables t
+  cross join lateral unnest(t.digested_fields) with ordinality d(col, ord)
+  left join (values ('scsql.prompts', 'prompt', 'prompt_id'), ('scsql.tool_calls', 'tool_call', 'tool_call_id')) k(tbl, kind, id_column)
+    on k.tbl = t.table_name
+  where p_table is null or t.table_name = p_table
+  order by t.table_name, d.ord
+$$;
+comment on function scsql._chain_digests(text) is
+  'Private. The digested fields of each chained table (see scsql._enc, DIGESTED FIELDS), in registration order: the text column, its digest column (<column>_sha256), and the kind and id column by which scsql.purges names the table''s rows. Verifiers read it.';
+
+create or replace function scsql._chain_content_expr(p_table text, p_rec text)
+returns text
+language sql stable
+as $$
+  -- NULL when every digested field of the row is as its digest says, else
+  -- the kind of the first problem: a text that is not the digest's, or a
+  -- text gone that no purge removed.
+  select coalesce('(case ' || string_agg(format(
+    $e$when %2$s is not null and %1$s is not null and sha256(convert_to(%1$s, 'UTF8')) <> %2$s then 'content-mismatch'
+     when %2$s is not null and %1$s is null and not exists (select from scsql.purges p where p.project_id = %3$s.project_id
+          and p.target_kind = %4$L and p.target_id = %5$s and p.digests ->> %6$L = encode(%2$s, 'hex')) then 'purge-unrecorded' $e$,
+    format('%s.%I', p_rec, d.column_name), format('%s.%I', p_rec, d.digest_column), p_rec, d.target_kind,
+    format('%s.%I', p_rec, d.id_column), d.column_name), ' ') || ' end)', 'null::text')
+  from scsql._chain_digests(p_table) d
+$$;
+comment on function scsql._chain_content_expr(text, text) is
+  'Private. Generates the SQL expression, over record p_rec of chained table p_table, that is NULL when each digested field holds the text its digest was made of (or none, removed by a recorded purge), else content-mismatch or purge-unrecorded (see scsql._enc, DIGESTED FIELDS). scsql.verify_chain evaluates it for every row.';
+
 create or replace function scsql._chain_payload_expr(p_table text, p_rec text, p_author text)
 returns text
 language sql stable
@@ -174,15 +209,28 @@ as $$
   select format('%L::bytea || %s || %s || %s',
                 scsql._enc_text('scsql/1') || scsql._enc_text(p_table),
                 scsql._enc_expr('text', p_author), scsql._enc_expr('int', p_rec || '.key_id'), scsql._enc_expr('ts', p_rec || '.at'))
-      || coalesce((select string_agg(' || ' || scsql._enc_expr(f.kind, format('%s.%I', p_rec, f.column_name)), '' order by f.ordinal)
-                   from scsql._chain_fields(p_table) f where f.part = 'signed'), '')
-      || coalesce((select string_agg(format(' || (case when %1$s is null then ''\x''::bytea else %2$L::bytea || %3$s end)',
+      || coalesce((select string_agg(' || ' || case when d.digest_column is null
+                                                     then scsql._enc_expr(f.kind, format('%s.%I', p_rec, f.column_name))
+                                                     else format($e$(case when %1$s is null then %2$s else '\x6800000020'::bytea || %1$s end)$e$,
+                                                                 format('%s.%I', p_rec, d.digest_column),
+                                                                 scsql._enc_expr(f.kind, format('%s.%I', p_rec, f.column_name))) end,
+                                     '' order by f.ordinal)
+                   from scsql._chain_fields(p_table) f
+                   left join scsql._chain_digests(p_table) d on d.column_name = f.column_name
+                   where f.part = 'signed'), '')
+      || coalesce((select string_agg(format(' || (case %4$s when %1$s is null then ''\x''::bytea else %2$L::bytea || %3$s end)',
                                             format('%s.%I', p_rec, f.column_name), scsql._enc_int(f.ordinal),
-                                            scsql._enc_expr(f.kind, format('%s.%I', p_rec, f.column_name))), '' order by f.ordinal)
-                   from scsql._chain_fields(p_table) f where f.part = 'appended'), '')
+                                            scsql._enc_expr(f.kind, format('%s.%I', p_rec, f.column_name)),
+                                            case when d.digest_column is not null
+                                                 then format($e$when %1$s is not null then %2$L::bytea || '\x6800000020'::bytea || %1$s$e$,
+                                                             format('%s.%I', p_rec, d.digest_column), scsql._enc_int(f.ordinal)) end),
+                                     '' order by f.ordinal)
+                   from scsql._chain_fields(p_table) f
+                   left join scsql._chain_digests(p_table) d on d.column_name = f.column_name
+                   where f.part = 'appended'), '')
 $$;
 comment on function scsql._chain_payload_expr(text, text, text) is
-  'Private. Generates the SQL expression of a row''s signed payload (see scsql._enc: the signed fields, then each appended field that is not NULL) for chained table p_table over record p_rec.';
+  'Private. Generates the SQL expression of a row''s signed payload (see scsql._enc: the signed fields, a digested one by its digest when the row has it, then each appended field that is not NULL) for chained table p_table over record p_rec.';
 
 create or replace function scsql._chain_body_expr(p_table text, p_rec text, p_author text)
 returns text
@@ -280,14 +328,23 @@ returns trigger
 language plpgsql
 as $$
 begin
+  -- The one change a chained row admits: scsql.purge removing a digested
+  -- text it recorded a purge of (scsql._purge_consents).
+  if tg_op = 'UPDATE' and tg_level = 'ROW'
+     and scsql._purge_consents((select n.nspname || '.' || c.relname from pg_catalog.pg_class c
+                                join pg_catalog.pg_namespace n on n.oid = c.relnamespace
+                                where c.oid = coalesce(pg_catalog.pg_partition_root(tg_relid), tg_relid)),
+                               pg_catalog.to_jsonb(old), pg_catalog.to_jsonb(new)) then
+    return new;
+  end if;
   raise exception using errcode = 'SC100',
     message = format('%s is append-only: %s is not allowed',
-                     pg_catalog.pg_partition_root(tg_relid)::text, lower(tg_op)),
+                     coalesce(pg_catalog.pg_partition_root(tg_relid), tg_relid)::regclass::text, lower(tg_op)),
     hint = 'Chained rows are never changed or removed; record a new row (an outcome, a correction) instead.';
 end
 $$;
 comment on function scsql._chain_append_only() is
-  'Private trigger. Rejects UPDATE, DELETE (row level) and TRUNCATE (statement level) on chained tables and their partitions with SC100.';
+  'Private trigger. Rejects UPDATE, DELETE (row level) and TRUNCATE (statement level) on chained tables and their partitions with SC100, except the UPDATE scsql.purge makes: digested texts set to NULL, nothing else changed, each removal recorded in scsql.purges with the digest the row keeps (scsql._purge_consents).';
 
 create or replace function scsql._chain_protect(p_table regclass)
 returns void
@@ -324,7 +381,9 @@ begin
     -- The row's bytes are encoded before the UPDATE of its chain's head: on
     -- Citus that UPDATE is a distributed statement, where functions that are
     -- not immutable (extract, convert_to) may not appear inside COALESCE.
-    v_link := format($l$  v_body := %2$s;
+    v_link := coalesce((select string_agg(format('  new.%I := sha256(convert_to(new.%I, ''UTF8''));', d.digest_column, d.column_name), E'\n')
+                                  || E'\n' from scsql._chain_digests(p_table) d), '')
+           || format($l$  v_body := %2$s;
   for i in 1 .. 2 loop
     update scsql.chains c
     set prev_head_hash = c.head_hash,
@@ -376,7 +435,7 @@ begin
   -- named the agent it acts for in author_id (on Citus their statements reach
   -- the shards' nodes as the owner), or by the DBA: it is that agent's row,
   -- checked below like any other. See scsql._chain_author.
-  if v_role = 'scsql_owner' then
+  if v_role = 'scsql_owner'%4$s then
     select a.role_name into v_role from scsql.agents a where a.agent_id = new.author_id;
   end if;
   -- The acting agent (the row scsql._me() returns) and its key valid at the row's time.
@@ -430,7 +489,11 @@ begin
 %2$s  return new;
 end
 $body$;
-$f$, scsql._chain_object_name(p_table, '_chain_insert_'), v_link, p_table);
+$f$, scsql._chain_object_name(p_table, '_chain_insert_'), v_link, p_table,
+  -- An administrator purging another agent's row records the purge in
+  -- that agent's chain: scsql.purge is the one writer of scsql.purges.
+  case when p_table = 'scsql.purges' then $a$
+     or (pg_catalog.pg_has_role(v_role, 'scsql_admin', 'MEMBER') and not exists (select from scsql.agents a where a.role_name = v_role))$a$ end);
 end
 $$;
 comment on function scsql._chain_trigger_sql(text, text) is 'Private. The CREATE FUNCTION statement of the insert trigger of chained table p_table (see scsql._make_chained). p_link chain (the default) links each row into its author''s chain; head and none are reduced forms for measuring where a chained write''s cost goes (scsql bench chain --breakdown, in a scratch database): head advances the head without encoding or hashing the row, none leaves the head alone and gives the chain columns placeholder values. Raises SC010 for another p_link.';
@@ -582,12 +645,14 @@ as $$
                 scsql._chain_part_expr(t.table_name),
                 coalesce((select string_agg(format(', %I', f.column_name), ''
                                             order by case f.part when 'stamped' then 1 when 'signed' then 2 else 3 end, f.ordinal)
-                          from scsql._chain_fields(p_table) f), ''),
+                          from scsql._chain_fields(p_table) f), '')
+                || coalesce((select string_agg(format(', %I', d.digest_column), '') || ', ' || quote_ident(min(d.id_column))
+                             from scsql._chain_digests(p_table) d), ''),
                 t.table_name)
   from scsql.chained_tables t where t.table_name = p_table
 $$;
 comment on function scsql._chain_scan_sql(text) is
-  'Private. The query that streams every row of one chained table ordered by (chain_id, seq): chain_id, seq, at, key_id, author_id, prev_hash, row_hash, signature, project_id, the oid of the partition holding the row (see scsql._chain_partitions), then the stamped, the signed and the appended fields in canonical order (scsql._chain_fields). Two placeholders bound the chain_ids (inclusive), so verifiers split the chains between processes in ranges that together cover every bigint (rows naming a chain with no head row are read too) and each process reads its rows in index order, without a sort.';
+  'Private. The query that streams every row of one chained table ordered by (chain_id, seq): chain_id, seq, at, key_id, author_id, prev_hash, row_hash, signature, project_id, the oid of the partition holding the row (see scsql._chain_partitions), then the stamped, the signed and the appended fields in canonical order (scsql._chain_fields), then, for a table with digested fields, their digest columns and the row''s id (scsql._chain_digests). Two placeholders bound the chain_ids (inclusive), so verifiers split the chains between processes in ranges that together cover every bigint (rows naming a chain with no head row are read too) and each process reads its rows in index order, without a sort.';
 
 -- ---------------------------------------------------------------------------
 -- Verification in SQL (chain only; signatures are checked by scsql verify)
@@ -779,8 +844,9 @@ begin
                g.part like '%@%' and g.part not like '%@default' and not g.part = any (v_parts) as gone
         from scsql.checkpoint_segments g where g.chain_id = p_chain) g;
 
-  select string_agg(format('select t.seq, t.prev_hash, t.row_hash, t.author_id, t.project_id, sha256(t.prev_hash || scsql._enc_int(t.chain_id) || scsql._enc_int(t.seq) || %s || t.signature) as computed, %L as tbl, t.signature from %s t where t.chain_id = $1 and t.seq > $2',
-                           scsql._chain_body_expr(ct.table_name, 't', '$3'), ct.table_name, ct.table_name), ' union all ')
+  select string_agg(format('select t.seq, t.prev_hash, t.row_hash, t.author_id, t.project_id, sha256(t.prev_hash || scsql._enc_int(t.chain_id) || scsql._enc_int(t.seq) || %s || t.signature) as computed, %L as tbl, t.signature, %s as content from %s t where t.chain_id = $1 and t.seq > $2',
+                           scsql._chain_body_expr(ct.table_name, 't', '$3'), ct.table_name,
+                           scsql._chain_content_expr(ct.table_name, 't'), ct.table_name), ' union all ')
   into v_query from scsql.chained_tables ct;
   if v_query is not null then
     -- The chain's rows and the hashes checkpoints signed are read first, each
@@ -887,6 +953,11 @@ begin
         broken_seq := r.seq; kind := 'hash-mismatch';
         detail := 'row_hash does not match the row''s content';
         return;
+      elsif r.content is not null then
+        broken_seq := r.seq; kind := r.content;
+        detail := case r.content when 'content-mismatch' then 'a text of the row is not the one its digest was made of'
+                  else 'a text of the row is gone, and no purge recorded in scsql.purges removed it' end;
+        return;
       elsif r.first_seq < r.seq then
         -- A signature seen before in this chain: the same signed write stored twice.
         broken_seq := r.seq; kind := 'replay';
@@ -953,7 +1024,7 @@ begin
 end
 $$;
 comment on function scsql.verify_chain(bigint, bigint) is
-  'Auditor. Re-computes chain P_CHAIN in SQL, every row still present (or, with checkpoint P_FROM_CHECKPOINT, the row at its head, which must be present, unless retention retired it, and have the signed hash, and those after it): every row''s seq follows the previous one, prev_hash is the previous row_hash, row_hash = sha256(prev_hash || canonical row bytes || signature) (see scsql._enc), the row''s author and project are the chain''s, no signature occurs twice among the chain''s rows of one table, and rows a checkpoint signed still have the signed hash. Rows may be missing only where checkpoint segments place them in a partition that is gone and that retention retired (a record in scsql.partition_retirements that holds up against the settings log) (or, for retention of earlier versions, at or below a horizon that is a checkpointed head), and no row may be present there; a run of missing rows ends at the end of such a segment (or in the horizon''s range), and the row after it must link to the hash the checkpoints signed for that end. Returns chain_id, ok, rows_checked and, for the first break, broken_seq and kind: seq-gap (rows missing before broken_seq), partition-dropped (broken_seq is the first missing row: a segment places it in a partition that is gone though retention did not retire it; detail names the seqs the checkpoints place there and the partition), retired-row-present (a segment puts the row in a partition that is gone: it was moved or put back), fork (seq repeated), prev-mismatch, hash-mismatch (the row was altered), wrong-author, wrong-project, replay (the row repeats the signature of an earlier row it checked: a signed write stored again, links and hashes recomputed around it), checkpoint-mismatch (a row differs from what a checkpoint signed, checkpoints signed different hashes for the row before broken_seq, or the newest rows were removed), head-mismatch, horizon-unanchored (the horizon is not a checkpointed head), chain-identity (broken_seq 0: the chain''s project or agent differs from its agent''s project or from what a checkpoint recorded) or chain-missing (a checkpoint names the chain but it is gone). Ed25519 signatures are checked by scsql verify (PostgreSQL has no verifier of them). Raises SC106 for a chain no checkpoint knows, SC010 for a checkpoint without that chain.';
+  'Auditor. Re-computes chain P_CHAIN in SQL, every row still present (or, with checkpoint P_FROM_CHECKPOINT, the row at its head, which must be present, unless retention retired it, and have the signed hash, and those after it): every row''s seq follows the previous one, prev_hash is the previous row_hash, row_hash = sha256(prev_hash || canonical row bytes || signature) (see scsql._enc), the row''s author and project are the chain''s, no signature occurs twice among the chain''s rows of one table, and rows a checkpoint signed still have the signed hash. Rows may be missing only where checkpoint segments place them in a partition that is gone and that retention retired (a record in scsql.partition_retirements that holds up against the settings log) (or, for retention of earlier versions, at or below a horizon that is a checkpointed head), and no row may be present there; a run of missing rows ends at the end of such a segment (or in the horizon''s range), and the row after it must link to the hash the checkpoints signed for that end. Returns chain_id, ok, rows_checked and, for the first break, broken_seq and kind: seq-gap (rows missing before broken_seq), partition-dropped (broken_seq is the first missing row: a segment places it in a partition that is gone though retention did not retire it; detail names the seqs the checkpoints place there and the partition), retired-row-present (a segment puts the row in a partition that is gone: it was moved or put back), fork (seq repeated), prev-mismatch, hash-mismatch (the row was altered), content-mismatch (a digested text differs from its digest: changed, or put back other than it was) or purge-unrecorded (a digested text is gone without a purge record, see scsql._enc), wrong-author, wrong-project, replay (the row repeats the signature of an earlier row it checked: a signed write stored again, links and hashes recomputed around it), checkpoint-mismatch (a row differs from what a checkpoint signed, checkpoints signed different hashes for the row before broken_seq, or the newest rows were removed), head-mismatch, horizon-unanchored (the horizon is not a checkpointed head), chain-identity (broken_seq 0: the chain''s project or agent differs from its agent''s project or from what a checkpoint recorded) or chain-missing (a checkpoint names the chain but it is gone). Ed25519 signatures are checked by scsql verify (PostgreSQL has no verifier of them). Raises SC106 for a chain no checkpoint knows, SC010 for a checkpoint without that chain.';
 
 create or replace function scsql.chain_heads()
 returns table (project text, agent text, chain_id bigint, head_seq bigint, head_hash text, horizon_seq bigint,

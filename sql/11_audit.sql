@@ -250,7 +250,7 @@ p_model: model, at most 200 characters
 p_title: what the session is about, at most 500 characters
 hidden: the Claude Code hooks open a session for every Claude session
 
-Starts a working session for the acting agent (client, model, title: all optional) and returns session_id, chain_id and seq. The row is chained and signed: at, key_id and signature are supplied by the scsql client, which signs the payload described in COMMENT ON FUNCTION scsql._enc. Raises SC010 for over-long text, SC040 for a title holding a secret (sign scsql.redact(title); nothing is stored), SC101/SC102/SC103 for bad signing fields.';
+Client, model and title are all optional. The row is chained and signed: at, key_id and signature are supplied by the scsql client, which signs the payload described in COMMENT ON FUNCTION scsql._enc. Raises SC010 for over-long text, SC040 for a title holding a secret (sign scsql.redact(title); nothing is stored), SC101/SC102/SC103 for bad signing fields.';
 
 create or replace function scsql.record_tool_call(
   p_tool text,
@@ -293,7 +293,7 @@ p_input_preview: at most 4,000 characters
 p_output_preview: at most 4,000 characters
 hidden: the Claude Code hooks record every tool call
 
-Records one tool call of the acting agent: tool, status (ok, error, timeout, cancelled, denied), optional session, model, origin (model: the model generated the call; database: it only assembled database content and costs $0), input_tokens (arguments the model generated), output_tokens (the result the model reads next), latency_ms and bounded previews (4000 characters each). Cost is computed from scsql.model_prices. Returns tool_call_id, chain_id, seq and cost_usd (NULL when the model has no price). The row is chained and signed by the scsql client (at, key_id, signature). Raises SC010 for bad arguments, SC040 for a preview holding a secret (sign scsql.redact(preview); nothing is stored), SC111 for an unknown session, SC101/SC102/SC103 for bad signing fields.';
+Its fields: tool, status (ok, error, timeout, cancelled, denied), optional session, model, origin (model: the model generated the call; database: it only assembled database content and costs $0), input_tokens (arguments the model generated), output_tokens (the result the model reads next), latency_ms and bounded previews (4000 characters each). Cost is computed from scsql.model_prices; cost_usd is NULL when the model has no price. The row is chained and signed by the scsql client (at, key_id, signature). Raises SC010 for bad arguments, SC040 for a preview holding a secret (sign scsql.redact(preview); nothing is stored), SC111 for an unknown session, SC101/SC102/SC103 for bad signing fields.';
 
 create or replace function scsql.record_outcome(
   p_kind text,
@@ -350,7 +350,7 @@ p_confidence (0..1): how sure
 p_evidence: details, at most 8,000 characters
 p_classification (public|internal|confidential|restricted): who may read it: public also granted projects, internal the project, confidential your team role, restricted you and the auditor
 
-Records what came of a tool call, session or task (give at least one of tool_call_id, session_id, task_ref): kind (shipped, accepted, rejected, failed, insufficient, errored, reverted), summary, signal source (test, ci, human, review, agent, ...), confidence 0..1, evidence (8000 characters), classification (public: the project and readers granted across projects; internal, the default: the project''s agents; confidential: agents of the author''s team role or granted; restricted: the author and the auditor). In the same transaction, failures (rejected, failed, insufficient, errored, reverted) and confident successes (shipped, accepted with confidence >= 0.8) become learnings. Returns outcome_id, chain_id, seq and learning_id (NULL when none). Chained and signed by the scsql client. Raises SC010 bad argument, SC040 a summary or evidence holding a secret (sign scsql.redact(text); nothing is stored), SC110 bad classification, SC111 unknown reference, SC101/SC102/SC103 bad signing fields.';
+Give at least one of tool_call_id, session_id, task_ref. Kind is one of shipped, accepted, rejected, failed, insufficient, errored, reverted; signal is the verdict''s source (test, ci, human, review, agent, ...); confidence 0..1; evidence up to 8000 characters; classification (public: the project and readers granted across projects; internal, the default: the project''s agents; confidential: agents of the author''s team role or granted; restricted: the author and the auditor). In the same transaction, failures (rejected, failed, insufficient, errored, reverted) and confident successes (shipped, accepted with confidence >= 0.8) become learnings. learning_id is NULL when none. Chained and signed by the scsql client. Raises SC010 bad argument, SC040 a summary or evidence holding a secret (sign scsql.redact(text); nothing is stored), SC110 bad classification, SC111 unknown reference, SC101/SC102/SC103 bad signing fields.';
 
 -- ---------------------------------------------------------------------------
 -- Per-project locks
@@ -493,7 +493,7 @@ p_kind (failure|experiment): kind
 p_since: only learnings since this time
 p_limit (1..1000): at most this many
 
-Learnings the caller may see (classification applies), newest first: failures and experiments derived from outcomes. QUERY keeps those whose summary, evidence, tool, signal, outcome kind or task contain every word of it (case-insensitive); KIND = failure or experiment; SINCE a time; LIMIT 1..1000 (default 50). Returns learning_id, kind, outcome_kind, created_at, agent, tool, signal, confidence, summary, evidence, classification, outcome_id, tool_call_id, session_id, task_ref. Raises SC010 for a bad kind or limit.';
+Classification applies. QUERY keeps those whose summary, evidence, tool, signal, outcome kind or task contain every word of it (case-insensitive); KIND = failure or experiment; SINCE a time; LIMIT 1..1000 (default 50). The citations are outcome_id, tool_call_id, session_id and task_ref; each row also has signal, confidence and classification. Raises SC010 for a bad kind or limit.';
 
 create or replace function scsql.learnings_export(p_after_id bigint, p_limit integer default 10000)
 returns setof scsql.learning_entry

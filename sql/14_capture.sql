@@ -219,7 +219,7 @@ comment on function scsql.capture_event(text) is
 p_event_key: the event''s key, 1-200 characters
 hidden: the Claude Code hooks call it
 
-Claims event key EVENT_KEY (a hook event id; 1 to 200 characters) in the acting agent''s project for the calling transaction: returns true the first time, false when it was captured before (then the caller writes nothing). Write the event''s rows in the same transaction. Raises SC140 for an empty or over-long key.';
+EVENT_KEY is a hook event id, claimed in the acting agent''s project; on false the caller writes nothing. Write the event''s rows in the same transaction. Raises SC140 for an empty or over-long key.';
 
 -- ---------------------------------------------------------------------------
 -- Sessions
@@ -238,7 +238,7 @@ comment on function scsql.session_for(text) is
 p_external_id: Claude Code''s session_id
 hidden: the Claude Code hooks call it
 
-The session_id of the acting agent''s session opened for the client''s session id EXTERNAL_ID (Claude Code''s session_id), or NULL when there is none.';
+EXTERNAL_ID is the client''s session id; only the acting agent''s sessions are looked up.';
 
 create or replace function scsql.open_session(
   p_external_id text, p_source text default null, p_cwd text default null, p_git_branch text default null,
@@ -304,7 +304,7 @@ p_occurred_at: when it happened, when imported
 p_altered (object): how its text was made storable (see tool_calls.altered)
 hidden: the Claude Code hooks open a session for every Claude session
 
-Opens the acting agent''s session for the client''s session id EXTERNAL_ID (Claude Code''s session_id), with source (startup, resume, clear, compact, import or hook), cwd, git branch and commit, client, model, title and occurred_at (when an imported session started); when the agent already has a session for EXTERNAL_ID (a resume, a compaction, a replay) it returns that one and writes nothing. Returns session_id and created. Chained and signed by the scsql client (at, key_id, signature over the appended fields external_id, cwd, git_branch, git_commit, source, occurred_at, altered). Raises SC010 bad argument, SC040 a title or cwd holding a secret, SC141 unknown source, SC150 a bad altered object, SC101/SC102/SC103 bad signing fields.';
+EXTERNAL_ID is the client''s session id; occurred_at is when an imported session started. The session already open for EXTERNAL_ID (after a resume, a compaction, a replay) is returned with nothing written; created says which. Returns session_id and created. Chained and signed by the scsql client (at, key_id, signature over the appended fields external_id, cwd, git_branch, git_commit, source, occurred_at, altered). Raises SC010 bad argument, SC040 a title or cwd holding a secret, SC141 unknown source, SC150 a bad altered object, SC101/SC102/SC103 bad signing fields.';
 
 -- ---------------------------------------------------------------------------
 -- Prompts and tool calls
@@ -394,7 +394,7 @@ p_altered (object): how its text was made storable (see tool_calls.altered)
 p_event_key: the hook event''s key (a replay adds nothing)
 hidden: the Claude Code hooks record every prompt
 
-Records a prompt given to the acting agent: text (redacted, at most 20,000 characters), its session, imported (true for a prompt read back from a transcript) and occurred_at (its original time; at, the signed write time, stays within minutes of the server clock). EVENT_KEY (optional) makes it idempotent: when that key was captured before, nothing is written and every column returned is NULL. A prompt captured live and the same prompt imported from the session''s transcript are stored once: the second of the two (same session and text, times at most 60 seconds apart; live prompts give occurred_at = when the hook received them) writes nothing and returns NULLs. Returns prompt_id, chain_id, seq. Chained and signed by the scsql client. Raises SC010 bad argument, SC040 text holding a secret (sign scsql.redact(text)), SC111 unknown session, SC140 bad event key, SC150 a bad altered object, SC101/SC102/SC103 bad signing fields.';
+Text: at most 20,000 characters; imported: true for a prompt read back from a transcript; occurred_at: its original time (at, the signed write time, stays within minutes of the server clock). EVENT_KEY (optional) makes it idempotent: when that key was captured before, nothing is written and every column returned is NULL. A prompt captured live and the same prompt imported from the session''s transcript are stored once: the second of the two (same session and text, times at most 60 seconds apart; live prompts give occurred_at = when the hook received them) writes nothing and returns NULLs. Returns prompt_id, chain_id, seq. Chained and signed by the scsql client. Raises SC010 bad argument, SC040 text holding a secret (sign scsql.redact(text)), SC111 unknown session, SC140 bad event key, SC150 a bad altered object, SC101/SC102/SC103 bad signing fields.';
 
 create or replace function scsql.capture_tool_call(
   p_tool text,
@@ -625,7 +625,7 @@ comment on function scsql.transcript_cursor(bigint) is
 p_session_id: session_id from open_session
 hidden: the Claude Code hooks and scsql import claude keep transcripts
 
-Returns cursor (the uuid of the last transcript message kept in the session''s summary and conversation text; NULL when nothing was kept yet), parts (conversation parts written) and messages (messages read) of session SESSION_ID, one of the acting agent''s sessions, and locks them for the calling transaction, so a concurrent PreCompact, SessionEnd or import of the same session waits and then reads only what follows. Record the new position with advance_transcript_cursor in the same transaction. Raises SC146 for a session that is not yours.';
+Returns cursor (the uuid of the last transcript message kept in the session''s summary and conversation text; NULL when nothing was kept yet), parts (conversation parts written) and messages (messages read). SESSION_ID is one of the acting agent''s sessions; while the lock is held a concurrent PreCompact, SessionEnd or import of the same session waits and then reads only what follows. Record the new position with advance_transcript_cursor in the same transaction. Raises SC146 for a session that is not yours.';
 
 create or replace function scsql.advance_transcript_cursor(p_session_id bigint, p_cursor text, p_parts integer,
                                                            p_messages bigint)
@@ -664,4 +664,4 @@ p_parts (0..): conversation parts written in all
 p_messages (0..): messages read in all
 hidden: the Claude Code hooks and scsql import claude keep transcripts
 
-Sets the transcript cursor of SESSION_ID (one of the acting agent''s sessions) to CURSOR, with PARTS and MESSAGES (totals, never less than before), in the calling transaction: write the summary and conversation text of what followed the old cursor in the same transaction. Raises SC146 for a session that is not yours, SC147 for an empty or over-long cursor or totals that shrink.';
+SESSION_ID is one of the acting agent''s sessions; CURSOR is the last message kept, PARTS and MESSAGES totals, never less than before. Write the summary and conversation text of what followed the old cursor in the same transaction. Raises SC146 for a session that is not yours, SC147 for an empty or over-long cursor or totals that shrink.';

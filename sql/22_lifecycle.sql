@@ -233,7 +233,7 @@ comment on function scsql.pin(text, boolean) is
 p_path: the source''s path, as search shows it
 p_pinned: false unpins
 
-Pins (or, with pinned false, unpins) the source at PATH of the acting agent''s project: a pinned source is never purged (external sources otherwise expire external_ttl after they were last indexed, 14 days by default; session summaries after 365 days) and never decays in the ranking of recall_context, pack and search. The pin survives re-indexing. A change of the pin is a row of the memory history (op pin or unpin). Returns path, kind, trust, pinned. Raises SC242 when the project has no source at PATH, SC200/SC201 for a bad path.';
+PINNED false unpins. Unpinned, external sources expire external_ttl after they were last indexed (14 days by default) and session summaries after 365 days; the ranking that a pin exempts from decay is that of recall_context, pack and search. The pin survives re-indexing. A change of the pin is a row of the memory history (op pin or unpin). Raises SC242 when the project has no source at PATH, SC200/SC201 for a bad path.';
 
 create or replace function scsql.set_memory_lifecycle(p_project text, p_external_ttl interval default null,
                                                       p_use_granularity interval default null,

@@ -320,4 +320,4 @@ $$;
 comment on function scsql.memory_status() is
   'Your project''s memory at a glance: facts and capacity, sources, chunks, embedding model and queue.
 
-The acting agent''s project memory at a glance: facts in working memory and its capacity, sources, chunks, file chunks (the project''s size), BM25 vocabulary size, the active embedding model, chunk texts embedded with it and still queued.';
+Also file chunks (the project''s size) and the BM25 vocabulary size; the queue is of chunk texts embedded with the active model and still queued.';

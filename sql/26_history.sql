@@ -415,7 +415,7 @@ p_target: a fact key, a source path, a chunk_hash, or learning:<id>, decision:<i
 p_limit (1..1000): rows at most
 hidden: for people tracing a change (scsql memory history); agents see open conflicts in recall_context
 
-Shows the history of one fact (by key), source (by path) or chunk (by chunk_hash: the changes of forget_chunk for it and of the sources holding it now), learning (learning:<id>), decision (decision:<id>) or open loop (loop:<id>) of the acting agent''s project, newest first: at, agent (the acting agent that made the change), op (facts: remember, supersede, refresh, forget, archive, unarchive, conflict, resolve, purge; sources: index (reason: added or changed), remove (a file no longer in the tree scsql.index walks), purge (expired, by the worker), pin, unpin, forget_source, forget_chunk, summary; learnings: learn (derived from an outcome; related outcome:<id>), rule and unrule (mark_learning_rule); decisions: decide, supersede, withdraw (an undone distillation); open loops: open_loop, close_loop), kind (fact, source, chunk, learning, decision, loop), target (key, path or id), chunk_hash, old_hash and new_hash (sha256 hex of the value or text as stored, redacted), reason, related (the other key or path: the key a duplicate was asked under, the fact a conflict is with), value (a fact''s value with that new_hash, while it is in working memory or kept as superseded history; forgotten values are not kept), seq (the row''s place in its agent''s chain). Changes are rows of scsql.memory_changes, chained and checked by scsql verify (unsigned, see sql/26_history.sql). Raises SC200/SC201 for a bad target, SC227 for a limit out of range.';
+TARGET is one fact (by key), source (by path) or chunk (by chunk_hash: the changes of forget_chunk for it and of the sources holding it now), learning (learning:<id>), decision (decision:<id>) or open loop (loop:<id>) of the acting agent''s project. Columns: at, agent (the acting agent that made the change), op (facts: remember, supersede, refresh, forget, archive, unarchive, conflict, resolve, purge; sources: index (reason: added or changed), remove (a file no longer in the tree scsql.index walks), purge (expired, by the worker), pin, unpin, forget_source, forget_chunk, summary; learnings: learn (derived from an outcome; related outcome:<id>), rule and unrule (mark_learning_rule); decisions: decide, supersede, withdraw (an undone distillation); open loops: open_loop, close_loop), kind (fact, source, chunk, learning, decision, loop), target (key, path or id), chunk_hash, old_hash and new_hash (sha256 hex of the value or text as stored, redacted), reason, related (the other key or path: the key a duplicate was asked under, the fact a conflict is with), value (a fact''s value with that new_hash, while it is in working memory or kept as superseded history; forgotten values are not kept), seq (the row''s place in its agent''s chain). Changes are rows of scsql.memory_changes, chained and checked by scsql verify (unsigned, see sql/26_history.sql). Raises SC200/SC201 for a bad target, SC227 for a limit out of range.';
 
 create or replace function scsql._retire_fact(p_project bigint, p_key text, p_reason text, p_related text)
 returns void
@@ -499,7 +499,7 @@ p_key: a fact with an open conflict
 p_keep (this|others|both): who is right
 p_note: why
 
-Settles every open conflict of fact KEY in the acting agent''s project (remember records one when a new fact makes another claim about the subject of an existing fact; recall_context shows both as possibly stale until then): keep this (KEY is right; each fact it conflicts with leaves working memory), others (the facts it conflicts with are right; KEY leaves) or both (no contradiction; both stay). A fact that leaves is kept with its value in its history (memory_history), never lost. Each settlement is recorded in the memory history with the note (stored redacted). Returns one row per conflict settled: conflict_id, key (the newer fact), other_key, kept, superseded. Raises SC200/SC201 for a bad key, SC228 when KEY has no open conflict, SC229 for keep other than this, others or both, SC230 for a bad note.';
+Remember records a conflict when a new fact makes another claim about the subject of an existing fact; recall_context shows both as possibly stale until it is settled. Every open conflict of KEY in the acting agent''s project is settled by KEEP: this (KEY is right; each fact it conflicts with leaves working memory), others (the facts it conflicts with are right; KEY leaves) or both (no contradiction; both stay). A fact that leaves is kept with its value in its history (memory_history), never lost. Each settlement is recorded in the memory history with the note (stored redacted). One row per conflict settled; key is the newer fact. Raises SC200/SC201 for a bad key, SC228 when KEY has no open conflict, SC229 for keep other than this, others or both, SC230 for a bad note.';
 
 -- recall_context reads the open conflicts itself (sql/24_context.sql).
 drop function if exists scsql._open_conflicts(bigint);
@@ -620,16 +620,22 @@ returns table (project_id bigint, kind text, target text, problem text, expected
                at timestamptz, recorded boolean)
 language sql stable
 as $$
+  -- A purged chunk (sql/28_purge.sql) holds no text, and a purge recorded it.
   select c.project_id, 'chunk', s.path || '#' || c.seq, 'changed', c.chunk_hash, scsql._chunk_hash(c.content),
-         format('the text of chunk %s of %s is not the text its chunk_hash addresses (sha256 of the normalized text)',
-                c.seq, s.path),
+         case when c.purged_at is null
+              then format('the text of chunk %s of %s is not the text its chunk_hash addresses (sha256 of the normalized text)',
+                          c.seq, s.path)
+              else format('chunk %s of %s is marked purged, but holds text or no purge in scsql.purges removed it', c.seq, s.path) end,
          c.created_at, true
   from scsql.kb_chunks c
   join scsql.kb_sources s on s.project_id = c.project_id and s.source_id = c.source_id
-  where scsql._chunk_hash(c.content) <> c.chunk_hash
+  where case when c.purged_at is null then scsql._chunk_hash(c.content) <> c.chunk_hash
+             else c.content <> '' or c.anchor is not null or c.context is not null
+                  or not exists (select from scsql.purges p where p.project_id = c.project_id and p.target_kind = 'chunk'
+                                 and p.target_id = c.chunk_id) end
 $$;
 comment on function scsql._memory_chunk_drift() is
-  'Private, for scsql.verify_memory. Chunks whose text does not have their chunk_hash (the sha256 of the normalized text, scsql._chunk_hash): text changed outside the API.';
+  'Private, for scsql.verify_memory. Chunks whose text does not have their chunk_hash (the sha256 of the normalized text, scsql._chunk_hash): text changed outside the API; and purged chunks (purged_at set) that hold text or that no purge in scsql.purges removed.';
 
 create or replace function scsql._memory_decision_drift()
 returns table (project_id bigint, kind text, target text, problem text, expected text, found text, detail text,

@@ -89,7 +89,7 @@ p_title: the decision, one line (1-200 characters)
 p_rationale: why, and what was rejected (1-4,000 characters)
 p_supersedes: id of the decision this one replaces
 
-Records a decision of the acting agent''s project: TITLE (one line, 1-200 characters) and RATIONALE (1-4,000 characters), stored redacted (see scsql.redact), attributed to the agent, with the time. With SUPERSEDES, the decision with that id is superseded: it stays, as history, and decisions() no longer lists it as current; a decision is superseded once (supersede the newest). Decisions are also recorded from the decisions of summarize_session. recall_context shows the latest ones; search finds them. Returns decision_id, title, supersedes, decided_at. Raises SC235 bad title or rationale, SC215 a PEM private key block, SC236 no such decision to supersede, SC237 that decision is already superseded.';
+TITLE is one line of 1-200 characters and RATIONALE 1-4,000 characters, both stored redacted (see scsql.redact); the decision is attributed to the acting agent, with the time. A superseded decision (SUPERSEDES, its id) stays, and decisions() no longer lists it as current; a decision is superseded once (supersede the newest). Decisions are also recorded from the decisions of summarize_session. recall_context shows the latest ones; search finds them. Raises SC235 bad title or rationale, SC215 a PEM private key block, SC236 no such decision to supersede, SC237 that decision is already superseded.';
 
 create or replace function scsql.decisions(p_query text default null, p_include_superseded boolean default false,
                                            p_limit integer default 20)
@@ -216,7 +216,7 @@ comment on function scsql.open_loop(text, text) is
 p_text: what is open (1-2,000 characters)
 p_owner: who owns it (an agent, team role or person), one line
 
-Opens a loop of the acting agent''s project: TEXT (1-2,000 characters) and an optional OWNER (one line, 1-200 characters), stored redacted, attributed to the agent. An open loop with the same text is returned instead (created false) and counts as touched, so repeating an open task never duplicates it and keeps it in recall_context; the open tasks of summarize_session open loops the same way. recall_context shows the open loops until close_loop closes them, or until one is untouched for the project''s loop_stale_after (30 days by default; see pin_loop). Returns loop_id, text, owner, created. Raises SC238 bad text or owner, SC215 a PEM private key block.';
+TEXT is 1-2,000 characters and the optional OWNER one line of 1-200 characters, both stored redacted; the loop is attributed to the acting agent. When the open loop with the same text is returned, created is false and it counts as touched, so repeating an open task never duplicates it and keeps it in recall_context; the open tasks of summarize_session open loops the same way. recall_context shows the open loops until close_loop closes them, or until one is untouched for the project''s loop_stale_after (30 days by default; see pin_loop). Raises SC238 bad text or owner, SC215 a PEM private key block.';
 
 create or replace function scsql._close_loop(p_project bigint, p_id bigint, p_resolution text)
 returns scsql.open_loops
@@ -277,7 +277,7 @@ comment on function scsql.close_loop(bigint, text) is
 p_id: the loop''s id (open_loops lists them)
 p_resolution: how it was closed (1-4,000 characters)
 
-Closes the open loop ID of the acting agent''s project with RESOLUTION (1-4,000 characters, stored redacted), recording the agent and the time; the loop stays, closed, as history. Concurrent closes of one loop: one wins, the other gets SC240. The close is recorded in the memory history (op close_loop, target loop:<id>, reason the resolution). Returns loop_id, text, closed_at, resolution. Raises SC239 no such loop, SC240 already closed, SC238 bad resolution, SC215 a PEM private key block.';
+RESOLUTION is 1-4,000 characters, stored redacted; the closing agent and the time are recorded. Concurrent closes of one loop: one wins, the other gets SC240. The close is recorded in the memory history (op close_loop, target loop:<id>, reason the resolution). Raises SC239 no such loop, SC240 already closed, SC238 bad resolution, SC215 a PEM private key block.';
 
 create or replace function scsql.pin_loop(p_id bigint, p_pinned boolean default true)
 returns table (loop_id bigint, text text, pinned boolean)
@@ -334,7 +334,7 @@ comment on function scsql.open_loops(text) is
 
 p_owner: only the loops of this owner
 
-The open loops of the acting agent''s project (opened by open_loop or by the open tasks of summarize_session, not yet closed by close_loop), newest first, each with its owner, the agent that opened it, when, and the session summary it came from (source_path, if any). With OWNER, only that owner''s.';
+Loops are opened by open_loop or by the open tasks of summarize_session, until close_loop closes them. opened_by is the agent that opened it; source_path the session summary it came from, if any. With OWNER, only that owner''s.';
 
 create or replace function scsql._loop_key(p_text text)
 returns text

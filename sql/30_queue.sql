@@ -569,7 +569,7 @@ p_complexity (1..5): estimated difficulty
 p_run_after: not before this time (default now)
 p_max_attempts (1..100): attempts before it dies
 
-Orchestrator roles only. Queues a task for team role ROLE in the caller''s project: payload (JSON), priority (higher first; default 0), exclusive_files (paths relative to the project root, or absolute under it; a directory covers everything below it; compared in NFC with letter case folded, so SRC/a.py and src/A.py are one file), acceptance_criteria, complexity (1-5), run_after (default now), max_attempts (default 5). Payload and acceptance criteria are stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact). Returns task_id, team_role, the normalized exclusive_files and run_after, and notifies the role''s channel. Raises SC300 for a non-orchestrator, SC008 unknown role, SC010 bad argument, SC320 a malformed path (control, invisible or blank characters other than a space, backslashes), SC321 a path leaving the project, SC322 when the files overlap a queued or claimed task (the message lists them; race-free: of two overlapping enqueues exactly one wins).';
+Payload is JSON; a higher priority runs first (default 0); exclusive_files are paths relative to the project root, or absolute under it (a directory covers everything below it; compared in NFC with letter case folded, so SRC/a.py and src/A.py are one file); complexity is 1-5; run_after defaults to now, max_attempts to 5. Payload and acceptance criteria are stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact). The role''s channel is notified. Raises SC300 for a non-orchestrator, SC008 unknown role, SC010 bad argument, SC320 a malformed path (control, invisible or blank characters other than a space, backslashes), SC321 a path leaving the project, SC322 when the files overlap a queued or claimed task (the message lists them; race-free: of two overlapping enqueues exactly one wins).';
 
 create or replace function scsql.claim_task(p_n integer default 1, p_lease_seconds integer default 300)
 returns setof scsql.claimed_task
@@ -607,7 +607,7 @@ comment on function scsql.claim_task(integer, integer) is
 p_n (1..100): how many tasks
 p_lease_seconds (1..86400): lease length
 
-Claims up to N (1-100) queued tasks of the caller''s own team role in its own project, now, best priority first, then oldest, with FOR UPDATE SKIP LOCKED, so concurrent workers never get the same task. Each comes with lease_token (the task''s fence: it grows with every claim) and lease_expires_at (now + lease_seconds, default 300). Pass the token to heartbeat_task, complete_task, fail_task or release_task. Expired leases of the role return to the queue first. Returns the claimed tasks, none when nothing is queued: it never waits (to wait for work, CALL scsql.wait_for_task outside a transaction, or LISTEN on scsql_caller.my_channel(''team''), then claim again; the MCP tool claim_task adds wait_seconds and does that, claiming, waiting on LISTEN with no transaction open, and claiming again). claim_task_by_id claims one named task. Raises SC010 for a bad n or lease_seconds.';
+N is 1-100, tasks of the caller''s own team role in its own project, claimed now with FOR UPDATE SKIP LOCKED. lease_token is the task''s fence (it grows with every claim); lease_expires_at is now + lease_seconds (default 300). Pass the token to heartbeat_task, complete_task, fail_task or release_task. Expired leases of the role return to the queue first. It never waits (to wait for work, CALL scsql.wait_for_task outside a transaction, or LISTEN on scsql_caller.my_channel(''team''), then claim again; the MCP tool claim_task adds wait_seconds and does that, claiming, waiting on LISTEN with no transaction open, and claiming again). claim_task_by_id claims one named task. Raises SC010 for a bad n or lease_seconds.';
 
 create or replace function scsql.claim_task_by_id(p_task bigint, p_lease_seconds integer default 300)
 returns setof scsql.claimed_task
@@ -648,7 +648,7 @@ comment on function scsql.claim_task_by_id(bigint, integer) is
 p_task: task_id
 p_lease_seconds (1..86400): lease length
 
-Claims task TASK of the caller''s own team role in its own project, now, with a lease of lease_seconds (default 300), as claim_task does for the next task in the queue (an ASSIGN names the task to take). Returns the claimed task, one row with the columns of claim_task. Unlike claim_task, a task that cannot be claimed is an error, not an empty result: raises SC301 no such task in your project, SC304 finished, SC305 task of another team role, SC306 task held by another lease or scheduled for later, SC010 bad argument.';
+TASK must be of the caller''s own team role in its own project; it is claimed now with a lease of lease_seconds (default 300), as claim_task does for the next task in the queue. Returns one row with the columns of claim_task. Raises SC301 no such task in your project, SC304 finished, SC305 task of another team role, SC306 task held by another lease or scheduled for later, SC010 bad argument.';
 
 create or replace procedure scsql.wait_for_task(p_wait_seconds numeric default 60, inout claimable bigint default null)
 language plpgsql
@@ -703,7 +703,7 @@ p_task: task_id you hold
 p_token: its lease_token
 p_lease_seconds (1..86400): new lease length (default: as claimed)
 
-Extends the lease on a task the caller holds, by lease_seconds (default: the length it was claimed with). Returns the new expiry. A lease that expired but was not yet claimed again can still be extended. Raises SC302 when the task was claimed again under a newer lease (or the token is not the caller''s), SC303 when the lease expired and the task went back to the queue, SC304 finished, SC301 unknown task.';
+Extended by lease_seconds (default: the length it was claimed with). A lease that expired but was not yet claimed again can still be extended. Raises SC302 when the task was claimed again under a newer lease (or the token is not the caller''s), SC303 when the lease expired and the task went back to the queue, SC304 finished, SC301 unknown task.';
 
 create or replace function scsql.complete_task(
   p_task bigint, p_token bigint, p_result jsonb default null,
@@ -731,7 +731,7 @@ p_task: task_id you hold
 p_token: its lease_token
 p_result (object): what the task produced
 
-Completes a task the caller holds under lease TOKEN, storing result (JSON, redacted: see scsql.redact_jsonb): the task moves to the archive as done and its exclusive files are freed. Returns task_id, state, attempts, finished_at. Fenced: raises SC302 when the lease expired and the task was claimed again (the result is NOT applied), SC303 when the task went back to the queue, SC304 when it already finished, SC301 unknown task.';
+TOKEN is the caller''s lease. The result (JSON) is stored redacted (see scsql.redact_jsonb) and the task moves to the archive as done. Raises SC302 when the lease expired and the task was claimed again (the result is NOT applied), SC303 when the task went back to the queue, SC304 when it already finished, SC301 unknown task.';
 
 create or replace function scsql.complete_and_claim(
   p_task bigint, p_token bigint, p_result jsonb default null, p_n integer default 1, p_lease_seconds integer default 300)
@@ -753,7 +753,7 @@ p_result (object): what the task produced
 p_n (1..100): how many tasks to claim next
 p_lease_seconds (1..86400): lease length
 
-complete_task then claim_task in one call, so a busy worker needs one round trip per task: completes TASK under lease TOKEN with result, then claims up to n (default 1) more tasks with a lease of lease_seconds. Returns the claimed tasks like claim_task. Raises what complete_task raises (and then claims nothing) and what claim_task raises.';
+A busy worker needs one round trip per task: TASK is completed under lease TOKEN with result, then up to n (default 1) more tasks are claimed with a lease of lease_seconds. Raises what complete_task raises (and then claims nothing) and what claim_task raises.';
 
 create or replace function scsql.fail_task(
   p_task bigint, p_token bigint, p_error text, p_retry boolean default true,
@@ -796,7 +796,7 @@ p_token: its lease_token
 p_error: what went wrong
 p_retry: requeue when attempts are left
 
-Reports that the caller could not do a task it holds under lease TOKEN, with ERROR (stored redacted: see scsql.redact). With retry (default) and attempts left, the task goes back to the queue after an exponential backoff (1 s, 2 s, 4 s, ... at most 1 h); otherwise it dies: it moves to the archive as dead and its files are freed. Returns task_id, state (queued or dead), attempts, max_attempts and run_after. Raises SC302/SC303/SC304/SC301 like complete_task, SC010 for an empty error.';
+TOKEN is the caller''s lease; ERROR is stored redacted (see scsql.redact). Retry is the default; the backoff doubles (1 s, 2 s, 4 s, ... at most 1 h). A task that dies moves to the archive as dead; state is queued or dead. Raises SC302/SC303/SC304/SC301 like complete_task, SC010 for an empty error.';
 
 create or replace function scsql.release_task(
   p_task bigint, p_token bigint, p_requeue boolean default true,
@@ -831,7 +831,7 @@ p_task: task_id you hold
 p_token: its lease_token
 p_requeue: back to the queue
 
-Gives up a task the caller holds under lease TOKEN without failing it. With requeue (default) it goes back to the queue at once, the attempt is not counted, and it keeps its exclusive files (they belong to the task until it finishes). With requeue false the task leaves the queue as released and its files are freed. Returns task_id and state. Raises SC302/SC303/SC304/SC301 like complete_task.';
+TOKEN is the caller''s lease. Requeue is the default: the task goes back to the queue at once, the attempt is not counted, and it keeps its exclusive files (they belong to the task until it finishes). With requeue false the task leaves the queue as released. Raises SC302/SC303/SC304/SC301 like complete_task.';
 
 create or replace function scsql.cancel_task(p_task bigint, p_reason text)
 returns text
@@ -862,7 +862,7 @@ comment on function scsql.cancel_task(bigint, text) is
 p_task: task_id
 p_reason: why
 
-Orchestrator roles only. Cancels a queued or claimed task of the caller''s project with a reason (stored redacted: see scsql.redact): it moves to the archive as cancelled and its exclusive files are freed; a worker still holding it gets SC304 on its next call. Returns ''cancelled''. Raises SC300 non-orchestrator, SC301 unknown task, SC304 already finished.';
+The reason is stored redacted (see scsql.redact); the task moves to the archive as cancelled, and a worker still holding it gets SC304 on its next call. Raises SC300 non-orchestrator, SC301 unknown task, SC304 already finished.';
 
 create or replace function scsql.queue_stats()
 returns table (
@@ -909,7 +909,7 @@ $$;
 comment on function scsql.queue_stats() is
   'Your project''s queue per team role: queued, scheduled, claimed, expired, done, dead, released, cancelled, oldest wait.
 
-The caller''s project''s queue, one row per team role: queued (claimable now), scheduled (waiting for run_after, e.g. a retry backoff), claimed (lease valid), expired (lease expired, not yet reclaimed), and finished counts done, dead, released, cancelled; the oldest claimable task''s enqueue time and its wait in seconds.';
+Counts: queued is claimable now, scheduled waits for run_after (e.g. a retry backoff), claimed has a valid lease, expired has a lease that expired and was not yet reclaimed; done, dead, released and cancelled count finished tasks. The oldest wait is the oldest claimable task''s enqueue time and its wait in seconds.';
 
 create or replace function scsql.claimable_for_me()
 returns bigint
@@ -928,9 +928,9 @@ begin
 end
 $$;
 comment on function scsql.claimable_for_me() is
-  'How many tasks you could claim now (queued for your role, or claimed with an expired lease).
+  'How many tasks you could claim now: queued tasks of your team role whose run_after has come, plus claimed ones whose lease expired.
 
-How many tasks the caller could claim right now: queued tasks of its team role in its project whose run_after has come, plus claimed ones whose lease expired. A Stop hook (scsql hook stop-check) keeps a worker going while this is above zero.';
+Counted in the caller''s own project. A Stop hook (scsql hook stop-check) keeps a worker going while this is above zero.';
 
 create or replace function scsql.my_tasks()
 returns setof scsql.claimed_task
@@ -954,7 +954,7 @@ $$;
 comment on function scsql.my_tasks() is
   'The tasks you hold now, with lease tokens and expiries (columns of claim_task).
 
-The tasks the caller holds now, with their lease tokens and expiries (same columns as claim_task), including leases that expired but were not yet claimed again.';
+Includes leases that expired but were not yet claimed again.';
 
 create or replace function scsql.queue_maintenance(p_limit integer default 1000, out requeued integer, out dead integer)
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp

@@ -493,7 +493,7 @@ returns table (rank integer, id bigint, happened timestamptz, written_at timesta
 language sql stable
 as $$
   (select 1, x.prompt_id, coalesce(x.occurred_at, x.at), x.at, x.author_id, x.chain_id, x.seq, null::text, 'prompt',
-          x.text, null::integer, null::text[], null::bigint, null::bigint, null::numeric, 'prompt:' || x.prompt_id, x.altered
+          coalesce(x.text, '[purged]'), null::integer, null::text[], null::bigint, null::bigint, null::numeric, 'prompt:' || x.prompt_id, x.altered
    from scsql.prompts x
    where x.project_id = p_project and x.session_id = p_session and coalesce(x.occurred_at, x.at) >= p_after
      and (coalesce(x.occurred_at, x.at), 1, x.prompt_id) > (p_after, p_rank, p_id)
@@ -510,7 +510,8 @@ as $$
    order by coalesce(x.occurred_at, x.at), x.model_call_id limit scsql_caller.viewer_limit(p_limit))
   union all
   (select 3, x.tool_call_id, coalesce(x.occurred_at, x.at), x.at, x.author_id, x.chain_id, x.seq, x.status, x.tool,
-          x.input_preview, x.latency_ms, array(select jsonb_array_elements_text(x.files)), x.input_tokens::bigint,
+          case when x.input_preview is null and x.input_preview_sha256 is not null then '[purged]' else x.input_preview end,
+          x.latency_ms, array(select jsonb_array_elements_text(x.files)), x.input_tokens::bigint,
           x.output_tokens::bigint, x.cost_usd, 'tool:' || x.tool_call_id, x.altered
    from scsql.tool_calls x
    where x.project_id = p_project and x.session_id = p_session and x.at >= p_written
@@ -717,7 +718,8 @@ begin
   else
     return query
     select p.name::text, s.kind, s.path, c.seq, c.chunk_hash, c.anchor, c.line_start, c.line_end,
-           p_ref like 'chunk:%' and c.chunk_hash = substr(p_ref, 7), s.trust, c.content, c.created_at
+           p_ref like 'chunk:%' and c.chunk_hash = substr(p_ref, 7), s.trust,
+           case when c.purged_at is null then c.content else '[purged]' end, c.created_at
     from scsql.kb_sources s
     join scsql.kb_chunks c on c.project_id = s.project_id and c.source_id = s.source_id
     join scsql.projects p on p.project_id = s.project_id

@@ -57,6 +57,7 @@ select scsql._map_constraint(t::regclass, c, code, message, hint) from (values
   ('scsql.tool_calls', 'tool_calls_files_check', 'SC010', 'files must be a JSON array of paths', null),
   ('scsql.tool_calls', 'tool_calls_input_key_check', 'SC010', 'input_key must be at most 4000 characters; nothing was stored',
    'Shorten it before recording it: scsql truncates nothing.'),
+  ('scsql.prompts', 'prompts_text_kept', 'SC010', 'a prompt needs its text; nothing was stored', null),
   ('scsql.prompts', 'prompts_text_check', 'SC010', 'a prompt must be at most 20,000 characters; nothing was stored',
    'The hooks keep the first 20,000 characters and mark the cut; scsql itself truncates nothing.'),
   ('scsql.capture_events', 'capture_events_event_key_check', 'SC140', 'event key must be 1 to 200 characters', null),

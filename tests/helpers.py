@@ -404,6 +404,10 @@ class SqlVerifier:
                 rows += r["rows_checked"]
                 if not r["ok"]:
                     findings.append(Finding(chain, r["broken_seq"], r["kind"], r["detail"]))
+        with db.connect() as conn:  # the kinds it may report: the catalogue's, those both verifiers find
+            kinds = {r["kind"] for r in conn.execute(
+                "select kind from scsql.chain_break_kinds where found_by = 'both'")}
+        assert {f.kind for f in findings} <= kinds, f"kinds outside scsql.chain_break_kinds: {findings}"
         findings.sort(key=lambda f: (f.chain, f.seq))
         return Verdict(findings, rows, len(chains))
 

@@ -213,6 +213,26 @@ def cmd_learnings(ctx, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_purge(ctx, args: argparse.Namespace) -> int:
+    """Purge as the agent named (its own rows), or as an administrator (any row)."""
+    from ..core.roles import admin_connection
+
+    query = "select * from scsql.purge(%s::text, %s::bigint, %s::text)"
+    values = (args.kind.replace("-", "_"), args.id, args.reason)
+    if args.agent:
+        with ctx.open_agent(args.agent, need_key=False).transaction() as conn:
+            r = conn.execute(query, values).fetchone()
+    else:
+        with admin_connection(ctx.admin_conninfo()) as conn:
+            r = conn.execute(query, values).fetchone()
+    print(f"scsql purge: {r['kind']} {r['id']}: removed {', '.join(r['fields'])} (purge {r['purge_id']}); "
+          "the row and its hashes stay, scsql verify still checks it")
+    if r["quoted_by"]:
+        print(f"scsql purge: still quoted or cited by {', '.join(r['quoted_by'])}, which a purge does not change",
+              file=sys.stderr)
+    return 0
+
+
 # -- partitions and prices ----------------------------------------------------------
 
 
@@ -295,6 +315,12 @@ def register(commands: Commands) -> None:
     c = psub.add_parser("enable-partman", help="install pg_partman in the database (superuser) before the first migrate")
     c.add_argument("--extension-version", metavar="VERSION",
                    help="the pg_partman version to install (default: the server's default version; 4.x and 5.x work)")
+
+    p = add("purge", cmd_purge, "remove the text of a prompt, tool call or chunk, keeping the row and its proof")
+    p.add_argument("kind", choices=["prompt", "tool-call", "tool_call", "chunk"], help="what to purge")
+    p.add_argument("id", type=int, help="its prompt_id, tool_call_id or chunk_id")
+    p.add_argument("--reason", required=True, help="why (recorded, redacted, in scsql.purges)")
+    p.add_argument("--agent", help="purge as this agent, the row's author (default: as an administrator)")
 
     p = add("price", cmd_price, "model prices (USD per million tokens)")
     prsub = p.add_subparsers(dest="action", required=True)

@@ -20,6 +20,12 @@ gained after it had rows: each adds ``enc_int(i)`` and its field (i = its
 NULL, and nothing when it is NULL (``encode_appended``), so rows written
 before a column was appended keep their bytes, hashes and signatures.
 
+Digested fields are signed text columns a row encodes by the sha256 of
+their UTF-8 bytes (``enc_digest``, tag ``h``) instead of their text, when
+the row carries that digest (every row written since the table's digested
+fields were declared): the text may then be purged and the row still
+encodes the same (see scsql._enc, DIGESTED FIELDS).
+
 A row's hash (``row_hash``): sha256 of the previous row's hash, the row's
 bytes and its signature. What the auditor signs of a checkpoint
 (``checkpoint_payload``) is specified in sql/13_checkpoints.sql.
@@ -119,6 +125,24 @@ def enc_jsonb(v: Any) -> bytes:
     return field(b"j", jsonb_text(v).encode("utf-8"))
 
 
+def enc_digest(v: bytes | memoryview) -> bytes:
+    """A digested field by its digest (the sha256 of the text): tag ``h``, length 32."""
+    b = bytes(v)
+    if len(b) != 32:
+        raise ValueError("a digest is 32 bytes")
+    return b"h\x00\x00\x00\x20" + b
+
+
+def text_digest(v: str) -> bytes:
+    """The digest of a digested text field: sha256 of its UTF-8 bytes."""
+    return hashlib.sha256(v.encode("utf-8")).digest()
+
+
+def enc_text_digest(v: str) -> bytes:
+    """A digested text field of a row written with its digest: ``enc_digest(text_digest(v))``."""
+    return enc_digest(text_digest(v))
+
+
 ENCODERS: dict[str, Callable[[Any], bytes]] = {
     "text": enc_text,
     "int": enc_int,
@@ -128,6 +152,7 @@ ENCODERS: dict[str, Callable[[Any], bytes]] = {
     "bytea": enc_bytea,
     "uuid": enc_uuid,
     "jsonb": enc_jsonb,
+    "digest": enc_digest,  # a digested text field by its digest (no column has this kind)
 }
 
 

@@ -72,13 +72,17 @@ class SignedField:
     appended fields follow the plain ones, in ``appended_fields`` order.
     ``redact``: free text (kind text or jsonb) that is signed as
     ``scsql.redact`` / ``scsql.redact_jsonb`` return it, since the database
-    refuses signed text that still holds a secret (SC040)."""
+    refuses signed text that still holds a secret (SC040). ``digested``: a
+    column of the table's ``digested_fields`` (kind text), signed by the
+    sha256 of its text (see :func:`.encoding.enc_text_digest`), so it may be
+    purged later."""
 
     name: str
     kind: str
     default: Any = None
     appended: bool = False
     redact: bool = False
+    digested: bool = False
 
 
 def _send_and_sign(kind: str, value: Any) -> tuple[Any, Any]:
@@ -97,6 +101,23 @@ def _field_step(f: SignedField, position: int = 0) -> Callable[[dict[str, Any]],
     its canonical bytes; resolved once per declaration, not once per row.
     ``position``: the 1-based position of an appended field."""
     name, default, kind = f.name, f.default, f.kind
+    if f.digested:
+        if kind != "text":
+            raise ValueError(f"{name}: only text fields are digested")
+        digest = encoding.enc_text_digest
+        prefix = encoding.appended_prefix(position) if f.appended else None
+
+        def digested_step(out: dict[str, Any]) -> bytes:
+            value = out.get(name, default)
+            if prefix is None:
+                out[name] = value
+                return encoding.NULL if value is None else digest(value)
+            if value is None:
+                out.pop(name, None)
+                return b""
+            out[name] = value
+            return prefix + digest(value)
+        return digested_step
     if f.appended:
         prefix = encoding.appended_prefix(position)
 

@@ -36,14 +36,14 @@ TOOL_CALL_FIELDS = (
     SignedField("output_tokens", "int", 0),
     SignedField("latency_ms", "int"),
     SignedField("status", "text", "ok"),
-    SignedField("input_preview", "text", redact=True),
-    SignedField("output_preview", "text", redact=True),
+    SignedField("input_preview", "text", redact=True, digested=True),
+    SignedField("output_preview", "text", redact=True, digested=True),
     # Appended fields (sql/14_capture.sql): what a hook knows of the call.
     SignedField("tool_use_id", "text", appended=True),
     SignedField("files", "jsonb", appended=True, redact=True),
     SignedField("scsql_tool", "bool", appended=True),
     SignedField("imported", "bool", appended=True),
-    SignedField("input_key", "text", appended=True, redact=True),
+    SignedField("input_key", "text", appended=True, redact=True, digested=True),
     SignedField("occurred_at", "ts", appended=True),
     # How capture made its text storable (scsql/hooks/storable.py).
     SignedField("altered", "jsonb", appended=True, redact=True),
@@ -51,7 +51,7 @@ TOOL_CALL_FIELDS = (
 
 PROMPT_FIELDS = (
     SignedField("session_id", "int"),
-    SignedField("text", "text", redact=True),
+    SignedField("text", "text", redact=True, digested=True),
     SignedField("imported", "bool"),
     SignedField("occurred_at", "ts"),
     SignedField("altered", "jsonb", appended=True, redact=True),

@@ -96,7 +96,7 @@ import json
 import multiprocessing as mp
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -118,15 +118,25 @@ from ..core import errors
 BATCH = 20000
 
 # Chained tables whose rows the database writes itself, unsigned (see the head
-# of sql/26_history.sql): their signature field is a marker, 32 zero bytes then
+# of sql/26_history.sql and sql/28_purge.sql): their signature field is a marker, 32 zero bytes then
 # 32 random ones, checked instead of an Ed25519 signature. Links, hashes,
 # authors, keys and replays are checked as for every other row.
-UNSIGNED_TABLES = frozenset({"scsql.memory_changes"})
+UNSIGNED_TABLES = frozenset({"scsql.memory_changes", "scsql.purges"})
 _UNSIGNED_MARK = bytes(32)
 
 # Breaks an agent can cause through the API (it chooses a row's signature, key
 # id and time, nothing else): the only ones an acknowledged quarantine excuses.
 EXCUSABLE = frozenset({"signature", "wrong-key", "replay"})
+
+# Every kind of break this verifier reports: the catalogue scsql.chain_break_kinds
+# (sql/19_break_kinds.sql) lists the same, and which of them scsql.verify_chain
+# finds too (tests/audit/test_break_kinds.py). The verifier keeps its own copy
+# rather than reading the database it checks.
+KINDS = frozenset({
+    "seq-gap", "prev-mismatch", "hash-mismatch", "content-mismatch", "purge-unrecorded", "wrong-author",
+    "wrong-project", "chain-identity", "chain-missing", "checkpoint-mismatch", "head-mismatch", "horizon-unanchored", "partition-dropped", "retired-row-present",
+    "signature", "wrong-key", "replay", "fork", "chain-unknown", "checkpoint-signature",
+})
 
 
 @dataclass(frozen=True)
@@ -136,6 +146,10 @@ class Break:
     kind: str
     detail: str
     table: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:  # a kind outside the catalogue is this verifier's bug
+            raise ValueError(f"break kind {self.kind!r} is not in scsql.chain_break_kinds")
 
     def __str__(self) -> str:
         where = f" ({self.table})" if self.table else ""
@@ -468,6 +482,31 @@ class _TableSpec(NamedTuple):
     n_stamped: int
     appended: list[tuple[bytes, Callable[[Any], bytes]]]
     n_plain: int  # stamped + signed: the appended fields follow them in the row
+    # Digested fields (see encoding.enc_digest): (field name, index of the text
+    # in the row's fields, index of its digest), and the purge kind of the
+    # table; the digests and the row's id follow the appended fields.
+    digests: tuple[tuple[str, int, int], ...] = ()
+    purge_kind: str | None = None
+
+
+class _Digested(NamedTuple):
+    """A digested field's value in a row that carries its digest: encoded by the digest."""
+
+    digest: bytes
+
+
+def _digested_values(spec: _TableSpec, fields: tuple) -> list:
+    """The row's encoded fields (its digests and id, which follow them, left
+    out), each digested text whose digest the row carries replaced by it."""
+    values = list(fields[:len(fields) - len(spec.digests) - 1])
+    for _name, ti, di in spec.digests:
+        if fields[di] is not None:
+            values[ti] = _Digested(bytes(fields[di]))
+    return values
+
+
+def _digested(plain: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
+    return lambda v: enc.enc_digest(v.digest) if type(v) is _Digested else plain(v)
 
 
 # Bound once: the row checks run for every row of every chain.
@@ -507,18 +546,38 @@ class _PartVerifier:
             if ok or part not in self.retirements:
                 self.retirements[part] = None if ok else why
         fields: dict[str, dict[str, list[str]]] = {}
-        for table, part_name, _ord, _col, kind in conn.execute("select * from scsql._chain_fields()").fetchall():
+        columns: dict[str, dict[str, list[str]]] = {}
+        for table, part_name, _ord, col, kind in conn.execute("select * from scsql._chain_fields()").fetchall():
             parts = fields.setdefault(table, {"stamped": [], "signed": [], "appended": []})
             if part_name not in parts:
                 raise ScsqlError(errors.NOT_CHAINABLE, f"scsql._chain_fields names part {part_name!r} of {table}, which this "
                                  "verifier does not know", "upgrade scsql")
             parts[part_name].append(kind)
+            columns.setdefault(table, {"stamped": [], "signed": [], "appended": []})[part_name].append(col)
+        digests: dict[str, list[tuple[str, str]]] = {}
+        for table, col, kind in conn.execute(
+                "select table_name, column_name, target_kind from scsql._chain_digests()").fetchall():
+            digests.setdefault(table, []).append((col, kind))
         self.tables = sorted(fields)
-        self.specs = [_TableSpec(ti, t, [enc.ENCODERS[k] for k in f["stamped"]],
-                                 [enc.ENCODERS[k] for k in f["signed"]], len(f["stamped"]),
-                                 [(enc.appended_prefix(i), enc.ENCODERS[k]) for i, k in enumerate(f["appended"], 1)],
-                                 len(f["stamped"]) + len(f["signed"]))
-                      for ti, t, f in ((ti, t, fields[t]) for ti, t in enumerate(self.tables))]
+        self.specs = [self._spec(ti, t, fields[t], columns[t], digests.get(t, []))
+                      for ti, t in enumerate(self.tables)]
+        # What purges removed: (kind, row id, field, sha256 hex).
+        self.purged = {(k, i, f, h) for k, i, f, h in conn.execute(
+            "select p.target_kind, p.target_id, d.key, d.value from scsql.purges p, jsonb_each_text(p.digests) d")}
+
+    @staticmethod
+    def _spec(ti: int, table: str, f: dict[str, list[str]], cols: dict[str, list[str]],
+              digests: list[tuple[str, str]]) -> _TableSpec:
+        """The encoders of one table's fields; a digested field's encodes its digest when the row has one."""
+        names = cols["stamped"] + cols["signed"] + cols["appended"]
+        digested = {c for c, _ in digests}
+        encoders = [(_digested if c in digested else (lambda e: e))(enc.ENCODERS[k])
+                    for c, k in zip(names, f["stamped"] + f["signed"] + f["appended"], strict=True)]
+        ns, n_plain = len(f["stamped"]), len(f["stamped"]) + len(f["signed"])
+        return _TableSpec(ti, table, encoders[:ns], encoders[ns:n_plain], ns,
+                          [(enc.appended_prefix(i), e) for i, e in enumerate(encoders[n_plain:], 1)], n_plain,
+                          tuple((c, names.index(c), len(names) + j) for j, (c, _) in enumerate(digests)),
+                          digests[0][1] if digests else None)
 
     def fail(self, st: _Chain, chain_id: int, seq: int, kind: str, detail: str, table: str | None = None) -> bool:
         _fail(self.breaks, st, chain_id, seq, kind, detail, table)
@@ -691,16 +750,17 @@ class _PartVerifier:
             return self.fail(st, chain_id, seq, "wrong-project",
                              f"the row is in project {r.project_id}, its chain in project {st.project}", spec.table)
         n, null = spec.n_stamped, _NULL
-        signed_payload = self._prefix(spec.ti, spec.table, author_id, key_id) + _enc_ts(at) + _join(
-            [null if v is None else f(v) for f, v in zip(spec.signed, r.fields[n:spec.n_plain])])
-        if spec.appended:  # each only when not NULL (see encoding.encode_appended)
-            signed_payload += _join([b"" if v is None else p + f(v)
-                                     for (p, f), v in zip(spec.appended, r.fields[spec.n_plain:], strict=True)])
-        stamped = _join([null if v is None else f(v) for f, v in zip(spec.stamped, r.fields[:n])])
+        values = r.fields if not spec.digests else _digested_values(spec, r.fields)
+        signed_payload = self.payload(spec, r, values)
+        stamped = _join([null if v is None else f(v) for f, v in zip(spec.stamped, values[:n])])
         digest = _row_hash(prev_hash, _row_bytes(chain_id, seq, stamped, signed_payload), signature)
         if not _compare(digest, row_hash):
             return self.fail(st, chain_id, seq, "hash-mismatch", "row_hash does not match the row's content",
                              spec.table)
+        if spec.digests:
+            problem = self.digest_problem(spec, r.fields)
+            if problem is not None:
+                return self.fail(st, chain_id, seq, *problem, spec.table)
         k = self.keys.get((author_id, key_id))
         if k is None or at < k[1] or (k[2] is not None and at >= k[2]):
             if not self.excuse(st, chain_id, seq, "wrong-key",
@@ -715,7 +775,7 @@ class _PartVerifier:
             try:
                 _sign_open(signature + signed_payload, k[0])
             except (nacl.exceptions.BadSignatureError, ValueError):
-                if not self.excuse(st, chain_id, seq, "signature",
+                if not self.signed_over_text(spec, r, k[0]) and not self.excuse(st, chain_id, seq, "signature",
                                    f"signature does not verify with key {key_id} of {self.name(author_id)}", spec.table):
                     return False
         # A signature seen before in this chain is the same signed write stored twice.
@@ -727,6 +787,44 @@ class _PartVerifier:
                 return False
         st.signed.add(sig_hash)
         return True
+
+    def payload(self, spec: _TableSpec, r: _Row, values: Sequence[Any]) -> bytes:
+        """The signed payload of row R of SPEC's table, from VALUES (its fields, digested or not)."""
+        null = _NULL
+        signed_payload = self._prefix(spec.ti, spec.table, r.author_id, r.key_id) + _enc_ts(r.at) + _join(
+            [null if v is None else f(v) for f, v in zip(spec.signed, values[spec.n_stamped:spec.n_plain])])
+        if spec.appended:  # each only when not NULL (see encoding.encode_appended)
+            signed_payload += _join([b"" if v is None else p + f(v)
+                                     for (p, f), v in zip(spec.appended, values[spec.n_plain:], strict=True)])
+        return signed_payload
+
+    def signed_over_text(self, spec: _TableSpec, r: _Row, public_key: bytes) -> bool:
+        """Whether the author of a row with digests signed its texts themselves,
+        as a process started before the digests existed does when it writes
+        after the upgrade (the row's hash covers the digests, which match the
+        texts: digest_problem). A purged row has no text left to check it over."""
+        if not spec.digests or any(r.fields[ti] is None and r.fields[di] is not None for _n, ti, di in spec.digests):
+            return False
+        try:
+            _sign_open(r.signature + self.payload(spec, r, r.fields[:len(r.fields) - len(spec.digests) - 1]), public_key)
+        except (nacl.exceptions.BadSignatureError, ValueError):
+            return False
+        return True
+
+    def digest_problem(self, spec: _TableSpec, fields: tuple) -> tuple[str, str] | None:
+        """(kind, detail) when a digested text present is not the one its digest
+        was made of, or one gone was removed by no recorded purge; else None."""
+        row_id = fields[-1]
+        for name, ti, di in spec.digests:
+            digest, text = fields[di], fields[ti]
+            if digest is None:
+                continue
+            digest = bytes(digest)
+            if text is not None and not _compare(enc.text_digest(text), digest):
+                return "content-mismatch", f"{name} is not the text its digest was made of"
+            if text is None and (spec.purge_kind, row_id, name, digest.hex()) not in self.purged:
+                return "purge-unrecorded", f"{name} is gone, and no purge recorded in scsql.purges removed it"
+        return None
 
     def name(self, agent_id: int) -> Any:
         return self.names.get(agent_id, agent_id)

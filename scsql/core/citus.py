@@ -31,7 +31,7 @@ from .migrate import Migrator, Report, Source, SqlFile
 # Small, global tables: identities, keys, catalogues and settings. Replicated
 # to every node; writes to them are rare (a new agent, a new model, a migration).
 REFERENCE_TABLES = frozenset({
-    "agent_keys", "agents", "auditor_keys", "chain_quarantines", "chain_settings", "chained_tables",
+    "agent_keys", "agents", "auditor_keys", "chain_break_kinds", "chain_quarantines", "chain_settings", "chained_tables",
     "confidential_grants", "embed_models", "error_codes", "login_settings", "model_prices", "partition_retirements",
     "partition_settings", "partition_settings_log", "project_grants", "projects", "schema_migrations",
     "applied_definitions", "team_roles",

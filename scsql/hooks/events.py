@@ -47,28 +47,35 @@ CLIENT = Path(__file__).resolve().with_name("client.py")   # the small launcher,
 FAIL_OPEN = " || exit 1"
 
 
-def hook_command(subcommand: str, agent: str | None, home: str | Path | None) -> str:
+def hook_command(subcommand: str, agent: str | None, home: str | Path | None,
+                 remote: tuple[str, str] | None = None) -> str:
     """The shell command Claude Code runs for SUBCOMMAND. For one agent and
     data directory of this machine: this interpreter, no site packages (-S)
-    and isolated (-I), on client.py by absolute path. Portable (AGENT None,
-    for a committed settings file): ``scsql hook SUBCOMMAND``, the scsql on
-    PATH, which reads the agent of this checkout from .claude/scsql.local.json."""
+    and isolated (-I), on client.py by absolute path; with REMOTE (a team
+    server's URL and the environment variable holding the agent's token),
+    the events go to that server. Portable (AGENT None, for a committed
+    settings file): ``scsql hook SUBCOMMAND``, the scsql on PATH, which reads
+    the agent of this checkout (and its team server) from
+    .claude/scsql.local.json."""
     if subcommand not in BY_SUBCOMMAND:
         raise ValueError(f"unknown hook subcommand {subcommand!r}")
     if agent is None:
         return f"scsql hook {subcommand}{FAIL_OPEN}"
     argv = [sys.executable, "-S", "-I", str(CLIENT), subcommand, "--agent", agent,
             "--home", str(Path(home).expanduser().resolve())]
+    if remote is not None:
+        argv += ["--server", remote[0], "--token-env", remote[1]]
     return shlex.join(argv) + FAIL_OPEN
 
 
-def settings_hooks(agent: str | None, home: str | Path | None) -> dict:
+def settings_hooks(agent: str | None, home: str | Path | None, remote: tuple[str, str] | None = None) -> dict:
     """The ``"hooks"`` object of a Claude Code settings file: every event, tool
     events matching every tool (MCP tools included); AGENT None: the portable
     commands (see hook_command)."""
     hooks: dict = {}
     for e in EVENTS:
-        handler: dict = {"type": "command", "command": hook_command(e.subcommand, agent, home), "timeout": e.timeout}
+        handler: dict = {"type": "command", "command": hook_command(e.subcommand, agent, home, remote),
+                         "timeout": e.timeout}
         if e.run_async:
             handler["async"] = True
         group: dict = {"hooks": [handler]}

@@ -31,6 +31,7 @@ from ..core.db import Agent
 from ..core.errors import ScsqlError, is_unreachable
 from ..core.jsonb import jsonb_text
 from ..core.paths import real_root, resolve_in_root
+from ..core import when
 from . import storable
 from .clip import clip as _clip
 from .hookclient import as_text as _as_text, scrub, scrub_value
@@ -162,9 +163,19 @@ STORED = {"scsql.tool_calls": ("tool", "model", "input_preview", "output_preview
 TRANSIENT = frozenset({"40P01", "40001", "55P03"})  # deadlock, serialization failure, lock not available
 
 
+def _given_git(event: dict) -> tuple[str | None, str | None]:
+    """The branch and commit an event carries: an import's, read from the
+    transcript, or a remote hook client's, read on its own machine (the team
+    server runs no git in a directory another machine named)."""
+    branch, commit = event.get("scsql_git_branch"), event.get("scsql_git_commit")
+    return (branch[:256] if isinstance(branch, str) and branch else None,
+            commit[:64] if isinstance(commit, str) and commit else None)
+
+
 def _session_row(event: dict, source: str | None) -> dict:
     cwd = event.get("cwd") if isinstance(event.get("cwd"), str) else None
-    branch, commit = _git(cwd) if not event.get("scsql_imported") else (event.get("scsql_git_branch"), None)
+    remote = event.get("scsql_imported") or event.get("scsql_remote")
+    branch, commit = _given_git(event) if remote else _git(cwd)
     external, hashed = storable.storable_id(event["session_id"], 200)
     return {"external_id": external, "source": source, "cwd": cwd or None,
             "git_branch": branch, "git_commit": commit, "client": "claude-code", "model": _model(event),
@@ -639,12 +650,25 @@ def _relevant(prompt_terms: set[str], content: str) -> bool:
     return held >= min(RECALL_TERMS, len(prompt_terms)) and held > 0
 
 
-def recall(agent: Agent, prompt: str, k: int = RECALL_HITS, floor: float = RECALL_FLOOR) -> list[dict]:
+def recall(agent: Agent, prompt: str, k: int = RECALL_HITS, floor: float = RECALL_FLOOR,
+           now: dt.datetime | None = None) -> list[dict]:
     """The few knowledge-base hits relevant to PROMPT: BM25 hits scoring at
     least FLOOR that hold at least RECALL_TERMS of the prompt's distinct words
     (none when nothing is relevant), ordered by fusion with vector hits when
-    the server has the embedding model loaded."""
+    the server has the embedding model loaded. A prompt that names a time
+    ("yesterday", "last week", "on 8 May", relative to NOW) recalls what
+    happened then (core/when.py), searched without its time words; what
+    happened at any time when nothing then is relevant."""
     text = prompt[:agent.rules().query_max_chars]  # the longest query search takes
+    span = when.read(text, now)
+    if span is not None:
+        found = _recall(agent, when.query_of(span, text), k, floor, span)
+        if found:
+            return found
+    return _recall(agent, text, k, floor, None)
+
+
+def _recall(agent: Agent, text: str, k: int, floor: float, span: when.Span | None) -> list[dict]:
     terms = _terms(text)
     vector = None
     if query_embedding is not None:
@@ -653,18 +677,21 @@ def recall(agent: Agent, prompt: str, k: int = RECALL_HITS, floor: float = RECAL
         except Exception:  # noqa: BLE001 - recall falls back to BM25
             vector = None
     with agent.transaction() as conn:
-        bm25 = conn.execute(
-            "select source_path, anchor, chunk_hash, content, score from scsql.search(%s, p_k => %s, p_mode => 'bm25')",
-            (text, k * 3)).fetchall()
+        def run(extra: str, *args) -> list[dict]:
+            since = span.since if span is not None else None
+            hits = conn.execute(
+                "select source_path, anchor, chunk_hash, content, score, written_at from scsql.search(%s, p_k => %s, "
+                f"p_since => %s{extra})", (text, k * 3 if span is None else when.WIDE, since, *args)).fetchall()
+            return hits if span is None else when.in_range(span, hits, lambda h: when.happened(conn, h))
+
+        bm25 = run(", p_mode => 'bm25'")
         relevant = {h["chunk_hash"] for h in bm25
                     if h["score"] is not None and h["score"] >= floor and _relevant(terms, h["content"])}
         if not relevant:
             return []
         if vector is None:
             return [h for h in bm25 if h["chunk_hash"] in relevant][:k]
-        fused = conn.execute(
-            "select source_path, anchor, chunk_hash, content, score from scsql.search(%s, p_k => %s, "
-            "p_query_embedding => %s)", (text, k * 3, vector)).fetchall()
+        fused = run(", p_query_embedding => %s", vector)
     return [h for h in fused if h["chunk_hash"] in relevant][:k]
 
 

@@ -21,8 +21,23 @@ so a spool file is always whole) and starts the server, detached, without
 waiting for it. A malformed event gets one line on stderr and exit status 1
 (non-blocking), never a traceback.
 
+With ``--server URL --token-env NAME`` (what ``scsql install claude
+--server`` writes; a committed install reads both from
+.claude/scsql.local.json) the agent's hook server is a team server
+(``scsql serve``) on another machine: the event is POSTed to
+``URL/hooks/event`` with the bearer token the environment variable NAME
+holds (never a file), and everything else stays as above: no answer within
+the budget, or a refusal, fails open with the same notice, and the event is
+spooled here. The spool goes to ``URL/hooks/replay``, oldest first, by the
+hooks Claude Code does not wait for (PostToolUse, PostToolUseFailure) and by
+capture-only events, which join the spool when it is not empty so they are
+written after it. Claude Code's own ``"type": "http"`` hooks would post
+events to the server too, but what they cannot deliver is lost: they keep
+no spool.
+
 Imports are the bulk of a small Python program's start, so this file uses the
-C halves of ``json`` and ``socket`` directly when it can.
+C halves of ``json`` and ``socket`` directly when it can (HTTP too: one
+request over ``_socket``, ssl imported only for an https server).
 """
 
 import os
@@ -511,6 +526,228 @@ def first_notice(home, agent, session_id):
     return True
 
 
+# -- a team server over HTTP ----------------------------------------------------
+
+REMOTE_MIN_BUDGET = 1.0  # s a decision event waits at least for a server across a network
+REPLAY_BUDGET = 20.0  # s a hook spends at most sending the spool
+REPLAY_BATCH = 500  # events sent in one request at most (the server takes 1000)
+ENV_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+class Refused(Exception):
+    """The server answered with a refusal (its JSON-RPC error's message)."""
+
+
+def remote_of(server, token_env):
+    """(server URL, token variable) of a team server, or None; Malformed when one comes without the other."""
+    if server is None and token_env is None:
+        return None
+    if not server or not token_env:
+        raise Malformed("--server URL and --token-env NAME go together")
+    if not server.startswith(("http://", "https://")):
+        raise Malformed(f"--server must be an http:// or https:// URL, got {server!r}")
+    if not set(token_env) <= ENV_NAME_CHARS or token_env[0].isdigit():
+        raise Malformed(f"--token-env must name an environment variable (A-Z, 0-9, _), got {token_env!r}")
+    return server.rstrip("/"), token_env
+
+
+def _split_url(url):
+    scheme, _, rest = url.partition("://")
+    hostport, slash, path = rest.partition("/")
+    host, port = hostport, 443 if scheme == "https" else 80
+    if hostport.startswith("["):  # an IPv6 address
+        host, _, tail = hostport[1:].partition("]")
+        port = int(tail[1:]) if tail.startswith(":") else port
+    elif ":" in hostport:
+        host, _, p = hostport.rpartition(":")
+        port = int(p)
+    return scheme, host, port, hostport, ("/" + path if slash else "")
+
+
+def _read_reply(sock, deadline):
+    data = bytearray()
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("no answer in time")
+        sock.settimeout(left)
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+        if len(data) > MAX_REPLY_BYTES:
+            raise ValueError("reply too large")
+    head, _, body = bytes(data).partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:])}
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        out, rest = bytearray(), body
+        while rest:
+            size, _, rest = rest.partition(b"\r\n")
+            n = int(size.split(b";")[0], 16)
+            if n == 0:
+                break
+            out += rest[:n]
+            rest = rest[n + 2:]
+        body = bytes(out)
+    return status, body
+
+
+def http_post(server, path, body, token, agent, budget):
+    """POST BODY (JSON bytes) to SERVER + PATH with TOKEN (saying it is
+    AGENT's, when given: the server refuses another agent's token), one
+    request, within BUDGET seconds: the reply's JSON object; Refused (with
+    the server's message) for any other status; OSError/TimeoutError/ValueError."""
+    deadline = time.monotonic() + budget
+    scheme, host, port, hostport, base = _split_url(server)
+    info = _sock.getaddrinfo(host, port, 0, _sock.SOCK_STREAM)[0]
+    sock = _sock.socket(info[0], info[1], info[2])
+    try:
+        sock.settimeout(max(0.05, deadline - time.monotonic()))
+        sock.connect(info[4])
+        if scheme == "https":
+            import ssl  # only here: its import costs more than the rest of the hook
+
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
+        named = f"X-Scsql-Agent: {agent}\r\n" if agent else ""
+        head = (f"POST {base}{path} HTTP/1.1\r\nHost: {hostport}\r\nAuthorization: Bearer {token}\r\n{named}"
+                f"Content-Type: application/json\r\nAccept: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")
+        sock.sendall(head.encode("latin-1") + body)
+        status, data = _read_reply(sock, deadline)
+    finally:
+        sock.close()
+    try:
+        reply = loads(data.decode("utf-8"))
+    except ValueError:
+        reply = None
+    if status != 200:
+        error = reply.get("error") if isinstance(reply, dict) else None
+        message = error.get("message") if isinstance(error, dict) else None
+        raise Refused(str(message) if message else f"HTTP {status}")
+    if not isinstance(reply, dict):
+        raise ValueError("the reply is not a JSON object")
+    return reply
+
+
+def local_git(cwd):
+    """(branch, commit) checked out in CWD on this machine, as the team server cannot see it."""
+    if not isinstance(cwd, str) or not os.path.isdir(cwd):
+        return None, None
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "-C", cwd, "rev-parse", "--abbrev-ref", "HEAD", "HEAD"], capture_output=True,
+                             text=True, timeout=2, stdin=subprocess.DEVNULL).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+    return (out[0], out[1]) if len(out) == 2 else (None, None)
+
+
+def deliver_remote(row, agent, home, remote, line, event):
+    """The event POSTed to the team server: (its reply or None, why there is
+    none, whether the event is in the spool already)."""
+    server, token_env = remote
+    token = os.environ.get(token_env, "").strip()
+    if not token:
+        return None, f"the environment variable {token_env} holds no token of agent {agent}", False
+    budget = max(row[6], REMOTE_MIN_BUDGET)
+    if row[4] and spool_waiting(home, agent):  # capture-only: written after what waits in the spool
+        spool_write(home, agent, [line])
+        try:
+            replay_remote(home, agent, server, token, time.monotonic() + max(budget, REPLAY_BUDGET))
+        except Exception as exc:  # noqa: BLE001
+            return None, f"the team server {server} did not take the spool: {exc}", True
+        return {}, None, True
+    try:
+        reply = http_post(server, "/hooks/event", f'{{"event": {line}, "budget": {budget}}}'.encode(), token,
+                          agent, budget)
+    except Refused as exc:
+        return None, f"the team server {server} refused the event: {exc}", False
+    except TimeoutError:
+        return None, f"the team server {server} did not answer within {budget:g} s", False
+    except Exception as exc:  # noqa: BLE001
+        return None, f"the team server {server} cannot be reached: {exc}", False
+    if row[7] and spool_waiting(home, agent):  # Claude Code does not wait for this hook: send the spool
+        try:
+            replay_remote(home, agent, server, token, time.monotonic() + REPLAY_BUDGET)
+        except Exception:  # noqa: BLE001 - it stays spooled for the next hook
+            pass
+    return reply, None, False
+
+
+def spool_waiting(home, agent):
+    d = spool_dir(home, agent)
+    for sub in (d, os.path.join(d, "claimed")):
+        try:
+            if any(n.endswith(".jsonl") for n in os.listdir(sub)):
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def replay_remote(home, agent, server, token, deadline):
+    """Send the agent's spool to the team server, oldest first, each file
+    deleted once the server took it (what it could not even stub goes to
+    failed/); one replayer at a time (the spool's replay lock). Stops at the
+    deadline or the first failure, which it raises: the rest stays spooled.
+    Returns the events sent."""
+    import fcntl
+
+    d = private_dir(spool_dir(home, agent))
+    claimed = private_dir(os.path.join(d, "claimed"))
+    lock = os.open(os.path.join(d, ".replay.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    sent = 0
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return 0
+        while time.monotonic() < deadline:
+            names = sorted([(n, claimed) for n in os.listdir(claimed) if n.endswith(".jsonl")]
+                           + [(n, d) for n in os.listdir(d) if n.endswith(".jsonl")])
+            if not names:
+                break
+            for name, where in names:
+                if time.monotonic() >= deadline:
+                    break
+                path = os.path.join(claimed, name)
+                if where == d:
+                    os.rename(os.path.join(d, name), path)
+                sent += _replay_file(home, agent, server, token, path, deadline)
+    finally:
+        os.close(lock)
+    return sent
+
+
+def _replay_file(home, agent, server, token, path, deadline):
+    with open(path, encoding="utf-8") as f:
+        lines = [ln.strip() for ln in f if ln.strip()]
+    kept = []
+    for i in range(0, len(lines), REPLAY_BATCH):
+        body = ('{"events": [' + ", ".join(lines[i:i + REPLAY_BATCH]) + "]}").encode()
+        try:
+            reply = http_post(server, "/hooks/replay", body, token, agent,
+                              max(0.5, min(30.0, deadline - time.monotonic())))
+        except Refused as exc:
+            from ..core import errors  # only here: a refusal
+
+            if errors.HOOK_REQUEST_INVALID not in str(exc):
+                raise
+            kept.extend(lines[i:i + REPLAY_BATCH])  # not events the server can read: kept for a person
+            continue
+        kept.extend(dumps(e) for e in reply.get("kept") or [])
+    if kept:
+        failed = private_dir(os.path.join(spool_dir(home, agent), "failed"))
+        name = os.path.basename(path)
+        with open(os.open(os.path.join(failed, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+            f.write("".join(k + "\n" for k in kept))
+    os.unlink(path)
+    return len(lines) - len(kept)
+
+
 # -- the hook ------------------------------------------------------------------
 
 
@@ -518,14 +755,15 @@ def parse_args(argv):
     if not argv or argv[0] not in BY_SUBCOMMAND:
         known = ", ".join(BY_SUBCOMMAND)
         raise Malformed(f"unknown hook event {argv[0] if argv else '(none)'!r}; known: {known}")
-    opts = {"--agent": None, "--home": None}
+    opts = {"--agent": None, "--home": None, "--server": None, "--token-env": None}
     rest = argv[1:]
     i = 0
     while i < len(rest):
         arg = rest[i]
         key, eq, val = arg.partition("=")
         if key not in opts:
-            raise Malformed(f"unknown argument {arg!r} (usage: {argv[0]} --agent NAME [--home DIR])")
+            raise Malformed(f"unknown argument {arg!r} (usage: {argv[0]} --agent NAME [--home DIR] "
+                            "[--server URL --token-env NAME])")
         if not eq:
             i += 1
             if i >= len(rest):
@@ -534,6 +772,7 @@ def parse_args(argv):
         opts[key] = val
         i += 1
     agent, home = opts["--agent"], opts["--home"]
+    server, token_env = opts["--server"], opts["--token-env"]
     if agent is None:
         found = project_identity()
         if found is None:
@@ -541,11 +780,12 @@ def parse_args(argv):
             raise Malformed(f"no agent named, and {os.path.join(where, IDENTITY_FILE)} does not say which: run "
                             "`scsql install claude --agent NAME` in this project")
         agent, home = found["agent"], home or found.get("home")
+        server, token_env = server or found.get("server"), token_env or found.get("token_env")
     if not agent or not set(agent) <= AGENT_CHARS or agent[0] == "." or len(agent) > 100:
         raise Malformed(f"--agent must name the agent (letters, digits, _ - .), got {agent!r}")
     home = os.path.abspath(home or default_home())
     SPAWN_ENV["SCSQL_DATA_DIR"] = home
-    return BY_SUBCOMMAND[argv[0]], agent, home
+    return BY_SUBCOMMAND[argv[0]], agent, home, remote_of(server, token_env)
 
 
 def read_event(stdin_fd, row):
@@ -698,9 +938,10 @@ def misconfigured(home, agent):
         return None
 
 
-def degraded_message(home, agent, reason):
+def degraded_message(home, agent, reason, remote=None):
+    back = f"the team server {remote[0]} answers again" if remote else "the hook server and database are back"
     return (f"scsql is degraded ({reason}): hooks allow every call and add no context; events are kept in "
-            f"{spool_dir(home, agent)} and written when the hook server and database are back")
+            f"{spool_dir(home, agent)} and written when {back}")
 
 
 def main(argv=None):
@@ -713,7 +954,7 @@ def main(argv=None):
             pass
         return 0
     try:
-        row, agent, home = parse_args(argv)
+        row, agent, home, remote = parse_args(argv)
         text, event = read_event(sys.stdin.fileno(), row)
     except Malformed as exc:
         sys.stderr.write(f"scsql hook: {exc}\n")
@@ -722,6 +963,20 @@ def main(argv=None):
         sys.stderr.write(f"scsql hook: cannot read the event: {exc!r}\n")
         return 1
     line, _ = stamp(text, event)
+    if remote is not None and row[0] == "SessionStart":  # the server runs no git in a directory of this machine
+        branch, commit = local_git(event.get("cwd"))
+        if branch:
+            line = line[:-1] + f', "scsql_git_branch": {quote(branch)}, "scsql_git_commit": {quote(commit)}}}'
+    if remote is not None:
+        reply, reason, spooled = deliver_remote(row, agent, home, remote, line, event)
+    else:
+        (reply, reason), spooled = deliver_local(row, agent, home, line), False
+    return answer(row, agent, home, event, line, reply, reason, spooled, remote)
+
+
+def deliver_local(row, agent, home, line):
+    """The event handed to the agent's hook server on this machine (started
+    when it is not running): (its reply or None, why there is none)."""
     budget = row[6]
     reason = None
     reply = None
@@ -757,6 +1012,14 @@ def main(argv=None):
         reason = f"its hook server did not answer within {budget:g} s"
     except Exception as exc:  # noqa: BLE001
         reason = f"its hook server failed: {exc}"
+    return reply, reason
+
+
+def answer(row, agent, home, event, line, reply, reason, spooled=False, remote=None):
+    """What the hook prints and its exit status, from the server's REPLY (or
+    REASON there is none): the event spooled when it recorded something and
+    was not delivered (unless SPOOLED already), and the degraded state told
+    once per Claude session."""
     output = None
     code = 0
     wrong = None
@@ -772,7 +1035,7 @@ def main(argv=None):
             wrong = reason if reply.get("spooled") is False else None
     elif row[5] and (wrong := misconfigured(home, agent)) is not None:
         reason = wrong
-    elif row[5]:
+    elif row[5] and not spooled:
         try:
             spool_write(home, agent, [line])
         except Exception as exc:  # noqa: BLE001 - still never block the session
@@ -786,7 +1049,7 @@ def main(argv=None):
         if tell:
             output = dict(output or {})
             output.setdefault("systemMessage", f"scsql cannot act as agent {agent}: {wrong}" if wrong
-                              else degraded_message(home, agent, reason))
+                              else degraded_message(home, agent, reason, remote))
     if output is not None:
         try:
             sys.stdout.write(dumps(output) + "\n")

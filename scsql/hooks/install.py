@@ -18,6 +18,19 @@ original) is ``settings.py``'s. A file that is a symbolic link, not a
 regular file, or not JSON of the expected shape is refused and left as it
 is.
 
+With ``--server URL`` the agent's MCP server and hooks are those of a team
+server (``scsql serve``) on another machine, and nothing is done to a
+database here: the agent and its token were made on the server. The MCP
+entry is ``{"type": "http", "url": "URL/mcp", "headers": {"Authorization":
+"Bearer ${NAME}"}}``, NAME the environment variable that holds the token
+(``--token-env``, default SCSQL_TOKEN), which Claude Code expands when it
+connects; the hooks are the same hook client with ``--server URL
+--token-env NAME`` (a committed install keeps both in
+.claude/scsql.local.json), which posts each event to the server and
+spools it here when the server cannot be reached. The token itself is never
+written to a file: ``--token`` (or the variable) is used only to ask the
+server now which agent it is.
+
 Uninstall removes exactly those entries, and the groups, events and objects
 that became empty by removing them. The MCP server in ``.mcp.json`` is
 shared by the installs of every scope: uninstalling one scope while another
@@ -57,6 +70,7 @@ from .settings import (
     merge_hooks,
     merge_server,
     remove_hooks,
+    remote_server_entry,
     remove_server,
     replace_file,
     server_name,
@@ -193,9 +207,13 @@ def _edits(ctx, args: argparse.Namespace, mcp: bool = True) -> tuple[Path, str, 
     agent, home = args.agent, str(ctx.settings.data_dir)
     env = {"SCSQL_DATA_DIR": home}  # the rest (login, keys) is in the data directory: record_agent_env
     portable = args.scope == "project"
+    remote = (args.server, args.token_env) if getattr(args, "server", None) else None
     name = PORTABLE_SERVER if portable else server_name(agent)
-    entry = mcp_server_entry(None if portable else agent, env)
-    ours = settings_hooks(None, None) if portable else settings_hooks(agent, home)
+    if remote is not None:
+        entry = remote_server_entry(*remote, None if portable else agent)
+    else:
+        entry = mcp_server_entry(None if portable else agent, env)
+    ours = settings_hooks(None, None) if portable else settings_hooks(agent, home, remote)
     n = len(handler_identities(ours))
     edits = [
         Edit(directory / ".mcp.json", _check_mcp, lambda d: merge_server(d, name, entry),
@@ -205,10 +223,13 @@ def _edits(ctx, args: argparse.Namespace, mcp: bool = True) -> tuple[Path, str, 
                       lambda d: merge_hooks(d, ours), lambda d: remove_hooks(d, ours),
                       f"{n} hook(s), for the agent {IDENTITY} names" if portable else f"{n} hook(s) of agent {agent}"))
     if portable:
-        mine = {"agent": agent, "home": home}
-        edits.append(Edit(directory / IDENTITY, lambda cf: None, lambda d: {**d, **mine},
-                          lambda d: {k: v for k, v in d.items() if k not in mine},
-                          f"agent {agent} of this checkout on this machine", mode=0o600))
+        mine = {"agent": agent, "home": home, **({"server": remote[0], "token_env": remote[1]} if remote else {})}
+        gone = {"agent", "home", "server", "token_env"}  # a local install drops a team server's, and the reverse
+        edits.append(Edit(directory / IDENTITY, lambda cf: None,
+                          lambda d: {**{k: v for k, v in d.items() if k not in gone}, **mine},
+                          lambda d: {k: v for k, v in d.items() if k not in gone},
+                          f"agent {agent} of this checkout on this machine"
+                          + (f", its team server {remote[0]}" if remote else ""), mode=0o600))
     return directory, project, edits
 
 
@@ -355,6 +376,9 @@ def enable_distill(ctx, project: str, distiller: str | None = None, *, model: st
 
 
 def cmd_install_claude(ctx, args: argparse.Namespace) -> int:
+    if args.server:
+        return _install_remote(ctx, args)
+    _require_agent(args)
     directory, project, edits = _edits(ctx, args)  # every file read and checked before anything changes
     project = args.project or rooted_project(ctx, directory, args.agent) or project
     plans = [e.plan_install() for e in edits]
@@ -373,6 +397,40 @@ def cmd_install_claude(ctx, args: argparse.Namespace) -> int:
         _exclude_from_git(directory, IDENTITY)
     marker = Path(ctx.settings.data_dir) / "hooks" / f"{args.agent}.misconfigured"
     marker.unlink(missing_ok=True)  # the agent acts again: its hooks spool what they cannot deliver
+    return 0
+
+
+def _require_agent(args: argparse.Namespace) -> None:
+    from ..core.errors import AGENT_REQUIRED
+
+    if not args.agent:
+        raise ScsqlError(AGENT_REQUIRED, "name the agent with --agent NAME",
+                         "with --server and a token, the team server says which agent the token is")
+
+
+def _install_remote(ctx, args: argparse.Namespace) -> int:
+    """install claude --server: the configuration of a team server's agent;
+    nothing is done to a database here."""
+    from . import remote
+
+    args.server = remote.base_url(args.server)
+    found = remote.whoami(args.server, args.token or os.environ.get(args.token_env), args.agent)
+    if found is not None:
+        args.agent = found["agent"]
+        print(f"scsql: {args.server} acts as agent {found['agent']} (project {found['project']}) for this token "
+              f"(token {found['token_id']}, scope {found['scope']})")
+    else:
+        _require_agent(args)
+        print(f"scsql: no token given (--token, or ${args.token_env}): the team server was not asked; "
+              f"the configuration is for agent {args.agent}")
+    directory, _, edits = _edits(ctx, args)
+    for edit, (status, content) in zip(edits, [e.plan_install() for e in edits]):
+        print(edit.apply(status, content))
+    if args.scope == "project":
+        _exclude_from_git(directory, IDENTITY)
+    print(f"scsql: no file holds the token: set {args.token_env} to it in the environment Claude Code starts in "
+          f"(the MCP entry sends Bearer ${{{args.token_env}}}; the hooks read it too, and spool events in "
+          f"{ctx.settings.data_dir / 'spool' / args.agent} when the server cannot be reached)")
     return 0
 
 
@@ -395,6 +453,11 @@ def _exclude_from_git(directory: Path, relative: str) -> None:
 
 
 def cmd_uninstall_claude(ctx, args: argparse.Namespace) -> int:
+    _require_agent(args)
+    if args.server:
+        from . import remote
+
+        args.server = remote.base_url(args.server)
     # The .mcp.json server is shared by the installs of every scope: it goes
     # with the last of them, and is not read while another still uses it.
     users = installed_in_other_scopes(ctx, args, project_dir(args.project_dir))
@@ -417,7 +480,8 @@ def cmd_uninstall_claude(ctx, args: argparse.Namespace) -> int:
 
 
 def _options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--agent", required=True, help="the agent the MCP server and the hooks act as")
+    p.add_argument("--agent", help="the agent the MCP server and the hooks act as (required, but with --server and "
+                                   "a token: the team server says which agent the token is)")
     p.add_argument("--project-dir", metavar="DIR",
                    help="the project's root directory (default: the git repository of the current directory)")
     p.add_argument("--project", metavar="NAME",
@@ -427,6 +491,12 @@ def _options(p: argparse.ArgumentParser) -> None:
                    help="settings file for the hooks: project .claude/settings.json (default; commands that name "
                         "no agent and no path of this machine, to commit and share; the agent is this checkout's, "
                         "in .claude/scsql.local.json), local .claude/settings.local.json, user ~/.claude/settings.json")
+    p.add_argument("--server", metavar="URL",
+                   help="a team server (scsql serve) at URL instead of a database here: an HTTP MCP entry and "
+                        "hooks that post to it (spooling here when it cannot be reached)")
+    p.add_argument("--token-env", metavar="NAME", default="SCSQL_TOKEN",
+                   help="with --server: the environment variable that holds the agent's token; the files name it, "
+                        "never the token")
 
 
 def register_install(commands: Commands) -> None:
@@ -436,6 +506,8 @@ def register_install(commands: Commands) -> None:
     _options(p)
     p.add_argument("--role", default=DEFAULT_TEAM_ROLE,
                    help=f"team role of an agent created now (default {DEFAULT_TEAM_ROLE})")
+    p.add_argument("--token", help="with --server: a token to ask the server which agent it is, now; never written "
+                                   "(default: the one in --token-env's variable)")
     p.add_argument("--distill", action="store_true",
                    help="also distil the project's sessions into facts, decisions and open loops with a model "
                         "(claude -p by default; docs/distill.md): creates its distiller agent")

@@ -2,7 +2,8 @@
 scope's settings file is (``settings_path``), scsql's MCP server entry
 (``mcp_server_entry``), merging scsql's hooks and server into a file's
 object and removing them (``merge_hooks``, ``remove_hooks``,
-``merge_server``, ``remove_server``), and reading and writing one file
+``merge_server``, ``remove_server``; a team server's entry:
+``remote_server_entry``), and reading and writing one file
 safely (``ConfigFile``). ``install.py`` runs ``scsql install claude`` and
 ``uninstall`` with them; ``scsql doctor`` reads the same files with them.
 
@@ -71,6 +72,17 @@ def scsql_command() -> list[str]:
     return [sys.executable, "-m", "scsql"]
 
 
+def remote_server_entry(server: str, token_env: str, agent: str | None) -> Json:
+    """The .mcp.json entry of a team server: its MCP endpoint over HTTP, the
+    token read from TOKEN_ENV when Claude Code connects (never written here);
+    for one agent (not a committed file), the agent it must be, so a token of
+    another is refused (SC285)."""
+    headers = {"Authorization": f"Bearer ${{{token_env}}}"}
+    if agent is not None:
+        headers["X-Scsql-Agent"] = agent
+    return {"type": "http", "url": f"{server}/mcp", "headers": headers}
+
+
 def mcp_server_entry(agent: str | None, env: dict[str, str]) -> Json:
     """The .mcp.json entry that runs ``scsql mcp --agent AGENT``; AGENT None:
     the portable ``scsql mcp`` (the scsql on PATH; the agent is the one
@@ -92,9 +104,11 @@ _TUNABLE = ("timeout", "async", "statusMessage")
 
 # A command scsql wrote, in any of its forms (an older scsql's too): the hook
 # client by path with the agent and data directory, or the portable one.
+# A team server's (--server URL --token-env NAME) is the same handler: an
+# install for a team server replaces the local one, and uninstall removes either.
 _OUR_COMMAND = re.compile(
     r"^(?:\S+ -S -I \S*scsql/hooks/client\.py (?P<sub>[a-z-]+) --agent (?P<agent>\S+) --home (?P<home>.+?)"
-    r"|scsql hook (?P<psub>[a-z-]+))(?: \|\| exit 1)?$")
+    r"(?: --server \S+ --token-env \S+)?|scsql hook (?P<psub>[a-z-]+))(?: \|\| exit 1)?$")
 
 
 def _identity(handler: Any) -> str | None:

@@ -6,6 +6,9 @@
   directory when one serves the same model (embed_service.py: no model load
   in this process), else by this process's provider (loaded on first use).
   Without a provider, or when it fails, the search is BM25 only, never broken.
+* search, given no since, of a query that names a time ("yesterday", "on
+  8 May"): what happened then, searched without the time words, else the
+  search as asked (core/when.py).
 * remember, index_text, summarize_session: once the write has committed, a
   process that already has the model loaded embeds the few chunks just
   queued (inline for small writes); otherwise ``scsql worker`` does. The
@@ -33,6 +36,7 @@ from ..core import errors
 log = logging.getLogger("scsql.memory")
 
 INLINE_LIMIT = 16  # chunks a write may embed inline; more wait for scsql worker
+SEARCH_K = 10      # search's p_k when a caller gives none (its default in sql/23_search.sql)
 
 
 @on_connect
@@ -124,10 +128,32 @@ def _index(agent, args: dict[str, Any], call: Call) -> Any:
     return _embed_inline(agent, indexer.index_files(agent, tree, rows))
 
 
+def _within_named_time(agent, args: dict[str, Any], call: Call) -> Any:
+    """A search whose query names a time ("yesterday", "in March") and that
+    is given no since: the hits that happened then (core/when.py), the
+    query searched without its time words; the search as asked when nothing
+    in that time matches."""
+    from ..core import when
+
+    query, k = args.get("query"), args.get("k", SEARCH_K)
+    span = when.read(query) if isinstance(query, str) and args.get("since") is None else None
+    if span is None or not isinstance(k, int) or not 1 <= k <= 200:
+        return call(args)   # the database gives the error for a bad k
+
+    def run(text: str, since, k: int) -> list[dict[str, Any]]:
+        return call({**args, "query": text, "k": k} | ({"since": since} if since is not None else {}))
+
+    def times(hits: list[dict[str, Any]]) -> dict:
+        with agent.transaction() as conn:
+            return when.happened(conn, hits)
+
+    return when.search_within(span, query, k, run, times)
+
+
 _EMBEDDING = frozenset({"query_embedding", "model"})
 
 ADAPTERS: dict[str, Adapter] = {
-    "search": Adapter(_EMBEDDING, _with_query_embedding("query")),
+    "search": Adapter(frozenset(), _within_named_time).wrapping(Adapter(_EMBEDDING, _with_query_embedding("query"))),
     "search_global": Adapter(_EMBEDDING, _with_query_embedding("query")),
     "pack": Adapter(_EMBEDDING, _with_query_embedding("intent")),
     **{fn: Adapter(frozenset(), _write_then_embed) for fn in ("remember", "index_text", "summarize_session")},

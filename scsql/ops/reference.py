@@ -49,6 +49,8 @@ select p.proname::text as name, p.prokind = 'p' as procedure,
 """
 
 ERRORS = "select code, name, raised_by, meaning from scsql.error_codes order by code collate \"C\""
+BREAKS = ("select kind, found_by, excusable, meaning from scsql.chain_break_kinds"
+          " order by found_by, kind collate \"C\"")
 
 ROLE_NAMES = {"scsql_agent": "agents", "scsql_admin": "administrators",
               "scsql_auditor": "the auditor", "scsql_worker": "the worker"}
@@ -247,23 +249,36 @@ def errors_section(errors: list[dict[str, Any]], functions: list[Function]) -> l
     return out + [""]
 
 
+def breaks_section(kinds: list[dict[str, Any]]) -> list[str]:
+    out = ["## Chain breaks", "",
+           "Every kind of break `scsql verify` and `scsql.verify_chain` report: "
+           "`select * from scsql.chain_break_kinds`. *Found by* says which verifier finds it: both, or "
+           "`scsql verify` alone (the client: signatures, keys, exported checkpoints and rows of no chain). An acknowledged "
+           "quarantine excuses only the breaks marked *excusable*: those an agent can cause through the API.", "",
+           "| kind | found by | excusable | meaning |", "| --- | --- | --- | --- |"]
+    out += [f"| `{k['kind']}` | {k['found_by']} | {'yes' if k['excusable'] else 'no'} | {cell(k['meaning'])} |"
+            for k in kinds]
+    return out + [""]
+
+
 def render(conn, source: Source | None = None) -> str:
     """docs/reference.md of the database CONN is connected to (an administrator's connection)."""
     functions = [Function(**row) for row in _rows(conn, FUNCTIONS)]
     errors = _rows(conn, ERRORS)
     grouped = groups(functions, source)
     out = ["# Reference", "",
-           "Every public function of schema `scsql`, by the file of `sql/` that defines it, and every "
-           "error code. Generated from the database's catalogue by `scsql/ops/reference.py`: "
+           "Every public function of schema `scsql`, by the file of `sql/` that defines it, every "
+           "error code and every kind of chain break. Generated from the database's catalogue by `scsql/ops/reference.py`: "
            "each function's signature, the roles that may call it and its `COMMENT ON FUNCTION` "
            "(what `\\df+ scsql.*` shows in psql). Do not edit it by hand; after changing a "
            f"function or an error code, regenerate it with `{REGENERATE}`.", ""]
     out += [f"- [{g.file}](#{re.sub(r'[^a-z0-9_-]', '', g.file.lower())}): "
             + ", ".join(f"[{fn.name}](#{anchor(fn)})" for fn in g.functions) for g in grouped]
-    out += ["- [Errors](#errors)", ""]
+    out += ["- [Errors](#errors)", "- [Chain breaks](#chain-breaks)", ""]
     for g in grouped:
         out += group_section(g)
     out += errors_section(errors, functions)
+    out += breaks_section(_rows(conn, BREAKS))
     return "\n".join(out).rstrip("\n") + "\n"
 
 

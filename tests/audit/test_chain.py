@@ -258,10 +258,13 @@ def test_rows_signed_through_libsodium_match_the_openssl_signature(scsql_db):
     signed = sign_row(a, "scsql.tool_calls", TOOL_CALL_FIELDS, args)
     plain = [f for f in TOOL_CALL_FIELDS if not f.appended]  # the appended ones are absent, so encode nothing
     assert all(f.name not in signed for f in TOOL_CALL_FIELDS if f.appended)
-    values = [signed[f.name] for f in plain]
+    # A digested field is signed by the sha256 of its text (scsql._enc, DIGESTED FIELDS).
+    values = [encoding.text_digest(signed[f.name]) if f.digested and signed[f.name] is not None else signed[f.name]
+              for f in plain]
     # Nothing is shortened on the way: the database refuses what is too long.
     assert signed["input_preview"] == "x" * 5000 and signed["origin"] == "model" and signed["status"] == "ok"
-    data = encoding.payload("scsql.tool_calls", a.name, signed["key_id"], signed["at"], [f.kind for f in plain], values)
+    kinds = ["digest" if f.digested and v is not None else f.kind for f, v in zip(plain, values)]
+    data = encoding.payload("scsql.tool_calls", a.name, signed["key_id"], signed["at"], kinds, values)
     assert signed["signature"] == a.key.sign(data)
     assert args == {"tool": "Read", "model": "m", "input_tokens": 3, "input_preview": "x" * 5000, "session_id": None}
     with pytest.raises(ScsqlError) as refused:

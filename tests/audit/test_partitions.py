@@ -32,6 +32,14 @@ from ..helpers import (SESSION, allow_old_rows, auditor_key, backdate_keys, old_
                       triggers_off, wait_for, write_at)
 
 
+def _installed_day(db: ScsqlDb) -> dt.date:
+    """The day (UTC) the schema was installed: the partition window is made
+    around it, and a run that crosses midnight is a day past it."""
+    with db.connect() as conn:
+        return conn.execute("select (min(applied_at) at time zone 'UTC')::date as day"
+                            " from scsql.schema_migrations").fetchone()["day"]
+
+
 def _retention(db: ScsqlDb, keep: str | None, table: str = "scsql.tool_calls") -> None:
     with db.connect() as conn:
         conn.execute("select scsql.set_partition_retention(%s, %s::interval)", (table, keep))
@@ -70,8 +78,8 @@ def test_builtin_maintenance_creates_protects_and_retires_partitions(scsql_db):
     db = scsql_db
     status = partitions.status(db.admin)
     days = [r for r in status if r["parent"] == "scsql.tool_calls" and not r["is_default"]]
-    today = dt.datetime.now(dt.UTC).date()
-    assert [r["lower_bound"].date() for r in days] == [today + dt.timedelta(days=i) for i in range(-1, 8)]
+    installed = _installed_day(db)
+    assert [r["lower_bound"].date() for r in days] == [installed + dt.timedelta(days=i) for i in range(-1, 8)]
     assert {r["managed_by"] for r in status} == {"built-in"}
     assert any(r["is_default"] for r in status if r["parent"] == "scsql.tool_calls")
     three_days_ago = old_day(db)
@@ -244,9 +252,9 @@ def test_partman_creates_the_partitions_and_scsql_protects_them(partman_db):
     assert [c["parent_table"] for c in config] == ["scsql.outcomes", "scsql.tool_calls"]
     assert all(c["retention"] is None for c in config)  # retention stays with scsql
     assert {c["partition_type"] for c in config} == {"native" if major < 5 else "range"}
-    today = dt.datetime.now(dt.UTC).date()
+    installed = _installed_day(db)
     days = {r["lower_bound"].date() for r in status if r["parent"] == "scsql.tool_calls" and not r["is_default"]}
-    assert {today - dt.timedelta(days=1), today, today + dt.timedelta(days=7)} <= days
+    assert {installed - dt.timedelta(days=1), installed, installed + dt.timedelta(days=7)} <= days
 
     allow_old_rows(db)
     project = db.project()

@@ -5,6 +5,7 @@ archive, statistics, wake-ups and the drain check."""
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import json
 import subprocess
 import sys
@@ -442,17 +443,28 @@ def test_worker_job_requeues_expired_leases(team):
 
 
 def test_bench_queue_runs_and_prints_ratios(scsql_db, server):
-    """The benchmark works end to end (its numbers are not judged here)."""
+    """The benchmark works end to end beside procrastinate (in the test
+    extras) and pgbench; pgqueuer's columns have figures when it is installed,
+    and otherwise the bench says it is not (its numbers are not judged here)."""
     env = {k: v for k, v in mcp_env(scsql_db).items()}
     env["SCSQL_DSN"] = server.conninfo("postgres")
     proc = subprocess.run([sys.executable, "-m", "scsql", "bench", "queue", "--seconds", "0.3", "--workers", "1,2",
-                           "--tasks-per-second-guess", "100", "--pgbench-scale", "1"],
+                           "--tasks-per-second-guess", "100", "--pgbench-scale", "1", "--rounds", "2"],
                           env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr
-    assert "scsql/pgbench" in proc.stdout and "enqueue, 1 client" in proc.stdout
-    rows_ = [ln.split() for ln in proc.stdout.splitlines() if ln.strip()[:1].isdigit()]
-    assert [r[0] for r in rows_] == ["1", "2"]
-    assert all(float(r[1]) > 0 for r in rows_)
+    assert "enqueue, 1 client" in proc.stdout and "median of 2 round(s)" in proc.stdout
+    header = next(ln.split("  ") for ln in proc.stdout.splitlines() if ln.lstrip().startswith("workers"))
+    header = [h.strip() for h in header if h.strip()]
+    assert header == ["workers", "scsql", "procrastinate", "pgqueuer", "pgbench -N",
+                      "scsql/procrastinate", "scsql/pgqueuer", "scsql/pgbench"]
+    rows_ = [dict(zip(header, ln.split(), strict=True)) for ln in proc.stdout.splitlines() if ln.strip()[:1].isdigit()]
+    assert [r["workers"] for r in rows_] == ["1", "2"]
+    for r in rows_:
+        for system in ("scsql", "procrastinate", "scsql/procrastinate", "pgbench -N", "scsql/pgbench"):
+            assert r[system] != "-" and float(r[system].rstrip("x")) > 0, (system, proc.stdout)
+    pgqueuer = importlib.util.find_spec("pgqueuer") is not None
+    assert all((r["pgqueuer"] != "-") == pgqueuer for r in rows_), proc.stdout
+    assert ("pgqueuer is not installed" in proc.stderr) != pgqueuer, proc.stderr
 
 
 def test_coordination_tools_over_mcp(team):

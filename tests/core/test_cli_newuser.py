@@ -385,7 +385,7 @@ def test_a_command_without_its_subcommand_or_misspelled_says_what_to_type(tmp_pa
     assert bare.returncode == 2
     assert "create an agent: role, key pair, registration" in bare.stderr  # its help, with each subcommand's
     assert bare.stderr.splitlines()[-1] == ("scsql agent: error: name one of its commands: create, list, revoke, "
-                                            "rotate-key, login, connection-limit, logins, reset-settings")
+                                            "rotate-key, login, connection-limit, logins, reset-settings, token")
     nothing = scsql(env=env)
     assert nothing.returncode == 2 and "search" in nothing.stderr and "name one of its commands: up, down," in nothing.stderr
     typo = scsql("serach", "kestrel", env=env)

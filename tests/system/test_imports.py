@@ -10,14 +10,14 @@ or under ``if TYPE_CHECKING``. Nothing is run; each file is parsed with
 * no cycle between packages either: the subsystems stand in layers, each
   importing only those below it (today: audit on core, coordination on
   audit, hooks on coordination, code on core, memory on hooks and code,
-  distill on hooks, ops, ui and bench on those);
+  distill on hooks, ops, ui, serve and bench on those);
 * core stands on nothing above it: ``scsql.core`` imports only itself (and
   the package's version), and defines the types the rest is assembled
   with (``core/app.py``);
 * only the entry points (``scsql/cli.py``, ``__main__.py``, ``api.py``,
   ``subsystems.py``, ``hook_server.py``) know every subsystem and build the
   bundle of them: nothing else imports them, so the subsystems (audit,
-  memory, coordination, hooks, code, distill, ops, ui, bench) and the modules composed of them
+  memory, coordination, hooks, code, distill, ops, ui, serve, bench) and the modules composed of them
   (``composed.py``, ``mcp_server.py``) reach the others through their
   context.
 """
@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent.parent / "scsql"
-SUBSYSTEMS = ("audit", "memory", "coordination", "hooks", "code", "distill", "ops", "ui", "bench")
+SUBSYSTEMS = ("audit", "memory", "coordination", "hooks", "code", "distill", "ops", "ui", "serve", "bench")
 ENTRY_POINTS = {"scsql.cli", "scsql.__main__", "scsql.api", "scsql.subsystems", "scsql.hook_server"}
 
 

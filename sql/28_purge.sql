@@ -1,0 +1,346 @@
+-- 28 purge: forget the content, keep the proof. The author of a prompt, a
+-- tool call or a knowledge-base chunk (a conversation turn, say), or an
+-- administrator, removes its text with scsql.purge. The row stays: a chained
+-- row keeps its hashes and signature, because it hashes and signs each
+-- purgeable text through its sha256 (scsql._enc, DIGESTED FIELDS); a chunk
+-- keeps its chunk_hash. A chained record in scsql.purges says who removed
+-- what, why, and the sha256 of each text removed; scsql verify and
+-- scsql.verify_chain stay clean and still find a purged row altered.
+-- Tables: migrations/0800_purge.sql.
+
+select scsql._define_error(code, name, meaning) from (values
+  ('SC360', 'purge_kind_invalid',   'What scsql.purge removes is a prompt, a tool_call or a chunk.'),
+  ('SC361', 'purge_target_unknown', 'No row of that kind has that id (in the acting agent''s project).'),
+  ('SC362', 'purge_not_allowed',    'Only the author of a row (the agent that wrote the prompt or tool call, or the chunk''s source) or an administrator (scsql_admin) may purge it.'),
+  ('SC363', 'purge_already',        'The row''s text was purged already (or it has none to purge); scsql.purges records by whom and why.'),
+  ('SC364', 'purge_reason_invalid', 'A purge needs a reason: 1 to 1,000 characters of printable text.'),
+  ('SC365', 'purge_unsupported',    'The row was written before scsql hashed its text through a digest: removing the text would break its chain, so it cannot be purged.')
+) as t(code, name, meaning);
+
+-- Purges are written by the database inside scsql.purge, in the chain of
+-- the acting agent (an administrator: of the purged row's author), chained
+-- unsigned like scsql.memory_changes (see the head of sql/26_history.sql).
+select scsql._make_chained('scsql.purges', array['target_kind', 'target_id', 'digests', 'reason', 'purged_by'],
+                           array['purge_id']);
+
+create or replace function scsql._make_digested(p_table regclass, p_fields text[])
+returns void
+language plpgsql
+as $$
+declare
+  v_name text := (select n.nspname || '.' || c.relname from pg_catalog.pg_class c
+                  join pg_catalog.pg_namespace n on n.oid = c.relnamespace where c.oid = p_table);
+  v_have text[];
+  v_col text;
+begin
+  select t.digested_fields into v_have from scsql.chained_tables t where t.table_name = v_name;
+  if v_have is null then
+    raise exception using errcode = 'SC105', message = format('%s is not chained', p_table);
+  end if;
+  if v_have is distinct from p_fields[1:cardinality(v_have)] then
+    raise exception using errcode = 'SC107',
+      message = format('the digested fields of %s are %s; %s removes or reorders them', v_name, v_have, p_fields);
+  end if;
+  foreach v_col in array p_fields[cardinality(v_have) + 1:] loop
+    if not exists (select from scsql._chain_fields(v_name) f where f.column_name = v_col and f.part in ('signed', 'appended')
+                   and f.kind = 'text')
+       or not exists (select from pg_catalog.pg_attribute a where a.attrelid = p_table and a.attname = v_col || '_sha256'
+                      and a.atttypid = 'bytea'::regtype and not a.attisdropped) then
+      raise exception using errcode = 'SC105',
+        message = format('%s.%s is not a signed text column with a bytea column %s_sha256', v_name, v_col, v_col);
+    end if;
+  end loop;
+  update scsql.chained_tables set digested_fields = p_fields where table_name = v_name;
+  execute scsql._chain_trigger_sql(v_name);
+end
+$$;
+comment on function scsql._make_digested(regclass, text[]) is
+  'Private; called from sql/ files (idempotent). Makes signed text columns of a chained table digested (see scsql._enc, DIGESTED FIELDS): rows written from now on hash and sign each through its sha256, kept in <column>_sha256 (a bytea column the table must have, added without a default), so scsql.purge can remove the text. The list only grows at its end. Regenerates the table''s insert trigger, which fills the digests. Raises SC105 for a table that is not chained or a column that is not a signed text column with its digest column, SC107 when the list removes or reorders registered fields.';
+
+select scsql._make_digested('scsql.prompts', array['text']);
+select scsql._make_digested('scsql.tool_calls', array['input_preview', 'output_preview', 'input_key']);
+
+create or replace function scsql._purge_consents(p_table text, p_old jsonb, p_new jsonb)
+returns boolean
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+  -- Every changed column is a digested text set to NULL beside its digest,
+  -- at least one changed, and each removal is recorded in scsql.purges.
+  with changed as (
+    select o.key from jsonb_each(p_old) o where o.value is distinct from p_new -> o.key
+  )
+  select exists (select from changed)
+     and not exists (
+       select from changed c
+       left join scsql._chain_digests(p_table) d on d.column_name = c.key
+       where d.column_name is null
+          or jsonb_typeof(p_new -> c.key) is distinct from 'null'
+          or p_old ->> d.digest_column is null
+          or not exists (select from scsql.purges p
+                         where p.project_id = (p_old ->> 'project_id')::bigint and p.target_kind = d.target_kind
+                           and p.target_id = (p_old ->> d.id_column)::bigint
+                           and p.digests ->> d.column_name = substr(p_old ->> d.digest_column, 3)))
+$$;
+comment on function scsql._purge_consents(text, jsonb, jsonb) is
+  'Private, for the append-only trigger (scsql._chain_append_only). True when an UPDATE of a row of chained table P_TABLE from P_OLD to P_NEW (the rows as jsonb) only sets digested texts to NULL that keep their digest, each removal recorded in scsql.purges for that row with that digest: what scsql.purge does, and nothing else.';
+
+create or replace function scsql._purger(out agent scsql.agents, out is_admin boolean, out name text)
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_role text := scsql._acting_role();
+begin
+  select * into agent from scsql.agents a where a.role_name = v_role;
+  if agent.agent_id is not null then
+    agent := scsql._not_revoked(agent, format('role "%s"', v_role));
+    is_admin := false;
+    name := agent.name;
+  elsif pg_catalog.pg_has_role(v_role, 'scsql_admin', 'MEMBER') then
+    is_admin := true;
+    name := v_role;
+  else
+    raise exception using errcode = 'SC362', message = format('role "%s" is neither a scsql agent nor an administrator', v_role),
+      hint = 'Purge as the row''s author (scsql psql --agent NAME) or as an administrator (scsql_admin).';
+  end if;
+end
+$$;
+comment on function scsql._purger() is
+  'Private. Who is purging: the acting agent (is_admin false), or an administrator (a member of scsql_admin that is not an agent; is_admin true), with the name scsql.purges records. Raises SC362 for any other role, SC002 for a revoked agent.';
+
+create or replace function scsql._purge_record(p_project bigint, p_author bigint, p_kind text, p_id bigint,
+                                               p_digests jsonb, p_reason text, p_by text)
+returns bigint
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_at timestamptz := clock_timestamp();
+  v_id bigint;
+begin
+  insert into scsql.purges (project_id, author_id, target_kind, target_id, digests, reason, purged_by, at, key_id, signature)
+  values (p_project, p_author, p_kind, p_id, p_digests, p_reason, p_by, v_at,
+          (select k.key_id from scsql.agent_keys k where k.agent_id = p_author and k.valid_from <= v_at
+           order by k.valid_from desc limit 1),
+          '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea || sha256(uuid_send(gen_random_uuid())))
+  returning purge_id into v_id;
+  return v_id;
+end
+$$;
+comment on function scsql._purge_record(bigint, bigint, text, bigint, jsonb, text, text) is
+  'Private. Writes the purge record of one row into the chain of agent P_AUTHOR (the purging agent, or for an administrator the row''s author): what (P_KIND, P_ID), the sha256 hex of each text removed by field (P_DIGESTS), why and by whom. Chained unsigned, like scsql.memory_changes. Returns its purge_id.';
+
+create or replace function scsql._purge_chained(p_table text, p_kind text, p_id bigint, p_reason text)
+returns table (purge_id bigint, fields text[], quoted_by text[])
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_who record := scsql._purger();
+  v_id_col text := (select min(d.id_column) from scsql._chain_digests(p_table) d);
+  v_row jsonb;
+  v_digests jsonb;
+  v_old text[];
+begin
+  -- The row, locked: a second purge of it waits here, then finds it purged.
+  execute format('select to_jsonb(t) from %s t where t.%I = $1 and ($2 or t.project_id = $3) for update', p_table, v_id_col)
+    into v_row using p_id, v_who.is_admin, (v_who.agent).project_id;
+  if v_row is null then
+    raise exception using errcode = 'SC361', message = format('no %s has id %s%s', p_kind, p_id,
+      case when v_who.is_admin then '' else ' in your project' end);
+  end if;
+  if not v_who.is_admin and (v_row ->> 'author_id')::bigint <> (v_who.agent).agent_id then
+    raise exception using errcode = 'SC362', message = format('%s %s is another agent''s; only its author or an administrator may purge it', p_kind, p_id),
+      hint = 'Ask the author, or an administrator (scsql_admin).';
+  end if;
+  if exists (select from scsql._chain_digests(p_table) d where v_row ->> d.column_name is not null and v_row ->> d.digest_column is null) then
+    raise exception using errcode = 'SC365', message = format('%s %s was written before scsql hashed its text through a digest; it cannot be purged', p_kind, p_id);
+  end if;
+  select jsonb_object_agg(d.column_name, substr(v_row ->> d.digest_column, 3)), array_agg(d.column_name order by d.column_name)
+    into v_digests, fields
+  from scsql._chain_digests(p_table) d where v_row ->> d.column_name is not null;
+  if v_digests is null then
+    raise exception using errcode = 'SC363', message = format('%s %s has no text left to purge', p_kind, p_id),
+      hint = 'scsql.purges records who purged it and why.';
+  end if;
+  purge_id := scsql._purge_record((v_row ->> 'project_id')::bigint,
+                                  case when v_who.is_admin then (v_row ->> 'author_id')::bigint else (v_who.agent).agent_id end,
+                                  p_kind, p_id, v_digests, scsql._redact(p_reason), v_who.name);
+  perform scsql._purge_summaries((v_row ->> 'project_id')::bigint,
+                                 array(select v_row ->> f from unnest(fields) f));
+  quoted_by := scsql._purge_quoted((v_row ->> 'project_id')::bigint, p_kind, p_id,
+                                   array(select v_row ->> f from unnest(fields) f));
+  execute format('update %s t set %s where t.project_id = $1 and t.%I = $2', p_table,
+                 (select string_agg(format('%I = null', f), ', ') from unnest(fields) f), v_id_col)
+    using (v_row ->> 'project_id')::bigint, p_id;
+  return next;
+end
+$$;
+comment on function scsql._purge_chained(text, text, bigint, text) is
+  'Private, for scsql.purge. Purges row P_ID of chained table P_TABLE (kind P_KIND): checks who may, records the purge (scsql._purge_record), sets each digested text the row still has to NULL (the append-only trigger consents, scsql._purge_consents), and replaces the items of session summaries that quote them (scsql._purge_summaries). Returns the purge_id, the fields removed and what still quotes them (scsql._purge_quoted). Raises SC361, SC362, SC363, SC365.';
+
+create or replace function scsql._purge_chunk(p_id bigint, p_reason text)
+returns table (purge_id bigint, fields text[], quoted_by text[])
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_who record := scsql._purger();
+  v_project bigint;
+  v_c record;
+begin
+  select c.project_id into v_project from scsql.kb_chunks c
+  where c.chunk_id = p_id and (v_who.is_admin or c.project_id = (v_who.agent).project_id);
+  if v_project is not null then
+    perform scsql._memory_state_lock(v_project);  -- as every writer of the knowledge base
+    select c.*, s.created_by, s.updated_by into v_c from scsql.kb_chunks c
+    join scsql.kb_sources s on s.project_id = c.project_id and s.source_id = c.source_id
+    where c.project_id = v_project and c.chunk_id = p_id for update of c;
+  end if;
+  if v_c.chunk_id is null then
+    raise exception using errcode = 'SC361', message = format('no chunk has id %s%s', p_id,
+      case when v_who.is_admin then '' else ' in your project' end);
+  end if;
+  if not v_who.is_admin and (v_who.agent).agent_id not in (v_c.created_by, v_c.updated_by) then
+    raise exception using errcode = 'SC362', message = format('chunk %s is of another agent''s source; only its author or an administrator may purge it', p_id),
+      hint = 'Ask the author, or an administrator (scsql_admin).';
+  end if;
+  if v_c.purged_at is not null then
+    raise exception using errcode = 'SC363', message = format('chunk %s was purged at %s', p_id, v_c.purged_at),
+      hint = 'scsql.purges records who purged it and why.';
+  end if;
+  purge_id := scsql._purge_record(v_project, case when v_who.is_admin then v_c.updated_by else (v_who.agent).agent_id end,
+                                  'chunk', p_id, jsonb_build_object('content', scsql._text_hash(v_c.content)),
+                                  scsql._redact(p_reason), v_who.name);
+  perform scsql._purge_chunk_text(v_project, v_c.source_id, p_id);
+  quoted_by := scsql._purge_quoted(v_project, 'chunk', p_id, array[v_c.content]);
+  fields := array_remove(array['content', case when v_c.anchor is not null then 'anchor' end,
+                                case when v_c.context is not null then 'context' end], null);
+  return next;
+end
+$$;
+comment on function scsql._purge_chunk(bigint, text) is
+  'Private, for scsql.purge. Purges chunk P_ID: checks who may (an agent that created or last wrote its source, or an administrator), records the purge in the chain of the purging agent (an administrator: of the source''s last writer), and removes its text everywhere it is kept (scsql._purge_chunk_text). Returns the purge_id, the fields removed and what still cites it (scsql._purge_quoted). Raises SC361, SC362, SC363.';
+
+create or replace function scsql._purge_chunk_text(p_project bigint, p_source bigint, p_chunk bigint)
+returns void
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+-- Caller holds the project's memory_state lock.
+declare
+  v_c scsql.kb_chunks;
+begin
+  select * into strict v_c from scsql.kb_chunks c where c.project_id = p_project and c.chunk_id = p_chunk;
+  -- Its terms: postings, document frequencies and the project's BM25 lengths.
+  delete from scsql.kb_postings p where p.project_id = p_project and p.chunk_id = p_chunk and p.term_id = any (v_c.term_ids);
+  update scsql.kb_terms t set df = t.df - 1, published_df = t.published_df - case when v_c.published then 1 else 0 end
+  where t.project_id = p_project and t.term_id = any (v_c.term_ids);
+  update scsql.memory_state
+     set total_len = total_len - v_c.n_terms,
+         published_len = published_len - case when v_c.published then v_c.n_terms else 0 end, updated_at = now()
+   where project_id = p_project;
+  update scsql.kb_chunks c
+     set content = '', anchor = null, context = null, context_sources = null, context_hashes = null, n_terms = 0,
+         term_ids = '{}', purged_at = now()
+   where c.project_id = p_project and c.chunk_id = p_chunk;
+  -- Its vector, unless a chunk not purged holds the same text.
+  delete from scsql.kb_embeddings e where e.project_id = p_project and e.chunk_hash = v_c.chunk_hash
+    and not exists (select from scsql.kb_chunks c where c.project_id = p_project and c.chunk_hash = v_c.chunk_hash and c.purged_at is null);
+  delete from scsql.kb_embed_queue q where q.project_id = p_project and q.chunk_hash = v_c.chunk_hash
+    and not exists (select from scsql.kb_chunks c where c.project_id = p_project and c.chunk_hash = v_c.chunk_hash and c.purged_at is null);
+  -- The contexts taken from it (the next turn is indexed with the end of this one).
+  perform scsql._forget_in_context(p_project, array[p_source], array[v_c.chunk_hash], array[v_c.content], array[v_c.anchor]);
+  -- Words no chunk holds any more leave the vocabulary; summaries stop quoting it.
+  delete from scsql.kb_terms t where t.project_id = p_project and t.term_id = any (v_c.term_ids) and t.df = 0;
+  perform scsql._purge_summaries(p_project, array_remove(array[v_c.content, v_c.anchor], null));
+end
+$$;
+comment on function scsql._purge_chunk_text(bigint, bigint, bigint) is
+  'Private. Removes the text of chunk P_CHUNK of source P_SOURCE: its content (left empty), anchor and context, its postings, document frequencies and BM25 lengths, the terms no chunk holds any more, its embedding and queued embedding work (unless a chunk not purged holds the same text), the lines of the contexts other chunks took from it (scsql._forget_in_context: stored again without them) and the items of session summaries that quote it (scsql._purge_summaries). The chunk stays, with its chunk_hash and purged_at.';
+
+create or replace function scsql._quotes(p_item text, p_texts text[])
+returns boolean
+language sql immutable parallel safe
+as $$
+  -- What stands in the other counts from 16 characters on: a short item
+  -- ("ok", "done") or text says nothing of where it came from.
+  select exists (
+    select from pg_catalog.unnest(p_texts) t,
+                pg_catalog.regexp_replace(p_item, '^[A-Za-z_ ]{1,30}: ', '') bare
+    where (pg_catalog.char_length(pg_catalog.btrim(p_item)) >= 16 and pg_catalog.strpos(t, p_item) > 0)
+       or (pg_catalog.char_length(pg_catalog.btrim(bare)) >= 16 and pg_catalog.strpos(t, bare) > 0)
+       or (pg_catalog.char_length(pg_catalog.btrim(t)) >= 16 and pg_catalog.strpos(p_item, t) > 0))
+$$;
+comment on function scsql._quotes(text, text[]) is
+  'Private. True when item P_ITEM (a summary item, an outcome''s evidence) stands in one of P_TEXTS, with or without a leading label such as "request: ", or holds one of them whole; what stands in the other must be at least 16 characters long.';
+
+create or replace function scsql._purge_summaries(p_project bigint, p_texts text[])
+returns void
+language sql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+  -- A session summary's items (kb_sources.meta -> summary) quote prompts and
+  -- turns ("request: <the prompt>"): an item that stands in a purged text, or
+  -- holds one, is replaced by "[purged]".
+  update scsql.kb_sources s
+     set meta = jsonb_set(s.meta, '{summary}', (
+           select jsonb_object_agg(j.key, case when jsonb_typeof(j.value) <> 'array' then j.value else (
+                    select coalesce(jsonb_agg(case when scsql._quotes(e.x, p_texts) then '[purged]' else e.x end order by e.o), '[]')
+                    from jsonb_array_elements_text(j.value) with ordinality e(x, o)) end)
+           from jsonb_each(s.meta -> 'summary') j))
+   where s.project_id = p_project and jsonb_typeof(s.meta -> 'summary') = 'object'
+     and exists (select from jsonb_each(s.meta -> 'summary') j, jsonb_array_elements_text(j.value) e(x)
+                 where jsonb_typeof(j.value) = 'array' and scsql._quotes(e.x, p_texts))
+$$;
+comment on function scsql._purge_summaries(bigint, text[]) is
+  'Private. Replaces by "[purged]" each item of the session summaries of project P_PROJECT (kb_sources.meta -> summary) that quotes one of the purged texts P_TEXTS (scsql._quotes).';
+
+create or replace function scsql._purge_quoted(p_project bigint, p_kind text, p_id bigint, p_texts text[])
+returns text[]
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+  -- Signed rows of their authors that a purge does not change: the
+  -- distilled items citing the row, and for a tool call the outcomes and
+  -- learnings recorded of it that quote its text.
+  select coalesce(array_agg(q.ref order by q.ref), '{}') from (
+    select 'distill_item:' || c.item_id as ref from scsql.distill_citations c
+    where c.project_id = p_project and c.cited = p_kind and c.cited_id = p_id
+    union
+    select 'outcome:' || o.outcome_id from scsql.outcomes o
+    where p_kind = 'tool_call' and o.project_id = p_project and o.tool_call_id = p_id
+      and (scsql._quotes(o.evidence, p_texts) or scsql._quotes(o.summary, p_texts))
+    union
+    select 'learning:' || l.learning_id from scsql.learnings l
+    where p_kind = 'tool_call' and l.project_id = p_project and l.tool_call_id = p_id
+      and (scsql._quotes(l.evidence, p_texts) or scsql._quotes(l.summary, p_texts) or scsql._quotes(l.input_key, p_texts))) q
+$$;
+comment on function scsql._purge_quoted(bigint, text, bigint, text[]) is
+  'Private, for scsql.purge. What still quotes or cites a purged row and is not changed by the purge: distilled items citing it (distill_item:<id>) and, for a tool call, outcomes and learnings of it that quote a removed text (outcome:<id>, learning:<id>).';
+
+create or replace function scsql.purge(p_kind text, p_id bigint, p_reason text)
+returns table (purge_id bigint, kind text, id bigint, fields text[], quoted_by text[])
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_r record;
+begin
+  if p_kind is null or p_kind not in ('prompt', 'tool_call', 'chunk') then
+    raise exception using errcode = 'SC360', message = format('cannot purge a %s', coalesce(p_kind, 'NULL')),
+      hint = 'Purge a prompt, a tool_call or a chunk.';
+  end if;
+  if p_id is null or p_id < 1 then
+    raise exception using errcode = 'SC361', message = format('no %s has id %s', p_kind, coalesce(p_id::text, 'NULL'));
+  end if;
+  perform scsql._check_text('reason', p_reason, 1000, true, 'SC364');
+  if p_kind = 'chunk' then
+    select * into v_r from scsql._purge_chunk(p_id, p_reason);
+  else
+    select * into v_r from scsql._purge_chained(case p_kind when 'prompt' then 'scsql.prompts' else 'scsql.tool_calls' end,
+                                                p_kind, p_id, p_reason);
+  end if;
+  return query select v_r.purge_id, p_kind, p_id, v_r.fields, v_r.quoted_by;
+end
+$$;
+comment on function scsql.purge(text, bigint, text) is
+  'Removes the text of one of your prompts, tool calls or knowledge-base chunks, keeping the row and a proof of what it held.
+
+p_kind: prompt, tool_call or chunk
+p_id: the prompt_id, tool_call_id or chunk_id
+p_reason: why (at most 1,000 characters; stored redacted)
+
+Removes the text of the row: a prompt''s text; a tool call''s input_preview, output_preview and input_key; a chunk''s content and context, with its postings and embedding and what other chunks'' contexts took from it. The row stays. A prompt or tool call keeps its place in its chain, its hashes and signature (it hashes and signs its texts through their sha256, see scsql._enc), so scsql verify and scsql.verify_chain stay clean, and still find the row altered or its text put back other than it was; a chunk keeps its chunk_hash. A chained record in scsql.purges says who purged what, why, and the sha256 of each text removed. The viewer shows "[purged]" in its place; search and recall no longer find it. Allowed to the row''s author (a chunk: the agent that created or last wrote its source) and to administrators (scsql_admin), for a row of any project. Returns purge_id, kind, id, the fields removed and quoted_by: what the purge does not change that still cites or quotes the row (distill_item:<id>, outcome:<id>, learning:<id>), to purge or forget separately. Raises SC360 for another kind, SC361 for an id with no such row (in your project), SC362 for another agent''s row, SC363 for a row purged already, SC364 for a missing or bad reason, SC365 for a row written before scsql hashed texts through digests.';
