@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core import errors
 from ..core.errors import ScsqlError
 
 EDIT_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit")
@@ -227,7 +228,7 @@ def reindex(agent, paths: list[str]) -> Reindexed:
         try:
             rel = resolve_in_root(root, given)
             if rel == "." or rel.startswith("../"):
-                raise ScsqlError("SC213", f"{given} is outside the project root")
+                raise ScsqlError(errors.INDEX_PATH_OUTSIDE_ROOT, f"{given} is outside the project root")
             verdict = admit.file(rel)
         except ScsqlError as exc:
             out.skipped.append({"path": given, "reason": exc.message})
