@@ -408,9 +408,10 @@ def _collect(matches, source: bytes, language: str) -> tuple[list[Definition], l
 
 def _qualifier(text: str) -> str | None:
     """What a call is made on, as a dotted name (a.b of a.b.f(), self of
-    self.f()); None for an expression that is no name (f().g())."""
+    self.f()); ``()`` for an expression that is no name (f().g(), x[0].g()):
+    a call on some object, so a method, never the function g beside it."""
     text = text.replace("::", ".").replace("->", ".")
-    return text if re.fullmatch(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*", text) else None
+    return text if re.fullmatch(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*", text) else "()"
 
 
 def _definition(kind: str, node, name: str, source: bytes, language: str) -> Definition | None:

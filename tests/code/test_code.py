@@ -92,6 +92,7 @@ FILES = {
     "db/schema.sql": "create table t (a int);\ncreate or replace function f(x int) returns int language sql as $$ select x $$;\n",
     "notes/readme.txt": "Nothing here parses; the word zebrafish is only text.\n",
     "script.rb": "def ruby_method\n  1\nend\n",
+    "pkg/wrap.py": "def wrap(key):\n    return str(key).check_key()\n",
     "tests/test_util.py": "from pkg.util import check_key\n\n\ndef test_check_key():\n    assert check_key('a')\n",
 }
 
@@ -327,3 +328,6 @@ def test_parse_reads_imports_as_module_keys():
     assert {(r.name, r.qualifier, r.alias) for r in p.references} == {
         ("pkg/sub", "a", "a"), ("pkg/b", "c", "d"), ("x/y", None, "z")}
     assert parse.parse("src/app.ts", "import { h as k } from '../lib/h';").references[0].name == "lib/h"
+    # A call on an expression is a method call, not a call of the function of that name.
+    [call] = parse.parse("a.py", "def f(v):\n    return str(v).encode('ascii')\n").references[1:]
+    assert (call.name, call.qualifier) == ("encode", "()")
