@@ -13,7 +13,7 @@ from psycopg.types.json import Jsonb
 
 from scsql.core import errors
 from scsql.core.errors import ScsqlError
-from scsql.memory import bulk
+from scsql.core import bulk
 from scsql.memory.indexer import spans_for
 
 AWS = "AKIA" + "IOSFODNN7EXAMPLE"

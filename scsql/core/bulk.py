@@ -7,6 +7,7 @@ set-based: the same sources, chunks, terms, postings, statistics and memory
 history as one ``index_text`` call per text, in their order
 (sql/21_knowledge_bulk.sql). A text the database refuses fails the whole
 batch with an error naming it (its ord and path); nothing of the batch stays.
+In core: the index tool (memory) and the transcript import (hooks) both use it.
 """
 
 from __future__ import annotations
