@@ -237,8 +237,9 @@ create or replace function scsql._staged_store(p_project bigint, p_agent bigint,
 returns text[]
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 -- Every join here is of whole batches: the planner, which cannot know how
--- many rows a CTE returns, must not loop over one for each row of another.
-set enable_nestloop = off
+-- many rows a CTE returns, must not loop over one for each row of another;
+-- the sorts of a batch's postings fit in memory.
+set enable_nestloop = off set work_mem = '128MB'
 as $$
 -- Caller holds the project's memory_state lock. As scsql._index_chunks,
 -- for every changed staged text at once: terms (new ones numbered by the
