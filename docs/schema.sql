@@ -772,6 +772,52 @@ CREATE INDEX kb_sources_session_idx ON scsql.kb_sources USING btree (project_id,
 alter table scsql.kb_sources enable row level security;
 alter table scsql.kb_sources force row level security;
 
+-- The chunks of each staged text (scsql._chunk_text of the redacted text), with their BM25 terms and frequencies (scsql_caller.terms of path, anchor, context and text, sorted by term) and length n_terms, waiting for scsql.index_staged.
+create table scsql.kb_staged_chunks (
+  project_id bigint not null,
+  agent_id bigint not null,
+  xact xid8 not null,
+  ord bigint not null,
+  seq integer not null,
+  anchor text,
+  line_start integer not null,
+  line_end integer not null,
+  char_start integer not null,
+  char_end integer not null,
+  content text not null,
+  chunk_hash text not null,
+  context text,
+  n_terms integer not null,
+  terms text[] not null,
+  tfs integer[] not null
+);
+alter table scsql.kb_staged_chunks add constraint kb_staged_chunks_pkey PRIMARY KEY (project_id, agent_id, xact, ord, seq);
+alter table scsql.kb_staged_chunks enable row level security;
+alter table scsql.kb_staged_chunks force row level security;
+
+-- Texts staged for bulk indexing (scsql.kb_staging, scsql.index_staged), one row each, as they will be stored: path, content hash, spans hash and meta of the redacted text, in the order ORD the stager gave, within the transaction XACT of agent AGENT_ID. source_id and unchanged are set while index_staged writes them; index_staged deletes them. Rows of an agent's earlier transactions that never called index_staged are deleted by its next call.
+create table scsql.kb_staged_sources (
+  project_id bigint not null,
+  agent_id bigint not null,
+  xact xid8 not null,
+  ord bigint not null,
+  path text not null,
+  kind text not null,
+  trust text not null,
+  tier text not null,
+  content_hash text not null,
+  spans_hash text,
+  n_chars integer not null,
+  meta jsonb not null,
+  occurred_at timestamp with time zone,
+  source_id bigint,
+  unchanged boolean
+);
+alter table scsql.kb_staged_sources add constraint kb_staged_sources_pkey PRIMARY KEY (project_id, agent_id, xact, ord);
+alter table scsql.kb_staged_sources add constraint kb_staged_sources_project_id_agent_id_xact_path_key UNIQUE (project_id, agent_id, xact, path);
+alter table scsql.kb_staged_sources enable row level security;
+alter table scsql.kb_staged_sources force row level security;
+
 -- BM25 vocabulary of a project: each term with the number of chunks that contain it (df), kept exact by the write functions, and an upper bound of its frequency in any chunk (max_tf, never lowered), which lets search skip the long posting lists of common terms when they cannot change the top results.
 create table scsql.kb_terms (
   project_id bigint not null,

@@ -93,6 +93,14 @@ grant execute on function
   scsql.embed_claim(text, integer, integer), scsql.embed_store(text, uuid, text[], vector[]), scsql.purge_expired()
 to scsql_worker;
 
+-- Bulk indexing (sql/21_knowledge_bulk.sql), what scsql index and the
+-- transcript import use: texts are staged through the view kb_staging,
+-- whose trigger takes the project and agent from the acting role; the
+-- staged rows themselves are the owner's only. Not an MCP tool.
+select scsql._secure_table(t) from unnest(array['scsql.kb_staged_sources', 'scsql.kb_staged_chunks']::regclass[]) t;
+grant insert on scsql.kb_staging to scsql_worker;
+grant execute on function scsql.index_staged() to scsql_worker;
+
 -- The auditor samples stored vectors to re-embed them (scsql verify --embeddings).
 grant execute on function scsql.embedding_sample(integer) to scsql_auditor;
 

@@ -100,10 +100,17 @@ $$;
 comment on function scsql._normalize(text) is
   'Private. The normalized form of a text, whose sha256 is a chunk_hash: NFC, zero-width characters removed, CRLF/CR to LF, trailing spaces of each line and surrounding whitespace removed.';
 
+create or replace function scsql._normalized_hash(p_normalized text)
+returns text
+language sql immutable strict parallel safe
+as $$ select pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(p_normalized, 'UTF8')), 'hex') $$;
+comment on function scsql._normalized_hash(text) is
+  'Private. sha256 (hex) of a text already normalized (scsql._normalize): a chunk_hash, for a caller that has the normalized text at hand (scsql._chunk_text).';
+
 create or replace function scsql._chunk_hash(p_text text)
 returns text
 language sql immutable strict parallel safe
-as $$ select pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(scsql._normalize(p_text), 'UTF8')), 'hex') $$;
+as $$ select scsql._normalized_hash(scsql._normalize(p_text)) $$;
 comment on function scsql._chunk_hash(text) is
   'Private. sha256 (hex) of the normalized text: the content address of a chunk.';
 
@@ -362,6 +369,7 @@ declare
   v_first boolean;
   v_prev_anchor text;
   v_prev_content text;
+  v_norm text;                 -- the chunk's normalized text: empty skips it, else its sha256 is the chunk_hash
 begin
   for v_i in 1 .. v_n loop
     v_off[v_i] := v_acc;
@@ -458,14 +466,15 @@ begin
         v_piece := 0;
         while v_piece * p_max < pg_catalog.char_length(v_lines[v_s]) loop
           content := pg_catalog.substr(v_lines[v_s], v_piece * p_max + 1, p_max);
-          if scsql._normalize(content) <> '' then
+          v_norm := scsql._normalize(content);
+          if v_norm <> '' then
             v_seq := v_seq + 1;
             seq := v_seq;
             line_start := v_s;
             line_end := v_s;
             char_start := v_off[v_s] + v_piece * p_max;
             char_end := char_start + pg_catalog.char_length(content);
-            chunk_hash := scsql._chunk_hash(content);
+            chunk_hash := scsql._normalized_hash(v_norm);
             context := scsql._chunk_context(v_sec_ctx[v_j], v_first, v_prev_anchor, v_prev_content, anchor);
             v_first := false;
             v_prev_anchor := anchor;
@@ -486,7 +495,8 @@ begin
           v_a := v_a + 1;
         end loop;
         v_text := pg_catalog.substr(p_content, v_off[v_a] + 1, v_off[v_z + 1] - 1 - v_off[v_a]);
-        if scsql._normalize(v_text) <> '' then
+        v_norm := scsql._normalize(v_text);
+        if v_norm <> '' then
           v_seq := v_seq + 1;
           seq := v_seq;
           content := v_text;
@@ -494,7 +504,7 @@ begin
           line_end := v_z;
           char_start := v_off[v_a];
           char_end := v_off[v_z + 1] - 1;
-          chunk_hash := scsql._chunk_hash(v_text);
+          chunk_hash := scsql._normalized_hash(v_norm);
           context := scsql._chunk_context(v_sec_ctx[v_j], v_first, v_prev_anchor, v_prev_content, anchor);
           v_first := false;
           v_prev_anchor := anchor;

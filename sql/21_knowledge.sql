@@ -564,38 +564,8 @@ declare
   v_trust text := coalesce(p_trust, case when p_kind = 'url' then 'external' else 'internal' end);
   v_r record;
 begin
-  perform scsql._check_text('path', p_path, 1024, false);
-  -- A path (a URL with a password, say) is stored redacted too.
-  p_path := scsql._redact(p_path);
-  perform scsql._check_text('path', p_path, 1024, false);
-  perform scsql._check_source(p_kind, v_trust, p_tier);
-  if p_kind in ('session_summary', 'archived_fact', 'learning') then
-    raise exception using errcode = 'SC203', message = format('index_text does not write %s sources', p_kind),
-      hint = 'Learnings come from record_outcome, session summaries from summarize_session, archived facts from remember; index_text writes file, url and note sources.';
-  end if;
-  if scsql._reserved_path(p_path) then
-    raise exception using errcode = 'SC211', message = format('path %L is reserved for sources scsql writes itself', p_path),
-      hint = 'Paths starting with learning:, session:, fact:, memory: or message: name learnings, session summaries, archived facts, working memory and broadcasts. Choose another path, such as notes/<name>.';
-  end if;
-  if p_content is not null and octet_length(p_content) > scsql_caller.index_max_bytes() then
-    raise exception using errcode = 'SC204',
-      message = format('text of %s is %s bytes; at most 2 MiB (2,097,152 bytes) can be indexed as one source',
-                       p_path, octet_length(p_content)),
-      hint = 'Nothing was indexed. Split the text into several sources.';
-  end if;
-  if p_content is null or scsql._normalize(p_content) = '' then
-    raise exception using errcode = 'SC201', message = format('text of %s is empty', p_path),
-      hint = 'To remove a source use forget_source.';
-  end if;
-  if scsql._holds_private_key(p_content) then
-    raise exception using errcode = 'SC215', message = format('text of %s holds a PEM private key block; nothing was indexed', p_path),
-      hint = 'Private keys never belong in the knowledge base, which every agent of the project can search. Remove the key (a public key or the marker alone is fine).';
-  end if;
-  if p_meta is not null and (jsonb_typeof(p_meta) <> 'object' or octet_length(p_meta::text) > 10000
-                             or scsql._jsonb_depth(p_meta) > 64) then
-    raise exception using errcode = 'SC010', message = 'meta must be a JSON object of at most 10,000 bytes, nested at most 64 levels';
-  end if;
-  perform scsql._require_time('occurred_at', p_occurred_at);
+  -- The checks and the path as stored: sql/21_knowledge_bulk.sql (the bulk path makes the same).
+  p_path := scsql._index_text_path(p_path, p_content, p_kind, v_trust, p_tier, p_meta, p_occurred_at);
   select * into v_r from scsql._index_source(v_project, p_path, p_content, p_kind, v_trust, p_tier, p_spans,
     coalesce(p_meta, '{}'), case when p_tier = 'session' then now() + interval '365 days' end);
   perform scsql._date_source(v_project, p_path, p_occurred_at);

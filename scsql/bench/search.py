@@ -3,7 +3,8 @@ recall_context and of remember over a knowledge base of 100,000 chunks, 250
 facts and 5,000 rewrites of them (memory history).
 
 The corpus is synthetic and generated set-based in SQL, through the real
-write path (index_text, 250 files a transaction; then embed_claim and
+write path (the bulk path: kb_staging and index_staged, 500 files a
+transaction, or index_text with --per-call; then embed_claim and
 embed_store, 1,000 vectors a call, as a worker does, with the HNSW index
 dropped and built again by its owner once the vectors are in, which gives
 the same index in a fraction of the time): Markdown files of ten sections,
@@ -77,9 +78,9 @@ def _tqdm(**kw):
     return tqdm(disable=None, file=sys.stderr, **kw)
 
 
-def load(s: Scratch, chunks: int, rewrites: int | None = None) -> None:
+def load(s: Scratch, chunks: int, rewrites: int | None = None, per_call: bool = False) -> None:
     """Index CHUNKS chunks, fill working memory, write 20 summaries and REWRITES (default HISTORY) fact rewrites."""
-    index_docs(s, chunks // SECTIONS)
+    index_docs(s, chunks // SECTIONS, per_call=per_call)
     store_vectors(s)
     t0 = time.perf_counter()
     with s.agent.transaction() as conn:
@@ -100,20 +101,31 @@ def load(s: Scratch, chunks: int, rewrites: int | None = None) -> None:
         conn.execute("vacuum analyze")
 
 
-def index_docs(s: Scratch, docs: int, batch: int = 250) -> None:
-    """DOCS synthetic files through index_text, BATCH to a transaction (the
-    scratch database need not survive a crash: commits do not wait for the disk)."""
+def index_docs(s: Scratch, docs: int, batch: int = 500, per_call: bool = False) -> float:
+    """DOCS synthetic files, BATCH to a transaction, through the bulk path
+    (inserted into scsql.kb_staging, then scsql.index_staged), or with
+    PER_CALL through index_text, one call a file (the scratch database need
+    not survive a crash: commits do not wait for the disk). Returns chunks/s."""
     t0 = time.perf_counter()
     bar = _tqdm(total=docs * SECTIONS, desc="indexing", unit="chunk")
     for start in range(1, docs + 1, batch):
         end = min(start + batch - 1, docs)
         with s.agent.transaction() as conn:
             conn.execute("set local synchronous_commit = off")
-            conn.execute(f"select count(*) from (select scsql.index_text('src/doc' || d || '.md', {_TEXT}, 'file') "
-                         f"from generate_series(%s::int, %s::int) d) x", (start, end))
+            if per_call:
+                conn.execute(f"select count(*) from (select scsql.index_text('src/doc' || d || '.md', {_TEXT}, 'file') "
+                             f"from generate_series(%s::int, %s::int) d) x", (start, end))
+            else:
+                conn.execute(f"insert into scsql.kb_staging (ord, path, content, kind) "
+                             f"select d - %s + 1, 'src/doc' || d || '.md', {_TEXT}, 'file' "
+                             f"from generate_series(%s::int, %s::int) d", (start, start, end))
+                conn.execute("select count(*) from scsql.index_staged()")
         bar.update((end - start + 1) * SECTIONS)
     bar.close()
-    print(f"indexed {docs * SECTIONS} chunks in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    took = time.perf_counter() - t0
+    print(f"indexed {docs * SECTIONS} chunks in {took:.0f} s ({docs * SECTIONS / took:.0f} chunks/s, "
+          f"{'index_text' if per_call else 'bulk'})", file=sys.stderr)
+    return docs * SECTIONS / took
 
 
 def store_vectors(s: Scratch) -> None:
@@ -234,7 +246,7 @@ def _run(ctx, args: argparse.Namespace, reader_name: str) -> int:
     if args.database:
         return _measure(existing(ctx.admin_conninfo(), args.database), args, reader_name)
     with scratch(ctx.admin_conninfo(), "search", keep=args.keep) as s:
-        load(s, args.chunks)
+        load(s, args.chunks, per_call=args.per_call)
         return _measure(s, args, reader_name)
 
 
@@ -315,6 +327,8 @@ def register(bsub) -> None:
     p = bsub.add_parser("search", help="p50/p95 latency of hybrid search, recall_context and remember over 100,000 chunks")
     p.add_argument("--chunks", type=int, default=100_000)
     p.add_argument("--queries", type=int, default=200)
+    p.add_argument("--per-call", action="store_true",
+                   help="load through index_text, one call a file, instead of the bulk path")
     p.add_argument("--database", metavar="NAME",
                    help="measure again on a scratch database loaded before (not dropped), instead of loading a new one")
     p.add_argument("--keep", action="store_true",

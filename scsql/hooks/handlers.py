@@ -406,9 +406,10 @@ def _source(event: dict) -> str | None:
 
 def keep_transcript(agent: Agent, conn, event: dict, session_id: int | None) -> None:
     """PreCompact / SessionEnd (and an import's SessionEnd): the model-free
-    summary (summarize_session) and the conversation text (index_text, as the
-    session's source) of what the transcript holds after the session's
-    transcript cursor, which then moves to its end. Writing the same session
+    summary (summarize_session) and the conversation text (its parts indexed
+    in one batch, scsql.index_staged, as index_text would index each) of what
+    the transcript holds after the session's transcript cursor, which then
+    moves to its end. Writing the same session
     again (PreCompact, then SessionEnd, then an import) adds only what is
     new; a concurrent writer of the session waits for the cursor. The
     database redacts both before they are stored."""
@@ -433,10 +434,12 @@ def keep_transcript(agent: Agent, conn, event: dict, session_id: int | None) -> 
                      (Jsonb(scrub_value(update.summary.payload), dumps=jsonb_text),
                       _sane_time(update.summary.ended)))
     sid = str(event.get("session_id") or "session")[:100]
-    for n, part in enumerate(update.conversation.parts, at["parts"] + 1):
-        conn.execute("select * from scsql.index_text(%s, scsql.redact(%s), 'note', null, 'standard', %s, %s, %s)",
-                     (f"claude/sessions/{sid}/{n}.md", scrub(part.text), Jsonb(scrub_value(part.spans)),
-                      Jsonb({"session": sid, "agent": agent.name}), _sane_time(part.at)))
+    # The parts in one batch (the bulk path: what index_text would store for each, in order).
+    from ..core.bulk import Text, index_texts
+
+    index_texts(conn, [Text(f"claude/sessions/{sid}/{n}.md", scrub(part.text), "note", spans=scrub_value(part.spans),
+                            meta={"session": sid, "agent": agent.name}, occurred_at=_sane_time(part.at))
+                       for n, part in enumerate(update.conversation.parts, at["parts"] + 1)])
     messages = at["messages"] + update.summary.messages
     cursor = update.cursor or f"messages:{(since if isinstance(since, int) else 0) + update.summary.messages}"
     conn.execute("select scsql.advance_transcript_cursor(%s, %s, %s, %s)",

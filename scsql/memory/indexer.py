@@ -14,8 +14,12 @@ decides what changed:
 2. ``scsql.index(prefix, manifest)`` compares the manifest with what is
    indexed in one round trip, unindexes files that are gone, and names the
    files that are new or changed. Unchanged files cost nothing more.
-3. Each of those is sent to ``scsql.index_text`` in its own transaction (a
-   source is replaced atomically), with chunk spans for code: Python is split
+3. Those are indexed in batches of about 4 MiB, each one transaction
+   through the bulk path (:mod:`.bulk`: COPY into ``scsql.kb_staging``,
+   then ``scsql.index_staged``, which stores what ``scsql.index_text``
+   would, set-based); a batch the database refuses is indexed again one
+   file a transaction with ``scsql.index_text``, so a bad file fails alone.
+   Files carry chunk spans for code: Python is split
    by top-level definitions with :mod:`ast` (a class too large for one chunk
    is split into its methods); other code by the heuristic of
    :func:`code_spans`; Markdown and other text are chunked by the database
@@ -663,9 +667,53 @@ def spans_for(rel: str, text: str) -> list[dict[str, Any]] | None:
 # -- indexing -------------------------------------------------------------------
 
 
+def _read_text(agent, entry: FileEntry | None) -> str:
+    """The file as it is now (if it changed since the scan: still one name), as text."""
+    if entry is None:
+        raise ScsqlError(errors.INVALID_ARGUMENT, "not in the scanned tree")
+    data = read_regular(entry.path, agent.rules().index_max_bytes)
+    if data is None:
+        raise ScsqlError(errors.INVALID_ARGUMENT, "no longer a regular file")
+    return data.decode("utf-8")
+
+
+def _file_text(rel: str, text: str):
+    from ..core.bulk import Text
+
+    return Text(rel, text, "file", spans=spans_for(rel, text), meta={"language": Path(rel).suffix.lstrip(".") or None})
+
+
+def _count(report: dict[str, Any], row: dict[str, Any]) -> None:
+    # A file holding a secret is stored redacted, so its hash never
+    # matches the manifest's: the database finds it unchanged.
+    if row["unchanged"]:
+        report["unchanged"] += 1
+    else:
+        report["indexed"] += 1
+        report["chunks"] += row["chunks"]
+
+
+def _index_one(agent, text, report: dict[str, Any]) -> None:
+    """One file in its own transaction (index_text): what a batch the database refused falls back to."""
+    try:
+        with agent.transaction() as conn:
+            row = conn.execute(
+                "select chunks, unchanged from scsql.index_text(%s, %s, 'file', null, 'standard', %s, %s)",
+                (text.path, text.content, Jsonb(text.spans) if text.spans is not None else None, Jsonb(text.meta)),
+            ).fetchone()
+        _count(report, row)
+    except ScsqlError as exc:
+        report["failed"].append({"path": text.path, "error": str(exc)})
+
+
 def index_files(agent, tree: Tree, actions: list[dict[str, Any]], progress: bool | None = None) -> dict[str, Any]:
-    """Index the files the database asked for (action index), one transaction each."""
+    """Index the files the database asked for (action index): in batches
+    through the bulk path (scsql.index_staged, one transaction a batch of
+    about 4 MiB); a batch the database refuses is indexed again one file a
+    transaction (index_text), so one bad file fails alone."""
     from tqdm import tqdm
+
+    from ..core.bulk import batches, index_texts
 
     by_rel = {f.rel: f for f in tree.files}
     todo = [a["path"] for a in actions if a["action"] == "index"]
@@ -675,41 +723,36 @@ def index_files(agent, tree: Tree, actions: list[dict[str, Any]], progress: bool
         "unchanged": len(tree.files) - len(todo), "removed": removed, "chunks": 0,
         "skipped": tree.skipped, "skipped_counts": tree.skipped_counts(), "failed": [],
     }
-    from ..code.index import SymbolPass  # the symbol graph, in the same transaction as each file's chunks
+    from ..code.index import SymbolPass  # the symbol graph of the files that changed, after their chunks
 
     symbols = SymbolPass.start(agent, tree)
-    chunked = set(todo)
-    bar = tqdm(todo + sorted(symbols.todo - chunked), desc="indexing", unit="file",
-               disable=None if progress is None else not progress)
-    for rel in bar:
-        entry = by_rel.get(rel)
+
+    def texts():  # read as the batches need them
+        for rel in todo:
+            try:
+                yield _file_text(rel, _read_text(agent, by_rel.get(rel)))
+            except (ScsqlError, OSError, UnicodeDecodeError, Unindexable) as exc:
+                report["failed"].append({"path": rel, "error": str(exc)})
+                bar.update(1)
+
+    bar = tqdm(total=len(todo), desc="indexing", unit="file", disable=None if progress is None else not progress)
+    for batch in batches(texts()):
         try:
-            if entry is None:
-                raise ScsqlError(errors.INVALID_ARGUMENT, "not in the scanned tree")
-            data = read_regular(entry.path, agent.rules().index_max_bytes)  # as it is now, if it changed since the scan (still one name)
-            if data is None:
-                raise ScsqlError(errors.INVALID_ARGUMENT, "no longer a regular file")
-            text = data.decode("utf-8")
             with agent.transaction() as conn:
-                if symbols.wanted(rel):
-                    symbols.store(conn, rel, text)
-                if rel not in chunked:
-                    continue
-                row = conn.execute(
-                    "select chunks, unchanged from scsql.index_text(%s, %s, 'file', null, 'standard', %s, %s)",
-                    (rel, text, Jsonb(spans) if (spans := spans_for(rel, text)) is not None else None,
-                     Jsonb({"language": Path(rel).suffix.lstrip(".") or None})),
-                ).fetchone()
-            # A file holding a secret is stored redacted, so its hash never
-            # matches the manifest's: the database finds it unchanged.
-            if row["unchanged"]:
-                report["unchanged"] += 1
-                continue
-            report["indexed"] += 1
-            report["chunks"] += row["chunks"]
-        except (ScsqlError, OSError, UnicodeDecodeError, Unindexable) as exc:
-            report["failed"].append({"path": rel, "error": str(exc)})
+                rows = index_texts(conn, batch)
+            for row in rows:
+                _count(report, row)
+        except ScsqlError:
+            for text in batch:
+                _index_one(agent, text, report)
+        bar.update(len(batch))
     bar.close()
+    for rel in sorted(symbols.todo):
+        try:
+            with agent.transaction() as conn:
+                symbols.store(conn, rel, _read_text(agent, by_rel.get(rel)))
+        except (ScsqlError, OSError, UnicodeDecodeError) as exc:
+            report["failed"].append({"path": rel, "error": str(exc)})
     report["symbols"] = symbols.finish()
     return report
 
