@@ -3,8 +3,9 @@
 :class:`SymbolPass` is the symbol half of ``scsql index`` (and the MCP tool
 ``index``): the database names the files whose symbols are missing or stale
 (``scsql.code_changes``, which also removes files gone from the tree); each
-is parsed (:mod:`.parse`) and stored with ``scsql.index_code`` in the same
-transaction as its chunks; then references are resolved and files ranked
+is parsed (:mod:`.parse`) and stored with ``scsql.index_code``, one
+transaction a file, after the chunks of the run (which go through the bulk
+path in batches); then references are resolved and files ranked
 (``scsql.resolve_code``, ``scsql.rank_code``). Many files are parsed ahead
 in worker processes, one per core.
 
