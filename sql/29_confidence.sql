@@ -126,3 +126,19 @@ p_mode (hybrid|bm25|vector): retrievers
 hidden: the search and pack tools carry it with their results
 
 Runs search with these arguments (every tuning argument at its default; it records no use) and weighs its hits with scsql_caller.answer_confidence: found, confidence (0 to 1), level (high, medium, low; none below the relevance floor, scsql_caller.relevance_floor()), reason, hits (how many search returned), coverage (the most of the query''s terms one of the best three hits holds, weighted by rarity), agreement (the share of the best three both retrievers found; NULL without a query embedding) and margin (how far the best hit stands above the next). Over what the caller may read only: an agent of another project learns nothing from it about rows it cannot see. pack''s confidence is this for its intent with k 20. Raises like search: SC205 empty or over-long query, SC209 k or parameters out of range, SC248, SC203 unknown kind or trust, SC207 embedding of the wrong dimension.';
+
+create or replace function scsql_caller.context_confidence(p_sections text[])
+returns table (found boolean, confidence double precision, level text, reason text, hits integer,
+               coverage double precision, agreement double precision, margin double precision)
+language sql immutable
+as $$
+  -- recall_context answers no question: what it returns is the project's own
+  -- context, exact, so the answer is all there is (high) or nothing (none).
+  select x.n > 0, case when x.n > 0 then 1 else 0 end::double precision, case when x.n > 0 then 'high' else 'none' end,
+         case when x.n > 0 then format('%s facts, open loops, decisions or session summaries of this project', x.n)
+              else 'this project''s memory holds no fact, open loop, decision or session summary yet' end,
+         coalesce(cardinality(p_sections), 0), null::double precision, null::double precision, null::double precision
+  from (select count(*)::integer as n from unnest(p_sections) s where s in ('fact', 'open_loop', 'decision', 'session')) x
+$$;
+comment on function scsql_caller.context_confidence(text[]) is
+  'The confidence of what recall_context returned, given the section of each row, with the columns of answer_confidence: found and level high (confidence 1) when a fact, open loop, decision or session summary came back (the project''s own context, exact: no question to be unsure of), else not found, level none, confidence 0, with the reason. coverage, agreement and margin are NULL. Raises nothing.';
