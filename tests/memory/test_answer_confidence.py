@@ -155,7 +155,7 @@ def test_the_mcp_tools_add_the_answers_confidence_after_the_rows(scsql_db, dev):
         conn.execute("select scsql.remember('zk.size', 'the zookeeper quorum is five nodes')")
     out = run_client(scsql_db, dev.name, session)
     rows, answer = out["yes"]
-    assert rows and rows[0]["source_path"] == "docs/zookeeper.md"
+    assert "docs/zookeeper.md" in [r["source_path"] for r in rows]
     assert answer["answer"]["found"] and answer["answer"]["level"] in ("high", "medium")
     rows, answer = out["no"]
     assert answer["answer"]["found"] is False and answer["answer"]["level"] == "none"
