@@ -1,6 +1,6 @@
 """Python help for the memory functions (registry adapters).
 
-* search, search_global, pack: the query is embedded and passed as the
+* search, search_global, search_confidence, pack: the query is embedded and passed as the
   hidden arguments query_embedding and model: by this process's provider when
   it has the model loaded already, else by the worker of the agent's data
   directory when one serves the same model (embed_service.py: no model load
@@ -188,6 +188,7 @@ ADAPTERS: dict[str, Adapter] = {
     "search": Adapter(frozenset(), _within_named_time, answer=_answer_of("query")).wrapping(
         Adapter(_EMBEDDING, _with_query_embedding("query"))),
     "search_global": Adapter(_EMBEDDING, _with_query_embedding("query"), answer=_answer_of("query")),
+    "search_confidence": Adapter(_EMBEDDING, _with_query_embedding("query")),
     "pack": Adapter(_EMBEDDING, _with_query_embedding("intent"), answer=_answer_of("intent")),
     "recall_context": Adapter(answer=_context_answer),
     **{fn: Adapter(frozenset(), _write_then_embed) for fn in ("remember", "index_text", "summarize_session")},
