@@ -20,22 +20,24 @@ declare
   v_terms text[];
   v_idf double precision[];
   v_n bigint;
+  v_project bigint := scsql_caller.project_id();
 begin
   select array_agg(distinct t.term) into v_terms from scsql_caller.terms(p_query) t;
   if v_terms is null or p_contents is null then
     return array_fill(0::double precision, array[coalesce(cardinality(p_contents), 0)]);
   end if;
-  select st.n_chunks into v_n from scsql.memory_state st where st.project_id = scsql_caller.project_id();
+  select st.n_chunks into v_n from scsql.memory_state st where st.project_id = v_project;
   select array_agg(coalesce(scsql_caller.bm25_idf(v_n, t.df), scsql_caller.bm25_idf(greatest(coalesce(v_n, 0), 1), 1)) order by q.term)
     into v_idf
   from unnest(v_terms) q(term)
-  left join scsql.kb_terms t on t.project_id = scsql_caller.project_id() and t.term = q.term and t.df > 0;
+  left join scsql.kb_terms t on t.project_id = v_project and t.term = q.term and t.df > 0;
   select array_agg(q.term order by q.term) into v_terms from unnest(v_terms) q(term);
+  -- Each text's terms once (a call in the inner query would run per term).
   return array(
-    select coalesce((select sum(u.idf) from unnest(v_terms, v_idf) u(term, idf)
-                     where u.term = any(scsql_caller.term_array(c.content))), 0)
+    select coalesce((select sum(u.idf) from unnest(v_terms, v_idf) u(term, idf) where u.term = any(c.terms)), 0)
            / nullif((select sum(x) from unnest(v_idf) x), 0)
-    from unnest(p_contents) with ordinality c(content, i)
+    from (select scsql_caller.term_array(x.content) as terms, x.i
+          from unnest(p_contents) with ordinality x(content, i) offset 0) c
     order by c.i);
 end
 $$;

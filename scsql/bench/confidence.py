@@ -63,6 +63,22 @@ def weigh(s: Scratch, question: str, now: dt.datetime, prov) -> dict:
                             (text, emb, model)).fetchone()
 
 
+def added_cost(s: Scratch, questions: list[str]) -> tuple[float, float]:
+    """Mean milliseconds of a search (k 10, BM25) and of answer_confidence over its rows."""
+    search = answer = 0.0
+    with s.agent.transaction() as conn:
+        for q in questions:
+            t0 = time.perf_counter()
+            rows = conn.execute("select content, score, bm25_rank, vector_rank from scsql.search(%s)", (q,)).fetchall()
+            t1 = time.perf_counter()
+            conn.execute("select * from scsql_caller.answer_confidence(%s, %s::text[], %s::float8[], %s::integer[], "
+                         "%s::integer[])", (q, [r["content"] for r in rows], [r["score"] for r in rows],
+                                            [r["bm25_rank"] for r in rows], [r["vector_rank"] for r in rows])).fetchone()
+            search += t1 - t0
+            answer += time.perf_counter() - t1
+    return 1000 * search / len(questions), 1000 * answer / len(questions)
+
+
 def run(ctx, args: argparse.Namespace) -> int:
     data = Path(args.data) if args.data else default_data()
     doc, answerable, unanswerable = load(data)
@@ -82,6 +98,7 @@ def run(ctx, args: argparse.Namespace) -> int:
         pos = [weigh(s, q, now, prov) for q in answerable]
         neg = [weigh(s, q, now, prov) for q in unanswerable]
         took = time.perf_counter() - t0
+        cost = added_cost(s, answerable + unanswerable)
     print(f"corpus: {n} turns of {len(doc['sessions'])} sessions; {len(answerable)} answerable and "
           f"{len(unanswerable)} unanswerable questions; retrievers: {'hybrid, ' + prov.name if prov else 'BM25 only'}")
     flagged = sum(not r["found"] for r in neg) / len(neg)
@@ -95,7 +112,8 @@ def run(ctx, args: argparse.Namespace) -> int:
     for f in FLOORS:
         print(f"{f:5.2f}  {sum(r['confidence'] < f for r in neg) / len(neg):20.3f}"
               f"  {sum(r['confidence'] < f for r in pos) / len(pos):26.3f}")
-    print(f"search_confidence: {1000 * took / (len(pos) + len(neg)):.1f} ms a question")
+    print(f"search_confidence: {1000 * took / (len(pos) + len(neg)):.1f} ms a question; search alone "
+          f"{cost[0]:.1f} ms, the answer's confidence of its rows (what the MCP tool adds) {cost[1]:.1f} ms")
     if args.verbose:
         for name, qs, rows in (("answerable", answerable, pos), ("unanswerable", unanswerable, neg)):
             for q, r in zip(qs, rows, strict=True):
