@@ -163,5 +163,6 @@ grant execute on function scsql_caller.source_times(text[]) to scsql_agent;
 grant execute on function
   scsql.search_confidence(text, integer, text[], text, timestamptz, text, vector, text),
   scsql_caller.answer_confidence(text, text[], double precision[], integer[], integer[]),
-  scsql_caller.hit_coverage(text, text[]), scsql_caller.context_confidence(text[])
+  scsql_caller.hit_coverage(text, text[]), scsql_caller.context_confidence(text[]),
+  scsql_caller.check_confidence_query(text)
 to scsql_agent;

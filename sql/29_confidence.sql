@@ -5,8 +5,25 @@
 -- the margin of the best hit over the next. Bounds: sql/01_rules.sql.
 
 select scsql._define_error(code, name, meaning) from (values
-  ('SC380', 'confidence_hits_invalid', 'answer_confidence takes the hits of one search: contents, scores and ranks as arrays of the same length, at most 200 (search''s largest k).')
+  ('SC380', 'confidence_hits_invalid', 'answer_confidence takes the hits of one search: contents, scores and ranks as arrays of the same length, at most 200 (search''s largest k).'),
+  ('SC381', 'confidence_query_invalid', 'The query an answer is weighed for must be given, and at most as long as a search query (scsql_caller.query_max_chars()).')
 ) as t(code, name, meaning);
+
+create or replace function scsql_caller.check_confidence_query(p_query text)
+returns void
+language plpgsql immutable
+as $$
+begin
+  if p_query is null or char_length(p_query) > scsql_caller.query_max_chars() then
+    raise exception using errcode = 'SC381',
+      message = format('the query to weigh an answer for must be given and at most %s characters, got %s',
+                       scsql_caller.query_max_chars(), coalesce(char_length(p_query)::text, 'none')),
+      hint = 'Pass the query (or intent) the hits were searched for.';
+  end if;
+end
+$$;
+comment on function scsql_caller.check_confidence_query(text) is
+  'For hit_coverage and answer_confidence: raises SC381 unless the query is given and at most query_max_chars characters (what search takes). Returns nothing otherwise.';
 
 create or replace function scsql_caller.hit_coverage(p_query text, p_contents text[])
 returns double precision[]
@@ -22,6 +39,11 @@ declare
   v_n bigint;
   v_project bigint := scsql_caller.project_id();
 begin
+  perform scsql_caller.check_confidence_query(p_query);
+  if coalesce(cardinality(p_contents), 0) > 200 then
+    raise exception using errcode = 'SC380', message = format('hit_coverage takes at most 200 texts, got %s', cardinality(p_contents)),
+      hint = 'Pass the content of each search hit (k is at most 200).';
+  end if;
   select array_agg(distinct t.term) into v_terms from scsql_caller.terms(p_query) t;
   if v_terms is null or p_contents is null then
     return array_fill(0::double precision, array[coalesce(cardinality(p_contents), 0)]);
@@ -36,13 +58,13 @@ begin
   return array(
     select coalesce((select sum(u.idf) from unnest(v_terms, v_idf) u(term, idf) where u.term = any(c.terms)), 0)
            / nullif((select sum(x) from unnest(v_idf) x), 0)
-    from (select scsql_caller.term_array(x.content) as terms, x.i
+    from (select scsql_caller.term_array(left(x.content, 8000)) as terms, x.i
           from unnest(p_contents) with ordinality x(content, i) offset 0) c
     order by c.i);
 end
 $$;
 comment on function scsql_caller.hit_coverage(text, text[]) is
-  'For each text of p_contents (the hits of a search), the share of the query''s distinct terms it holds, each term weighted by its idf in the acting agent''s project as the caller sees it (a term found nowhere weighs as one found in a single chunk): 0 to 1, in order. Raises nothing: zeros for a query of only stop words, NULL for NULL contents.';
+  'For each text of p_contents (the hits of a search; of each, its first 8,000 characters: a chunk holds about 1,500), the share of the query''s distinct terms it holds, each term weighted by its idf in the acting agent''s project as the caller sees it (a term found nowhere weighs as one found in a single chunk): 0 to 1, in order. Zeros for a query of only stop words, an empty array for NULL contents. Raises SC381 for a NULL query or one longer than a search query, SC380 for more than 200 texts.';
 
 create or replace function scsql_caller.answer_confidence(
   p_query text, p_contents text[], p_scores double precision[], p_bm25_ranks integer[], p_vector_ranks integer[])
@@ -60,6 +82,7 @@ declare
   v_conf double precision;
   v_level text;
 begin
+  perform scsql_caller.check_confidence_query(p_query);
   if p_contents is null or v_n > 200 or cardinality(p_scores) is distinct from v_n
      or cardinality(p_bm25_ranks) is distinct from v_n or cardinality(p_vector_ranks) is distinct from v_n then
     raise exception using errcode = 'SC380',
@@ -69,7 +92,7 @@ begin
   end if;
   if v_n = 0 then
     return query select false, 0::double precision, 'none'::text,
-      case when not exists (select from scsql_caller.terms(coalesce(p_query, '')))
+      case when not exists (select from scsql_caller.terms(p_query))
            then 'the query holds only stop words or punctuation' else 'nothing in memory holds a word of the query' end,
       0, 0::double precision, null::double precision, null::double precision;
     return;
@@ -96,7 +119,7 @@ begin
 end
 $$;
 comment on function scsql_caller.answer_confidence(text, text[], double precision[], integer[], integer[]) is
-  'The confidence of a whole answer from memory, given the query and its hits in order (content, score, bm25_rank, vector_rank of each, as search returns them): found, confidence (0 to 1), level (high, medium, low, or none below the relevance floor: scsql_caller.confidence_levels), reason (in words), hits, and the evidence: coverage (the most of the query''s terms one of the best three hits holds, each weighted by its idf; hit_coverage), agreement (the share of the best three both retrievers found; NULL when the vector retriever did not run) and margin (how far the best score stands above the next, 0 to 1). confidence = coverage * (0.9 + 0.1 * agreement). Computed only from the hits given and the caller''s own project''s statistics, so it tells nothing of rows the caller may not read. Raises SC380 for arrays of different lengths or more than 200 hits.';
+  'The confidence of a whole answer from memory, given the query and its hits in order (content, score, bm25_rank, vector_rank of each, as search returns them): found, confidence (0 to 1), level (high, medium, low, or none below the relevance floor: scsql_caller.confidence_levels), reason (in words), hits, and the evidence: coverage (the most of the query''s terms one of the best three hits holds, each weighted by its idf; hit_coverage), agreement (the share of the best three both retrievers found; NULL when the vector retriever did not run) and margin (how far the best score stands above the next, 0 to 1). confidence = coverage * (0.9 + 0.1 * agreement). Computed only from the hits given and the caller''s own project''s statistics, so it tells nothing of rows the caller may not read. Raises SC381 for a NULL query or one longer than a search query, SC380 for arrays of different lengths or more than 200 hits.';
 
 create or replace function scsql.search_confidence(
   p_query text, p_k integer default 10, p_kinds text[] default null, p_trust text default null,

@@ -93,6 +93,12 @@ def test_answer_confidence_refuses_hits_that_do_not_line_up(dev):
             conn.execute("select * from scsql_caller.answer_confidence('a', %s::text[], %s::float8[], "
                          "%s::integer[], %s::integer[])", args)
         assert err.value.code == errors.CONFIDENCE_HITS_INVALID
+    for query in (None, "x" * 2001):  # the query weighed: as long as search takes
+        for sql_ in ("select * from scsql_caller.answer_confidence(%s, '{}', '{}', '{}', '{}')",
+                     "select scsql_caller.hit_coverage(%s, '{}')"):
+            with pytest.raises(ScsqlError) as err, dev.transaction() as conn:
+                conn.execute(sql_, (query,))
+            assert err.value.code == errors.CONFIDENCE_QUERY_INVALID
 
 
 def test_another_projects_rows_change_nothing_of_the_confidence(scsql_db, dev):
