@@ -25,7 +25,8 @@ grant execute on function scsql_caller.api() to scsql_agent, scsql_auditor, scsq
 -- The rules the client applies as the database does (sql/01_rules.sql).
 grant execute on function
   scsql_caller.rules(), scsql_caller.redaction_prefilter(), scsql_caller.query_max_chars(),
-  scsql_caller.index_max_bytes(), scsql_caller.chunk_chars()
+  scsql_caller.index_max_bytes(), scsql_caller.chunk_chars(), scsql_caller.confidence_levels(),
+  scsql_caller.relevance_floor()
 to scsql_agent, scsql_auditor, scsql_admin;
 grant execute on function
   scsql_caller.agent(), scsql_caller.project_id(), scsql_caller.agent_id(), scsql_caller.readable_projects(),

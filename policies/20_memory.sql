@@ -164,3 +164,13 @@ to scsql_agent;
 -- Recall by time (sql/28_recall_time.sql): when the sources of search hits
 -- happened. In scsql_caller: no MCP tool.
 grant execute on function scsql_caller.source_times(text[]) to scsql_agent;
+
+-- The confidence of an answer from memory (sql/29_confidence.sql): a tool
+-- hidden from models (the search, pack and recall_context tools carry it), and what it and
+-- the tools evaluate as the caller.
+grant execute on function
+  scsql.search_confidence(text, integer, text[], text, timestamptz, text, vector, text),
+  scsql_caller.answer_confidence(text, text[], double precision[], integer[], integer[]),
+  scsql_caller.hit_coverage(text, text[]), scsql_caller.context_confidence(text[]),
+  scsql_caller.check_confidence_query(text)
+to scsql_agent;

@@ -110,11 +110,16 @@ class Tools:
         try:
             result = await anyio.to_thread.run_sync(fn.call, self.api.agent, args)
             text = json.dumps(result, ensure_ascii=False, indent=1)
+            # The answer's confidence, after the result (whose text stays what it was).
+            answer = await anyio.to_thread.run_sync(fn.answer, self.api.agent, args, result)
         except Exception as exc:  # noqa: BLE001 - every failure is answered with a code
             coded = _coded(exc)
             log.info("tool %r failed: %r", fn.name, str(coded))
             return _failed(f"Error executing tool {fn.name}: {coded}")
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+        content = [types.TextContent(type="text", text=text)]
+        if answer is not None:
+            content.append(types.TextContent(type="text", text=json.dumps({"answer": answer}, ensure_ascii=False)))
+        return types.CallToolResult(content=content)
 
 
 class ScsqlServer:

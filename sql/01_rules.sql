@@ -37,6 +37,24 @@ as $$ select 1500 $$;
 comment on function scsql_caller.chunk_chars() is
   'About how many characters a chunk of an indexed text holds (scsql._chunk_text cuts at headings and blank lines within it). Raises nothing.';
 
+create or replace function scsql_caller.confidence_levels()
+returns jsonb
+language sql immutable parallel safe
+as $$
+  -- Calibrated with scsql bench confidence (answerable and unanswerable
+  -- questions over one corpus): low is the relevance floor.
+  select '{"low": 0.36, "medium": 0.55, "high": 0.8}'::jsonb
+$$;
+comment on function scsql_caller.confidence_levels() is
+  'The bounds of the confidence levels of an answer from memory (search_confidence, the search, pack and recall_context tools): low from the first, medium from the second, high from the third; below low the level is none and nothing relevant was found. low is the relevance floor, the one bound UserPromptSubmit recall and the tools apply too. Raises nothing.';
+
+create or replace function scsql_caller.relevance_floor()
+returns double precision
+language sql immutable parallel safe
+as $$ select (scsql_caller.confidence_levels() ->> 'low')::double precision $$;
+comment on function scsql_caller.relevance_floor() is
+  'The relevance floor: the confidence (0 to 1) an answer from memory must reach to count as found, the low bound of confidence_levels. Raises nothing.';
+
 create or replace function scsql_caller.rules()
 returns jsonb
 language plpgsql immutable parallel safe
@@ -48,8 +66,9 @@ begin
     'secret_dirs', to_jsonb(scsql_caller.secret_dirs()),
     'query_max_chars', scsql_caller.query_max_chars(),
     'index_max_bytes', scsql_caller.index_max_bytes(),
-    'chunk_chars', scsql_caller.chunk_chars());
+    'chunk_chars', scsql_caller.chunk_chars(),
+    'confidence_levels', scsql_caller.confidence_levels());
 end
 $$;
 comment on function scsql_caller.rules() is
-  'Every rule the client applies as the database does, in one object, read once per connection: redaction_prefilter, private_key_pattern (regular expressions PostgreSQL and Python read alike), secret_dirs, query_max_chars, index_max_bytes, chunk_chars. Raises nothing.';
+  'Every rule the client applies as the database does, in one object, read once per connection: redaction_prefilter, private_key_pattern (regular expressions PostgreSQL and Python read alike), secret_dirs, query_max_chars, index_max_bytes, chunk_chars, confidence_levels (the relevance floor and the bounds of the confidence levels). Raises nothing.';

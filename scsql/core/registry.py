@@ -407,16 +407,20 @@ class Adapter:
     around: Callable[[Agent, dict[str, Any], Call], Any] | None = None
     # Arguments of the tool that the function does not have: ``around`` reads and removes them.
     takes: tuple[Param, ...] = ()
+    # ``answer(agent, args, result)``: the confidence of the whole result, as a
+    # row of scsql_caller.answer_confidence, which the MCP tool adds to it.
+    answer: Callable[[Agent, dict[str, Any], Any], dict[str, Any]] | None = None
 
     def wrapping(self, inner: Adapter) -> Adapter:
         """This adapter around ``inner``: ``inner`` runs closest to the call."""
         outer_fn, inner_fn = self.around, inner.around
+        answer = self.answer or inner.answer
         if outer_fn is None or inner_fn is None:
-            return Adapter(self.supplies | inner.supplies, outer_fn or inner_fn, self.takes + inner.takes)
+            return Adapter(self.supplies | inner.supplies, outer_fn or inner_fn, self.takes + inner.takes, answer)
 
         def around(agent: Agent, args: dict[str, Any], call: Call) -> Any:
             return outer_fn(agent, args, lambda a: inner_fn(agent, a, call))
-        return Adapter(self.supplies | inner.supplies, around, self.takes + inner.takes)
+        return Adapter(self.supplies | inner.supplies, around, self.takes + inner.takes, answer)
 
 
 class ArgModel(BaseModel):
@@ -523,6 +527,14 @@ class ApiFunction:
             # the system refuses (too long, say): the argument's fault.
             raise _invalid(f"{self.name}: the path cannot be used: {exc.strerror or type(exc).__name__}") from None
 
+    def answer(self, agent: Agent, args: dict[str, Any], result: Any) -> dict[str, Any] | None:
+        """The confidence of RESULT (what :meth:`call` returned for ARGS) as a
+        whole, for the functions whose adapter weighs it (search, pack,
+        recall_context): found, confidence, level, reason and the evidence."""
+        if self.adapter.answer is None:
+            return None
+        return to_json(self.adapter.answer(agent, self.validate(args), result))
+
     def _call(self, agent: Agent, args: dict[str, Any]) -> Any:
         args = self.validate(args)
         around = self.adapter.around
@@ -607,6 +619,12 @@ class Catalogue:
                 r["name"], r["signature"], comment.description, r["returns_set"], r["return_type"],
                 r["returns_row"], params, adapters.get(r["name"], Adapter()), comment.hidden,
             )
+
+    def answer(self, name: str, result: Any, **args: Any) -> dict[str, Any] | None:
+        """The confidence of RESULT, what ``call(NAME, **ARGS)`` returned, as a
+        whole (:meth:`ApiFunction.answer`); None for a function without one."""
+        fn = self.functions.get(name)
+        return None if fn is None else fn.answer(self.agent, args, result)
 
     def call(self, name: str, **args: Any) -> Any:
         fn = self.functions.get(name)

@@ -3,7 +3,8 @@
 Before it asks the database, the client decides a few things itself: whether
 a text could hold a secret (and so must go through ``scsql.redact`` before
 it is signed), whether a text holds a private key, how long a search query
-may be. The database defines each of these once (``sql/01_rules.sql``,
+may be, the relevance floor an answer from memory must reach. The database
+defines each of these once (``sql/01_rules.sql``,
 ``scsql_caller.rules()``); the client reads them once per connection (an
 :class:`~scsql.core.db.Agent` keeps them: ``agent.rules()``) and writes none
 of them again.
@@ -30,6 +31,7 @@ class Rules:
     query_max_chars: int                  # the longest search query
     index_max_bytes: int                  # the largest text indexed as one source
     chunk_chars: int                      # about how much text a chunk holds
+    confidence_levels: dict[str, float]   # low (the relevance floor), medium, high: an answer's confidence levels
 
     @classmethod
     def read(cls, conn: Any) -> Rules:
@@ -41,7 +43,13 @@ class Rules:
                    secret_dirs=frozenset(r["secret_dirs"]),
                    query_max_chars=int(r["query_max_chars"]),
                    index_max_bytes=int(r["index_max_bytes"]),
-                   chunk_chars=int(r["chunk_chars"]))
+                   chunk_chars=int(r["chunk_chars"]),
+                   confidence_levels={k: float(v) for k, v in r["confidence_levels"].items()})
+
+    @property
+    def relevance_floor(self) -> float:
+        """The confidence (0 to 1) a hit or an answer from memory must reach to count as relevant."""
+        return self.confidence_levels["low"]
 
     def may_hold_secret(self, value: Any) -> bool:
         """Whether redaction could change a text or JSON value: some string of

@@ -40,11 +40,6 @@ from ..core import errors
 CONTEXT_TOKENS = 1500     # SessionStart: what recall injects at most (tokens ~ characters / 4)
 MAP_TOKENS = 300          # ... of which the map of the project's code (repo_map) takes at most
 RECALL_HITS = 3           # UserPromptSubmit: memory hits injected at most
-RECALL_FLOOR = float(os.environ.get("SCSQL_HOOK_RECALL_FLOOR", "0.5"))  # BM25 score below which a hit is noise
-RECALL_TERMS = 2          # ... and the distinct words of the prompt a hit must hold (all of them when fewer)
-_STOP = frozenset("the and for with that this from have what how who why when where which you your are was were "
-                  "can could should would will not but all any into out about there their them then than its "
-                  "does did done just also only some more most very use using".split())
 FILE_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit", "Read")
 
 
@@ -643,21 +638,13 @@ def asks_about_the_past(prompt: str) -> bool:
     return _PAST.search(prompt) is not None
 
 
-def _terms(text: str) -> set[str]:
-    return {w for w in re.findall(r"[a-z0-9][a-z0-9_.-]*[a-z0-9]", text.lower()) if len(w) >= 3 and w not in _STOP}
-
-
-def _relevant(prompt_terms: set[str], content: str) -> bool:
-    """Whether a hit holds enough of the prompt's words to be worth injecting."""
-    held = len(prompt_terms & _terms(content))
-    return held >= min(RECALL_TERMS, len(prompt_terms)) and held > 0
-
-
-def recall(agent: Agent, prompt: str, k: int = RECALL_HITS, floor: float = RECALL_FLOOR,
+def recall(agent: Agent, prompt: str, k: int = RECALL_HITS, floor: float | None = None,
            now: dt.datetime | None = None) -> list[dict]:
-    """The few knowledge-base hits relevant to PROMPT: BM25 hits scoring at
-    least FLOOR that hold at least RECALL_TERMS of the prompt's distinct words
-    (none when nothing is relevant), ordered by fusion with vector hits when
+    """The few knowledge-base hits relevant to PROMPT: BM25 hits that hold at
+    least FLOOR of the prompt's terms weighted by rarity (scsql_caller.hit_coverage;
+    by default the database's relevance floor, the one search_confidence
+    applies: agent.rules().relevance_floor), none when nothing is relevant,
+    ordered by fusion with vector hits when
     the server has the embedding model loaded. A prompt that names a time
     ("yesterday", "last week", "on 8 May", relative to NOW) recalls what
     happened then (core/when.py), searched without its time words; what
@@ -671,8 +658,8 @@ def recall(agent: Agent, prompt: str, k: int = RECALL_HITS, floor: float = RECAL
     return _recall(agent, text, k, floor, None)
 
 
-def _recall(agent: Agent, text: str, k: int, floor: float, span: when.Span | None) -> list[dict]:
-    terms = _terms(text)
+def _recall(agent: Agent, text: str, k: int, floor: float | None, span: when.Span | None) -> list[dict]:
+    floor = agent.rules().relevance_floor if floor is None else floor
     vector = None
     if query_embedding is not None:
         try:
@@ -688,8 +675,9 @@ def _recall(agent: Agent, text: str, k: int, floor: float, span: when.Span | Non
             return hits if span is None else when.in_range(span, hits, lambda h: when.happened(conn, h))
 
         bm25 = run(", p_mode => 'bm25'")
-        relevant = {h["chunk_hash"] for h in bm25
-                    if h["score"] is not None and h["score"] >= floor and _relevant(terms, h["content"])}
+        cover = conn.execute("select scsql_caller.hit_coverage(%s, %s::text[]) as c",
+                             (text, [h["content"] for h in bm25])).fetchone()["c"] if bm25 else []
+        relevant = {h["chunk_hash"] for h, c in zip(bm25, cover, strict=True) if c is not None and c >= floor}
         if not relevant:
             return []
         if vector is None:

@@ -1,11 +1,15 @@
 """Python help for the memory functions (registry adapters).
 
-* search, search_global, pack: the query is embedded and passed as the
+* search, search_global, search_confidence, pack: the query is embedded and passed as the
   hidden arguments query_embedding and model: by this process's provider when
   it has the model loaded already, else by the worker of the agent's data
   directory when one serves the same model (embed_service.py: no model load
   in this process), else by this process's provider (loaded on first use).
   Without a provider, or when it fails, the search is BM25 only, never broken.
+* search, search_global, pack, recall_context: the MCP tool adds the
+  confidence of the whole answer after the rows (scsql_caller.answer_confidence,
+  context_confidence): found, confidence, level, reason, so a model told
+  "found": false says memory has nothing rather than guess.
 * search, given no since, of a query that names a time ("yesterday", "on
   8 May"): what happened then, searched without the time words, else the
   search as asked (core/when.py).
@@ -150,12 +154,43 @@ def _within_named_time(agent, args: dict[str, Any], call: Call) -> Any:
     return when.search_within(span, query, k, run, times)
 
 
+def _answer_of(text_arg: str):
+    """The confidence of a search's or a pack's hits as a whole
+    (scsql_caller.answer_confidence), for the words searched: a query's
+    time words left out as the search tool leaves them out."""
+
+    def answer(agent, args: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
+        from ..core import when
+
+        text = args.get(text_arg)
+        span = when.read(text) if text_arg == "query" and isinstance(text, str) and args.get("since") is None else None
+        if span is not None:
+            text = when.query_of(span, text)
+        with agent.transaction() as conn:
+            return conn.execute(
+                "select * from scsql_caller.answer_confidence(%s, %s::text[], %s::float8[], %s::integer[], %s::integer[])",
+                (text, [r["content"] for r in rows], [r["score"] for r in rows],
+                 [r.get("bm25_rank") for r in rows], [r.get("vector_rank") for r in rows])).fetchone()
+
+    return answer
+
+
+def _context_answer(agent, args: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """recall_context's confidence: what it returned of the project's own context (scsql_caller.context_confidence)."""
+    with agent.transaction() as conn:
+        return conn.execute("select * from scsql_caller.context_confidence(%s::text[])",
+                            ([r["section"] for r in rows],)).fetchone()
+
+
 _EMBEDDING = frozenset({"query_embedding", "model"})
 
 ADAPTERS: dict[str, Adapter] = {
-    "search": Adapter(frozenset(), _within_named_time).wrapping(Adapter(_EMBEDDING, _with_query_embedding("query"))),
-    "search_global": Adapter(_EMBEDDING, _with_query_embedding("query")),
-    "pack": Adapter(_EMBEDDING, _with_query_embedding("intent")),
+    "search": Adapter(frozenset(), _within_named_time, answer=_answer_of("query")).wrapping(
+        Adapter(_EMBEDDING, _with_query_embedding("query"))),
+    "search_global": Adapter(_EMBEDDING, _with_query_embedding("query"), answer=_answer_of("query")),
+    "search_confidence": Adapter(_EMBEDDING, _with_query_embedding("query")),
+    "pack": Adapter(_EMBEDDING, _with_query_embedding("intent"), answer=_answer_of("intent")),
+    "recall_context": Adapter(answer=_context_answer),
     **{fn: Adapter(frozenset(), _write_then_embed) for fn in ("remember", "index_text", "summarize_session")},
     "index": Adapter(frozenset({"manifest"}), _index),
 }

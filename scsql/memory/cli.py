@@ -49,8 +49,11 @@ def cmd_index(ctx, args) -> int:
 
 def cmd_search(ctx, args) -> int:
     agent = ctx.open_agent(args.agent, need_key=False)
-    rows = ctx.api(agent).call("search_global" if args.all_projects else "search", query=args.query, k=args.k,
-                               mode=args.mode)
+    api, name = ctx.api(agent), "search_global" if args.all_projects else "search"
+    rows = api.call(name, query=args.query, k=args.k, mode=args.mode)
+    answer = api.answer(name, rows, query=args.query, k=args.k, mode=args.mode)
+    if answer is not None and rows:  # the whole answer's confidence, beside the rows (stdout stays the rows)
+        print(answer_line(answer), file=sys.stderr)
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
@@ -63,6 +66,13 @@ def cmd_search(ctx, args) -> int:
         if args.content:
             print("    " + r["content"].replace("\n", "\n    "))
     return 0
+
+
+def answer_line(a: dict) -> str:
+    """The confidence of a search's answer as a whole, in one line."""
+    if not a["found"]:
+        return f"scsql: nothing relevant found (confidence {a['confidence']:.2f}, level none): {a['reason']}"
+    return f"scsql: answer confidence {a['confidence']:.2f} ({a['level']}): {a['reason']}"
 
 
 def search_line(r: dict) -> str:

@@ -151,7 +151,7 @@ def test_the_time_a_question_names_raises_recall_at_5(imported):
         "search, no time handling": lambda q: sql_search(agent, q, None, K),
         "search tool, range filtered": lambda q: api.call("search", query=q, k=K),
         "range boosted": lambda q: within(agent, q, "boost"),
-        "hook recall, no time handling": lambda q: handlers._recall(agent, q, K, handlers.RECALL_FLOOR, None),
+        "hook recall, no time handling": lambda q: handlers._recall(agent, q, K, None, None),
         "hook recall, range filtered": lambda q: handlers.recall(agent, q, K, now=NOW),
     }
     recall, first = {}, {}
@@ -177,7 +177,7 @@ def test_a_range_that_holds_nothing_falls_back_to_the_search_as_asked(imported):
     plain = [h["chunk_hash"] for h in sql_search(agent, q, None, K)]
     assert plain
     assert [h["chunk_hash"] for h in Api(agent).call("search", query=q, k=K)] == plain
-    assert handlers.recall(agent, q, K, now=NOW) == handlers._recall(agent, q, K, handlers.RECALL_FLOOR, None)
+    assert handlers.recall(agent, q, K, now=NOW) == handlers._recall(agent, q, K, None, None)
 
 
 def test_a_caller_that_gives_since_gets_exactly_that(imported):

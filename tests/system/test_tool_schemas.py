@@ -44,17 +44,21 @@ STORED_IN = {
     ("search", "trust"): ("kb_sources", "trust"),
     ("search_global", "kinds"): ("kb_sources", "kind"),
     ("search_global", "trust"): ("kb_sources", "trust"),
+    ("search_confidence", "kinds"): ("kb_sources", "kind"),
+    ("search_confidence", "trust"): ("kb_sources", "trust"),
     ("learnings", "kind"): ("learnings", "kind"),
     ("enqueue_task", "complexity"): ("tasks", "complexity"),
     ("enqueue_task", "max_attempts"): ("tasks", "max_attempts"),
 }
 # Choices beyond the column's that the function adds: search finds facts too.
-ADDED_BY_FUNCTION = {("search", "kinds"): ["fact", "decision"], ("search_global", "kinds"): ["fact", "decision"]}
+ADDED_BY_FUNCTION = {("search", "kinds"): ["fact", "decision"], ("search_global", "kinds"): ["fact", "decision"],
+                     ("search_confidence", "kinds"): ["fact", "decision"]}
 # Choices a function checks itself (not a column): each published choice is
 # called for real below, and one outside them is refused.
 CHECKED_BY_FUNCTION = {
     ("search", "mode"): lambda v: {"query": "x", "mode": v},
     ("search_global", "mode"): lambda v: {"query": "x", "mode": v},
+    ("search_confidence", "mode"): lambda v: {"query": "x", "mode": v},
     ("search", "fusion"): lambda v: {"query": "x", "fusion": v},
     ("search_global", "fusion"): lambda v: {"query": "x", "fusion": v},
     ("cost_report", "group_by"): lambda v: {"group_by": v},
