@@ -13,8 +13,8 @@ def register(commands) -> None:
 
 
 def _benches(p) -> None:
-    from . import chain, embed, hooks, queue, retrieval, search, serve, start, tools, ui
+    from . import chain, citus, embed, hooks, queue, retrieval, search, serve, start, tools, ui
 
     bsub = p.add_subparsers(dest="bench", metavar="BENCH", required=True)
-    for bench in (chain, embed, hooks, queue, retrieval, search, serve, start, tools, ui):
+    for bench in (chain, citus, embed, hooks, queue, retrieval, search, serve, start, tools, ui):
         bench.register(bsub)
