@@ -251,7 +251,7 @@ def _measure_all(s: Loaded, qs: list[str], n: int, bar) -> dict[str, tuple[float
 
 def report(one: dict, cluster: dict, n: int) -> list[str]:
     lines = [f"{n} calls each; times in ms from the client; ratio = cluster / one server",
-             f"{"call":<34} {'one p50':>8} {'one p95':>8} {'cit p50':>8} {'cit p95':>8} {'x p50':>6} {'x p95':>6} goal"]
+             f"{'call':<34} {'one p50':>8} {'one p95':>8} {'cit p50':>8} {'cit p95':>8} {'x p50':>6} {'x p95':>6} goal"]
     for name, (p50, p95) in one.items():
         c50, c95 = cluster[name]
         goal = EVERY_SHARD_GOAL if name in EVERY_SHARD else OWN_GOAL
