@@ -57,20 +57,26 @@ class ClusterScratch(ScratchDatabase):
     """A scratch database on every node of a Citus cluster, distributed by
     migrate --citus; dropped from every node."""
 
-    def __init__(self, server_admin: str, label: str, shards: int | None = None):
+    def __init__(self, server_admin: str, label: str, shards: int | None = None, workers: list[str] | None = None):
         super().__init__(server_admin, label)
         self.shards = shards
+        base = conninfo_to_dict(server_admin)
+        self.coordinator = (base.get("host", "localhost"), int(base.get("port", 5432)))
+        self.workers = workers or self._workers(server_admin)
+
+    @staticmethod
+    def _workers(server_admin: str) -> list[str]:
+        """The workers of the coordinator, as its pg_dist_node names them, with SERVER_ADMIN's user."""
         with psycopg.connect(server_admin, autocommit=True) as conn:
             if conn.execute("select to_regclass('pg_catalog.pg_dist_node') is null").fetchone()[0]:
                 raise SystemExit("--cluster: this database has no citus (name the database the workers were "
                                  "added to, e.g. dbname=scsql)")
             rows = conn.execute("select nodename, nodeport from pg_dist_node where groupid <> 0 "
                                 "and noderole = 'primary' order by nodeport").fetchall()
-        base = conninfo_to_dict(server_admin)
-        self.coordinator = (base.get("host", "localhost"), int(base.get("port", 5432)))
-        self.workers = [make_conninfo(**dict(base, host=h, port=str(p))) for h, p in rows]
-        if not self.workers:
+        if not rows:
             raise SystemExit("--cluster: the coordinator has no workers (pg_dist_node)")
+        base = conninfo_to_dict(server_admin)
+        return [make_conninfo(**dict(base, host=h, port=str(p))) for h, p in rows]
 
     def nodes(self) -> list[str]:
         return [self.server_admin, *self.workers]
@@ -263,7 +269,10 @@ def report(one: dict, cluster: dict, n: int) -> list[str]:
 
 def run(ctx, args: argparse.Namespace) -> int:
     qs = _queries(args.calls + 5)
-    dbs = [ScratchDatabase(ctx.admin_conninfo(), "citus1"), ClusterScratch(args.cluster, "citus", args.shards)]
+    dbs = [ScratchDatabase(ctx.admin_conninfo(), "citus1"), ClusterScratch(
+        args.cluster, "citus", args.shards, [w for w in (args.workers or "").split(";") if w])]
+    for db in dbs:
+        db.keep = args.keep
     results, loaded = [], []
     with exit_on_sigterm():
         try:
@@ -297,8 +306,11 @@ def register(bsub) -> None:
     p = bsub.add_parser("citus", help="p50/p95 of each agent call on a Citus cluster vs one server, same data")
     p.add_argument("--cluster", required=True, metavar="DSN",
                    help="an administrator of the cluster's coordinator, in a database the workers were added to")
+    p.add_argument("--workers", metavar="DSN;DSN",
+                   help="administrators of the workers (default: the nodes the DSN's pg_dist_node names)")
     p.add_argument("--chunks", type=int, default=2000, help="chunks over all projects (default 2000)")
     p.add_argument("--projects", type=int, default=4)
     p.add_argument("--calls", type=int, default=60, help="timed calls of each kind (default 60)")
     p.add_argument("--shards", type=int, default=None, help="citus.shard_count of the scratch database (default Citus's)")
+    p.add_argument("--keep", action="store_true", help="keep both scratch databases (their names are printed)")
     p.set_defaults(bench_func=run)
