@@ -13,8 +13,10 @@ def register(commands) -> None:
 
 
 def _benches(p) -> None:
-    from . import chain, code_graph, confidence, embed, hooks, index, queue, retrieval, search, serve, start, tools, ui
+    from . import (chain, citus, code_graph, confidence, embed, hooks, index, queue, retrieval, search, serve, start,
+                   tools, ui)
 
     bsub = p.add_subparsers(dest="bench", metavar="BENCH", required=True)
-    for bench in (chain, code_graph, confidence, embed, hooks, index, queue, retrieval, search, serve, start, tools, ui):
+    for bench in (chain, citus, code_graph, confidence, embed, hooks, index, queue, retrieval, search, serve, start,
+                  tools, ui):
         bench.register(bsub)
