@@ -149,6 +149,9 @@ as $$
     and (l.rule_for is null or l.rule_for = p_me.agent_id)
     and (l.classification in ('public', 'internal') or l.author_id = p_me.agent_id)
     and case when l.pattern is not null then coalesce(p_key, '') ~ l.pattern
+             -- A purged input key (scsql.purge) still matches by its sha256.
+             when l.input_key is null and l.input_key_sha256 is not null
+               then sha256(convert_to(p_key, 'UTF8')) is not distinct from l.input_key_sha256
              else l.input_key is null or l.input_key = p_key end
   order by l.learning_id desc
   limit 1
