@@ -377,7 +377,8 @@ as $$
   -- The chunks not purged that hold a copy of a purged row's text: a
   -- learning's knowledge-base source; for a prompt or a tool call, the
   -- chunks of its session's conversation (claude/sessions/<Claude session
-  -- id>/<n>.md, meta.session) that quote one of its texts (scsql._quotes).
+  -- id>/<n>.md, meta.session) and of session summaries ("request: <the
+  -- prompt>") that quote one of its texts (scsql._quotes).
   -- authors: the agents who may purge each besides an administrator.
   select c.chunk_id, array_remove(array[s.created_by, s.updated_by, scsql._learning_author(s.project_id, s.kind, s.meta)], null)
   from scsql.kb_sources s
@@ -385,19 +386,19 @@ as $$
   where s.project_id = p_project
     and case when p_kind = 'learning' then s.kind = 'learning' and s.path = 'learning:' || p_id
              when p_kind in ('prompt', 'tool_call') then
-               s.path like 'claude/sessions/%' and scsql._quotes(c.content, p_texts)
-               and s.meta ->> 'session' = (
+               scsql._quotes(c.content, p_texts)
+               and (s.kind = 'session_summary' or s.path like 'claude/sessions/%' and s.meta ->> 'session' = (
                  select x.external_id from scsql.sessions x
                  where x.project_id = p_project
                    and x.session_id = case when p_kind = 'prompt'
                      then (select r.session_id from scsql.prompts r where r.project_id = p_project and r.prompt_id = p_id)
                      else (select t.session_id from scsql.tool_calls t where t.project_id = p_project and t.tool_call_id = p_id limit 1) end
-                 limit 1)
+                 limit 1))
              else false end
   order by c.chunk_id
 $$;
 comment on function scsql._purge_copy_chunks(text, bigint, bigint, text[]) is
-  'Private, for scsql.purge. The knowledge-base chunks not purged yet that copy the texts P_TEXTS purged from row P_ID of kind P_KIND in project P_PROJECT: a learning''s chunks (source learning:<id>); for a prompt or tool call, the chunks of its session''s conversation that quote one of the texts (scsql._quotes). With the agents who may purge each: the source''s creator and last writer, and for a learning''s source the learning''s author.';
+  'Private, for scsql.purge. The knowledge-base chunks not purged yet that copy the texts P_TEXTS purged from row P_ID of kind P_KIND in project P_PROJECT: a learning''s chunks (source learning:<id>); for a prompt or tool call, the chunks of its session''s conversation and of session summaries that quote one of the texts (scsql._quotes). With the agents who may purge each: the source''s creator and last writer, and for a learning''s source the learning''s author.';
 
 create or replace function scsql._purge_texts(p_kind text, p_id bigint)
 returns text[]
@@ -464,7 +465,7 @@ begin
 end
 $$;
 comment on function scsql._purge_copies(text, bigint, bigint, text[], text) is
-  'Private, for scsql.purge, in its transaction. Purges what copies texts P_TEXTS purged from row P_ID of kind P_KIND in project P_PROJECT, where the purging agent may (its own rows; an administrator every one), each with its own purge record and copies in turn: of a tool call, its outcomes (written since they keep digests) and learnings that quote a removed text; of an outcome, its learnings; of a learning, the chunks of its knowledge-base source; of a prompt or tool call, the chunks of its session''s conversation that quote a removed text (scsql._purge_copy_chunks). Returns purge_id, kind, id and fields of each purge.';
+  'Private, for scsql.purge, in its transaction. Purges what copies texts P_TEXTS purged from row P_ID of kind P_KIND in project P_PROJECT, where the purging agent may (its own rows; an administrator every one), each with its own purge record and copies in turn: of a tool call, its outcomes (written since they keep digests) and learnings that quote a removed text; of an outcome, its learnings; of a learning, the chunks of its knowledge-base source; of a prompt or tool call, the chunks of its session''s conversation and of session summaries that quote a removed text (scsql._purge_copy_chunks). Returns purge_id, kind, id and fields of each purge.';
 
 create or replace function scsql._purge_quoted(p_project bigint, p_kind text, p_id bigint, p_texts text[])
 returns text[]
@@ -491,7 +492,7 @@ as $$
     select 'chunk:' || c.chunk_id from scsql._purge_copy_chunks(p_kind, p_id, p_project, p_texts) c) q
 $$;
 comment on function scsql._purge_quoted(bigint, text, bigint, text[]) is
-  'Private, for scsql.purge. What still quotes or cites a purged row after its purge and the purges of its copies (scsql._purge_copies): distilled items citing it (distill_item:<id>); for a tool call, outcomes and learnings of it that quote a removed text (outcome:<id>, learning:<id>); for an outcome, its learnings; for a prompt or tool call, the chunks of its session''s conversation that quote one, and for a learning the chunks of its source (chunk:<id>): those of other agents, and outcomes written before outcomes kept digests.';
+  'Private, for scsql.purge. What still quotes or cites a purged row after its purge and the purges of its copies (scsql._purge_copies): distilled items citing it (distill_item:<id>); for a tool call, outcomes and learnings of it that quote a removed text (outcome:<id>, learning:<id>); for an outcome, its learnings; for a prompt or tool call, the chunks of its session''s conversation and of session summaries that quote one, and for a learning the chunks of its source (chunk:<id>): those of other agents, and outcomes written before outcomes kept digests.';
 
 create or replace function scsql.purge(p_kind text, p_id bigint, p_reason text)
 returns table (purge_id bigint, kind text, id bigint, fields text[], quoted_by text[])
@@ -540,4 +541,4 @@ p_kind: prompt, tool_call, chunk, outcome or learning
 p_id: the prompt_id, tool_call_id, chunk_id, outcome_id or learning_id
 p_reason: why (at most 1,000 characters; stored redacted)
 
-Removes the text of the row: a prompt''s text; a tool call''s input_preview, output_preview and input_key; an outcome''s summary and evidence; a learning''s summary, evidence and input_key; a chunk''s content and context, with its postings and embedding and what other chunks'' contexts took from it. The row stays. A prompt, tool call or outcome keeps its place in its chain, its hashes and signature (it hashes and signs its texts through their sha256, see scsql._enc), so scsql verify and scsql.verify_chain stay clean, and still find the row altered or its text put back other than it was; a learning keeps the sha256 of its texts, a chunk its chunk_hash. In the same transaction it purges the copies it can identify, each with its own purge record, when they are yours (an administrator: anyone''s): of a tool call, its outcomes and learnings that quote a removed text (such as the outcome the hooks record of a failed call); of an outcome, its learnings; of a learning, the chunks of its knowledge-base source; of a prompt or tool call, the chunks of its session''s conversation that quote a removed text (a quote counts from 16 characters). A chained record in scsql.purges says who purged what, why, and the sha256 of each text removed. The viewer shows "[purged]" in its place; search and recall no longer find it. Allowed to the row''s author (a chunk: the agent that created or last wrote its source; a learning and its chunks: the author of its outcome) and to administrators (scsql_admin), for a row of any project. Returns one row per purge, the row asked for first: purge_id, kind, id, the fields removed and, in the first row, quoted_by: what still cites or quotes the row and was not purged (distill_item:<id>, another agent''s outcome:<id>, learning:<id> or chunk:<id>, an outcome written before outcomes kept digests), to purge or forget separately. Raises SC360 for another kind, SC361 for an id with no such row (in your project), SC362 for another agent''s row, SC363 for a row purged already, SC364 for a missing or bad reason, SC365 for a row written before scsql hashed texts through digests; nothing is purged then.';
+Removes the text of the row: a prompt''s text; a tool call''s input_preview, output_preview and input_key; an outcome''s summary and evidence; a learning''s summary, evidence and input_key; a chunk''s content and context, with its postings and embedding and what other chunks'' contexts took from it. The row stays. A prompt, tool call or outcome keeps its place in its chain, its hashes and signature (it hashes and signs its texts through their sha256, see scsql._enc), so scsql verify and scsql.verify_chain stay clean, and still find the row altered or its text put back other than it was; a learning keeps the sha256 of its texts, a chunk its chunk_hash. In the same transaction it purges the copies it can identify, each with its own purge record, when they are yours (an administrator: anyone''s): of a tool call, its outcomes and learnings that quote a removed text (such as the outcome the hooks record of a failed call); of an outcome, its learnings; of a learning, the chunks of its knowledge-base source; of a prompt or tool call, the chunks of its session''s conversation and of session summaries that quote a removed text (a quote counts from 16 characters). A chained record in scsql.purges says who purged what, why, and the sha256 of each text removed. The viewer shows "[purged]" in its place; search and recall no longer find it. Allowed to the row''s author (a chunk: the agent that created or last wrote its source; a learning and its chunks: the author of its outcome) and to administrators (scsql_admin), for a row of any project. Returns one row per purge, the row asked for first: purge_id, kind, id, the fields removed and, in the first row, quoted_by: what still cites or quotes the row and was not purged (distill_item:<id>, another agent''s outcome:<id>, learning:<id> or chunk:<id>, an outcome written before outcomes kept digests), to purge or forget separately. Raises SC360 for another kind, SC361 for an id with no such row (in your project), SC362 for another agent''s row, SC363 for a row purged already, SC364 for a missing or bad reason, SC365 for a row written before scsql hashed texts through digests; nothing is purged then.';
