@@ -863,7 +863,7 @@ create table scsql.learnings (
   task_ref text,
   signal text not null,
   confidence numeric,
-  summary text not null,
+  summary text,
   evidence text,
   classification text not null,
   created_at timestamp with time zone default now() not null,
@@ -875,7 +875,13 @@ create table scsql.learnings (
   -- When this learning was made a rule; NULL while it is not one (or for a rule made before scsql recorded it).
   rule_at timestamp with time zone,
   -- The one agent this rule denies calls of (a rule made by an agent that is not an orchestrator applies to its maker only); NULL for a rule of the whole project, or while it is not a rule.
-  rule_for bigint
+  rule_for bigint,
+  -- sha256 of the summary's UTF-8 bytes (filled when the learning is written; for one written before scsql kept it, when it is purged). summary is NULL only when purged (scsql.purge).
+  summary_sha256 bytea,
+  -- sha256 of evidence's UTF-8 bytes (NULL when there is none). evidence NULL with a digest: purged (scsql.purge).
+  evidence_sha256 bytea,
+  -- sha256 of input_key's UTF-8 bytes (NULL when there is none). input_key NULL with a digest: purged (scsql.purge); a rule of the learning still matches calls by it.
+  input_key_sha256 bytea
 );
 alter table scsql.learnings add constraint learnings_pkey PRIMARY KEY (project_id, learning_id);
 alter table scsql.learnings add constraint learnings_project_id_fkey FOREIGN KEY (project_id) REFERENCES scsql.projects(project_id);
@@ -884,6 +890,7 @@ alter table scsql.learnings add constraint learnings_rule_for_fkey FOREIGN KEY (
 alter table scsql.learnings add constraint learnings_classification_check CHECK ((classification = ANY (ARRAY['public'::text, 'internal'::text, 'confidential'::text, 'restricted'::text])));
 alter table scsql.learnings add constraint learnings_kind_check CHECK ((kind = ANY (ARRAY['failure'::text, 'experiment'::text])));
 alter table scsql.learnings add constraint learnings_pattern_check CHECK ((char_length(pattern) <= 1000));
+alter table scsql.learnings add constraint learnings_summary_kept CHECK (((summary IS NOT NULL) OR (summary_sha256 IS NOT NULL)));
 CREATE INDEX learnings_outcome_idx ON scsql.learnings USING btree (project_id, outcome_id);
 CREATE INDEX learnings_tool_idx ON scsql.learnings USING btree (project_id, tool, input_key) WHERE (kind = 'failure'::text);
 alter table scsql.learnings enable row level security;
@@ -1152,7 +1159,7 @@ create table scsql.outcomes (
   kind text not null,
   signal text not null,
   confidence numeric,
-  summary text not null,
+  summary text,
   evidence text,
   classification text default 'internal'::text not null,
   author_id bigint not null,
@@ -1161,7 +1168,11 @@ create table scsql.outcomes (
   seq bigint not null,
   prev_hash bytea not null,
   row_hash bytea not null,
-  signature bytea not null
+  signature bytea not null,
+  -- sha256 of the summary's UTF-8 bytes, what the row hashes and signs in place of the summary (NULL in rows written before scsql kept it, which hash the summary itself). summary is NULL only when purged (scsql.purge).
+  summary_sha256 bytea,
+  -- sha256 of evidence's UTF-8 bytes, what the row hashes and signs in place of it (NULL when there is none, and in rows written before scsql kept it). evidence NULL with a digest: purged (scsql.purge).
+  evidence_sha256 bytea
 ) partition by range (at);
 alter table scsql.outcomes add constraint outcomes_pkey PRIMARY KEY (project_id, outcome_id, at);
 alter table scsql.outcomes add constraint outcomes_classification_check CHECK ((classification = ANY (ARRAY['public'::text, 'internal'::text, 'confidential'::text, 'restricted'::text])));
@@ -1171,6 +1182,7 @@ alter table scsql.outcomes add constraint outcomes_kind_check CHECK ((kind = ANY
 alter table scsql.outcomes add constraint outcomes_names_subject CHECK (((tool_call_id IS NOT NULL) OR (session_id IS NOT NULL) OR (task_ref IS NOT NULL)));
 alter table scsql.outcomes add constraint outcomes_signal_check CHECK ((signal ~ '^[a-z][a-z0-9_.-]{0,31}$'::text));
 alter table scsql.outcomes add constraint outcomes_summary_check CHECK (((char_length(summary) >= 1) AND (char_length(summary) <= 1000)));
+alter table scsql.outcomes add constraint outcomes_summary_kept CHECK (((summary IS NOT NULL) OR (summary_sha256 IS NOT NULL)));
 alter table scsql.outcomes add constraint outcomes_task_ref_check CHECK ((char_length(task_ref) <= 200));
 CREATE INDEX outcomes_chain_idx ON ONLY scsql.outcomes USING btree (chain_id, seq);
 CREATE INDEX outcomes_redacted_idx ON ONLY scsql.outcomes USING btree (project_id, at) WHERE ((summary ~~ '%[REDACTED:%'::text) OR (evidence ~~ '%[REDACTED:%'::text));
@@ -1297,7 +1309,7 @@ CREATE INDEX prompts_session_when_idx ON scsql.prompts USING btree (project_id, 
 alter table scsql.prompts enable row level security;
 alter table scsql.prompts force row level security;
 
--- One row per purge (scsql.purge): which row (target_kind prompt, tool_call or chunk, and its id), the sha256 (hex) of each text removed, by field, why, and who purged it (the agent's name, or the administrator's role). Chained unsigned in the chain of the purged row's author (written by the database, like scsql.memory_changes) and append-only.
+-- One row per purge (scsql.purge): which row (target_kind prompt, tool_call, chunk, outcome or learning, and its id), the sha256 (hex) of each text removed, by field, why, and who purged it (the agent's name, or the administrator's role). Chained unsigned in the chain of the purged row's author (written by the database, like scsql.memory_changes) and append-only.
 create table scsql.purges (
   project_id bigint not null,
   purge_id bigint generated always as identity not null,
@@ -1319,7 +1331,7 @@ alter table scsql.purges add constraint purges_pkey PRIMARY KEY (project_id, pur
 alter table scsql.purges add constraint purges_project_id_fkey FOREIGN KEY (project_id) REFERENCES scsql.projects(project_id);
 alter table scsql.purges add constraint purges_digests_object CHECK ((jsonb_typeof(digests) = 'object'::text));
 alter table scsql.purges add constraint purges_reason_check CHECK (((char_length(reason) >= 1) AND (char_length(reason) <= 1000)));
-alter table scsql.purges add constraint purges_target_kind_check CHECK ((target_kind = ANY (ARRAY['prompt'::text, 'tool_call'::text, 'chunk'::text])));
+alter table scsql.purges add constraint purges_target_kind_check CHECK ((target_kind = ANY (ARRAY['prompt'::text, 'tool_call'::text, 'chunk'::text, 'outcome'::text, 'learning'::text])));
 CREATE INDEX purges_chain_idx ON scsql.purges USING btree (chain_id, seq);
 CREATE INDEX purges_target_idx ON scsql.purges USING btree (project_id, target_kind, target_id);
 alter table scsql.purges enable row level security;

@@ -78,9 +78,10 @@ begin
   perform scsql._require(p_deny is not null, 'deny must be true or false');
   -- Read as columns (on Citus the row comes from a shard), locked: the
   -- history row below compares it with what the UPDATE writes.
-  select l.learning_id, l.author_id, l.deny, l.pattern, l.summary, l.classification, l.tool, l.input_key, l.rule_for
+  select l.learning_id, l.author_id, l.deny, l.pattern, l.summary, l.classification, l.tool, l.input_key, l.rule_for,
+         l.input_key_sha256
     into v_l.learning_id, v_l.author_id, v_l.deny, v_l.pattern, v_l.summary, v_l.classification, v_l.tool,
-         v_l.input_key, v_l.rule_for
+         v_l.input_key, v_l.rule_for, v_l.input_key_sha256
   from scsql.learnings l
   where l.project_id = v_me.project_id and l.learning_id = p_learning_id and l.kind = 'failure'
   for update;
@@ -96,7 +97,9 @@ begin
       message = format('learning %s is a rule of the whole project, made by an orchestrator; only an orchestrator may change it', p_learning_id),
       hint = 'Nothing was changed. Ask an orchestrator of the project.';
   end if;
-  perform scsql._check_rule_pattern(p_pattern, p_deny, v_l.tool, v_l.input_key);
+  -- A purged input key (scsql.purge) still names the call: rules match its sha256.
+  perform scsql._check_rule_pattern(p_pattern, p_deny, v_l.tool,
+                                    coalesce(v_l.input_key, case when v_l.input_key_sha256 is not null then '[purged]' end));
   v_pattern := case when p_deny then p_pattern end;
   -- An orchestrator's rule binds the whole project; anyone else's, its maker.
   v_for := case when p_deny and not v_orchestrator then v_me.agent_id end;
@@ -149,6 +152,9 @@ as $$
     and (l.rule_for is null or l.rule_for = p_me.agent_id)
     and (l.classification in ('public', 'internal') or l.author_id = p_me.agent_id)
     and case when l.pattern is not null then coalesce(p_key, '') ~ l.pattern
+             -- A purged input key (scsql.purge) still matches by its sha256.
+             when l.input_key is null and l.input_key_sha256 is not null
+               then sha256(convert_to(p_key, 'UTF8')) is not distinct from l.input_key_sha256
              else l.input_key is null or l.input_key = p_key end
   order by l.learning_id desc
   limit 1

@@ -722,6 +722,19 @@ $$;
 comment on function scsql._memory_loop_drift() is
   'Private, for scsql.verify_memory. Open loops whose text, owner, source or closing (open, or closed with a resolution of that sha256) are not what their open_loop and close_loop changes in the memory history recorded, loops those changes record that are gone (missing), and loops no change records (unrecorded).';
 
+create or replace function scsql._same_text(p_a text, p_a_sha256 bytea, p_b text, p_b_sha256 bytea)
+returns boolean
+language sql immutable parallel safe
+as $$
+  -- Two texts, either of which a purge may have removed, keeping its sha256.
+  select case when p_a is not null and p_b is not null then p_a = p_b
+              when p_a is null and p_b is null and p_a_sha256 is null and p_b_sha256 is null then true
+              else coalesce(p_a_sha256, sha256(convert_to(p_a, 'UTF8')))
+                   is not distinct from coalesce(p_b_sha256, sha256(convert_to(p_b, 'UTF8'))) end
+$$;
+comment on function scsql._same_text(text, bytea, text, bytea) is
+  'Private. True when text P_A (or, removed by scsql.purge, its sha256 P_A_SHA256) is text P_B (or its sha256): a learning compared with the outcome it was derived from when either was purged.';
+
 create or replace function scsql._memory_learning_drift()
 returns table (project_id bigint, kind text, target text, problem text, expected text, found text, detail text,
                at timestamptz, recorded boolean)
@@ -744,10 +757,16 @@ as $$
     select l.project_id, 'learning:' || l.learning_id as target, l.created_at as at, o.outcome_id is not null as kept,
            o.chain_id as o_chain, o.seq as o_seq, n.target is not null as learned, n.new_hash,
            n.chain_id as n_chain, n.seq as n_seq,
-           scsql._text_hash(l.summary) as hash, l.deny, l.pattern, r.op as rule_op, r.reason as rule_reason,
+           coalesce(scsql._text_hash(l.summary), encode(l.summary_sha256, 'hex')) as hash, l.deny, l.pattern,
+           r.op as rule_op, r.reason as rule_reason,
            array_to_string(array[
-             case when l.summary is distinct from o.summary then 'summary' end,
-             case when l.evidence is distinct from o.evidence then 'evidence' end,
+             case when not scsql._same_text(l.summary, l.summary_sha256, o.summary, o.summary_sha256) then 'summary' end,
+             case when not scsql._same_text(l.evidence, l.evidence_sha256, o.evidence, o.evidence_sha256) then 'evidence' end,
+             -- A text removed (scsql.purge keeps its sha256) needs the purge that removed it.
+             case when (l.summary is null or (l.evidence is null and l.evidence_sha256 is not null))
+                       and not exists (select from scsql.purges p where p.project_id = l.project_id and p.target_kind = 'learning'
+                                         and p.target_id = l.learning_id and p.digests ->> 'summary' = encode(l.summary_sha256, 'hex'))
+                  then 'text removed without a purge' end,
              case when l.outcome_kind is distinct from o.kind
                     or l.kind is distinct from case when o.kind in ('shipped', 'accepted') then 'experiment' else 'failure' end
                   then 'kind' end,
@@ -794,7 +813,7 @@ as $$
   where not exists (select from scsql.learnings l where l.project_id = n.project_id and 'learning:' || l.learning_id = n.target)
 $$;
 comment on function scsql._memory_learning_drift() is
-  'Private, for scsql.verify_memory. Learnings that differ from the outcome they were derived from (while it is kept) or, once retention took it, from the summary hash of their learn change; that deny calls otherwise than their latest rule or unrule change says (with its pattern); that nothing records (unrecorded); and learnings a learn change records that are gone (missing).';
+  'Private, for scsql.verify_memory. Learnings that differ from the outcome they were derived from (while it is kept; a text either purged is compared by its sha256, and a learning''s text removed needs its purge record) or, once retention took it, from the summary hash of their learn change; that deny calls otherwise than their latest rule or unrule change says (with its pattern); that nothing records (unrecorded); and learnings a learn change records that are gone (missing).';
 
 create or replace function scsql.verify_memory()
 returns table (project text, kind text, target text, problem text, expected text, found text, detail text,

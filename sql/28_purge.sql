@@ -59,6 +59,38 @@ comment on function scsql._make_digested(regclass, text[]) is
 
 select scsql._make_digested('scsql.prompts', array['text']);
 select scsql._make_digested('scsql.tool_calls', array['input_preview', 'output_preview', 'input_key']);
+select scsql._make_digested('scsql.outcomes', array['summary', 'evidence']);
+
+-- Learnings are not chained: each keeps the sha256 of its texts beside them
+-- (filled here when it is written), the proof of what a purge removed, by
+-- which a rule of a purged learning still matches calls.
+create or replace function scsql._learning_digests()
+returns trigger
+language plpgsql
+as $$
+begin
+  new.summary_sha256 := sha256(convert_to(new.summary, 'UTF8'));
+  new.evidence_sha256 := sha256(convert_to(new.evidence, 'UTF8'));
+  new.input_key_sha256 := sha256(convert_to(new.input_key, 'UTF8'));
+  return new;
+end
+$$;
+comment on function scsql._learning_digests() is
+  'Private trigger (before insert on scsql.learnings, after the input key is copied): fills summary_sha256, evidence_sha256 and input_key_sha256, the sha256 of each text (NULL for none), which stay when scsql.purge removes the texts.';
+drop trigger if exists zz_learning_digests on scsql.learnings;
+create trigger zz_learning_digests before insert on scsql.learnings
+  for each row execute function scsql._learning_digests();
+
+create or replace function scsql._learning_author(p_project bigint, p_kind text, p_meta jsonb)
+returns bigint
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+  select l.author_id from scsql.learnings l
+  where p_kind = 'learning' and l.project_id = p_project
+    and l.learning_id = case when p_meta ->> 'learning_id' ~ '^[0-9]{1,18}$' then (p_meta ->> 'learning_id')::bigint end
+$$;
+comment on function scsql._learning_author(bigint, text, jsonb) is
+  'Private. The author of the learning a knowledge-base source of kind P_KIND with meta P_META holds (the author of its outcome; as scsql._check_forgettable finds it), NULL for any other source.';
 
 create or replace function scsql._purge_consents(p_table text, p_old jsonb, p_new jsonb)
 returns boolean
@@ -189,7 +221,8 @@ begin
   where c.chunk_id = p_id and (v_who.is_admin or c.project_id = (v_who.agent).project_id);
   if v_project is not null then
     perform scsql._memory_state_lock(v_project);  -- as every writer of the knowledge base
-    select c.*, s.created_by, s.updated_by into v_c from scsql.kb_chunks c
+    select c.*, s.created_by, s.updated_by, scsql._learning_author(s.project_id, s.kind, s.meta) as learning_author
+      into v_c from scsql.kb_chunks c
     join scsql.kb_sources s on s.project_id = c.project_id and s.source_id = c.source_id
     where c.project_id = v_project and c.chunk_id = p_id for update of c;
   end if;
@@ -197,7 +230,7 @@ begin
     raise exception using errcode = 'SC361', message = format('no chunk has id %s%s', p_id,
       case when v_who.is_admin then '' else ' in your project' end);
   end if;
-  if not v_who.is_admin and (v_who.agent).agent_id not in (v_c.created_by, v_c.updated_by) then
+  if not v_who.is_admin and not (v_who.agent).agent_id = any (array_remove(array[v_c.created_by, v_c.updated_by, v_c.learning_author], null)) then
     raise exception using errcode = 'SC362', message = format('chunk %s is of another agent''s source; only its author or an administrator may purge it', p_id),
       hint = 'Ask the author, or an administrator (scsql_admin).';
   end if;
@@ -216,7 +249,7 @@ begin
 end
 $$;
 comment on function scsql._purge_chunk(bigint, text) is
-  'Private, for scsql.purge. Purges chunk P_ID: checks who may (an agent that created or last wrote its source, or an administrator), records the purge in the chain of the purging agent (an administrator: of the source''s last writer), and removes its text everywhere it is kept (scsql._purge_chunk_text). Returns the purge_id, the fields removed and what still cites it (scsql._purge_quoted). Raises SC361, SC362, SC363.';
+  'Private, for scsql.purge. Purges chunk P_ID: checks who may (an agent that created or last wrote its source, for a learning''s source also the learning''s author, or an administrator), records the purge in the chain of the purging agent (an administrator: of the source''s last writer), and removes its text everywhere it is kept (scsql._purge_chunk_text). Returns the purge_id, the fields removed and what still cites it (scsql._purge_quoted). Raises SC361, SC362, SC363.';
 
 create or replace function scsql._purge_chunk_text(p_project bigint, p_source bigint, p_chunk bigint)
 returns void
@@ -290,13 +323,158 @@ $$;
 comment on function scsql._purge_summaries(bigint, text[]) is
   'Private. Replaces by "[purged]" each item of the session summaries of project P_PROJECT (kb_sources.meta -> summary) that quotes one of the purged texts P_TEXTS (scsql._quotes).';
 
+create or replace function scsql._purge_learning(p_id bigint, p_reason text)
+returns table (purge_id bigint, fields text[], quoted_by text[])
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_who record := scsql._purger();
+  v_l scsql.learnings;
+  v_texts text[];
+begin
+  select * into v_l from scsql.learnings l
+  where l.learning_id = p_id and (v_who.is_admin or l.project_id = (v_who.agent).project_id) for update;
+  if v_l.learning_id is null then
+    raise exception using errcode = 'SC361', message = format('no learning has id %s%s', p_id,
+      case when v_who.is_admin then '' else ' in your project' end);
+  end if;
+  if not v_who.is_admin and v_l.author_id <> (v_who.agent).agent_id then
+    raise exception using errcode = 'SC362', message = format('learning %s is of another agent''s outcome; only its author or an administrator may purge it', p_id),
+      hint = 'Ask the author, or an administrator (scsql_admin).';
+  end if;
+  if v_l.summary is null then
+    raise exception using errcode = 'SC363', message = format('learning %s has no text left to purge', p_id),
+      hint = 'scsql.purges records who purged it and why.';
+  end if;
+  fields := array_remove(array['summary', case when v_l.evidence is not null then 'evidence' end,
+                               case when v_l.input_key is not null then 'input_key' end], null);
+  v_texts := array_remove(array[v_l.summary, v_l.evidence, v_l.input_key], null);
+  purge_id := scsql._purge_record(v_l.project_id, case when v_who.is_admin then v_l.author_id else (v_who.agent).agent_id end,
+                                  'learning', p_id,
+                                  jsonb_strip_nulls(jsonb_build_object('summary', scsql._text_hash(v_l.summary),
+                                    'evidence', scsql._text_hash(v_l.evidence), 'input_key', scsql._text_hash(v_l.input_key))),
+                                  scsql._redact(p_reason), v_who.name);
+  -- Never indexed now; a worker indexing it holds its queue row until it commits.
+  delete from scsql.kb_learning_queue q where q.project_id = v_l.project_id and q.learning_id = p_id;
+  update scsql.learnings l
+     set summary = null, evidence = null, input_key = null,
+         summary_sha256 = coalesce(l.summary_sha256, sha256(convert_to(l.summary, 'UTF8'))),
+         evidence_sha256 = coalesce(l.evidence_sha256, sha256(convert_to(l.evidence, 'UTF8'))),
+         input_key_sha256 = coalesce(l.input_key_sha256, sha256(convert_to(l.input_key, 'UTF8')))
+   where l.project_id = v_l.project_id and l.learning_id = p_id;
+  perform scsql._purge_summaries(v_l.project_id, v_texts);
+  quoted_by := scsql._purge_quoted(v_l.project_id, 'learning', p_id, v_texts);
+  return next;
+end
+$$;
+comment on function scsql._purge_learning(bigint, text) is
+  'Private, for scsql.purge. Purges learning P_ID: checks who may (the author of its outcome, or an administrator), records the purge in the chain of the purging agent (an administrator: of the learning''s author), sets its summary, evidence and input key to NULL (their sha256 stay beside them), takes it off the knowledge base''s queue and replaces the items of session summaries that quote it. Returns the purge_id, the fields removed and what still quotes it (scsql._purge_quoted). Raises SC361, SC362, SC363.';
+
+create or replace function scsql._purge_copy_chunks(p_kind text, p_id bigint, p_project bigint, p_texts text[])
+returns table (chunk_id bigint, authors bigint[])
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+  -- The chunks not purged that hold a copy of a purged row's text: a
+  -- learning's knowledge-base source; for a prompt or a tool call, the
+  -- chunks of its session's conversation (claude/sessions/<Claude session
+  -- id>/<n>.md, meta.session) and of session summaries ("request: <the
+  -- prompt>") that quote one of its texts (scsql._quotes).
+  -- authors: the agents who may purge each besides an administrator.
+  select c.chunk_id, array_remove(array[s.created_by, s.updated_by, scsql._learning_author(s.project_id, s.kind, s.meta)], null)
+  from scsql.kb_sources s
+  join scsql.kb_chunks c on c.project_id = s.project_id and c.source_id = s.source_id and c.purged_at is null
+  where s.project_id = p_project
+    and case when p_kind = 'learning' then s.kind = 'learning' and s.path = 'learning:' || p_id
+             when p_kind in ('prompt', 'tool_call') then
+               scsql._quotes(c.content, p_texts)
+               and (s.kind = 'session_summary' or s.path like 'claude/sessions/%' and s.meta ->> 'session' = (
+                 select x.external_id from scsql.sessions x
+                 where x.project_id = p_project
+                   and x.session_id = case when p_kind = 'prompt'
+                     then (select r.session_id from scsql.prompts r where r.project_id = p_project and r.prompt_id = p_id)
+                     else (select t.session_id from scsql.tool_calls t where t.project_id = p_project and t.tool_call_id = p_id limit 1) end
+                 limit 1))
+             else false end
+  order by c.chunk_id
+$$;
+comment on function scsql._purge_copy_chunks(text, bigint, bigint, text[]) is
+  'Private, for scsql.purge. The knowledge-base chunks not purged yet that copy the texts P_TEXTS purged from row P_ID of kind P_KIND in project P_PROJECT: a learning''s chunks (source learning:<id>); for a prompt or tool call, the chunks of its session''s conversation and of session summaries that quote one of the texts (scsql._quotes). With the agents who may purge each: the source''s creator and last writer, and for a learning''s source the learning''s author.';
+
+create or replace function scsql._purge_texts(p_kind text, p_id bigint)
+returns text[]
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_table text := case p_kind when 'prompt' then 'scsql.prompts' when 'tool_call' then 'scsql.tool_calls'
+                              when 'outcome' then 'scsql.outcomes' end;
+  v_texts text[];
+begin
+  if p_kind = 'learning' then
+    select array_remove(array[l.summary, l.evidence, l.input_key], null) into v_texts
+    from scsql.learnings l where l.learning_id = p_id limit 1;
+  elsif v_table is not null then
+    execute (select format('select array_remove(array[%s]::text[], null) from %s t where t.%I = $1 limit 1',
+                           string_agg(format('t.%I', d.column_name), ', ' order by d.column_name), v_table, min(d.id_column))
+             from scsql._chain_digests(v_table) d)
+      into v_texts using p_id;
+  end if;
+  return coalesce(v_texts, '{}');
+end
+$$;
+comment on function scsql._purge_texts(text, bigint) is
+  'Private, for scsql.purge, which checks who may purge the row. The purgeable texts row P_ID of kind P_KIND (prompt, tool_call, outcome, learning) holds now (empty when none or no such row).';
+
+create or replace function scsql._purge_copies(p_kind text, p_id bigint, p_project bigint, p_texts text[], p_reason text)
+returns table (purge_id bigint, kind text, id bigint, fields text[])
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_who record := scsql._purger();
+  v_me bigint := (v_who.agent).agent_id;
+  v_c record;
+  v_r record;
+begin
+  -- Outcomes of a tool call that quote its text (written since outcomes keep digests), each with its copies.
+  for v_c in select o.outcome_id, array_remove(array[o.summary, o.evidence], null) as texts from scsql.outcomes o
+             where p_kind = 'tool_call' and o.project_id = p_project and o.tool_call_id = p_id
+               and o.summary is not null and o.summary_sha256 is not null and (v_who.is_admin or o.author_id = v_me)
+               and (scsql._quotes(o.summary, p_texts) or scsql._quotes(o.evidence, p_texts))
+             order by o.outcome_id loop
+    select * into v_r from scsql._purge_chained('scsql.outcomes', 'outcome', v_c.outcome_id, p_reason);
+    return query select v_r.purge_id, 'outcome'::text, v_c.outcome_id, v_r.fields;
+    return query select * from scsql._purge_copies('outcome', v_c.outcome_id, p_project, v_c.texts, p_reason);
+  end loop;
+  -- Learnings: those of an outcome (its copies), those of a tool call that quote its text.
+  for v_c in select l.learning_id from scsql.learnings l
+             where p_kind in ('outcome', 'tool_call') and l.project_id = p_project and l.summary is not null
+               and (v_who.is_admin or l.author_id = v_me)
+               and case when p_kind = 'outcome' then l.outcome_id = p_id
+                        else l.tool_call_id = p_id and (scsql._quotes(l.summary, p_texts) or scsql._quotes(l.evidence, p_texts)
+                                                        or scsql._quotes(l.input_key, p_texts)) end
+             order by l.learning_id loop
+    select * into v_r from scsql._purge_learning(v_c.learning_id, p_reason);
+    return query select v_r.purge_id, 'learning'::text, v_c.learning_id, v_r.fields;
+    return query select * from scsql._purge_copies('learning', v_c.learning_id, p_project, null, p_reason);
+  end loop;
+  -- Chunks: a learning's, and the conversation of a prompt's or tool call's session quoting it.
+  for v_c in select c.chunk_id from scsql._purge_copy_chunks(p_kind, p_id, p_project, p_texts) c
+             where v_who.is_admin or v_me = any (c.authors) loop
+    select * into v_r from scsql._purge_chunk(v_c.chunk_id, p_reason);
+    return query select v_r.purge_id, 'chunk'::text, v_c.chunk_id, v_r.fields;
+  end loop;
+end
+$$;
+comment on function scsql._purge_copies(text, bigint, bigint, text[], text) is
+  'Private, for scsql.purge, in its transaction. Purges what copies texts P_TEXTS purged from row P_ID of kind P_KIND in project P_PROJECT, where the purging agent may (its own rows; an administrator every one), each with its own purge record and copies in turn: of a tool call, its outcomes (written since they keep digests) and learnings that quote a removed text; of an outcome, its learnings; of a learning, the chunks of its knowledge-base source; of a prompt or tool call, the chunks of its session''s conversation and of session summaries that quote a removed text (scsql._purge_copy_chunks). Returns purge_id, kind, id and fields of each purge.';
+
 create or replace function scsql._purge_quoted(p_project bigint, p_kind text, p_id bigint, p_texts text[])
 returns text[]
 language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
-  -- Signed rows of their authors that a purge does not change: the
-  -- distilled items citing the row, and for a tool call the outcomes and
-  -- learnings recorded of it that quote its text.
+  -- What still copies the texts once the purge and its copies are done:
+  -- the distilled items citing the row (signed by the distiller), and what
+  -- the purging agent may not purge or that cannot be (an outcome written
+  -- before outcomes kept digests).
   select coalesce(array_agg(q.ref order by q.ref), '{}') from (
     select 'distill_item:' || c.item_id as ref from scsql.distill_citations c
     where c.project_id = p_project and c.cited = p_kind and c.cited_id = p_id
@@ -306,11 +484,15 @@ as $$
       and (scsql._quotes(o.evidence, p_texts) or scsql._quotes(o.summary, p_texts))
     union
     select 'learning:' || l.learning_id from scsql.learnings l
-    where p_kind = 'tool_call' and l.project_id = p_project and l.tool_call_id = p_id
-      and (scsql._quotes(l.evidence, p_texts) or scsql._quotes(l.summary, p_texts) or scsql._quotes(l.input_key, p_texts))) q
+    where p_kind in ('tool_call', 'outcome') and l.project_id = p_project and l.summary is not null
+      and case when p_kind = 'outcome' then l.outcome_id = p_id
+               else l.tool_call_id = p_id and (scsql._quotes(l.evidence, p_texts) or scsql._quotes(l.summary, p_texts)
+                                               or scsql._quotes(l.input_key, p_texts)) end
+    union
+    select 'chunk:' || c.chunk_id from scsql._purge_copy_chunks(p_kind, p_id, p_project, p_texts) c) q
 $$;
 comment on function scsql._purge_quoted(bigint, text, bigint, text[]) is
-  'Private, for scsql.purge. What still quotes or cites a purged row and is not changed by the purge: distilled items citing it (distill_item:<id>) and, for a tool call, outcomes and learnings of it that quote a removed text (outcome:<id>, learning:<id>).';
+  'Private, for scsql.purge. What still quotes or cites a purged row after its purge and the purges of its copies (scsql._purge_copies): distilled items citing it (distill_item:<id>); for a tool call, outcomes and learnings of it that quote a removed text (outcome:<id>, learning:<id>); for an outcome, its learnings; for a prompt or tool call, the chunks of its session''s conversation and of session summaries that quote one, and for a learning the chunks of its source (chunk:<id>): those of other agents, and outcomes written before outcomes kept digests.';
 
 create or replace function scsql.purge(p_kind text, p_id bigint, p_reason text)
 returns table (purge_id bigint, kind text, id bigint, fields text[], quoted_by text[])
@@ -318,10 +500,13 @@ language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_r record;
+  v_texts text[];
+  v_project bigint;
+  v_copies jsonb;
 begin
-  if p_kind is null or p_kind not in ('prompt', 'tool_call', 'chunk') then
+  if p_kind is null or p_kind not in ('prompt', 'tool_call', 'chunk', 'outcome', 'learning') then
     raise exception using errcode = 'SC360', message = format('cannot purge a %s', coalesce(p_kind, 'NULL')),
-      hint = 'Purge a prompt, a tool_call or a chunk.';
+      hint = 'Purge a prompt, a tool_call, a chunk, an outcome or a learning.';
   end if;
   if p_id is null or p_id < 1 then
     raise exception using errcode = 'SC361', message = format('no %s has id %s', p_kind, coalesce(p_id::text, 'NULL'));
@@ -329,18 +514,31 @@ begin
   perform scsql._check_text('reason', p_reason, 1000, true, 'SC364');
   if p_kind = 'chunk' then
     select * into v_r from scsql._purge_chunk(p_id, p_reason);
-  else
-    select * into v_r from scsql._purge_chained(case p_kind when 'prompt' then 'scsql.prompts' else 'scsql.tool_calls' end,
-                                                p_kind, p_id, p_reason);
+    return query select v_r.purge_id, p_kind, p_id, v_r.fields, v_r.quoted_by;
+    return;
   end if;
-  return query select v_r.purge_id, p_kind, p_id, v_r.fields, v_r.quoted_by;
+  -- The texts, read before the row is locked: once its purge succeeds they are what it removed.
+  v_texts := scsql._purge_texts(p_kind, p_id);
+  if p_kind = 'learning' then
+    select * into v_r from scsql._purge_learning(p_id, p_reason);
+  else
+    select * into v_r from scsql._purge_chained(case p_kind when 'prompt' then 'scsql.prompts' when 'tool_call' then 'scsql.tool_calls'
+                                                             else 'scsql.outcomes' end, p_kind, p_id, p_reason);
+  end if;
+  select p.project_id into v_project from scsql.purges p where p.purge_id = v_r.purge_id;
+  -- Its copies, in this transaction; then what still quotes it.
+  select coalesce(jsonb_agg(to_jsonb(c)), '[]') into v_copies
+  from scsql._purge_copies(p_kind, p_id, v_project, v_texts, p_reason) c;
+  return query select v_r.purge_id, p_kind, p_id, v_r.fields, scsql._purge_quoted(v_project, p_kind, p_id, v_texts);
+  return query select c.purge_id, c.kind, c.id, c.fields, '{}'::text[]
+               from jsonb_to_recordset(v_copies) c(purge_id bigint, kind text, id bigint, fields text[]);
 end
 $$;
 comment on function scsql.purge(text, bigint, text) is
-  'Removes the text of one of your prompts, tool calls or knowledge-base chunks, keeping the row and a proof of what it held.
+  'Removes the text of one of your prompts, tool calls, outcomes, learnings or knowledge-base chunks, and the copies of it you may purge, keeping the rows and a proof of what they held.
 
-p_kind: prompt, tool_call or chunk
-p_id: the prompt_id, tool_call_id or chunk_id
+p_kind: prompt, tool_call, chunk, outcome or learning
+p_id: the prompt_id, tool_call_id, chunk_id, outcome_id or learning_id
 p_reason: why (at most 1,000 characters; stored redacted)
 
-Removes the text of the row: a prompt''s text; a tool call''s input_preview, output_preview and input_key; a chunk''s content and context, with its postings and embedding and what other chunks'' contexts took from it. The row stays. A prompt or tool call keeps its place in its chain, its hashes and signature (it hashes and signs its texts through their sha256, see scsql._enc), so scsql verify and scsql.verify_chain stay clean, and still find the row altered or its text put back other than it was; a chunk keeps its chunk_hash. A chained record in scsql.purges says who purged what, why, and the sha256 of each text removed. The viewer shows "[purged]" in its place; search and recall no longer find it. Allowed to the row''s author (a chunk: the agent that created or last wrote its source) and to administrators (scsql_admin), for a row of any project. Returns purge_id, kind, id, the fields removed and quoted_by: what the purge does not change that still cites or quotes the row (distill_item:<id>, outcome:<id>, learning:<id>), to purge or forget separately. Raises SC360 for another kind, SC361 for an id with no such row (in your project), SC362 for another agent''s row, SC363 for a row purged already, SC364 for a missing or bad reason, SC365 for a row written before scsql hashed texts through digests.';
+Removes the text of the row: a prompt''s text; a tool call''s input_preview, output_preview and input_key; an outcome''s summary and evidence; a learning''s summary, evidence and input_key; a chunk''s content and context, with its postings and embedding and what other chunks'' contexts took from it. The row stays. A prompt, tool call or outcome keeps its place in its chain, its hashes and signature (it hashes and signs its texts through their sha256, see scsql._enc), so scsql verify and scsql.verify_chain stay clean, and still find the row altered or its text put back other than it was; a learning keeps the sha256 of its texts, a chunk its chunk_hash. In the same transaction it purges the copies it can identify, each with its own purge record, when they are yours (an administrator: anyone''s): of a tool call, its outcomes and learnings that quote a removed text (such as the outcome the hooks record of a failed call); of an outcome, its learnings; of a learning, the chunks of its knowledge-base source; of a prompt or tool call, the chunks of its session''s conversation and of session summaries that quote a removed text (a quote counts from 16 characters). A chained record in scsql.purges says who purged what, why, and the sha256 of each text removed. The viewer shows "[purged]" in its place; search and recall no longer find it. Allowed to the row''s author (a chunk: the agent that created or last wrote its source; a learning and its chunks: the author of its outcome) and to administrators (scsql_admin), for a row of any project. Returns one row per purge, the row asked for first: purge_id, kind, id, the fields removed and, in the first row, quoted_by: what still cites or quotes the row and was not purged (distill_item:<id>, another agent''s outcome:<id>, learning:<id> or chunk:<id>, an outcome written before outcomes kept digests), to purge or forget separately. Raises SC360 for another kind, SC361 for an id with no such row (in your project), SC362 for another agent''s row, SC363 for a row purged already, SC364 for a missing or bad reason, SC365 for a row written before scsql hashed texts through digests; nothing is purged then.';

@@ -99,6 +99,7 @@ begin
   loop
     -- A learning whose text holds a private key stays out of the knowledge
     -- base (scsql.learnings() still shows it to those allowed).
+    continue when v_l.summary is null;  -- purged (scsql.purge)
     continue when scsql._holds_private_key(scsql._learning_text(v_l));
     select * into v_r from scsql._index_source(
       v_l.project_id, 'learning:' || v_l.learning_id, scsql._learning_text(v_l), 'learning', 'internal',

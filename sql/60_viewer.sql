@@ -519,7 +519,7 @@ as $$
      and (coalesce(x.occurred_at, x.at), 3, x.tool_call_id) > (p_after, p_rank, p_id)
    order by coalesce(x.occurred_at, x.at), x.tool_call_id limit scsql_caller.viewer_limit(p_limit))
   union all
-  (select 4, x.outcome_id, x.at, x.at, x.author_id, x.chain_id, x.seq, x.kind, x.signal, x.summary, null, null, null, null,
+  (select 4, x.outcome_id, x.at, x.at, x.author_id, x.chain_id, x.seq, x.kind, x.signal, coalesce(x.summary, '[purged]'), null, null, null, null,
           null, 'outcome:' || x.outcome_id, null
    from scsql.outcomes x
    where x.project_id = p_project and x.session_id = p_session and x.at >= greatest(p_written, p_after)

@@ -65,6 +65,7 @@ select scsql._map_constraint(t::regclass, c, code, message, hint) from (values
   ('scsql.outcomes', 'outcomes_kind_check', 'SC010',
    'kind must be shipped, accepted, rejected, failed, insufficient, errored or reverted', null),
   ('scsql.outcomes', 'outcomes_summary_check', 'SC010', 'summary must be 1 to 1000 characters', null),
+  ('scsql.outcomes', 'outcomes_summary_kept', 'SC010', 'summary must be 1 to 1000 characters', null),
   ('scsql.outcomes', 'outcomes_signal_check', 'SC010',
    'signal must name the source in lower case (test, ci, human, review, agent, ...): a letter, then up to 31 letters, digits, _ . or -', null),
   ('scsql.outcomes', 'outcomes_confidence_check', 'SC010', 'confidence must be between 0 and 1', null),

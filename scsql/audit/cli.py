@@ -221,12 +221,15 @@ def cmd_purge(ctx, args: argparse.Namespace) -> int:
     values = (args.kind.replace("-", "_"), args.id, args.reason)
     if args.agent:
         with ctx.open_agent(args.agent, need_key=False).transaction() as conn:
-            r = conn.execute(query, values).fetchone()
+            rows = conn.execute(query, values).fetchall()
     else:
         with admin_connection(ctx.admin_conninfo()) as conn:
-            r = conn.execute(query, values).fetchone()
+            rows = conn.execute(query, values).fetchall()
+    r = rows[0]
     print(f"scsql purge: {r['kind']} {r['id']}: removed {', '.join(r['fields'])} (purge {r['purge_id']}); "
           "the row and its hashes stay, scsql verify still checks it")
+    for c in rows[1:]:  # the copies purged with it
+        print(f"scsql purge: copy {c['kind']} {c['id']}: removed {', '.join(c['fields'])} (purge {c['purge_id']})")
     if r["quoted_by"]:
         print(f"scsql purge: still quoted or cited by {', '.join(r['quoted_by'])}, which a purge does not change",
               file=sys.stderr)
@@ -316,9 +319,10 @@ def register(commands: Commands) -> None:
     c.add_argument("--extension-version", metavar="VERSION",
                    help="the pg_partman version to install (default: the server's default version; 4.x and 5.x work)")
 
-    p = add("purge", cmd_purge, "remove the text of a prompt, tool call or chunk, keeping the row and its proof")
-    p.add_argument("kind", choices=["prompt", "tool-call", "tool_call", "chunk"], help="what to purge")
-    p.add_argument("id", type=int, help="its prompt_id, tool_call_id or chunk_id")
+    p = add("purge", cmd_purge, "remove the text of a prompt, tool call, outcome, learning or chunk (and the copies "
+                                "of it you may purge), keeping the row and its proof")
+    p.add_argument("kind", choices=["prompt", "tool-call", "tool_call", "chunk", "outcome", "learning"], help="what to purge")
+    p.add_argument("id", type=int, help="its prompt_id, tool_call_id, chunk_id, outcome_id or learning_id")
     p.add_argument("--reason", required=True, help="why (recorded, redacted, in scsql.purges)")
     p.add_argument("--agent", help="purge as this agent, the row's author (default: as an administrator)")
 

@@ -64,8 +64,8 @@ OUTCOME_FIELDS = (
     SignedField("kind", "text"),
     SignedField("signal", "text", "agent"),
     SignedField("confidence", "numeric"),
-    SignedField("summary", "text", redact=True),
-    SignedField("evidence", "text", redact=True),
+    SignedField("summary", "text", redact=True, digested=True),
+    SignedField("evidence", "text", redact=True, digested=True),
     SignedField("classification", "text", "internal"),
 )
 

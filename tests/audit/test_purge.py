@@ -49,6 +49,12 @@ def purge(agent, kind: str, ident: int, reason: str = "pasted by mistake") -> di
         return conn.execute("select * from scsql.purge(%s, %s, %s)", (kind, ident, reason)).fetchone()
 
 
+def purge_all(agent, kind: str, ident: int, reason: str = "pasted by mistake") -> list[dict]:
+    """Every row scsql.purge returns: the row asked for, then each copy it purged."""
+    with agent.transaction() as conn:
+        return conn.execute("select * from scsql.purge(%s, %s, %s)", (kind, ident, reason)).fetchall()
+
+
 def admin_purge(db, kind: str, ident: int, reason: str = "asked by the user") -> dict:
     with psycopg.connect(db.admin, row_factory=psycopg.rows.dict_row) as conn:
         conn.execute("set role scsql_admin")
@@ -140,24 +146,27 @@ def test_the_author_purges_a_prompt_a_tool_call_and_a_conversation_chunk_and_the
     assert body in ([], [{"body": "[purged]"}])
 
 
-def test_a_purge_names_the_signed_rows_that_still_quote_what_it_removed(pair):
+def test_a_tool_calls_purge_purges_its_authors_outcome_and_learning_that_quote_it(pair):
     """An outcome (signed by its author) that quotes a failed call's preview, and
-    the learning derived from it, are not changed by the call's purge: the
-    purge names them."""
+    the learning derived from it, are purged with the call, in its transaction,
+    each with its own purge record; the rows follow the call's in the result."""
     db, a, _ = pair
     call = _tool_call(a)
     outcome = _first(Api(a).call("record_outcome", tool_call_id=call, kind="failed", summary="Bash failed: exit 1",
                                  evidence=f'{{"command": "echo {TOKEN}"}}'))["outcome_id"]
     with db.connect() as conn:
         learning = conn.execute("select learning_id from scsql.learnings where outcome_id = %s", (outcome,)).fetchone()
-    r = purge(a, "tool_call", call)
-    assert f"outcome:{outcome}" in r["quoted_by"]
-    if learning is not None:
-        assert f"learning:{learning['learning_id']}" in r["quoted_by"]
-    # A short text quotes nothing.
+    rows = purge_all(a, "tool_call", call)
+    assert rows[0]["kind"] == "tool_call" and rows[0]["quoted_by"] == []
+    done = {(r["kind"], r["id"]): r["fields"] for r in rows[1:]}
+    assert done[("outcome", outcome)] == ["evidence", "summary"]
+    assert ("learning", learning["learning_id"]) in done
+    assert holding(db) == []
+    both_verifiers_clean(db, a)
+    # A short text quotes nothing: the outcome stays as it is.
     other = _first(Api(a).call("record_tool_call", tool="Read", output_preview="ok"))["tool_call_id"]
     Api(a).call("record_outcome", tool_call_id=other, kind="failed", summary="Read failed: ok")
-    assert purge(a, "tool_call", other)["quoted_by"] == []
+    assert [(r["kind"], r["quoted_by"]) for r in purge_all(a, "tool_call", other)] == [("tool_call", [])]
 
 
 def test_an_administrator_purges_an_agents_row_into_that_agents_chain(pair):
@@ -204,7 +213,7 @@ def test_another_agent_cannot_purge_and_bad_calls_get_stable_codes(pair, scsql_d
     assert refused(lambda: purge(b, "prompt", prompt)) == PURGE_NOT_ALLOWED
     assert refused(lambda: purge(b, "tool_call", call)) == PURGE_NOT_ALLOWED
     assert refused(lambda: purge(stranger, "prompt", prompt)) == PURGE_TARGET_UNKNOWN  # another project: not even seen
-    assert refused(lambda: purge(a, "outcome", prompt)) == PURGE_KIND_INVALID
+    assert refused(lambda: purge(a, "session", prompt)) == PURGE_KIND_INVALID
     assert refused(lambda: purge(a, "prompt", 0)) == PURGE_TARGET_UNKNOWN
     assert refused(lambda: purge(a, "prompt", prompt + 10**9)) == PURGE_TARGET_UNKNOWN
     assert refused(lambda: purge(a, "prompt", prompt, " ")) == PURGE_REASON_INVALID

@@ -221,7 +221,7 @@ def test_verification_can_start_from_a_checkpoint(trail, verifier, tmp_path, mon
             conn.execute("set role scsql_auditor")
             r = conn.execute("select * from scsql.verify_chain(%s, %s)", (ca, cp)).fetchone()
             assert r["ok"] and r["rows_checked"] == 2  # the checkpoint's head (seq 6) and seq 7
-    tamper(db, f"update scsql.outcomes set summary = 'x' where chain_id = {ca} and seq = 6")
+    tamper(db, f"update scsql.outcomes set signal = 'x' where chain_id = {ca} and seq = 6")  # summary is hashed by its digest
     assert verifier.breaks(db, from_checkpoint=cp) == [(ca, 6, "hash-mismatch")]  # the start row itself is checked
     tamper(db, f"update scsql.outcomes set row_hash = sha256(row_hash) where chain_id = {ca} and seq = 6")
     assert verifier.breaks(db, from_checkpoint=cp) == [(ca, 6, "checkpoint-mismatch")]

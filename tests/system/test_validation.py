@@ -44,6 +44,7 @@ UNMAPPED = {
     "tool_calls_cost_usd_check": "the cost is computed from scsql.model_prices",
     "learnings_classification_check": "a learning takes its outcome's classification",
     "learnings_kind_check": "a learning's kind is derived from its outcome's",
+    "learnings_summary_kept": "a learning takes its outcome's summary; only scsql.purge removes it, keeping its sha256",
     "checkpoints_signature_check": "record_checkpoint checks the signature first (SC131/SC132)",
     "checkpoint_heads_from_seq_check": "heads are read from the chains by record_checkpoint",
     "checkpoint_heads_row_hash_check": "heads are read from the chains by record_checkpoint",
