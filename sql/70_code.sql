@@ -677,18 +677,24 @@ Rebuilds code_links from the references (a resolved call or base weighs the squa
 
 create or replace function scsql_caller.recent_edits(p_limit integer)
 returns text[]
-language sql stable
+language plpgsql stable
 as $$
-  select coalesce(array_agg(x.f order by x.at desc), '{}')
+declare
+  v_files text[];
+begin
+  perform scsql._require(p_limit between 0 and 1000, format('limit must be 0 to 1,000, got %s', p_limit));
+  select coalesce(array_agg(x.f order by x.at desc), '{}') into v_files
   from (select e.f, max(t.at) as at
         from scsql.tool_calls t cross join lateral jsonb_array_elements_text(t.files) e(f)
         where t.project_id = (select scsql_caller.project_id()) and t.author_id = (select scsql_caller.agent_id())
           and t.tool in ('Edit', 'Write', 'MultiEdit', 'NotebookEdit') and t.at > now() - interval '7 days'
           and jsonb_typeof(t.files) = 'array'
-        group by e.f order by 2 desc limit p_limit) x
+        group by e.f order by 2 desc limit p_limit) x;
+  return v_files;
+end
 $$;
 comment on function scsql_caller.recent_edits(integer) is
-  'The files the acting agent changed in the last 7 days (Edit, Write, MultiEdit and NotebookEdit calls captured), newest first, at most LIMIT: the focus of a map made with none.';
+  'The files the acting agent changed in the last 7 days (Edit, Write, MultiEdit and NotebookEdit calls captured), newest first, at most LIMIT (0 to 1,000; SC010 otherwise): the focus of a map made with none.';
 
 create or replace function scsql_caller.code_focus(p_project bigint, p_focus text[])
 returns table (file_id bigint, def_id bigint, weight double precision)

@@ -747,11 +747,12 @@ def index_files(agent, tree: Tree, actions: list[dict[str, Any]], progress: bool
                 _index_one(agent, text, report)
         bar.update(len(batch))
     bar.close()
-    for rel in sorted(symbols.todo):
+    failed = {f["path"] for f in report["failed"]}
+    for rel in sorted(symbols.todo - failed):  # a file whose text failed has no symbols either
         try:
             with agent.transaction() as conn:
                 symbols.store(conn, rel, _read_text(agent, by_rel.get(rel)))
-        except (ScsqlError, OSError, UnicodeDecodeError) as exc:
+        except (ScsqlError, OSError, UnicodeDecodeError, Unindexable) as exc:
             report["failed"].append({"path": rel, "error": str(exc)})
     report["symbols"] = symbols.finish()
     return report

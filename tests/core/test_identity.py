@@ -18,7 +18,7 @@ from scsql.core.keys import generate, public_bytes
 
 # Tables that carry no project_id: catalogues every agent may read, and tables
 # whose rows belong to a project through the agent they name.
-GLOBAL_TABLES = {"schema_migrations", "error_codes", "team_roles"}
+GLOBAL_TABLES = {"schema_migrations", "error_codes", "chain_break_kinds", "team_roles"}
 # Audit catalogues: the registry of chained tables, the model price list, the
 # auditor's public keys and per-table partition settings belong to no project.
 GLOBAL_TABLES |= {"chained_tables", "model_prices", "auditor_keys", "partition_settings"}
