@@ -682,7 +682,9 @@ as $$
 declare
   v_files text[];
 begin
-  perform scsql._require(p_limit between 0 and 1000, format('limit must be 0 to 1,000, got %s', p_limit));
+  if p_limit is null or p_limit not between 0 and 1000 then  -- runs as the caller: no scsql._require
+    raise exception using errcode = 'SC010', message = format('limit must be 0 to 1,000, got %s', p_limit);
+  end if;
   select coalesce(array_agg(x.f order by x.at desc), '{}') into v_files
   from (select e.f, max(t.at) as at
         from scsql.tool_calls t cross join lateral jsonb_array_elements_text(t.files) e(f)
