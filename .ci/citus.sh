@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On demand (CI cannot reach Citus's source): build Citus from a source tree
 # against a PostgreSQL server, start a coordinator and two workers on this
-# machine, run `scsql migrate --citus` there, then the isolation, queue, chain
-# and search tests against the cluster.
+# machine, install pg_partman's files in its copy of the server, run `scsql
+# migrate --citus` there, then the isolation, queue, chain, search and
+# partition (pg_partman) tests against the cluster.
 #
 #   bash .ci/citus.sh CITUS_SOURCE_DIR
 #
