@@ -892,6 +892,10 @@ begin
           elsif r.computed <> r.row_hash then
             broken_seq := r.seq; kind := 'hash-mismatch';
             detail := 'row_hash does not match the row''s content';
+          elsif r.content is not null then  -- its texts too, as for every row
+            broken_seq := r.seq; kind := r.content;
+            detail := case r.content when 'content-mismatch' then 'a text of the row is not the one its digest was made of'
+                      else 'a text of the row is gone, and no purge recorded in scsql.purges removed it' end;
           end if;
           if kind is not null then
             return;
