@@ -177,7 +177,7 @@ as $$
   from scsql.chained_tables t
   cross join lateral unnest(t.digested_fields) with ordinality d(col, ord)
   left join (values ('scsql.prompts', 'prompt', 'prompt_id'), ('scsql.tool_calls', 'tool_call', 'tool_call_id'),
-                     ('scsql.outcomes', 'outcome', 'outcome_id')) k(tbl, kind, id_column)
+                     ('scsql.outcomes', 'outcome', 'outcome_id'), ('scsql.memory_changes', 'memory_change', 'change_id')) k(tbl, kind, id_column)
     on k.tbl = t.table_name
   where p_table is null or t.table_name = p_table
   order by t.table_name, d.ord
