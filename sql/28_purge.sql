@@ -335,18 +335,24 @@ $$;
 comment on function scsql._quote_pieces(text) is
   'Private, for scsql._quotes. The pieces of copy P_ITEM that may each be a piece of a purged text: the item cut at line ends, backticks and clip marks (scsql._clip_marks), each piece without a leading list or heading mark and also without up to five labels before it (what precedes a ": "), and the item cut at clip marks only; runs of whitespace made one space; those of at least 16 characters.';
 
-create or replace function scsql._quotes(p_item text, p_texts text[])
+create or replace function scsql._holds_piece(p_item text, p_targets text[])
 returns boolean
 language sql immutable parallel safe
 as $$
   -- What stands in the other counts from 16 characters on: a short piece
   -- ("ok", "done") says nothing of where it came from.
-  with t as (select scsql._quote_targets(p_texts) as ts)
   select p_item is not null and (
-    exists (select from t, pg_catalog.unnest(t.ts) x, scsql._quote_pieces(p_item) p where pg_catalog.strpos(x, p) > 0)
-    or exists (select from t, pg_catalog.unnest(t.ts) x
+    exists (select from pg_catalog.unnest(p_targets) x, scsql._quote_pieces(p_item) p where pg_catalog.strpos(x, p) > 0)
+    or exists (select from pg_catalog.unnest(p_targets) x
                where pg_catalog.strpos(pg_catalog.regexp_replace(p_item, '\s+', ' ', 'g'), x) > 0))
 $$;
+comment on function scsql._holds_piece(text, text[]) is
+  'Private: scsql._quotes over texts already cut (scsql._quote_targets of them, P_TARGETS), for a caller that weighs many copies against the same texts.';
+
+create or replace function scsql._quotes(p_item text, p_texts text[])
+returns boolean
+language sql immutable parallel safe
+as $$ select scsql._holds_piece(p_item, scsql._quote_targets(p_texts)) $$;
 comment on function scsql._quotes(text, text[]) is
   'Private. True when copy P_ITEM (a chunk, a summary item, an outcome''s summary, a decision) holds a piece of one of P_TEXTS, or one of them whole: a piece of the item (scsql._quote_pieces: a line, a part between clip marks or backticks, with or without the labels before it) stands in a text cut at its clip marks (scsql._quote_targets), or such a part of a text stands in the item; whitespace compared as one space, and what stands in the other at least 16 characters long. So a text split over chunks, clipped (head kept, a mark at the cut), quoted after a label or in a line of its own is found.';
 
@@ -357,15 +363,17 @@ as $$
   -- A session summary's items (kb_sources.meta -> summary) quote prompts and
   -- turns ("request: <the prompt>"): an item that stands in a purged text, or
   -- holds one, is replaced by "[purged]".
+  with t as (select scsql._quote_targets(p_texts) as ts)
   update scsql.kb_sources s
      set meta = jsonb_set(s.meta, '{summary}', (
            select jsonb_object_agg(j.key, case when jsonb_typeof(j.value) <> 'array' then j.value else (
-                    select coalesce(jsonb_agg(case when scsql._quotes(e.x, p_texts) then '[purged]' else e.x end order by e.o), '[]')
+                    select coalesce(jsonb_agg(case when scsql._holds_piece(e.x, t.ts) then '[purged]' else e.x end order by e.o), '[]')
                     from jsonb_array_elements_text(j.value) with ordinality e(x, o)) end)
            from jsonb_each(s.meta -> 'summary') j))
+    from t
    where s.project_id = p_project and jsonb_typeof(s.meta -> 'summary') = 'object'
      and exists (select from jsonb_each(s.meta -> 'summary') j, jsonb_array_elements_text(j.value) e(x)
-                 where jsonb_typeof(j.value) = 'array' and scsql._quotes(e.x, p_texts))
+                 where jsonb_typeof(j.value) = 'array' and scsql._holds_piece(e.x, t.ts))
 $$;
 comment on function scsql._purge_summaries(bigint, text[]) is
   'Private. Replaces by "[purged]" each item of the session summaries of project P_PROJECT (kb_sources.meta -> summary) that quotes one of the purged texts P_TEXTS (scsql._quotes).';
@@ -469,10 +477,11 @@ as $$
   select c.chunk_id, array_remove(array[s.created_by, s.updated_by, scsql._learning_author(s.project_id, s.kind, s.meta)], null)
   from scsql.kb_sources s
   join scsql.kb_chunks c on c.project_id = s.project_id and c.source_id = s.source_id and c.purged_at is null
+  cross join (select scsql._quote_targets(p_texts) as ts) t
   where s.project_id = p_project
     and case when p_kind = 'learning' then s.kind = 'learning' and s.path = 'learning:' || p_id
              when p_kind in ('prompt', 'tool_call') then
-               scsql._quotes(c.content || E'\n' || coalesce(c.anchor, ''), p_texts)
+               scsql._holds_piece(c.content || E'\n' || coalesce(c.anchor, ''), t.ts)
                and (s.kind = 'session_summary' or s.path like 'claude/sessions/%' and s.meta ->> 'session' = (
                  select x.external_id from scsql.sessions x
                  where x.project_id = p_project
