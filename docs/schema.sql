@@ -418,7 +418,9 @@ create table scsql.decisions (
   decided_by bigint not null,
   decided_at timestamp with time zone default now() not null,
   source_path text,
-  terms text[] generated always as (scsql_caller.term_array(((title || ' '::text) || rationale))) stored
+  terms text[] generated always as (scsql_caller.term_array(((title || ' '::text) || rationale))) stored,
+  -- When scsql.purge removed the decision's title and rationale (each is "[purged]" since; scsql.purges holds the sha256 of what they were); NULL for a decision never purged.
+  purged_at timestamp with time zone
 );
 alter table scsql.decisions add constraint decisions_pkey PRIMARY KEY (project_id, decision_id);
 alter table scsql.decisions add constraint decisions_supersedes_once UNIQUE (project_id, supersedes);
@@ -926,7 +928,9 @@ create table scsql.memory_changes (
   seq bigint not null,
   prev_hash bytea not null,
   row_hash bytea not null,
-  signature bytea not null
+  signature bytea not null,
+  -- sha256 of the reason's UTF-8 bytes, what the row hashes in place of the reason (NULL when there is none, and in rows written before scsql kept it, which hash the reason itself). reason NULL with a digest: purged (scsql.purge).
+  reason_sha256 bytea
 );
 alter table scsql.memory_changes add constraint memory_changes_pkey PRIMARY KEY (project_id, change_id);
 alter table scsql.memory_changes add constraint memory_changes_project_id_fkey FOREIGN KEY (project_id) REFERENCES scsql.projects(project_id);
@@ -1331,7 +1335,7 @@ alter table scsql.purges add constraint purges_pkey PRIMARY KEY (project_id, pur
 alter table scsql.purges add constraint purges_project_id_fkey FOREIGN KEY (project_id) REFERENCES scsql.projects(project_id);
 alter table scsql.purges add constraint purges_digests_object CHECK ((jsonb_typeof(digests) = 'object'::text));
 alter table scsql.purges add constraint purges_reason_check CHECK (((char_length(reason) >= 1) AND (char_length(reason) <= 1000)));
-alter table scsql.purges add constraint purges_target_kind_check CHECK ((target_kind = ANY (ARRAY['prompt'::text, 'tool_call'::text, 'chunk'::text, 'outcome'::text, 'learning'::text])));
+alter table scsql.purges add constraint purges_target_kind_check CHECK ((target_kind = ANY (ARRAY['prompt'::text, 'tool_call'::text, 'chunk'::text, 'outcome'::text, 'learning'::text, 'decision'::text, 'memory_change'::text])));
 CREATE INDEX purges_chain_idx ON scsql.purges USING btree (chain_id, seq);
 CREATE INDEX purges_target_idx ON scsql.purges USING btree (project_id, target_kind, target_id);
 alter table scsql.purges enable row level security;

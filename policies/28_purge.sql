@@ -12,6 +12,7 @@ grant execute on function scsql.purge(text, bigint, text) to scsql_agent, scsql_
 grant update (text) on scsql.prompts to scsql_owner;
 grant update (input_preview, output_preview, input_key) on scsql.tool_calls to scsql_owner;
 grant update (summary, evidence) on scsql.outcomes to scsql_owner;
+grant update (reason) on scsql.memory_changes to scsql_owner;
 
 -- The auditor's verifier reads which fields are digested.
 grant execute on function scsql._chain_digests(text) to scsql_auditor;

@@ -177,7 +177,7 @@ as $$
   from scsql.chained_tables t
   cross join lateral unnest(t.digested_fields) with ordinality d(col, ord)
   left join (values ('scsql.prompts', 'prompt', 'prompt_id'), ('scsql.tool_calls', 'tool_call', 'tool_call_id'),
-                     ('scsql.outcomes', 'outcome', 'outcome_id')) k(tbl, kind, id_column)
+                     ('scsql.outcomes', 'outcome', 'outcome_id'), ('scsql.memory_changes', 'memory_change', 'change_id')) k(tbl, kind, id_column)
     on k.tbl = t.table_name
   where p_table is null or t.table_name = p_table
   order by t.table_name, d.ord
@@ -892,6 +892,10 @@ begin
           elsif r.computed <> r.row_hash then
             broken_seq := r.seq; kind := 'hash-mismatch';
             detail := 'row_hash does not match the row''s content';
+          elsif r.content is not null then  -- its texts too, as for every row
+            broken_seq := r.seq; kind := r.content;
+            detail := case r.content when 'content-mismatch' then 'a text of the row is not the one its digest was made of'
+                      else 'a text of the row is gone, and no purge recorded in scsql.purges removed it' end;
           end if;
           if kind is not null then
             return;

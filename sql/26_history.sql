@@ -652,7 +652,10 @@ as $$
     order by m.project_id, m.target, m.change_id desc),
   held as (
     select d.project_id, 'decision:' || d.decision_id as target,
-           scsql._text_hash(d.title || E'\n\n' || d.rationale) as hash,
+           case when d.purged_at is null then scsql._text_hash(d.title || E'\n\n' || d.rationale)
+                else (select p.digests ->> 'decision' from scsql.purges p  -- purged: what it held, by its purge record
+                      where p.project_id = d.project_id and p.target_kind = 'decision' and p.target_id = d.decision_id
+                      order by p.purge_id limit 1) end as hash,
            left(coalesce('decision:' || d.supersedes, d.source_path), 1024) as related, d.decided_at as at
     from scsql.decisions d)
   select coalesce(h.project_id, r.project_id), 'decision', coalesce(h.target, r.target),

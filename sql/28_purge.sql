@@ -9,7 +9,7 @@
 -- Tables: migrations/0800_purge.sql.
 
 select scsql._define_error(code, name, meaning) from (values
-  ('SC360', 'purge_kind_invalid',   'What scsql.purge removes is a prompt, a tool_call or a chunk.'),
+  ('SC360', 'purge_kind_invalid',   'What scsql.purge removes is a prompt, a tool_call, a chunk, an outcome, a learning or a decision.'),
   ('SC361', 'purge_target_unknown', 'No row of that kind has that id (in the acting agent''s project).'),
   ('SC362', 'purge_not_allowed',    'Only the author of a row (the agent that wrote the prompt or tool call, or the chunk''s source) or an administrator (scsql_admin) may purge it.'),
   ('SC363', 'purge_already',        'The row''s text was purged already (or it has none to purge); scsql.purges records by whom and why.'),
@@ -60,6 +60,7 @@ comment on function scsql._make_digested(regclass, text[]) is
 select scsql._make_digested('scsql.prompts', array['text']);
 select scsql._make_digested('scsql.tool_calls', array['input_preview', 'output_preview', 'input_key']);
 select scsql._make_digested('scsql.outcomes', array['summary', 'evidence']);
+select scsql._make_digested('scsql.memory_changes', array['reason']);  -- a decision's reason quotes it
 
 -- Learnings are not chained: each keeps the sha256 of its texts beside them
 -- (filled here when it is written), the proof of what a purge removed, by
@@ -226,7 +227,7 @@ begin
     join scsql.kb_sources s on s.project_id = c.project_id and s.source_id = c.source_id
     where c.project_id = v_project and c.chunk_id = p_id for update of c;
   end if;
-  if v_c.chunk_id is null then
+  if v_project is null or v_c.chunk_id is null then
     raise exception using errcode = 'SC361', message = format('no chunk has id %s%s', p_id,
       case when v_who.is_admin then '' else ' in your project' end);
   end if;
@@ -287,21 +288,73 @@ $$;
 comment on function scsql._purge_chunk_text(bigint, bigint, bigint) is
   'Private. Removes the text of chunk P_CHUNK of source P_SOURCE: its content (left empty), anchor and context, its postings, document frequencies and BM25 lengths, the terms no chunk holds any more, its embedding and queued embedding work (unless a chunk not purged holds the same text), the lines of the contexts other chunks took from it (scsql._forget_in_context: stored again without them) and the items of session summaries that quote it (scsql._purge_summaries). The chunk stays, with its chunk_hash and purged_at.';
 
-create or replace function scsql._quotes(p_item text, p_texts text[])
+create or replace function scsql._clip_marks()
+returns text
+language sql immutable parallel safe
+as $$ select ' ?\[\.\.\. [0-9]+ characters cut\]|\s?…(\[cut\])?|\.\.\.' $$;
+comment on function scsql._clip_marks() is
+  'Private. A regular expression matching the marks a clipped copy ends in: " [... N characters cut]" (scsql.clip and the hooks'' clip), " …[cut]" (the conversation''s and an import''s bound) "…" (short items: summary items, anchors, conversation lines of tool calls) and "..." (a decision''s title).';
+
+create or replace function scsql._quote_targets(p_texts text[])
+returns text[]
+language sql immutable parallel safe
+as $$
+  -- Each text, and its JSON-unescaped form (a tool input is kept as JSON),
+  -- cut at clip marks, whitespace squashed: what a copy's piece may stand in.
+  select coalesce(pg_catalog.array_agg(distinct n.x), '{}')
+  from pg_catalog.unnest(p_texts) t(txt),
+       lateral (values (t.txt), (pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(
+                  t.txt, '\n', E'\n'), '\t', E'\t'), '\"', '"'), '\\', '\'))) v(u),
+       lateral pg_catalog.regexp_split_to_table(v.u, scsql._clip_marks()) s(seg),
+       lateral (select pg_catalog.btrim(pg_catalog.regexp_replace(s.seg, '\s+', ' ', 'g')) as x) n
+  where pg_catalog.char_length(n.x) >= 16
+$$;
+comment on function scsql._quote_targets(text[]) is
+  'Private, for scsql._quotes. The texts P_TEXTS as a copy''s pieces are looked up in: each text and its JSON-unescaped form, cut at clip marks (scsql._clip_marks), runs of whitespace made one space; those of at least 16 characters.';
+
+create or replace function scsql._quote_pieces(p_item text)
+returns setof text
+language sql immutable parallel safe
+as $$
+  -- How copies are made: a text cut at line ends (chunks, conversation
+  -- lines), clipped (a mark at the cut), quoted in backticks, in a list
+  -- item or after a label ("User: ", "- request: ", "Bash failed: ", an
+  -- anchor's "Turn 1, <when>: ").
+  select distinct q.x from (
+    select pg_catalog.btrim(pg_catalog.regexp_replace(w.piece, '\s+', ' ', 'g')) as x
+    from pg_catalog.regexp_split_to_table(p_item, E'\n|`|' || scsql._clip_marks()) f(frag),
+         lateral (select pg_catalog.string_to_array(pg_catalog.regexp_replace(f.frag, '^\s*([-*+>]|#{1,6}|[0-9]{1,3}[.)])\s+', ''),
+                                                    ': ') as parts) p,
+         lateral (select pg_catalog.array_to_string(p.parts[i:], ': ') as piece
+                  from pg_catalog.generate_series(1, least(pg_catalog.cardinality(p.parts), 6)) i) w
+    union all
+    select pg_catalog.btrim(pg_catalog.regexp_replace(s.seg, '\s+', ' ', 'g'))
+    from pg_catalog.regexp_split_to_table(p_item, scsql._clip_marks()) s(seg)) q
+  where pg_catalog.char_length(q.x) >= 16
+$$;
+comment on function scsql._quote_pieces(text) is
+  'Private, for scsql._quotes. The pieces of copy P_ITEM that may each be a piece of a purged text: the item cut at line ends, backticks and clip marks (scsql._clip_marks), each piece without a leading list or heading mark and also without up to five labels before it (what precedes a ": "), and the item cut at clip marks only; runs of whitespace made one space; those of at least 16 characters.';
+
+create or replace function scsql._holds_piece(p_item text, p_targets text[])
 returns boolean
 language sql immutable parallel safe
 as $$
-  -- What stands in the other counts from 16 characters on: a short item
-  -- ("ok", "done") or text says nothing of where it came from.
-  select exists (
-    select from pg_catalog.unnest(p_texts) t,
-                pg_catalog.regexp_replace(p_item, '^[A-Za-z_ ]{1,30}: ', '') bare
-    where (pg_catalog.char_length(pg_catalog.btrim(p_item)) >= 16 and pg_catalog.strpos(t, p_item) > 0)
-       or (pg_catalog.char_length(pg_catalog.btrim(bare)) >= 16 and pg_catalog.strpos(t, bare) > 0)
-       or (pg_catalog.char_length(pg_catalog.btrim(t)) >= 16 and pg_catalog.strpos(p_item, t) > 0))
+  -- What stands in the other counts from 16 characters on: a short piece
+  -- ("ok", "done") says nothing of where it came from.
+  select p_item is not null and (
+    exists (select from pg_catalog.unnest(p_targets) x, scsql._quote_pieces(p_item) p where pg_catalog.strpos(x, p) > 0)
+    or exists (select from pg_catalog.unnest(p_targets) x
+               where pg_catalog.strpos(pg_catalog.regexp_replace(p_item, '\s+', ' ', 'g'), x) > 0))
 $$;
+comment on function scsql._holds_piece(text, text[]) is
+  'Private: scsql._quotes over texts already cut (scsql._quote_targets of them, P_TARGETS), for a caller that weighs many copies against the same texts.';
+
+create or replace function scsql._quotes(p_item text, p_texts text[])
+returns boolean
+language sql immutable parallel safe
+as $$ select scsql._holds_piece(p_item, scsql._quote_targets(p_texts)) $$;
 comment on function scsql._quotes(text, text[]) is
-  'Private. True when item P_ITEM (a summary item, an outcome''s evidence) stands in one of P_TEXTS, with or without a leading label such as "request: ", or holds one of them whole; what stands in the other must be at least 16 characters long.';
+  'Private. True when copy P_ITEM (a chunk, a summary item, an outcome''s summary, a decision) holds a piece of one of P_TEXTS, or one of them whole: a piece of the item (scsql._quote_pieces: a line, a part between clip marks or backticks, with or without the labels before it) stands in a text cut at its clip marks (scsql._quote_targets), or such a part of a text stands in the item; whitespace compared as one space, and what stands in the other at least 16 characters long. So a text split over chunks, clipped (head kept, a mark at the cut), quoted after a label or in a line of its own is found.';
 
 create or replace function scsql._purge_summaries(p_project bigint, p_texts text[])
 returns void
@@ -310,15 +363,17 @@ as $$
   -- A session summary's items (kb_sources.meta -> summary) quote prompts and
   -- turns ("request: <the prompt>"): an item that stands in a purged text, or
   -- holds one, is replaced by "[purged]".
+  with t as (select scsql._quote_targets(p_texts) as ts)
   update scsql.kb_sources s
      set meta = jsonb_set(s.meta, '{summary}', (
            select jsonb_object_agg(j.key, case when jsonb_typeof(j.value) <> 'array' then j.value else (
-                    select coalesce(jsonb_agg(case when scsql._quotes(e.x, p_texts) then '[purged]' else e.x end order by e.o), '[]')
+                    select coalesce(jsonb_agg(case when scsql._holds_piece(e.x, t.ts) then '[purged]' else e.x end order by e.o), '[]')
                     from jsonb_array_elements_text(j.value) with ordinality e(x, o)) end)
            from jsonb_each(s.meta -> 'summary') j))
+    from t
    where s.project_id = p_project and jsonb_typeof(s.meta -> 'summary') = 'object'
      and exists (select from jsonb_each(s.meta -> 'summary') j, jsonb_array_elements_text(j.value) e(x)
-                 where jsonb_typeof(j.value) = 'array' and scsql._quotes(e.x, p_texts))
+                 where jsonb_typeof(j.value) = 'array' and scsql._holds_piece(e.x, t.ts))
 $$;
 comment on function scsql._purge_summaries(bigint, text[]) is
   'Private. Replaces by "[purged]" each item of the session summaries of project P_PROJECT (kb_sources.meta -> summary) that quotes one of the purged texts P_TEXTS (scsql._quotes).';
@@ -370,6 +425,45 @@ $$;
 comment on function scsql._purge_learning(bigint, text) is
   'Private, for scsql.purge. Purges learning P_ID: checks who may (the author of its outcome, or an administrator), records the purge in the chain of the purging agent (an administrator: of the learning''s author), sets its summary, evidence and input key to NULL (their sha256 stay beside them), takes it off the knowledge base''s queue and replaces the items of session summaries that quote it. Returns the purge_id, the fields removed and what still quotes it (scsql._purge_quoted). Raises SC361, SC362, SC363.';
 
+create or replace function scsql._purge_decision(p_id bigint, p_reason text)
+returns table (purge_id bigint, fields text[], quoted_by text[])
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_who record := scsql._purger();
+  v_d scsql.decisions;
+begin
+  select * into v_d from scsql.decisions d
+  where d.decision_id = p_id and (v_who.is_admin or d.project_id = (v_who.agent).project_id) for update;
+  if v_d.decision_id is null then
+    raise exception using errcode = 'SC361', message = format('no decision has id %s%s', p_id,
+      case when v_who.is_admin then '' else ' in your project' end);
+  end if;
+  if not v_who.is_admin and v_d.decided_by <> (v_who.agent).agent_id then
+    raise exception using errcode = 'SC362', message = format('decision %s is another agent''s; only its author or an administrator may purge it', p_id),
+      hint = 'Ask the author, or an administrator (scsql_admin).';
+  end if;
+  if v_d.purged_at is not null then
+    raise exception using errcode = 'SC363', message = format('decision %s was purged at %s', p_id, v_d.purged_at),
+      hint = 'scsql.purges records who purged it and why.';
+  end if;
+  -- "decision": the hash its decide change recorded (scsql._memory_decision_drift compares it).
+  purge_id := scsql._purge_record(v_d.project_id, case when v_who.is_admin then v_d.decided_by else (v_who.agent).agent_id end,
+                                  'decision', p_id,
+                                  jsonb_build_object('title', scsql._text_hash(v_d.title), 'rationale', scsql._text_hash(v_d.rationale),
+                                                     'decision', scsql._text_hash(v_d.title || E'\n\n' || v_d.rationale)),
+                                  scsql._redact(p_reason), v_who.name);
+  update scsql.decisions d set title = '[purged]', rationale = '[purged]', purged_at = now()
+   where d.project_id = v_d.project_id and d.decision_id = p_id;
+  perform scsql._purge_summaries(v_d.project_id, array[v_d.title, v_d.rationale]);
+  fields := array['rationale', 'title'];
+  quoted_by := scsql._purge_quoted(v_d.project_id, 'decision', p_id, array[v_d.title, v_d.rationale]);
+  return next;
+end
+$$;
+comment on function scsql._purge_decision(bigint, text) is
+  'Private, for scsql.purge. Purges decision P_ID: checks who may (the agent that decided it, or an administrator), records the purge (the sha256 of title, rationale and of both as its decide change hashed them) in the chain of the purging agent (an administrator: of the decision''s author), sets title and rationale to "[purged]" with purged_at, and replaces the items of session summaries that quote them. Returns the purge_id, the fields removed and what still quotes it (scsql._purge_quoted). Raises SC361, SC362, SC363.';
+
 create or replace function scsql._purge_copy_chunks(p_kind text, p_id bigint, p_project bigint, p_texts text[])
 returns table (chunk_id bigint, authors bigint[])
 language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
@@ -383,10 +477,11 @@ as $$
   select c.chunk_id, array_remove(array[s.created_by, s.updated_by, scsql._learning_author(s.project_id, s.kind, s.meta)], null)
   from scsql.kb_sources s
   join scsql.kb_chunks c on c.project_id = s.project_id and c.source_id = s.source_id and c.purged_at is null
+  cross join (select scsql._quote_targets(p_texts) as ts) t
   where s.project_id = p_project
     and case when p_kind = 'learning' then s.kind = 'learning' and s.path = 'learning:' || p_id
              when p_kind in ('prompt', 'tool_call') then
-               scsql._quotes(c.content, p_texts)
+               scsql._holds_piece(c.content || E'\n' || coalesce(c.anchor, ''), t.ts)
                and (s.kind = 'session_summary' or s.path like 'claude/sessions/%' and s.meta ->> 'session' = (
                  select x.external_id from scsql.sessions x
                  where x.project_id = p_project
@@ -412,6 +507,8 @@ begin
   if p_kind = 'learning' then
     select array_remove(array[l.summary, l.evidence, l.input_key], null) into v_texts
     from scsql.learnings l where l.learning_id = p_id limit 1;
+  elsif p_kind = 'decision' then
+    select array[d.title, d.rationale] into v_texts from scsql.decisions d where d.decision_id = p_id and d.purged_at is null limit 1;
   elsif v_table is not null then
     execute (select format('select array_remove(array[%s]::text[], null) from %s t where t.%I = $1 limit 1',
                            string_agg(format('t.%I', d.column_name), ', ' order by d.column_name), v_table, min(d.id_column))
@@ -422,7 +519,7 @@ begin
 end
 $$;
 comment on function scsql._purge_texts(text, bigint) is
-  'Private, for scsql.purge, which checks who may purge the row. The purgeable texts row P_ID of kind P_KIND (prompt, tool_call, outcome, learning) holds now (empty when none or no such row).';
+  'Private, for scsql.purge, which checks who may purge the row. The purgeable texts row P_ID of kind P_KIND (prompt, tool_call, outcome, learning, decision) holds now (empty when none or no such row).';
 
 create or replace function scsql._purge_copies(p_kind text, p_id bigint, p_project bigint, p_texts text[], p_reason text)
 returns table (purge_id bigint, kind text, id bigint, fields text[])
@@ -456,16 +553,35 @@ begin
     return query select v_r.purge_id, 'learning'::text, v_c.learning_id, v_r.fields;
     return query select * from scsql._purge_copies('learning', v_c.learning_id, p_project, null, p_reason);
   end loop;
-  -- Chunks: a learning's, and the conversation of a prompt's or tool call's session quoting it.
-  for v_c in select c.chunk_id from scsql._purge_copy_chunks(p_kind, p_id, p_project, p_texts) c
-             where v_who.is_admin or v_me = any (c.authors) loop
+  -- Decisions a session summary took from a prompt or tool call, each with the reason of its decide change.
+  for v_c in select d.decision_id from scsql.decisions d
+             where p_kind in ('prompt', 'tool_call') and d.project_id = p_project and d.purged_at is null
+               and (v_who.is_admin or d.decided_by = v_me) and scsql._quotes(d.title || E'\n' || d.rationale, p_texts)
+             order by d.decision_id loop
+    select * into v_r from scsql._purge_decision(v_c.decision_id, p_reason);
+    return query select v_r.purge_id, 'decision'::text, v_c.decision_id, v_r.fields;
+    return query select * from scsql._purge_copies('decision', v_c.decision_id, p_project, null, p_reason);
+  end loop;
+  for v_c in select m.change_id from scsql.memory_changes m
+             where p_kind = 'decision' and m.project_id = p_project and m.kind = 'decision' and m.target = 'decision:' || p_id
+               and m.reason is not null and m.reason_sha256 is not null and (v_who.is_admin or m.author_id = v_me)
+             order by m.change_id loop
+    select * into v_r from scsql._purge_chained('scsql.memory_changes', 'memory_change', v_c.change_id, p_reason);
+    return query select v_r.purge_id, 'memory_change'::text, v_c.change_id, v_r.fields;
+  end loop;
+  -- Chunks: a learning's, and the conversation of a prompt's or tool call's session quoting it,
+  -- looked up again after each purge (a purge stores again the chunks whose context it took from).
+  loop
+    select c.chunk_id into v_c from scsql._purge_copy_chunks(p_kind, p_id, p_project, p_texts) c
+    where v_who.is_admin or v_me = any (c.authors) order by c.chunk_id limit 1;
+    exit when not found;
     select * into v_r from scsql._purge_chunk(v_c.chunk_id, p_reason);
     return query select v_r.purge_id, 'chunk'::text, v_c.chunk_id, v_r.fields;
   end loop;
 end
 $$;
 comment on function scsql._purge_copies(text, bigint, bigint, text[], text) is
-  'Private, for scsql.purge, in its transaction. Purges what copies texts P_TEXTS purged from row P_ID of kind P_KIND in project P_PROJECT, where the purging agent may (its own rows; an administrator every one), each with its own purge record and copies in turn: of a tool call, its outcomes (written since they keep digests) and learnings that quote a removed text; of an outcome, its learnings; of a learning, the chunks of its knowledge-base source; of a prompt or tool call, the chunks of its session''s conversation and of session summaries that quote a removed text (scsql._purge_copy_chunks). Returns purge_id, kind, id and fields of each purge.';
+  'Private, for scsql.purge, in its transaction. Purges what copies texts P_TEXTS purged from row P_ID of kind P_KIND in project P_PROJECT, where the purging agent may (its own rows; an administrator every one), each with its own purge record and copies in turn: of a tool call, its outcomes (written since they keep digests) and learnings that quote a removed text; of an outcome, its learnings; of a learning, the chunks of its knowledge-base source; of a prompt or tool call, the decisions that quote a removed text (a session summary''s, taken from a prompt) and the chunks of its session''s conversation and of session summaries that quote one (scsql._purge_copy_chunks); of a decision, the reason of its memory changes (written since they keep digests). Returns purge_id, kind, id and fields of each purge.';
 
 create or replace function scsql._purge_quoted(p_project bigint, p_kind text, p_id bigint, p_texts text[])
 returns text[]
@@ -489,10 +605,18 @@ as $$
                else l.tool_call_id = p_id and (scsql._quotes(l.evidence, p_texts) or scsql._quotes(l.summary, p_texts)
                                                or scsql._quotes(l.input_key, p_texts)) end
     union
+    select 'decision:' || d.decision_id from scsql.decisions d
+    where p_kind in ('prompt', 'tool_call') and d.project_id = p_project and d.purged_at is null
+      and scsql._quotes(d.title || E'\n' || d.rationale, p_texts)
+    union
+    select 'memory_change:' || m.change_id from scsql.memory_changes m
+    where p_kind = 'decision' and m.project_id = p_project and m.kind = 'decision' and m.target = 'decision:' || p_id
+      and m.reason is not null
+    union
     select 'chunk:' || c.chunk_id from scsql._purge_copy_chunks(p_kind, p_id, p_project, p_texts) c) q
 $$;
 comment on function scsql._purge_quoted(bigint, text, bigint, text[]) is
-  'Private, for scsql.purge. What still quotes or cites a purged row after its purge and the purges of its copies (scsql._purge_copies): distilled items citing it (distill_item:<id>); for a tool call, outcomes and learnings of it that quote a removed text (outcome:<id>, learning:<id>); for an outcome, its learnings; for a prompt or tool call, the chunks of its session''s conversation and of session summaries that quote one, and for a learning the chunks of its source (chunk:<id>): those of other agents, and outcomes written before outcomes kept digests.';
+  'Private, for scsql.purge. What still quotes or cites a purged row after its purge and the purges of its copies (scsql._purge_copies): distilled items citing it (distill_item:<id>); for a tool call, outcomes and learnings of it that quote a removed text (outcome:<id>, learning:<id>); for an outcome, its learnings; for a prompt or tool call, the decisions (decision:<id>) and the chunks of its session''s conversation and of session summaries that quote one, and for a learning the chunks of its source (chunk:<id>); for a decision, the memory changes whose reason still names it (memory_change:<id>): those of other agents, and outcomes and memory changes written before they kept digests.';
 
 create or replace function scsql.purge(p_kind text, p_id bigint, p_reason text)
 returns table (purge_id bigint, kind text, id bigint, fields text[], quoted_by text[])
@@ -504,9 +628,9 @@ declare
   v_project bigint;
   v_copies jsonb;
 begin
-  if p_kind is null or p_kind not in ('prompt', 'tool_call', 'chunk', 'outcome', 'learning') then
+  if p_kind is null or p_kind not in ('prompt', 'tool_call', 'chunk', 'outcome', 'learning', 'decision') then
     raise exception using errcode = 'SC360', message = format('cannot purge a %s', coalesce(p_kind, 'NULL')),
-      hint = 'Purge a prompt, a tool_call, a chunk, an outcome or a learning.';
+      hint = 'Purge a prompt, a tool_call, a chunk, an outcome, a learning or a decision.';
   end if;
   if p_id is null or p_id < 1 then
     raise exception using errcode = 'SC361', message = format('no %s has id %s', p_kind, coalesce(p_id::text, 'NULL'));
@@ -521,6 +645,8 @@ begin
   v_texts := scsql._purge_texts(p_kind, p_id);
   if p_kind = 'learning' then
     select * into v_r from scsql._purge_learning(p_id, p_reason);
+  elsif p_kind = 'decision' then
+    select * into v_r from scsql._purge_decision(p_id, p_reason);
   else
     select * into v_r from scsql._purge_chained(case p_kind when 'prompt' then 'scsql.prompts' when 'tool_call' then 'scsql.tool_calls'
                                                              else 'scsql.outcomes' end, p_kind, p_id, p_reason);
@@ -535,10 +661,10 @@ begin
 end
 $$;
 comment on function scsql.purge(text, bigint, text) is
-  'Removes the text of one of your prompts, tool calls, outcomes, learnings or knowledge-base chunks, and the copies of it you may purge, keeping the rows and a proof of what they held.
+  'Removes the text of one of your prompts, tool calls, outcomes, learnings, decisions or knowledge-base chunks, and the copies of it you may purge, keeping the rows and a proof of what they held.
 
-p_kind: prompt, tool_call, chunk, outcome or learning
-p_id: the prompt_id, tool_call_id, chunk_id, outcome_id or learning_id
+p_kind: prompt, tool_call, chunk, outcome, learning or decision
+p_id: the prompt_id, tool_call_id, chunk_id, outcome_id, learning_id or decision_id
 p_reason: why (at most 1,000 characters; stored redacted)
 
-Removes the text of the row: a prompt''s text; a tool call''s input_preview, output_preview and input_key; an outcome''s summary and evidence; a learning''s summary, evidence and input_key; a chunk''s content and context, with its postings and embedding and what other chunks'' contexts took from it. The row stays. A prompt, tool call or outcome keeps its place in its chain, its hashes and signature (it hashes and signs its texts through their sha256, see scsql._enc), so scsql verify and scsql.verify_chain stay clean, and still find the row altered or its text put back other than it was; a learning keeps the sha256 of its texts, a chunk its chunk_hash. In the same transaction it purges the copies it can identify, each with its own purge record, when they are yours (an administrator: anyone''s): of a tool call, its outcomes and learnings that quote a removed text (such as the outcome the hooks record of a failed call); of an outcome, its learnings; of a learning, the chunks of its knowledge-base source; of a prompt or tool call, the chunks of its session''s conversation and of session summaries that quote a removed text (a quote counts from 16 characters). A chained record in scsql.purges says who purged what, why, and the sha256 of each text removed. The viewer shows "[purged]" in its place; search and recall no longer find it. Allowed to the row''s author (a chunk: the agent that created or last wrote its source; a learning and its chunks: the author of its outcome) and to administrators (scsql_admin), for a row of any project. Returns one row per purge, the row asked for first: purge_id, kind, id, the fields removed and, in the first row, quoted_by: what still cites or quotes the row and was not purged (distill_item:<id>, another agent''s outcome:<id>, learning:<id> or chunk:<id>, an outcome written before outcomes kept digests), to purge or forget separately. Raises SC360 for another kind, SC361 for an id with no such row (in your project), SC362 for another agent''s row, SC363 for a row purged already, SC364 for a missing or bad reason, SC365 for a row written before scsql hashed texts through digests; nothing is purged then.';
+Removes the text of the row: a prompt''s text; a tool call''s input_preview, output_preview and input_key; an outcome''s summary and evidence; a learning''s summary, evidence and input_key; a decision''s title and rationale (each left "[purged]"); a chunk''s content and context, with its postings and embedding and what other chunks'' contexts took from it. The row stays. A prompt, tool call or outcome keeps its place in its chain, its hashes and signature (it hashes and signs its texts through their sha256, see scsql._enc), so scsql verify and scsql.verify_chain stay clean, and still find the row altered or its text put back other than it was; a learning keeps the sha256 of its texts, a chunk its chunk_hash. In the same transaction it purges the copies it can identify, each with its own purge record, when they are yours (an administrator: anyone''s): of a tool call, its outcomes and learnings that quote a removed text (such as the outcome the hooks record of a failed call); of an outcome, its learnings; of a learning, the chunks of its knowledge-base source; of a prompt or tool call, the decisions that quote a removed text (those a session summary took from a prompt) and the chunks of its session''s conversation and of session summaries that quote one; of a decision, the reason of the memory change that recorded it. A copy quotes a text when it holds a piece of it or all of it: a part of a text split over chunks, clipped (its head, before a cut mark), quoted after a label or in a list item (scsql._quotes; a piece counts from 16 characters). A chained record in scsql.purges says who purged what, why, and the sha256 of each text removed. The viewer shows "[purged]" in its place; search and recall no longer find it. Allowed to the row''s author (a chunk: the agent that created or last wrote its source; a learning and its chunks: the author of its outcome) and to administrators (scsql_admin), for a row of any project. Returns one row per purge, the row asked for first: purge_id, kind, id, the fields removed and, in the first row, quoted_by: what still cites or quotes the row and was not purged (distill_item:<id>, another agent''s outcome:<id>, learning:<id>, decision:<id> or chunk:<id>, an outcome or memory_change:<id> written before they kept digests), to purge or forget separately. Raises SC360 for another kind, SC361 for an id with no such row (in your project), SC362 for another agent''s row, SC363 for a row purged already, SC364 for a missing or bad reason, SC365 for a row written before scsql hashed texts through digests; nothing is purged then.';

@@ -321,7 +321,7 @@ def register(commands: Commands) -> None:
 
     p = add("purge", cmd_purge, "remove the text of a prompt, tool call, outcome, learning or chunk (and the copies "
                                 "of it you may purge), keeping the row and its proof")
-    p.add_argument("kind", choices=["prompt", "tool-call", "tool_call", "chunk", "outcome", "learning"], help="what to purge")
+    p.add_argument("kind", choices=["prompt", "tool-call", "tool_call", "chunk", "outcome", "learning", "decision"], help="what to purge")
     p.add_argument("id", type=int, help="its prompt_id, tool_call_id, chunk_id, outcome_id or learning_id")
     p.add_argument("--reason", required=True, help="why (recorded, redacted, in scsql.purges)")
     p.add_argument("--agent", help="purge as this agent, the row's author (default: as an administrator)")

@@ -126,6 +126,9 @@ def test_the_author_purges_a_prompt_a_tool_call_and_a_conversation_chunk_and_the
     assert chunks
     # The tool call through the API the MCP tools are made of (purge is one).
     done = [purge(a, "prompt", prompt), _first(Api(a).call("purge", kind="tool_call", id=call, reason="pasted by mistake"))]
+    with db.connect() as conn:  # the tool call's output, the word alone, stands whole in a chunk: purged with it
+        chunks = [r["chunk_id"] for r in conn.execute(
+            "select chunk_id from scsql.kb_chunks where chunk_id = any (%s) and purged_at is null", (chunks,)).fetchall()]
     done += [purge(a, "chunk", c) for c in chunks] + [purge(a, "prompt", p) for p in imported]
     assert done[0]["fields"] == ["text"] and done[1]["fields"] == ["input_preview", "output_preview"]
     assert holding(db) == []

@@ -180,7 +180,8 @@ def test_the_floor_meets_its_goals_on_the_labelled_set(scsql_db):
 
     from scsql.bench import confidence
 
-    doc, answerable, unanswerable = confidence.load(confidence.default_data())
+    doc, (calibration, _held_out) = confidence.load(confidence.default_data())
+    answerable, unanswerable = calibration.answerable, calibration.unanswerable
     assert len(unanswerable) >= 40 and not set(unanswerable) & set(answerable)
     s = SimpleNamespace(agent=scsql_db.agent("conf_bench", scsql_db.project()))
     confidence.index_sessions(s, doc)
@@ -188,3 +189,40 @@ def test_the_floor_meets_its_goals_on_the_labelled_set(scsql_db):
     flagged = sum(not confidence.weigh(s, q, now, None)["found"] for q in unanswerable) / len(unanswerable)
     wrong = sum(not confidence.weigh(s, q, now, None)["found"] for q in answerable) / len(answerable)
     assert flagged >= 0.8 and wrong <= 0.1, (flagged, wrong)
+
+
+def test_the_held_out_set_is_apart_from_the_calibration_set():
+    """tests/data/unanswerable_heldout.json: at least 60 unanswerable and 60
+    answerable questions, none of them in the calibration set, each
+    answerable one answered by a turn of the corpus (its answer's words)."""
+    import json
+
+    from scsql.bench import confidence
+
+    doc, (calibration, held_out) = confidence.load(confidence.default_data())
+    assert (calibration.name, held_out.name) == ("calibration", "held-out")
+    assert len(held_out.unanswerable) >= 60 and len(held_out.answerable) >= 60
+    assert len(set(held_out.unanswerable)) == len(held_out.unanswerable)
+    every = set(held_out.unanswerable) | set(held_out.answerable)
+    assert not every & (set(calibration.unanswerable) | set(calibration.answerable))
+    turns = [t["assistant"] for s in doc["sessions"] for t in s["turns"]]
+    held = json.loads((confidence.default_data() / "unanswerable_heldout.json").read_text())
+    for q in held["answerable"]:
+        assert sum(q["answer"] in t for t in turns) >= 1, q
+
+
+def test_the_bench_reports_the_calibration_and_the_held_out_set_apart(scsql_db, capsys):
+    """scsql bench confidence prints each set's shares on its own, the
+    calibration set first (the floor was chosen on it)."""
+    import argparse
+    from types import SimpleNamespace
+
+    from scsql.bench import confidence
+
+    ctx = SimpleNamespace(admin_conninfo=lambda: scsql_db.admin)
+    assert confidence.run(ctx, argparse.Namespace(data=None, embed=False, verbose=False)) == 0
+    out = capsys.readouterr().out
+    assert "the floor was chosen on the calibration set" in out
+    calibration, held_out = out.index("calibration: 70 answerable"), out.index("held-out: 70 answerable")
+    assert calibration < held_out
+    assert out.count("unanswerable flagged not found:") == 2 and out.count("answerable wrongly flagged not found:") == 2
