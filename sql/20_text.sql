@@ -493,14 +493,18 @@ declare
   v_anchor text[];
   v_ctx text[];                -- per section: NULL no context, '' the previous chunk's, else that text first
 begin
-  v_off := array(select coalesce(sum(pg_catalog.char_length(u.line) + 1) over (order by u.i rows between unbounded preceding and 1 preceding), 0)::integer
+  v_off := array(select coalesce(sum(pg_catalog.char_length(u.line) + 1)
+                                   over (order by u.i rows between unbounded preceding and 1 preceding), 0)::integer
                  from pg_catalog.unnest(v_lines || null::text) with ordinality u(line, i) order by u.i);
   if p_spans is not null then
-    select array_agg(s.line_start order by s.n), array_agg(s.line_end order by s.n), array_agg(s.anchor order by s.n), array_agg(s.context order by s.n)
+    select array_agg(s.line_start order by s.n), array_agg(s.line_end order by s.n),
+           array_agg(s.anchor order by s.n), array_agg(s.context order by s.n)
       into v_start, v_end, v_anchor, v_ctx
-    from scsql._chunk_span_sections(p_spans, coalesce(pg_catalog.array_length(v_lines, 1), 0), p_context) with ordinality s(line_start, line_end, anchor, context, n);
+    from scsql._chunk_span_sections(p_spans, coalesce(pg_catalog.array_length(v_lines, 1), 0), p_context)
+         with ordinality s(line_start, line_end, anchor, context, n);
   else
-    select array_agg(s.line_start order by s.n), array_agg(s.line_end order by s.n), array_agg(s.anchor order by s.n), array_agg(s.context order by s.n)
+    select array_agg(s.line_start order by s.n), array_agg(s.line_end order by s.n),
+           array_agg(s.anchor order by s.n), array_agg(s.context order by s.n)
       into v_start, v_end, v_anchor, v_ctx
     from scsql._chunk_heading_sections(v_lines, p_context) with ordinality s(line_start, line_end, anchor, context, n);
   end if;
