@@ -30,17 +30,13 @@ select scsql._define_error(code, name, meaning) from (values
 -- The rules, in the order they are applied
 -- ---------------------------------------------------------------------------
 
-create or replace function scsql._redaction_rules()
+create or replace function scsql._redaction_token_rules()
 returns text[]
 language sql immutable parallel safe
 as $rules$
   -- One row per rule: kind, mode, pattern, replacement, flags, prefilter, description.
   -- mode replace: regexp_replace(text, pattern, replacement, flags), run only
   --   when the text matches the prefilter (LIKE patterns, | between them, a cheap test).
-  -- mode assigned: the pattern finds (secret word)(separator)(value)(call
-  --   paren); the name is the identifier that ends with the secret word;
-  --   scsql._assigned_secret_kind decides from the name and the value
-  --   whether, and as which kind, the value is replaced.
   -- Specific token shapes come first, so a JWT sent as a bearer token is a
   -- jwt and a GitHub token in a URL is a github_token.
   select array[
@@ -87,7 +83,21 @@ as $rules$
     ['basic_auth', 'replace',
      '((?:[Aa]uthorization|AUTHORIZATION)["'']?[ \t]*[:=][ \t]*["'']?(?:[Bb]asic|BASIC)[ \t]+)(?=[A-Za-z0-9+/]{8})[A-Za-z0-9+/]*(?:[0-9+/]|[A-Z][A-Za-z0-9+/]*[A-Z])[A-Za-z0-9+/]*={0,2}',
      '\1[REDACTED:basic_auth]', 'g', '%asic%|%ASIC%',
-     'HTTP basic credentials (Authorization: Basic <base64 of user:password>, the header name and Basic in lower, capitalized or upper case): at least 8 base64 characters with a digit, + or / or two upper-case letters, matched case-sensitively (so in authorization: basic settings and Basic authentication the words stay); the header name and Basic stay.'],
+     'HTTP basic credentials (Authorization: Basic <base64 of user:password>, the header name and Basic in lower, capitalized or upper case): at least 8 base64 characters with a digit, + or / or two upper-case letters, matched case-sensitively (so in authorization: basic settings and Basic authentication the words stay); the header name and Basic stay.']
+  ]
+$rules$;
+comment on function scsql._redaction_token_rules() is
+  'Private. The redaction rules for secrets of a known shape (private keys, API keys and tokens, JWTs, bearer and basic credentials), applied first, in the rows of scsql._redaction_rules.';
+
+create or replace function scsql._redaction_assignment_rules()
+returns text[]
+language sql immutable parallel safe
+as $rules$
+  -- Rows as in scsql._redaction_token_rules. mode assigned: the pattern finds
+  --   (secret word)(separator)(value)(call paren); the name is the identifier
+  --   that ends with the secret word; scsql._assigned_secret_kind decides from
+  --   the name and the value whether, and as which kind, the value is replaced.
+  select array[
     ['url_password', 'replace',
      '(://[^[:space:]:/@"''<>]*:)(?![$*{]|%s|%\(|\[REDACTED:|(?:[Pp]ass(?:word)?|PASS(?:WORD)?|[Pp]asswd|PASSWD|[Ss]ecret|SECRET|changeme)@)[^[:space:]/"''<>@]+(?:@[^[:space:]/"''<>@]+)*(@)',
      '\1[REDACTED:url_password]\2', 'g', '%://%:%@%',
@@ -114,6 +124,13 @@ as $rules$
      'A .netrc password (machine HOST login USER password VALUE, on one line or one per line), judged as above.']
   ]
 $rules$;
+comment on function scsql._redaction_assignment_rules() is
+  'Private. The redaction rules for secrets given to a name or an option (URL passwords, -p passwords, values assigned to secret-looking names), applied after the token rules, in the rows of scsql._redaction_rules.';
+
+create or replace function scsql._redaction_rules()
+returns text[]
+language sql immutable parallel safe
+as $$ select scsql._redaction_token_rules() || scsql._redaction_assignment_rules() $$;
 comment on function scsql._redaction_rules() is
   'Private. The redaction rules in the order scsql._redact applies them, as a two-dimensional text array, one row per rule: kind, mode (replace or assigned), pattern (a PostgreSQL regular expression), replacement, flags, prefilter (LIKE patterns separated by |, of which the text must match one for the rule to run; ILIKE when the flags hold i) and a description. scsql.redaction_kinds() lists them.';
 

@@ -318,6 +318,150 @@ $$;
 comment on function scsql._chunk_context(text, boolean, text, text, text) is
   'Private. The context a chunk is indexed with (scsql._chunk_text), given its section''s P_GIVEN: NULL, none; a text, that text for the section''s first chunk (P_FIRST); otherwise the previous chunk''s anchor (unless it is P_ANCHOR, the chunk''s own, or appears in the tail) above the previous chunk''s last 600 characters (starting at a line, else a word, boundary), NULL when there is no previous chunk.';
 
+create or replace function scsql._chunk_span_sections(p_spans jsonb, p_lines integer, p_context boolean)
+returns table (line_start integer, line_end integer, anchor text, context text)
+language plpgsql immutable
+as $$
+declare
+  v_span jsonb;
+  v_s integer;
+  v_e integer;
+  v_prev_end integer := 0;
+begin
+  if pg_catalog.jsonb_typeof(p_spans) <> 'array' or pg_catalog.jsonb_array_length(p_spans) > 100000 then
+    raise exception using errcode = 'SC206', message = 'spans must be a JSON array of {start, end, anchor}';
+  end if;
+  for v_span in select value from pg_catalog.jsonb_array_elements(p_spans) loop
+    if pg_catalog.jsonb_typeof(v_span) <> 'object'
+       or pg_catalog.jsonb_typeof(v_span -> 'start') is distinct from 'number'
+       or pg_catalog.jsonb_typeof(v_span -> 'end') is distinct from 'number'
+       or (v_span ? 'anchor' and pg_catalog.jsonb_typeof(v_span -> 'anchor') not in ('string', 'null'))
+       or (v_span ? 'context' and pg_catalog.jsonb_typeof(v_span -> 'context') not in ('string', 'boolean', 'null'))
+       or pg_catalog.char_length(v_span ->> 'context') > 1000 then
+      raise exception using errcode = 'SC206',
+        message = format('bad span %s: expected {"start": line, "end": line, "anchor": text, "context": true or a text of at most 1,000 characters}',
+                         pg_catalog.left(v_span::text, 300));
+    end if;
+    begin
+      v_s := (v_span ->> 'start')::integer;
+      v_e := (v_span ->> 'end')::integer;
+    exception when others then
+      raise exception using errcode = 'SC206', message = format('bad span %s: line numbers must be integers', v_span);
+    end;
+    if v_s <= v_prev_end or v_e < v_s or v_e > p_lines then
+      raise exception using errcode = 'SC206',
+        message = format('span %s-%s is not after line %s and inside the text''s %s lines', v_s, v_e, v_prev_end, p_lines);
+    end if;
+    line_start := v_s;
+    line_end := v_e;
+    anchor := pg_catalog.left(v_span ->> 'anchor', 200);
+    context := case when pg_catalog.jsonb_typeof(v_span -> 'context') = 'string' then scsql._normalize(v_span ->> 'context')
+                    when (v_span -> 'context') = 'true'::jsonb or p_context then '' end;
+    return next;
+    v_prev_end := v_e;
+  end loop;
+end
+$$;
+comment on function scsql._chunk_span_sections(jsonb, integer, boolean) is
+  'Private, for scsql._chunk_text. The sections a text of LINES lines is chunked in, from the line spans given ([{start, end, anchor, context}]), in order: first and last line, anchor (at most 200 characters) and context (NULL none; '''' the previous chunk''s, for spans with "context": true or every span with P_CONTEXT; else the span''s context text, normalized). Raises SC206 for spans that are not increasing, non-overlapping line ranges inside the text, or malformed.';
+
+create or replace function scsql._chunk_heading_sections(p_lines text[], p_context boolean)
+returns table (line_start integer, line_end integer, anchor text, context text)
+language sql immutable parallel safe
+as $$
+  -- A heading is a Markdown heading line outside fenced code blocks: one
+  -- before which an even number of fence lines (``` or ~~~) opened and closed.
+  with l as (
+    select u.i::integer as i, u.line, u.line ~ '^#{1,6}[ \t]+\S' as heading,
+           coalesce(sum(case when u.line ~ '^[ \t]*(```|~~~)' then 1 else 0 end)
+                      over (order by u.i rows between unbounded preceding and 1 preceding), 0) % 2 = 1 as fenced
+    from pg_catalog.unnest(p_lines) with ordinality u(line, i)
+  ), s as (
+    select l.i, case when l.heading and not l.fenced
+                     then pg_catalog.left(pg_catalog.btrim(pg_catalog.regexp_replace(l.line, '^#{1,6}[ \t]+|[ \t]+#+[ \t]*$', '', 'g')), 200)
+                end as anchor
+    from l where l.i = 1 or (l.heading and not l.fenced)
+  )
+  select s.i, coalesce(pg_catalog.lead(s.i) over (order by s.i) - 1, pg_catalog.cardinality(p_lines)), s.anchor,
+         case when p_context then '' end
+  from s order by s.i
+$$;
+comment on function scsql._chunk_heading_sections(text[], boolean) is
+  'Private, for scsql._chunk_text. The sections of a text given as its LINES, cut before each Markdown heading outside fenced code blocks, in order: first and last line, anchor (the heading''s text, at most 200 characters; NULL for text before the first heading) and context ('''', the previous chunk''s, with P_CONTEXT; else NULL).';
+
+create or replace function scsql._chunk_pieces(p_content text, p_lines text[], p_off integer[], p_start integer[], p_end integer[],
+                                               p_max integer)
+returns table (section integer, line_start integer, line_end integer, char_start integer, char_end integer,
+               content text, normalized text)
+language plpgsql immutable
+as $$
+-- P_OFF[i] is the 0-based character offset of line i, P_OFF[n+1] the text's
+-- length + 1; section j runs from line P_START[j] to line P_END[j].
+declare
+  v_s integer;
+  v_i integer;
+  v_cut integer;
+  v_blank integer;
+  v_piece integer;
+begin
+  for v_j in 1 .. coalesce(pg_catalog.array_length(p_start, 1), 0) loop
+    section := v_j;
+    v_s := p_start[v_j];
+    while v_s <= p_end[v_j] loop
+      -- Longest run of whole lines from v_s that fits in p_max.
+      v_i := v_s;
+      v_blank := null;
+      while v_i <= p_end[v_j] and p_off[v_i + 1] - 1 - p_off[v_s] <= p_max loop
+        if v_i > v_s and pg_catalog.btrim(p_lines[v_i], E' \t\r') = '' and p_off[v_i] - p_off[v_s] >= p_max / 3 then
+          v_blank := v_i;
+        end if;
+        v_i := v_i + 1;
+      end loop;
+      if v_i = v_s then
+        -- One line longer than p_max: pieces of p_max characters.
+        line_start := v_s;
+        line_end := v_s;
+        v_piece := 0;
+        while v_piece * p_max < pg_catalog.char_length(p_lines[v_s]) loop
+          content := pg_catalog.substr(p_lines[v_s], v_piece * p_max + 1, p_max);
+          normalized := scsql._normalize(content);
+          char_start := p_off[v_s] + v_piece * p_max;
+          char_end := char_start + pg_catalog.char_length(content);
+          if normalized <> '' then
+            return next;
+          end if;
+          v_piece := v_piece + 1;
+        end loop;
+        v_s := v_s + 1;
+        continue;
+      end if;
+      v_cut := case when v_i > p_end[v_j] then p_end[v_j]      -- the rest fits
+                    when v_blank is not null then v_blank - 1  -- the blank line itself starts no chunk
+                    else v_i - 1 end;
+      -- Blank lines at either end are not part of the chunk.
+      line_start := v_s;
+      line_end := v_cut;
+      while line_end > line_start and pg_catalog.btrim(p_lines[line_end], E' \t\r') = '' loop
+        line_end := line_end - 1;
+      end loop;
+      while line_start < line_end and pg_catalog.btrim(p_lines[line_start], E' \t\r') = '' loop
+        line_start := line_start + 1;
+      end loop;
+      char_start := p_off[line_start];
+      char_end := p_off[line_end + 1] - 1;
+      content := pg_catalog.substr(p_content, char_start + 1, char_end - char_start);
+      normalized := scsql._normalize(content);
+      if normalized <> '' then
+        return next;
+      end if;
+      v_s := case when v_i <= p_end[v_j] and v_blank is not null then v_blank + 1 else v_cut + 1 end;
+    end loop;
+  end loop;
+end
+$$;
+comment on function scsql._chunk_pieces(text, text[], integer[], integer[], integer[], integer) is
+  'Private, for scsql._chunk_text. The pieces of a text (CONTENT, its LINES and their character offsets OFF) that hold more than whitespace, section by section (lines START[j] to END[j]), in order: the longest run of whole lines that fits in MAX characters, cut at its last blank line that leaves at least MAX/3 characters, without blank lines at either end; a line longer than MAX is cut into MAX-character pieces. Each with its section, 1-based line span, 0-based character span [start, end), text and normalized text (scsql._normalize).';
+
 create or replace function scsql._chunk_text(p_content text, p_spans jsonb default null, p_max integer default scsql_caller.chunk_chars(),
                                              p_context boolean default false)
 returns table (seq integer, anchor text, line_start integer, line_end integer,
@@ -343,178 +487,37 @@ as $$
 -- spans: the writer indexes it with the chunk (terms, embedding input).
 declare
   v_lines text[] := pg_catalog.string_to_array(p_content, E'\n');
-  v_n integer := coalesce(pg_catalog.array_length(v_lines, 1), 0);
-  v_off integer[] := '{}';     -- v_off[i] = 0-based character offset of line i; v_off[n+1] = length + 1
-  v_sec_start integer[] := '{}';
-  v_sec_end integer[] := '{}';
-  v_sec_anchor text[] := '{}';
-  v_fence boolean := false;
-  v_anchor text;
-  v_prev_end integer := 0;
-  v_span jsonb;
-  v_s integer;
-  v_e integer;
-  v_i integer;
-  v_j integer;
-  v_cut integer;
-  v_blank integer;
-  v_seq integer := 0;
-  v_text text;
-  v_piece integer;
-  v_acc integer := 0;
-  v_a integer;
-  v_z integer;
-  v_sec_ctx text[] := '{}';    -- per section: NULL no context, '' the previous chunk's, else that text first
-  v_ctx text;
-  v_first boolean;
-  v_prev_anchor text;
-  v_prev_content text;
-  v_norm text;                 -- the chunk's normalized text: empty skips it, else its sha256 is the chunk_hash
+  v_off integer[];             -- v_off[i] = 0-based character offset of line i; v_off[n+1] = length + 1
+  v_start integer[];
+  v_end integer[];
+  v_anchor text[];
+  v_ctx text[];                -- per section: NULL no context, '' the previous chunk's, else that text first
 begin
-  for v_i in 1 .. v_n loop
-    v_off[v_i] := v_acc;
-    v_acc := v_acc + pg_catalog.char_length(v_lines[v_i]) + 1;
-  end loop;
-  v_off[v_n + 1] := v_acc;
-
+  v_off := array(select coalesce(sum(pg_catalog.char_length(u.line) + 1)
+                                   over (order by u.i rows between unbounded preceding and 1 preceding), 0)::integer
+                 from pg_catalog.unnest(v_lines || null::text) with ordinality u(line, i) order by u.i);
   if p_spans is not null then
-    if pg_catalog.jsonb_typeof(p_spans) <> 'array' or pg_catalog.jsonb_array_length(p_spans) > 100000 then
-      raise exception using errcode = 'SC206', message = 'spans must be a JSON array of {start, end, anchor}';
-    end if;
-    for v_span in select value from pg_catalog.jsonb_array_elements(p_spans) loop
-      if pg_catalog.jsonb_typeof(v_span) <> 'object'
-         or pg_catalog.jsonb_typeof(v_span -> 'start') is distinct from 'number'
-         or pg_catalog.jsonb_typeof(v_span -> 'end') is distinct from 'number'
-         or (v_span ? 'anchor' and pg_catalog.jsonb_typeof(v_span -> 'anchor') not in ('string', 'null'))
-         or (v_span ? 'context' and pg_catalog.jsonb_typeof(v_span -> 'context') not in ('string', 'boolean', 'null'))
-         or pg_catalog.char_length(v_span ->> 'context') > 1000 then
-        raise exception using errcode = 'SC206',
-          message = format('bad span %s: expected {"start": line, "end": line, "anchor": text, "context": true or a text of at most 1,000 characters}',
-                           pg_catalog.left(v_span::text, 300));
-      end if;
-      begin
-        v_s := (v_span ->> 'start')::integer;
-        v_e := (v_span ->> 'end')::integer;
-      exception when others then
-        raise exception using errcode = 'SC206', message = format('bad span %s: line numbers must be integers', v_span);
-      end;
-      if v_s <= v_prev_end or v_e < v_s or v_e > v_n then
-        raise exception using errcode = 'SC206',
-          message = format('span %s-%s is not after line %s and inside the text''s %s lines', v_s, v_e, v_prev_end, v_n);
-      end if;
-      v_anchor := pg_catalog.left(v_span ->> 'anchor', 200);
-      v_sec_start := v_sec_start || v_s;
-      v_sec_end := v_sec_end || v_e;
-      v_sec_anchor := v_sec_anchor || v_anchor;
-      v_ctx := case when pg_catalog.jsonb_typeof(v_span -> 'context') = 'string' then scsql._normalize(v_span ->> 'context')
-                    when (v_span -> 'context') = 'true'::jsonb or p_context then '' end;
-      v_sec_ctx := v_sec_ctx || v_ctx;
-      v_prev_end := v_e;
-    end loop;
+    select array_agg(s.line_start order by s.n), array_agg(s.line_end order by s.n),
+           array_agg(s.anchor order by s.n), array_agg(s.context order by s.n)
+      into v_start, v_end, v_anchor, v_ctx
+    from scsql._chunk_span_sections(p_spans, coalesce(pg_catalog.array_length(v_lines, 1), 0), p_context)
+         with ordinality s(line_start, line_end, anchor, context, n);
   else
-    v_s := 1;
-    v_anchor := null;
-    for v_i in 1 .. v_n loop
-      if not v_fence and v_lines[v_i] ~ '^#{1,6}[ \t]+\S' and v_i > 1 then
-        v_sec_start := v_sec_start || v_s;
-        v_sec_end := v_sec_end || (v_i - 1);
-        v_sec_anchor := v_sec_anchor || v_anchor;
-        v_sec_ctx := v_sec_ctx || case when p_context then '' end;
-        v_s := v_i;
-      end if;
-      if not v_fence and v_lines[v_i] ~ '^#{1,6}[ \t]+\S' then
-        v_anchor := pg_catalog.left(pg_catalog.btrim(pg_catalog.regexp_replace(v_lines[v_i], '^#{1,6}[ \t]+|[ \t]+#+[ \t]*$', '', 'g')), 200);
-      end if;
-      if v_lines[v_i] ~ '^[ \t]*(```|~~~)' then
-        v_fence := not v_fence;
-      end if;
-    end loop;
-    if v_n > 0 then
-      v_sec_start := v_sec_start || v_s;
-      v_sec_end := v_sec_end || v_n;
-      v_sec_anchor := v_sec_anchor || v_anchor;
-      v_sec_ctx := v_sec_ctx || case when p_context then '' end;
-    end if;
+    select array_agg(s.line_start order by s.n), array_agg(s.line_end order by s.n),
+           array_agg(s.anchor order by s.n), array_agg(s.context order by s.n)
+      into v_start, v_end, v_anchor, v_ctx
+    from scsql._chunk_heading_sections(v_lines, p_context) with ordinality s(line_start, line_end, anchor, context, n);
   end if;
-
-  for v_j in 1 .. coalesce(pg_catalog.array_length(v_sec_start, 1), 0) loop
-    v_s := v_sec_start[v_j];
-    anchor := v_sec_anchor[v_j];
-    v_first := true;
-    while v_s <= v_sec_end[v_j] loop
-      -- Longest run of whole lines from v_s that fits in p_max.
-      v_i := v_s;
-      v_blank := null;
-      while v_i <= v_sec_end[v_j] and v_off[v_i + 1] - 1 - v_off[v_s] <= p_max loop
-        if v_i > v_s and pg_catalog.btrim(v_lines[v_i], E' \t\r') = ''
-           and v_off[v_i] - v_off[v_s] >= p_max / 3 then
-          v_blank := v_i;
-        end if;
-        v_i := v_i + 1;
-      end loop;
-      if v_i > v_sec_end[v_j] then
-        v_cut := v_sec_end[v_j];                -- the rest fits
-      elsif v_i = v_s then
-        v_cut := null;                          -- one line longer than p_max
-      elsif v_blank is not null then
-        v_cut := v_blank - 1;                   -- the blank line itself starts no chunk
-      else
-        v_cut := v_i - 1;
-      end if;
-
-      if v_cut is null then
-        v_piece := 0;
-        while v_piece * p_max < pg_catalog.char_length(v_lines[v_s]) loop
-          content := pg_catalog.substr(v_lines[v_s], v_piece * p_max + 1, p_max);
-          v_norm := scsql._normalize(content);
-          if v_norm <> '' then
-            v_seq := v_seq + 1;
-            seq := v_seq;
-            line_start := v_s;
-            line_end := v_s;
-            char_start := v_off[v_s] + v_piece * p_max;
-            char_end := char_start + pg_catalog.char_length(content);
-            chunk_hash := scsql._normalized_hash(v_norm);
-            context := scsql._chunk_context(v_sec_ctx[v_j], v_first, v_prev_anchor, v_prev_content, anchor);
-            v_first := false;
-            v_prev_anchor := anchor;
-            v_prev_content := content;
-            return next;
-          end if;
-          v_piece := v_piece + 1;
-        end loop;
-        v_s := v_s + 1;
-      else
-        -- Blank lines at either end are not part of the chunk.
-        v_a := v_s;
-        v_z := v_cut;
-        while v_z > v_a and pg_catalog.btrim(v_lines[v_z], E' \t\r') = '' loop
-          v_z := v_z - 1;
-        end loop;
-        while v_a < v_z and pg_catalog.btrim(v_lines[v_a], E' \t\r') = '' loop
-          v_a := v_a + 1;
-        end loop;
-        v_text := pg_catalog.substr(p_content, v_off[v_a] + 1, v_off[v_z + 1] - 1 - v_off[v_a]);
-        v_norm := scsql._normalize(v_text);
-        if v_norm <> '' then
-          v_seq := v_seq + 1;
-          seq := v_seq;
-          content := v_text;
-          line_start := v_a;
-          line_end := v_z;
-          char_start := v_off[v_a];
-          char_end := v_off[v_z + 1] - 1;
-          chunk_hash := scsql._normalized_hash(v_norm);
-          context := scsql._chunk_context(v_sec_ctx[v_j], v_first, v_prev_anchor, v_prev_content, anchor);
-          v_first := false;
-          v_prev_anchor := anchor;
-          v_prev_content := v_text;
-          return next;
-        end if;
-        v_s := case when v_i <= v_sec_end[v_j] and v_blank is not null then v_blank + 1 else v_cut + 1 end;
-      end if;
-    end loop;
-  end loop;
+  -- A chunk's context is made from the chunk before it, in any section.
+  return query
+    select (pg_catalog.row_number() over w)::integer, v_anchor[p.section], p.line_start, p.line_end, p.char_start, p.char_end,
+           p.content, scsql._normalized_hash(p.normalized),
+           scsql._chunk_context(v_ctx[p.section], p.section is distinct from pg_catalog.lag(p.section) over w,
+                                pg_catalog.lag(v_anchor[p.section]) over w, pg_catalog.lag(p.content) over w, v_anchor[p.section])
+    from scsql._chunk_pieces(p_content, v_lines, v_off, v_start, v_end, p_max)
+           with ordinality p(section, line_start, line_end, char_start, char_end, content, normalized, n)
+    window w as (order by p.n)
+    order by p.n;
 end
 $$;
 comment on function scsql._chunk_text(text, jsonb, integer, boolean) is

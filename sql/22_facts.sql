@@ -39,32 +39,15 @@ $$;
 comment on function scsql._archive_fact(bigint, scsql.memory_facts) is
   'Private. Moves a fact from working memory to the knowledge base as the archived_fact source fact:<key> (searchable, with its importance and times in meta).';
 
-create or replace function scsql.remember(p_key text, p_value text, p_importance integer default 3,
-                                          p_ttl interval default null)
-returns table (key text, importance integer, stored text, archived text[], facts integer, capacity integer,
-               conflicts_with text[])
-language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+create or replace function scsql._fact_as_stored(p_project bigint, p_agent bigint, p_key text, p_value text,
+                                                 p_importance integer, p_ttl interval)
+returns table (key text, value text, importance smallint)
+language plpgsql
 as $$
 declare
-  v_project bigint := scsql._my_project();
-  v_agent bigint := scsql._my_agent_id();
-  v_cap integer;
-  v_count integer;
-  v_fact scsql.memory_facts;
-  v_old scsql.memory_facts;
-  v_archived text[] := '{}';
-  v_conflicts text[] := '{}';
-  v_old_src bigint;
   v_key text;
   v_value text;
-  v_hash text;
-  v_stored text := 'memory';
   v_importance smallint;
-  v_kt text[];
-  v_vt text[];
-  v_n integer;
-  v_cands text[];
-  v_now timestamptz;
   v_err scsql.violation;
 begin
   perform scsql._check_text('key', p_key, 200, false);
@@ -81,7 +64,6 @@ begin
   -- again, as a marker may be longer than the secret it replaces.
   v_key := scsql._redact(p_key);
   v_value := scsql._redact(p_value);
-  v_hash := scsql._text_hash(v_value);
   perform scsql._check_text('key, once redacted,', v_key, 200, false);
   perform scsql._check_text('value, once redacted,', v_value, 4000, true);
   -- importance is checked by the table's constraint. It is a smallint:
@@ -91,119 +73,233 @@ begin
   if v_importance is null or v_importance not between 1 and 5 then
     begin
       insert into scsql.memory_facts as f (project_id, key, value, importance, created_by, updated_by)
-      values (v_project, v_key, v_value, v_importance, v_agent, v_agent);
+      values (p_project, v_key, v_value, v_importance, p_agent, p_agent);
     exception when check_violation or not_null_violation then
       get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
         v_err.table_name = table_name, v_err.constraint_name = constraint_name, v_err.column_name = column_name, v_err.message_text = message_text;
       perform scsql._raise_violation(v_err);
     end;
   end if;
+  return query select v_key, v_value, v_importance;
+end
+$$;
+comment on function scsql._fact_as_stored(bigint, bigint, text, text, integer, interval) is
+  'Private, for scsql.remember. The key and value of a fact as they are stored, redacted, and its importance as a smallint, once KEY, VALUE, IMPORTANCE and TTL are checked. Raises SC200, SC201, SC202 (through the table''s constraint), SC215, SC241.';
+
+create or replace function scsql._duplicate_fact(p_project bigint, p_kt text[], p_vt text[])
+returns scsql.memory_facts
+language plpgsql
+as $$
+declare
+  v_cands text[];
+  v_fact scsql.memory_facts;
+begin
+  -- The candidates are a value (on Citus, the query runs on the project's
+  -- node, where the lookup of candidates could not).
+  v_cands := scsql._fact_candidates(p_project, p_kt, p_vt, 'duplicate');
+  select * into v_fact from scsql.memory_facts f
+  where f.project_id = p_project
+    and f.key = any (v_cands)
+    -- What every kind of duplicate has (scsql._fact_relation_terms): the
+    -- same terms in all, or value term sets of about one size that meet.
+    and ((coalesce(f.key_terms, scsql._fact_terms(f.key)) || coalesce(f.value_terms, scsql._fact_terms(f.value))) @> (p_kt || p_vt)
+         or (abs(cardinality(coalesce(f.value_terms, scsql._fact_terms(f.value))) - cardinality(p_vt)) <= 1
+             and coalesce(f.value_terms, scsql._fact_terms(f.value)) && p_vt))
+    and scsql._fact_relation_terms(p_kt, p_vt, coalesce(f.key_terms, scsql._fact_terms(f.key)),
+                                   coalesce(f.value_terms, scsql._fact_terms(f.value))) = 'duplicate'
+  order by f.updated_at desc, f.key limit 1;
+  return v_fact;
+end
+$$;
+comment on function scsql._duplicate_fact(bigint, text[], text[]) is
+  'Private, for scsql.remember. The most recently updated fact of the project that says the same as a fact with key terms KT and value terms VT (scsql._fact_relation_terms: duplicate), or a row of NULLs when there is none.';
+
+create or replace function scsql._store_fact(p_project bigint, p_agent bigint, p_key text, p_value text, p_importance smallint,
+                                             p_kt text[], p_vt text[], p_now timestamptz)
+returns table (key text, stored text)
+language plpgsql
+as $$
+declare
+  v_old scsql.memory_facts;
+  v_hash text := scsql._text_hash(p_value);
+begin
+  select * into v_old from scsql.memory_facts f where f.project_id = p_project and f.key = p_key;
+  if not found then
+    -- A fact saying the same under another key is refreshed, taking no new slot.
+    v_old := scsql._duplicate_fact(p_project, p_kt, p_vt);
+    if v_old.key is not null then
+      update scsql.memory_facts f set updated_at = p_now, updated_by = p_agent,
+             importance = greatest(f.importance, p_importance)
+       where f.project_id = p_project and f.key = v_old.key;
+      perform scsql._memory_change(p_project, 'refresh', 'fact', v_old.key, null, scsql._text_hash(v_old.value),
+                                   scsql._text_hash(v_old.value), 'the same fact remembered as ' || p_key, p_key);
+      return query select v_old.key, 'refreshed'::text;
+      return;
+    end if;
+    insert into scsql.memory_facts as f (project_id, key, value, importance, created_at, updated_at, created_by, updated_by,
+                                         key_terms, value_terms)
+    values (p_project, p_key, p_value, p_importance, clock_timestamp(), clock_timestamp(), p_agent, p_agent, p_kt, p_vt);
+    perform scsql._memory_change(p_project, 'remember', 'fact', p_key, null, null, v_hash, null, null);
+  elsif v_old.value = p_value then
+    update scsql.memory_facts f set updated_at = p_now, updated_by = p_agent, importance = p_importance
+     where f.project_id = p_project and f.key = p_key;
+    perform scsql._memory_change(p_project, 'refresh', 'fact', p_key, null, v_hash, v_hash, 'remembered again', null);
+    return query select p_key, 'refreshed'::text;
+    return;
+  else
+    -- Supersession: the value the key had is kept as history.
+    insert into scsql.fact_versions (project_id, key, value, value_hash, importance, created_at, created_by, superseded_by, reason)
+    values (p_project, v_old.key, v_old.value, scsql._text_hash(v_old.value), v_old.importance,
+            v_old.updated_at, v_old.updated_by, p_agent, 'superseded by a new value');
+    update scsql.memory_facts f set value = p_value, importance = p_importance,
+           updated_at = p_now, updated_by = p_agent, key_terms = p_kt, value_terms = p_vt
+     where f.project_id = p_project and f.key = p_key;
+    perform scsql._memory_change(p_project, 'supersede', 'fact', p_key, null, scsql._text_hash(v_old.value), v_hash,
+                                 'a new value was remembered', null);
+  end if;
+  return query select p_key, 'memory'::text;
+end
+$$;
+comment on function scsql._store_fact(bigint, bigint, text, text, smallint, text[], text[], timestamptz) is
+  'Private, for scsql.remember, under the project''s facts lock. Stores the fact KEY = VALUE (terms KT, VT; time NOW): a new key is inserted, the same value refreshes the fact, a new value supersedes the old (kept in fact_versions), and a new key saying what another fact says refreshes that fact instead (scsql._duplicate_fact). Returns the key of the fact stored or refreshed and stored: memory or refreshed.';
+
+create or replace function scsql._record_fact_conflicts(p_project bigint, p_agent bigint, p_key text, p_hash text,
+                                                        p_kt text[], p_vt text[])
+returns void
+language plpgsql
+as $$
+declare
+  v_n integer := 0;
+  v_cands text[];
+  v_fact scsql.memory_facts;
+  v_conflict bigint;
+begin
+  -- The three facts most alike: a project whose keys and values share
+  -- common words does not record a conflict with every fact it holds.
+  -- Only the candidates (scsql._fact_candidates) can be in conflict; they
+  -- are taken most alike first (Jaccard similarity of keys plus of values,
+  -- as scsql._jaccard computes it: terms are distinct), and each is
+  -- compared (scsql._fact_relation_terms) only until three are found.
+  v_cands := scsql._fact_candidates(p_project, p_kt, p_vt, 'conflict');
+  for v_fact in
+    select f.* from scsql.memory_facts f
+    cross join lateral (
+      select (select count(*) from unnest(f.key_terms) t where t = any (p_kt)) as sk,
+             (select count(*) from unnest(f.value_terms) t where t = any (p_vt)) as sv) s
+    where f.project_id = p_project and f.key <> p_key
+      and f.key = any (v_cands)
+      -- What a conflict needs (scsql._fact_relation_terms), counted: keys
+      -- with Jaccard >= 0.5 (3 shared >= both sizes), or a shared key term
+      -- and at least two shared value terms with Jaccard >= 0.4.
+      and (3 * s.sk >= cardinality(p_kt) + cardinality(f.key_terms)
+           or (s.sk >= 1 and s.sv >= 2 and 7 * s.sv >= 2 * (cardinality(p_vt) + cardinality(f.value_terms))))
+      -- A conflict still open between the two is not recorded twice.
+      and f.key <> all (array(select case when c.key = p_key then c.other_key else c.key end
+                              from scsql.fact_conflicts c
+                              where c.project_id = p_project and c.resolved_at is null
+                                and (c.key = p_key or c.other_key = p_key)))
+    order by case when cardinality(f.key_terms) + cardinality(p_kt) = 0 then 0
+                  else s.sk::double precision / (cardinality(f.key_terms) + cardinality(p_kt) - s.sk) end
+             + case when cardinality(f.value_terms) + cardinality(p_vt) = 0 then 0
+                    else s.sv::double precision / (cardinality(f.value_terms) + cardinality(p_vt) - s.sv) end desc,
+             f.key
+  loop
+    continue when scsql._fact_relation_terms(p_kt, p_vt, v_fact.key_terms, v_fact.value_terms) <> 'conflict';
+    v_n := v_n + 1;
+    insert into scsql.fact_conflicts (project_id, key, value_hash, other_key, other_hash, detected_by)
+    values (p_project, p_key, p_hash, v_fact.key, scsql._text_hash(v_fact.value), p_agent)
+    returning conflict_id into v_conflict;
+    perform scsql._memory_change(p_project, 'conflict', 'fact', p_key, null, scsql._text_hash(v_fact.value), p_hash,
+                                 format('conflict %s: another claim about the subject of %s', v_conflict, v_fact.key),
+                                 v_fact.key);
+    exit when v_n = 3;
+  end loop;
+end
+$$;
+comment on function scsql._record_fact_conflicts(bigint, bigint, text, text, text[], text[]) is
+  'Private, for scsql.remember. Records the conflicts of the new fact KEY (value hash HASH, terms KT and VT) with the at most three facts most alike that make another claim about its subject (scsql._fact_relation_terms: conflict) and are not in open conflict with it already, each in fact_conflicts and the memory history.';
+
+create or replace function scsql._open_conflict_keys(p_project bigint, p_key text)
+returns text[]
+language plpgsql stable
+as $$
+begin
+  return array(select case when c.key = p_key then c.other_key else c.key end k
+               from scsql.fact_conflicts c
+               where c.project_id = p_project and c.resolved_at is null and (c.key = p_key or c.other_key = p_key)
+                 and exists (select from scsql.memory_facts f where f.project_id = p_project
+                             and f.key = case when c.key = p_key then c.other_key else c.key end)
+               order by 1);
+end
+$$;
+comment on function scsql._open_conflict_keys(bigint, text) is
+  'Private, for scsql.remember. The keys, sorted, of the facts in working memory that the fact KEY is in open (unresolved) conflict with.';
+
+create or replace function scsql._archive_beyond_capacity(p_project bigint)
+returns table (archived text[], facts integer, capacity integer)
+language plpgsql
+as $$
+declare
+  v_cap integer := scsql._memory_capacity(p_project);
+  v_count integer;
+  v_fact scsql.memory_facts;
+  v_archived text[] := '{}';
+begin
+  select count(*) into v_count from scsql.memory_facts f where f.project_id = p_project;
+  if v_count > v_cap then
+    for v_fact in
+      select * from scsql.memory_facts f where f.project_id = p_project
+      order by f.importance, f.updated_at, f.key
+      limit v_count - v_cap
+    loop
+      perform scsql._archive_fact(p_project, v_fact);
+      v_archived := v_archived || v_fact.key;
+    end loop;
+    v_count := v_cap;
+  end if;
+  return query select v_archived, v_count, v_cap;
+end
+$$;
+comment on function scsql._archive_beyond_capacity(bigint) is
+  'Private, for scsql.remember, under the project''s facts lock. Moves the least important, least recently updated facts beyond the project''s working-memory capacity (scsql._memory_capacity) to the archive (scsql._archive_fact). Returns the keys archived, the facts now in memory and the capacity.';
+
+create or replace function scsql.remember(p_key text, p_value text, p_importance integer default 3,
+                                          p_ttl interval default null)
+returns table (key text, importance integer, stored text, archived text[], facts integer, capacity integer,
+               conflicts_with text[])
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_project bigint := scsql._my_project();
+  v_agent bigint := scsql._my_agent_id();
+  v_key text;
+  v_value text;
+  v_importance smallint;
+  v_hash text;
+  v_kt text[];
+  v_vt text[];
+  v_now timestamptz;
+  v_stored text;
+  v_conflicts text[] := '{}';
+  v_source bigint;
+  v_room record;
+begin
+  select s.key, s.value, s.importance into v_key, v_value, v_importance
+  from scsql._fact_as_stored(v_project, v_agent, p_key, p_value, p_importance, p_ttl) s;
+  v_hash := scsql._text_hash(v_value);
   perform scsql._facts_lock(v_project);
   -- The time of this change, a value: Citus refuses volatile functions in an UPDATE.
   v_now := clock_timestamp();
   v_kt := scsql._fact_terms(v_key);
   v_vt := scsql._fact_terms(v_value);
-
-  select * into v_old from scsql.memory_facts f where f.project_id = v_project and f.key = v_key;
-  if not found then
-    -- A fact saying the same under another key is refreshed, taking no new
-    -- slot. The candidates are a value (on Citus, the query runs on the
-    -- project's node, where the lookup of candidates could not).
-    v_cands := scsql._fact_candidates(v_project, v_kt, v_vt, 'duplicate');
-    select * into v_old from scsql.memory_facts f
-    where f.project_id = v_project
-      and f.key = any (v_cands)
-      -- What every kind of duplicate has (scsql._fact_relation_terms): the
-      -- same terms in all, or value term sets of about one size that meet.
-      and ((coalesce(f.key_terms, scsql._fact_terms(f.key)) || coalesce(f.value_terms, scsql._fact_terms(f.value))) @> (v_kt || v_vt)
-           or (abs(cardinality(coalesce(f.value_terms, scsql._fact_terms(f.value))) - cardinality(v_vt)) <= 1
-               and coalesce(f.value_terms, scsql._fact_terms(f.value)) && v_vt))
-      and scsql._fact_relation_terms(v_kt, v_vt, coalesce(f.key_terms, scsql._fact_terms(f.key)),
-                                     coalesce(f.value_terms, scsql._fact_terms(f.value))) = 'duplicate'
-    order by f.updated_at desc, f.key limit 1;
-    if found then
-      update scsql.memory_facts f set updated_at = v_now, updated_by = v_agent,
-             importance = greatest(f.importance, v_importance)
-       where f.project_id = v_project and f.key = v_old.key;
-      perform scsql._memory_change(v_project, 'refresh', 'fact', v_old.key, null, scsql._text_hash(v_old.value),
-                                   scsql._text_hash(v_old.value), 'the same fact remembered as ' || v_key, v_key);
-      v_key := v_old.key;
-      v_stored := 'refreshed';
-    end if;
-  elsif v_old.value = v_value then
-    update scsql.memory_facts f set updated_at = v_now, updated_by = v_agent, importance = v_importance
-     where f.project_id = v_project and f.key = v_key;
-    perform scsql._memory_change(v_project, 'refresh', 'fact', v_key, null, v_hash, v_hash, 'remembered again', null);
-    v_stored := 'refreshed';
-  else
-    -- Supersession: the value the key had is kept as history.
-    insert into scsql.fact_versions (project_id, key, value, value_hash, importance, created_at, created_by, superseded_by, reason)
-    values (v_project, v_old.key, v_old.value, scsql._text_hash(v_old.value), v_old.importance,
-            v_old.updated_at, v_old.updated_by, v_agent, 'superseded by a new value');
-    update scsql.memory_facts f set value = v_value, importance = v_importance,
-           updated_at = v_now, updated_by = v_agent, key_terms = v_kt, value_terms = v_vt
-     where f.project_id = v_project and f.key = v_key;
-    perform scsql._memory_change(v_project, 'supersede', 'fact', v_key, null, scsql._text_hash(v_old.value), v_hash,
-                                 'a new value was remembered', null);
-  end if;
-  if v_old.key is null then
-    insert into scsql.memory_facts as f (project_id, key, value, importance, created_at, updated_at, created_by, updated_by,
-                                         key_terms, value_terms)
-    values (v_project, v_key, v_value, v_importance, clock_timestamp(), clock_timestamp(), v_agent, v_agent, v_kt, v_vt);
-    perform scsql._memory_change(v_project, 'remember', 'fact', v_key, null, null, v_hash, null, null);
-  end if;
-
+  select s.key, s.stored into v_key, v_stored
+  from scsql._store_fact(v_project, v_agent, v_key, v_value, v_importance, v_kt, v_vt, v_now) s;
   if v_stored = 'memory' then
     -- Another claim about the subject of an existing fact: both stay, the
-    -- conflict is recorded until resolve_conflict settles it.
-    -- The three facts most alike: a project whose keys and values share
-    -- common words does not record a conflict with every fact it holds.
-    -- Only the candidates (scsql._fact_candidates) can be in conflict; they
-    -- are taken most alike first (Jaccard similarity of keys plus of values,
-    -- as scsql._jaccard computes it: terms are distinct), and each is
-    -- compared (scsql._fact_relation_terms) only until three are found.
-    v_n := 0;
-    v_cands := scsql._fact_candidates(v_project, v_kt, v_vt, 'conflict');
-    for v_fact in
-      select f.* from scsql.memory_facts f
-      cross join lateral (
-        select (select count(*) from unnest(f.key_terms) t where t = any (v_kt)) as sk,
-               (select count(*) from unnest(f.value_terms) t where t = any (v_vt)) as sv) s
-      where f.project_id = v_project and f.key <> v_key
-        and f.key = any (v_cands)
-        -- What a conflict needs (scsql._fact_relation_terms), counted: keys
-        -- with Jaccard >= 0.5 (3 shared >= both sizes), or a shared key term
-        -- and at least two shared value terms with Jaccard >= 0.4.
-        and (3 * s.sk >= cardinality(v_kt) + cardinality(f.key_terms)
-             or (s.sk >= 1 and s.sv >= 2 and 7 * s.sv >= 2 * (cardinality(v_vt) + cardinality(f.value_terms))))
-        -- A conflict still open between the two is not recorded twice.
-        and f.key <> all (array(select case when c.key = v_key then c.other_key else c.key end
-                                from scsql.fact_conflicts c
-                                where c.project_id = v_project and c.resolved_at is null
-                                  and (c.key = v_key or c.other_key = v_key)))
-      order by case when cardinality(f.key_terms) + cardinality(v_kt) = 0 then 0
-                    else s.sk::double precision / (cardinality(f.key_terms) + cardinality(v_kt) - s.sk) end
-               + case when cardinality(f.value_terms) + cardinality(v_vt) = 0 then 0
-                      else s.sv::double precision / (cardinality(f.value_terms) + cardinality(v_vt) - s.sv) end desc,
-               f.key
-    loop
-      continue when scsql._fact_relation_terms(v_kt, v_vt, v_fact.key_terms, v_fact.value_terms) <> 'conflict';
-      v_n := v_n + 1;
-      insert into scsql.fact_conflicts (project_id, key, value_hash, other_key, other_hash, detected_by)
-      values (v_project, v_key, v_hash, v_fact.key, scsql._text_hash(v_fact.value), v_agent)
-      returning conflict_id into v_old_src;
-      perform scsql._memory_change(v_project, 'conflict', 'fact', v_key, null, scsql._text_hash(v_fact.value), v_hash,
-                                   format('conflict %s: another claim about the subject of %s', v_old_src, v_fact.key),
-                                   v_fact.key);
-      exit when v_n = 3;
-    end loop;
-    -- The facts it is in open conflict with: found now, or before and not settled.
-    v_conflicts := array(select case when c.key = v_key then c.other_key else c.key end k
-                         from scsql.fact_conflicts c
-                         where c.project_id = v_project and c.resolved_at is null and (c.key = v_key or c.other_key = v_key)
-                           and exists (select from scsql.memory_facts f where f.project_id = v_project
-                                       and f.key = case when c.key = v_key then c.other_key else c.key end)
-                         order by 1);
+    -- conflict is recorded until resolve_conflict settles it. The facts it
+    -- is in open conflict with: found now, or before and not settled.
+    perform scsql._record_fact_conflicts(v_project, v_agent, v_key, v_hash, v_kt, v_vt);
+    v_conflicts := scsql._open_conflict_keys(v_project, v_key);
   end if;
 
   -- The fact's TTL (sql/22_lifecycle.sql, checked above). A remember
@@ -212,31 +308,18 @@ begin
   where f.project_id = v_project and f.key = v_key and (p_ttl is not null or f.expires_at is not null);
 
   -- A fresh value supersedes an archived copy of the same key.
-  select s.source_id into v_old_src from scsql.kb_sources s
+  select s.source_id into v_source from scsql.kb_sources s
   where s.project_id = v_project and s.path = 'fact:' || v_key and s.kind = 'archived_fact';
   if found then
-    perform scsql._forget_sources(v_project, array[v_old_src]);
+    perform scsql._forget_sources(v_project, array[v_source]);
     perform scsql._memory_change(v_project, 'unarchive', 'fact', v_key, null, null, v_hash,
                                  'remembered again: the archived copy is replaced', 'fact:' || v_key);
   end if;
 
-  v_cap := scsql._memory_capacity(v_project);
-  select count(*) into v_count from scsql.memory_facts f where f.project_id = v_project;
-  if v_count > v_cap then
-    for v_fact in
-      select * from scsql.memory_facts f where f.project_id = v_project
-      order by f.importance, f.updated_at, f.key
-      limit v_count - v_cap
-    loop
-      perform scsql._archive_fact(v_project, v_fact);
-      v_archived := v_archived || v_fact.key;
-    end loop;
-    v_count := v_cap;
-  end if;
-
+  select * into v_room from scsql._archive_beyond_capacity(v_project);
   return query select v_key, p_importance,
-    case when v_key = any(v_archived) then 'archived' else v_stored end,
-    v_archived, v_count, v_cap, v_conflicts;
+    case when v_key = any(v_room.archived) then 'archived' else v_stored end,
+    v_room.archived, v_room.facts, v_room.capacity, v_conflicts;
 end
 $$;
 comment on function scsql.remember(text, text, integer, interval) is

@@ -200,10 +200,11 @@ def test_functions_are_immutable_and_parallel_safe(admin):
         select p.proname, p.provolatile, p.proparallel from pg_proc p
         where p.pronamespace = 'scsql'::regnamespace
           and p.proname in ('_redact', '_redact_jsonb', '_redact_assigned', '_assigned_secret_kind',
-                            '_looks_random', '_entropy', '_redaction_rules', '_redact_as_written', '_redact_seen',
+                            '_looks_random', '_entropy', '_redaction_rules', '_redaction_token_rules',
+                            '_redaction_assignment_rules', '_redact_as_written', '_redact_seen',
                             '_percent_decoded', '_redact_percent_encoded')
     """).fetchall()
-    assert len(rows) == 11 and all(r[1:] == ("i", "s") for r in rows), rows
+    assert len(rows) == 13 and all(r[1:] == ("i", "s") for r in rows), rows
 
 
 def test_agents_cannot_execute_redaction_functions(scsql_db):
