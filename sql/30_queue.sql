@@ -477,7 +477,7 @@ declare
   v_held integer;
   v_overlap text;
 begin
-  if cardinality(p_files) = 0 then
+  if coalesce(cardinality(p_files), 0) = 0 then
     return;
   end if;
   -- The exclusion constraint decides, even against transactions that have
