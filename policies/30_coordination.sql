@@ -32,7 +32,7 @@ grant execute on procedure scsql.wait_for_task(numeric, bigint) to scsql_agent;
 grant execute on function scsql.queue_maintenance(integer) to scsql_admin;
 
 -- The broadcast channel. Agents read their own project's messages and
--- acknowledgements; they write only through broadcast and ack.
+-- acknowledgements; they write only through broadcast and ack_message.
 select scsql._secure_table(t) from unnest(array[
   'scsql.coordination_settings', 'scsql.broadcast_senders', 'scsql.messages', 'scsql.message_acks'
 ]::regclass[]) t;
@@ -42,8 +42,8 @@ select scsql._agent_read(array['scsql.messages', 'scsql.message_acks', 'scsql.co
 
 grant execute on function
   scsql.broadcast(text, text, text, jsonb, bigint, timestamptz, integer, bytea),
-  scsql.replay(integer),
-  scsql.ack(bigint),
-  scsql.explain(bigint)
+  scsql.replay_messages(integer),
+  scsql.ack_message(bigint),
+  scsql.explain_message(bigint)
 to scsql_agent;
 grant execute on function scsql.set_broadcast_limit(text, integer, text) to scsql_admin;

@@ -396,6 +396,56 @@ hidden: the Claude Code hooks record every prompt
 
 Text: at most 20,000 characters; imported: true for a prompt read back from a transcript; occurred_at: its original time (at, the signed write time, stays within minutes of the server clock). EVENT_KEY (optional) makes it idempotent: when that key was captured before, nothing is written and every column returned is NULL. A prompt captured live and the same prompt imported from the session''s transcript are stored once: the second of the two (same session and text, times at most 60 seconds apart; live prompts give occurred_at = when the hook received them) writes nothing and returns NULLs. Returns prompt_id, chain_id, seq. Chained and signed by the scsql client. Raises SC010 bad argument, SC040 text holding a secret (sign scsql.redact(text)), SC111 unknown session, SC140 bad event key, SC150 a bad altered object, SC101/SC102/SC103 bad signing fields.';
 
+create or replace function scsql._require_tool_call_texts(
+  p_input_preview text, p_output_preview text, p_input_key text, p_occurred_at timestamptz, p_files jsonb, p_altered jsonb)
+returns void
+language plpgsql stable
+as $$
+begin
+  -- One statement for every check, in the order they raise: SC040 for a
+  -- text holding a secret, SC010 for a bad time, SC150 for a bad altered
+  -- object, SC010 for a files value that is not an array of paths.
+  perform scsql._require_redacted('input_preview', p_input_preview),
+          scsql._require_redacted('output_preview', p_output_preview),
+          scsql._require_redacted('input_key', p_input_key),
+          scsql._require_time('occurred_at', p_occurred_at),
+          scsql._require_redacted_jsonb('files', p_files),
+          scsql._require_altered(p_altered, array['tool', 'model', 'input_preview', 'output_preview', 'tool_use_id', 'files', 'input_key']),
+          scsql._require_redacted_jsonb('altered', p_altered),
+          scsql._require(p_files is null
+                         or (jsonb_typeof(p_files) = 'array' and jsonb_array_length(p_files) <= 1000
+                             and not jsonb_path_exists(p_files, '$[*] ? (@.type() != "string")')),
+                         'files must be a JSON array of at most 1000 paths');
+end
+$$;
+comment on function scsql._require_tool_call_texts(text, text, text, timestamptz, jsonb, jsonb) is
+  'Private, for scsql.capture_tool_call. Raises SC040 when a signed text (input_preview, output_preview, input_key, files, altered) holds a secret, SC010 for occurred_at out of range or files not a JSON array of at most 1000 paths, SC150 for a bad altered object.';
+
+create or replace function scsql._tool_call_cost(
+  p_origin text, p_model text, p_input_tokens integer, p_output_tokens integer, p_at timestamptz)
+returns numeric
+language plpgsql stable
+as $$
+begin
+  -- Priced from the model's side: it writes the tool's input (the
+  -- arguments) at its output rate and reads the tool's output (the
+  -- result) at its input rate. Calls that only assembled database
+  -- content cost nothing; a model without a price costs NULL. The price
+  -- is the row of model_prices whose model is the longest prefix of the
+  -- call's, effective latest at or before it.
+  if p_origin = 'database' then
+    return 0;
+  end if;
+  return (select (p_input_tokens::numeric * m.output_usd_per_mtok + p_output_tokens::numeric * m.input_usd_per_mtok) / 1000000
+          from scsql.model_prices m
+          where left(p_model, length(m.model)) = m.model and m.effective_from <= p_at
+          order by length(m.model) desc, m.effective_from desc
+          limit 1);
+end
+$$;
+comment on function scsql._tool_call_cost(text, text, integer, integer, timestamptz) is
+  'Private, for scsql.capture_tool_call. The cost in USD of a tool call: 0 for origin database, NULL for a model without a price, else its tokens at the price of model_prices effective at AT for the longest model prefix.';
+
 create or replace function scsql.capture_tool_call(
   p_tool text,
   p_status text default 'ok',
@@ -426,18 +476,7 @@ declare
   v_me scsql.agents := scsql._me();
   v_err scsql.violation;
 begin
-  perform scsql._require_redacted('input_preview', p_input_preview);
-  perform scsql._require_redacted('output_preview', p_output_preview);
-  perform scsql._require_redacted('input_key', p_input_key);
-  perform scsql._require_time('occurred_at', p_occurred_at);
-  perform scsql._require_redacted_jsonb('files', p_files);
-  perform scsql._require_altered(p_altered, array['tool', 'model', 'input_preview', 'output_preview', 'tool_use_id', 'files', 'input_key']);
-  perform scsql._require_redacted_jsonb('altered', p_altered);
-  if p_files is not null then
-    perform scsql._require(jsonb_typeof(p_files) = 'array' and jsonb_array_length(p_files) <= 1000
-                           and not jsonb_path_exists(p_files, '$[*] ? (@.type() != "string")'),
-                           'files must be a JSON array of at most 1000 paths');
-  end if;
+  perform scsql._require_tool_call_texts(p_input_preview, p_output_preview, p_input_key, p_occurred_at, p_files, p_altered);
   -- A call is captured once whether it came live (a random event key) or
   -- from a transcript (a key made from the message): both claim its
   -- tool_use_id too.
@@ -448,24 +487,10 @@ begin
      and not scsql._capture_key(v_me.project_id, v_me.agent_id, scsql._tool_use_key(p_tool_use_id)) then
     return;  -- the same call, captured live and read back from the transcript
   end if;
-  -- Priced from the model's side: it writes the tool's input (the
-  -- arguments) at its output rate and reads the tool's output (the
-  -- result) at its input rate. Calls that only assembled database
-  -- content cost nothing; a model without a price costs NULL. The price
-  -- is the row of model_prices whose model is the longest prefix of the
-  -- call's, effective latest at or before it, read here before the INSERT
-  -- (Citus plans no statement that calls a SQL function reading its tables
-  -- with parameters, and a PL/pgSQL variable is one).
-  if p_origin = 'database' then
-    v_cost := 0;
-  else
-    select (p_input_tokens::numeric * m.output_usd_per_mtok + p_output_tokens::numeric * m.input_usd_per_mtok) / 1000000
-      into v_cost
-    from scsql.model_prices m
-    where left(p_model, length(m.model)) = m.model and m.effective_from <= p_at
-    order by length(m.model) desc, m.effective_from desc
-    limit 1;
-  end if;
+  -- The price is read here, before the INSERT: Citus plans no statement
+  -- that calls a SQL function reading its tables with parameters, and a
+  -- PL/pgSQL variable is one.
+  v_cost := scsql._tool_call_cost(p_origin, p_model, p_input_tokens, p_output_tokens, p_at);
   insert into scsql.tool_calls as t (project_id, author_id, session_id, tool, model, origin, input_tokens, output_tokens, latency_ms, status,
                                      input_preview, output_preview, tool_use_id, files, scsql_tool, imported, input_key,
                                      occurred_at, altered, cost_usd, at, key_id, signature)

@@ -469,6 +469,56 @@ $$;
 comment on function scsql._expire_leases(bigint, text, integer) is
   'Private. Returns claimed tasks whose lease expired to the queue (their fence stays, so the old token is refused with SC303, and SC302 once claimed again), or archives them as dead when that was the last attempt. Limited to one project / team role when given; skips rows other sessions hold.';
 
+create or replace function scsql._hold_task_files(p_project bigint, p_task bigint, p_files text[])
+returns void
+language plpgsql
+as $$
+declare
+  v_held integer;
+  v_overlap text;
+begin
+  if coalesce(cardinality(p_files), 0) = 0 then
+    return;
+  end if;
+  -- The exclusion constraint decides, even against transactions that have
+  -- not committed yet: their rows make this insert wait for their outcome.
+  insert into scsql.task_files (project_id, task_id, path, span)
+  select p_project, p_task, f, scsql._path_span(p_project, f)
+  from unnest(p_files) with ordinality u(f, i) order by i
+  on conflict do nothing;
+  -- Counted, not taken from the row count: on Citus, which sends the rows
+  -- to the shard from the coordinator, that counts the rows sent.
+  select count(*) into v_held from scsql.task_files h
+  where h.project_id = p_project and h.task_id = p_task;
+  if v_held < cardinality(p_files) then
+    select string_agg(format('%s (held as %s by task %s)', f, h.path, h.task_id), ', ' order by f, h.task_id)
+    into v_overlap
+    from unnest(p_files) f
+    join scsql.task_files h
+      on h.project_id = p_project and h.task_id <> p_task
+     and h.span && scsql._path_span(p_project, f);
+    raise exception using errcode = 'SC322',
+      message = format('exclusive files overlap in-flight tasks: %s', coalesce(v_overlap, '(a task that has just finished)')),
+      hint = 'Wait until those tasks finish, or enqueue without the overlapping paths. A directory covers every file below it.';
+  end if;
+end
+$$;
+comment on function scsql._hold_task_files(bigint, bigint, text[]) is
+  'Private, for scsql.enqueue_task. Records the normalized exclusive FILES of task TASK of PROJECT, or raises SC322 listing the in-flight tasks whose files overlap them (race-free: the exclusion constraint decides, waiting for uncommitted holders).';
+
+create or replace function scsql._require_payload(p_payload jsonb, p_max_bytes integer, p_max text)
+returns void
+language plpgsql stable
+as $$
+begin
+  perform scsql._require(p_payload is not null, 'payload must be a JSON value (use {} for none)');
+  perform scsql._require(pg_catalog.octet_length(p_payload::text) <= p_max_bytes, 'payload is larger than ' || p_max);
+  perform scsql._require(scsql._jsonb_depth(p_payload) <= 64, 'payload nests deeper than 64 levels');
+end
+$$;
+comment on function scsql._require_payload(jsonb, integer, text) is
+  'Private, for scsql.enqueue_task and scsql.broadcast. Raises SC010 unless PAYLOAD is a JSON value of at most MAX_BYTES (MAX: the same bound in words, for the message) nesting at most 64 levels.';
+
 -- ---------------------------------------------------------------------------
 -- Public API
 -- ---------------------------------------------------------------------------
@@ -492,8 +542,6 @@ as $$
 declare
   v_me scsql.agents := scsql._me();
   v_files text[];
-  v_held integer;
-  v_overlap text;
   v_err scsql.violation;
 begin
   if not scsql._is_orchestrator(v_me.team_role) then
@@ -502,9 +550,7 @@ begin
       hint = 'Only orchestrator roles enqueue. Send a PROPOSED or STATUS broadcast to the orchestrator instead.';
   end if;
   perform scsql._team_role(p_role);
-  perform scsql._require(p_payload is not null, 'payload must be a JSON value (use {} for none)');
-  perform scsql._require(pg_catalog.octet_length(p_payload::text) <= 1048576, 'payload is larger than 1 MiB');
-  perform scsql._require(scsql._jsonb_depth(p_payload) <= 64, 'payload nests deeper than 64 levels');
+  perform scsql._require_payload(p_payload, 1048576, '1 MiB');
   perform scsql._require(p_priority is not null and p_priority between -1000000 and 1000000,
     'priority must be between -1000000 and 1000000 (higher runs first)');
   perform scsql._require(length(coalesce(p_acceptance_criteria, '')) <= 65536, 'acceptance_criteria is longer than 65536 characters');
@@ -531,29 +577,7 @@ begin
     perform scsql._raise_violation(v_err);
   end;
 
-  if cardinality(v_files) > 0 then
-    -- The exclusion constraint decides, even against transactions that have
-    -- not committed yet: their rows make this insert wait for their outcome.
-    insert into scsql.task_files (project_id, task_id, path, span)
-    select v_me.project_id, task_id, f, scsql._path_span(v_me.project_id, f)
-    from unnest(v_files) with ordinality u(f, i) order by i
-    on conflict do nothing;
-    -- Counted, not taken from the row count: on Citus, which sends the rows
-    -- to the shard from the coordinator, that counts the rows sent.
-    select count(*) into v_held from scsql.task_files h
-    where h.project_id = v_me.project_id and h.task_id = enqueue_task.task_id;
-    if v_held < cardinality(v_files) then
-      select string_agg(format('%s (held as %s by task %s)', f, h.path, h.task_id), ', ' order by f, h.task_id)
-      into v_overlap
-      from unnest(v_files) f
-      join scsql.task_files h
-        on h.project_id = v_me.project_id and h.task_id <> enqueue_task.task_id
-       and h.span && scsql._path_span(v_me.project_id, f);
-      raise exception using errcode = 'SC322',
-        message = format('exclusive files overlap in-flight tasks: %s', coalesce(v_overlap, '(a task that has just finished)')),
-        hint = 'Wait until those tasks finish, or enqueue without the overlapping paths. A directory covers every file below it.';
-    end if;
-  end if;
+  perform scsql._hold_task_files(v_me.project_id, task_id, v_files);
   perform scsql._notify_queue(v_me.project_id, p_role, 'task');
 end
 $$;

@@ -561,7 +561,7 @@ def session_context(agent: Agent, budget: int = CONTEXT_TOKENS) -> str:
     with agent.transaction() as conn:
         held = conn.execute("select task_id, lease_token, payload, exclusive_files from scsql.my_tasks()").fetchall()
         claimable = conn.execute("select scsql.claimable_for_me() as n").fetchone()["n"]
-        inbox = conn.execute("select message_id, type, sender, provenance, payload from scsql.replay(5)").fetchall()
+        inbox = conn.execute("select message_id, type, sender, provenance, payload from scsql.replay_messages(5)").fetchall()
         for t in held:
             lines.append(f"- task {t['task_id']} (you hold it, lease token {t['lease_token']}): "
                          f"{_clip(_as_text(t['payload']), 300)} [task:{t['task_id']}]")

@@ -80,7 +80,7 @@ def test_a_shell_edit_of_an_owned_file_is_a_violation_told_to_its_owner(owned):
     [call] = rows(installed.agent, "select tool_call_id from scsql.tool_calls where tool_use_id = 'b1'")
     assert v["tool_call_id"] == call["tool_call_id"] and v["task_ref"] == f"task:{task}"
     assert OWNED in v["summary"] and "alice" in v["summary"] and v["signal"] == "file-ownership"
-    told = wait_for(lambda: rows(alice, "select * from scsql.replay(10)"), 30)
+    told = wait_for(lambda: rows(alice, "select * from scsql.replay_messages(10)"), 30)
     assert any(m["type"] == "STATUS" and m["payload"]["violation"] == "file-ownership"
                and m["payload"]["paths"] == [OWNED] for m in told), told
     # A shell command that changes nothing owned is no violation.

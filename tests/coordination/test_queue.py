@@ -481,14 +481,14 @@ def test_coordination_tools_over_mcp(team):
 
     tools, task, sent = run_client(db, orch.name, orchestrate)
     assert {"enqueue_task", "claim_task", "heartbeat_task", "complete_task", "fail_task", "release_task",
-            "queue_stats", "broadcast", "replay", "ack", "explain"} <= set(tools)
+            "queue_stats", "broadcast", "replay_messages", "ack_message", "explain_message"} <= set(tools)
     assert not {"at", "key_id", "signature"} & set(tools["broadcast"].input_schema["properties"])
     assert not task.is_error and not sent.is_error, (task.content, sent.content)
     tid = json.loads(task.content[0].text)["task_id"]
 
     async def work(client):
-        [msg] = json.loads((await client.call_tool("replay", {})).content[0].text)
-        await client.call_tool("ack", {"message": msg["message_id"]})
+        [msg] = json.loads((await client.call_tool("replay_messages", {})).content[0].text)
+        await client.call_tool("ack_message", {"message": msg["message_id"]})
         claimed = json.loads((await client.call_tool("claim_task", {"wait_seconds": 5})).content[0].text)
         beat = await client.call_tool("heartbeat_task", {"task": tid, "token": claimed[0]["lease_token"]})
         done = await client.call_tool("complete_task", {"task": tid, "token": claimed[0]["lease_token"],

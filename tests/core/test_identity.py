@@ -58,8 +58,8 @@ def _fill(db, agent, orch) -> None:
     claimed = api.call("claim_task", n=1)
     api.call("complete_task", task=task["task_id"], token=claimed[0]["lease_token"], result={"ok": True})
     boss.call("broadcast", type="ASSIGN", to_agent=agent.name, payload={"go": True})
-    [msg] = api.call("replay")
-    api.call("ack", message=msg["message_id"])
+    [msg] = api.call("replay_messages")
+    api.call("ack_message", message=msg["message_id"])
 
 
 def _tables(conn) -> list[tuple[str, bool]]:

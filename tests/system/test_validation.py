@@ -376,8 +376,8 @@ def test_an_agent_s_unknown_names_raise_their_codes(team):
     api = Api(orch)
     for function, args, code in (("enqueue_task", {"role": "astronaut"}, "SC008"),
                                  ("broadcast", {"type": "STATUS", "to_role": "astronaut"}, "SC008"),
-                                 ("ack", {"message": 424242}, "SC344"),
-                                 ("explain", {"message": 424242}, "SC344")):
+                                 ("ack_message", {"message": 424242}, "SC344"),
+                                 ("explain_message", {"message": 424242}, "SC344")):
         with pytest.raises(ScsqlError) as err:
             api.call(function, **args)
         assert err.value.code == code, (function, err.value)
