@@ -303,7 +303,7 @@ begin
     into f_key, f_content, f_by, f_at
   from (
     select f.key, f.key || ': ' || f.value as content, f.importance, f.updated_by, f.updated_at,
-           (select sum(coalesce(ln(1 + (v_n - kt.df + 0.5) / (kt.df + 0.5)), ln(2 + coalesce(v_n, 0))))
+           (select sum(scsql_caller.bm25_idf(coalesce(v_n, 0), coalesce(kt.df, 0)))
             from unnest(f.terms) ft(term)
             left join unnest(v_kt_term, v_kt_df) kt(term, df) on kt.term = ft.term
             where ft.term = any(v_terms)) as rel
