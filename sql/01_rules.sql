@@ -72,3 +72,24 @@ end
 $$;
 comment on function scsql_caller.rules() is
   'Every rule the client applies as the database does, in one object, read once per connection: redaction_prefilter, private_key_pattern (regular expressions PostgreSQL and Python read alike), secret_dirs, query_max_chars, index_max_bytes, chunk_chars, confidence_levels (the relevance floor and the bounds of the confidence levels). Raises nothing.';
+
+-- BM25's parameters and mean chunk length (the formula: sql/20_text.sql),
+-- defined here once: search validates k1 and b with these bounds, the
+-- bm25 helpers check them again, and every score reads avgdl from here.
+
+create or replace function scsql_caller.bm25_params_valid(p_k1 double precision, p_b double precision)
+returns boolean
+language sql immutable parallel safe
+as $$
+  -- Below b = 1e-6 (other than 0) a score underflows double precision.
+  select coalesce(p_k1 between 0.001 and 10 and p_b between 0 and 1 and not (p_b > 0 and p_b < 1e-6), false)
+$$;
+comment on function scsql_caller.bm25_params_valid(double precision, double precision) is
+  'Whether BM25''s k1 and b are in range: k1 0.001 to 10, b 0 or 1e-6 to 1 (false for NULL or NaN). search raises SC209 and the bm25 helpers SC209 otherwise. One SQL expression, inlined where it is called. Raises nothing.';
+
+create or replace function scsql_caller.bm25_avgdl(p_total_len bigint, p_n bigint)
+returns double precision
+language sql immutable parallel safe
+as $$ select greatest(coalesce(p_total_len, 0)::double precision / greatest(coalesce(p_n, 0), 1), 1) $$;
+comment on function scsql_caller.bm25_avgdl(bigint, bigint) is
+  'BM25''s mean chunk length avgdl: p_total_len terms over p_n chunks, at least 1 (also for no chunks or NULL), so a score never divides by 0. One SQL expression, inlined where it is called. Raises nothing.';

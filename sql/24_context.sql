@@ -90,6 +90,100 @@ The summary is {"done", "decisions", "files", "open_tasks"}, each a string or a 
 -- scsql._recall_broadcasts (recent broadcasts for recall_context) is defined in
 -- sql/40_integration.sql, after the broadcast channel.
 
+create or replace function scsql._recall_memory_items(
+  p_project bigint, p_loop_stale interval, p_importance_weight double precision, p_recency_weight double precision,
+  p_use_weight double precision, p_half_life_days double precision)
+returns table (sec integer, section text, item bigint, key text, content text, importance integer, at timestamptz,
+               source_path text)
+language plpgsql stable
+as $$
+#variable_conflict use_column
+begin
+  return query
+  select 1 as sec, 'fact' as section,
+         row_number() over (order by f.life desc, f.importance desc, f.updated_at desc, f.key) as item,
+         f.key, f.key || ': ' || f.value as content, f.importance::integer as importance,
+         f.updated_at as at, null::text as source_path
+  from (select f.*, scsql_caller.lifecycle(f.importance, f.updated_at, f.last_used_at, f.use_count, f.importance = 5,
+                                           p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days) as life
+        from scsql.memory_facts f
+        where f.project_id = p_project and (f.expires_at is null or f.expires_at > now())) f
+  union all
+  -- Open loops (sql/27_decisions.sql), newest first.
+  select 2, 'open_loop', row_number() over (order by l.opened_at desc, l.loop_id desc),
+         l.loop_id::text,
+         'open loop ' || l.loop_id || coalesce(' (owner ' || l.owner || ')', '') || ': ' || l.text,
+         null, l.opened_at, coalesce(l.source_path, 'loop:' || l.loop_id)
+  from (select * from scsql.open_loops l
+        where l.project_id = p_project and l.closed_at is null
+          -- untouched past the project's loop_stale_after: left out, unless pinned
+          and (l.pinned or coalesce(l.touched_at, l.opened_at)
+                           >= now() - p_loop_stale)
+        order by l.opened_at desc, l.loop_id desc limit 20) l
+  union all
+  -- The latest current decisions (sql/27_decisions.sql).
+  select 3, 'decision', row_number() over (order by d.decided_at desc, d.decision_id desc),
+         d.decision_id::text,
+         'decision ' || d.decision_id || ': ' || d.title
+           || case when d.source_path is null then E'\n' || left(d.rationale, 400)
+                   || case when char_length(d.rationale) > 400 then '...' else '' end else '' end,
+         null, d.decided_at, 'decision:' || d.decision_id
+  from (select * from scsql.decisions d
+        where d.project_id = p_project
+          and not exists (select from scsql.decisions n where n.project_id = d.project_id and n.supersedes = d.decision_id)
+        order by d.decided_at desc, d.decision_id desc limit 5) d;
+end
+$$;
+comment on function scsql._recall_memory_items(bigint, interval, double precision, double precision, double precision,
+                                               double precision) is
+  'For recall_context: a project''s working-memory facts (section 1, fact: not expired, by lifecycle score), open loops (2, open_loop: the 20 newest not untouched past p_loop_stale, or pinned) and latest current decisions (3, decision: up to 5), each numbered within its section. Raises nothing of its own.';
+
+create or replace function scsql._recall_session_items(p_project bigint, p_b_keys text[], p_b_contents text[], p_b_ats timestamptz[])
+returns table (sec integer, section text, item bigint, key text, content text, importance integer, at timestamptz,
+               source_path text)
+language plpgsql stable
+as $$
+#variable_conflict use_column
+begin
+  return query
+  select 4, 'session', row_number() over (order by s.created_at desc, s.source_id desc),
+         s.meta ->> 'agent',
+         concat_ws(E'\n',
+           'session ' || to_char(s.created_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI') || ' UTC by ' || (s.meta ->> 'agent'),
+           'done: ' || (select string_agg(x, '; ') from jsonb_array_elements_text(s.meta -> 'summary' -> 'done') x),
+           'decisions: ' || (select string_agg(x, '; ') from jsonb_array_elements_text(s.meta -> 'summary' -> 'decisions') x),
+           'files: ' || (select string_agg(x, ', ') from jsonb_array_elements_text(s.meta -> 'summary' -> 'files') x),
+           'open tasks: ' || (select string_agg(x, '; ') from jsonb_array_elements_text(s.meta -> 'summary' -> 'open_tasks') x)),
+         null::integer, s.created_at, s.path
+  from (select * from scsql.kb_sources s
+        where s.project_id = p_project and s.kind = 'session_summary'
+          and (s.expires_at is null or s.expires_at > now() or s.pinned)
+        order by s.created_at desc, s.source_id desc limit 5) s
+  union all
+  select 5, 'broadcast', row_number() over (order by b.at desc), b.key, b.content, null, b.at, null
+  from unnest(p_b_keys, p_b_contents, p_b_ats) b(key, content, at)
+  -- Possibly stale (sql/26_history.sql): facts in an open conflict, until resolve_conflict settles it.
+  union all
+  select 6, 'stale', row_number() over (order by c.conflict_id desc), c.key,
+         format('possibly stale: %s (%s) conflicts with %s (%s); settle with resolve_conflict(%L, ''this''|''others''|''both'')',
+                c.key, c.value, c.other_key, c.other_value, c.key),
+         null, c.detected_at, null
+  from (
+    -- The open conflicts whose two facts are both still in working memory,
+    -- newest first, read through the open conflicts' index. Written here,
+    -- not called: on Citus this whole query runs on the project's node.
+    select c.conflict_id, c.key, f.value, c.other_key, o.value as other_value, c.detected_at
+    from scsql.fact_conflicts c
+    join scsql.memory_facts f on f.project_id = c.project_id and f.key = c.key
+    join scsql.memory_facts o on o.project_id = c.project_id and o.key = c.other_key
+    where c.project_id = p_project and c.resolved_at is null
+    order by c.conflict_id desc
+    limit 10) c;
+end
+$$;
+comment on function scsql._recall_session_items(bigint, text[], text[], timestamptz[]) is
+  'For recall_context: a project''s latest session summaries (section 4, session: up to 5), the given broadcasts (5, broadcast) and the facts in its 10 newest open conflicts (6, stale), each numbered within its section. Raises nothing of its own.';
+
 create or replace function scsql.recall_context(
   p_budget integer default 1500, p_importance_weight double precision default 1,
   p_recency_weight double precision default 0.2, p_use_weight double precision default 0.2,
@@ -102,7 +196,8 @@ as $$
 -- row of which row-level security shows the agent too. Volatile: it
 -- records the use of the facts and summaries it returns (scsql._note_use).
 -- What needs the caller (its broadcasts) is read first and what writes
--- (the use) comes after the query, so on Citus the query runs whole on the
+-- (the use) comes after the query, so on Citus each query of its items
+-- (_recall_memory_items, _recall_session_items) runs whole on the
 -- project's node and calls nothing there that reads or writes elsewhere.
 #variable_conflict use_column
 declare
@@ -125,72 +220,10 @@ begin
   from (select b.*, row_number() over () as n from scsql._recall_broadcasts(v_project, 10) b) b;
   for r in
   with items as (
-    select 1 as sec, 'fact' as section,
-           row_number() over (order by f.life desc, f.importance desc, f.updated_at desc, f.key) as item,
-           f.key, f.key || ': ' || f.value as content, f.importance::integer as importance,
-           f.updated_at as at, null::text as source_path
-    from (select f.*, scsql_caller.lifecycle(f.importance, f.updated_at, f.last_used_at, f.use_count, f.importance = 5,
-                                             p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days) as life
-          from scsql.memory_facts f
-          where f.project_id = v_project and (f.expires_at is null or f.expires_at > now())) f
+    select * from scsql._recall_memory_items(v_project, v_loop_stale, p_importance_weight, p_recency_weight, p_use_weight,
+                                             p_half_life_days)
     union all
-    -- Open loops (sql/27_decisions.sql), newest first.
-    select 2, 'open_loop', row_number() over (order by l.opened_at desc, l.loop_id desc),
-           l.loop_id::text,
-           'open loop ' || l.loop_id || coalesce(' (owner ' || l.owner || ')', '') || ': ' || l.text,
-           null, l.opened_at, coalesce(l.source_path, 'loop:' || l.loop_id)
-    from (select * from scsql.open_loops l
-          where l.project_id = v_project and l.closed_at is null
-            -- untouched past the project's loop_stale_after: left out, unless pinned
-            and (l.pinned or coalesce(l.touched_at, l.opened_at)
-                             >= now() - v_loop_stale)
-          order by l.opened_at desc, l.loop_id desc limit 20) l
-    union all
-    -- The latest current decisions (sql/27_decisions.sql).
-    select 3, 'decision', row_number() over (order by d.decided_at desc, d.decision_id desc),
-           d.decision_id::text,
-           'decision ' || d.decision_id || ': ' || d.title
-             || case when d.source_path is null then E'\n' || left(d.rationale, 400)
-                     || case when char_length(d.rationale) > 400 then '...' else '' end else '' end,
-           null, d.decided_at, 'decision:' || d.decision_id
-    from (select * from scsql.decisions d
-          where d.project_id = v_project
-            and not exists (select from scsql.decisions n where n.project_id = d.project_id and n.supersedes = d.decision_id)
-          order by d.decided_at desc, d.decision_id desc limit 5) d
-    union all
-    select 4, 'session', row_number() over (order by s.created_at desc, s.source_id desc),
-           s.meta ->> 'agent',
-           concat_ws(E'\n',
-             'session ' || to_char(s.created_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI') || ' UTC by ' || (s.meta ->> 'agent'),
-             'done: ' || (select string_agg(x, '; ') from jsonb_array_elements_text(s.meta -> 'summary' -> 'done') x),
-             'decisions: ' || (select string_agg(x, '; ') from jsonb_array_elements_text(s.meta -> 'summary' -> 'decisions') x),
-             'files: ' || (select string_agg(x, ', ') from jsonb_array_elements_text(s.meta -> 'summary' -> 'files') x),
-             'open tasks: ' || (select string_agg(x, '; ') from jsonb_array_elements_text(s.meta -> 'summary' -> 'open_tasks') x)),
-           null, s.created_at, s.path
-    from (select * from scsql.kb_sources s
-          where s.project_id = v_project and s.kind = 'session_summary'
-            and (s.expires_at is null or s.expires_at > now() or s.pinned)
-          order by s.created_at desc, s.source_id desc limit 5) s
-    union all
-    select 5, 'broadcast', row_number() over (order by b.at desc), b.key, b.content, null, b.at, null
-    from unnest(v_b_keys, v_b_contents, v_b_ats) b(key, content, at)
-    -- Possibly stale (sql/26_history.sql): facts in an open conflict, until resolve_conflict settles it.
-    union all
-    select 6, 'stale', row_number() over (order by c.conflict_id desc), c.key,
-           format('possibly stale: %s (%s) conflicts with %s (%s); settle with resolve_conflict(%L, ''this''|''others''|''both'')',
-                  c.key, c.value, c.other_key, c.other_value, c.key),
-           null, c.detected_at, null
-    from (
-      -- The open conflicts whose two facts are both still in working memory,
-      -- newest first, read through the open conflicts' index. Written here,
-      -- not called: on Citus this whole query runs on the project's node.
-      select c.conflict_id, c.key, f.value, c.other_key, o.value as other_value, c.detected_at
-      from scsql.fact_conflicts c
-      join scsql.memory_facts f on f.project_id = c.project_id and f.key = c.key
-      join scsql.memory_facts o on o.project_id = c.project_id and o.key = c.other_key
-      where c.project_id = v_project and c.resolved_at is null
-      order by c.conflict_id desc
-      limit 10) c
+    select * from scsql._recall_session_items(v_project, v_b_keys, v_b_contents, v_b_ats)
   ),
   costed as (
     select i.*, scsql_caller.tokens(i.content) as tokens,
@@ -239,6 +272,73 @@ p_half_life_days (0.01..36500, tuning): days for recency and use to halve
 
 The budget defaults to 1,500 tokens (50 to 100,000; tokens estimated as ceil(characters / 4)). Working-memory facts (not expired) come first, ordered by their lifecycle score L = importance_weight * (importance - 1) / 4 + recency_weight * 0.5 ^ (days since written / half_life) + use_weight * uses / (uses + 3) * 0.5 ^ (days since last returned / half_life) (defaults 1, 0.2, 0.2 and 30 days; importance-5 facts never decay; ties by importance, then the most recently updated), then the open loops (newest first, up to 20), the latest current decisions (up to 5), the latest session summaries (up to 5) and recent broadcasts. Each section first gets a share of the budget (facts 40%, open loops 10%, decisions 10%, sessions 30%, broadcasts 10%), what is left goes to the remaining items in order; items are never cut. Facts in an open conflict (remember returned conflicts_with) are listed again, last, in section stale (the 10 newest conflicts, only within what is left of the budget), until resolve_conflict settles them. The facts and summaries returned record their use (last_used_at, use_count; at most once per the project''s use_granularity, 1 minute by default). Stable order: section, then item. section is fact, open_loop, decision, session, broadcast or stale; source_path is decision:<id> for a decision, and for an open loop the session summary it came from, else loop:<id>. Raises SC209 for a budget out of range, SC243 for a weight out of 0..100 or a half-life out of 0.01..36,500 days.';
 
+create or replace function scsql_caller.pack_facts(p_project bigint, p_terms text[])
+returns table (keys text[], contents text[], authors text[], ats timestamptz[])
+language plpgsql stable
+as $$
+declare
+  v_n bigint;
+  v_kt_term text[];
+  v_kt_df integer[];
+  v_by bigint[];
+begin
+  -- Working-memory facts (not expired) that share terms with the intent,
+  -- weighted by the terms' rarity in the knowledge base (bm25_idf; a term
+  -- in no chunk has df 0), then by importance.
+  select st.n_chunks into v_n from scsql.memory_state st where st.project_id = p_project;
+  select array_agg(kt.term), array_agg(kt.df) into v_kt_term, v_kt_df
+  from scsql.kb_terms kt where kt.project_id = p_project and kt.term = any(p_terms);
+  select array_agg(x.key order by x.rel desc, x.importance desc, x.key),
+         array_agg(x.content order by x.rel desc, x.importance desc, x.key),
+         array_agg(x.updated_by order by x.rel desc, x.importance desc, x.key),
+         array_agg(x.updated_at order by x.rel desc, x.importance desc, x.key)
+    into keys, contents, v_by, ats
+  from (
+    select f.key, f.key || ': ' || f.value as content, f.importance, f.updated_by, f.updated_at,
+           (select sum(scsql_caller.bm25_idf(coalesce(v_n, 0), coalesce(kt.df, 0)))
+            from unnest(f.terms) ft(term)
+            left join unnest(v_kt_term, v_kt_df) kt(term, df) on kt.term = ft.term
+            where ft.term = any(p_terms)) as rel
+    from scsql.memory_facts f
+    where f.project_id = p_project and (f.expires_at is null or f.expires_at > now()) and f.terms && p_terms
+  ) x
+  where x.rel > 0;
+  -- The authors' names apart (agent_names reads other tables).
+  select array_agg(an.name order by u.i) into authors
+  from unnest(v_by) with ordinality u(agent_id, i)
+  left join scsql_caller.agent_names(v_by) an on an.agent_id = u.agent_id;
+  return next;
+end
+$$;
+comment on function scsql_caller.pack_facts(bigint, text[]) is
+  'For pack: the working-memory facts of a project (not expired) holding any of the terms p_terms, best first by the sum of those terms'' idf (bm25_idf over the knowledge base''s statistics), then importance, then key, as arrays of keys, contents (key: value), authors'' names (NULL for an author the caller may not see) and update times; NULL arrays for none. Row-level security applies. Raises nothing of its own.';
+
+create or replace function scsql_caller.pack_hits(p_project bigint, p_intent text, p_query_embedding vector, p_model text)
+returns table (kinds text[], contents text[], paths text[], anchors text[], line_starts integer[], line_ends integer[],
+               hashes text[], trusts text[], notices text[], authors text[], ats timestamptz[])
+language plpgsql stable
+as $$
+begin
+  -- search: the hits other than facts and decisions, which pack ranks itself.
+  return query
+  select array_agg(case when s.source_kind = 'session_summary' and s.anchor = 'Decisions' then 'decision'
+                        when s.source_kind = 'learning' then 'learning'
+                        when s.source_kind = 'archived_fact' then 'fact'
+                        else 'chunk' end order by s.ordinality),
+         array_agg(s.content order by s.ordinality),
+         array_agg(s.source_path order by s.ordinality), array_agg(s.anchor order by s.ordinality),
+         array_agg(s.line_start order by s.ordinality), array_agg(s.line_end order by s.ordinality),
+         array_agg(s.chunk_hash order by s.ordinality), array_agg(s.trust order by s.ordinality),
+         array_agg(s.notice order by s.ordinality), array_agg(s.author order by s.ordinality),
+         array_agg(s.written_at order by s.ordinality)
+  from scsql_caller.search_projects(array[p_project], p_intent, 20, null, null, null, 'hybrid', p_query_embedding, p_model,
+                                    60, 1, 1, 1.2, 0.75, 50, 'score', 0.2) with ordinality s
+  where s.source_kind not in ('fact', 'decision');
+end
+$$;
+comment on function scsql_caller.pack_hits(bigint, text, vector, text) is
+  'For pack: the best 20 hits of hybrid search (search''s defaults, depth 50) over a project for the intent, other than facts and decisions, in rank order, as arrays of their pack kinds (decision: the Decisions part of a session summary; learning; fact: an archived fact; else chunk) and citation fields. Row-level security applies. Raises what search raises.';
+
 create or replace function scsql.pack(p_intent text, p_budget integer default 2000,
                                       p_query_embedding vector default null, p_model text default null,
                                       p_importance_weight double precision default 0.2,
@@ -257,24 +357,8 @@ declare
   v_project bigint := scsql_caller.project_id();
   v_terms text[];
   v_life boolean;
-  v_n bigint;
-  v_kt_term text[];
-  v_kt_df integer[];
-  f_key text[];
-  f_content text[];
-  f_by bigint[];
-  f_at timestamptz[];
-  h_kind text[];
-  h_content text[];
-  h_path text[];
-  h_anchor text[];
-  h_start integer[];
-  h_end integer[];
-  h_hash text[];
-  h_trust text[];
-  h_notice text[];
-  h_author text[];
-  h_at timestamptz[];
+  v_f record;  -- the matching facts (pack_facts), then the search hits (pack_hits)
+  v_h record;
 begin
   if p_budget is null or p_budget not between 50 and 100000 then
     raise exception using errcode = 'SC209', message = format('budget must be 50 to 100,000 tokens, got %s', p_budget);
@@ -291,63 +375,21 @@ begin
   -- Facts and search hits are read first, into arrays, and ranked from
   -- them: Citus runs each read on the project's shard, and the calls of
   -- functions that read other tables (search, authors) stay here.
-  -- Working-memory facts (not expired) that share terms with the intent,
-  -- weighted by the terms' rarity in the knowledge base, then by importance.
-  select st.n_chunks into v_n from scsql.memory_state st where st.project_id = v_project;
-  select array_agg(kt.term), array_agg(kt.df) into v_kt_term, v_kt_df
-  from scsql.kb_terms kt where kt.project_id = v_project and kt.term = any(v_terms);
-  select array_agg(x.key order by x.rel desc, x.importance desc, x.key),
-         array_agg(x.content order by x.rel desc, x.importance desc, x.key),
-         array_agg(x.updated_by order by x.rel desc, x.importance desc, x.key),
-         array_agg(x.updated_at order by x.rel desc, x.importance desc, x.key)
-    into f_key, f_content, f_by, f_at
-  from (
-    select f.key, f.key || ': ' || f.value as content, f.importance, f.updated_by, f.updated_at,
-           (select sum(coalesce(ln(1 + (v_n - kt.df + 0.5) / (kt.df + 0.5)), ln(2 + coalesce(v_n, 0))))
-            from unnest(f.terms) ft(term)
-            left join unnest(v_kt_term, v_kt_df) kt(term, df) on kt.term = ft.term
-            where ft.term = any(v_terms)) as rel
-    from scsql.memory_facts f
-    where f.project_id = v_project and (f.expires_at is null or f.expires_at > now()) and f.terms && v_terms
-  ) x
-  where x.rel > 0;
-  -- search: the hits other than facts and decisions, which the blocks above rank.
-  select array_agg(s.source_kind order by s.ordinality), array_agg(s.content order by s.ordinality),
-         array_agg(s.source_path order by s.ordinality), array_agg(s.anchor order by s.ordinality),
-         array_agg(s.line_start order by s.ordinality), array_agg(s.line_end order by s.ordinality),
-         array_agg(s.chunk_hash order by s.ordinality), array_agg(s.trust order by s.ordinality), array_agg(s.notice order by s.ordinality),
-         array_agg(s.author order by s.ordinality), array_agg(s.written_at order by s.ordinality)
-    into h_kind, h_content, h_path, h_anchor, h_start, h_end, h_hash, h_trust, h_notice, h_author, h_at
-  from scsql_caller.search_projects(array[v_project], p_intent, 20, null, null, null, 'hybrid', p_query_embedding, p_model,
-                     60, 1, 1, 1.2, 0.75, 50, 'score', 0.2) with ordinality s
-  where s.source_kind not in ('fact', 'decision');
+  select * into v_f from scsql_caller.pack_facts(v_project, v_terms);
+  select * into v_h from scsql_caller.pack_hits(v_project, p_intent, p_query_embedding, p_model);
   return query
-  with ranked_facts as (
-    select r.rank, r.key, r.content, r.updated_at, an.name as author
-    from unnest(f_key, f_content, f_by, f_at) with ordinality r(key, content, updated_by, updated_at, rank)
-    left join scsql_caller.agent_names(f_by) an on an.agent_id = r.updated_by
-  ),
-  hits as (
-    select h.*
-    from unnest(h_kind, h_content, h_path, h_anchor, h_start, h_end, h_hash, h_trust, h_notice, h_author, h_at)
-           with ordinality h(source_kind, content, source_path, anchor, line_start, line_end, chunk_hash, trust, notice,
-                             author, written_at, rank)
-  ),
-  items as (
+  with items as (
     select 1.0 / (60 + r.rank) as score, 0 as pref, 'fact' as kind, r.key, r.content,
            'memory:' || r.key as source_path, null::text as anchor, null::integer as line_start, null::integer as line_end,
-           null::text as chunk_hash, 'internal'::text as trust, null::text as notice,
-           r.author, r.updated_at as written_at
-    from ranked_facts r
+           null::text as chunk_hash, 'internal'::text as trust, null::text as notice, r.author, r.updated_at as written_at
+    from unnest(v_f.keys, v_f.contents, v_f.authors, v_f.ats) with ordinality r(key, content, author, updated_at, rank)
     union all
-    select 1.0 / (60 + h.rank), 1,
-           case when h.source_kind = 'session_summary' and h.anchor = 'Decisions' then 'decision'
-                when h.source_kind = 'learning' then 'learning'
-                when h.source_kind = 'archived_fact' then 'fact'
-                else 'chunk' end,
-           null, h.content, h.source_path, h.anchor, h.line_start, h.line_end, h.chunk_hash, h.trust, h.notice,
-           h.author, h.written_at
-    from hits h
+    select 1.0 / (60 + h.rank), 1, h.kind, null, h.content, h.source_path, h.anchor, h.line_start, h.line_end,
+           h.chunk_hash, h.trust, h.notice, h.author, h.written_at
+    from unnest(v_h.kinds, v_h.contents, v_h.paths, v_h.anchors, v_h.line_starts, v_h.line_ends, v_h.hashes, v_h.trusts,
+                v_h.notices, v_h.authors, v_h.ats)
+           with ordinality h(kind, content, source_path, anchor, line_start, line_end, chunk_hash, trust, notice,
+                             author, written_at, rank)
   ),
   lived as (
     -- Importance, recency and use: the fused score times exp(L) (sql/22_lifecycle.sql).

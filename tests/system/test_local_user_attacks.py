@@ -289,7 +289,7 @@ def test_held_bm25_helpers_show_only_what_row_level_security_shows(spy_and_victi
     published = {c["chunk_id"] for c in s["chunks"] if c["published"]}
     private = set(ids) - published
     tids = sorted(s["terms"])
-    complete = ("select chunk_id, score from scsql_caller.bm25_complete(%s, %s, %s, %s, %s, '{}', 10, 1.2, 0.75)",
+    complete = ("select chunk_id, score from scsql_caller.bm25_complete_scores(%s, %s, %s, %s, %s, '{}', 10, 1.2, 0.75)",
                 (s["b"], ids, [0.0] * len(ids), tids, [1.0] * len(tids)))
 
     def scored(conn):
@@ -300,10 +300,10 @@ def test_held_bm25_helpers_show_only_what_row_level_security_shows(spy_and_victi
     with psycopg.connect(s["db"].login(s["spy"].name), autocommit=True) as spy:
         seen = scored(spy)
         top = spy.execute(
-            "select unnest(chunk_ids), unnest(scores) from scsql_caller.bm25_top(%s, %s, %s, %s, %s, '{}', 0, 0, 100, "
+            "select unnest(chunk_ids), unnest(scores) from scsql_caller.bm25_candidates_top(%s, %s, %s, %s, %s, '{}', 0, 0, 100, "
             "10, 1.2, 0.75)", (s["b"], ids, [0.0] * len(ids), tids, [1.0] * len(tids))).fetchall()
         both = [r[0] for a in tids for b in tids if a < b for r in spy.execute(
-            "select unnest(chunk_ids) from scsql_caller.bm25_both(%s, %s, '{1,1}', 0, 0, 10, 1.2, 0.75)",
+            "select unnest(chunk_ids) from scsql_caller.bm25_pair_postings(%s, %s, '{1,1}', 0, 0, 10, 1.2, 0.75)",
             (s["b"], [a, b])).fetchall()]
     with s["db"].connect(autocommit=True) as admin:
         words = [r["term"] for r in admin.execute("select term from scsql.kb_terms where project_id = %s",
@@ -320,9 +320,9 @@ def test_held_bm25_helpers_show_only_what_row_level_security_shows(spy_and_victi
         spy_stats = spy.execute(*stats).fetchall()
     assert scored_by_spy and scored_by_spy <= published, "bm25_scores scored an unpublished chunk"
     assert len(spy_stats) == 1, "bm25_stats counted a term only B's unpublished summary holds"
-    assert seen and seen <= published, "bm25_complete scored postings of an unpublished chunk"
-    assert {c for c, score in top if score > 0} <= published, "bm25_top scored postings of an unpublished chunk"
-    assert both and set(both) <= published, "bm25_both scored postings of an unpublished chunk"
+    assert seen and seen <= published, "bm25_complete_scores scored postings of an unpublished chunk"
+    assert {c for c, score in top if score > 0} <= published, "bm25_candidates_top scored postings of an unpublished chunk"
+    assert both and set(both) <= published, "bm25_pair_postings scored postings of an unpublished chunk"
     with s["db"].connect(autocommit=True) as admin:  # the same call without the grant: nothing of B
         admin.execute("select scsql.revoke_project_read(%s, %s)", (s["pb"], s["spy"].name))
     with psycopg.connect(s["db"].login(s["spy"].name), autocommit=True) as spy:
