@@ -745,6 +745,320 @@ $$;
 comment on function scsql._chain_dropped(bigint, bigint) is
   'Private, used by scsql.verify_chain. When a checkpoint segment puts seq P_SEQ of chain P_CHAIN in a dated partition that is gone although retention did not retire it (no record in scsql.partition_retirements, or one that does not hold up): the partition''s name, the first and last seq the checkpoints place in it for this chain, and a detail naming them; NULLs otherwise.';
 
+create or replace function scsql._chain_identity_break(p_chain bigint, p_row scsql.chains,
+  out broken_seq bigint, out kind text, out detail text)
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_agent scsql.agents;
+  v_seq bigint;
+  r record;
+begin
+  if p_row.chain_id is null then
+    select h.seq into v_seq from scsql.checkpoint_heads h where h.chain_id = p_chain order by h.seq desc limit 1;
+    if found then
+      broken_seq := v_seq; kind := 'chain-missing';
+      detail := format('a checkpoint covers chain %s up to seq %s, but the chain no longer exists', p_chain, v_seq);
+      return;
+    end if;
+    raise exception using errcode = 'SC106', message = format('chain %s does not exist', coalesce(p_chain::text, 'NULL'));
+  end if;
+  -- Whose chain it is: the agent's project, and what checkpoints recorded.
+  select * into v_agent from scsql.agents a where a.agent_id = p_row.agent_id;
+  if not found or v_agent.project_id <> p_row.project_id then
+    broken_seq := 0; kind := 'chain-identity';
+    detail := format('the chain belongs to project %s, but its agent %s %s', p_row.project_id, p_row.agent_id,
+                     case when v_agent.agent_id is null then 'does not exist' else format('belongs to project %s', v_agent.project_id) end);
+    return;
+  end if;
+  select h.checkpoint_id, h.project_id, h.agent_id into r from scsql.checkpoint_heads h
+  where h.chain_id = p_chain and (h.project_id <> p_row.project_id or h.agent_id <> p_row.agent_id)
+  order by h.checkpoint_id limit 1;
+  if found then
+    broken_seq := 0; kind := 'chain-identity';
+    detail := format('checkpoint %s recorded the chain in project %s for agent %s; it is now in project %s for agent %s',
+                     r.checkpoint_id, r.project_id, coalesce(r.agent_id::text, '?'), p_row.project_id, p_row.agent_id);
+    return;
+  end if;
+  -- A horizon left by retention of earlier versions is trusted only at a checkpointed head.
+  if p_row.horizon_seq > 0 then
+    -- A statement of its own (Citus plans no EXISTS subquery over the
+    -- shards of every project).
+    perform from scsql.checkpoint_heads h
+    where h.chain_id = p_chain and h.seq = p_row.horizon_seq and h.row_hash = p_row.horizon_hash
+    limit 1;
+    if not found then
+      broken_seq := p_row.horizon_seq; kind := 'horizon-unanchored';
+      detail := format('the chain''s horizon (seq %s) is not the head of any checkpoint', p_row.horizon_seq);
+    end if;
+  end if;
+end
+$$;
+comment on function scsql._chain_identity_break(bigint, scsql.chains) is
+  'Private, used by scsql.verify_chain. The first break in what chain P_CHAIN (its row P_ROW of scsql.chains, NULLs when there is none) is, before its rows are read: chain-missing (a checkpoint names a chain that is gone), chain-identity (broken_seq 0: the chain''s agent is gone or of another project, or a checkpoint recorded another project or agent), horizon-unanchored (the horizon is not a checkpointed head); NULLs when there is none. Raises SC106 for a chain no checkpoint knows.';
+
+create or replace function scsql._chain_segments(p_chain bigint,
+  out firsts bigint[], out lasts bigint[], out retired boolean[], out gone int8multirange)
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_parts text[] := array(select p.part from scsql._chain_partitions() p);
+  -- A gone partition counts as retired only with a retirement record that holds up.
+  v_retirements text[] := array(select x.part from scsql.partition_retirements() x where x.ok);
+begin
+  select array_agg(g.first_seq order by g.first_seq, g.last_seq), array_agg(g.last_seq order by g.first_seq, g.last_seq),
+         array_agg(case when not g.gone then false when g.part = any (v_retirements) then true end
+                   order by g.first_seq, g.last_seq),
+         range_agg(int8range(g.first_seq, g.last_seq, '[]')) filter (where g.gone)
+  into firsts, lasts, retired, gone
+  from (select distinct g.first_seq, g.last_seq, g.part,
+               g.part like '%@%' and g.part not like '%@default' and not g.part = any (v_parts) as gone
+        from scsql.checkpoint_segments g where g.chain_id = p_chain) g;
+end
+$$;
+comment on function scsql._chain_segments(bigint) is
+  'Private, used by scsql.verify_chain. The segments checkpoints signed for chain P_CHAIN, in seq order: their first and last seqs, whether each one''s partition was retired (true: gone and retired by retention; false: it exists; NULL: gone otherwise; see scsql._chain_gap), and the seqs of the segments whose partition is gone (where no row may be present).';
+
+create or replace function scsql._chain_row_fault(
+  p_author bigint, p_project bigint, p_row_hash bytea, p_computed bytea, p_content text, p_first_seq bigint,
+  p_seq bigint, p_signed_differs boolean, p_chain_agent bigint, p_chain_project bigint)
+returns text
+language sql immutable parallel safe
+as $$
+  select case when p_author <> p_chain_agent then 'wrong-author'
+              when p_project <> p_chain_project then 'wrong-project'
+              when p_computed <> p_row_hash then 'hash-mismatch'
+              when p_content is not null then p_content
+              when p_first_seq < p_seq then 'replay'
+              when p_signed_differs then 'checkpoint-mismatch' end
+$$;
+comment on function scsql._chain_row_fault(bigint, bigint, bytea, bytea, text, bigint, bigint, boolean, bigint, bigint) is
+  'Private, inlined in the query of scsql._chain_rows_sql. The first fault of one row of a chain, by what the row holds, in this order: wrong-author, wrong-project, hash-mismatch (P_COMPUTED, the hash of its content, is not its row_hash), the content fault of scsql._chain_content_expr, replay (P_FIRST_SEQ, the first seq with its signature in its table, is before it), checkpoint-mismatch (a checkpoint signed another hash for it); NULL for none.';
+
+create or replace function scsql._chain_fault_detail(
+  p_kind text, p_author bigint, p_project bigint, p_first_seq bigint, p_chain_agent bigint, p_chain_project bigint)
+returns text
+language sql stable
+as $$
+  select case p_kind
+    when 'wrong-author' then format('the row names author %s in the chain of agent %s', p_author, p_chain_agent)
+    when 'wrong-project' then format('the row is in project %s, its chain in project %s', p_project, p_chain_project)
+    when 'hash-mismatch' then 'row_hash does not match the row''s content'
+    when 'content-mismatch' then 'a text of the row is not the one its digest was made of'
+    when 'purge-unrecorded' then 'a text of the row is gone, and no purge recorded in scsql.purges removed it'
+    when 'replay' then format('the row repeats seq %s: the same signed write, stored twice', p_first_seq)
+    when 'checkpoint-mismatch' then 'row_hash differs from the one a checkpoint signed' end
+$$;
+comment on function scsql._chain_fault_detail(text, bigint, bigint, bigint, bigint, bigint) is
+  'Private, used by scsql._chain_walk. The detail of a row fault P_KIND that scsql._chain_row_fault found, from the row''s author, project and first seq with its signature and the chain''s agent and project.';
+
+create or replace function scsql._chain_rows_sql()
+returns text
+language plpgsql stable
+as $$
+declare
+  v_query text;
+begin
+  select string_agg(format('select t.seq, t.prev_hash, t.row_hash, t.author_id, t.project_id, sha256(t.prev_hash || scsql._enc_int(t.chain_id) || scsql._enc_int(t.seq) || %s || t.signature) as computed, %L as tbl, t.signature, %s as content from %s t where t.chain_id = $1 and t.seq > $2',
+                           scsql._chain_body_expr(ct.table_name, 't', '$3'), ct.table_name,
+                           scsql._chain_content_expr(ct.table_name, 't'), ct.table_name), ' union all ')
+  into v_query from scsql.chained_tables ct;
+  -- The chain's rows and the hashes checkpoints signed are read first, each
+  -- by chain_id alone (a row moved to another project is read too, and
+  -- found), and then compared. On Citus the tables are sharded by project:
+  -- each MATERIALIZED part is read from every shard and the comparison runs
+  -- on the coordinator (a join of the parts would be a join of tables on
+  -- other columns than the one they are sharded by, which Citus refuses).
+  return 'with x as materialized (' || v_query || '), '
+      || 'e as materialized (select s.seq, array_agg(distinct s.row_hash) as hashes from ('
+      || 'select h.seq, h.row_hash from scsql.checkpoint_heads h where h.chain_id = $1 '
+      || 'union all select g.last_seq, g.row_hash from scsql.checkpoint_segments g where g.chain_id = $1) s group by s.seq) '
+      || 'select y.*, scsql._chain_row_fault(y.author_id, y.project_id, y.row_hash, y.computed, y.content, y.first_seq, '
+      || 'y.seq, y.signed_differs, $5, $6) as fault from (select x.*, '
+      || '(e.seq is not null and (cardinality(e.hashes) > 1 or e.hashes[1] <> x.row_hash)) as signed_differs, '
+      || 'coalesce(x.seq <@ $4, false) as gone, min(x.seq) over (partition by x.tbl, x.signature) as first_seq, '
+      || 'count(*) over (partition by x.seq) as copies from x left join e on e.seq = x.seq) y order by y.seq';
+end
+$$;
+comment on function scsql._chain_rows_sql() is
+  'Private, used by scsql._chain_walk. The query of the rows of one chain ($1) after seq $2, in seq order, over every chained table ($3: the author''s name): each row''s seq, prev_hash, row_hash, author_id, project_id, computed (the hash of its content), tbl, signature, content (scsql._chain_content_expr), signed_differs (a checkpoint signed another hash for its seq), gone (its seq is in $4, segments whose partition is gone), first_seq (the first seq with its signature in its table), copies (rows with its seq) and fault (scsql._chain_row_fault against the chain''s agent $5 and project $6); NULL when no table is chained.';
+
+create or replace function scsql._chain_anchor_break(p_chain bigint, p_seq bigint, p_gone int8multirange, p_legacy bigint,
+  p_next_seq bigint, out broken_seq bigint, out kind text, out detail text)
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_dropped record;
+begin
+  -- The row the starting checkpoint names is missing: only retention may have taken it.
+  select * into v_dropped from scsql._chain_dropped(p_chain, p_seq);
+  if v_dropped.part is not null then
+    broken_seq := p_seq; kind := 'partition-dropped'; detail := v_dropped.detail;
+  elsif not (coalesce(p_seq <@ p_gone, false) or p_seq <= p_legacy) then
+    broken_seq := coalesce(p_next_seq, p_seq);
+    kind := case when p_next_seq is null then 'checkpoint-mismatch' else 'seq-gap' end;
+    detail := format('seq %s, the row the starting checkpoint names, is missing', p_seq);
+  end if;
+end
+$$;
+comment on function scsql._chain_anchor_break(bigint, bigint, int8multirange, bigint, bigint) is
+  'Private, used by scsql._chain_walk. The break when seq P_SEQ of chain P_CHAIN, the row the starting checkpoint names, is missing: partition-dropped (its partition is gone though retention did not retire it), else, unless P_GONE (segments whose partition is gone) or the horizon P_LEGACY holds it, seq-gap at P_NEXT_SEQ, the first row present after it, or checkpoint-mismatch at P_SEQ when no row follows; NULLs when it may be missing.';
+
+create or replace function scsql._chain_run_break(
+  p_chain scsql.chains, p_from bigint, p_to bigint, p_at_head boolean,
+  p_firsts bigint[], p_lasts bigint[], p_retired boolean[], p_legacy bigint,
+  out covered boolean, out prev_hash bytea, out broken_seq bigint, out kind text, out detail text)
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_gap record;
+  v_dropped record;
+  v_hashes bytea[];
+begin
+  select * into v_gap from scsql._chain_gap(p_from, p_to, p_firsts, p_lasts, p_retired, p_legacy);
+  covered := v_gap.ok;
+  if not v_gap.ok then
+    select * into v_dropped from scsql._chain_dropped(p_chain.chain_id, v_gap.missing_at);
+    if v_dropped.part is not null then
+      broken_seq := v_gap.missing_at; kind := 'partition-dropped'; detail := v_dropped.detail;
+    elsif not p_at_head then
+      broken_seq := p_to + 1; kind := 'seq-gap';
+      detail := format('expected seq %s, found %s: rows are missing (%s)', p_from, p_to + 1, v_gap.detail);
+    end if;
+    return;
+  end if;
+  -- The row before a retired run is known by the hash a checkpoint signed for it.
+  v_hashes := array(select distinct e.row_hash from scsql.checkpoint_segments e
+                    where e.chain_id = p_chain.chain_id and e.last_seq = p_to);
+  if cardinality(v_hashes) > 1 then
+    broken_seq := case when p_at_head then p_from else p_to + 1 end; kind := 'checkpoint-mismatch';
+    detail := format('checkpoints signed different hashes for seq %s, %s', p_to,
+                     case when p_at_head then 'the chain''s head' else 'the last row missing before this one' end);
+    return;
+  end if;
+  prev_hash := v_hashes[1];
+  if prev_hash is null and p_to = p_legacy then
+    prev_hash := p_chain.horizon_hash;
+  end if;
+end
+$$;
+comment on function scsql._chain_run_break(scsql.chains, bigint, bigint, boolean, bigint[], bigint[], boolean[], bigint) is
+  'Private, used by scsql.verify_chain. Whether the rows P_FROM to P_TO of chain P_CHAIN may be missing (scsql._chain_gap over the segments P_FIRSTS, P_LASTS, P_RETIRED and the horizon P_LEGACY) and, when they may (covered), prev_hash: the hash a checkpoint signed for P_TO (the horizon''s hash at the horizon), which the next row must link to. Otherwise the break: partition-dropped (at the first row missing whose partition is gone though retention did not retire it), or seq-gap at P_TO + 1, except at the end of the chain (P_AT_HEAD), where the caller finds the rows end early. checkpoint-mismatch when checkpoints signed different hashes for P_TO.';
+
+create or replace function scsql._chain_walk(
+  p_chain scsql.chains, p_seq bigint, p_prev bytea, p_legacy bigint,
+  p_firsts bigint[], p_lasts bigint[], p_retired boolean[], p_gone int8multirange,
+  out rows_checked bigint, out last_seq bigint, out last_hash bytea, out broken_seq bigint, out kind text, out detail text)
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_query text := scsql._chain_rows_sql();
+  v_pending boolean := p_seq > 0;  -- the row the starting checkpoint names is checked too
+  v_name text;
+  v_run record;
+  r record;
+begin
+  rows_checked := 0; last_seq := p_seq; last_hash := p_prev;
+  if v_query is null then
+    return;
+  end if;
+  select a.name into v_name from scsql.agents a where a.agent_id = p_chain.agent_id;
+  for r in execute v_query using p_chain.chain_id, p_seq - v_pending::integer, v_name, p_gone, p_chain.agent_id, p_chain.project_id loop
+    rows_checked := rows_checked + 1;
+    if r.gone then
+      broken_seq := r.seq; kind := 'retired-row-present';
+      detail := 'a checkpoint segment places this row in a partition that no longer exists';
+      return;
+    elsif r.copies > 1 or (r.seq = last_seq and not v_pending) then
+      -- Another row has this seq: a fork, whichever of them comes first.
+      broken_seq := r.seq; kind := 'fork'; detail := format('two rows have seq %s', r.seq);
+      return;
+    end if;
+    if v_pending then
+      v_pending := false;
+      if r.seq = last_seq then
+        -- The row the starting checkpoint names: it must be that row, unaltered.
+        if r.row_hash <> last_hash then
+          broken_seq := r.seq; kind := 'checkpoint-mismatch';
+          detail := 'the row differs from the one the starting checkpoint signed';
+        elsif r.fault in ('wrong-author', 'wrong-project', 'hash-mismatch') then
+          broken_seq := r.seq; kind := r.fault;
+          detail := scsql._chain_fault_detail(r.fault, r.author_id, r.project_id, r.first_seq, p_chain.agent_id, p_chain.project_id);
+        end if;
+        if kind is not null then
+          return;
+        end if;
+        continue;
+      end if;
+      select * into broken_seq, kind, detail from scsql._chain_anchor_break(p_chain.chain_id, last_seq, p_gone, p_legacy, r.seq);
+      if kind is not null then
+        return;
+      end if;
+    end if;
+    if r.seq > last_seq + 1 then
+      select * into v_run from scsql._chain_run_break(p_chain, last_seq + 1, r.seq - 1, false, p_firsts, p_lasts, p_retired, p_legacy);
+      if v_run.kind is not null then
+        broken_seq := v_run.broken_seq; kind := v_run.kind; detail := v_run.detail;
+        return;
+      end if;
+      last_hash := v_run.prev_hash;
+    end if;
+    if last_hash is not null and r.prev_hash <> last_hash then
+      broken_seq := r.seq; kind := 'prev-mismatch';
+      detail := 'prev_hash is not the row_hash of the previous row';
+      return;
+    elsif r.fault is not null then
+      broken_seq := r.seq; kind := r.fault;
+      detail := scsql._chain_fault_detail(r.fault, r.author_id, r.project_id, r.first_seq, p_chain.agent_id, p_chain.project_id);
+      return;
+    end if;
+    last_seq := r.seq;
+    last_hash := r.row_hash;
+  end loop;
+  if v_pending then  -- no row from the starting checkpoint's on
+    select * into broken_seq, kind, detail from scsql._chain_anchor_break(p_chain.chain_id, last_seq, p_gone, p_legacy, null);
+  end if;
+end
+$$;
+comment on function scsql._chain_walk(scsql.chains, bigint, bytea, bigint, bigint[], bigint[], boolean[], int8multirange) is
+  'Private, used by scsql.verify_chain. Reads the rows of chain P_CHAIN after seq P_SEQ (and the row at P_SEQ, which must have hash P_PREV, when P_SEQ > 0: a starting checkpoint''s head) in seq order and checks each: not in a gone partition (P_GONE), no fork, runs of missing rows allowed by the segments and the horizon P_LEGACY (scsql._chain_run_break), prev_hash linking to the row before, and no fault (scsql._chain_row_fault). Returns the rows checked, the last seq and hash reached, and the first break (NULLs when none).';
+
+create or replace function scsql._chain_end_break(
+  p_chain scsql.chains, p_seq bigint, p_prev bytea, p_legacy bigint, p_firsts bigint[], p_lasts bigint[], p_retired boolean[],
+  out broken_seq bigint, out kind text, out detail text)
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_end bigint := p_seq;
+  v_prev bytea := p_prev;
+  v_cp_seq bigint;
+  v_run record;
+begin
+  -- The end: the recorded head, possibly in retired rows.
+  if p_seq < p_chain.head_seq then
+    select * into v_run from scsql._chain_run_break(p_chain, p_seq + 1, p_chain.head_seq, true, p_firsts, p_lasts, p_retired, p_legacy);
+    if v_run.kind is not null then
+      broken_seq := v_run.broken_seq; kind := v_run.kind; detail := v_run.detail;
+      return;
+    elsif v_run.covered then
+      v_end := p_chain.head_seq;
+      v_prev := v_run.prev_hash;
+    end if;
+  end if;
+  -- The newest checkpoint must still be in the chain (a removed tail is found here).
+  select max(h.seq) into v_cp_seq from scsql.checkpoint_heads h where h.chain_id = p_chain.chain_id;
+  if v_cp_seq > v_end then
+    broken_seq := v_end + 1; kind := 'checkpoint-mismatch';
+    detail := format('checkpoint covers seq %s but the chain ends at seq %s', v_cp_seq, v_end);
+  elsif v_end <> p_chain.head_seq or v_prev is distinct from p_chain.head_hash then
+    broken_seq := v_end + 1; kind := 'head-mismatch';
+    detail := format('the chain''s head is seq %s but its rows end at seq %s', p_chain.head_seq, v_end);
+  end if;
+end
+$$;
+comment on function scsql._chain_end_break(scsql.chains, bigint, bytea, bigint, bigint[], bigint[], boolean[]) is
+  'Private, used by scsql.verify_chain. The break at the end of chain P_CHAIN, whose rows present end at seq P_SEQ with hash P_PREV: rows missing up to the recorded head that retention did not retire (scsql._chain_run_break), a checkpoint covering rows past the end (checkpoint-mismatch: the tail was removed), or an end that is not the recorded head (head-mismatch); NULLs when there is none.';
+
 create or replace function scsql.verify_chain(
   p_chain bigint, p_from_checkpoint bigint default null,
   out chain_id bigint, out ok boolean, out rows_checked bigint, out broken_seq bigint, out kind text, out detail text)
@@ -752,276 +1066,42 @@ language plpgsql stable security definer set search_path = pg_catalog, scsql, pg
 as $$
 declare
   v_chain scsql.chains;
-  v_agent scsql.agents;
-  v_query text;
   v_seq bigint := 0;
   v_prev bytea := '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea;
   v_legacy bigint := 0;
-  v_cp_seq bigint;
-  v_cp_hash bytea;
-  v_firsts bigint[];
-  v_lasts bigint[];
-  v_retired boolean[];
-  v_gone int8multirange;
-  v_hashes bytea[];
-  v_start_pending boolean := false;
-  v_gap record;
-  v_end bigint;
-  v_parts text[];
-  v_retirements text[];
-  v_dropped record;
-  r record;
+  v_seg record;
+  v_walk record;
 begin
   chain_id := p_chain;
   rows_checked := 0;
   ok := false;
   select * into v_chain from scsql.chains c where c.chain_id = p_chain;
-  if not found then
-    select h.seq into v_cp_seq from scsql.checkpoint_heads h where h.chain_id = p_chain order by h.seq desc limit 1;
-    if found then
-      broken_seq := v_cp_seq; kind := 'chain-missing';
-      detail := format('a checkpoint covers chain %s up to seq %s, but the chain no longer exists', p_chain, v_cp_seq);
-      return;
-    end if;
-    raise exception using errcode = 'SC106', message = format('chain %s does not exist', coalesce(p_chain::text, 'NULL'));
-  end if;
-
-  -- Whose chain it is: the agent's project, and what checkpoints recorded.
-  select * into v_agent from scsql.agents a where a.agent_id = v_chain.agent_id;
-  if not found or v_agent.project_id <> v_chain.project_id then
-    broken_seq := 0; kind := 'chain-identity';
-    detail := format('the chain belongs to project %s, but its agent %s %s', v_chain.project_id, v_chain.agent_id,
-                     case when v_agent.agent_id is null then 'does not exist' else format('belongs to project %s', v_agent.project_id) end);
+  select * into broken_seq, kind, detail from scsql._chain_identity_break(p_chain, v_chain);
+  if kind is not null then
     return;
   end if;
-  select h.checkpoint_id, h.project_id, h.agent_id into r from scsql.checkpoint_heads h
-  where h.chain_id = p_chain and (h.project_id <> v_chain.project_id or h.agent_id <> v_chain.agent_id)
-  order by h.checkpoint_id limit 1;
-  if found then
-    broken_seq := 0; kind := 'chain-identity';
-    detail := format('checkpoint %s recorded the chain in project %s for agent %s; it is now in project %s for agent %s',
-                     r.checkpoint_id, r.project_id, coalesce(r.agent_id::text, '?'), v_chain.project_id, v_chain.agent_id);
-    return;
-  end if;
-
-  -- A horizon left by retention of earlier versions is trusted only at a checkpointed head.
   if v_chain.horizon_seq > 0 then
-    -- A statement of its own (Citus plans no EXISTS subquery over the
-    -- shards of every project).
-    perform from scsql.checkpoint_heads h
-    where h.chain_id = p_chain and h.seq = v_chain.horizon_seq and h.row_hash = v_chain.horizon_hash
-    limit 1;
-    if not found then
-      broken_seq := v_chain.horizon_seq; kind := 'horizon-unanchored';
-      detail := format('the chain''s horizon (seq %s) is not the head of any checkpoint', v_chain.horizon_seq);
-      return;
-    end if;
     v_legacy := v_chain.horizon_seq;
   end if;
-
   if p_from_checkpoint is not null then
-    select h.seq, h.row_hash into v_cp_seq, v_cp_hash from scsql.checkpoint_heads h
+    select h.seq, h.row_hash into v_seq, v_prev from scsql.checkpoint_heads h
     where h.checkpoint_id = p_from_checkpoint and h.chain_id = p_chain;
     if not found then
       raise exception using errcode = 'SC010',
         message = format('checkpoint %s has no head for chain %s', p_from_checkpoint, p_chain);
     end if;
-    v_seq := v_cp_seq;
-    v_prev := v_cp_hash;
-    v_start_pending := v_cp_seq > 0;  -- the row it names is checked too
   end if;
-
   -- Segments checkpoints signed: where rows may be missing (their partition
-  -- was retired), and where rows may not be present (v_gone).
-  -- A gone partition counts as retired only with a retirement record that holds up.
-  v_parts := array(select p.part from scsql._chain_partitions() p);
-  v_retirements := array(select x.part from scsql.partition_retirements() x where x.ok);
-  select array_agg(g.first_seq order by g.first_seq, g.last_seq), array_agg(g.last_seq order by g.first_seq, g.last_seq),
-         array_agg(case when not g.gone then false when g.part = any (v_retirements) then true end
-                   order by g.first_seq, g.last_seq),
-         range_agg(int8range(g.first_seq, g.last_seq, '[]')) filter (where g.gone)
-  into v_firsts, v_lasts, v_retired, v_gone
-  from (select distinct g.first_seq, g.last_seq, g.part,
-               g.part like '%@%' and g.part not like '%@default' and not g.part = any (v_parts) as gone
-        from scsql.checkpoint_segments g where g.chain_id = p_chain) g;
-
-  select string_agg(format('select t.seq, t.prev_hash, t.row_hash, t.author_id, t.project_id, sha256(t.prev_hash || scsql._enc_int(t.chain_id) || scsql._enc_int(t.seq) || %s || t.signature) as computed, %L as tbl, t.signature, %s as content from %s t where t.chain_id = $1 and t.seq > $2',
-                           scsql._chain_body_expr(ct.table_name, 't', '$3'), ct.table_name,
-                           scsql._chain_content_expr(ct.table_name, 't'), ct.table_name), ' union all ')
-  into v_query from scsql.chained_tables ct;
-  if v_query is not null then
-    -- The chain's rows and the hashes checkpoints signed are read first, each
-    -- by chain_id alone (a row moved to another project is read too, and
-    -- found), and then compared. On Citus the tables are sharded by project:
-    -- each MATERIALIZED part is read from every shard and the comparison
-    -- runs on the coordinator (a join of the parts would be a join of tables
-    -- on other columns than the one they are sharded by, which Citus refuses).
-    v_query := 'with x as materialized (' || v_query || '), '
-            || 'e as materialized (select s.seq, array_agg(distinct s.row_hash) as hashes from ('
-            || 'select h.seq, h.row_hash from scsql.checkpoint_heads h where h.chain_id = $1 '
-            || 'union all select g.last_seq, g.row_hash from scsql.checkpoint_segments g where g.chain_id = $1) s group by s.seq) '
-            || 'select x.*, (e.seq is not null and (cardinality(e.hashes) > 1 or e.hashes[1] <> x.row_hash)) as signed_differs, '
-            || 'coalesce(x.seq <@ $4, false) as gone, min(x.seq) over (partition by x.tbl, x.signature) as first_seq, '
-            || 'count(*) over (partition by x.seq) as copies from x left join e on e.seq = x.seq order by x.seq';
-    for r in execute v_query using p_chain, v_seq - v_start_pending::integer, v_agent.name, v_gone loop
-      rows_checked := rows_checked + 1;
-      if r.gone then
-        broken_seq := r.seq; kind := 'retired-row-present';
-        detail := 'a checkpoint segment places this row in a partition that no longer exists';
-        return;
-      end if;
-      if r.copies > 1 then
-        -- Another row has this seq: a fork, whichever of them comes first.
-        broken_seq := r.seq; kind := 'fork';
-        detail := format('two rows have seq %s', r.seq);
-        return;
-      end if;
-      if v_start_pending then
-        v_start_pending := false;
-        if r.seq = v_seq then
-          -- The row the starting checkpoint names: it must be that row, unaltered.
-          if r.row_hash <> v_prev then
-            broken_seq := r.seq; kind := 'checkpoint-mismatch';
-            detail := 'the row differs from the one the starting checkpoint signed';
-          elsif r.author_id <> v_chain.agent_id then
-            broken_seq := r.seq; kind := 'wrong-author';
-            detail := format('the row names author %s in the chain of agent %s', r.author_id, v_chain.agent_id);
-          elsif r.project_id <> v_chain.project_id then
-            broken_seq := r.seq; kind := 'wrong-project';
-            detail := format('the row is in project %s, its chain in project %s', r.project_id, v_chain.project_id);
-          elsif r.computed <> r.row_hash then
-            broken_seq := r.seq; kind := 'hash-mismatch';
-            detail := 'row_hash does not match the row''s content';
-          end if;
-          if kind is not null then
-            return;
-          end if;
-          continue;
-        end if;
-        -- The row the starting checkpoint names is missing: only retention may have taken it.
-        select * into v_dropped from scsql._chain_dropped(p_chain, v_seq);
-        if v_dropped.part is not null then
-          broken_seq := v_seq; kind := 'partition-dropped'; detail := v_dropped.detail;
-          return;
-        elsif not (coalesce(v_seq <@ v_gone, false) or v_seq <= v_legacy) then
-          broken_seq := r.seq; kind := 'seq-gap';
-          detail := format('seq %s, the row the starting checkpoint names, is missing', v_seq);
-          return;
-        end if;
-      end if;
-      if r.seq = v_seq then
-        broken_seq := r.seq; kind := 'fork';
-        detail := format('two rows have seq %s', r.seq);
-        return;
-      elsif r.seq > v_seq + 1 then
-        select * into v_gap from scsql._chain_gap(v_seq + 1, r.seq - 1, v_firsts, v_lasts, v_retired, v_legacy);
-        if not v_gap.ok then
-          select * into v_dropped from scsql._chain_dropped(p_chain, v_gap.missing_at);
-          if v_dropped.part is not null then
-            broken_seq := v_gap.missing_at; kind := 'partition-dropped'; detail := v_dropped.detail;
-            return;
-          end if;
-          broken_seq := r.seq; kind := 'seq-gap';
-          detail := format('expected seq %s, found %s: rows are missing (%s)', v_seq + 1, r.seq, v_gap.detail);
-          return;
-        end if;
-        -- The row before a retired run is known by the hash a checkpoint signed for it.
-        v_hashes := array(select distinct e.row_hash from scsql.checkpoint_segments e
-                          where e.chain_id = p_chain and e.last_seq = r.seq - 1);
-        if cardinality(v_hashes) > 1 then
-          broken_seq := r.seq; kind := 'checkpoint-mismatch';
-          detail := format('checkpoints signed different hashes for seq %s, the last row missing before this one', r.seq - 1);
-          return;
-        end if;
-        v_prev := v_hashes[1];
-        if v_prev is null and r.seq - 1 = v_legacy then
-          v_prev := v_chain.horizon_hash;
-        end if;
-      end if;
-      if v_prev is not null and r.prev_hash <> v_prev then
-        broken_seq := r.seq; kind := 'prev-mismatch';
-        detail := 'prev_hash is not the row_hash of the previous row';
-        return;
-      elsif r.author_id <> v_chain.agent_id then
-        broken_seq := r.seq; kind := 'wrong-author';
-        detail := format('the row names author %s in the chain of agent %s', r.author_id, v_chain.agent_id);
-        return;
-      elsif r.project_id <> v_chain.project_id then
-        broken_seq := r.seq; kind := 'wrong-project';
-        detail := format('the row is in project %s, its chain in project %s', r.project_id, v_chain.project_id);
-        return;
-      elsif r.computed <> r.row_hash then
-        broken_seq := r.seq; kind := 'hash-mismatch';
-        detail := 'row_hash does not match the row''s content';
-        return;
-      elsif r.content is not null then
-        broken_seq := r.seq; kind := r.content;
-        detail := case r.content when 'content-mismatch' then 'a text of the row is not the one its digest was made of'
-                  else 'a text of the row is gone, and no purge recorded in scsql.purges removed it' end;
-        return;
-      elsif r.first_seq < r.seq then
-        -- A signature seen before in this chain: the same signed write stored twice.
-        broken_seq := r.seq; kind := 'replay';
-        detail := format('the row repeats seq %s: the same signed write, stored twice', r.first_seq);
-        return;
-      elsif r.signed_differs then
-        broken_seq := r.seq; kind := 'checkpoint-mismatch';
-        detail := 'row_hash differs from the one a checkpoint signed';
-        return;
-      end if;
-      v_seq := r.seq;
-      v_prev := r.row_hash;
-    end loop;
+  -- was retired), and where rows may not be present (gone).
+  select * into v_seg from scsql._chain_segments(p_chain);
+  select * into v_walk from scsql._chain_walk(v_chain, v_seq, v_prev, v_legacy, v_seg.firsts, v_seg.lasts, v_seg.retired, v_seg.gone);
+  rows_checked := v_walk.rows_checked;
+  broken_seq := v_walk.broken_seq; kind := v_walk.kind; detail := v_walk.detail;
+  if kind is null then
+    select * into broken_seq, kind, detail
+    from scsql._chain_end_break(v_chain, v_walk.last_seq, v_walk.last_hash, v_legacy, v_seg.firsts, v_seg.lasts, v_seg.retired);
   end if;
-  if v_start_pending then  -- no row from the starting checkpoint's on
-    select * into v_dropped from scsql._chain_dropped(p_chain, v_seq);
-    if v_dropped.part is not null then
-      broken_seq := v_seq; kind := 'partition-dropped'; detail := v_dropped.detail;
-      return;
-    elsif not (coalesce(v_seq <@ v_gone, false) or v_seq <= v_legacy) then
-      broken_seq := v_seq; kind := 'checkpoint-mismatch';
-      detail := format('seq %s, the row the starting checkpoint names, is missing', v_seq);
-      return;
-    end if;
-  end if;
-  -- The end: the recorded head, possibly in retired rows.
-  v_end := v_seq;
-  if v_seq < v_chain.head_seq then
-    select * into v_gap from scsql._chain_gap(v_seq + 1, v_chain.head_seq, v_firsts, v_lasts, v_retired, v_legacy);
-    if v_gap.ok then
-      v_hashes := array(select distinct e.row_hash from scsql.checkpoint_segments e
-                        where e.chain_id = p_chain and e.last_seq = v_chain.head_seq);
-      if cardinality(v_hashes) > 1 then
-        broken_seq := v_seq + 1; kind := 'checkpoint-mismatch';
-        detail := format('checkpoints signed different hashes for seq %s, the chain''s head', v_chain.head_seq);
-        return;
-      end if;
-      v_end := v_chain.head_seq;
-      v_prev := v_hashes[1];
-      if v_prev is null and v_end = v_legacy then
-        v_prev := v_chain.horizon_hash;
-      end if;
-    else
-      select * into v_dropped from scsql._chain_dropped(p_chain, v_gap.missing_at);
-      if v_dropped.part is not null then
-        broken_seq := v_gap.missing_at; kind := 'partition-dropped'; detail := v_dropped.detail;
-        return;
-      end if;
-    end if;
-  end if;
-  -- The newest checkpoint must still be in the chain (a removed tail is found here).
-  select max(h.seq) into v_cp_seq from scsql.checkpoint_heads h where h.chain_id = p_chain;
-  if v_cp_seq > v_end then
-    broken_seq := v_end + 1; kind := 'checkpoint-mismatch';
-    detail := format('checkpoint covers seq %s but the chain ends at seq %s', v_cp_seq, v_end);
-    return;
-  end if;
-  if v_end <> v_chain.head_seq or v_prev is distinct from v_chain.head_hash then
-    broken_seq := v_end + 1; kind := 'head-mismatch';
-    detail := format('the chain''s head is seq %s but its rows end at seq %s', v_chain.head_seq, v_end);
-    return;
-  end if;
-  ok := true;
+  ok := kind is null;
 end
 $$;
 comment on function scsql.verify_chain(bigint, bigint) is
