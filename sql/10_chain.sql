@@ -370,21 +370,64 @@ $$;
 comment on function scsql._chain_protect(regclass) is
   'Private. Makes a chained table and each of its partitions append-only: revokes UPDATE, DELETE and TRUNCATE from every role (the owner included), adds the TRUNCATE trigger (row triggers are inherited by partitions, statement triggers are not), and puts partitions under forced RLS with no agent access. Tables already protected (they have the TRUNCATE trigger) are skipped, so partition maintenance can call it often.';
 
--- The insert trigger of a chained table, generated for its fields.
-create or replace function scsql._chain_trigger_sql(p_table text, p_link text default 'chain')
-returns text
-language plpgsql
+create or replace function scsql._chain_checked_author(p_table regclass, p_row anyelement)
+returns scsql.agents
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
-  v_link text;
+  v_me scsql.agents := scsql._chain_author(p_row.author_id);
+  v_chain bigint;
 begin
-  if p_link in ('chain', 'head') then
-    -- The row's bytes are encoded before the UPDATE of its chain's head: on
-    -- Citus that UPDATE is a distributed statement, where functions that are
-    -- not immutable (extract, convert_to) may not appear inside COALESCE.
-    v_link := coalesce((select string_agg(format('  new.%I := sha256(convert_to(new.%I, ''UTF8''));', d.digest_column, d.column_name), E'\n')
-                                  || E'\n' from scsql._chain_digests(p_table) d), '')
-           || format($l$  v_body := %2$s;
+  if p_row.author_id is not null and p_row.author_id <> v_me.agent_id then
+    raise exception using errcode = 'SC011',
+      message = format('the row names agent %s as its author, but agent %s is acting', p_row.author_id, v_me.name),
+      hint = 'The author is the acting agent; leave author_id unset.';
+  end if;
+  if p_row.project_id is not null and p_row.project_id <> v_me.project_id then
+    raise exception using errcode = 'SC104',
+      message = format('the row names project %s, but agent %s belongs to project %s', p_row.project_id, v_me.name, v_me.project_id);
+  end if;
+  if p_row.seq is not null or p_row.prev_hash is not null or p_row.row_hash is not null then
+    raise exception using errcode = 'SC104', message = 'seq, prev_hash and row_hash are assigned by the chain, not by the writer';
+  end if;
+  -- A bad argument is reported before the signing fields, signed or not:
+  -- the table's constraints, which PostgreSQL checks after the trigger.
+  perform scsql._check_row(p_table, p_row);
+  -- Signing fields: a signature, a timestamp near the server clock, the key valid then.
+  perform scsql._chain_check_signer(v_me.agent_id, p_row.key_id, p_row.at, p_row.signature);
+  if p_row.chain_id is not null then
+    select c.chain_id into v_chain from scsql.chains c
+    where c.project_id = v_me.project_id and c.agent_id = v_me.agent_id;
+    if v_chain is distinct from p_row.chain_id then
+      raise exception using errcode = 'SC104',
+        message = format('chain %s is not the acting agent''s chain (%s)', p_row.chain_id, coalesce(v_chain::text, 'none yet')),
+        hint = 'Rows join their author''s chain; leave chain_id unset.';
+    end if;
+  end if;
+  return v_me;
+end
+$$;
+comment on function scsql._chain_checked_author(regclass, anyelement) is
+  'Private, the slow path of the insert triggers of chained tables, taken by a write that fails their one quick test. The agent row P_ROW of chained table P_TABLE is written for (scsql._chain_author), once nothing is wrong with it. Raises SC011 (another author), SC104 (another project or chain, or chain columns set), the errors of the table''s constraints (scsql._check_row), SC101/SC102/SC103 (signing fields, scsql._chain_check_signer).';
+
+create or replace function scsql._chain_link_sql(p_table text, p_link text default 'chain')
+returns text
+language plpgsql stable
+as $$
+begin
+  if p_link = 'none' then
+    return $l$  new.chain_id := 0; new.seq := 0; new.prev_hash := ''; new.row_hash := '';
+  new.author_id := v_agent; new.project_id := v_project;
+$l$;
+  elsif p_link is distinct from 'chain' and p_link is distinct from 'head' then
+    raise exception using errcode = 'SC010', message = format('p_link must be chain, head or none, not %s', p_link);
+  end if;
+  -- The row's bytes are encoded before the UPDATE of its chain's head: on
+  -- Citus that UPDATE is a distributed statement, where functions that are
+  -- not immutable (extract, convert_to) may not appear inside COALESCE.
+  return coalesce((select string_agg(format('  new.%I := sha256(convert_to(new.%I, ''UTF8''));', d.digest_column, d.column_name), E'\n')
+                          || E'\n' from scsql._chain_digests(p_table) d), '')
+      || format($l$  v_body := %2$s;
   for i in 1 .. 2 loop
     update scsql.chains c
     set prev_head_hash = c.head_hash,
@@ -401,21 +444,23 @@ $l$, case when p_link = 'head' then 'c.head_hash'
           else format('sha256(c.head_hash || %s || %s || v_body || new.signature)',
                       scsql._enc_expr('int', 'c.chain_id'), scsql._enc_expr('int', 'c.head_seq + 1')) end,
        case when p_link = 'head' then 'null' else scsql._chain_body_expr(p_table, 'new', 'v_name') end);
-  elsif p_link = 'none' then
-    v_link := $l$  new.chain_id := 0; new.seq := 0; new.prev_hash := ''; new.row_hash := '';
-  new.author_id := v_agent; new.project_id := v_project;
-$l$;
-  else
-    raise exception using errcode = 'SC010', message = format('p_link must be chain, head or none, not %s', p_link);
-  end if;
-  -- The trigger runs once for
-  -- every chained write, so its common path is short: one lookup of the
-  -- acting agent and its signing key, one test of everything a well-formed
-  -- write satisfies, the row's bytes encoded inline (no helper calls per
-  -- row), and one UPDATE of the chain's head that hashes them. A write that
-  -- fails the test takes the slow path, which applies scsql._chain_author
-  -- (scsql._me() for an agent) and scsql._chain_check_signer and raises
-  -- their precise errors.
+end
+$$;
+comment on function scsql._chain_link_sql(text, text) is
+  'Private, used by scsql._chain_trigger_sql. The statements of the insert trigger of chained table p_table that link the row into its author''s chain: the digests of its digested texts, its bytes encoded inline, and one UPDATE of the chain''s head that hashes them (the head row made first for a new chain); p_link head and none are the reduced forms scsql._chain_trigger_sql describes. Raises SC010 for another p_link.';
+
+-- The insert trigger of a chained table, generated for its fields.
+create or replace function scsql._chain_trigger_sql(p_table text, p_link text default 'chain')
+returns text
+language plpgsql
+as $$
+begin
+  -- The trigger runs once for every chained write, so its common path is
+  -- short: one lookup of the acting agent and its signing key, one test of
+  -- everything a well-formed write satisfies, the row's bytes encoded inline
+  -- (no helper calls per row), and one UPDATE of the chain's head that
+  -- hashes them. A write that fails the test takes the slow path,
+  -- scsql._chain_checked_author, which raises the precise errors.
   return format($f$
 create or replace function scsql.%1$I()
 returns trigger
@@ -428,7 +473,6 @@ declare
   v_revoked timestamptz;
   v_key integer;
   v_me scsql.agents;
-  v_chain bigint;
   v_body bytea;
   v_role text := scsql._acting_role();
 begin
@@ -453,33 +497,7 @@ begin
       and length(new.signature) = 64 and new.key_id = v_key
       and abs(extract(epoch from new.at - clock_timestamp())) <= extract(epoch from scsql._chain_clock_skew())) is not true then
     -- Slow path: find what is wrong and say it.
-    v_me := scsql._chain_author(new.author_id);
-    if new.author_id is not null and new.author_id <> v_me.agent_id then
-      raise exception using errcode = 'SC011',
-        message = format('the row names agent %%s as its author, but agent %%s is acting', new.author_id, v_me.name),
-        hint = 'The author is the acting agent; leave author_id unset.';
-    end if;
-    if new.project_id is not null and new.project_id <> v_me.project_id then
-      raise exception using errcode = 'SC104',
-        message = format('the row names project %%s, but agent %%s belongs to project %%s', new.project_id, v_me.name, v_me.project_id);
-    end if;
-    if new.seq is not null or new.prev_hash is not null or new.row_hash is not null then
-      raise exception using errcode = 'SC104', message = 'seq, prev_hash and row_hash are assigned by the chain, not by the writer';
-    end if;
-    -- A bad argument is reported before the signing fields, signed or not:
-    -- the table's constraints, which PostgreSQL checks after this trigger.
-    perform scsql._check_row(%3$L, new);
-    -- Signing fields: a signature, a timestamp near the server clock, the key valid then.
-    perform scsql._chain_check_signer(v_me.agent_id, new.key_id, new.at, new.signature);
-    if new.chain_id is not null then
-      select c.chain_id into v_chain from scsql.chains c
-      where c.project_id = v_me.project_id and c.agent_id = v_me.agent_id;
-      if v_chain is distinct from new.chain_id then
-        raise exception using errcode = 'SC104',
-          message = format('chain %%s is not the acting agent''s chain (%%s)', new.chain_id, coalesce(v_chain::text, 'none yet')),
-          hint = 'Rows join their author''s chain; leave chain_id unset.';
-      end if;
-    end if;
+    v_me := scsql._chain_checked_author(%3$L, new);
     v_agent := v_me.agent_id;
     v_project := v_me.project_id;
     v_name := v_me.name;
@@ -490,7 +508,7 @@ begin
 %2$s  return new;
 end
 $body$;
-$f$, scsql._chain_object_name(p_table, '_chain_insert_'), v_link, p_table,
+$f$, scsql._chain_object_name(p_table, '_chain_insert_'), scsql._chain_link_sql(p_table, p_link), p_table,
   -- An administrator purging another agent's row records the purge in
   -- that agent's chain: scsql.purge is the one writer of scsql.purges.
   case when p_table = 'scsql.purges' then $a$
@@ -499,6 +517,103 @@ end
 $$;
 comment on function scsql._chain_trigger_sql(text, text) is 'Private. The CREATE FUNCTION statement of the insert trigger of chained table p_table (see scsql._make_chained). p_link chain (the default) links each row into its author''s chain; head and none are reduced forms for measuring where a chained write''s cost goes (scsql bench chain --breakdown, in a scratch database): head advances the head without encoding or hashing the row, none leaves the head alone and gives the chain columns placeholder values. Raises SC010 for another p_link.';
 
+create or replace function scsql._chain_check_fields(p_table regclass, p_name text, p_signed text[], p_stamped text[],
+                                                     p_appended text[], p_registered text[])
+returns void
+language plpgsql stable
+as $$
+declare
+  v_kind text;
+  v_col text;
+begin
+  if p_signed is null or cardinality(p_signed) = 0 or p_stamped is null then
+    raise exception using errcode = 'SC105', message = 'p_signed must list at least one column and p_stamped may not be NULL';
+  end if;
+  -- Appended fields: a list must extend the registered one at its end.
+  if array_position(p_appended, null) is not null then
+    raise exception using errcode = 'SC105', message = 'p_appended may not contain NULL';
+  end if;
+  if p_appended[1:cardinality(p_registered)] is distinct from p_registered then
+    raise exception using errcode = 'SC107',
+      message = format('the appended fields of %s are %s; %s removes or reorders them', p_name, p_registered, p_appended),
+      hint = 'Rows already written are signed with each appended field''s position: list the registered ones unchanged, new ones after them.';
+  end if;
+  if (select count(distinct c) from unnest(p_signed || p_stamped || p_appended) c) <> cardinality(p_signed || p_stamped || p_appended) then
+    raise exception using errcode = 'SC105', message = 'a column is listed twice in p_signed/p_stamped/p_appended';
+  end if;
+  foreach v_col in array p_signed || p_stamped || p_appended loop
+    if v_col = any (array['project_id', 'at', 'author_id', 'key_id', 'chain_id', 'seq', 'prev_hash', 'row_hash', 'signature']) then
+      raise exception using errcode = 'SC105', message = format('column %s is managed by the chain; do not list it', v_col);
+    end if;
+    select scsql._enc_kind(a.atttypid::regtype) into v_kind from pg_catalog.pg_attribute a
+    where a.attrelid = p_table and a.attname = v_col and not a.attisdropped;
+    if not found then
+      raise exception using errcode = 'SC105', message = format('%s has no column %s', p_name, v_col);
+    end if;
+    if v_kind is null then
+      raise exception using errcode = 'SC105',
+        message = format('column %s.%s has a type the canonical encoding does not define', p_name, v_col),
+        hint = 'Chainable types: text, varchar, smallint, integer, bigint, numeric, boolean, timestamptz, bytea, uuid, jsonb.';
+    end if;
+  end loop;
+end
+$$;
+comment on function scsql._chain_check_fields(regclass, text, text[], text[], text[], text[]) is
+  'Private, used by scsql._make_chained. Checks the fields table P_TABLE (named P_NAME) is made chained with: P_SIGNED lists a column, P_STAMPED is not NULL, P_APPENDED holds no NULL and keeps the registered appended fields P_REGISTERED at its start, no column is listed twice or managed by the chain, and each exists with a type the canonical encoding defines. Raises SC105, or SC107 for appended fields removed or reordered.';
+
+create or replace function scsql._chain_add_columns(p_table regclass, p_name text, p_new_appended text[])
+returns void
+language plpgsql
+as $$
+declare
+  v_col text;
+  v_has_rows boolean;
+  v_chain_cols constant text[][] := array[
+    ['at', 'timestamptz'], ['author_id', 'bigint'], ['key_id', 'integer'], ['chain_id', 'bigint'],
+    ['seq', 'bigint'], ['prev_hash', 'bytea'], ['row_hash', 'bytea'], ['signature', 'bytea']];
+begin
+  -- Chain columns the table lacks (the table must be empty for NOT NULL).
+  for i in 1 .. array_length(v_chain_cols, 1) loop
+    execute format('alter table %s add column if not exists %I %s', p_table, v_chain_cols[i][1], v_chain_cols[i][2]);
+    execute format('alter table %s alter column %I set not null', p_table, v_chain_cols[i][1]);
+  end loop;
+  execute format('create index if not exists %I on %s (chain_id, seq)',
+                 scsql._chain_object_name(p_name, '') || '_chain_idx', p_table);
+  -- A newly appended column must be NULL in every row written so far: those rows were hashed and signed without it.
+  foreach v_col in array coalesce(p_new_appended, '{}') loop
+    execute format('select exists (select from %s where %I is not null)', p_table, v_col) into v_has_rows;
+    if v_has_rows then
+      raise exception using errcode = 'SC107',
+        message = format('rows of %s written before %s was appended have values in it', p_name, v_col),
+        hint = 'Add the column without a default (NULL in existing rows), append it, then write values in new rows.';
+    end if;
+  end loop;
+end
+$$;
+comment on function scsql._chain_add_columns(regclass, text, text[]) is
+  'Private, used by scsql._make_chained. Adds to table P_TABLE (named P_NAME) the chain columns it lacks, NOT NULL, and the index on (chain_id, seq). Raises SC107 when a column of P_NEW_APPENDED, appended now, has values in rows already written.';
+
+create or replace function scsql._chain_install_triggers(p_table regclass, p_name text)
+returns void
+language plpgsql
+as $$
+declare
+  v_fn text := scsql._chain_object_name(p_name, '_chain_insert_');
+begin
+  execute scsql._chain_trigger_sql(p_name);
+  execute format('comment on function scsql.%I() is %L', v_fn,
+    format('Private trigger, generated by scsql._make_chained for %s. Stamps the author from the acting role (a row written as scsql_owner: the agent its author_id names, see scsql._chain_author), checks the signing fields and links the row into its author''s chain. Raises SC011 (another author), SC104 (another chain or project, or chain columns set), SC101/SC102/SC103 (signing fields).', p_name));
+  execute format('drop trigger if exists zz_chain_insert on %s', p_table);
+  execute format('create trigger zz_chain_insert before insert on %s for each row execute function scsql.%I()', p_table, v_fn);
+  execute format('drop trigger if exists zz_chain_append_only on %s', p_table);
+  execute format('create trigger zz_chain_append_only before update or delete on %s for each row execute function scsql._chain_append_only()', p_table);
+  execute format('revoke update, delete, truncate on %s from public, scsql_agent, scsql_auditor, scsql_admin, scsql_app, scsql_owner', p_table);
+  perform scsql._chain_protect(p_table);
+end
+$$;
+comment on function scsql._chain_install_triggers(regclass, text) is
+  'Private, used by scsql._make_chained. Generates the insert trigger of chained table P_TABLE (named P_NAME; scsql._chain_trigger_sql) and attaches it, the UPDATE/DELETE trigger and the TRUNCATE triggers (scsql._chain_protect), and revokes UPDATE, DELETE and TRUNCATE from every role.';
+
 create or replace function scsql._make_chained(p_table regclass, p_signed text[], p_stamped text[] default '{}',
                                                p_appended text[] default null)
 returns void
@@ -506,16 +621,7 @@ language plpgsql
 as $$
 declare
   v_name text;
-  v_kind text;
-  v_col text;
   v_registered text[];
-  v_has_rows boolean;
-  v_fn text := scsql._chain_object_name(p_table::text, '_chain_insert_');
-  v_reserved constant text[] := array['project_id', 'at', 'author_id', 'key_id', 'chain_id', 'seq', 'prev_hash', 'row_hash', 'signature'];
-  v_chain_cols constant text[][] := array[
-    ['at', 'timestamptz'], ['author_id', 'bigint'], ['key_id', 'integer'], ['chain_id', 'bigint'],
-    ['seq', 'bigint'], ['prev_hash', 'bytea'], ['row_hash', 'bytea'], ['signature', 'bytea']];
-  i integer;
 begin
   select n.nspname || '.' || c.relname into v_name
   from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
@@ -528,71 +634,16 @@ begin
     raise exception using errcode = 'SC105', message = format('%s has no project_id bigint column', v_name),
       hint = 'Chains belong to a project: every chained table carries project_id.';
   end if;
-  if p_signed is null or cardinality(p_signed) = 0 or p_stamped is null then
-    raise exception using errcode = 'SC105', message = 'p_signed must list at least one column and p_stamped may not be NULL';
-  end if;
-  -- Appended fields: NULL keeps the registered list; a list must extend it at its end.
+  -- Appended fields: NULL keeps the registered list.
   v_registered := coalesce((select t.appended_fields from scsql.chained_tables t where t.table_name = v_name), '{}');
   p_appended := coalesce(p_appended, v_registered);
-  if array_position(p_appended, null) is not null then
-    raise exception using errcode = 'SC105', message = 'p_appended may not contain NULL';
-  end if;
-  if p_appended[1:cardinality(v_registered)] is distinct from v_registered then
-    raise exception using errcode = 'SC107',
-      message = format('the appended fields of %s are %s; %s removes or reorders them', v_name, v_registered, p_appended),
-      hint = 'Rows already written are signed with each appended field''s position: list the registered ones unchanged, new ones after them.';
-  end if;
-  if (select count(distinct c) from unnest(p_signed || p_stamped || p_appended) c) <> cardinality(p_signed || p_stamped || p_appended) then
-    raise exception using errcode = 'SC105', message = 'a column is listed twice in p_signed/p_stamped/p_appended';
-  end if;
-  foreach v_col in array p_signed || p_stamped || p_appended loop
-    if v_col = any (v_reserved) then
-      raise exception using errcode = 'SC105', message = format('column %s is managed by the chain; do not list it', v_col);
-    end if;
-    select scsql._enc_kind(a.atttypid::regtype) into v_kind from pg_catalog.pg_attribute a
-    where a.attrelid = p_table and a.attname = v_col and not a.attisdropped;
-    if not found then
-      raise exception using errcode = 'SC105', message = format('%s has no column %s', v_name, v_col);
-    end if;
-    if v_kind is null then
-      raise exception using errcode = 'SC105',
-        message = format('column %s.%s has a type the canonical encoding does not define', v_name, v_col),
-        hint = 'Chainable types: text, varchar, smallint, integer, bigint, numeric, boolean, timestamptz, bytea, uuid, jsonb.';
-    end if;
-  end loop;
-
-  -- Chain columns the table lacks (the table must be empty for NOT NULL).
-  for i in 1 .. array_length(v_chain_cols, 1) loop
-    execute format('alter table %s add column if not exists %I %s', p_table, v_chain_cols[i][1], v_chain_cols[i][2]);
-    execute format('alter table %s alter column %I set not null', p_table, v_chain_cols[i][1]);
-  end loop;
-  execute format('create index if not exists %I on %s (chain_id, seq)',
-                 scsql._chain_object_name(v_name, '') || '_chain_idx', p_table);
-
-  -- A newly appended column must be NULL in every row written so far: those rows were hashed and signed without it.
-  foreach v_col in array p_appended[cardinality(v_registered) + 1:] loop
-    execute format('select exists (select from %s where %I is not null)', p_table, v_col) into v_has_rows;
-    if v_has_rows then
-      raise exception using errcode = 'SC107',
-        message = format('rows of %s written before %s was appended have values in it', v_name, v_col),
-        hint = 'Add the column without a default (NULL in existing rows), append it, then write values in new rows.';
-    end if;
-  end loop;
-
+  perform scsql._chain_check_fields(p_table, v_name, p_signed, p_stamped, p_appended, v_registered);
+  perform scsql._chain_add_columns(p_table, v_name, p_appended[cardinality(v_registered) + 1:]);
   insert into scsql.chained_tables (table_name, signed_fields, stamped_fields, appended_fields)
   values (v_name, p_signed, p_stamped, p_appended)
   on conflict (table_name) do update set signed_fields = excluded.signed_fields, stamped_fields = excluded.stamped_fields,
                                          appended_fields = excluded.appended_fields;
-
-  execute scsql._chain_trigger_sql(v_name);
-  execute format('comment on function scsql.%I() is %L', v_fn,
-    format('Private trigger, generated by scsql._make_chained for %s. Stamps the author from the acting role (a row written as scsql_owner: the agent its author_id names, see scsql._chain_author), checks the signing fields and links the row into its author''s chain. Raises SC011 (another author), SC104 (another chain or project, or chain columns set), SC101/SC102/SC103 (signing fields).', v_name));
-  execute format('drop trigger if exists zz_chain_insert on %s', p_table);
-  execute format('create trigger zz_chain_insert before insert on %s for each row execute function scsql.%I()', p_table, v_fn);
-  execute format('drop trigger if exists zz_chain_append_only on %s', p_table);
-  execute format('create trigger zz_chain_append_only before update or delete on %s for each row execute function scsql._chain_append_only()', p_table);
-  execute format('revoke update, delete, truncate on %s from public, scsql_agent, scsql_auditor, scsql_admin, scsql_app, scsql_owner', p_table);
-  perform scsql._chain_protect(p_table);
+  perform scsql._chain_install_triggers(p_table, v_name);
 end
 $$;
 comment on function scsql._make_chained(regclass, text[], text[], text[]) is $doc$Private; called from sql/ files (it is idempotent and re-run on every migrate). Makes a table chained:
