@@ -884,7 +884,7 @@ as $$
               when p_signed_differs then 'checkpoint-mismatch' end
 $$;
 comment on function scsql._chain_row_fault(bigint, bigint, bytea, bytea, text, bigint, bigint, boolean, bigint, bigint) is
-  'Private, inlined in the query of scsql._chain_rows_sql. The first fault of one row of a chain, by what the row holds, in this order: wrong-author, wrong-project, hash-mismatch (P_COMPUTED, the hash of its content, is not its row_hash), the content fault of scsql._chain_content_expr, replay (P_FIRST_SEQ, the first seq with its signature in its table, is before it), checkpoint-mismatch (a checkpoint signed another hash for it); NULL for none.';
+  'Private, inlined where scsql._chain_walk evaluates it for each row. The first fault of one row of a chain, by what the row holds, in this order: wrong-author, wrong-project, hash-mismatch (P_COMPUTED, the hash of its content, is not its row_hash), the content fault of scsql._chain_content_expr, replay (P_FIRST_SEQ, the first seq with its signature in its table, is before it), checkpoint-mismatch (a checkpoint signed another hash for it); NULL for none.';
 
 create or replace function scsql._chain_fault_detail(
   p_kind text, p_author bigint, p_project bigint, p_first_seq bigint, p_chain_agent bigint, p_chain_project bigint)
@@ -924,15 +924,13 @@ begin
       || 'e as materialized (select s.seq, array_agg(distinct s.row_hash) as hashes from ('
       || 'select h.seq, h.row_hash from scsql.checkpoint_heads h where h.chain_id = $1 '
       || 'union all select g.last_seq, g.row_hash from scsql.checkpoint_segments g where g.chain_id = $1) s group by s.seq) '
-      || 'select y.*, scsql._chain_row_fault(y.author_id, y.project_id, y.row_hash, y.computed, y.content, y.first_seq, '
-      || 'y.seq, y.signed_differs, $5, $6) as fault from (select x.*, '
-      || '(e.seq is not null and (cardinality(e.hashes) > 1 or e.hashes[1] <> x.row_hash)) as signed_differs, '
+      || 'select x.*, (e.seq is not null and (cardinality(e.hashes) > 1 or e.hashes[1] <> x.row_hash)) as signed_differs, '
       || 'coalesce(x.seq <@ $4, false) as gone, min(x.seq) over (partition by x.tbl, x.signature) as first_seq, '
-      || 'count(*) over (partition by x.seq) as copies from x left join e on e.seq = x.seq) y order by y.seq';
+      || 'count(*) over (partition by x.seq) as copies from x left join e on e.seq = x.seq order by x.seq';
 end
 $$;
 comment on function scsql._chain_rows_sql() is
-  'Private, used by scsql._chain_walk. The query of the rows of one chain ($1) after seq $2, in seq order, over every chained table ($3: the author''s name): each row''s seq, prev_hash, row_hash, author_id, project_id, computed (the hash of its content), tbl, signature, content (scsql._chain_content_expr), signed_differs (a checkpoint signed another hash for its seq), gone (its seq is in $4, segments whose partition is gone), first_seq (the first seq with its signature in its table), copies (rows with its seq) and fault (scsql._chain_row_fault against the chain''s agent $5 and project $6); NULL when no table is chained.';
+  'Private, used by scsql._chain_walk. The query of the rows of one chain ($1) after seq $2, in seq order, over every chained table ($3: the author''s name): each row''s seq, prev_hash, row_hash, author_id, project_id, computed (the hash of its content), tbl, signature, content (scsql._chain_content_expr), signed_differs (a checkpoint signed another hash for its seq), gone (its seq is in $4, segments whose partition is gone), first_seq (the first seq with its signature in its table), and copies (rows with its seq); NULL when no table is chained.';
 
 create or replace function scsql._chain_anchor_break(p_chain bigint, p_seq bigint, p_gone int8multirange, p_legacy bigint,
   p_next_seq bigint, out broken_seq bigint, out kind text, out detail text)
@@ -1007,6 +1005,7 @@ declare
   v_pending boolean := p_seq > 0;  -- the row the starting checkpoint names is checked too
   v_name text;
   v_run record;
+  v_fault text;
   r record;
 begin
   rows_checked := 0; last_seq := p_seq; last_hash := p_prev;
@@ -1014,8 +1013,10 @@ begin
     return;
   end if;
   select a.name into v_name from scsql.agents a where a.agent_id = p_chain.agent_id;
-  for r in execute v_query using p_chain.chain_id, p_seq - v_pending::integer, v_name, p_gone, p_chain.agent_id, p_chain.project_id loop
+  for r in execute v_query using p_chain.chain_id, p_seq - v_pending::integer, v_name, p_gone loop
     rows_checked := rows_checked + 1;
+    v_fault := scsql._chain_row_fault(r.author_id, r.project_id, r.row_hash, r.computed, r.content, r.first_seq, r.seq,
+                                      r.signed_differs, p_chain.agent_id, p_chain.project_id);
     if r.gone then
       broken_seq := r.seq; kind := 'retired-row-present';
       detail := 'a checkpoint segment places this row in a partition that no longer exists';
@@ -1032,9 +1033,9 @@ begin
         if r.row_hash <> last_hash then
           broken_seq := r.seq; kind := 'checkpoint-mismatch';
           detail := 'the row differs from the one the starting checkpoint signed';
-        elsif r.fault in ('wrong-author', 'wrong-project', 'hash-mismatch') then
-          broken_seq := r.seq; kind := r.fault;
-          detail := scsql._chain_fault_detail(r.fault, r.author_id, r.project_id, r.first_seq, p_chain.agent_id, p_chain.project_id);
+        elsif v_fault in ('wrong-author', 'wrong-project', 'hash-mismatch') then
+          broken_seq := r.seq; kind := v_fault;
+          detail := scsql._chain_fault_detail(v_fault, r.author_id, r.project_id, r.first_seq, p_chain.agent_id, p_chain.project_id);
         end if;
         if kind is not null then
           return;
@@ -1058,9 +1059,9 @@ begin
       broken_seq := r.seq; kind := 'prev-mismatch';
       detail := 'prev_hash is not the row_hash of the previous row';
       return;
-    elsif r.fault is not null then
-      broken_seq := r.seq; kind := r.fault;
-      detail := scsql._chain_fault_detail(r.fault, r.author_id, r.project_id, r.first_seq, p_chain.agent_id, p_chain.project_id);
+    elsif v_fault is not null then
+      broken_seq := r.seq; kind := v_fault;
+      detail := scsql._chain_fault_detail(v_fault, r.author_id, r.project_id, r.first_seq, p_chain.agent_id, p_chain.project_id);
       return;
     end if;
     last_seq := r.seq;

@@ -58,3 +58,29 @@ def test_a_tampered_row_is_the_same_catalogued_kind_to_both_verifiers(trail, ver
         conn.execute("update scsql.tool_calls set tool = 'edited' where chain_id = %s and seq = 2", (chain_a,))
     kinds = {k for _, _, k in verifier.breaks(db)}
     assert kinds == {"hash-mismatch"} and kinds <= set(_catalogue(db))
+
+
+def test_the_per_row_check_is_written_once_and_inlined(trail):
+    """scsql._chain_row_fault, the one check of a row by what it holds (author,
+    project, hash, content, replay, a signed hash), is a plain SQL expression the
+    planner inlines where the walk evaluates it: verify_chain calls it for no row,
+    while the walk is counted, so the count is real; and a tampered row is still
+    found by it (hash-mismatch)."""
+    db, _a, _b, chain_a, _chain_b = trail
+    with db.connect() as conn:
+        conn.execute("set local track_functions = 'all'")
+        conn.execute("set local role scsql_auditor")
+        r = conn.execute("select * from scsql.verify_chain(%s)", (chain_a,)).fetchone()
+        calls = {c["f"]: c["n"] for c in conn.execute(
+            "select f, pg_stat_get_xact_function_calls(f::regproc) as n"
+            " from unnest(array['scsql._chain_row_fault', 'scsql._chain_walk']) f").fetchall()}
+        conn.rollback()
+    assert r["ok"] and r["rows_checked"] == 6
+    assert calls["scsql._chain_walk"] == 1 and calls["scsql._chain_row_fault"] is None, calls
+    with db.connect() as conn:
+        triggers_off(conn)
+        conn.execute("update scsql.tool_calls set output_tokens = 7 where chain_id = %s and seq = 3", (chain_a,))
+        conn.commit()
+        conn.execute("set role scsql_auditor")
+        r = conn.execute("select * from scsql.verify_chain(%s)", (chain_a,)).fetchone()
+    assert (r["ok"], r["broken_seq"], r["kind"]) == (False, 3, "hash-mismatch")
