@@ -764,7 +764,7 @@ begin
 end
 $$;
 comment on function scsql._chain_gap(bigint, bigint, bigint[], bigint[], boolean[], bigint) is
-  'Private, used by scsql.verify_chain. Whether every seq from P_FROM to P_TO may be missing from a chain: each lies in checkpoint segments (P_FIRSTS..P_LASTS) whose partitions were all retired (P_RETIRED: true when retention retired it, false when it exists, NULL when it is gone but retention did not retire it), or in no segment and at or below the anchored horizon P_LEGACY of earlier versions; and a gap ending among retired segments ends at the end of one (so the row after it links to the hash a checkpoint signed). Returns ok, whether the horizon was needed, and otherwise the seq at fault and why (detail).';
+  'Private, used by scsql.verify_chain (scsql._chain_run_break). Whether every seq from P_FROM to P_TO may be missing from a chain: each lies in checkpoint segments (P_FIRSTS..P_LASTS) whose partitions were all retired (P_RETIRED: true when retention retired it, false when it exists, NULL when it is gone but retention did not retire it), or in no segment and at or below the anchored horizon P_LEGACY of earlier versions; and a gap ending among retired segments ends at the end of one (so the row after it links to the hash a checkpoint signed). Returns ok, whether the horizon was needed, and otherwise the seq at fault and why (detail).';
 
 create or replace function scsql._chain_dropped(p_chain bigint, p_seq bigint,
   out part text, out first_seq bigint, out last_seq bigint, out detail text)
@@ -794,7 +794,7 @@ begin
 end
 $$;
 comment on function scsql._chain_dropped(bigint, bigint) is
-  'Private, used by scsql.verify_chain. When a checkpoint segment puts seq P_SEQ of chain P_CHAIN in a dated partition that is gone although retention did not retire it (no record in scsql.partition_retirements, or one that does not hold up): the partition''s name, the first and last seq the checkpoints place in it for this chain, and a detail naming them; NULLs otherwise.';
+  'Private, used by scsql.verify_chain (scsql._chain_run_break and _chain_anchor_break). When a checkpoint segment puts seq P_SEQ of chain P_CHAIN in a dated partition that is gone although retention did not retire it (no record in scsql.partition_retirements, or one that does not hold up): the partition''s name, the first and last seq the checkpoints place in it for this chain, and a detail naming them; NULLs otherwise.';
 
 create or replace function scsql._chain_identity_break(p_chain bigint, p_row scsql.chains,
   out broken_seq bigint, out kind text, out detail text)
