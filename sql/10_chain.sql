@@ -370,21 +370,64 @@ $$;
 comment on function scsql._chain_protect(regclass) is
   'Private. Makes a chained table and each of its partitions append-only: revokes UPDATE, DELETE and TRUNCATE from every role (the owner included), adds the TRUNCATE trigger (row triggers are inherited by partitions, statement triggers are not), and puts partitions under forced RLS with no agent access. Tables already protected (they have the TRUNCATE trigger) are skipped, so partition maintenance can call it often.';
 
--- The insert trigger of a chained table, generated for its fields.
-create or replace function scsql._chain_trigger_sql(p_table text, p_link text default 'chain')
-returns text
-language plpgsql
+create or replace function scsql._chain_checked_author(p_table regclass, p_row anyelement)
+returns scsql.agents
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
-  v_link text;
+  v_me scsql.agents := scsql._chain_author(p_row.author_id);
+  v_chain bigint;
 begin
-  if p_link in ('chain', 'head') then
-    -- The row's bytes are encoded before the UPDATE of its chain's head: on
-    -- Citus that UPDATE is a distributed statement, where functions that are
-    -- not immutable (extract, convert_to) may not appear inside COALESCE.
-    v_link := coalesce((select string_agg(format('  new.%I := sha256(convert_to(new.%I, ''UTF8''));', d.digest_column, d.column_name), E'\n')
-                                  || E'\n' from scsql._chain_digests(p_table) d), '')
-           || format($l$  v_body := %2$s;
+  if p_row.author_id is not null and p_row.author_id <> v_me.agent_id then
+    raise exception using errcode = 'SC011',
+      message = format('the row names agent %s as its author, but agent %s is acting', p_row.author_id, v_me.name),
+      hint = 'The author is the acting agent; leave author_id unset.';
+  end if;
+  if p_row.project_id is not null and p_row.project_id <> v_me.project_id then
+    raise exception using errcode = 'SC104',
+      message = format('the row names project %s, but agent %s belongs to project %s', p_row.project_id, v_me.name, v_me.project_id);
+  end if;
+  if p_row.seq is not null or p_row.prev_hash is not null or p_row.row_hash is not null then
+    raise exception using errcode = 'SC104', message = 'seq, prev_hash and row_hash are assigned by the chain, not by the writer';
+  end if;
+  -- A bad argument is reported before the signing fields, signed or not:
+  -- the table's constraints, which PostgreSQL checks after the trigger.
+  perform scsql._check_row(p_table, p_row);
+  -- Signing fields: a signature, a timestamp near the server clock, the key valid then.
+  perform scsql._chain_check_signer(v_me.agent_id, p_row.key_id, p_row.at, p_row.signature);
+  if p_row.chain_id is not null then
+    select c.chain_id into v_chain from scsql.chains c
+    where c.project_id = v_me.project_id and c.agent_id = v_me.agent_id;
+    if v_chain is distinct from p_row.chain_id then
+      raise exception using errcode = 'SC104',
+        message = format('chain %s is not the acting agent''s chain (%s)', p_row.chain_id, coalesce(v_chain::text, 'none yet')),
+        hint = 'Rows join their author''s chain; leave chain_id unset.';
+    end if;
+  end if;
+  return v_me;
+end
+$$;
+comment on function scsql._chain_checked_author(regclass, anyelement) is
+  'Private, the slow path of the insert triggers of chained tables, taken by a write that fails their one quick test. The agent row P_ROW of chained table P_TABLE is written for (scsql._chain_author), once nothing is wrong with it. Raises SC011 (another author), SC104 (another project or chain, or chain columns set), the errors of the table''s constraints (scsql._check_row), SC101/SC102/SC103 (signing fields, scsql._chain_check_signer).';
+
+create or replace function scsql._chain_link_sql(p_table text, p_link text default 'chain')
+returns text
+language plpgsql stable
+as $$
+begin
+  if p_link = 'none' then
+    return $l$  new.chain_id := 0; new.seq := 0; new.prev_hash := ''; new.row_hash := '';
+  new.author_id := v_agent; new.project_id := v_project;
+$l$;
+  elsif p_link is distinct from 'chain' and p_link is distinct from 'head' then
+    raise exception using errcode = 'SC010', message = format('p_link must be chain, head or none, not %s', p_link);
+  end if;
+  -- The row's bytes are encoded before the UPDATE of its chain's head: on
+  -- Citus that UPDATE is a distributed statement, where functions that are
+  -- not immutable (extract, convert_to) may not appear inside COALESCE.
+  return coalesce((select string_agg(format('  new.%I := sha256(convert_to(new.%I, ''UTF8''));', d.digest_column, d.column_name), E'\n')
+                          || E'\n' from scsql._chain_digests(p_table) d), '')
+      || format($l$  v_body := %2$s;
   for i in 1 .. 2 loop
     update scsql.chains c
     set prev_head_hash = c.head_hash,
@@ -401,21 +444,23 @@ $l$, case when p_link = 'head' then 'c.head_hash'
           else format('sha256(c.head_hash || %s || %s || v_body || new.signature)',
                       scsql._enc_expr('int', 'c.chain_id'), scsql._enc_expr('int', 'c.head_seq + 1')) end,
        case when p_link = 'head' then 'null' else scsql._chain_body_expr(p_table, 'new', 'v_name') end);
-  elsif p_link = 'none' then
-    v_link := $l$  new.chain_id := 0; new.seq := 0; new.prev_hash := ''; new.row_hash := '';
-  new.author_id := v_agent; new.project_id := v_project;
-$l$;
-  else
-    raise exception using errcode = 'SC010', message = format('p_link must be chain, head or none, not %s', p_link);
-  end if;
-  -- The trigger runs once for
-  -- every chained write, so its common path is short: one lookup of the
-  -- acting agent and its signing key, one test of everything a well-formed
-  -- write satisfies, the row's bytes encoded inline (no helper calls per
-  -- row), and one UPDATE of the chain's head that hashes them. A write that
-  -- fails the test takes the slow path, which applies scsql._chain_author
-  -- (scsql._me() for an agent) and scsql._chain_check_signer and raises
-  -- their precise errors.
+end
+$$;
+comment on function scsql._chain_link_sql(text, text) is
+  'Private, used by scsql._chain_trigger_sql. The statements of the insert trigger of chained table p_table that link the row into its author''s chain: the digests of its digested texts, its bytes encoded inline, and one UPDATE of the chain''s head that hashes them (the head row made first for a new chain); p_link head and none are the reduced forms scsql._chain_trigger_sql describes. Raises SC010 for another p_link.';
+
+-- The insert trigger of a chained table, generated for its fields.
+create or replace function scsql._chain_trigger_sql(p_table text, p_link text default 'chain')
+returns text
+language plpgsql
+as $$
+begin
+  -- The trigger runs once for every chained write, so its common path is
+  -- short: one lookup of the acting agent and its signing key, one test of
+  -- everything a well-formed write satisfies, the row's bytes encoded inline
+  -- (no helper calls per row), and one UPDATE of the chain's head that
+  -- hashes them. A write that fails the test takes the slow path,
+  -- scsql._chain_checked_author, which raises the precise errors.
   return format($f$
 create or replace function scsql.%1$I()
 returns trigger
@@ -428,7 +473,6 @@ declare
   v_revoked timestamptz;
   v_key integer;
   v_me scsql.agents;
-  v_chain bigint;
   v_body bytea;
   v_role text := scsql._acting_role();
 begin
@@ -453,33 +497,7 @@ begin
       and length(new.signature) = 64 and new.key_id = v_key
       and abs(extract(epoch from new.at - clock_timestamp())) <= extract(epoch from scsql._chain_clock_skew())) is not true then
     -- Slow path: find what is wrong and say it.
-    v_me := scsql._chain_author(new.author_id);
-    if new.author_id is not null and new.author_id <> v_me.agent_id then
-      raise exception using errcode = 'SC011',
-        message = format('the row names agent %%s as its author, but agent %%s is acting', new.author_id, v_me.name),
-        hint = 'The author is the acting agent; leave author_id unset.';
-    end if;
-    if new.project_id is not null and new.project_id <> v_me.project_id then
-      raise exception using errcode = 'SC104',
-        message = format('the row names project %%s, but agent %%s belongs to project %%s', new.project_id, v_me.name, v_me.project_id);
-    end if;
-    if new.seq is not null or new.prev_hash is not null or new.row_hash is not null then
-      raise exception using errcode = 'SC104', message = 'seq, prev_hash and row_hash are assigned by the chain, not by the writer';
-    end if;
-    -- A bad argument is reported before the signing fields, signed or not:
-    -- the table's constraints, which PostgreSQL checks after this trigger.
-    perform scsql._check_row(%3$L, new);
-    -- Signing fields: a signature, a timestamp near the server clock, the key valid then.
-    perform scsql._chain_check_signer(v_me.agent_id, new.key_id, new.at, new.signature);
-    if new.chain_id is not null then
-      select c.chain_id into v_chain from scsql.chains c
-      where c.project_id = v_me.project_id and c.agent_id = v_me.agent_id;
-      if v_chain is distinct from new.chain_id then
-        raise exception using errcode = 'SC104',
-          message = format('chain %%s is not the acting agent''s chain (%%s)', new.chain_id, coalesce(v_chain::text, 'none yet')),
-          hint = 'Rows join their author''s chain; leave chain_id unset.';
-      end if;
-    end if;
+    v_me := scsql._chain_checked_author(%3$L, new);
     v_agent := v_me.agent_id;
     v_project := v_me.project_id;
     v_name := v_me.name;
@@ -490,7 +508,7 @@ begin
 %2$s  return new;
 end
 $body$;
-$f$, scsql._chain_object_name(p_table, '_chain_insert_'), v_link, p_table,
+$f$, scsql._chain_object_name(p_table, '_chain_insert_'), scsql._chain_link_sql(p_table, p_link), p_table,
   -- An administrator purging another agent's row records the purge in
   -- that agent's chain: scsql.purge is the one writer of scsql.purges.
   case when p_table = 'scsql.purges' then $a$
@@ -499,6 +517,103 @@ end
 $$;
 comment on function scsql._chain_trigger_sql(text, text) is 'Private. The CREATE FUNCTION statement of the insert trigger of chained table p_table (see scsql._make_chained). p_link chain (the default) links each row into its author''s chain; head and none are reduced forms for measuring where a chained write''s cost goes (scsql bench chain --breakdown, in a scratch database): head advances the head without encoding or hashing the row, none leaves the head alone and gives the chain columns placeholder values. Raises SC010 for another p_link.';
 
+create or replace function scsql._chain_check_fields(p_table regclass, p_name text, p_signed text[], p_stamped text[],
+                                                     p_appended text[], p_registered text[])
+returns void
+language plpgsql stable
+as $$
+declare
+  v_kind text;
+  v_col text;
+begin
+  if p_signed is null or cardinality(p_signed) = 0 or p_stamped is null then
+    raise exception using errcode = 'SC105', message = 'p_signed must list at least one column and p_stamped may not be NULL';
+  end if;
+  -- Appended fields: a list must extend the registered one at its end.
+  if array_position(p_appended, null) is not null then
+    raise exception using errcode = 'SC105', message = 'p_appended may not contain NULL';
+  end if;
+  if p_appended[1:cardinality(p_registered)] is distinct from p_registered then
+    raise exception using errcode = 'SC107',
+      message = format('the appended fields of %s are %s; %s removes or reorders them', p_name, p_registered, p_appended),
+      hint = 'Rows already written are signed with each appended field''s position: list the registered ones unchanged, new ones after them.';
+  end if;
+  if (select count(distinct c) from unnest(p_signed || p_stamped || p_appended) c) <> cardinality(p_signed || p_stamped || p_appended) then
+    raise exception using errcode = 'SC105', message = 'a column is listed twice in p_signed/p_stamped/p_appended';
+  end if;
+  foreach v_col in array p_signed || p_stamped || p_appended loop
+    if v_col = any (array['project_id', 'at', 'author_id', 'key_id', 'chain_id', 'seq', 'prev_hash', 'row_hash', 'signature']) then
+      raise exception using errcode = 'SC105', message = format('column %s is managed by the chain; do not list it', v_col);
+    end if;
+    select scsql._enc_kind(a.atttypid::regtype) into v_kind from pg_catalog.pg_attribute a
+    where a.attrelid = p_table and a.attname = v_col and not a.attisdropped;
+    if not found then
+      raise exception using errcode = 'SC105', message = format('%s has no column %s', p_name, v_col);
+    end if;
+    if v_kind is null then
+      raise exception using errcode = 'SC105',
+        message = format('column %s.%s has a type the canonical encoding does not define', p_name, v_col),
+        hint = 'Chainable types: text, varchar, smallint, integer, bigint, numeric, boolean, timestamptz, bytea, uuid, jsonb.';
+    end if;
+  end loop;
+end
+$$;
+comment on function scsql._chain_check_fields(regclass, text, text[], text[], text[], text[]) is
+  'Private, used by scsql._make_chained. Checks the fields table P_TABLE (named P_NAME) is made chained with: P_SIGNED lists a column, P_STAMPED is not NULL, P_APPENDED holds no NULL and keeps the registered appended fields P_REGISTERED at its start, no column is listed twice or managed by the chain, and each exists with a type the canonical encoding defines. Raises SC105, or SC107 for appended fields removed or reordered.';
+
+create or replace function scsql._chain_add_columns(p_table regclass, p_name text, p_new_appended text[])
+returns void
+language plpgsql
+as $$
+declare
+  v_col text;
+  v_has_rows boolean;
+  v_chain_cols constant text[][] := array[
+    ['at', 'timestamptz'], ['author_id', 'bigint'], ['key_id', 'integer'], ['chain_id', 'bigint'],
+    ['seq', 'bigint'], ['prev_hash', 'bytea'], ['row_hash', 'bytea'], ['signature', 'bytea']];
+begin
+  -- Chain columns the table lacks (the table must be empty for NOT NULL).
+  for i in 1 .. array_length(v_chain_cols, 1) loop
+    execute format('alter table %s add column if not exists %I %s', p_table, v_chain_cols[i][1], v_chain_cols[i][2]);
+    execute format('alter table %s alter column %I set not null', p_table, v_chain_cols[i][1]);
+  end loop;
+  execute format('create index if not exists %I on %s (chain_id, seq)',
+                 scsql._chain_object_name(p_name, '') || '_chain_idx', p_table);
+  -- A newly appended column must be NULL in every row written so far: those rows were hashed and signed without it.
+  foreach v_col in array coalesce(p_new_appended, '{}') loop
+    execute format('select exists (select from %s where %I is not null)', p_table, v_col) into v_has_rows;
+    if v_has_rows then
+      raise exception using errcode = 'SC107',
+        message = format('rows of %s written before %s was appended have values in it', p_name, v_col),
+        hint = 'Add the column without a default (NULL in existing rows), append it, then write values in new rows.';
+    end if;
+  end loop;
+end
+$$;
+comment on function scsql._chain_add_columns(regclass, text, text[]) is
+  'Private, used by scsql._make_chained. Adds to table P_TABLE (named P_NAME) the chain columns it lacks, NOT NULL, and the index on (chain_id, seq). Raises SC107 when a column of P_NEW_APPENDED, appended now, has values in rows already written.';
+
+create or replace function scsql._chain_install_triggers(p_table regclass, p_name text)
+returns void
+language plpgsql
+as $$
+declare
+  v_fn text := scsql._chain_object_name(p_name, '_chain_insert_');
+begin
+  execute scsql._chain_trigger_sql(p_name);
+  execute format('comment on function scsql.%I() is %L', v_fn,
+    format('Private trigger, generated by scsql._make_chained for %s. Stamps the author from the acting role (a row written as scsql_owner: the agent its author_id names, see scsql._chain_author), checks the signing fields and links the row into its author''s chain. Raises SC011 (another author), SC104 (another chain or project, or chain columns set), SC101/SC102/SC103 (signing fields).', p_name));
+  execute format('drop trigger if exists zz_chain_insert on %s', p_table);
+  execute format('create trigger zz_chain_insert before insert on %s for each row execute function scsql.%I()', p_table, v_fn);
+  execute format('drop trigger if exists zz_chain_append_only on %s', p_table);
+  execute format('create trigger zz_chain_append_only before update or delete on %s for each row execute function scsql._chain_append_only()', p_table);
+  execute format('revoke update, delete, truncate on %s from public, scsql_agent, scsql_auditor, scsql_admin, scsql_app, scsql_owner', p_table);
+  perform scsql._chain_protect(p_table);
+end
+$$;
+comment on function scsql._chain_install_triggers(regclass, text) is
+  'Private, used by scsql._make_chained. Generates the insert trigger of chained table P_TABLE (named P_NAME; scsql._chain_trigger_sql) and attaches it, the UPDATE/DELETE trigger and the TRUNCATE triggers (scsql._chain_protect), and revokes UPDATE, DELETE and TRUNCATE from every role.';
+
 create or replace function scsql._make_chained(p_table regclass, p_signed text[], p_stamped text[] default '{}',
                                                p_appended text[] default null)
 returns void
@@ -506,16 +621,7 @@ language plpgsql
 as $$
 declare
   v_name text;
-  v_kind text;
-  v_col text;
   v_registered text[];
-  v_has_rows boolean;
-  v_fn text := scsql._chain_object_name(p_table::text, '_chain_insert_');
-  v_reserved constant text[] := array['project_id', 'at', 'author_id', 'key_id', 'chain_id', 'seq', 'prev_hash', 'row_hash', 'signature'];
-  v_chain_cols constant text[][] := array[
-    ['at', 'timestamptz'], ['author_id', 'bigint'], ['key_id', 'integer'], ['chain_id', 'bigint'],
-    ['seq', 'bigint'], ['prev_hash', 'bytea'], ['row_hash', 'bytea'], ['signature', 'bytea']];
-  i integer;
 begin
   select n.nspname || '.' || c.relname into v_name
   from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
@@ -528,71 +634,16 @@ begin
     raise exception using errcode = 'SC105', message = format('%s has no project_id bigint column', v_name),
       hint = 'Chains belong to a project: every chained table carries project_id.';
   end if;
-  if p_signed is null or cardinality(p_signed) = 0 or p_stamped is null then
-    raise exception using errcode = 'SC105', message = 'p_signed must list at least one column and p_stamped may not be NULL';
-  end if;
-  -- Appended fields: NULL keeps the registered list; a list must extend it at its end.
+  -- Appended fields: NULL keeps the registered list.
   v_registered := coalesce((select t.appended_fields from scsql.chained_tables t where t.table_name = v_name), '{}');
   p_appended := coalesce(p_appended, v_registered);
-  if array_position(p_appended, null) is not null then
-    raise exception using errcode = 'SC105', message = 'p_appended may not contain NULL';
-  end if;
-  if p_appended[1:cardinality(v_registered)] is distinct from v_registered then
-    raise exception using errcode = 'SC107',
-      message = format('the appended fields of %s are %s; %s removes or reorders them', v_name, v_registered, p_appended),
-      hint = 'Rows already written are signed with each appended field''s position: list the registered ones unchanged, new ones after them.';
-  end if;
-  if (select count(distinct c) from unnest(p_signed || p_stamped || p_appended) c) <> cardinality(p_signed || p_stamped || p_appended) then
-    raise exception using errcode = 'SC105', message = 'a column is listed twice in p_signed/p_stamped/p_appended';
-  end if;
-  foreach v_col in array p_signed || p_stamped || p_appended loop
-    if v_col = any (v_reserved) then
-      raise exception using errcode = 'SC105', message = format('column %s is managed by the chain; do not list it', v_col);
-    end if;
-    select scsql._enc_kind(a.atttypid::regtype) into v_kind from pg_catalog.pg_attribute a
-    where a.attrelid = p_table and a.attname = v_col and not a.attisdropped;
-    if not found then
-      raise exception using errcode = 'SC105', message = format('%s has no column %s', v_name, v_col);
-    end if;
-    if v_kind is null then
-      raise exception using errcode = 'SC105',
-        message = format('column %s.%s has a type the canonical encoding does not define', v_name, v_col),
-        hint = 'Chainable types: text, varchar, smallint, integer, bigint, numeric, boolean, timestamptz, bytea, uuid, jsonb.';
-    end if;
-  end loop;
-
-  -- Chain columns the table lacks (the table must be empty for NOT NULL).
-  for i in 1 .. array_length(v_chain_cols, 1) loop
-    execute format('alter table %s add column if not exists %I %s', p_table, v_chain_cols[i][1], v_chain_cols[i][2]);
-    execute format('alter table %s alter column %I set not null', p_table, v_chain_cols[i][1]);
-  end loop;
-  execute format('create index if not exists %I on %s (chain_id, seq)',
-                 scsql._chain_object_name(v_name, '') || '_chain_idx', p_table);
-
-  -- A newly appended column must be NULL in every row written so far: those rows were hashed and signed without it.
-  foreach v_col in array p_appended[cardinality(v_registered) + 1:] loop
-    execute format('select exists (select from %s where %I is not null)', p_table, v_col) into v_has_rows;
-    if v_has_rows then
-      raise exception using errcode = 'SC107',
-        message = format('rows of %s written before %s was appended have values in it', v_name, v_col),
-        hint = 'Add the column without a default (NULL in existing rows), append it, then write values in new rows.';
-    end if;
-  end loop;
-
+  perform scsql._chain_check_fields(p_table, v_name, p_signed, p_stamped, p_appended, v_registered);
+  perform scsql._chain_add_columns(p_table, v_name, p_appended[cardinality(v_registered) + 1:]);
   insert into scsql.chained_tables (table_name, signed_fields, stamped_fields, appended_fields)
   values (v_name, p_signed, p_stamped, p_appended)
   on conflict (table_name) do update set signed_fields = excluded.signed_fields, stamped_fields = excluded.stamped_fields,
                                          appended_fields = excluded.appended_fields;
-
-  execute scsql._chain_trigger_sql(v_name);
-  execute format('comment on function scsql.%I() is %L', v_fn,
-    format('Private trigger, generated by scsql._make_chained for %s. Stamps the author from the acting role (a row written as scsql_owner: the agent its author_id names, see scsql._chain_author), checks the signing fields and links the row into its author''s chain. Raises SC011 (another author), SC104 (another chain or project, or chain columns set), SC101/SC102/SC103 (signing fields).', v_name));
-  execute format('drop trigger if exists zz_chain_insert on %s', p_table);
-  execute format('create trigger zz_chain_insert before insert on %s for each row execute function scsql.%I()', p_table, v_fn);
-  execute format('drop trigger if exists zz_chain_append_only on %s', p_table);
-  execute format('create trigger zz_chain_append_only before update or delete on %s for each row execute function scsql._chain_append_only()', p_table);
-  execute format('revoke update, delete, truncate on %s from public, scsql_agent, scsql_auditor, scsql_admin, scsql_app, scsql_owner', p_table);
-  perform scsql._chain_protect(p_table);
+  perform scsql._chain_install_triggers(p_table, v_name);
 end
 $$;
 comment on function scsql._make_chained(regclass, text[], text[], text[]) is $doc$Private; called from sql/ files (it is idempotent and re-run on every migrate). Makes a table chained:
@@ -713,7 +764,7 @@ begin
 end
 $$;
 comment on function scsql._chain_gap(bigint, bigint, bigint[], bigint[], boolean[], bigint) is
-  'Private, used by scsql.verify_chain. Whether every seq from P_FROM to P_TO may be missing from a chain: each lies in checkpoint segments (P_FIRSTS..P_LASTS) whose partitions were all retired (P_RETIRED: true when retention retired it, false when it exists, NULL when it is gone but retention did not retire it), or in no segment and at or below the anchored horizon P_LEGACY of earlier versions; and a gap ending among retired segments ends at the end of one (so the row after it links to the hash a checkpoint signed). Returns ok, whether the horizon was needed, and otherwise the seq at fault and why (detail).';
+  'Private, used by scsql.verify_chain (scsql._chain_run_break). Whether every seq from P_FROM to P_TO may be missing from a chain: each lies in checkpoint segments (P_FIRSTS..P_LASTS) whose partitions were all retired (P_RETIRED: true when retention retired it, false when it exists, NULL when it is gone but retention did not retire it), or in no segment and at or below the anchored horizon P_LEGACY of earlier versions; and a gap ending among retired segments ends at the end of one (so the row after it links to the hash a checkpoint signed). Returns ok, whether the horizon was needed, and otherwise the seq at fault and why (detail).';
 
 create or replace function scsql._chain_dropped(p_chain bigint, p_seq bigint,
   out part text, out first_seq bigint, out last_seq bigint, out detail text)
@@ -743,7 +794,322 @@ begin
 end
 $$;
 comment on function scsql._chain_dropped(bigint, bigint) is
-  'Private, used by scsql.verify_chain. When a checkpoint segment puts seq P_SEQ of chain P_CHAIN in a dated partition that is gone although retention did not retire it (no record in scsql.partition_retirements, or one that does not hold up): the partition''s name, the first and last seq the checkpoints place in it for this chain, and a detail naming them; NULLs otherwise.';
+  'Private, used by scsql.verify_chain (scsql._chain_run_break and _chain_anchor_break). When a checkpoint segment puts seq P_SEQ of chain P_CHAIN in a dated partition that is gone although retention did not retire it (no record in scsql.partition_retirements, or one that does not hold up): the partition''s name, the first and last seq the checkpoints place in it for this chain, and a detail naming them; NULLs otherwise.';
+
+create or replace function scsql._chain_identity_break(p_chain bigint, p_row scsql.chains,
+  out broken_seq bigint, out kind text, out detail text)
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_agent scsql.agents;
+  v_seq bigint;
+  r record;
+begin
+  if p_row.chain_id is null then
+    select h.seq into v_seq from scsql.checkpoint_heads h where h.chain_id = p_chain order by h.seq desc limit 1;
+    if found then
+      broken_seq := v_seq; kind := 'chain-missing';
+      detail := format('a checkpoint covers chain %s up to seq %s, but the chain no longer exists', p_chain, v_seq);
+      return;
+    end if;
+    raise exception using errcode = 'SC106', message = format('chain %s does not exist', coalesce(p_chain::text, 'NULL'));
+  end if;
+  -- Whose chain it is: the agent's project, and what checkpoints recorded.
+  select * into v_agent from scsql.agents a where a.agent_id = p_row.agent_id;
+  if not found or v_agent.project_id <> p_row.project_id then
+    broken_seq := 0; kind := 'chain-identity';
+    detail := format('the chain belongs to project %s, but its agent %s %s', p_row.project_id, p_row.agent_id,
+                     case when v_agent.agent_id is null then 'does not exist' else format('belongs to project %s', v_agent.project_id) end);
+    return;
+  end if;
+  select h.checkpoint_id, h.project_id, h.agent_id into r from scsql.checkpoint_heads h
+  where h.chain_id = p_chain and (h.project_id <> p_row.project_id or h.agent_id <> p_row.agent_id)
+  order by h.checkpoint_id limit 1;
+  if found then
+    broken_seq := 0; kind := 'chain-identity';
+    detail := format('checkpoint %s recorded the chain in project %s for agent %s; it is now in project %s for agent %s',
+                     r.checkpoint_id, r.project_id, coalesce(r.agent_id::text, '?'), p_row.project_id, p_row.agent_id);
+    return;
+  end if;
+  -- A horizon left by retention of earlier versions is trusted only at a checkpointed head.
+  if p_row.horizon_seq > 0 then
+    -- A statement of its own (Citus plans no EXISTS subquery over the
+    -- shards of every project).
+    perform from scsql.checkpoint_heads h
+    where h.chain_id = p_chain and h.seq = p_row.horizon_seq and h.row_hash = p_row.horizon_hash
+    limit 1;
+    if not found then
+      broken_seq := p_row.horizon_seq; kind := 'horizon-unanchored';
+      detail := format('the chain''s horizon (seq %s) is not the head of any checkpoint', p_row.horizon_seq);
+    end if;
+  end if;
+end
+$$;
+comment on function scsql._chain_identity_break(bigint, scsql.chains) is
+  'Private, used by scsql.verify_chain. The first break in what chain P_CHAIN (its row P_ROW of scsql.chains, NULLs when there is none) is, before its rows are read: chain-missing (a checkpoint names a chain that is gone), chain-identity (broken_seq 0: the chain''s agent is gone or of another project, or a checkpoint recorded another project or agent), horizon-unanchored (the horizon is not a checkpointed head); NULLs when there is none. Raises SC106 for a chain no checkpoint knows.';
+
+create or replace function scsql._chain_segments(p_chain bigint,
+  out firsts bigint[], out lasts bigint[], out retired boolean[], out gone int8multirange)
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_parts text[] := array(select p.part from scsql._chain_partitions() p);
+  -- A gone partition counts as retired only with a retirement record that holds up.
+  v_retirements text[] := array(select x.part from scsql.partition_retirements() x where x.ok);
+begin
+  select array_agg(g.first_seq order by g.first_seq, g.last_seq), array_agg(g.last_seq order by g.first_seq, g.last_seq),
+         array_agg(case when not g.gone then false when g.part = any (v_retirements) then true end
+                   order by g.first_seq, g.last_seq),
+         range_agg(int8range(g.first_seq, g.last_seq, '[]')) filter (where g.gone)
+  into firsts, lasts, retired, gone
+  from (select distinct g.first_seq, g.last_seq, g.part,
+               g.part like '%@%' and g.part not like '%@default' and not g.part = any (v_parts) as gone
+        from scsql.checkpoint_segments g where g.chain_id = p_chain) g;
+end
+$$;
+comment on function scsql._chain_segments(bigint) is
+  'Private, used by scsql.verify_chain. The segments checkpoints signed for chain P_CHAIN, in seq order: their first and last seqs, whether each one''s partition was retired (true: gone and retired by retention; false: it exists; NULL: gone otherwise; see scsql._chain_gap), and the seqs of the segments whose partition is gone (where no row may be present).';
+
+create or replace function scsql._chain_row_fault(
+  p_author bigint, p_project bigint, p_row_hash bytea, p_computed bytea, p_content text, p_first_seq bigint,
+  p_seq bigint, p_signed_differs boolean, p_chain_agent bigint, p_chain_project bigint)
+returns text
+language sql immutable parallel safe
+as $$
+  select case when p_author <> p_chain_agent then 'wrong-author'
+              when p_project <> p_chain_project then 'wrong-project'
+              when p_computed <> p_row_hash then 'hash-mismatch'
+              when p_content is not null then p_content
+              when p_first_seq < p_seq then 'replay'
+              when p_signed_differs then 'checkpoint-mismatch' end
+$$;
+comment on function scsql._chain_row_fault(bigint, bigint, bytea, bytea, text, bigint, bigint, boolean, bigint, bigint) is
+  'Private, inlined where scsql._chain_walk evaluates it for each row. The first fault of one row of a chain, by what the row holds, in this order: wrong-author, wrong-project, hash-mismatch (P_COMPUTED, the hash of its content, is not its row_hash), the content fault of scsql._chain_content_expr, replay (P_FIRST_SEQ, the first seq with its signature in its table, is before it), checkpoint-mismatch (a checkpoint signed another hash for it); NULL for none.';
+
+create or replace function scsql._chain_fault_detail(
+  p_kind text, p_author bigint, p_project bigint, p_first_seq bigint, p_chain_agent bigint, p_chain_project bigint)
+returns text
+language sql stable
+as $$
+  select case p_kind
+    when 'wrong-author' then format('the row names author %s in the chain of agent %s', p_author, p_chain_agent)
+    when 'wrong-project' then format('the row is in project %s, its chain in project %s', p_project, p_chain_project)
+    when 'hash-mismatch' then 'row_hash does not match the row''s content'
+    when 'content-mismatch' then 'a text of the row is not the one its digest was made of'
+    when 'purge-unrecorded' then 'a text of the row is gone, and no purge recorded in scsql.purges removed it'
+    when 'replay' then format('the row repeats seq %s: the same signed write, stored twice', p_first_seq)
+    when 'checkpoint-mismatch' then 'row_hash differs from the one a checkpoint signed' end
+$$;
+comment on function scsql._chain_fault_detail(text, bigint, bigint, bigint, bigint, bigint) is
+  'Private, used by scsql._chain_walk. The detail of a row fault P_KIND that scsql._chain_row_fault found, from the row''s author, project and first seq with its signature and the chain''s agent and project.';
+
+create or replace function scsql._chain_rows_sql()
+returns text
+language plpgsql stable
+as $$
+declare
+  v_query text;
+begin
+  select string_agg(format('select t.seq, t.prev_hash, t.row_hash, t.author_id, t.project_id, sha256(t.prev_hash || scsql._enc_int(t.chain_id) || scsql._enc_int(t.seq) || %s || t.signature) as computed, %L as tbl, t.signature, %s as content from %s t where t.chain_id = $1 and t.seq > $2',
+                           scsql._chain_body_expr(ct.table_name, 't', '$3'), ct.table_name,
+                           scsql._chain_content_expr(ct.table_name, 't'), ct.table_name), ' union all ')
+  into v_query from scsql.chained_tables ct;
+  -- The chain's rows and the hashes checkpoints signed are read first, each
+  -- by chain_id alone (a row moved to another project is read too, and
+  -- found), and then compared. On Citus the tables are sharded by project:
+  -- each MATERIALIZED part is read from every shard and the comparison runs
+  -- on the coordinator (a join of the parts would be a join of tables on
+  -- other columns than the one they are sharded by, which Citus refuses).
+  return 'with x as materialized (' || v_query || '), '
+      || 'e as materialized (select s.seq, array_agg(distinct s.row_hash) as hashes from ('
+      || 'select h.seq, h.row_hash from scsql.checkpoint_heads h where h.chain_id = $1 '
+      || 'union all select g.last_seq, g.row_hash from scsql.checkpoint_segments g where g.chain_id = $1) s group by s.seq) '
+      || 'select x.*, (e.seq is not null and (cardinality(e.hashes) > 1 or e.hashes[1] <> x.row_hash)) as signed_differs, '
+      || 'coalesce(x.seq <@ $4, false) as gone, min(x.seq) over (partition by x.tbl, x.signature) as first_seq, '
+      || 'count(*) over (partition by x.seq) as copies from x left join e on e.seq = x.seq order by x.seq';
+end
+$$;
+comment on function scsql._chain_rows_sql() is
+  'Private, used by scsql._chain_walk. The query of the rows of one chain ($1) after seq $2, in seq order, over every chained table ($3: the author''s name): each row''s seq, prev_hash, row_hash, author_id, project_id, computed (the hash of its content), tbl, signature, content (scsql._chain_content_expr), signed_differs (a checkpoint signed another hash for its seq), gone (its seq is in $4, segments whose partition is gone), first_seq (the first seq with its signature in its table), and copies (rows with its seq); NULL when no table is chained.';
+
+create or replace function scsql._chain_anchor_break(p_chain bigint, p_seq bigint, p_gone int8multirange, p_legacy bigint,
+  p_next_seq bigint, out broken_seq bigint, out kind text, out detail text)
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_dropped record;
+begin
+  -- The row the starting checkpoint names is missing: only retention may have taken it.
+  select * into v_dropped from scsql._chain_dropped(p_chain, p_seq);
+  if v_dropped.part is not null then
+    broken_seq := p_seq; kind := 'partition-dropped'; detail := v_dropped.detail;
+  elsif not (coalesce(p_seq <@ p_gone, false) or p_seq <= p_legacy) then
+    broken_seq := coalesce(p_next_seq, p_seq);
+    kind := case when p_next_seq is null then 'checkpoint-mismatch' else 'seq-gap' end;
+    detail := format('seq %s, the row the starting checkpoint names, is missing', p_seq);
+  end if;
+end
+$$;
+comment on function scsql._chain_anchor_break(bigint, bigint, int8multirange, bigint, bigint) is
+  'Private, used by scsql._chain_walk. The break when seq P_SEQ of chain P_CHAIN, the row the starting checkpoint names, is missing: partition-dropped (its partition is gone though retention did not retire it), else, unless P_GONE (segments whose partition is gone) or the horizon P_LEGACY holds it, seq-gap at P_NEXT_SEQ, the first row present after it, or checkpoint-mismatch at P_SEQ when no row follows; NULLs when it may be missing.';
+
+create or replace function scsql._chain_run_break(
+  p_chain scsql.chains, p_from bigint, p_to bigint, p_at_head boolean,
+  p_firsts bigint[], p_lasts bigint[], p_retired boolean[], p_legacy bigint,
+  out covered boolean, out prev_hash bytea, out broken_seq bigint, out kind text, out detail text)
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_gap record;
+  v_dropped record;
+  v_hashes bytea[];
+begin
+  select * into v_gap from scsql._chain_gap(p_from, p_to, p_firsts, p_lasts, p_retired, p_legacy);
+  covered := v_gap.ok;
+  if not v_gap.ok then
+    select * into v_dropped from scsql._chain_dropped(p_chain.chain_id, v_gap.missing_at);
+    if v_dropped.part is not null then
+      broken_seq := v_gap.missing_at; kind := 'partition-dropped'; detail := v_dropped.detail;
+    elsif not p_at_head then
+      broken_seq := p_to + 1; kind := 'seq-gap';
+      detail := format('expected seq %s, found %s: rows are missing (%s)', p_from, p_to + 1, v_gap.detail);
+    end if;
+    return;
+  end if;
+  -- The row before a retired run is known by the hash a checkpoint signed for it.
+  v_hashes := array(select distinct e.row_hash from scsql.checkpoint_segments e
+                    where e.chain_id = p_chain.chain_id and e.last_seq = p_to);
+  if cardinality(v_hashes) > 1 then
+    broken_seq := case when p_at_head then p_from else p_to + 1 end; kind := 'checkpoint-mismatch';
+    detail := format('checkpoints signed different hashes for seq %s, %s', p_to,
+                     case when p_at_head then 'the chain''s head' else 'the last row missing before this one' end);
+    return;
+  end if;
+  prev_hash := v_hashes[1];
+  if prev_hash is null and p_to = p_legacy then
+    prev_hash := p_chain.horizon_hash;
+  end if;
+end
+$$;
+comment on function scsql._chain_run_break(scsql.chains, bigint, bigint, boolean, bigint[], bigint[], boolean[], bigint) is
+  'Private, used by scsql.verify_chain. Whether the rows P_FROM to P_TO of chain P_CHAIN may be missing (scsql._chain_gap over the segments P_FIRSTS, P_LASTS, P_RETIRED and the horizon P_LEGACY) and, when they may (covered), prev_hash: the hash a checkpoint signed for P_TO (the horizon''s hash at the horizon), which the next row must link to. Otherwise the break: partition-dropped (at the first row missing whose partition is gone though retention did not retire it), or seq-gap at P_TO + 1, except at the end of the chain (P_AT_HEAD), where the caller finds the rows end early. checkpoint-mismatch when checkpoints signed different hashes for P_TO.';
+
+create or replace function scsql._chain_walk(
+  p_chain scsql.chains, p_seq bigint, p_prev bytea, p_legacy bigint,
+  p_firsts bigint[], p_lasts bigint[], p_retired boolean[], p_gone int8multirange,
+  out rows_checked bigint, out last_seq bigint, out last_hash bytea, out broken_seq bigint, out kind text, out detail text)
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_query text := scsql._chain_rows_sql();
+  v_pending boolean := p_seq > 0;  -- the row the starting checkpoint names is checked too
+  v_name text;
+  v_run record;
+  v_fault text;
+  r record;
+begin
+  rows_checked := 0; last_seq := p_seq; last_hash := p_prev;
+  if v_query is null then
+    return;
+  end if;
+  select a.name into v_name from scsql.agents a where a.agent_id = p_chain.agent_id;
+  for r in execute v_query using p_chain.chain_id, p_seq - v_pending::integer, v_name, p_gone loop
+    rows_checked := rows_checked + 1;
+    v_fault := scsql._chain_row_fault(r.author_id, r.project_id, r.row_hash, r.computed, r.content, r.first_seq, r.seq,
+                                      r.signed_differs, p_chain.agent_id, p_chain.project_id);
+    if r.gone then
+      broken_seq := r.seq; kind := 'retired-row-present';
+      detail := 'a checkpoint segment places this row in a partition that no longer exists';
+      return;
+    elsif r.copies > 1 or (r.seq = last_seq and not v_pending) then
+      -- Another row has this seq: a fork, whichever of them comes first.
+      broken_seq := r.seq; kind := 'fork'; detail := format('two rows have seq %s', r.seq);
+      return;
+    end if;
+    if v_pending then
+      v_pending := false;
+      if r.seq = last_seq then
+        -- The row the starting checkpoint names: it must be that row, unaltered.
+        if r.row_hash <> last_hash then
+          broken_seq := r.seq; kind := 'checkpoint-mismatch';
+          detail := 'the row differs from the one the starting checkpoint signed';
+        elsif v_fault in ('wrong-author', 'wrong-project', 'hash-mismatch', 'content-mismatch', 'purge-unrecorded') then
+          broken_seq := r.seq; kind := v_fault;
+          detail := scsql._chain_fault_detail(v_fault, r.author_id, r.project_id, r.first_seq, p_chain.agent_id, p_chain.project_id);
+        end if;
+        if kind is not null then
+          return;
+        end if;
+        continue;
+      end if;
+      select * into broken_seq, kind, detail from scsql._chain_anchor_break(p_chain.chain_id, last_seq, p_gone, p_legacy, r.seq);
+      if kind is not null then
+        return;
+      end if;
+    end if;
+    if r.seq > last_seq + 1 then
+      select * into v_run from scsql._chain_run_break(p_chain, last_seq + 1, r.seq - 1, false, p_firsts, p_lasts, p_retired, p_legacy);
+      if v_run.kind is not null then
+        broken_seq := v_run.broken_seq; kind := v_run.kind; detail := v_run.detail;
+        return;
+      end if;
+      last_hash := v_run.prev_hash;
+    end if;
+    if last_hash is not null and r.prev_hash <> last_hash then
+      broken_seq := r.seq; kind := 'prev-mismatch';
+      detail := 'prev_hash is not the row_hash of the previous row';
+      return;
+    elsif v_fault is not null then
+      broken_seq := r.seq; kind := v_fault;
+      detail := scsql._chain_fault_detail(v_fault, r.author_id, r.project_id, r.first_seq, p_chain.agent_id, p_chain.project_id);
+      return;
+    end if;
+    last_seq := r.seq;
+    last_hash := r.row_hash;
+  end loop;
+  if v_pending then  -- no row from the starting checkpoint's on
+    select * into broken_seq, kind, detail from scsql._chain_anchor_break(p_chain.chain_id, last_seq, p_gone, p_legacy, null);
+  end if;
+end
+$$;
+comment on function scsql._chain_walk(scsql.chains, bigint, bytea, bigint, bigint[], bigint[], boolean[], int8multirange) is
+  'Private, used by scsql.verify_chain. Reads the rows of chain P_CHAIN after seq P_SEQ (and the row at P_SEQ, which must have hash P_PREV, when P_SEQ > 0: a starting checkpoint''s head) in seq order and checks each: not in a gone partition (P_GONE), no fork, runs of missing rows allowed by the segments and the horizon P_LEGACY (scsql._chain_run_break), prev_hash linking to the row before, and no fault (scsql._chain_row_fault). Returns the rows checked, the last seq and hash reached, and the first break (NULLs when none).';
+
+create or replace function scsql._chain_end_break(
+  p_chain scsql.chains, p_seq bigint, p_prev bytea, p_legacy bigint, p_firsts bigint[], p_lasts bigint[], p_retired boolean[],
+  out broken_seq bigint, out kind text, out detail text)
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_end bigint := p_seq;
+  v_prev bytea := p_prev;
+  v_cp_seq bigint;
+  v_run record;
+begin
+  -- The end: the recorded head, possibly in retired rows.
+  if p_seq < p_chain.head_seq then
+    select * into v_run from scsql._chain_run_break(p_chain, p_seq + 1, p_chain.head_seq, true, p_firsts, p_lasts, p_retired, p_legacy);
+    if v_run.kind is not null then
+      broken_seq := v_run.broken_seq; kind := v_run.kind; detail := v_run.detail;
+      return;
+    elsif v_run.covered then
+      v_end := p_chain.head_seq;
+      v_prev := v_run.prev_hash;
+    end if;
+  end if;
+  -- The newest checkpoint must still be in the chain (a removed tail is found here).
+  select max(h.seq) into v_cp_seq from scsql.checkpoint_heads h where h.chain_id = p_chain.chain_id;
+  if v_cp_seq > v_end then
+    broken_seq := v_end + 1; kind := 'checkpoint-mismatch';
+    detail := format('checkpoint covers seq %s but the chain ends at seq %s', v_cp_seq, v_end);
+  elsif v_end <> p_chain.head_seq or v_prev is distinct from p_chain.head_hash then
+    broken_seq := v_end + 1; kind := 'head-mismatch';
+    detail := format('the chain''s head is seq %s but its rows end at seq %s', p_chain.head_seq, v_end);
+  end if;
+end
+$$;
+comment on function scsql._chain_end_break(scsql.chains, bigint, bytea, bigint, bigint[], bigint[], boolean[]) is
+  'Private, used by scsql.verify_chain. The break at the end of chain P_CHAIN, whose rows present end at seq P_SEQ with hash P_PREV: rows missing up to the recorded head that retention did not retire (scsql._chain_run_break), a checkpoint covering rows past the end (checkpoint-mismatch: the tail was removed), or an end that is not the recorded head (head-mismatch); NULLs when there is none.';
 
 create or replace function scsql.verify_chain(
   p_chain bigint, p_from_checkpoint bigint default null,
@@ -752,280 +1118,42 @@ language plpgsql stable security definer set search_path = pg_catalog, scsql, pg
 as $$
 declare
   v_chain scsql.chains;
-  v_agent scsql.agents;
-  v_query text;
   v_seq bigint := 0;
   v_prev bytea := '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea;
   v_legacy bigint := 0;
-  v_cp_seq bigint;
-  v_cp_hash bytea;
-  v_firsts bigint[];
-  v_lasts bigint[];
-  v_retired boolean[];
-  v_gone int8multirange;
-  v_hashes bytea[];
-  v_start_pending boolean := false;
-  v_gap record;
-  v_end bigint;
-  v_parts text[];
-  v_retirements text[];
-  v_dropped record;
-  r record;
+  v_seg record;
+  v_walk record;
 begin
   chain_id := p_chain;
   rows_checked := 0;
   ok := false;
   select * into v_chain from scsql.chains c where c.chain_id = p_chain;
-  if not found then
-    select h.seq into v_cp_seq from scsql.checkpoint_heads h where h.chain_id = p_chain order by h.seq desc limit 1;
-    if found then
-      broken_seq := v_cp_seq; kind := 'chain-missing';
-      detail := format('a checkpoint covers chain %s up to seq %s, but the chain no longer exists', p_chain, v_cp_seq);
-      return;
-    end if;
-    raise exception using errcode = 'SC106', message = format('chain %s does not exist', coalesce(p_chain::text, 'NULL'));
-  end if;
-
-  -- Whose chain it is: the agent's project, and what checkpoints recorded.
-  select * into v_agent from scsql.agents a where a.agent_id = v_chain.agent_id;
-  if not found or v_agent.project_id <> v_chain.project_id then
-    broken_seq := 0; kind := 'chain-identity';
-    detail := format('the chain belongs to project %s, but its agent %s %s', v_chain.project_id, v_chain.agent_id,
-                     case when v_agent.agent_id is null then 'does not exist' else format('belongs to project %s', v_agent.project_id) end);
+  select * into broken_seq, kind, detail from scsql._chain_identity_break(p_chain, v_chain);
+  if kind is not null then
     return;
   end if;
-  select h.checkpoint_id, h.project_id, h.agent_id into r from scsql.checkpoint_heads h
-  where h.chain_id = p_chain and (h.project_id <> v_chain.project_id or h.agent_id <> v_chain.agent_id)
-  order by h.checkpoint_id limit 1;
-  if found then
-    broken_seq := 0; kind := 'chain-identity';
-    detail := format('checkpoint %s recorded the chain in project %s for agent %s; it is now in project %s for agent %s',
-                     r.checkpoint_id, r.project_id, coalesce(r.agent_id::text, '?'), v_chain.project_id, v_chain.agent_id);
-    return;
-  end if;
-
-  -- A horizon left by retention of earlier versions is trusted only at a checkpointed head.
   if v_chain.horizon_seq > 0 then
-    -- A statement of its own (Citus plans no EXISTS subquery over the
-    -- shards of every project).
-    perform from scsql.checkpoint_heads h
-    where h.chain_id = p_chain and h.seq = v_chain.horizon_seq and h.row_hash = v_chain.horizon_hash
-    limit 1;
-    if not found then
-      broken_seq := v_chain.horizon_seq; kind := 'horizon-unanchored';
-      detail := format('the chain''s horizon (seq %s) is not the head of any checkpoint', v_chain.horizon_seq);
-      return;
-    end if;
     v_legacy := v_chain.horizon_seq;
   end if;
-
   if p_from_checkpoint is not null then
-    select h.seq, h.row_hash into v_cp_seq, v_cp_hash from scsql.checkpoint_heads h
+    select h.seq, h.row_hash into v_seq, v_prev from scsql.checkpoint_heads h
     where h.checkpoint_id = p_from_checkpoint and h.chain_id = p_chain;
     if not found then
       raise exception using errcode = 'SC010',
         message = format('checkpoint %s has no head for chain %s', p_from_checkpoint, p_chain);
     end if;
-    v_seq := v_cp_seq;
-    v_prev := v_cp_hash;
-    v_start_pending := v_cp_seq > 0;  -- the row it names is checked too
   end if;
-
   -- Segments checkpoints signed: where rows may be missing (their partition
-  -- was retired), and where rows may not be present (v_gone).
-  -- A gone partition counts as retired only with a retirement record that holds up.
-  v_parts := array(select p.part from scsql._chain_partitions() p);
-  v_retirements := array(select x.part from scsql.partition_retirements() x where x.ok);
-  select array_agg(g.first_seq order by g.first_seq, g.last_seq), array_agg(g.last_seq order by g.first_seq, g.last_seq),
-         array_agg(case when not g.gone then false when g.part = any (v_retirements) then true end
-                   order by g.first_seq, g.last_seq),
-         range_agg(int8range(g.first_seq, g.last_seq, '[]')) filter (where g.gone)
-  into v_firsts, v_lasts, v_retired, v_gone
-  from (select distinct g.first_seq, g.last_seq, g.part,
-               g.part like '%@%' and g.part not like '%@default' and not g.part = any (v_parts) as gone
-        from scsql.checkpoint_segments g where g.chain_id = p_chain) g;
-
-  select string_agg(format('select t.seq, t.prev_hash, t.row_hash, t.author_id, t.project_id, sha256(t.prev_hash || scsql._enc_int(t.chain_id) || scsql._enc_int(t.seq) || %s || t.signature) as computed, %L as tbl, t.signature, %s as content from %s t where t.chain_id = $1 and t.seq > $2',
-                           scsql._chain_body_expr(ct.table_name, 't', '$3'), ct.table_name,
-                           scsql._chain_content_expr(ct.table_name, 't'), ct.table_name), ' union all ')
-  into v_query from scsql.chained_tables ct;
-  if v_query is not null then
-    -- The chain's rows and the hashes checkpoints signed are read first, each
-    -- by chain_id alone (a row moved to another project is read too, and
-    -- found), and then compared. On Citus the tables are sharded by project:
-    -- each MATERIALIZED part is read from every shard and the comparison
-    -- runs on the coordinator (a join of the parts would be a join of tables
-    -- on other columns than the one they are sharded by, which Citus refuses).
-    v_query := 'with x as materialized (' || v_query || '), '
-            || 'e as materialized (select s.seq, array_agg(distinct s.row_hash) as hashes from ('
-            || 'select h.seq, h.row_hash from scsql.checkpoint_heads h where h.chain_id = $1 '
-            || 'union all select g.last_seq, g.row_hash from scsql.checkpoint_segments g where g.chain_id = $1) s group by s.seq) '
-            || 'select x.*, (e.seq is not null and (cardinality(e.hashes) > 1 or e.hashes[1] <> x.row_hash)) as signed_differs, '
-            || 'coalesce(x.seq <@ $4, false) as gone, min(x.seq) over (partition by x.tbl, x.signature) as first_seq, '
-            || 'count(*) over (partition by x.seq) as copies from x left join e on e.seq = x.seq order by x.seq';
-    for r in execute v_query using p_chain, v_seq - v_start_pending::integer, v_agent.name, v_gone loop
-      rows_checked := rows_checked + 1;
-      if r.gone then
-        broken_seq := r.seq; kind := 'retired-row-present';
-        detail := 'a checkpoint segment places this row in a partition that no longer exists';
-        return;
-      end if;
-      if r.copies > 1 then
-        -- Another row has this seq: a fork, whichever of them comes first.
-        broken_seq := r.seq; kind := 'fork';
-        detail := format('two rows have seq %s', r.seq);
-        return;
-      end if;
-      if v_start_pending then
-        v_start_pending := false;
-        if r.seq = v_seq then
-          -- The row the starting checkpoint names: it must be that row, unaltered.
-          if r.row_hash <> v_prev then
-            broken_seq := r.seq; kind := 'checkpoint-mismatch';
-            detail := 'the row differs from the one the starting checkpoint signed';
-          elsif r.author_id <> v_chain.agent_id then
-            broken_seq := r.seq; kind := 'wrong-author';
-            detail := format('the row names author %s in the chain of agent %s', r.author_id, v_chain.agent_id);
-          elsif r.project_id <> v_chain.project_id then
-            broken_seq := r.seq; kind := 'wrong-project';
-            detail := format('the row is in project %s, its chain in project %s', r.project_id, v_chain.project_id);
-          elsif r.computed <> r.row_hash then
-            broken_seq := r.seq; kind := 'hash-mismatch';
-            detail := 'row_hash does not match the row''s content';
-          elsif r.content is not null then  -- its texts too, as for every row
-            broken_seq := r.seq; kind := r.content;
-            detail := case r.content when 'content-mismatch' then 'a text of the row is not the one its digest was made of'
-                      else 'a text of the row is gone, and no purge recorded in scsql.purges removed it' end;
-          end if;
-          if kind is not null then
-            return;
-          end if;
-          continue;
-        end if;
-        -- The row the starting checkpoint names is missing: only retention may have taken it.
-        select * into v_dropped from scsql._chain_dropped(p_chain, v_seq);
-        if v_dropped.part is not null then
-          broken_seq := v_seq; kind := 'partition-dropped'; detail := v_dropped.detail;
-          return;
-        elsif not (coalesce(v_seq <@ v_gone, false) or v_seq <= v_legacy) then
-          broken_seq := r.seq; kind := 'seq-gap';
-          detail := format('seq %s, the row the starting checkpoint names, is missing', v_seq);
-          return;
-        end if;
-      end if;
-      if r.seq = v_seq then
-        broken_seq := r.seq; kind := 'fork';
-        detail := format('two rows have seq %s', r.seq);
-        return;
-      elsif r.seq > v_seq + 1 then
-        select * into v_gap from scsql._chain_gap(v_seq + 1, r.seq - 1, v_firsts, v_lasts, v_retired, v_legacy);
-        if not v_gap.ok then
-          select * into v_dropped from scsql._chain_dropped(p_chain, v_gap.missing_at);
-          if v_dropped.part is not null then
-            broken_seq := v_gap.missing_at; kind := 'partition-dropped'; detail := v_dropped.detail;
-            return;
-          end if;
-          broken_seq := r.seq; kind := 'seq-gap';
-          detail := format('expected seq %s, found %s: rows are missing (%s)', v_seq + 1, r.seq, v_gap.detail);
-          return;
-        end if;
-        -- The row before a retired run is known by the hash a checkpoint signed for it.
-        v_hashes := array(select distinct e.row_hash from scsql.checkpoint_segments e
-                          where e.chain_id = p_chain and e.last_seq = r.seq - 1);
-        if cardinality(v_hashes) > 1 then
-          broken_seq := r.seq; kind := 'checkpoint-mismatch';
-          detail := format('checkpoints signed different hashes for seq %s, the last row missing before this one', r.seq - 1);
-          return;
-        end if;
-        v_prev := v_hashes[1];
-        if v_prev is null and r.seq - 1 = v_legacy then
-          v_prev := v_chain.horizon_hash;
-        end if;
-      end if;
-      if v_prev is not null and r.prev_hash <> v_prev then
-        broken_seq := r.seq; kind := 'prev-mismatch';
-        detail := 'prev_hash is not the row_hash of the previous row';
-        return;
-      elsif r.author_id <> v_chain.agent_id then
-        broken_seq := r.seq; kind := 'wrong-author';
-        detail := format('the row names author %s in the chain of agent %s', r.author_id, v_chain.agent_id);
-        return;
-      elsif r.project_id <> v_chain.project_id then
-        broken_seq := r.seq; kind := 'wrong-project';
-        detail := format('the row is in project %s, its chain in project %s', r.project_id, v_chain.project_id);
-        return;
-      elsif r.computed <> r.row_hash then
-        broken_seq := r.seq; kind := 'hash-mismatch';
-        detail := 'row_hash does not match the row''s content';
-        return;
-      elsif r.content is not null then
-        broken_seq := r.seq; kind := r.content;
-        detail := case r.content when 'content-mismatch' then 'a text of the row is not the one its digest was made of'
-                  else 'a text of the row is gone, and no purge recorded in scsql.purges removed it' end;
-        return;
-      elsif r.first_seq < r.seq then
-        -- A signature seen before in this chain: the same signed write stored twice.
-        broken_seq := r.seq; kind := 'replay';
-        detail := format('the row repeats seq %s: the same signed write, stored twice', r.first_seq);
-        return;
-      elsif r.signed_differs then
-        broken_seq := r.seq; kind := 'checkpoint-mismatch';
-        detail := 'row_hash differs from the one a checkpoint signed';
-        return;
-      end if;
-      v_seq := r.seq;
-      v_prev := r.row_hash;
-    end loop;
+  -- was retired), and where rows may not be present (gone).
+  select * into v_seg from scsql._chain_segments(p_chain);
+  select * into v_walk from scsql._chain_walk(v_chain, v_seq, v_prev, v_legacy, v_seg.firsts, v_seg.lasts, v_seg.retired, v_seg.gone);
+  rows_checked := v_walk.rows_checked;
+  broken_seq := v_walk.broken_seq; kind := v_walk.kind; detail := v_walk.detail;
+  if kind is null then
+    select * into broken_seq, kind, detail
+    from scsql._chain_end_break(v_chain, v_walk.last_seq, v_walk.last_hash, v_legacy, v_seg.firsts, v_seg.lasts, v_seg.retired);
   end if;
-  if v_start_pending then  -- no row from the starting checkpoint's on
-    select * into v_dropped from scsql._chain_dropped(p_chain, v_seq);
-    if v_dropped.part is not null then
-      broken_seq := v_seq; kind := 'partition-dropped'; detail := v_dropped.detail;
-      return;
-    elsif not (coalesce(v_seq <@ v_gone, false) or v_seq <= v_legacy) then
-      broken_seq := v_seq; kind := 'checkpoint-mismatch';
-      detail := format('seq %s, the row the starting checkpoint names, is missing', v_seq);
-      return;
-    end if;
-  end if;
-  -- The end: the recorded head, possibly in retired rows.
-  v_end := v_seq;
-  if v_seq < v_chain.head_seq then
-    select * into v_gap from scsql._chain_gap(v_seq + 1, v_chain.head_seq, v_firsts, v_lasts, v_retired, v_legacy);
-    if v_gap.ok then
-      v_hashes := array(select distinct e.row_hash from scsql.checkpoint_segments e
-                        where e.chain_id = p_chain and e.last_seq = v_chain.head_seq);
-      if cardinality(v_hashes) > 1 then
-        broken_seq := v_seq + 1; kind := 'checkpoint-mismatch';
-        detail := format('checkpoints signed different hashes for seq %s, the chain''s head', v_chain.head_seq);
-        return;
-      end if;
-      v_end := v_chain.head_seq;
-      v_prev := v_hashes[1];
-      if v_prev is null and v_end = v_legacy then
-        v_prev := v_chain.horizon_hash;
-      end if;
-    else
-      select * into v_dropped from scsql._chain_dropped(p_chain, v_gap.missing_at);
-      if v_dropped.part is not null then
-        broken_seq := v_gap.missing_at; kind := 'partition-dropped'; detail := v_dropped.detail;
-        return;
-      end if;
-    end if;
-  end if;
-  -- The newest checkpoint must still be in the chain (a removed tail is found here).
-  select max(h.seq) into v_cp_seq from scsql.checkpoint_heads h where h.chain_id = p_chain;
-  if v_cp_seq > v_end then
-    broken_seq := v_end + 1; kind := 'checkpoint-mismatch';
-    detail := format('checkpoint covers seq %s but the chain ends at seq %s', v_cp_seq, v_end);
-    return;
-  end if;
-  if v_end <> v_chain.head_seq or v_prev is distinct from v_chain.head_hash then
-    broken_seq := v_end + 1; kind := 'head-mismatch';
-    detail := format('the chain''s head is seq %s but its rows end at seq %s', v_chain.head_seq, v_end);
-    return;
-  end if;
-  ok := true;
+  ok := kind is null;
 end
 $$;
 comment on function scsql.verify_chain(bigint, bigint) is

@@ -153,6 +153,142 @@ $$;
 comment on function scsql._checkpoint_hash(jsonb) is
   'Private. A JSON string of 64 hex digits (a sha256 row_hash, as scsql.checkpoints() writes it) as its 32 bytes; NULL for anything else.';
 
+create or replace function scsql._checkpoint_heads_format3(p_heads jsonb)
+returns boolean
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_bad text;
+  v_format3 boolean;
+begin
+  -- One check a statement, each relying on the ones before: nothing here may fail other than by _require.
+  perform scsql._require(jsonb_typeof(p_heads) is not distinct from 'array', 'heads must be a non-empty JSON array of objects');
+  perform scsql._require(jsonb_array_length(p_heads) >= 1, 'heads must be a non-empty JSON array of objects');
+  perform scsql._require(not exists (select from jsonb_array_elements(p_heads) h where jsonb_typeof(h) <> 'object'),
+                         'heads must be a non-empty JSON array of objects');
+  select string_agg(distinct k, ', ') into v_bad
+  from jsonb_array_elements(p_heads) h, jsonb_object_keys(h) k
+  where k <> all (array['chain_id', 'seq', 'row_hash', 'agent_id', 'from_seq', 'segments']);
+  perform scsql._require(v_bad is null,
+                         format('a head has no key %s (keys: chain_id, seq, row_hash; in format 3 also agent_id, from_seq, segments)', v_bad));
+  perform scsql._require(not exists (select from jsonb_array_elements(p_heads) h
+                                     where scsql._checkpoint_int(h -> 'chain_id') is null or scsql._checkpoint_int(h -> 'seq') is null
+                                        or scsql._checkpoint_hash(h -> 'row_hash') is null),
+                         'every head needs chain_id and seq (whole numbers) and row_hash (64 hex digits)');
+  perform scsql._require(not exists (select from jsonb_array_elements(p_heads) h
+                                     group by scsql._checkpoint_int(h -> 'chain_id') having count(*) > 1),
+                         'each chain may appear only once in heads');
+  select bool_or(h ?| array['agent_id', 'from_seq', 'segments']) into v_format3 from jsonb_array_elements(p_heads) h;
+  if v_format3 then
+    perform scsql._checkpoint_check_segments(p_heads);
+  end if;
+  return v_format3;
+end
+$$;
+comment on function scsql._checkpoint_heads_format3(jsonb) is
+  'Private, used by scsql.record_checkpoint. Whether the heads P_HEADS are of checkpoint format 3 (they name agent_id, from_seq and segments), once they are well formed: a non-empty JSON array of objects with no other keys, each with chain_id and seq (whole numbers) and row_hash (64 hex digits), no chain twice, and in format 3 the keys of scsql._checkpoint_check_segments. Raises SC010 (scsql._require) otherwise.';
+
+create or replace function scsql._checkpoint_check_segments(p_heads jsonb)
+returns void
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_bad text;
+begin
+  perform scsql._require(not exists (select from jsonb_array_elements(p_heads) h
+                                     where scsql._checkpoint_int(h -> 'agent_id') is null
+                                        or scsql._checkpoint_int(h -> 'from_seq') is null
+                                        or jsonb_typeof(h -> 'segments') is distinct from 'array'),
+                         'agent_id, from_seq and segments come together (checkpoint format 3): every head needs agent_id and from_seq (whole numbers) and segments (an array), or none has any');
+  perform scsql._require(not exists (select from jsonb_array_elements(p_heads) h, jsonb_array_elements(h -> 'segments') g
+                                     where jsonb_typeof(g) <> 'object'),
+                         'every segment must be an object of last_seq (a whole number), row_hash (64 hex digits) and part (text)');
+  select string_agg(distinct k, ', ') into v_bad
+  from jsonb_array_elements(p_heads) h, jsonb_array_elements(h -> 'segments') g, jsonb_object_keys(g) k
+  where k <> all (array['last_seq', 'row_hash', 'part']);
+  perform scsql._require(v_bad is null, format('a segment has no key %s (keys: last_seq, row_hash, part)', v_bad));
+  perform scsql._require(not exists (select from jsonb_array_elements(p_heads) h, jsonb_array_elements(h -> 'segments') g
+                                     where scsql._checkpoint_int(g -> 'last_seq') is null
+                                        or scsql._checkpoint_hash(g -> 'row_hash') is null
+                                        or jsonb_typeof(g -> 'part') is distinct from 'string'),
+                         'every segment must be an object of last_seq (a whole number), row_hash (64 hex digits) and part (text)');
+  perform scsql._require(not exists (select from jsonb_array_elements(p_heads) h, jsonb_array_elements(h -> 'segments') g
+                                     group by scsql._checkpoint_int(h -> 'chain_id'), scsql._checkpoint_int(g -> 'last_seq')
+                                     having count(*) > 1),
+                         'the segments of a chain must end at different seqs');
+end
+$$;
+comment on function scsql._checkpoint_check_segments(jsonb) is
+  'Private, used by scsql._checkpoint_heads_format3. Checks the format-3 keys of the heads P_HEADS: every head has agent_id and from_seq (whole numbers) and segments, an array of objects of last_seq (a whole number), row_hash (64 hex digits) and part (text) and no other keys, and no two segments of a chain end at one seq. Raises SC010 (scsql._require) otherwise.';
+
+create or replace function scsql._checkpoint_check_head(p_project_id bigint, p_chain bigint, p_seq bigint, p_hash bytea,
+                                                        p_format3 boolean, p_agent bigint, p_from_seq bigint)
+returns void
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_chain scsql.chains;
+  v_hash bytea;
+begin
+  select * into v_chain from scsql.chains c where c.chain_id = p_chain;
+  if not found or v_chain.project_id <> p_project_id then
+    raise exception using errcode = 'SC131', message = format('chain %s is not a chain of project %s', p_chain, p_project_id);
+  end if;
+  if p_seq = v_chain.head_seq then
+    v_hash := v_chain.head_hash;
+  elsif p_seq between 1 and v_chain.head_seq then
+    v_hash := scsql._chain_row_hash(p_chain, p_seq);
+  end if;
+  if v_hash is null or p_hash is distinct from v_hash then
+    raise exception using errcode = 'SC131',
+      message = format('chain %s has no row at seq %s with that row_hash', p_chain, p_seq);
+  end if;
+  if p_format3 then
+    if p_agent is distinct from v_chain.agent_id then
+      raise exception using errcode = 'SC131',
+        message = format('chain %s belongs to agent %s, not %s', p_chain, v_chain.agent_id, p_agent);
+    end if;
+    perform scsql._require(p_from_seq <= p_seq, 'from_seq must be between 0 and the head''s seq');
+  end if;
+end
+$$;
+comment on function scsql._checkpoint_check_head(bigint, bigint, bigint, bytea, boolean, bigint, bigint) is
+  'Private, used by scsql.record_checkpoint. Checks one head of a checkpoint of project P_PROJECT_ID: chain P_CHAIN is of that project and has a row at P_SEQ with hash P_HASH, and in format 3 (P_FORMAT3) is agent P_AGENT''s chain, with P_FROM_SEQ at most P_SEQ. Raises SC131, or SC010 for from_seq.';
+
+create or replace function scsql._checkpoint_record_segments(p_project_id bigint, p_checkpoint bigint, p_chain bigint,
+                                                             p_from_seq bigint, p_seq bigint, p_segments jsonb)
+returns void
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_next bigint := p_from_seq + 1;
+  v_at record;
+  s record;
+begin
+  -- The segments cover from_seq + 1 .. seq in order; each ends at a row of its partition with its hash.
+  for s in select scsql._checkpoint_int(g -> 'last_seq') as last_seq, scsql._checkpoint_hash(g -> 'row_hash') as row_hash,
+                  g ->> 'part' as part
+           from jsonb_array_elements(p_segments) g order by 1 loop
+    select * into v_at from scsql._chain_row_at(p_chain, s.last_seq);
+    if s.last_seq < v_next or s.last_seq > p_seq or v_at.row_hash is distinct from s.row_hash
+       or v_at.part is distinct from s.part then
+      raise exception using errcode = 'SC131',
+        message = format('chain %s has no row at seq %s with that row_hash in partition %s (segments must cover seq %s to %s in order)',
+                         p_chain, s.last_seq, s.part, p_from_seq + 1, p_seq);
+    end if;
+    insert into scsql.checkpoint_segments (project_id, checkpoint_id, chain_id, first_seq, last_seq, row_hash, part)
+    values (p_project_id, p_checkpoint, p_chain, v_next, s.last_seq, s.row_hash, s.part);
+    v_next := s.last_seq + 1;
+  end loop;
+  if v_next <> p_seq + 1 then
+    raise exception using errcode = 'SC131',
+      message = format('the segments of chain %s end at seq %s, not at its head %s', p_chain, v_next - 1, p_seq);
+  end if;
+end
+$$;
+comment on function scsql._checkpoint_record_segments(bigint, bigint, bigint, bigint, bigint, jsonb) is
+  'Private, used by scsql.record_checkpoint. Records the segments P_SEGMENTS (format 3) of chain P_CHAIN in checkpoint P_CHECKPOINT of project P_PROJECT_ID, after checking that they cover seq P_FROM_SEQ + 1 to the head P_SEQ in order, each ending at a row of the chain with its hash in the partition it names. Raises SC131 otherwise.';
+
 create or replace function scsql.record_checkpoint(
   p_project_id bigint, p_at timestamptz, p_key_id integer, p_signature bytea, p_heads jsonb)
 returns bigint
@@ -160,23 +296,8 @@ language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_id bigint;
-  v_chain scsql.chains;
-  v_hash bytea;
-  v_at record;
-  v_next bigint;
   v_format3 boolean;
-  v_bad text;
-  v_chain_ids bigint[];
-  v_seqs bigint[];
-  v_hashes bytea[];
-  v_agent_ids bigint[];
-  v_from_seqs bigint[];
-  v_seg_chain_ids bigint[];
-  v_seg_last_seqs bigint[];
-  v_seg_hashes bytea[];
-  v_seg_parts text[];
-  s record;
-  i integer;
+  hd record;
 begin
   if p_key_id is null or p_key_id is distinct from (select max(k.key_id) from scsql.auditor_keys k) then
     raise exception using errcode = 'SC130',
@@ -188,105 +309,22 @@ begin
     'at must be within scsql.chain_settings.clock_skew of the server clock');
   perform scsql._require(exists (select from scsql.projects p where p.project_id = p_project_id),
                          format('project_id %s is not a project', coalesce(p_project_id::text, 'NULL')));
-
   -- The heads: a JSON array of objects, as scsql.checkpoints() returns them.
-  -- One check a statement, each relying on the ones before: nothing here may fail other than by _require.
-  perform scsql._require(jsonb_typeof(p_heads) is not distinct from 'array', 'heads must be a non-empty JSON array of objects');
-  perform scsql._require(jsonb_array_length(p_heads) >= 1, 'heads must be a non-empty JSON array of objects');
-  perform scsql._require(not exists (select from jsonb_array_elements(p_heads) h where jsonb_typeof(h) <> 'object'),
-                         'heads must be a non-empty JSON array of objects');
-  select string_agg(distinct k, ', ') into v_bad
-  from jsonb_array_elements(p_heads) h, jsonb_object_keys(h) k
-  where k <> all (array['chain_id', 'seq', 'row_hash', 'agent_id', 'from_seq', 'segments']);
-  perform scsql._require(v_bad is null,
-                         format('a head has no key %s (keys: chain_id, seq, row_hash; in format 3 also agent_id, from_seq, segments)', v_bad));
-  select array_agg(scsql._checkpoint_int(h -> 'chain_id') order by n), array_agg(scsql._checkpoint_int(h -> 'seq') order by n),
-         array_agg(scsql._checkpoint_hash(h -> 'row_hash') order by n),
-         array_agg(scsql._checkpoint_int(h -> 'agent_id') order by n), array_agg(scsql._checkpoint_int(h -> 'from_seq') order by n),
-         bool_or(h ?| array['agent_id', 'from_seq', 'segments'])
-  into v_chain_ids, v_seqs, v_hashes, v_agent_ids, v_from_seqs, v_format3
-  from jsonb_array_elements(p_heads) with ordinality e(h, n);
-  perform scsql._require(not exists (select from unnest(v_chain_ids, v_seqs, v_hashes) u(c, s, h)
-                                     where u.c is null or u.s is null or u.h is null),
-                         'every head needs chain_id and seq (whole numbers) and row_hash (64 hex digits)');
-  perform scsql._require(not exists (select from unnest(v_chain_ids) c group by c having count(*) > 1),
-                         'each chain may appear only once in heads');
-  if v_format3 then
-    perform scsql._require(not exists (select from jsonb_array_elements(p_heads) h
-                                       where scsql._checkpoint_int(h -> 'agent_id') is null
-                                          or scsql._checkpoint_int(h -> 'from_seq') is null
-                                          or jsonb_typeof(h -> 'segments') is distinct from 'array'),
-                           'agent_id, from_seq and segments come together (checkpoint format 3): every head needs agent_id and from_seq (whole numbers) and segments (an array), or none has any');
-    perform scsql._require(not exists (select from jsonb_array_elements(p_heads) h, jsonb_array_elements(h -> 'segments') g
-                                       where jsonb_typeof(g) <> 'object'),
-                           'every segment must be an object of last_seq (a whole number), row_hash (64 hex digits) and part (text)');
-    select string_agg(distinct k, ', ') into v_bad
-    from jsonb_array_elements(p_heads) h, jsonb_array_elements(h -> 'segments') g, jsonb_object_keys(g) k
-    where k <> all (array['last_seq', 'row_hash', 'part']);
-    perform scsql._require(v_bad is null, format('a segment has no key %s (keys: last_seq, row_hash, part)', v_bad));
-    perform scsql._require(not exists (select from jsonb_array_elements(p_heads) h, jsonb_array_elements(h -> 'segments') g
-                                       where scsql._checkpoint_int(g -> 'last_seq') is null
-                                          or scsql._checkpoint_hash(g -> 'row_hash') is null
-                                          or jsonb_typeof(g -> 'part') is distinct from 'string'),
-                           'every segment must be an object of last_seq (a whole number), row_hash (64 hex digits) and part (text)');
-    select coalesce(array_agg(scsql._checkpoint_int(h -> 'chain_id') order by n, m), '{}'),
-           coalesce(array_agg(scsql._checkpoint_int(g -> 'last_seq') order by n, m), '{}'),
-           coalesce(array_agg(scsql._checkpoint_hash(g -> 'row_hash') order by n, m), '{}'),
-           coalesce(array_agg(g ->> 'part' order by n, m), '{}')
-    into v_seg_chain_ids, v_seg_last_seqs, v_seg_hashes, v_seg_parts
-    from jsonb_array_elements(p_heads) with ordinality e(h, n), jsonb_array_elements(h -> 'segments') with ordinality f(g, m);
-    perform scsql._require(not exists (select from unnest(v_seg_chain_ids, v_seg_last_seqs) u(c, s)
-                                       group by u.c, u.s having count(*) > 1),
-                           'the segments of a chain must end at different seqs');
-  end if;
+  v_format3 := scsql._checkpoint_heads_format3(p_heads);
 
   insert into scsql.checkpoints (project_id, at, key_id, signature)
   values (p_project_id, p_at, p_key_id, p_signature) returning checkpoint_id into v_id;
-  for i in 1 .. cardinality(v_chain_ids) loop
-    select * into v_chain from scsql.chains c where c.chain_id = v_chain_ids[i];
-    if not found or v_chain.project_id <> p_project_id then
-      raise exception using errcode = 'SC131', message = format('chain %s is not a chain of project %s', v_chain_ids[i], p_project_id);
-    end if;
-    v_hash := null;
-    if v_seqs[i] = v_chain.head_seq then
-      v_hash := v_chain.head_hash;
-    elsif v_seqs[i] between 1 and v_chain.head_seq then
-      v_hash := scsql._chain_row_hash(v_chain_ids[i], v_seqs[i]);
-    end if;
-    if v_hash is null or v_hashes[i] is distinct from v_hash then
-      raise exception using errcode = 'SC131',
-        message = format('chain %s has no row at seq %s with that row_hash', v_chain_ids[i], v_seqs[i]);
-    end if;
+  for hd in select scsql._checkpoint_int(e.h -> 'chain_id') as chain_id, scsql._checkpoint_int(e.h -> 'seq') as seq,
+                  scsql._checkpoint_hash(e.h -> 'row_hash') as row_hash, scsql._checkpoint_int(e.h -> 'agent_id') as agent_id,
+                  scsql._checkpoint_int(e.h -> 'from_seq') as from_seq, e.h -> 'segments' as segments
+           from jsonb_array_elements(p_heads) with ordinality e(h, n) order by e.n loop
+    perform scsql._checkpoint_check_head(p_project_id, hd.chain_id, hd.seq, hd.row_hash, v_format3, hd.agent_id, hd.from_seq);
     if v_format3 then
-      if v_agent_ids[i] is distinct from v_chain.agent_id then
-        raise exception using errcode = 'SC131',
-          message = format('chain %s belongs to agent %s, not %s', v_chain_ids[i], v_chain.agent_id, v_agent_ids[i]);
-      end if;
-      perform scsql._require(v_from_seqs[i] <= v_seqs[i], 'from_seq must be between 0 and the head''s seq');
-      -- The segments cover from_seq + 1 .. seq in order; each ends at a row of its partition with its hash.
-      v_next := v_from_seqs[i] + 1;
-      for s in select u.last_seq, u.row_hash, u.part
-               from unnest(v_seg_chain_ids, v_seg_last_seqs, v_seg_hashes, v_seg_parts) u(chain_id, last_seq, row_hash, part)
-               where u.chain_id = v_chain_ids[i] order by u.last_seq loop
-        select * into v_at from scsql._chain_row_at(v_chain_ids[i], s.last_seq);
-        if s.last_seq < v_next or s.last_seq > v_seqs[i] or v_at.row_hash is distinct from s.row_hash
-           or v_at.part is distinct from s.part then
-          raise exception using errcode = 'SC131',
-            message = format('chain %s has no row at seq %s with that row_hash in partition %s (segments must cover seq %s to %s in order)',
-                             v_chain_ids[i], s.last_seq, s.part, v_from_seqs[i] + 1, v_seqs[i]);
-        end if;
-        insert into scsql.checkpoint_segments (project_id, checkpoint_id, chain_id, first_seq, last_seq, row_hash, part)
-        values (p_project_id, v_id, v_chain_ids[i], v_next, s.last_seq, s.row_hash, s.part);
-        v_next := s.last_seq + 1;
-      end loop;
-      if v_next <> v_seqs[i] + 1 then
-        raise exception using errcode = 'SC131',
-          message = format('the segments of chain %s end at seq %s, not at its head %s', v_chain_ids[i], v_next - 1, v_seqs[i]);
-      end if;
+      perform scsql._checkpoint_record_segments(p_project_id, v_id, hd.chain_id, hd.from_seq, hd.seq, hd.segments);
     end if;
     insert into scsql.checkpoint_heads (project_id, checkpoint_id, chain_id, seq, row_hash, agent_id, from_seq)
-    values (p_project_id, v_id, v_chain_ids[i], v_seqs[i], v_hashes[i],
-            case when v_format3 then v_agent_ids[i] end, case when v_format3 then v_from_seqs[i] end);
+    values (p_project_id, v_id, hd.chain_id, hd.seq, hd.row_hash,
+            case when v_format3 then hd.agent_id end, case when v_format3 then hd.from_seq end);
   end loop;
   return v_id;
 end

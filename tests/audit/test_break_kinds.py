@@ -35,15 +35,19 @@ def test_the_sql_verifier_names_every_kind_both_find_and_no_other(scsql_db):
     """Every kind scsql.verify_chain's source can return is in the catalogue as
     found by both, and every kind the catalogue says both find is in it."""
     both = {k for k, r in _catalogue(scsql_db).items() if r["found_by"] == "both"}
-    with scsql_db.connect() as conn:  # verify_chain and the private functions it calls
-        source = "\n".join(r["src"] for r in conn.execute(
-            "select pg_get_functiondef(p.oid) as src from pg_proc p"
-            " where p.pronamespace = 'scsql'::regnamespace and p.proname = 'verify_chain'"))
-        helpers = sorted(set(re.findall(r"scsql\.(_\w+)\(", source)))
-        source += "\n".join(r["src"] for r in conn.execute(
-            "select pg_get_functiondef(p.oid) as src from pg_proc p"
-            " where p.pronamespace = 'scsql'::regnamespace and p.proname = any(%s)", (helpers,)))
-    named = set(re.findall(r"'([a-z]+(?:-[a-z]+)+)'", source)) | set(re.findall(r"kind := '([a-z-]+)'", source))
+    with scsql_db.connect() as conn:  # verify_chain and the private functions it calls, and those they call
+        names, seen, source = {"verify_chain"}, set(), ""
+        while names - seen:
+            found = "\n".join(r["src"] for r in conn.execute(
+                "select pg_get_functiondef(p.oid) as src from pg_proc p"
+                " where p.pronamespace = 'scsql'::regnamespace and p.proname = any(%s)", (sorted(names - seen),)))
+            seen |= names
+            names |= set(re.findall(r"scsql\.(_\w+)\(", found))
+            source += "\n" + found
+    # Kinds of one word are also returned as a CASE's values (the per-row check, scsql._chain_row_fault):
+    # a quoted word counts when it is a kind both find.
+    named = (set(re.findall(r"'([a-z]+(?:-[a-z]+)+)'", source)) | set(re.findall(r"kind := '([a-z-]+)'", source))
+             | set(re.findall(r"'([a-z]+)'", source)) & both)
     assert named == both
 
 
@@ -54,3 +58,29 @@ def test_a_tampered_row_is_the_same_catalogued_kind_to_both_verifiers(trail, ver
         conn.execute("update scsql.tool_calls set tool = 'edited' where chain_id = %s and seq = 2", (chain_a,))
     kinds = {k for _, _, k in verifier.breaks(db)}
     assert kinds == {"hash-mismatch"} and kinds <= set(_catalogue(db))
+
+
+def test_the_per_row_check_is_written_once_and_inlined(trail):
+    """scsql._chain_row_fault, the one check of a row by what it holds (author,
+    project, hash, content, replay, a signed hash), is a plain SQL expression the
+    planner inlines where the walk evaluates it: verify_chain calls it for no row,
+    while the walk is counted, so the count is real; and a tampered row is still
+    found by it (hash-mismatch)."""
+    db, _a, _b, chain_a, _chain_b = trail
+    with db.connect() as conn:
+        conn.execute("set local track_functions = 'all'")
+        conn.execute("set local role scsql_auditor")
+        r = conn.execute("select * from scsql.verify_chain(%s)", (chain_a,)).fetchone()
+        calls = {c["f"]: c["n"] for c in conn.execute(
+            "select f, pg_stat_get_xact_function_calls(f::regproc) as n"
+            " from unnest(array['scsql._chain_row_fault', 'scsql._chain_walk']) f").fetchall()}
+        conn.rollback()
+    assert r["ok"] and r["rows_checked"] == 6
+    assert calls["scsql._chain_walk"] == 1 and calls["scsql._chain_row_fault"] is None, calls
+    with db.connect() as conn:
+        triggers_off(conn)
+        conn.execute("update scsql.tool_calls set output_tokens = 7 where chain_id = %s and seq = 3", (chain_a,))
+        conn.commit()
+        conn.execute("set role scsql_auditor")
+        r = conn.execute("select * from scsql.verify_chain(%s)", (chain_a,)).fetchone()
+    assert (r["ok"], r["broken_seq"], r["kind"]) == (False, 3, "hash-mismatch")
