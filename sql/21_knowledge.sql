@@ -26,7 +26,10 @@ returns text[]
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 -- Caller holds the project's memory_state lock. Returns the chunk hashes
--- that were removed (for _gc_hashes once new chunks are in place).
+-- that were removed (for _gc_hashes once new chunks are in place). The
+-- postings and terms are reached through their keys (term ids and chunk
+-- ids as arrays), never by a join the planner may turn into a scan of the
+-- project's postings: the cost follows the chunks removed, not the project.
 declare
   v_hashes text[];
   v_n bigint;
@@ -34,30 +37,33 @@ declare
   v_files bigint;
   v_pub_n bigint;
   v_pub_len bigint;
+  v_ids bigint[];
+  v_terms bigint[];
+  v_pub boolean[];
 begin
   with old as (
     delete from scsql.kb_chunks c
     where c.project_id = p_project and c.chunk_id = any(p_chunk_ids)
     returning c.chunk_id, c.term_ids, c.n_terms, c.chunk_hash, c.source_id, c.published
-  ),
-  pairs as (
-    select o.chunk_id, u.term_id, o.published from old o, unnest(o.term_ids) u(term_id)
-  ),
-  dp as (
-    delete from scsql.kb_postings p using pairs
-    where p.project_id = p_project and p.term_id = pairs.term_id and p.chunk_id = pairs.chunk_id
-  ),
-  dt as (
-    update scsql.kb_terms t set df = t.df - d.n, published_df = t.published_df - d.np
-    from (select term_id, count(*) as n, count(*) filter (where published) as np
-          from pairs group by term_id order by term_id) d
-    where t.project_id = p_project and t.term_id = d.term_id
   )
   select array_agg(distinct o.chunk_hash), count(*), coalesce(sum(o.n_terms), 0),
          count(*) filter (where s.kind = 'file'),
-         count(*) filter (where o.published), coalesce(sum(o.n_terms) filter (where o.published), 0)
-    into v_hashes, v_n, v_len, v_files, v_pub_n, v_pub_len
+         count(*) filter (where o.published), coalesce(sum(o.n_terms) filter (where o.published), 0),
+         array_agg(o.chunk_id),
+         array(select u.t from old x, unnest(x.term_ids) u(t)),
+         array(select x.published from old x, unnest(x.term_ids) u(t))
+    into v_hashes, v_n, v_len, v_files, v_pub_n, v_pub_len, v_ids, v_terms, v_pub
   from old o join scsql.kb_sources s on s.project_id = p_project and s.source_id = o.source_id;
+  if v_n = 0 then
+    return '{}';
+  end if;
+  -- Every posting of a removed chunk has one of its terms: both keys as arrays.
+  delete from scsql.kb_postings p
+  where p.project_id = p_project and p.term_id = any(v_terms) and p.chunk_id = any(v_ids);
+  update scsql.kb_terms t set df = t.df - d.n, published_df = t.published_df - d.np
+  from (select u.term_id, count(*) as n, count(*) filter (where u.pub) as np
+        from unnest(v_terms, v_pub) u(term_id, pub) group by u.term_id order by u.term_id) d
+  where t.project_id = p_project and t.term_id = any(v_terms) and t.term_id = d.term_id;
 
   update scsql.memory_state
      set n_chunks = n_chunks - v_n, total_len = total_len - v_len,

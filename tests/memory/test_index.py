@@ -133,14 +133,14 @@ def test_a_hard_link_to_a_file_outside_the_root_is_skipped_and_reported(scsql_db
 
 
 def test_python_is_chunked_by_top_level_definitions():
-    spans = indexer.python_spans(PY)
+    spans = indexer.python_spans(PY, 1500)
     lines = PY.split("\n")
     got = [(s["anchor"], lines[s["start"] - 1].strip()) for s in spans]
     assert got == [(None, '"""A module."""'), ("verify_chain", "# Verifies the chain."), ("Store", "class Store:")]
     big = "class Big:\n" + "\n".join(f"    def m{i}(self):\n        return '{'x' * 80}'\n" for i in range(30))
-    anchors = [s["anchor"] for s in indexer.python_spans(big)]
+    anchors = [s["anchor"] for s in indexer.python_spans(big, 1500)]  # a class over the chunk size: its methods
     assert anchors[0] == "Big" and anchors[1:4] == ["Big.m0", "Big.m1", "Big.m2"] and len(anchors) == 31
-    assert indexer.python_spans("def broken(:\n") is None
+    assert indexer.python_spans("def broken(:\n", 1500) is None
 
 
 def test_other_code_uses_the_definition_heuristic():
@@ -152,7 +152,7 @@ def test_other_code_uses_the_definition_heuristic():
     sql = "-- the table\ncreate table scsql.things (id int);\n\ncreate or replace function scsql.f() returns int\n" \
           "language sql as $$ select 1 $$;\n"
     assert [s["anchor"] for s in indexer.code_spans(sql)] == ["scsql.things", "scsql.f"]
-    assert indexer.spans_for("notes.md", "# a\n") is None
+    assert indexer.spans_for("notes.md", "# a\n", 1500) is None
 
 
 def test_index_tree_is_incremental_and_unindexes_deleted_files(scsql_db, tmp_path):
