@@ -21,6 +21,21 @@ $$;
 comment on function scsql._memory_state_lock(bigint) is
   'Private. Creates the project''s memory_state row if needed and locks it: every writer of the knowledge base holds this lock until commit, so BM25 statistics and document frequencies stay exact under concurrency.';
 
+create or replace function scsql._memory_state_add(p_project bigint, p_chunks bigint, p_len bigint,
+                                                   p_file_chunks bigint, p_published_chunks bigint, p_published_len bigint)
+returns void
+language sql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+  -- Caller holds the project's memory_state lock; negative counts remove.
+  update scsql.memory_state
+     set n_chunks = n_chunks + p_chunks, total_len = total_len + p_len, n_file_chunks = n_file_chunks + p_file_chunks,
+         published_chunks = published_chunks + p_published_chunks, published_len = published_len + p_published_len,
+         updated_at = now()
+   where project_id = p_project;
+$$;
+comment on function scsql._memory_state_add(bigint, bigint, bigint, bigint, bigint, bigint) is
+  'Private. Adds chunks to the project''s BM25 statistics (memory_state): CHUNKS chunks of LEN terms in all, FILE_CHUNKS of them from files, PUBLISHED_CHUNKS and PUBLISHED_LEN published; negative counts for chunks removed.';
+
 create or replace function scsql._unindex_chunks(p_project bigint, p_chunk_ids bigint[])
 returns text[]
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
@@ -65,17 +80,35 @@ begin
         from unnest(v_terms, v_pub) u(term_id, pub) group by u.term_id order by u.term_id) d
   where t.project_id = p_project and t.term_id = any(v_terms) and t.term_id = d.term_id;
 
-  update scsql.memory_state
-     set n_chunks = n_chunks - v_n, total_len = total_len - v_len,
-         n_file_chunks = n_file_chunks - v_files,
-         published_chunks = published_chunks - v_pub_n, published_len = published_len - v_pub_len,
-         updated_at = now()
-   where project_id = p_project;
+  perform scsql._memory_state_add(p_project, -v_n, -v_len, -v_files, -v_pub_n, -v_pub_len);
   return coalesce(v_hashes, '{}');
 end
 $$;
 comment on function scsql._unindex_chunks(bigint, bigint[]) is
   'Private. Removes chunks with their postings, lowering document frequencies (whole and published) and the project''s BM25 statistics. Returns the removed chunk hashes.';
+
+create or replace function scsql._chunks_to_store(p_content text, p_spans jsonb, p_conversation boolean,
+                                                  p_chunks jsonb)
+returns table (seq integer, anchor text, line_start integer, line_end integer, char_start integer, char_end integer,
+               content text, chunk_hash text, context text, context_sources bigint[], context_hashes text[])
+language sql immutable
+as $$
+  -- A session summary is conversation: each part is chunked with the
+  -- context before it (sql/20_text.sql), as are spans marked "context".
+  -- Where each context came from is recorded once the chunks are stored
+  -- (scsql._attach_context_sources).
+  select t.*, null::bigint[], null::text[]
+  from scsql._chunk_text(p_content, p_spans, scsql_caller.chunk_chars(), p_conversation) t where p_chunks is null
+  union all
+  -- Chunks already made, stored again with where their contexts came from
+  -- (scsql._forget_in_context).
+  select * from pg_catalog.jsonb_to_recordset(p_chunks)
+    as r(seq integer, anchor text, line_start integer, line_end integer, char_start integer, char_end integer,
+         content text, chunk_hash text, context text, context_sources bigint[], context_hashes text[])
+  where p_chunks is not null
+$$;
+comment on function scsql._chunks_to_store(text, jsonb, boolean, jsonb) is
+  'Private. The chunks scsql._index_chunks stores: the text chunked (scsql._chunk_text at the chunk size; as conversation when CONVERSATION), or CHUNKS already made (rows of scsql._chunk_text as JSON objects, with where their contexts came from), each with context_sources and context_hashes.';
 
 create or replace function scsql._index_chunks(p_project bigint, p_source_id bigint, p_path text,
                                                p_content text, p_spans jsonb, p_is_file boolean,
@@ -94,19 +127,7 @@ begin
   select s.published, s.kind = 'session_summary' into strict v_published, v_conversation from scsql.kb_sources s
   where s.project_id = p_project and s.source_id = p_source_id;
   with x as materialized (
-    -- A session summary is conversation: each part is chunked with the
-    -- context before it (sql/20_text.sql), as are spans marked "context".
-    -- Where each context came from is recorded once the chunks are stored
-    -- (scsql._attach_context_sources).
-    select t.*, null::bigint[] as context_sources, null::text[] as context_hashes
-    from scsql._chunk_text(p_content, p_spans, scsql_caller.chunk_chars(), v_conversation) t where p_chunks is null
-    union all
-    -- Chunks already made, stored again with where their contexts came from
-    -- (scsql._forget_in_context).
-    select * from pg_catalog.jsonb_to_recordset(p_chunks)
-      as r(seq integer, anchor text, line_start integer, line_end integer, char_start integer, char_end integer,
-           content text, chunk_hash text, context text, context_sources bigint[], context_hashes text[])
-    where p_chunks is not null
+    select * from scsql._chunks_to_store(p_content, p_spans, v_conversation, p_chunks)
   ),
   tt as materialized (
     -- The source path and the anchor count as text of every chunk, so a
@@ -150,13 +171,8 @@ begin
     into v_n, v_len, v_hashes
   from c;
 
-  update scsql.memory_state
-     set n_chunks = memory_state.n_chunks + v_n, total_len = total_len + v_len,
-         n_file_chunks = n_file_chunks + case when p_is_file then v_n else 0 end,
-         published_chunks = published_chunks + case when v_published then v_n else 0 end,
-         published_len = published_len + case when v_published then v_len else 0 end,
-         updated_at = now()
-   where project_id = p_project;
+  perform scsql._memory_state_add(p_project, v_n, v_len, case when p_is_file then v_n else 0 end,
+                                  case when v_published then v_n else 0 end, case when v_published then v_len else 0 end);
   if p_chunks is null then
     perform scsql._attach_context_sources(p_project, p_source_id);
   end if;

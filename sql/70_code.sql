@@ -206,18 +206,24 @@ as $$
 -- that import it.
 declare
   v_keys text[];
+  v_names text[];
+  v_files bigint[];
 begin
   update scsql.code_references r
      set resolution = 'pending', target_def_id = null, target_file_id = null, candidates = null
    where r.project_id = p_project and r.name = any(p_names) and r.kind <> 'import' and r.resolution <> 'pending';
   if p_new then
+    -- The imports of module K, or of symbol S from module M where M/S is K,
+    -- looked up by name (an index): a new file costs its keys, not the project.
     select module_keys into v_keys from scsql.code_files where project_id = p_project and file_id = p_file;
+    select v_keys || coalesce(array_agg(array_to_string(p.parts[:j.n], '/')), '{}') into v_names
+    from unnest(v_keys) k(key), string_to_array(k.key, '/') p(parts), generate_series(1, cardinality(p.parts) - 1) j(n);
+    select array_agg(distinct i.file_id) into v_files from scsql.code_references i
+    where i.project_id = p_project and i.name = any(v_names) and i.kind = 'import' and i.resolution = 'external'
+      and (i.name = any(v_keys) or i.name || '/' || i.qualifier = any(v_keys));
     update scsql.code_references r
        set resolution = 'pending', target_def_id = null, target_file_id = null, target_module = null, candidates = null
-     where r.project_id = p_project and r.resolution <> 'pending'
-       and r.file_id in (select i.file_id from scsql.code_references i
-                         where i.project_id = p_project and i.kind = 'import' and i.resolution = 'external'
-                           and (i.name = any(v_keys) or i.name || '/' || i.qualifier = any(v_keys)));
+     where r.project_id = p_project and r.file_id = any(v_files) and r.resolution <> 'pending';
   end if;
 end
 $$;
