@@ -830,8 +830,9 @@ begin
       where x.project_id = v_project and x.file_id = s.file_id and x.kind <> 'constant'
         and (p.def_id is null or p.kind not in ('function', 'method'))
       order by 5 desc, x.rank desc, x.def_id limit greatest(40, p_budget_tokens / 10)) d
-  ), firsts as (
-    select d.*, row_number() over (partition by d.file_id order by d.dscore desc, d.def_id) as rn from defs d
+  ), firsts as (  -- a line costs at least 6 characters: past the best budget * 4 / 6 none could fit
+    select d.*, row_number() over (partition by d.file_id order by d.dscore desc, d.def_id) as rn
+    from (select * from defs order by dscore desc, def_id limit p_budget_tokens * 4 / 6 + 1) d
   ), costed as (
     select f.*, sum(char_length(f.line) + 1 + case when f.rn = 1 then char_length(f.path) + 1 else 0 end)
                   over (order by f.dscore desc, f.def_id) as chars
