@@ -54,7 +54,7 @@ declare
   v_pub_len bigint;
   v_ids bigint[];
   v_terms bigint[];
-  v_pub boolean[];
+  v_pub_terms bigint[];
 begin
   with old as (
     delete from scsql.kb_chunks c
@@ -66,8 +66,8 @@ begin
          count(*) filter (where o.published), coalesce(sum(o.n_terms) filter (where o.published), 0),
          array_agg(o.chunk_id),
          array(select u.t from old x, unnest(x.term_ids) u(t)),
-         array(select x.published from old x, unnest(x.term_ids) u(t))
-    into v_hashes, v_n, v_len, v_files, v_pub_n, v_pub_len, v_ids, v_terms, v_pub
+         array(select u.t from old x, unnest(x.term_ids) u(t) where x.published)
+    into v_hashes, v_n, v_len, v_files, v_pub_n, v_pub_len, v_ids, v_terms, v_pub_terms
   from old o join scsql.kb_sources s on s.project_id = p_project and s.source_id = o.source_id;
   if v_n = 0 then
     return '{}';
@@ -76,8 +76,9 @@ begin
   delete from scsql.kb_postings p
   where p.project_id = p_project and p.term_id = any(v_terms) and p.chunk_id = any(v_ids);
   update scsql.kb_terms t set df = t.df - d.n, published_df = t.published_df - d.np
-  from (select u.term_id, count(*) as n, count(*) filter (where u.pub) as np
-        from unnest(v_terms, v_pub) u(term_id, pub) group by u.term_id order by u.term_id) d
+  from (select u.term_id, sum(u.n) as n, sum(u.np) as np
+        from (select t, 1, 0 from unnest(v_terms) t union all select t, 0, 1 from unnest(v_pub_terms) t) u(term_id, n, np)
+        group by u.term_id order by u.term_id) d
   where t.project_id = p_project and t.term_id = any(v_terms) and t.term_id = d.term_id;
 
   perform scsql._memory_state_add(p_project, -v_n, -v_len, -v_files, -v_pub_n, -v_pub_len);
