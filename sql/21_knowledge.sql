@@ -377,6 +377,32 @@ $$;
 comment on function scsql._enqueue_embeddings(bigint, text[]) is
   'Private. Queues the chunk hashes that have no embedding for the project''s active model, and wakes the project''s workers (scsql._notify_embed). Returns how many were queued.';
 
+create or replace function scsql._chunks_changed(p_project bigint, p_source_id bigint, p_content text, p_spans jsonb)
+returns table (old_ids bigint[], new_chunks jsonb, kept integer)
+language sql stable
+as $$
+  -- A stored chunk the new text makes again in the same place (seq, hash,
+  -- anchor, lines and characters; no conversation context) is kept with its
+  -- postings: an edit costs the chunks it changed, not the whole file.
+  -- NULL rows when the text is conversation (contexts are recorded anew).
+  with x as materialized (
+    select * from scsql._chunks_to_store(p_content, p_spans, false, null)
+  ), k as materialized (
+    select c.chunk_id, c.seq from scsql.kb_chunks c
+    join x on x.seq = c.seq and x.chunk_hash = c.chunk_hash and x.anchor is not distinct from c.anchor
+     and x.line_start = c.line_start and x.line_end = c.line_end and x.char_start = c.char_start
+     and x.char_end = c.char_end and x.context is null and c.context is null
+    where c.project_id = p_project and c.source_id = p_source_id
+  )
+  select array(select c.chunk_id from scsql.kb_chunks c where c.project_id = p_project and c.source_id = p_source_id
+                 and c.chunk_id not in (select k.chunk_id from k)),
+         coalesce((select jsonb_agg(to_jsonb(x) order by x.seq) from x where x.seq not in (select k.seq from k)), '[]'),
+         (select count(*) from k)::integer
+  where not exists (select from x where x.context is not null)
+$$;
+comment on function scsql._chunks_changed(bigint, bigint, text, jsonb) is
+  'Private. What a new text (CONTENT, SPANS) of source SOURCE_ID changes in its stored chunks: the ids of the chunks to remove, the chunks to store (rows of scsql._chunks_to_store as JSON objects) and how many stored chunks it makes again in the same place and are kept. No row for conversation text (chunks with a context), which is stored anew.';
+
 create or replace function scsql._index_source(
   p_project bigint, p_path text, p_content text, p_kind text, p_trust text, p_tier text,
   p_spans jsonb, p_meta jsonb, p_expires_at timestamptz)
@@ -390,6 +416,9 @@ declare
   v_old_ids bigint[];
   v_old_hashes text[] := '{}';
   v_new record;
+  v_found boolean;
+  v_made jsonb;
+  v_kept integer;
   v_agent bigint := scsql._my_agent_id();
 begin
   -- Every text of the knowledge base is stored redacted (sql/05_redaction.sql):
@@ -414,10 +443,17 @@ begin
     return query select v_src.source_id, v_src.n_chunks, true, v_hash;
     return;
   end if;
-  if found then
-    select array_agg(c.chunk_id) into v_old_ids
-    from scsql.kb_chunks c where c.project_id = p_project and c.source_id = v_src.source_id;
-    if v_old_ids is not null then
+  v_found := found;
+  if v_found and v_src.kind = p_kind and v_src.kind <> 'session_summary' then  -- published and conversation unchanged
+    select d.old_ids, d.new_chunks, d.kept into v_old_ids, v_made, v_kept
+    from scsql._chunks_changed(p_project, v_src.source_id, p_content, p_spans) d;
+  end if;
+  if v_found then
+    if v_kept is null then
+      select array_agg(c.chunk_id) into v_old_ids
+      from scsql.kb_chunks c where c.project_id = p_project and c.source_id = v_src.source_id;
+    end if;
+    if cardinality(v_old_ids) > 0 then
       v_old_hashes := scsql._unindex_chunks(p_project, v_old_ids);
     end if;
     update scsql.kb_sources s
@@ -432,12 +468,13 @@ begin
     returning * into v_src;
   end if;
 
-  select * into v_new from scsql._index_chunks(p_project, v_src.source_id, p_path, p_content, p_spans, p_kind = 'file');
-  update scsql.kb_sources s set n_chunks = v_new.n_chunks
+  select * into v_new from scsql._index_chunks(p_project, v_src.source_id, p_path, p_content, p_spans, p_kind = 'file',
+                                               v_made);  -- NULL: the text chunked
+  update scsql.kb_sources s set n_chunks = v_new.n_chunks + coalesce(v_kept, 0)
    where s.project_id = p_project and s.source_id = v_src.source_id;
   perform scsql._gc_hashes(p_project, v_old_hashes);
   perform scsql._enqueue_embeddings(p_project, v_new.hashes);
-  return query select v_src.source_id, v_new.n_chunks, false, v_hash;
+  return query select v_src.source_id, v_new.n_chunks + coalesce(v_kept, 0), false, v_hash;
 end
 $$;
 comment on function scsql._index_source(bigint, text, text, text, text, text, jsonb, jsonb, timestamptz) is
