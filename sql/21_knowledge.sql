@@ -21,12 +21,30 @@ $$;
 comment on function scsql._memory_state_lock(bigint) is
   'Private. Creates the project''s memory_state row if needed and locks it: every writer of the knowledge base holds this lock until commit, so BM25 statistics and document frequencies stay exact under concurrency.';
 
+create or replace function scsql._memory_state_add(p_project bigint, p_chunks bigint, p_len bigint,
+                                                   p_file_chunks bigint, p_published_chunks bigint, p_published_len bigint)
+returns void
+language sql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+  -- Caller holds the project's memory_state lock; negative counts remove.
+  update scsql.memory_state
+     set n_chunks = n_chunks + p_chunks, total_len = total_len + p_len, n_file_chunks = n_file_chunks + p_file_chunks,
+         published_chunks = published_chunks + p_published_chunks, published_len = published_len + p_published_len,
+         updated_at = now()
+   where project_id = p_project;
+$$;
+comment on function scsql._memory_state_add(bigint, bigint, bigint, bigint, bigint, bigint) is
+  'Private. Adds chunks to the project''s BM25 statistics (memory_state): CHUNKS chunks of LEN terms in all, FILE_CHUNKS of them from files, PUBLISHED_CHUNKS and PUBLISHED_LEN published; negative counts for chunks removed.';
+
 create or replace function scsql._unindex_chunks(p_project bigint, p_chunk_ids bigint[])
 returns text[]
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 -- Caller holds the project's memory_state lock. Returns the chunk hashes
--- that were removed (for _gc_hashes once new chunks are in place).
+-- that were removed (for _gc_hashes once new chunks are in place). The
+-- postings and terms are reached through their keys (term ids and chunk
+-- ids as arrays), never by a join the planner may turn into a scan of the
+-- project's postings: the cost follows the chunks removed, not the project.
 declare
   v_hashes text[];
   v_n bigint;
@@ -34,42 +52,64 @@ declare
   v_files bigint;
   v_pub_n bigint;
   v_pub_len bigint;
+  v_ids bigint[];
+  v_terms bigint[];
+  v_pub_terms bigint[];
 begin
   with old as (
     delete from scsql.kb_chunks c
     where c.project_id = p_project and c.chunk_id = any(p_chunk_ids)
     returning c.chunk_id, c.term_ids, c.n_terms, c.chunk_hash, c.source_id, c.published
-  ),
-  pairs as (
-    select o.chunk_id, u.term_id, o.published from old o, unnest(o.term_ids) u(term_id)
-  ),
-  dp as (
-    delete from scsql.kb_postings p using pairs
-    where p.project_id = p_project and p.term_id = pairs.term_id and p.chunk_id = pairs.chunk_id
-  ),
-  dt as (
-    update scsql.kb_terms t set df = t.df - d.n, published_df = t.published_df - d.np
-    from (select term_id, count(*) as n, count(*) filter (where published) as np
-          from pairs group by term_id order by term_id) d
-    where t.project_id = p_project and t.term_id = d.term_id
   )
   select array_agg(distinct o.chunk_hash), count(*), coalesce(sum(o.n_terms), 0),
          count(*) filter (where s.kind = 'file'),
-         count(*) filter (where o.published), coalesce(sum(o.n_terms) filter (where o.published), 0)
-    into v_hashes, v_n, v_len, v_files, v_pub_n, v_pub_len
+         count(*) filter (where o.published), coalesce(sum(o.n_terms) filter (where o.published), 0),
+         array_agg(o.chunk_id),
+         array(select u.t from old x, unnest(x.term_ids) u(t)),
+         array(select u.t from old x, unnest(x.term_ids) u(t) where x.published)
+    into v_hashes, v_n, v_len, v_files, v_pub_n, v_pub_len, v_ids, v_terms, v_pub_terms
   from old o join scsql.kb_sources s on s.project_id = p_project and s.source_id = o.source_id;
+  if v_n = 0 then
+    return '{}';
+  end if;
+  -- Every posting of a removed chunk has one of its terms: both keys as arrays.
+  delete from scsql.kb_postings p
+  where p.project_id = p_project and p.term_id = any(v_terms) and p.chunk_id = any(v_ids);
+  update scsql.kb_terms t set df = t.df - d.n, published_df = t.published_df - d.np
+  from (select u.term_id, sum(u.n) as n, sum(u.np) as np
+        from (select t, 1, 0 from unnest(v_terms) t union all select t, 0, 1 from unnest(v_pub_terms) t) u(term_id, n, np)
+        group by u.term_id order by u.term_id) d
+  where t.project_id = p_project and t.term_id = any(v_terms) and t.term_id = d.term_id;
 
-  update scsql.memory_state
-     set n_chunks = n_chunks - v_n, total_len = total_len - v_len,
-         n_file_chunks = n_file_chunks - v_files,
-         published_chunks = published_chunks - v_pub_n, published_len = published_len - v_pub_len,
-         updated_at = now()
-   where project_id = p_project;
+  perform scsql._memory_state_add(p_project, -v_n, -v_len, -v_files, -v_pub_n, -v_pub_len);
   return coalesce(v_hashes, '{}');
 end
 $$;
 comment on function scsql._unindex_chunks(bigint, bigint[]) is
   'Private. Removes chunks with their postings, lowering document frequencies (whole and published) and the project''s BM25 statistics. Returns the removed chunk hashes.';
+
+create or replace function scsql._chunks_to_store(p_content text, p_spans jsonb, p_conversation boolean,
+                                                  p_chunks jsonb)
+returns table (seq integer, anchor text, line_start integer, line_end integer, char_start integer, char_end integer,
+               content text, chunk_hash text, context text, context_sources bigint[], context_hashes text[])
+language sql immutable
+as $$
+  -- A session summary is conversation: each part is chunked with the
+  -- context before it (sql/20_text.sql), as are spans marked "context".
+  -- Where each context came from is recorded once the chunks are stored
+  -- (scsql._attach_context_sources).
+  select t.*, null::bigint[], null::text[]
+  from scsql._chunk_text(p_content, p_spans, scsql_caller.chunk_chars(), p_conversation) t where p_chunks is null
+  union all
+  -- Chunks already made, stored again with where their contexts came from
+  -- (scsql._forget_in_context).
+  select * from pg_catalog.jsonb_to_recordset(p_chunks)
+    as r(seq integer, anchor text, line_start integer, line_end integer, char_start integer, char_end integer,
+         content text, chunk_hash text, context text, context_sources bigint[], context_hashes text[])
+  where p_chunks is not null
+$$;
+comment on function scsql._chunks_to_store(text, jsonb, boolean, jsonb) is
+  'Private. The chunks scsql._index_chunks stores: the text chunked (scsql._chunk_text at the chunk size; as conversation when CONVERSATION), or CHUNKS already made (rows of scsql._chunk_text as JSON objects, with where their contexts came from), each with context_sources and context_hashes.';
 
 create or replace function scsql._index_chunks(p_project bigint, p_source_id bigint, p_path text,
                                                p_content text, p_spans jsonb, p_is_file boolean,
@@ -88,19 +128,7 @@ begin
   select s.published, s.kind = 'session_summary' into strict v_published, v_conversation from scsql.kb_sources s
   where s.project_id = p_project and s.source_id = p_source_id;
   with x as materialized (
-    -- A session summary is conversation: each part is chunked with the
-    -- context before it (sql/20_text.sql), as are spans marked "context".
-    -- Where each context came from is recorded once the chunks are stored
-    -- (scsql._attach_context_sources).
-    select t.*, null::bigint[] as context_sources, null::text[] as context_hashes
-    from scsql._chunk_text(p_content, p_spans, scsql_caller.chunk_chars(), v_conversation) t where p_chunks is null
-    union all
-    -- Chunks already made, stored again with where their contexts came from
-    -- (scsql._forget_in_context).
-    select * from pg_catalog.jsonb_to_recordset(p_chunks)
-      as r(seq integer, anchor text, line_start integer, line_end integer, char_start integer, char_end integer,
-           content text, chunk_hash text, context text, context_sources bigint[], context_hashes text[])
-    where p_chunks is not null
+    select * from scsql._chunks_to_store(p_content, p_spans, v_conversation, p_chunks)
   ),
   tt as materialized (
     -- The source path and the anchor count as text of every chunk, so a
@@ -144,13 +172,8 @@ begin
     into v_n, v_len, v_hashes
   from c;
 
-  update scsql.memory_state
-     set n_chunks = memory_state.n_chunks + v_n, total_len = total_len + v_len,
-         n_file_chunks = n_file_chunks + case when p_is_file then v_n else 0 end,
-         published_chunks = published_chunks + case when v_published then v_n else 0 end,
-         published_len = published_len + case when v_published then v_len else 0 end,
-         updated_at = now()
-   where project_id = p_project;
+  perform scsql._memory_state_add(p_project, v_n, v_len, case when p_is_file then v_n else 0 end,
+                                  case when v_published then v_n else 0 end, case when v_published then v_len else 0 end);
   if p_chunks is null then
     perform scsql._attach_context_sources(p_project, p_source_id);
   end if;
@@ -354,6 +377,32 @@ $$;
 comment on function scsql._enqueue_embeddings(bigint, text[]) is
   'Private. Queues the chunk hashes that have no embedding for the project''s active model, and wakes the project''s workers (scsql._notify_embed). Returns how many were queued.';
 
+create or replace function scsql._chunks_changed(p_project bigint, p_source_id bigint, p_content text, p_spans jsonb)
+returns table (old_ids bigint[], new_chunks jsonb, kept integer)
+language sql stable
+as $$
+  -- A stored chunk the new text makes again in the same place (seq, hash,
+  -- anchor, lines and characters; no conversation context) is kept with its
+  -- postings: an edit costs the chunks it changed, not the whole file.
+  -- NULL rows when the text is conversation (contexts are recorded anew).
+  with x as materialized (
+    select * from scsql._chunks_to_store(p_content, p_spans, false, null)
+  ), k as materialized (
+    select c.chunk_id, c.seq from scsql.kb_chunks c
+    join x on x.seq = c.seq and x.chunk_hash = c.chunk_hash and x.anchor is not distinct from c.anchor
+     and x.line_start = c.line_start and x.line_end = c.line_end and x.char_start = c.char_start
+     and x.char_end = c.char_end and x.context is null and c.context is null
+    where c.project_id = p_project and c.source_id = p_source_id
+  )
+  select array(select c.chunk_id from scsql.kb_chunks c where c.project_id = p_project and c.source_id = p_source_id
+                 and c.chunk_id not in (select k.chunk_id from k)),
+         coalesce((select jsonb_agg(to_jsonb(x) order by x.seq) from x where x.seq not in (select k.seq from k)), '[]'),
+         (select count(*) from k)::integer
+  where not exists (select from x where x.context is not null)
+$$;
+comment on function scsql._chunks_changed(bigint, bigint, text, jsonb) is
+  'Private. What a new text (CONTENT, SPANS) of source SOURCE_ID changes in its stored chunks: the ids of the chunks to remove, the chunks to store (rows of scsql._chunks_to_store as JSON objects) and how many stored chunks it makes again in the same place and are kept. No row for conversation text (chunks with a context), which is stored anew.';
+
 create or replace function scsql._index_source(
   p_project bigint, p_path text, p_content text, p_kind text, p_trust text, p_tier text,
   p_spans jsonb, p_meta jsonb, p_expires_at timestamptz)
@@ -367,6 +416,9 @@ declare
   v_old_ids bigint[];
   v_old_hashes text[] := '{}';
   v_new record;
+  v_found boolean;
+  v_made jsonb;
+  v_kept integer;
   v_agent bigint := scsql._my_agent_id();
 begin
   -- Every text of the knowledge base is stored redacted (sql/05_redaction.sql):
@@ -391,10 +443,17 @@ begin
     return query select v_src.source_id, v_src.n_chunks, true, v_hash;
     return;
   end if;
-  if found then
-    select array_agg(c.chunk_id) into v_old_ids
-    from scsql.kb_chunks c where c.project_id = p_project and c.source_id = v_src.source_id;
-    if v_old_ids is not null then
+  v_found := found;
+  if v_found and v_src.kind = p_kind and v_src.kind <> 'session_summary' then  -- published and conversation unchanged
+    select d.old_ids, d.new_chunks, d.kept into v_old_ids, v_made, v_kept
+    from scsql._chunks_changed(p_project, v_src.source_id, p_content, p_spans) d;
+  end if;
+  if v_found then
+    if v_kept is null then
+      select array_agg(c.chunk_id) into v_old_ids
+      from scsql.kb_chunks c where c.project_id = p_project and c.source_id = v_src.source_id;
+    end if;
+    if cardinality(v_old_ids) > 0 then
       v_old_hashes := scsql._unindex_chunks(p_project, v_old_ids);
     end if;
     update scsql.kb_sources s
@@ -409,12 +468,13 @@ begin
     returning * into v_src;
   end if;
 
-  select * into v_new from scsql._index_chunks(p_project, v_src.source_id, p_path, p_content, p_spans, p_kind = 'file');
-  update scsql.kb_sources s set n_chunks = v_new.n_chunks
+  select * into v_new from scsql._index_chunks(p_project, v_src.source_id, p_path, p_content, p_spans, p_kind = 'file',
+                                               v_made);  -- NULL: the text chunked
+  update scsql.kb_sources s set n_chunks = v_new.n_chunks + coalesce(v_kept, 0)
    where s.project_id = p_project and s.source_id = v_src.source_id;
   perform scsql._gc_hashes(p_project, v_old_hashes);
   perform scsql._enqueue_embeddings(p_project, v_new.hashes);
-  return query select v_src.source_id, v_new.n_chunks, false, v_hash;
+  return query select v_src.source_id, v_new.n_chunks + coalesce(v_kept, 0), false, v_hash;
 end
 $$;
 comment on function scsql._index_source(bigint, text, text, text, text, text, jsonb, jsonb, timestamptz) is

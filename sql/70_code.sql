@@ -206,18 +206,24 @@ as $$
 -- that import it.
 declare
   v_keys text[];
+  v_names text[];
+  v_files bigint[];
 begin
   update scsql.code_references r
      set resolution = 'pending', target_def_id = null, target_file_id = null, candidates = null
    where r.project_id = p_project and r.name = any(p_names) and r.kind <> 'import' and r.resolution <> 'pending';
   if p_new then
+    -- The imports of module K, or of symbol S from module M where M/S is K,
+    -- looked up by name (an index): a new file costs its keys, not the project.
     select module_keys into v_keys from scsql.code_files where project_id = p_project and file_id = p_file;
+    select v_keys || coalesce(array_agg(array_to_string(p.parts[:j.n], '/')), '{}') into v_names
+    from unnest(v_keys) k(key), string_to_array(k.key, '/') p(parts), generate_series(1, cardinality(p.parts) - 1) j(n);
+    select array_agg(distinct i.file_id) into v_files from scsql.code_references i
+    where i.project_id = p_project and i.name = any(v_names) and i.kind = 'import' and i.resolution = 'external'
+      and (i.name = any(v_keys) or i.name || '/' || i.qualifier = any(v_keys));
     update scsql.code_references r
        set resolution = 'pending', target_def_id = null, target_file_id = null, target_module = null, candidates = null
-     where r.project_id = p_project and r.resolution <> 'pending'
-       and r.file_id in (select i.file_id from scsql.code_references i
-                         where i.project_id = p_project and i.kind = 'import' and i.resolution = 'external'
-                           and (i.name = any(v_keys) or i.name || '/' || i.qualifier = any(v_keys)));
+     where r.project_id = p_project and r.file_id = any(v_files) and r.resolution <> 'pending';
   end if;
 end
 $$;
@@ -514,6 +520,31 @@ $$;
 comment on function scsql._code_resolve_global(bigint) is
   'Private. Resolves what the file''s own definitions and imports did not, by name over the project: unique (one definition), ambiguous (several: the ten likeliest kept as candidates), unresolved (none: the language''s or a library''s).';
 
+create or replace function scsql._code_analyze_for(p_pending bigint)
+returns boolean
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+-- Resolution joins references with definitions and files. Planned on
+-- statistics taken before a first (or a large) index, those joins become
+-- scans repeated per reference: minutes instead of seconds. So when the
+-- pending references outnumber a fifth of the references the statistics
+-- know, the three tables are analyzed first. SKIP_LOCKED: it never waits
+-- for another project's writer or for autovacuum (who then keeps the
+-- statistics fresh). Not on Citus, whose planner reads its own.
+begin
+  if p_pending < 1000
+     or p_pending < 0.2 * (select greatest(c.reltuples, 0) from pg_catalog.pg_class c
+                           where c.oid = 'scsql.code_references'::regclass)
+     or exists (select from pg_catalog.pg_extension where extname = 'citus') then
+    return false;
+  end if;
+  analyze (skip_locked) scsql.code_files, scsql.code_definitions, scsql.code_references;
+  return true;
+end
+$$;
+comment on function scsql._code_analyze_for(bigint) is
+  'Private. Analyzes code_files, code_definitions and code_references (skipping any another session holds) when PENDING references to resolve outnumber a fifth of those the statistics know, so that resolution is planned on the graph as it is. Returns whether it analyzed.';
+
 create or replace function scsql.resolve_code()
 returns integer
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
@@ -527,6 +558,7 @@ begin
   if v_n = 0 then
     return 0;
   end if;
+  perform scsql._code_analyze_for(v_n);
   perform scsql._code_resolve_imports(v_project);
   perform scsql._code_resolve_local(v_project);
   perform scsql._code_resolve_imported(v_project);
@@ -798,8 +830,9 @@ begin
       where x.project_id = v_project and x.file_id = s.file_id and x.kind <> 'constant'
         and (p.def_id is null or p.kind not in ('function', 'method'))
       order by 5 desc, x.rank desc, x.def_id limit greatest(40, p_budget_tokens / 10)) d
-  ), firsts as (
-    select d.*, row_number() over (partition by d.file_id order by d.dscore desc, d.def_id) as rn from defs d
+  ), firsts as (  -- a line costs at least 6 characters: past the best budget * 4 / 6 none could fit
+    select d.*, row_number() over (partition by d.file_id order by d.dscore desc, d.def_id) as rn
+    from (select * from defs order by dscore desc, def_id limit p_budget_tokens * 4 / 6 + 1) d
   ), costed as (
     select f.*, sum(char_length(f.line) + 1 + case when f.rn = 1 then char_length(f.path) + 1 else 0 end)
                   over (order by f.dscore desc, f.def_id) as chars
@@ -884,9 +917,10 @@ as $$
                                   scsql_caller.file_stem(p_file.path) || '.test.ts',
                                   scsql_caller.file_stem(p_file.path) || '.test.js',
                                   scsql_caller.file_stem(p_file.path) || '.spec.ts')
-                                or exists (select from scsql.code_references r
-                                           where r.project_id = f.project_id and r.file_id = f.file_id
-                                             and r.target_file_id = p_file.file_id))
+                                -- the files referring to it, found from it (an index), not from each test file
+                                or f.file_id in (select r.file_id from scsql.code_references r
+                                                 where r.project_id = p_file.project_id
+                                                   and r.target_file_id = p_file.file_id))
                          order by f.path limit 20) t), '[]'))
 $$;
 comment on function scsql_caller.file_links(scsql.code_files) is

@@ -214,7 +214,7 @@ def chunks(agent, root: Path, rels: list[str]) -> float:
     t0 = time.perf_counter()
     for rel in rels:
         text = (root / rel).read_text(encoding="utf-8")
-        spans = spans_for(rel, text)
+        spans = spans_for(rel, text, agent.rules().chunk_chars)
         with agent.transaction() as conn:
             conn.execute("select 1 from scsql.index_text(%s, %s, 'file', null, 'standard', %s, %s)",
                          (rel, text, Jsonb(spans) if spans is not None else None, Jsonb({"language": "py"})))
@@ -322,7 +322,7 @@ def retrieval(s, size: int) -> dict[str, float]:
         bar.update()
         text = p.code + "\n"
         with agent.transaction() as conn:
-            spans = spans_for(path_of[p.doc_id], text)
+            spans = spans_for(path_of[p.doc_id], text, agent.rules().chunk_chars)
             conn.execute("select 1 from scsql.index_text(%s, %s, 'file', null, 'standard', %s)",
                          (path_of[p.doc_id], text, Jsonb(spans) if spans else None))
             store(conn, path_of[p.doc_id], text, hashlib.sha256(text.encode()).hexdigest())
@@ -381,7 +381,7 @@ def speed(agent, root: Path, truth: Truth, n: int) -> dict[str, dict[str, float]
         return text
 
     def text_only(rel: str, text: str) -> None:
-        spans = spans_for(rel, text)
+        spans = spans_for(rel, text, agent.rules().chunk_chars)
         sql("select 1 from scsql.index_text(%s, %s, 'file', null, 'standard', %s, %s)",
             rel, text, Jsonb(spans) if spans is not None else None, Jsonb({"language": "py"}))
 

@@ -81,7 +81,7 @@ def index_tree(s: Scratch, root: Path, limit: int) -> int:
         except (OSError, UnicodeDecodeError):
             continue
         rel = path.relative_to(root).as_posix()
-        spans = spans_for(rel, text)
+        spans = spans_for(rel, text, s.agent.rules().chunk_chars)
         with s.agent.transaction() as conn:
             row = conn.execute("select chunks from scsql.index_text(%s, %s, 'file', null, 'standard', %s, %s)",
                                (rel, text, Jsonb(spans) if spans is not None else None,

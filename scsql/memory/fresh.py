@@ -259,7 +259,7 @@ def _one(agent, rel: str, verdict, out: Reindexed) -> None:
         return
     text = verdict.decode("utf-8")
     sha = hashlib.sha256(verdict).hexdigest()
-    spans = indexer.spans_for(rel, text)
+    spans = indexer.spans_for(rel, text, agent.rules().chunk_chars)
     with agent.transaction() as conn:  # the graph's lock first, as scsql index takes them
         store(conn, rel, text, sha)
         row = conn.execute(

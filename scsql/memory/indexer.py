@@ -90,9 +90,10 @@ SKIP_SECRET_DIR = "secret store directory"
 SKIP_PROTECTED = "scsql data directory or keystore"
 SKIP_HARD_LINK = "hard link: the file has other names, which may be outside the project root"
 
-MAX_CHUNK_CHARS = 1500
-# A code chunk smaller than this joins its neighbours (up to MAX_CHUNK_CHARS).
-MIN_CHUNK_CHARS = 500
+# The chunk size is the database's (Rules.chunk_chars, scsql_caller.chunk_chars(),
+# read once per connection like the secret directories): a code chunk holds at
+# most that many characters, and one under a third of it (min_chunk_chars)
+# joins its neighbours.
 TEXT_SUFFIXES = {".md", ".markdown", ".rst", ".txt", ".adoc"}
 CODE_SUFFIXES = {
     ".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".go", ".rs", ".java", ".kt", ".scala", ".swift",
@@ -432,6 +433,11 @@ def _inside(link: Path, root: Path) -> bool:
 # -- chunk spans ---------------------------------------------------------------
 
 
+def min_chunk_chars(chunk_chars: int) -> int:
+    """The size under which a code chunk of at most CHUNK_CHARS joins its neighbours: a third of it."""
+    return chunk_chars // 3
+
+
 def _span(start: int, end: int, anchor: str | None) -> dict[str, Any]:
     return {"start": start, "end": end, "anchor": anchor}
 
@@ -478,20 +484,20 @@ def _anchor(a: str | None, b: str | None) -> str | None:
     return joined[:200] if joined else None
 
 
-def _split(s: dict[str, Any], lines: list[str]) -> list[dict[str, Any]]:
-    """A span over MAX_CHUNK_CHARS as pieces of about equal size (each under
+def _split(s: dict[str, Any], lines: list[str], most: int) -> list[dict[str, Any]]:
+    """A span over MOST characters as pieces of about equal size (each under
     the maximum unless one line is), cut at a blank line or a line no deeper
     than the span's first where one is near, so no piece is a fragment."""
     size = _chars(lines, s["start"], s["end"])
-    if size <= MAX_CHUNK_CHARS or s["end"] == s["start"]:
+    if size <= most or s["end"] == s["start"]:
         return [s]
-    target = size / -(-size // MAX_CHUNK_CHARS)
+    target = size / -(-size // most)
     base = _indent(lines[s["start"] - 1]) + 4
     pieces = []
     start, acc, best = s["start"], 0, None  # best: the last good line to end a piece on
     for i in range(s["start"], s["end"] + 1):
         line = lines[i - 1]
-        if acc and acc + len(line) + 1 > MAX_CHUNK_CHARS:
+        if acc and acc + len(line) + 1 > most:
             cut = best if best is not None else i - 1
             pieces.append(_span(start, cut, s["anchor"]))
             start, acc, best = cut + 1, _chars(lines, cut + 1, i - 1), None
@@ -520,44 +526,45 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
 
 
-def _pack(spans: list[dict[str, Any]], lines: list[str]) -> list[dict[str, Any]]:
-    """Spans no fragment: each over MAX_CHUNK_CHARS split evenly (_split);
-    then each under MIN_CHUNK_CHARS merged with its neighbour (the one before,
-    else the one after) while the two fit in MAX_CHUNK_CHARS; a merged span
+def _pack(spans: list[dict[str, Any]], lines: list[str], most: int) -> list[dict[str, Any]]:
+    """Spans no fragment: each over MOST characters split evenly (_split);
+    then each under min_chunk_chars(MOST) merged with its neighbour (the one
+    before, else the one after) while the two fit in MOST; a merged span
     covers the lines between them and names both anchors."""
-    pieces = [p for s in spans for p in _split(s, lines)]
+    least = min_chunk_chars(most)
+    pieces = [p for s in spans for p in _split(s, lines, most)]
     out: list[dict[str, Any]] = []
     for p in pieces:
         if out:
             prev = out[-1]
-            small = _chars(lines, p["start"], p["end"]) < MIN_CHUNK_CHARS or \
-                _chars(lines, prev["start"], prev["end"]) < MIN_CHUNK_CHARS
-            if small and _chars(lines, prev["start"], p["end"]) <= MAX_CHUNK_CHARS:
+            small = _chars(lines, p["start"], p["end"]) < least or _chars(lines, prev["start"], prev["end"]) < least
+            if small and _chars(lines, prev["start"], p["end"]) <= most:
                 out[-1] = _span(prev["start"], p["end"], _anchor(prev["anchor"], p["anchor"]))
                 continue
         out.append(p)
-    return _rebalance(out, lines)
+    return _rebalance(out, lines, most)
 
 
-def _rebalance(spans: list[dict[str, Any]], lines: list[str]) -> list[dict[str, Any]]:
-    """A piece still under MIN_CHUNK_CHARS (both neighbours too large to
+def _rebalance(spans: list[dict[str, Any]], lines: list[str], most: int) -> list[dict[str, Any]]:
+    """A piece still under min_chunk_chars(MOST) (both neighbours too large to
     take it) is joined to its smaller neighbour and the two are split again
     evenly (_split), so neither is a fragment."""
+    least = min_chunk_chars(most)
     out = list(spans)
     i = 0
     while i < len(out):
         size = _chars(lines, out[i]["start"], out[i]["end"])
-        if size >= MIN_CHUNK_CHARS or len(out) == 1:
+        if size >= least or len(out) == 1:
             i += 1
             continue
         sizes = {j: _chars(lines, out[j]["start"], out[j]["end"]) for j in (i - 1, i + 1) if 0 <= j < len(out)}
         j = min(sizes, key=lambda k: sizes[k])
         a, b = sorted((i, j))
         both = _span(out[a]["start"], out[b]["end"], _anchor(out[a]["anchor"], out[b]["anchor"]))
-        again = _split(both, lines)
-        if len(again) < 2 or min(_chars(lines, x["start"], x["end"]) for x in again) < MIN_CHUNK_CHARS:
+        again = _split(both, lines, most)
+        if len(again) < 2 or min(_chars(lines, x["start"], x["end"]) for x in again) < least:
             again = _halves(both, lines)
-        if len(again) < 2 or min(_chars(lines, x["start"], x["end"]) for x in again) < MIN_CHUNK_CHARS:
+        if len(again) < 2 or min(_chars(lines, x["start"], x["end"]) for x in again) < least:
             i += 1  # one line longer than a chunk: nothing better to do
             continue
         out[a:b + 1] = again
@@ -565,8 +572,8 @@ def _rebalance(spans: list[dict[str, Any]], lines: list[str]) -> list[dict[str, 
     return out
 
 
-def python_spans(text: str) -> list[dict[str, Any]] | None:
-    """Top-level definitions of a Python module (a large class: its methods)."""
+def python_spans(text: str, most: int) -> list[dict[str, Any]] | None:
+    """Top-level definitions of a Python module (a class over MOST characters: its methods)."""
     try:
         module = ast.parse(text)
     except (SyntaxError, ValueError):
@@ -581,7 +588,7 @@ def python_spans(text: str) -> list[dict[str, Any]] | None:
         start = _leading_comments(lines, first, floor, ("#",))
         end = node.end_lineno or node.lineno
         floor = end
-        if isinstance(node, ast.ClassDef) and _chars(lines, start, end) > MAX_CHUNK_CHARS:
+        if isinstance(node, ast.ClassDef) and _chars(lines, start, end) > most:
             methods = [n for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
             inner: list[dict[str, Any]] = []
             mfloor = start
@@ -648,20 +655,21 @@ def code_spans(text: str) -> list[dict[str, Any]] | None:
     return _fill(spans, lines)
 
 
-def spans_for(rel: str, text: str) -> list[dict[str, Any]] | None:
+def spans_for(rel: str, text: str, chunk_chars: int) -> list[dict[str, Any]] | None:
     """Chunk spans for a file, or None to let the database chunk it as text:
-    its definitions (python_spans, code_spans) packed into chunks (_pack:
-    large ones split evenly, small neighbours merged up to MAX_CHUNK_CHARS)."""
+    its definitions (python_spans, code_spans) packed into chunks of at most
+    CHUNK_CHARS, the database's chunk size (Rules.chunk_chars) (_pack: large
+    ones split evenly, small neighbours merged up to CHUNK_CHARS)."""
     if re.search(r"\r(?!\n)", text):
         return None  # lone CR: line numbers would differ between here and the database
     suffix = Path(rel).suffix.lower()
     if suffix in (".py", ".pyi"):
-        spans = python_spans(text)
+        spans = python_spans(text, chunk_chars)
     elif suffix in CODE_SUFFIXES:
         spans = code_spans(text)
     else:
         return None
-    return _pack(spans, text.split("\n")) if spans else None
+    return _pack(spans, text.split("\n"), chunk_chars) if spans else None
 
 
 # -- indexing -------------------------------------------------------------------
@@ -677,10 +685,11 @@ def _read_text(agent, entry: FileEntry | None) -> str:
     return data.decode("utf-8")
 
 
-def _file_text(rel: str, text: str):
+def _file_text(rel: str, text: str, chunk_chars: int):
     from ..core.bulk import Text
 
-    return Text(rel, text, "file", spans=spans_for(rel, text), meta={"language": Path(rel).suffix.lstrip(".") or None})
+    return Text(rel, text, "file", spans=spans_for(rel, text, chunk_chars),
+                meta={"language": Path(rel).suffix.lstrip(".") or None})
 
 
 def _count(report: dict[str, Any], row: dict[str, Any]) -> None:
@@ -730,7 +739,7 @@ def index_files(agent, tree: Tree, actions: list[dict[str, Any]], progress: bool
     def texts():  # read as the batches need them
         for rel in todo:
             try:
-                yield _file_text(rel, _read_text(agent, by_rel.get(rel)))
+                yield _file_text(rel, _read_text(agent, by_rel.get(rel)), agent.rules().chunk_chars)
             except (ScsqlError, OSError, UnicodeDecodeError, Unindexable) as exc:
                 report["failed"].append({"path": rel, "error": str(exc)})
                 bar.update(1)

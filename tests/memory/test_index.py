@@ -133,14 +133,14 @@ def test_a_hard_link_to_a_file_outside_the_root_is_skipped_and_reported(scsql_db
 
 
 def test_python_is_chunked_by_top_level_definitions():
-    spans = indexer.python_spans(PY)
+    spans = indexer.python_spans(PY, 1500)
     lines = PY.split("\n")
     got = [(s["anchor"], lines[s["start"] - 1].strip()) for s in spans]
     assert got == [(None, '"""A module."""'), ("verify_chain", "# Verifies the chain."), ("Store", "class Store:")]
     big = "class Big:\n" + "\n".join(f"    def m{i}(self):\n        return '{'x' * 80}'\n" for i in range(30))
-    anchors = [s["anchor"] for s in indexer.python_spans(big)]
+    anchors = [s["anchor"] for s in indexer.python_spans(big, 1500)]  # a class over the chunk size: its methods
     assert anchors[0] == "Big" and anchors[1:4] == ["Big.m0", "Big.m1", "Big.m2"] and len(anchors) == 31
-    assert indexer.python_spans("def broken(:\n") is None
+    assert indexer.python_spans("def broken(:\n", 1500) is None
 
 
 def test_other_code_uses_the_definition_heuristic():
@@ -152,7 +152,7 @@ def test_other_code_uses_the_definition_heuristic():
     sql = "-- the table\ncreate table scsql.things (id int);\n\ncreate or replace function scsql.f() returns int\n" \
           "language sql as $$ select 1 $$;\n"
     assert [s["anchor"] for s in indexer.code_spans(sql)] == ["scsql.things", "scsql.f"]
-    assert indexer.spans_for("notes.md", "# a\n") is None
+    assert indexer.spans_for("notes.md", "# a\n", 1500) is None
 
 
 def test_index_tree_is_incremental_and_unindexes_deleted_files(scsql_db, tmp_path):
@@ -225,3 +225,37 @@ def test_cli_index_is_quiet_in_a_pipe(scsql_db, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "scsql", "search", "verifyChain", "--agent", agent.name],
                           env=env, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0 and "src/hmac_chain.ts:1-10 [verifyChain, Ledger]" in proc.stdout.splitlines()[0]
+
+
+def test_an_edit_stores_again_only_the_chunks_it_changed(scsql_db):
+    """A file indexed again keeps the chunks its new text makes again in the
+    same place (their ids, postings and embeddings), stores the others; terms,
+    frequencies and statistics are those a fresh index of the new text gives."""
+    funcs = [f"def step_{i}(value):\n" + "".join(f"    value = value * {k} + {i}  # stage {k}\n" for k in range(30))
+             + "    return value\n" for i in range(6)]
+    before, after = "\n\n".join(funcs), "\n\n".join(funcs[:3] + ["def added(x):\n    return x\n"] + funcs[3:5])
+    edited, fresh = scsql_db.agent("edited", scsql_db.project()), scsql_db.agent("fresh", scsql_db.project())
+
+    def index(agent, text):
+        with agent.transaction() as conn:
+            conn.execute("select * from scsql.index_text('src/steps.py', %s, 'file', null, 'standard', %s)",
+                         (text, Jsonb(indexer.spans_for("src/steps.py", text, agent.rules().chunk_chars))))
+            return conn.execute("select c.seq, c.chunk_id, c.anchor from scsql.kb_chunks c order by c.seq").fetchall()
+
+    first = index(edited, before)
+    second = index(edited, after)
+    assert len(first) == 6 and [r["anchor"] for r in second] == ["step_0", "step_1", "step_2, added", "step_3", "step_4"]
+    assert [r["chunk_id"] for r in second[:2]] == [r["chunk_id"] for r in first[:2]]  # kept
+    assert not {r["chunk_id"] for r in second[2:]} & {r["chunk_id"] for r in first}  # changed or moved: stored anew
+    index(fresh, after)
+
+    def state(agent):
+        with agent.transaction() as conn:
+            return (conn.execute("select n_chunks, total_len, n_file_chunks, published_chunks, published_len "
+                                 "from scsql.memory_state").fetchone(),
+                    conn.execute("select term, df, published_df from scsql.kb_terms where df > 0 order by term").fetchall(),
+                    conn.execute("select s.n_chunks from scsql.kb_sources s").fetchall(),
+                    conn.execute("select c.seq, c.n_terms, c.chunk_hash, t.term, p.tf from scsql.kb_postings p "
+                                 "join scsql.kb_chunks c using (project_id, chunk_id) "
+                                 "join scsql.kb_terms t using (project_id, term_id) order by 1, 4").fetchall())
+    assert state(edited) == state(fresh)

@@ -28,12 +28,13 @@ TURNS = "\n".join(["## user", "How should we restructure verify_part?", "## assi
                    "## user", "use the second option", "## assistant", "Done."])
 
 
-def _corpus(round_: int) -> list[bulk.Text]:
+def _corpus(round_: int, chunk_chars: int) -> list[bulk.Text]:
     """Texts of every shape index_text takes; round 2 changes some, keeps some, adds some."""
     texts = [
         bulk.Text("notes/intro.md", f"# Intro\nThe ledger, round {min(round_, 1)}.\n\n## Keys\naws key {AWS} here\n"
                                     "password = 'hunter2hunter2'\n", "note", meta={"token": "ghp_" + "a" * 36}),
-        bulk.Text("src/steps.py", CODE, "file", spans=spans_for("src/steps.py", CODE), meta={"language": "py"}),
+        bulk.Text("src/steps.py", CODE, "file", spans=spans_for("src/steps.py", CODE, chunk_chars),
+                  meta={"language": "py"}),
         bulk.Text("https://bob:s3cretpass@example.com/doc", "# Doc\nExternal text about word3.", "url"),
         bulk.Text("notes/long.md", LONG + ("" if round_ == 1 else "\n\nAnd one more paragraph."), "note",
                   tier="session"),
@@ -103,9 +104,9 @@ def test_bulk_and_per_call_paths_store_identical_tables(scsql_db):
     one, two = scsql_db.project(), scsql_db.project()
     a, b = scsql_db.agent("percall", one), scsql_db.agent("bulk", two)
     for round_ in (1, 2):  # a fresh index, then changed, unchanged and new texts
-        expected = _per_call(a, _corpus(round_))
+        expected = _per_call(a, _corpus(round_, a.rules().chunk_chars))
         with b.transaction() as conn:
-            got = bulk.index_texts(conn, _corpus(round_))
+            got = bulk.index_texts(conn, _corpus(round_, b.rules().chunk_chars))
         assert [{k: r[k] for k in expected[0]} for r in got] == expected
         assert [r["ord"] for r in got] == list(range(1, len(got) + 1))
     if round_ == 2:

@@ -70,10 +70,17 @@ def _sizes(text: str, spans) -> list[int]:
     return [indexer._chars(lines, s["start"], s["end"]) for s in spans]
 
 
-def test_code_chunks_of_real_files_are_never_fragments():
+def _chunk_chars(scsql_db) -> int:
+    """The database's chunk size, as the indexer reads it (once per connection)."""
+    return scsql_db.agent("rules", scsql_db.project()).rules().chunk_chars
+
+
+def test_code_chunks_of_real_files_are_never_fragments(scsql_db):
     """Every chunk of a standard-library module with more than one chunk is at
-    least MIN_CHUNK_CHARS (unless a neighbour is one line longer than a chunk)
-    and at most MAX_CHUNK_CHARS, and the chunks follow each other."""
+    least a third of the database's chunk size (unless a neighbour is one line
+    longer than a chunk) and at most that size, and the chunks follow each other."""
+    most = _chunk_chars(scsql_db)
+    least = indexer.min_chunk_chars(most)
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     names = ["json/decoder.py", "json/encoder.py", "argparse.py", "dataclasses.py", "string.py", "textwrap.py",
              "shlex.py", "ast.py", "tokenize.py", "locale.py", "pprint.py", "csv.py"]
@@ -81,26 +88,48 @@ def test_code_chunks_of_real_files_are_never_fragments():
     checked = 0
     for name in names:
         text = (stdlib / name).read_text(encoding="utf-8")
-        spans = indexer.spans_for(name, text)
+        spans = indexer.spans_for(name, text, most)
         assert spans, name
         assert all(a["end"] < b["start"] for a, b in zip(spans, spans[1:], strict=False)), name
         sizes = _sizes(text, spans)
         lines = text.split("\n")
-        assert all(size <= indexer.MAX_CHUNK_CHARS or s["start"] == s["end"] for s, size in zip(spans, sizes,
-                                                                                                    strict=True))
+        assert all(size <= most or s["start"] == s["end"] for s, size in zip(spans, sizes, strict=True))
         if len(spans) > 1:
             checked += len(spans)
-            small += [(name, s) for s, size in zip(spans, sizes, strict=True) if size < indexer.MIN_CHUNK_CHARS
-                      and max(len(ln) for ln in lines[s["start"] - 1 : s["end"]]) < indexer.MAX_CHUNK_CHARS]
+            small += [(name, s) for s, size in zip(spans, sizes, strict=True) if size < least
+                      and max(len(ln) for ln in lines[s["start"] - 1 : s["end"]]) < most]
     assert checked > 300
     assert small == []
 
 
-def test_a_large_dict_literal_is_split_evenly_not_into_a_fragment():
+def test_a_large_dict_literal_is_split_evenly_not_into_a_fragment(scsql_db):
+    most = _chunk_chars(scsql_db)
     entries = "".join(f'    "key_{i:03d}": "value number {i}",\n' for i in range(56))  # about 1,900 characters
     text = f"import os\n\nTABLE = {{\n{entries}}}\n\n\ndef lookup(key):\n    return TABLE[key]\n"
-    spans = indexer.spans_for("table.py", text)
+    spans = indexer.spans_for("table.py", text, most)
     sizes = _sizes(text, spans)
-    assert len(spans) == 2 and min(sizes) >= indexer.MIN_CHUNK_CHARS and max(sizes) <= indexer.MAX_CHUNK_CHARS
+    assert len(spans) == 2 and min(sizes) >= indexer.min_chunk_chars(most) and max(sizes) <= most
     assert spans[-1]["end"] == len(text.split("\n")) - 1  # lookup joined the last piece of the literal
     assert spans[-1]["anchor"] == "lookup"
+
+
+def test_code_chunks_follow_the_databases_chunk_size(scsql_db, tmp_path):
+    """The chunk size is the database's (scsql_caller.chunk_chars), read once
+    per connection: with a smaller one, scsql index packs code into smaller chunks."""
+    with scsql_db.connect(autocommit=True) as conn:  # this test's database only
+        conn.execute("create or replace function scsql_caller.chunk_chars() returns integer "
+                     "language sql immutable parallel safe as $$ select 900 $$")
+    root = (tmp_path / "proj").resolve()
+    root.mkdir()
+    body = "".join(f"    total = total + {k} * value  # step {k} of the sum\n" for k in range(3))
+    (root / "steps.py").write_text("".join(f"def step_{i}(value):\n    total = 0\n{body}    return total\n\n\n"
+                                           for i in range(12)))
+    project = scsql_db.project()
+    roles.set_project_root(scsql_db.admin, project, str(root))
+    agent = scsql_db.agent("chunks", project)
+    assert agent.rules().chunk_chars == 900
+    indexer.index_tree(agent, root, progress=False)
+    with agent.transaction() as conn:
+        sizes = [r["n"] for r in conn.execute("select char_length(content) as n from scsql.kb_chunks order by seq")]
+    assert len(sizes) > 1 and max(sizes) <= 900 and min(sizes) >= indexer.min_chunk_chars(900)
+    assert max(sizes) > 600  # small definitions were packed up to the size, not left alone
