@@ -774,8 +774,7 @@ declare
 begin
   if p_budget_tokens is null or p_budget_tokens not between 50 and 20000 then
     raise exception using errcode = 'SC262', message = format('repo_map: budget %s is not 50 to 20,000 tokens', p_budget_tokens);
-  end if;
-  if cardinality(p_focus) > 100 or exists (select from unnest(p_focus) e where char_length(e) > 2000) then
+  elsif cardinality(p_focus) > 100 or exists (select from unnest(p_focus) e where char_length(e) > 2000) then
     raise exception using errcode = 'SC263', message = 'repo_map: focus is at most 100 entries of at most 2,000 characters';
   end if;
   return query
@@ -789,8 +788,7 @@ begin
       from s0 s join scsql.code_links l on l.project_id = v_project and l.src_file_id = s.file_id
       union all
       select l.src_file_id, 0.5 * s.w * l.in_share
-      from s0 s join scsql.code_links l on l.project_id = v_project and l.dst_file_id = s.file_id) y
-    group by y.file_id
+      from s0 s join scsql.code_links l on l.project_id = v_project and l.dst_file_id = s.file_id) y group by y.file_id
   ), h1top as (
     select * from h1 order by w desc, file_id limit 40  -- the second step goes on from the likeliest only
   ), h2 as (
@@ -799,8 +797,7 @@ begin
       from h1top s join scsql.code_links l on l.project_id = v_project and l.src_file_id = s.file_id
       union all
       select l.src_file_id, 0.5 * s.w * l.in_share
-      from h1top s join scsql.code_links l on l.project_id = v_project and l.dst_file_id = s.file_id) y
-    group by y.file_id
+      from h1top s join scsql.code_links l on l.project_id = v_project and l.dst_file_id = s.file_id) y group by y.file_id
   ), pers as (
     -- The first terms of PageRank personalised by the focus: the focus, then what it uses and
     -- what uses it, one step away, and two steps away from the 40 likeliest of those.
