@@ -692,10 +692,10 @@ declare
   v_total bigint := (select sum(d) from unnest(p_df) d);
   v_e integer := 1;  -- the essential terms: the first v_e, v_sum postings
   v_sum bigint := p_df[1];
-  v_cap integer := greatest(p_budget / 5, p_depth * 2);
+  v_cap bigint := greatest(p_budget / 5, p_depth * 2::bigint);  -- bigint: depth is checked after declare
   -- The first candidates completed: the best 2 * depth (at least 100, or
   -- 3 * depth below a depth of 34: search asks BM25 for its best k).
-  v_batch integer := greatest(p_depth * 2, least(100, p_depth * 3));
+  v_batch bigint := greatest(p_depth * 2::bigint, least(100, p_depth * 3::bigint));
   v_lim integer;  -- candidates read in the round
   v_floor double precision; v_tail double precision := 0; v_every integer := 0;
   v_restart boolean := false; v_redo boolean := false;
@@ -1310,15 +1310,13 @@ language plpgsql stable
 as $$
 #variable_conflict use_column
 begin
-  -- Fusion over the union of both lists, then the citations of the best k.
-  -- A vector hit that holds none of the query's terms counts only above the
-  -- relevance floor (min_similarity): a query nothing matches finds nothing.
-  -- Score fusion adds the branches' scores, not their ranks: BM25 as a
-  -- share of the best BM25 score, and the similarity above the floor as a
-  -- share of the most it could be (1 - floor), so the vector branch weighs
-  -- what its confidence is worth: a strong first BM25 hit is not outvoted
-  -- by weak similarities that happen to rank first, and a close vector
-  -- match outranks weak lexical ones. rrf fuses by reciprocal rank.
+  if p_k is null or p_k not between 1 and 200 or p_bdepth is null or p_bdepth not between 1 and 1000 then
+    raise exception using errcode = 'SC209', message = format('search_fused: k %s or depth %s out of range (k 1-200, depth 1-1000)', p_k, p_bdepth);
+  end if;
+  -- Fusion over the union of both lists, then the citations of the best k. A vector hit that holds
+  -- none of the query's terms counts only above the relevance floor (min_similarity). Score fusion adds
+  -- the branches' scores as shares of their best (BM25) and of 1 - floor (similarity above the floor),
+  -- so a strong first BM25 hit is not outvoted by weak similarities; rrf fuses by reciprocal rank.
   with b as (
     select u.project_id, u.chunk_id, u.key, u.score,
            row_number() over (order by u.score desc, u.project_id, u.chunk_id nulls last, u.key) as rank
@@ -1381,7 +1379,7 @@ $$;
 comment on function scsql_caller.search_fused(bigint[], bigint[], double precision[], bigint[], text[], double precision[], bigint[], bigint[],
                                               double precision[], bigint[], bigint[], double precision[], text, text, double precision, double precision,
                                               double precision, double precision, integer, integer) is
-  'For search_projects: the best k of the union of the BM25 lists (chunks p_b_*, facts and decisions p_a_*: their best bdepth ranked) and the vector hits (p_v_*, with the BM25 scores p_x_* of those outside BM25''s list), fused by mode and fusion (score: BM25 as a share of its best plus vector_weight times the similarity above min_similarity as a share of 1 - min_similarity; rrf: weight / (rrf_k + rank)), a vector hit with no BM25 score counting only at or above min_similarity; as arrays of project ids, chunk ids (NULL for a fact or decision), keys, fused scores, BM25 and vector ranks and BM25 scores, best first. Raises nothing of its own.';
+  'For search_projects: the best k of the union of the BM25 lists (chunks p_b_*, facts and decisions p_a_*: their best bdepth ranked) and the vector hits (p_v_*, with the BM25 scores p_x_* of those outside BM25''s list), fused by mode and fusion (score: BM25 as a share of its best plus vector_weight times the similarity above min_similarity as a share of 1 - min_similarity; rrf: weight / (rrf_k + rank)), a vector hit with no BM25 score counting only at or above min_similarity; as arrays of project ids, chunk ids (NULL for a fact or decision), keys, fused scores, BM25 and vector ranks and BM25 scores, best first. Raises SC209 for k outside 1-200 or depth outside 1-1000.';
 
 create or replace function scsql_caller.search_citations(
   p_proj bigint[], p_chunk bigint[], p_key text[], p_score double precision[], p_brank integer[], p_vrank integer[],

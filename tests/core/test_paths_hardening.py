@@ -183,7 +183,7 @@ def test_one_function_reads_paths(scsql_db):
             "and p.prosrc ~ 'string_to_array\\([^)]*''/''\\)'").fetchall()}
     # The code graph's module keys are made from paths _path_parts already read
     # when they were stored; these split those keys, never a path an agent gives.
-    assert found == {"_path_parts", "_code_module_keys", "_code_common_prefix"}
+    assert found == {"_path_parts", "_code_module_keys", "_code_common_prefix", "_code_invalidate"}
 
 
 def test_dot_dot_above_the_start_is_refused_the_same_way_everywhere(scsql_db, tmp_path):
