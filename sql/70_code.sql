@@ -139,20 +139,21 @@ returns text[]
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 -- Definitions keep their def_id by key; those no longer in the file go.
--- Returns the names whose count in the file changed: references to them
--- elsewhere may resolve differently now.
+-- Returns the names of the definitions that came, went or changed kind:
+-- references to them, here and elsewhere, may resolve differently now.
 declare
   v_changed text[];
 begin
   with old as (
-    select name, count(*) as n from scsql.code_definitions where project_id = p_project and file_id = p_file group by name
+    select key, name, kind from scsql.code_definitions where project_id = p_project and file_id = p_file
   ), new as (
-    select name, count(*) as n
-    from (select distinct on (d.key) d.key, d.name from jsonb_to_recordset(p_definitions) d(key text, name text)) x
-    group by name
+    select distinct on (d.key) d.key, d.name, d.kind
+    from jsonb_to_recordset(p_definitions) d(key text, name text, kind text) order by d.key
   )
-  select coalesce(array_agg(coalesce(o.name, n.name)), '{}') into v_changed
-  from old o full join new n using (name) where o.n is distinct from n.n;
+  select coalesce(array_agg(distinct x.name) filter (where x.name is not null), '{}') into v_changed
+  from old o full join new n using (key)
+  cross join lateral unnest(array[o.name, n.name]) x(name)
+  where o.key is null or n.key is null or o.name <> n.name or o.kind <> n.kind;
   delete from scsql.code_definitions d
   where d.project_id = p_project and d.file_id = p_file
     and not exists (select from jsonb_to_recordset(p_definitions) n(key text) where n.key = d.key);
@@ -164,7 +165,10 @@ begin
   order by n.key
   on conflict (project_id, file_id, key) do update
     set kind = excluded.kind, name = excluded.name, qualname = excluded.qualname, signature = excluded.signature,
-        line_start = excluded.line_start, line_end = excluded.line_end;
+        line_start = excluded.line_start, line_end = excluded.line_end
+  where (d.kind, d.name, d.qualname, d.signature, d.line_start, d.line_end)
+        is distinct from (excluded.kind, excluded.name, excluded.qualname, excluded.signature, excluded.line_start,
+                          excluded.line_end);
   update scsql.code_definitions d set parent_id = p.def_id
   from jsonb_to_recordset(p_definitions) n(key text, parent text)
   left join scsql.code_definitions p on p.project_id = p_project and p.file_id = p_file and p.key = n.parent
@@ -173,28 +177,69 @@ begin
 end
 $$;
 comment on function scsql._code_store_definitions(bigint, bigint, jsonb) is
-  'Private. Stores a file''s definitions (rows as index_code takes them): each keeps its def_id by key, those gone are deleted, parents are linked by key. Returns the names whose count in the file changed.';
+  'Private. Stores a file''s definitions (rows as index_code takes them): each keeps its def_id by key (rewritten only when it changed), those gone are deleted, parents are linked by key. Returns the names of the definitions added, removed or changed in kind.';
 
 create or replace function scsql._code_store_references(p_project bigint, p_file bigint, p_references jsonb)
 returns integer
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
+-- An edit costs what it changed: a reference found again (same kind, name,
+-- qualifier and alias, in the same definition) keeps its row and its
+-- resolution, its lines and count updated; the others are deleted, and the
+-- new ones inserted pending. When the file's imports changed, what they
+-- resolve may change every call of the file: the kept ones go back to pending.
 declare
   v_n integer;
+  v_imports_changed boolean;
 begin
-  delete from scsql.code_references where project_id = p_project and file_id = p_file;
-  insert into scsql.code_references (project_id, file_id, from_def_id, kind, name, qualifier, alias, lines, n)
-  select p_project, p_file, d.def_id, r.kind, r.name, r.qualifier, r.alias,
-         array(select x::integer from jsonb_array_elements_text(r.lines) x where x ~ '^[0-9]{1,9}$'), r.n
-  from jsonb_to_recordset(p_references) r(kind text, name text, qualifier text, alias text, "from" text, lines jsonb,
-                                          n integer)
-  left join scsql.code_definitions d on d.project_id = p_project and d.file_id = p_file and d.key = r."from";
-  get diagnostics v_n = row_count;
+  with new as (
+    select r.kind, r.name, r.qualifier, r.alias, d.def_id as from_def_id, r.n, r.ord,
+           array(select x::integer from jsonb_array_elements_text(r.lines) x where x ~ '^[0-9]{1,9}$') as lines
+    from rows from (jsonb_to_recordset(p_references) as (kind text, name text, qualifier text, alias text, "from" text,
+                                                         lines jsonb, n integer)) with ordinality
+         r(kind, name, qualifier, alias, "from", lines, n, ord)
+    left join scsql.code_definitions d on d.project_id = p_project and d.file_id = p_file and d.key = r."from"
+  ), keyed_new as materialized (
+    select n.*, concat_ws(chr(31), n.kind, n.name, coalesce(n.qualifier, chr(30)), coalesce(n.alias, chr(30)),
+                          coalesce(n.from_def_id::text, chr(30))) as k,
+           row_number() over (partition by n.kind, n.name, n.qualifier, n.alias, n.from_def_id order by n.ord) as i
+    from new n
+  ), keyed_old as materialized (
+    select o.ref_id, o.lines, o.n, concat_ws(chr(31), o.kind, o.name, coalesce(o.qualifier, chr(30)),
+                                             coalesce(o.alias, chr(30)), coalesce(o.from_def_id::text, chr(30))) as k,
+           row_number() over (partition by o.kind, o.name, o.qualifier, o.alias, o.from_def_id order by o.ref_id) as i
+    from scsql.code_references o where o.project_id = p_project and o.file_id = p_file
+  ), pair as materialized (
+    select o.ref_id, o.lines as old_lines, o.n as old_n, n.*
+    from keyed_new n full join keyed_old o on o.k = n.k and o.i = n.i
+  ), gone as (
+    delete from scsql.code_references c using pair p
+    where c.project_id = p_project and c.ref_id = p.ref_id and p.k is null
+    returning c.kind
+  ), kept as (
+    update scsql.code_references c set lines = p.lines, n = p.n
+    from pair p
+    where c.project_id = p_project and c.ref_id = p.ref_id and p.k is not null
+      and (p.old_lines, p.old_n) is distinct from (p.lines, p.n)
+  ), added as (
+    insert into scsql.code_references (project_id, file_id, from_def_id, kind, name, qualifier, alias, lines, n)
+    select p_project, p_file, p.from_def_id, p.kind, p.name, p.qualifier, p.alias, p.lines, p.n
+    from pair p where p.ref_id is null
+    returning kind
+  )
+  select (select count(*) from pair where k is not null),
+         exists (select from gone where kind = 'import') or exists (select from added where kind = 'import')
+  into v_n, v_imports_changed;
+  if v_imports_changed then
+    update scsql.code_references r
+       set resolution = 'pending', target_def_id = null, target_file_id = null, target_module = null, candidates = null
+     where r.project_id = p_project and r.file_id = p_file and r.kind <> 'import' and r.resolution <> 'pending';
+  end if;
   return v_n;
 end
 $$;
 comment on function scsql._code_store_references(bigint, bigint, jsonb) is
-  'Private. Replaces a file''s references (rows as index_code takes them), each placed in the definition it occurs in (by key), all pending resolution.';
+  'Private. Stores a file''s references (rows as index_code takes them), each placed in the definition it occurs in (by key): one found again keeps its row and resolution (lines and count updated), the rest are replaced and wait for resolution; when the file''s imports changed, all its calls and bases wait again.';
 
 create or replace function scsql._code_invalidate(p_project bigint, p_file bigint, p_names text[], p_new boolean)
 returns void
@@ -252,6 +297,7 @@ begin
   perform scsql._code_check_payload(p_content_hash, p_language, p_module, p_status, p_error_lines,
                                     p_definitions, p_references);
   perform scsql._code_lock(v_project);
+  perform scsql._code_analyze_grown();
   -- What is stored is redacted like every text (a default argument may hold a token).
   if scsql._redact(p_definitions::text) <> p_definitions::text then
     p_definitions := scsql._redact_jsonb(p_definitions);
@@ -544,6 +590,33 @@ end
 $$;
 comment on function scsql._code_analyze_for(bigint) is
   'Private. Analyzes code_files, code_definitions and code_references (skipping any another session holds) when PENDING references to resolve outnumber a fifth of those the statistics know, so that resolution is planned on the graph as it is. Returns whether it analyzed.';
+
+create or replace function scsql._code_analyze_grown()
+returns boolean
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+-- Indexing a tree writes the code tables from empty. Plans made on the
+-- statistics of a nearly empty table (among them the foreign-key checks'
+-- and the replacing delete's, cached for a connection's life) take any index
+-- that starts with project_id and read the whole project for each row: a
+-- build that slows with every file. So once one of the three tables has
+-- changed by more rows than its statistics say it holds (and by 500 at
+-- least), they are analyzed: about log2 of the final size times in all.
+-- SKIP_LOCKED, and not on Citus, as in _code_analyze_for.
+begin
+  if not exists (select from pg_catalog.pg_class c
+                 where c.oid in ('scsql.code_files'::regclass, 'scsql.code_definitions'::regclass,
+                                 'scsql.code_references'::regclass)
+                   and pg_catalog.pg_stat_get_mod_since_analyze(c.oid) > greatest(c.reltuples, 0) + 500)
+     or exists (select from pg_catalog.pg_extension where extname = 'citus') then
+    return false;
+  end if;
+  analyze (skip_locked) scsql.code_files, scsql.code_definitions, scsql.code_references;
+  return true;
+end
+$$;
+comment on function scsql._code_analyze_grown() is
+  'Private. Analyzes code_files, code_definitions and code_references (skipping any another session holds) once one of them has changed by more rows than its statistics say it holds, and by 500 at least, so that the writes of a growing graph are planned on it as it is. Returns whether it analyzed.';
 
 create or replace function scsql.resolve_code()
 returns integer

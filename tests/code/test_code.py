@@ -358,3 +358,105 @@ def test_a_large_index_resolves_on_fresh_statistics(scsql_db, tmp_path):
     with agent.transaction() as conn:
         assert conn.execute("select count(*) as n from scsql.code_references where kind = 'call' "
                             "and target_def_id is not null").fetchone()["n"] == 1200
+
+
+def _graph(scsql_db, tmp_path, files: dict[str, str], name: str):
+    root = (tmp_path / name).resolve()
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text))
+    project = scsql_db.project()
+    roles.set_project_root(scsql_db.admin, project, str(root))
+    agent = scsql_db.agent(name, project)
+    assert indexer.index_tree(agent, root, progress=False)["failed"] == []
+    return agent, root
+
+
+def _refs(conn, path: str) -> dict[tuple, dict]:
+    return {(r["name"], r["qualifier"], r["owner"]): r for r in conn.execute("""
+        select r.ref_id, r.name, r.qualifier, d.qualname as owner, r.lines, r.resolution, r.target_def_id
+        from scsql.code_references r join scsql.code_files f using (project_id, file_id)
+        left join scsql.code_definitions d on d.project_id = r.project_id and d.def_id = r.from_def_id
+        where f.path = %s and r.kind = 'call'""", (path,)).fetchall()}
+
+
+def _store(conn, root, rel: str, text: str) -> None:
+    import hashlib
+
+    from scsql.code.index import store
+
+    (root / rel).write_text(text)
+    store(conn, rel, text, hashlib.sha256(text.encode()).hexdigest())
+
+
+def test_an_edit_keeps_the_resolved_references_it_did_not_change(scsql_db, tmp_path):
+    """Re-indexing an edited file costs what the edit changed: a reference
+    found again keeps its row and resolution (its lines follow the text), so
+    only the new ones wait for resolution; when the file's imports change,
+    its calls are resolved again, through the new imports."""
+    agent, root = _graph(scsql_db, tmp_path, {
+        "a.py": "def alpha():\n    return 1\n",
+        "b.py": "def alpha():\n    return 2\n",
+        "main.py": "from a import alpha\n\n\ndef run():\n    return alpha()\n"}, "keeps")
+    with agent.transaction() as conn:
+        before = _refs(conn, "main.py")
+        assert before[("alpha", None, "run")]["resolution"] == "import"
+        _store(conn, root, "main.py", "# moved down\nfrom a import alpha\n\n\ndef run():\n    return alpha() + beta()\n")
+        after = _refs(conn, "main.py")
+    kept = after[("alpha", None, "run")]
+    assert (kept["ref_id"], kept["resolution"]) == (before[("alpha", None, "run")]["ref_id"], "import")
+    assert kept["lines"] == [6]
+    assert after[("beta", None, "run")]["resolution"] == "pending"  # only the new call waits
+    with agent.transaction() as conn:
+        _store(conn, root, "main.py", "from b import alpha\n\n\ndef run():\n    return alpha()\n")
+        assert _refs(conn, "main.py")[("alpha", None, "run")]["resolution"] == "pending"
+        conn.execute("select scsql.resolve_code()")
+        target = conn.execute("select f.path from scsql.code_definitions d join scsql.code_files f "
+                              "using (project_id, file_id) where d.def_id = %s",
+                              (_refs(conn, "main.py")[("alpha", None, "run")]["target_def_id"],)).fetchone()
+    assert target["path"] == "b.py"
+
+
+def test_a_definition_that_moves_is_found_again_by_its_callers(scsql_db, tmp_path):
+    """A method that moves to another class keeps its name's count but not its
+    definition: the references elsewhere that resolved to it resolve again,
+    never to a definition that is gone."""
+    agent, root = _graph(scsql_db, tmp_path, {
+        "jobs.py": "class Old:\n    def run_nightly(self):\n        return 1\n",
+        "main.py": "def go(x):\n    return x.run_nightly()\n"}, "moves")
+    with agent.transaction() as conn:
+        assert _refs(conn, "main.py")[("run_nightly", "x", "go")]["resolution"] == "unique"
+    (root / "jobs.py").write_text("class New:\n    def run_nightly(self):\n        return 1\n")
+    indexer.index_tree(agent, root, progress=False)
+    with agent.transaction() as conn:
+        ref = _refs(conn, "main.py")[("run_nightly", "x", "go")]
+        target = conn.execute("select qualname from scsql.code_definitions where def_id = %s",
+                              (ref["target_def_id"],)).fetchone()
+    assert ref["resolution"] == "unique" and target == {"qualname": "New.run_nightly"}
+
+
+def test_a_growing_graph_is_written_on_fresh_statistics(scsql_db, tmp_path):
+    """The writes of a first index are planned on the graph as it grows (the
+    delete that replaces a file's references and the foreign-key checks
+    otherwise read the whole project per row): once a table has changed by
+    more rows than its statistics know, the code tables are analyzed, before
+    any resolution runs."""
+    import hashlib
+    import time
+
+    from scsql.code.index import store
+
+    project = scsql_db.project()
+    roles.set_project_root(scsql_db.admin, project, str(tmp_path))
+    agent = scsql_db.agent("grows", project)
+    for i in range(24):
+        text = "".join(f"def f{i}_{j}():\n    return g{j}() + h{j}()\n\n\n" for j in range(40))
+        with agent.transaction() as conn:
+            store(conn, f"m{i}.py", text, hashlib.sha256(text.encode()).hexdigest())
+        time.sleep(0.1)  # a backend reports what it changed at most once a second
+    with scsql_db.connect() as conn:
+        known = conn.execute("select reltuples from pg_class where oid = 'scsql.code_references'::regclass"
+                             ).fetchone()["reltuples"]
+        pending = conn.execute("select count(*) as n from scsql.code_references where resolution = 'pending'"
+                               ).fetchone()["n"]
+    assert pending == 24 * 80 and known >= 500, known

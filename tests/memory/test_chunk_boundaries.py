@@ -117,3 +117,32 @@ def test_bad_spans_are_refused_alike(conn, spans):
         conn.execute("rollback to savepoint s")
         errors.append((err.value.sqlstate, err.value.diag.message_primary))
     assert errors[0] == errors[1] and errors[0][0] == "SC206", errors
+
+
+# The normalized form as it was written first, in one expression: NFC
+# always, the trailing-blank expression always.
+NORMALIZE_BEFORE = r"""
+  select pg_catalog.btrim(
+           pg_catalog.regexp_replace(
+             pg_catalog.replace(pg_catalog.replace(
+               pg_catalog.translate(pg_catalog.normalize(t, 'NFC'), U&'\200B\200C\200D\2060\FEFF', ''),
+               E'\r\n', E'\n'), E'\r', E'\n'),
+             '[ \t]+(\n|$)', '\1', 'g'),
+           E' \t\n')"""
+
+
+def test_normalizing_only_what_needs_it_gives_the_same_text(conn):
+    """_normalize skips NFC for text already in it and the trailing-blank
+    expression for text with none: the same normalized text (so the same
+    chunk hashes) for every text of the corpus and for the shapes that need
+    each step."""
+    shapes = ["plain ascii", "trailing \nspaces\t\nand tabs \t", "e\u0301cole NFD", "\u00e9cole NFC",
+              "zero\u200bwidth \u200b\n", "crlf  \r\nlines\r\n\r\n", "cr only \rline", " \t\n ", "",
+              "Hangul \u1100\u1161 jamo", "Å\u030a twice", "end with tab\t", "mixed é and e\u0301 \t \n"]
+    texts = [*_corpus().values(), *EDGES.values(), *shapes, *(s * 50 for s in shapes)]
+    new = conn.execute("select array_agg(scsql._normalize(t) order by n) from unnest(%s::text[]) with ordinality u(t, n)",
+                       (texts,)).fetchone()[0]
+    old = conn.execute(f"select array_agg(({NORMALIZE_BEFORE}) order by n) from unnest(%s::text[]) with ordinality u(t, n)",
+                       (texts,)).fetchone()[0]
+    assert new == old
+    assert new[len(texts) - 2 * len(shapes) + 2] == "\u00e9cole NFD"  # normalized where it had to be
