@@ -109,6 +109,32 @@ $$;
 comment on function scsql._code_check_payload(text, text, text, text, integer[], jsonb, jsonb) is
   'Private. Raises SC261 naming the first thing wrong in what index_code was sent (hash, status, a definition, a reference).';
 
+create or replace function scsql._code_redacted(p_items jsonb)
+returns jsonb
+language sql immutable
+as $$
+  -- Each string the parser sent (a name, a signature, a module) is a text
+  -- of its own, redacted as one; the payload's field names are not
+  -- assignments. Most payloads hold no string redaction would change:
+  -- their distinct strings, one a line, are judged once together, and only
+  -- when that changes something is each string redacted.
+  select case
+    when (select scsql._redact(x.t) = x.t
+          from (select pg_catalog.string_agg(distinct v #>> '{}', E'\n') as t
+                from pg_catalog.jsonb_path_query(p_items, '$[*].* ? (@.type() == "string")') v) x)
+         is not false
+    then p_items
+    else (select coalesce(pg_catalog.jsonb_agg(
+                   (select pg_catalog.jsonb_object_agg(f.key, case when pg_catalog.jsonb_typeof(f.value) = 'string'
+                                                              then pg_catalog.to_jsonb(scsql._redact(f.value #>> '{}'))
+                                                              else f.value end)
+                    from pg_catalog.jsonb_each(a.o) f) order by a.n), '[]')
+          from pg_catalog.jsonb_array_elements(p_items) with ordinality a(o, n))
+  end
+$$;
+comment on function scsql._code_redacted(jsonb) is
+  'Private. A payload of index_code (an array of flat objects) with each string value redacted as a text of its own (scsql._redact); the payload itself when its distinct strings, read together one a line, hold nothing redaction would change.';
+
 create or replace function scsql._code_lock(p_project bigint)
 returns void
 language sql security definer set search_path = pg_catalog, scsql, pg_temp
@@ -144,19 +170,12 @@ as $$
 declare
   v_changed text[];
 begin
-  with old as (
-    select key, name, kind from scsql.code_definitions where project_id = p_project and file_id = p_file
-  ), new as (
-    select distinct on (d.key) d.key, d.name, d.kind
-    from jsonb_to_recordset(p_definitions) d(key text, name text, kind text) order by d.key
-  )
-  select coalesce(array_agg(distinct x.name) filter (where x.name is not null), '{}') into v_changed
-  from old o full join new n using (key)
-  cross join lateral unnest(array[o.name, n.name]) x(name)
-  where o.key is null or n.key is null or o.name <> n.name or o.kind <> n.kind;
-  delete from scsql.code_definitions d
-  where d.project_id = p_project and d.file_id = p_file
-    and not exists (select from jsonb_to_recordset(p_definitions) n(key text) where n.key = d.key);
+  if not exists (select from scsql.code_definitions where project_id = p_project and file_id = p_file) then
+    select coalesce(array_agg(distinct d.name), '{}') into v_changed    -- a new file: all its names
+    from jsonb_to_recordset(p_definitions) d(name text);
+  else
+    v_changed := scsql._code_definitions_changed(p_project, p_file, p_definitions);
+  end if;
   insert into scsql.code_definitions as d (project_id, file_id, key, kind, name, qualname, signature, line_start, line_end)
   select distinct on (n.key) p_project, p_file, n.key, n.kind, n.name, n.qualname, left(coalesce(n.signature, ''), 200),
          n.line_start, n.line_end
@@ -179,6 +198,41 @@ $$;
 comment on function scsql._code_store_definitions(bigint, bigint, jsonb) is
   'Private. Stores a file''s definitions (rows as index_code takes them): each keeps its def_id by key (rewritten only when it changed), those gone are deleted, parents are linked by key. Returns the names of the definitions added, removed or changed in kind.';
 
+create or replace function scsql._code_definitions_changed(p_project bigint, p_file bigint, p_definitions jsonb)
+returns text[]
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+-- For a file indexed before, to be given DEFINITIONS: the names of those
+-- that come, go or change kind; those that go are deleted.
+declare
+  v_changed text[];
+begin
+  with old as (
+    select key, name, kind from scsql.code_definitions where project_id = p_project and file_id = p_file
+  ), new as (
+    select distinct on (d.key) d.key, d.name, d.kind
+    from jsonb_to_recordset(p_definitions) d(key text, name text, kind text) order by d.key
+  )
+  select coalesce(array_agg(distinct x.name) filter (where x.name is not null), '{}') into v_changed
+  from old o full join new n using (key)
+  cross join lateral unnest(array[o.name, n.name]) x(name)
+  where o.key is null or n.key is null or o.name <> n.name or o.kind <> n.kind;
+  delete from scsql.code_definitions d
+  where d.project_id = p_project and d.file_id = p_file
+    and not exists (select from jsonb_to_recordset(p_definitions) n(key text) where n.key = d.key);
+  return v_changed;
+end
+$$;
+comment on function scsql._code_definitions_changed(bigint, bigint, jsonb) is
+  'Private. For a file indexed before, to be given DEFINITIONS: deletes the stored definitions whose key is not among them and returns the names of the definitions that come, go or change kind.';
+
+create or replace function scsql._code_lines(p_lines jsonb)
+returns integer[]
+language sql immutable
+as $$ select array(select x::integer from pg_catalog.jsonb_array_elements_text(p_lines) x where x ~ '^[0-9]{1,9}$') $$;
+comment on function scsql._code_lines(jsonb) is
+  'Private. The line numbers of a reference as index_code takes them (a JSON array), as integers.';
+
 create or replace function scsql._code_store_references(p_project bigint, p_file bigint, p_references jsonb)
 returns integer
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
@@ -192,9 +246,19 @@ declare
   v_n integer;
   v_imports_changed boolean;
 begin
+  if not exists (select from scsql.code_references where project_id = p_project and file_id = p_file) then
+    insert into scsql.code_references (project_id, file_id, from_def_id, kind, name, qualifier, alias, lines, n)
+    select p_project, p_file, d.def_id, r.kind, r.name, r.qualifier, r.alias,
+           scsql._code_lines(r.lines), r.n
+    from jsonb_to_recordset(p_references) r(kind text, name text, qualifier text, alias text, "from" text, lines jsonb,
+                                            n integer)
+    left join scsql.code_definitions d on d.project_id = p_project and d.file_id = p_file and d.key = r."from";
+    get diagnostics v_n = row_count;
+    return v_n;
+  end if;
   with new as (
     select r.kind, r.name, r.qualifier, r.alias, d.def_id as from_def_id, r.n, r.ord,
-           array(select x::integer from jsonb_array_elements_text(r.lines) x where x ~ '^[0-9]{1,9}$') as lines
+           scsql._code_lines(r.lines) as lines
     from rows from (jsonb_to_recordset(p_references) as (kind text, name text, qualifier text, alias text, "from" text,
                                                          lines jsonb, n integer)) with ordinality
          r(kind, name, qualifier, alias, "from", lines, n, ord)
@@ -299,12 +363,8 @@ begin
   perform scsql._code_lock(v_project);
   perform scsql._code_analyze_grown();
   -- What is stored is redacted like every text (a default argument may hold a token).
-  if scsql._redact(p_definitions::text) <> p_definitions::text then
-    p_definitions := scsql._redact_jsonb(p_definitions);
-  end if;
-  if scsql._redact(p_references::text) <> p_references::text then
-    p_references := scsql._redact_jsonb(p_references);
-  end if;
+  p_definitions := scsql._code_redacted(p_definitions);
+  p_references := scsql._code_redacted(p_references);
   insert into scsql.code_files as f (project_id, path, language, module, module_keys, content_hash, status, error_lines,
                                      indexed_by)
   values (v_project, p_path, p_language, p_module, scsql._code_module_keys(p_module), p_content_hash, p_status,
@@ -439,7 +499,7 @@ begin
                  or (r.qualifier is not null and f.module_keys @> array[r.name || '/' || r.qualifier])
                  or (rf.language = 'go' and f.module = any(scsql._code_module_keys(r.name))))
           group by f.module
-          order by (r.qualifier is not null and scsql._code_module_keys(f.module) @> array[r.name || '/' || r.qualifier]) desc,
+          order by bool_or(r.qualifier is not null and f.module_keys @> array[r.name || '/' || r.qualifier]) desc,
                    scsql._code_common_prefix(f.module, rf.module) desc, char_length(f.module), f.module
           limit 1
         ) best on true
@@ -527,40 +587,48 @@ as $$
   -- of a class the qualifier names first), none (unresolved). f() looks
   -- for functions and classes, x.f() (x no module the file imports) for
   -- methods and classes; a call on a module
-  -- imported from outside the project (json.dumps) is unresolved.
+  -- imported from outside the project (json.dumps) is unresolved. The
+  -- definitions are looked up once for each name, kind and qualifier
+  -- pending (many calls share them: a first index holds every call).
 begin
-    update scsql.code_references r
-       set resolution = case when x.n = 0 then 'unresolved' when x.n = 1 then 'unique' else 'ambiguous' end,
-           target_def_id = case when x.n = 1 then x.ids[1] end,
-           target_file_id = case when x.n = 1 then x.files[1] end,
-           candidates = case when x.n > 1 then x.ids end
-      from (
-        select r.ref_id, c.n, c.ids, c.files
-        from scsql.code_references r
-        cross join lateral (
-          select case when count(*) filter (where q.pref) > 0 then count(*) filter (where q.pref) else count(*) end as n,
-                 (array_agg(q.def_id order by q.pref desc, q.top desc, q.rank desc, q.def_id))[1:10] as ids,
-                 (array_agg(q.file_id order by q.pref desc, q.top desc, q.rank desc, q.def_id))[1:10] as files
-          from (
-            select d.def_id, d.file_id, d.rank, d.parent_id is null as top,
-                   coalesce(r.qualifier is not null and r.qualifier not in ('self', 'this', 'cls', 'Self', 'super')
-                            and (d.qualname = r.qualifier || '.' || r.name
-                                 or d.qualname like '%.' || regexp_replace(r.qualifier, '^.*\.', '') || '.' || r.name),
-                            false) as pref
-            from scsql.code_definitions d
-            where d.project_id = r.project_id and d.name = r.name
-              and case when r.kind = 'inherit' then d.kind in ('class', 'interface', 'type')
-                       when r.qualifier is null then d.kind in ('function', 'class', 'macro')
-                       else d.kind in ('method', 'class') end
-              and not exists (select from scsql.code_references i
-                              where i.project_id = r.project_id and i.file_id = r.file_id and i.kind = 'import'
-                                and i.resolution = 'external' and r.qualifier is not null
-                                and i.alias = split_part(r.qualifier, '.', 1))
-          ) q
-        ) c
-        where r.project_id = p_project and r.resolution = 'pending' and r.kind in ('call', 'inherit')
+    with p as materialized (
+      select r.ref_id, r.name, r.kind = 'inherit' as inherit, r.qualifier is null as bare,
+             coalesce(r.qualifier, '') as qualifier,
+             r.qualifier is not null and exists (
+               select from scsql.code_references i
+               where i.project_id = r.project_id and i.file_id = r.file_id and i.kind = 'import'
+                 and i.resolution = 'external' and i.alias = split_part(r.qualifier, '.', 1)) as external
+      from scsql.code_references r
+      where r.project_id = p_project and r.resolution = 'pending' and r.kind in ('call', 'inherit')
+    ), c as materialized (
+      select g.name, g.inherit, g.bare, g.qualifier, x.n, x.ids, x.files
+      from (select distinct p.name, p.inherit, p.bare, p.qualifier from p where not p.external) g
+      cross join lateral (
+        select case when count(*) filter (where q.pref) > 0 then count(*) filter (where q.pref) else count(*) end as n,
+               (array_agg(q.def_id order by q.pref desc, q.top desc, q.rank desc, q.def_id))[1:10] as ids,
+               (array_agg(q.file_id order by q.pref desc, q.top desc, q.rank desc, q.def_id))[1:10] as files
+        from (
+          select d.def_id, d.file_id, d.rank, d.parent_id is null as top,
+                 not g.bare and g.qualifier not in ('self', 'this', 'cls', 'Self', 'super')
+                 and (d.qualname = g.qualifier || '.' || g.name
+                      or d.qualname like '%.' || regexp_replace(g.qualifier, '^.*\.', '') || '.' || g.name) as pref
+          from scsql.code_definitions d
+          where d.project_id = p_project and d.name = g.name
+            and case when g.inherit then d.kind in ('class', 'interface', 'type')
+                     when g.bare then d.kind in ('function', 'class', 'macro')
+                     else d.kind in ('method', 'class') end
+        ) q
       ) x
-     where r.project_id = p_project and r.ref_id = x.ref_id;
+    )
+    update scsql.code_references r
+       set resolution = case when coalesce(c.n, 0) = 0 then 'unresolved' when c.n = 1 then 'unique' else 'ambiguous' end,
+           target_def_id = case when c.n = 1 then c.ids[1] end,
+           target_file_id = case when c.n = 1 then c.files[1] end,
+           candidates = case when c.n > 1 then c.ids end
+      from p
+      left join c on not p.external and c.name = p.name and c.inherit = p.inherit and c.bare = p.bare
+                 and c.qualifier = p.qualifier
+     where r.project_id = p_project and r.ref_id = p.ref_id;
 end
 $$;
 comment on function scsql._code_resolve_global(bigint) is

@@ -460,3 +460,25 @@ def test_a_growing_graph_is_written_on_fresh_statistics(scsql_db, tmp_path):
         pending = conn.execute("select count(*) as n from scsql.code_references where resolution = 'pending'"
                                ).fetchone()["n"]
     assert pending == 24 * 80 and known >= 500, known
+
+
+def test_what_the_parser_found_is_stored_redacted_string_by_string(scsql_db, tmp_path):
+    """A default argument, a name or an import may hold a secret: each string
+    of a definition or reference is stored redacted, as every text is; the
+    words that only look like secrets (key, token, pass) are left alone."""
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    agent, _root = _graph(scsql_db, tmp_path, {
+        "conn.py": f'def connect(user, password="Tr0ub4dor-and-3-more"):\n    return user\n\n\n'
+                   f'def {token}():\n    return 1\n\n\n'
+                   f'def get_key(self, key, token=None, passes=2):\n    return {token}() + get_key(1, 2)\n',
+        "uses.py": f"from conn import {token} as fresh\n"}, "redacts")
+    with agent.transaction() as conn:
+        stored = conn.execute("""
+            select string_agg(concat_ws(' ', d.key, d.name, d.qualname, d.signature), E'\\n') as defs
+            from scsql.code_definitions d""").fetchone()["defs"]
+        refs = conn.execute("select string_agg(concat_ws(' ', name, qualifier, alias), E'\\n') as r "
+                            "from scsql.code_references").fetchone()["r"]
+    assert "Tr0ub4dor" not in stored and token not in stored and token not in refs
+    assert 'password="[REDACTED' in stored or "password=[REDACTED" in stored, stored
+    assert "[REDACTED:github_token]" in stored and "[REDACTED:github_token]" in refs
+    assert "def get_key(self, key, token=None, passes=2)" in stored
