@@ -578,6 +578,16 @@ $$;
 comment on function scsql._code_resolve_imported(bigint) is
   'Private. Resolves pending calls and bases through the file''s resolved imports: from m import f; f(), import m; m.f(), from p import m; m.f(), from m import C; C.f().';
 
+create or replace function scsql._code_family(p_language text)
+returns text
+language sql immutable
+as $$
+  select case when p_language in ('javascript', 'typescript', 'tsx') then 'javascript'
+              when p_language in ('c', 'cpp') then 'c' else p_language end
+$$;
+comment on function scsql._code_family(text) is
+  'Private. The family of a source language whose files call each other by name: JavaScript, TypeScript and TSX; C and C++; every other language its own.';
+
 create or replace function scsql._code_resolve_global(p_project bigint)
 returns void
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
@@ -587,13 +597,17 @@ as $$
   -- of a class the qualifier names first), none (unresolved). f() looks
   -- for functions and classes, x.f() (x no module the file imports) for
   -- methods and classes; a call on a module
-  -- imported from outside the project (json.dumps) is unresolved. The
+  -- imported from outside the project (json.dumps) is unresolved. Only
+  -- definitions of the caller's language family count (a Python call is
+  -- no Go function's; C++ calls C, TypeScript JavaScript). The
   -- definitions are looked up once for each name, kind and qualifier
   -- pending (many calls share them: a first index holds every call).
 begin
     with p as materialized (
       select r.ref_id, r.name, r.kind = 'inherit' as inherit, r.qualifier is null as bare,
              coalesce(r.qualifier, '') as qualifier,
+             (select scsql._code_family(f.language) from scsql.code_files f
+              where f.project_id = r.project_id and f.file_id = r.file_id) as family,
              r.qualifier is not null and exists (
                select from scsql.code_references i
                where i.project_id = r.project_id and i.file_id = r.file_id and i.kind = 'import'
@@ -601,8 +615,8 @@ begin
       from scsql.code_references r
       where r.project_id = p_project and r.resolution = 'pending' and r.kind in ('call', 'inherit')
     ), c as materialized (
-      select g.name, g.inherit, g.bare, g.qualifier, x.n, x.ids, x.files
-      from (select distinct p.name, p.inherit, p.bare, p.qualifier from p where not p.external) g
+      select g.name, g.inherit, g.bare, g.qualifier, g.family, x.n, x.ids, x.files
+      from (select distinct p.name, p.inherit, p.bare, p.qualifier, p.family from p where not p.external) g
       cross join lateral (
         select case when count(*) filter (where q.pref) > 0 then count(*) filter (where q.pref) else count(*) end as n,
                (array_agg(q.def_id order by q.pref desc, q.top desc, q.rank desc, q.def_id))[1:10] as ids,
@@ -613,7 +627,8 @@ begin
                  and (d.qualname = g.qualifier || '.' || g.name
                       or d.qualname like '%.' || regexp_replace(g.qualifier, '^.*\.', '') || '.' || g.name) as pref
           from scsql.code_definitions d
-          where d.project_id = p_project and d.name = g.name
+          join scsql.code_files df on df.project_id = p_project and df.file_id = d.file_id
+          where d.project_id = p_project and d.name = g.name and scsql._code_family(df.language) = g.family
             and case when g.inherit then d.kind in ('class', 'interface', 'type')
                      when g.bare then d.kind in ('function', 'class', 'macro')
                      else d.kind in ('method', 'class') end
@@ -627,12 +642,12 @@ begin
            candidates = case when c.n > 1 then c.ids end
       from p
       left join c on not p.external and c.name = p.name and c.inherit = p.inherit and c.bare = p.bare
-                 and c.qualifier = p.qualifier
+                 and c.qualifier = p.qualifier and c.family = p.family
      where r.project_id = p_project and r.ref_id = p.ref_id;
 end
 $$;
 comment on function scsql._code_resolve_global(bigint) is
-  'Private. Resolves what the file''s own definitions and imports did not, by name over the project: unique (one definition), ambiguous (several: the ten likeliest kept as candidates), unresolved (none: the language''s or a library''s).';
+  'Private. Resolves what the file''s own definitions and imports did not, by name over the files of the project in the caller''s language family: unique (one definition), ambiguous (several: the ten likeliest kept as candidates), unresolved (none: the language''s or a library''s).';
 
 create or replace function scsql._code_analyze_for(p_pending bigint)
 returns boolean
@@ -711,7 +726,7 @@ $$;
 comment on function scsql.resolve_code()  is
   'Resolves the pending references of your project''s symbol graph to the definitions they name, best effort. Returns how many were pending.
 
-Resolves every pending reference of the acting agent''s project, in order: imports to the file (or the files of a module) they name; calls and bases to a definition of the same file (f() at the top level or beside the caller, self.f() in the caller''s class), then through the file''s imports (from m import f; f(), import m; m.f(), from m import C; C.f()), then by name over the project (a call x.f() on no module the file imports looks for methods and classes only): unique when one definition has that name, ambiguous when several do (the ten likeliest kept as candidates), unresolved when none does (a library''s or the language''s). The index tool calls it after storing files.';
+Resolves every pending reference of the acting agent''s project, in order: imports to the file (or the files of a module) they name; calls and bases to a definition of the same file (f() at the top level or beside the caller, self.f() in the caller''s class), then through the file''s imports (from m import f; f(), import m; m.f(), from m import C; C.f()), then by name over the project''s files of the caller''s language family (JavaScript, TypeScript and TSX are one, C and C++ one; a call x.f() on no module the file imports looks for methods and classes only): unique when one definition has that name, ambiguous when several do (the ten likeliest kept as candidates), unresolved when none does (a library''s or the language''s). The index tool calls it after storing files.';
 
 -- ---------------------------------------------------------------------------
 -- Ranking: PageRank over the files, shared among their definitions

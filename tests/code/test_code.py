@@ -166,10 +166,10 @@ def test_references_resolve_or_keep_their_candidates(indexed):
     assert calls[("Store.put", "_save")]["resolution"] == "local"        # self._save
     assert calls[("main", "check_key")]["target_path"] == "pkg/util.py"  # import pkg.util; pkg.util.check_key
     assert calls[("main", "Store")]["target_path"] == "pkg/store.py"
-    # s.put: a method named put of some class, and there are several: candidates kept, best effort said.
+    # s.put: a method named put of some class; Python's only one is Store.put (those of Rust, Java and
+    # C++ are no candidates: a call resolves by name within its language family).
     put = calls[("main", "put")]
-    assert put["resolution"] == "ambiguous" and put["target"] is None
-    assert "Store.put" in put["candidates"]
+    assert put["resolution"] == "unique" and put["target"] == "Store.put"
     assert calls[("after", "before")]["resolution"] == "local"          # around the syntax error
     assert calls[("Widget.render", "helper")]["target_path"] == "web/helper.ts"
     assert calls[("Store.put", "helper")]["resolution"] in ("local", "unique")  # rust: helper() beside it
@@ -482,3 +482,23 @@ def test_what_the_parser_found_is_stored_redacted_string_by_string(scsql_db, tmp
     assert 'password="[REDACTED' in stored or "password=[REDACTED" in stored, stored
     assert "[REDACTED:github_token]" in stored and "[REDACTED:github_token]" in refs
     assert "def get_key(self, key, token=None, passes=2)" in stored
+
+
+def test_a_call_resolves_by_name_only_within_its_language_family(scsql_db, tmp_path):
+    """Resolution by name looks at the caller's language family only: a
+    Python call of a name only Go defines is unresolved, while C++ calls C
+    and TypeScript calls JavaScript."""
+    agent, _root = _graph(scsql_db, tmp_path, {
+        "tool.py": "def run(x):\n    return shared_helper(x)\n",
+        "lib.go": "package lib\n\nfunc shared_helper(x int) int { return x }\n",
+        "core.c": "int c_helper(int x) { return x; }\n",
+        "app.cpp": "int use(int x) { return c_helper(x); }\n",
+        "util.js": "function jsHelper(x) { return x; }\n",
+        "main.ts": "export function go(x: number) { return jsHelper(x); }\n"}, "families")
+    with agent.transaction() as conn:
+        got = {r["name"]: (r["resolution"], r["path"]) for r in conn.execute("""
+            select r.name, r.resolution, f.path from scsql.code_references r
+            left join scsql.code_files f on f.project_id = r.project_id and f.file_id = r.target_file_id
+            where r.kind = 'call'""").fetchall()}
+    assert got["shared_helper"] == ("unresolved", None)
+    assert got["c_helper"] == ("unique", "core.c") and got["jsHelper"] == ("unique", "util.js")
