@@ -84,11 +84,18 @@ class Ahead:
 def store(conn, rel: str, text: str, sha256: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
     """Store the symbols of file REL (TEXT, whose sha256 is SHA256) in the
     transaction of CONN: the payload given (parsed ahead) or parsed now."""
-    p = payload if payload is not None else parse.parse(rel, text).payload()
+    return send(conn, rel, sha256, payload if payload is not None else parse.parse(rel, text).payload()).fetchone()
+
+
+def send(conn, rel: str, sha256: str, payload: dict[str, Any]):
+    """Send the symbols PAYLOAD of file REL to be stored in CONN's transaction;
+    the cursor whose row says what was stored (in a pipeline, the server
+    stores them while the caller goes on)."""
+    p = payload
     return conn.execute(
         "select * from scsql.index_code(%s, %s, %s, %s, %s, %s, %s, %s)",
         (rel, sha256, p["language"], p["module"], p["status"], p["error_lines"],
-         Jsonb(p["definitions"]), Jsonb(p["references"]))).fetchone()
+         Jsonb(p["definitions"]), Jsonb(p["references"])))
 
 
 @dataclass

@@ -62,7 +62,7 @@ def _git(cwd: str, *args: str) -> str | None:
     return done.stdout.decode("utf-8", "surrogateescape") if done.returncode == 0 else None
 
 
-def _warm() -> bool:
+def warm() -> bool:
     """Load the indexer and a grammar, so the first edit does not wait for them."""
     try:
         from ..code import parse
@@ -132,13 +132,13 @@ class Fresh:
             self._queue.put(("tree", cwd))
 
     def _run(self) -> None:
-        warm = False
+        warmed = False
         while True:
             try:
                 items = [self._queue.get(timeout=SETTLE_SECONDS)]
             except queue.Empty:
-                if not warm:  # while nothing happens (not as the server starts): what the first edit loads
-                    warm = _warm()
+                if not warmed:  # while nothing happens (not as the server starts): what the first edit loads
+                    warmed = warm()
                 self._settle()
                 continue
             while True:
@@ -243,7 +243,8 @@ def reindex(agent, paths: list[str]) -> Reindexed:
 def _one(agent, rel: str, verdict, out: Reindexed) -> None:
     from psycopg.types.json import Jsonb
 
-    from ..code.index import store
+    from ..code import parse
+    from ..code.index import send
     from . import indexer
 
     if verdict == indexer.GONE:
@@ -259,12 +260,16 @@ def _one(agent, rel: str, verdict, out: Reindexed) -> None:
         return
     text = verdict.decode("utf-8")
     sha = hashlib.sha256(verdict).hexdigest()
-    spans = indexer.spans_for(rel, text, agent.rules().chunk_chars)
+    payload = parse.parse(rel, text).payload()
+    chunk_chars = agent.rules().chunk_chars
     with agent.transaction() as conn:  # the graph's lock first, as scsql index takes them
-        store(conn, rel, text, sha)
-        row = conn.execute(
-            "select unchanged from scsql.index_text(%s, %s, 'file', null, 'standard', %s, %s)",
-            (rel, text, Jsonb(spans) if spans is not None else None,
-             Jsonb({"language": Path(rel).suffix.lstrip(".") or None}))).fetchone()
-        conn.execute("select scsql.resolve_code()")
+        with conn.pipeline():  # the server stores the symbols while the spans are made here
+            send(conn, rel, sha, payload)
+            spans = indexer.spans_for(rel, text, chunk_chars)
+            cur = conn.execute(
+                "select unchanged from scsql.index_text(%s, %s, 'file', null, 'standard', %s, %s)",
+                (rel, text, Jsonb(spans) if spans is not None else None,
+                 Jsonb({"language": Path(rel).suffix.lstrip(".") or None})))
+            conn.execute("select scsql.resolve_code()")
+        row = cur.fetchone()
     (out.unchanged if row["unchanged"] else out.indexed).append(rel)
