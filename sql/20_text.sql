@@ -422,27 +422,39 @@ as $$
 declare
   v_s integer;
   v_i integer;
+  v_hi integer;
+  v_mid integer;
   v_cut integer;
   v_blank integer;
   v_piece integer;
+  v_last_blank integer[];  -- v_last_blank[i]: the last blank line at or before line i (made when first needed)
 begin
   for v_j in 1 .. coalesce(pg_catalog.array_length(p_start, 1), 0) loop
     section := v_j;
     v_s := p_start[v_j];
     while v_s <= p_end[v_j] loop
-      -- Longest run of whole lines from v_s that fits in p_max (the rest of
-      -- the section when it fits: most spans do, so their lines are not read).
+      -- Longest run of whole lines from v_s that fits in p_max: v_i is the
+      -- first line that does not fit (p_end + 1 when the rest fits), found by
+      -- halving, as the offsets grow line by line.
       v_i := v_s;
-      v_blank := null;
-      if p_off[p_end[v_j] + 1] - 1 - p_off[v_s] <= p_max then
-        v_i := p_end[v_j] + 1;
-      end if;
-      while v_i <= p_end[v_j] and p_off[v_i + 1] - 1 - p_off[v_s] <= p_max loop
-        if v_i > v_s and pg_catalog.btrim(p_lines[v_i], E' \t\r') = '' and p_off[v_i] - p_off[v_s] >= p_max / 3 then
-          v_blank := v_i;
-        end if;
-        v_i := v_i + 1;
+      v_hi := p_end[v_j] + 1;
+      while v_i < v_hi loop
+        v_mid := (v_i + v_hi) / 2;
+        if p_off[v_mid + 1] - 1 - p_off[v_s] <= p_max then v_i := v_mid + 1; else v_hi := v_mid; end if;
       end loop;
+      -- Its last blank line after v_s that leaves at least p_max/3 characters
+      -- (the offsets grow: if the last blank line leaves fewer, all do).
+      v_blank := null;
+      if v_i <= p_end[v_j] and v_i > v_s + 1 then
+        if v_last_blank is null then
+          v_last_blank := array(select max(u.i) filter (where pg_catalog.btrim(u.line, E' \t\r') = '') over (order by u.i)
+                                from pg_catalog.unnest(p_lines) with ordinality u(line, i) order by u.i);
+        end if;
+        v_blank := v_last_blank[v_i - 1];
+        if v_blank <= v_s or p_off[v_blank] - p_off[v_s] < p_max / 3 then
+          v_blank := null;
+        end if;
+      end if;
       if v_i = v_s then
         -- One line longer than p_max: pieces of p_max characters.
         line_start := v_s;

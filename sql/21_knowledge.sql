@@ -403,6 +403,18 @@ $$;
 comment on function scsql._chunks_changed(bigint, bigint, text, jsonb) is
   'Private. What a new text (CONTENT, SPANS) of source SOURCE_ID changes in its stored chunks: the ids of the chunks to remove, the chunks to store (rows of scsql._chunks_to_store as JSON objects) and how many stored chunks it makes again in the same place and are kept. No row for conversation text (chunks with a context), which is stored anew.';
 
+create or replace function scsql._redact_spans(p_spans jsonb)
+returns jsonb
+language sql immutable
+as $$
+  -- Spans are read for their anchors and contexts, which the chunks keep.
+  -- Most hold nothing redaction would change: judged once as a whole, they
+  -- are walked value by value (scsql._redact_jsonb) only when something is.
+  select case when scsql._redact(p_spans::text) = p_spans::text then p_spans else scsql._redact_jsonb(p_spans) end
+$$;
+comment on function scsql._redact_spans(jsonb) is
+  'Private. The spans of a text to index, redacted as index_text and the bulk path store them: as given when their JSON text holds nothing redaction would change, else each key and value redacted (scsql._redact_jsonb).';
+
 create or replace function scsql._index_source(
   p_project bigint, p_path text, p_content text, p_kind text, p_trust text, p_tier text,
   p_spans jsonb, p_meta jsonb, p_expires_at timestamptz)
@@ -432,7 +444,7 @@ begin
       hint = 'Give spans as an array of {start_line, end_line, anchor} objects and meta as a flat object.';
   end if;
   p_content := scsql._redact(p_content);
-  p_spans := scsql._redact_jsonb(p_spans);
+  p_spans := scsql._redact_spans(p_spans);
   p_meta := scsql._redact_jsonb(p_meta);
   v_hash := encode(sha256(convert_to(p_content, 'UTF8')), 'hex');
   v_spans := md5(p_spans::text);

@@ -37,7 +37,10 @@ begin
                        p_path, octet_length(p_content)),
       hint = 'Nothing was indexed. Split the text into several sources.';
   end if;
-  if p_content is null or scsql._normalize(p_content) = '' then
+  -- Empty as scsql._normalize sees it (whitespace and zero-width characters
+  -- only), without normalizing the whole text.
+  if p_content is null
+     or pg_catalog.btrim(pg_catalog.translate(p_content, U&'\200B\200C\200D\2060\FEFF', ''), E' \t\r\n') = '' then
     raise exception using errcode = 'SC201', message = format('text of %s is empty', p_path),
       hint = 'To remove a source use forget_source.';
   end if;
@@ -112,7 +115,7 @@ begin
         hint = 'Give spans as an array of {start_line, end_line, anchor} objects and meta as a flat object.';
     end if;
     v_content := scsql._redact(new.content);
-    v_spans := scsql._redact_jsonb(new.spans);
+    v_spans := scsql._redact_spans(new.spans);
     v_src.meta := scsql._redact_jsonb(coalesce(new.meta, '{}'));
     v_src.content_hash := encode(sha256(convert_to(v_content, 'UTF8')), 'hex');
     v_src.spans_hash := md5(v_spans::text);
