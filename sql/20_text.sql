@@ -411,6 +411,36 @@ $$;
 comment on function scsql._chunk_heading_sections(text[], boolean) is
   'Private, for scsql._chunk_text. The sections of a text given as its LINES, cut before each Markdown heading outside fenced code blocks, in order: first and last line, anchor (the heading''s text, at most 200 characters; NULL for text before the first heading) and context ('''', the previous chunk''s, with P_CONTEXT; else NULL).';
 
+create or replace function scsql._last_blank_lines(p_lines text[])
+returns integer[]
+language sql immutable
+as $$
+  select array(select max(u.i) filter (where pg_catalog.btrim(u.line, E' \t\r') = '') over (order by u.i)
+               from pg_catalog.unnest(p_lines) with ordinality u(line, i) order by u.i)
+$$;
+comment on function scsql._last_blank_lines(text[]) is
+  'Private, for scsql._chunk_pieces. For each line i of LINES, the last blank line (spaces, tabs and CR only) at or before it; NULL before the first.';
+
+create or replace function scsql._first_line_over(p_off integer[], p_from integer, p_to integer, p_max integer)
+returns integer
+language plpgsql immutable
+as $$
+-- Found by halving: the offsets grow line by line.
+declare
+  v_lo integer := p_from;
+  v_hi integer := p_to + 1;
+  v_mid integer;
+begin
+  while v_lo < v_hi loop
+    v_mid := (v_lo + v_hi) / 2;
+    if p_off[v_mid + 1] - 1 - p_off[p_from] <= p_max then v_lo := v_mid + 1; else v_hi := v_mid; end if;
+  end loop;
+  return v_lo;
+end
+$$;
+comment on function scsql._first_line_over(integer[], integer, integer, integer) is
+  'Private, for scsql._chunk_pieces. The first line from FROM to TO whose end lies more than MAX characters after the start of line FROM (OFF[i]: the 0-based offset of line i), or TO + 1 when all fit.';
+
 create or replace function scsql._chunk_pieces(p_content text, p_lines text[], p_off integer[], p_start integer[], p_end integer[],
                                                p_max integer)
 returns table (section integer, line_start integer, line_end integer, char_start integer, char_end integer,
@@ -422,8 +452,6 @@ as $$
 declare
   v_s integer;
   v_i integer;
-  v_hi integer;
-  v_mid integer;
   v_cut integer;
   v_blank integer;
   v_piece integer;
@@ -433,23 +461,13 @@ begin
     section := v_j;
     v_s := p_start[v_j];
     while v_s <= p_end[v_j] loop
-      -- Longest run of whole lines from v_s that fits in p_max: v_i is the
-      -- first line that does not fit (p_end + 1 when the rest fits), found by
-      -- halving, as the offsets grow line by line.
-      v_i := v_s;
-      v_hi := p_end[v_j] + 1;
-      while v_i < v_hi loop
-        v_mid := (v_i + v_hi) / 2;
-        if p_off[v_mid + 1] - 1 - p_off[v_s] <= p_max then v_i := v_mid + 1; else v_hi := v_mid; end if;
-      end loop;
+      -- Longest run of whole lines from v_s that fits in p_max: up to v_i - 1.
+      v_i := scsql._first_line_over(p_off, v_s, p_end[v_j], p_max);
       -- Its last blank line after v_s that leaves at least p_max/3 characters
       -- (the offsets grow: if the last blank line leaves fewer, all do).
       v_blank := null;
       if v_i <= p_end[v_j] and v_i > v_s + 1 then
-        if v_last_blank is null then
-          v_last_blank := array(select max(u.i) filter (where pg_catalog.btrim(u.line, E' \t\r') = '') over (order by u.i)
-                                from pg_catalog.unnest(p_lines) with ordinality u(line, i) order by u.i);
-        end if;
+        v_last_blank := coalesce(v_last_blank, scsql._last_blank_lines(p_lines));
         v_blank := v_last_blank[v_i - 1];
         if v_blank <= v_s or p_off[v_blank] - p_off[v_s] < p_max / 3 then
           v_blank := null;

@@ -481,31 +481,41 @@ as $$
   -- An import of module K (symbol S) names the file whose module is K/S
   -- (S a submodule), or ends with K, or for Go is a trailing part of K; of
   -- several, the one nearest the importing file. Several files of one
-  -- module (a Go package): resolution module.
+  -- module (a Go package): resolution module. The keys of every pending
+  -- import meet the module keys of every file in one join.
 begin
+    with imp as materialized (
+      select r.ref_id, r.name, r.qualifier, rf.module as from_module, rf.language = 'go' as go
+      from scsql.code_references r
+      join scsql.code_files rf on rf.project_id = r.project_id and rf.file_id = r.file_id
+      where r.project_id = p_project and r.kind = 'import' and r.resolution = 'pending'
+    ), files as materialized (
+      select f.file_id, f.module, f.module_keys from scsql.code_files f
+      where f.project_id = p_project and f.language is not null and f.language <> 'manifest'
+    ), hit as (
+      select i.ref_id, f.file_id, f.module, f.module_keys
+      from imp i
+      cross join lateral (select i.name as key union all select i.name || '/' || i.qualifier where i.qualifier is not null) k
+      join (select fs.file_id, fs.module, fs.module_keys, u.key from files fs, unnest(fs.module_keys) u(key)) f
+        on f.key = k.key
+      union
+      select i.ref_id, f.file_id, f.module, f.module_keys
+      from imp i cross join unnest(scsql._code_module_keys(i.name)) k(key)
+      join files f on f.module = k.key
+      where i.go
+    ), best as (
+      select distinct on (h.ref_id) h.ref_id, h.module, count(*) as n, min(h.file_id) as file_id
+      from hit h join imp i using (ref_id)
+      group by h.ref_id, h.module, i.name, i.qualifier, i.from_module
+      order by h.ref_id, bool_or(i.qualifier is not null and h.module_keys @> array[i.name || '/' || i.qualifier]) desc,
+               scsql._code_common_prefix(h.module, i.from_module) desc, char_length(h.module), h.module
+    )
     update scsql.code_references r
        set resolution = case when b.n is null then 'external' when b.n = 1 then 'file' else 'module' end,
            target_file_id = case when b.n = 1 then b.file_id end,
            target_module = b.module
-      from (
-        select r.ref_id, best.module, best.n, best.file_id
-        from scsql.code_references r
-        join scsql.code_files rf on rf.project_id = r.project_id and rf.file_id = r.file_id
-        left join lateral (
-          select f.module, count(*) as n, min(f.file_id) as file_id
-          from scsql.code_files f
-          where f.project_id = p_project and f.language is not null and f.language <> 'manifest'
-            and (f.module_keys @> array[r.name]
-                 or (r.qualifier is not null and f.module_keys @> array[r.name || '/' || r.qualifier])
-                 or (rf.language = 'go' and f.module = any(scsql._code_module_keys(r.name))))
-          group by f.module
-          order by bool_or(r.qualifier is not null and f.module_keys @> array[r.name || '/' || r.qualifier]) desc,
-                   scsql._code_common_prefix(f.module, rf.module) desc, char_length(f.module), f.module
-          limit 1
-        ) best on true
-        where r.project_id = p_project and r.kind = 'import' and r.resolution = 'pending'
-      ) b
-     where r.project_id = p_project and r.ref_id = b.ref_id;
+      from imp i left join best b using (ref_id)
+     where r.project_id = p_project and r.ref_id = i.ref_id;
 end
 $$;
 comment on function scsql._code_resolve_imports(bigint) is
@@ -551,28 +561,38 @@ returns void
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
   -- Through the file's imports: from m import f; f() / import m; m.f() /
-  -- from p import m; m.f() / from m import C; C.f().
+  -- from p import m; m.f() / from m import C; C.f(). The pending calls, by
+  -- the names their imports would bind, meet the imports of their files in
+  -- one join (not each import all the calls of its file).
 begin
-    update scsql.code_references r
+    with r as materialized (
+      select r.ref_id, r.file_id, r.name, r.qualifier, k.alias
+      from scsql.code_references r
+      cross join lateral (select distinct u.alias
+                          from unnest(case when r.qualifier is null then array[r.name]
+                                           else array[r.qualifier, split_part(r.qualifier, '.', 1)] end) u(alias)) k
+      where r.project_id = p_project and r.resolution = 'pending' and r.kind in ('call', 'inherit')
+    ), i as materialized (
+      select i.file_id, i.alias, i.name, i.qualifier, i.target_module
+      from scsql.code_references i
+      where i.project_id = p_project and i.kind = 'import' and i.resolution in ('file', 'module')
+        and i.file_id in (select r.file_id from r)
+    ), x as (
+      select distinct on (r.ref_id) r.ref_id, d.def_id, d.file_id
+      from r
+      join i on i.file_id = r.file_id and i.alias = r.alias and (r.qualifier is not null or i.qualifier is not null)
+      join scsql.code_files f on f.project_id = p_project and f.module = i.target_module
+      join scsql.code_definitions d
+        on d.project_id = p_project and d.file_id = f.file_id
+       and d.name = case when r.qualifier is null then i.qualifier else r.name end
+      where r.qualifier is null or i.qualifier is null or i.target_module = i.name || '/' || i.qualifier
+            or d.qualname = i.qualifier || '.' || r.name
+      order by r.ref_id, (i.alias = r.qualifier) desc, (d.parent_id is null) desc, d.def_id
+    )
+    update scsql.code_references c
        set resolution = 'import', target_def_id = x.def_id, target_file_id = x.file_id, candidates = null
-      from (
-        select distinct on (r.ref_id) r.ref_id, d.def_id, d.file_id
-        from scsql.code_references r
-        join scsql.code_references i
-          on i.project_id = r.project_id and i.file_id = r.file_id and i.kind = 'import'
-         and i.alias = any(case when r.qualifier is null then array[r.name]
-                                else array[r.qualifier, split_part(r.qualifier, '.', 1)] end)
-         and i.resolution in ('file', 'module') and (r.qualifier is not null or i.qualifier is not null)
-        join scsql.code_files f on f.project_id = r.project_id and f.module = i.target_module
-        join scsql.code_definitions d
-          on d.project_id = r.project_id and d.file_id = f.file_id
-         and d.name = case when r.qualifier is null then i.qualifier else r.name end
-        where r.project_id = p_project and r.resolution = 'pending' and r.kind in ('call', 'inherit')
-          and (r.qualifier is null or i.qualifier is null or i.target_module = i.name || '/' || i.qualifier
-               or d.qualname = i.qualifier || '.' || r.name)
-        order by r.ref_id, (i.alias = r.qualifier) desc, (d.parent_id is null) desc, d.def_id
-      ) x
-     where r.project_id = p_project and r.ref_id = x.ref_id;
+      from x
+     where c.project_id = p_project and c.ref_id = x.ref_id;
 end
 $$;
 comment on function scsql._code_resolve_imported(bigint) is
