@@ -365,7 +365,8 @@ returns table (item integer, kind text, score double precision, tokens integer, 
                trust text, notice text, author text, written_at timestamptz)
 language plpgsql volatile
 as $$
--- Runs as the caller (row-level security decides what it reads). Volatile:
+-- Runs as the caller; its own project's facts and hits are read as the owner,
+-- the project fixed from the acting role (pack_facts, pack_hits). Volatile:
 -- it records the use of what it returns (scsql_caller.note_use).
 #variable_conflict use_column
 declare
