@@ -379,12 +379,14 @@ comment on function scsql._enqueue_embeddings(bigint, text[]) is
 
 create or replace function scsql._chunks_changed(p_project bigint, p_source_id bigint, p_content text, p_spans jsonb)
 returns table (old_ids bigint[], new_chunks jsonb, kept integer)
-language sql stable
+language plpgsql stable  -- not SQL: Citus plans no query with an SQL function's parameters
 as $$
+begin
   -- A stored chunk the new text makes again in the same place (seq, hash,
   -- anchor, lines and characters; no conversation context) is kept with its
   -- postings: an edit costs the chunks it changed, not the whole file.
   -- NULL rows when the text is conversation (contexts are recorded anew).
+  return query
   with x as materialized (
     select * from scsql._chunks_to_store(p_content, p_spans, false, null)
   ), k as materialized (
@@ -398,7 +400,8 @@ as $$
                  and c.chunk_id not in (select k.chunk_id from k)),
          coalesce((select jsonb_agg(to_jsonb(x) order by x.seq) from x where x.seq not in (select k.seq from k)), '[]'),
          (select count(*) from k)::integer
-  where not exists (select from x where x.context is not null)
+  where not exists (select from x where x.context is not null);
+end
 $$;
 comment on function scsql._chunks_changed(bigint, bigint, text, jsonb) is
   'Private. What a new text (CONTENT, SPANS) of source SOURCE_ID changes in its stored chunks: the ids of the chunks to remove, the chunks to store (rows of scsql._chunks_to_store as JSON objects) and how many stored chunks it makes again in the same place and are kept. No row for conversation text (chunks with a context), which is stored anew.';
@@ -615,11 +618,13 @@ comment on function scsql._check_source(text, text, text) is
 
 create or replace function scsql._date_source(p_project bigint, p_path text, p_occurred_at timestamptz)
 returns void
-language sql
+language plpgsql  -- not SQL: Citus plans no query with an SQL function's parameters
 as $$
+begin
   update scsql.kb_sources s set occurred_at = p_occurred_at
   where p_occurred_at is not null and s.project_id = p_project and s.path = p_path
-    and s.occurred_at is distinct from p_occurred_at
+    and s.occurred_at is distinct from p_occurred_at;
+end
 $$;
 comment on function scsql._date_source(bigint, text, timestamptz) is
   'Private. Records when what source P_PATH of project P_PROJECT holds happened (nothing for a NULL time).';

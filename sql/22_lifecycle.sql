@@ -95,27 +95,38 @@ create or replace function scsql_caller.item_lifecycle(
   p_source_path text, p_importance_weight double precision, p_recency_weight double precision,
   p_use_weight double precision, p_half_life_days double precision)
 returns double precision
-language sql stable
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
-  -- As the caller: row-level security shows the caller's own project.
-  select coalesce(
-    (select scsql_caller.lifecycle(f.importance, f.updated_at, f.last_used_at, f.use_count, f.importance = 5,
-                                   p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days)
-     from scsql.memory_facts f
-     where p_source_path like 'memory:%' and f.project_id = scsql_caller.project_id()
-       and f.key = substr(p_source_path, 8)),
-    (select scsql_caller.lifecycle(case when s.kind = 'archived_fact' and s.meta ->> 'importance' ~ '^[1-5]$'
-                                        then (s.meta ->> 'importance')::integer end,
-                                   s.updated_at, s.last_used_at, s.use_count,
-                                   s.pinned or s.tier = 'pinned' or s.meta ->> 'importance' = '5',
-                                   p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days)
-     from scsql.kb_sources s
-     where s.project_id = scsql_caller.project_id() and s.path = p_source_path),
-    scsql_caller.lifecycle(null, now(), null, 0, true, p_importance_weight, p_recency_weight, p_use_weight,
-                           p_half_life_days))
+declare
+  -- The caller's own project, fixed once (its facts and sources are all of
+  -- those row-level security shows it there), read as the owner: on Citus
+  -- one query of the project's shard, without a policy call per row.
+  v_project bigint := scsql_caller.project_id();
+  v_score double precision;
+begin
+  if p_source_path like 'memory:%' then
+    select scsql_caller.lifecycle(f.importance, f.updated_at, f.last_used_at, f.use_count, f.importance = 5,
+                                  p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days)
+      into v_score
+    from scsql.memory_facts f
+    where f.project_id = v_project and f.key = substr(p_source_path, 8);
+  end if;
+  if v_score is null then
+    select scsql_caller.lifecycle(case when s.kind = 'archived_fact' and s.meta ->> 'importance' ~ '^[1-5]$'
+                                       then (s.meta ->> 'importance')::integer end,
+                                  s.updated_at, s.last_used_at, s.use_count,
+                                  s.pinned or s.tier = 'pinned' or s.meta ->> 'importance' = '5',
+                                  p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days)
+      into v_score
+    from scsql.kb_sources s
+    where s.project_id = v_project and s.path = p_source_path;
+  end if;
+  return coalesce(v_score, scsql_caller.lifecycle(null, now(), null, 0, true, p_importance_weight, p_recency_weight,
+                                                  p_use_weight, p_half_life_days));
+end
 $$;
 comment on function scsql_caller.item_lifecycle(text, double precision, double precision, double precision, double precision) is
-  'The lifecycle score (scsql_caller.lifecycle) of the item at SOURCE_PATH of the caller''s project: memory:<key> is a working-memory fact, any other path a source (importance 3, an archived fact its own; pinned sources and importance 5 never decay). An item it does not find (another project''s, a decision) scores as a new, unused importance-3 item.';
+  'The lifecycle score (scsql_caller.lifecycle) of the item at SOURCE_PATH of the caller''s project: memory:<key> is a working-memory fact, any other path a source (importance 3, an archived fact its own; pinned sources and importance 5 never decay). An item it does not find (another project''s, a decision) scores as a new, unused importance-3 item. Read as the owner, the project fixed from the acting role: what row-level security shows the caller of its own project. Raises SC001 / SC002 like scsql_caller.project_id.';
 
 -- ---------------------------------------------------------------------------
 -- Use: recorded by what returns an item

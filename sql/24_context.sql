@@ -274,7 +274,7 @@ The budget defaults to 1,500 tokens (50 to 100,000; tokens estimated as ceil(cha
 
 create or replace function scsql_caller.pack_facts(p_project bigint, p_terms text[])
 returns table (keys text[], contents text[], authors text[], ats timestamptz[])
-language plpgsql stable
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_n bigint;
@@ -282,6 +282,14 @@ declare
   v_kt_df integer[];
   v_by bigint[];
 begin
+  -- Read as the owner (on Citus, no policy call per row on the shards):
+  -- working memory is readable only in one's own project (policies/
+  -- 20_memory.sql), so another project's facts are none, as under
+  -- row-level security, and the project is the acting role's.
+  if p_project is distinct from scsql_caller.project_id() then
+    return next;
+    return;
+  end if;
   -- Working-memory facts (not expired) that share terms with the intent,
   -- weighted by the terms' rarity in the knowledge base (bm25_idf; a term
   -- in no chunk has df 0), then by importance.
@@ -311,7 +319,7 @@ begin
 end
 $$;
 comment on function scsql_caller.pack_facts(bigint, text[]) is
-  'For pack: the working-memory facts of a project (not expired) holding any of the terms p_terms, best first by the sum of those terms'' idf (bm25_idf over the knowledge base''s statistics), then importance, then key, as arrays of keys, contents (key: value), authors'' names (NULL for an author the caller may not see) and update times; NULL arrays for none. Row-level security applies. Raises nothing of its own.';
+  'For pack: the working-memory facts of a project (not expired) holding any of the terms p_terms, best first by the sum of those terms'' idf (bm25_idf over the knowledge base''s statistics), then importance, then key, as arrays of keys, contents (key: value), authors'' names (NULL for an author the caller may not see) and update times; NULL arrays for none. Read as the owner, for the acting agent''s own project only (its facts are all it may read of working memory): NULL arrays for any other project, as row-level security gives. Raises SC001 / SC002 like scsql_caller.project_id.';
 
 create or replace function scsql_caller.pack_hits(p_project bigint, p_intent text, p_query_embedding vector, p_model text)
 returns table (kinds text[], contents text[], paths text[], anchors text[], line_starts integer[], line_ends integer[],
@@ -319,7 +327,9 @@ returns table (kinds text[], contents text[], paths text[], anchors text[], line
 language plpgsql stable
 as $$
 begin
-  -- search: the hits other than facts and decisions, which pack ranks itself.
+  -- search: the hits other than facts and decisions, which pack ranks itself;
+  -- the own project's read as the owner (search_own), another's as the
+  -- caller (row-level security shows its published knowledge).
   return query
   select array_agg(case when s.source_kind = 'session_summary' and s.anchor = 'Decisions' then 'decision'
                         when s.source_kind = 'learning' then 'learning'
@@ -331,13 +341,18 @@ begin
          array_agg(s.chunk_hash order by s.ordinality), array_agg(s.trust order by s.ordinality),
          array_agg(s.notice order by s.ordinality), array_agg(s.author order by s.ordinality),
          array_agg(s.written_at order by s.ordinality)
-  from scsql_caller.search_projects(array[p_project], p_intent, 20, null, null, null, 'hybrid', p_query_embedding, p_model,
-                                    60, 1, 1, 1.2, 0.75, 50, 'score', 0.2) with ordinality s
+  from (select o.* from scsql_caller.search_own(p_intent, 20, null, null, null, 'hybrid', p_query_embedding, p_model,
+                                                 60, 1, 1, 1.2, 0.75, 50, 'score', 0.2) with ordinality o
+        where p_project = scsql_caller.project_id()
+        union all  -- one arm runs: the order is its ordinality
+        select o.* from scsql_caller.search_projects(array[p_project], p_intent, 20, null, null, null, 'hybrid', p_query_embedding,
+                                                     p_model, 60, 1, 1, 1.2, 0.75, 50, 'score', 0.2) with ordinality o
+        where p_project is distinct from scsql_caller.project_id()) s
   where s.source_kind not in ('fact', 'decision');
 end
 $$;
 comment on function scsql_caller.pack_hits(bigint, text, vector, text) is
-  'For pack: the best 20 hits of hybrid search (search''s defaults, depth 50) over a project for the intent, other than facts and decisions, in rank order, as arrays of their pack kinds (decision: the Decisions part of a session summary; learning; fact: an archived fact; else chunk) and citation fields. Row-level security applies. Raises what search raises.';
+  'For pack: the best 20 hits of hybrid search (search''s defaults, depth 50) over a project for the intent, other than facts and decisions, in rank order, as arrays of their pack kinds (decision: the Decisions part of a session summary; learning; fact: an archived fact; else chunk) and citation fields. The acting agent''s own project is read as the owner (search_own), another as the caller, under row-level security. Raises what search raises.';
 
 create or replace function scsql.pack(p_intent text, p_budget integer default 2000,
                                       p_query_embedding vector default null, p_model text default null,
@@ -350,7 +365,8 @@ returns table (item integer, kind text, score double precision, tokens integer, 
                trust text, notice text, author text, written_at timestamptz)
 language plpgsql volatile
 as $$
--- Runs as the caller (row-level security decides what it reads). Volatile:
+-- Runs as the caller; its own project's facts and hits are read as the owner,
+-- the project fixed from the acting role (pack_facts, pack_hits). Volatile:
 -- it records the use of what it returns (scsql_caller.note_use).
 #variable_conflict use_column
 declare

@@ -134,8 +134,8 @@ as $$
                coalesce(array_agg(s.score order by s.ordinality), '{}') as scores,
                coalesce(array_agg(s.bm25_rank order by s.ordinality), '{}') as branks,
                coalesce(array_agg(s.vector_rank order by s.ordinality), '{}') as vranks
-        from scsql_caller.search_projects(array[scsql_caller.project_id()], p_query, p_k, p_kinds, p_trust, p_since, p_mode,
-                                          p_query_embedding, p_model, 60, 1, 1, 1.2, 0.75, null, 'score', 0.2)
+        from scsql_caller.search_own(p_query, p_k, p_kinds, p_trust, p_since, p_mode,
+                                     p_query_embedding, p_model, 60, 1, 1, 1.2, 0.75, null, 'score', 0.2)
                with ordinality s) h
   cross join scsql_caller.answer_confidence(p_query, h.contents, h.scores, h.branks, h.vranks) c
 $$;

@@ -163,21 +163,20 @@ comment on function scsql._latency_buckets(bigint[]) is
 -- part is grouped by project and joined. Columns are named in each first
 -- arm: Citus loses a CTE's column list when it sends the query to one node.
 
-create or replace function scsql._metric_projects(p_only bigint)
-returns table (project_id bigint, name text)
-language sql stable
-as $$ select p.project_id, p.name from scsql.projects p where p_only is null or p.project_id = p_only $$;
-comment on function scsql._metric_projects(bigint) is
-  'Private, for scsql.metrics(). The projects whose series are shown: every project, or only P_ONLY''s when given.';
-
 create or replace function scsql._tool_call_metrics(p_only bigint)
 returns table (metric text, labels jsonb, value double precision, buckets jsonb)
-language sql stable
+language plpgsql stable  -- not SQL: Citus plans no query with an SQL function's parameters
 as $$
-  with calls as (  -- tool calls as scsql.usage_days keeps them summed (the model's messages have no status)
+#variable_conflict use_column
+begin
+  return query
+  with projects as not materialized (  -- the projects shown: every one, or P_ONLY
+    select p.project_id, p.name from scsql.projects p where p_only is null or p.project_id = p_only
+  ),
+  calls as (  -- tool calls as scsql.usage_days keeps them summed (the model's messages have no status)
     select pr.name, coalesce(u.model, '') as model, u.status, sum(u.tool_calls) as n, sum(u.cost_usd) as cost,
            sum(u.input_tokens) as tin, sum(u.output_tokens) as tout
-    from scsql.usage_days u join scsql._metric_projects(p_only) pr using (project_id) where u.status is not null group by 1, 2, 3
+    from scsql.usage_days u join projects pr using (project_id) where u.status is not null group by 1, 2, 3
   )
   select 'scsql_tool_calls_total' as metric, jsonb_build_object('project', name, 'model', model, 'status', status) as labels,
          n::float8 as value, null::jsonb as buckets from calls
@@ -186,18 +185,25 @@ as $$
   union all
   select 'scsql_tool_call_tokens_total', jsonb_build_object('project', name, 'model', model, 'direction', d.dir), d.n::float8, null
   from (select name, model, sum(tin) as tin, sum(tout) as tout from calls group by 1, 2) c
-  cross join lateral (values ('input', c.tin), ('output', c.tout)) d(dir, n)
+  cross join lateral (values ('input', c.tin), ('output', c.tout)) d(dir, n);
+end
 $$;
 comment on function scsql._tool_call_metrics(bigint) is
   'Private, for scsql.metrics(). The tool call series (calls, cost in USD, tokens by direction) per project, model and status, of every project or only P_ONLY''s.';
 
 create or replace function scsql._queue_metrics(p_only bigint, p_now timestamptz)
 returns table (metric text, labels jsonb, value double precision, buckets jsonb)
-language sql stable
+language plpgsql stable  -- not SQL: Citus plans no query with an SQL function's parameters
 as $$
+#variable_conflict use_column
+begin
+  return query
+  with projects as not materialized (  -- the projects shown: every one, or P_ONLY
+    select p.project_id, p.name from scsql.projects p where p_only is null or p.project_id = p_only
+  )
   select 'scsql_queue_depth' as metric, jsonb_build_object('project', pr.name, 'team_role', t.team_role, 'state', st.state) as labels,
          count(*)::float8 as value, null::jsonb as buckets
-  from scsql.tasks t join scsql._metric_projects(p_only) pr using (project_id)
+  from scsql.tasks t join projects pr using (project_id)
   cross join lateral (select case when t.state = 'claimed' and t.lease_expires_at < p_now then 'expired'
                                   when t.state = 'claimed' then 'claimed'
                                   when t.run_after > p_now then 'scheduled' else 'queued' end as state) st
@@ -205,90 +211,108 @@ as $$
   union all
   select 'scsql_queue_oldest_wait_seconds', jsonb_build_object('project', pr.name, 'team_role', t.team_role),
          extract(epoch from p_now - min(t.created_at))::float8, null
-  from scsql.tasks t join scsql._metric_projects(p_only) pr using (project_id)
+  from scsql.tasks t join projects pr using (project_id)
   where t.state = 'queued' and t.run_after <= p_now group by pr.name, t.team_role
   union all
   select 'scsql_claim_latency_seconds', jsonb_build_object('project', pr.name, 'team_role', t.team_role, 'stat', s.stat), s.v, null
   from (select project_id, team_role, extract(epoch from avg(greatest(claimed_at - run_after, interval '0')))::float8 as avg_s,
                extract(epoch from max(greatest(claimed_at - run_after, interval '0')))::float8 as max_s
         from scsql.tasks where state = 'claimed' group by 1, 2) t
-  join scsql._metric_projects(p_only) pr using (project_id)
+  join projects pr using (project_id)
   cross join lateral (values ('avg', t.avg_s), ('max', t.max_s)) s(stat, v)
   union all
   select 'scsql_tasks_finished_total', jsonb_build_object('project', pr.name, 'team_role', a.team_role, 'state', a.state), count(*)::float8, null
-  from scsql.tasks_archive a join scsql._metric_projects(p_only) pr using (project_id) group by pr.name, a.team_role, a.state
+  from scsql.tasks_archive a join projects pr using (project_id) group by pr.name, a.team_role, a.state;
+end
 $$;
 comment on function scsql._queue_metrics(bigint, timestamptz) is
   'Private, for scsql.metrics(). The task queue series at time NOW (depth by state, oldest wait, claim latency, finished tasks) per project and team role, of every project or only P_ONLY''s.';
 
 create or replace function scsql._chain_metrics(p_only bigint, p_now timestamptz)
 returns table (metric text, labels jsonb, value double precision, buckets jsonb)
-language sql stable
+language plpgsql stable  -- not SQL: Citus plans no query with an SQL function's parameters
 as $$
-  with heads as (
+#variable_conflict use_column
+begin
+  return query
+  with projects as not materialized (  -- the projects shown: every one, or P_ONLY
+    select p.project_id, p.name from scsql.projects p where p_only is null or p.project_id = p_only
+  ),
+  heads as (
     select c.project_id, sum(c.head_seq) as rows, min(c.created_at) as first_at,
            sum(c.head_seq - coalesce(k.seq, 0)) as unverified
-    from scsql.chains c join scsql._metric_projects(p_only) pr using (project_id)
+    from scsql.chains c join projects pr using (project_id)
     left join (select h.project_id, h.chain_id, max(h.seq) as seq from scsql.checkpoint_heads h group by 1, 2) k
       using (project_id, chain_id)
     group by 1
   ),
-  cps as (select c.project_id, max(c.at) as at from scsql.checkpoints c join scsql._metric_projects(p_only) pr using (project_id) group by 1)
+  cps as (select c.project_id, max(c.at) as at from scsql.checkpoints c join projects pr using (project_id) group by 1)
   select 'scsql_chain_rows_total' as metric, jsonb_build_object('project', pr.name) as labels, h.rows::float8 as value, null::jsonb as buckets
-  from heads h join scsql._metric_projects(p_only) pr using (project_id)
+  from heads h join projects pr using (project_id)
   union all
   select 'scsql_chain_rows_unverified', jsonb_build_object('project', pr.name), h.unverified::float8, null
-  from heads h join scsql._metric_projects(p_only) pr using (project_id)
+  from heads h join projects pr using (project_id)
   union all
   select 'scsql_last_verification_timestamp_seconds', jsonb_build_object('project', pr.name), extract(epoch from c.at)::float8, null
-  from cps c join scsql._metric_projects(p_only) pr using (project_id)
+  from cps c join projects pr using (project_id)
   union all
   select 'scsql_checkpoint_age_seconds', jsonb_build_object('project', pr.name),
          extract(epoch from p_now - coalesce(c.at, h.first_at))::float8, null
-  from heads h join scsql._metric_projects(p_only) pr using (project_id) left join cps c using (project_id)
+  from heads h join projects pr using (project_id) left join cps c using (project_id)
   where h.rows > 0
   union all
   select 'scsql_chain_quarantines_open', jsonb_build_object('project', pr.name), coalesce(q.n, 0)::float8, null
-  from scsql._metric_projects(p_only) pr
+  from projects pr
   left join (select q.project_id, count(*) as n from scsql.chain_quarantines q where q.acknowledged_at is null group by 1) q
-    using (project_id)
+    using (project_id);
+end
 $$;
 comment on function scsql._chain_metrics(bigint, timestamptz) is
   'Private, for scsql.metrics(). The audit chain series at time NOW (rows, rows no checkpoint covers, last verification, checkpoint age, open quarantines) per project, of every project or only P_ONLY''s.';
 
 create or replace function scsql._worker_metrics(p_only bigint, p_now timestamptz)
 returns table (metric text, labels jsonb, value double precision, buckets jsonb)
-language sql stable
+language plpgsql stable  -- not SQL: Citus plans no query with an SQL function's parameters
 as $$
+#variable_conflict use_column
+begin
+  return query
+  with projects as not materialized (  -- the projects shown: every one, or P_ONLY
+    select p.project_id, p.name from scsql.projects p where p_only is null or p.project_id = p_only
+  )
   select 'scsql_embedding_backlog' as metric, jsonb_build_object('project', pr.name) as labels,
          count(q.chunk_hash)::float8 as value, null::jsonb as buckets
-  from scsql._metric_projects(p_only) pr left join scsql.kb_embed_queue q using (project_id) group by pr.name
+  from projects pr left join scsql.kb_embed_queue q using (project_id) group by pr.name
   union all
   select 'scsql_embedding_backlog_oldest_seconds', jsonb_build_object('project', pr.name),
          coalesce(extract(epoch from p_now - min(q.enqueued_at)), 0)::float8, null
-  from scsql._metric_projects(p_only) pr left join scsql.kb_embed_queue q using (project_id) group by pr.name
+  from projects pr left join scsql.kb_embed_queue q using (project_id) group by pr.name
   union all
   select 'scsql_workers_alive', jsonb_build_object('project', pr.name), coalesce(w.n, 0)::float8, null
-  from scsql._metric_projects(p_only) pr
+  from projects pr
   left join (select w.project_id, count(*) as n from scsql.worker_heartbeats w
              where w.seen_at >= p_now - greatest(interval '1 minute', 3 * w.poll_seconds * interval '1 second')
              group by 1) w using (project_id)
   union all
   select 'scsql_worker_heartbeat_age_seconds', jsonb_build_object('project', pr.name),
          extract(epoch from p_now - max(w.seen_at))::float8, null
-  from scsql.worker_heartbeats w join scsql._metric_projects(p_only) pr using (project_id) group by pr.name
+  from scsql.worker_heartbeats w join projects pr using (project_id) group by pr.name
   union all
   select 'scsql_search_latency_seconds', jsonb_build_object('project', pr.name),
          l.sum_seconds, scsql._latency_buckets(l.counts)
-  from scsql.search_latency l join scsql._metric_projects(p_only) pr using (project_id)
+  from scsql.search_latency l join projects pr using (project_id);
+end
 $$;
 comment on function scsql._worker_metrics(bigint, timestamptz) is
   'Private, for scsql.metrics(). The series of the work done beside the API at time NOW (embedding backlog and its oldest entry, live workers, last heartbeat, search latency histogram) per project, of every project or only P_ONLY''s.';
 
 create or replace function scsql._partition_metrics(p_only bigint, p_now timestamptz)
 returns table (metric text, labels jsonb, value double precision, buckets jsonb)
-language sql stable
+language plpgsql stable  -- not SQL: Citus plans no query with an SQL function's parameters
 as $$
+#variable_conflict use_column
+begin
+  return query
   select 'scsql_partition_days_ahead' as metric, jsonb_build_object('table', s.parent) as labels,
          coalesce(extract(epoch from max(p.upper_bound) - p_now) / 86400, 0)::float8 as value, null::jsonb as buckets
   from scsql.partition_settings s cross join lateral scsql._partitions(s.parent::regclass) p
@@ -298,7 +322,8 @@ as $$
          count(p.partition) filter (where not p.is_default and s.retention is not null
                                     and p.upper_bound <= p_now - s.retention - interval '1 day')::float8, null
   from scsql.partition_settings s cross join lateral scsql._partitions(s.parent::regclass) p
-  where p_only is null group by s.parent
+  where p_only is null group by s.parent;
+end
 $$;
 comment on function scsql._partition_metrics(bigint, timestamptz) is
   'Private, for scsql.metrics(). The server-wide partition series at time NOW (days of partitions ahead, partitions past retention) per partitioned table; none when P_ONLY names a project.';

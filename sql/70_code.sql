@@ -1691,28 +1691,46 @@ comment on function scsql_caller.symbol_query(text) is
 
 create or replace function scsql_caller.symbol_chunk_ids(p_projects bigint[], p_query text)
 returns table (project_id bigint, chunk_id bigint, qualname text, ord bigint)
-language sql stable
+language plpgsql stable  -- not SQL: Citus plans no query with an SQL function's parameters
 as $$
+#variable_conflict use_column
+declare
+  v_name text := scsql_caller.symbol_query(p_query);
+  x record;
+begin
+  if v_name is null then
+    return;
+  end if;
   -- The chunks holding the definitions the query names: a qualified name
-  -- first, then a name; the most used first; at most five.
-  with q as (select scsql_caller.symbol_query(p_query) as name),
-  defs as (
-    select d.project_id, f.path, d.qualname, d.line_start,
-           row_number() over (order by (d.qualname = q.name or strpos(q.name, '#') > 0) desc, d.rank desc, f.path, d.def_id) as o
-    from q join scsql.code_definitions d on d.project_id = any(p_projects)
-     and (case when strpos(q.name, '#') > 0 then d.qualname = split_part(q.name, '#', 2)
-               else d.qualname = q.name or d.name = q.name end)
-    join scsql.code_files f on f.project_id = d.project_id and f.file_id = d.file_id
-     and (strpos(q.name, '#') = 0 or f.path = split_part(q.name, '#', 1))
-    where q.name is not null
-    order by 5 limit 5
-  )
-  select distinct on (x.o) x.project_id, c.chunk_id, x.qualname, x.o
-  from defs x
-  join scsql.kb_sources s on s.project_id = x.project_id and s.path = x.path and s.kind = 'file'
-  join scsql.kb_chunks c on c.project_id = s.project_id and c.source_id = s.source_id
-   and c.line_start <= x.line_start and c.line_end >= x.line_start
-  order by x.o, c.seq
+  -- first, then a name; the most used first; at most five. The definitions
+  -- are read first (on Citus, one query of the projects' shards, ordered and
+  -- cut there), then the chunk of each (one query of its project).
+  for x in
+    select d.*, row_number() over (order by d.exact desc, d.rank desc, d.path, d.def_id) as o
+    from (
+      select d.project_id, f.path, d.qualname, d.line_start, d.rank, d.def_id,
+             (d.qualname = v_name or strpos(v_name, '#') > 0) as exact
+      from scsql.code_definitions d
+      join scsql.code_files f on f.project_id = d.project_id and f.file_id = d.file_id
+       and (strpos(v_name, '#') = 0 or f.path = split_part(v_name, '#', 1))
+      where d.project_id = any(p_projects)
+        and (case when strpos(v_name, '#') > 0 then d.qualname = split_part(v_name, '#', 2)
+                  else d.qualname = v_name or d.name = v_name end)
+      order by 7 desc, d.rank desc, f.path, d.def_id
+      limit 5
+    ) d
+    order by o
+  loop
+    return query
+    select x.project_id, c.chunk_id, x.qualname, x.o
+    from scsql.kb_sources s
+    join scsql.kb_chunks c on c.project_id = s.project_id and c.source_id = s.source_id
+     and c.line_start <= x.line_start and c.line_end >= x.line_start
+    where s.project_id = x.project_id and s.path = x.path and s.kind = 'file'
+    order by c.seq
+    limit 1;
+  end loop;
+end
 $$;
 comment on function scsql_caller.symbol_chunk_ids(bigint[], text) is
   'For search: the chunks (project_id, chunk_id), among projects PROJECTS, that hold the definitions QUERY names (scsql_caller.symbol_query), with the qualified name and their order: a qualified name before a name, the most used first, at most five. What search_projects puts first.';
@@ -1723,17 +1741,24 @@ returns table (
   text_span integer[], chunk_hash text, content text, score double precision, retrievers text[],
   bm25_rank integer, vector_rank integer, trust text, notice text, retrieved_at timestamptz,
   author text, written_at timestamptz, defines text[])
-language sql stable
+language plpgsql stable  -- not SQL: Citus plans no query with an SQL function's parameters
 as $$
-  select pr.name::text, s.kind, s.path, c.anchor, c.line_start, c.line_end, array[c.char_start, c.char_end],
+declare
+  x record;
+begin
+  -- One query of its project for each chunk (at most five).
+  for x in select * from scsql_caller.symbol_chunk_ids(p_projects, p_query) i order by i.ord loop
+    return query
+    select pr.name::text, s.kind, s.path, c.anchor, c.line_start, c.line_end, array[c.char_start, c.char_end],
          c.chunk_hash, c.content, null::double precision, array['symbol'], null::integer, null::integer, s.trust,
          null::text, now(), a.name, c.created_at, array[x.qualname]
-  from scsql_caller.symbol_chunk_ids(p_projects, p_query) x
-  join scsql.kb_chunks c on c.project_id = x.project_id and c.chunk_id = x.chunk_id
-  join scsql.kb_sources s on s.project_id = c.project_id and s.source_id = c.source_id
-  join scsql.projects pr on pr.project_id = x.project_id
-  left join scsql.agents a on a.agent_id = case when c.created_at > s.created_at then s.updated_by else s.created_by end
-  order by x.ord
+    from scsql.kb_chunks c
+    join scsql.kb_sources s on s.project_id = c.project_id and s.source_id = c.source_id
+    join scsql.projects pr on pr.project_id = c.project_id
+    left join scsql.agents a on a.agent_id = case when c.created_at > s.created_at then s.updated_by else s.created_by end
+    where c.project_id = x.project_id and c.chunk_id = x.chunk_id;
+  end loop;
+end
 $$;
 comment on function scsql_caller.symbol_chunks(bigint[], text) is
   'For search: the chunks that hold the definitions QUERY names (scsql_caller.symbol_chunk_ids), in search''s columns, retrievers {symbol}, score NULL, defines the qualified name. A search whose query names a definition puts these first.';
@@ -1741,18 +1766,32 @@ comment on function scsql_caller.symbol_chunks(bigint[], text) is
 create or replace function scsql_caller.chunk_defines(p_project bigint, p_paths text[], p_starts integer[],
                                                       p_ends integer[])
 returns table (i integer, defines text[])
-language sql stable
+language plpgsql stable  -- not SQL: Citus plans no query with an SQL function's parameters
 as $$
-  -- For each chunk (path, first and last line): the qualified names of the
-  -- definitions that start in it, in line order (nested functions left out).
-  select u.i::integer, (select array_agg(d.qualname order by d.line_start, d.def_id)
-                        from scsql.code_files f
-                        join scsql.code_definitions d on d.project_id = f.project_id and d.file_id = f.file_id
-                        left join scsql.code_definitions p on p.project_id = d.project_id and p.def_id = d.parent_id
-                        where f.project_id = p_project and f.path = u.path
-                          and d.line_start between u.s and u.e
-                          and (p.def_id is null or p.kind not in ('function', 'method')))
-  from unnest(p_paths, p_starts, p_ends) with ordinality u(path, s, e, i)
+#variable_conflict use_column
+declare
+  d_path text[];
+  d_line integer[];
+  d_name text[];
+  d_id bigint[];
+begin
+  -- The definitions of those files (nested functions left out), read at
+  -- once (on Citus, one query of the project's shards), then for each chunk
+  -- (path, first and last line) the qualified names of those that start in
+  -- it, in line order.
+  select array_agg(f.path), array_agg(d.line_start), array_agg(d.qualname), array_agg(d.def_id)
+    into d_path, d_line, d_name, d_id
+  from scsql.code_files f
+  join scsql.code_definitions d on d.project_id = f.project_id and d.file_id = f.file_id
+  left join scsql.code_definitions p on p.project_id = d.project_id and p.def_id = d.parent_id
+  where f.project_id = p_project and f.path = any(p_paths)
+    and (p.def_id is null or p.kind not in ('function', 'method'));
+  return query
+  select u.i::integer, (select array_agg(x.name order by x.line, x.id)
+                        from unnest(d_path, d_line, d_name, d_id) x(path, line, name, id)
+                        where x.path = u.path and x.line between u.s and u.e)
+  from unnest(p_paths, p_starts, p_ends) with ordinality u(path, s, e, i);
+end
 $$;
 comment on function scsql_caller.chunk_defines(bigint, text[], integer[], integer[]) is
   'For search results: for each chunk i of project PROJECT, given by PATHS[i] and its lines STARTS[i] to ENDS[i], the qualified names of the definitions that start in it, in line order (nested functions left out); NULL for a chunk that defines nothing or is no code.';

@@ -6,7 +6,8 @@ scratch database on each, in the same run.
 The data, the same on both, through the real write paths: several projects
 (``--projects``), an orchestrator and a developer in each, ``--chunks``
 chunks indexed with index_text (ten-section files from the synthetic corpus
-of ``scsql bench search``, no vectors: search is BM25 only), 50 facts, 50
+of ``scsql bench search``, no vectors: search is BM25 only, SCSQL_EMBED=none
+while it runs), 50 facts, 50
 tool calls and 50 queued tasks a project; the first project's developer may
 read the second project (grant_project_read), for search_global.
 
@@ -28,6 +29,7 @@ citus.shard_count first). Both scratch databases are dropped at the end.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -268,6 +270,21 @@ def report(one: dict, cluster: dict, n: int) -> list[str]:
 
 
 def run(ctx, args: argparse.Namespace) -> int:
+    # BM25 only, and no write embeds inline, on both databases alike: with the
+    # model loaded by the first database's searches, each remember on the
+    # second would embed up to 16 of its queued chunks (seconds a call).
+    saved = os.environ.get("SCSQL_EMBED")
+    os.environ["SCSQL_EMBED"] = "none"
+    try:
+        return _run(ctx, args)
+    finally:
+        if saved is None:
+            del os.environ["SCSQL_EMBED"]
+        else:
+            os.environ["SCSQL_EMBED"] = saved
+
+
+def _run(ctx, args: argparse.Namespace) -> int:
     qs = _queries(args.calls + 5)
     dbs = [ScratchDatabase(ctx.admin_conninfo(), "citus1"), ClusterScratch(
         args.cluster, "citus", args.shards, [w for w in (args.workers or "").split(";") if w])]

@@ -246,3 +246,72 @@ def test_a_text_is_visible_to_a_reader_exactly_while_a_published_source_holds_it
     assert q(b1, "select scsql.forget_source('notes/published-copy') as ok")[0]["ok"] is True
     assert reader_sees() == 0
     assert pb not in _projects(q(a, "select * from scsql.search_global('marmoset', p_k => 50)"))
+
+
+# search_projects' arguments after the projects, as search (and search_own) pass them by default.
+_INVOKER = ("select * from scsql_caller.search_projects({projects}, %s, 50, null, null, null, %s, %s::vector, %s, "
+            "60, 1, 1, 1.2, 0.75, null, 'score', 0.2)")
+_OWN = ("select * from scsql_caller.search_own(%s, 50, null, null, null, %s, %s::vector, %s, "
+        "60, 1, 1, 1.2, 0.75, null, 'score', 0.2)")
+
+
+def _hits(rows) -> list[tuple]:
+    return [tuple(v for k, v in r.items() if k != "retrieved_at") for r in rows]
+
+
+def test_own_project_reads_as_the_owner_return_exactly_what_row_level_security_gives(world):
+    """search, search_confidence and pack read the acting agent's own project
+    as the owner (search_own, pack_facts, pack_hits: no policy call per row
+    on Citus's shards). They return what the same reads give the caller under
+    row-level security, for every kind of content and both retrievers, and
+    never a row of another project, whatever project an argument names."""
+    _db, pb, a, _b1, b2, c, vectors = world
+    emb = vector_literal(next(iter(vectors.values())))
+    pid_b = q(b2, "select scsql_caller.project_id() as p")[0]["p"]
+    for agent in (a, b2, c):
+        for word in (*HIDDEN_WORDS.values(), *SHARED_WORDS.values(), "anything"):
+            for mode, vec, model in (("hybrid", None, None), ("vector", emb, DEFAULT_MODEL)):
+                own = q(agent, _OWN, word, mode, vec, model)
+                under_rls = q(agent, _INVOKER.format(projects="array[scsql_caller.project_id()]"), word, mode, vec, model)
+                assert _hits(own) == _hits(under_rls), (agent.name, word, mode)
+                assert all(h["project"] != pb for h in own) or agent is b2
+        # search itself is search_own's list (lifecycle ranking off by default).
+        word = "telescope"
+        assert _hits(q(agent, "select * from scsql.search(%s, p_k => 50)", word)) == _hits(
+            q(agent, _OWN, word, "hybrid", None, None))
+    # BM25 of the own project for search_global (bm25_own_top), beside the
+    # same ranking under row-level security.
+    for agent in (a, b2, c):
+        for word in ("telescope nebula", "marmoset orchid zeppelin quasar", "own notes"):
+            terms = q(agent, "select array_agg(t.term) as t from scsql_caller.terms(%s) t", word)[0]["t"]
+            assert q(agent, "select * from scsql_caller.bm25_own_top(%s, 1.2, 0.75, 50)", terms) == q(
+                agent, "select * from scsql_caller.bm25_project_top(scsql_caller.project_id(), %s, 1.2, 0.75, 50)", terms)
+        assert pb not in _projects(q(agent, "select * from scsql.search_global('marmoset orchid zeppelin', p_k => 50)")) \
+            or agent is b2
+    # B's own agent finds B's hidden kinds; the reader of B and the stranger
+    # find none of them in their own project's search.
+    assert {h["source_kind"] for h in q(b2, _OWN, "marmoset orchid zeppelin", "bm25", None, None)} >= {
+        "session_summary", "archived_fact", "learning"}
+    for agent in (a, c):
+        assert q(agent, _OWN, "marmoset orchid zeppelin walrus", "bm25", None, None) == []
+
+    # pack's facts: the caller's own project only, whatever project is named.
+    terms = "(select array_agg(t.term) from scsql_caller.terms('walrus office') t)"
+    facts = f"select f.* from scsql_caller.pack_facts(%s, {terms}) f"
+    assert q(b2, facts, pid_b)[0]["keys"] == ["pet"]
+    for agent in (a, c):
+        assert q(agent, facts, pid_b)[0]["keys"] is None
+        assert q(agent, "select count(*) as n from scsql.memory_facts where project_id = %s", pid_b)[0]["n"] == 0
+    # pack's hits: the own project as search_own gives it; another project
+    # as the caller reads it (a reader of B: its published knowledge only).
+    hits = "select h.* from scsql_caller.pack_hits(%s, %s, null, null) h"
+    for word in ("marmoset telescope nebula starchart zeppelin", "orchid quasar"):
+        packed_b2 = q(b2, hits, pid_b, word)[0]
+        assert packed_b2["paths"] == [h["source_path"] for h in q(b2, _OWN, word, "hybrid", None, None)
+                                      if h["source_kind"] not in ("fact", "decision")][:20]
+        read = q(a, hits, pid_b, word)[0]
+        assert read["paths"] == [h["source_path"] for h in q(a, _INVOKER.format(projects="array[%s::bigint]"), pid_b, word,
+                                                             "hybrid", None, None)
+                                 if h["source_kind"] not in ("fact", "decision")][:20] or read["paths"] is None
+        assert set(read["kinds"] or []) <= {"chunk"}
+        assert q(c, hits, pid_b, word)[0]["paths"] is None
