@@ -573,14 +573,17 @@ begin
                                            else array[r.qualifier, split_part(r.qualifier, '.', 1)] end) u(alias)) k
       where r.project_id = p_project and r.resolution = 'pending' and r.kind in ('call', 'inherit')
     ), i as materialized (
-      select i.file_id, i.alias, i.name, i.qualifier, i.target_module
+      -- Every import of those files: the statistics may predate their
+      -- resolution (a first index resolves them just before), so what
+      -- they resolved to is read in the join, not estimated here.
+      select i.file_id, i.alias, i.name, i.qualifier, i.target_module, i.resolution
       from scsql.code_references i
-      where i.project_id = p_project and i.kind = 'import' and i.resolution in ('file', 'module')
-        and i.file_id in (select r.file_id from r)
+      where i.project_id = p_project and i.kind = 'import' and i.file_id in (select r.file_id from r)
     ), x as (
       select distinct on (r.ref_id) r.ref_id, d.def_id, d.file_id
       from r
       join i on i.file_id = r.file_id and i.alias = r.alias and (r.qualifier is not null or i.qualifier is not null)
+            and i.resolution in ('file', 'module')
       join scsql.code_files f on f.project_id = p_project and f.module = i.target_module
       join scsql.code_definitions d
         on d.project_id = p_project and d.file_id = f.file_id
