@@ -361,7 +361,7 @@ begin
   perform scsql._code_check_payload(p_content_hash, p_language, p_module, p_status, p_error_lines,
                                     p_definitions, p_references);
   perform scsql._code_lock(v_project);
-  perform scsql._code_analyze_grown();
+  perform scsql._code_analyze_for(0);
   -- What is stored is redacted like every text (a default argument may hold a token).
   p_definitions := scsql._code_redacted(p_definitions);
   p_references := scsql._code_redacted(p_references);
@@ -676,18 +676,28 @@ create or replace function scsql._code_analyze_for(p_pending bigint)
 returns boolean
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
--- Resolution joins references with definitions and files. Planned on
--- statistics taken before a first (or a large) index, those joins become
--- scans repeated per reference: minutes instead of seconds. So when the
--- pending references outnumber a fifth of the references the statistics
--- know, the three tables are analyzed first. SKIP_LOCKED: it never waits
--- for another project's writer or for autovacuum (who then keeps the
--- statistics fresh). Not on Citus, whose planner reads its own.
+-- Plans made on statistics older than the graph go wrong two ways. While
+-- an index writes the tables from empty, the writes' plans (the foreign-key
+-- checks' and the replacing delete's among them, cached for a connection's
+-- life) take any index that starts with project_id and read the whole
+-- project for each row. Resolution joins references with definitions and
+-- files, and planned before a large index those joins become scans repeated
+-- per reference. So the three tables are analyzed once one of them has
+-- changed by more rows than its statistics say it holds (and by 500 at
+-- least: about log2 of the final size times in all), or when the PENDING
+-- references to resolve outnumber a fifth of those the statistics know.
+-- SKIP_LOCKED: it never waits for another project's writer or for
+-- autovacuum (who then keeps the statistics fresh). Not on Citus, whose
+-- planner reads its own.
 begin
-  if p_pending < 1000
-     or p_pending < 0.2 * (select greatest(c.reltuples, 0) from pg_catalog.pg_class c
-                           where c.oid = 'scsql.code_references'::regclass)
-     or exists (select from pg_catalog.pg_extension where extname = 'citus') then
+  if exists (select from pg_catalog.pg_extension where extname = 'citus')
+     or (not exists (select from pg_catalog.pg_class c
+                     where c.oid in ('scsql.code_files'::regclass, 'scsql.code_definitions'::regclass,
+                                     'scsql.code_references'::regclass)
+                       and pg_catalog.pg_stat_get_mod_since_analyze(c.oid) > greatest(c.reltuples, 0) + 500)
+         and (p_pending < 1000
+              or p_pending < 0.2 * (select greatest(c.reltuples, 0) from pg_catalog.pg_class c
+                                    where c.oid = 'scsql.code_references'::regclass))) then
     return false;
   end if;
   analyze (skip_locked) scsql.code_files, scsql.code_definitions, scsql.code_references;
@@ -695,34 +705,7 @@ begin
 end
 $$;
 comment on function scsql._code_analyze_for(bigint) is
-  'Private. Analyzes code_files, code_definitions and code_references (skipping any another session holds) when PENDING references to resolve outnumber a fifth of those the statistics know, so that resolution is planned on the graph as it is. Returns whether it analyzed.';
-
-create or replace function scsql._code_analyze_grown()
-returns boolean
-language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
-as $$
--- Indexing a tree writes the code tables from empty. Plans made on the
--- statistics of a nearly empty table (among them the foreign-key checks'
--- and the replacing delete's, cached for a connection's life) take any index
--- that starts with project_id and read the whole project for each row: a
--- build that slows with every file. So once one of the three tables has
--- changed by more rows than its statistics say it holds (and by 500 at
--- least), they are analyzed: about log2 of the final size times in all.
--- SKIP_LOCKED, and not on Citus, as in _code_analyze_for.
-begin
-  if not exists (select from pg_catalog.pg_class c
-                 where c.oid in ('scsql.code_files'::regclass, 'scsql.code_definitions'::regclass,
-                                 'scsql.code_references'::regclass)
-                   and pg_catalog.pg_stat_get_mod_since_analyze(c.oid) > greatest(c.reltuples, 0) + 500)
-     or exists (select from pg_catalog.pg_extension where extname = 'citus') then
-    return false;
-  end if;
-  analyze (skip_locked) scsql.code_files, scsql.code_definitions, scsql.code_references;
-  return true;
-end
-$$;
-comment on function scsql._code_analyze_grown() is
-  'Private. Analyzes code_files, code_definitions and code_references (skipping any another session holds) once one of them has changed by more rows than its statistics say it holds, and by 500 at least, so that the writes of a growing graph are planned on it as it is. Returns whether it analyzed.';
+  'Private. Analyzes code_files, code_definitions and code_references (skipping any another session holds) once one of them has changed by more rows than its statistics say it holds (and by 500 at least), or when PENDING references to resolve outnumber a fifth of those the statistics know, so that writes and resolution are planned on the graph as it is. Returns whether it analyzed.';
 
 create or replace function scsql.resolve_code()
 returns integer
