@@ -115,7 +115,7 @@ as $$
   select pg_catalog.btrim(
            scsql._strip_trailing_blanks(
              pg_catalog.replace(pg_catalog.replace(
-               pg_catalog.translate(scsql._nfc(p_text), U&'\200B\200C\200D\2060\FEFF', ''),
+               scsql._without_zero_width(scsql._nfc(p_text)),
                E'\r\n', E'\n'), E'\r', E'\n')),
            E' \t\n')
 $$;
@@ -141,7 +141,10 @@ returns table (term text, tf integer)
 language sql immutable strict parallel safe
 as $$
   with t as (
-    select pg_catalog.translate(p_text, U&'\200B\200C\200D\2060\FEFF', '') as s
+    -- Without zero-width characters (translate, the slow way, only when some are there).
+    select case when pg_catalog.octet_length(p_text) = pg_catalog.char_length(p_text)
+                  or p_text !~ U&'[\200B\200C\200D\2060\FEFF]' then p_text
+                else pg_catalog.translate(p_text, U&'\200B\200C\200D\2060\FEFF', '') end as s
   ),
   parts as (
     select l.lexeme as term, coalesce(pg_catalog.array_length(l.positions, 1), 1) as n
@@ -187,7 +190,7 @@ as $$
 -- SC235, open_loop and close_loop SC238); the messages stay the same.
 begin
   -- Empty as scsql._normalize sees it: only whitespace and zero-width characters.
-  if p_value is null or pg_catalog.btrim(pg_catalog.translate(p_value, U&'\200B\200C\200D\2060\FEFF', ''), E' \t\r\n') = '' then
+  if p_value is null or pg_catalog.btrim(scsql._without_zero_width(p_value), E' \t\r\n') = '' then
     raise exception using errcode = coalesce(p_code, 'SC201'), message = format('%s is empty', p_what),
       hint = format('Give a non-empty %s.', p_what);
   end if;

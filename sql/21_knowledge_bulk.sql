@@ -40,7 +40,7 @@ begin
   -- Empty as scsql._normalize sees it (whitespace and zero-width characters
   -- only), without normalizing the whole text.
   if p_content is null
-     or pg_catalog.btrim(pg_catalog.translate(p_content, U&'\200B\200C\200D\2060\FEFF', ''), E' \t\r\n') = '' then
+     or pg_catalog.btrim(scsql._without_zero_width(p_content), E' \t\r\n') = '' then
     raise exception using errcode = 'SC201', message = format('text of %s is empty', p_path),
       hint = 'To remove a source use forget_source.';
   end if;

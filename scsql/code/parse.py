@@ -244,6 +244,7 @@ class Parsed:
     error_lines: list[int] = field(default_factory=list)
     definitions: list[Definition] = field(default_factory=list)
     references: list[Reference] = field(default_factory=list)
+    outline: list | None = None  # a Python module's, as scsql.memory.indexer.python_outline makes it
 
     def payload(self) -> dict[str, Any]:
         """The arguments of scsql.index_code, but for path and content hash."""
@@ -351,9 +352,48 @@ def parse(path: str, text: str) -> Parsed:
     if root.has_error:
         parsed.status = "partial"
         parsed.error_lines = _error_lines(root)
+    elif language == "python":
+        parsed.outline = _python_outline(root, source)
     parsed.definitions = [d for d in defs if d.kind != "impl"]
     parsed.references = _merge(refs)
     return parsed
+
+
+def _python_outline(root, source: bytes) -> list:
+    """A module's top-level functions and classes, a class with its methods,
+    as scsql.memory.indexer.python_outline reads them from the ast: from the
+    first decorator's line to the last statement's (a comment after it is not
+    the definition's)."""
+    out = []
+    for node in root.named_children:
+        top = _outlined(node, source)
+        if top is not None:
+            first, end, name, definition = top
+            methods = []
+            if definition.type == "class_definition":
+                for child in definition.child_by_field_name("body").named_children:
+                    m = _outlined(child, source)
+                    if m is not None and m[3].type == "function_definition":
+                        methods.append(m[:3])
+            out.append((first, end, name, methods))
+    return out
+
+
+def _outlined(node, source: bytes):
+    """(first line, last line, name, definition node) of a function or class
+    definition, decorated or not; None for any other node."""
+    first = node.start_point[0] + 1
+    if node.type == "decorated_definition":
+        node = node.child_by_field_name("definition")
+    if node is None or node.type not in ("function_definition", "class_definition"):
+        return None
+    last = node
+    while last.child_count:
+        kids = [k for k in last.children if k.type != "comment" and k.end_byte > k.start_byte]
+        if not kids:
+            break
+        last = kids[-1]
+    return first, last.end_point[0] + 1, _text(node.child_by_field_name("name"), source), node
 
 
 def _error_lines(root) -> list[int]:

@@ -260,12 +260,13 @@ def _one(agent, rel: str, verdict, out: Reindexed) -> None:
         return
     text = verdict.decode("utf-8")
     sha = hashlib.sha256(verdict).hexdigest()
-    payload = parse.parse(rel, text).payload()
+    parsed = parse.parse(rel, text)
+    payload = parsed.payload()
     chunk_chars = agent.rules().chunk_chars
     with agent.transaction() as conn:  # the graph's lock first, as scsql index takes them
         with conn.pipeline():  # the server stores the symbols while the spans are made here
             send(conn, rel, sha, payload)
-            spans = indexer.spans_for(rel, text, chunk_chars)
+            spans = indexer.spans_for(rel, text, chunk_chars, parsed.outline)  # the file parsed once
             cur = conn.execute(
                 "select unchanged from scsql.index_text(%s, %s, 'file', null, 'standard', %s, %s)",
                 (rel, text, Jsonb(spans) if spans is not None else None,

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import itertools
 import os
 import re
 import stat
@@ -474,7 +475,20 @@ def _trim(s: dict[str, Any], lines: list[str]) -> dict[str, Any]:
     return _span(start, end, s["anchor"])
 
 
+class _Lines(list):
+    """A text's lines, with the character count of any run of them at once
+    (_chars: the spans of a large file ask for thousands)."""
+
+    def __init__(self, lines: list[str]):
+        super().__init__(lines)
+        self.off = list(itertools.accumulate((len(ln) + 1 for ln in lines), initial=0))
+
+
 def _chars(lines: list[str], start: int, end: int) -> int:
+    """Characters of lines START to END (1-based, inclusive), a newline each."""
+    if isinstance(lines, _Lines) and start >= 1:
+        end = min(end, len(lines))
+        return lines.off[end] - lines.off[start - 1] if end >= start else 0
     return sum(len(ln) + 1 for ln in lines[start - 1 : end])
 
 
@@ -572,40 +586,60 @@ def _rebalance(spans: list[dict[str, Any]], lines: list[str], most: int) -> list
     return out
 
 
-def python_spans(text: str, most: int) -> list[dict[str, Any]] | None:
-    """Top-level definitions of a Python module (a class over MOST characters: its methods)."""
+# A module's outline: its top-level functions and classes as (first line,
+# last line, name, methods), a method as (first line, last line, name), lines
+# 1-based; a definition's first line is its first decorator's, its last line
+# that of its last statement. scsql.code.parse makes the same from the
+# tree-sitter parse it has made anyway (Parsed.outline), so an edited file is
+# parsed once.
+Outline = list[tuple[int, int, str, list[tuple[int, int, str]]]]
+
+
+def _first_line(node) -> int:
+    return min([node.lineno, *(d.lineno for d in node.decorator_list)])
+
+
+def python_outline(text: str) -> Outline | None:
+    """The outline of a Python module from its ast, None when it does not parse."""
     try:
         module = ast.parse(text)
     except (SyntaxError, ValueError):
         return None
-    lines = text.split("\n")
+    functions = ast.FunctionDef | ast.AsyncFunctionDef
+    return [(_first_line(node), node.end_lineno or node.lineno, node.name,
+             [(_first_line(m), m.end_lineno or m.lineno, m.name) for m in node.body if isinstance(m, functions)]
+             if isinstance(node, ast.ClassDef) else [])
+            for node in module.body if isinstance(node, functions | ast.ClassDef)]
+
+
+def python_spans(text: str, most: int, outline: Outline | None = None) -> list[dict[str, Any]] | None:
+    """Top-level definitions of a Python module (a class over MOST characters:
+    its methods), from OUTLINE when given, else from the module's ast."""
+    if outline is None:
+        outline = python_outline(text)
+        if outline is None:
+            return None
+    lines = _Lines(text.split("\n"))
     spans: list[dict[str, Any]] = []
     floor = 0
-    for node in module.body:
-        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            continue
-        first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    for first, end, name, methods in outline:
         start = _leading_comments(lines, first, floor, ("#",))
-        end = node.end_lineno or node.lineno
         floor = end
-        if isinstance(node, ast.ClassDef) and _chars(lines, start, end) > most:
-            methods = [n for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+        if methods and _chars(lines, start, end) > most:
             inner: list[dict[str, Any]] = []
             mfloor = start
-            for m in methods:
-                mfirst = min([m.lineno, *(d.lineno for d in m.decorator_list)])
+            for mfirst, mend, mname in methods:
                 mstart = _leading_comments(lines, mfirst, mfloor, ("#",))
-                inner.append(_span(mstart, m.end_lineno or m.lineno, f"{node.name}.{m.name}"))
-                mfloor = m.end_lineno or m.lineno
-            if inner:
-                head_end = inner[0]["start"] - 1
-                spans.append(_span(start, max(head_end, start), node.name))
-                spans.extend(inner)
-                tail = inner[-1]["end"] + 1
-                if tail <= end and any(ln.strip() for ln in lines[tail - 1 : end]):
-                    spans.append(_span(tail, end, node.name))
-                continue
-        spans.append(_span(start, end, node.name))
+                inner.append(_span(mstart, mend, f"{name}.{mname}"))
+                mfloor = mend
+            head_end = inner[0]["start"] - 1
+            spans.append(_span(start, max(head_end, start), name))
+            spans.extend(inner)
+            tail = inner[-1]["end"] + 1
+            if tail <= end and any(ln.strip() for ln in lines[tail - 1 : end]):
+                spans.append(_span(tail, end, name))
+            continue
+        spans.append(_span(start, end, name))
     return _fill(spans, lines) if spans else None
 
 
@@ -655,21 +689,23 @@ def code_spans(text: str) -> list[dict[str, Any]] | None:
     return _fill(spans, lines)
 
 
-def spans_for(rel: str, text: str, chunk_chars: int) -> list[dict[str, Any]] | None:
+def spans_for(rel: str, text: str, chunk_chars: int, outline: Outline | None = None) -> list[dict[str, Any]] | None:
     """Chunk spans for a file, or None to let the database chunk it as text:
     its definitions (python_spans, code_spans) packed into chunks of at most
     CHUNK_CHARS, the database's chunk size (Rules.chunk_chars) (_pack: large
-    ones split evenly, small neighbours merged up to CHUNK_CHARS)."""
+    ones split evenly, small neighbours merged up to CHUNK_CHARS). A Python
+    file's OUTLINE, when the caller has it (Parsed.outline), saves parsing it
+    again."""
     if re.search(r"\r(?!\n)", text):
         return None  # lone CR: line numbers would differ between here and the database
     suffix = Path(rel).suffix.lower()
     if suffix in (".py", ".pyi"):
-        spans = python_spans(text, chunk_chars)
+        spans = python_spans(text, chunk_chars, outline)
     elif suffix in CODE_SUFFIXES:
         spans = code_spans(text)
     else:
         return None
-    return _pack(spans, text.split("\n"), chunk_chars) if spans else None
+    return _pack(spans, _Lines(text.split("\n")), chunk_chars) if spans else None
 
 
 # -- indexing -------------------------------------------------------------------

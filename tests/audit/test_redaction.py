@@ -154,6 +154,36 @@ def test_redaction_is_idempotent_on_mixed_texts(admin, parts, glue):
     assert redact(admin, once) == once
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(parts=st.lists(st.one_of(st.sampled_from([c["text"] for c in CORPUS]), st.text(max_size=40),
+                                st.sampled_from(["password", "  password hunter2x", "-p'S3cr3t!pw'", "machine h login u",
+                                                 "x%3Dy", "key%3Dsk-ant-api03-" + "Ab1" * 10, "AKIA", "", " "])),
+                      min_size=2, max_size=8),
+       glue=st.lists(st.sampled_from(["\n", "\r\n", "\n\n", "\n  ", " \n", "\n\t"]), min_size=1, max_size=3))
+def test_a_text_of_several_lines_is_redacted_as_it_is_whole(admin, parts, glue):
+    """scsql._redact reads only the lines of a text that may hold a secret
+    (scsql._redact_lines): the same text as redacting it whole, for corpus
+    texts and fragments joined at line ends, also where a rule looks at a
+    line's start (.env lines, -p options, .netrc) or its end."""
+    text = "".join(p + glue[i % len(glue)] for i, p in enumerate(parts)).replace("\x00", "")
+    row = admin.execute("select scsql._redact(%s) as lines, scsql._redact_whole(%s) as whole", (text, text)).fetchone()
+    lines, whole = (row["lines"], row["whole"]) if isinstance(row, dict) else row
+    assert lines == whole
+
+
+def test_the_corpus_joined_in_lines_is_redacted_as_it_is_whole(admin):
+    """Every corpus text, alone and all of them joined by line ends, with
+    the secret-free lines of a source file around them."""
+    filler = Path(__file__).read_text()
+    texts = [c["text"] for c in CORPUS] + ["\n".join(c["text"] for c in CORPUS), filler,
+                                          filler + "\n".join(c["text"] for c in CORPUS) + filler]
+    rows = admin.execute("select scsql._redact(t) = scsql._redact_whole(t) from unnest(%s::text[]) with ordinality u(t, n) "
+                         "order by n", (texts,)).fetchall()
+    same = [r[0] if not isinstance(r, dict) else next(iter(r.values())) for r in rows]
+    assert [i for i, ok in enumerate(same) if not ok] == []
+    assert redact(admin, texts[-1]) != texts[-1]  # secrets were found and replaced
+
+
 def test_jsonb_redaction_is_idempotent(admin):
     docs = [{"text": c["text"], "note": c["note"], "kinds": c["kinds"]} for c in CORPUS]
     docs.append({"api_key": "Zx81kQm2Pq9LrT5vWb3NcD7f", "headers": {"Authorization": "Basic ZGVwbG95OnMzY3IzdA=="},

@@ -93,3 +93,84 @@ def test_multiedit_and_notebookedit_are_indexed_and_the_card_says_who_edited(ins
     assert {d["name"] for d in card["defines"]} == {"numbat_first", "numbat_second"}
     assert [(e["agent"], e["tool"]) for e in card["edits"]] == [(agent.name, "MultiEdit")]
     assert card["edits"][0]["cite"].startswith("tool_call:")
+
+
+OUTLINED = '''\
+import functools
+
+
+# the comment above f belongs to its span
+@functools.cache
+@functools.wraps(print)
+def f(x):
+    return x  # a comment on the last line
+    # a comment after the last statement is not f's
+
+
+async def g():
+    pass
+
+
+class Big:
+    """A class with methods, decorated ones too."""
+
+    x = 1
+
+    @staticmethod
+    def one():
+        return 1
+
+    async def two(self):
+        return [
+            2,
+        ]
+
+    class Inner:
+        def hidden(self):
+            pass
+    # trailing
+
+
+@dataclass
+class Small: pass
+
+
+if True:
+    def conditional():
+        pass
+'''
+
+
+def test_an_edited_python_file_is_outlined_from_its_one_parse_as_from_its_ast():
+    """The hook server parses an edited file once (tree-sitter, for its
+    symbols) and takes its chunk spans from that parse (Parsed.outline), where
+    scsql index reads them from Python's ast: the same outline, so the same
+    chunks, for a module with decorators, trailing comments, async and nested
+    definitions, and for a sample of the standard library's modules."""
+    from scsql.bench.code_dataset import stdlib_root
+    from scsql.code import parse
+    from scsql.memory import indexer
+
+    root = stdlib_root()
+    files = sorted(p for p in root.rglob("*.py") if "site-packages" not in p.parts)[::6]
+    texts = {"outlined.py": OUTLINED}
+    for p in files:
+        try:
+            texts[p.relative_to(root).as_posix()] = p.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+    compared, differ = 0, []
+    for rel, text in texts.items():
+        mine, theirs = parse.parse(rel, text).outline, indexer.python_outline(text)
+        if mine is None or theirs is None:  # a file the grammar or ast cannot parse: spans from the ast, or none
+            continue
+        compared += 1
+        if mine != theirs:
+            differ.append(rel)
+    assert compared > 250 and differ == []
+    outline = parse.parse("outlined.py", OUTLINED).outline
+    assert [(first, end, name) for first, end, name, _ in outline] == [(5, 8, "f"), (12, 13, "g"), (16, 32, "Big"),
+                                                                         (36, 37, "Small")]
+    assert outline[2][3] == [(21, 23, "one"), (25, 28, "two")]
+    text = OUTLINED.replace("pass\n    # trailing", "pass\n    # trailing\n" + "    # filler line\n" * 60)
+    assert indexer.spans_for("x.py", text, 1500, parse.parse("x.py", text).outline) == indexer.spans_for("x.py", text, 1500)

@@ -138,7 +138,8 @@ def test_normalizing_only_what_needs_it_gives_the_same_text(conn):
     each step."""
     shapes = ["plain ascii", "trailing \nspaces\t\nand tabs \t", "e\u0301cole NFD", "\u00e9cole NFC",
               "zero\u200bwidth \u200b\n", "crlf  \r\nlines\r\n\r\n", "cr only \rline", " \t\n ", "",
-              "Hangul \u1100\u1161 jamo", "Å\u030a twice", "end with tab\t", "mixed é and e\u0301 \t \n"]
+              "Hangul \u1100\u1161 jamo", "Å\u030a twice", "end with tab\t", "mixed é and e\u0301 \t \n",
+              "\ufeffbom then é\u2060 joiner", "only zero width \u200c\u200d"]
     texts = [*_corpus().values(), *EDGES.values(), *shapes, *(s * 50 for s in shapes)]
     new = conn.execute("select array_agg(scsql._normalize(t) order by n) from unnest(%s::text[]) with ordinality u(t, n)",
                        (texts,)).fetchone()[0]
