@@ -322,9 +322,30 @@ def _parser(language: str):
 # -- parsing ---------------------------------------------------------------------
 
 
-def parse(path: str, text: str) -> Parsed:
+def tree_of(path: str, text: str):
+    """The grammar's parse of TEXT as the file at PATH, for parse() and
+    outline() to share; None for a file of no known language or a manifest."""
+    language = language_of(path)
+    if language in (None, "manifest"):
+        return None
+    with _lock:
+        _queries(language)
+    return _parser(language).parse(text.encode("utf-8"))
+
+
+def outline(path: str, text: str, tree) -> list | None:
+    """The outline of the Python module at PATH (TEXT, parsed as TREE), as
+    scsql.memory.indexer.python_outline reads it from the ast; None for
+    another language or a parse with errors."""
+    if tree is None or language_of(path) != "python" or tree.root_node.has_error:
+        return None
+    return _python_outline(tree.root_node, text.encode("utf-8"))
+
+
+def parse(path: str, text: str, tree=None) -> Parsed:
     """The definitions and references of the file at PATH (relative to the
-    project root) holding TEXT; a file of no known language is text."""
+    project root) holding TEXT (TREE: its parse, when tree_of made it
+    already); a file of no known language is text."""
     language = language_of(path)
     if language == "manifest":
         return _manifest(path, text)
@@ -337,7 +358,7 @@ def parse(path: str, text: str) -> Parsed:
         query, imports = _queries(language)
     from tree_sitter import QueryCursor
 
-    tree = _parser(language).parse(source)
+    tree = tree if tree is not None else _parser(language).parse(source)
     root = tree.root_node
     defs, refs = _collect(QueryCursor(query).matches(root), source, language)
     defs = list({(d.start, d.end, d.name): d for d in defs}.values())

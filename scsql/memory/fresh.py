@@ -5,7 +5,7 @@ captured PostToolUse of Edit, Write, MultiEdit or NotebookEdit names a file
 to index again; each Stop names a work tree whose changed files (``git
 status``, and the files of commits made since the last Stop) are indexed
 again, so files changed by shell commands are picked up too. One thread does
-the work (:func:`reindex`: chunks and symbols, one transaction a file;
+the work (:func:`reindex`: chunks and symbols of a file stored together;
 a deleted file leaves the index), never the hook's: a hook is answered as
 soon as its event is written. Once edits settle (no new one for
 SETTLE_SECONDS) the project is ranked again (``scsql.rank_code``).
@@ -16,8 +16,9 @@ serves, told of what was captured (``edited``) and of each Stop (``stopped``).
 
 :func:`reindex` indexes the files at the paths given again, admitted by the
 same rules as ``scsql index`` (inside the project root, not ignored, not a
-secret, text), chunks and symbols, in one transaction each; a file that is
-gone leaves the index. It ranks nothing: the caller ranks once edits settle.
+secret, text), chunks and symbols stored together (on two connections at
+once when the agent has a pool, see _store_apart); a file that is gone
+leaves the index. It ranks nothing: the caller ranks once edits settle.
 """
 
 from __future__ import annotations
@@ -208,7 +209,7 @@ class Reindexed:
 
 def reindex(agent, paths: list[str]) -> Reindexed:
     """Index again the files at PATHS (absolute, or relative to the project
-    root): chunks and symbols, one transaction each, references resolved; a
+    root): chunks and symbols, stored together, references resolved; a
     file that no longer exists leaves the index. A path outside the root,
     ignored, secret, binary or too large is skipped with its reason."""
     from ..core.paths import real_root, resolve_in_root
@@ -241,10 +242,7 @@ def reindex(agent, paths: list[str]) -> Reindexed:
 
 
 def _one(agent, rel: str, verdict, out: Reindexed) -> None:
-    from psycopg.types.json import Jsonb
-
     from ..code import parse
-    from ..code.index import send
     from . import indexer
 
     if verdict == indexer.GONE:
@@ -259,18 +257,56 @@ def _one(agent, rel: str, verdict, out: Reindexed) -> None:
         out.skipped.append({"path": rel, "reason": verdict})
         return
     text = verdict.decode("utf-8")
-    sha = hashlib.sha256(verdict).hexdigest()
-    parsed = parse.parse(rel, text)
-    payload = parsed.payload()
-    chunk_chars = agent.rules().chunk_chars
-    with agent.transaction() as conn:  # the graph's lock first, as scsql index takes them
-        with conn.pipeline():  # the server stores the symbols while the spans are made here
-            send(conn, rel, sha, payload)
-            spans = indexer.spans_for(rel, text, chunk_chars, parsed.outline)  # the file parsed once
-            cur = conn.execute(
-                "select unchanged from scsql.index_text(%s, %s, 'file', null, 'standard', %s, %s)",
-                (rel, text, Jsonb(spans) if spans is not None else None,
-                 Jsonb({"language": Path(rel).suffix.lstrip(".") or None})))
+    tree = parse.tree_of(rel, text)  # parsed once: for the chunk spans and the symbols
+    spans = indexer.spans_for(rel, text, agent.rules().chunk_chars, parse.outline(rel, text, tree))
+    edit = _Edit(rel, text, hashlib.sha256(verdict).hexdigest(), spans, lambda: parse.parse(rel, text, tree).payload())
+    unchanged = _store_apart(agent, edit) if agent.db.pool is not None else _store_together(agent, edit)
+    (out.unchanged if unchanged else out.indexed).append(rel)
+
+
+@dataclass
+class _Edit:
+    rel: str
+    text: str
+    sha256: str
+    spans: list | None
+    symbols: Callable[[], dict]  # the payload of index_code, made when asked
+
+    def index_text(self, conn):
+        from psycopg.types.json import Jsonb
+
+        return conn.execute(
+            "select unchanged from scsql.index_text(%s, %s, 'file', null, 'standard', %s, %s)",
+            (self.rel, self.text, Jsonb(self.spans) if self.spans is not None else None,
+             Jsonb({"language": Path(self.rel).suffix.lstrip(".") or None})))
+
+
+def _store_apart(agent, edit: _Edit) -> bool:
+    """The text and the symbols of an edit in two transactions on two
+    connections, so that the server chunks the text while the symbols are
+    read here and both are stored at once. The symbols commit once the text
+    is stored, the text right after: an edit the database refuses (a private
+    key, say) leaves both as they were. Each transaction takes one lock (the
+    knowledge base's, the graph's), so no order between them can deadlock."""
+    from ..code.index import send
+
+    with agent.transaction() as text_conn, text_conn.pipeline():
+        cur = edit.index_text(text_conn)
+        payload = edit.symbols()  # while the server chunks
+        with agent.transaction() as code_conn, code_conn.pipeline():
+            send(code_conn, edit.rel, edit.sha256, payload)
+            code_conn.execute("select scsql.resolve_code()")
+            return cur.fetchone()["unchanged"]
+
+
+def _store_together(agent, edit: _Edit) -> bool:
+    """The text and the symbols of an edit in one transaction (an agent of
+    one connection), the graph's lock first, as scsql index takes them."""
+    from ..code.index import send
+
+    with agent.transaction() as conn:
+        with conn.pipeline():  # the server stores the symbols while the spans are sent
+            send(conn, edit.rel, edit.sha256, edit.symbols())
+            cur = edit.index_text(conn)
             conn.execute("select scsql.resolve_code()")
-        row = cur.fetchone()
-    (out.unchanged if row["unchanged"] else out.indexed).append(rel)
+        return cur.fetchone()["unchanged"]

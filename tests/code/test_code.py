@@ -502,3 +502,43 @@ def test_a_call_resolves_by_name_only_within_its_language_family(scsql_db, tmp_p
             where r.kind = 'call'""").fetchall()}
     assert got["shared_helper"] == ("unresolved", None)
     assert got["c_helper"] == ("unique", "core.c") and got["jsHelper"] == ("unique", "util.js")
+
+
+@pytest.mark.parametrize("pooled", [True, False], ids=["two-connections", "one-connection"])
+def test_an_edit_is_stored_whole_or_not_at_all(indexed, pooled):
+    """An edit's chunks and symbols are stored together: on two connections
+    at once for an agent with a pool (the hook server's), in one transaction
+    for an agent of one connection. An edit the database refuses (a file
+    now empty to it: zero-width characters and blanks, which the client
+    reads as text) leaves both as they were; the next edit stores both."""
+    from scsql.core.db import Agent, Database
+    from scsql.memory.fresh import reindex
+
+    agent, root, _ = indexed
+    if not pooled:
+        agent = Agent(Database(agent.db.conninfo, max_size=1).open(), agent.name)
+    path = root / "pkg" / "wrap.py"
+    before = path.read_text()
+    chunks = rows(agent, "select c.content from scsql.kb_chunks c join scsql.kb_sources s using (project_id, source_id) "
+                         "where s.path = 'pkg/wrap.py' order by c.seq")
+    path.write_text("\u200b\n\n  \u200b\n")
+    done = reindex(agent, [str(path)])
+    assert done.indexed == [] and [s["path"] for s in done.skipped] == ["pkg/wrap.py"]
+    assert "SC201" in done.skipped[0]["reason"]
+    assert [r["name"] for r in rows(agent, "select d.name from scsql.code_definitions d join scsql.code_files f "
+                                           "using (project_id, file_id) where f.path = 'pkg/wrap.py'")] == ["wrap"]
+    assert rows(agent, "select c.content from scsql.kb_chunks c join scsql.kb_sources s using (project_id, source_id) "
+                       "where s.path = 'pkg/wrap.py' order by c.seq") == chunks
+    path.write_text(before + "\n\ndef stored_edit():\n    return wrap(1)\n")
+    done = reindex(agent, [str(path)])
+    assert done.indexed == ["pkg/wrap.py"] and done.skipped == []
+    assert [r["name"] for r in rows(agent, "select d.name from scsql.code_definitions d join scsql.code_files f "
+                                           "using (project_id, file_id) where f.path = 'pkg/wrap.py' order by 1")] == [
+        "stored_edit", "wrap"]
+    hits = Api(agent).call("search", query="stored_edit", mode="bm25", k=3)
+    assert hits and hits[0]["source_path"] == "pkg/wrap.py" and "def stored_edit" in hits[0]["content"]
+    calls = rows(agent, "select r.resolution, t.name from scsql.code_references r join scsql.code_definitions f "
+                        "on f.project_id = r.project_id and f.def_id = r.from_def_id left join scsql.code_definitions t "
+                        "on t.project_id = r.project_id and t.def_id = r.target_def_id "
+                        "where f.name = 'stored_edit' and r.kind = 'call'")
+    assert calls == [{"resolution": "local", "name": "wrap"}]
