@@ -508,8 +508,12 @@ begin
       end loop;
       char_start := p_off[line_start];
       char_end := p_off[line_end + 1] - 1;
-      -- Its lines joined: substr would count characters from the text's start.
-      content := pg_catalog.array_to_string(p_lines[line_start:line_end], E'\n');
+      -- Its lines joined, one by one: substr would count characters from the
+      -- text's start, and a slice copies the whole array of lines first.
+      content := p_lines[line_start];
+      for v_k in line_start + 1 .. line_end loop
+        content := content || E'\n' || p_lines[v_k];
+      end loop;
       normalized := scsql._normalize(content);
       if normalized <> '' then
         return next;

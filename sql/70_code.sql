@@ -226,17 +226,12 @@ $$;
 comment on function scsql._code_definitions_changed(bigint, bigint, jsonb) is
   'Private. For a file indexed before, to be given DEFINITIONS: deletes the stored definitions whose key is not among them and returns the names of the definitions that come, go or change kind.';
 
-create or replace function scsql._code_lines(p_lines jsonb)
-returns integer[]
-language sql immutable
-as $$ select array(select x::integer from pg_catalog.jsonb_array_elements_text(p_lines) x where x ~ '^[0-9]{1,9}$') $$;
-comment on function scsql._code_lines(jsonb) is
-  'Private. The line numbers of a reference as index_code takes them (a JSON array), as integers.';
-
 create or replace function scsql._code_store_references(p_project bigint, p_file bigint, p_references jsonb)
 returns integer
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
+-- A reference's lines (a JSON array) become integers in the query: a
+-- function call a reference would cost more than the conversion.
 -- An edit costs what it changed: a reference found again (same kind, name,
 -- qualifier and alias, in the same definition) keeps its row and its
 -- resolution, its lines and count updated; the others are deleted, and the
@@ -249,7 +244,7 @@ begin
   if not exists (select from scsql.code_references where project_id = p_project and file_id = p_file) then
     insert into scsql.code_references (project_id, file_id, from_def_id, kind, name, qualifier, alias, lines, n)
     select p_project, p_file, d.def_id, r.kind, r.name, r.qualifier, r.alias,
-           scsql._code_lines(r.lines), r.n
+           array(select x::integer from pg_catalog.jsonb_array_elements_text(r.lines) x where x ~ '^[0-9]{1,9}$'), r.n
     from jsonb_to_recordset(p_references) r(kind text, name text, qualifier text, alias text, "from" text, lines jsonb,
                                             n integer)
     left join scsql.code_definitions d on d.project_id = p_project and d.file_id = p_file and d.key = r."from";
@@ -258,7 +253,7 @@ begin
   end if;
   with new as (
     select r.kind, r.name, r.qualifier, r.alias, d.def_id as from_def_id, r.n, r.ord,
-           scsql._code_lines(r.lines) as lines
+           array(select x::integer from pg_catalog.jsonb_array_elements_text(r.lines) x where x ~ '^[0-9]{1,9}$') as lines
     from rows from (jsonb_to_recordset(p_references) as (kind text, name text, qualifier text, alias text, "from" text,
                                                          lines jsonb, n integer)) with ordinality
          r(kind, name, qualifier, alias, "from", lines, n, ord)
