@@ -244,7 +244,6 @@ class Parsed:
     error_lines: list[int] = field(default_factory=list)
     definitions: list[Definition] = field(default_factory=list)
     references: list[Reference] = field(default_factory=list)
-    outline: list | None = None  # a Python module's, as scsql.memory.indexer.python_outline makes it
 
     def payload(self) -> dict[str, Any]:
         """The arguments of scsql.index_code, but for path and content hash."""
@@ -373,8 +372,6 @@ def parse(path: str, text: str, tree=None) -> Parsed:
     if root.has_error:
         parsed.status = "partial"
         parsed.error_lines = _error_lines(root)
-    elif language == "python":
-        parsed.outline = _python_outline(root, source)
     parsed.definitions = [d for d in defs if d.kind != "impl"]
     parsed.references = _merge(refs)
     return parsed

@@ -589,9 +589,9 @@ def _rebalance(spans: list[dict[str, Any]], lines: list[str], most: int) -> list
 # A module's outline: its top-level functions and classes as (first line,
 # last line, name, methods), a method as (first line, last line, name), lines
 # 1-based; a definition's first line is its first decorator's, its last line
-# that of its last statement. scsql.code.parse makes the same from the
-# tree-sitter parse it has made anyway (Parsed.outline), so an edited file is
-# parsed once.
+# that of its last statement. scsql.code.parse.outline makes the same
+# from the tree-sitter parse made anyway for the symbols, so an edited file
+# is parsed once.
 Outline = list[tuple[int, int, str, list[tuple[int, int, str]]]]
 
 
@@ -694,8 +694,8 @@ def spans_for(rel: str, text: str, chunk_chars: int, outline: Outline | None = N
     its definitions (python_spans, code_spans) packed into chunks of at most
     CHUNK_CHARS, the database's chunk size (Rules.chunk_chars) (_pack: large
     ones split evenly, small neighbours merged up to CHUNK_CHARS). A Python
-    file's OUTLINE, when the caller has it (Parsed.outline), saves parsing it
-    again."""
+    file's OUTLINE, when the caller has it (scsql.code.parse.outline), saves
+    parsing it again."""
     if re.search(r"\r(?!\n)", text):
         return None  # lone CR: line numbers would differ between here and the database
     suffix = Path(rel).suffix.lower()

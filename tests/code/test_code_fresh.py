@@ -143,7 +143,7 @@ if True:
 
 def test_an_edited_python_file_is_outlined_from_its_one_parse_as_from_its_ast():
     """The hook server parses an edited file once (tree-sitter, for its
-    symbols) and takes its chunk spans from that parse (Parsed.outline), where
+    symbols) and takes its chunk spans from that parse (parse.outline), where
     scsql index reads them from Python's ast: the same outline, so the same
     chunks, for a module with decorators, trailing comments, async and nested
     definitions, and for a sample of the standard library's modules."""
@@ -161,16 +161,17 @@ def test_an_edited_python_file_is_outlined_from_its_one_parse_as_from_its_ast():
             continue
     compared, differ = 0, []
     for rel, text in texts.items():
-        mine, theirs = parse.parse(rel, text).outline, indexer.python_outline(text)
+        mine, theirs = parse.outline(rel, text, parse.tree_of(rel, text)), indexer.python_outline(text)
         if mine is None or theirs is None:  # a file the grammar or ast cannot parse: spans from the ast, or none
             continue
         compared += 1
         if mine != theirs:
             differ.append(rel)
     assert compared > 250 and differ == []
-    outline = parse.parse("outlined.py", OUTLINED).outline
+    outline = parse.outline("outlined.py", OUTLINED, parse.tree_of("outlined.py", OUTLINED))
     assert [(first, end, name) for first, end, name, _ in outline] == [(5, 8, "f"), (12, 13, "g"), (16, 32, "Big"),
                                                                          (36, 37, "Small")]
     assert outline[2][3] == [(21, 23, "one"), (25, 28, "two")]
     text = OUTLINED.replace("pass\n    # trailing", "pass\n    # trailing\n" + "    # filler line\n" * 60)
-    assert indexer.spans_for("x.py", text, 1500, parse.parse("x.py", text).outline) == indexer.spans_for("x.py", text, 1500)
+    assert indexer.spans_for("x.py", text, 1500, parse.outline("x.py", text, parse.tree_of("x.py", text))) == \
+        indexer.spans_for("x.py", text, 1500)
