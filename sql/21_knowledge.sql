@@ -378,33 +378,64 @@ comment on function scsql._enqueue_embeddings(bigint, text[]) is
   'Private. Queues the chunk hashes that have no embedding for the project''s active model, and wakes the project''s workers (scsql._notify_embed). Returns how many were queued.';
 
 create or replace function scsql._chunks_changed(p_project bigint, p_source_id bigint, p_content text, p_spans jsonb)
-returns table (old_ids bigint[], new_chunks jsonb, kept integer)
+returns table (old_ids bigint[], new_chunks jsonb, kept integer, moved jsonb)
 language plpgsql stable  -- not SQL: Citus plans no query with an SQL function's parameters
 as $$
 begin
-  -- A stored chunk the new text makes again in the same place (seq, hash,
-  -- anchor, lines and characters; no conversation context) is kept with its
-  -- postings: an edit costs the chunks it changed, not the whole file.
-  -- NULL rows when the text is conversation (contexts are recorded anew).
+  -- A stored chunk the new text makes again (the same text, hash and anchor;
+  -- no conversation context) is kept with its postings, wherever it now is:
+  -- an edit costs the chunks it changed, not the whole file, and lines added
+  -- above a chunk only move it (its seq, lines and characters, in MOVED).
+  -- Equal chunks pair in order. NULL rows when the text is conversation
+  -- (contexts are recorded anew).
   return query
   with x as materialized (
-    select * from scsql._chunks_to_store(p_content, p_spans, false, null)
+    select t.*, row_number() over (partition by t.chunk_hash, t.anchor, t.content order by t.seq) as i
+    from scsql._chunks_to_store(p_content, p_spans, false, null) t
+  ), o as materialized (
+    select c.chunk_id, c.seq, c.chunk_hash, c.anchor, c.content, c.line_start, c.line_end, c.char_start, c.char_end,
+           row_number() over (partition by c.chunk_hash, c.anchor, c.content order by c.seq) as i
+    from scsql.kb_chunks c
+    where c.project_id = p_project and c.source_id = p_source_id and c.context is null and c.purged_at is null
   ), k as materialized (
-    select c.chunk_id, c.seq from scsql.kb_chunks c
-    join x on x.seq = c.seq and x.chunk_hash = c.chunk_hash and x.anchor is not distinct from c.anchor
-     and x.line_start = c.line_start and x.line_end = c.line_end and x.char_start = c.char_start
-     and x.char_end = c.char_end and x.context is null and c.context is null
-    where c.project_id = p_project and c.source_id = p_source_id
+    select o.chunk_id, x.seq, x.line_start, x.line_end, x.char_start, x.char_end,
+           (o.seq, o.line_start, o.line_end, o.char_start, o.char_end)
+             is distinct from (x.seq, x.line_start, x.line_end, x.char_start, x.char_end) as moved
+    from x join o on o.chunk_hash = x.chunk_hash and o.anchor is not distinct from x.anchor and o.content = x.content
+                 and o.i = x.i
+    where x.context is null
   )
   select array(select c.chunk_id from scsql.kb_chunks c where c.project_id = p_project and c.source_id = p_source_id
                  and c.chunk_id not in (select k.chunk_id from k)),
-         coalesce((select jsonb_agg(to_jsonb(x) order by x.seq) from x where x.seq not in (select k.seq from k)), '[]'),
-         (select count(*) from k)::integer
+         coalesce((select jsonb_agg(to_jsonb(x) - 'i' order by x.seq) from x where x.seq not in (select k.seq from k)), '[]'),
+         (select count(*) from k)::integer,
+         coalesce((select jsonb_agg(to_jsonb(k) - 'moved') from k where k.moved), '[]')
   where not exists (select from x where x.context is not null);
 end
 $$;
 comment on function scsql._chunks_changed(bigint, bigint, text, jsonb) is
-  'Private. What a new text (CONTENT, SPANS) of source SOURCE_ID changes in its stored chunks: the ids of the chunks to remove, the chunks to store (rows of scsql._chunks_to_store as JSON objects) and how many stored chunks it makes again in the same place and are kept. No row for conversation text (chunks with a context), which is stored anew.';
+  'Private. What a new text (CONTENT, SPANS) of source SOURCE_ID changes in its stored chunks: the ids of the chunks to remove, the chunks to store (rows of scsql._chunks_to_store as JSON objects), how many stored chunks it makes again (the same text, hash and anchor, anywhere in it) and are kept, and those of them that moved (chunk_id and their new seq, line_start, line_end, char_start and char_end, for scsql._move_chunks). No row for conversation text (chunks with a context), which is stored anew.';
+
+create or replace function scsql._move_chunks(p_project bigint, p_moved jsonb)
+returns void
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+begin
+  -- Kept chunks take their new places (scsql._chunks_changed). Seqs are
+  -- unique in a source at every row, so the moved ones pass through
+  -- negative seqs: no chunk holds one, and no two moved chunks share one.
+  update scsql.kb_chunks c set seq = -m.seq, line_start = m.line_start, line_end = m.line_end,
+                               char_start = m.char_start, char_end = m.char_end
+  from pg_catalog.jsonb_to_recordset(p_moved)
+       as m(chunk_id bigint, seq integer, line_start integer, line_end integer, char_start integer, char_end integer)
+  where c.project_id = p_project and c.chunk_id = m.chunk_id;
+  update scsql.kb_chunks c set seq = -c.seq
+  from pg_catalog.jsonb_to_recordset(p_moved) as m(chunk_id bigint)
+  where c.project_id = p_project and c.chunk_id = m.chunk_id;
+end
+$$;
+comment on function scsql._move_chunks(bigint, jsonb) is
+  'Private. Moves kept chunks to their places in a source''s new text (P_MOVED: objects of chunk_id, seq, line_start, line_end, char_start, char_end, as scsql._chunks_changed returns them), their postings, terms and embeddings untouched. The caller has removed the chunks the new text does not keep.';
 
 create or replace function scsql._redact_spans(p_spans jsonb)
 returns jsonb
@@ -434,6 +465,7 @@ declare
   v_found boolean;
   v_made jsonb;
   v_kept integer;
+  v_moved jsonb;
   v_agent bigint := scsql._my_agent_id();
 begin
   -- Every text of the knowledge base is stored redacted (sql/05_redaction.sql):
@@ -460,7 +492,7 @@ begin
   end if;
   v_found := found;
   if v_found and v_src.kind = p_kind and v_src.kind <> 'session_summary' then  -- published and conversation unchanged
-    select d.old_ids, d.new_chunks, d.kept into v_old_ids, v_made, v_kept
+    select d.old_ids, d.new_chunks, d.kept, d.moved into v_old_ids, v_made, v_kept, v_moved
     from scsql._chunks_changed(p_project, v_src.source_id, p_content, p_spans) d;
   end if;
   if v_found then
@@ -470,6 +502,9 @@ begin
     end if;
     if cardinality(v_old_ids) > 0 then
       v_old_hashes := scsql._unindex_chunks(p_project, v_old_ids);
+    end if;
+    if jsonb_array_length(v_moved) > 0 then
+      perform scsql._move_chunks(p_project, v_moved);
     end if;
     update scsql.kb_sources s
        set kind = p_kind, trust = p_trust, tier = p_tier, content_hash = v_hash, spans_hash = v_spans, meta = p_meta,

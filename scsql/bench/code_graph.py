@@ -387,7 +387,7 @@ def speed(agent, root: Path, truth: Truth, n: int) -> dict[str, dict[str, float]
 
     for _ in range(3):
         sql("select 1")
-    warm()  # the grammar and the indexer loaded, as the hook server has them before the first edit
+    warm(agent)  # grammar, indexer and connections loaded, as the hook server has them before the first edit
     out = {"select_1": [timed(lambda: sql("select 1")) for _ in range(n)]}
     out["search_bm25"] = [timed(lambda: sql("select * from scsql.search(%s, p_k => 10, p_mode => 'bm25')", nm))
                           for nm in (names or ["open"]) * (n // max(len(names), 1) + 1)][:n]

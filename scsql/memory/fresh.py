@@ -63,13 +63,19 @@ def _git(cwd: str, *args: str) -> str | None:
     return done.stdout.decode("utf-8", "surrogateescape") if done.returncode == 0 else None
 
 
-def warm() -> bool:
-    """Load the indexer and a grammar, so the first edit does not wait for them."""
+def warm(agent=None) -> bool:
+    """Load the indexer and a grammar, and open the two connections an edit
+    is stored on (AGENT's, when it has a pool: _store_apart), so the first
+    edit does not wait for them."""
     try:
         from ..code import parse
         from . import indexer  # noqa: F401
 
         parse.parse("warm.py", "x = 1\n")
+        if agent is not None and agent.db.pool is not None:
+            with agent.transaction() as one, agent.transaction() as two:
+                one.execute("select 1")
+                two.execute("select 1")
     except Exception:  # noqa: BLE001 - the first edit will say what is wrong
         pass
     return True
@@ -139,7 +145,7 @@ class Fresh:
                 items = [self._queue.get(timeout=SETTLE_SECONDS)]
             except queue.Empty:
                 if not warmed:  # while nothing happens (not as the server starts): what the first edit loads
-                    warmed = warm()
+                    warmed = warm(self._agent())
                 self._settle()
                 continue
             while True:

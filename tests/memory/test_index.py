@@ -228,9 +228,10 @@ def test_cli_index_is_quiet_in_a_pipe(scsql_db, tmp_path):
 
 
 def test_an_edit_stores_again_only_the_chunks_it_changed(scsql_db):
-    """A file indexed again keeps the chunks its new text makes again in the
-    same place (their ids, postings and embeddings), stores the others; terms,
-    frequencies and statistics are those a fresh index of the new text gives."""
+    """A file indexed again keeps the chunks its new text makes again (their
+    ids, postings and embeddings), also those an edit above them moved, which
+    take their new places; it stores the others. Chunks, terms, frequencies
+    and statistics are those a fresh index of the new text gives."""
     funcs = [f"def step_{i}(value):\n" + "".join(f"    value = value * {k} + {i}  # stage {k}\n" for k in range(30))
              + "    return value\n" for i in range(6)]
     before, after = "\n\n".join(funcs), "\n\n".join(funcs[:3] + ["def added(x):\n    return x\n"] + funcs[3:5])
@@ -245,8 +246,12 @@ def test_an_edit_stores_again_only_the_chunks_it_changed(scsql_db):
     first = index(edited, before)
     second = index(edited, after)
     assert len(first) == 6 and [r["anchor"] for r in second] == ["step_0", "step_1", "step_2, added", "step_3", "step_4"]
-    assert [r["chunk_id"] for r in second[:2]] == [r["chunk_id"] for r in first[:2]]  # kept
-    assert not {r["chunk_id"] for r in second[2:]} & {r["chunk_id"] for r in first}  # changed or moved: stored anew
+    assert [r["chunk_id"] for r in second[:2]] == [r["chunk_id"] for r in first[:2]]  # kept in place
+    assert second[2]["chunk_id"] not in {r["chunk_id"] for r in first}  # changed: stored anew
+    assert [r["chunk_id"] for r in second[3:]] == [r["chunk_id"] for r in first[3:5]]  # moved down: kept
+    after = after.replace("def step_1", "\n\n\ndef step_1")  # lines added above the chunks after the first
+    third = index(edited, after)
+    assert [r["chunk_id"] for r in third] == [r["chunk_id"] for r in second]
     index(fresh, after)
 
     def state(agent):
@@ -257,5 +262,7 @@ def test_an_edit_stores_again_only_the_chunks_it_changed(scsql_db):
                     conn.execute("select s.n_chunks from scsql.kb_sources s").fetchall(),
                     conn.execute("select c.seq, c.n_terms, c.chunk_hash, t.term, p.tf from scsql.kb_postings p "
                                  "join scsql.kb_chunks c using (project_id, chunk_id) "
-                                 "join scsql.kb_terms t using (project_id, term_id) order by 1, 4").fetchall())
+                                 "join scsql.kb_terms t using (project_id, term_id) order by 1, 4").fetchall(),
+                    conn.execute("select seq, anchor, line_start, line_end, char_start, char_end, content, chunk_hash "
+                                 "from scsql.kb_chunks order by seq").fetchall())
     assert state(edited) == state(fresh)
