@@ -363,7 +363,7 @@ def speed(agent, root: Path, truth: Truth, n: int) -> dict[str, dict[str, float]
 
     files = sorted(truth.defs, key=_rank)[:n]
     names = sorted(truth.unique_names(), key=_rank)[:n]
-    bar = _bar(2 * n + 3 * len(files) + len(names) + 5, "speed", "call")
+    bar = _bar(2 * n + 4 * len(files) + len(names) + 5, "speed", "call")
 
     def timed(fn) -> float:
         t = time.perf_counter()
@@ -380,6 +380,12 @@ def speed(agent, root: Path, truth: Truth, n: int) -> dict[str, dict[str, float]
         path.write_text(text, encoding="utf-8")
         return text
 
+    def edit_inside(path: Path, k: int) -> None:  # a function added halfway: the chunks below it move
+        lines = path.read_text(encoding="utf-8").split("\n")
+        at = next((i for i in range(len(lines) // 2, len(lines)) if lines[i].startswith(("def ", "class "))), len(lines))
+        lines[at:at] = [f"def _bench_inside_{k}():", f"    return {k}", "", ""]
+        path.write_text("\n".join(lines), encoding="utf-8")
+
     def text_only(rel: str, text: str) -> None:
         spans = spans_for(rel, text, agent.rules().chunk_chars)
         sql("select 1 from scsql.index_text(%s, %s, 'file', null, 'standard', %s, %s)",
@@ -391,12 +397,14 @@ def speed(agent, root: Path, truth: Truth, n: int) -> dict[str, dict[str, float]
     out = {"select_1": [timed(lambda: sql("select 1")) for _ in range(n)]}
     out["search_bm25"] = [timed(lambda: sql("select * from scsql.search(%s, p_k => 10, p_mode => 'bm25')", nm))
                           for nm in (names or ["open"]) * (n // max(len(names), 1) + 1)][:n]
-    out["reindex_text_only"], out["reindex_one_file"] = [], []
-    for k, rel in enumerate(files):  # the same files, each edited twice: its text alone, then everything
+    out["reindex_text_only"], out["reindex_one_file"], out["reindex_inside"] = [], [], []
+    for k, rel in enumerate(files):  # the same files, each edited three times: its text alone, then everything
         text = edit(root / rel, k, "text")
         out["reindex_text_only"].append(timed(lambda: text_only(rel, text)))
         edit(root / rel, k, "edit")
         out["reindex_one_file"].append(timed(lambda: reindex(agent, [str(root / rel)])))
+        edit_inside(root / rel, k)
+        out["reindex_inside"].append(timed(lambda: reindex(agent, [str(root / rel)])))
     out["repo_map_1000"] = [timed(lambda: sql("select * from scsql.repo_map(1000, %s)", [f"where is {nm} defined?"]))
                             for nm in names] + [timed(lambda: sql("select * from scsql.repo_map(1000, %s)", []))
                                                 for _ in range(5)]
@@ -459,11 +467,13 @@ def _print(r: dict, as_json: bool) -> None:
           f"focus on a file that calls X ({d['focus_on_a_caller_questions']}): {100 * d['focus_on_a_caller_in_map']:.1f}%")
     one, search = sp["select_1"]["p95_ms"], sp["search_bm25"]["p95_ms"]
     print(f"{'operation':<20} {'p50 ms':>8} {'p95 ms':>8} {'p95 / select 1':>15} {'p95 / search':>13}")
-    for k in ("select_1", "search_bm25", "reindex_text_only", "reindex_one_file", "repo_map_1000", "file_card"):
+    for k in ("select_1", "search_bm25", "reindex_text_only", "reindex_one_file", "reindex_inside", "repo_map_1000",
+              "file_card"):
         x = sp[k]
         print(f"{k:<20} {x['p50_ms']:>8.1f} {x['p95_ms']:>8.1f} {x['p95_ms'] / max(one, 1e-9):>14.1f}x "
               f"{x['p95_ms'] / max(search, 1e-9):>12.2f}x")
-    print(f"goals (p95 <= 50 ms): reindex {sp['reindex_one_file']['p95_ms']:.1f} ms, "
+    print(f"goals (p95 <= 50 ms): reindex {sp['reindex_one_file']['p95_ms']:.1f} ms (a function added inside "
+          f"the file {sp['reindex_inside']['p95_ms']:.1f} ms), "
           f"repo_map {sp['repo_map_1000']['p95_ms']:.1f} ms, file_card {sp['file_card']['p95_ms']:.1f} ms")
     for label, x in (r.get("retrieval") or {}).items():
         print(f"code retrieval set, {label} queries ({x['queries']} test): nDCG@10 BM25 {x['ndcg_bm25']:.3f}, "

@@ -29,7 +29,8 @@ def test_bench_code_runs_small_and_prints_ratios_to_its_baselines(server):
     assert re.search(r"who calls X \(5 functions.*precision [\d.]+, recall [\d.]+", out), out
     assert re.search(r"where is X defined \(5 names .* repo_map [\d.]+%", out), out
     table = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line[:1].isalpha() and "_" in line.split()[0]}
-    for op in ("select_1", "search_bm25", "reindex_text_only", "reindex_one_file", "repo_map_1000", "file_card"):
+    for op in ("select_1", "search_bm25", "reindex_text_only", "reindex_one_file", "reindex_inside", "repo_map_1000",
+               "file_card"):
         p50, p95, to_one, to_search = table[op]
         assert float(p50) > 0 and float(p95) >= float(p50) and to_one.endswith("x") and to_search.endswith("x"), out
     assert table["select_1"][2] == "1.0x" and table["search_bm25"][3] == "1.00x", out
