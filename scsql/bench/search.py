@@ -81,6 +81,13 @@ def _tqdm(**kw):
 def load(s: Scratch, chunks: int, rewrites: int | None = None, per_call: bool = False) -> None:
     """Index CHUNKS chunks, fill working memory, write 20 summaries and REWRITES (default HISTORY) fact rewrites."""
     index_docs(s, chunks // SECTIONS, per_call=per_call)
+    finish_load(s, rewrites)
+
+
+def finish_load(s: Scratch, rewrites: int | None = None) -> None:
+    """What load does after indexing: the vectors, working memory, summaries
+    and history, and fresh statistics (also to finish a load that stopped
+    while it stored the vectors: --database resumes it)."""
     store_vectors(s)
     t0 = time.perf_counter()
     with s.agent.transaction() as conn:
@@ -146,14 +153,19 @@ def store_vectors(s: Scratch) -> None:
         pending = conn.execute("select pending_embeddings as n from scsql.memory_status()").fetchone()["n"]
     bar = _tqdm(total=pending, desc="vectors", unit="chunk")
     stored = 0
-    point = _POINT.format(c="abs(hashtext(c.chunk_hash)) %% " + str(CLUSTERS), spread="0.15")
+    # The cluster centres once a batch, then each chunk's point around its
+    # own (the same points as _POINT makes, at a fraction of its cost).
+    noise = "(select array_agg((random() - 0.5) * 0.15 order by i) from generate_series(1, 384 + 0 * k.k) i)::vector"
     while True:
         with s.agent.transaction() as conn:
             conn.execute("set local synchronous_commit = off")
-            n = conn.execute(f"with c as materialized (select * from scsql.embed_claim(%s, 1000)) "
+            n = conn.execute(f"with c as materialized (select * from scsql.embed_claim(%s, 1000)), "
+                             f"k as materialized (select k, {_CENTRE.format(c='k')} as v "
+                             f"from generate_series(0, {CLUSTERS - 1}) k) "
                              f"select coalesce(scsql.embed_store(%s, min(c.claim_token::text)::uuid, "
-                             f"array_agg(c.chunk_hash), array_agg({point})), 0) as n "
-                             f"from c having count(*) > 0", (DEFAULT_MODEL, DEFAULT_MODEL)).fetchone()
+                             f"array_agg(c.chunk_hash), array_agg(l2_normalize(k.v + {noise}))), 0) as n "
+                             f"from c join k on k.k = abs(hashtext(c.chunk_hash)) %% {CLUSTERS} having count(*) > 0",
+                             (DEFAULT_MODEL, DEFAULT_MODEL)).fetchone()
         if n is None:
             break
         stored += n["n"]
@@ -162,7 +174,10 @@ def store_vectors(s: Scratch) -> None:
     t1 = time.perf_counter()
     with s.connect() as conn:
         conn.autocommit = True
-        conn.execute("set maintenance_work_mem = '512MB'")
+        vectors = conn.execute("select count(*) as n from scsql.kb_embeddings").fetchone()["n"]
+        # The graph of a million vectors is built in memory only with a few GB.
+        conn.execute(f"set maintenance_work_mem = '{min(8192, max(512, vectors * 4 // 1000))}MB'")
+        conn.execute("set max_parallel_maintenance_workers = 1")
         for ix in hnsw:
             conn.execute(ix["def"])
     print(f"stored {stored} vectors in {t1 - t0:.0f} s, built the HNSW index in {time.perf_counter() - t1:.0f} s",
@@ -244,7 +259,13 @@ def run(ctx, args: argparse.Namespace) -> int:
 
 def _run(ctx, args: argparse.Namespace, reader_name: str) -> int:
     if args.database:
-        return _measure(existing(ctx.admin_conninfo(), args.database), args, reader_name)
+        s = existing(ctx.admin_conninfo(), args.database)
+        with s.agent.transaction() as conn:
+            pending = conn.execute("select pending_embeddings as n from scsql.memory_status()").fetchone()["n"]
+        if pending:  # a load that stopped while it stored the vectors
+            print(f"{pending} chunks have no vector yet: finishing the load first", file=sys.stderr)
+            finish_load(s)
+        return _measure(s, args, reader_name)
     with scratch(ctx.admin_conninfo(), "search", keep=args.keep) as s:
         load(s, args.chunks, per_call=args.per_call)
         return _measure(s, args, reader_name)
