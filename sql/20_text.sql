@@ -110,14 +110,25 @@ comment on function scsql._strip_trailing_blanks(text) is
 
 create or replace function scsql._normalize(p_text text)
 returns text
-language sql immutable strict parallel safe
+language plpgsql immutable strict parallel safe
 as $$
-  select pg_catalog.btrim(
-           scsql._strip_trailing_blanks(
-             pg_catalog.replace(pg_catalog.replace(
-               scsql._without_zero_width(scsql._nfc(p_text)),
-               E'\r\n', E'\n'), E'\r', E'\n')),
-           E' \t\n')
+declare
+  v text := p_text;
+begin
+  -- Each step only where it changes something (most chunks are ASCII code
+  -- without a CR or a trailing blank): NFC, zero-width characters removed,
+  -- CRLF and CR to LF, trailing blanks of each line, then the text trimmed.
+  if pg_catalog.octet_length(v) <> pg_catalog.char_length(v) then
+    v := scsql._without_zero_width(scsql._nfc(v));
+  end if;
+  if pg_catalog.strpos(v, E'\r') > 0 then
+    v := pg_catalog.replace(pg_catalog.replace(v, E'\r\n', E'\n'), E'\r', E'\n');
+  end if;
+  if pg_catalog.strpos(v, E' \n') > 0 or pg_catalog.strpos(v, E'\t\n') > 0 or pg_catalog.right(v, 1) in (' ', E'\t') then
+    v := pg_catalog.regexp_replace(v, '[ \t]+(\n|$)', '\1', 'g');  -- as scsql._strip_trailing_blanks
+  end if;
+  return pg_catalog.btrim(v, E' \t\n');
+end
 $$;
 comment on function scsql._normalize(text) is
   'Private. The normalized form of a text, whose sha256 is a chunk_hash: NFC, zero-width characters removed, CRLF/CR to LF, trailing spaces of each line and surrounding whitespace removed.';
@@ -575,9 +586,11 @@ begin
   -- A chunk's context is made from the chunk before it, in any section.
   return query
     select (pg_catalog.row_number() over w)::integer, v_anchor[p.section], p.line_start, p.line_end, p.char_start, p.char_end,
-           p.content, scsql._normalized_hash(p.normalized),
-           scsql._chunk_context(v_ctx[p.section], p.section is distinct from pg_catalog.lag(p.section) over w,
-                                pg_catalog.lag(v_anchor[p.section]) over w, pg_catalog.lag(p.content) over w, v_anchor[p.section])
+           p.content, pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(p.normalized, 'UTF8')), 'hex'),
+           case when v_ctx[p.section] is not null then
+             scsql._chunk_context(v_ctx[p.section], p.section is distinct from pg_catalog.lag(p.section) over w,
+                                  pg_catalog.lag(v_anchor[p.section]) over w, pg_catalog.lag(p.content) over w,
+                                  v_anchor[p.section]) end
     from scsql._chunk_pieces(p_content, v_lines, v_off, v_start, v_end, p_max)
            with ordinality p(section, line_start, line_end, char_start, char_end, content, normalized, n)
     window w as (order by p.n)
