@@ -1676,16 +1676,25 @@ as $$
   -- prefix-stable) are ranked
   -- by score * exp(L) before the best k are taken; what is returned
   -- records its use.
-  with hits as materialized (
-    select s.*, case when scsql_caller.check_lifecycle(p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days)
-                     then s.score * exp(scsql_caller.item_lifecycle(s.source_path, p_importance_weight, p_recency_weight,
-                                                                    p_use_weight, p_half_life_days))
-                     else s.score end as life_score
+  with found as materialized (
+    select s.*
     from scsql_caller.search_own(p_query,
            case when scsql_caller.check_lifecycle(p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days)
                      and p_k between 1 and 200 then 200 else p_k end,
            p_kinds, p_trust, p_since, p_mode, p_query_embedding, p_model, p_rrf_k, p_bm25_weight, p_vector_weight, p_k1, p_b,
            p_depth, p_fusion, p_min_similarity) with ordinality s
+  ),
+  lives as materialized (  -- every candidate's L at once (one query of the project's facts and sources)
+    select l.*
+    from scsql_caller.items_lifecycle(
+           (select array_agg(f.source_path) from found f
+            where scsql_caller.check_lifecycle(p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days)),
+           p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days) l
+  ),
+  hits as materialized (
+    select f.*, case when scsql_caller.check_lifecycle(p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days)
+                     then f.score * exp(l.life) else f.score end as life_score
+    from found f left join lives l on l.source_path is not distinct from f.source_path
   ),
   top as materialized (
     -- At least one row is read, so search_projects runs and checks k.
