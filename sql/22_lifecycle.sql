@@ -137,6 +137,13 @@ comment on function scsql_caller.items_lifecycle(text[], double precision, doubl
 -- Use: recorded by what returns an item
 -- ---------------------------------------------------------------------------
 
+create or replace function scsql._memory_settings_default(p_project bigint)
+returns scsql.memory_settings
+language sql immutable
+as $$ select row(p_project, interval '14 days', interval '1 minute', null, interval '30 days')::scsql.memory_settings $$;
+comment on function scsql._memory_settings_default(bigint) is
+  'Private. The memory lifecycle settings of a project that has no row in scsql.memory_settings: external_ttl 14 days, use_granularity 1 minute, loop_stale_after 30 days.';
+
 create or replace function scsql._memory_settings(p_project bigint)
 returns scsql.memory_settings
 language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
@@ -148,13 +155,13 @@ begin
   -- would be of the shard's row type).
   select * into v_settings from scsql.memory_settings s where s.project_id = p_project;
   if not found then
-    v_settings := row(p_project, interval '14 days', interval '1 minute', null, interval '30 days')::scsql.memory_settings;
+    v_settings := scsql._memory_settings_default(p_project);
   end if;
   return v_settings;
 end
 $$;
 comment on function scsql._memory_settings(bigint) is
-  'Private. The memory lifecycle settings of a project (scsql.memory_settings), the defaults when it has no row: external_ttl 14 days, use_granularity 1 minute, loop_stale_after 30 days.';
+  'Private. The memory lifecycle settings of a project (scsql.memory_settings), the defaults when it has no row (scsql._memory_settings_default).';
 
 create or replace function scsql._note_use(p_project bigint, p_paths text[])
 returns integer
@@ -167,7 +174,9 @@ as $$
 -- another and no two readers deadlock. In a read-only transaction (a
 -- standby) nothing is recorded.
 declare
-  v_gran interval := (scsql._memory_settings(p_project)).use_granularity;
+  -- The project's use_granularity is read in each UPDATE (on Citus one
+  -- statement of the project's shard, not a query of its own first).
+  v_gran interval := (scsql._memory_settings_default(p_project)).use_granularity;  -- when the project has no row
   v_n integer;
   v_m integer;
 begin
@@ -182,20 +191,22 @@ begin
   if exists (select from unnest(p_paths) p where p like 'memory:%') then
     update scsql.memory_facts f set last_used_at = now(), use_count = least(f.use_count, 2147483646) + 1
     from (select x.key from scsql.memory_facts x
+          left join scsql.memory_settings st on st.project_id = x.project_id and st.project_id = p_project
           where x.project_id = p_project
             and x.key in (select substr(p, 8) from unnest(p_paths) p where p like 'memory:%')
-            and (x.last_used_at is null or x.last_used_at <= now() - v_gran)
+            and (x.last_used_at is null or x.last_used_at <= now() - coalesce(st.use_granularity, v_gran))
           order by x.key
-          for no key update skip locked) u
+          for no key update of x skip locked) u
     where f.project_id = p_project and f.key = u.key;
     get diagnostics v_n = row_count;
   end if;
   update scsql.kb_sources s set last_used_at = now(), use_count = least(s.use_count, 2147483646) + 1
   from (select x.source_id from scsql.kb_sources x
+        left join scsql.memory_settings st on st.project_id = x.project_id and st.project_id = p_project
         where x.project_id = p_project and x.path = any(p_paths)
-          and (x.last_used_at is null or x.last_used_at <= now() - v_gran)
+          and (x.last_used_at is null or x.last_used_at <= now() - coalesce(st.use_granularity, v_gran))
         order by x.source_id
-        for no key update skip locked) u
+        for no key update of x skip locked) u
   where s.project_id = p_project and s.source_id = u.source_id;
   get diagnostics v_m = row_count;
   return v_n + v_m;
