@@ -1237,12 +1237,18 @@ begin
   ) x
   where x.term = any(p_terms);
   if i_proj is not null then
-    select array_agg(t.project_id), array_agg(t.term), array_agg(t.df) into s_proj, s_term, s_df
-    from scsql.kb_terms t
-    where t.project_id = any(i_proj) and t.term = any(i_term);
-    select array_agg(st.project_id), array_agg(st.n_chunks), array_agg(st.total_len) into m_proj, m_n, m_len
-    from scsql.memory_state st
-    where st.project_id = any(i_proj);
+    -- The terms' and the projects' statistics in one statement (on Citus,
+    -- of one project's shard a single round trip).
+    with t as materialized (
+      select t.project_id, t.term, t.df from scsql.kb_terms t where t.project_id = any(i_proj) and t.term = any(i_term)
+    ),
+    st as materialized (
+      select st.project_id, st.n_chunks, st.total_len from scsql.memory_state st where st.project_id = any(i_proj)
+    )
+    select (select array_agg(t.project_id) from t), (select array_agg(t.term) from t), (select array_agg(t.df) from t),
+           (select array_agg(st.project_id) from st), (select array_agg(st.n_chunks) from st),
+           (select array_agg(st.total_len) from st)
+      into s_proj, s_term, s_df, m_proj, m_n, m_len;
     select array_agg(x.project_id order by x.score desc, x.project_id, x.key),
            array_agg(x.key order by x.score desc, x.project_id, x.key),
            array_agg(x.score order by x.score desc, x.project_id, x.key)
