@@ -274,19 +274,26 @@ declare
   -- refuses volatile functions there (and parameters in language sql).
   v_now timestamptz := clock_timestamp();
   v_archived scsql.tasks_archive;
+  d record;
 begin
-  with d as (
-    delete from scsql.tasks t where t.project_id = p_project and t.task_id = p_task returning t.*
-  )
-  insert into scsql.tasks_archive (
-    project_id, task_id, team_role, state, priority, payload, acceptance_criteria, complexity,
-    exclusive_files, attempts, max_attempts, fence, claimed_by, result, last_error,
-    created_by, created_at, finished_at, finished_by)
-  select d.project_id, d.task_id, d.team_role, p_state, d.priority, d.payload, d.acceptance_criteria,
-         d.complexity, d.exclusive_files, d.attempts, d.max_attempts, d.fence, d.claimed_by, p_result,
-         coalesce(p_error, d.last_error), d.created_by, d.created_at, v_now, p_by
-  from d
-  returning * into v_archived;
+  -- Deleted, then inserted from the deleted row's values: on Citus two
+  -- statements of the task's shard over one connection (a DELETE feeding
+  -- an INSERT in one statement is copied through the coordinator and
+  -- committed in two phases).
+  delete from scsql.tasks t where t.project_id = p_project and t.task_id = p_task
+  returning t.project_id, t.task_id, t.team_role, t.priority, t.payload, t.acceptance_criteria, t.complexity,
+            t.exclusive_files, t.attempts, t.max_attempts, t.fence, t.claimed_by, t.last_error, t.created_by, t.created_at
+    into d;
+  if found then
+    insert into scsql.tasks_archive (
+      project_id, task_id, team_role, state, priority, payload, acceptance_criteria, complexity,
+      exclusive_files, attempts, max_attempts, fence, claimed_by, result, last_error,
+      created_by, created_at, finished_at, finished_by)
+    values (d.project_id, d.task_id, d.team_role, p_state, d.priority, d.payload, d.acceptance_criteria,
+            d.complexity, d.exclusive_files, d.attempts, d.max_attempts, d.fence, d.claimed_by, p_result,
+            coalesce(p_error, d.last_error), d.created_by, d.created_at, v_now, p_by)
+    returning * into v_archived;
+  end if;
   return v_archived;
 end
 $$;
