@@ -112,13 +112,15 @@ begin
   -- one statement of the project's shard, not one per item).
   return query
   select u.p, coalesce(
-           scsql_caller.lifecycle(f.importance, f.updated_at, f.last_used_at, f.use_count, f.importance = 5,
-                                  p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days),
-           scsql_caller.lifecycle(case when s.kind = 'archived_fact' and s.meta ->> 'importance' ~ '^[1-5]$'
-                                       then (s.meta ->> 'importance')::integer end,
-                                  s.updated_at, s.last_used_at, s.use_count,
-                                  s.pinned or s.tier = 'pinned' or s.meta ->> 'importance' = '5',
-                                  p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days),
+           case when f.key is not null then
+             scsql_caller.lifecycle(f.importance, f.updated_at, f.last_used_at, f.use_count, f.importance = 5,
+                                    p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days) end,
+           case when s.path is not null then
+             scsql_caller.lifecycle(case when s.kind = 'archived_fact' and s.meta ->> 'importance' ~ '^[1-5]$'
+                                         then (s.meta ->> 'importance')::integer end,
+                                    s.updated_at, s.last_used_at, s.use_count,
+                                    s.pinned or s.tier = 'pinned' or s.meta ->> 'importance' = '5',
+                                    p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days) end,
            scsql_caller.lifecycle(null, now(), null, 0, true, p_importance_weight, p_recency_weight,
                                   p_use_weight, p_half_life_days))
   from (select distinct p from unnest(p_paths) p) u
