@@ -117,8 +117,10 @@ begin
   from (select * from scsql.open_loops l
         where l.project_id = p_project and l.closed_at is null
           -- untouched past the project's loop_stale_after: left out, unless pinned
+          -- (read here: on Citus this query is one round trip to the project's shard)
           and (l.pinned or coalesce(l.touched_at, l.opened_at)
-                           >= now() - p_loop_stale)
+                           >= now() - coalesce((select ms.loop_stale_after from scsql.memory_settings ms
+                                                where ms.project_id = p_project), p_loop_stale))
         order by l.opened_at desc, l.loop_id desc limit 20) l
   union all
   -- The latest current decisions (sql/27_decisions.sql).
@@ -136,7 +138,7 @@ end
 $$;
 comment on function scsql._recall_memory_items(bigint, interval, double precision, double precision, double precision,
                                                double precision) is
-  'For recall_context: a project''s working-memory facts (section 1, fact: not expired, by lifecycle score), open loops (2, open_loop: the 20 newest not untouched past p_loop_stale, or pinned) and latest current decisions (3, decision: up to 5), each numbered within its section. Raises nothing of its own.';
+  'For recall_context: a project''s working-memory facts (section 1, fact: not expired, by lifecycle score), open loops (2, open_loop: the 20 newest not untouched past the project''s loop_stale_after, p_loop_stale when it has no settings row, or pinned) and latest current decisions (3, decision: up to 5), each numbered within its section. Raises nothing of its own.';
 
 create or replace function scsql._recall_session_items(p_project bigint, p_b_keys text[], p_b_contents text[], p_b_ats timestamptz[])
 returns table (sec integer, section text, item bigint, key text, content text, importance integer, at timestamptz,
@@ -202,8 +204,8 @@ as $$
 #variable_conflict use_column
 declare
   v_project bigint := scsql._my_project();
-  -- read here, not in the query: on Citus the query runs on the project's node
-  v_loop_stale interval := (scsql._memory_settings(v_project)).loop_stale_after;
+  -- the default; the project's own setting is read in the query (_recall_memory_items)
+  v_loop_stale interval := (scsql._memory_settings_default(v_project)).loop_stale_after;
   v_b_keys text[];
   v_b_contents text[];
   v_b_ats timestamptz[];
