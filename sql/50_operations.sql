@@ -230,6 +230,18 @@ $$;
 comment on function scsql._metric_counts(bigint, timestamptz) is
   'Private, for scsql.metrics(). The per-project figures of every project (only P_ONLY''s when given) at time NOW, read in one query, as a JSON array of rows (project_id, part, keys k1-k3, numbers a-d, time t, intervals i1-i2, float f, counts): calls (per model k1 and status k2: calls a, cost b, input c and output d tokens), depth (per team role k1 and state k2: tasks a), oldest (per team role: oldest created_at of a queued, due task), claim (per team role: mean and max claim latency i1, i2), finished (per team role and state: archived tasks a), heads (rows a, rows after the newest checkpointed seq b, first chain created t), checkpoint (newest t), backlog (embedding queue: a, oldest t), workers (alive a, last heartbeat t), latency (sum_seconds f, counts).';
 
+-- On Citus, over one connection to each worker: the pass's tasks are small,
+-- and opening more connections to run them side by side (Citus keeps one a
+-- worker between transactions) costs more than it saves (measured on the
+-- .ci/citus.sh cluster: about 150 ms against 240 ms for metrics()).
+do $$
+begin
+  if scsql._citus() then
+    alter function scsql._metric_counts(bigint, timestamptz) set citus.max_adaptive_executor_pool_size = 1;
+  end if;
+end
+$$;
+
 create or replace function scsql._metric_rows(p_counts jsonb, p_part text)
 returns table (project_id bigint, k1 text, k2 text, k3 text, a numeric, b numeric, c numeric, d numeric, t timestamptz,
                i1 interval, i2 interval, f float8, counts bigint[])
