@@ -133,7 +133,7 @@ begin
 end
 $$;
 comment on function scsql_caller.items_lifecycle(text[], double precision, double precision, double precision, double precision) is
-  'The lifecycle score (scsql_caller.lifecycle) of each item at the SOURCE_PATHS of the caller''s project, one row per distinct path (none for NULL paths): memory:<key> is a working-memory fact, any other path a source (importance 3, an archived fact its own; pinned sources and importance 5 never decay). An item it does not find (another project''s, a decision) scores as a new, unused importance-3 item. Read as the owner, the project fixed from the acting role, in one query: what row-level security shows the caller of its own project. Raises SC001 / SC002 like scsql_caller.project_id.';
+  'The lifecycle score (scsql_caller.lifecycle) of each item at the SOURCE_PATHS of the caller''s project, one row per distinct path (none when SOURCE_PATHS is NULL): memory:<key> is a working-memory fact, any other path a source (importance 3, an archived fact its own; pinned sources and importance 5 never decay). An item it does not find (another project''s, a decision) scores as a new, unused importance-3 item. Read as the owner, the project fixed from the acting role, in one query: what row-level security shows the caller of its own project. Raises SC001 / SC002 like scsql_caller.project_id.';
 
 -- ---------------------------------------------------------------------------
 -- Use: recorded by what returns an item
