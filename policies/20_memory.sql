@@ -177,7 +177,7 @@ grant execute on function
   scsql_caller.lifecycle(integer, timestamptz, timestamptz, integer, boolean, double precision, double precision,
                          double precision, double precision),
   scsql_caller.check_lifecycle(double precision, double precision, double precision, double precision),
-  scsql_caller.item_lifecycle(text, double precision, double precision, double precision, double precision),
+  scsql_caller.items_lifecycle(text[], double precision, double precision, double precision, double precision),
   scsql_caller.note_use(text[])
 to scsql_agent;
 

@@ -5,14 +5,21 @@
 -- Public API: working memory
 -- ---------------------------------------------------------------------------
 
+create or replace function scsql._memory_capacity_of(p_file_chunks bigint)
+returns integer
+language sql immutable
+as $$ select 100 + least(150, coalesce(p_file_chunks, 0) / 100)::integer $$;
+comment on function scsql._memory_capacity_of(bigint) is
+  'Private. Working-memory capacity of a project of FILE_CHUNKS indexed file chunks (NULL: none): 100 facts, plus one per 100 file chunks (the project''s size), up to 250 (reached at 15,000 file chunks). One expression, which the planner inlines.';
+
 create or replace function scsql._memory_capacity(p_project bigint)
 returns integer
 language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
-  select 100 + least(150, coalesce((select s.n_file_chunks from scsql.memory_state s where s.project_id = p_project), 0) / 100)::integer
+  select scsql._memory_capacity_of((select s.n_file_chunks from scsql.memory_state s where s.project_id = p_project))
 $$;
 comment on function scsql._memory_capacity(bigint) is
-  'Private. Working-memory capacity of a project: 100 facts, plus one per 100 indexed file chunks (the project''s size), up to 250 (reached at 15,000 file chunks).';
+  'Private. Working-memory capacity of a project (scsql._memory_capacity_of its indexed file chunks).';
 
 create or replace function scsql._facts_lock(p_project bigint)
 returns void
@@ -235,17 +242,16 @@ $$;
 comment on function scsql._open_conflict_keys(bigint, text) is
   'Private, for scsql.remember. The keys, sorted, of the facts in working memory that the fact KEY is in open (unresolved) conflict with.';
 
-create or replace function scsql._archive_beyond_capacity(p_project bigint)
+create or replace function scsql._archive_beyond_capacity(p_project bigint, p_count integer, p_cap integer)
 returns table (archived text[], facts integer, capacity integer)
 language plpgsql
 as $$
 declare
-  v_cap integer := scsql._memory_capacity(p_project);
-  v_count integer;
+  v_cap integer := p_cap;
+  v_count integer := p_count;
   v_fact scsql.memory_facts;
   v_archived text[] := '{}';
 begin
-  select count(*) into v_count from scsql.memory_facts f where f.project_id = p_project;
   if v_count > v_cap then
     for v_fact in
       select * from scsql.memory_facts f where f.project_id = p_project
@@ -260,8 +266,8 @@ begin
   return query select v_archived, v_count, v_cap;
 end
 $$;
-comment on function scsql._archive_beyond_capacity(bigint) is
-  'Private, for scsql.remember, under the project''s facts lock. Moves the least important, least recently updated facts beyond the project''s working-memory capacity (scsql._memory_capacity) to the archive (scsql._archive_fact). Returns the keys archived, the facts now in memory and the capacity.';
+comment on function scsql._archive_beyond_capacity(bigint, integer, integer) is
+  'Private, for scsql.remember, under the project''s facts lock. Given the project''s COUNT facts and its working-memory CAPACITY (scsql._memory_capacity_of), moves the least important, least recently updated facts beyond it to the archive (scsql._archive_fact). Returns the keys archived, the facts now in memory and the capacity.';
 
 create or replace function scsql.remember(p_key text, p_value text, p_importance integer default 3,
                                           p_ttl interval default null)
@@ -282,6 +288,8 @@ declare
   v_stored text;
   v_conflicts text[] := '{}';
   v_source bigint;
+  v_count integer;
+  v_cap integer;
   v_room record;
 begin
   select s.key, s.value, s.importance into v_key, v_value, v_importance
@@ -307,16 +315,22 @@ begin
   update scsql.memory_facts f set expires_at = v_now + p_ttl
   where f.project_id = v_project and f.key = v_key and (p_ttl is not null or f.expires_at is not null);
 
-  -- A fresh value supersedes an archived copy of the same key.
-  select s.source_id into v_source from scsql.kb_sources s
-  where s.project_id = v_project and s.path = 'fact:' || v_key and s.kind = 'archived_fact';
-  if found then
+  -- A fresh value supersedes an archived copy of the same key. Read with
+  -- the facts in memory and the capacity, in one statement (on Citus one
+  -- round trip to the project's shard): forgetting that copy changes neither.
+  select (select s.source_id from scsql.kb_sources s
+          where s.project_id = v_project and s.path = 'fact:' || v_key and s.kind = 'archived_fact'),
+         count(*)::integer,
+         scsql._memory_capacity_of((select st.n_file_chunks from scsql.memory_state st where st.project_id = v_project))
+    into v_source, v_count, v_cap
+  from scsql.memory_facts f where f.project_id = v_project;
+  if v_source is not null then
     perform scsql._forget_sources(v_project, array[v_source]);
     perform scsql._memory_change(v_project, 'unarchive', 'fact', v_key, null, null, v_hash,
                                  'remembered again: the archived copy is replaced', 'fact:' || v_key);
   end if;
 
-  select * into v_room from scsql._archive_beyond_capacity(v_project);
+  select * into v_room from scsql._archive_beyond_capacity(v_project, v_count, v_cap);
   return query select v_key, p_importance,
     case when v_key = any(v_room.archived) then 'archived' else v_stored end,
     v_room.archived, v_room.facts, v_room.capacity, v_conflicts;

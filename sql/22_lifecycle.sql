@@ -91,46 +91,60 @@ $$;
 comment on function scsql_caller.check_lifecycle(double precision, double precision, double precision, double precision) is
   'Checks the ranking weights of recall_context, pack and search: each weight 0 or 1e-6 to 100, the half-life 0.01 to 36,500 days. Returns true when any weight is above 0 (the lifecycle changes the ranking). Raises SC243 otherwise.';
 
-create or replace function scsql_caller.item_lifecycle(
-  p_source_path text, p_importance_weight double precision, p_recency_weight double precision,
+create or replace function scsql_caller.items_lifecycle(
+  p_paths text[], p_importance_weight double precision, p_recency_weight double precision,
   p_use_weight double precision, p_half_life_days double precision)
-returns double precision
+returns table (source_path text, life double precision)
 language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
+#variable_conflict use_column
 declare
   -- The caller's own project, fixed once (its facts and sources are all of
-  -- those row-level security shows it there), read as the owner: on Citus
-  -- one query of the project's shard, without a policy call per row.
+  -- those row-level security shows it there), read as the owner.
   v_project bigint := scsql_caller.project_id();
-  v_score double precision;
+  v_keys text[];
 begin
-  if p_source_path like 'memory:%' then
-    select scsql_caller.lifecycle(f.importance, f.updated_at, f.last_used_at, f.use_count, f.importance = 5,
-                                  p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days)
-      into v_score
-    from scsql.memory_facts f
-    where f.project_id = v_project and f.key = substr(p_source_path, 8);
+  if p_paths is null then
+    return;
   end if;
-  if v_score is null then
-    select scsql_caller.lifecycle(case when s.kind = 'archived_fact' and s.meta ->> 'importance' ~ '^[1-5]$'
-                                       then (s.meta ->> 'importance')::integer end,
-                                  s.updated_at, s.last_used_at, s.use_count,
-                                  s.pinned or s.tier = 'pinned' or s.meta ->> 'importance' = '5',
-                                  p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days)
-      into v_score
-    from scsql.kb_sources s
-    where s.project_id = v_project and s.path = p_source_path;
-  end if;
-  return coalesce(v_score, scsql_caller.lifecycle(null, now(), null, 0, true, p_importance_weight, p_recency_weight,
-                                                  p_use_weight, p_half_life_days));
+  select array_agg(substr(p, 8)) into v_keys from unnest(p_paths) p where p like 'memory:%';
+  -- One query of the project's facts and sources for every item (on Citus
+  -- one statement of the project's shard, not one per item).
+  return query
+  select u.p, coalesce(
+           case when f.key is not null then
+             scsql_caller.lifecycle(f.importance, f.updated_at, f.last_used_at, f.use_count, f.importance = 5,
+                                    p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days) end,
+           case when s.path is not null then
+             scsql_caller.lifecycle(case when s.kind = 'archived_fact' and s.meta ->> 'importance' ~ '^[1-5]$'
+                                         then (s.meta ->> 'importance')::integer end,
+                                    s.updated_at, s.last_used_at, s.use_count,
+                                    s.pinned or s.tier = 'pinned' or s.meta ->> 'importance' = '5',
+                                    p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days) end,
+           scsql_caller.lifecycle(null, now(), null, 0, true, p_importance_weight, p_recency_weight,
+                                  p_use_weight, p_half_life_days))
+  from (select distinct p from unnest(p_paths) p) u
+  left join (select x.key, x.importance, x.updated_at, x.last_used_at, x.use_count from scsql.memory_facts x
+             where x.project_id = v_project and x.key = any(v_keys)) f
+    on u.p like 'memory:%' and f.key = substr(u.p, 8)
+  left join (select x.path, x.kind, x.meta, x.updated_at, x.last_used_at, x.use_count, x.pinned, x.tier
+             from scsql.kb_sources x where x.project_id = v_project and x.path = any(p_paths)) s
+    on s.path = u.p;
 end
 $$;
-comment on function scsql_caller.item_lifecycle(text, double precision, double precision, double precision, double precision) is
-  'The lifecycle score (scsql_caller.lifecycle) of the item at SOURCE_PATH of the caller''s project: memory:<key> is a working-memory fact, any other path a source (importance 3, an archived fact its own; pinned sources and importance 5 never decay). An item it does not find (another project''s, a decision) scores as a new, unused importance-3 item. Read as the owner, the project fixed from the acting role: what row-level security shows the caller of its own project. Raises SC001 / SC002 like scsql_caller.project_id.';
+comment on function scsql_caller.items_lifecycle(text[], double precision, double precision, double precision, double precision) is
+  'The lifecycle score (scsql_caller.lifecycle) of each item at the SOURCE_PATHS of the caller''s project, one row per distinct path (none when SOURCE_PATHS is NULL): memory:<key> is a working-memory fact, any other path a source (importance 3, an archived fact its own; pinned sources and importance 5 never decay). An item it does not find (another project''s, a decision) scores as a new, unused importance-3 item. Read as the owner, the project fixed from the acting role, in one query: what row-level security shows the caller of its own project. Raises SC001 / SC002 like scsql_caller.project_id.';
 
 -- ---------------------------------------------------------------------------
 -- Use: recorded by what returns an item
 -- ---------------------------------------------------------------------------
+
+create or replace function scsql._memory_settings_default(p_project bigint)
+returns scsql.memory_settings
+language sql immutable
+as $$ select row(p_project, interval '14 days', interval '1 minute', null, interval '30 days')::scsql.memory_settings $$;
+comment on function scsql._memory_settings_default(bigint) is
+  'Private. The memory lifecycle settings of a project that has no row in scsql.memory_settings: external_ttl 14 days, use_granularity 1 minute, loop_stale_after 30 days.';
 
 create or replace function scsql._memory_settings(p_project bigint)
 returns scsql.memory_settings
@@ -143,13 +157,13 @@ begin
   -- would be of the shard's row type).
   select * into v_settings from scsql.memory_settings s where s.project_id = p_project;
   if not found then
-    v_settings := row(p_project, interval '14 days', interval '1 minute', null, interval '30 days')::scsql.memory_settings;
+    v_settings := scsql._memory_settings_default(p_project);
   end if;
   return v_settings;
 end
 $$;
 comment on function scsql._memory_settings(bigint) is
-  'Private. The memory lifecycle settings of a project (scsql.memory_settings), the defaults when it has no row: external_ttl 14 days, use_granularity 1 minute, loop_stale_after 30 days.';
+  'Private. The memory lifecycle settings of a project (scsql.memory_settings), the defaults when it has no row (scsql._memory_settings_default).';
 
 create or replace function scsql._note_use(p_project bigint, p_paths text[])
 returns integer
@@ -162,7 +176,9 @@ as $$
 -- another and no two readers deadlock. In a read-only transaction (a
 -- standby) nothing is recorded.
 declare
-  v_gran interval := (scsql._memory_settings(p_project)).use_granularity;
+  -- The project's use_granularity is read in each UPDATE (on Citus one
+  -- statement of the project's shard, not a query of its own first).
+  v_gran interval := (scsql._memory_settings_default(p_project)).use_granularity;  -- when the project has no row
   v_n integer;
   v_m integer;
 begin
@@ -171,21 +187,28 @@ begin
     return 0;
   end if;
   p_paths := p_paths[1:1000];
-  update scsql.memory_facts f set last_used_at = now(), use_count = least(f.use_count, 2147483646) + 1
-  from (select x.key from scsql.memory_facts x
-        where x.project_id = p_project
-          and x.key in (select substr(p, 8) from unnest(p_paths) p where p like 'memory:%')
-          and (x.last_used_at is null or x.last_used_at <= now() - v_gran)
-        order by x.key
-        for no key update skip locked) u
-  where f.project_id = p_project and f.key = u.key;
-  get diagnostics v_n = row_count;
+  -- Facts only when an item is one (on Citus each statement is a round
+  -- trip to the project's shard).
+  v_n := 0;
+  if exists (select from unnest(p_paths) p where p like 'memory:%') then
+    update scsql.memory_facts f set last_used_at = now(), use_count = least(f.use_count, 2147483646) + 1
+    from (select x.key from scsql.memory_facts x
+          left join scsql.memory_settings st on st.project_id = x.project_id and st.project_id = p_project
+          where x.project_id = p_project
+            and x.key in (select substr(p, 8) from unnest(p_paths) p where p like 'memory:%')
+            and (x.last_used_at is null or x.last_used_at <= now() - coalesce(st.use_granularity, v_gran))
+          order by x.key
+          for no key update of x skip locked) u
+    where f.project_id = p_project and f.key = u.key;
+    get diagnostics v_n = row_count;
+  end if;
   update scsql.kb_sources s set last_used_at = now(), use_count = least(s.use_count, 2147483646) + 1
   from (select x.source_id from scsql.kb_sources x
+        left join scsql.memory_settings st on st.project_id = x.project_id and st.project_id = p_project
         where x.project_id = p_project and x.path = any(p_paths)
-          and (x.last_used_at is null or x.last_used_at <= now() - v_gran)
+          and (x.last_used_at is null or x.last_used_at <= now() - coalesce(st.use_granularity, v_gran))
         order by x.source_id
-        for no key update skip locked) u
+        for no key update of x skip locked) u
   where s.project_id = p_project and s.source_id = u.source_id;
   get diagnostics v_m = row_count;
   return v_n + v_m;

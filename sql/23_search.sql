@@ -1237,12 +1237,18 @@ begin
   ) x
   where x.term = any(p_terms);
   if i_proj is not null then
-    select array_agg(t.project_id), array_agg(t.term), array_agg(t.df) into s_proj, s_term, s_df
-    from scsql.kb_terms t
-    where t.project_id = any(i_proj) and t.term = any(i_term);
-    select array_agg(st.project_id), array_agg(st.n_chunks), array_agg(st.total_len) into m_proj, m_n, m_len
-    from scsql.memory_state st
-    where st.project_id = any(i_proj);
+    -- The terms' and the projects' statistics in one statement (on Citus,
+    -- of one project's shard a single round trip).
+    with t as materialized (
+      select t.project_id, t.term, t.df from scsql.kb_terms t where t.project_id = any(i_proj) and t.term = any(i_term)
+    ),
+    st as materialized (
+      select st.project_id, st.n_chunks, st.total_len from scsql.memory_state st where st.project_id = any(i_proj)
+    )
+    select (select array_agg(t.project_id) from t), (select array_agg(t.term) from t), (select array_agg(t.df) from t),
+           (select array_agg(st.project_id) from st), (select array_agg(st.n_chunks) from st),
+           (select array_agg(st.total_len) from st)
+      into s_proj, s_term, s_df, m_proj, m_n, m_len;
     select array_agg(x.project_id order by x.score desc, x.project_id, x.key),
            array_agg(x.key order by x.score desc, x.project_id, x.key),
            array_agg(x.score order by x.score desc, x.project_id, x.key)
@@ -1419,54 +1425,51 @@ as $$
 declare
   v_fact_keys text[];
   v_decision_ids bigint[];
+  v_items jsonb;
 begin
-  -- The cited items: one query of each kind (chunk ids are unique across
-  -- projects), each run by Citus on the projects' shards, joined here.
   select array_agg(distinct substr(k, 8)) filter (where k like 'memory:%'),
          array_agg(distinct substr(k, 10)::bigint) filter (where k like 'decision:%')
     into v_fact_keys, v_decision_ids
   from unnest(p_key) k;
-  return query
-  with fc as materialized (
-    select c.project_id, c.chunk_id, src.kind, src.path, c.anchor, c.line_start, c.line_end,
-           array[c.char_start, c.char_end] as span, c.chunk_hash,
+  -- The cited chunks, facts and decisions in one statement (on Citus, of
+  -- one project's shard a single round trip), each as its citation; then
+  -- named and ordered here (projects, authors).
+  select jsonb_agg(i) into v_items
+  from (
+    select c.project_id, c.chunk_id, null::text as key, src.kind, src.path, c.anchor, c.line_start, c.line_end,
+           c.char_start, c.char_end, c.chunk_hash,
            case when c.purged_at is null then c.content else '[purged]' end as content, src.trust,
            case when c.created_at > src.created_at then src.updated_by else src.created_by end as author_id,
            c.created_at as written
     from scsql.kb_chunks c
     join scsql.kb_sources src on src.project_id = c.project_id and src.source_id = c.source_id
-    where c.project_id = any(p_proj) and c.chunk_id = any(p_chunk)
-  ),
-  fm as materialized (
-    select m.project_id, m.key, m.value, m.updated_by, m.updated_at
+    where c.project_id = any(p_proj) and src.project_id = any(p_proj) and c.chunk_id = any(p_chunk)
+    union all
+    select m.project_id, null, 'memory:' || m.key, 'fact', 'memory:' || m.key, m.key, null, null, null, null, null,
+           m.key || ': ' || m.value, 'internal', m.updated_by, m.updated_at
     from scsql.memory_facts m
-    where v_fact_keys is not null and m.project_id = any(p_proj) and m.key = any(v_fact_keys)
-  ),
-  fd as materialized (
-    select d.project_id, d.decision_id, d.title, d.rationale, d.decided_by, d.decided_at
+    where m.project_id = any(p_proj) and m.key = any(v_fact_keys)  -- none for NULL keys
+    union all
+    select d.project_id, null, 'decision:' || d.decision_id, 'decision', 'decision:' || d.decision_id, d.title, null, null,
+           null, null, null, 'decision ' || d.decision_id || ': ' || d.title || E'\n' || d.rationale, 'internal',
+           d.decided_by, d.decided_at
     from scsql.decisions d
-    where v_decision_ids is not null and d.project_id = any(p_proj) and d.decision_id = any(v_decision_ids)
-  ),
-  hits as (
+    where d.project_id = any(p_proj) and d.decision_id = any(v_decision_ids)
+  ) i;
+  return query
+  with hits as materialized (
     -- Each item says its kind, citation, author and time.
-    select f.ord, f.project_id, f.score, f.brank, f.vrank, f.bscore,
-           case when c.chunk_id is not null then c.kind when m.key is not null then 'fact' else 'decision' end as item_kind,
-           coalesce(c.path, f.key) as path, coalesce(c.anchor, m.key, d.title) as anchor,
-           c.line_start, c.line_end, c.span, c.chunk_hash,
-           coalesce(c.content, m.key || ': ' || m.value,
-                    'decision ' || d.decision_id || ': ' || d.title || E'\n' || d.rationale) as content,
-           coalesce(c.trust, 'internal') as trust, coalesce(c.author_id, m.updated_by, d.decided_by) as author_id,
-           coalesce(c.written, m.updated_at, d.decided_at) as written
+    select f.ord, f.project_id, f.score, f.brank, f.vrank, f.bscore, c.kind, c.path, c.anchor, c.line_start, c.line_end,
+           case when c.chunk_id is not null then array[c.char_start, c.char_end] end as span, c.chunk_hash, c.content,
+           c.trust, c.author_id, c.written
     from unnest(p_proj, p_chunk, p_key, p_score, p_brank, p_vrank, p_bscore)
            with ordinality as f(project_id, chunk_id, key, score, brank, vrank, bscore, ord)
-    left join fc c on c.project_id = f.project_id and c.chunk_id = f.chunk_id
-    left join fm m on m.project_id = f.project_id
-                  and m.key = case when f.key like 'memory:%' then substr(f.key, 8) end
-    left join fd d on d.project_id = f.project_id
-                  and d.decision_id = case when f.key like 'decision:%' then substr(f.key, 10)::bigint end
-    where c.chunk_id is not null or m.key is not null or d.decision_id is not null
+    join jsonb_to_recordset(v_items) c(project_id bigint, chunk_id bigint, key text, kind text, path text, anchor text,
+                                        line_start integer, line_end integer, char_start integer, char_end integer,
+                                        chunk_hash text, content text, trust text, author_id bigint, written timestamptz)
+      on c.project_id = f.project_id and (c.chunk_id = f.chunk_id or c.key = f.key)
   )
-  select pr.name::text, h.item_kind, h.path, h.anchor, h.line_start, h.line_end, h.span, h.chunk_hash, h.content, h.score,
+  select pr.name::text, h.kind, h.path, h.anchor, h.line_start, h.line_end, h.span, h.chunk_hash, h.content, h.score,
          array_remove(array[case when h.bscore is not null then 'bm25' end,
                             case when h.vrank is not null then 'vector' end], null),
          h.brank::integer, h.vrank::integer, h.trust,
@@ -1676,16 +1679,25 @@ as $$
   -- prefix-stable) are ranked
   -- by score * exp(L) before the best k are taken; what is returned
   -- records its use.
-  with hits as materialized (
-    select s.*, case when scsql_caller.check_lifecycle(p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days)
-                     then s.score * exp(scsql_caller.item_lifecycle(s.source_path, p_importance_weight, p_recency_weight,
-                                                                    p_use_weight, p_half_life_days))
-                     else s.score end as life_score
+  with found as materialized (
+    select s.*
     from scsql_caller.search_own(p_query,
            case when scsql_caller.check_lifecycle(p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days)
                      and p_k between 1 and 200 then 200 else p_k end,
            p_kinds, p_trust, p_since, p_mode, p_query_embedding, p_model, p_rrf_k, p_bm25_weight, p_vector_weight, p_k1, p_b,
            p_depth, p_fusion, p_min_similarity) with ordinality s
+  ),
+  lives as materialized (  -- every candidate's L at once (one query of the project's facts and sources)
+    select l.*
+    from scsql_caller.items_lifecycle(
+           (select array_agg(f.source_path) from found f
+            where scsql_caller.check_lifecycle(p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days)),
+           p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days) l
+  ),
+  hits as materialized (
+    select f.*, case when scsql_caller.check_lifecycle(p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days)
+                     then f.score * exp(l.life) else f.score end as life_score
+    from found f left join lives l on l.source_path is not distinct from f.source_path
   ),
   top as materialized (
     -- At least one row is read, so search_projects runs and checks k.

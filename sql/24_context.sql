@@ -117,8 +117,10 @@ begin
   from (select * from scsql.open_loops l
         where l.project_id = p_project and l.closed_at is null
           -- untouched past the project's loop_stale_after: left out, unless pinned
+          -- (read here: on Citus this query is one round trip to the project's shard)
           and (l.pinned or coalesce(l.touched_at, l.opened_at)
-                           >= now() - p_loop_stale)
+                           >= now() - coalesce((select ms.loop_stale_after from scsql.memory_settings ms
+                                                where ms.project_id = p_project), p_loop_stale))
         order by l.opened_at desc, l.loop_id desc limit 20) l
   union all
   -- The latest current decisions (sql/27_decisions.sql).
@@ -136,7 +138,7 @@ end
 $$;
 comment on function scsql._recall_memory_items(bigint, interval, double precision, double precision, double precision,
                                                double precision) is
-  'For recall_context: a project''s working-memory facts (section 1, fact: not expired, by lifecycle score), open loops (2, open_loop: the 20 newest not untouched past p_loop_stale, or pinned) and latest current decisions (3, decision: up to 5), each numbered within its section. Raises nothing of its own.';
+  'For recall_context: a project''s working-memory facts (section 1, fact: not expired, by lifecycle score), open loops (2, open_loop: the 20 newest not untouched past the project''s loop_stale_after, p_loop_stale when it has no settings row, or pinned) and latest current decisions (3, decision: up to 5), each numbered within its section. Raises nothing of its own.';
 
 create or replace function scsql._recall_session_items(p_project bigint, p_b_keys text[], p_b_contents text[], p_b_ats timestamptz[])
 returns table (sec integer, section text, item bigint, key text, content text, importance integer, at timestamptz,
@@ -202,8 +204,8 @@ as $$
 #variable_conflict use_column
 declare
   v_project bigint := scsql._my_project();
-  -- read here, not in the query: on Citus the query runs on the project's node
-  v_loop_stale interval := (scsql._memory_settings(v_project)).loop_stale_after;
+  -- the default; the project's own setting is read in the query (_recall_memory_items)
+  v_loop_stale interval := (scsql._memory_settings_default(v_project)).loop_stale_after;
   v_b_keys text[];
   v_b_contents text[];
   v_b_ats timestamptz[];
@@ -277,9 +279,6 @@ returns table (keys text[], contents text[], authors text[], ats timestamptz[])
 language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
-  v_n bigint;
-  v_kt_term text[];
-  v_kt_df integer[];
   v_by bigint[];
 begin
   -- Read as the owner (on Citus, no policy call per row on the shards):
@@ -293,9 +292,13 @@ begin
   -- Working-memory facts (not expired) that share terms with the intent,
   -- weighted by the terms' rarity in the knowledge base (bm25_idf; a term
   -- in no chunk has df 0), then by importance.
-  select st.n_chunks into v_n from scsql.memory_state st where st.project_id = p_project;
-  select array_agg(kt.term), array_agg(kt.df) into v_kt_term, v_kt_df
-  from scsql.kb_terms kt where kt.project_id = p_project and kt.term = any(p_terms);
+  -- One statement (on Citus, of the project's shard alone).
+  with st as materialized (
+    select st.n_chunks from scsql.memory_state st where st.project_id = p_project
+  ),
+  kt as materialized (
+    select kt.term, kt.df from scsql.kb_terms kt where kt.project_id = p_project and kt.term = any(p_terms)
+  )
   select array_agg(x.key order by x.rel desc, x.importance desc, x.key),
          array_agg(x.content order by x.rel desc, x.importance desc, x.key),
          array_agg(x.updated_by order by x.rel desc, x.importance desc, x.key),
@@ -303,9 +306,9 @@ begin
     into keys, contents, v_by, ats
   from (
     select f.key, f.key || ': ' || f.value as content, f.importance, f.updated_by, f.updated_at,
-           (select sum(scsql_caller.bm25_idf(coalesce(v_n, 0), coalesce(kt.df, 0)))
+           (select sum(scsql_caller.bm25_idf(coalesce((select st.n_chunks from st), 0), coalesce(kt.df, 0)))
             from unnest(f.terms) ft(term)
-            left join unnest(v_kt_term, v_kt_df) kt(term, df) on kt.term = ft.term
+            left join kt on kt.term = ft.term
             where ft.term = any(p_terms)) as rel
     from scsql.memory_facts f
     where f.project_id = p_project and (f.expires_at is null or f.expires_at > now()) and f.terms && p_terms
@@ -407,13 +410,14 @@ begin
            with ordinality h(kind, content, source_path, anchor, line_start, line_end, chunk_hash, trust, notice,
                              author, written_at, rank)
   ),
+  lives as materialized (  -- every item's L at once (one query of the project's facts and sources)
+    select l.* from scsql_caller.items_lifecycle((select array_agg(i.source_path) from items i where v_life),
+                                                 p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days) l
+  ),
   lived as (
     -- Importance, recency and use: the fused score times exp(L) (sql/22_lifecycle.sql).
-    select i.*, case when v_life
-                     then i.score * exp(scsql_caller.item_lifecycle(i.source_path, p_importance_weight, p_recency_weight,
-                                                                    p_use_weight, p_half_life_days))
-                     else i.score end as life_score
-    from items i
+    select i.*, case when v_life then i.score * exp(l.life) else i.score end as life_score
+    from items i left join lives l on l.source_path is not distinct from i.source_path
   ),
   ordered as (
     select row_number() over (order by i.life_score desc, i.pref, i.source_path, i.line_start) as item, i.*,

@@ -264,8 +264,7 @@ as $$ select pg_catalog.pg_notify(scsql._queue_channel(p_project, p_team_role), 
 comment on function scsql._notify_queue(bigint, text, text) is
   'Private. NOTIFY the channel of a (project, team role) with a short hint ("task", "message").';
 
-create or replace function scsql._archive_task(
-  p_project bigint, p_task bigint, p_state text, p_result jsonb, p_error text, p_by bigint)
+create or replace function scsql._archive_row(p_t scsql.tasks, p_state text, p_result jsonb, p_error text, p_by bigint)
 returns scsql.tasks_archive
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
@@ -275,23 +274,65 @@ declare
   v_now timestamptz := clock_timestamp();
   v_archived scsql.tasks_archive;
 begin
-  with d as (
-    delete from scsql.tasks t where t.project_id = p_project and t.task_id = p_task returning t.*
-  )
   insert into scsql.tasks_archive (
     project_id, task_id, team_role, state, priority, payload, acceptance_criteria, complexity,
     exclusive_files, attempts, max_attempts, fence, claimed_by, result, last_error,
     created_by, created_at, finished_at, finished_by)
-  select d.project_id, d.task_id, d.team_role, p_state, d.priority, d.payload, d.acceptance_criteria,
-         d.complexity, d.exclusive_files, d.attempts, d.max_attempts, d.fence, d.claimed_by, p_result,
-         coalesce(p_error, d.last_error), d.created_by, d.created_at, v_now, p_by
-  from d
+  values (p_t.project_id, p_t.task_id, p_t.team_role, p_state, p_t.priority, p_t.payload, p_t.acceptance_criteria,
+          p_t.complexity, p_t.exclusive_files, p_t.attempts, p_t.max_attempts, p_t.fence, p_t.claimed_by, p_result,
+          coalesce(p_error, p_t.last_error), p_t.created_by, p_t.created_at, v_now, p_by)
   returning * into v_archived;
+  return v_archived;
+end
+$$;
+comment on function scsql._archive_row(scsql.tasks, text, jsonb, text, bigint) is
+  'Private. Writes the archive row of task P_T, just deleted from the hot queue, with its final state, result or error (its own last error when none is given), finished now by P_BY. Returns the archived row.';
+
+create or replace function scsql._archive_task(
+  p_project bigint, p_task bigint, p_state text, p_result jsonb, p_error text, p_by bigint)
+returns scsql.tasks_archive
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_t scsql.tasks;
+  v_archived scsql.tasks_archive;
+begin
+  -- Deleted, then archived from the deleted row's values: on Citus two
+  -- statements of the task's shard over one connection (a DELETE feeding
+  -- an INSERT in one statement is copied through the coordinator and
+  -- committed in two phases).
+  delete from scsql.tasks t where t.project_id = p_project and t.task_id = p_task returning t.* into v_t;
+  if found then
+    v_archived := scsql._archive_row(v_t, p_state, p_result, p_error, p_by);
+  end if;
   return v_archived;
 end
 $$;
 comment on function scsql._archive_task(bigint, bigint, text, jsonb, text, bigint) is
   'Private. Moves a task from the hot queue to tasks_archive with its final state, result or error; its exclusive files are freed (task_files rows cascade). Returns the archived row (null when the task was not in the queue).';
+
+create or replace function scsql._archive_held_task(p_me scsql.agents, p_task bigint, p_token bigint, p_state text,
+                                                    p_result jsonb, p_error text, p_action text)
+returns scsql.tasks_archive
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_t scsql.tasks;
+begin
+  -- The lease checked by the DELETE itself (one statement of the task's
+  -- shard, where _held_task then _archive_task make two).
+  delete from scsql.tasks t
+  where t.project_id = p_me.project_id and t.task_id = p_task
+    and t.state = 'claimed' and t.fence = p_token and t.claimed_by = p_me.agent_id
+  returning t.* into v_t;
+  if not found then
+    perform scsql._lease_refused(p_me.project_id, p_task, p_token, p_me.agent_id, p_action);
+  end if;
+  return scsql._archive_row(v_t, p_state, p_result, p_error, p_me.agent_id);
+end
+$$;
+comment on function scsql._archive_held_task(scsql.agents, bigint, bigint, text, jsonb, text, text) is
+  'Private. Moves task P_TASK that agent P_ME holds under lease P_TOKEN to tasks_archive with its final state, result or error (as _archive_task), finished by P_ME. Raises what _lease_refused raises (for P_ACTION) when the lease does not hold it.';
 
 create or replace function scsql._lease_refused(p_project bigint, p_task bigint, p_token bigint, p_agent bigint, p_action text)
 returns void
@@ -737,15 +778,13 @@ as $$
 #variable_conflict use_column
 declare
   v_me scsql.agents := scsql._me();
-  v_t scsql.tasks;
 begin
   perform scsql._require(p_task is not null and p_token is not null, 'task and token are required');
   perform scsql._require(p_result is null or pg_catalog.octet_length(p_result::text) <= 1048576, 'result is larger than 1 MiB');
   perform scsql._require(p_result is null or scsql._jsonb_depth(p_result) <= 64, 'result nests deeper than 64 levels');
   p_result := scsql._redact_jsonb(p_result);  -- stored redacted
-  v_t := scsql._held_task(v_me, p_task, p_token, 'the completion');
   select a.task_id, a.state, a.attempts, a.finished_at into task_id, state, attempts, finished_at
-  from scsql._archive_task(v_t.project_id, v_t.task_id, 'done', p_result, null, v_me.agent_id) a;
+  from scsql._archive_held_task(v_me, p_task, p_token, 'done', p_result, null, 'the completion') a;
 end
 $$;
 comment on function scsql.complete_task(bigint, bigint, jsonb) is

@@ -157,15 +157,108 @@ $$;
 comment on function scsql._latency_buckets(bigint[]) is
   'Private, for scsql.metrics(). The buckets of a search latency histogram (P_COUNTS, one count per bucket of scsql._search_latency_bounds() and a last, unbounded one) as Prometheus cumulates them: [[le, cumulative count], ..., ["+Inf", count]].';
 
--- The parts of scsql.metrics(), each a plain SQL query that PostgreSQL
--- inlines into it: one query, planned once, as before. No subquery refers to
--- an outer row (Citus refuses those when the FROM clause holds a CTE): each
--- part is grouped by project and joined. Columns are named in each first
--- arm: Citus loses a CTE's column list when it sends the query to one node.
+-- The per-project figures of scsql.metrics(), read in one pass: one query
+-- whose parts are each grouped by project, so Citus runs it as one task per
+-- shard (a query over every shard per part cost a task per shard again per
+-- part). Each part of the metrics then reads its rows of it. Reference
+-- tables (chain_quarantines) are read where they are used: on Citus a copy
+-- is on the coordinator, and one in the union would make Citus plan each
+-- part on its own.
+-- Columns are named in the first arm: Citus loses a CTE's column list when
+-- it sends the query to one node.
 
-create or replace function scsql._tool_call_metrics(p_only bigint)
-returns table (metric text, labels jsonb, value double precision, buckets jsonb)
+create or replace function scsql._metric_counts(p_only bigint, p_now timestamptz)
+returns jsonb
 language plpgsql stable  -- not SQL: Citus plans no query with an SQL function's parameters
+as $$
+declare
+  v_counts jsonb;
+begin
+  select jsonb_agg(u) into v_counts
+  from (
+    -- tool calls as scsql.usage_days keeps them summed (the model's messages have no status)
+    select u.project_id, 'calls' as part, coalesce(u.model, '') as k1, u.status as k2, null::text as k3,
+           sum(u.tool_calls)::numeric as a, sum(u.cost_usd)::numeric as b, sum(u.input_tokens)::numeric as c,
+           sum(u.output_tokens)::numeric as d, null::timestamptz as t, null::interval as i1, null::interval as i2,
+           null::float8 as f, null::bigint[] as counts
+    from scsql.usage_days u where u.status is not null and (p_only is null or u.project_id = p_only) group by 1, 3, 4
+    union all
+    select t.project_id, 'depth', t.team_role,
+           case when t.state = 'claimed' and t.lease_expires_at < p_now then 'expired' when t.state = 'claimed' then 'claimed'
+                when t.run_after > p_now then 'scheduled' else 'queued' end,
+           null, count(*), null, null, null, null, null, null, null, null
+    from scsql.tasks t where p_only is null or t.project_id = p_only group by 1, 3, 4
+    union all
+    select t.project_id, 'oldest', t.team_role, null, null, null, null, null, null, min(t.created_at), null, null, null, null
+    from scsql.tasks t where t.state = 'queued' and t.run_after <= p_now and (p_only is null or t.project_id = p_only)
+    group by 1, 3
+    union all
+    select t.project_id, 'claim', t.team_role, null, null, null, null, null, null, null,
+           avg(greatest(t.claimed_at - t.run_after, interval '0')), max(greatest(t.claimed_at - t.run_after, interval '0')),
+           null, null
+    from scsql.tasks t where t.state = 'claimed' and (p_only is null or t.project_id = p_only) group by 1, 3
+    union all
+    select a.project_id, 'finished', a.team_role, a.state, null, count(*), null, null, null, null, null, null, null, null
+    from scsql.tasks_archive a where p_only is null or a.project_id = p_only group by 1, 3, 4
+    union all
+    select c.project_id, 'heads', null, null, null, sum(c.head_seq), sum(c.head_seq - coalesce(k.seq, 0)), null, null,
+           min(c.created_at), null, null, null, null
+    from scsql.chains c
+    left join (select h.project_id, h.chain_id, max(h.seq) as seq from scsql.checkpoint_heads h
+               where p_only is null or h.project_id = p_only group by 1, 2) k
+      on k.project_id = c.project_id and k.chain_id = c.chain_id
+    where p_only is null or c.project_id = p_only group by 1
+    union all
+    select c.project_id, 'checkpoint', null, null, null, null, null, null, null, max(c.at), null, null, null, null
+    from scsql.checkpoints c where p_only is null or c.project_id = p_only group by 1
+    union all
+    select q.project_id, 'backlog', null, null, null, count(q.chunk_hash), null, null, null, min(q.enqueued_at), null, null,
+           null, null
+    from scsql.kb_embed_queue q where p_only is null or q.project_id = p_only group by 1
+    union all
+    select w.project_id, 'workers', null, null, null,
+           count(*) filter (where w.seen_at >= p_now - greatest(interval '1 minute', 3 * w.poll_seconds * interval '1 second')),
+           null, null, null, max(w.seen_at), null, null, null, null
+    from scsql.worker_heartbeats w where p_only is null or w.project_id = p_only group by 1
+    union all
+    select l.project_id, 'latency', null, null, null, null, null, null, null, null, null, null, l.sum_seconds, l.counts
+    from scsql.search_latency l where p_only is null or l.project_id = p_only
+  ) u;
+  return coalesce(v_counts, '[]');
+end
+$$;
+comment on function scsql._metric_counts(bigint, timestamptz) is
+  'Private, for scsql.metrics(). The per-project figures of every project (only P_ONLY''s when given) at time NOW, read in one query, as a JSON array of rows (project_id, part, keys k1-k3, numbers a-d, time t, intervals i1-i2, float f, counts): calls (per model k1 and status k2: calls a, cost b, input c and output d tokens), depth (per team role k1 and state k2: tasks a), oldest (per team role: oldest created_at of a queued, due task), claim (per team role: mean and max claim latency i1, i2), finished (per team role and state: archived tasks a), heads (rows a, rows after the newest checkpointed seq b, first chain created t), checkpoint (newest t), backlog (embedding queue: a, oldest t), workers (alive a, last heartbeat t), latency (sum_seconds f, counts).';
+
+-- On Citus, over one connection to each worker: the pass's tasks are small,
+-- and opening more connections to run them side by side (Citus keeps one a
+-- worker between transactions) costs more than it saves (measured on the
+-- .ci/citus.sh cluster: about 150 ms against 240 ms for metrics()).
+do $$
+begin
+  if scsql._citus() then
+    alter function scsql._metric_counts(bigint, timestamptz) set citus.max_adaptive_executor_pool_size = 1;
+  end if;
+end
+$$;
+
+create or replace function scsql._metric_rows(p_counts jsonb, p_part text)
+returns table (project_id bigint, k1 text, k2 text, k3 text, a numeric, b numeric, c numeric, d numeric, t timestamptz,
+               i1 interval, i2 interval, f float8, counts bigint[])
+language sql immutable
+as $$
+  select x.project_id, x.k1, x.k2, x.k3, x.a, x.b, x.c, x.d, x.t, x.i1, x.i2, x.f, x.counts
+  from jsonb_to_recordset(p_counts) x(project_id bigint, part text, k1 text, k2 text, k3 text, a numeric, b numeric,
+                                      c numeric, d numeric, t timestamptz, i1 interval, i2 interval, f float8,
+                                      counts bigint[])
+  where x.part = p_part
+$$;
+comment on function scsql._metric_rows(jsonb, text) is
+  'Private, for scsql.metrics(). The rows of one PART of scsql._metric_counts()''s figures, typed.';
+
+create or replace function scsql._tool_call_metrics(p_only bigint, p_counts jsonb)
+returns table (metric text, labels jsonb, value double precision, buckets jsonb)
+language plpgsql stable
 as $$
 #variable_conflict use_column
 begin
@@ -173,10 +266,9 @@ begin
   with projects as not materialized (  -- the projects shown: every one, or P_ONLY
     select p.project_id, p.name from scsql.projects p where p_only is null or p.project_id = p_only
   ),
-  calls as (  -- tool calls as scsql.usage_days keeps them summed (the model's messages have no status)
-    select pr.name, coalesce(u.model, '') as model, u.status, sum(u.tool_calls) as n, sum(u.cost_usd) as cost,
-           sum(u.input_tokens) as tin, sum(u.output_tokens) as tout
-    from scsql.usage_days u join projects pr using (project_id) where u.status is not null group by 1, 2, 3
+  calls as (
+    select pr.name, r.k1 as model, r.k2 as status, r.a as n, r.b as cost, r.c as tin, r.d as tout
+    from scsql._metric_rows(p_counts, 'calls') r join projects pr using (project_id)
   )
   select 'scsql_tool_calls_total' as metric, jsonb_build_object('project', name, 'model', model, 'status', status) as labels,
          n::float8 as value, null::jsonb as buckets from calls
@@ -188,12 +280,12 @@ begin
   cross join lateral (values ('input', c.tin), ('output', c.tout)) d(dir, n);
 end
 $$;
-comment on function scsql._tool_call_metrics(bigint) is
-  'Private, for scsql.metrics(). The tool call series (calls, cost in USD, tokens by direction) per project, model and status, of every project or only P_ONLY''s.';
+comment on function scsql._tool_call_metrics(bigint, jsonb) is
+  'Private, for scsql.metrics(). The tool call series (calls, cost in USD, tokens by direction) per project, model and status, of every project or only P_ONLY''s, from the figures of scsql._metric_counts().';
 
-create or replace function scsql._queue_metrics(p_only bigint, p_now timestamptz)
+create or replace function scsql._queue_metrics(p_only bigint, p_now timestamptz, p_counts jsonb)
 returns table (metric text, labels jsonb, value double precision, buckets jsonb)
-language plpgsql stable  -- not SQL: Citus plans no query with an SQL function's parameters
+language plpgsql stable
 as $$
 #variable_conflict use_column
 begin
@@ -201,36 +293,29 @@ begin
   with projects as not materialized (  -- the projects shown: every one, or P_ONLY
     select p.project_id, p.name from scsql.projects p where p_only is null or p.project_id = p_only
   )
-  select 'scsql_queue_depth' as metric, jsonb_build_object('project', pr.name, 'team_role', t.team_role, 'state', st.state) as labels,
-         count(*)::float8 as value, null::jsonb as buckets
-  from scsql.tasks t join projects pr using (project_id)
-  cross join lateral (select case when t.state = 'claimed' and t.lease_expires_at < p_now then 'expired'
-                                  when t.state = 'claimed' then 'claimed'
-                                  when t.run_after > p_now then 'scheduled' else 'queued' end as state) st
-  group by pr.name, t.team_role, st.state
+  select 'scsql_queue_depth' as metric, jsonb_build_object('project', pr.name, 'team_role', r.k1, 'state', r.k2) as labels,
+         r.a::float8 as value, null::jsonb as buckets
+  from scsql._metric_rows(p_counts, 'depth') r join projects pr using (project_id)
   union all
-  select 'scsql_queue_oldest_wait_seconds', jsonb_build_object('project', pr.name, 'team_role', t.team_role),
-         extract(epoch from p_now - min(t.created_at))::float8, null
-  from scsql.tasks t join projects pr using (project_id)
-  where t.state = 'queued' and t.run_after <= p_now group by pr.name, t.team_role
+  select 'scsql_queue_oldest_wait_seconds', jsonb_build_object('project', pr.name, 'team_role', r.k1),
+         extract(epoch from p_now - r.t)::float8, null
+  from scsql._metric_rows(p_counts, 'oldest') r join projects pr using (project_id)
   union all
-  select 'scsql_claim_latency_seconds', jsonb_build_object('project', pr.name, 'team_role', t.team_role, 'stat', s.stat), s.v, null
-  from (select project_id, team_role, extract(epoch from avg(greatest(claimed_at - run_after, interval '0')))::float8 as avg_s,
-               extract(epoch from max(greatest(claimed_at - run_after, interval '0')))::float8 as max_s
-        from scsql.tasks where state = 'claimed' group by 1, 2) t
+  select 'scsql_claim_latency_seconds', jsonb_build_object('project', pr.name, 'team_role', r.k1, 'stat', s.stat), s.v, null
+  from scsql._metric_rows(p_counts, 'claim') r
   join projects pr using (project_id)
-  cross join lateral (values ('avg', t.avg_s), ('max', t.max_s)) s(stat, v)
+  cross join lateral (values ('avg', extract(epoch from r.i1)::float8), ('max', extract(epoch from r.i2)::float8)) s(stat, v)
   union all
-  select 'scsql_tasks_finished_total', jsonb_build_object('project', pr.name, 'team_role', a.team_role, 'state', a.state), count(*)::float8, null
-  from scsql.tasks_archive a join projects pr using (project_id) group by pr.name, a.team_role, a.state;
+  select 'scsql_tasks_finished_total', jsonb_build_object('project', pr.name, 'team_role', r.k1, 'state', r.k2), r.a::float8, null
+  from scsql._metric_rows(p_counts, 'finished') r join projects pr using (project_id);
 end
 $$;
-comment on function scsql._queue_metrics(bigint, timestamptz) is
-  'Private, for scsql.metrics(). The task queue series at time NOW (depth by state, oldest wait, claim latency, finished tasks) per project and team role, of every project or only P_ONLY''s.';
+comment on function scsql._queue_metrics(bigint, timestamptz, jsonb) is
+  'Private, for scsql.metrics(). The task queue series at time NOW (depth by state, oldest wait, claim latency, finished tasks) per project and team role, of every project or only P_ONLY''s, from the figures of scsql._metric_counts().';
 
-create or replace function scsql._chain_metrics(p_only bigint, p_now timestamptz)
+create or replace function scsql._chain_metrics(p_only bigint, p_now timestamptz, p_counts jsonb)
 returns table (metric text, labels jsonb, value double precision, buckets jsonb)
-language plpgsql stable  -- not SQL: Citus plans no query with an SQL function's parameters
+language plpgsql stable
 as $$
 #variable_conflict use_column
 begin
@@ -238,15 +323,8 @@ begin
   with projects as not materialized (  -- the projects shown: every one, or P_ONLY
     select p.project_id, p.name from scsql.projects p where p_only is null or p.project_id = p_only
   ),
-  heads as (
-    select c.project_id, sum(c.head_seq) as rows, min(c.created_at) as first_at,
-           sum(c.head_seq - coalesce(k.seq, 0)) as unverified
-    from scsql.chains c join projects pr using (project_id)
-    left join (select h.project_id, h.chain_id, max(h.seq) as seq from scsql.checkpoint_heads h group by 1, 2) k
-      using (project_id, chain_id)
-    group by 1
-  ),
-  cps as (select c.project_id, max(c.at) as at from scsql.checkpoints c join projects pr using (project_id) group by 1)
+  heads as (select r.project_id, r.a as rows, r.t as first_at, r.b as unverified from scsql._metric_rows(p_counts, 'heads') r),
+  cps as (select r.project_id, r.t as at from scsql._metric_rows(p_counts, 'checkpoint') r)
   select 'scsql_chain_rows_total' as metric, jsonb_build_object('project', pr.name) as labels, h.rows::float8 as value, null::jsonb as buckets
   from heads h join projects pr using (project_id)
   union all
@@ -264,15 +342,15 @@ begin
   select 'scsql_chain_quarantines_open', jsonb_build_object('project', pr.name), coalesce(q.n, 0)::float8, null
   from projects pr
   left join (select q.project_id, count(*) as n from scsql.chain_quarantines q where q.acknowledged_at is null group by 1) q
-    using (project_id);
+    using (project_id);  -- a reference table: read on the coordinator
 end
 $$;
-comment on function scsql._chain_metrics(bigint, timestamptz) is
-  'Private, for scsql.metrics(). The audit chain series at time NOW (rows, rows no checkpoint covers, last verification, checkpoint age, open quarantines) per project, of every project or only P_ONLY''s.';
+comment on function scsql._chain_metrics(bigint, timestamptz, jsonb) is
+  'Private, for scsql.metrics(). The audit chain series at time NOW (rows, rows no checkpoint covers, last verification, checkpoint age, open quarantines) per project, of every project or only P_ONLY''s, from the figures of scsql._metric_counts().';
 
-create or replace function scsql._worker_metrics(p_only bigint, p_now timestamptz)
+create or replace function scsql._worker_metrics(p_only bigint, p_now timestamptz, p_counts jsonb)
 returns table (metric text, labels jsonb, value double precision, buckets jsonb)
-language plpgsql stable  -- not SQL: Citus plans no query with an SQL function's parameters
+language plpgsql stable
 as $$
 #variable_conflict use_column
 begin
@@ -281,30 +359,27 @@ begin
     select p.project_id, p.name from scsql.projects p where p_only is null or p.project_id = p_only
   )
   select 'scsql_embedding_backlog' as metric, jsonb_build_object('project', pr.name) as labels,
-         count(q.chunk_hash)::float8 as value, null::jsonb as buckets
-  from projects pr left join scsql.kb_embed_queue q using (project_id) group by pr.name
+         coalesce(q.a, 0)::float8 as value, null::jsonb as buckets
+  from projects pr left join scsql._metric_rows(p_counts, 'backlog') q using (project_id)
   union all
   select 'scsql_embedding_backlog_oldest_seconds', jsonb_build_object('project', pr.name),
-         coalesce(extract(epoch from p_now - min(q.enqueued_at)), 0)::float8, null
-  from projects pr left join scsql.kb_embed_queue q using (project_id) group by pr.name
+         coalesce(extract(epoch from p_now - q.t), 0)::float8, null
+  from projects pr left join scsql._metric_rows(p_counts, 'backlog') q using (project_id)
   union all
-  select 'scsql_workers_alive', jsonb_build_object('project', pr.name), coalesce(w.n, 0)::float8, null
-  from projects pr
-  left join (select w.project_id, count(*) as n from scsql.worker_heartbeats w
-             where w.seen_at >= p_now - greatest(interval '1 minute', 3 * w.poll_seconds * interval '1 second')
-             group by 1) w using (project_id)
+  select 'scsql_workers_alive', jsonb_build_object('project', pr.name), coalesce(w.a, 0)::float8, null
+  from projects pr left join scsql._metric_rows(p_counts, 'workers') w using (project_id)
   union all
   select 'scsql_worker_heartbeat_age_seconds', jsonb_build_object('project', pr.name),
-         extract(epoch from p_now - max(w.seen_at))::float8, null
-  from scsql.worker_heartbeats w join projects pr using (project_id) group by pr.name
+         extract(epoch from p_now - w.t)::float8, null
+  from scsql._metric_rows(p_counts, 'workers') w join projects pr using (project_id)
   union all
   select 'scsql_search_latency_seconds', jsonb_build_object('project', pr.name),
-         l.sum_seconds, scsql._latency_buckets(l.counts)
-  from scsql.search_latency l join projects pr using (project_id);
+         l.f, scsql._latency_buckets(l.counts)
+  from scsql._metric_rows(p_counts, 'latency') l join projects pr using (project_id);
 end
 $$;
-comment on function scsql._worker_metrics(bigint, timestamptz) is
-  'Private, for scsql.metrics(). The series of the work done beside the API at time NOW (embedding backlog and its oldest entry, live workers, last heartbeat, search latency histogram) per project, of every project or only P_ONLY''s.';
+comment on function scsql._worker_metrics(bigint, timestamptz, jsonb) is
+  'Private, for scsql.metrics(). The series of the work done beside the API at time NOW (embedding backlog and its oldest entry, live workers, last heartbeat, search latency histogram) per project, of every project or only P_ONLY''s, from the figures of scsql._metric_counts().';
 
 create or replace function scsql._partition_metrics(p_only bigint, p_now timestamptz)
 returns table (metric text, labels jsonb, value double precision, buckets jsonb)
@@ -338,13 +413,15 @@ declare
   -- the shards, as the owner.
   v_only bigint := scsql._metric_scope();
   v_now timestamptz := now();
+  v_counts jsonb;
 begin
+  v_counts := scsql._metric_counts(v_only, v_now);  -- every project's figures, in one pass
   return query
   select d.metric, h.kind, h.help, d.labels, d.value, d.buckets
-  from (select * from scsql._tool_call_metrics(v_only)
-        union all select * from scsql._queue_metrics(v_only, v_now)
-        union all select * from scsql._chain_metrics(v_only, v_now)
-        union all select * from scsql._worker_metrics(v_only, v_now)
+  from (select * from scsql._tool_call_metrics(v_only, v_counts)
+        union all select * from scsql._queue_metrics(v_only, v_now, v_counts)
+        union all select * from scsql._chain_metrics(v_only, v_now, v_counts)
+        union all select * from scsql._worker_metrics(v_only, v_now, v_counts)
         union all select * from scsql._partition_metrics(v_only, v_now)
         union all select m.metric, m.labels, m.value, m.buckets from scsql._distill_metrics(v_only) m) d
   join scsql._metric_help() h using (metric)

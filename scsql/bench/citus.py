@@ -17,8 +17,10 @@ record_tool_call (capture of a tool call, signed), enqueue_task, claim_task
 then complete_task, verify_chain of the developer's tool-call chain,
 search_global; and an administrator's metrics(). A ``select 1`` in an agent
 transaction on each is the floor. Printed: p50/p95 per call on both, and the
-ratio cluster / one server of each. Goals: at most 3x for own-project calls,
-10x for the calls over every shard.
+ratio cluster / one server of each, and the commands the coordinator sent to
+the workers for each call on the cluster (citus.log_remote_commands: round
+trips to the shards, the deterministic part of the cost). Goals: at most 3x
+for own-project calls, 10x for the calls over every shard.
 
 The cluster's scratch database is made like .ci/citus.sh makes its own: a
 database on every node (the nodes read from the DSN's pg_dist_node), citus
@@ -257,15 +259,57 @@ def _measure_all(s: Loaded, qs: list[str], n: int, bar) -> dict[str, tuple[float
     return out
 
 
-def report(one: dict, cluster: dict, n: int) -> list[str]:
-    lines = [f"{n} calls each; times in ms from the client; ratio = cluster / one server",
-             f"{'call':<34} {'one p50':>8} {'one p95':>8} {'cit p50':>8} {'cit p95':>8} {'x p50':>6} {'x p95':>6} goal"]
+def remote_commands(s: Loaded, qs: list[str]) -> dict[str, int]:
+    """The commands the coordinator sends to the workers for each call
+    (citus.log_remote_commands, counted from its notices; BEGIN and COMMIT
+    included), the most of three calls of each kind: each is a round trip to
+    a worker, and what a call costs on a cluster beyond what it costs on one
+    server. Deterministic, unlike the times."""
+    sent: list[str] = []
+
+    def notice(d) -> None:
+        if (d.message_primary or "").startswith("issuing "):
+            sent.append(d.message_primary)
+
+    conns = [s.dev.agent.db, s.orch.agent.db]
+    with conns[0].connection() as a, conns[1].connection() as b:
+        handled = [a, b, s.admin_conn()]
+    for conn in handled:
+        conn.add_notice_handler(notice)
+        conn.execute("set citus.log_remote_commands = on")
+        if not conn.autocommit:
+            conn.commit()
+    out = {}
+    try:
+        for name, fn in calls(s, qs):
+            counts = []
+            for i in range(3):
+                sent.clear()
+                fn(i)
+                counts.append(len(sent))
+            out[name] = max(counts)
+    finally:
+        for conn in handled:
+            conn.remove_notice_handler(notice)
+            conn.execute("reset citus.log_remote_commands")
+            if not conn.autocommit:
+                conn.commit()
+    return out
+
+
+def report(one: dict, cluster: dict, n: int, sent: dict | None = None) -> list[str]:
+    lines = [f"{n} calls each; times in ms from the client; ratio = cluster / one server; "
+             "cmds = commands sent to the workers per call",
+             f"{'call':<34} {'one p50':>8} {'one p95':>8} {'cit p50':>8} {'cit p95':>8} {'x p50':>6} {'x p95':>6} "
+             f"{'cmds':>5} goal"]
     for name, (p50, p95) in one.items():
         c50, c95 = cluster[name]
         goal = EVERY_SHARD_GOAL if name in EVERY_SHARD else OWN_GOAL
         verdict = "" if name.startswith("round trip") else \
             f"<= {goal:.0f}x: {'met' if c95 / p95 <= goal else 'not met'}"
-        lines.append(f"{name:<34} {p50:>8.2f} {p95:>8.2f} {c50:>8.2f} {c95:>8.2f} {c50 / p50:>5.1f}x {c95 / p95:>5.1f}x {verdict}")
+        cmds = (sent or {}).get(name, "-")
+        lines.append(f"{name:<34} {p50:>8.2f} {p95:>8.2f} {c50:>8.2f} {c95:>8.2f} {c50 / p50:>5.1f}x {c95 / p95:>5.1f}x "
+                     f"{cmds:>5} {verdict}")
     return lines
 
 
@@ -290,7 +334,7 @@ def _run(ctx, args: argparse.Namespace) -> int:
         args.cluster, "citus", args.shards, [w for w in (args.workers or "").split(";") if w])]
     for db in dbs:
         db.keep = args.keep
-    results, loaded = [], []
+    results, loaded, sent = [], [], {}
     with exit_on_sigterm():
         try:
             for db in dbs:
@@ -303,6 +347,7 @@ def _run(ctx, args: argparse.Namespace) -> int:
             bar = _tqdm(total=2 * len(calls(loaded[0], qs)), desc="measuring", unit="call")
             results = [_measure_all(s, qs, args.calls, bar) for s in loaded]
             bar.close()
+            sent = remote_commands(loaded[1], qs)
         finally:
             for s in loaded:
                 s.close()
@@ -314,7 +359,7 @@ def _run(ctx, args: argparse.Namespace) -> int:
                         print(f"scratch database {db.name}: not dropped ({exc})", file=sys.stderr)
     print(f"{args.projects} projects, {args.chunks} chunks, 50 facts, tool calls and tasks a project; "
           f"cluster: coordinator and {len(dbs[1].workers)} workers")
-    for line in report(*results, args.calls):
+    for line in report(*results, args.calls, sent):
         print(line)
     return 0
 

@@ -17,7 +17,7 @@ from scsql.memory.embed import DEFAULT_MODEL, vector_literal
 from scsql.core.errors import ScsqlError
 from scsql.api import Api
 
-from ..helpers import statement_lock_waiters, wait_for
+from ..helpers import ON_CITUS, statement_lock_waiters, wait_for
 
 TS_CODE = """\
 import { createHmac } from "crypto";
@@ -505,3 +505,41 @@ def test_since_counts_when_a_source_happened_not_when_it_was_indexed(scsql_db):
         both = {h["source_path"] for h in search(a, "zeppelin telemetry", since=month_ago - dt.timedelta(days=1),
                                                 mode=mode, **extra)}
         assert both == {"notes/new.md", "claude/sessions/old/1.md"}, mode
+
+
+def _sent_to_workers(agent, sql: str) -> tuple[list, int]:
+    """The rows of SQL run as AGENT, and how many commands the coordinator
+    sent to the workers for it (citus.log_remote_commands), its COMMIT included."""
+    sent = []
+
+    def notice(d) -> None:
+        if (d.message_primary or "").startswith("issuing "):
+            sent.append(d.message_primary)
+
+    with agent.db.connection() as conn:
+        conn.add_notice_handler(notice)
+    try:
+        with agent.transaction() as conn:
+            conn.execute("set local citus.log_remote_commands = on")
+            rows = conn.execute(sql).fetchall()
+    finally:
+        with agent.db.connection() as conn:
+            conn.remove_notice_handler(notice)
+    return rows, len(sent)
+
+
+@pytest.mark.skipif(not ON_CITUS, reason="counts the commands Citus sends to the workers (.ci/citus.sh)")
+def test_own_project_reads_send_a_few_statements_to_the_shard_whatever_they_return(scsql_db):
+    """On Citus each statement of the project's shard is a round trip to its
+    worker: search and pack send a few, however many items they return (pack
+    once scored each item's lifecycle with a query of its own, and search and
+    pack read their citations with a subquery per table, each sent on)."""
+    a = scsql_db.agent("rt", scsql_db.project(), pool_size=1)
+    for i in range(30):
+        index(a, f"notes/n{i}.md", f"# Ledger {i}\n\nThe ledger deploy note {i}.", "note")
+    for i in range(5):
+        q(a, "select * from scsql.remember(%s, %s)", f"ledger.{i}", f"the ledger deploy fact {i}")
+    hits, n_search = _sent_to_workers(a, "select * from scsql.search('ledger deploy', 20)")
+    items, n_pack = _sent_to_workers(a, "select * from scsql.pack('ledger deploy', 100000)")
+    assert len(hits) == 20 and len(items) >= 20, (len(hits), len(items))
+    assert n_search <= 12 and n_pack <= 14, (n_search, n_pack)

@@ -1,7 +1,8 @@
 """``scsql bench citus`` runs, small, on the Citus cluster .ci/citus.sh
 starts (skipped without one, as in normal CI): the same data on the cluster
 and on one server (a database without citus on the coordinator), every call
-timed on both, the ratios printed, both scratch databases dropped."""
+timed on both, the ratios and the commands sent to the workers printed, both
+scratch databases dropped."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ def test_bench_citus_small(server):
     for call in CALLS:
         assert call in rows, r.stdout
         assert rows[call][4].endswith("x") and rows[call][5].endswith("x"), rows[call]
+        assert rows[call][6].isdigit(), rows[call]  # commands sent to the workers, counted on the cluster
     assert "dropped from every node" in r.stderr and "not dropped" not in r.stderr
     assert "\r" not in r.stderr  # no progress bar in a pipe
     with psycopg.connect(admin) as conn:
