@@ -431,6 +431,7 @@ def run(ctx, args: argparse.Namespace) -> int:
             report["build"] = build(s.agent, root)
             with s.connect(autocommit=True) as conn:  # fresh statistics for the planner, as autovacuum would give
                 conn.execute("vacuum analyze")
+                conn.execute("checkpoint")  # the build's writes on disk before anything is timed
             report["baselines"] = {"ast_parse_s": truth.parse_s, "ast_files": len(truth.defs), "text_index_s": text_s,
                                    "text_files": len(rels)}
             report["who_calls"] = who_calls(ctx.api(s.agent), truth, args.questions)
