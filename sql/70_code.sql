@@ -109,31 +109,34 @@ $$;
 comment on function scsql._code_check_payload(text, text, text, text, integer[], jsonb, jsonb) is
   'Private. Raises SC261 naming the first thing wrong in what index_code was sent (hash, status, a definition, a reference).';
 
+create or replace function scsql._code_clean(p_items jsonb)
+returns boolean
+language sql immutable
+as $$
+  -- Each string the parser sent (a name, a signature, a module) is a text
+  -- of its own; the payload's field names are not assignments. Most
+  -- payloads hold no string redaction would change: their distinct strings,
+  -- one a line, are judged once together.
+  select (scsql._redact(x.t) = x.t) is not false
+  from (select pg_catalog.string_agg(distinct v #>> '{}', E'\n') as t
+        from pg_catalog.jsonb_path_query(p_items, '$[*].* ? (@.type() == "string")') v) x
+$$;
+comment on function scsql._code_clean(jsonb) is
+  'Private. Whether no string value of a payload of index_code (an array of flat objects) holds anything redaction would change (scsql._redact of its distinct strings, one a line).';
+
 create or replace function scsql._code_redacted(p_items jsonb)
 returns jsonb
 language sql immutable
 as $$
-  -- Each string the parser sent (a name, a signature, a module) is a text
-  -- of its own, redacted as one; the payload's field names are not
-  -- assignments. Most payloads hold no string redaction would change:
-  -- their distinct strings, one a line, are judged once together, and only
-  -- when that changes something is each string redacted.
-  select case
-    when (select scsql._redact(x.t) = x.t
-          from (select pg_catalog.string_agg(distinct v #>> '{}', E'\n') as t
-                from pg_catalog.jsonb_path_query(p_items, '$[*].* ? (@.type() == "string")') v) x)
-         is not false
-    then p_items
-    else (select coalesce(pg_catalog.jsonb_agg(
-                   (select pg_catalog.jsonb_object_agg(f.key, case when pg_catalog.jsonb_typeof(f.value) = 'string'
-                                                              then pg_catalog.to_jsonb(scsql._redact(f.value #>> '{}'))
-                                                              else f.value end)
-                    from pg_catalog.jsonb_each(a.o) f) order by a.n), '[]')
-          from pg_catalog.jsonb_array_elements(p_items) with ordinality a(o, n))
-  end
+  select coalesce(pg_catalog.jsonb_agg(
+           (select pg_catalog.jsonb_object_agg(f.key, case when pg_catalog.jsonb_typeof(f.value) = 'string'
+                                                      then pg_catalog.to_jsonb(scsql._redact(f.value #>> '{}'))
+                                                      else f.value end)
+            from pg_catalog.jsonb_each(a.o) f) order by a.n), '[]')
+  from pg_catalog.jsonb_array_elements(p_items) with ordinality a(o, n)
 $$;
 comment on function scsql._code_redacted(jsonb) is
-  'Private. A payload of index_code (an array of flat objects) with each string value redacted as a text of its own (scsql._redact); the payload itself when its distinct strings, read together one a line, hold nothing redaction would change.';
+  'Private. A payload of index_code (an array of flat objects) with each string value redacted as a text of its own (scsql._redact); index_code asks for it only when scsql._code_clean finds something to redact.';
 
 create or replace function scsql._code_lock(p_project bigint)
 returns void
@@ -357,9 +360,12 @@ begin
                                     p_definitions, p_references);
   perform scsql._code_lock(v_project);
   perform scsql._code_analyze_for(0);
-  -- What is stored is redacted like every text (a default argument may hold a token).
-  p_definitions := scsql._code_redacted(p_definitions);
-  p_references := scsql._code_redacted(p_references);
+  -- What is stored is redacted like every text (a default argument may hold a token):
+  -- both payloads judged in one pass, each string redacted only when that finds something.
+  if not scsql._code_clean(p_definitions || p_references) then
+    p_definitions := scsql._code_redacted(p_definitions);
+    p_references := scsql._code_redacted(p_references);
+  end if;
   insert into scsql.code_files as f (project_id, path, language, module, module_keys, content_hash, status, error_lines,
                                      indexed_by)
   values (v_project, p_path, p_language, p_module, scsql._code_module_keys(p_module), p_content_hash, p_status,

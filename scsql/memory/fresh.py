@@ -63,19 +63,29 @@ def _git(cwd: str, *args: str) -> str | None:
     return done.stdout.decode("utf-8", "surrogateescape") if done.returncode == 0 else None
 
 
+WARM_PATH = "scsql-warm/warm.py"
+WARM_TEXT = "def warm():\n    return 1\n"
+
+
 def warm(agent=None) -> bool:
     """Load the indexer and a grammar, and open the two connections an edit
-    is stored on (AGENT's, when it has a pool: _store_apart), so the first
-    edit does not wait for them."""
+    is stored on (AGENT's, when it has a pool: _store_apart), each having
+    stored an edit once and rolled it back (the server's functions compiled
+    and planned there), so the first edit does not wait for any of them."""
     try:
         from ..code import parse
         from . import indexer  # noqa: F401
 
         parse.parse("warm.py", "x = 1\n")
         if agent is not None and agent.db.pool is not None:
+            edit = _Edit(WARM_PATH, WARM_TEXT, hashlib.sha256(WARM_TEXT.encode()).hexdigest(),
+                         indexer.spans_for(WARM_PATH, WARM_TEXT, agent.rules().chunk_chars),
+                         lambda: parse.parse(WARM_PATH, WARM_TEXT).payload())
             with agent.transaction() as one, agent.transaction() as two:
-                one.execute("select 1")
-                two.execute("select 1")
+                for conn in (one, two):
+                    conn.execute("savepoint warm")
+                    _store_on(conn, edit)
+                    conn.execute("rollback to savepoint warm")  # nothing of it stays
     except Exception:  # noqa: BLE001 - the first edit will say what is wrong
         pass
     return True
@@ -308,11 +318,15 @@ def _store_apart(agent, edit: _Edit) -> bool:
 def _store_together(agent, edit: _Edit) -> bool:
     """The text and the symbols of an edit in one transaction (an agent of
     one connection), the graph's lock first, as scsql index takes them."""
+    with agent.transaction() as conn:
+        return _store_on(conn, edit)
+
+
+def _store_on(conn, edit: _Edit) -> bool:
     from ..code.index import send
 
-    with agent.transaction() as conn:
-        with conn.pipeline():  # the server stores the symbols while the spans are sent
-            send(conn, edit.rel, edit.sha256, edit.symbols())
-            cur = edit.index_text(conn)
-            conn.execute("select scsql.resolve_code()")
-        return cur.fetchone()["unchanged"]
+    with conn.pipeline():  # the server stores the symbols while the text is sent
+        send(conn, edit.rel, edit.sha256, edit.symbols())
+        cur = edit.index_text(conn)
+        conn.execute("select scsql.resolve_code()")
+    return cur.fetchone()["unchanged"]
