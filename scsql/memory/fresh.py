@@ -29,6 +29,7 @@ import queue
 import subprocess
 import threading
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -300,19 +301,31 @@ class _Edit:
 def _store_apart(agent, edit: _Edit) -> bool:
     """The text and the symbols of an edit in two transactions on two
     connections, so that the server chunks the text while the symbols are
-    read here and both are stored at once. The symbols commit once the text
-    is stored, the text right after: an edit the database refuses (a private
-    key, say) leaves both as they were. Each transaction takes one lock (the
-    knowledge base's, the graph's), so no order between them can deadlock."""
+    read here, and stores them while the text commits. An edit whose text
+    the database refuses (a private key, say) stores neither; should the
+    symbols then fail, the text is new and the symbols are those of before
+    until the next edit.
+
+    The text commits before anything here waits for the symbols. Each
+    transaction takes one lock (the knowledge base's, the graph's), and a
+    transaction that takes both (a deleted file: forget_code, then
+    forget_source) takes the graph's first: it may wait for the text, and
+    the symbols for it, but the text never waits for the symbols, so the
+    three cannot wait on each other in a circle the server would not see."""
     from ..code.index import send
 
-    with agent.transaction() as text_conn, text_conn.pipeline():
-        cur = edit.index_text(text_conn)
-        payload = edit.symbols()  # while the server chunks
-        with agent.transaction() as code_conn, code_conn.pipeline():
-            send(code_conn, edit.rel, edit.sha256, payload)
-            code_conn.execute("select scsql.resolve_code()")
-            return cur.fetchone()["unchanged"]
+    with ExitStack() as symbols:  # closed after the text's transaction
+        with agent.transaction() as text_conn:
+            with text_conn.pipeline():
+                cur = edit.index_text(text_conn)
+                payload = edit.symbols()  # while the server chunks
+                code_conn = symbols.enter_context(agent.transaction())
+                symbols.enter_context(code_conn.pipeline())
+                send(code_conn, edit.rel, edit.sha256, payload)
+                resolved = code_conn.execute("select scsql.resolve_code()")
+                unchanged = cur.fetchone()["unchanged"]
+        resolved.fetchone()  # the text has committed
+        return unchanged
 
 
 def _store_together(agent, edit: _Edit) -> bool:

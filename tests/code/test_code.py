@@ -20,7 +20,7 @@ from scsql.core import roles
 from scsql.core.errors import ScsqlError
 from scsql.memory import indexer
 
-from ..helpers import enqueue, rows
+from ..helpers import enqueue, rows, wait_for
 
 FILES = {
     "pkg/__init__.py": "",
@@ -542,3 +542,41 @@ def test_an_edit_is_stored_whole_or_not_at_all(indexed, pooled):
                         "on t.project_id = r.project_id and t.def_id = r.target_def_id "
                         "where f.name = 'stored_edit' and r.kind = 'call'")
     assert calls == [{"resolution": "local", "name": "wrap"}]
+
+
+def test_an_edit_on_two_connections_never_waits_on_itself(indexed, scsql_db):
+    """A transaction elsewhere holds the graph's lock and then asks for the
+    knowledge base's (a deleted file: forget_code, then forget_source) while
+    an edit is stored on two connections. The edit's text commits before
+    this process waits for its symbols, so all three finish. (Had the text
+    waited, it would hold the knowledge base's lock for the symbols, which
+    wait for the graph's lock: a circle the server cannot see, ended here by
+    the lock timeout.) The race is shown: the edit's symbols are seen
+    waiting for the graph's lock."""
+    import threading
+
+    from scsql.core.db import Agent, Database
+    from scsql.memory.fresh import reindex
+
+    agent, root, _ = indexed
+    other = Agent(Database(agent.db.conninfo, max_size=1).open(), agent.name)
+    path = root / "pkg" / "wrap.py"
+    path.write_text(path.read_text() + "\n\ndef raced():\n    return wrap(2)\n")
+    out: dict = {}
+    edit = threading.Thread(target=lambda: out.update(done=reindex(agent, [str(path)])))
+
+    def symbols_waiting():
+        with scsql_db.connect() as conn:
+            return conn.execute("select 1 from pg_stat_activity where wait_event_type = 'Lock' "
+                                "and query like '%%index_code%%'").fetchall()
+
+    with other.transaction() as held:
+        held.execute("set local lock_timeout = '10s'")
+        held.execute("select scsql.forget_code(%s)", (["notes/readme.txt"],))  # the graph's lock, held
+        edit.start()
+        wait_for(symbols_waiting, timeout=20, message="the edit's symbols never waited for the graph's lock")
+        held.execute("select scsql.forget_source('notes/readme.txt')")  # now the knowledge base's
+    edit.join(30)
+    assert not edit.is_alive() and out["done"].indexed == ["pkg/wrap.py"] and out["done"].skipped == []
+    assert rows(agent, "select 1 from scsql.code_definitions where name = 'raced'") != []
+    assert rows(agent, "select 1 from scsql.kb_sources where path = 'notes/readme.txt'") == []
