@@ -97,17 +97,6 @@ $$;
 comment on function scsql._nfc(text) is
   'Private. The text in Unicode normalization form C (NFC), normalized only when it is not already.';
 
-create or replace function scsql._strip_trailing_blanks(p_text text)
-returns text
-language sql immutable strict parallel safe
-as $$
-  select case when pg_catalog.strpos(p_text, E' \n') > 0 or pg_catalog.strpos(p_text, E'\t\n') > 0
-                or pg_catalog.right(p_text, 1) in (' ', E'\t')
-              then pg_catalog.regexp_replace(p_text, '[ \t]+(\n|$)', '\1', 'g') else p_text end
-$$;
-comment on function scsql._strip_trailing_blanks(text) is
-  'Private. The text without spaces and tabs at the end of each line (the regular expression runs only when some line ends so).';
-
 create or replace function scsql._normalize(p_text text)
 returns text
 language plpgsql immutable strict parallel safe
@@ -125,7 +114,7 @@ begin
     v := pg_catalog.replace(pg_catalog.replace(v, E'\r\n', E'\n'), E'\r', E'\n');
   end if;
   if pg_catalog.strpos(v, E' \n') > 0 or pg_catalog.strpos(v, E'\t\n') > 0 or pg_catalog.right(v, 1) in (' ', E'\t') then
-    v := pg_catalog.regexp_replace(v, '[ \t]+(\n|$)', '\1', 'g');  -- as scsql._strip_trailing_blanks
+    v := pg_catalog.regexp_replace(v, '[ \t]+(\n|$)', '\1', 'g');
   end if;
   return pg_catalog.btrim(v, E' \t\n');
 end
