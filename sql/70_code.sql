@@ -109,20 +109,27 @@ $$;
 comment on function scsql._code_check_payload(text, text, text, text, integer[], jsonb, jsonb) is
   'Private. Raises SC261 naming the first thing wrong in what index_code was sent (hash, status, a definition, a reference).';
 
-create or replace function scsql._code_clean(p_items jsonb)
+create or replace function scsql._code_clean(p_definitions jsonb, p_references jsonb)
 returns boolean
 language sql immutable
 as $$
-  -- Each string the parser sent (a name, a signature, a module) is a text
-  -- of its own; the payload's field names are not assignments. Most
-  -- payloads hold no string redaction would change: their distinct strings,
-  -- one a line, are judged once together.
+  -- Each text index_code stores or looks a definition up by (a key, a name,
+  -- a signature, a module an import names) is a text of its own. Most
+  -- payloads hold none redaction would change: their distinct texts, one a
+  -- line, are judged once together. Read as columns: a JSON path over every
+  -- value cost more than the redaction itself.
   select (scsql._redact(x.t) = x.t) is not false
-  from (select pg_catalog.string_agg(distinct v #>> '{}', E'\n') as t
-        from pg_catalog.jsonb_path_query(p_items, '$[*].* ? (@.type() == "string")') v) x
+  from (select pg_catalog.string_agg(distinct s.v, E'\n') as t
+        from (select pg_catalog.unnest(array[d.key, d.parent, d.name, d.qualname, d.signature]) as v
+              from pg_catalog.jsonb_to_recordset(p_definitions)
+                   as d(key text, parent text, name text, qualname text, signature text)
+              union all
+              select pg_catalog.unnest(array[r.name, r.qualifier, r.alias, r."from"])
+              from pg_catalog.jsonb_to_recordset(p_references) as r(name text, qualifier text, alias text, "from" text)
+             ) s) x
 $$;
-comment on function scsql._code_clean(jsonb) is
-  'Private. Whether no string value of a payload of index_code (an array of flat objects) holds anything redaction would change (scsql._redact of its distinct strings, one a line).';
+comment on function scsql._code_clean(jsonb, jsonb) is
+  'Private. Whether no text of the payloads of index_code that it stores or looks up by (a definition''s key, parent, name, qualname and signature; a reference''s name, qualifier, alias and from) holds anything redaction would change (scsql._redact of their distinct values, one a line).';
 
 create or replace function scsql._code_redacted(p_items jsonb)
 returns jsonb
@@ -362,7 +369,7 @@ begin
   perform scsql._code_analyze_for(0);
   -- What is stored is redacted like every text (a default argument may hold a token):
   -- both payloads judged in one pass, each string redacted only when that finds something.
-  if not scsql._code_clean(p_definitions || p_references) then
+  if not scsql._code_clean(p_definitions, p_references) then
     p_definitions := scsql._code_redacted(p_definitions);
     p_references := scsql._code_redacted(p_references);
   end if;

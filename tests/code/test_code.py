@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from psycopg.types.json import Jsonb
 
 from scsql.api import Api
 from scsql.code import parse
@@ -482,6 +483,44 @@ def test_what_the_parser_found_is_stored_redacted_string_by_string(scsql_db, tmp
     assert 'password="[REDACTED' in stored or "password=[REDACTED" in stored, stored
     assert "[REDACTED:github_token]" in stored and "[REDACTED:github_token]" in refs
     assert "def get_key(self, key, token=None, passes=2)" in stored
+
+
+_SECRET = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
+_DEF = {"key": "f", "parent": None, "kind": "function", "name": "f", "qualname": "f", "signature": "def f()",
+        "line_start": 1, "line_end": 2}
+_REF = {"kind": "call", "name": "g", "qualifier": None, "alias": None, "from": "f", "lines": [2], "n": 1}
+
+
+@pytest.mark.parametrize("where", ["def.name", "def.qualname", "def.signature", "ref.name", "ref.qualifier",
+                                   "ref.alias", "def.key+ref.from", "def.key+def.parent"])
+def test_each_text_index_code_stores_is_judged_on_its_own(scsql_db, tmp_path, where):
+    """A secret in any one text of a definition or a reference (the rest
+    clean) is found: nothing of it is stored. A key is looked up by the
+    references in its definition (from) and the definitions in it (parent):
+    redacted alike, they still find it."""
+    agent, _root = _graph(scsql_db, tmp_path, {"a.py": "x = 1\n"}, "judged")
+    secret = _SECRET
+    defs = [dict(_DEF), dict(_DEF, key="f.h", name="h", qualname="f.h", parent="f", signature="def h()")]
+    refs = [dict(_REF)]
+    for part in where.split("+"):
+        kind, field = part.split(".")
+        if field in ("key", "parent", "from"):
+            defs[0]["key"] = refs[0]["from"] = defs[1]["parent"] = secret
+        else:
+            (defs if kind == "def" else refs)[0][field] = secret
+    with agent.transaction() as conn:
+        conn.execute("select * from scsql.index_code('judged.py', %s, 'python', 'judged', 'parsed', '{}', %s, %s)",
+                     ("0" * 64, Jsonb(defs), Jsonb(refs)))
+        stored = conn.execute("""
+            select d.key, d.name, d.qualname, d.signature, p.key as parent, r.name as ref, r.qualifier, r.alias,
+                   r.from_def_id = d.def_id as placed
+            from scsql.code_files f join scsql.code_definitions d using (project_id, file_id)
+            left join scsql.code_definitions p on p.project_id = d.project_id and p.def_id = d.parent_id
+            left join scsql.code_references r on r.project_id = f.project_id and r.file_id = f.file_id
+            where f.path = 'judged.py' order by d.line_start, d.key""").fetchall()
+    assert len(stored) == 2 and _SECRET not in str(stored) and "[REDACTED" in str(stored), stored
+    outer, inner = sorted(stored, key=lambda r: r["parent"] is not None)
+    assert outer["placed"] and inner["parent"] == outer["key"], stored
 
 
 def test_a_call_resolves_by_name_only_within_its_language_family(scsql_db, tmp_path):
