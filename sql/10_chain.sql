@@ -796,7 +796,50 @@ $$;
 comment on function scsql._chain_dropped(bigint, bigint) is
   'Private, used by scsql.verify_chain (scsql._chain_run_break and _chain_anchor_break). When a checkpoint segment puts seq P_SEQ of chain P_CHAIN in a dated partition that is gone although retention did not retire it (no record in scsql.partition_retirements, or one that does not hold up): the partition''s name, the first and last seq the checkpoints place in it for this chain, and a detail naming them; NULLs otherwise.';
 
-create or replace function scsql._chain_identity_break(p_chain bigint, p_row scsql.chains,
+create or replace function scsql._chain_projects(p_chain bigint)
+returns bigint[]
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_legs text;
+  v_projects bigint[];
+begin
+  -- One server: NULL, every read of the chain is by chain_id alone. On
+  -- Citus, whose tables are sharded by project, a read by chain_id alone
+  -- goes to every shard: the projects holding anything of the chain (its
+  -- row, checkpoint heads and segments, chained rows) are found once, by
+  -- one query the workers answer whole (a union with the project in the
+  -- same column of every part, grouped by it), and each later read names
+  -- them. It goes to their shards only and sees every row reading every
+  -- shard would: a row moved to another project is read and found there.
+  if not scsql._citus() then
+    return null;
+  end if;
+  select string_agg(format('select t.project_id from %s t where t.chain_id = $1', ct.table_name), ' union all ')
+  into v_legs from scsql.chained_tables ct;
+  execute 'select coalesce(array_agg(p.project_id order by p.project_id), ''{}'') from (select u.project_id from ('
+       || 'select c.project_id from scsql.chains c where c.chain_id = $1 '
+       || 'union all select h.project_id from scsql.checkpoint_heads h where h.chain_id = $1 '
+       || 'union all select g.project_id from scsql.checkpoint_segments g where g.chain_id = $1'
+       || coalesce(' union all ' || v_legs, '') || ') u group by u.project_id) p'
+  into v_projects using p_chain;
+  return v_projects;
+end
+$$;
+-- On Citus, over one connection to each worker: the locator's tasks are
+-- small index reads, and the connections Citus would open to run them side
+-- by side (it keeps one a worker between transactions) cost more than they save.
+do $$
+begin
+  if scsql._citus() then
+    alter function scsql._chain_projects(bigint) set citus.max_adaptive_executor_pool_size = 1;
+  end if;
+end
+$$;
+comment on function scsql._chain_projects(bigint) is
+  'Private, used by scsql.verify_chain. The projects that hold anything of chain P_CHAIN (its row in scsql.chains, checkpoint heads and segments, rows of chained tables), found by one query over every shard, on Citus; NULL on one server. verify_chain''s reads of the chain name them (NULL: every project), so that Citus sends each to those projects'' shards only.';
+
+create or replace function scsql._chain_identity_break(p_chain bigint, p_row scsql.chains, p_projects bigint[],
   out broken_seq bigint, out kind text, out detail text)
 language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
@@ -806,7 +849,8 @@ declare
   r record;
 begin
   if p_row.chain_id is null then
-    select h.seq into v_seq from scsql.checkpoint_heads h where h.chain_id = p_chain order by h.seq desc limit 1;
+    select h.seq into v_seq from scsql.checkpoint_heads h where h.chain_id = p_chain and (p_projects is null or h.project_id = any(p_projects))
+    order by h.seq desc limit 1;
     if found then
       broken_seq := v_seq; kind := 'chain-missing';
       detail := format('a checkpoint covers chain %s up to seq %s, but the chain no longer exists', p_chain, v_seq);
@@ -823,7 +867,8 @@ begin
     return;
   end if;
   select h.checkpoint_id, h.project_id, h.agent_id into r from scsql.checkpoint_heads h
-  where h.chain_id = p_chain and (h.project_id <> p_row.project_id or h.agent_id <> p_row.agent_id)
+  where h.chain_id = p_chain and (p_projects is null or h.project_id = any(p_projects))
+    and (h.project_id <> p_row.project_id or h.agent_id <> p_row.agent_id)
   order by h.checkpoint_id limit 1;
   if found then
     broken_seq := 0; kind := 'chain-identity';
@@ -836,7 +881,8 @@ begin
     -- A statement of its own (Citus plans no EXISTS subquery over the
     -- shards of every project).
     perform from scsql.checkpoint_heads h
-    where h.chain_id = p_chain and h.seq = p_row.horizon_seq and h.row_hash = p_row.horizon_hash
+    where h.chain_id = p_chain and (p_projects is null or h.project_id = any(p_projects)) and h.seq = p_row.horizon_seq
+      and h.row_hash = p_row.horizon_hash
     limit 1;
     if not found then
       broken_seq := p_row.horizon_seq; kind := 'horizon-unanchored';
@@ -845,10 +891,10 @@ begin
   end if;
 end
 $$;
-comment on function scsql._chain_identity_break(bigint, scsql.chains) is
-  'Private, used by scsql.verify_chain. The first break in what chain P_CHAIN (its row P_ROW of scsql.chains, NULLs when there is none) is, before its rows are read: chain-missing (a checkpoint names a chain that is gone), chain-identity (broken_seq 0: the chain''s agent is gone or of another project, or a checkpoint recorded another project or agent), horizon-unanchored (the horizon is not a checkpointed head); NULLs when there is none. Raises SC106 for a chain no checkpoint knows.';
+comment on function scsql._chain_identity_break(bigint, scsql.chains, bigint[]) is
+  'Private, used by scsql.verify_chain. The first break in what chain P_CHAIN (its row P_ROW of scsql.chains, NULLs when there is none; its checkpoints read in projects P_PROJECTS, NULL: all, see scsql._chain_projects) is, before its rows are read: chain-missing (a checkpoint names a chain that is gone), chain-identity (broken_seq 0: the chain''s agent is gone or of another project, or a checkpoint recorded another project or agent), horizon-unanchored (the horizon is not a checkpointed head); NULLs when there is none. Raises SC106 for a chain no checkpoint knows.';
 
-create or replace function scsql._chain_segments(p_chain bigint,
+create or replace function scsql._chain_segments(p_chain bigint, p_projects bigint[],
   out firsts bigint[], out lasts bigint[], out retired boolean[], out gone int8multirange)
 language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
@@ -864,11 +910,12 @@ begin
   into firsts, lasts, retired, gone
   from (select distinct g.first_seq, g.last_seq, g.part,
                g.part like '%@%' and g.part not like '%@default' and not g.part = any (v_parts) as gone
-        from scsql.checkpoint_segments g where g.chain_id = p_chain) g;
+        from scsql.checkpoint_segments g
+        where g.chain_id = p_chain and (p_projects is null or g.project_id = any(p_projects))) g;
 end
 $$;
-comment on function scsql._chain_segments(bigint) is
-  'Private, used by scsql.verify_chain. The segments checkpoints signed for chain P_CHAIN, in seq order: their first and last seqs, whether each one''s partition was retired (true: gone and retired by retention; false: it exists; NULL: gone otherwise; see scsql._chain_gap), and the seqs of the segments whose partition is gone (where no row may be present).';
+comment on function scsql._chain_segments(bigint, bigint[]) is
+  'Private, used by scsql.verify_chain. The segments checkpoints signed for chain P_CHAIN (read in projects P_PROJECTS, NULL: all, see scsql._chain_projects), in seq order: their first and last seqs, whether each one''s partition was retired (true: gone and retired by retention; false: it exists; NULL: gone otherwise; see scsql._chain_gap), and the seqs of the segments whose partition is gone (where no row may be present).';
 
 create or replace function scsql._chain_row_fault(
   p_author bigint, p_project bigint, p_row_hash bytea, p_computed bytea, p_content text, p_first_seq bigint,
@@ -903,34 +950,44 @@ $$;
 comment on function scsql._chain_fault_detail(text, bigint, bigint, bigint, bigint, bigint) is
   'Private, used by scsql._chain_walk. The detail of a row fault P_KIND that scsql._chain_row_fault found, from the row''s author, project and first seq with its signature and the chain''s agent and project.';
 
-create or replace function scsql._chain_rows_sql()
+create or replace function scsql._chain_rows_sql(p_projects bigint[])
 returns text
 language plpgsql stable
 as $$
 declare
   v_query text;
+  -- The projects as a constant, named again for each table a content check
+  -- reads (scsql.purges): Citus prunes the shards of a query it pushes down
+  -- by the constants every table in it is read by.
+  v_in text := case when p_projects is not null then format(' and t.project_id = any(%L::bigint[])', p_projects) else '' end;
 begin
-  select string_agg(format('select t.seq, t.prev_hash, t.row_hash, t.author_id, t.project_id, sha256(t.prev_hash || scsql._enc_int(t.chain_id) || scsql._enc_int(t.seq) || %s || t.signature) as computed, %L as tbl, t.signature, %s as content from %s t where t.chain_id = $1 and t.seq > $2',
+  select string_agg(format('select t.seq, t.prev_hash, t.row_hash, t.author_id, t.project_id, sha256(t.prev_hash || scsql._enc_int(t.chain_id) || scsql._enc_int(t.seq) || %s || t.signature) as computed, %L as tbl, t.signature, %s as content from %s t where t.chain_id = $1%s and t.seq > $2',
                            scsql._chain_body_expr(ct.table_name, 't', '$3'), ct.table_name,
-                           scsql._chain_content_expr(ct.table_name, 't'), ct.table_name), ' union all ')
+                           replace(scsql._chain_content_expr(ct.table_name, 't'), 'where p.project_id = t.project_id',
+                                   'where p.project_id = t.project_id' || replace(v_in, 't.', 'p.')),
+                           ct.table_name, v_in), ' union all ')
   into v_query from scsql.chained_tables ct;
   -- The chain's rows and the hashes checkpoints signed are read first, each
-  -- by chain_id alone (a row moved to another project is read too, and
-  -- found), and then compared. On Citus the tables are sharded by project:
-  -- each MATERIALIZED part is read from every shard and the comparison runs
-  -- on the coordinator (a join of the parts would be a join of tables on
-  -- other columns than the one they are sharded by, which Citus refuses).
-  return 'with x as materialized (' || v_query || '), '
+  -- by chain_id (in the projects P_PROJECTS that hold anything of the chain,
+  -- NULL: every project; a row moved to another project is read too, and found),
+  -- and then compared. On Citus the tables are sharded by project: each
+  -- MATERIALIZED part is read from those projects' shards (the union of the
+  -- chained tables in one query, the project in the same column of every
+  -- part), and the comparison runs on the coordinator (a join of the parts
+  -- would be a join of tables on other columns than the one they are sharded
+  -- by, which Citus refuses).
+  return 'with x as materialized (select * from (' || v_query || ') u), '
       || 'e as materialized (select s.seq, array_agg(distinct s.row_hash) as hashes from ('
-      || 'select h.seq, h.row_hash from scsql.checkpoint_heads h where h.chain_id = $1 '
-      || 'union all select g.last_seq, g.row_hash from scsql.checkpoint_segments g where g.chain_id = $1) s group by s.seq) '
+      || 'select h.seq, h.row_hash from scsql.checkpoint_heads h where h.chain_id = $1'
+      || replace(v_in, 't.', 'h.') || ' union all select g.last_seq, g.row_hash from scsql.checkpoint_segments g '
+      || 'where g.chain_id = $1' || replace(v_in, 't.', 'g.') || ') s group by s.seq) '
       || 'select x.*, (e.seq is not null and (cardinality(e.hashes) > 1 or e.hashes[1] <> x.row_hash)) as signed_differs, '
       || 'coalesce(x.seq <@ $4, false) as gone, min(x.seq) over (partition by x.tbl, x.signature) as first_seq, '
       || 'count(*) over (partition by x.seq) as copies from x left join e on e.seq = x.seq order by x.seq';
 end
 $$;
-comment on function scsql._chain_rows_sql() is
-  'Private, used by scsql._chain_walk. The query of the rows of one chain ($1) after seq $2, in seq order, over every chained table ($3: the author''s name): each row''s seq, prev_hash, row_hash, author_id, project_id, computed (the hash of its content), tbl, signature, content (scsql._chain_content_expr), signed_differs (a checkpoint signed another hash for its seq), gone (its seq is in $4, segments whose partition is gone), first_seq (the first seq with its signature in its table), and copies (rows with its seq); NULL when no table is chained.';
+comment on function scsql._chain_rows_sql(bigint[]) is
+  'Private, used by scsql._chain_walk. The query of the rows of one chain ($1) after seq $2, in seq order, over every chained table ($3: the author''s name; only in the projects P_PROJECTS unless NULL, see scsql._chain_projects): each row''s seq, prev_hash, row_hash, author_id, project_id, computed (the hash of its content), tbl, signature, content (scsql._chain_content_expr), signed_differs (a checkpoint signed another hash for its seq), gone (its seq is in $4, segments whose partition is gone), first_seq (the first seq with its signature in its table), and copies (rows with its seq); NULL when no table is chained.';
 
 create or replace function scsql._chain_anchor_break(p_chain bigint, p_seq bigint, p_gone int8multirange, p_legacy bigint,
   p_next_seq bigint, out broken_seq bigint, out kind text, out detail text)
@@ -996,12 +1053,12 @@ comment on function scsql._chain_run_break(scsql.chains, bigint, bigint, boolean
 
 create or replace function scsql._chain_walk(
   p_chain scsql.chains, p_seq bigint, p_prev bytea, p_legacy bigint,
-  p_firsts bigint[], p_lasts bigint[], p_retired boolean[], p_gone int8multirange,
+  p_firsts bigint[], p_lasts bigint[], p_retired boolean[], p_gone int8multirange, p_projects bigint[],
   out rows_checked bigint, out last_seq bigint, out last_hash bytea, out broken_seq bigint, out kind text, out detail text)
 language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
-  v_query text := scsql._chain_rows_sql();
+  v_query text := scsql._chain_rows_sql(p_projects);
   v_pending boolean := p_seq > 0;  -- the row the starting checkpoint names is checked too
   v_name text;
   v_run record;
@@ -1072,12 +1129,12 @@ begin
   end if;
 end
 $$;
-comment on function scsql._chain_walk(scsql.chains, bigint, bytea, bigint, bigint[], bigint[], boolean[], int8multirange) is
-  'Private, used by scsql.verify_chain. Reads the rows of chain P_CHAIN after seq P_SEQ (and the row at P_SEQ, which must have hash P_PREV, when P_SEQ > 0: a starting checkpoint''s head) in seq order and checks each: not in a gone partition (P_GONE), no fork, runs of missing rows allowed by the segments and the horizon P_LEGACY (scsql._chain_run_break), prev_hash linking to the row before, and no fault (scsql._chain_row_fault). Returns the rows checked, the last seq and hash reached, and the first break (NULLs when none).';
+comment on function scsql._chain_walk(scsql.chains, bigint, bytea, bigint, bigint[], bigint[], boolean[], int8multirange, bigint[]) is
+  'Private, used by scsql.verify_chain. Reads the rows of chain P_CHAIN (in projects P_PROJECTS, NULL: all, see scsql._chain_projects) after seq P_SEQ (and the row at P_SEQ, which must have hash P_PREV, when P_SEQ > 0: a starting checkpoint''s head) in seq order and checks each: not in a gone partition (P_GONE), no fork, runs of missing rows allowed by the segments and the horizon P_LEGACY (scsql._chain_run_break), prev_hash linking to the row before, and no fault (scsql._chain_row_fault). Returns the rows checked, the last seq and hash reached, and the first break (NULLs when none).';
 
 create or replace function scsql._chain_end_break(
   p_chain scsql.chains, p_seq bigint, p_prev bytea, p_legacy bigint, p_firsts bigint[], p_lasts bigint[], p_retired boolean[],
-  out broken_seq bigint, out kind text, out detail text)
+  p_projects bigint[], out broken_seq bigint, out kind text, out detail text)
 language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
@@ -1098,7 +1155,8 @@ begin
     end if;
   end if;
   -- The newest checkpoint must still be in the chain (a removed tail is found here).
-  select max(h.seq) into v_cp_seq from scsql.checkpoint_heads h where h.chain_id = p_chain.chain_id;
+  select max(h.seq) into v_cp_seq from scsql.checkpoint_heads h
+  where h.chain_id = p_chain.chain_id and (p_projects is null or h.project_id = any(p_projects));
   if v_cp_seq > v_end then
     broken_seq := v_end + 1; kind := 'checkpoint-mismatch';
     detail := format('checkpoint covers seq %s but the chain ends at seq %s', v_cp_seq, v_end);
@@ -1108,8 +1166,8 @@ begin
   end if;
 end
 $$;
-comment on function scsql._chain_end_break(scsql.chains, bigint, bytea, bigint, bigint[], bigint[], boolean[]) is
-  'Private, used by scsql.verify_chain. The break at the end of chain P_CHAIN, whose rows present end at seq P_SEQ with hash P_PREV: rows missing up to the recorded head that retention did not retire (scsql._chain_run_break), a checkpoint covering rows past the end (checkpoint-mismatch: the tail was removed), or an end that is not the recorded head (head-mismatch); NULLs when there is none.';
+comment on function scsql._chain_end_break(scsql.chains, bigint, bytea, bigint, bigint[], bigint[], boolean[], bigint[]) is
+  'Private, used by scsql.verify_chain. The break at the end of chain P_CHAIN (its checkpoints read in projects P_PROJECTS, NULL: all), whose rows present end at seq P_SEQ with hash P_PREV: rows missing up to the recorded head that retention did not retire (scsql._chain_run_break), a checkpoint covering rows past the end (checkpoint-mismatch: the tail was removed), or an end that is not the recorded head (head-mismatch); NULLs when there is none.';
 
 create or replace function scsql.verify_chain(
   p_chain bigint, p_from_checkpoint bigint default null,
@@ -1123,12 +1181,15 @@ declare
   v_legacy bigint := 0;
   v_seg record;
   v_walk record;
+  v_projects bigint[];
 begin
   chain_id := p_chain;
   rows_checked := 0;
   ok := false;
-  select * into v_chain from scsql.chains c where c.chain_id = p_chain;
-  select * into broken_seq, kind, detail from scsql._chain_identity_break(p_chain, v_chain);
+  v_projects := scsql._chain_projects(p_chain);  -- NULL on one server: every project
+  select * into v_chain from scsql.chains c
+  where c.chain_id = p_chain and (v_projects is null or c.project_id = any(v_projects));
+  select * into broken_seq, kind, detail from scsql._chain_identity_break(p_chain, v_chain, v_projects);
   if kind is not null then
     return;
   end if;
@@ -1137,7 +1198,8 @@ begin
   end if;
   if p_from_checkpoint is not null then
     select h.seq, h.row_hash into v_seq, v_prev from scsql.checkpoint_heads h
-    where h.checkpoint_id = p_from_checkpoint and h.chain_id = p_chain;
+    where h.checkpoint_id = p_from_checkpoint and h.chain_id = p_chain
+      and (v_projects is null or h.project_id = any(v_projects));
     if not found then
       raise exception using errcode = 'SC010',
         message = format('checkpoint %s has no head for chain %s', p_from_checkpoint, p_chain);
@@ -1145,13 +1207,15 @@ begin
   end if;
   -- Segments checkpoints signed: where rows may be missing (their partition
   -- was retired), and where rows may not be present (gone).
-  select * into v_seg from scsql._chain_segments(p_chain);
-  select * into v_walk from scsql._chain_walk(v_chain, v_seq, v_prev, v_legacy, v_seg.firsts, v_seg.lasts, v_seg.retired, v_seg.gone);
+  select * into v_seg from scsql._chain_segments(p_chain, v_projects);
+  select * into v_walk from scsql._chain_walk(v_chain, v_seq, v_prev, v_legacy, v_seg.firsts, v_seg.lasts, v_seg.retired,
+                                              v_seg.gone, v_projects);
   rows_checked := v_walk.rows_checked;
   broken_seq := v_walk.broken_seq; kind := v_walk.kind; detail := v_walk.detail;
   if kind is null then
     select * into broken_seq, kind, detail
-    from scsql._chain_end_break(v_chain, v_walk.last_seq, v_walk.last_hash, v_legacy, v_seg.firsts, v_seg.lasts, v_seg.retired);
+    from scsql._chain_end_break(v_chain, v_walk.last_seq, v_walk.last_hash, v_legacy, v_seg.firsts, v_seg.lasts, v_seg.retired,
+                                v_projects);
   end if;
   ok := kind is null;
 end

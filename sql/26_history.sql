@@ -523,8 +523,12 @@ drop function if exists scsql._open_conflicts(bigint);
 create or replace function scsql._memory_fact_drift()
 returns table (project_id bigint, kind text, target text, problem text, expected text, found text, detail text,
                at timestamptz, recorded boolean)
-language sql stable
+language plpgsql stable
 as $$
+#variable_conflict use_column
+begin
+  -- PL/pgSQL: Citus plans no query over distributed tables inside an SQL function.
+  return query
   -- The latest change of each key that says what working memory holds (a
   -- resolve says nothing of a value; a fact it retires has its supersede).
   with last as (
@@ -545,7 +549,8 @@ as $$
                           l.op, l.chain_id, l.seq, l.new_hash) end,
          h.at, l.target is not null
   from last l full join held h on h.project_id = l.project_id and h.key = l.target
-  where l.new_hash is distinct from h.hash
+  where l.new_hash is distinct from h.hash;
+end
 $$;
 comment on function scsql._memory_fact_drift() is
   'Private, for scsql.verify_memory. Facts of working memory whose value is not the one the latest change of their key in the memory history left (other than resolve): changed, missing (the history leaves it in memory), unrecorded (in memory, though the history took it out or never recorded it).';
@@ -553,8 +558,12 @@ comment on function scsql._memory_fact_drift() is
 create or replace function scsql._memory_source_changes()
 returns table (project_id bigint, path text, op text, new_hash text, resets boolean, change_id bigint,
                chain_id bigint, seq bigint)
-language sql stable
+language plpgsql stable
 as $$
+#variable_conflict use_column
+begin
+  -- PL/pgSQL: Citus plans no query over distributed tables inside an SQL function.
+  return query
   -- A source's own changes, and for an archived fact (source fact:<key>)
   -- its fact's changes: archive makes the source (its hash is not
   -- recorded: "archived"), every other change of the fact leaves none.
@@ -565,7 +574,8 @@ as $$
   union all
   select m.project_id, 'fact:' || m.target, m.op, case when m.op = 'archive' then 'archived' end, true,
          m.change_id, m.chain_id, m.seq
-  from scsql.memory_changes m where m.kind = 'fact' and m.op <> 'resolve'
+  from scsql.memory_changes m where m.kind = 'fact' and m.op <> 'resolve';
+end
 $$;
 comment on function scsql._memory_source_changes() is
   'Private, for scsql._memory_source_drift. The changes of the memory history that say what each knowledge-base source holds: its own (kind source), and for the archived copy of a fact (path fact:<key>) the fact''s changes, archive with the new hash "archived" (the copy''s hash is not recorded) and every other without one; resets is true for a change that removes the source or adds it anew.';
@@ -573,8 +583,12 @@ comment on function scsql._memory_source_changes() is
 create or replace function scsql._memory_source_drift()
 returns table (project_id bigint, kind text, target text, problem text, expected text, found text, detail text,
                at timestamptz, recorded boolean)
-language sql stable
+language plpgsql stable
 as $$
+#variable_conflict use_column
+begin
+  -- PL/pgSQL: Citus plans no query over distributed tables inside an SQL function.
+  return query
   with c as materialized (select * from scsql._memory_source_changes()),
   last as (select distinct on (c.project_id, c.path) c.* from c order by c.project_id, c.path, c.change_id desc),
   pin as (
@@ -610,7 +624,8 @@ as $$
   from d
   where d.held <> (d.new_hash is not null)
      or (d.held and d.new_hash <> 'archived' and d.new_hash <> d.content_hash)
-     or (d.held and d.pinned <> d.want_pinned)
+     or (d.held and d.pinned <> d.want_pinned);
+end
 $$;
 comment on function scsql._memory_source_drift() is
   'Private, for scsql.verify_memory. Knowledge-base sources whose content_hash, presence or pin is not what the latest change of their path in the memory history left (scsql._memory_source_changes): changed, missing, unrecorded, or state (pinned otherwise than the latest pin or unpin since the source was last added says).';
@@ -618,8 +633,12 @@ comment on function scsql._memory_source_drift() is
 create or replace function scsql._memory_chunk_drift()
 returns table (project_id bigint, kind text, target text, problem text, expected text, found text, detail text,
                at timestamptz, recorded boolean)
-language sql stable
+language plpgsql stable
 as $$
+#variable_conflict use_column
+begin
+  -- PL/pgSQL: Citus plans no query over distributed tables inside an SQL function.
+  return query
   -- A purged chunk (sql/28_purge.sql) holds no text, and a purge recorded it.
   select c.project_id, 'chunk', s.path || '#' || c.seq, 'changed', c.chunk_hash, scsql._chunk_hash(c.content),
          case when c.purged_at is null
@@ -632,7 +651,8 @@ as $$
   where case when c.purged_at is null then scsql._chunk_hash(c.content) <> c.chunk_hash
              else c.content <> '' or c.anchor is not null or c.context is not null
                   or not exists (select from scsql.purges p where p.project_id = c.project_id and p.target_kind = 'chunk'
-                                 and p.target_id = c.chunk_id) end
+                                 and p.target_id = c.chunk_id) end;
+end
 $$;
 comment on function scsql._memory_chunk_drift() is
   'Private, for scsql.verify_memory. Chunks whose text does not have their chunk_hash (the sha256 of the normalized text, scsql._chunk_hash): text changed outside the API; and purged chunks (purged_at set) that hold text or that no purge in scsql.purges removed.';
@@ -640,8 +660,12 @@ comment on function scsql._memory_chunk_drift() is
 create or replace function scsql._memory_decision_drift()
 returns table (project_id bigint, kind text, target text, problem text, expected text, found text, detail text,
                at timestamptz, recorded boolean)
-language sql stable
+language plpgsql stable
 as $$
+#variable_conflict use_column
+begin
+  -- PL/pgSQL: Citus plans no query over distributed tables inside an SQL function.
+  return query
   -- A decision never changes: its decide change holds the hash of title and
   -- rationale and, in related, what it supersedes (or its session summary).
   -- A withdraw change (an undone distillation, sql/65_distill.sql) records
@@ -672,7 +696,8 @@ as $$
          h.at, r.target is not null
   from rec r full join held h on h.project_id = r.project_id and h.target = r.target
   where r.new_hash is distinct from h.hash
-     or (r.target is not null and h.target is not null and r.related is distinct from h.related)
+     or (r.target is not null and h.target is not null and r.related is distinct from h.related);
+end
 $$;
 comment on function scsql._memory_decision_drift() is
   'Private, for scsql.verify_memory. Decisions whose title and rationale (sha256 of title, a blank line, rationale), or whose superseded decision or source, are not what their decide change in the memory history recorded, decisions that change records but that are gone (missing; a decision whose last change is a withdraw is gone as recorded), and decisions no change records (unrecorded).';
@@ -680,8 +705,12 @@ comment on function scsql._memory_decision_drift() is
 create or replace function scsql._memory_loop_drift()
 returns table (project_id bigint, kind text, target text, problem text, expected text, found text, detail text,
                at timestamptz, recorded boolean)
-language sql stable
+language plpgsql stable
 as $$
+#variable_conflict use_column
+begin
+  -- PL/pgSQL: Citus plans no query over distributed tables inside an SQL function.
+  return query
   -- open_loop recorded the text's hash, the owner (reason) and the source
   -- (related); close_loop the resolution's hash.
   with o as (
@@ -720,7 +749,8 @@ as $$
   from d
   where d.new_hash is distinct from d.hash
      or (d.held and d.opened and (d.reason is distinct from d.owner or d.o_related is distinct from d.related
-                                  or d.closed_hash is distinct from d.resolution))
+                                  or d.closed_hash is distinct from d.resolution));
+end
 $$;
 comment on function scsql._memory_loop_drift() is
   'Private, for scsql.verify_memory. Open loops whose text, owner, source or closing (open, or closed with a resolution of that sha256) are not what their open_loop and close_loop changes in the memory history recorded, loops those changes record that are gone (missing), and loops no change records (unrecorded).';
@@ -741,13 +771,16 @@ comment on function scsql._same_text(text, bytea, text, bytea) is
 create or replace function scsql._memory_learning_drift()
 returns table (project_id bigint, kind text, target text, problem text, expected text, found text, detail text,
                at timestamptz, recorded boolean)
-language sql stable
+language plpgsql stable
 as $$
-  -- A learning is a copy of the outcome it was derived from (chained and
-  -- signed by its author), while that outcome is kept; after retention took
-  -- it, of the summary hash its learn change recorded (public and internal
-  -- learnings only). Whether it denies calls is what its last rule or unrule
-  -- change says, with the pattern that change names.
+#variable_conflict use_column
+begin
+  -- A learning is a copy of the outcome it was derived from (chained and signed by its author), while
+  -- that outcome is kept; after retention took it, of the summary hash its learn change recorded (public
+  -- and internal learnings only). Whether it denies calls is what its last rule or unrule change says,
+  -- with the pattern that change names. (PL/pgSQL, purges joined: Citus plans neither an SQL
+  -- function's query over distributed tables nor a correlated subquery beside these.)
+  return query
   with learn as (
     select distinct on (m.project_id, m.target) m.project_id, m.target, m.new_hash, m.chain_id, m.seq
     from scsql.memory_changes m where m.kind = 'learning' and m.op = 'learn'
@@ -756,6 +789,9 @@ as $$
     select distinct on (m.project_id, m.target) m.project_id, m.target, m.op, m.reason, m.chain_id, m.seq
     from scsql.memory_changes m where m.kind = 'learning' and m.op in ('rule', 'unrule')
     order by m.project_id, m.target, m.change_id desc),
+  purged as (
+    select distinct p.project_id, p.target_id, p.digests ->> 'summary' as summary
+    from scsql.purges p where p.target_kind = 'learning'),
   d as (
     select l.project_id, 'learning:' || l.learning_id as target, l.created_at as at, o.outcome_id is not null as kept,
            o.chain_id as o_chain, o.seq as o_seq, n.target is not null as learned, n.new_hash,
@@ -766,9 +802,7 @@ as $$
              case when not scsql._same_text(l.summary, l.summary_sha256, o.summary, o.summary_sha256) then 'summary' end,
              case when not scsql._same_text(l.evidence, l.evidence_sha256, o.evidence, o.evidence_sha256) then 'evidence' end,
              -- A text removed (scsql.purge keeps its sha256) needs the purge that removed it.
-             case when (l.summary is null or (l.evidence is null and l.evidence_sha256 is not null))
-                       and not exists (select from scsql.purges p where p.project_id = l.project_id and p.target_kind = 'learning'
-                                         and p.target_id = l.learning_id and p.digests ->> 'summary' = encode(l.summary_sha256, 'hex'))
+             case when (l.summary is null or (l.evidence is null and l.evidence_sha256 is not null)) and pu.target_id is null
                   then 'text removed without a purge' end,
              case when l.outcome_kind is distinct from o.kind
                     or l.kind is distinct from case when o.kind in ('shipped', 'accepted') then 'experiment' else 'failure' end
@@ -781,7 +815,9 @@ as $$
     from scsql.learnings l
     left join scsql.outcomes o on o.project_id = l.project_id and o.outcome_id = l.outcome_id
     left join learn n on n.project_id = l.project_id and n.target = 'learning:' || l.learning_id
-    left join rule r on r.project_id = l.project_id and r.target = 'learning:' || l.learning_id),
+    left join rule r on r.project_id = l.project_id and r.target = 'learning:' || l.learning_id
+    left join purged pu on pu.project_id = l.project_id and pu.target_id = l.learning_id
+                       and pu.summary = encode(l.summary_sha256, 'hex')),
   bad as (
     select d.*, d.deny <> coalesce(d.rule_op = 'rule', false)
                 or (d.deny and d.rule_reason is distinct from
@@ -808,21 +844,42 @@ as $$
          b.at, b.kept or b.learned
   from bad b
   where (not b.kept and not b.learned) or b.differs <> '' or b.rule_bad
-     or (not b.kept and b.new_hash is not null and b.new_hash <> b.hash)
-  union all
-  select n.project_id, 'learning', n.target, 'missing', n.new_hash, null,
-         format('its learn change (chain %s seq %s) records it, but it is gone', n.chain_id, n.seq), null, true
-  from learn n
-  where not exists (select from scsql.learnings l where l.project_id = n.project_id and 'learning:' || l.learning_id = n.target)
+     or (not b.kept and b.new_hash is not null and b.new_hash <> b.hash);
+end
 $$;
 comment on function scsql._memory_learning_drift() is
-  'Private, for scsql.verify_memory. Learnings that differ from the outcome they were derived from (while it is kept; a text either purged is compared by its sha256, and a learning''s text removed needs its purge record) or, once retention took it, from the summary hash of their learn change; that deny calls otherwise than their latest rule or unrule change says (with its pattern); that nothing records (unrecorded); and learnings a learn change records that are gone (missing).';
+  'Private, for scsql.verify_memory. Learnings that differ from the outcome they were derived from (while it is kept; a text either purged is compared by its sha256, and a learning''s text removed needs its purge record) or, once retention took it, from the summary hash of their learn change; that deny calls otherwise than their latest rule or unrule change says (with its pattern); and that nothing records (unrecorded). Those a learn change records that are gone: scsql._memory_learning_gone.';
+
+create or replace function scsql._memory_learning_gone()
+returns table (project_id bigint, kind text, target text, problem text, expected text, found text, detail text,
+               at timestamptz, recorded boolean)
+language plpgsql stable
+as $$
+#variable_conflict use_column
+begin
+  -- PL/pgSQL: Citus plans no query over distributed tables inside an SQL function.
+  return query
+  with learn as (
+    select distinct on (m.project_id, m.target) m.project_id, m.target, m.new_hash, m.chain_id, m.seq
+    from scsql.memory_changes m where m.kind = 'learning' and m.op = 'learn'
+    order by m.project_id, m.target, m.change_id desc)
+  select n.project_id, 'learning', n.target, 'missing', n.new_hash, null::text,
+         format('its learn change (chain %s seq %s) records it, but it is gone', n.chain_id, n.seq), null::timestamptz, true
+  from learn n left join scsql.learnings l on l.project_id = n.project_id and 'learning:' || l.learning_id = n.target
+  where l.learning_id is null;
+end
+$$;
+comment on function scsql._memory_learning_gone() is
+  'Private, for scsql.verify_memory. Learnings the latest learn change of the memory history records that are gone (missing).';
 
 create or replace function scsql.verify_memory()
 returns table (project text, kind text, target text, problem text, expected text, found text, detail text,
                before_history boolean)
-language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
+begin
+  -- PL/pgSQL: Citus plans no query over distributed tables inside an SQL function.
+  return query
   select p.name, d.kind, d.target, d.problem, d.expected, d.found, d.detail,
          coalesce(not d.recorded and d.at < (select m.applied_at from scsql.schema_migrations m where m.version = 207), false)
   from (select * from scsql._memory_fact_drift()
@@ -830,9 +887,11 @@ as $$
         union all select * from scsql._memory_chunk_drift()
         union all select * from scsql._memory_decision_drift()
         union all select * from scsql._memory_loop_drift()
-        union all select * from scsql._memory_learning_drift()) d
+        union all select * from scsql._memory_learning_drift()
+        union all select * from scsql._memory_learning_gone()) d
   join scsql.projects p on p.project_id = d.project_id
-  order by p.name, d.kind, d.target
+  order by p.name, d.kind, d.target;
+end
 $$;
 comment on function scsql.verify_memory() is
   'Auditor (scsql verify --full, scsql restore). Every row of memory that is not what the chained memory history (scsql.memory_changes) last recorded of it, so a change made outside the API is named: facts (sha256 of the value), knowledge-base sources (content_hash, presence, pin; an archived fact''s copy by presence), chunks (their text against their chunk_hash), decisions (title and rationale, what they supersede), open loops (text, owner, source, closing and resolution), learnings (against the signed outcome they were derived from, else the summary hash their learn change recorded; rule and pattern). Returns project, kind (fact, source, chunk, decision, loop, learning), target (as memory_history names it), problem (changed, missing, unrecorded, state), expected and found (hashes or states), detail (the change the history ends with) and before_history (true for a row no change records that is older than the memory history, migration 0207: not a break). No row: memory is as its history says. Tasks have no chained record and are not compared.';

@@ -13,7 +13,7 @@ from scsql.core.errors import ScsqlError
 from scsql.api import Api
 from scsql.audit.verify import verify
 
-from ..helpers import statement_lock_waiters, wait_for
+from ..helpers import ON_CITUS, moved, sql_verify, statement_lock_waiters, tamper, wait_for
 
 
 def _chain_rows(db, agent_name: str) -> list[dict]:
@@ -54,6 +54,44 @@ def test_one_chain_per_agent_spans_every_chained_table(scsql_db):
     assert report.ok, report.breaks
     # and a's two memory history rows: the failure learning added, then indexed
     assert report.rows == 4 + 2 and report.chains == 2
+
+
+@pytest.mark.skipif(not ON_CITUS, reason="counts the commands Citus sends to the workers (.ci/citus.sh)")
+def test_a_chain_is_verified_on_its_project_shard_once_it_is_located(scsql_db):
+    """On Citus verify_chain reads every shard once, to find the projects
+    that hold anything of the chain (one query the workers answer whole),
+    then reads the chain there only: a few commands, however many rows the
+    chain has and tables it spans (it read each table, and the checkpoints,
+    from every shard). A row of the chain written into another project is
+    still found, as a row of the wrong project."""
+    project, other = scsql_db.project(), scsql_db.project()
+    api = Api(scsql_db.agent("located", project))
+    s = api.call("start_session", client="claude-code", title="verify where it is")
+    for i in range(40):
+        t = api.call("record_tool_call", tool="Read", session_id=s["session_id"])
+        if i % 10 == 0:
+            api.call("record_outcome", kind="failed", summary=f"try {i}", tool_call_id=t["tool_call_id"], signal="test")
+    chain = t["chain_id"]
+    with scsql_db.connect() as conn:
+        shards = conn.execute("select count(*) as n from pg_dist_shard where logicalrelid = 'scsql.chains'::regclass"
+                              ).fetchone()["n"]
+        sent = []
+        conn.add_notice_handler(lambda d: sent.append(d.message_primary)
+                                if (d.message_primary or "").startswith("issuing ") else None)
+        with conn.transaction():
+            conn.execute("set local role scsql_auditor")
+            conn.execute("set local citus.log_remote_commands = on")
+            r = conn.execute("select * from scsql.verify_chain(%s)", (chain,)).fetchone()
+        assert r["ok"] and r["rows_checked"] >= 45, r
+    # It read the chain's row, 9 tables and the checkpoints 5 times, each on every shard: 15 times the shards.
+    assert len(sent) <= shards + 12, (len(sent), shards, sent)
+    # A row of the chain moved into another project (as a superuser could): found there.
+    with scsql_db.connect() as conn:
+        pid = conn.execute("select project_id from scsql.projects where name = %s", (other,)).fetchone()["project_id"]
+        seq = conn.execute("select max(seq) as s from scsql.outcomes where chain_id = %s", (chain,)).fetchone()["s"]
+    tamper(scsql_db, *moved("scsql.outcomes", f"chain_id = {chain} and seq = {seq}", pid))
+    r = sql_verify(scsql_db, chain)
+    assert not r["ok"] and (r["broken_seq"], r["kind"]) == (seq, "wrong-project"), r
 
 
 def test_concurrent_writers_of_one_agent_never_fork_or_skip(scsql_db):
