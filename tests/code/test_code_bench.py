@@ -34,6 +34,8 @@ def test_bench_code_runs_small_and_prints_ratios_to_its_baselines(server):
         p50, p95, to_one, to_search = table[op]
         assert float(p50) > 0 and float(p95) >= float(p50) and to_one.endswith("x") and to_search.endswith("x"), out
     assert table["select_1"][2] == "1.0x" and table["search_bm25"][3] == "1.00x", out
+    slowest = re.search(r"slowest re-indexes of 3 files: (.*)", out)
+    assert slowest and len(re.findall(r"\S+\.py \(\d+ KB\) \d+ ms", slowest.group(1))) == 3, out
     assert re.search(r"code retrieval set, name queries \(\d+ test\): nDCG@10 BM25 [\d.]+, with symbol-aware", out), out
     assert "\r" not in r.stderr and "file/s]" not in r.stderr, r.stderr  # no progress bar in a pipe
     print(out)
