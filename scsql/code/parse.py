@@ -297,19 +297,36 @@ def _grammar(language: str):
 
 @cache
 def _queries(language: str):
-    """The language's compiled query of definitions and references, and of imports."""
+    """The language's compiled query of definitions, references and imports,
+    and what each of its patterns finds, by pattern index: ("def", its
+    @def capture), ("call", None), ("base", None) or ("import", None). One
+    query walks the tree once."""
     import tree_sitter
 
     grammar = _grammar(language)
-    kept = []
+    kept, roles = [], []
     for pattern in PATTERNS[language]:
         try:
-            tree_sitter.Query(grammar, pattern)
+            query = tree_sitter.Query(grammar, pattern)
         except Exception:  # noqa: BLE001 - a node type this grammar's version lacks
             continue
         kept.append(pattern)
-    imports = tree_sitter.Query(grammar, IMPORTS[language]) if language in IMPORTS else None
-    return tree_sitter.Query(grammar, "\n".join(kept)), imports
+        roles += [_role(query)] * query.pattern_count
+    if language in IMPORTS:
+        kept.append(IMPORTS[language])
+        roles += [("import", None)] * tree_sitter.Query(grammar, IMPORTS[language]).pattern_count
+    return tree_sitter.Query(grammar, "\n".join(kept)), tuple(roles)
+
+
+def _role(query) -> tuple[str | None, str | None]:
+    """What the matches of QUERY's pattern are, by its capture names."""
+    names = [query.capture_name(i) for i in range(query.capture_count)]
+    kind = next((n for n in names if n.startswith("def.")), None)
+    if kind is not None:
+        return "def", kind
+    if "call" in names and "callee" in names:
+        return "call", None
+    return ("base", None) if "base" in names else (None, None)
 
 
 def _parser(language: str):
@@ -354,21 +371,20 @@ def parse(path: str, text: str, tree=None) -> Parsed:
         return parsed
     source = text.encode("utf-8")
     with _lock:
-        query, imports = _queries(language)
+        query, roles = _queries(language)
     from tree_sitter import QueryCursor
 
     tree = tree if tree is not None else _parser(language).parse(source)
     root = tree.root_node
-    defs, refs = _collect(QueryCursor(query).matches(root), source, language)
+    defs, refs, imports = _collect(QueryCursor(query).matches(root), roles, source, language)
     defs = list({(d.start, d.end, d.name): d for d in defs}.values())
     if language == "sql":
         defs = _sql_definitions(text, defs)
         refs += _sql_calls(text, refs)
     _nest(defs)
     _place(refs, defs)
-    if imports is not None:
-        for node in QueryCursor(imports).captures(root).get("import", []):
-            refs.extend(_imports(node, language, parsed.module))
+    for node in imports:
+        refs.extend(_imports(node, language, parsed.module))
     if root.has_error:
         parsed.status = "partial"
         parsed.error_lines = _error_lines(root)
@@ -432,12 +448,14 @@ def _text(node, source: bytes) -> str:
     return source[node.start_byte:node.end_byte].decode("utf-8", "replace")
 
 
-def _collect(matches, source: bytes, language: str) -> tuple[list[Definition], list[Reference]]:
+def _collect(matches, roles: tuple, source: bytes, language: str) -> tuple[list[Definition], list[Reference], list]:
+    """The definitions, calls and bases of the query's MATCHES, and its import nodes (in the file's order)."""
     defs: list[Definition] = []
     refs: list[Reference] = []
-    for _, caps in matches:
-        kind = next((k for k in caps if k.startswith("def.")), None)
-        if kind is not None:
+    imports = []
+    for i, caps in matches:
+        role, kind = roles[i]
+        if role == "def":
             node, name = caps[kind][0], caps.get("name", [None])[0]
             if name is None:
                 continue
@@ -449,19 +467,21 @@ def _collect(matches, source: bytes, language: str) -> tuple[list[Definition], l
                 d.qualname = _text(scope[0], source).replace("::", ".") + "." + d.name
                 d.kind = "method"
             defs.append(d)
-        elif "call" in caps and "callee" in caps:
+        elif role == "call":
             qual = caps.get("qual")
             refs.append(Reference("call", _text(caps["callee"][0], source),
                                   _qualifier(_text(qual[0], source)) if qual else None, None, None,
                                   [caps["call"][0].start_point[0] + 1]))
             refs[-1].start = caps["call"][0].start_byte  # type: ignore[attr-defined]
-        elif "base" in caps:
+        elif role == "base":
             qual = caps.get("qual")
             node = caps["base"][0]
             refs.append(Reference("inherit", _text(node, source), _qualifier(_text(qual[0], source)) if qual else None,
                                   None, None, [node.start_point[0] + 1]))
             refs[-1].start = node.start_byte  # type: ignore[attr-defined]
-    return defs, refs
+        elif role == "import":
+            imports.append(caps["import"][0])
+    return defs, refs, imports
 
 
 def _qualifier(text: str) -> str | None:
