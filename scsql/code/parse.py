@@ -535,10 +535,11 @@ def _signature(node, start: int, end: int, cut) -> str:
     if body is None:
         cut_at = [i for i in (head.find("{"), head.find("\n")) if i > 0]
         head = head[:min(cut_at)] if cut_at else head
-    if "\n" in head:
+    line = head.rstrip()
+    if "\n" in line:
         head = "\n".join(ln for ln in head.split("\n") if not ln.strip().startswith(_COMMENT_STARTS))
-    elif head.strip().startswith(_COMMENT_STARTS):  # one line, and a comment
-        head = ""
+    else:  # one line (and blanks, as before a Python body): dropped if it is a comment
+        head = "" if line.lstrip().startswith(_COMMENT_STARTS) else line
     head = " ".join(head.split()).rstrip(" :{=")
     return head if len(head) <= MAX_SIGNATURE else head[:MAX_SIGNATURE - 3] + "..."
 
@@ -563,9 +564,11 @@ def _nest(defs: list[Definition]) -> None:
         d.key = d.qualname if n == 1 else f"{d.qualname}#{n}"
         stack.append(d)
     by_qual = {d.qualname: d.key for d in defs if d.kind != "impl"}
+    keys = set(by_qual.values())
     for d in defs:  # a method of an impl block, a Go receiver or C++'s Type::name: its type is its parent
         if d.kind == "method" and "." in d.qualname:
-            d.parent = by_qual.get(d.qualname.rsplit(".", 1)[0], d.parent if d.parent in by_qual.values() else None)
+            owner = d.qualname.rsplit(".", 1)[0]
+            d.parent = by_qual[owner] if owner in by_qual else d.parent if d.parent in keys else None
 
 
 def _place(refs: list[_Ref], defs: list[Definition]) -> list[str | None]:
