@@ -312,10 +312,8 @@ def _queries(language: str):
             continue
         kept.append(pattern)
         roles += [_role(query)] * query.pattern_count
-    if language in IMPORTS:
-        kept.append(IMPORTS[language])
-        roles += [("import", None)] * tree_sitter.Query(grammar, IMPORTS[language]).pattern_count
-    return tree_sitter.Query(grammar, "\n".join(kept)), tuple(roles)
+    query = tree_sitter.Query(grammar, "\n".join([*kept, IMPORTS.get(language, "")]))
+    return query, (*roles, *[("import", None)] * (query.pattern_count - len(roles)))
 
 
 def _role(query) -> tuple[str | None, str | None]:
