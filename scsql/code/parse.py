@@ -594,7 +594,8 @@ def _place(refs: list[_Ref], defs: list[Definition]) -> list[str | None]:
 
 
 def _merge(refs: list[_Ref], keys: list[str | None]) -> list[Reference]:
-    """One reference per (kind, name, qualifier, alias, enclosing definition KEYS), with all its lines."""
+    """One reference per (kind, name, qualifier, alias, enclosing definition),
+    with all its lines; KEYS: each reference's enclosing definition (_place)."""
     out: dict[tuple, list[int]] = {}
     for (kind, name, qualifier, alias, line, _), key in zip(refs, keys):
         k = (kind, name, qualifier, alias, key)
