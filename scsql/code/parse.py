@@ -297,19 +297,34 @@ def _grammar(language: str):
 
 @cache
 def _queries(language: str):
-    """The language's compiled query of definitions and references, and of imports."""
+    """The language's compiled query of definitions, references and imports,
+    and what each of its patterns finds, by pattern index: ("def", its
+    @def capture), ("call", None), ("base", None) or ("import", None). One
+    query walks the tree once."""
     import tree_sitter
 
     grammar = _grammar(language)
-    kept = []
+    kept, roles = [], []
     for pattern in PATTERNS[language]:
         try:
-            tree_sitter.Query(grammar, pattern)
+            query = tree_sitter.Query(grammar, pattern)
         except Exception:  # noqa: BLE001 - a node type this grammar's version lacks
             continue
         kept.append(pattern)
-    imports = tree_sitter.Query(grammar, IMPORTS[language]) if language in IMPORTS else None
-    return tree_sitter.Query(grammar, "\n".join(kept)), imports
+        roles += [_role(query)] * query.pattern_count
+    query = tree_sitter.Query(grammar, "\n".join([*kept, IMPORTS.get(language, "")]))
+    return query, (*roles, *[("import", None)] * (query.pattern_count - len(roles)))
+
+
+def _role(query) -> tuple[str | None, str | None]:
+    """What the matches of QUERY's pattern are, by its capture names."""
+    names = [query.capture_name(i) for i in range(query.capture_count)]
+    kind = next((n for n in names if n.startswith("def.")), None)
+    if kind is not None:
+        return "def", kind
+    if "call" in names and "callee" in names:
+        return "call", None
+    return ("base", None) if "base" in names else (None, None)
 
 
 def _parser(language: str):
@@ -354,26 +369,28 @@ def parse(path: str, text: str, tree=None) -> Parsed:
         return parsed
     source = text.encode("utf-8")
     with _lock:
-        query, imports = _queries(language)
+        query, roles = _queries(language)
     from tree_sitter import QueryCursor
 
     tree = tree if tree is not None else _parser(language).parse(source)
     root = tree.root_node
-    defs, refs = _collect(QueryCursor(query).matches(root), source, language)
+    cut = _cutter(source, text)
+    defs, refs, imports = _collect(QueryCursor(query).matches(root), roles, cut)
     defs = list({(d.start, d.end, d.name): d for d in defs}.values())
     if language == "sql":
         defs = _sql_definitions(text, defs)
         refs += _sql_calls(text, refs)
     _nest(defs)
-    _place(refs, defs)
-    if imports is not None:
-        for node in QueryCursor(imports).captures(root).get("import", []):
-            refs.extend(_imports(node, language, parsed.module))
+    keys = _place(refs, defs)
+    for node in imports:
+        found = _imports(node, language, parsed.module)
+        refs += found
+        keys += [None] * len(found)
     if root.has_error:
         parsed.status = "partial"
         parsed.error_lines = _error_lines(root)
     parsed.definitions = [d for d in defs if d.kind != "impl"]
-    parsed.references = _merge(refs)
+    parsed.references = _merge(refs, keys)
     return parsed
 
 
@@ -432,64 +449,95 @@ def _text(node, source: bytes) -> str:
     return source[node.start_byte:node.end_byte].decode("utf-8", "replace")
 
 
-def _collect(matches, source: bytes, language: str) -> tuple[list[Definition], list[Reference]]:
+def _cutter(source: bytes, text: str):
+    """(start, end) byte offsets -> the text between them. In an ASCII file a
+    byte offset is a character offset: the text is cut from TEXT, SOURCE is
+    not decoded."""
+    if text.isascii():
+        return lambda start, end: text[start:end]
+    return lambda start, end: source[start:end].decode("utf-8", "replace")
+
+
+# A reference before it is placed and merged: (kind, name, qualifier, alias,
+# line, byte offset where it occurs, None for an import: the top level's).
+_Ref = tuple
+
+
+def _collect(matches, roles: tuple, cut) -> tuple[list[Definition], list[_Ref], list]:
+    """The definitions, calls and bases of the query's MATCHES, and its import
+    nodes (in the file's order); CUT gives the text between two byte offsets."""
     defs: list[Definition] = []
-    refs: list[Reference] = []
-    for _, caps in matches:
-        kind = next((k for k in caps if k.startswith("def.")), None)
-        if kind is not None:
-            node, name = caps[kind][0], caps.get("name", [None])[0]
+    refs: list[_Ref] = []
+    imports = []
+    for i, caps in matches:
+        role, kind = roles[i]
+        if role == "call":
+            node, callee, qual = caps["call"][0], caps["callee"][0], caps.get("qual")
+            refs.append(("call", cut(callee.start_byte, callee.end_byte),
+                         _qualifier(cut(qual[0].start_byte, qual[0].end_byte)) if qual else None, None,
+                         node.start_point[0] + 1, node.start_byte))
+        elif role == "def":
+            name = caps.get("name")
             if name is None:
                 continue
-            d = _definition(kind[4:], node, _text(name, source), source, language)
+            name = name[0]
+            d = _definition(kind[4:], caps[kind][0], cut(name.start_byte, name.end_byte), cut)
             if d is None:
                 continue
             scope = caps.get("scope")
             if scope:
-                d.qualname = _text(scope[0], source).replace("::", ".") + "." + d.name
+                d.qualname = cut(scope[0].start_byte, scope[0].end_byte).replace("::", ".") + "." + d.name
                 d.kind = "method"
             defs.append(d)
-        elif "call" in caps and "callee" in caps:
-            qual = caps.get("qual")
-            refs.append(Reference("call", _text(caps["callee"][0], source),
-                                  _qualifier(_text(qual[0], source)) if qual else None, None, None,
-                                  [caps["call"][0].start_point[0] + 1]))
-            refs[-1].start = caps["call"][0].start_byte  # type: ignore[attr-defined]
-        elif "base" in caps:
-            qual = caps.get("qual")
-            node = caps["base"][0]
-            refs.append(Reference("inherit", _text(node, source), _qualifier(_text(qual[0], source)) if qual else None,
-                                  None, None, [node.start_point[0] + 1]))
-            refs[-1].start = node.start_byte  # type: ignore[attr-defined]
-    return defs, refs
+        elif role == "base":
+            node, qual = caps["base"][0], caps.get("qual")
+            refs.append(("inherit", cut(node.start_byte, node.end_byte),
+                         _qualifier(cut(qual[0].start_byte, qual[0].end_byte)) if qual else None, None,
+                         node.start_point[0] + 1, node.start_byte))
+        elif role == "import":
+            imports.append(caps["import"][0])
+    return defs, refs, imports
+
+
+_NAME = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*")
+_CONSTANT = re.compile(r"[A-Z][A-Z0-9_]*")
+_COMMENT_STARTS = ("#", "//", "/*", "*", "--")
 
 
 def _qualifier(text: str) -> str | None:
     """What a call is made on, as a dotted name (a.b of a.b.f(), self of
     self.f()); ``()`` for an expression that is no name (f().g(), x[0].g()):
     a call on some object, so a method, never the function g beside it."""
+    if text.isidentifier() and text.isascii():  # the common case: one plain name
+        return text
     text = text.replace("::", ".").replace("->", ".")
-    return text if re.fullmatch(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*", text) else "()"
+    return text if _NAME.fullmatch(text) else "()"
 
 
-def _definition(kind: str, node, name: str, source: bytes, language: str) -> Definition | None:
-    if kind == "constant" and not re.fullmatch(r"[A-Z][A-Z0-9_]*", name):
+def _definition(kind: str, node, name: str, cut) -> Definition | None:
+    if kind == "constant" and not _CONSTANT.fullmatch(name):
         return None
     if len(name) > 200 or not name.strip():
         return None
-    return Definition(kind, name, name, _signature(node, source), node.start_point[0] + 1, node.end_point[0] + 1,
-                      start=node.start_byte, end=node.end_byte)
+    start, end = node.start_byte, node.end_byte
+    return Definition(kind, name, name, _signature(node, start, end, cut), node.start_point[0] + 1,
+                      node.end_point[0] + 1, start=start, end=end)
 
 
-def _signature(node, source: bytes) -> str:
+def _signature(node, start: int, end: int, cut) -> str:
     """The definition's text up to its body, on one line, at most MAX_SIGNATURE characters."""
     body = node.child_by_field_name("body")
-    end = body.start_byte if body is not None and body.start_byte > node.start_byte else node.end_byte
-    head = source[node.start_byte:min(end, node.start_byte + 2000)].decode("utf-8", "replace")
+    if body is not None and body.start_byte > start:
+        end = body.start_byte
+    head = cut(start, min(end, start + 2000))
     if body is None:
-        cut = [i for i in (head.find("{"), head.find("\n")) if i > 0]
-        head = head[:min(cut)] if cut else head
-    head = "\n".join(ln for ln in head.split("\n") if not ln.strip().startswith(("#", "//", "/*", "*", "--")))
+        cut_at = [i for i in (head.find("{"), head.find("\n")) if i > 0]
+        head = head[:min(cut_at)] if cut_at else head
+    line = head.rstrip()
+    if "\n" in line:
+        head = "\n".join(ln for ln in head.split("\n") if not ln.strip().startswith(_COMMENT_STARTS))
+    else:  # one line (and blanks, as before a Python body): dropped if it is a comment
+        head = "" if line.lstrip().startswith(_COMMENT_STARTS) else line
     head = " ".join(head.split()).rstrip(" :{=")
     return head if len(head) <= MAX_SIGNATURE else head[:MAX_SIGNATURE - 3] + "..."
 
@@ -514,52 +562,60 @@ def _nest(defs: list[Definition]) -> None:
         d.key = d.qualname if n == 1 else f"{d.qualname}#{n}"
         stack.append(d)
     by_qual = {d.qualname: d.key for d in defs if d.kind != "impl"}
+    keys = set(by_qual.values())
     for d in defs:  # a method of an impl block, a Go receiver or C++'s Type::name: its type is its parent
         if d.kind == "method" and "." in d.qualname:
-            d.parent = by_qual.get(d.qualname.rsplit(".", 1)[0], d.parent if d.parent in by_qual.values() else None)
+            owner = d.qualname.rsplit(".", 1)[0]
+            d.parent = by_qual[owner] if owner in by_qual else d.parent if d.parent in keys else None
 
 
-def _place(refs: list[Reference], defs: list[Definition]) -> None:
-    """Each reference's enclosing definition (None: the file's top level)."""
+def _place(refs: list[_Ref], defs: list[Definition]) -> list[str | None]:
+    """Each reference's enclosing definition, by its key (None: the file's top level)."""
     starts = [d.start for d in defs]
     by_key = {d.key: d for d in defs}
+    keys: list[str | None] = []
     for r in refs:
-        at = getattr(r, "start", None)
+        at = r[5]
         if at is None:
+            keys.append(None)
             continue
         i = bisect_right(starts, at) - 1
         d = defs[i] if i >= 0 else None
         while d is not None and not (d.start <= at < d.end):
             d = by_key.get(d.parent) if d.parent else None
-        if d is not None and d.kind == "impl":
-            r.from_key = next((x.key for x in defs if x.qualname == d.name and x.kind != "impl"), None) \
-                if r.kind == "inherit" else d.parent
+        if d is None:
+            keys.append(None)
+        elif d.kind == "impl":
+            keys.append(next((x.key for x in defs if x.qualname == d.name and x.kind != "impl"), None)
+                        if r[0] == "inherit" else d.parent)
         else:
-            r.from_key = d.key if d is not None else None
+            keys.append(d.key)
+    return keys
 
 
-def _merge(refs: list[Reference]) -> list[Reference]:
-    """One reference per (kind, name, qualifier, alias, enclosing definition), with all its lines."""
-    out: dict[tuple, Reference] = {}
-    for r in refs:
-        k = (r.kind, r.name, r.qualifier, r.alias, r.from_key)
-        if k in out:
-            out[k].lines.extend(r.lines)
+def _merge(refs: list[_Ref], keys: list[str | None]) -> list[Reference]:
+    """One reference per (kind, name, qualifier, alias, enclosing definition),
+    with all its lines; KEYS: each reference's enclosing definition (_place)."""
+    out: dict[tuple, list[int]] = {}
+    for (kind, name, qualifier, alias, line, _), key in zip(refs, keys):
+        k = (kind, name, qualifier, alias, key)
+        lines = out.get(k)
+        if lines is None:
+            out[k] = [line]
         else:
-            out[k] = Reference(r.kind, r.name, r.qualifier, r.alias, r.from_key, list(r.lines))
-    for r in out.values():
-        r.lines = sorted(set(r.lines))
-    return [r for r in out.values() if 0 < len(r.name) <= 200]
+            lines.append(line)
+    return [Reference(*k, lines if len(lines) == 1 else sorted(set(lines)))
+            for k, lines in out.items() if 0 < len(k[1]) <= 200]
 
 
 # -- imports ------------------------------------------------------------------------
 
 
-def _imports(node, language: str, module: str) -> list[Reference]:
+def _imports(node, language: str, module: str) -> list[_Ref]:
     text = node.text.decode("utf-8", "replace")
     line = node.start_point[0] + 1
     found = _IMPORT_READERS[language](node, text, module)
-    return [Reference("import", m[:300], sym, alias, None, [line]) for m, sym, alias in found if m]
+    return [("import", m[:300], sym, alias, line, None) for m, sym, alias in found if m]
 
 
 def _py_imports(node, text: str, module: str) -> list[tuple[str, str | None, str | None]]:
@@ -725,17 +781,15 @@ def _sql_definitions(text: str, found: list[Definition]) -> list[Definition]:
     return out
 
 
-def _sql_calls(text: str, found: list[Reference]) -> list[Reference]:
-    have = {(r.name, r.lines[0]) for r in found}
+def _sql_calls(text: str, found: list[_Ref]) -> list[_Ref]:
+    have = {(r[1], r[4]) for r in found}
     line_at, byte_at = _line_index(text), _byte_index(text)
     out = []
     for m in _SQL_CALL.finditer(text):
         line = line_at(m.start())
         if (m.group(2), line) in have or _SQL_NOT_CALL.search(text, max(0, m.start() - 40), m.start()):
             continue
-        r = Reference("call", m.group(2), m.group(1), None, None, [line])
-        r.start = byte_at(m.start())  # type: ignore[attr-defined]
-        out.append(r)
+        out.append(("call", m.group(2), m.group(1), None, line, byte_at(m.start())))
     return out
 
 
