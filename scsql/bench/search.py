@@ -180,6 +180,12 @@ def store_vectors(s: Scratch) -> None:
         conn.execute("set max_parallel_maintenance_workers = 1")
         for ix in hnsw:
             conn.execute(ix["def"])
+        # A load stopped after the drop above and resumed (--database) finds no index to drop: each
+        # model's index is made again as scsql.embed_model made it.
+        for m in conn.execute("select model_id, dims from scsql.embed_models").fetchall():
+            conn.execute(f"create index if not exists kb_embeddings_hnsw_{int(m['model_id'])} on scsql.kb_embeddings "
+                         f"using hnsw ((embedding::vector({int(m['dims'])})) vector_cosine_ops) "
+                         f"where model_id = {int(m['model_id'])}")
     print(f"stored {stored} vectors in {t1 - t0:.0f} s, built the HNSW index in {time.perf_counter() - t1:.0f} s",
           file=sys.stderr)
 
@@ -262,8 +268,14 @@ def _run(ctx, args: argparse.Namespace, reader_name: str) -> int:
         s = existing(ctx.admin_conninfo(), args.database)
         with s.agent.transaction() as conn:
             pending = conn.execute("select pending_embeddings as n from scsql.memory_status()").fetchone()["n"]
-        if pending:  # a load that stopped while it stored the vectors
-            print(f"{pending} chunks have no vector yet: finishing the load first", file=sys.stderr)
+        with s.connect() as conn:
+            unindexed = conn.execute(
+                "select count(*) as n from scsql.embed_models m where not exists (select from pg_class c "
+                "where c.relname = 'kb_embeddings_hnsw_' || m.model_id and c.relnamespace = 'scsql'::regnamespace)"
+            ).fetchone()["n"]
+        if pending or unindexed:  # a load that stopped while it stored the vectors (their index dropped)
+            print(f"{pending} chunks have no vector yet, {unindexed} models no HNSW index: finishing the load first",
+                  file=sys.stderr)
             finish_load(s)
         return _measure(s, args, reader_name)
     with scratch(ctx.admin_conninfo(), "search", keep=args.keep) as s:
