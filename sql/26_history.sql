@@ -768,6 +768,22 @@ $$;
 comment on function scsql._same_text(text, bytea, text, bytea) is
   'Private. True when text P_A (or, removed by scsql.purge, its sha256 P_A_SHA256) is text P_B (or its sha256): a learning compared with the outcome it was derived from when either was purged.';
 
+create or replace function scsql._memory_learning_learned()
+returns table (project_id bigint, target text, new_hash text, chain_id bigint, seq bigint)
+language plpgsql stable
+as $$
+#variable_conflict use_column
+begin
+  -- PL/pgSQL: Citus plans no query over distributed tables inside an SQL function.
+  return query
+  select distinct on (m.project_id, m.target) m.project_id, m.target, m.new_hash, m.chain_id, m.seq
+  from scsql.memory_changes m where m.kind = 'learning' and m.op = 'learn'
+  order by m.project_id, m.target, m.change_id desc;
+end
+$$;
+comment on function scsql._memory_learning_learned() is
+  'Private, for scsql._memory_learning_drift and _memory_learning_gone. The latest learn change of each learning in the memory history: its project, target (learning:<id>), the summary hash it recorded (new_hash), chain and seq.';
+
 create or replace function scsql._memory_learning_drift()
 returns table (project_id bigint, kind text, target text, problem text, expected text, found text, detail text,
                at timestamptz, recorded boolean)
@@ -781,10 +797,7 @@ begin
   -- with the pattern that change names. (PL/pgSQL, purges joined: Citus plans neither an SQL
   -- function's query over distributed tables nor a correlated subquery beside these.)
   return query
-  with learn as (
-    select distinct on (m.project_id, m.target) m.project_id, m.target, m.new_hash, m.chain_id, m.seq
-    from scsql.memory_changes m where m.kind = 'learning' and m.op = 'learn'
-    order by m.project_id, m.target, m.change_id desc),
+  with learn as materialized (select * from scsql._memory_learning_learned()),
   rule as (
     select distinct on (m.project_id, m.target) m.project_id, m.target, m.op, m.reason, m.chain_id, m.seq
     from scsql.memory_changes m where m.kind = 'learning' and m.op in ('rule', 'unrule')
@@ -859,10 +872,7 @@ as $$
 begin
   -- PL/pgSQL: Citus plans no query over distributed tables inside an SQL function.
   return query
-  with learn as (
-    select distinct on (m.project_id, m.target) m.project_id, m.target, m.new_hash, m.chain_id, m.seq
-    from scsql.memory_changes m where m.kind = 'learning' and m.op = 'learn'
-    order by m.project_id, m.target, m.change_id desc)
+  with learn as materialized (select * from scsql._memory_learning_learned())
   select n.project_id, 'learning', n.target, 'missing', n.new_hash, null::text,
          format('its learn change (chain %s seq %s) records it, but it is gone', n.chain_id, n.seq), null::timestamptz, true
   from learn n left join scsql.learnings l on l.project_id = n.project_id and 'learning:' || l.learning_id = n.target
