@@ -381,11 +381,9 @@ def parse(path: str, text: str, tree=None) -> Parsed:
         defs = _sql_definitions(text, defs)
         refs += _sql_calls(text, refs)
     _nest(defs)
+    for node in imports:  # at no offset: each is the top level's
+        refs += _imports(node, language, parsed.module)
     keys = _place(refs, defs)
-    for node in imports:
-        found = _imports(node, language, parsed.module)
-        refs += found
-        keys += [None] * len(found)
     if root.has_error:
         parsed.status = "partial"
         parsed.error_lines = _error_lines(root)
