@@ -14,7 +14,8 @@ select scsql._agent_read(array['scsql.code_files', 'scsql.code_definitions', 'sc
 -- Writing the graph: the index tool and the hook server, as the agent.
 -- Granted to scsql_worker, which agents inherit: callable, not MCP tools.
 grant execute on function
-  scsql.index_code(text, text, text, text, text, integer[], jsonb, jsonb), scsql.forget_code(text[]),
+  scsql.index_code(text, text, text, text, text, integer[], jsonb, jsonb),
+  scsql.index_code_delta(text, text, text, text, integer[], integer[], jsonb, text[], jsonb, jsonb), scsql.forget_code(text[]),
   scsql.code_changes(text, jsonb), scsql.resolve_code(), scsql.rank_code()
 to scsql_worker;
 

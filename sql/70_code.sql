@@ -170,22 +170,10 @@ comment on function scsql._code_module_keys(text) is
 -- Writing a file's symbols
 -- ---------------------------------------------------------------------------
 
-create or replace function scsql._code_store_definitions(p_project bigint, p_file bigint, p_definitions jsonb)
-returns text[]
-language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+create or replace function scsql._code_put_definitions(p_project bigint, p_file bigint, p_definitions jsonb)
+returns void
+language sql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
--- Definitions keep their def_id by key; those no longer in the file go.
--- Returns the names of the definitions that came, went or changed kind:
--- references to them, here and elsewhere, may resolve differently now.
-declare
-  v_changed text[];
-begin
-  if not exists (select from scsql.code_definitions where project_id = p_project and file_id = p_file) then
-    select coalesce(array_agg(distinct d.name), '{}') into v_changed    -- a new file: all its names
-    from jsonb_to_recordset(p_definitions) d(name text);
-  else
-    v_changed := scsql._code_definitions_changed(p_project, p_file, p_definitions);
-  end if;
   insert into scsql.code_definitions as d (project_id, file_id, key, kind, name, qualname, signature, line_start, line_end)
   select distinct on (n.key) p_project, p_file, n.key, n.kind, n.name, n.qualname, left(coalesce(n.signature, ''), 200),
          n.line_start, n.line_end
@@ -202,6 +190,27 @@ begin
   from jsonb_to_recordset(p_definitions) n(key text, parent text)
   left join scsql.code_definitions p on p.project_id = p_project and p.file_id = p_file and p.key = n.parent
   where d.project_id = p_project and d.file_id = p_file and d.key = n.key and d.parent_id is distinct from p.def_id;
+$$;
+comment on function scsql._code_put_definitions(bigint, bigint, jsonb) is
+  'Private. Inserts or updates the given definitions of file FILE (rows as index_code takes them): each keeps its def_id by key and is rewritten only when it changed; parents are linked by key.';
+
+create or replace function scsql._code_store_definitions(p_project bigint, p_file bigint, p_definitions jsonb)
+returns text[]
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+-- Definitions keep their def_id by key; those no longer in the file go.
+-- Returns the names of the definitions that came, went or changed kind:
+-- references to them, here and elsewhere, may resolve differently now.
+declare
+  v_changed text[];
+begin
+  if not exists (select from scsql.code_definitions where project_id = p_project and file_id = p_file) then
+    select coalesce(array_agg(distinct d.name), '{}') into v_changed    -- a new file: all its names
+    from jsonb_to_recordset(p_definitions) d(name text);
+  else
+    v_changed := scsql._code_definitions_changed(p_project, p_file, p_definitions);
+  end if;
+  perform scsql._code_put_definitions(p_project, p_file, p_definitions);
   return v_changed;
 end
 $$;
@@ -235,6 +244,17 @@ end
 $$;
 comment on function scsql._code_definitions_changed(bigint, bigint, jsonb) is
   'Private. For a file indexed before, to be given DEFINITIONS: deletes the stored definitions whose key is not among them and returns the names of the definitions that come, go or change kind.';
+
+create or replace function scsql._code_repend_calls(p_project bigint, p_file bigint)
+returns void
+language sql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+  update scsql.code_references r
+     set resolution = 'pending', target_def_id = null, target_file_id = null, target_module = null, candidates = null
+   where r.project_id = p_project and r.file_id = p_file and r.kind <> 'import' and r.resolution <> 'pending';
+$$;
+comment on function scsql._code_repend_calls(bigint, bigint) is
+  'Private. Sends the calls and bases of file FILE back to pending resolution: its imports changed, and what they resolve may change every one of them.';
 
 create or replace function scsql._code_store_references(p_project bigint, p_file bigint, p_references jsonb)
 returns integer
@@ -300,9 +320,7 @@ begin
          exists (select from gone where kind = 'import') or exists (select from added where kind = 'import')
   into v_n, v_imports_changed;
   if v_imports_changed then
-    update scsql.code_references r
-       set resolution = 'pending', target_def_id = null, target_file_id = null, target_module = null, candidates = null
-     where r.project_id = p_project and r.file_id = p_file and r.kind <> 'import' and r.resolution <> 'pending';
+    perform scsql._code_repend_calls(p_project, p_file);
   end if;
   return v_n;
 end
@@ -393,6 +411,187 @@ comment on function scsql.index_code(text, text, text, text, text, integer[], js
   'Stores what the parser found in one source file of your project (the index tool calls it with the file''s chunks). Returns path, definitions, references, status.
 
 Stores the symbols of the file at PATH (relative to the project root) of the acting agent''s project, replacing what was stored for it: CONTENT_HASH (sha256 of the file as read), LANGUAGE (NULL: a file held as text, no symbols), MODULE (how imports name it, a/b/c), STATUS (parsed; partial: the grammar met errors at ERROR_LINES and what parsed around them is kept; text), DEFINITIONS [{key, parent (the key of the definition it is nested in), kind (module, class, interface, type, function, method, macro, constant, table, view, trigger, sequence, script, target), name, qualname, signature, line_start, line_end}] and REFERENCES [{kind (call, inherit, import), name (callee, base or module a/b/c), qualifier (a.b of a.b.f(); an import''s symbol), alias (the name an import binds), from (key of the definition it occurs in; null: top level), lines, n}]. A definition keeps its id while its key stays, so what refers to it stays resolved; the file''s references wait for resolve_code, and so do other files'' references to names whose definitions changed. Text is stored redacted. scsql/code/parse.py makes these from tree-sitter grammars. Raises SC260 for a bad path, SC261 for a bad payload.';
+
+-- An edit's symbols as a change of what is stored: the hook server keeps
+-- what it last stored (or read) of a file and sends only the rows that
+-- changed, so an edit costs what it changed, not the file.
+
+create or replace function scsql._code_delta_plan(p_project bigint, p_file bigint, p_references jsonb, p_gone jsonb)
+returns table (ref_id bigint, gone boolean, kind text, name text, qualifier text, alias text, from_key text,
+               lines integer[], n integer, copies bigint)
+language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+  -- Each reference of the delta (changed or added, then gone) with the
+  -- stored row of the same identity (kind, name, qualifier, alias and
+  -- enclosing definition's key), and the copies of that pair: more than
+  -- one when the delta names an identity twice or several stored rows have
+  -- it. Keys are joined as one text, so the planner hashes them.
+  with stored as (
+    select r.ref_id, concat_ws(chr(31), r.kind, r.name, coalesce(r.qualifier, chr(30)), coalesce(r.alias, chr(30)),
+                               coalesce(d.key, chr(30))) as k
+    from scsql.code_references r
+    left join scsql.code_definitions d on d.project_id = p_project and d.def_id = r.from_def_id
+    where r.project_id = p_project and r.file_id = p_file
+  ), delta as (
+    select false as gone, x.kind, x.name, x.qualifier, x.alias, x."from", x.lines, x.n
+    from jsonb_to_recordset(p_references) x(kind text, name text, qualifier text, alias text, "from" text, lines jsonb,
+                                            n integer)
+    union all
+    select true, x.kind, x.name, x.qualifier, x.alias, x."from", null, null
+    from jsonb_to_recordset(p_gone) x(kind text, name text, qualifier text, alias text, "from" text)
+  ), keyed as (
+    select d.*, concat_ws(chr(31), d.kind, d.name, coalesce(d.qualifier, chr(30)), coalesce(d.alias, chr(30)),
+                          coalesce(d."from", chr(30))) as k
+    from delta d
+  )
+  select s.ref_id, d.gone, d.kind, d.name, d.qualifier, d.alias, d."from",
+         array(select x::integer from pg_catalog.jsonb_array_elements_text(d.lines) x where x ~ '^[0-9]{1,9}$'), d.n,
+         count(*) over (partition by d.k, d.gone)
+  from keyed d left join stored s on s.k = d.k
+$$;
+comment on function scsql._code_delta_plan(bigint, bigint, jsonb, jsonb) is
+  'Private. For index_code_delta: each reference of the delta (REFERENCES changed or added, GONE removed) with the stored reference of file FILE of the same identity (kind, name, qualifier, alias, enclosing definition''s key), if any, and its copies (more than one when the delta names the identity twice or several stored references have it).';
+
+create or replace function scsql._code_delta_definitions(p_project bigint, p_file bigint, p_definitions jsonb,
+                                                         p_gone text[])
+returns text[]
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+-- The definitions GONE (keys) deleted, DEFINITIONS (changed or added)
+-- stored as _code_store_definitions stores them. Returns the names of the
+-- definitions that came, went or changed name or kind.
+declare
+  v_changed text[];
+begin
+  select coalesce(array_agg(distinct x.name) filter (where x.name is not null), '{}') into v_changed
+  from (select o.name, n.name as new_name
+        from jsonb_to_recordset(p_definitions) n(key text, name text, kind text)
+        left join scsql.code_definitions o on o.project_id = p_project and o.file_id = p_file and o.key = n.key
+        where o.key is null or o.name <> n.name or o.kind <> n.kind
+        union all
+        select o.name, null from scsql.code_definitions o
+        where o.project_id = p_project and o.file_id = p_file and o.key = any(p_gone)) c
+  cross join lateral unnest(array[c.name, c.new_name]) x(name);
+  delete from scsql.code_definitions where project_id = p_project and file_id = p_file and key = any(p_gone);
+  perform scsql._code_put_definitions(p_project, p_file, p_definitions);
+  return v_changed;
+end
+$$;
+comment on function scsql._code_delta_definitions(bigint, bigint, jsonb, text[]) is
+  'Private. For index_code_delta: deletes the definitions of file FILE whose keys are GONE and stores DEFINITIONS (changed or added, keyed as index_code keys them, parents linked by key). Returns the names of the definitions added, removed or changed in name or kind.';
+
+create or replace function scsql._code_delta_references(p_project bigint, p_file bigint, p_plan jsonb)
+returns boolean
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+-- The plan of _code_delta_plan applied: gone references deleted, changed
+-- ones given their lines (resolution kept), added ones inserted pending.
+-- Returns whether the file's imports changed.
+begin
+  delete from scsql.code_references r using jsonb_to_recordset(p_plan) x(ref_id bigint, gone boolean)
+  where r.project_id = p_project and r.ref_id = x.ref_id and x.gone;
+  update scsql.code_references r set lines = x.lines, n = x.n
+  from jsonb_to_recordset(p_plan) x(ref_id bigint, gone boolean, lines integer[], n integer)
+  where r.project_id = p_project and r.ref_id = x.ref_id and not x.gone and (r.lines, r.n) is distinct from (x.lines, x.n);
+  insert into scsql.code_references (project_id, file_id, from_def_id, kind, name, qualifier, alias, lines, n)
+  select p_project, p_file, d.def_id, x.kind, x.name, x.qualifier, x.alias, x.lines, x.n
+  from jsonb_to_recordset(p_plan) x(ref_id bigint, gone boolean, kind text, name text, qualifier text, alias text,
+                                    from_key text, lines integer[], n integer)
+  left join scsql.code_definitions d on d.project_id = p_project and d.file_id = p_file and d.key = x.from_key
+  where x.ref_id is null and not x.gone;
+  return exists (select from jsonb_to_recordset(p_plan) x(ref_id bigint, gone boolean, kind text)
+                 where x.kind = 'import' and (x.gone or x.ref_id is null));
+end
+$$;
+comment on function scsql._code_delta_references(bigint, bigint, jsonb) is
+  'Private. For index_code_delta: applies the plan of _code_delta_plan (a JSON array of its rows) to file FILE''s references: gone ones deleted, changed ones given their lines and count (their resolution kept), added ones inserted pending resolution. Returns whether an import came or went.';
+
+create or replace function scsql._code_delta_check(p_base_hash text, p_counts integer[], p_gone_definitions text[],
+                                                   p_gone_references jsonb)
+returns void
+language plpgsql immutable
+as $$
+begin
+  if p_base_hash is null or p_base_hash !~ '^[0-9a-f]{64}$' or cardinality(p_counts) is distinct from 4
+     or array_position(p_counts, null) is not null or exists (select from unnest(p_counts) c where c not between 0 and 200000)
+     or p_gone_definitions is null or cardinality(p_gone_definitions) > 50000
+     or exists (select from unnest(p_gone_definitions) k where coalesce(char_length(k), 0) not between 1 and 1100)
+     or jsonb_typeof(p_gone_references) is distinct from 'array' or jsonb_array_length(p_gone_references) > 200000
+     or exists (select from jsonb_array_elements(p_gone_references) r
+                where jsonb_typeof(r) <> 'object' or coalesce(r ->> 'kind', '') not in ('call', 'inherit', 'import')
+                   or coalesce(char_length(r ->> 'name'), 0) not between 1 and 300 or char_length(r ->> 'qualifier') > 300
+                   or char_length(r ->> 'alias') > 300 or char_length(r ->> 'from') > 1100) then
+    raise exception using errcode = 'SC261',
+      message = 'index_code_delta: base_hash is a sha256 in hex, counts 4 numbers of 0 to 200,000 (definitions and '
+                'references before, then after), gone definitions at most 50,000 keys and gone references an array of '
+                '{kind, name, qualifier, alias, from}',
+      hint = 'Nothing was stored. See index_code_delta''s comment.';
+  end if;
+end
+$$;
+comment on function scsql._code_delta_check(text, integer[], text[], jsonb) is
+  'Private. Raises SC261 when what index_code_delta was sent besides index_code''s payload (base hash, counts, gone definitions and references) is malformed.';
+
+create or replace function scsql.index_code_delta(
+  p_path text, p_base_hash text, p_content_hash text, p_status text, p_error_lines integer[], p_counts integer[],
+  p_definitions jsonb, p_gone_definitions text[], p_references jsonb, p_gone_references jsonb)
+returns table (path text, definitions integer, "references" integer, status text, applied boolean)
+language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+#variable_conflict use_column
+declare
+  v_project bigint := scsql._my_project();
+  v_file bigint;
+  v_plan jsonb;
+  v_ok boolean;
+begin
+  if not scsql._code_path_ok(p_path) then
+    raise exception using errcode = 'SC260',
+      message = format('index_code_delta: %L is not a path relative to the project root', left(p_path, 200));
+  end if;
+  perform scsql._code_check_payload(p_content_hash, null, '', p_status, p_error_lines, p_definitions, p_references);
+  perform scsql._code_delta_check(p_base_hash, p_counts, p_gone_definitions, p_gone_references);
+  perform scsql._code_lock(v_project);
+  select f.file_id into v_file from scsql.code_files f
+  where f.project_id = v_project and f.path = p_path and f.content_hash = p_base_hash;
+  -- Applied only to exactly the rows its base stored, and only when it has nothing to redact.
+  v_ok := v_file is not null and scsql._code_clean(p_definitions, p_references)
+    and p_counts[1] = (select count(*) from scsql.code_definitions where project_id = v_project and file_id = v_file)
+    and p_counts[2] = (select count(*) from scsql.code_references where project_id = v_project and file_id = v_file)
+    and p_counts[3] = p_counts[1] + (select count(distinct n.key) from jsonb_to_recordset(p_definitions) n(key text)
+                                     where not exists (select from scsql.code_definitions o where o.project_id = v_project
+                                                         and o.file_id = v_file and o.key = n.key))
+                      - (select count(*) from scsql.code_definitions o where o.project_id = v_project and o.file_id = v_file
+                           and o.key = any(p_gone_definitions))
+    and cardinality(p_gone_definitions) = (select count(*) from scsql.code_definitions o where o.project_id = v_project
+                                             and o.file_id = v_file and o.key = any(p_gone_definitions));
+  if v_ok then
+    select coalesce(jsonb_agg(to_jsonb(x)), '[]'),
+           coalesce(bool_and(x.copies = 1 and (x.ref_id is not null or not x.gone)), true)
+           and p_counts[4] = p_counts[2] + count(*) filter (where x.ref_id is null) - count(*) filter (where x.gone)
+      into v_plan, v_ok
+    from scsql._code_delta_plan(v_project, v_file, p_references, p_gone_references) x;
+  end if;
+  if not v_ok then  -- nothing written: the caller sends the whole payload (index_code)
+    return query select p_path, null::integer, null::integer, p_status, false;
+    return;
+  end if;
+  perform scsql._code_invalidate(v_project, v_file,
+                                 scsql._code_delta_definitions(v_project, v_file, p_definitions, p_gone_definitions), false);
+  if scsql._code_delta_references(v_project, v_file, v_plan) then
+    perform scsql._code_repend_calls(v_project, v_file);
+  end if;
+  update scsql.code_files set content_hash = p_content_hash, status = p_status, error_lines = coalesce(p_error_lines, '{}'),
+                              indexed_at = now(), indexed_by = scsql._my_agent_id()
+  where project_id = v_project and file_id = v_file;
+  update scsql.code_state set changed_at = now() where project_id = v_project;
+  return query select p_path, p_counts[3], p_counts[4], p_status, true;
+end
+$$;
+comment on function scsql.index_code_delta(text, text, text, text, integer[], integer[], jsonb, text[], jsonb, jsonb) is
+  'Stores the symbols of an edited file as a change of those stored, so that an edit costs what it changed (the hook server calls it). Returns path, definitions, references, status and applied.
+
+The file at PATH of the acting agent''s project, whose symbols were stored from content BASE_HASH, now holds content CONTENT_HASH with STATUS and ERROR_LINES (as index_code takes them). DEFINITIONS are the definitions added or changed (whole rows, as index_code takes them), GONE_DEFINITIONS the keys of those removed; REFERENCES the references added or whose lines changed (whole rows), GONE_REFERENCES those removed [{kind, name, qualifier, alias, from}]; a reference is known by its kind, name, qualifier, alias and enclosing definition. COUNTS are the numbers of definitions and references before and after the edit. A changed reference keeps its resolution; the rest is as index_code stores it. Applied only to exactly what its base stored: when the stored content is not BASE_HASH, the counts or the rows named do not match what is stored, or a text of the delta holds anything redaction would change, nothing is written and applied is false (send the whole payload with index_code). Raises SC260 for a bad path, SC261 for a bad payload.';
 
 create or replace function scsql.forget_code(p_paths text[])
 returns integer

@@ -98,6 +98,85 @@ def send(conn, rel: str, sha256: str, payload: dict[str, Any]):
          Jsonb(p["definitions"]), Jsonb(p["references"])))
 
 
+def send_delta(conn, rel: str, base_sha256: str, sha256: str, payload: dict[str, Any], change: dict[str, Any]):
+    """Send the symbols PAYLOAD of file REL as CHANGE (:func:`delta`) from
+    those stored of content BASE_SHA256; the cursor's row says whether the
+    server applied it (when not, nothing was written: send the payload)."""
+    c = change
+    return conn.execute(
+        "select * from scsql.index_code_delta(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        (rel, base_sha256, sha256, payload["status"], payload["error_lines"], c["counts"],
+         Jsonb(c["definitions"]), c["gone_definitions"], Jsonb(c["references"]), Jsonb(c["gone_references"])))
+
+
+def _identity(ref: dict[str, Any]) -> tuple:
+    return ref["kind"], ref["name"], ref["qualifier"], ref["alias"], ref["from"]
+
+
+def delta(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
+    """What changed from payload OLD to payload NEW of one file, as
+    scsql.index_code_delta takes it: the definitions added or changed and
+    the keys of those gone, the references added or changed and the
+    identities of those gone (kind, name, qualifier, alias, from), the
+    counts before and after. None when OLD and NEW are not of one language
+    and module, or one holds a key or an identity twice (only the whole
+    payload says what to store then)."""
+    if (old["language"], old["module"]) != (new["language"], new["module"]):
+        return None
+    od, nd = ({d["key"]: d for d in p["definitions"]} for p in (old, new))
+    orefs, nrefs = ({_identity(r): r for r in p["references"]} for p in (old, new))
+    if (len(od), len(orefs), len(nd), len(nrefs)) != tuple(
+            len(p[part]) for p in (old, new) for part in ("definitions", "references")):
+        return None
+    change = {
+        "counts": [len(od), len(orefs), len(nd), len(nrefs)],
+        "definitions": [d for k, d in nd.items() if od.get(k) != d],
+        "gone_definitions": [k for k in od if k not in nd],
+        "references": [r for k, r in nrefs.items() if orefs.get(k) != r],
+        "gone_references": [dict(zip(("kind", "name", "qualifier", "alias", "from"), k)) for k in orefs if k not in nrefs],
+    }
+    return change
+
+
+class Known:
+    """The symbols the hook server last stored or read of each file: by key
+    (the project's root and the file's path), its content's sha256 and
+    payload, the base of the next edit's delta. Bounded: the files least
+    recently used go first. Safe across threads."""
+
+    def __init__(self, size: int = 256):
+        from collections import OrderedDict
+
+        self._items: OrderedDict[tuple[str, str], tuple[str, dict[str, Any]]] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str]) -> tuple[str, dict[str, Any]] | None:
+        with self._lock:
+            got = self._items.get(key)
+            if got is not None:
+                self._items.move_to_end(key)
+            return got
+
+    def put(self, key: tuple[str, str], sha256: str, payload: dict[str, Any]) -> None:
+        with self._lock:
+            self._items[key] = (sha256, payload)
+            self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def drop(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+known = Known()  # the process's: the hook server's re-index thread and its reads
+
+
 @dataclass
 class SymbolPass:
     """The symbols of one ``scsql index`` run (see the module docstring)."""

@@ -4,7 +4,9 @@ The hook server hands :class:`Fresh` what it has written or answered: each
 captured PostToolUse of Edit, Write, MultiEdit or NotebookEdit names a file
 to index again; each Stop names a work tree whose changed files (``git
 status``, and the files of commits made since the last Stop) are indexed
-again, so files changed by shell commands are picked up too. One thread does
+again, so files changed by shell commands are picked up too. Each Read
+names a file whose symbols are parsed then (:func:`read`), so the edit that
+follows sends only what it changed (``scsql.index_code_delta``). One thread does
 the work (:func:`reindex`: chunks and symbols of a file stored together;
 a deleted file leaves the index), never the hook's: a hook is answered as
 soon as its event is written. Once edits settle (no new one for
@@ -34,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..code.index import known
 from ..core import errors
 from ..core.errors import ScsqlError
 
@@ -50,6 +53,18 @@ def edited_path(event: dict) -> str | None:
     if not isinstance(tool_input, dict):
         return None
     path = tool_input.get("notebook_path" if event.get("tool_name") == "NotebookEdit" else "file_path")
+    if not isinstance(path, str) or not path or "\x00" in path:
+        return None
+    cwd = event.get("cwd")
+    return path if os.path.isabs(path) or not isinstance(cwd, str) else os.path.join(cwd, path)
+
+
+def read_path(event: dict) -> str | None:
+    """The file a captured Read read, absolute (None for any other event)."""
+    if event.get("hook_event_name") != "PostToolUse" or event.get("tool_name") != "Read":
+        return None
+    tool_input = event.get("tool_input")
+    path = tool_input.get("file_path") if isinstance(tool_input, dict) else None
     if not isinstance(path, str) or not path or "\x00" in path:
         return None
     cwd = event.get("cwd")
@@ -141,6 +156,10 @@ class Fresh:
             if path:
                 self.done.clear()
                 self._queue.put(("file", path))
+            path = read_path(ev) if isinstance(ev, dict) else None
+            if path:  # its symbols kept: the base of the edit that follows
+                self.done.clear()
+                self._queue.put(("read", path))
 
     def stopped(self, event: dict) -> None:
         """At Stop: the work tree's changed files are indexed again."""
@@ -180,6 +199,9 @@ class Fresh:
         agent = self._agent()
         if agent is None:
             return
+        reads = [p for kind, p in items if kind == "read" and p not in paths]
+        if reads:
+            read(agent, reads)
         paths = [p for p in dict.fromkeys(paths) if self._changed(p)]
         if not paths:
             return
@@ -222,6 +244,22 @@ class Reindexed:
     removed: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)  # of indexed: symbols stored as a change of those known
+
+
+def _admission(agent):
+    """The agent's project root as stored, and what admits a file under it
+    (the rules of scsql index); None for the latter when the root is not a
+    directory on this machine."""
+    from ..core.paths import real_root
+    from . import indexer
+
+    with agent.transaction() as conn:
+        root = conn.execute("select root_path from scsql.projects where project_id = scsql_caller.project_id()"
+                            ).fetchone()["root_path"]
+        secrets = indexer.Secrets.read(conn)
+    top = real_root(root)
+    return root, (indexer.Admission(Path(top), secrets) if top is not None else None)
 
 
 def reindex(agent, paths: list[str]) -> Reindexed:
@@ -229,19 +267,13 @@ def reindex(agent, paths: list[str]) -> Reindexed:
     root): chunks and symbols, stored together, references resolved; a
     file that no longer exists leaves the index. A path outside the root,
     ignored, secret, binary or too large is skipped with its reason."""
-    from ..core.paths import real_root, resolve_in_root
-    from . import indexer
+    from ..core.paths import resolve_in_root
 
     out = Reindexed()
-    with agent.transaction() as conn:
-        root = conn.execute("select root_path from scsql.projects where project_id = scsql_caller.project_id()"
-                            ).fetchone()["root_path"]
-        secrets = indexer.Secrets.read(conn)
-    top = real_root(root)
-    if top is None:
+    root, admit = _admission(agent)
+    if admit is None:
         out.skipped = [{"path": p, "reason": "the project has no root directory on this machine"} for p in paths]
         return out
-    admit = indexer.Admission(Path(top), secrets)
     for given in dict.fromkeys(paths):
         try:
             rel = resolve_in_root(root, given)
@@ -252,13 +284,13 @@ def reindex(agent, paths: list[str]) -> Reindexed:
             out.skipped.append({"path": given, "reason": exc.message})
             continue
         try:
-            _one(agent, rel, verdict, out)
+            _one(agent, root, rel, verdict, out)
         except ScsqlError as exc:
             out.skipped.append({"path": rel, "reason": str(exc)})
     return out
 
 
-def _one(agent, rel: str, verdict, out: Reindexed) -> None:
+def _one(agent, root: str, rel: str, verdict, out: Reindexed) -> None:
     from ..code import parse
     from . import indexer
 
@@ -276,9 +308,43 @@ def _one(agent, rel: str, verdict, out: Reindexed) -> None:
     text = verdict.decode("utf-8")
     tree = parse.tree_of(rel, text)  # parsed once: for the chunk spans and the symbols
     spans = indexer.spans_for(rel, text, agent.rules().chunk_chars, parse.outline(rel, text, tree))
-    edit = _Edit(rel, text, hashlib.sha256(verdict).hexdigest(), spans, lambda: parse.parse(rel, text, tree).payload())
-    unchanged = _store_apart(agent, edit) if agent.db.pool is not None else _store_together(agent, edit)
+    edit = _Edit(rel, text, hashlib.sha256(verdict).hexdigest(), spans, lambda: parse.parse(rel, text, tree).payload(),
+                 (root, rel))
+    try:
+        unchanged = _store_apart(agent, edit) if agent.db.pool is not None else _store_together(agent, edit)
+    except BaseException:
+        known.drop(edit.key)  # what is stored is not known: the next edit sends the whole payload
+        raise
     (out.unchanged if unchanged else out.indexed).append(rel)
+    if edit.applied:
+        out.changed.append(rel)
+
+
+def read(agent, paths: list[str]) -> int:
+    """Files the agent read (PostToolUse of Read): their symbols parsed now,
+    off any edit's path, and kept as the base of the next edit's delta
+    (an edit in Claude Code follows a read of the file). Admitted by the
+    same rules as :func:`reindex`; nothing is written. Returns how many
+    were kept."""
+    from ..code import parse
+    from ..core.paths import resolve_in_root
+
+    root, admit = _admission(agent)
+    if admit is None:
+        return 0
+    kept = 0
+    for given in dict.fromkeys(paths):
+        try:
+            rel = resolve_in_root(root, given)
+            verdict = admit.file(rel) if rel != "." and not rel.startswith("../") else None
+        except ScsqlError:
+            continue
+        if not isinstance(verdict, bytes) or parse.language_of(rel) in (None, "manifest"):
+            continue
+        text = verdict.decode("utf-8")
+        known.put((root, rel), hashlib.sha256(verdict).hexdigest(), parse.parse(rel, text).payload())
+        kept += 1
+    return kept
 
 
 @dataclass
@@ -288,6 +354,9 @@ class _Edit:
     sha256: str
     spans: list | None
     symbols: Callable[[], dict]  # the payload of index_code, made when asked
+    key: tuple[str, str] | None = None  # in `known`: the project's root and the path (None: not kept)
+    payload: dict | None = None  # the symbols, once sent
+    applied: bool = False  # whether they were stored as a change of those known (index_code_delta)
 
     def index_text(self, conn):
         from psycopg.types.json import Jsonb
@@ -296,6 +365,33 @@ class _Edit:
             "select unchanged from scsql.index_text(%s, %s, 'file', null, 'standard', %s, %s)",
             (self.rel, self.text, Jsonb(self.spans) if self.spans is not None else None,
              Jsonb({"language": Path(self.rel).suffix.lstrip(".") or None})))
+
+    def send_symbols(self, conn):
+        """Send the symbols: as a change of those last stored or read of the
+        file (index_code_delta) when they are known and it is smaller, else
+        whole. The cursor, and the payload to send should the change not
+        apply (None when it was sent whole)."""
+        from ..code.index import delta, send, send_delta
+
+        payload = self.payload = self.symbols()
+        base = known.get(self.key) if self.key is not None else None
+        change = delta(base[1], payload) if base is not None and base[0] != self.sha256 else None
+        if change is None:
+            return send(conn, self.rel, self.sha256, payload), None
+        return send_delta(conn, self.rel, base[0], self.sha256, payload, change), payload
+
+    def symbols_sent(self, conn, cur, whole) -> None:
+        """After send_symbols, once its CUR may be read: a change the server
+        did not apply (what it stores is not its base) is sent whole; what is
+        stored now is kept as the next edit's base."""
+        from ..code.index import send
+
+        self.applied = whole is not None and cur.fetchone()["applied"]
+        if whole is not None and not self.applied:
+            send(conn, self.rel, self.sha256, whole)
+            conn.execute("select scsql.resolve_code()")
+        if self.key is not None:
+            known.put(self.key, self.sha256, self.payload)
 
 
 def _store_apart(agent, edit: _Edit) -> bool:
@@ -312,19 +408,17 @@ def _store_apart(agent, edit: _Edit) -> bool:
     forget_source) takes the graph's first: it may wait for the text, and
     the symbols for it, but the text never waits for the symbols, so the
     three cannot wait on each other in a circle the server would not see."""
-    from ..code.index import send
-
     with ExitStack() as symbols:  # closed after the text's transaction
         with agent.transaction() as text_conn:
             with text_conn.pipeline():
                 cur = edit.index_text(text_conn)
-                payload = edit.symbols()  # while the server chunks
                 code_conn = symbols.enter_context(agent.transaction())
                 symbols.enter_context(code_conn.pipeline())
-                send(code_conn, edit.rel, edit.sha256, payload)
+                code, whole = edit.send_symbols(code_conn)  # parsed while the server chunks
                 resolved = code_conn.execute("select scsql.resolve_code()")
                 unchanged = cur.fetchone()["unchanged"]
-        resolved.fetchone()  # the text has committed
+        edit.symbols_sent(code_conn, code, whole)  # the text has committed
+        resolved.fetchone()
         return unchanged
 
 
@@ -336,10 +430,9 @@ def _store_together(agent, edit: _Edit) -> bool:
 
 
 def _store_on(conn, edit: _Edit) -> bool:
-    from ..code.index import send
-
     with conn.pipeline():  # the server stores the symbols while the text is sent
-        send(conn, edit.rel, edit.sha256, edit.symbols())
+        code, whole = edit.send_symbols(conn)
         cur = edit.index_text(conn)
         conn.execute("select scsql.resolve_code()")
+        edit.symbols_sent(conn, code, whole)
     return cur.fetchone()["unchanged"]
