@@ -1117,9 +1117,12 @@ as $$
                         select m[1] from regexp_matches(e.v, '([A-Za-z_$./][\w$]*(?:[./-][\w$]+)*)', 'g') m
                         where e.v ~ '\s') x(t)
     where char_length(x.t) between 2 and 1024
-  ), files as (
+  ), files as (  -- a path by the index; a tail (a token with / or .) by the files' ends, each pair once
     select f.file_id from scsql.code_files f join tok on f.path = tok.t
-        or (tok.t ~ '[/.]' and right(f.path, char_length(tok.t) + 1) = '/' || tok.t)
+    where f.project_id = p_project
+    union all
+    select f.file_id from scsql.code_files f join (select t from tok where t ~ '[/.]') tail
+      on right(f.path, char_length(tail.t) + 1) = '/' || tail.t and f.path <> tail.t
     where f.project_id = p_project
   ), defs as (
     select d.def_id, d.file_id, count(*) over (partition by tok.t) as n

@@ -138,29 +138,46 @@ def delta(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
     return change
 
 
+@dataclass
+class Base:
+    """What is known of a file's content: its sha256, its symbols (the
+    payload of index_code) and, when kept, its text and tree-sitter tree
+    (the base of an incremental parse)."""
+
+    sha256: str
+    payload: dict[str, Any]
+    text: str | None = None
+    tree: Any = None
+
+
 class Known:
     """The symbols the hook server last stored or read of each file: by key
-    (the project's root and the file's path), its content's sha256 and
-    payload, the base of the next edit's delta. Bounded: the files least
-    recently used go first. Safe across threads."""
+    (the project's root and the file's path), a :class:`Base`, the base of
+    the next edit's delta and parse. Bounded: the files least recently used
+    go first. Safe across threads; a base taken is the taker's (its tree is
+    edited by the next parse), so :meth:`take` removes it."""
 
     def __init__(self, size: int = 256):
         from collections import OrderedDict
 
-        self._items: OrderedDict[tuple[str, str], tuple[str, dict[str, Any]]] = OrderedDict()
+        self._items: OrderedDict[tuple[str, str], Base] = OrderedDict()
         self._size = size
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[str, str]) -> tuple[str, dict[str, Any]] | None:
+    def get(self, key: tuple[str, str] | None) -> Base | None:
         with self._lock:
-            got = self._items.get(key)
+            got = self._items.get(key) if key is not None else None
             if got is not None:
                 self._items.move_to_end(key)
             return got
 
-    def put(self, key: tuple[str, str], sha256: str, payload: dict[str, Any]) -> None:
+    def take(self, key: tuple[str, str] | None) -> Base | None:
         with self._lock:
-            self._items[key] = (sha256, payload)
+            return self._items.pop(key, None) if key is not None else None
+
+    def put(self, key: tuple[str, str], base: Base) -> None:
+        with self._lock:
+            self._items[key] = base
             self._items.move_to_end(key)
             while len(self._items) > self._size:
                 self._items.popitem(last=False)

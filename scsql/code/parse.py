@@ -336,15 +336,51 @@ def _parser(language: str):
 # -- parsing ---------------------------------------------------------------------
 
 
-def tree_of(path: str, text: str):
+def tree_of(path: str, text: str, before: tuple[str, Any] | None = None):
     """The grammar's parse of TEXT as the file at PATH, for parse() and
-    outline() to share; None for a file of no known language or a manifest."""
+    outline() to share; None for a file of no known language or a manifest.
+    BEFORE, the file's text before an edit and its tree (which this edits),
+    makes the parse incremental: the grammar parses again only what the
+    edit changed, and the tree is the same as a whole parse's."""
     language = language_of(path)
     if language in (None, "manifest"):
         return None
     with _lock:
         _queries(language)
-    return _parser(language).parse(text.encode("utf-8"))
+    source = text.encode("utf-8")
+    if before is None or before[1] is None:
+        return _parser(language).parse(source)
+    old_tree = before[1]
+    _edit(old_tree, before[0].encode("utf-8"), source)
+    return _parser(language).parse(source, old_tree)
+
+
+def _edit(tree, old: bytes, new: bytes) -> None:
+    """Tell TREE, the parse of OLD, that its text is now NEW: the bytes
+    between their common prefix and common suffix were replaced."""
+    most = min(len(old), len(new))
+    lo, hi = 0, most  # the common prefix, by halves (each comparison is one memcmp)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if old[:mid] == new[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    start = lo
+    lo, hi = 0, most - start  # the common suffix, not overlapping the prefix
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if old[len(old) - mid:] == new[len(new) - mid:]:
+            lo = mid
+        else:
+            hi = mid - 1
+    old_end, new_end = len(old) - lo, len(new) - lo
+
+    def point(source: bytes, at: int) -> tuple[int, int]:
+        return source.count(b"\n", 0, at), at - (source.rfind(b"\n", 0, at) + 1)
+
+    tree.edit(start_byte=start, old_end_byte=old_end, new_end_byte=new_end, start_point=point(new, start),
+              old_end_point=point(old, old_end), new_end_point=point(new, new_end))
 
 
 def outline(path: str, text: str, tree) -> list | None:

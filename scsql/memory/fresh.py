@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..code.index import known
+from ..code.index import Base, known
 from ..core import errors
 from ..core.errors import ScsqlError
 
@@ -306,15 +306,14 @@ def _one(agent, root: str, rel: str, verdict, out: Reindexed) -> None:
         out.skipped.append({"path": rel, "reason": verdict})
         return
     text = verdict.decode("utf-8")
-    tree = parse.tree_of(rel, text)  # parsed once: for the chunk spans and the symbols
+    sha = hashlib.sha256(verdict).hexdigest()
+    base = known.take((root, rel))  # what was stored or read of the file: its tree is edited by this parse
+    before = None if base is None or base.tree is None else (base.text, base.tree) if base.sha256 != sha else None
+    tree = base.tree if base is not None and base.sha256 == sha and base.tree is not None else \
+        parse.tree_of(rel, text, before)  # parsed once: for the chunk spans and the symbols
     spans = indexer.spans_for(rel, text, agent.rules().chunk_chars, parse.outline(rel, text, tree))
-    edit = _Edit(rel, text, hashlib.sha256(verdict).hexdigest(), spans, lambda: parse.parse(rel, text, tree).payload(),
-                 (root, rel))
-    try:
-        unchanged = _store_apart(agent, edit) if agent.db.pool is not None else _store_together(agent, edit)
-    except BaseException:
-        known.drop(edit.key)  # what is stored is not known: the next edit sends the whole payload
-        raise
+    edit = _Edit(rel, text, sha, spans, lambda: parse.parse(rel, text, tree).payload(), (root, rel), base, tree)
+    unchanged = _store_apart(agent, edit) if agent.db.pool is not None else _store_together(agent, edit)
     (out.unchanged if unchanged else out.indexed).append(rel)
     if edit.applied:
         out.changed.append(rel)
@@ -342,7 +341,9 @@ def read(agent, paths: list[str]) -> int:
         if not isinstance(verdict, bytes) or parse.language_of(rel) in (None, "manifest"):
             continue
         text = verdict.decode("utf-8")
-        known.put((root, rel), hashlib.sha256(verdict).hexdigest(), parse.parse(rel, text).payload())
+        tree = parse.tree_of(rel, text)
+        known.put((root, rel), Base(hashlib.sha256(verdict).hexdigest(), parse.parse(rel, text, tree).payload(), text,
+                                    tree))
         kept += 1
     return kept
 
@@ -355,6 +356,8 @@ class _Edit:
     spans: list | None
     symbols: Callable[[], dict]  # the payload of index_code, made when asked
     key: tuple[str, str] | None = None  # in `known`: the project's root and the path (None: not kept)
+    base: Base | None = None  # what was known of the file before the edit
+    tree: Any = None  # the parse of TEXT
     payload: dict | None = None  # the symbols, once sent
     applied: bool = False  # whether they were stored as a change of those known (index_code_delta)
 
@@ -374,11 +377,11 @@ class _Edit:
         from ..code.index import delta, send, send_delta
 
         payload = self.payload = self.symbols()
-        base = known.get(self.key) if self.key is not None else None
-        change = delta(base[1], payload) if base is not None and base[0] != self.sha256 else None
+        base = self.base
+        change = delta(base.payload, payload) if base is not None and base.sha256 != self.sha256 else None
         if change is None:
             return send(conn, self.rel, self.sha256, payload), None
-        return send_delta(conn, self.rel, base[0], self.sha256, payload, change), payload
+        return send_delta(conn, self.rel, base.sha256, self.sha256, payload, change), payload
 
     def symbols_sent(self, conn, cur, whole) -> None:
         """After send_symbols, once its CUR may be read: a change the server
@@ -391,7 +394,7 @@ class _Edit:
             send(conn, self.rel, self.sha256, whole)
             conn.execute("select scsql.resolve_code()")
         if self.key is not None:
-            known.put(self.key, self.sha256, self.payload)
+            known.put(self.key, Base(self.sha256, self.payload, self.text, self.tree))
 
 
 def _store_apart(agent, edit: _Edit) -> bool:

@@ -223,7 +223,7 @@ def test_a_read_keeps_the_base_of_the_edit_that_follows(scsql_db, tmp_path):
     fresh.edited([{"hook_event_name": "PostToolUse", "tool_name": "Read", "tool_input": {"file_path": str(path)},
                    "cwd": str(root)}])
     got = wait_for(lambda: known.get(key), 20)
-    assert got[0] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert got.sha256 == hashlib.sha256(path.read_bytes()).hexdigest() and got.tree is not None
     path.write_text(STEPS["a function added at the end"](START))
     done = reindex(agent, [str(path)])
     assert done.changed == ["store.py"]

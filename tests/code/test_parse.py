@@ -38,3 +38,50 @@ def test_a_method_defined_outside_its_type_has_the_type_as_parent():
     assert [(d.key, d.parent) for d in cpp.definitions] == [
         ("Other.run", None), ("Shape", None), ("Shape.area", "Shape")]
     assert [(r.name, r.from_key) for r in cpp.references] == [("go", "Other.run"), ("run", "Shape.area")]
+
+
+def _edits(text: str, rng) -> list[str]:
+    """Texts an agent's edits could make of TEXT: a line added at the end, one
+    inserted, a block deleted, a name replaced, text pasted into a line, non-ASCII
+    text added, everything removed and put back."""
+    lines = text.split("\n")
+    k = rng.randrange(len(lines))
+    j = min(len(lines), k + rng.randrange(1, 30))
+    out = [text + "\n\ndef added_at_end(x):\n    return helper(x)\n",
+           "\n".join(lines[:k] + ["def inserted(y):", "    return y.call_me()", ""] + lines[k:]),
+           "\n".join(lines[:k] + lines[j:]),
+           text.replace("self", "this", 3),
+           text[:len(text) // 2] + "(" + text[len(text) // 2:],
+           "\n".join(lines[:k] + ["# é — ünïcode ✓", "def é_name(): return 'ß'"] + lines[k:]),
+           "",
+           text]
+    return out
+
+
+def test_an_incremental_parse_gives_what_a_whole_parse_gives():
+    """A file parsed again from its tree before an edit (what the hook server
+    does with a file it read) has the same symbols and outline as a whole
+    parse of the new text, edit after edit, in every language: added, moved
+    and deleted lines, broken syntax, non-ASCII text, an emptied file."""
+    import random
+    import sysconfig
+    from pathlib import Path
+
+    rng = random.Random(31)
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    files = {rel: (stdlib / rel).read_text(encoding="utf-8")
+             for rel in ("json/decoder.py", "argparse.py", "textwrap.py", "asyncio/tasks.py")}
+    files["web/app.ts"] = ("import { a } from './a';\nexport class App extends Base {\n  run(x: number) { return a(x); }\n}\n"
+                           "function helper(y) { return y + 1; }\n")
+    files["src/lib.rs"] = "use crate::b::c;\nstruct S;\nimpl S {\n    fn go(&self) { c(); }\n}\nfn main() { S.go(); }\n"
+    files["main.go"] = 'package main\nimport "fmt"\nfunc main() { fmt.Println(helper()) }\nfunc helper() int { return 1 }\n'
+    files["a.c"] = "#include <stdio.h>\nint helper(int x) { return x; }\nint main(void) { return helper(1); }\n"
+    for rel, text in files.items():
+        tree = parse.tree_of(rel, text)
+        for new in _edits(text, rng):
+            tree = parse.tree_of(rel, new, (text, tree))
+            whole = parse.tree_of(rel, new)
+            assert parse.parse(rel, new, tree).payload() == parse.parse(rel, new, whole).payload(), rel
+            assert parse.outline(rel, new, tree) == parse.outline(rel, new, whole), rel
+            assert str(tree.root_node) == str(whole.root_node), rel
+            text = new
