@@ -336,7 +336,7 @@ create table scsql.code_links (
   in_share double precision default 0 not null
 );
 alter table scsql.code_links add constraint code_links_pkey PRIMARY KEY (project_id, src_file_id, dst_file_id);
-CREATE INDEX code_links_dst_idx ON scsql.code_links USING btree (project_id, dst_file_id);
+CREATE INDEX code_links_dst_share_idx ON scsql.code_links USING btree (project_id, dst_file_id, in_share DESC);
 alter table scsql.code_links enable row level security;
 alter table scsql.code_links force row level security;
 

@@ -20,7 +20,9 @@ grant execute on function
 to scsql_worker;
 
 -- What the read tools evaluate as the caller.
-grant execute on function scsql_caller.recent_edits(integer), scsql_caller.code_focus(bigint, text[]) to scsql_agent;
+grant execute on function scsql_caller.recent_edits(integer), scsql_caller.code_focus(bigint, text[]),
+  scsql_caller.code_spread(bigint, bigint[], double precision[])
+to scsql_agent;
 
 -- The agents' code tools.
 grant execute on function scsql.repo_map(integer, text[]) to scsql_agent;

@@ -1136,6 +1136,43 @@ $$;
 comment on function scsql_caller.code_focus(bigint, text[]) is
   'The files and definitions a focus names in project PROJECT: each entry a path (absolute under the root or relative, or a tail of one), a name or qualified name, or text (its identifiers and paths), each weighted (a name several definitions share, shared among them).';
 
+create or replace function scsql_caller.code_spread(p_project bigint, p_files bigint[], p_weights double precision[])
+returns table (file_id bigint, w double precision)
+language sql stable
+as $$
+  with s0 as (
+    select x.file_id, x.w / sum(x.w) over () as w
+    from (select f.file_id, sum(f.w) as w from unnest(p_files, p_weights) f(file_id, w) group by f.file_id) x
+  ), h1 as (
+    select y.file_id, sum(y.w) as w from (
+      select l.dst_file_id as file_id, s.w * l.out_share as w
+      from s0 s join scsql.code_links l on l.project_id = p_project and l.src_file_id = s.file_id
+      union all
+      select l.src_file_id, 0.5 * s.w * l.in_share
+      from s0 s join scsql.code_links l on l.project_id = p_project and l.dst_file_id = s.file_id) y group by y.file_id
+  ), h1top as (
+    select * from h1 order by w desc, file_id limit 40  -- the second step goes on from the likeliest only
+  ), h2 as (
+    select y.file_id, sum(y.w) as w from (
+      select l.dst_file_id as file_id, s.w * l.out_share as w
+      from h1top s join scsql.code_links l on l.project_id = p_project and l.src_file_id = s.file_id
+      union all
+      select l.src_file_id, 0.5 * s.w * l.in_share
+      from h1top s cross join lateral (  -- a file used everywhere: its 50 strongest users (the rest add next to nothing)
+        select l.src_file_id, l.in_share from scsql.code_links l
+        where l.project_id = p_project and l.dst_file_id = s.file_id order by l.in_share desc limit 50) l) y
+    group by y.file_id
+  )
+  -- The first terms of PageRank personalised by the focus: the focus, then what it uses and
+  -- what uses it, one step away, and two steps away from the 40 likeliest of those (through
+  -- all they use and the 50 strongest of their users).
+  select z.file_id, sum(z.w) as w
+  from (select file_id, w from s0 union all select file_id, 0.5 * w from h1 union all select file_id, 0.25 * w from h2) z
+  group by z.file_id
+$$;
+comment on function scsql_caller.code_spread(bigint, bigint[], double precision[]) is
+  'For repo_map: how a focus (FILES of project PROJECT with WEIGHTS, a file named twice counting twice) spreads over the files: the first terms of PageRank personalised by it, as row-level security shows code_links: the focus, then what it uses and what uses it one step away, and two steps away from the 40 likeliest of those, through all they use and the 50 files that use each most. Returns each file reached and its weight.';
+
 create or replace function scsql.repo_map(p_budget_tokens integer default 1000, p_focus text[] default null)
 returns table (path text, score double precision, definitions text)
 language plpgsql stable
@@ -1152,30 +1189,8 @@ begin
   return query
   with foc as materialized (
     select * from scsql_caller.code_focus(v_project, coalesce(p_focus, scsql_caller.recent_edits(10)))
-  ), s0 as (
-    select x.file_id, x.w / sum(x.w) over () as w from (select file_id, sum(weight) as w from foc group by file_id) x
-  ), h1 as (
-    select y.file_id, sum(y.w) as w from (
-      select l.dst_file_id as file_id, s.w * l.out_share as w
-      from s0 s join scsql.code_links l on l.project_id = v_project and l.src_file_id = s.file_id
-      union all
-      select l.src_file_id, 0.5 * s.w * l.in_share
-      from s0 s join scsql.code_links l on l.project_id = v_project and l.dst_file_id = s.file_id) y group by y.file_id
-  ), h1top as (
-    select * from h1 order by w desc, file_id limit 40  -- the second step goes on from the likeliest only
-  ), h2 as (
-    select y.file_id, sum(y.w) as w from (
-      select l.dst_file_id as file_id, s.w * l.out_share as w
-      from h1top s join scsql.code_links l on l.project_id = v_project and l.src_file_id = s.file_id
-      union all
-      select l.src_file_id, 0.5 * s.w * l.in_share
-      from h1top s join scsql.code_links l on l.project_id = v_project and l.dst_file_id = s.file_id) y group by y.file_id
   ), pers as (
-    -- The first terms of PageRank personalised by the focus: the focus, then what it uses and
-    -- what uses it, one step away, and two steps away from the 40 likeliest of those.
-    select z.file_id, sum(z.w) as w
-    from (select file_id, w from s0 union all select file_id, 0.5 * w from h1 union all select file_id, 0.25 * w from h2) z
-    group by z.file_id
+    select * from scsql_caller.code_spread(v_project, array(select foc.file_id from foc), array(select foc.weight from foc))
   ), cand as (
     select f.file_id, f.path, f.rank, coalesce(p.w, 0) as pw
     from scsql.code_files f left join pers p on p.file_id = f.file_id
@@ -1219,7 +1234,7 @@ comment on function scsql.repo_map(integer, text[]) is
 p_budget_tokens (50..20000): tokens the map may take (characters / 4)
 p_focus: paths, names or text to centre the map on (files named in the prompt or touched); default the files you edited lately; [] for none
 
-Ranks the files of the acting agent''s project: the first terms of PageRank personalised by FOCUS (the files and definitions it names, what they use and what uses them one step away over code_links, and two steps away from the 40 likeliest of those) plus a tenth of each file''s own PageRank (rank_code), or that rank alone without a focus. A definition counts by its file''s score and by its own rank within the file (ten times more when the focus names it); nested functions and constants are left out. Definitions are taken best first (of the best files for the budget, each file''s best that could fit) while the map''s text (each file''s path, then one line per definition: line number and signature) fits BUDGET_TOKENS at four characters a token, and shown by file, best file first, each file''s definitions in line order. Returns path, score and definitions (the lines). A focus entry is a path (absolute under the root or relative, or its tail such as indexer.py), a name or qualified name (index_tree, Tree.manifest), or text whose identifiers and paths are taken. Without FOCUS the map centres on the files the agent edited in the last 7 days; an empty array gives the project''s overall map. Raises SC262 for a budget out of range, SC263 for a focus of more than 100 entries or an entry over 2,000 characters.';
+Ranks the files of the acting agent''s project: the first terms of PageRank personalised by FOCUS (the files and definitions it names, what they use and what uses them one step away over code_links, and two steps away from the 40 likeliest of those, through all they use and the 50 files that use each most) plus a tenth of each file''s own PageRank (rank_code), or that rank alone without a focus. A definition counts by its file''s score and by its own rank within the file (ten times more when the focus names it); nested functions and constants are left out. Definitions are taken best first (of the best files for the budget, each file''s best that could fit) while the map''s text (each file''s path, then one line per definition: line number and signature) fits BUDGET_TOKENS at four characters a token, and shown by file, best file first, each file''s definitions in line order. Returns path, score and definitions (the lines). A focus entry is a path (absolute under the root or relative, or its tail such as indexer.py), a name or qualified name (index_tree, Tree.manifest), or text whose identifiers and paths are taken. Without FOCUS the map centres on the files the agent edited in the last 7 days; an empty array gives the project''s overall map. Raises SC262 for a budget out of range, SC263 for a focus of more than 100 entries or an entry over 2,000 characters.';
 
 -- ---------------------------------------------------------------------------
 -- Cards: a file, the project
