@@ -5,7 +5,10 @@
 -- times slower than search. The BM25 helpers take p_published (only the
 -- postings of published chunks) as a last argument, false by default; with
 -- a filter (kinds, trust, since) each project is scored on its own
--- (bm25_filtered_top, the same argument) and the lists merged. Their
+-- (bm25_filtered_top, the same argument) and the lists merged. The vector
+-- branch is read the same way (scsql_caller.search_vector_readable: the
+-- readable projects re-read from the acting role, a granted project's
+-- published chunks only), through search_vector_hits with p_own. Their
 -- old forms are dropped here, once (sql/23_search.sql defines the new ones,
 -- policies/20_memory.sql grants them).
 
@@ -60,3 +63,4 @@ drop function if exists scsql_caller.bm25_required_top(bigint, bigint[], double 
 drop function if exists scsql_caller.bm25_project_top(bigint, text[], double precision, double precision, integer);
 drop function if exists scsql_caller.bm25_filtered_top(bigint[], text[], double precision, double precision, integer, text[],
                                                        text, timestamptz);
+drop function if exists scsql_caller.search_vector_hits(bigint[], vector, text, integer, text[], text, timestamptz);

@@ -1334,12 +1334,15 @@ comment on function scsql_caller.search_memory_items(bigint[], text[], boolean, 
 
 create or replace function scsql_caller.search_vector_hits(
   p_projects bigint[], p_query_embedding vector, p_model text, p_depth integer, p_kinds text[], p_trust text,
-  p_since timestamptz)
+  p_since timestamptz, p_own bigint default null)
 returns table (project_ids bigint[], chunk_ids bigint[], dists double precision[])
 language plpgsql stable
 as $$
   -- Vector branch: the partial HNSW index of the query's model, scanned
   -- iteratively so that filters and row-level security do not starve it.
+  -- With p_own (search_vector_readable, as the owner) a project other than
+  -- p_own shows only texts of its published chunks, and those chunks: what
+  -- the policies on kb_embeddings and kb_chunks show a granted reader.
 declare
   v_model scsql.embed_models;
   v_sql text;
@@ -1362,11 +1365,15 @@ begin
           select e.project_id, e.chunk_hash, (e.embedding::vector(%1$s)) <=> $1 as dist
           from scsql.kb_embeddings e
           where e.model_id = %2$s and e.project_id = any($2)
+            and ($7 is null or e.project_id = $7
+                 or exists (select from scsql.kb_chunks c
+                            where c.project_id = e.project_id and c.chunk_hash = e.chunk_hash and c.published))
             %3$s
           order by (e.embedding::vector(%1$s)) <=> $1
           limit $3
         ) e
         join scsql.kb_chunks c on c.project_id = e.project_id and c.chunk_hash = e.chunk_hash
+                                and ($7 is null or c.project_id = $7 or c.published)
         %4$s
       ) v $q$,
       v_model.dims, v_model.model_id,
@@ -1374,6 +1381,7 @@ begin
             and exists (select from scsql.kb_chunks c join scsql.kb_sources src
                           on src.project_id = c.project_id and src.source_id = c.source_id
                         where c.project_id = e.project_id and c.chunk_hash = e.chunk_hash
+                          and ($7 is null or c.project_id = $7 or c.published)
                           and ($4 is null or src.kind = any($4)) and ($5 is null or src.trust = $5)
                           and ($6 is null or coalesce(src.occurred_at, c.created_at) >= $6)) $f$ else '' end,
       case when (p_kinds is not null or p_trust is not null or p_since is not null) then $f$
@@ -1381,13 +1389,40 @@ begin
         where ($4 is null or src.kind = any($4)) and ($5 is null or src.trust = $5)
           and ($6 is null or coalesce(src.occurred_at, c.created_at) >= $6) $f$ else '' end);
     execute v_sql into project_ids, chunk_ids, dists
-      using p_query_embedding, p_projects, p_depth, p_kinds, p_trust, p_since;
+      using p_query_embedding, p_projects, p_depth, p_kinds, p_trust, p_since, p_own;
   end if;
   return next;
 end
 $$;
-comment on function scsql_caller.search_vector_hits(bigint[], vector, text, integer, text[], text, timestamptz) is
-  'For search_projects: the depth chunks of the given projects nearest to the query embedding by cosine distance in the HNSW index of model p_model (none for an unknown model), only those whose source has one of p_kinds, trust p_trust and a time at or after p_since (each NULL: any), as arrays of project ids, chunk ids and distances, nearest first. Row-level security applies. Raises SC207 for an embedding of the wrong dimension, SC209 for a depth out of 1-1000.';
+comment on function scsql_caller.search_vector_hits(bigint[], vector, text, integer, text[], text, timestamptz, bigint) is
+  'For search_vector_readable: the depth chunks of the given projects nearest to the query embedding by cosine distance in the HNSW index of model p_model (none for an unknown model), only those whose source has one of p_kinds, trust p_trust and a time at or after p_since (each NULL: any), as arrays of project ids, chunk ids and distances, nearest first. Row-level security applies; with p_own, of a project other than p_own only published chunks (and texts a published chunk holds) are read. Raises SC207 for an embedding of the wrong dimension, SC209 for a depth out of 1-1000.';
+
+create or replace function scsql_caller.search_vector_readable(
+  p_projects bigint[], p_query_embedding vector, p_model text, p_depth integer, p_kinds text[], p_trust text,
+  p_since timestamptz)
+returns table (project_ids bigint[], chunk_ids bigint[], dists double precision[])
+-- public: pgvector's type and operators (agents may create nothing there).
+language plpgsql stable security definer set search_path = pg_catalog, scsql, public, pg_temp
+as $$
+declare
+  v_own bigint := scsql_caller.project_id();
+  v_projects bigint[];
+begin
+  -- Read as the owner, with what the policies would test row by row made
+  -- explicit: of the given projects only those the acting agent may read
+  -- (its own, and those granted to it: readable_projects, from the acting
+  -- role, on every call), and of a granted one only its published chunks
+  -- and their texts (search_vector_hits with p_own). A policy call per row
+  -- the index visits made a granted reader's vector search several times
+  -- slower than an owner's.
+  v_projects := array(select distinct p from unnest(p_projects) p where p = any(scsql_caller.readable_projects()) order by 1);
+  return query
+  select * from scsql_caller.search_vector_hits(v_projects, p_query_embedding, p_model, p_depth, p_kinds, p_trust, p_since,
+                                                v_own);
+end
+$$;
+comment on function scsql_caller.search_vector_readable(bigint[], vector, text, integer, text[], text, timestamptz) is
+  'For search_projects: search_vector_hits read as the owner over what row-level security shows the caller of the given projects: the acting agent''s own project whole, a project granted to it (readable_projects, re-read from the acting role on every call) only its published chunks (files, URLs, notes) and the texts they hold, any other project nothing; the same hits as under row-level security, without a policy call per row the HNSW index visits. Raises what search_vector_hits raises (SC207 an embedding of the wrong dimension, SC209 a depth out of 1-1000), and SC001 / SC002 like scsql_caller.project_id.';
 
 create or replace function scsql_caller.search_fused(
   p_b_proj bigint[], p_b_chunk bigint[], p_b_score double precision[], p_a_proj bigint[], p_a_key text[], p_a_score double precision[],
@@ -1638,7 +1673,8 @@ begin
   -- iteratively so that filters and row-level security do not starve it.
   if p_mode in ('hybrid', 'vector') and v_chunks and p_query_embedding is not null and p_model is not null then
     select h.project_ids, h.chunk_ids, h.dists into v_proj, v_chunk, v_dist
-    from scsql_caller.search_vector_hits(p_projects, p_query_embedding, p_model, v_depth, v_chunk_kinds, p_trust, p_since) h;
+    from scsql_caller.search_vector_readable(p_projects, p_query_embedding, p_model, v_depth, v_chunk_kinds, p_trust,
+                                             p_since) h;
   end if;
   if p_mode = 'hybrid' and p_fusion = 'score' and v_chunk is not null then
     select x.project_ids, x.chunk_ids, x.scores into x_proj, x_chunk, x_score

@@ -404,6 +404,49 @@ def test_granted_projects_read_as_the_owner_return_exactly_what_row_level_securi
     assert compared >= 10, compared  # the granted project really returned rows to compare
 
 
+def test_granted_vector_hits_read_as_the_owner_return_exactly_what_row_level_security_gives(world):
+    """search_projects' vector branch reads as the owner
+    (search_vector_readable: the readable projects re-read from the acting
+    role, a granted project's published chunks and texts only, no policy
+    call per row the index visits). For every agent, every set of projects
+    an argument may name, query vectors of hidden and published texts, and
+    every filter, it returns the same hits and distances as the same scan
+    under row-level security."""
+    db, pb, a, _b1, b2, c, vectors = world
+    ids, pd = _granted_world(world)
+    full = _admin_view(db, pb)
+    with db.connect() as conn:
+        since = conn.execute("select created_at from scsql.kb_sources where project_id = %s and path = %s",
+                             (ids[pb], "notes/catalogue")).fetchone()["created_at"]
+    rng = np.random.default_rng(5)
+    queries = [vector_literal(v) for v in list(vectors.values())[:6]] + [vector_literal(_unit(rng.normal(size=384)))]
+    filters = [(None, None, None), (["file", "note"], None, None), (["session_summary", "learning"], None, None),
+               (None, "external", None), (None, None, since)]
+    project_sets = [sorted(set(ids.values())), [ids[pb]], [ids[pb], ids[pd]], [ids[pd]]]
+    rls = "select * from scsql_caller.search_vector_hits(%s, %s::vector, %s, 50, %s, %s, %s)"
+    owner = "select * from scsql_caller.search_vector_readable(%s, %s::vector, %s, 50, %s, %s, %s)"
+    seen_b = 0
+    for agent in (a, b2, c):
+        own = q(agent, "select scsql_caller.project_id() as p")[0]["p"]
+        for projects in (*project_sets, [own, ids[pb]]):
+            for emb in queries:
+                for kinds, trust, when in filters:
+                    with agent.transaction() as conn:
+                        conn.execute("set local hnsw.iterative_scan = 'relaxed_order'")
+                        under_rls = conn.execute(rls, (projects, emb, DEFAULT_MODEL, kinds, trust, when)).fetchall()
+                        fast = conn.execute(owner, (projects, emb, DEFAULT_MODEL, kinds, trust, when)).fetchall()
+                    assert fast == under_rls, (agent.name, projects, kinds, trust, when)
+                    hits = set(zip(fast[0]["project_ids"] or [], fast[0]["chunk_ids"] or []))
+                    if agent is a:
+                        b_hits = {(ch,) for p, ch in hits if p == ids[pb]}
+                        assert b_hits <= full["kb_chunks/shared"]
+                        seen_b += bool(b_hits)
+                        assert {p for p, _ in hits} <= {own, ids[pb]}
+                    elif agent is c:
+                        assert {p for p, _ in hits} <= {own}
+    assert seen_b >= 10, seen_b  # the granted project really returned hits to compare
+
+
 def test_the_granted_fast_path_never_shows_hidden_or_ungranted_rows(world):
     """bm25_granted_top reads as the owner, so it must itself keep what the
     policies keep: never a chunk of an unpublished source (session summary,
@@ -445,6 +488,9 @@ def test_the_granted_fast_path_never_shows_hidden_or_ungranted_rows(world):
         assert before and before[0]["chunk_ids"]
         glob = "select * from scsql.search_global('telescope nebula starchart', p_k => 50, p_mode => 'bm25')"
         assert pb in _projects(conn.execute(glob).fetchall())
+        emb = vector_literal(next(iter(world[6].values())))
+        vec = "select * from scsql_caller.search_vector_readable(%s, %s::vector, %s, 50, null, null, null)"
+        assert conn.execute(vec, ([pid_b], emb, DEFAULT_MODEL)).fetchone()["chunk_ids"]
         with db.connect() as admin:
             admin.execute("select scsql.revoke_project_read(%s, %s)", (pb, a.name))
             admin.commit()
@@ -452,3 +498,4 @@ def test_the_granted_fast_path_never_shows_hidden_or_ungranted_rows(world):
         assert conn.execute(_GRANTED, (pid_b, terms, ["note"], None, None)).fetchall() == []
         assert pb not in _projects(conn.execute(glob).fetchall())
         assert pb not in _projects(conn.execute(glob.replace("p_mode => 'bm25'", "p_kinds => array['note']")).fetchall())
+        assert conn.execute(vec, ([pid_b], emb, DEFAULT_MODEL)).fetchone()["chunk_ids"] is None
