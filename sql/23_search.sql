@@ -104,7 +104,8 @@ begin
     union all
     select p.chunk_id, scsql_caller.bm25_term(u.idf, p.tf, p.dl, p_avgdl, p_k1, p_b)
     from unnest(p_tids, p_idf) with ordinality u(term_id, idf, i)
-    join scsql.kb_postings p on p.project_id = p_project and (p.published or not p_published) and p.term_id = u.term_id and p.chunk_id = any(p_ids)
+    join scsql.kb_postings p on p.project_id = p_project and (p.published or not p_published) and p.term_id = u.term_id
+                             and p.chunk_id = any(p_ids)
     where u.i <> all(p_scored)
   ) z
   group by z.chunk_id;
@@ -132,7 +133,8 @@ begin
            scsql_caller.bm25_term(p_idf[1], a.tf, a.dl, p_avgdl, p_k1, p_b)
            + scsql_caller.bm25_term(p_idf[2], b.tf, b.dl, p_avgdl, p_k1, p_b) as part
     from scsql.kb_postings a
-    join scsql.kb_postings b on b.project_id = p_project and (b.published or not p_published) and b.term_id = p_tids[2] and b.chunk_id = a.chunk_id
+    join scsql.kb_postings b on b.project_id = p_project and (b.published or not p_published) and b.term_id = p_tids[2]
+                             and b.chunk_id = a.chunk_id
     where a.project_id = p_project and (a.published or not p_published) and a.term_id = p_tids[1]
   ) c
   where c.part + p_rest * (1 + 1e-9) >= p_lb;
@@ -209,7 +211,8 @@ begin
   from (
     select a.chunk_id, scsql_caller.bm25_term(p_idf, a.tf, a.dl, p_avgdl, p_k1, p_b) as part
     from scsql.kb_postings a
-    where a.project_id = p_project and (a.published or not p_published) and a.term_id = p_tid and (a.tf > 1 or a.dl < 32) and p_ub >= p_floor
+    where a.project_id = p_project and (a.published or not p_published) and a.term_id = p_tid and (a.tf > 1 or a.dl < 32)
+      and p_ub >= p_floor
     order by part desc, a.chunk_id
     limit p_lim + 1
   ) x
@@ -260,7 +263,8 @@ begin
     select p.chunk_id, count(*) as n,
            sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, p_avgdl, p_k1, p_b) - u.lo) as gain
     from (select p.chunk_id, p.term_id, p.tf, p.dl from scsql.kb_postings p
-          where p.project_id = p_project and (p.published or not p_published) and p.term_id = any(p_tids) and (p.tf > 1 or p.dl < 32)
+          where p.project_id = p_project and (p.published or not p_published) and p.term_id = any(p_tids)
+            and (p.tf > 1 or p.dl < 32)
           limit p_cap + 1) p
     join unnest(p_tids, p_idf, p_lo) u(term_id, idf, lo) on u.term_id = p.term_id
     group by p.chunk_id
@@ -334,7 +338,8 @@ begin
   select coalesce(array_agg(x.chunk_id order by x.score desc, x.chunk_id), '{}'),
          coalesce(array_agg(x.score order by x.score desc, x.chunk_id), '{}')
     into v_ids, v_scores
-  from scsql_caller.bm25_complete_scores(p_project, p_ids[1:v_m], p_parts[1:v_m], p_tids, p_idf, p_scored, p_avgdl, p_k1, p_b, p_published) x;
+  from scsql_caller.bm25_complete_scores(p_project, p_ids[1:v_m], p_parts[1:v_m], p_tids, p_idf, p_scored, p_avgdl, p_k1, p_b,
+                                         p_published) x;
   v_theta := greatest(p_lb, coalesce(v_scores[p_depth], 0));
   select count(*) into v_i from unnest(p_parts[v_m + 1:]) x where x + p_rest * (1 + 1e-9) >= v_theta;
   return query
@@ -514,14 +519,16 @@ begin
              c.part + coalesce(sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, p_avgdl, p_k1, p_b)), 0) as score
       from unnest(p_cand, p_part) c(chunk_id, part)
       cross join unnest(p_tids[p_e + 1:cardinality(p_tids)], p_idf[p_e + 1:cardinality(p_tids)]) u(term_id, idf)
-      left join scsql.kb_postings p on p.project_id = p_project and (p.published or not p_published) and p.term_id = u.term_id and p.chunk_id = c.chunk_id
+      left join scsql.kb_postings p on p.project_id = p_project and (p.published or not p_published) and p.term_id = u.term_id
+                                    and p.chunk_id = c.chunk_id
       group by c.chunk_id, c.part
     ) x;
   end if;
 end
 $$;
 comment on function scsql_caller.bm25_completed_batch(bigint, bigint[], double precision[], bigint[], double precision[], integer,
-                                                       boolean, double precision, double precision, double precision, boolean) is
+                                                       boolean, double precision, double precision, double precision,
+                                                       boolean) is
   'For scsql_caller.bm25_rounds: the complete BM25 scores of candidate chunks of one project (ids p_cand, each with its partial score p_part over the first p_e of the terms p_tids), the other terms added by a probe per candidate and term, or with p_scan by one index scan per term (bm25_complete_scores), as arrays (empty for no candidates). Row-level security applies; with p_published only the postings of published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for parameters out of range.';
 
 create or replace function scsql_caller.bm25_big_term_candidates(
@@ -565,7 +572,8 @@ begin
         union all
         select p.chunk_id, scsql_caller.bm25_term(p_idf[p_e], p.tf, p.dl, p_avgdl, p_k1, p_b)
         from scsql.kb_postings p
-        where p.project_id = p_project and (p.published or not p_published) and p.term_id = p_tids[p_e] and p.chunk_id = any(v_small)
+        where p.project_id = p_project and (p.published or not p_published) and p.term_id = p_tids[p_e]
+          and p.chunk_id = any(v_small)
       ) z
       group by z.chunk_id
       union all
@@ -693,8 +701,7 @@ comment on function scsql_caller.bm25_pair_bound(bigint, bigint[], double precis
 create or replace function scsql_caller.bm25_rounds(
   p_project bigint, p_depth integer, p_k1 double precision, p_b double precision, p_avgdl double precision,
   p_n bigint, p_budget integer, p_tids bigint[], p_idf double precision[], p_df integer[],
-  p_ubt double precision[], p_lo double precision[], p_bound double precision[],
-  p_published boolean default false)
+  p_ubt double precision[], p_lo double precision[], p_bound double precision[], p_published boolean default false)
 returns table (settled boolean, project_ids bigint[], chunk_ids bigint[], scores double precision[], lb double precision,
                req integer[], pair integer[], pair_ids bigint[], pair_scores double precision[])
 language plpgsql stable
@@ -943,7 +950,8 @@ begin
   elsif cardinality(v_by) = 2 then
     select t.chunk_ids, t.parts into v_ids, v_scores
     from scsql_caller.bm25_pair_postings(p_project, array[p_tids[v_by[1]], p_tids[v_by[2]]],
-                                         array[p_idf[v_by[1]], p_idf[v_by[2]]], v_rest, p_lb, p_avgdl, p_k1, p_b, p_published) t;
+                                         array[p_idf[v_by[1]], p_idf[v_by[2]]], v_rest, p_lb, p_avgdl, p_k1, p_b,
+                                         p_published) t;
   else
     select t.chunk_ids, t.parts into v_ids, v_scores
     from scsql_caller.bm25_term_postings(p_project, p_tids[v_by[1]], p_idf[v_by[1]], p_lo[v_by[1]], v_rest, p_lb,
@@ -1038,7 +1046,8 @@ begin
   if cardinality(v_t.req) >= 1 then
     return query
     select * from scsql_caller.bm25_required_top(p_project, v_tids, v_idf, v_df, v_lo, v_t.req, v_t.bounds, v_r.lb, v_r.pair,
-                                                 v_r.pair_ids, v_r.pair_scores, v_t.small, p_depth, v_avgdl, p_k1, p_b, p_published);
+                                                 v_r.pair_ids, v_r.pair_scores, v_t.small, p_depth, v_avgdl, p_k1, p_b,
+                                                 p_published);
     return;
   end if;
   -- Every posting of every term.
@@ -1415,7 +1424,8 @@ begin
   -- and their texts (search_vector_hits with p_own). A policy call per row
   -- the index visits made a granted reader's vector search several times
   -- slower than an owner's.
-  v_projects := array(select distinct p from unnest(p_projects) p where p = any(scsql_caller.readable_projects()) order by 1);
+  v_projects := array(select distinct p from unnest(p_projects) p where p = any(scsql_caller.readable_projects())
+                      order by 1);
   return query
   select * from scsql_caller.search_vector_hits(v_projects, p_query_embedding, p_model, p_depth, p_kinds, p_trust, p_since,
                                                 v_own);
