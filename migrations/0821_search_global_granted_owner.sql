@@ -8,7 +8,8 @@
 -- (bm25_filtered_top, the same argument) and the lists merged. The vector
 -- branch is read the same way (scsql_caller.search_vector_readable: the
 -- readable projects re-read from the acting role, a granted project's
--- published chunks only), through search_vector_hits with p_own. Their
+-- published chunks only), through search_vector_hits with p_own, and so
+-- are the BM25 scores of its vector hits (bm25_granted_scores). Their
 -- old forms are dropped here, once (sql/23_search.sql defines the new ones,
 -- policies/20_memory.sql grants them).
 

@@ -73,6 +73,8 @@ grant execute on function
   scsql_caller.bm25(bigint[], text[], double precision, double precision, integer, text[], text, timestamptz),
   scsql_caller.bm25_idf(bigint, bigint), scsql_caller.bm25_stats(bigint[], text[]),
   scsql_caller.bm25_scores(bigint[], text[], double precision, double precision, bigint[], bigint[]),
+  scsql_caller.bm25_chunk_scores(bigint, text[], double precision, double precision, bigint[], boolean),
+  scsql_caller.bm25_granted_scores(bigint, text[], double precision, double precision, bigint[]),
   scsql_caller.bm25_check(integer, double precision, double precision, double precision, double precision,
                           double precision),
   scsql_caller.bm25_pair_postings(bigint, bigint[], double precision[], double precision, double precision, double precision,

@@ -420,16 +420,63 @@ $$;
 comment on function scsql_caller.bm25_stats(bigint[], text[]) is
   'For scsql_caller.bm25 and bm25_scores: each term of p_terms found in the given projects, as the caller sees them: its document frequency (df) among n chunks, its idf, the project''s mean chunk length (avgdl), and the bounds max_tf and tier_min_dl (kb_terms). Over the acting agent''s project df and n count all of its chunks, over another project only its published ones (so scores do not depend on what the caller cannot see). A term in no chunk has no row, nor do NULL arrays. Raises only what scsql_caller.project_id raises (SC001 acting as no agent, SC002 a revoked one).';
 
+create or replace function scsql_caller.bm25_chunk_scores(
+  p_project bigint, p_terms text[], p_k1 double precision, p_b double precision, p_chunks bigint[],
+  p_published boolean default false)
+returns table (chunk_id bigint, score double precision)
+language plpgsql stable
+as $$
+declare
+  v_tids bigint[];
+  v_idf double precision[];
+  v_avgdl double precision;
+begin
+  perform scsql_caller.bm25_check(1, 1, p_k1, p_b, 0, 0);
+  -- Completed by bm25_complete_scores from nothing; a chunk holding no
+  -- term scores 0 there.
+  select array_agg(t.term_id), array_agg(t.idf), min(t.avgdl) into v_tids, v_idf, v_avgdl
+  from scsql_caller.bm25_stats(array[p_project], p_terms) t;
+  if v_tids is null or p_chunks is null then
+    return;
+  end if;
+  return query
+  select x.chunk_id, x.score
+  from scsql_caller.bm25_complete_scores(p_project, p_chunks, array_fill(0::double precision, array[cardinality(p_chunks)]),
+                                         v_tids, v_idf, '{}', v_avgdl, p_k1, p_b, p_published) x
+  where x.score > 0;
+end
+$$;
+comment on function scsql_caller.bm25_chunk_scores(bigint, text[], double precision, double precision, bigint[], boolean) is
+  'For bm25_scores and bm25_granted_scores: the BM25 scores of the given chunks (ids p_chunks, sorted) of one project for the terms p_terms, with the statistics bm25_stats gives the caller; a chunk holding none of the terms has no row. Row-level security applies; with p_published only the postings of published chunks are read (bm25_granted_scores: a granted project read as the owner). Raises SC209 (bm25_check) for k1 or b out of range or scores that overflow.';
+
+create or replace function scsql_caller.bm25_granted_scores(
+  p_project bigint, p_terms text[], p_k1 double precision, p_b double precision, p_chunks bigint[])
+returns table (chunk_id bigint, score double precision)
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+begin
+  perform scsql_caller.bm25_check(1, 1, p_k1, p_b, 0, 0);
+  -- Like bm25_granted_top: a project granted to the acting agent (the
+  -- grant re-read from the acting role) read as the owner over its
+  -- published postings; the own project and any other give nothing.
+  if p_project is null or p_project = scsql_caller.project_id()
+     or not p_project = any(scsql_caller.readable_projects()) then
+    return;
+  end if;
+  return query select * from scsql_caller.bm25_chunk_scores(p_project, p_terms, p_k1, p_b, p_chunks, true);
+end
+$$;
+comment on function scsql_caller.bm25_granted_scores(bigint, text[], double precision, double precision, bigint[]) is
+  'For bm25_scores: bm25_chunk_scores over one project granted to the acting agent (grant_project_read; the grant re-read from the acting role on every call), read as the owner over only its published postings, with its published chunks'' statistics: the scores row-level security gives the caller there (an unpublished chunk''s id gets none), without a policy call per posting. Nothing for the own project, a project not granted or NULL. Raises SC209 (bm25_check) for k1 or b out of range, and SC001 / SC002 like scsql_caller.project_id.';
+
 create or replace function scsql_caller.bm25_scores(
   p_projects bigint[], p_terms text[], p_k1 double precision, p_b double precision, p_ids bigint[], p_chunks bigint[])
 returns table (project_id bigint, chunk_id bigint, score double precision)
 language plpgsql stable
 as $$
 declare
+  v_own bigint := scsql_caller.project_id();
   v_project bigint;
-  v_tids bigint[];
-  v_idf double precision[];
-  v_avgdl double precision;
   v_chunks bigint[];
 begin
   perform scsql_caller.bm25_check(1, 1, p_k1, p_b, 0, 0);
@@ -439,26 +486,22 @@ begin
                        coalesce(cardinality(p_ids), 0), coalesce(cardinality(p_chunks), 0)),
       hint = 'Give p_ids and p_chunks pairwise, as long as each other.';
   end if;
-  -- One project at a time (on Citus, a query on its shards), completed by
-  -- bm25_complete_scores from nothing; a chunk holding no term scores 0 there.
+  -- One project at a time (on Citus, a query on its shards): the own one
+  -- as the caller, a granted one as the owner (bm25_granted_scores).
   for v_project in select distinct c.id from unnest(p_ids) c(id) where c.id = any(p_projects) loop
-    select array_agg(t.term_id), array_agg(t.idf), min(t.avgdl) into v_tids, v_idf, v_avgdl
-    from scsql_caller.bm25_stats(array[v_project], p_terms) t;
-    continue when v_tids is null;
     v_chunks := array(select distinct c.chunk from unnest(p_ids, p_chunks) c(id, chunk) where c.id = v_project
                       and c.chunk is not null order by 1);
     return query
-    select v_project, x.chunk_id, x.score
-    from scsql_caller.bm25_complete_scores(v_project, v_chunks, array_fill(0::double precision, array[cardinality(v_chunks)]),
-                                    v_tids, v_idf, '{}', v_avgdl, p_k1, p_b) x
-    where x.score > 0;
+    select v_project, x.chunk_id, x.score from scsql_caller.bm25_chunk_scores(v_project, p_terms, p_k1, p_b, v_chunks) x
+    where v_project = v_own
+    union all
+    select v_project, x.chunk_id, x.score from scsql_caller.bm25_granted_scores(v_project, p_terms, p_k1, p_b, v_chunks) x
+    where v_project is distinct from v_own;
   end loop;
-exception when numeric_value_out_of_range or division_by_zero then
-  perform scsql_caller.bm25_check(null, null, null, null, null, null);
 end
 $$;
 comment on function scsql_caller.bm25_scores(bigint[], text[], double precision, double precision, bigint[], bigint[]) is
-  'For search: the BM25 scores (the definition: sql/20_text.sql, with k1 and b) of the given chunks (project ids p_ids and chunk ids p_chunks, pairwise) of the given projects for the terms p_terms, with the statistics bm25_stats gives the caller; a chunk holding none of the terms, or of a project not in p_projects, has no row. Row-level security applies. Score fusion gives a vector hit outside BM25''s best its BM25 score with it. Raises SC209 for k1 or b out of range or arrays of different lengths.';
+  'For search: the BM25 scores (the definition: sql/20_text.sql, with k1 and b) of the given chunks (project ids p_ids and chunk ids p_chunks, pairwise) of the given projects for the terms p_terms, with the statistics bm25_stats gives the caller; a chunk holding none of the terms, or of a project not in p_projects, has no row. Row-level security applies; a project granted to the caller is read as the owner over its published postings (bm25_granted_scores), the same scores. Score fusion gives a vector hit outside BM25''s best its BM25 score with it. Raises SC209 for k1 or b out of range or arrays of different lengths.';
 
 create or replace function scsql_caller.bm25_filtered_top(
   p_projects bigint[], p_terms text[], p_k1 double precision, p_b double precision, p_depth integer,

@@ -364,7 +364,10 @@ def test_granted_projects_read_as_the_owner_return_exactly_what_row_level_securi
     ids, pd = _granted_world(world)
     pid_b = ids[pb]
     full = _admin_view(db, pb)
+    hidden = sorted(ch for (ch,) in full["kb_chunks"] - full["kb_chunks/shared"])
     with db.connect() as conn:  # a time between B's first and last sources
+        d_chunks = [r["chunk_id"] for r in conn.execute("select chunk_id from scsql.kb_chunks where project_id = %s",
+                                                         (ids[pd],))]
         since = conn.execute("select created_at from scsql.kb_sources where project_id = %s and path = %s",
                              (pid_b, "notes/catalogue")).fetchone()["created_at"]
     filters = [(None, None, None), (["file", "note"], None, None), (["session_summary", "learning", "archived_fact"], None, None),
@@ -401,6 +404,17 @@ def test_granted_projects_read_as_the_owner_return_exactly_what_row_level_securi
                 assert merged["project_ids"] == every["project_ids"] and merged["chunk_ids"] == every["chunk_ids"]
                 assert [round(s, 9) for s in merged["scores"] or []] == [round(s, 9) for s in every["scores"] or []]
                 assert not set(merged["project_ids"] or []) - set(readable)
+                if (kinds, trust, when) == (None, None, None):
+                    # The BM25 scores of given chunks (vector hits under score
+                    # fusion): those of the list, and none for a hidden chunk
+                    # of B or one of D (bm25_granted_scores for other projects).
+                    listed = list(zip(every["project_ids"] or [], every["chunk_ids"] or [], every["scores"] or []))
+                    extra = [(ids[pd], ch) for ch in d_chunks] + ([] if agent is b2 else [(pid_b, ch) for ch in hidden])
+                    pairs = [(p, ch) for p, ch, _ in listed] + extra
+                    scored = q(agent, "select * from scsql_caller.bm25_scores(%s, %s, 1.2, 0.75, %s, %s)", projects, terms,
+                               [p for p, _ in pairs], [ch for _, ch in pairs])
+                    assert {(r["project_id"], r["chunk_id"]): round(r["score"], 9) for r in scored} == {
+                        (p, ch): round(sc, 9) for p, ch, sc in listed}, (agent.name, words)
     assert compared >= 10, compared  # the granted project really returned rows to compare
 
 
