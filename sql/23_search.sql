@@ -88,7 +88,8 @@ comment on function scsql_caller.bm25_check(integer, double precision, double pr
 
 create or replace function scsql_caller.bm25_complete_scores(
   p_project bigint, p_ids bigint[], p_parts double precision[], p_tids bigint[], p_idf double precision[],
-  p_scored integer[], p_avgdl double precision, p_k1 double precision, p_b double precision)
+  p_scored integer[], p_avgdl double precision, p_k1 double precision, p_b double precision,
+  p_published boolean default false)
 returns table (chunk_id bigint, score double precision)
 language plpgsql stable
 as $$
@@ -103,7 +104,8 @@ begin
     union all
     select p.chunk_id, scsql_caller.bm25_term(u.idf, p.tf, p.dl, p_avgdl, p_k1, p_b)
     from unnest(p_tids, p_idf) with ordinality u(term_id, idf, i)
-    join scsql.kb_postings p on p.project_id = p_project and p.term_id = u.term_id and p.chunk_id = any(p_ids)
+    join scsql.kb_postings p on p.project_id = p_project and (p.published or not p_published) and p.term_id = u.term_id
+                             and p.chunk_id = any(p_ids)
     where u.i <> all(p_scored)
   ) z
   group by z.chunk_id;
@@ -112,12 +114,13 @@ exception when numeric_value_out_of_range or division_by_zero then
 end
 $$;
 comment on function scsql_caller.bm25_complete_scores(bigint, bigint[], double precision[], bigint[], double precision[], integer[],
-                                               double precision, double precision, double precision) is
-  'For scsql_caller.bm25: the complete BM25 scores of candidate chunks of one project (each with its partial score over the terms numbered in p_scored), adding the other terms'' scores, read by one index scan per term over the sorted ids (PostgreSQL 17 and later step through such a list without a descent per id). Rows in no particular order; row-level security applies. Raises SC209 (bm25_check) for parameters out of range or values whose scores overflow.';
+                                               double precision, double precision, double precision, boolean) is
+  'For scsql_caller.bm25: the complete BM25 scores of candidate chunks of one project (each with its partial score over the terms numbered in p_scored), adding the other terms'' scores, read by one index scan per term over the sorted ids (PostgreSQL 17 and later step through such a list without a descent per id). Rows in no particular order; row-level security applies; with p_published only the postings of published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for parameters out of range or values whose scores overflow.';
 
 create or replace function scsql_caller.bm25_pair_postings(
   p_project bigint, p_tids bigint[], p_idf double precision[], p_rest double precision, p_lb double precision,
-  p_avgdl double precision, p_k1 double precision, p_b double precision)
+  p_avgdl double precision, p_k1 double precision, p_b double precision,
+  p_published boolean default false)
 returns table (chunk_ids bigint[], parts double precision[])
 language plpgsql stable
 as $$
@@ -130,8 +133,9 @@ begin
            scsql_caller.bm25_term(p_idf[1], a.tf, a.dl, p_avgdl, p_k1, p_b)
            + scsql_caller.bm25_term(p_idf[2], b.tf, b.dl, p_avgdl, p_k1, p_b) as part
     from scsql.kb_postings a
-    join scsql.kb_postings b on b.project_id = p_project and b.term_id = p_tids[2] and b.chunk_id = a.chunk_id
-    where a.project_id = p_project and a.term_id = p_tids[1]
+    join scsql.kb_postings b on b.project_id = p_project and (b.published or not p_published) and b.term_id = p_tids[2]
+                             and b.chunk_id = a.chunk_id
+    where a.project_id = p_project and (a.published or not p_published) and a.term_id = p_tids[1]
   ) c
   where c.part + p_rest * (1 + 1e-9) >= p_lb;
 exception when numeric_value_out_of_range or division_by_zero then
@@ -139,12 +143,13 @@ exception when numeric_value_out_of_range or division_by_zero then
 end
 $$;
 comment on function scsql_caller.bm25_pair_postings(bigint, bigint[], double precision[], double precision, double precision,
-                                           double precision, double precision, double precision) is
-  'For scsql_caller.bm25: the chunks of one project holding both of two terms (ids p_tids, idfs p_idf; a merge join of their postings), with their partial BM25 score over the two, best first, as arrays; only those whose partial score plus p_rest (what the other terms can add) reaches p_lb. Row-level security applies. Raises SC209 (bm25_check) for parameters out of range or values whose scores overflow.';
+                                           double precision, double precision, double precision, boolean) is
+  'For scsql_caller.bm25: the chunks of one project holding both of two terms (ids p_tids, idfs p_idf; a merge join of their postings), with their partial BM25 score over the two, best first, as arrays; only those whose partial score plus p_rest (what the other terms can add) reaches p_lb. Row-level security applies; with p_published only the postings of published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for parameters out of range or values whose scores overflow.';
 
 create or replace function scsql_caller.bm25_term_postings(
   p_project bigint, p_tid bigint, p_idf double precision, p_lo double precision, p_rest double precision,
-  p_lb double precision, p_avgdl double precision, p_k1 double precision, p_b double precision)
+  p_lb double precision, p_avgdl double precision, p_k1 double precision, p_b double precision,
+  p_published boolean default false)
 returns table (chunk_ids bigint[], parts double precision[])
 language plpgsql stable
 as $$
@@ -161,7 +166,7 @@ begin
     from (
       select a.chunk_id, scsql_caller.bm25_term(p_idf, a.tf, a.dl, p_avgdl, p_k1, p_b) as part
       from scsql.kb_postings a
-      where a.project_id = p_project and a.term_id = p_tid and (a.tf > 1 or a.dl < 32)
+      where a.project_id = p_project and (a.published or not p_published) and a.term_id = p_tid and (a.tf > 1 or a.dl < 32)
     ) c
     where c.part + p_rest * (1 + 1e-9) >= p_lb;
   else
@@ -171,7 +176,7 @@ begin
     from (
       select a.chunk_id, scsql_caller.bm25_term(p_idf, a.tf, a.dl, p_avgdl, p_k1, p_b) as part
       from scsql.kb_postings a
-      where a.project_id = p_project and a.term_id = p_tid
+      where a.project_id = p_project and (a.published or not p_published) and a.term_id = p_tid
     ) c
     where c.part + p_rest * (1 + 1e-9) >= p_lb;
   end if;
@@ -180,13 +185,14 @@ exception when numeric_value_out_of_range or division_by_zero then
 end
 $$;
 comment on function scsql_caller.bm25_term_postings(bigint, bigint, double precision, double precision, double precision, double precision,
-                                          double precision, double precision, double precision) is
-  'For scsql_caller.bm25: the chunks of one project holding a term (id p_tid, idf p_idf) with its BM25 score in each, best first, as arrays; only those whose score plus p_rest (what the other terms can add) reaches p_lb. When p_lo (what the term adds at most outside the partial index kb_postings_tier_idx: tf 1 in a chunk of 32 terms or more) plus p_rest cannot reach p_lb, only the postings of the partial index are read. Row-level security applies. Raises SC209 (bm25_check) for parameters out of range or values whose scores overflow.';
+                                          double precision, double precision, double precision, boolean) is
+  'For scsql_caller.bm25: the chunks of one project holding a term (id p_tid, idf p_idf) with its BM25 score in each, best first, as arrays; only those whose score plus p_rest (what the other terms can add) reaches p_lb. When p_lo (what the term adds at most outside the partial index kb_postings_tier_idx: tf 1 in a chunk of 32 terms or more) plus p_rest cannot reach p_lb, only the postings of the partial index are read. Row-level security applies; with p_published only the postings of published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for parameters out of range or values whose scores overflow.';
 
 create or replace function scsql_caller.bm25_term_best(
   p_project bigint, p_tid bigint, p_idf double precision, p_lo double precision, p_ub double precision,
   p_floor double precision, p_lim integer, p_every boolean, p_avgdl double precision, p_k1 double precision,
-  p_b double precision)
+  p_b double precision,
+  p_published boolean default false)
 returns table (chunk_ids bigint[], parts double precision[], tail double precision)
 language plpgsql stable
 as $$
@@ -205,7 +211,8 @@ begin
   from (
     select a.chunk_id, scsql_caller.bm25_term(p_idf, a.tf, a.dl, p_avgdl, p_k1, p_b) as part
     from scsql.kb_postings a
-    where a.project_id = p_project and a.term_id = p_tid and (a.tf > 1 or a.dl < 32) and p_ub >= p_floor
+    where a.project_id = p_project and (a.published or not p_published) and a.term_id = p_tid and (a.tf > 1 or a.dl < 32)
+      and p_ub >= p_floor
     order by part desc, a.chunk_id
     limit p_lim + 1
   ) x
@@ -219,7 +226,7 @@ begin
       from (
         select a.chunk_id, scsql_caller.bm25_term(p_idf, a.tf, a.dl, p_avgdl, p_k1, p_b) as part
         from scsql.kb_postings a
-        where a.project_id = p_project and a.term_id = p_tid
+        where a.project_id = p_project and (a.published or not p_published) and a.term_id = p_tid
         order by part desc, a.chunk_id
         limit p_lim + 1
       ) x;
@@ -232,12 +239,13 @@ end
 $$;
 comment on function scsql_caller.bm25_term_best(bigint, bigint, double precision, double precision, double precision,
                                            double precision, integer, boolean, double precision, double precision,
-                                           double precision) is
-  'For scsql_caller.bm25: the best p_lim + 1 chunks of one project by one term (id p_tid, idf p_idf) that reach p_floor, with the term''s score in each, best first, as arrays, and tail: what a chunk left out may score by the term. From the partial index kb_postings_tier_idx first: its postings above p_lo (what the term adds at most outside it) when p_lo reaches p_floor, else all of them (only they can reach it; none when p_ub, the term''s upper bound, cannot). When those above p_lo are p_lim or fewer, they are the list and tail is p_lo, unless p_every: then every posting is read (tail 0). Row-level security applies. Raises SC209 (bm25_check) for parameters out of range or values whose scores overflow.';
+                                           double precision, boolean) is
+  'For scsql_caller.bm25: the best p_lim + 1 chunks of one project by one term (id p_tid, idf p_idf) that reach p_floor, with the term''s score in each, best first, as arrays, and tail: what a chunk left out may score by the term. From the partial index kb_postings_tier_idx first: its postings above p_lo (what the term adds at most outside it) when p_lo reaches p_floor, else all of them (only they can reach it; none when p_ub, the term''s upper bound, cannot). When those above p_lo are p_lim or fewer, they are the list and tail is p_lo, unless p_every: then every posting is read (tail 0). Row-level security applies; with p_published only the postings of published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for parameters out of range or values whose scores overflow.';
 
 create or replace function scsql_caller.bm25_tier_gains(
   p_project bigint, p_tids bigint[], p_idf double precision[], p_lo double precision[], p_cap integer,
-  p_avgdl double precision, p_k1 double precision, p_b double precision)
+  p_avgdl double precision, p_k1 double precision, p_b double precision,
+  p_published boolean default false)
 returns table (chunk_ids bigint[], gains double precision[], postings bigint)
 language plpgsql stable
 as $$
@@ -255,7 +263,8 @@ begin
     select p.chunk_id, count(*) as n,
            sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, p_avgdl, p_k1, p_b) - u.lo) as gain
     from (select p.chunk_id, p.term_id, p.tf, p.dl from scsql.kb_postings p
-          where p.project_id = p_project and p.term_id = any(p_tids) and (p.tf > 1 or p.dl < 32)
+          where p.project_id = p_project and (p.published or not p_published) and p.term_id = any(p_tids)
+            and (p.tf > 1 or p.dl < 32)
           limit p_cap + 1) p
     join unnest(p_tids, p_idf, p_lo) u(term_id, idf, lo) on u.term_id = p.term_id
     group by p.chunk_id
@@ -265,12 +274,13 @@ exception when numeric_value_out_of_range or division_by_zero then
 end
 $$;
 comment on function scsql_caller.bm25_tier_gains(bigint, bigint[], double precision[], double precision[], integer,
-                                             double precision, double precision, double precision) is
-  'For scsql_caller.bm25: the chunks of one project with a posting of the given terms (ids p_tids, idfs p_idf) in the partial index kb_postings_tier_idx (tf above 1, or a chunk of fewer than 32 terms), each with its gain: the sum over those postings of its score less p_lo (what a posting of the term outside the index adds at most), best gain first, as arrays; and the number of postings read, at most p_cap + 1 (more than p_cap: the lists are cut short). Row-level security applies. Raises SC209 (bm25_check) for parameters out of range or values whose scores overflow.';
+                                             double precision, double precision, double precision, boolean) is
+  'For scsql_caller.bm25: the chunks of one project with a posting of the given terms (ids p_tids, idfs p_idf) in the partial index kb_postings_tier_idx (tf above 1, or a chunk of fewer than 32 terms), each with its gain: the sum over those postings of its score less p_lo (what a posting of the term outside the index adds at most), best gain first, as arrays; and the number of postings read, at most p_cap + 1 (more than p_cap: the lists are cut short). Row-level security applies; with p_published only the postings of published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for parameters out of range or values whose scores overflow.';
 
 create or replace function scsql_caller.bm25_pair_top(
   p_project bigint, p_tids bigint[], p_idf double precision[], p_pair integer[], p_rest double precision,
-  p_lb double precision, p_depth integer, p_avgdl double precision, p_k1 double precision, p_b double precision)
+  p_lb double precision, p_depth integer, p_avgdl double precision, p_k1 double precision, p_b double precision,
+  p_published boolean default false)
 returns table (chunk_ids bigint[], scores double precision[])
 language plpgsql stable
 as $$
@@ -284,14 +294,14 @@ begin
   return query
   select t.chunk_ids, t.scores
   from scsql_caller.bm25_pair_postings(p_project, array[p_tids[p_pair[1]], p_tids[p_pair[2]]],
-                              array[p_idf[p_pair[1]], p_idf[p_pair[2]]], 0, 0, p_avgdl, p_k1, p_b) b
+                              array[p_idf[p_pair[1]], p_idf[p_pair[2]]], 0, 0, p_avgdl, p_k1, p_b, p_published) b
   cross join scsql_caller.bm25_candidates_top(p_project, b.chunk_ids, b.parts, p_tids, p_idf, p_pair, p_rest, p_lb, p_depth,
-                                   p_avgdl, p_k1, p_b) t;
+                                   p_avgdl, p_k1, p_b, p_published) t;
 end
 $$;
 comment on function scsql_caller.bm25_pair_top(bigint, bigint[], double precision[], integer[], double precision, double precision,
-                                           integer, double precision, double precision, double precision) is
-  'For scsql_caller.bm25: the best depth of the chunks of one project holding both terms numbered in p_pair (of the query''s terms p_tids, idfs p_idf) by complete BM25 score, as arrays, best first (bm25_pair_postings, then bm25_candidates_top with p_rest, what the other terms add at most): the pair. Chunks below p_lb may be missing. Row-level security applies. Raises SC209 (bm25_check) for a pair that is not two different term numbers, parameters out of range or values whose scores overflow.';
+                                           integer, double precision, double precision, double precision, boolean) is
+  'For scsql_caller.bm25: the best depth of the chunks of one project holding both terms numbered in p_pair (of the query''s terms p_tids, idfs p_idf) by complete BM25 score, as arrays, best first (bm25_pair_postings, then bm25_candidates_top with p_rest, what the other terms add at most): the pair. Chunks below p_lb may be missing. Row-level security applies; with p_published only the postings of published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for a pair that is not two different term numbers, parameters out of range or values whose scores overflow.';
 
 create or replace function scsql_caller.bm25_required_terms(p_bounds double precision[], p_lb double precision)
 returns integer[]
@@ -307,7 +317,8 @@ comment on function scsql_caller.bm25_required_terms(double precision[], double 
 create or replace function scsql_caller.bm25_candidates_top(
   p_project bigint, p_ids bigint[], p_parts double precision[], p_tids bigint[], p_idf double precision[],
   p_scored integer[], p_rest double precision, p_lb double precision, p_depth integer,
-  p_avgdl double precision, p_k1 double precision, p_b double precision)
+  p_avgdl double precision, p_k1 double precision, p_b double precision,
+  p_published boolean default false)
 returns table (chunk_ids bigint[], scores double precision[])
 language plpgsql stable
 as $$
@@ -327,7 +338,8 @@ begin
   select coalesce(array_agg(x.chunk_id order by x.score desc, x.chunk_id), '{}'),
          coalesce(array_agg(x.score order by x.score desc, x.chunk_id), '{}')
     into v_ids, v_scores
-  from scsql_caller.bm25_complete_scores(p_project, p_ids[1:v_m], p_parts[1:v_m], p_tids, p_idf, p_scored, p_avgdl, p_k1, p_b) x;
+  from scsql_caller.bm25_complete_scores(p_project, p_ids[1:v_m], p_parts[1:v_m], p_tids, p_idf, p_scored, p_avgdl, p_k1, p_b,
+                                         p_published) x;
   v_theta := greatest(p_lb, coalesce(v_scores[p_depth], 0));
   select count(*) into v_i from unnest(p_parts[v_m + 1:]) x where x + p_rest * (1 + 1e-9) >= v_theta;
   return query
@@ -340,7 +352,7 @@ begin
       union all
       select c.chunk_id, c.score
       from scsql_caller.bm25_complete_scores(p_project, p_ids[v_m + 1:v_m + v_i], p_parts[v_m + 1:v_m + v_i], p_tids, p_idf,
-                                      p_scored, p_avgdl, p_k1, p_b) c
+                                      p_scored, p_avgdl, p_k1, p_b, p_published) c
     ) x
     order by x.score desc, x.chunk_id
     limit p_depth
@@ -351,8 +363,8 @@ end
 $$;
 comment on function scsql_caller.bm25_candidates_top(bigint, bigint[], double precision[], bigint[], double precision[], integer[],
                                           double precision, double precision, integer, double precision, double precision,
-                                          double precision) is
-  'For scsql_caller.bm25: the best depth of candidate chunks of one project by complete BM25 score, as arrays of ids and scores, best first. The candidates come best partial score (over the terms numbered in p_scored) first, and the other terms add at most p_rest to any of them; those that cannot reach the depth-th best of the first ones, nor p_lb, are never completed, so the result is the same as completing them all except that candidates below p_lb may be missing. Row-level security applies. Raises SC209 (bm25_check) for parameters out of range or values whose scores overflow.';
+                                          double precision, boolean) is
+  'For scsql_caller.bm25: the best depth of candidate chunks of one project by complete BM25 score, as arrays of ids and scores, best first. The candidates come best partial score (over the terms numbered in p_scored) first, and the other terms add at most p_rest to any of them; those that cannot reach the depth-th best of the first ones, nor p_lb, are never completed, so the result is the same as completing them all except that candidates below p_lb may be missing. Row-level security applies; with p_published only the postings of published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for parameters out of range or values whose scores overflow.';
 
 create or replace function scsql_caller.bm25_costs(p_n bigint, p_df integer[], p_pair integer[], p_required integer)
 returns double precision[]
@@ -408,16 +420,63 @@ $$;
 comment on function scsql_caller.bm25_stats(bigint[], text[]) is
   'For scsql_caller.bm25 and bm25_scores: each term of p_terms found in the given projects, as the caller sees them: its document frequency (df) among n chunks, its idf, the project''s mean chunk length (avgdl), and the bounds max_tf and tier_min_dl (kb_terms). Over the acting agent''s project df and n count all of its chunks, over another project only its published ones (so scores do not depend on what the caller cannot see). A term in no chunk has no row, nor do NULL arrays. Raises only what scsql_caller.project_id raises (SC001 acting as no agent, SC002 a revoked one).';
 
+create or replace function scsql_caller.bm25_chunk_scores(
+  p_project bigint, p_terms text[], p_k1 double precision, p_b double precision, p_chunks bigint[],
+  p_published boolean default false)
+returns table (chunk_id bigint, score double precision)
+language plpgsql stable
+as $$
+declare
+  v_tids bigint[];
+  v_idf double precision[];
+  v_avgdl double precision;
+begin
+  perform scsql_caller.bm25_check(1, 1, p_k1, p_b, 0, 0);
+  -- Completed by bm25_complete_scores from nothing; a chunk holding no
+  -- term scores 0 there.
+  select array_agg(t.term_id), array_agg(t.idf), min(t.avgdl) into v_tids, v_idf, v_avgdl
+  from scsql_caller.bm25_stats(array[p_project], p_terms) t;
+  if v_tids is null or p_chunks is null then
+    return;
+  end if;
+  return query
+  select x.chunk_id, x.score
+  from scsql_caller.bm25_complete_scores(p_project, p_chunks, array_fill(0::double precision, array[cardinality(p_chunks)]),
+                                         v_tids, v_idf, '{}', v_avgdl, p_k1, p_b, p_published) x
+  where x.score > 0;
+end
+$$;
+comment on function scsql_caller.bm25_chunk_scores(bigint, text[], double precision, double precision, bigint[], boolean) is
+  'For bm25_scores and bm25_granted_scores: the BM25 scores of the given chunks (ids p_chunks, sorted) of one project for the terms p_terms, with the statistics bm25_stats gives the caller; a chunk holding none of the terms has no row. Row-level security applies; with p_published only the postings of published chunks are read (bm25_granted_scores: a granted project read as the owner). Raises SC209 (bm25_check) for k1 or b out of range or scores that overflow.';
+
+create or replace function scsql_caller.bm25_granted_scores(
+  p_project bigint, p_terms text[], p_k1 double precision, p_b double precision, p_chunks bigint[])
+returns table (chunk_id bigint, score double precision)
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+begin
+  perform scsql_caller.bm25_check(1, 1, p_k1, p_b, 0, 0);
+  -- Like bm25_granted_top: a project granted to the acting agent (the
+  -- grant re-read from the acting role) read as the owner over its
+  -- published postings; the own project and any other give nothing.
+  if p_project is null or p_project = scsql_caller.project_id()
+     or not p_project = any(scsql_caller.readable_projects()) then
+    return;
+  end if;
+  return query select * from scsql_caller.bm25_chunk_scores(p_project, p_terms, p_k1, p_b, p_chunks, true);
+end
+$$;
+comment on function scsql_caller.bm25_granted_scores(bigint, text[], double precision, double precision, bigint[]) is
+  'For bm25_scores: bm25_chunk_scores over one project granted to the acting agent (grant_project_read; the grant re-read from the acting role on every call), read as the owner over only its published postings, with its published chunks'' statistics: the scores row-level security gives the caller there (an unpublished chunk''s id gets none), without a policy call per posting. Nothing for the own project, a project not granted or NULL. Raises SC209 (bm25_check) for k1 or b out of range, and SC001 / SC002 like scsql_caller.project_id.';
+
 create or replace function scsql_caller.bm25_scores(
   p_projects bigint[], p_terms text[], p_k1 double precision, p_b double precision, p_ids bigint[], p_chunks bigint[])
 returns table (project_id bigint, chunk_id bigint, score double precision)
 language plpgsql stable
 as $$
 declare
+  v_own bigint := scsql_caller.project_id();
   v_project bigint;
-  v_tids bigint[];
-  v_idf double precision[];
-  v_avgdl double precision;
   v_chunks bigint[];
 begin
   perform scsql_caller.bm25_check(1, 1, p_k1, p_b, 0, 0);
@@ -427,30 +486,26 @@ begin
                        coalesce(cardinality(p_ids), 0), coalesce(cardinality(p_chunks), 0)),
       hint = 'Give p_ids and p_chunks pairwise, as long as each other.';
   end if;
-  -- One project at a time (on Citus, a query on its shards), completed by
-  -- bm25_complete_scores from nothing; a chunk holding no term scores 0 there.
+  -- One project at a time (on Citus, a query on its shards): the own one
+  -- as the caller, a granted one as the owner (bm25_granted_scores).
   for v_project in select distinct c.id from unnest(p_ids) c(id) where c.id = any(p_projects) loop
-    select array_agg(t.term_id), array_agg(t.idf), min(t.avgdl) into v_tids, v_idf, v_avgdl
-    from scsql_caller.bm25_stats(array[v_project], p_terms) t;
-    continue when v_tids is null;
     v_chunks := array(select distinct c.chunk from unnest(p_ids, p_chunks) c(id, chunk) where c.id = v_project
                       and c.chunk is not null order by 1);
     return query
-    select v_project, x.chunk_id, x.score
-    from scsql_caller.bm25_complete_scores(v_project, v_chunks, array_fill(0::double precision, array[cardinality(v_chunks)]),
-                                    v_tids, v_idf, '{}', v_avgdl, p_k1, p_b) x
-    where x.score > 0;
+    select v_project, x.chunk_id, x.score from scsql_caller.bm25_chunk_scores(v_project, p_terms, p_k1, p_b, v_chunks) x
+    where v_project = v_own
+    union all
+    select v_project, x.chunk_id, x.score from scsql_caller.bm25_granted_scores(v_project, p_terms, p_k1, p_b, v_chunks) x
+    where v_project is distinct from v_own;
   end loop;
-exception when numeric_value_out_of_range or division_by_zero then
-  perform scsql_caller.bm25_check(null, null, null, null, null, null);
 end
 $$;
 comment on function scsql_caller.bm25_scores(bigint[], text[], double precision, double precision, bigint[], bigint[]) is
-  'For search: the BM25 scores (the definition: sql/20_text.sql, with k1 and b) of the given chunks (project ids p_ids and chunk ids p_chunks, pairwise) of the given projects for the terms p_terms, with the statistics bm25_stats gives the caller; a chunk holding none of the terms, or of a project not in p_projects, has no row. Row-level security applies. Score fusion gives a vector hit outside BM25''s best its BM25 score with it. Raises SC209 for k1 or b out of range or arrays of different lengths.';
+  'For search: the BM25 scores (the definition: sql/20_text.sql, with k1 and b) of the given chunks (project ids p_ids and chunk ids p_chunks, pairwise) of the given projects for the terms p_terms, with the statistics bm25_stats gives the caller; a chunk holding none of the terms, or of a project not in p_projects, has no row. Row-level security applies; a project granted to the caller is read as the owner over its published postings (bm25_granted_scores), the same scores. Score fusion gives a vector hit outside BM25''s best its BM25 score with it. Raises SC209 for k1 or b out of range or arrays of different lengths.';
 
 create or replace function scsql_caller.bm25_filtered_top(
   p_projects bigint[], p_terms text[], p_k1 double precision, p_b double precision, p_depth integer,
-  p_kinds text[], p_trust text, p_since timestamptz)
+  p_kinds text[], p_trust text, p_since timestamptz, p_published boolean default false)
 returns table (project_ids bigint[], chunk_ids bigint[], scores double precision[])
 language plpgsql stable
 as $$
@@ -465,13 +520,14 @@ begin
            sum(scsql_caller.bm25_term(t.idf, p.tf, p.dl, t.avgdl, p_k1, p_b)) as score
     from (select * from scsql_caller.bm25_stats(p_projects, p_terms) offset 0) t
     join scsql.kb_postings p on p.project_id = t.project_id and p.term_id = t.term_id
-    where (p_kinds is null and p_trust is null and p_since is null)
+    where (p.published or not p_published)
+      and ((p_kinds is null and p_trust is null and p_since is null)
        or exists (select from scsql.kb_chunks c join scsql.kb_sources src
                     on src.project_id = c.project_id and src.source_id = c.source_id
-                  where c.project_id = p.project_id and c.chunk_id = p.chunk_id
+                  where c.project_id = p.project_id and c.chunk_id = p.chunk_id and (c.published or not p_published)
                     and (p_kinds is null or src.kind = any(p_kinds))
                     and (p_trust is null or src.trust = p_trust)
-                    and (p_since is null or coalesce(src.occurred_at, c.created_at) >= p_since))
+                    and (p_since is null or coalesce(src.occurred_at, c.created_at) >= p_since)))
     group by p.project_id, p.chunk_id
     order by score desc, p.project_id, p.chunk_id
     limit p_depth
@@ -479,12 +535,13 @@ begin
 end
 $$;
 comment on function scsql_caller.bm25_filtered_top(bigint[], text[], double precision, double precision, integer, text[], text,
-                                                    timestamptz) is
-  'For scsql_caller.bm25 with filters: the top-depth chunks of the given projects by BM25 whose source has one of p_kinds, trust p_trust and a time at or after p_since (each NULL: any), every posting of every term scored, as arrays of project ids, chunk ids and scores, best first. Row-level security applies. Raises SC209 (bm25_check) for a depth, k1 or b out of range.';
+                                                    timestamptz, boolean) is
+  'For scsql_caller.bm25 with filters: the top-depth chunks of the given projects by BM25 whose source has one of p_kinds, trust p_trust and a time at or after p_since (each NULL: any), every posting of every term scored, as arrays of project ids, chunk ids and scores, best first. Row-level security applies; with p_published only published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for a depth, k1 or b out of range.';
 
 create or replace function scsql_caller.bm25_completed_batch(
   p_project bigint, p_cand bigint[], p_part double precision[], p_tids bigint[], p_idf double precision[],
-  p_e integer, p_scan boolean, p_avgdl double precision, p_k1 double precision, p_b double precision)
+  p_e integer, p_scan boolean, p_avgdl double precision, p_k1 double precision, p_b double precision,
+  p_published boolean default false)
 returns table (chunk_ids bigint[], scores double precision[])
 language plpgsql stable
 as $$
@@ -495,7 +552,7 @@ begin
     return query
     select coalesce(array_agg(x.chunk_id), '{}'), coalesce(array_agg(x.score), '{}')
     from scsql_caller.bm25_complete_scores(p_project, p_cand, p_part, p_tids, p_idf, array(select generate_series(1, p_e)),
-                                           p_avgdl, p_k1, p_b) x;
+                                           p_avgdl, p_k1, p_b, p_published) x;
   else
     -- A probe per candidate and term.
     return query
@@ -505,20 +562,23 @@ begin
              c.part + coalesce(sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, p_avgdl, p_k1, p_b)), 0) as score
       from unnest(p_cand, p_part) c(chunk_id, part)
       cross join unnest(p_tids[p_e + 1:cardinality(p_tids)], p_idf[p_e + 1:cardinality(p_tids)]) u(term_id, idf)
-      left join scsql.kb_postings p on p.project_id = p_project and p.term_id = u.term_id and p.chunk_id = c.chunk_id
+      left join scsql.kb_postings p on p.project_id = p_project and (p.published or not p_published) and p.term_id = u.term_id
+                                    and p.chunk_id = c.chunk_id
       group by c.chunk_id, c.part
     ) x;
   end if;
 end
 $$;
 comment on function scsql_caller.bm25_completed_batch(bigint, bigint[], double precision[], bigint[], double precision[], integer,
-                                                       boolean, double precision, double precision, double precision) is
-  'For scsql_caller.bm25_rounds: the complete BM25 scores of candidate chunks of one project (ids p_cand, each with its partial score p_part over the first p_e of the terms p_tids), the other terms added by a probe per candidate and term, or with p_scan by one index scan per term (bm25_complete_scores), as arrays (empty for no candidates). Row-level security applies. Raises SC209 (bm25_check) for parameters out of range.';
+                                                       boolean, double precision, double precision, double precision,
+                                                       boolean) is
+  'For scsql_caller.bm25_rounds: the complete BM25 scores of candidate chunks of one project (ids p_cand, each with its partial score p_part over the first p_e of the terms p_tids), the other terms added by a probe per candidate and term, or with p_scan by one index scan per term (bm25_complete_scores), as arrays (empty for no candidates). Row-level security applies; with p_published only the postings of published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for parameters out of range.';
 
 create or replace function scsql_caller.bm25_big_term_candidates(
   p_project bigint, p_tids bigint[], p_idf double precision[], p_lo double precision[], p_ubt double precision[],
   p_e integer, p_floor double precision, p_lim integer, p_every boolean, p_avgdl double precision,
-  p_k1 double precision, p_b double precision)
+  p_k1 double precision, p_b double precision,
+  p_published boolean default false)
 returns table (chunk_ids bigint[], parts double precision[], tail double precision)
 language plpgsql stable
 as $$
@@ -538,10 +598,10 @@ begin
   perform scsql_caller.bm25_check(1, p_avgdl, p_k1, p_b, 0, p_floor);
   select array_agg(distinct p.chunk_id order by p.chunk_id) into v_small
   from scsql.kb_postings p
-  where p.project_id = p_project and p.term_id = any(p_tids[1:p_e - 1]);
+  where p.project_id = p_project and (p.published or not p_published) and p.term_id = any(p_tids[1:p_e - 1]);
   select b.chunk_ids, b.parts, b.tail into v_big_ids, v_big_parts, tail
   from scsql_caller.bm25_term_best(p_project, p_tids[p_e], p_idf[p_e], p_lo[p_e], p_ubt[p_e], p_floor, p_lim,
-                                   p_every, p_avgdl, p_k1, p_b) b;
+                                   p_every, p_avgdl, p_k1, p_b, p_published) b;
   select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id)
     into chunk_ids, parts
   from (
@@ -551,11 +611,12 @@ begin
       from (
         select p.chunk_id, scsql_caller.bm25_term(u.idf, p.tf, p.dl, p_avgdl, p_k1, p_b) as part
         from unnest(p_tids[1:p_e - 1], p_idf[1:p_e - 1]) u(term_id, idf)
-        join scsql.kb_postings p on p.project_id = p_project and p.term_id = u.term_id
+        join scsql.kb_postings p on p.project_id = p_project and (p.published or not p_published) and p.term_id = u.term_id
         union all
         select p.chunk_id, scsql_caller.bm25_term(p_idf[p_e], p.tf, p.dl, p_avgdl, p_k1, p_b)
         from scsql.kb_postings p
-        where p.project_id = p_project and p.term_id = p_tids[p_e] and p.chunk_id = any(v_small)
+        where p.project_id = p_project and (p.published or not p_published) and p.term_id = p_tids[p_e]
+          and p.chunk_id = any(v_small)
       ) z
       group by z.chunk_id
       union all
@@ -571,13 +632,14 @@ end
 $$;
 comment on function scsql_caller.bm25_big_term_candidates(bigint, bigint[], double precision[], double precision[],
                                                           double precision[], integer, double precision, integer, boolean,
-                                                          double precision, double precision, double precision) is
-  'For scsql_caller.bm25_round_candidates: the best p_lim + 1 chunks of one project by their partial BM25 score over its first p_e terms (ids p_tids, idfs p_idf), the last of which holds most of their postings, that reach p_floor, as arrays best first, and tail: what a chunk left out may score by that term (bm25_term_best). Row-level security applies. Raises SC209 (bm25_check) for parameters out of range.';
+                                                          double precision, double precision, double precision, boolean) is
+  'For scsql_caller.bm25_round_candidates: the best p_lim + 1 chunks of one project by their partial BM25 score over its first p_e terms (ids p_tids, idfs p_idf), the last of which holds most of their postings, that reach p_floor, as arrays best first, and tail: what a chunk left out may score by that term (bm25_term_best). Row-level security applies; with p_published only the postings of published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for parameters out of range.';
 
 create or replace function scsql_caller.bm25_round_candidates(
   p_project bigint, p_tids bigint[], p_idf double precision[], p_df integer[], p_lo double precision[],
   p_ubt double precision[], p_e integer, p_sum bigint, p_floor double precision, p_lim integer, p_every integer,
-  p_avgdl double precision, p_k1 double precision, p_b double precision)
+  p_avgdl double precision, p_k1 double precision, p_b double precision,
+  p_published boolean default false)
 returns table (chunk_ids bigint[], parts double precision[], tail double precision)
 language plpgsql stable
 as $$
@@ -592,11 +654,11 @@ begin
     return query
     select b.chunk_ids, b.parts, b.tail
     from scsql_caller.bm25_term_best(p_project, p_tids[1], p_idf[1], p_lo[1], p_ubt[1], 0, p_lim, p_every = 1,
-                                     p_avgdl, p_k1, p_b) b;
+                                     p_avgdl, p_k1, p_b, p_published) b;
   elsif p_sum - p_df[p_e] <= p_df[p_e] / 4 then
     return query
     select * from scsql_caller.bm25_big_term_candidates(p_project, p_tids, p_idf, p_lo, p_ubt, p_e, p_floor, p_lim,
-                                                        p_every = p_e, p_avgdl, p_k1, p_b);
+                                                        p_every = p_e, p_avgdl, p_k1, p_b, p_published);
   else
     return query
     select array_agg(x.chunk_id order by x.part desc, x.chunk_id), array_agg(x.part order by x.part desc, x.chunk_id),
@@ -604,7 +666,7 @@ begin
     from (
       select p.chunk_id, sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, p_avgdl, p_k1, p_b)) as part
       from unnest(p_tids[1:p_e], p_idf[1:p_e]) u(term_id, idf)
-      join scsql.kb_postings p on p.project_id = p_project and p.term_id = u.term_id
+      join scsql.kb_postings p on p.project_id = p_project and (p.published or not p_published) and p.term_id = u.term_id
       group by p.chunk_id
       having sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, p_avgdl, p_k1, p_b)) >= p_floor
       order by part desc, p.chunk_id
@@ -615,14 +677,15 @@ end
 $$;
 comment on function scsql_caller.bm25_round_candidates(bigint, bigint[], double precision[], integer[], double precision[],
                                                        double precision[], integer, bigint, double precision, integer, integer,
-                                                       double precision, double precision, double precision) is
-  'For scsql_caller.bm25_rounds: a round''s candidates, the best p_lim + 1 chunks of one project by their partial BM25 score over the essential terms (the first p_e of p_tids, rarest first, together in p_sum postings) that reach p_floor, as arrays best first, and tail: what a chunk left out may score (0 unless the list came from the partial index: bm25_term_best, bm25_big_term_candidates). Row-level security applies. Raises SC209 (bm25_check) for parameters out of range.';
+                                                       double precision, double precision, double precision, boolean) is
+  'For scsql_caller.bm25_rounds: a round''s candidates, the best p_lim + 1 chunks of one project by their partial BM25 score over the essential terms (the first p_e of p_tids, rarest first, together in p_sum postings) that reach p_floor, as arrays best first, and tail: what a chunk left out may score (0 unless the list came from the partial index: bm25_term_best, bm25_big_term_candidates). Row-level security applies; with p_published only the postings of published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for parameters out of range.';
 
 create or replace function scsql_caller.bm25_pair_bound(
   p_project bigint, p_tids bigint[], p_idf double precision[], p_df integer[], p_ubt double precision[],
   p_bound double precision[], p_n bigint, p_budget integer, p_e integer, p_sum bigint, p_req integer[],
   p_lb double precision, p_pair integer[], p_depth integer, p_avgdl double precision, p_k1 double precision,
-  p_b double precision)
+  p_b double precision,
+  p_published boolean default false)
 returns table (settled boolean, pair integer[], pair_ids bigint[], pair_scores double precision[], lb double precision,
                req integer[])
 language plpgsql stable
@@ -661,7 +724,7 @@ begin
          and 0.3 * (p_df[pair[1]] + p_df[pair[2]]) <= v_total) then
     select t.chunk_ids, t.scores into pair_ids, pair_scores
     from scsql_caller.bm25_pair_top(p_project, p_tids, p_idf, pair, greatest(v_ubsum - p_ubt[pair[1]] - p_ubt[pair[2]], 0),
-                                    p_lb, p_depth, p_avgdl, p_k1, p_b) t;
+                                    p_lb, p_depth, p_avgdl, p_k1, p_b, p_published) t;
     v_theta := coalesce(pair_scores[p_depth], 0);
     settled := v_theta > (v_ubsum - least(p_ubt[pair[1]], p_ubt[pair[2]])) * (1 + 1e-9);
     if not settled then
@@ -675,13 +738,13 @@ $$;
 comment on function scsql_caller.bm25_pair_bound(bigint, bigint[], double precision[], integer[], double precision[],
                                                  double precision[], bigint, integer, integer, bigint, integer[],
                                                  double precision, integer[], integer, double precision, double precision,
-                                                 double precision) is
-  'For scsql_caller.bm25_rounds: the pair of terms of highest bound (p_ubt) and, when scoring the chunks holding both is worth it (p_pair, the pair of an earlier round, is NULL or the round is the last), their best depth (bm25_pair_top), with settled true when those are the result, else the raised lower bound lb and the terms then required (req); lb and req are p_lb and p_req when the pair is not scored. Row-level security applies. Raises SC209 (bm25_check) for parameters out of range.';
+                                                 double precision, boolean) is
+  'For scsql_caller.bm25_rounds: the pair of terms of highest bound (p_ubt) and, when scoring the chunks holding both is worth it (p_pair, the pair of an earlier round, is NULL or the round is the last), their best depth (bm25_pair_top), with settled true when those are the result, else the raised lower bound lb and the terms then required (req); lb and req are p_lb and p_req when the pair is not scored. Row-level security applies; with p_published only the postings of published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for parameters out of range.';
 
 create or replace function scsql_caller.bm25_rounds(
   p_project bigint, p_depth integer, p_k1 double precision, p_b double precision, p_avgdl double precision,
   p_n bigint, p_budget integer, p_tids bigint[], p_idf double precision[], p_df integer[],
-  p_ubt double precision[], p_lo double precision[], p_bound double precision[])
+  p_ubt double precision[], p_lo double precision[], p_bound double precision[], p_published boolean default false)
 returns table (settled boolean, project_ids bigint[], chunk_ids bigint[], scores double precision[], lb double precision,
                req integer[], pair integer[], pair_ids bigint[], pair_scores double precision[])
 language plpgsql stable
@@ -739,7 +802,7 @@ begin
     end if;
     select c.chunk_ids, c.parts, c.tail into v_cand, v_part, v_tail
     from scsql_caller.bm25_round_candidates(p_project, p_tids, p_idf, p_df, p_lo, p_ubt, v_e, v_sum, v_floor, v_lim,
-                                            v_every, p_avgdl, p_k1, p_b) c;
+                                            v_every, p_avgdl, p_k1, p_b, p_published) c;
     v_ncand := coalesce(array_length(v_cand, 1), 0);
     -- A later round's partial-index list that cannot bound: again, whole.
     if v_tail > 0 and v_e > 1 and (v_ncand < p_depth or v_part[p_depth] <= v_tail) then
@@ -759,7 +822,7 @@ begin
     loop
       select v_ids || x.chunk_ids, v_scores || x.scores into v_ids, v_scores
       from scsql_caller.bm25_completed_batch(p_project, v_cand[v_done + 1:v_m], v_part[v_done + 1:v_m], p_tids, p_idf,
-                                             v_e, v_m - v_done >= 1000, p_avgdl, p_k1, p_b) x;
+                                             v_e, v_m - v_done >= 1000, p_avgdl, p_k1, p_b, p_published) x;
       v_done := v_m;
       v_theta := coalesce((select sc from unnest(v_scores) sc order by sc desc offset p_depth - 1 limit 1), 0);
       v_lb := greatest(v_lb, v_theta);
@@ -801,7 +864,7 @@ begin
     if cardinality(req) < 2 and pair_ids is null then
       select * into v_p
       from scsql_caller.bm25_pair_bound(p_project, p_tids, p_idf, p_df, p_ubt, p_bound, p_n, p_budget, v_e, v_sum, req, v_lb,
-                                        pair, p_depth, p_avgdl, p_k1, p_b);
+                                        pair, p_depth, p_avgdl, p_k1, p_b, p_published);
       pair := v_p.pair;
       pair_ids := v_p.pair_ids;
       pair_scores := v_p.pair_scores;
@@ -830,13 +893,14 @@ end
 $$;
 comment on function scsql_caller.bm25_rounds(bigint, integer, double precision, double precision, double precision, bigint,
                                              integer, bigint[], double precision[], integer[], double precision[],
-                                             double precision[], double precision[]) is
-  'For scsql_caller.bm25_project_top: the MaxScore rounds over one project''s query terms (ids p_tids, rarest first, with idf, df, upper bounds p_ubt, bounds outside the partial index p_lo and the bounds p_bound a chunk outside it has). Each round takes the best chunks by the essential (rarest) terms, within the budget of postings p_budget (bm25_round_candidates), completes them best first (bm25_completed_batch) until the depth-th best beats what any chunk left out could reach, and else makes the next term essential or scores the pair (bm25_pair_bound). Returns one row: settled with the result as arrays of project ids, chunk ids and scores, best first; or not settled, with the lower bound lb of the depth-th best score, the terms required to reach it (req, NULL when no round ran) and the pair, scored or not. Hot-path kernel: the rounds share a dozen counters and bounds that each decision reads, so they stay one loop. Row-level security applies. Raises SC209 (bm25_check) for parameters out of range.';
+                                             double precision[], double precision[], boolean) is
+  'For scsql_caller.bm25_project_top: the MaxScore rounds over one project''s query terms (ids p_tids, rarest first, with idf, df, upper bounds p_ubt, bounds outside the partial index p_lo and the bounds p_bound a chunk outside it has). Each round takes the best chunks by the essential (rarest) terms, within the budget of postings p_budget (bm25_round_candidates), completes them best first (bm25_completed_batch) until the depth-th best beats what any chunk left out could reach, and else makes the next term essential or scores the pair (bm25_pair_bound). Returns one row: settled with the result as arrays of project ids, chunk ids and scores, best first; or not settled, with the lower bound lb of the depth-th best score, the terms required to reach it (req, NULL when no round ran) and the pair, scored or not. Hot-path kernel: the rounds share a dozen counters and bounds that each decision reads, so they stay one loop. Row-level security applies; with p_published only the postings of published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for parameters out of range.';
 
 create or replace function scsql_caller.bm25_tier_chunks(
   p_project bigint, p_tids bigint[], p_idf double precision[], p_df integer[], p_lo double precision[],
   p_ubt double precision[], p_tier integer[], p_bound double precision[], p_req integer[], p_lb double precision,
-  p_budget integer, p_avgdl double precision, p_k1 double precision, p_b double precision)
+  p_budget integer, p_avgdl double precision, p_k1 double precision, p_b double precision,
+  p_published boolean default false)
 returns table (small bigint[], req integer[], bounds double precision[])
 language plpgsql stable
 as $$
@@ -874,7 +938,7 @@ begin
       from scsql_caller.bm25_tier_gains(p_project, array(select p_tids[i] from unnest(p_tier) i order by i),
                                         array(select p_idf[i] from unnest(p_tier) i order by i),
                                         array(select p_lo[i] from unnest(p_tier) i order by i),
-                                        p_budget / 2, p_avgdl, p_k1, p_b) h;
+                                        p_budget / 2, p_avgdl, p_k1, p_b, p_published) h;
       if v_read <= p_budget / 2 then
         req := v_req_tier;
         bounds := p_bound;
@@ -889,14 +953,15 @@ $$;
 comment on function scsql_caller.bm25_tier_chunks(bigint, bigint[], double precision[], integer[], double precision[],
                                                   double precision[], integer[], double precision[], integer[],
                                                   double precision, integer, double precision, double precision,
-                                                  double precision) is
-  'For scsql_caller.bm25_project_top: when the tiers require more terms than the upper bounds do (p_req) for a score of p_lb, the chunks of the partial index kb_postings_tier_idx that can reach it (small, sorted), the terms then required (req) and the bounds (bounds: p_bound); otherwise no chunks, p_req and the upper bounds p_ubt. Row-level security applies. Raises SC209 (bm25_check) for parameters out of range.';
+                                                  double precision, boolean) is
+  'For scsql_caller.bm25_project_top: when the tiers require more terms than the upper bounds do (p_req) for a score of p_lb, the chunks of the partial index kb_postings_tier_idx that can reach it (small, sorted), the terms then required (req) and the bounds (bounds: p_bound); otherwise no chunks, p_req and the upper bounds p_ubt. Row-level security applies; with p_published only the postings of published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for parameters out of range.';
 
 create or replace function scsql_caller.bm25_required_top(
   p_project bigint, p_tids bigint[], p_idf double precision[], p_df integer[], p_lo double precision[],
   p_req integer[], p_bounds double precision[], p_lb double precision, p_pair integer[], p_pair_ids bigint[],
   p_pair_scores double precision[], p_small bigint[], p_depth integer, p_avgdl double precision,
-  p_k1 double precision, p_b double precision)
+  p_k1 double precision, p_b double precision,
+  p_published boolean default false)
 returns table (project_ids bigint[], chunk_ids bigint[], scores double precision[])
 language plpgsql stable
 as $$
@@ -928,11 +993,12 @@ begin
   elsif cardinality(v_by) = 2 then
     select t.chunk_ids, t.parts into v_ids, v_scores
     from scsql_caller.bm25_pair_postings(p_project, array[p_tids[v_by[1]], p_tids[v_by[2]]],
-                                         array[p_idf[v_by[1]], p_idf[v_by[2]]], v_rest, p_lb, p_avgdl, p_k1, p_b) t;
+                                         array[p_idf[v_by[1]], p_idf[v_by[2]]], v_rest, p_lb, p_avgdl, p_k1, p_b,
+                                         p_published) t;
   else
     select t.chunk_ids, t.parts into v_ids, v_scores
     from scsql_caller.bm25_term_postings(p_project, p_tids[v_by[1]], p_idf[v_by[1]], p_lo[v_by[1]], v_rest, p_lb,
-                                         p_avgdl, p_k1, p_b) t;
+                                         p_avgdl, p_k1, p_b, p_published) t;
   end if;
   return query
   select array_agg(p_project), array_agg(x.chunk_id order by x.score desc, x.chunk_id),
@@ -942,12 +1008,12 @@ begin
     from (
       select u.chunk_id, u.score
       from scsql_caller.bm25_candidates_top(p_project, v_ids, v_scores, p_tids, p_idf, v_by, v_rest, p_lb, p_depth,
-                                            p_avgdl, p_k1, p_b) t
+                                            p_avgdl, p_k1, p_b, p_published) t
       cross join unnest(t.chunk_ids, t.scores) u(chunk_id, score)
       union all
       select h.chunk_id, h.score
       from scsql_caller.bm25_complete_scores(p_project, p_small, array_fill(0::double precision, array[cardinality(p_small)]),
-                                             p_tids, p_idf, '{}', p_avgdl, p_k1, p_b) h
+                                             p_tids, p_idf, '{}', p_avgdl, p_k1, p_b, p_published) h
       union all
       select u.chunk_id, u.score from unnest(p_pair_ids, p_pair_scores) u(chunk_id, score)
     ) c
@@ -960,11 +1026,12 @@ $$;
 comment on function scsql_caller.bm25_required_top(bigint, bigint[], double precision[], integer[], double precision[], integer[],
                                                    double precision[], double precision, integer[], bigint[],
                                                    double precision[], bigint[], integer, double precision, double precision,
-                                                   double precision) is
-  'For scsql_caller.bm25_project_top: the top-depth chunks of one project by BM25 when every chunk of the result scores at least p_lb and holds the terms numbered in p_req (outside the chunks p_small) or is one of the scored pair (p_pair_ids), as arrays of project ids, chunk ids and scores, best first: the chunks holding the rarest required term (or two: bm25_term_postings, bm25_pair_postings) that can reach p_lb with the other terms'' bounds p_bounds, completed best first (bm25_candidates_top), with p_small and the pair. Row-level security applies. Raises SC209 (bm25_check) for parameters out of range.';
+                                                   double precision, boolean) is
+  'For scsql_caller.bm25_project_top: the top-depth chunks of one project by BM25 when every chunk of the result scores at least p_lb and holds the terms numbered in p_req (outside the chunks p_small) or is one of the scored pair (p_pair_ids), as arrays of project ids, chunk ids and scores, best first: the chunks holding the rarest required term (or two: bm25_term_postings, bm25_pair_postings) that can reach p_lb with the other terms'' bounds p_bounds, completed best first (bm25_candidates_top), with p_small and the pair. Row-level security applies; with p_published only the postings of published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for parameters out of range.';
 
 create or replace function scsql_caller.bm25_project_top(
-  p_project bigint, p_terms text[], p_k1 double precision, p_b double precision, p_depth integer)
+  p_project bigint, p_terms text[], p_k1 double precision, p_b double precision, p_depth integer,
+  p_published boolean default false)
 returns table (project_ids bigint[], chunk_ids bigint[], scores double precision[])
 language plpgsql stable
 as $$
@@ -1011,18 +1078,19 @@ begin
   from generate_series(1, v_terms) i;
   select * into v_r
   from scsql_caller.bm25_rounds(p_project, p_depth, p_k1, p_b, v_avgdl, v_n, v_budget, v_tids, v_idf, v_df, v_ubt, v_lo,
-                                v_bound);
+                                v_bound, p_published);
   if v_r.settled then
     return query select v_r.project_ids, v_r.chunk_ids, v_r.scores;
     return;
   end if;
   select * into v_t
   from scsql_caller.bm25_tier_chunks(p_project, v_tids, v_idf, v_df, v_lo, v_ubt, v_tier, v_bound, v_r.req, v_r.lb,
-                                     v_budget, v_avgdl, p_k1, p_b);
+                                     v_budget, v_avgdl, p_k1, p_b, p_published);
   if cardinality(v_t.req) >= 1 then
     return query
     select * from scsql_caller.bm25_required_top(p_project, v_tids, v_idf, v_df, v_lo, v_t.req, v_t.bounds, v_r.lb, v_r.pair,
-                                                 v_r.pair_ids, v_r.pair_scores, v_t.small, p_depth, v_avgdl, p_k1, p_b);
+                                                 v_r.pair_ids, v_r.pair_scores, v_t.small, p_depth, v_avgdl, p_k1, p_b,
+                                                 p_published);
     return;
   end if;
   -- Every posting of every term.
@@ -1032,15 +1100,15 @@ begin
   from (
     select p.chunk_id, sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b)) as score
     from unnest(v_tids, v_idf) u(term_id, idf)
-    join scsql.kb_postings p on p.project_id = p_project and p.term_id = u.term_id
+    join scsql.kb_postings p on p.project_id = p_project and (p.published or not p_published) and p.term_id = u.term_id
     group by p.chunk_id
     order by score desc, p.chunk_id
     limit p_depth
   ) x;
 end
 $$;
-comment on function scsql_caller.bm25_project_top(bigint, text[], double precision, double precision, integer) is
-  'For scsql_caller.bm25: the top-depth chunks of one project by BM25 for the query terms p_terms, as arrays of project ids, chunk ids and scores, best first, exact: the terms'' statistics (bm25_stats) and bounds, the MaxScore rounds (bm25_rounds), then the tiers (bm25_tier_chunks) and the chunks holding the required terms (bm25_required_top), or else every posting of every term. The setting scsql.bm25_prune_postings (default 20000; 0: never prune) bounds the postings read for the essential terms. Row-level security applies. Raises SC209 (bm25_check) for a depth, k1 or b out of range.';
+comment on function scsql_caller.bm25_project_top(bigint, text[], double precision, double precision, integer, boolean) is
+  'For scsql_caller.bm25: the top-depth chunks of one project by BM25 for the query terms p_terms, as arrays of project ids, chunk ids and scores, best first, exact: the terms'' statistics (bm25_stats) and bounds, the MaxScore rounds (bm25_rounds), then the tiers (bm25_tier_chunks) and the chunks holding the required terms (bm25_required_top), or else every posting of every term. The setting scsql.bm25_prune_postings (default 20000; 0: never prune) bounds the postings read for the essential terms. Row-level security applies; with p_published only the postings of published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for a depth, k1 or b out of range.';
 
 create or replace function scsql_caller.bm25_own_top(
   p_terms text[], p_k1 double precision, p_b double precision, p_depth integer)
@@ -1058,6 +1126,41 @@ $$;
 comment on function scsql_caller.bm25_own_top(text[], double precision, double precision, integer) is
   'For scsql_caller.bm25: bm25_project_top over the acting agent''s own project, read as the owner with the project fixed from the acting role: the rows row-level security gives the caller there (all of its own project''s knowledge base), without a policy call per row. Raises what bm25_project_top raises, and SC001 / SC002 like scsql_caller.project_id.';
 
+create or replace function scsql_caller.bm25_granted_top(
+  p_project bigint, p_terms text[], p_k1 double precision, p_b double precision, p_depth integer,
+  p_kinds text[], p_trust text, p_since timestamptz)
+returns table (project_ids bigint[], chunk_ids bigint[], scores double precision[])
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
+as $$
+declare
+  v_own bigint := scsql_caller.project_id();
+begin
+  perform scsql_caller.bm25_check(p_depth, 1, p_k1, p_b, 0, 0);
+  -- A project granted to the acting agent read as the owner: what the
+  -- policies show the caller there, its published postings (of sources of
+  -- kind file, url and note), scored with its published chunks' statistics
+  -- (bm25_stats), without a policy call per posting. The grant is read
+  -- here, from the acting role, on every call (a revoked one shows
+  -- nothing); the own project (bm25_own_top ranks it) and a project not
+  -- granted give nothing, as the policies on kb_postings give nothing of
+  -- them here. One project per call, a constant in each statement.
+  if p_project is null or p_project = v_own or not p_project = any(scsql_caller.readable_projects()) then
+    return;
+  end if;
+  if p_kinds is not null or p_trust is not null or p_since is not null then
+    return query
+    select * from scsql_caller.bm25_filtered_top(array[p_project], p_terms, p_k1, p_b, p_depth, p_kinds, p_trust, p_since,
+                                                 true);
+    return;
+  end if;
+  return query
+  select * from scsql_caller.bm25_project_top(p_project, p_terms, p_k1, p_b, p_depth, true);
+end
+$$;
+comment on function scsql_caller.bm25_granted_top(bigint, text[], double precision, double precision, integer, text[], text,
+                                                   timestamptz) is
+  'For scsql_caller.bm25: the top-depth chunks by BM25 of one project granted to the acting agent (grant_project_read; the grant re-read from the acting role on every call), as arrays of project ids, chunk ids and scores, best first: bm25_project_top, or with a filter (p_kinds, p_trust, p_since; NULL: any) bm25_filtered_top, read as the owner over only its published chunks and postings (files, URLs, notes: p_published) with its published chunks'' statistics: the rows and scores row-level security gives the caller there, without a policy call per posting. Nothing for the own project (bm25_own_top ranks it), a project not granted or NULL, as the policies give nothing of them. Raises SC209 (bm25_check) for a depth, k1 or b out of range, what bm25_project_top raises, and SC001 / SC002 like scsql_caller.project_id.';
+
 create or replace function scsql_caller.bm25(
   p_projects bigint[], p_terms text[], p_k1 double precision, p_b double precision, p_depth integer,
   p_kinds text[], p_trust text, p_since timestamptz)
@@ -1066,10 +1169,10 @@ language plpgsql stable
 as $$
 -- The top p_depth chunks by BM25 (the definition: sql/20_text.sql; every
 -- term score is bm25_term, every idf bm25_idf), best first, as the caller
--- sees them. With filters every posting of every term is scored
--- (bm25_filtered_top). Without filters each project is ranked on its own
--- (a chunk belongs to one project, so the best p_depth overall are among
--- the best p_depth of each project) and the lists are merged; one project
+-- sees them. Each project is ranked on its own (a chunk belongs to one
+-- project, so the best p_depth overall are among the best p_depth of
+-- each project) and the lists are merged. With filters every posting of
+-- every term is scored (bm25_filtered_top); without, one project
 -- is computed MaxScore-style (bm25_project_top): the postings of the
 -- rarest terms (at most 20,000 rows together) give candidates; the common
 -- terms are added to the best of them by index probes; the result is kept
@@ -1089,43 +1192,52 @@ as $$
 -- (bm25_complete_scores), not a probe each. Over another project (which
 -- row-level security shows only in part: its published sources) the
 -- statistics are those of its published chunks, so the scores do not
--- depend on what the caller cannot see.
+-- depend on what the caller cannot see; a project granted to the caller
+-- is read as the owner over its published postings (bm25_granted_top).
+declare
+  v_own bigint;
+  v_filtered boolean := p_kinds is not null or p_trust is not null or p_since is not null;
 begin
   perform scsql_caller.bm25_check(p_depth, 1, p_k1, p_b, 0, 0);  -- depth, and k1 and b as search checks them
-  if p_kinds is not null or p_trust is not null or p_since is not null then
-    return query
-    select * from scsql_caller.bm25_filtered_top(p_projects, p_terms, p_k1, p_b, p_depth, p_kinds, p_trust, p_since);
-    return;
-  end if;
-  if cardinality(p_projects) <> 1 then
-    -- Each project ranked on its own (pruned as below), then merged.
-    return query
-    select array_agg(x.project_id order by x.score desc, x.project_id, x.chunk_id),
-           array_agg(x.chunk_id order by x.score desc, x.project_id, x.chunk_id),
-           array_agg(x.score order by x.score desc, x.project_id, x.chunk_id)
-    from (
-      select u.project_id, u.chunk_id, u.score
-      from (select distinct pr.id from unnest(p_projects) pr(id)) pr
-      cross join lateral (  -- one arm runs: the own project's as the owner (bm25_own_top)
-        select o.* from scsql_caller.bm25_own_top(p_terms, p_k1, p_b, p_depth) o where pr.id = scsql_caller.project_id()
-        union all
-        select t.* from scsql_caller.bm25_project_top(pr.id, p_terms, p_k1, p_b, p_depth) t
-        where pr.id is distinct from scsql_caller.project_id()) b
-      cross join lateral unnest(b.project_ids, b.chunk_ids, b.scores) u(project_id, chunk_id, score)
-      order by u.score desc, u.project_id, u.chunk_id
-      limit p_depth
-    ) x;
-    return;
-  end if;
-  if p_projects[1] = scsql_caller.project_id() then
+  v_own := scsql_caller.project_id();
+  if cardinality(p_projects) = 1 and p_projects[1] = v_own then
+    if v_filtered then
+      return query
+      select * from scsql_caller.bm25_filtered_top(p_projects, p_terms, p_k1, p_b, p_depth, p_kinds, p_trust, p_since);
+      return;
+    end if;
     return query select * from scsql_caller.bm25_own_top(p_terms, p_k1, p_b, p_depth);
     return;
   end if;
-  return query select * from scsql_caller.bm25_project_top(p_projects[1], p_terms, p_k1, p_b, p_depth);
+  if cardinality(p_projects) = 1 then
+    return query
+    select * from scsql_caller.bm25_granted_top(p_projects[1], p_terms, p_k1, p_b, p_depth, p_kinds, p_trust, p_since);
+    return;
+  end if;
+  -- Each project ranked on its own (pruned as below), then merged.
+  return query
+  select array_agg(x.project_id order by x.score desc, x.project_id, x.chunk_id),
+         array_agg(x.chunk_id order by x.score desc, x.project_id, x.chunk_id),
+         array_agg(x.score order by x.score desc, x.project_id, x.chunk_id)
+  from (
+    select u.project_id, u.chunk_id, u.score
+    from (select distinct pr.id from unnest(p_projects) pr(id)) pr
+    cross join lateral (  -- one arm runs: the own project's (as the owner, or filtered) or a granted one's
+      select o.* from scsql_caller.bm25_own_top(p_terms, p_k1, p_b, p_depth) o where pr.id = v_own and not v_filtered
+      union all
+      select f.* from scsql_caller.bm25_filtered_top(array[pr.id], p_terms, p_k1, p_b, p_depth, p_kinds, p_trust, p_since) f
+      where pr.id = v_own and v_filtered
+      union all
+      select t.* from scsql_caller.bm25_granted_top(pr.id, p_terms, p_k1, p_b, p_depth, p_kinds, p_trust, p_since) t
+      where pr.id is distinct from v_own) b
+    cross join lateral unnest(b.project_ids, b.chunk_ids, b.scores) u(project_id, chunk_id, score)
+    order by u.score desc, u.project_id, u.chunk_id
+    limit p_depth
+  ) x;
 end
 $$;
 comment on function scsql_caller.bm25(bigint[], text[], double precision, double precision, integer, text[], text, timestamptz) is
-  'The top-depth chunks for a set of query terms by BM25 over the given projects, as the caller sees them (row-level security applies), as arrays of project ids, chunk ids and scores, best first; another project is scored with the statistics of its published chunks. Exact; without filters each project is ranked on its own (bm25_project_top), its common terms pruned MaxScore-style when they cannot change the result, and the lists are merged; the acting agent''s own project is ranked as the owner (bm25_own_top), any other as the caller. Raises SC209 for a depth outside 1-1000, or k1 and b outside what search accepts (bm25_check).';
+  'The top-depth chunks for a set of query terms by BM25 over the given projects, as the caller sees them (row-level security applies), as arrays of project ids, chunk ids and scores, best first; another project is scored with the statistics of its published chunks. Exact; each project is ranked on its own and the lists are merged: without filters by bm25_project_top, its common terms pruned MaxScore-style when they cannot change the result, with filters by scoring every posting (bm25_filtered_top); the acting agent''s own project is ranked as the owner (bm25_own_top; filtered, as the caller), and so is a project granted to it, over its published chunks and postings (bm25_granted_top); any other project gives nothing, as under row-level security. Raises SC209 for a depth outside 1-1000, or k1 and b outside what search accepts (bm25_check).';
 
 create or replace function scsql_caller.search_check(
   p_query text, p_k integer, p_depth integer, p_mode text, p_rrf_k double precision, p_bm25_weight double precision,
@@ -1274,12 +1386,15 @@ comment on function scsql_caller.search_memory_items(bigint[], text[], boolean, 
 
 create or replace function scsql_caller.search_vector_hits(
   p_projects bigint[], p_query_embedding vector, p_model text, p_depth integer, p_kinds text[], p_trust text,
-  p_since timestamptz)
+  p_since timestamptz, p_own bigint default null)
 returns table (project_ids bigint[], chunk_ids bigint[], dists double precision[])
 language plpgsql stable
 as $$
   -- Vector branch: the partial HNSW index of the query's model, scanned
   -- iteratively so that filters and row-level security do not starve it.
+  -- With p_own (search_vector_readable, as the owner) a project other than
+  -- p_own shows only texts of its published chunks, and those chunks: what
+  -- the policies on kb_embeddings and kb_chunks show a granted reader.
 declare
   v_model scsql.embed_models;
   v_sql text;
@@ -1302,11 +1417,15 @@ begin
           select e.project_id, e.chunk_hash, (e.embedding::vector(%1$s)) <=> $1 as dist
           from scsql.kb_embeddings e
           where e.model_id = %2$s and e.project_id = any($2)
+            and ($7 is null or e.project_id = $7
+                 or exists (select from scsql.kb_chunks c
+                            where c.project_id = e.project_id and c.chunk_hash = e.chunk_hash and c.published))
             %3$s
           order by (e.embedding::vector(%1$s)) <=> $1
           limit $3
         ) e
         join scsql.kb_chunks c on c.project_id = e.project_id and c.chunk_hash = e.chunk_hash
+                                and ($7 is null or c.project_id = $7 or c.published)
         %4$s
       ) v $q$,
       v_model.dims, v_model.model_id,
@@ -1314,6 +1433,7 @@ begin
             and exists (select from scsql.kb_chunks c join scsql.kb_sources src
                           on src.project_id = c.project_id and src.source_id = c.source_id
                         where c.project_id = e.project_id and c.chunk_hash = e.chunk_hash
+                          and ($7 is null or c.project_id = $7 or c.published)
                           and ($4 is null or src.kind = any($4)) and ($5 is null or src.trust = $5)
                           and ($6 is null or coalesce(src.occurred_at, c.created_at) >= $6)) $f$ else '' end,
       case when (p_kinds is not null or p_trust is not null or p_since is not null) then $f$
@@ -1321,13 +1441,41 @@ begin
         where ($4 is null or src.kind = any($4)) and ($5 is null or src.trust = $5)
           and ($6 is null or coalesce(src.occurred_at, c.created_at) >= $6) $f$ else '' end);
     execute v_sql into project_ids, chunk_ids, dists
-      using p_query_embedding, p_projects, p_depth, p_kinds, p_trust, p_since;
+      using p_query_embedding, p_projects, p_depth, p_kinds, p_trust, p_since, p_own;
   end if;
   return next;
 end
 $$;
-comment on function scsql_caller.search_vector_hits(bigint[], vector, text, integer, text[], text, timestamptz) is
-  'For search_projects: the depth chunks of the given projects nearest to the query embedding by cosine distance in the HNSW index of model p_model (none for an unknown model), only those whose source has one of p_kinds, trust p_trust and a time at or after p_since (each NULL: any), as arrays of project ids, chunk ids and distances, nearest first. Row-level security applies. Raises SC207 for an embedding of the wrong dimension, SC209 for a depth out of 1-1000.';
+comment on function scsql_caller.search_vector_hits(bigint[], vector, text, integer, text[], text, timestamptz, bigint) is
+  'For search_vector_readable: the depth chunks of the given projects nearest to the query embedding by cosine distance in the HNSW index of model p_model (none for an unknown model), only those whose source has one of p_kinds, trust p_trust and a time at or after p_since (each NULL: any), as arrays of project ids, chunk ids and distances, nearest first. Row-level security applies; with p_own, of a project other than p_own only published chunks (and texts a published chunk holds) are read. Raises SC207 for an embedding of the wrong dimension, SC209 for a depth out of 1-1000.';
+
+create or replace function scsql_caller.search_vector_readable(
+  p_projects bigint[], p_query_embedding vector, p_model text, p_depth integer, p_kinds text[], p_trust text,
+  p_since timestamptz)
+returns table (project_ids bigint[], chunk_ids bigint[], dists double precision[])
+-- public: pgvector's type and operators (agents may create nothing there).
+language plpgsql stable security definer set search_path = pg_catalog, scsql, public, pg_temp
+as $$
+declare
+  v_own bigint := scsql_caller.project_id();
+  v_projects bigint[];
+begin
+  -- Read as the owner, with what the policies would test row by row made
+  -- explicit: of the given projects only those the acting agent may read
+  -- (its own, and those granted to it: readable_projects, from the acting
+  -- role, on every call), and of a granted one only its published chunks
+  -- and their texts (search_vector_hits with p_own). A policy call per row
+  -- the index visits made a granted reader's vector search several times
+  -- slower than an owner's.
+  v_projects := array(select distinct p from unnest(p_projects) p where p = any(scsql_caller.readable_projects())
+                      order by 1);
+  return query
+  select * from scsql_caller.search_vector_hits(v_projects, p_query_embedding, p_model, p_depth, p_kinds, p_trust, p_since,
+                                                v_own);
+end
+$$;
+comment on function scsql_caller.search_vector_readable(bigint[], vector, text, integer, text[], text, timestamptz) is
+  'For search_projects: search_vector_hits read as the owner over what row-level security shows the caller of the given projects: the acting agent''s own project whole, a project granted to it (readable_projects, re-read from the acting role on every call) only its published chunks (files, URLs, notes) and the texts they hold, any other project nothing; the same hits as under row-level security, without a policy call per row the HNSW index visits. Raises what search_vector_hits raises (SC207 an embedding of the wrong dimension, SC209 a depth out of 1-1000), and SC001 / SC002 like scsql_caller.project_id.';
 
 create or replace function scsql_caller.search_fused(
   p_b_proj bigint[], p_b_chunk bigint[], p_b_score double precision[], p_a_proj bigint[], p_a_key text[], p_a_score double precision[],
@@ -1578,7 +1726,8 @@ begin
   -- iteratively so that filters and row-level security do not starve it.
   if p_mode in ('hybrid', 'vector') and v_chunks and p_query_embedding is not null and p_model is not null then
     select h.project_ids, h.chunk_ids, h.dists into v_proj, v_chunk, v_dist
-    from scsql_caller.search_vector_hits(p_projects, p_query_embedding, p_model, v_depth, v_chunk_kinds, p_trust, p_since) h;
+    from scsql_caller.search_vector_readable(p_projects, p_query_embedding, p_model, v_depth, v_chunk_kinds, p_trust,
+                                             p_since) h;
   end if;
   if p_mode = 'hybrid' and p_fusion = 'score' and v_chunk is not null then
     select x.project_ids, x.chunk_ids, x.scores into x_proj, x_chunk, x_score

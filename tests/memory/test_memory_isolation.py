@@ -315,3 +315,201 @@ def test_own_project_reads_as_the_owner_return_exactly_what_row_level_security_g
                                  if h["source_kind"] not in ("fact", "decision")][:20] or read["paths"] is None
         assert set(read["kinds"] or []) <= {"chunk"}
         assert q(c, hits, pid_b, word)[0]["paths"] is None
+
+
+# BM25 of one project read as the caller under row-level security (p_published
+# off: the policies decide), unfiltered (bm25_project_top) or filtered
+# (bm25_filtered_top), and the same project read as the owner for a granted
+# reader (bm25_granted_top).
+_RLS_TOP = "select * from scsql_caller.bm25_project_top(%s, %s, 1.2, 0.75, 50)"
+_RLS_FILTERED = "select * from scsql_caller.bm25_filtered_top(array[%s::bigint], %s, 1.2, 0.75, 50, %s, %s, %s)"
+_GRANTED = "select * from scsql_caller.bm25_granted_top(%s, %s, 1.2, 0.75, 50, %s, %s, %s)"
+_WORDS = ("telescope nebula starchart", "marmoset orchid zeppelin quasar", "telescope marmoset weekly sky",
+          "own notes telescope", "point target catalogue northern", "anything")
+
+
+def _terms(agent, words: str) -> list[str]:
+    return q(agent, "select array_agg(t.term) as t from scsql_caller.terms(%s) t", words)[0]["t"]
+
+
+def _granted_world(world):
+    """The world, plus hidden knowledge of B sharing its published words (a
+    learning and a session summary), and a project D granted to the reader
+    and revoked again, its notes sharing them too; the project ids by name."""
+    db, pb, a, b1, _b2, c, _ = world
+    api = Api(b1)
+    api.call("record_outcome", kind="failed", summary="the telescope nebula starchart mount slipped", task_ref="T-3")
+    api.call("summarize_session", summary={"done": ["pointed the telescope at the nebula of the northern starchart"]})
+    pd = db.project()
+    d = db.agent("revoked", pd)
+    q(d, "select * from scsql.index_text('notes/d', 'telescope nebula starchart of project d', 'note')")
+    with db.connect() as conn:
+        conn.execute("select scsql.grant_project_read(%s, %s)", (pd, a.name))
+        conn.commit()
+        conn.execute("select scsql.revoke_project_read(%s, %s)", (pd, a.name))
+        conn.commit()
+        ids = {r["name"]: r["project_id"] for r in conn.execute("select name, project_id from scsql.projects")}
+    return ids, pd
+
+
+def test_granted_projects_read_as_the_owner_return_exactly_what_row_level_security_gives(world):
+    """search_global ranks a project granted to the reader as the owner
+    (bm25_granted_top: its published postings, no policy call per posting).
+    For every project an argument may name (granted, the own one, one never
+    granted, one whose grant was revoked), every query (published and
+    hidden words) and every filter, it returns the same chunks and scores as
+    the same ranking under row-level security; and search_global's BM25 list
+    over all of them equals scoring every posting the caller sees."""
+    db, pb, a, _b1, b2, c, _ = world
+    ids, pd = _granted_world(world)
+    pid_b = ids[pb]
+    full = _admin_view(db, pb)
+    hidden = sorted(ch for (ch,) in full["kb_chunks"] - full["kb_chunks/shared"])
+    with db.connect() as conn:  # a time between B's first and last sources
+        d_chunks = [r["chunk_id"] for r in conn.execute("select chunk_id from scsql.kb_chunks where project_id = %s",
+                                                         (ids[pd],))]
+        since = conn.execute("select created_at from scsql.kb_sources where project_id = %s and path = %s",
+                             (pid_b, "notes/catalogue")).fetchone()["created_at"]
+    filters = [(None, None, None), (["file", "note"], None, None), (["session_summary", "learning", "archived_fact"], None, None),
+               (None, "external", None), (None, "internal", None), (None, None, since),
+               (["file", "url", "note", "session_summary", "archived_fact", "learning"], "internal", since)]
+    compared = 0
+    for agent in (a, b2, c):
+        own = q(agent, "select scsql_caller.project_id() as p")[0]["p"]
+        readable = q(agent, "select scsql_caller.readable_projects() as r")[0]["r"]
+        for words in _WORDS:
+            terms = _terms(agent, words)
+            for pid in sorted(set(ids.values())):
+                for kinds, trust, when in filters:
+                    fast = q(agent, _GRANTED, pid, terms, kinds, trust, when)
+                    if pid == own:
+                        assert fast == [], "the own project is bm25_own_top's"
+                        continue
+                    rls = (q(agent, _RLS_TOP, pid, terms) if (kinds, trust, when) == (None, None, None)
+                           else q(agent, _RLS_FILTERED, pid, terms, kinds, trust, when))
+                    assert fast == rls or (fast == [] and rls[0]["chunk_ids"] is None), (agent.name, words, pid, kinds)
+                    compared += bool(fast and fast[0]["chunk_ids"])
+                    if fast and fast[0]["chunk_ids"]:
+                        assert pid == pid_b and pid in readable and agent is a
+                        assert {(ch,) for ch in fast[0]["chunk_ids"]} <= full["kb_chunks/shared"]
+            # search_global's BM25 list (bm25 over every readable project, each
+            # ranked on its own and merged) equals scoring every visible
+            # posting at once, under row-level security, with and without filters.
+            projects = sorted(set(ids.values()))
+            for kinds, trust, when in filters:
+                merged = q(agent, "select * from scsql_caller.bm25(%s, %s, 1.2, 0.75, 50, %s, %s, %s)",
+                           projects, terms, kinds, trust, when)[0]
+                every = q(agent, "select * from scsql_caller.bm25_filtered_top(%s, %s, 1.2, 0.75, 50, %s, %s, %s)",
+                          projects, terms, kinds, trust, when)[0]
+                assert merged["project_ids"] == every["project_ids"] and merged["chunk_ids"] == every["chunk_ids"]
+                assert [round(s, 9) for s in merged["scores"] or []] == [round(s, 9) for s in every["scores"] or []]
+                assert not set(merged["project_ids"] or []) - set(readable)
+                if (kinds, trust, when) == (None, None, None):
+                    # The BM25 scores of given chunks (vector hits under score
+                    # fusion): those of the list, and none for a hidden chunk
+                    # of B or one of D (bm25_granted_scores for other projects).
+                    listed = list(zip(every["project_ids"] or [], every["chunk_ids"] or [], every["scores"] or []))
+                    extra = [(ids[pd], ch) for ch in d_chunks] + ([] if agent is b2 else [(pid_b, ch) for ch in hidden])
+                    pairs = [(p, ch) for p, ch, _ in listed] + extra
+                    scored = q(agent, "select * from scsql_caller.bm25_scores(%s, %s, 1.2, 0.75, %s, %s)", projects, terms,
+                               [p for p, _ in pairs], [ch for _, ch in pairs])
+                    assert {(r["project_id"], r["chunk_id"]): round(r["score"], 9) for r in scored} == {
+                        (p, ch): round(sc, 9) for p, ch, sc in listed}, (agent.name, words)
+    assert compared >= 10, compared  # the granted project really returned rows to compare
+
+
+def test_granted_vector_hits_read_as_the_owner_return_exactly_what_row_level_security_gives(world):
+    """search_projects' vector branch reads as the owner
+    (search_vector_readable: the readable projects re-read from the acting
+    role, a granted project's published chunks and texts only, no policy
+    call per row the index visits). For every agent, every set of projects
+    an argument may name, query vectors of hidden and published texts, and
+    every filter, it returns the same hits and distances as the same scan
+    under row-level security."""
+    db, pb, a, _b1, b2, c, vectors = world
+    ids, pd = _granted_world(world)
+    full = _admin_view(db, pb)
+    with db.connect() as conn:
+        since = conn.execute("select created_at from scsql.kb_sources where project_id = %s and path = %s",
+                             (ids[pb], "notes/catalogue")).fetchone()["created_at"]
+    rng = np.random.default_rng(5)
+    queries = [vector_literal(v) for v in list(vectors.values())[:6]] + [vector_literal(_unit(rng.normal(size=384)))]
+    filters = [(None, None, None), (["file", "note"], None, None), (["session_summary", "learning"], None, None),
+               (None, "external", None), (None, None, since)]
+    project_sets = [sorted(set(ids.values())), [ids[pb]], [ids[pb], ids[pd]], [ids[pd]]]
+    rls = "select * from scsql_caller.search_vector_hits(%s, %s::vector, %s, 50, %s, %s, %s)"
+    owner = "select * from scsql_caller.search_vector_readable(%s, %s::vector, %s, 50, %s, %s, %s)"
+    seen_b = 0
+    for agent in (a, b2, c):
+        own = q(agent, "select scsql_caller.project_id() as p")[0]["p"]
+        for projects in (*project_sets, [own, ids[pb]]):
+            for emb in queries:
+                for kinds, trust, when in filters:
+                    with agent.transaction() as conn:
+                        conn.execute("set local hnsw.iterative_scan = 'relaxed_order'")
+                        under_rls = conn.execute(rls, (projects, emb, DEFAULT_MODEL, kinds, trust, when)).fetchall()
+                        fast = conn.execute(owner, (projects, emb, DEFAULT_MODEL, kinds, trust, when)).fetchall()
+                    assert fast == under_rls, (agent.name, projects, kinds, trust, when)
+                    hits = set(zip(fast[0]["project_ids"] or [], fast[0]["chunk_ids"] or []))
+                    if agent is a:
+                        b_hits = {(ch,) for p, ch in hits if p == ids[pb]}
+                        assert b_hits <= full["kb_chunks/shared"]
+                        seen_b += bool(b_hits)
+                        assert {p for p, _ in hits} <= {own, ids[pb]}
+                    elif agent is c:
+                        assert {p for p, _ in hits} <= {own}
+    assert seen_b >= 10, seen_b  # the granted project really returned hits to compare
+
+
+def test_the_granted_fast_path_never_shows_hidden_or_ungranted_rows(world):
+    """bm25_granted_top reads as the owner, so it must itself keep what the
+    policies keep: never a chunk of an unpublished source (session summary,
+    archived fact, learning) of a granted project, nothing of the own
+    project (bm25_own_top's), of a project never granted or of one whose
+    grant was revoked, whatever the arguments, and nothing of a project as
+    soon as its grant is revoked, in the very session that read it."""
+    db, pb, a, b1, b2, c, _ = world
+    ids, pd = _granted_world(world)
+    pid_b, pid_d = ids[pb], ids[pd]
+    full = _admin_view(db, pb)
+    hidden = full["kb_chunks"] - full["kb_chunks/shared"]
+    assert hidden
+    everything = " ".join([*HIDDEN_WORDS.values(), *SHARED_WORDS.values(), "vault combination office deploy migration "
+                           "cache region calibrated pipeline"])
+    for agent in (a, b2, c):
+        own = q(agent, "select scsql_caller.project_id() as p")[0]["p"]
+        terms = _terms(agent, everything)
+        for pid in (pid_b, pid_d, *ids.values(), None, -1):
+            for kinds in (None, ["session_summary", "archived_fact", "learning"], ["file", "url", "note"]):
+                granted = q(agent, _GRANTED, pid, terms, kinds, None, None)
+                # bm25 over one project: the own one as the owner, any other through bm25_granted_top.
+                ranked = q(agent, "select * from scsql_caller.bm25(array[%s::bigint], %s, 1.2, 0.75, 50, %s, null, null)",
+                           pid, terms, kinds)
+                for rows in (granted, ranked if pid != own else []):
+                    got = {(ch,) for r in rows for ch in (r["chunk_ids"] or [])}
+                    if agent is a and pid == pid_b and kinds != ["session_summary", "archived_fact", "learning"]:
+                        assert got and got <= full["kb_chunks/shared"], (pid, kinds)
+                        assert {p for r in rows for p in r["project_ids"]} == {pid_b}
+                    else:
+                        assert not got, (agent.name, pid, kinds)
+                if pid == own:
+                    assert {p for r in ranked for p in (r["project_ids"] or [])} <= {own}
+    # A grant revoked while the reader's session reads: the next statement
+    # of the same transaction (and session) finds nothing of B any more.
+    terms = _terms(a, "telescope nebula starchart")
+    with a.transaction() as conn:
+        before = conn.execute(_GRANTED, (pid_b, terms, None, None, None)).fetchall()
+        assert before and before[0]["chunk_ids"]
+        glob = "select * from scsql.search_global('telescope nebula starchart', p_k => 50, p_mode => 'bm25')"
+        assert pb in _projects(conn.execute(glob).fetchall())
+        emb = vector_literal(next(iter(world[6].values())))
+        vec = "select * from scsql_caller.search_vector_readable(%s, %s::vector, %s, 50, null, null, null)"
+        assert conn.execute(vec, ([pid_b], emb, DEFAULT_MODEL)).fetchone()["chunk_ids"]
+        with db.connect() as admin:
+            admin.execute("select scsql.revoke_project_read(%s, %s)", (pb, a.name))
+            admin.commit()
+        assert conn.execute(_GRANTED, (pid_b, terms, None, None, None)).fetchall() == []
+        assert conn.execute(_GRANTED, (pid_b, terms, ["note"], None, None)).fetchall() == []
+        assert pb not in _projects(conn.execute(glob).fetchall())
+        assert pb not in _projects(conn.execute(glob.replace("p_mode => 'bm25'", "p_kinds => array['note']")).fetchall())
+        assert conn.execute(vec, ([pid_b], emb, DEFAULT_MODEL)).fetchone()["chunk_ids"] is None
