@@ -153,15 +153,19 @@ class Base:
 class Known:
     """The symbols the hook server last stored or read of each file: by key
     (the project's root and the file's path), a :class:`Base`, the base of
-    the next edit's delta and parse. Bounded: the files least recently used
-    go first. Safe across threads; a base taken is the taker's (its tree is
-    edited by the next parse), so :meth:`take` removes it."""
+    the next edit's delta and parse. Bounded: at most SIZE files and
+    CHARS characters of text (a tree takes about 30 bytes a character: 2
+    million characters are about 60 MB), the files least recently used
+    going first. Safe across threads; a base taken is the taker's (its tree
+    is edited by the next parse), so :meth:`take` removes it."""
 
-    def __init__(self, size: int = 256):
+    def __init__(self, size: int = 256, chars: int = 2_000_000):
         from collections import OrderedDict
 
         self._items: OrderedDict[tuple[str, str], Base] = OrderedDict()
         self._size = size
+        self._chars = chars
+        self._held = 0  # characters of text held
         self._lock = threading.Lock()
 
     def get(self, key: tuple[str, str] | None) -> Base | None:
@@ -173,22 +177,30 @@ class Known:
 
     def take(self, key: tuple[str, str] | None) -> Base | None:
         with self._lock:
-            return self._items.pop(key, None) if key is not None else None
+            return self._pop(key) if key is not None else None
 
     def put(self, key: tuple[str, str], base: Base) -> None:
         with self._lock:
+            self._pop(key)
             self._items[key] = base
-            self._items.move_to_end(key)
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
+            self._held += len(base.text or "")
+            while len(self._items) > self._size or (self._held > self._chars and len(self._items) > 1):
+                self._pop(next(iter(self._items)))
 
     def drop(self, key: tuple[str, str]) -> None:
         with self._lock:
-            self._items.pop(key, None)
+            self._pop(key)
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._held = 0
+
+    def _pop(self, key: tuple[str, str]) -> Base | None:
+        got = self._items.pop(key, None)
+        if got is not None:
+            self._held -= len(got.text or "")
+        return got
 
 
 known = Known()  # the process's: the hook server's re-index thread and its reads

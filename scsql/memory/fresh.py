@@ -308,9 +308,10 @@ def _one(agent, root: str, rel: str, verdict, out: Reindexed) -> None:
     text = verdict.decode("utf-8")
     sha = hashlib.sha256(verdict).hexdigest()
     base = known.take((root, rel))  # what was stored or read of the file: its tree is edited by this parse
-    before = None if base is None or base.tree is None else (base.text, base.tree) if base.sha256 != sha else None
-    tree = base.tree if base is not None and base.sha256 == sha and base.tree is not None else \
-        parse.tree_of(rel, text, before)  # parsed once: for the chunk spans and the symbols
+    if base is not None and base.tree is not None and base.sha256 == sha:
+        tree = base.tree  # the file as it was read
+    else:  # parsed once, for the chunk spans and the symbols: again from the tree read, when there is one
+        tree = parse.tree_of(rel, text, (base.text, base.tree) if base is not None and base.tree is not None else None)
     spans = indexer.spans_for(rel, text, agent.rules().chunk_chars, parse.outline(rel, text, tree))
     edit = _Edit(rel, text, sha, spans, lambda: parse.parse(rel, text, tree).payload(), (root, rel), base, tree)
     unchanged = _store_apart(agent, edit) if agent.db.pool is not None else _store_together(agent, edit)
@@ -340,10 +341,12 @@ def read(agent, paths: list[str]) -> int:
             continue
         if not isinstance(verdict, bytes) or parse.language_of(rel) in (None, "manifest"):
             continue
-        text = verdict.decode("utf-8")
-        tree = parse.tree_of(rel, text)
-        known.put((root, rel), Base(hashlib.sha256(verdict).hexdigest(), parse.parse(rel, text, tree).payload(), text,
-                                    tree))
+        sha = hashlib.sha256(verdict).hexdigest()
+        held = known.get((root, rel))
+        if held is None or held.sha256 != sha or held.tree is None:  # what is held of this content is kept
+            text = verdict.decode("utf-8")
+            tree = parse.tree_of(rel, text)
+            known.put((root, rel), Base(sha, parse.parse(rel, text, tree).payload(), text, tree))
         kept += 1
     return kept
 

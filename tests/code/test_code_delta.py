@@ -228,3 +228,27 @@ def test_a_read_keeps_the_base_of_the_edit_that_follows(scsql_db, tmp_path):
     done = reindex(agent, [str(path)])
     assert done.changed == ["store.py"]
     assert "added_last" in {r["name"] for r in rows(agent, "select name from scsql.code_definitions")}
+
+
+def test_what_is_known_of_files_stays_within_its_bounds():
+    """The bases kept for the next edits are bounded in files and in
+    characters of text (their trees take about 30 bytes a character): the
+    least recently used go first, a base taken or dropped frees its share,
+    and one file larger than the bound is still kept alone."""
+    from scsql.code.index import Base, Known
+
+    held = Known(size=3, chars=100)
+    for name in "abc":
+        held.put(("r", name), Base(name, {}, "x" * 30))
+    held.get(("r", "a"))  # used: d evicts b, the least recently used
+    held.put(("r", "d"), Base("d", {}, "x" * 5))
+    assert [k[1] for k in held._items] == ["c", "a", "d"]
+    held.put(("r", "e"), Base("e", {}, "x" * 70))  # four files: c goes; 30 + 5 + 70 > 100: a goes
+    assert [k[1] for k in held._items] == ["d", "e"] and held._held == 75
+    assert held.take(("r", "e")).sha256 == "e" and held._held == 5
+    held.put(("r", "d"), Base("d2", {}, "x" * 10))  # put again: its old share freed
+    assert held._held == 10 and held.get(("r", "d")).sha256 == "d2"
+    held.put(("r", "big"), Base("big", {}, "x" * 500))
+    assert [k[1] for k in held._items] == ["big"] and held._held == 500
+    held.drop(("r", "big"))
+    assert held._held == 0 and held.get(("r", "big")) is None
