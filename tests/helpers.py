@@ -226,9 +226,14 @@ class InFlight:
 # -- MCP servers, each its own process -------------------------------------------
 
 def mcp_env(db: ScsqlDb) -> dict[str, str]:
-    """The environment of an scsql process serving DB (no SCSQL_ variable of ours leaks in)."""
+    """The environment of an scsql process serving DB (no SCSQL_ variable of ours leaks in), with a
+    data directory of its own: never the user's, whose worker would embed its queries (and so
+    nothing would embed what the process indexes here)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCSQL_")}
-    env.update(SCSQL_DSN=db.admin, SCSQL_AGENT_DSN=db.app, SCSQL_KEYSTORE=str(db.keystore.directory))
+    home = db.keystore.directory.parent / "process-home"
+    home.mkdir(mode=0o700, exist_ok=True)
+    env.update(SCSQL_DSN=db.admin, SCSQL_AGENT_DSN=db.app, SCSQL_KEYSTORE=str(db.keystore.directory),
+               SCSQL_DATA_DIR=str(home))
     return env
 
 
