@@ -138,7 +138,10 @@ comment on function scsql._chunk_hash(text) is
 
 create or replace function scsql_caller.terms(p_text text)
 returns table (term text, tf integer)
-language sql immutable strict parallel safe
+-- Not strict, so the planner inlines it into the query that calls it (a
+-- strict set-returning SQL function is not): a NULL text has no terms
+-- either way.
+language sql immutable parallel safe
 as $$
   with t as (
     -- Without zero-width characters (translate, the slow way, only when some are there).

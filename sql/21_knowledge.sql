@@ -124,6 +124,7 @@ declare
   v_hashes text[];
   v_published boolean;
   v_conversation boolean;
+  v_context boolean;
 begin
   select s.published, s.kind = 'session_summary' into strict v_published, v_conversation from scsql.kb_sources s
   where s.project_id = p_project and s.source_id = p_source_id;
@@ -161,20 +162,20 @@ begin
            x.char_start, x.char_end, x.content, coalesce(agg.dl, 0), coalesce(agg.ids, '{}'), v_published, x.context,
            x.context_sources, x.context_hashes
     from x left join agg using (seq)
-    returning kb_chunks.chunk_id, kb_chunks.seq, kb_chunks.n_terms, kb_chunks.chunk_hash
+    returning kb_chunks.chunk_id, kb_chunks.seq, kb_chunks.n_terms, kb_chunks.chunk_hash, kb_chunks.context
   ),
   po as (
     insert into scsql.kb_postings (project_id, term_id, chunk_id, tf, dl, published)
     select p_project, up.term_id, c.chunk_id, tt.tf, c.n_terms, v_published
     from tt join up using (term) join c using (seq)
   )
-  select count(*), coalesce(sum(c.n_terms), 0), array_agg(distinct c.chunk_hash)
-    into v_n, v_len, v_hashes
+  select count(*), coalesce(sum(c.n_terms), 0), array_agg(distinct c.chunk_hash), bool_or(c.context is not null)
+    into v_n, v_len, v_hashes, v_context
   from c;
 
   perform scsql._memory_state_add(p_project, v_n, v_len, case when p_is_file then v_n else 0 end,
                                   case when v_published then v_n else 0 end, case when v_published then v_len else 0 end);
-  if p_chunks is null then
+  if p_chunks is null and v_context then  -- a file's chunks have no context
     perform scsql._attach_context_sources(p_project, p_source_id);
   end if;
   n_chunks := v_n;

@@ -272,9 +272,12 @@ begin
           tier_min_dl = least(kb_terms.tier_min_dl, excluded.tier_min_dl)
     returning kb_terms.term_id, kb_terms.term
   ),
+  tp as materialized (  -- each posting with its term's id, for the chunks' term ids and the postings
+    select tt.source_id, tt.seq, tt.tf, up.term_id from tt join up using (term)
+  ),
   ids as (
-    select tt.source_id, tt.seq, array_agg(up.term_id order by up.term_id) as ids
-    from tt join up using (term) group by tt.source_id, tt.seq
+    select tp.source_id, tp.seq, array_agg(tp.term_id order by tp.term_id) as ids
+    from tp group by tp.source_id, tp.seq
   ),
   c as (
     insert into scsql.kb_chunks (project_id, source_id, seq, chunk_hash, anchor, line_start, line_end,
@@ -293,9 +296,9 @@ begin
   ),
   po as (
     insert into scsql.kb_postings (project_id, term_id, chunk_id, tf, dl, published)
-    select p_project, up.term_id, c.chunk_id, tt.tf, c.n_terms, c.published
-    from tt join up using (term) join c on c.source_id = tt.source_id and c.seq = tt.seq
-    order by up.term_id, c.chunk_id
+    select p_project, tp.term_id, c.chunk_id, tp.tf, c.n_terms, c.published
+    from tp join c on c.source_id = tp.source_id and c.seq = tp.seq
+    order by tp.term_id, c.chunk_id
   )
   select count(*) as n, coalesce(sum(c.n_terms), 0) as len,
          count(*) filter (where s.kind = 'file') as files,
@@ -328,6 +331,12 @@ declare
   v_sources bigint[];
   v_hashes text[];
 begin
+  -- Files have no context: nothing to look for.
+  if not exists (select from scsql.kb_staged_chunks c
+                 where c.project_id = p_project and c.agent_id = p_agent and c.xact = p_xact
+                   and c.context is not null) then
+    return;
+  end if;
   update scsql.kb_chunks c
      set context_sources = array[p.source_id], context_hashes = array[p.chunk_hash]
     from scsql.kb_staged_sources st, scsql.kb_chunks p

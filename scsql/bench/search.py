@@ -45,7 +45,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from ..core import roles
+from ..core import bulk, roles
 from ..core.config import role_for
 from ..core.db import Agent, Database
 from ..memory.embed import DEFAULT_MODEL
@@ -115,19 +115,26 @@ def index_docs(s: Scratch, docs: int, batch: int = 500, per_call: bool = False) 
     not survive a crash: commits do not wait for the disk). Returns chunks/s."""
     t0 = time.perf_counter()
     bar = _tqdm(total=docs * SECTIONS, desc="indexing", unit="chunk")
-    for start in range(1, docs + 1, batch):
-        end = min(start + batch - 1, docs)
-        with s.agent.transaction() as conn:
-            conn.execute("set local synchronous_commit = off")
-            if per_call:
+    spans = [(start, min(start + batch - 1, docs)) for start in range(1, docs + 1, batch)]
+    if per_call:
+        for start, end in spans:
+            with s.agent.transaction() as conn:
+                conn.execute("set local synchronous_commit = off")
                 conn.execute(f"select count(*) from (select scsql.index_text('src/doc' || d || '.md', {_TEXT}, 'file') "
                              f"from generate_series(%s::int, %s::int) d) x", (start, end))
-            else:
-                conn.execute(f"insert into scsql.kb_staging (ord, path, content, kind) "
-                             f"select d - %s + 1, 'src/doc' || d || '.md', {_TEXT}, 'file' "
-                             f"from generate_series(%s::int, %s::int) d", (start, start, end))
-                conn.execute("select count(*) from scsql.index_staged()")
-        bar.update((end - start + 1) * SECTIONS)
+            bar.update((end - start + 1) * SECTIONS)
+    else:  # as scsql index sends batches: one staged while the one before it is stored
+        def stage(conn, span: tuple[int, int]) -> int:
+            conn.execute("set local synchronous_commit = off")
+            conn.execute(f"insert into scsql.kb_staging (ord, path, content, kind) "
+                         f"select d - %s + 1, 'src/doc' || d || '.md', {_TEXT}, 'file' "
+                         f"from generate_series(%s::int, %s::int) d", (span[0], span[0], span[1]))
+            return span[1] - span[0] + 1
+
+        for (start, end), rows in bulk.index_batches(s.agent, spans, stage=stage):
+            if isinstance(rows, Exception):
+                raise rows
+            bar.update((end - start + 1) * SECTIONS)
     bar.close()
     took = time.perf_counter() - t0
     print(f"indexed {docs * SECTIONS} chunks in {took:.0f} s ({docs * SECTIONS / took:.0f} chunks/s, "

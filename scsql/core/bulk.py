@@ -13,9 +13,14 @@ In core: the index tool (memory) and the transcript import (hooks) both use it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
+
+from .errors import ScsqlError
 
 COPY = ("copy scsql.kb_staging (ord, path, content, kind, trust, tier, spans, meta, occurred_at) "
         "from stdin")
@@ -43,14 +48,17 @@ def index_texts(conn, texts: Iterable[Text]) -> list[dict[str, Any]]:
     """Index TEXTS on CONN (an agent's transaction) in one batch: one row per
     text (ord, path as stored, kind, trust, chunks, unchanged, content_hash),
     in order. Raises what the database raises for the first bad text."""
+    return _store(conn, _stage(conn, texts))
+
+
+def _stage(conn, texts: Iterable[Text]) -> int:
+    """Copy TEXTS into scsql.kb_staging on CONN, numbered from 1; how many there were."""
     n = 0
     with conn.cursor().copy(COPY) as copy:
         for n, t in enumerate(texts, 1):
             copy.write_row((n, t.path, t.content, t.kind, t.trust, t.tier, _json(t.spans), _json(t.meta),
                             t.occurred_at))
-    if n == 0:
-        return []
-    return conn.execute("select * from scsql.index_staged()").fetchall()
+    return n
 
 
 def batches(texts: Iterable[Text], max_bytes: int = 4 << 20, max_texts: int = 2000) -> Iterator[list[Text]]:
@@ -67,3 +75,79 @@ def batches(texts: Iterable[Text], max_bytes: int = 4 << 20, max_texts: int = 20
         size += n
     if batch:
         yield batch
+
+
+def index_batches(agent, texts: Iterable[Any], workers: int = 2, stage: Callable[[Any, Any], int] | None = None
+                  ) -> Iterator[tuple[Any, list[dict[str, Any]] | ScsqlError]]:
+    """Index each batch of TEXTS in a transaction of its own as AGENT, as
+    :func:`index_texts` does, yielding each batch with its rows, or with the
+    ScsqlError that refused it (nothing of that batch stays), in order.
+    STAGE(conn, batch), if given, stages a batch another way (a batch is then
+    whatever it takes) and returns how many texts it staged.
+
+    Up to WORKERS batches are in flight on connections of their own: while
+    one batch is stored (``scsql.index_staged``, which holds the project's
+    lock), the next is staged (checked, redacted, chunked and split into
+    terms, most of the work), on another server core. A batch calls
+    ``index_staged`` only once the batch before it has committed or failed,
+    so what is stored, ids included, is what one batch after another stores.
+    An agent without a pool (one connection) indexes one batch at a time."""
+    stage = stage or _stage
+    if agent.db.pool is None or workers < 2:
+        for batch in texts:
+            try:
+                with agent.transaction() as conn:
+                    rows = _store(conn, stage(conn, batch))
+            except ScsqlError as exc:
+                yield batch, exc
+            else:
+                yield batch, rows
+        return
+    with ThreadPoolExecutor(workers, thread_name_prefix="scsql-bulk") as pool:
+        flight: deque[tuple[Any, Future]] = deque()
+        before, stop = threading.Event(), threading.Event()
+        before.set()
+        try:
+            for batch in texts:
+                if len(flight) >= workers:
+                    yield _done(*flight.popleft())
+                done = threading.Event()
+                flight.append((batch, pool.submit(_index_after, agent, batch, stage, before, done, stop)))
+                before = done
+            while flight:
+                yield _done(*flight.popleft())
+        finally:  # the caller stopped early: a batch not yet being stored is rolled back
+            stop.set()
+            for _, future in flight:
+                future.cancel()
+
+
+class _Stopped(Exception):
+    """The caller stopped reading: the batch is rolled back."""
+
+
+def _index_after(agent, batch: Any, stage: Callable[[Any, Any], int], before: threading.Event,
+                 done: threading.Event, stop: threading.Event) -> list[dict[str, Any]]:
+    """BATCH staged in a transaction of its own, stored once BEFORE is set
+    (rolled back if STOP is set by then); sets DONE when it has committed or failed."""
+    try:
+        with agent.transaction() as conn:
+            n = stage(conn, batch)
+            before.wait()
+            if stop.is_set():
+                raise _Stopped
+            return _store(conn, n)
+    finally:
+        done.set()
+
+
+def _store(conn, staged: int) -> list[dict[str, Any]]:
+    """What scsql.index_staged stored of the STAGED texts of CONN's transaction."""
+    return conn.execute("select * from scsql.index_staged()").fetchall() if staged else []
+
+
+def _done(batch: Any, future: Future) -> tuple[Any, list[dict[str, Any]] | ScsqlError]:
+    try:
+        return batch, future.result()
+    except ScsqlError as exc:
+        return batch, exc

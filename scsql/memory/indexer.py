@@ -17,7 +17,8 @@ decides what changed:
 3. Those are indexed in batches of about 4 MiB, each one transaction
    through the bulk path (:mod:`.bulk`: COPY into ``scsql.kb_staging``,
    then ``scsql.index_staged``, which stores what ``scsql.index_text``
-   would, set-based); a batch the database refuses is indexed again one
+   would, set-based; one batch is staged while the one before it is
+   stored); a batch the database refuses is indexed again one
    file a transaction with ``scsql.index_text``, so a bad file fails alone.
    Files carry chunk spans for code: Python is split
    by top-level definitions with :mod:`ast` (a class too large for one chunk
@@ -758,7 +759,7 @@ def index_files(agent, tree: Tree, actions: list[dict[str, Any]], progress: bool
     transaction (index_text), so one bad file fails alone."""
     from tqdm import tqdm
 
-    from ..core.bulk import batches, index_texts
+    from ..core.bulk import batches, index_batches
 
     by_rel = {f.rel: f for f in tree.files}
     todo = [a["path"] for a in actions if a["action"] == "index"]
@@ -781,15 +782,13 @@ def index_files(agent, tree: Tree, actions: list[dict[str, Any]], progress: bool
                 bar.update(1)
 
     bar = tqdm(total=len(todo), desc="indexing", unit="file", disable=None if progress is None else not progress)
-    for batch in batches(texts()):
-        try:
-            with agent.transaction() as conn:
-                rows = index_texts(conn, batch)
-            for row in rows:
-                _count(report, row)
-        except ScsqlError:
+    for batch, rows in index_batches(agent, batches(texts())):
+        if isinstance(rows, ScsqlError):
             for text in batch:
                 _index_one(agent, text, report)
+        else:
+            for row in rows:
+                _count(report, row)
         bar.update(len(batch))
     bar.close()
     failed = {f["path"] for f in report["failed"]}

@@ -7,6 +7,7 @@ nothing; a staged text is the acting agent's, in its project only."""
 from __future__ import annotations
 
 import datetime as dt
+import time
 
 import pytest
 from psycopg.types.json import Jsonb
@@ -196,3 +197,57 @@ def test_texts_staged_by_a_transaction_that_did_not_index_them_are_discarded(scs
         assert [r["path"] for r in conn.execute("select * from scsql.index_staged()").fetchall()] == ["notes/new.md"]
     with scsql_db.connect() as conn:
         assert conn.execute("select count(*) as n from scsql.kb_staged_sources").fetchone()["n"] == 0
+
+
+def _batches(chunk_chars: int, bad: bulk.Text | None = None) -> list[list[bulk.Text]]:
+    """Both rounds of the corpus and more, two or three texts a batch; BAD, if given, in the third batch."""
+    texts = _corpus(1, chunk_chars) + [bulk.Text(f"notes/extra{i}.md", f"# Extra {i}\nword{i} verify{i}Chain_{i} "
+                                                 f"new{i}term and word{i + 1}.", "note") for i in range(6)]
+    out = [texts[i:i + 2] for i in range(0, len(texts), 2)]
+    if bad is not None:
+        out[2] = out[2] + [bad]
+    return out + [_corpus(2, chunk_chars)[-6:]]
+
+
+def test_batches_in_flight_store_what_one_batch_after_another_stores(scsql_db, monkeypatch):
+    """scsql index keeps two batches in flight (one staged while the one before
+    it is stored): the tables, term and chunk numbering and history included,
+    are those of one batch after another; a refused batch leaves nothing and
+    the batches after it are stored."""
+    one, two = scsql_db.project(), scsql_db.project()
+    a, b = scsql_db.agent("serial", one), scsql_db.agent("flight", two)
+    bad = bulk.Text("notes/key.md", "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n"
+                                    "-----END PRIVATE KEY-----\n")
+    staged: dict[int, float] = {}
+    stage = bulk._stage
+
+    def timed_stage(conn, texts):
+        texts = list(texts)
+        staged[id(texts[0])] = time.monotonic()
+        return stage(conn, texts)
+
+    monkeypatch.setattr(bulk, "_stage", timed_stage)
+    results = {}
+    for agent, workers in ((a, 1), (b, 2)):
+        batches = _batches(agent.rules().chunk_chars, bad)
+        got, stored = [], []
+        for batch, rows in bulk.index_batches(agent, batches, workers=workers):
+            got.append((batch, rows))
+            stored.append(time.monotonic())
+        assert [g[0] for g in got] == batches  # in order, every batch
+        results[workers] = [r if isinstance(r, ScsqlError) else [x["path"] for x in r] for _, r in got]
+        if workers == 2:  # the race: a batch was staged before the one before it was stored
+            starts = [staged[id(batch[0])] for batch in batches]
+            assert any(starts[k + 1] < stored[k] for k in range(len(batches) - 1))
+    refused = [i for i, r in enumerate(results[2]) if isinstance(r, ScsqlError)]
+    assert refused == [2] and results[2][2].code == "SC215"
+    assert [r for r in results[1] if not isinstance(r, ScsqlError)] == \
+        [r for r in results[2] if not isinstance(r, ScsqlError)]
+    left, right = _state(scsql_db, one), _state(scsql_db, two)
+    for table in STATE:
+        assert left[table] == right[table], table
+    paths = {r["path"] for r in right["sources"]}
+    assert not paths & {t.path for t in _batches(a.rules().chunk_chars, bad)[2]}  # nothing of the refused batch
+    assert "notes/extra5.md" in paths and "claude/sessions/s1/3.md" in paths  # the batches after it are stored
+    with scsql_db.connect() as conn:
+        assert conn.execute("select count(*) as n from scsql.kb_staged_chunks").fetchone()["n"] == 0
