@@ -44,6 +44,18 @@ $$;
 comment on function scsql._code_path_ok(text) is
   'Private. True when PATH is a path relative to the project root spelled as _path_parts reads it (no ".", ".." or empty part), 1 to 1,024 characters: how sources and code files are keyed.';
 
+create or replace function scsql._code_ref_malformed(p_ref jsonb)
+returns boolean
+language sql immutable parallel safe
+as $$
+  select pg_catalog.jsonb_typeof(p_ref) <> 'object' or coalesce(p_ref ->> 'kind', '') not in ('call', 'inherit', 'import')
+         or coalesce(pg_catalog.char_length(p_ref ->> 'name'), 0) not between 1 and 300
+         or pg_catalog.char_length(p_ref ->> 'qualifier') > 300 or pg_catalog.char_length(p_ref ->> 'alias') > 300
+         or pg_catalog.char_length(p_ref ->> 'from') > 1100
+$$;
+comment on function scsql._code_ref_malformed(jsonb) is
+  'Private. True when a reference sent to index_code or index_code_delta has no valid identity: an object whose kind is call, inherit or import, name 1 to 300 characters, qualifier and alias at most 300, from (the enclosing definition''s key) at most 1,100; for a valid one false or NULL, never true.';
+
 create or replace function scsql._code_check_payload(p_content_hash text, p_language text, p_module text, p_status text,
                                                      p_error_lines integer[], p_definitions jsonb, p_references jsonb)
 returns void
@@ -93,9 +105,7 @@ begin
     select 'reference ' || coalesce(r ->> 'name', '?') || ': kind is call, inherit or import; name 1 to 300 characters; '
            || 'qualifier and alias at most 300; lines an array of line numbers; n at least 1' into v_bad
     from jsonb_array_elements(p_references) r
-    where jsonb_typeof(r) <> 'object' or r ->> 'kind' is null or r ->> 'kind' not in ('call', 'inherit', 'import')
-       or coalesce(char_length(r ->> 'name'), 0) not between 1 and 300
-       or char_length(r ->> 'qualifier') > 300 or char_length(r ->> 'alias') > 300 or char_length(r ->> 'from') > 1100
+    where scsql._code_ref_malformed(r)
        or jsonb_typeof(r -> 'lines') is distinct from 'array' or jsonb_array_length(r -> 'lines') > 1000
        or jsonb_typeof(r -> 'n') is distinct from 'number' or (r ->> 'n')::numeric not between 1 and 1000000000
     limit 1;
@@ -256,6 +266,17 @@ $$;
 comment on function scsql._code_repend_calls(bigint, bigint) is
   'Private. Sends the calls and bases of file FILE back to pending resolution: its imports changed, and what they resolve may change every one of them.';
 
+create or replace function scsql._code_ref_key(p_kind text, p_name text, p_qualifier text, p_alias text, p_from text)
+returns text
+-- Stable like concat_ws, so the planner inlines it into the query that calls it.
+language sql stable parallel safe
+as $$
+  select pg_catalog.concat_ws(chr(31), p_kind, p_name, coalesce(p_qualifier, chr(30)), coalesce(p_alias, chr(30)),
+                              coalesce(p_from, chr(30)))
+$$;
+comment on function scsql._code_ref_key(text, text, text, text, text) is
+  'Private. The identity of a reference as one text, for hash joins: kind, name, qualifier, alias and the enclosing definition (its id or key; a missing part is chr(30)), joined with chr(31). Two references are the same row of the graph when their keys are equal.';
+
 create or replace function scsql._code_store_references(p_project bigint, p_file bigint, p_references jsonb)
 returns integer
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
@@ -289,13 +310,11 @@ begin
          r(kind, name, qualifier, alias, "from", lines, n, ord)
     left join scsql.code_definitions d on d.project_id = p_project and d.file_id = p_file and d.key = r."from"
   ), keyed_new as materialized (
-    select n.*, concat_ws(chr(31), n.kind, n.name, coalesce(n.qualifier, chr(30)), coalesce(n.alias, chr(30)),
-                          coalesce(n.from_def_id::text, chr(30))) as k,
+    select n.*, scsql._code_ref_key(n.kind, n.name, n.qualifier, n.alias, n.from_def_id::text) as k,
            row_number() over (partition by n.kind, n.name, n.qualifier, n.alias, n.from_def_id order by n.ord) as i
     from new n
   ), keyed_old as materialized (
-    select o.ref_id, o.lines, o.n, concat_ws(chr(31), o.kind, o.name, coalesce(o.qualifier, chr(30)),
-                                             coalesce(o.alias, chr(30)), coalesce(o.from_def_id::text, chr(30))) as k,
+    select o.ref_id, o.lines, o.n, scsql._code_ref_key(o.kind, o.name, o.qualifier, o.alias, o.from_def_id::text) as k,
            row_number() over (partition by o.kind, o.name, o.qualifier, o.alias, o.from_def_id order by o.ref_id) as i
     from scsql.code_references o where o.project_id = p_project and o.file_id = p_file
   ), pair as materialized (
@@ -427,8 +446,7 @@ as $$
   -- one when the delta names an identity twice or several stored rows have
   -- it. Keys are joined as one text, so the planner hashes them.
   with stored as (
-    select r.ref_id, concat_ws(chr(31), r.kind, r.name, coalesce(r.qualifier, chr(30)), coalesce(r.alias, chr(30)),
-                               coalesce(d.key, chr(30))) as k
+    select r.ref_id, scsql._code_ref_key(r.kind, r.name, r.qualifier, r.alias, d.key) as k
     from scsql.code_references r
     left join scsql.code_definitions d on d.project_id = p_project and d.def_id = r.from_def_id
     where r.project_id = p_project and r.file_id = p_file
@@ -440,8 +458,7 @@ as $$
     select true, x.kind, x.name, x.qualifier, x.alias, x."from", null, null
     from jsonb_to_recordset(p_gone) x(kind text, name text, qualifier text, alias text, "from" text)
   ), keyed as (
-    select d.*, concat_ws(chr(31), d.kind, d.name, coalesce(d.qualifier, chr(30)), coalesce(d.alias, chr(30)),
-                          coalesce(d."from", chr(30))) as k
+    select d.*, scsql._code_ref_key(d.kind, d.name, d.qualifier, d.alias, d."from") as k
     from delta d
   )
   select s.ref_id, d.gone, d.kind, d.name, d.qualifier, d.alias, d."from",
@@ -517,10 +534,7 @@ begin
      or p_gone_definitions is null or cardinality(p_gone_definitions) > 50000
      or exists (select from unnest(p_gone_definitions) k where coalesce(char_length(k), 0) not between 1 and 1100)
      or jsonb_typeof(p_gone_references) is distinct from 'array' or jsonb_array_length(p_gone_references) > 200000
-     or exists (select from jsonb_array_elements(p_gone_references) r
-                where jsonb_typeof(r) <> 'object' or coalesce(r ->> 'kind', '') not in ('call', 'inherit', 'import')
-                   or coalesce(char_length(r ->> 'name'), 0) not between 1 and 300 or char_length(r ->> 'qualifier') > 300
-                   or char_length(r ->> 'alias') > 300 or char_length(r ->> 'from') > 1100) then
+     or exists (select from jsonb_array_elements(p_gone_references) r where scsql._code_ref_malformed(r)) then
     raise exception using errcode = 'SC261',
       message = 'index_code_delta: base_hash is a sha256 in hex, counts 4 numbers of 0 to 200,000 (definitions and '
                 'references before, then after), gone definitions at most 50,000 keys and gone references an array of '

@@ -45,30 +45,28 @@ SETTLE_SECONDS = 2.0
 MAX_CHANGED = 500  # files a Stop re-indexes at most (a generated tree is left to scsql index)
 
 
-def edited_path(event: dict) -> str | None:
-    """The file a captured edit changed, absolute (None for any other event)."""
-    if event.get("hook_event_name") != "PostToolUse" or event.get("tool_name") not in EDIT_TOOLS:
+def _tool_path(event: dict, tools, key) -> str | None:
+    """The absolute path a PostToolUse event of one of TOOLS names in KEY(tool)
+    of its input (None for any other event, or no usable path)."""
+    tool = event.get("tool_name")
+    if event.get("hook_event_name") != "PostToolUse" or tool not in tools:
         return None
     tool_input = event.get("tool_input")
-    if not isinstance(tool_input, dict):
-        return None
-    path = tool_input.get("notebook_path" if event.get("tool_name") == "NotebookEdit" else "file_path")
+    path = tool_input.get(key(tool)) if isinstance(tool_input, dict) else None
     if not isinstance(path, str) or not path or "\x00" in path:
         return None
     cwd = event.get("cwd")
     return path if os.path.isabs(path) or not isinstance(cwd, str) else os.path.join(cwd, path)
+
+
+def edited_path(event: dict) -> str | None:
+    """The file a captured edit changed, absolute (None for any other event)."""
+    return _tool_path(event, EDIT_TOOLS, lambda tool: "notebook_path" if tool == "NotebookEdit" else "file_path")
 
 
 def read_path(event: dict) -> str | None:
     """The file a captured Read read, absolute (None for any other event)."""
-    if event.get("hook_event_name") != "PostToolUse" or event.get("tool_name") != "Read":
-        return None
-    tool_input = event.get("tool_input")
-    path = tool_input.get("file_path") if isinstance(tool_input, dict) else None
-    if not isinstance(path, str) or not path or "\x00" in path:
-        return None
-    cwd = event.get("cwd")
-    return path if os.path.isabs(path) or not isinstance(cwd, str) else os.path.join(cwd, path)
+    return _tool_path(event, ("Read",), lambda tool: "file_path")
 
 
 def _git(cwd: str, *args: str) -> str | None:
