@@ -516,27 +516,35 @@ begin
          array_agg(x.chunk_id order by x.score desc, x.project_id, x.chunk_id),
          array_agg(x.score order by x.score desc, x.project_id, x.chunk_id)
   from (
-    select p.project_id, p.chunk_id,
-           sum(scsql_caller.bm25_term(t.idf, p.tf, p.dl, t.avgdl, p_k1, p_b)) as score
-    from (select * from scsql_caller.bm25_stats(p_projects, p_terms) offset 0) t
-    join scsql.kb_postings p on p.project_id = t.project_id and p.term_id = t.term_id
-    where (p.published or not p_published)
-      and ((p_kinds is null and p_trust is null and p_since is null)
+    -- Every chunk holding a term, scored and sorted; the filter is then
+    -- tried on the best first, once a chunk (not once a posting), until
+    -- depth chunks pass it (the subquery's OFFSET 0 keeps it from being
+    -- applied before the sort).
+    select s.project_id, s.chunk_id, s.score
+    from (
+      select p.project_id, p.chunk_id,
+             sum(scsql_caller.bm25_term(t.idf, p.tf, p.dl, t.avgdl, p_k1, p_b)) as score
+      from (select * from scsql_caller.bm25_stats(p_projects, p_terms) offset 0) t
+      join scsql.kb_postings p on p.project_id = t.project_id and p.term_id = t.term_id
+      where (p.published or not p_published)
+      group by p.project_id, p.chunk_id
+      order by score desc, p.project_id, p.chunk_id
+      offset 0
+    ) s
+    where (p_kinds is null and p_trust is null and p_since is null)
        or exists (select from scsql.kb_chunks c join scsql.kb_sources src
                     on src.project_id = c.project_id and src.source_id = c.source_id
-                  where c.project_id = p.project_id and c.chunk_id = p.chunk_id and (c.published or not p_published)
+                  where c.project_id = s.project_id and c.chunk_id = s.chunk_id and (c.published or not p_published)
                     and (p_kinds is null or src.kind = any(p_kinds))
                     and (p_trust is null or src.trust = p_trust)
-                    and (p_since is null or coalesce(src.occurred_at, c.created_at) >= p_since)))
-    group by p.project_id, p.chunk_id
-    order by score desc, p.project_id, p.chunk_id
+                    and (p_since is null or coalesce(src.occurred_at, c.created_at) >= p_since))
     limit p_depth
   ) x;
 end
 $$;
 comment on function scsql_caller.bm25_filtered_top(bigint[], text[], double precision, double precision, integer, text[], text,
                                                     timestamptz, boolean) is
-  'For scsql_caller.bm25 with filters: the top-depth chunks of the given projects by BM25 whose source has one of p_kinds, trust p_trust and a time at or after p_since (each NULL: any), every posting of every term scored, as arrays of project ids, chunk ids and scores, best first. Row-level security applies; with p_published only published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for a depth, k1 or b out of range.';
+  'For scsql_caller.bm25 with filters: the top-depth chunks of the given projects by BM25 whose source has one of p_kinds, trust p_trust and a time at or after p_since (each NULL: any), every posting of every term scored and the filter tried on the best chunks first, as arrays of project ids, chunk ids and scores, best first. Row-level security applies; with p_published only published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for a depth, k1 or b out of range.';
 
 create or replace function scsql_caller.bm25_completed_batch(
   p_project bigint, p_cand bigint[], p_part double precision[], p_tids bigint[], p_idf double precision[],

@@ -194,3 +194,31 @@ def test_pruned_bm25_is_exact_when_a_rounds_list_comes_from_the_partial_index(sc
             conn.execute("select 1 from scsql.index_text(%s, %s, 'note')", (f"b{i}", " ".join(words)))
     _check(agent, "search", ["r1 big u0", "r2 big u0", "r1 r2 big u0", "r3 big u0", "r1 big wide u0", "r2 r3 big u1",
                              "r1 big", "big wide u0", "r3 wide big u0 u1", "r1 mid com", "r2 mid com", "r1 r2 mid com"])
+
+
+def test_a_filtered_ranking_is_the_full_ranking_of_the_chunks_that_pass_the_filter(scsql_db):
+    """With kinds, trust or a time the filter is tried on the best chunks
+    first: the result is the unfiltered ranking (every posting scored) of
+    the chunks that pass it, cut at the depth, whatever the depth."""
+    rng = random.Random(5)
+    agent = scsql_db.agent("exact_filter", scsql_db.project())
+    kinds = {}
+    with agent.transaction() as conn:
+        for i in range(160):
+            kind = rng.choice(["note", "note", "file", "url"])
+            path = f"https://example.com/{i}" if kind == "url" else f"k{i}"
+            kinds[path] = kind
+            conn.execute("select 1 from scsql.index_text(%s, %s, %s)", (path, _text(rng), kind))
+    for query in ["u0", "u0 u1 u2", "u3 u8 u20", "u49 u5 u0 u1"]:
+        with agent.transaction() as conn:
+            rows = conn.execute("select source_path, score from scsql.search(%s, p_mode => 'bm25', p_k => 200, "
+                                "p_depth => 1000)", (query,)).fetchall()
+        assert len(rows) < 200  # every chunk holding a term
+        for wanted in (["file"], ["url"], ["file", "url"], ["note"]):
+            full = [(0, r["source_path"], round(r["score"], 9)) for r in rows if kinds[r["source_path"]] in wanted]
+            for depth in (1, 5, 40):
+                with agent.transaction() as conn:
+                    got = conn.execute("select source_path, score from scsql.search(%s, p_mode => 'bm25', p_k => %s, "
+                                       "p_depth => %s, p_kinds => %s)", (query, depth, depth, wanted)).fetchall()
+                got = [(0, r["source_path"], round(r["score"], 9)) for r in got]
+                assert got and _same(got, full[:depth]), (query, wanted, depth, got, full[:depth])
