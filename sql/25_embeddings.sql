@@ -49,6 +49,9 @@ declare
   v_token uuid := pg_catalog.gen_random_uuid();
   v_until timestamptz;
   v_hashes text[];
+  v_take text[];
+  v_live text[];
+  v_gone bigint;
 begin
   perform scsql._check_text('model', p_model, 200, false);
   perform scsql._require(p_limit between 1 and 1000, 'limit must be 1 to 1000');
@@ -58,23 +61,32 @@ begin
     return;  -- nothing is ever queued for a model no project uses
   end if;
   v_until := clock_timestamp() + make_interval(secs => p_lease_seconds);
-  -- Queue rows whose text is gone (forgotten meanwhile) are dropped. The
-  -- list is made once (materialized), never per queue row.
-  with gone as materialized (
-    select q2.chunk_hash from scsql.kb_embed_queue q2
-    where q2.project_id = v_me.project_id and q2.model_id = v_model
-      and not exists (select from scsql.kb_chunks c where c.project_id = v_me.project_id and c.chunk_hash = q2.chunk_hash)
-    limit 1000 for update skip locked)
-  delete from scsql.kb_embed_queue q
-  using gone g
-  where q.project_id = v_me.project_id and q.model_id = v_model and q.chunk_hash = g.chunk_hash;
-  select array_agg(p.chunk_hash) into v_hashes
-  from (select q.chunk_hash from scsql.kb_embed_queue q
-        where q.project_id = v_me.project_id and q.model_id = v_model
-          and (q.claim_expires_at is null or q.claim_expires_at <= clock_timestamp())
-        order by q.enqueued_at, q.chunk_hash
-        limit p_limit
-        for update skip locked) p;
+  -- The oldest claimable rows; those whose text is gone (forgotten
+  -- meanwhile) are dropped, and more are taken in their place. Only the
+  -- rows looked at are checked: a claim costs the same with a million
+  -- queued (after a bulk index) as with ten.
+  v_hashes := '{}';
+  loop
+    select array_agg(p.chunk_hash) into v_take
+    from (select q.chunk_hash from scsql.kb_embed_queue q
+          where q.project_id = v_me.project_id and q.model_id = v_model
+            and (q.claim_expires_at is null or q.claim_expires_at <= clock_timestamp())
+            and q.chunk_hash <> all(v_hashes)
+          order by q.enqueued_at, q.chunk_hash
+          limit p_limit - cardinality(v_hashes)
+          for update skip locked) p;
+    exit when v_take is null;
+    with gone as (
+      delete from scsql.kb_embed_queue q
+      where q.project_id = v_me.project_id and q.model_id = v_model and q.chunk_hash = any(v_take)
+        and not exists (select from scsql.kb_chunks c where c.project_id = v_me.project_id and c.chunk_hash = q.chunk_hash)
+      returning q.chunk_hash)
+    select coalesce(array_agg(t.h) filter (where g.chunk_hash is null), '{}'), count(g.chunk_hash)
+      into v_live, v_gone
+    from unnest(v_take) t(h) left join gone g on g.chunk_hash = t.h;
+    v_hashes := v_hashes || v_live;
+    exit when v_gone = 0 or cardinality(v_hashes) >= p_limit;
+  end loop;
   with claimed as (
     update scsql.kb_embed_queue q
     set claimed_by = v_me.agent_id, claim_token = v_token, claim_expires_at = v_until

@@ -182,6 +182,30 @@ def test_a_vector_is_stored_only_under_the_callers_live_claim(scsql_db):
         refused(w, "SC010", "select * from scsql.embed_claim(%s, 10, 1)", DEFAULT_MODEL)
 
 
+def test_a_claim_drops_queued_rows_whose_text_is_gone_and_claims_live_ones_behind_them(scsql_db):
+    """Rows whose chunk text went meanwhile (more of them at the head of the
+    queue than the claim's limit) are dropped as the claim meets them; the
+    claim still returns the live rows queued after them."""
+    project = scsql_db.project()
+    worker = scsql_db.agent("drainer", project)
+    for i in range(3):
+        q(worker, "select * from scsql.index_text(%s, %s, 'note')", f"n{i}", f"note number {i} about harbours")
+    live = sorted(r["chunk_hash"] for r in q(worker, "select chunk_hash from scsql.kb_chunks"))
+    with scsql_db.connect() as admin:  # texts gone since they were queued, older than every live row
+        admin.execute("""insert into scsql.kb_embed_queue (project_id, model_id, chunk_hash, enqueued_at)
+                         select q.project_id, q.model_id, md5(g::text) || md5(g::text), now() - interval '1 hour'
+                         from (select distinct project_id, model_id from scsql.kb_embed_queue) q,
+                              generate_series(1, 7) g""")
+    with login(scsql_db, worker) as w:
+        got = w.execute("select * from scsql.embed_claim(%s, 2)", (DEFAULT_MODEL,)).fetchall()
+        assert len(got) == 2 and {r["chunk_hash"] for r in got} <= set(live)
+        rest = w.execute("select * from scsql.embed_claim(%s, 10)", (DEFAULT_MODEL,)).fetchall()
+        assert sorted(r["chunk_hash"] for r in got + rest) == live
+    with scsql_db.connect() as admin:
+        queued = {r["chunk_hash"] for r in admin.execute("select chunk_hash from scsql.kb_embed_queue").fetchall()}
+    assert queued == set(live)
+
+
 def test_worker_functions_are_callable_but_are_not_tools(scsql_db):
     agent = scsql_db.agent("tools", scsql_db.project())
     tools = set(Api(agent).functions)
