@@ -93,16 +93,7 @@ def index_batches(agent, texts: Iterable[Any], workers: int = 2, stage: Callable
     so what is stored, ids included, is what one batch after another stores.
     An agent without a pool (one connection) indexes one batch at a time."""
     stage = stage or _stage
-    if agent.db.pool is None or workers < 2:
-        for batch in texts:
-            try:
-                with agent.transaction() as conn:
-                    rows = _store(conn, stage(conn, batch))
-            except ScsqlError as exc:
-                yield batch, exc
-            else:
-                yield batch, rows
-        return
+    workers = max(1, workers) if agent.db.pool is not None else 1
     with ThreadPoolExecutor(workers, thread_name_prefix="scsql-bulk") as pool:
         flight: deque[tuple[Any, Future]] = deque()
         before, stop = threading.Event(), threading.Event()
