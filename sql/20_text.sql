@@ -158,10 +158,17 @@ as $$
           '([[:upper:]])([[:upper:]][[:lower:]])', '\1 \2', 'g'),
         '[^[:alnum:]]+', ' ', 'g'))) l
   ),
+  -- The compound tokens only: a token is a run of [[:alnum:]_] with single
+  -- [./:-] between runs, and it is compound when it has such a separator,
+  -- an underscore or a case change. One pattern matches exactly those (a
+  -- match can start only where a token starts), where matching every token
+  -- and then testing each cost five times as much.
   wholes as (
     select pg_catalog.lower(m[1]) as term, 1 as n
-    from t, pg_catalog.regexp_matches(t.s, '([[:alnum:]_]+(?:[./:-][[:alnum:]_]+)*)', 'g') m
-    where m[1] ~ '[_./:-]|[[:lower:][:digit:]][[:upper:]]|[[:upper:]][[:upper:]][[:lower:]]' and pg_catalog.char_length(m[1]) <= 128
+    from t, pg_catalog.regexp_matches(t.s, '[[:alnum:]_]+(?:[./:-][[:alnum:]_]+)+|'
+                                           '[[:alnum:]_]*(?:_|[[:lower:][:digit:]][[:upper:]]|[[:upper:]][[:upper:]][[:lower:]])[[:alnum:]_]*',
+                                      'g') m
+    where pg_catalog.char_length(m[1]) <= 128
   ),
   -- Calendar dates (2026-11-26, also inside a timestamp or a path such as
   -- session:alice/2026-11-26T10:00:00Z) are a term of their own, so a

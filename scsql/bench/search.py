@@ -142,17 +142,18 @@ def index_docs(s: Scratch, docs: int, batch: int = 500, per_call: bool = False) 
     return docs * SECTIONS / took
 
 
-def store_vectors(s: Scratch) -> None:
+def store_vectors(s: Scratch, rebuild: bool = True) -> None:
     """Every queued chunk's vector, claimed and stored by the agent as scsql
     worker does (embed_claim, embed_store; the vectors are synthetic points).
-    The HNSW index is dropped first and built again, as its owner, once the
-    vectors are in: one build costs a fraction of as many inserts into it,
-    and gives the same index."""
+    With REBUILD the HNSW index is dropped first and built again, as its
+    owner, once the vectors are in: one build costs a fraction of as many
+    inserts into it, and gives the same index."""
     t0 = time.perf_counter()
     with s.connect() as conn:
-        hnsw = conn.execute("select indexrelid::regclass::text as name, pg_get_indexdef(indexrelid) as def "
-                            "from pg_index where indrelid = 'scsql.kb_embeddings'::regclass and indexrelid::regclass::text "
-                            "like 'scsql.kb_embeddings_hnsw_%'").fetchall()
+        hnsw = [] if not rebuild else conn.execute(
+            "select indexrelid::regclass::text as name, pg_get_indexdef(indexrelid) as def "
+            "from pg_index where indrelid = 'scsql.kb_embeddings'::regclass and indexrelid::regclass::text "
+            "like 'scsql.kb_embeddings_hnsw_%'").fetchall()
         for ix in hnsw:
             conn.execute(f"drop index {ix['name']}")
         conn.commit()
@@ -179,6 +180,9 @@ def store_vectors(s: Scratch) -> None:
         bar.update(n["n"])
     bar.close()
     t1 = time.perf_counter()
+    if not rebuild:
+        print(f"stored {stored} vectors in {t1 - t0:.0f} s", file=sys.stderr)
+        return
     with s.connect() as conn:
         conn.autocommit = True
         vectors = conn.execute("select count(*) as n from scsql.kb_embeddings").fetchone()["n"]
@@ -280,10 +284,12 @@ def _run(ctx, args: argparse.Namespace, reader_name: str) -> int:
                 "select count(*) as n from scsql.embed_models m where not exists (select from pg_class c "
                 "where c.relname = 'kb_embeddings_hnsw_' || m.model_id and c.relnamespace = 'scsql'::regnamespace)"
             ).fetchone()["n"]
-        if pending or unindexed:  # a load that stopped while it stored the vectors (their index dropped)
+        if unindexed:  # a load that stopped while it stored the vectors (their index dropped)
             print(f"{pending} chunks have no vector yet, {unindexed} models no HNSW index: finishing the load first",
                   file=sys.stderr)
             finish_load(s)
+        elif pending:  # written since (a reader's notes, facts): stored into the index as a worker would
+            store_vectors(s, rebuild=False)
         return _measure(s, args, reader_name)
     with scratch(ctx.admin_conninfo(), "search", keep=args.keep) as s:
         load(s, args.chunks, per_call=args.per_call)
