@@ -285,26 +285,27 @@ returns text[]
 language plpgsql stable
 as $$
 -- A term's facts are counted through the index up to 32: past that a term
--- is common, and how common does not matter. One count per term, each a
--- query of its own (Citus plans no correlated subquery over unnest), on
--- the project alone (on Citus, on its shard: remember may run there).
+-- is common, and how common does not matter. Every term is counted in one
+-- query on the project alone (on Citus, one round trip to its shard: the
+-- only table it reads is named by the project, so Citus sends it whole).
 declare
-  v_terms text[] := '{}';
-  v_counts integer[] := '{}';
-  v_t text;
-  v_n integer;
-  v_keys text[];
+  v_sides text[] := string_to_array(p_sides, NULL);
+  v_rarest text[];
 begin
-  foreach v_t in array coalesce(p_terms, '{}') loop
-    v_keys := array(select p_project::text || ':' || s || ':' || v_t from unnest(string_to_array(p_sides, NULL)) s);
-    select count(*) into v_n from (
-      select 1 from scsql.memory_facts f where f.project_id = p_project and f.index_terms && v_keys limit 32) c;
-    v_terms := v_terms || v_t;
-    v_counts := v_counts || v_n;
-  end loop;
-  return coalesce((select array_agg(x.t order by x.n, x.t)
-                   from (select u.t, u.n from unnest(v_terms, v_counts) u(t, n)
-                         order by u.n, u.t limit greatest(p_n, 0)) x), '{}');
+  if coalesce(cardinality(p_terms), 0) = 0 or greatest(p_n, 0) = 0 then
+    return '{}';
+  end if;
+  select array_agg(x.t order by x.n, x.t) into v_rarest
+  from (select u.t, c.n
+        from unnest(p_terms) u(t)
+        cross join lateral (
+          select count(*)::integer as n from (
+            select 1 from scsql.memory_facts f
+            where f.project_id = p_project
+              and f.index_terms && array(select p_project::text || ':' || s || ':' || u.t from unnest(v_sides) s)
+            limit 32) m) c
+        order by c.n, u.t limit greatest(p_n, 0)) x;
+  return coalesce(v_rarest, '{}');
 end
 $$;
 comment on function scsql._fact_rarest(bigint, text[], text, integer) is

@@ -173,6 +173,7 @@ language plpgsql stable  -- not SQL: Citus plans no query with an SQL function's
 as $$
 declare
   v_counts jsonb;
+  v_day timestamptz := date_trunc('day', p_now at time zone 'UTC') at time zone 'UTC';
 begin
   select jsonb_agg(u) into v_counts
   from (
@@ -223,12 +224,22 @@ begin
     union all
     select l.project_id, 'latency', null, null, null, null, null, null, null, null, null, null, l.sum_seconds, l.counts
     from scsql.search_latency l where p_only is null or l.project_id = p_only
+    union all
+    -- distillation as scsql._distill_status counts it (the day in UTC)
+    select s.project_id, 'distill', null, null, null, max(s.daily_tokens),
+           coalesce(sum(coalesce(j.input_tokens, 0) + coalesce(j.output_tokens, 0) + j.reserved_tokens)
+                    filter (where j.started_at >= v_day), 0), null, null, null, null, null, null,
+           array[count(*) filter (where j.state = 'queued'), count(*) filter (where j.state = 'deferred'),
+                 count(*) filter (where j.state = 'running')]
+    from scsql.distill_settings s join scsql.agents a on a.agent_id = s.distiller_id
+    left join scsql.distill_jobs j on j.project_id = s.project_id
+    where p_only is null or s.project_id = p_only group by 1
   ) u;
   return coalesce(v_counts, '[]');
 end
 $$;
 comment on function scsql._metric_counts(bigint, timestamptz) is
-  'Private, for scsql.metrics(). The per-project figures of every project (only P_ONLY''s when given) at time NOW, read in one query, as a JSON array of rows (project_id, part, keys k1-k3, numbers a-d, time t, intervals i1-i2, float f, counts): calls (per model k1 and status k2: calls a, cost b, input c and output d tokens), depth (per team role k1 and state k2: tasks a), oldest (per team role: oldest created_at of a queued, due task), claim (per team role: mean and max claim latency i1, i2), finished (per team role and state: archived tasks a), heads (rows a, rows after the newest checkpointed seq b, first chain created t), checkpoint (newest t), backlog (embedding queue: a, oldest t), workers (alive a, last heartbeat t), latency (sum_seconds f, counts).';
+  'Private, for scsql.metrics(). The per-project figures of every project (only P_ONLY''s when given) at time NOW, read in one query, as a JSON array of rows (project_id, part, keys k1-k3, numbers a-d, time t, intervals i1-i2, float f, counts): calls (per model k1 and status k2: calls a, cost b, input c and output d tokens), depth (per team role k1 and state k2: tasks a), oldest (per team role: oldest created_at of a queued, due task), claim (per team role: mean and max claim latency i1, i2), finished (per team role and state: archived tasks a), heads (rows a, rows after the newest checkpointed seq b, first chain created t), checkpoint (newest t), backlog (embedding queue: a, oldest t), workers (alive a, last heartbeat t), latency (sum_seconds f, counts), distill (of a project that distils: daily token budget a, tokens used today in UTC b, counts of jobs queued, deferred and running).';
 
 -- On Citus, over one connection to each worker: the pass's tasks are small,
 -- and opening more connections to run them side by side (Citus keeps one a
@@ -423,7 +434,7 @@ begin
         union all select * from scsql._chain_metrics(v_only, v_now, v_counts)
         union all select * from scsql._worker_metrics(v_only, v_now, v_counts)
         union all select * from scsql._partition_metrics(v_only, v_now)
-        union all select m.metric, m.labels, m.value, m.buckets from scsql._distill_metrics(v_only) m) d
+        union all select * from scsql._distill_metrics(v_only, v_counts)) d
   join scsql._metric_help() h using (metric)
   order by d.metric, d.labels::text;
 end

@@ -149,25 +149,29 @@ $$;
 comment on function scsql.distill_overview() is
   'Administrators and scsql doctor. The distillation settings and use of every project that distils (as distill_status shows one project''s).';
 
-create or replace function scsql._distill_metrics(p_only bigint default null)
-returns table (metric text, kind text, help text, labels jsonb, value double precision, buckets jsonb)
-language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
+create or replace function scsql._distill_metrics(p_only bigint, p_counts jsonb)
+returns table (metric text, labels jsonb, value double precision, buckets jsonb)
+language plpgsql stable
 as $$
-  select m.metric, h.kind, h.help, jsonb_build_object('project', p.name) || m.extra, m.value, null::jsonb
-  from scsql.distill_settings s join scsql.projects p using (project_id)
-  cross join lateral scsql._distill_status(s.project_id) d
+#variable_conflict use_column
+begin
+  return query
+  with projects as not materialized (  -- the projects shown: every one, or P_ONLY
+    select p.project_id, p.name from scsql.projects p where p_only is null or p.project_id = p_only
+  )
+  select m.metric, jsonb_build_object('project', pr.name) || m.extra, m.value, null::jsonb
+  from scsql._metric_rows(p_counts, 'distill') r join projects pr using (project_id)
   cross join lateral (values
-    ('scsql_distill_daily_tokens', '{}'::jsonb, d.daily_tokens::float8),
-    ('scsql_distill_tokens_today', '{}'::jsonb, d.used_today::float8),
-    ('scsql_distill_jobs', '{"state": "queued"}'::jsonb, d.queued::float8),
-    ('scsql_distill_jobs', '{"state": "deferred"}'::jsonb, d.deferred::float8),
-    ('scsql_distill_jobs', '{"state": "running"}'::jsonb, d.running::float8)
-  ) m(metric, extra, value)
-  join scsql._metric_help() h on h.metric = m.metric
-  where p_only is null or s.project_id = p_only
+    ('scsql_distill_daily_tokens', '{}'::jsonb, r.a::float8),
+    ('scsql_distill_tokens_today', '{}'::jsonb, r.b::float8),
+    ('scsql_distill_jobs', '{"state": "queued"}'::jsonb, r.counts[1]::float8),
+    ('scsql_distill_jobs', '{"state": "deferred"}'::jsonb, r.counts[2]::float8),
+    ('scsql_distill_jobs', '{"state": "running"}'::jsonb, r.counts[3]::float8)
+  ) m(metric, extra, value);
+end
 $$;
-comment on function scsql._distill_metrics(bigint) is
-  'Private, for scsql.metrics(). The distillation series of every project that distils (only P_ONLY''s when given), in the columns of scsql.metrics() (kind and help from scsql._metric_help()): scsql_distill_daily_tokens, scsql_distill_tokens_today and scsql_distill_jobs by state (queued, deferred, running).';
+comment on function scsql._distill_metrics(bigint, jsonb) is
+  'Private, for scsql.metrics(). The distillation series of every project that distils (only P_ONLY''s when given), from the figures of scsql._metric_counts() (P_COUNTS, its part distill): scsql_distill_daily_tokens, scsql_distill_tokens_today and scsql_distill_jobs by state (queued, deferred, running).';
 
 -- ---------------------------------------------------------------------------
 -- Queueing a session segment

@@ -123,6 +123,24 @@ def test_chained_rows_that_name_no_project_go_to_the_acting_agents_on_citus(scsq
             assert conn.execute(defaults).fetchall() == expected, node
 
 
+def test_workers_plan_the_owners_queries_without_constraint_exclusion_on_citus(scsql_db):
+    """migrate --citus turns constraint_exclusion off for the sessions Citus
+    opens to the workers for scsql's functions (the owner's) and the auditor's
+    reads, in this database, on every node: a worker would otherwise re-derive
+    the constraints of every partition and UNION ALL arm at each plan, on
+    every shard (verify_chain's query over every shard)."""
+    if not scsql_db.server.workers:
+        pytest.skip("needs Citus (.ci/citus.sh)")
+    citus.distribute(scsql_db.admin)  # as every migrate --citus does (a test database is a clone, without it)
+    settings = ("select s.setrole::regrole::text, s.setconfig from pg_db_role_setting s "
+                "join pg_database d on d.oid = s.setdatabase where d.datname = current_database() "
+                "and s.setrole::regrole::text = any(%s) order by 1")
+    for node in scsql_db.server.every_node(scsql_db.name):
+        with psycopg.connect(node) as conn:
+            assert conn.execute(settings, (list(citus.CLUSTER_LOGINS),)).fetchall() == [
+                ("scsql_auditor", ["constraint_exclusion=off"]), ("scsql_owner", ["constraint_exclusion=off"])], node
+
+
 def test_check_constraints_say_their_codes_on_every_node_on_citus(scsql_db):
     """The chain trigger, on a worker on Citus, maps a bad argument by the
     comments of the table's check constraints (scsql._check_row): every node
