@@ -28,7 +28,7 @@ REPO="$PWD"
 WORK="${CITUS_WORK:-/tmp/scsql-citus}"
 PORT="${CITUS_PORT:-9700}"
 PY="${PYTHON:-python3}"
-TESTS="${TESTS:-tests/core/test_distributable.py tests/memory/test_memory_isolation.py tests/coordination/test_queue.py tests/coordination/test_queue_races.py tests/audit/test_chain.py tests/audit/test_verify.py tests/memory/test_search.py tests/audit/test_citus_partitions.py}"
+TESTS="${TESTS:-tests/core/test_distributable.py tests/memory/test_memory_isolation.py tests/coordination/test_queue.py tests/coordination/test_queue_races.py tests/audit/test_chain.py tests/audit/test_verify.py tests/memory/test_search.py tests/audit/test_citus_partitions.py tests/distill/test_distill.py tests/memory/test_memory_history.py tests/memory/test_index_bulk.py}"
 log() { echo "citus.sh: $*" >&2; }
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 

@@ -74,6 +74,7 @@ declare
   v_l scsql.learnings;
   v_pattern text;
   v_for bigint;
+  v_now timestamptz := now();  -- a value: Citus refuses a call that is not immutable in a CASE it sends to a shard
 begin
   perform scsql._require(p_deny is not null, 'deny must be true or false');
   -- Read as columns (on Citus the row comes from a shard), locked: the
@@ -109,7 +110,7 @@ begin
   end if;
   update scsql.learnings l
      set deny = p_deny, pattern = v_pattern, rule_for = v_for,
-         rule_by = case when p_deny then v_me.agent_id end, rule_at = case when p_deny then now() end
+         rule_by = case when p_deny then v_me.agent_id end, rule_at = case when p_deny then v_now end
    where l.project_id = v_me.project_id and l.learning_id = p_learning_id;
   -- Memory history (sql/26_history.sql), written here on the coordinator,
   -- where the acting agent is known (a trigger on learnings fires on a

@@ -243,11 +243,15 @@ comment on function scsql._attach_context_sources(bigint, bigint) is
 
 create or replace function scsql._chunks_holding_lines(p_project bigint, p_text text, p_writer bigint, p_except bigint)
 returns table (source_id bigint, chunk_hash text)
-language sql stable
+language plpgsql stable
 as $$
+#variable_conflict use_column
+begin
   -- Each non-blank line is looked up by its rarest term (kb_postings),
   -- leaving out its first and last words, which a cut may have split, then
-  -- compared whole with the chunks that have that term.
+  -- compared whole with the chunks that have that term. PL/pgSQL: Citus
+  -- cannot plan a parameterized SQL function's query over its tables.
+  return query
   with lines as (
     select distinct l.line from pg_catalog.unnest(pg_catalog.string_to_array(p_text, E'\n')) l(line)
     where pg_catalog.btrim(l.line) <> ''
@@ -266,7 +270,8 @@ as $$
   join scsql.kb_chunks c on c.project_id = p_project and c.chunk_id = po.chunk_id
   join scsql.kb_sources s on s.project_id = p_project and s.source_id = c.source_id
   where c.source_id <> p_except and s.created_by = p_writer and s.updated_by = p_writer
-    and (pg_catalog.strpos(c.content, p.line) > 0 or c.anchor = p.line)
+    and (pg_catalog.strpos(c.content, p.line) > 0 or c.anchor = p.line);
+end
 $$;
 comment on function scsql._chunks_holding_lines(bigint, text, bigint, bigint) is
   'Private. The chunks (source_id, chunk_hash) of project P_PROJECT that hold a non-blank line of P_TEXT in their text, or have it as their anchor, among the sources agent P_WRITER created and last wrote, other than source P_EXCEPT: where a context a writer gave came from (scsql._attach_context_sources).';

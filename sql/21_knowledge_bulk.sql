@@ -9,8 +9,23 @@
 
 select scsql._define_error(code, name, meaning) from (values
   ('SC370', 'staged_text_order_invalid', 'A text staged for bulk indexing (scsql.kb_staging) has no ord, an ord under 1, or the ord of a text staged before it in the same transaction; nothing of the batch was indexed.'),
-  ('SC371', 'staged_path_repeated', 'Two texts staged for bulk indexing in one transaction have the same path (as stored, redacted); nothing of the batch was indexed. Index each path once a batch.')
+  ('SC371', 'staged_path_repeated', 'Two texts staged for bulk indexing in one transaction have the same path (as stored, redacted); nothing of the batch was indexed. Index each path once a batch.'),
+  ('SC372', 'bulk_path_unavailable', 'The bulk path (scsql.kb_staging, scsql.index_staged) does not run on Citus, whose shards cannot run its set-based statements; index each text with scsql.index_text (scsql index and the hooks do so on a cluster).')
 ) as t(code, name, meaning);
+
+create or replace function scsql._bulk_path_available()
+returns void
+language plpgsql stable
+as $$
+begin
+  if scsql._citus() then
+    raise exception using errcode = 'SC372', message = 'the bulk path (scsql.kb_staging, index_staged) does not run on Citus',
+      hint = 'Index each text with scsql.index_text; scsql index and the hooks do so on a cluster.';
+  end if;
+end
+$$;
+comment on function scsql._bulk_path_available() is
+  'Private. Raises SC372 on Citus, where the bulk path''s set-based statements cannot run on the shards.';
 
 create or replace function scsql._index_text_path(p_path text, p_content text, p_kind text, p_trust text, p_tier text,
                                                   p_meta jsonb, p_occurred_at timestamptz)
@@ -99,6 +114,7 @@ declare
   v_msg text;
   v_hint text;
 begin
+  perform scsql._bulk_path_available();
   v_src.project_id := scsql._my_project();
   v_src.agent_id := scsql._my_agent_id();
   v_src.xact := pg_catalog.pg_current_xact_id();
@@ -137,7 +153,7 @@ begin
 end
 $$;
 comment on function scsql._stage_text() is
-  'Private trigger (INSTEAD OF INSERT on scsql.kb_staging). Stages one text for scsql.index_staged as the acting agent, in its project and transaction: checked as index_text checks it (scsql._index_text_path; an error names the row by ord and redacted path, keeps its code, and leaves nothing of the batch), redacted (text, span anchors, meta), hashed as stored, chunked and split into terms (scsql._staged_chunks). Raises SC370 for a missing, non-positive or repeated ord, SC371 for a path staged twice.';
+  'Private trigger (INSTEAD OF INSERT on scsql.kb_staging). Stages one text for scsql.index_staged as the acting agent, in its project and transaction: checked as index_text checks it (scsql._index_text_path; an error names the row by ord and redacted path, keeps its code, and leaves nothing of the batch), redacted (text, span anchors, meta), hashed as stored, chunked and split into terms (scsql._staged_chunks). Raises SC370 for a missing, non-positive or repeated ord, SC371 for a path staged twice, SC372 on Citus (no bulk path there).';
 
 create or replace function scsql._check_staged(p_src scsql.kb_staged_sources)
 returns void
@@ -190,6 +206,9 @@ as $$
 declare
   v_ids bigint[];
   v_old text[] := '{}';
+  -- A value, not a call, in the CASEs below: Citus sends the statements to
+  -- the project's shard and refuses a function that is not immutable there.
+  v_session_expiry timestamptz := now() + interval '365 days';
 begin
   perform from scsql.kb_sources s
   where s.project_id = p_project
@@ -213,7 +232,7 @@ begin
   update scsql.kb_sources s
      set kind = st.kind, trust = st.trust, tier = st.tier, content_hash = st.content_hash, spans_hash = st.spans_hash,
          meta = st.meta, n_chars = st.n_chars, updated_at = now(), updated_by = p_agent,
-         expires_at = case when st.tier = 'session' then now() + interval '365 days' end
+         expires_at = case when st.tier = 'session' then v_session_expiry end
     from scsql.kb_staged_sources st
    where st.project_id = p_project and st.agent_id = p_agent and st.xact = p_xact and not st.unchanged
      and s.project_id = p_project and s.source_id = st.source_id;
@@ -221,7 +240,7 @@ begin
     insert into scsql.kb_sources (project_id, path, kind, trust, tier, content_hash, spans_hash, n_chars, meta,
                                   created_by, updated_by, expires_at)
     select p_project, st.path, st.kind, st.trust, st.tier, st.content_hash, st.spans_hash, st.n_chars, st.meta,
-           p_agent, p_agent, case when st.tier = 'session' then now() + interval '365 days' end
+           p_agent, p_agent, case when st.tier = 'session' then v_session_expiry end
     from scsql.kb_staged_sources st
     where st.project_id = p_project and st.agent_id = p_agent and st.xact = p_xact and st.source_id is null
     order by st.ord
@@ -378,6 +397,7 @@ declare
   v_old text[];
   v_new text[];
 begin
+  perform scsql._bulk_path_available();
   perform scsql._memory_state_lock(v_project);
   -- Texts an earlier transaction of the agent staged and never indexed.
   delete from scsql.kb_staged_chunks c where c.project_id = v_project and c.agent_id = v_agent and c.xact <> v_xact;
@@ -413,4 +433,4 @@ begin
 end
 $$;
 comment on function scsql.index_staged() is
-  'Indexes every text the acting agent staged in this transaction (rows inserted or copied into scsql.kb_staging), set-based, as index_text called once per text in ord order would: the same sources, chunks, terms, postings, document frequencies, BM25 statistics, redaction, embedding queue and memory history (one index row per text added or changed). Returns ord, path (as stored), kind, trust, chunks, unchanged, content_hash per text, in ord order. The texts were checked as they were staged (an error there names the row and, like any error, leaves nothing of the batch once the transaction rolls back); a batch holds each path once. One difference from separate calls: a vector of chunk text that leaves one staged text and comes back in another is kept, not dropped and queued again. Texts staged by an earlier transaction that did not call it are discarded. Raises nothing of its own.';
+  'Indexes every text the acting agent staged in this transaction (rows inserted or copied into scsql.kb_staging), set-based, as index_text called once per text in ord order would: the same sources, chunks, terms, postings, document frequencies, BM25 statistics, redaction, embedding queue and memory history (one index row per text added or changed). Returns ord, path (as stored), kind, trust, chunks, unchanged, content_hash per text, in ord order. The texts were checked as they were staged (an error there names the row and, like any error, leaves nothing of the batch once the transaction rolls back); a batch holds each path once. One difference from separate calls: a vector of chunk text that leaves one staged text and comes back in another is kept, not dropped and queued again. Texts staged by an earlier transaction that did not call it are discarded. Raises SC372 on Citus, where the bulk path does not run (index_text each text there).';

@@ -198,12 +198,20 @@ returns trigger
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 begin
+  -- On Citus this fires on the worker holding the shard, whose NOTIFY no
+  -- viewer (connected to the coordinator) hears, and which a transaction
+  -- spanning workers cannot PREPARE: there it stays silent.
+  if scsql._citus() then
+    if not pg_catalog.citus_is_coordinator() then  -- parsed only on Citus, which defines it
+      return null;
+    end if;
+  end if;
   perform pg_catalog.pg_notify(scsql._channel(new.project_id, 'events'), 'event');
   return null;
 end
 $$;
 comment on function scsql._viewer_wake() is
-  'Private trigger (after insert on sessions, prompts, tool_calls, model_calls, outcomes): NOTIFY the project''s events channel with the fixed hint "event", which wakes open viewers (scsql.viewer_channels). PostgreSQL sends one notification per channel and transaction however many rows it wrote.';
+  'Private trigger (after insert on sessions, prompts, tool_calls, model_calls, outcomes): NOTIFY the project''s events channel with the fixed hint "event", which wakes open viewers (scsql.viewer_channels). PostgreSQL sends one notification per channel and transaction however many rows it wrote. Silent on a Citus worker (where it fires for the shards): no viewer hears a worker''s NOTIFY, and a transaction that wrote to several workers cannot be prepared after one.';
 
 create or replace trigger viewer_wake after insert on scsql.sessions for each row execute function scsql._viewer_wake();
 create or replace trigger viewer_wake after insert on scsql.prompts for each row execute function scsql._viewer_wake();

@@ -50,6 +50,11 @@ declare
   v_project bigint;
   v_agent scsql.agents;
   v_err scsql.violation;
+  -- Values, not calls, in the upsert: Citus sends it to the project's shard
+  -- and refuses a function that is not immutable in its DO UPDATE (and there
+  -- session_user would be the coordinator's connection, not the caller).
+  v_now timestamptz := now();
+  v_by text := session_user;
 begin
   select p.project_id into v_project from scsql.projects p where p.name = p_project;
   if v_project is null then
@@ -75,7 +80,7 @@ begin
           command = case when p_command is null then s.command else excluded.command end,
           model = coalesce(p_model, s.model), daily_tokens = coalesce(p_daily_tokens, s.daily_tokens),
           max_input_chars = coalesce(p_max_input_chars, s.max_input_chars),
-          updated_at = now(), updated_by = session_user;
+          updated_at = v_now, updated_by = v_by;
   exception when check_violation or not_null_violation then
     get stacked diagnostics v_err.returned_sqlstate = returned_sqlstate, v_err.schema_name = schema_name,
       v_err.table_name = table_name, v_err.constraint_name = constraint_name, v_err.column_name = column_name, v_err.message_text = message_text;
@@ -92,14 +97,19 @@ The distiller (an agent of the project with team role distiller) writes what the
 
 create or replace function scsql._distill_used(p_project bigint)
 returns bigint
-language sql stable
+language plpgsql stable
 as $$
+begin
   -- The tokens of the jobs started this UTC day: used (every attempt), and
   -- reserved by those running now.
-  select coalesce(sum(coalesce(j.input_tokens, 0) + coalesce(j.output_tokens, 0) + j.reserved_tokens), 0)::bigint
-  from scsql.distill_jobs j
-  where j.project_id = p_project
-    and j.started_at >= (date_trunc('day', now() at time zone 'UTC') at time zone 'UTC')
+  -- PL/pgSQL: Citus cannot plan a parameterized SQL function's query over its tables.
+  return (
+    select coalesce(sum(coalesce(j.input_tokens, 0) + coalesce(j.output_tokens, 0) + j.reserved_tokens), 0)::bigint
+    from scsql.distill_jobs j
+    where j.project_id = p_project
+      and j.started_at >= (date_trunc('day', now() at time zone 'UTC') at time zone 'UTC')
+  );
+end
 $$;
 comment on function scsql._distill_used(bigint) is
   'Private. The tokens a project''s distillation jobs used this UTC day (all their attempts), plus those reserved by jobs running now.';
@@ -108,9 +118,15 @@ create or replace function scsql._distill_status(p_project bigint)
 returns table (enabled boolean, distiller text, model text, command text[], daily_tokens integer, used_today bigint,
                max_input_chars integer, queued bigint, deferred bigint, running bigint, done_today bigint,
                failed_today bigint, oldest_queued_at timestamptz)
-language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
-  select s.enabled, a.name::text, s.model, s.command, s.daily_tokens, scsql._distill_used(s.project_id), s.max_input_chars,
+#variable_conflict use_column
+declare
+  v_used bigint := scsql._distill_used(p_project);  -- read first: on Citus the query below runs on a shard
+begin
+  -- PL/pgSQL: Citus cannot plan a parameterized SQL function's query over its tables.
+  return query
+  select s.enabled, a.name::text, s.model, s.command, s.daily_tokens, v_used, s.max_input_chars,
          count(*) filter (where j.state = 'queued'), count(*) filter (where j.state = 'deferred'),
          count(*) filter (where j.state = 'running'),
          count(*) filter (where j.state in ('done', 'rejected')
@@ -122,7 +138,8 @@ as $$
   join scsql.agents a on a.agent_id = s.distiller_id
   left join scsql.distill_jobs j on j.project_id = s.project_id
   where s.project_id = p_project
-  group by s.project_id, s.enabled, a.name, s.model, s.command, s.daily_tokens, s.max_input_chars
+  group by s.project_id, s.enabled, a.name, s.model, s.command, s.daily_tokens, s.max_input_chars;
+end
 $$;
 comment on function scsql._distill_status(bigint) is
   'Private. A project''s distillation settings and use: enabled, distiller, model, command, daily_tokens, used_today (UTC), max_input_chars, jobs queued, deferred (budget spent), running, done and failed today, and when the oldest waiting job was queued. No row when the project does not distil.';
@@ -140,11 +157,19 @@ create or replace function scsql.distill_overview()
 returns table (project text, enabled boolean, distiller text, model text, command text[], daily_tokens integer,
                used_today bigint, max_input_chars integer, queued bigint, deferred bigint, running bigint,
                done_today bigint, failed_today bigint, oldest_queued_at timestamptz)
-language sql stable security definer set search_path = pg_catalog, scsql, pg_temp
+language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
-  select p.name::text, d.* from scsql.distill_settings s join scsql.projects p using (project_id)
-  cross join lateral scsql._distill_status(s.project_id) d
-  order by p.name
+#variable_conflict use_column
+declare
+  v_p record;
+begin
+  -- One project at a time: on Citus a call per row of a sharded table is
+  -- pushed to the shard, where _distill_status cannot read the others.
+  for v_p in select s.project_id, p.name::text as name
+             from scsql.distill_settings s join scsql.projects p using (project_id) order by p.name loop
+    return query select v_p.name, d.* from scsql._distill_status(v_p.project_id) d;
+  end loop;
+end
 $$;
 comment on function scsql.distill_overview() is
   'Administrators and scsql doctor. The distillation settings and use of every project that distils (as distill_status shows one project''s).';
@@ -179,14 +204,19 @@ comment on function scsql._distill_metrics(bigint, jsonb) is
 
 create or replace function scsql._distill_chunks(p_project bigint, p_external text)
 returns table (chunk_id bigint, content text, at timestamptz)
-language sql stable
+language plpgsql stable
 as $$
+#variable_conflict use_column
+begin
   -- A session's conversation parts: the hooks index them at
   -- claude/sessions/<Claude session id>/<n>.md with meta.session.
+  -- PL/pgSQL: Citus cannot plan a parameterized SQL function's query over its tables.
+  return query
   select c.chunk_id, c.content, coalesce(s.occurred_at, c.created_at)
   from scsql.kb_sources s
   join scsql.kb_chunks c on c.project_id = s.project_id and c.source_id = s.source_id
-  where s.project_id = p_project and s.meta ->> 'session' = p_external and s.path like 'claude/sessions/%'
+  where s.project_id = p_project and s.meta ->> 'session' = p_external and s.path like 'claude/sessions/%';
+end
 $$;
 comment on function scsql._distill_chunks(bigint, text) is
   'Private. The conversation chunks of a Claude Code session (P_EXTERNAL: its session id) in a project: chunk_id, text and when it happened.';
@@ -288,8 +318,12 @@ comment on function scsql._distill_clip(text, integer) is
 
 create or replace function scsql._distill_conversation(p_job scsql.distill_jobs, p_external text)
 returns table (ref text, at timestamptz, doc jsonb)
-language sql stable
+language plpgsql stable
 as $$
+#variable_conflict use_column
+begin
+  -- PL/pgSQL: Citus cannot plan a parameterized SQL function's query over its tables.
+  return query
   select 'prompt:' || p.prompt_id, coalesce(p.occurred_at, p.at),
          jsonb_build_object('ref', 'prompt:' || p.prompt_id, 'at', coalesce(p.occurred_at, p.at), 'said_by', 'user',
                             'text', scsql._distill_clip(p.text, 4000))
@@ -303,12 +337,15 @@ as $$
                             'output', scsql._distill_clip(t.output_preview, 1500)))
   from scsql.tool_calls t
   where t.project_id = p_job.project_id and t.session_id = p_job.session_id
-    and t.tool_call_id > p_job.tool_calls_from and t.tool_call_id <= p_job.tool_calls_upto
-  union all
+    and t.tool_call_id > p_job.tool_calls_from and t.tool_call_id <= p_job.tool_calls_upto;
+  -- A statement of its own: on Citus the one above runs on the project's
+  -- shard, where _distill_chunks cannot run its query.
+  return query
   select 'chunk:' || c.chunk_id, c.at,
          jsonb_build_object('ref', 'chunk:' || c.chunk_id, 'at', c.at, 'conversation', scsql._distill_clip(c.content, 3000))
   from scsql._distill_chunks(p_job.project_id, p_external) c
-  where c.chunk_id > p_job.chunks_from and c.chunk_id <= p_job.chunks_upto
+  where c.chunk_id > p_job.chunks_from and c.chunk_id <= p_job.chunks_upto;
+end
 $$;
 comment on function scsql._distill_conversation(scsql.distill_jobs, text) is
   'Private. The stored rows of a job''s session segment as the model sees them: prompts (4,000 characters at most), tool calls with status and previews (1,500 each) and conversation chunks (3,000), each with its ref (prompt:<id>, tool_call:<id>, chunk:<id>) and time.';
@@ -380,6 +417,7 @@ declare
   v_t scsql.tasks;
   v_set scsql.distill_settings;
   v_job scsql.distill_jobs;
+  v_error text;
 begin
   perform scsql._require(p_tokens is not null and p_tokens between 1 and 100000000, 'tokens must be 1 to 100000000');
   v_t := scsql._held_task(v_me, p_task, p_token, 'the start of the distillation');
@@ -393,9 +431,10 @@ begin
   daily_tokens := v_set.daily_tokens;
   if not v_set.enabled or p_tokens > v_set.daily_tokens then
     state := 'skipped';
-    update scsql.distill_jobs j set state = 'skipped', finished_at = now(),
-           error = case when v_set.enabled then format('needs %s tokens, more than the daily budget of %s', p_tokens,
-                                                       v_set.daily_tokens) else 'distillation was turned off' end
+    -- Values, not calls, in the UPDATE: Citus refuses a function that is not immutable in its CASE.
+    v_error := case when v_set.enabled then format('needs %s tokens, more than the daily budget of %s', p_tokens,
+                                                   v_set.daily_tokens) else 'distillation was turned off' end;
+    update scsql.distill_jobs j set state = 'skipped', finished_at = now(), error = v_error
     where j.project_id = v_me.project_id and j.job_id = v_job.job_id;
     perform scsql._archive_task(v_me.project_id, p_task, 'done', jsonb_build_object('distill_job', v_job.job_id,
                                 'state', 'skipped'), null, v_me.agent_id);

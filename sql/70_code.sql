@@ -1200,9 +1200,11 @@ begin
   elsif cardinality(p_focus) > 100 or exists (select from unnest(p_focus) e where char_length(e) > 2000) then
     raise exception using errcode = 'SC263', message = 'repo_map: focus is at most 100 entries of at most 2,000 characters';
   end if;
+  -- Read first, not inside the query: on Citus that runs on the project's shard.
+  p_focus := coalesce(p_focus, scsql_caller.recent_edits(10));
   return query
   with foc as materialized (
-    select * from scsql_caller.code_focus(v_project, coalesce(p_focus, scsql_caller.recent_edits(10)))
+    select * from scsql_caller.code_focus(v_project, p_focus)
   ), pers as (
     select * from scsql_caller.code_spread(v_project, array(select foc.file_id from foc), array(select foc.weight from foc))
   ), cand as (

@@ -8,6 +8,11 @@ history as one ``index_text`` call per text, in their order
 (sql/21_knowledge_bulk.sql). A text the database refuses fails the whole
 batch with an error naming it (its ord and path); nothing of the batch stays.
 In core: the index tool (memory) and the transcript import (hooks) both use it.
+
+On Citus the set-based statements cannot run (they join the staged rows of
+a transaction with the project's tables across shards): there each text is
+indexed by ``scsql.index_text`` in turn, in the same transaction, which
+stores the same rows (the bulk path's tests compare the two on one server).
 """
 
 from __future__ import annotations
@@ -48,7 +53,25 @@ def index_texts(conn, texts: Iterable[Text]) -> list[dict[str, Any]]:
     """Index TEXTS on CONN (an agent's transaction) in one batch: one row per
     text (ord, path as stored, kind, trust, chunks, unchanged, content_hash),
     in order. Raises what the database raises for the first bad text."""
+    if _on_citus(conn):
+        return _per_call(conn, texts)
     return _store(conn, _stage(conn, texts))
+
+
+def _on_citus(conn) -> bool:
+    return conn.execute("select pg_catalog.to_regclass('pg_catalog.pg_dist_partition') is not null as c"
+                        ).fetchone()["c"]
+
+
+def _per_call(conn, texts: Iterable[Text]) -> list[dict[str, Any]]:
+    """TEXTS indexed by scsql.index_text one after another on CONN, rows as index_staged returns them."""
+    rows = []
+    for n, t in enumerate(texts, 1):
+        row = conn.execute("select * from scsql.index_text(%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s)",
+                           (t.path, t.content, t.kind, t.trust, t.tier, _json(t.spans), _json(t.meta),
+                            t.occurred_at)).fetchone()
+        rows.append({"ord": n, **row})
+    return rows
 
 
 def _stage(conn, texts: Iterable[Text]) -> int:
@@ -92,6 +115,12 @@ def index_batches(agent, texts: Iterable[Any], workers: int = 2, stage: Callable
     ``index_staged`` only once the batch before it has committed or failed,
     so what is stored, ids included, is what one batch after another stores.
     An agent without a pool (one connection) indexes one batch at a time."""
+    if stage is None:
+        with agent.transaction() as conn:
+            citus = _on_citus(conn)
+        if citus:  # one batch at a time, each text through index_text (the module's docstring)
+            yield from _per_call_batches(agent, texts)
+            return
     stage = stage or _stage
     workers = max(1, workers) if agent.db.pool is not None else 1
     with ThreadPoolExecutor(workers, thread_name_prefix="scsql-bulk") as pool:
@@ -111,6 +140,17 @@ def index_batches(agent, texts: Iterable[Any], workers: int = 2, stage: Callable
             stop.set()
             for _, future in flight:
                 future.cancel()
+
+
+def _per_call_batches(agent, texts: Iterable[list[Text]]) -> Iterator[tuple[Any, list[dict[str, Any]] | ScsqlError]]:
+    for batch in texts:
+        try:
+            with agent.transaction() as conn:
+                rows = _per_call(conn, batch)
+        except ScsqlError as exc:
+            yield batch, exc
+        else:
+            yield batch, rows
 
 
 class _Stopped(Exception):

@@ -575,14 +575,14 @@ def session_context(agent: Agent, budget: int = CONTEXT_TOKENS) -> str:
                                 (max(50, min(MAP_TOKENS, budget // 4)),)).fetchall()
         used += sum(len(r["path"]) + len(r["definitions"]) + 2 for r in code_map) // 4 + (20 if code_map else 0)
         rest = max(50, budget - used - 60)
+        # Facts a model distilled (docs/distill.md) are labelled so: written last by the project's distiller.
+        # Read before recall_context, which records what it recalled: on Citus a read as the agent may not
+        # follow, in one transaction, a write the owner made to the same shard.
+        distilled = {r["key"] for r in conn.execute(
+            "select f.key from scsql.memory_facts f join scsql.distill_settings d using (project_id) "
+            "where f.updated_by = d.distiller_id").fetchall()}
         recalled = conn.execute(
             "select section, key, content, source_path, at from scsql.recall_context(%s)", (rest,)).fetchall()
-        # Facts a model distilled (docs/distill.md) are labelled so: written last by the project's distiller.
-        distilled = set()
-        if any(r["section"] == "fact" for r in recalled):
-            distilled = {r["key"] for r in conn.execute(
-                "select f.key from scsql.memory_facts f join scsql.distill_settings d using (project_id) "
-                "where f.updated_by = d.distiller_id").fetchall()}
     out = []
     if lines:
         out += ["Open work for you in scsql:", *lines]

@@ -17,6 +17,10 @@ from scsql.core.errors import ScsqlError
 from scsql.core import bulk
 from scsql.memory.indexer import spans_for
 
+from ..helpers import ON_CITUS, one_server_only
+
+STAGING = one_server_only("the staging view and index_staged (Citus has no bulk path: SC372)")
+
 AWS = "AKIA" + "IOSFODNN7EXAMPLE"
 CODE = "\n".join(
     [f"def step_{i}(x):\n    \"\"\"Step {i} of verifyChain for hmac_chain.ts.\"\"\"\n" + "\n".join(
@@ -128,6 +132,7 @@ def test_bulk_and_per_call_paths_store_identical_tables(scsql_db):
         assert conn.execute("select count(*) as n from scsql.kb_staged_chunks").fetchone()["n"] == 0
 
 
+@STAGING
 @pytest.mark.parametrize("bad, code, named", [
     (bulk.Text("notes/big.md", "x" * (2 * 1024 * 1024 + 1)), "SC204", "staged text 3 (notes/big.md)"),
     (bulk.Text("notes/key.md", "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n"
@@ -151,6 +156,7 @@ def test_a_bad_text_fails_the_batch_names_it_and_leaves_nothing(scsql_db, bad, c
     assert left == 0
 
 
+@STAGING
 def test_ord_must_be_given_once_each(scsql_db):
     agent = scsql_db.agent("ords", scsql_db.project())
     for rows in (["(null, 'notes/a.md', 'a')"], ["(0, 'notes/a.md', 'a')"],
@@ -160,6 +166,7 @@ def test_ord_must_be_given_once_each(scsql_db):
         assert err.value.code == errors.STAGED_TEXT_ORDER_INVALID
 
 
+@STAGING
 def test_staged_texts_are_the_acting_agents_in_its_project_only(scsql_db):
     """The view has no project or agent column; what one agent stages another
     agent (of another project) cannot read, index or see indexed; agents
@@ -188,6 +195,7 @@ def test_staged_texts_are_the_acting_agents_in_its_project_only(scsql_db):
     assert [r["name"] for r in rows] == [one]
 
 
+@STAGING
 def test_texts_staged_by_a_transaction_that_did_not_index_them_are_discarded(scsql_db):
     agent = scsql_db.agent("leftover", scsql_db.project())
     with agent.transaction() as conn:
@@ -209,6 +217,7 @@ def _batches(chunk_chars: int, bad: bulk.Text | None = None) -> list[list[bulk.T
     return out + [_corpus(2, chunk_chars)[-6:]]
 
 
+@STAGING
 def test_batches_in_flight_store_what_one_batch_after_another_stores(scsql_db, monkeypatch):
     """scsql index keeps two batches in flight (one staged while the one before
     it is stored): the tables, term and chunk numbering and history included,
@@ -251,3 +260,22 @@ def test_batches_in_flight_store_what_one_batch_after_another_stores(scsql_db, m
     assert "notes/extra5.md" in paths and "claude/sessions/s1/3.md" in paths  # the batches after it are stored
     with scsql_db.connect() as conn:
         assert conn.execute("select count(*) as n from scsql.kb_staged_chunks").fetchone()["n"] == 0
+
+
+@pytest.mark.skipif(not ON_CITUS, reason="a Citus cluster's own behaviour (.ci/citus.sh)")
+def test_on_a_cluster_the_bulk_path_refuses_and_its_callers_index_each_text(scsql_db):
+    """Citus cannot run the bulk path's statements on its shards: staging
+    says so (SC372), and index_texts and index_batches (scsql index, the
+    hooks' transcripts) index each text with index_text instead."""
+    agent = scsql_db.agent("cluster", scsql_db.project())
+    with pytest.raises(ScsqlError) as err, agent.transaction() as conn:
+        conn.execute("insert into scsql.kb_staging (ord, path, content) values (1, 'notes/a.md', 'a')")
+    assert err.value.code == errors.BULK_PATH_UNAVAILABLE
+    batches = [[bulk.Text(f"notes/{b}-{i}.md", f"# {b} {i}\nword{i} of batch {b}") for i in range(3)] for b in "xy"]
+    batches.insert(1, [bulk.Text("notes/bad.md", "")])
+    got = list(bulk.index_batches(agent, batches))
+    assert [r["path"] for r in got[0][1]] == ["notes/x-0.md", "notes/x-1.md", "notes/x-2.md"]
+    assert isinstance(got[1][1], ScsqlError) and got[1][1].code == "SC201"
+    assert [r["ord"] for r in got[2][1]] == [1, 2, 3] and all(r["chunks"] == 1 for r in got[2][1])
+    with agent.transaction() as conn:
+        assert conn.execute("select count(*) as n from scsql.kb_sources").fetchone()["n"] == 6
