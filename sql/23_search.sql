@@ -511,6 +511,29 @@ language plpgsql stable
 as $$
 begin
   perform scsql_caller.bm25_check(p_depth, 1, p_k1, p_b, 0, 0);
+  -- On Citus (its catalogue, read as scsql._citus() reads it: that one is
+  -- the owner's) the correlated filter below over a subquery cannot run:
+  -- the chunks that pass are joined, then the best depth kept.
+  if pg_catalog.to_regclass('pg_catalog.pg_dist_partition') is not null then
+    return query
+    select array_agg(x.project_id order by x.score desc, x.project_id, x.chunk_id),
+           array_agg(x.chunk_id order by x.score desc, x.project_id, x.chunk_id),
+           array_agg(x.score order by x.score desc, x.project_id, x.chunk_id)
+    from (
+      select p.project_id, p.chunk_id, sum(scsql_caller.bm25_term(t.idf, p.tf, p.dl, t.avgdl, p_k1, p_b)) as score
+      from (select * from scsql_caller.bm25_stats(p_projects, p_terms) offset 0) t
+      join scsql.kb_postings p on p.project_id = t.project_id and p.term_id = t.term_id
+      join scsql.kb_chunks c on c.project_id = p.project_id and c.chunk_id = p.chunk_id
+      join scsql.kb_sources src on src.project_id = c.project_id and src.source_id = c.source_id
+      where (p.published or not p_published) and (c.published or not p_published)
+        and (p_kinds is null or src.kind = any(p_kinds)) and (p_trust is null or src.trust = p_trust)
+        and (p_since is null or coalesce(src.occurred_at, c.created_at) >= p_since)
+      group by p.project_id, p.chunk_id
+      order by score desc, p.project_id, p.chunk_id
+      limit p_depth
+    ) x;
+    return;
+  end if;
   return query
   select array_agg(x.project_id order by x.score desc, x.project_id, x.chunk_id),
          array_agg(x.chunk_id order by x.score desc, x.project_id, x.chunk_id),
