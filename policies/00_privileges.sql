@@ -34,6 +34,9 @@ grant execute on function
 to scsql_agent;
 -- The default of project_id of chained tables on Citus (scsql.core.citus).
 grant execute on function scsql_caller.row_project() to scsql_agent;
+-- Whether the database is a Citus cluster: filtered BM25 and the bulk
+-- path's callers ask it as the agent.
+grant execute on function scsql_caller.citus() to scsql_agent;
 
 -- What redaction replaces (sql/05_redaction.sql), for people at psql. Not
 -- granted to agents, so it is no MCP tool; the redaction functions

@@ -86,12 +86,12 @@ select scsql._define_error(code, name, meaning, raised_by) from (values
   ('SC029', 'agent_login_refused',    'client',   'The server refused the agent''s own login: a wrong or missing password (scsql agent login NAME issues a new one), no pg_hba.conf rule for it, or a login disabled by revocation.')
 ) as t(code, name, raised_by, meaning);
 
-create or replace function scsql._citus()
+create or replace function scsql_caller.citus()
 returns boolean
 language sql stable
 as $$ select pg_catalog.to_regclass('pg_catalog.pg_dist_partition') is not null $$;
-comment on function scsql._citus() is
-  'Private. Whether this database has Citus''s catalogue (the citus extension): functions that must act otherwise on a cluster ask it.';
+comment on function scsql_caller.citus() is
+  'Whether this database has Citus''s catalogue (the citus extension): every function that must act otherwise on a cluster asks it, the owner''s and the agents'' alike, and so do scsql''s clients.';
 
 -- ---------------------------------------------------------------------------
 -- Policy plumbing

@@ -663,7 +663,7 @@ declare
   v_case text;
   v_default oid;
 begin
-  if scsql._citus() then
+  if scsql_caller.citus() then
     execute 'select exists (select from pg_catalog.pg_dist_partition where logicalrelid = $1)' into v_citus using v_rel;
   end if;
   if not v_citus then
@@ -812,7 +812,7 @@ begin
   -- same column of every part, grouped by it), and each later read names
   -- them. It goes to their shards only and sees every row reading every
   -- shard would: a row moved to another project is read and found there.
-  if not scsql._citus() then
+  if not scsql_caller.citus() then
     return null;
   end if;
   select string_agg(format('select t.project_id from %s t where t.chain_id = $1', ct.table_name), ' union all ')
@@ -831,7 +831,7 @@ $$;
 -- by side (it keeps one a worker between transactions) cost more than they save.
 do $$
 begin
-  if scsql._citus() then
+  if scsql_caller.citus() then
     alter function scsql._chain_projects(bigint) set citus.max_adaptive_executor_pool_size = 1;
   end if;
 end

@@ -46,7 +46,7 @@ begin
   -- TRUNCATE trigger refuses a TRUNCATE all the same). Citus checks a lock
   -- on a distributed table with its own copy of the pre-17 rule, so there
   -- the grant is needed on every version.
-  if pg_catalog.current_setting('server_version_num')::int >= 170000 and not scsql._citus() then
+  if pg_catalog.current_setting('server_version_num')::int >= 170000 and not scsql_caller.citus() then
     return;
   end if;
   foreach t in array p_tables loop
@@ -62,7 +62,7 @@ returns void
 language plpgsql
 as $$
 begin
-  if scsql._citus() then
+  if scsql_caller.citus() then
     perform pg_catalog.set_config('citus.multi_shard_modify_mode', 'sequential', true);
   end if;
 end

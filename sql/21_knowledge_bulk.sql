@@ -18,7 +18,7 @@ returns void
 language plpgsql stable
 as $$
 begin
-  if scsql._citus() then
+  if scsql_caller.citus() then
     raise exception using errcode = 'SC372', message = 'the bulk path (scsql.kb_staging, index_staged) does not run on Citus',
       hint = 'Index each text with scsql.index_text; scsql index and the hooks do so on a cluster.';
   end if;

@@ -511,10 +511,9 @@ language plpgsql stable
 as $$
 begin
   perform scsql_caller.bm25_check(p_depth, 1, p_k1, p_b, 0, 0);
-  -- On Citus (its catalogue, read as scsql._citus() reads it: that one is
-  -- the owner's) the correlated filter below over a subquery cannot run:
-  -- the chunks that pass are joined, then the best depth kept.
-  if pg_catalog.to_regclass('pg_catalog.pg_dist_partition') is not null then
+  -- On Citus the correlated filter below over a subquery cannot run: the
+  -- chunks that pass are joined, then the best depth kept.
+  if scsql_caller.citus() then
     return query
     select array_agg(x.project_id order by x.score desc, x.project_id, x.chunk_id),
            array_agg(x.chunk_id order by x.score desc, x.project_id, x.chunk_id),
@@ -772,6 +771,72 @@ comment on function scsql_caller.bm25_pair_bound(bigint, bigint[], double precis
                                                  double precision, boolean) is
   'For scsql_caller.bm25_rounds: the pair of terms of highest bound (p_ubt) and, when scoring the chunks holding both is worth it (p_pair, the pair of an earlier round, is NULL or the round is the last), their best depth (bm25_pair_top), with settled true when those are the result, else the raised lower bound lb and the terms then required (req); lb and req are p_lb and p_req when the pair is not scored. Row-level security applies; with p_published only the postings of published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for parameters out of range.';
 
+create or replace function scsql_caller.bm25_round_complete(
+  p_project bigint, p_depth integer, p_k1 double precision, p_b double precision, p_avgdl double precision,
+  p_tids bigint[], p_idf double precision[], p_e integer, p_next_df bigint, p_cand bigint[], p_part double precision[],
+  p_lim integer, p_cap bigint, p_ub double precision, p_floor double precision, p_tail double precision,
+  p_ids bigint[], p_scores double precision[], p_done integer, p_m integer, p_published boolean default false)
+returns table (ids bigint[], scores double precision[], done integer, theta double precision, verdict text)
+language plpgsql stable
+as $$
+#variable_conflict use_variable
+declare
+  v_terms integer := cardinality(p_tids);
+  v_ncand integer := coalesce(array_length(p_cand, 1), 0);
+  v_m integer := p_m;
+  v_next double precision;
+  v_i integer;
+begin
+  perform scsql_caller.bm25_check(p_depth, p_avgdl, p_k1, p_b, 0, 0);
+  ids := p_ids;
+  scores := p_scores;
+  done := p_done;
+  loop
+    select ids || x.chunk_ids, scores || x.scores into ids, scores
+    from scsql_caller.bm25_completed_batch(p_project, p_cand[done + 1:v_m], p_part[done + 1:v_m], p_tids, p_idf,
+                                           p_e, v_m - done >= 1000, p_avgdl, p_k1, p_b, p_published) x;
+    done := v_m;
+    theta := coalesce((select sc from unnest(scores) sc order by sc desc offset p_depth - 1 limit 1), 0);
+    v_next := greatest(case when v_ncand > v_m then p_part[v_m + 1] else p_floor end, p_tail);
+    if theta > p_ub + v_next then
+      select array_agg(u.id order by u.sc desc, u.id), array_agg(u.sc order by u.sc desc, u.id) into ids, scores
+      from (select x.id, x.sc from unnest(ids, scores) x(id, sc) order by x.sc desc, x.id limit p_depth) u;
+      verdict := 'settled';
+      return next;
+      return;
+    end if;
+    if p_tail > 0 and v_m >= v_ncand then
+      verdict := 'used up';
+      return next;
+      return;
+    end if;
+    exit when theta <= p_ub or v_m >= least(v_ncand, p_cap);
+    -- Deeper, to where the bound holds at this theta, when probing (five
+    -- postings read a probe) costs less than the next term's postings.
+    v_i := v_m + 1;
+    while v_i <= v_ncand and p_part[v_i] >= theta - p_ub loop
+      v_i := v_i + 1;
+    end loop;
+    exit when p_e + 1 < v_terms and (v_i - v_m) * (v_terms - p_e) * 5 > p_next_df;
+    if v_i > p_lim and v_ncand > p_lim and p_lim < p_cap then
+      verdict := 'deeper';
+      return next;
+      return;
+    end if;
+    exit when v_i > p_cap;
+    v_m := least(v_i, v_ncand, p_cap);
+  end loop;
+  verdict := 'stopped';
+  return next;
+end
+$$;
+comment on function scsql_caller.bm25_round_complete(bigint, integer, double precision, double precision, double precision,
+                                                      bigint[], double precision[], integer, bigint, bigint[],
+                                                      double precision[], integer, bigint, double precision,
+                                                      double precision, double precision, bigint[], double precision[],
+                                                      integer, integer, boolean) is
+  'For scsql_caller.bm25_rounds: one round''s completion. The candidates p_cand (best partial score p_part over the first p_e of the terms p_tids first; the first p_done already completed into p_ids and p_scores) are completed best first (bm25_completed_batch), the first p_m, then deeper while reading on costs less than the next term''s postings (p_next_df). Returns the completed ids and scores (when settled, the best depth of them, best first), how many candidates were completed, theta (their depth-th best score) and the verdict: settled (theta beats p_ub, what the other terms add at most, plus what any candidate left out has: the result is among ids), used up (the list of a partial index, p_tail above 0, ran out: the round must read every posting), deeper (more than the p_lim candidates read are needed: read up to p_cap) or stopped (the round bounds no further). Row-level security applies; with p_published only the postings of published chunks are read. Raises SC209 (bm25_check) for parameters out of range.';
+
 create or replace function scsql_caller.bm25_rounds(
   p_project bigint, p_depth integer, p_k1 double precision, p_b double precision, p_avgdl double precision,
   p_n bigint, p_budget integer, p_tids bigint[], p_idf double precision[], p_df integer[],
@@ -792,7 +857,7 @@ declare
   v_batch bigint := greatest(p_depth * 2::bigint, least(100, p_depth * 3::bigint));
   v_lim integer;  -- candidates read in the round
   v_floor double precision; v_tail double precision := 0; v_every integer := 0;
-  v_restart boolean := false; v_redo boolean := false;
+  v_restart boolean := false;
   v_cand bigint[];  -- the round's candidates, best partial score first, and their count
   v_part double precision[];
   v_ncand integer;
@@ -801,9 +866,8 @@ declare
   v_done integer;
   v_ids bigint[];  -- the completed candidates and their scores
   v_scores double precision[];
-  v_theta double precision;  -- their depth-th best score
-  v_next double precision; v_i integer;
   v_lb double precision := 0;  -- a lower bound of the depth-th best score
+  v_r record;
   v_p record;
 begin
   perform scsql_caller.bm25_check(p_depth, p_avgdl, p_k1, p_b, 0, 0);
@@ -817,7 +881,6 @@ begin
     v_sum := v_sum + p_df[v_e];
   end loop;
   while v_e < v_terms loop
-    v_redo := false;
     -- Read first only as many candidates as the bound usually needs.
     v_lim := case when v_restart or v_e > 1 then v_cap else least(v_cap, 4 * v_batch) end;
     -- A chunk below v_floor over the essential terms cannot reach v_lb.
@@ -850,46 +913,29 @@ begin
       v_scores := '{}';
       v_done := 0;
     end if;
-    loop
-      select v_ids || x.chunk_ids, v_scores || x.scores into v_ids, v_scores
-      from scsql_caller.bm25_completed_batch(p_project, v_cand[v_done + 1:v_m], v_part[v_done + 1:v_m], p_tids, p_idf,
-                                             v_e, v_m - v_done >= 1000, p_avgdl, p_k1, p_b, p_published) x;
-      v_done := v_m;
-      v_theta := coalesce((select sc from unnest(v_scores) sc order by sc desc offset p_depth - 1 limit 1), 0);
-      v_lb := greatest(v_lb, v_theta);
-      v_next := greatest(case when v_ncand > v_m then v_part[v_m + 1] else v_floor end, v_tail);
-      if v_theta > v_ub + v_next then
-        select array_fill(p_project, array[least(p_depth, array_length(v_ids, 1))]),
-               array_agg(x.id order by x.sc desc, x.id), array_agg(x.sc order by x.sc desc, x.id)
-          into project_ids, chunk_ids, scores
-        from (select u.id, u.sc from unnest(v_ids, v_scores) u(id, sc) order by u.sc desc, u.id limit p_depth) x;
-        settled := true;
-        return next;
-        return;
-      end if;
-      if v_tail > 0 and v_m >= v_ncand then
-        -- Partial index used up: the round again over every posting.
-        v_every := v_e;
-        v_restart := v_e = 1;
-        v_redo := v_e > 1;
-        exit;
-      end if;
-      exit when v_theta <= v_ub or v_m >= least(v_ncand, v_cap);
-      -- Deeper, to where the bound holds at this theta, when probing (five
-      -- postings read a probe) costs less than the next term's postings.
-      v_i := v_m + 1;
-      while v_i <= v_ncand and v_part[v_i] >= v_theta - v_ub loop
-        v_i := v_i + 1;
-      end loop;
-      exit when v_e + 1 < v_terms and (v_i - v_m) * (v_terms - v_e) * 5 > p_df[v_e + 1];
-      if v_i > v_lim and v_ncand > v_lim and v_lim < v_cap then
-        v_restart := true;
-        exit;
-      end if;
-      exit when v_i > v_cap;
-      v_m := least(v_i, v_ncand, v_cap);
-    end loop;
-    continue when v_restart or v_redo;
+    select r.* into v_r
+    from scsql_caller.bm25_round_complete(p_project, p_depth, p_k1, p_b, p_avgdl, p_tids, p_idf, v_e, p_df[v_e + 1],
+                                          v_cand, v_part, v_lim, v_cap, v_ub, v_floor, v_tail, v_ids, v_scores, v_done,
+                                          v_m, p_published) r;
+    v_ids := v_r.ids;
+    v_scores := v_r.scores;
+    v_done := v_r.done;
+    v_lb := greatest(v_lb, v_r.theta);
+    if v_r.verdict = 'settled' then
+      project_ids := array_fill(p_project, array[cardinality(v_ids)]);
+      chunk_ids := v_ids;
+      scores := v_scores;
+      settled := true;
+      return next;
+      return;
+    elsif v_r.verdict = 'used up' then  -- the partial index: the round again over every posting
+      v_every := v_e;
+      v_restart := v_e = 1;  -- the first round keeps what it completed
+      continue;
+    elsif v_r.verdict = 'deeper' then  -- the same round, more candidates read
+      v_restart := true;
+      continue;
+    end if;
     -- A term is required when the other terms' bounds together stay below v_lb.
     req := scsql_caller.bm25_required_terms(p_ubt, v_lb);
     if cardinality(req) < 2 and pair_ids is null then
@@ -925,7 +971,7 @@ $$;
 comment on function scsql_caller.bm25_rounds(bigint, integer, double precision, double precision, double precision, bigint,
                                              integer, bigint[], double precision[], integer[], double precision[],
                                              double precision[], double precision[], boolean) is
-  'For scsql_caller.bm25_project_top: the MaxScore rounds over one project''s query terms (ids p_tids, rarest first, with idf, df, upper bounds p_ubt, bounds outside the partial index p_lo and the bounds p_bound a chunk outside it has). Each round takes the best chunks by the essential (rarest) terms, within the budget of postings p_budget (bm25_round_candidates), completes them best first (bm25_completed_batch) until the depth-th best beats what any chunk left out could reach, and else makes the next term essential or scores the pair (bm25_pair_bound). Returns one row: settled with the result as arrays of project ids, chunk ids and scores, best first; or not settled, with the lower bound lb of the depth-th best score, the terms required to reach it (req, NULL when no round ran) and the pair, scored or not. Hot-path kernel: the rounds share a dozen counters and bounds that each decision reads, so they stay one loop. Row-level security applies; with p_published only the postings of published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for parameters out of range.';
+  'For scsql_caller.bm25_project_top: the MaxScore rounds over one project''s query terms (ids p_tids, rarest first, with idf, df, upper bounds p_ubt, bounds outside the partial index p_lo and the bounds p_bound a chunk outside it has). Each round takes the best chunks by the essential (rarest) terms, within the budget of postings p_budget (bm25_round_candidates), completes them best first (bm25_round_complete) until the depth-th best beats what any chunk left out could reach, and else makes the next term essential or scores the pair (bm25_pair_bound). Returns one row: settled with the result as arrays of project ids, chunk ids and scores, best first; or not settled, with the lower bound lb of the depth-th best score, the terms required to reach it (req, NULL when no round ran) and the pair, scored or not. Hot-path kernel: the rounds share a dozen counters and bounds that each decision reads, so they stay one loop; a round''s completion is bm25_round_complete. Row-level security applies; with p_published only the postings of published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for parameters out of range.';
 
 create or replace function scsql_caller.bm25_tier_chunks(
   p_project bigint, p_tids bigint[], p_idf double precision[], p_df integer[], p_lo double precision[],
@@ -1787,7 +1833,7 @@ comment on function scsql_caller.search_projects(bigint[], text, integer, text[]
 -- its shards.
 do $$
 begin
-  if not scsql._citus() then
+  if not scsql_caller.citus() then
     alter function scsql_caller.search_projects(bigint[], text, integer, text[], text, timestamptz, text, vector, text,
                                                 double precision, double precision, double precision, double precision,
                                                 double precision, integer, text, double precision)

@@ -247,7 +247,7 @@ comment on function scsql._metric_counts(bigint, timestamptz) is
 -- .ci/citus.sh cluster: about 150 ms against 240 ms for metrics()).
 do $$
 begin
-  if scsql._citus() then
+  if scsql_caller.citus() then
     alter function scsql._metric_counts(bigint, timestamptz) set citus.max_adaptive_executor_pool_size = 1;
   end if;
 end

@@ -201,7 +201,7 @@ begin
   -- On Citus this fires on the worker holding the shard, whose NOTIFY no
   -- viewer (connected to the coordinator) hears, and which a transaction
   -- spanning workers cannot PREPARE: there it stays silent.
-  if scsql._citus() then
+  if scsql_caller.citus() then
     if not pg_catalog.citus_is_coordinator() then  -- parsed only on Citus, which defines it
       return null;
     end if;

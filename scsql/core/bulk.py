@@ -59,8 +59,7 @@ def index_texts(conn, texts: Iterable[Text]) -> list[dict[str, Any]]:
 
 
 def _on_citus(conn) -> bool:
-    return conn.execute("select pg_catalog.to_regclass('pg_catalog.pg_dist_partition') is not null as c"
-                        ).fetchone()["c"]
+    return conn.execute("select scsql_caller.citus() as c").fetchone()["c"]
 
 
 def _per_call(conn, texts: Iterable[Text]) -> list[dict[str, Any]]:

@@ -344,12 +344,7 @@ def _require_citus(conn: psycopg.Connection) -> None:
 
 
 def _cluster_logins(conn: psycopg.Connection) -> None:
-    for role in CLUSTER_LOGINS:
-        try:
-            conn.execute(f"alter role {_ident(role)} login")
-        except psycopg.Error as exc:
-            raise ScsqlError(CLUSTER_SETUP_FAILED, f"role {role} could not be allowed to log in on every node: {exc}",
-                             _CLUSTER_HINT) from None
+    _alter_cluster_logins(conn, "login", "allowed to log in on every node")
 
 
 def _worker_planning(conn: psycopg.Connection) -> None:
@@ -363,12 +358,18 @@ def _worker_planning(conn: psycopg.Connection) -> None:
     verify_chain's query over every shard. scsql never relies on it (its
     partitions are pruned by their bounds); results are the same either way."""
     db = conn.execute("select current_database()").fetchone()[0]
+    _alter_cluster_logins(conn, f"in database {_ident(db)} set constraint_exclusion = off",
+                          "planned without constraint exclusion")
+
+
+def _alter_cluster_logins(conn: psycopg.Connection, change: str, what: str) -> None:
+    """ALTER ROLE r CHANGE for each role r of CLUSTER_LOGINS (Citus sends it
+    on to the workers); raises SC044 saying which role could not be WHAT."""
     for role in CLUSTER_LOGINS:
         try:
-            conn.execute(f"alter role {_ident(role)} in database {_ident(db)} set constraint_exclusion = off")
+            conn.execute(f"alter role {_ident(role)} {change}")
         except psycopg.Error as exc:
-            raise ScsqlError(CLUSTER_SETUP_FAILED, f"constraint_exclusion could not be set for {role}: {exc}",
-                             _CLUSTER_HINT) from None
+            raise ScsqlError(CLUSTER_SETUP_FAILED, f"role {role} could not be {what}: {exc}", _CLUSTER_HINT) from None
 
 
 def distribute(conninfo: str, progress: Callable[[str], None] = lambda _m: None) -> dict[str, list[str]]:
