@@ -111,6 +111,8 @@ grant execute on function
                                         double precision, boolean),
   scsql_caller.bm25_completed_batch(bigint, bigint[], double precision[], bigint[], double precision[], integer, boolean,
                                     double precision, double precision, double precision, boolean),
+  scsql_caller.bm25_essential_top(bigint, bigint[], double precision[], double precision[], double precision, integer,
+                                  double precision, double precision, double precision, boolean),
   scsql_caller.bm25_round_complete(bigint, integer, double precision, double precision, double precision, bigint[],
                                    double precision[], integer, bigint, bigint[], double precision[], integer, bigint,
                                    double precision, double precision, double precision, bigint[], double precision[],

@@ -1106,6 +1106,68 @@ comment on function scsql_caller.bm25_required_top(bigint, bigint[], double prec
                                                    double precision, boolean) is
   'For scsql_caller.bm25_project_top: the top-depth chunks of one project by BM25 when every chunk of the result scores at least p_lb and holds the terms numbered in p_req (outside the chunks p_small) or is one of the scored pair (p_pair_ids), as arrays of project ids, chunk ids and scores, best first: the chunks holding the rarest required term (or two: bm25_term_postings, bm25_pair_postings) that can reach p_lb with the other terms'' bounds p_bounds, completed best first (bm25_candidates_top), with p_small and the pair. Row-level security applies; with p_published only the postings of published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for parameters out of range.';
 
+create or replace function scsql_caller.bm25_essential_top(
+  p_project bigint, p_tids bigint[], p_idf double precision[], p_ubt double precision[], p_lb double precision,
+  p_depth integer, p_avgdl double precision, p_k1 double precision, p_b double precision, p_published boolean default false)
+returns table (project_ids bigint[], chunk_ids bigint[], scores double precision[])
+language plpgsql stable
+as $$
+declare
+  v_ess integer[];  -- the essential terms (numbers in p_tids), their ids and idfs
+  v_tids bigint[];
+  v_idf double precision[];
+  v_ids bigint[];  -- the chunks holding one of them, and their scores by them
+  v_parts double precision[];
+begin
+  perform scsql_caller.bm25_check(p_depth, p_avgdl, p_k1, p_b, 0, 0);
+  -- The terms of lowest bound whose bounds together stay below p_lb: a
+  -- chunk holding only those cannot be among the best. The others are
+  -- essential.
+  select array_agg(x.i order by x.i), array_agg(p_tids[x.i] order by x.i), array_agg(p_idf[x.i] order by x.i)
+    into v_ess, v_tids, v_idf
+  from (select i, sum(p_ubt[i]) over (order by p_ubt[i], i) as below
+        from generate_series(1, cardinality(p_tids)) i) x
+  where not x.below * (1 + 1e-9) < coalesce(p_lb, 0) * (1 - 1e-9);
+  if coalesce(cardinality(v_ess), 0) in (0, cardinality(p_tids)) then  -- every term: every posting, ranked at once
+    return query
+    select array_agg(p_project), array_agg(x.chunk_id order by x.score desc, x.chunk_id),
+           array_agg(x.score order by x.score desc, x.chunk_id)
+    from (
+      select p.chunk_id, sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, p_avgdl, p_k1, p_b)) as score
+      from unnest(p_tids, p_idf) u(term_id, idf)
+      join scsql.kb_postings p on p.project_id = p_project and (p.published or not p_published) and p.term_id = u.term_id
+      group by p.chunk_id
+      order by score desc, p.chunk_id
+      limit p_depth
+    ) x;
+    return;
+  end if;
+  -- Every chunk holding an essential term, by those terms, then completed
+  -- by one index scan per other term over their sorted ids.
+  select array_agg(x.chunk_id order by x.chunk_id), array_agg(x.part order by x.chunk_id) into v_ids, v_parts
+  from (
+    select p.chunk_id, sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, p_avgdl, p_k1, p_b)) as part
+    from unnest(v_tids, v_idf) u(term_id, idf)
+    join scsql.kb_postings p on p.project_id = p_project and (p.published or not p_published) and p.term_id = u.term_id
+    group by p.chunk_id
+  ) x;
+  return query
+  select array_agg(p_project), array_agg(x.chunk_id order by x.score desc, x.chunk_id),
+         array_agg(x.score order by x.score desc, x.chunk_id)
+  from (
+    select c.chunk_id, c.score
+    from scsql_caller.bm25_complete_scores(p_project, coalesce(v_ids, '{}'), coalesce(v_parts, '{}'), p_tids, p_idf, v_ess,
+                                           p_avgdl, p_k1, p_b, p_published) c
+    order by c.score desc, c.chunk_id
+    limit p_depth
+  ) x;
+end
+$$;
+comment on function scsql_caller.bm25_essential_top(bigint, bigint[], double precision[], double precision[], double precision,
+                                                     integer, double precision, double precision, double precision,
+                                                     boolean) is
+  'For scsql_caller.bm25_project_top, when neither the rounds nor the tiers settle the ranking: the top-depth chunks of one project by BM25 for the terms p_tids (idfs p_idf, upper bounds p_ubt), as arrays of project ids, chunk ids and scores, best first (one row of NULLs when no chunk holds a term). p_lb, a lower bound of the depth-th best score (0 or NULL: none), leaves out the terms of lowest bound whose bounds together stay below it (a chunk holding only those cannot rank): every posting of the other terms is scored, and only their chunks are completed with the terms left out (bm25_complete_scores); with no bound, every posting of every term. Row-level security applies; with p_published only the postings of published chunks are read. Raises SC209 (bm25_check) for parameters out of range.';
+
 create or replace function scsql_caller.bm25_project_top(
   p_project bigint, p_terms text[], p_k1 double precision, p_b double precision, p_depth integer,
   p_published boolean default false)
@@ -1170,18 +1232,10 @@ begin
                                                  p_published);
     return;
   end if;
-  -- Every posting of every term.
+  -- Every posting of the terms a chunk of the result must hold one of.
   return query
-  select array_agg(p_project), array_agg(x.chunk_id order by x.score desc, x.chunk_id),
-         array_agg(x.score order by x.score desc, x.chunk_id)
-  from (
-    select p.chunk_id, sum(scsql_caller.bm25_term(u.idf, p.tf, p.dl, v_avgdl, p_k1, p_b)) as score
-    from unnest(v_tids, v_idf) u(term_id, idf)
-    join scsql.kb_postings p on p.project_id = p_project and (p.published or not p_published) and p.term_id = u.term_id
-    group by p.chunk_id
-    order by score desc, p.chunk_id
-    limit p_depth
-  ) x;
+  select * from scsql_caller.bm25_essential_top(p_project, v_tids, v_idf, v_ubt, v_r.lb, p_depth, v_avgdl, p_k1, p_b,
+                                                p_published);
 end
 $$;
 comment on function scsql_caller.bm25_project_top(bigint, text[], double precision, double precision, integer, boolean) is

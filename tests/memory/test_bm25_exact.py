@@ -141,6 +141,26 @@ def test_pruned_bm25_is_exact_when_a_common_term_joins_a_rare_one(scsql_db):
     _check(agent, "search", ["rare middle common", "rare middle", "rare common u0", "middle common u1"])
 
 
+def test_pruned_bm25_is_exact_when_a_result_holds_one_of_two_rare_terms(scsql_db):
+    """Two rare terms, seldom together, and a term in every note: no term is
+    required (a note may hold either rare term), yet a note holding only the
+    common one cannot rank. With more notes holding a rare term than a round
+    completes, the last pass scores the rare terms' postings and completes
+    only their notes with the common term (bm25_essential_top)."""
+    rng = random.Random(7)
+    agent = scsql_db.agent("exact_either", scsql_db.project())
+    with agent.transaction() as conn:
+        for i in range(900):
+            words = ["common"] * rng.randint(1, 8) + rng.choices(VOCAB, k=rng.randint(5, 70))
+            if i % 11 == 0:
+                words += ["ra"] * rng.randint(1, 3)
+            if i % 13 == 5:
+                words += ["rb"] * rng.randint(1, 3)
+            rng.shuffle(words)
+            conn.execute("select 1 from scsql.index_text(%s, %s, 'note')", (f"e{i}", " ".join(words)))
+    _check(agent, "search", ["common ra rb", "ra rb common u0", "ra common", "rb ra"])
+
+
 def test_pruned_bm25_is_exact_with_tiers(scsql_db):
     """Long notes where most postings have tf 1 (outside the partial index
     kb_postings_tier_idx, bounded together): three terms of about equal
