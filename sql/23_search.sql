@@ -1181,10 +1181,13 @@ declare
   v_tids bigint[]; v_idf double precision[]; v_df integer[]; v_maxtf integer[]; v_mindl integer[];
   v_terms integer;
   -- Postings the essential terms may have together (setting
-  -- scsql.bm25_prune_postings; 0 turns pruning off).
-  -- Any session may set it: a value that is not a count is ignored, not an error.
+  -- scsql.bm25_prune_postings; 0 turns pruning off; unset, 20,000 or a
+  -- twelfth of the project's chunks, whichever is more: over a million
+  -- chunks, common terms' rounds and tiers then settle what every posting
+  -- scored otherwise). Any session may set it: a value that is not a count
+  -- is ignored, not an error.
   v_budget integer := case when current_setting('scsql.bm25_prune_postings', true) ~ '^\s*[0-9]{1,9}\s*$'
-                           then current_setting('scsql.bm25_prune_postings', true)::integer else 20000 end;
+                           then current_setting('scsql.bm25_prune_postings', true)::integer end;
   v_ubt double precision[]; v_lo double precision[]; v_tier integer[]; v_bound double precision[];
   v_r record;  -- the rounds' outcome, then the tiers'
   v_t record;
@@ -1201,6 +1204,7 @@ begin
   if v_terms = 0 then
     return;
   end if;
+  v_budget := coalesce(v_budget, greatest(20000, least(v_n / 12, 100000000))::integer);
   -- Each term's upper bound: its score in a chunk of max_tf terms, all of
   -- them it; and the bound of its postings outside the partial index
   -- kb_postings_tier_idx (tf 1 in a chunk of 32 terms or more, most of
@@ -1239,7 +1243,7 @@ begin
 end
 $$;
 comment on function scsql_caller.bm25_project_top(bigint, text[], double precision, double precision, integer, boolean) is
-  'For scsql_caller.bm25: the top-depth chunks of one project by BM25 for the query terms p_terms, as arrays of project ids, chunk ids and scores, best first, exact: the terms'' statistics (bm25_stats) and bounds, the MaxScore rounds (bm25_rounds), then the tiers (bm25_tier_chunks) and the chunks holding the required terms (bm25_required_top), or else every posting of every term. The setting scsql.bm25_prune_postings (default 20000; 0: never prune) bounds the postings read for the essential terms. Row-level security applies; with p_published only the postings of published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for a depth, k1 or b out of range.';
+  'For scsql_caller.bm25: the top-depth chunks of one project by BM25 for the query terms p_terms, as arrays of project ids, chunk ids and scores, best first, exact: the terms'' statistics (bm25_stats) and bounds, the MaxScore rounds (bm25_rounds), then the tiers (bm25_tier_chunks) and the chunks holding the required terms (bm25_required_top), or else every posting of every term. The setting scsql.bm25_prune_postings (unset: 20,000 or a twelfth of the project''s chunks, whichever is more; 0: never prune) bounds the postings read for the essential terms. Row-level security applies; with p_published only the postings of published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for a depth, k1 or b out of range.';
 
 create or replace function scsql_caller.bm25_own_top(
   p_terms text[], p_k1 double precision, p_b double precision, p_depth integer)
