@@ -2,8 +2,8 @@
 # On demand (CI cannot reach Citus's source): build Citus from a source tree
 # against a PostgreSQL server, start a coordinator and two workers on this
 # machine, install pg_partman's files in its copy of the server, run `scsql
-# migrate --citus` there, then the isolation, queue, chain, search and
-# partition (pg_partman) tests against the cluster.
+# migrate --citus` there, then the isolation, queue, chain, search,
+# partition (pg_partman), distillation and code graph tests against the cluster.
 #
 #   bash .ci/citus.sh CITUS_SOURCE_DIR
 #
@@ -28,7 +28,7 @@ REPO="$PWD"
 WORK="${CITUS_WORK:-/tmp/scsql-citus}"
 PORT="${CITUS_PORT:-9700}"
 PY="${PYTHON:-python3}"
-TESTS="${TESTS:-tests/core/test_distributable.py tests/memory/test_memory_isolation.py tests/coordination/test_queue.py tests/coordination/test_queue_races.py tests/audit/test_chain.py tests/audit/test_verify.py tests/memory/test_search.py tests/audit/test_citus_partitions.py tests/distill/test_distill.py tests/memory/test_memory_history.py tests/memory/test_index_bulk.py}"
+TESTS="${TESTS:-tests/core/test_distributable.py tests/memory/test_memory_isolation.py tests/coordination/test_queue.py tests/coordination/test_queue_races.py tests/audit/test_chain.py tests/audit/test_verify.py tests/memory/test_search.py tests/audit/test_citus_partitions.py tests/distill/test_distill.py tests/memory/test_memory_history.py tests/memory/test_index_bulk.py tests/code/test_code.py tests/code/test_code_delta.py tests/code/test_code_languages.py tests/code/test_code_docs.py}"
 log() { echo "citus.sh: $*" >&2; }
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 

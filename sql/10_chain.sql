@@ -796,34 +796,36 @@ $$;
 comment on function scsql._chain_dropped(bigint, bigint) is
   'Private, used by scsql.verify_chain (scsql._chain_run_break and _chain_anchor_break). When a checkpoint segment puts seq P_SEQ of chain P_CHAIN in a dated partition that is gone although retention did not retire it (no record in scsql.partition_retirements, or one that does not hold up): the partition''s name, the first and last seq the checkpoints place in it for this chain, and a detail naming them; NULLs otherwise.';
 
-create or replace function scsql._chain_projects(p_chain bigint)
-returns bigint[]
+create or replace function scsql._chain_located(p_chain bigint, out projects bigint[], out tables text[])
 language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
   v_legs text;
-  v_projects bigint[];
 begin
-  -- One server: NULL, every read of the chain is by chain_id alone. On
-  -- Citus, whose tables are sharded by project, a read by chain_id alone
-  -- goes to every shard: the projects holding anything of the chain (its
-  -- row, checkpoint heads and segments, chained rows) are found once, by
-  -- one query the workers answer whole (a union with the project in the
-  -- same column of every part, grouped by it), and each later read names
-  -- them. It goes to their shards only and sees every row reading every
-  -- shard would: a row moved to another project is read and found there.
+  -- One server: NULLs, every read of the chain is by chain_id alone, of
+  -- every chained table. On Citus, whose tables are sharded by project, a
+  -- read by chain_id alone goes to every shard: the projects holding
+  -- anything of the chain (its row, checkpoint heads and segments, chained
+  -- rows), and the chained tables holding its rows, are found once, by one
+  -- query the workers answer whole (a union with the project in the same
+  -- column of every part, grouped by it), and each later read names them.
+  -- It goes to their shards only and sees every row reading every shard
+  -- would: a row moved to another project, or written to another table,
+  -- is read and found there.
   if not scsql_caller.citus() then
-    return null;
+    return;
   end if;
-  select string_agg(format('select t.project_id from %s t where t.chain_id = $1', ct.table_name), ' union all ')
+  select string_agg(format('select t.project_id, %L as tbl from %s t where t.chain_id = $1', ct.table_name, ct.table_name),
+                    ' union all ')
   into v_legs from scsql.chained_tables ct;
-  execute 'select coalesce(array_agg(p.project_id order by p.project_id), ''{}'') from (select u.project_id from ('
-       || 'select c.project_id from scsql.chains c where c.chain_id = $1 '
-       || 'union all select h.project_id from scsql.checkpoint_heads h where h.chain_id = $1 '
-       || 'union all select g.project_id from scsql.checkpoint_segments g where g.chain_id = $1'
-       || coalesce(' union all ' || v_legs, '') || ') u group by u.project_id) p'
-  into v_projects using p_chain;
-  return v_projects;
+  execute 'select coalesce(array_agg(distinct p.project_id order by p.project_id), ''{}''), '
+       || 'coalesce(array_agg(distinct p.tbl order by p.tbl) filter (where p.tbl is not null), ''{}'') '
+       || 'from (select u.project_id, u.tbl from ('
+       || 'select c.project_id, null::text as tbl from scsql.chains c where c.chain_id = $1 '
+       || 'union all select h.project_id, null from scsql.checkpoint_heads h where h.chain_id = $1 '
+       || 'union all select g.project_id, null from scsql.checkpoint_segments g where g.chain_id = $1'
+       || coalesce(' union all ' || v_legs, '') || ') u group by u.project_id, u.tbl) p'
+  into projects, tables using p_chain;
 end
 $$;
 -- On Citus, over one connection to each worker: the locator's tasks are
@@ -832,12 +834,12 @@ $$;
 do $$
 begin
   if scsql_caller.citus() then
-    alter function scsql._chain_projects(bigint) set citus.max_adaptive_executor_pool_size = 1;
+    alter function scsql._chain_located(bigint) set citus.max_adaptive_executor_pool_size = 1;
   end if;
 end
 $$;
-comment on function scsql._chain_projects(bigint) is
-  'Private, used by scsql.verify_chain. The projects that hold anything of chain P_CHAIN (its row in scsql.chains, checkpoint heads and segments, rows of chained tables), found by one query over every shard, on Citus; NULL on one server. verify_chain''s reads of the chain name them (NULL: every project), so that Citus sends each to those projects'' shards only.';
+comment on function scsql._chain_located(bigint) is
+  'Private, used by scsql.verify_chain. On Citus, found by one query over every shard: PROJECTS, the projects that hold anything of chain P_CHAIN (its row in scsql.chains, checkpoint heads and segments, rows of chained tables), and TABLES, the chained tables that hold rows of it; NULLs on one server. verify_chain''s reads of the chain name the projects (NULL: every project), so that Citus sends each to those projects'' shards only, and its read of the rows reads those tables only (NULL: every chained table).';
 
 create or replace function scsql._chain_identity_break(p_chain bigint, p_row scsql.chains, p_projects bigint[],
   out broken_seq bigint, out kind text, out detail text)
@@ -892,7 +894,7 @@ begin
 end
 $$;
 comment on function scsql._chain_identity_break(bigint, scsql.chains, bigint[]) is
-  'Private, used by scsql.verify_chain. The first break in what chain P_CHAIN (its row P_ROW of scsql.chains, NULLs when there is none; its checkpoints read in projects P_PROJECTS, NULL: all, see scsql._chain_projects) is, before its rows are read: chain-missing (a checkpoint names a chain that is gone), chain-identity (broken_seq 0: the chain''s agent is gone or of another project, or a checkpoint recorded another project or agent), horizon-unanchored (the horizon is not a checkpointed head); NULLs when there is none. Raises SC106 for a chain no checkpoint knows.';
+  'Private, used by scsql.verify_chain. The first break in what chain P_CHAIN (its row P_ROW of scsql.chains, NULLs when there is none; its checkpoints read in projects P_PROJECTS, NULL: all, see scsql._chain_located) is, before its rows are read: chain-missing (a checkpoint names a chain that is gone), chain-identity (broken_seq 0: the chain''s agent is gone or of another project, or a checkpoint recorded another project or agent), horizon-unanchored (the horizon is not a checkpointed head); NULLs when there is none. Raises SC106 for a chain no checkpoint knows.';
 
 create or replace function scsql._chain_segments(p_chain bigint, p_projects bigint[],
   out firsts bigint[], out lasts bigint[], out retired boolean[], out gone int8multirange)
@@ -915,7 +917,7 @@ begin
 end
 $$;
 comment on function scsql._chain_segments(bigint, bigint[]) is
-  'Private, used by scsql.verify_chain. The segments checkpoints signed for chain P_CHAIN (read in projects P_PROJECTS, NULL: all, see scsql._chain_projects), in seq order: their first and last seqs, whether each one''s partition was retired (true: gone and retired by retention; false: it exists; NULL: gone otherwise; see scsql._chain_gap), and the seqs of the segments whose partition is gone (where no row may be present).';
+  'Private, used by scsql.verify_chain. The segments checkpoints signed for chain P_CHAIN (read in projects P_PROJECTS, NULL: all, see scsql._chain_located), in seq order: their first and last seqs, whether each one''s partition was retired (true: gone and retired by retention; false: it exists; NULL: gone otherwise; see scsql._chain_gap), and the seqs of the segments whose partition is gone (where no row may be present).';
 
 create or replace function scsql._chain_row_fault(
   p_author bigint, p_project bigint, p_row_hash bytea, p_computed bytea, p_content text, p_first_seq bigint,
@@ -950,7 +952,7 @@ $$;
 comment on function scsql._chain_fault_detail(text, bigint, bigint, bigint, bigint, bigint) is
   'Private, used by scsql._chain_walk. The detail of a row fault P_KIND that scsql._chain_row_fault found, from the row''s author, project and first seq with its signature and the chain''s agent and project.';
 
-create or replace function scsql._chain_rows_sql(p_projects bigint[])
+create or replace function scsql._chain_rows_sql(p_projects bigint[], p_tables text[])
 returns text
 language plpgsql stable
 as $$
@@ -966,7 +968,8 @@ begin
                            replace(scsql._chain_content_expr(ct.table_name, 't'), 'where p.project_id = t.project_id',
                                    'where p.project_id = t.project_id' || replace(v_in, 't.', 'p.')),
                            ct.table_name, v_in), ' union all ')
-  into v_query from scsql.chained_tables ct;
+  into v_query from scsql.chained_tables ct
+  where p_tables is null or ct.table_name = any(p_tables);
   -- The chain's rows and the hashes checkpoints signed are read first, each
   -- by chain_id (in the projects P_PROJECTS that hold anything of the chain,
   -- NULL: every project; a row moved to another project is read too, and found),
@@ -986,8 +989,8 @@ begin
       || 'count(*) over (partition by x.seq) as copies from x left join e on e.seq = x.seq order by x.seq';
 end
 $$;
-comment on function scsql._chain_rows_sql(bigint[]) is
-  'Private, used by scsql._chain_walk. The query of the rows of one chain ($1) after seq $2, in seq order, over every chained table ($3: the author''s name; only in the projects P_PROJECTS unless NULL, see scsql._chain_projects): each row''s seq, prev_hash, row_hash, author_id, project_id, computed (the hash of its content), tbl, signature, content (scsql._chain_content_expr), signed_differs (a checkpoint signed another hash for its seq), gone (its seq is in $4, segments whose partition is gone), first_seq (the first seq with its signature in its table), and copies (rows with its seq); NULL when no table is chained.';
+comment on function scsql._chain_rows_sql(bigint[], text[]) is
+  'Private, used by scsql._chain_walk. The query of the rows of one chain ($1) after seq $2, in seq order, over every chained table, or the tables P_TABLES unless NULL ($3: the author''s name; only in the projects P_PROJECTS unless NULL, see scsql._chain_located): each row''s seq, prev_hash, row_hash, author_id, project_id, computed (the hash of its content), tbl, signature, content (scsql._chain_content_expr), signed_differs (a checkpoint signed another hash for its seq), gone (its seq is in $4, segments whose partition is gone), first_seq (the first seq with its signature in its table), and copies (rows with its seq); NULL when no table is chained.';
 
 create or replace function scsql._chain_anchor_break(p_chain bigint, p_seq bigint, p_gone int8multirange, p_legacy bigint,
   p_next_seq bigint, out broken_seq bigint, out kind text, out detail text)
@@ -1053,12 +1056,12 @@ comment on function scsql._chain_run_break(scsql.chains, bigint, bigint, boolean
 
 create or replace function scsql._chain_walk(
   p_chain scsql.chains, p_seq bigint, p_prev bytea, p_legacy bigint,
-  p_firsts bigint[], p_lasts bigint[], p_retired boolean[], p_gone int8multirange, p_projects bigint[],
+  p_firsts bigint[], p_lasts bigint[], p_retired boolean[], p_gone int8multirange, p_projects bigint[], p_tables text[],
   out rows_checked bigint, out last_seq bigint, out last_hash bytea, out broken_seq bigint, out kind text, out detail text)
 language plpgsql stable security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
 declare
-  v_query text := scsql._chain_rows_sql(p_projects);
+  v_query text := scsql._chain_rows_sql(p_projects, p_tables);
   v_pending boolean := p_seq > 0;  -- the row the starting checkpoint names is checked too
   v_name text;
   v_run record;
@@ -1129,8 +1132,8 @@ begin
   end if;
 end
 $$;
-comment on function scsql._chain_walk(scsql.chains, bigint, bytea, bigint, bigint[], bigint[], boolean[], int8multirange, bigint[]) is
-  'Private, used by scsql.verify_chain. Reads the rows of chain P_CHAIN (in projects P_PROJECTS, NULL: all, see scsql._chain_projects) after seq P_SEQ (and the row at P_SEQ, which must have hash P_PREV, when P_SEQ > 0: a starting checkpoint''s head) in seq order and checks each: not in a gone partition (P_GONE), no fork, runs of missing rows allowed by the segments and the horizon P_LEGACY (scsql._chain_run_break), prev_hash linking to the row before, and no fault (scsql._chain_row_fault). Returns the rows checked, the last seq and hash reached, and the first break (NULLs when none).';
+comment on function scsql._chain_walk(scsql.chains, bigint, bytea, bigint, bigint[], bigint[], boolean[], int8multirange, bigint[], text[]) is
+  'Private, used by scsql.verify_chain. Reads the rows of chain P_CHAIN (in projects P_PROJECTS, NULL: all, and chained tables P_TABLES, NULL: all, see scsql._chain_located) after seq P_SEQ (and the row at P_SEQ, which must have hash P_PREV, when P_SEQ > 0: a starting checkpoint''s head) in seq order and checks each: not in a gone partition (P_GONE), no fork, runs of missing rows allowed by the segments and the horizon P_LEGACY (scsql._chain_run_break), prev_hash linking to the row before, and no fault (scsql._chain_row_fault). Returns the rows checked, the last seq and hash reached, and the first break (NULLs when none).';
 
 create or replace function scsql._chain_end_break(
   p_chain scsql.chains, p_seq bigint, p_prev bytea, p_legacy bigint, p_firsts bigint[], p_lasts bigint[], p_retired boolean[],
@@ -1182,11 +1185,13 @@ declare
   v_seg record;
   v_walk record;
   v_projects bigint[];
+  v_tables text[];
 begin
   chain_id := p_chain;
   rows_checked := 0;
   ok := false;
-  v_projects := scsql._chain_projects(p_chain);  -- NULL on one server: every project
+  -- NULLs on one server: every project, every chained table
+  select l.projects, l.tables into v_projects, v_tables from scsql._chain_located(p_chain) l;
   select * into v_chain from scsql.chains c
   where c.chain_id = p_chain and (v_projects is null or c.project_id = any(v_projects));
   select * into broken_seq, kind, detail from scsql._chain_identity_break(p_chain, v_chain, v_projects);
@@ -1209,7 +1214,7 @@ begin
   -- was retired), and where rows may not be present (gone).
   select * into v_seg from scsql._chain_segments(p_chain, v_projects);
   select * into v_walk from scsql._chain_walk(v_chain, v_seq, v_prev, v_legacy, v_seg.firsts, v_seg.lasts, v_seg.retired,
-                                              v_seg.gone, v_projects);
+                                              v_seg.gone, v_projects, v_tables);
   rows_checked := v_walk.rows_checked;
   broken_seq := v_walk.broken_seq; kind := v_walk.kind; detail := v_walk.detail;
   if kind is null then

@@ -643,26 +643,42 @@ as $$
 #variable_conflict use_column
 declare
   v_me scsql.agents := scsql._me();
-  v_task bigint;
+  v_project bigint := v_me.project_id;  -- plain values: Citus routes the claim by the project
+  v_role text := v_me.team_role;
+  v_agent bigint := v_me.agent_id;
+  v_now timestamptz;
+  v_claimed integer;
 begin
   perform scsql._require(p_n is not null and p_n between 1 and 100, 'n must be 1 to 100');
   perform scsql._require(p_lease_seconds is not null and p_lease_seconds between 1 and 86400, 'lease_seconds must be 1 to 86400');
-  -- Expired leases come back lazily, at claim time (and by queue_maintenance).
-  if exists (select from scsql.tasks t
-             where t.project_id = v_me.project_id and t.team_role = v_me.team_role
-               and t.state = 'claimed' and t.lease_expires_at < clock_timestamp()) then
-    perform scsql._expire_leases(v_me.project_id, v_me.team_role, 100);
-  end if;
-  for v_task in
-    select t.task_id
-    from scsql.tasks t
-    where t.project_id = v_me.project_id and t.team_role = v_me.team_role
-      and t.state = 'queued' and t.run_after <= clock_timestamp()
-    order by t.priority desc, t.task_id
-    limit p_n
-    for update skip locked
-  loop
-    return query select * from scsql._claim_queued(v_me, v_task, p_lease_seconds);
+  for v_pass in 1 .. 2 loop
+    v_now := clock_timestamp();
+    -- One statement picks and claims the best queued, due tasks, unless a
+    -- lease of the role has expired: those come back lazily, at claim time
+    -- (and by queue_maintenance), first, and the claim is made again.
+    -- The tasks are locked once, by a CTE (a locking subquery of the UPDATE
+    -- could be run again for each row it rechecks).
+    return query
+    with picked as (
+      select q.task_id from scsql.tasks q
+      where q.project_id = v_project and q.team_role = v_role and q.state = 'queued' and q.run_after <= v_now
+        and (v_pass = 2 or not exists (select from scsql.tasks e
+                                       where e.project_id = v_project and e.team_role = v_role
+                                         and e.state = 'claimed' and e.lease_expires_at < v_now))
+      order by q.priority desc, q.task_id limit p_n for update skip locked
+    ), claimed as (
+      update scsql.tasks t
+      set state = 'claimed', fence = t.fence + 1, attempts = t.attempts + 1, claimed_by = v_agent, claimed_at = v_now,
+          lease_seconds = p_lease_seconds, lease_expires_at = v_now + make_interval(secs => p_lease_seconds)
+      from picked p
+      where t.project_id = v_project and t.task_id = p.task_id and t.state = 'queued' and t.run_after <= v_now
+      returning (scsql._claimed(t)).*)
+    select * from claimed c order by c.priority desc, c.task_id;
+    get diagnostics v_claimed = row_count;
+    exit when v_claimed > 0 or v_pass = 2
+      or not exists (select from scsql.tasks e where e.project_id = v_project and e.team_role = v_role
+                     and e.state = 'claimed' and e.lease_expires_at < v_now);
+    perform scsql._expire_leases(v_project, v_role, 100);
   end loop;
 end
 $$;

@@ -184,20 +184,17 @@ begin
            null::float8 as f, null::bigint[] as counts
     from scsql.usage_days u where u.status is not null and (p_only is null or u.project_id = p_only) group by 1, 3, 4
     union all
-    select t.project_id, 'depth', t.team_role,
+    -- the queue in one part (the parts depth, oldest and claim are made of it below):
+    -- per team role k1 and state k2, tasks a; claimed tasks b, the sum and the max of
+    -- their claim latency i1, i2; the oldest created_at of a queued, due task t
+    select t.project_id, 'tasks', t.team_role,
            case when t.state = 'claimed' and t.lease_expires_at < p_now then 'expired' when t.state = 'claimed' then 'claimed'
                 when t.run_after > p_now then 'scheduled' else 'queued' end,
-           null, count(*), null, null, null, null, null, null, null, null
+           null, count(*), count(*) filter (where t.state = 'claimed'), null, null,
+           min(t.created_at) filter (where t.state = 'queued' and t.run_after <= p_now),
+           sum(greatest(t.claimed_at - t.run_after, interval '0')) filter (where t.state = 'claimed'),
+           max(greatest(t.claimed_at - t.run_after, interval '0')) filter (where t.state = 'claimed'), null, null
     from scsql.tasks t where p_only is null or t.project_id = p_only group by 1, 3, 4
-    union all
-    select t.project_id, 'oldest', t.team_role, null, null, null, null, null, null, min(t.created_at), null, null, null, null
-    from scsql.tasks t where t.state = 'queued' and t.run_after <= p_now and (p_only is null or t.project_id = p_only)
-    group by 1, 3
-    union all
-    select t.project_id, 'claim', t.team_role, null, null, null, null, null, null, null,
-           avg(greatest(t.claimed_at - t.run_after, interval '0')), max(greatest(t.claimed_at - t.run_after, interval '0')),
-           null, null
-    from scsql.tasks t where t.state = 'claimed' and (p_only is null or t.project_id = p_only) group by 1, 3
     union all
     select a.project_id, 'finished', a.team_role, a.state, null, count(*), null, null, null, null, null, null, null, null
     from scsql.tasks_archive a where p_only is null or a.project_id = p_only group by 1, 3, 4
@@ -235,11 +232,13 @@ begin
     left join scsql.distill_jobs j on j.project_id = s.project_id
     where p_only is null or s.project_id = p_only group by 1
   ) u;
-  return coalesce(v_counts, '[]');
+  -- The queue's parts, made of its one (an arm a table costs each shard's
+  -- planning, and the coordinator's, once more).
+  return scsql._metric_queue_parts(coalesce(v_counts, '[]'));
 end
 $$;
 comment on function scsql._metric_counts(bigint, timestamptz) is
-  'Private, for scsql.metrics(). The per-project figures of every project (only P_ONLY''s when given) at time NOW, read in one query, as a JSON array of rows (project_id, part, keys k1-k3, numbers a-d, time t, intervals i1-i2, float f, counts): calls (per model k1 and status k2: calls a, cost b, input c and output d tokens), depth (per team role k1 and state k2: tasks a), oldest (per team role: oldest created_at of a queued, due task), claim (per team role: mean and max claim latency i1, i2), finished (per team role and state: archived tasks a), heads (rows a, rows after the newest checkpointed seq b, first chain created t), checkpoint (newest t), backlog (embedding queue: a, oldest t), workers (alive a, last heartbeat t), latency (sum_seconds f, counts), distill (of a project that distils: daily token budget a, tokens used today in UTC b, counts of jobs queued, deferred and running).';
+  'Private, for scsql.metrics(). The per-project figures of every project (only P_ONLY''s when given) at time NOW, read in one query, as a JSON array of rows (project_id, part, keys k1-k3, numbers a-d, time t, intervals i1-i2, float f, counts): calls (per model k1 and status k2: calls a, cost b, input c and output d tokens), tasks (per team role k1 and state k2: tasks a, claimed tasks b, the sum and the max of their claim latency i1, i2, the oldest created_at of a queued, due task t), and made of it, depth (per team role k1 and state k2: tasks a), oldest (per team role: oldest created_at of a queued, due task), claim (per team role: mean and max claim latency i1, i2), finished (per team role and state: archived tasks a), heads (rows a, rows after the newest checkpointed seq b, first chain created t), checkpoint (newest t), backlog (embedding queue: a, oldest t), workers (alive a, last heartbeat t), latency (sum_seconds f, counts), distill (of a project that distils: daily token budget a, tokens used today in UTC b, counts of jobs queued, deferred and running).';
 
 -- On Citus, over one connection to each worker: the pass's tasks are small,
 -- and opening more connections to run them side by side (Citus keeps one a
@@ -266,6 +265,28 @@ as $$
 $$;
 comment on function scsql._metric_rows(jsonb, text) is
   'Private, for scsql.metrics(). The rows of one PART of scsql._metric_counts()''s figures, typed.';
+
+create or replace function scsql._metric_queue_parts(p_counts jsonb)
+returns jsonb
+language sql immutable
+as $$
+  select p_counts || coalesce(jsonb_agg(q), '[]')
+  from (
+    select r.project_id, 'depth' as part, r.k1, r.k2, null::text as k3, r.a, null::numeric as b, null::numeric as c,
+           null::numeric as d, null::timestamptz as t, null::interval as i1, null::interval as i2, null::float8 as f,
+           null::bigint[] as counts
+    from scsql._metric_rows(p_counts, 'tasks') r
+    union all
+    select r.project_id, 'oldest', r.k1, null, null, null, null, null, null, min(r.t), null, null, null, null
+    from scsql._metric_rows(p_counts, 'tasks') r where r.t is not null group by r.project_id, r.k1
+    union all
+    select r.project_id, 'claim', r.k1, null, null, null, null, null, null, null, sum(r.i1) / sum(r.b)::float8, max(r.i2),
+           null, null
+    from scsql._metric_rows(p_counts, 'tasks') r where r.b > 0 group by r.project_id, r.k1
+  ) q
+$$;
+comment on function scsql._metric_queue_parts(jsonb) is
+  'Private, for scsql._metric_counts(). Its figures P_COUNTS with the queue''s parts added, made of its part tasks: depth (per project, team role k1 and state k2: tasks a), oldest (per project and team role: the oldest created_at t of a queued, due task) and claim (per project and team role: the mean i1 and the longest i2 claim latency of the claimed tasks).';
 
 create or replace function scsql._tool_call_metrics(p_only bigint, p_counts jsonb)
 returns table (metric text, labels jsonb, value double precision, buckets jsonb)

@@ -390,6 +390,10 @@ as $$
 #variable_conflict use_column
 declare
   v_project bigint := scsql._my_project();
+  -- Values, not calls, in the upsert: Citus sends it to the project's shard
+  -- and refuses a function that is not immutable in its DO UPDATE.
+  v_agent bigint := scsql._my_agent_id();
+  v_now timestamptz := now();
   v_file bigint;
   v_new boolean;
   v_names text[];
@@ -413,11 +417,11 @@ begin
   insert into scsql.code_files as f (project_id, path, language, module, module_keys, content_hash, status, error_lines,
                                      indexed_by)
   values (v_project, p_path, p_language, p_module, scsql._code_module_keys(p_module), p_content_hash, p_status,
-          coalesce(p_error_lines, '{}'), scsql._my_agent_id())
+          coalesce(p_error_lines, '{}'), v_agent)
   on conflict (project_id, path) do update
     set language = excluded.language, module = excluded.module, module_keys = excluded.module_keys,
         content_hash = excluded.content_hash, status = excluded.status, error_lines = excluded.error_lines,
-        indexed_at = now(), indexed_by = excluded.indexed_by
+        indexed_at = v_now, indexed_by = excluded.indexed_by
   returning f.file_id, (f.xmax = 0) into v_file, v_new;
   v_names := scsql._code_store_definitions(v_project, v_file, p_definitions);
   v_refs := scsql._code_store_references(v_project, v_file, p_references);
@@ -1115,8 +1119,11 @@ comment on function scsql_caller.recent_edits(integer) is
 
 create or replace function scsql_caller.code_focus(p_project bigint, p_focus text[])
 returns table (file_id bigint, def_id bigint, weight double precision)
-language sql stable
+language plpgsql stable  -- not SQL: Citus plans no query with an SQL function's parameters
 as $$
+#variable_conflict use_column
+begin
+  return query
   -- Each entry is a path (absolute under the root, or relative; a tail such
   -- as indexer.py will do), a name (index_tree, Tree.manifest) or text,
   -- whose identifiers and paths are taken.
@@ -1145,15 +1152,19 @@ as $$
   )
   select f.file_id, null::bigint, 1.0::double precision from files f
   union all
-  select d.file_id, d.def_id, 1.0 / d.n from defs d
+  select d.file_id, d.def_id, 1.0 / d.n from defs d;
+end
 $$;
 comment on function scsql_caller.code_focus(bigint, text[]) is
   'The files and definitions a focus names in project PROJECT: each entry a path (absolute under the root or relative, or a tail of one), a name or qualified name, or text (its identifiers and paths), each weighted (a name several definitions share, shared among them).';
 
 create or replace function scsql_caller.code_spread(p_project bigint, p_files bigint[], p_weights double precision[])
 returns table (file_id bigint, w double precision)
-language sql stable
+language plpgsql stable  -- not SQL: Citus plans no query with an SQL function's parameters
 as $$
+#variable_conflict use_column
+begin
+  return query
   with s0 as (
     select x.file_id, x.w / sum(x.w) over () as w
     from (select f.file_id, sum(f.w) as w from unnest(p_files, p_weights) f(file_id, w) group by f.file_id) x
@@ -1182,7 +1193,8 @@ as $$
   -- all they use and the 50 strongest of their users).
   select z.file_id, sum(z.w) as w
   from (select file_id, w from s0 union all select file_id, 0.5 * w from h1 union all select file_id, 0.25 * w from h2) z
-  group by z.file_id
+  group by z.file_id;
+end
 $$;
 comment on function scsql_caller.code_spread(bigint, bigint[], double precision[]) is
   'For repo_map: how a focus (FILES of project PROJECT with WEIGHTS, a file named twice counting twice) spreads over the files: the first terms of PageRank personalised by it, as row-level security shows code_links: the focus, then what it uses and what uses it one step away, and two steps away from the 40 likeliest of those, through all they use and the 50 files that use each most. Returns each file reached and its weight.';
@@ -1194,6 +1206,8 @@ as $$
 #variable_conflict use_column
 declare
   v_project bigint := scsql_caller.project_id();
+  v_foc_file bigint[]; v_foc_def bigint[]; v_foc_weight double precision[];
+  v_pers_file bigint[]; v_pers_w double precision[];
 begin
   if p_budget_tokens is null or p_budget_tokens not between 50 and 20000 then
     raise exception using errcode = 'SC262', message = format('repo_map: budget %s is not 50 to 20,000 tokens', p_budget_tokens);
@@ -1202,14 +1216,18 @@ begin
   end if;
   -- Read first, not inside the query: on Citus that runs on the project's shard.
   p_focus := coalesce(p_focus, scsql_caller.recent_edits(10));
+  -- The focus and its spread are read into arrays first, each a query of
+  -- its own: on Citus the map's query runs on the project's shard, where
+  -- the functions could not read the distributed tables.
+  select coalesce(array_agg(f.file_id), '{}'), coalesce(array_agg(f.def_id), '{}'), coalesce(array_agg(f.weight), '{}')
+    into v_foc_file, v_foc_def, v_foc_weight
+  from scsql_caller.code_focus(v_project, p_focus) f;
+  select array_agg(p.file_id), array_agg(p.w) into v_pers_file, v_pers_w
+  from scsql_caller.code_spread(v_project, v_foc_file, v_foc_weight) p;
   return query
-  with foc as materialized (
-    select * from scsql_caller.code_focus(v_project, p_focus)
-  ), pers as (
-    select * from scsql_caller.code_spread(v_project, array(select foc.file_id from foc), array(select foc.weight from foc))
-  ), cand as (
+  with cand as (
     select f.file_id, f.path, f.rank, coalesce(p.w, 0) as pw
-    from scsql.code_files f left join pers p on p.file_id = f.file_id
+    from scsql.code_files f left join unnest(v_pers_file, v_pers_w) p(file_id, w) on p.file_id = f.file_id
     where f.project_id = v_project
       and (p.file_id is not null
            or f.file_id in (select t.file_id from scsql.code_files t where t.project_id = v_project
@@ -1224,7 +1242,7 @@ begin
            s.score * (0.2 + 0.8 * coalesce(d.rank / nullif(d.top, 0), 0)) * case when d.focused then 10 else 1 end as dscore
     from scored s cross join lateral (
       select x.def_id, x.line_start, x.rank, '  ' || x.line_start || ': ' || x.signature as line,
-             x.def_id in (select foc.def_id from foc) as focused, max(x.rank) over () as top
+             x.def_id = any(v_foc_def) as focused, max(x.rank) over () as top
       from scsql.code_definitions x
       left join scsql.code_definitions p on p.project_id = v_project and p.file_id = s.file_id and p.def_id = x.parent_id
       where x.project_id = v_project and x.file_id = s.file_id and x.kind <> 'constant'
@@ -1279,69 +1297,90 @@ comment on function scsql_caller.file_stem(text) is 'A path''s file name without
 
 create or replace function scsql_caller.file_links(p_file scsql.code_files)
 returns jsonb
-language sql stable
+language plpgsql stable  -- not SQL: Citus plans no query with an SQL function's parameters
 as $$
-  select jsonb_build_object(
-    'imports', coalesce((select jsonb_agg(jsonb_build_object('module', i.name, 'symbol', i.qualifier, 'path', tf.path,
-                                                             'line', i.lines[1]) order by i.lines[1], i.name)
-                         from (select * from scsql.code_references r
-                               where r.project_id = p_file.project_id and r.file_id = p_file.file_id and r.kind = 'import'
-                               order by r.lines[1] limit 50) i
-                         left join scsql.code_files tf on tf.project_id = i.project_id and tf.file_id = i.target_file_id),
-                        '[]'),
-    'imported_by', coalesce((select jsonb_agg(jsonb_build_object('path', x.path, 'references', x.n, 'line', x.line)
+declare
+  -- Scalars, not the row's fields: Citus routes a query to the project's
+  -- shard by a value it compares project_id with; by a field of a row
+  -- argument it plans a query of every shard, which it fails to plan here.
+  v_project bigint := p_file.project_id;
+  v_file bigint := p_file.file_id;
+  v_path text := p_file.path;
+  v_links jsonb := '{}';
+begin
+  -- One statement a part: on Citus, one query of the four parts fails to
+  -- plan (a lateral reference its subqueries' planning cannot place).
+  -- The file an import resolved to is joined inside the first 50 (Citus
+  -- routes the query whole only when no join is above a LIMIT).
+  v_links := v_links || jsonb_build_object('imports', coalesce((select jsonb_agg(i.o order by i.line, i.name)
+                         from (select jsonb_build_object('module', r.name, 'symbol', r.qualifier, 'path', tf.path,
+                                                         'line', r.lines[1]) as o, r.lines[1] as line, r.name
+                               from scsql.code_references r
+                               left join scsql.code_files tf on tf.project_id = r.project_id and tf.file_id = r.target_file_id
+                               where r.project_id = v_project and r.file_id = v_file and r.kind = 'import'
+                               order by r.lines[1] limit 50) i),
+                        '[]'));
+  v_links := v_links || jsonb_build_object('imported_by', coalesce((select jsonb_agg(jsonb_build_object('path', x.path, 'references', x.n, 'line', x.line)
                                               order by x.n desc, x.path)
                              from (select f.path, sum(r.n)::integer as n, min(r.lines[1]) as line
                                    from scsql.code_references r
                                    join scsql.code_files f on f.project_id = r.project_id and f.file_id = r.file_id
-                                   where r.project_id = p_file.project_id and r.target_file_id = p_file.file_id
-                                     and r.file_id <> p_file.file_id
-                                   group by f.path order by 2 desc, 1 limit 30) x), '[]'),
-    'uses', coalesce((select jsonb_agg(jsonb_build_object('path', x.path, 'references', x.n) order by x.n desc, x.path)
+                                   where r.project_id = v_project and r.target_file_id = v_file
+                                     and r.file_id <> v_file
+                                   group by f.path order by 2 desc, 1 limit 30) x), '[]'));
+  v_links := v_links || jsonb_build_object('uses', coalesce((select jsonb_agg(jsonb_build_object('path', x.path, 'references', x.n) order by x.n desc, x.path)
                       from (select f.path, sum(r.n)::integer as n
                             from scsql.code_references r
                             join scsql.code_files f on f.project_id = r.project_id and f.file_id = r.target_file_id
-                            where r.project_id = p_file.project_id and r.file_id = p_file.file_id and r.kind <> 'import'
-                              and r.target_file_id <> p_file.file_id
-                            group by f.path order by 2 desc, 1 limit 30) x), '[]'),
-    'tests', coalesce((select jsonb_agg(t.path order by t.path) from (
+                            where r.project_id = v_project and r.file_id = v_file and r.kind <> 'import'
+                              and r.target_file_id <> v_file
+                            group by f.path order by 2 desc, 1 limit 30) x), '[]'));
+  v_links := v_links || jsonb_build_object('tests', coalesce((select jsonb_agg(t.path order by t.path) from (
                          select f.path from scsql.code_files f
-                         where f.project_id = p_file.project_id and f.file_id <> p_file.file_id
+                         where f.project_id = v_project and f.file_id <> v_file
                            and (f.path ~ '(^|/)(tests?|__tests__|spec)/' or f.path ~ '(^|/)test_[^/]*$'
                                 or f.path ~ '(_test|\.test|\.spec|Test|Tests)\.[a-z]+$')
                            and (regexp_replace(f.path, '^.*/', '') in (
-                                  'test_' || scsql_caller.file_stem(p_file.path) || '.py',
-                                  scsql_caller.file_stem(p_file.path) || '_test.py',
-                                  scsql_caller.file_stem(p_file.path) || '_test.go',
-                                  scsql_caller.file_stem(p_file.path) || 'Test.java',
-                                  scsql_caller.file_stem(p_file.path) || '.test.ts',
-                                  scsql_caller.file_stem(p_file.path) || '.test.js',
-                                  scsql_caller.file_stem(p_file.path) || '.spec.ts')
+                                  'test_' || scsql_caller.file_stem(v_path) || '.py',
+                                  scsql_caller.file_stem(v_path) || '_test.py',
+                                  scsql_caller.file_stem(v_path) || '_test.go',
+                                  scsql_caller.file_stem(v_path) || 'Test.java',
+                                  scsql_caller.file_stem(v_path) || '.test.ts',
+                                  scsql_caller.file_stem(v_path) || '.test.js',
+                                  scsql_caller.file_stem(v_path) || '.spec.ts')
                                 -- the files referring to it, found from it (an index), not from each test file
                                 or f.file_id in (select r.file_id from scsql.code_references r
-                                                 where r.project_id = p_file.project_id
-                                                   and r.target_file_id = p_file.file_id))
-                         order by f.path limit 20) t), '[]'))
+                                                 where r.project_id = v_project
+                                                   and r.target_file_id = v_file))
+                         order by f.path limit 20) t), '[]'));
+  return v_links;
+end
 $$;
 comment on function scsql_caller.file_links(scsql.code_files) is
   'What file_card says of a file''s place in the graph: imports (module, symbol, the file it resolved to), imported_by and uses (the files that refer to it and that it refers to, with how many references), tests (test files named after it or referring to it).';
 
 create or replace function scsql_caller.file_history(p_file scsql.code_files)
 returns jsonb
-language sql stable
+language plpgsql stable  -- not SQL: Citus plans no query with an SQL function's parameters
 as $$
+declare
+  v_project bigint := p_file.project_id;  -- scalars, as in file_links
+  v_file bigint := p_file.file_id;
+  v_path text := p_file.path;
+begin
+  return (
   -- Edits from captured tool calls (the last 20,000 of the project, within
   -- 90 days), decisions and lessons that name the file, the task holding it.
   with names as (
-    select rtrim(p.root_path, '/') || '/' || p_file.path as abs, p_file.path as rel,
-           regexp_replace(p_file.path, '^.*/', '') as base
-    from scsql.projects p where p.project_id = p_file.project_id
+    select rtrim(p.root_path, '/') || '/' || v_path as abs, v_path as rel,
+           regexp_replace(v_path, '^.*/', '') as base
+    from scsql.projects p where p.project_id = v_project
   )
   select jsonb_build_object(
     'edits', coalesce((select jsonb_agg(jsonb_build_object('agent', a.name, 'tool', t.tool, 'at', t.at,
                                                            'cite', 'tool_call:' || t.tool_call_id) order by t.at desc)
                        from (select c.* from scsql.tool_calls c, names n
-                             where c.project_id = p_file.project_id and c.at > now() - interval '90 days'
+                             where c.project_id = v_project and c.at > now() - interval '90 days'
                                and c.tool in ('Edit', 'Write', 'MultiEdit', 'NotebookEdit')
                                and jsonb_typeof(c.files) = 'array' and (c.files ? n.abs or c.files ? n.rel)
                              order by c.at desc limit 10) t
@@ -1350,7 +1389,7 @@ as $$
                                                                'cite', 'decision:' || d.decision_id)
                                             order by d.decided_at desc)
                            from (select d.* from scsql.decisions d, names n
-                                 where d.project_id = p_file.project_id
+                                 where d.project_id = v_project
                                    and not exists (select from scsql.decisions s where s.project_id = d.project_id
                                                    and s.supersedes = d.decision_id)
                                    and (strpos(d.title || ' ' || d.rationale, n.rel) > 0
@@ -1360,7 +1399,7 @@ as $$
                                                              'cite', 'learning:' || l.learning_id)
                                           order by l.created_at desc)
                          from (select l.* from scsql.learnings l, names n
-                               where l.project_id = p_file.project_id
+                               where l.project_id = v_project
                                  and (l.input_key in (n.abs, n.rel) or strpos(l.summary, n.rel) > 0
                                       or (char_length(n.base) >= 6 and strpos(l.summary, n.base) > 0))
                                order by l.created_at desc limit 5) l), '[]'),
@@ -1369,9 +1408,10 @@ as $$
              from scsql.task_files tf
              join scsql.tasks t on t.project_id = tf.project_id and t.task_id = tf.task_id
              left join scsql.agents a on a.agent_id = t.claimed_by
-             where tf.project_id = p_file.project_id
-               and (tf.path = '.' or lower(p_file.path) = tf.path or lower(p_file.path) like tf.path || '/%')
-             limit 1))
+             where tf.project_id = v_project
+               and (tf.path = '.' or lower(v_path) = tf.path or lower(v_path) like tf.path || '/%')
+             limit 1)));
+end
 $$;
 comment on function scsql_caller.file_history(scsql.code_files) is
   'What file_card says of a file''s history: the last edits captured (agent, tool, time, citation), the current decisions and the lessons that name it, and the task that holds it exclusively.';
@@ -1383,6 +1423,7 @@ as $$
 declare
   v_project bigint := scsql_caller.project_id();
   v_file scsql.code_files;
+  v_card jsonb;
 begin
   if p_path is null or char_length(p_path) not between 1 and 4096 then
     raise exception using errcode = 'SC260', message = 'file_card: the path is 1 to 4,096 characters';
@@ -1392,7 +1433,7 @@ begin
     raise exception using errcode = 'SC264', message = format('file_card: %s has not been indexed', left(p_path, 300)),
       hint = 'Give the path relative to the project root (or absolute under it); scsql index PATH, or the index tool, reads the files.';
   end if;
-  return jsonb_build_object(
+  v_card := jsonb_build_object(
     'path', v_file.path, 'language', v_file.language, 'status', v_file.status,
     'parse_errors_at', case when v_file.status = 'partial' then to_jsonb(v_file.error_lines) end,
     'rank', round(v_file.rank::numeric, 3), 'indexed_at', v_file.indexed_at,
@@ -1403,8 +1444,10 @@ begin
                                left join scsql.code_definitions p on p.project_id = d.project_id and p.def_id = d.parent_id
                                where d.project_id = v_project and d.file_id = v_file.file_id
                                  and (p.def_id is null or p.kind not in ('function', 'method'))
-                               order by d.rank desc, d.line_start limit 60) d), '[]'))
-    || scsql_caller.file_links(v_file) || scsql_caller.file_history(v_file);
+                               order by d.rank desc, d.line_start limit 60) d), '[]'));
+  -- Its links and history read by statements of their own: on Citus the
+  -- one above runs on the project's shard, where they could not read it.
+  return v_card || scsql_caller.file_links(v_file) || scsql_caller.file_history(v_file);
 end
 $$;
 comment on function scsql.file_card(text) is
@@ -1416,9 +1459,10 @@ A card of one indexed file of the acting agent''s project, model-free, read as t
 
 create or replace function scsql_caller.test_command(p_project bigint)
 returns text
-language sql stable
+language plpgsql stable  -- not SQL: Citus plans no query with an SQL function's parameters
 as $$
-  select case
+begin
+  return case
     when exists (select from scsql.code_definitions d join scsql.code_files f using (project_id, file_id)
                  where d.project_id = p_project and d.kind = 'script' and d.name = 'test'
                    and f.path ~ '(^|/)package\.json$') then 'npm test'
@@ -1434,25 +1478,36 @@ as $$
       then 'mvn test'
     when exists (select from scsql.code_files f where f.project_id = p_project and f.path ~ '(^|/)build\.gradle(\.kts)?$')
       then 'gradle test'
-  end
+  end;
+end
 $$;
 comment on function scsql_caller.test_command(bigint) is
   'The command that runs project PROJECT''s tests, judged from its files: package.json''s test script, a Makefile''s test target, pytest for Python test files, go test, cargo test, mvn test, gradle test; NULL when none fits.';
 
 create or replace function scsql.project_card()
 returns jsonb
-language sql stable
+language plpgsql stable  -- not SQL: Citus routes the card's query to the project's shard by a value
 as $$
-  with p as (select pr.project_id, pr.name, pr.root_path from scsql.projects pr
-             where pr.project_id = (select scsql_caller.project_id())),
-  files as (select f.* from scsql.code_files f, p where f.project_id = p.project_id)
+declare
+  v_project bigint := scsql_caller.project_id();
+  v_test text := scsql_caller.test_command(v_project);  -- read first: on Citus the query runs on the shard
+  v_top bigint[];
+begin
+  -- The main modules first, then no subquery of the card refers to an outer
+  -- row (Citus refuses those beside the card's CTEs).
+  select array_agg(f.file_id) into v_top
+  from (select f.file_id from scsql.code_files f where f.project_id = v_project and f.language is not null
+          and f.language <> 'manifest' order by f.rank desc limit 10) f;
+  return (
+  with p as (select pr.project_id, pr.name, pr.root_path from scsql.projects pr where pr.project_id = v_project),
+  files as (select f.* from scsql.code_files f where f.project_id = v_project)
   select jsonb_build_object(
     'project', p.name, 'root', p.root_path,
     'files', (select count(*) from files), 'partial_files', (select count(*) from files where status = 'partial'),
-    'definitions', (select count(*) from scsql.code_definitions d where d.project_id = p.project_id),
+    'definitions', (select count(*) from scsql.code_definitions d where d.project_id = v_project),
     'references', (select jsonb_object_agg(x.resolution, x.n) from (
                      select r.resolution, count(*) as n from scsql.code_references r
-                     where r.project_id = p.project_id group by 1) x),
+                     where r.project_id = v_project group by 1) x),
     'languages', coalesce((select jsonb_agg(jsonb_build_object('language', x.language, 'files', x.n) order by x.n desc)
                            from (select coalesce(language, 'text') as language, count(*) as n from files group by 1) x),
                           '[]'),
@@ -1461,32 +1516,36 @@ as $$
                               from (select d.qualname as name, d.kind, d.signature, f.path, d.line_start,
                                            case d.kind when 'script' then 0 else 1 end as o
                                     from scsql.code_definitions d join files f on f.file_id = d.file_id
-                                    where d.project_id = p.project_id
+                                    where d.project_id = v_project
                                       and (d.kind = 'script' or (d.name = 'main' and d.parent_id is null
                                                                  and d.kind = 'function'))
                                     union all
                                     select f.path, 'file', null, f.path, 1, 2 from files f
                                     where f.path ~ '(^|/)(__main__\.py|main\.go|main\.rs|index\.[jt]s)$'
                                     order by 6, 4 limit 15) x), '[]'),
-    'test_command', scsql_caller.test_command(p.project_id),
+    'test_command', v_test,
     'main_modules', coalesce((select jsonb_agg(jsonb_build_object('path', x.path, 'rank', round(x.rank::numeric, 2),
                                                                   'defines', x.defs) order by x.rank desc)
                               from (select f.path, f.rank,
-                                           (select jsonb_agg(d.qualname order by d.rank desc) from (
-                                              select d.qualname, d.rank from scsql.code_definitions d
-                                              where d.project_id = f.project_id and d.file_id = f.file_id
-                                                and d.parent_id is null order by d.rank desc limit 3) d) as defs
-                                    from files f where f.language is not null and f.language <> 'manifest'
-                                    order by f.rank desc limit 10) x), '[]'),
+                                           jsonb_agg(d.qualname order by d.rank desc) filter (where d.n is not null) as defs
+                                    from files f
+                                    left join (select d.file_id, d.qualname, d.rank,
+                                                      row_number() over (partition by d.file_id order by d.rank desc) as n
+                                               from scsql.code_definitions d where d.project_id = v_project
+                                                 and d.file_id = any(v_top) and d.parent_id is null) d
+                                      on d.file_id = f.file_id and d.n <= 3
+                                    where f.file_id = any(v_top) group by f.file_id, f.path, f.rank) x), '[]'),
     'recent_decisions', coalesce((select jsonb_agg(jsonb_build_object('title', d.title, 'at', d.decided_at,
                                                                       'cite', 'decision:' || d.decision_id)
                                                    order by d.decided_at desc)
-                                  from (select d.* from scsql.decisions d where d.project_id = p.project_id
-                                          and not exists (select from scsql.decisions s where s.project_id = d.project_id
-                                                          and s.supersedes = d.decision_id)
+                                  from (select d.* from scsql.decisions d
+                                        left join scsql.decisions s on s.project_id = d.project_id
+                                                                   and s.supersedes = d.decision_id
+                                        where d.project_id = v_project and s.decision_id is null
                                         order by d.decided_at desc limit 5) d), '[]'),
-    'ranked_at', (select s.ranked_at from scsql.code_state s where s.project_id = p.project_id))
-  from p
+    'ranked_at', (select s.ranked_at from scsql.code_state s where s.project_id = v_project))
+  from p);
+end
 $$;
 comment on function scsql.project_card()  is
   'What your project is, from its code: languages, entry points, the test command, the main modules, recent decisions. Returns one JSON object.
@@ -1509,8 +1568,11 @@ A card of the acting agent''s project, model-free, read as the caller: project, 
 
 create or replace function scsql_caller.graph_nodes(p_project bigint, p_node text)
 returns table (kind text, id bigint, key text)
-language sql stable
+language plpgsql stable  -- not SQL: Citus plans no query with an SQL function's parameters
 as $$
+#variable_conflict use_column
+begin
+  return query
   with n as (select p_node as v, split_part(p_node, ':', 1) as pre, substr(p_node, strpos(p_node, ':') + 1) as rest)
   select 'agent', a.agent_id, null from n, scsql.agents a
   where n.pre = 'agent' and a.name = n.rest and a.project_id = p_project
@@ -1539,7 +1601,8 @@ as $$
    where n.pre not in ('agent', 'task', 'decision', 'memory', 'file') and strpos(n.v, '#') = 0
      and d.project_id = p_project and d.name = n.v
      and not exists (select from scsql.code_definitions q where q.project_id = p_project and q.qualname = n.v)
-   order by d.rank desc limit 20)
+   order by d.rank desc limit 20);
+end
 $$;
 comment on function scsql_caller.graph_nodes(bigint, text) is
   'The nodes of project PROJECT that NODE names: agent:<name>, task:<id>, decision:<id>, memory:<key> (a fact), file:<path> or a path, path#qualified.name, or a qualified name or name (the definitions so named, at most 20, the most used first).';
@@ -1547,8 +1610,11 @@ comment on function scsql_caller.graph_nodes(bigint, text) is
 create or replace function scsql_caller.graph_code_step(p_project bigint, p_kind text[], p_id bigint[],
                                                         p_out boolean, p_kinds text[], p_resolved boolean)
 returns table (i integer, edge text, kind text, id bigint, key text, resolution text, cite text)
-language sql stable
+language plpgsql stable  -- not SQL: Citus plans no query with an SQL function's parameters
 as $$
+#variable_conflict use_column
+begin
+  return query
   with fr as materialized (
     select u.i::integer, u.kind, u.id from unnest(p_kind, p_id) with ordinality u(kind, id, i)
     where u.kind in ('file', 'definition')
@@ -1606,7 +1672,8 @@ as $$
   from fr
   join scsql.code_definitions d on d.project_id = p_project and d.def_id = fr.id and fr.kind = 'definition'
   join scsql.code_files f on f.project_id = d.project_id and f.file_id = d.file_id
-  where not p_out and 'defines' = any(p_kinds)
+  where not p_out and 'defines' = any(p_kinds);
+end
 $$;
 comment on function scsql_caller.graph_code_step(bigint, text[], bigint[], boolean, text[], boolean) is
   'One step of the code graph of project PROJECT from each node (KIND[i], ID[i]) of a frontier, forward (OUT) or backward, over the edge kinds KINDS: calls and inherits (an ambiguous reference leads to each candidate, resolution ambiguous, unless RESOLVED asks for resolved references only), imports, defines. Each edge names the frontier node it leaves (i) and cites where it is written, path:line.';
@@ -1614,9 +1681,11 @@ comment on function scsql_caller.graph_code_step(bigint, text[], bigint[], boole
 create or replace function scsql_caller.graph_work_step(p_project bigint, p_kind text[], p_id bigint[], p_key text[],
                                                         p_out boolean, p_kinds text[])
 returns table (i integer, edge text, kind text, id bigint, key text, resolution text, cite text)
-language sql stable
+language plpgsql stable  -- not SQL: Citus plans no query with an SQL function's parameters
 as $$
-  with fr as materialized (
+#variable_conflict use_column
+begin
+  return query with fr as materialized (
     select u.i::integer, u.kind, u.id, u.key from unnest(p_kind, p_id, p_key) with ordinality u(kind, id, key, i)
   ), root as (
     select rtrim(p.root_path, '/') || '/' as r from scsql.projects p where p.project_id = p_project
@@ -1641,15 +1710,13 @@ as $$
   from fr join edits e on fr.kind = 'agent' and e.author_id = fr.id
   cross join root
   join scsql.code_files f on f.project_id = p_project and f.path in (e.f, substr(e.f, char_length(root.r) + 1))
-  where p_out
-  group by fr.i, f.file_id
+  where p_out group by fr.i, f.file_id
   union all
   select fr.i, 'edited', 'agent', e.author_id, null, null, 'tool_call:' || max(e.tool_call_id)
   from fr join scsql.code_files f on fr.kind = 'file' and f.project_id = p_project and f.file_id = fr.id
   cross join root
   join edits e on e.f in (f.path, root.r || f.path)
-  where not p_out
-  group by fr.i, e.author_id
+  where not p_out group by fr.i, e.author_id
   union all
   select fr.i, 'owns', 'file', f.file_id, null, null, 'task:' || tf.task_id
   from fr join scsql.task_files tf on fr.kind = 'task' and tf.project_id = p_project and tf.task_id = fr.id
@@ -1663,8 +1730,7 @@ as $$
    and (tf.path = '.' or lower(f.path) = tf.path or lower(f.path) like tf.path || '/%')
   where not p_out and 'owns' = any(p_kinds)
   union all
-  -- mentions: a file by its path; a definition by a qualified name, or a
-  -- name of 6 characters or more with an underscore in it
+  -- mentions: a file by its path; a definition by a qualified name, or a name of 6+ characters with a _
   select fr.i, 'mentions', 'file', f.file_id, null, null, coalesce(t.kind || ':' || t.id, 'memory:' || t.key)
   from fr join texts t on fr.kind = t.kind and (fr.id = t.id or fr.key = t.key)
   join scsql.code_files f on f.project_id = p_project and strpos(t.body, f.path) > 0
@@ -1687,15 +1753,19 @@ as $$
    and (strpos(d.qualname, '.') > 0 or (char_length(d.qualname) >= 6 and strpos(d.qualname, '_') > 0))
   join texts t on strpos(t.body, d.qualname) > 0
    and t.body ~ ('(^|[^\w.])' || replace(d.qualname, '.', '\.') || '($|[^\w])')
-  where not p_out
+  where not p_out;
+end
 $$;
 comment on function scsql_caller.graph_work_step(bigint, text[], bigint[], text[], boolean, text[]) is
   'One step of the graph of project PROJECT between code and work, from each node of a frontier (KIND[i], ID[i] or KEY[i]), forward (OUT) or backward: edited (agent to the files its captured Edit, Write, MultiEdit and NotebookEdit calls changed within 90 days, among the project''s last 20,000 such calls; cite tool_call:<id>), owns (task to the files it holds exclusively; cite task:<id>), mentions (a current decision or a fact to the files whose path its text holds and the definitions it names by qualified name, or by a name of 6 characters or more with an underscore; cite decision:<id> or memory:<key>).';
 
 create or replace function scsql_caller.graph_label(p_project bigint, p_kind text, p_id bigint, p_key text)
 returns table (node text, detail text)
-language sql stable
+language plpgsql stable  -- not SQL: Citus plans no query with an SQL function's parameters
 as $$
+#variable_conflict use_column
+begin
+  return query
   select f.path || '#' || d.qualname, d.kind || ' ' || d.signature from scsql.code_definitions d
   join scsql.code_files f on f.project_id = d.project_id and f.file_id = d.file_id
   where p_kind = 'definition' and d.project_id = p_project and d.def_id = p_id
@@ -1712,7 +1782,8 @@ as $$
   where p_kind = 'decision' and d.project_id = p_project and d.decision_id = p_id
   union all
   select 'memory:' || m.key, left(m.value, 200) from scsql.memory_facts m
-  where p_kind = 'fact' and m.project_id = p_project and m.key = p_key
+  where p_kind = 'fact' and m.project_id = p_project and m.key = p_key;
+end
 $$;
 comment on function scsql_caller.graph_label(bigint, text, bigint, text) is
   'How a graph node of project PROJECT is named and described: path#qualified.name and kind with signature, path and language, agent:<name> and team role, task:<id>, decision:<id> and title, memory:<key> and value.';
@@ -1720,16 +1791,25 @@ comment on function scsql_caller.graph_label(bigint, text, bigint, text) is
 create or replace function scsql_caller.graph_step(p_project bigint, p_kind text[], p_id bigint[], p_key text[],
                                                    p_direction text, p_kinds text[], p_resolved boolean)
 returns table (i integer, direction text, edge text, kind text, id bigint, key text, resolution text, cite text)
-language sql stable
+language plpgsql stable
 as $$
-  select s.i, case when dd.o then 'out' else 'in' end, s.edge, s.kind, s.id, s.key, s.resolution, s.cite
-  from (values (true), (false)) dd(o)
-  cross join lateral (
-    select * from scsql_caller.graph_code_step(p_project, p_kind, p_id, dd.o, p_kinds, p_resolved)
-    union all
-    select * from scsql_caller.graph_work_step(p_project, p_kind, p_id, p_key, dd.o, p_kinds)
-  ) s
-  where p_direction = 'both' or (p_direction = 'out') = dd.o
+#variable_conflict use_column
+declare
+  v_out boolean;
+begin
+  -- A statement a direction and a step, each routed to the project's shard
+  -- on Citus (one SQL query of both steps over both directions found no
+  -- edge there).
+  foreach v_out in array array[true, false] loop
+    continue when not (p_direction = 'both' or (p_direction = 'out') = v_out);
+    return query
+    select s.i, case when v_out then 'out' else 'in' end, s.edge, s.kind, s.id, s.key, s.resolution, s.cite
+    from scsql_caller.graph_code_step(p_project, p_kind, p_id, v_out, p_kinds, p_resolved) s;
+    return query
+    select s.i, case when v_out then 'out' else 'in' end, s.edge, s.kind, s.id, s.key, s.resolution, s.cite
+    from scsql_caller.graph_work_step(p_project, p_kind, p_id, p_key, v_out, p_kinds) s;
+  end loop;
+end
 $$;
 comment on function scsql_caller.graph_step(bigint, text[], bigint[], text[], text, text[], boolean) is
   'One step of the graph of project PROJECT from each node of a frontier (KIND[i], ID[i] or KEY[i]) in DIRECTION (out, in or both) over edge kinds KINDS (RESOLVED: code references resolved to one definition only): graph_code_step and graph_work_step together; each edge names the frontier node it leaves (i).';

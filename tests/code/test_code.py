@@ -21,7 +21,7 @@ from scsql.core import roles
 from scsql.core.errors import ScsqlError
 from scsql.memory import indexer
 
-from ..helpers import enqueue, rows, wait_for
+from ..helpers import enqueue, one_server_only, rows, statement_lock_waiters, wait_for
 
 FILES = {
     "pkg/__init__.py": "",
@@ -261,7 +261,7 @@ def test_index_again_is_incremental_and_deleted_files_leave_the_graph(indexed):
     assert "extra" in after and after["Store.put"]["def_id"] == before["Store.put"]["def_id"]  # kept its id
     assert rows(agent, "select 1 from scsql.code_files where path = 'pkg/util.py'") == []
     [ref] = rows(agent, """select r.resolution from scsql.code_references r join scsql.code_definitions d
-                           on d.def_id = r.from_def_id where d.qualname = 'Store.put' and r.name = 'check_key'""")
+                           on d.project_id = r.project_id and d.def_id = r.from_def_id where d.qualname = 'Store.put' and r.name = 'check_key'""")
     assert ref["resolution"] == "unresolved"  # its definition left with the file
     assert indexer.index_tree(agent, root, progress=False)["symbols"]["files"] == 0  # nothing changed
 
@@ -334,6 +334,8 @@ def test_parse_reads_imports_as_module_keys():
     assert (call.name, call.qualifier) == ("encode", "()")
 
 
+@one_server_only("the code tables are analyzed on one server only (scsql._code_analyze_for); on Citus the "
+                 "coordinator's tables hold no rows and each worker keeps its shards' statistics")
 def test_a_large_index_resolves_on_fresh_statistics(scsql_db, tmp_path):
     """Resolution joins references with definitions: planned on the statistics
     of empty tables it takes minutes on a real tree. A large pending set (a
@@ -399,10 +401,15 @@ def test_an_edit_keeps_the_resolved_references_it_did_not_change(scsql_db, tmp_p
         "a.py": "def alpha():\n    return 1\n",
         "b.py": "def alpha():\n    return 2\n",
         "main.py": "from a import alpha\n\n\ndef run():\n    return alpha()\n"}, "keeps")
+    # Read, stored and read again in transactions of their own: on Citus the
+    # store writes the project's shards as the owner, after which the agent's
+    # own reads of them in that transaction are refused.
     with agent.transaction() as conn:
         before = _refs(conn, "main.py")
-        assert before[("alpha", None, "run")]["resolution"] == "import"
+    assert before[("alpha", None, "run")]["resolution"] == "import"
+    with agent.transaction() as conn:
         _store(conn, root, "main.py", "# moved down\nfrom a import alpha\n\n\ndef run():\n    return alpha() + beta()\n")
+    with agent.transaction() as conn:
         after = _refs(conn, "main.py")
     kept = after[("alpha", None, "run")]
     assert (kept["ref_id"], kept["resolution"]) == (before[("alpha", None, "run")]["ref_id"], "import")
@@ -410,8 +417,11 @@ def test_an_edit_keeps_the_resolved_references_it_did_not_change(scsql_db, tmp_p
     assert after[("beta", None, "run")]["resolution"] == "pending"  # only the new call waits
     with agent.transaction() as conn:
         _store(conn, root, "main.py", "from b import alpha\n\n\ndef run():\n    return alpha()\n")
+    with agent.transaction() as conn:
         assert _refs(conn, "main.py")[("alpha", None, "run")]["resolution"] == "pending"
+    with agent.transaction() as conn:
         conn.execute("select scsql.resolve_code()")
+    with agent.transaction() as conn:
         target = conn.execute("select f.path from scsql.code_definitions d join scsql.code_files f "
                               "using (project_id, file_id) where d.def_id = %s",
                               (_refs(conn, "main.py")[("alpha", None, "run")]["target_def_id"],)).fetchone()
@@ -436,6 +446,8 @@ def test_a_definition_that_moves_is_found_again_by_its_callers(scsql_db, tmp_pat
     assert ref["resolution"] == "unique" and target == {"qualname": "New.run_nightly"}
 
 
+@one_server_only("the code tables are analyzed on one server only (scsql._code_analyze_for); on Citus the "
+                 "coordinator's tables hold no rows and each worker keeps its shards' statistics")
 def test_a_growing_graph_is_written_on_fresh_statistics(scsql_db, tmp_path):
     """The writes of a first index are planned on the graph as it grows (the
     delete that replaces a file's references and the foreign-key checks
@@ -511,6 +523,7 @@ def test_each_text_index_code_stores_is_judged_on_its_own(scsql_db, tmp_path, wh
     with agent.transaction() as conn:
         conn.execute("select * from scsql.index_code('judged.py', %s, 'python', 'judged', 'parsed', '{}', %s, %s)",
                      ("0" * 64, Jsonb(defs), Jsonb(refs)))
+    with agent.transaction() as conn:  # read after the commit (on Citus, the owner wrote the shards)
         stored = conn.execute("""
             select d.key, d.name, d.qualname, d.signature, p.key as parent, r.name as ref, r.qualifier, r.alias,
                    r.from_def_id = d.def_id as placed
@@ -604,10 +617,8 @@ def test_an_edit_on_two_connections_never_waits_on_itself(indexed, scsql_db):
     out: dict = {}
     edit = threading.Thread(target=lambda: out.update(done=reindex(agent, [str(path)])))
 
-    def symbols_waiting():
-        with scsql_db.connect() as conn:
-            return conn.execute("select 1 from pg_stat_activity where wait_event_type = 'Lock' "
-                                "and query like '%%index_code%%'").fetchall()
+    def symbols_waiting():  # on Citus the lock is the project's code_state row, on a worker
+        return statement_lock_waiters(scsql_db, "%index_code%") > 0
 
     with other.transaction() as held:
         held.execute("set local lock_timeout = '10s'")

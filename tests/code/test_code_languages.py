@@ -100,17 +100,21 @@ def indexed(scsql_db, tmp_path):
 
 def references(agent) -> dict[tuple[str, str, str], dict]:
     """(kind, where it is written: path#caller or path, name) -> resolution, target (path#qualname or path), candidates."""
-    return {(r["kind"], r["site"], r["name"]): r for r in rows(agent, """
+    # The candidates' names are read apart: Citus refuses a subquery correlated with a row of a sharded table.
+    names = {r["def_id"]: r["name"] for r in rows(agent, """
+        select d.def_id, f.path || '#' || d.qualname as name
+        from scsql.code_definitions d join scsql.code_files f using (project_id, file_id)""")}
+    refs = rows(agent, """
         select r.kind, f.path || coalesce('#' || fd.qualname, '') as site, r.name, r.resolution,
-               coalesce(tf.path || '#' || td.qualname, xf.path) as target,
-               array(select cf.path || '#' || c.qualname from unnest(r.candidates) u(id)
-                     join scsql.code_definitions c on c.def_id = u.id
-                     join scsql.code_files cf on cf.file_id = c.file_id order by 1) as candidates
+               coalesce(tf.path || '#' || td.qualname, xf.path) as target, coalesce(r.candidates, '{}') as candidates
         from scsql.code_references r join scsql.code_files f using (project_id, file_id)
-        left join scsql.code_definitions fd on fd.def_id = r.from_def_id
-        left join scsql.code_definitions td on td.def_id = r.target_def_id
-        left join scsql.code_files tf on tf.file_id = td.file_id
-        left join scsql.code_files xf on xf.file_id = r.target_file_id and r.kind = 'import'""")}
+        left join scsql.code_definitions fd on fd.project_id = r.project_id and fd.def_id = r.from_def_id
+        left join scsql.code_definitions td on td.project_id = r.project_id and td.def_id = r.target_def_id
+        left join scsql.code_files tf on tf.project_id = td.project_id and tf.file_id = td.file_id
+        left join scsql.code_files xf on xf.project_id = r.project_id and xf.file_id = r.target_file_id
+                                     and r.kind = 'import'""")
+    return {(r["kind"], r["site"], r["name"]): dict(r, candidates=sorted(names[i] for i in r["candidates"] if i in names))
+            for r in refs}
 
 
 def target(refs, kind: str, site: str, name: str) -> str:
