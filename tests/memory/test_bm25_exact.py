@@ -48,6 +48,19 @@ def _index(agent, rng: random.Random, paths: list[str]) -> None:
             conn.execute("select 1 from scsql.index_text(%s, %s, 'note')", (path, _text(rng)))
 
 
+def _index_common(agent, rng: random.Random, prefix: str, n: int, common: int, words: int, marks) -> None:
+    """N notes: "common" 1 to COMMON times and 5 to WORDS words of VOCAB, and
+    each (term, in_note, most) of MARKS 1 to MOST times in note i when in_note(i)."""
+    with agent.transaction() as conn:
+        for i in range(n):
+            text = ["common"] * rng.randint(1, common) + rng.choices(VOCAB, k=rng.randint(5, words))
+            for term, in_note, most in marks:
+                if in_note(i):
+                    text += [term] * rng.randint(1, most)
+            rng.shuffle(text)
+            conn.execute("select 1 from scsql.index_text(%s, %s, 'note')", (f"{prefix}{i}", " ".join(text)))
+
+
 def _ranked(agent, fn: str, query: str, depth: int, k1: float, b: float, budget: str | None) -> list:
     """The ranking: (project, path, score rounded to 1e-9), best first."""
     with agent.transaction() as conn:
@@ -127,17 +140,9 @@ def test_pruned_bm25_is_exact_when_a_common_term_joins_a_rare_one(scsql_db):
     """A rare term, a term in two notes of five and one in every note: the
     round that adds the middle term to the rare one reads its best chunks
     alone and groups only the few holding the rare term."""
-    rng = random.Random(5)
     agent = scsql_db.agent("exact_skew", scsql_db.project())
-    with agent.transaction() as conn:
-        for i in range(800):
-            words = ["common"] * rng.randint(1, 6) + rng.choices(VOCAB, k=rng.randint(5, 60))
-            if i % 5 < 2:
-                words += ["middle"] * rng.randint(1, 4)
-            if i % 160 == 0:
-                words += ["rare"] * rng.randint(1, 3)
-            rng.shuffle(words)
-            conn.execute("select 1 from scsql.index_text(%s, %s, 'note')", (f"s{i}", " ".join(words)))
+    _index_common(agent, random.Random(5), "s", 800, 6, 60,
+                  (("middle", lambda i: i % 5 < 2, 4), ("rare", lambda i: i % 160 == 0, 3)))
     _check(agent, "search", ["rare middle common", "rare middle", "rare common u0", "middle common u1"])
 
 
@@ -147,17 +152,9 @@ def test_pruned_bm25_is_exact_when_a_result_holds_one_of_two_rare_terms(scsql_db
     common one cannot rank. With more notes holding a rare term than a round
     completes, the last pass scores the rare terms' postings and completes
     only their notes with the common term (bm25_essential_top)."""
-    rng = random.Random(7)
     agent = scsql_db.agent("exact_either", scsql_db.project())
-    with agent.transaction() as conn:
-        for i in range(900):
-            words = ["common"] * rng.randint(1, 8) + rng.choices(VOCAB, k=rng.randint(5, 70))
-            if i % 11 == 0:
-                words += ["ra"] * rng.randint(1, 3)
-            if i % 13 == 5:
-                words += ["rb"] * rng.randint(1, 3)
-            rng.shuffle(words)
-            conn.execute("select 1 from scsql.index_text(%s, %s, 'note')", (f"e{i}", " ".join(words)))
+    _index_common(agent, random.Random(7), "e", 900, 8, 70,
+                  (("ra", lambda i: i % 11 == 0, 3), ("rb", lambda i: i % 13 == 5, 3)))
     _check(agent, "search", ["common ra rb", "ra rb common u0", "ra common", "rb ra"])
 
 
