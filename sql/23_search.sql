@@ -1687,12 +1687,17 @@ begin
     into project_ids, chunk_ids, keys, scores, bm25_ranks, vector_ranks, bm25_scores
   from f;
   return next;
+exception when numeric_value_out_of_range or division_by_zero then  -- a weighted score under- or overflows
+  raise exception using errcode = 'SC209',
+    message = format('search_fused: bm25_weight %s, vector_weight %s or rrf_k %s makes a fused score out of range',
+                     p_bm25_weight, p_vector_weight, p_rrf_k),
+    hint = 'Use weights of 0 or between 1e-6 and 1e6, and an rrf_k of 1 to 1e6.';
 end
 $$;
 comment on function scsql_caller.search_fused(bigint[], bigint[], double precision[], bigint[], text[], double precision[], bigint[], bigint[],
                                               double precision[], bigint[], bigint[], double precision[], text, text, double precision, double precision,
                                               double precision, double precision, integer, integer) is
-  'For search_projects: the best k of the union of the BM25 lists (chunks p_b_*, facts and decisions p_a_*: their best bdepth ranked) and the vector hits (p_v_*, with the BM25 scores p_x_* of those outside BM25''s list), fused by mode and fusion (score: BM25 as a share of its best plus vector_weight times the similarity above min_similarity as a share of 1 - min_similarity; rrf: weight / (rrf_k + rank)), a vector hit with no BM25 score counting only at or above min_similarity; as arrays of project ids, chunk ids (NULL for a fact or decision), keys, fused scores, BM25 and vector ranks and BM25 scores, best first. Raises SC209 for k outside 1-200 or depth outside 1-1000.';
+  'For search_projects: the best k of the union of the BM25 lists (chunks p_b_*, facts and decisions p_a_*: their best bdepth ranked) and the vector hits (p_v_*, with the BM25 scores p_x_* of those outside BM25''s list), fused by mode and fusion (score: BM25 as a share of its best plus vector_weight times the similarity above min_similarity as a share of 1 - min_similarity; rrf: weight / (rrf_k + rank)), a vector hit with no BM25 score counting only at or above min_similarity; as arrays of project ids, chunk ids (NULL for a fact or decision), keys, fused scores, BM25 and vector ranks and BM25 scores, best first. Raises SC209 for k outside 1-200 or depth outside 1-1000, and for weights or an rrf_k that make a fused score underflow or overflow a double precision.';
 
 create or replace function scsql_caller.search_citations(
   p_proj bigint[], p_chunk bigint[], p_key text[], p_score double precision[], p_brank integer[], p_vrank integer[],
