@@ -1688,10 +1688,8 @@ begin
   from f;
   return next;
 exception when numeric_value_out_of_range or division_by_zero then  -- a weighted score under- or overflows
-  raise exception using errcode = 'SC209',
-    message = format('search_fused: bm25_weight %s, vector_weight %s or rrf_k %s makes a fused score out of range',
-                     p_bm25_weight, p_vector_weight, p_rrf_k),
-    hint = 'Use weights of 0 or between 1e-6 and 1e6, and an rrf_k of 1 to 1e6.';
+  raise exception using errcode = 'SC209', hint = 'Use weights of 0 or between 1e-6 and 1e6, and an rrf_k of 1 to 1e6.',
+    message = format('search_fused: bm25_weight %s, vector_weight %s or rrf_k %s makes a fused score out of range', p_bm25_weight, p_vector_weight, p_rrf_k);
 end
 $$;
 comment on function scsql_caller.search_fused(bigint[], bigint[], double precision[], bigint[], text[], double precision[], bigint[], bigint[],
