@@ -25,7 +25,7 @@ for own-project calls, 10x for the calls over every shard.
 The cluster's scratch database is made like .ci/citus.sh makes its own: a
 database on every node (the nodes read from the DSN's pg_dist_node), citus
 in it, the workers added, ``migrate --citus`` (``--shards`` sets
-citus.shard_count first). Both scratch databases are dropped at the end.
+citus.shard_count first; without it, migrate --citus's choice). Both scratch databases are dropped at the end.
 """
 
 from __future__ import annotations
@@ -373,6 +373,6 @@ def register(bsub) -> None:
     p.add_argument("--chunks", type=int, default=2000, help="chunks over all projects (default 2000)")
     p.add_argument("--projects", type=int, default=4)
     p.add_argument("--calls", type=int, default=60, help="timed calls of each kind (default 60)")
-    p.add_argument("--shards", type=int, default=None, help="citus.shard_count of the scratch database (default Citus's)")
+    p.add_argument("--shards", type=int, default=None, help="citus.shard_count of the scratch database (default: migrate --citus's, 4 a node holding shards)")
     p.add_argument("--keep", action="store_true", help="keep both scratch databases (their names are printed)")
     p.set_defaults(bench_func=run)

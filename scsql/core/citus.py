@@ -56,8 +56,9 @@ LOCAL_TABLES = frozenset({"kb_use_pending"})
 # 0.3 ms (the policies' direct calls, evaluated row by row on the shards).
 CROSS_SHARD = {
     "scsql.search_global": "BM25 and vector search over every project the caller may read: the "
-                           "statistics and candidate queries run on every shard (citus.shard_count, "
-                           "32 by default, as parallel tasks over the workers), merged on the coordinator",
+                           "statistics and candidate queries run on every shard (SHARDS_PER_NODE a node "
+                           "unless citus.shard_count is set, as parallel tasks over the workers), merged on "
+                           "the coordinator",
     "scsql.verify_chain": "without a project, walks every chain of every chained table: a scan of each shard",
     "scsql.checkpoint_heads_now / scsql.record_checkpoint": "read the head of every chain (scsql.chains, "
                                                             "every shard) and write one row per chain",
@@ -79,6 +80,16 @@ CROSS_SHARD = {
 REFERENCE_TRIGGERS = (("partition_settings", "zz_log"),)
 
 _DISTRIBUTION_COLUMN = "project_id"
+
+# Shards per node that holds shards, when the database does not set
+# citus.shard_count itself. A project's calls go to its one shard whatever
+# the count; what the count decides is the fan-out of a query over every
+# shard (metrics, search_global, verify_chain's locator, purges), one task
+# per shard, and how many nodes the projects can later spread over. On the
+# .ci/citus.sh cluster (two workers) `scsql bench citus` gave metrics 89 ms
+# at p95 with Citus's default of 32 shards and 31 ms with 8, verify_chain
+# 134 against 65, search_global 59 against 60 (docs/citus.md).
+SHARDS_PER_NODE = 4
 
 # Roles whose statements reach the workers as themselves: Citus opens a
 # statement's connections to the workers as the current user. scsql's
@@ -343,6 +354,29 @@ def _require_citus(conn: psycopg.Connection) -> None:
                          "on the coordinator and add the workers (citus_add_node), then migrate --citus again")
 
 
+def _shard_count(conn: psycopg.Connection, progress: Callable[[str], None]) -> None:
+    """The shard count of scsql's distributed tables, chosen when the first is
+    distributed: citus.shard_count when the database, the role or the
+    connection sets it, else SHARDS_PER_NODE for each node that holds shards.
+    Tables distributed later co-locate with the first, whose count stays."""
+    existing = conn.execute("select max(shard_count) from citus_tables where citus_table_type = 'distributed' "
+                            "and table_name::text like 'scsql.%'").fetchone()[0]
+    if existing is not None:
+        progress(f"shards: {existing} (the distributed tables')")
+        return
+    source, count = conn.execute(
+        "select source, setting::int from pg_catalog.pg_settings where name = 'citus.shard_count'").fetchone()
+    if source == "default":
+        nodes = conn.execute("select count(*) from pg_catalog.pg_dist_node "
+                             "where isactive and noderole = 'primary' and shouldhaveshards").fetchone()[0]
+        count = SHARDS_PER_NODE * max(1, nodes)
+        conn.execute(f"set citus.shard_count = {count:d}")
+        progress(f"shards: {count} ({SHARDS_PER_NODE} for each of {nodes} node(s) holding shards; "
+                 "set citus.shard_count on the database before migrate --citus to choose)")
+    else:
+        progress(f"shards: {count} (citus.shard_count of the {source})")
+
+
 def _cluster_logins(conn: psycopg.Connection) -> None:
     _alter_cluster_logins(conn, "login", "allowed to log in on every node")
 
@@ -398,6 +432,7 @@ def distribute(conninfo: str, progress: Callable[[str], None] = lambda _m: None)
         # "citus local" table by itself; those are made distributed or reference here.
         managed = {name for (name,) in conn.execute(
             "select table_name::text from citus_tables where citus_table_type in ('distributed', 'reference')").fetchall()}
+        _shard_count(conn, progress)
         # A table with a foreign key to a new reference table would become a
         # "citus local" table, which cannot be distributed later when it has an
         # identity column: the foreign keys are dropped while the tables are

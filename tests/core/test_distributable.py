@@ -11,6 +11,7 @@ from scsql.api import Api
 from scsql.core import citus
 from scsql.core.errors import ScsqlError
 
+from ..conftest import _citus_cluster
 from ..helpers import scsql
 
 
@@ -176,3 +177,42 @@ def test_a_sharded_database_is_migrated_the_citus_way_without_the_flag(scsql_db)
     api = Api(agent)
     api.call("remember", key="k", value="kept after the migration", importance=3)
     assert [r["content"] for r in api.call("recall_context") if r["section"] == "fact"] == ["k: kept after the migration"]
+
+
+def test_migrate_citus_chooses_the_shard_count_once_and_keeps_it(scsql_db):
+    """migrate --citus shards the tables SHARDS_PER_NODE times for each node
+    holding shards unless citus.shard_count is set (on the database here, as
+    the tests' template does), and a later migrate keeps the distributed
+    tables' count (new tables co-locate with them)."""
+    if not scsql_db.server.workers:
+        pytest.skip("needs Citus (.ci/citus.sh)")
+    server = scsql_db.server
+    counts = ("select distinct shard_count from citus_tables "
+              "where citus_table_type = 'distributed' and table_name::text like 'scsql.%'")
+    with psycopg.connect(scsql_db.admin, autocommit=True) as conn:
+        (before,) = conn.execute(counts).fetchall()
+        said: list[str] = []
+        citus._shard_count(conn, said.append)
+        assert said == [f"shards: {before[0]} (the distributed tables')"]
+    name = f"{scsql_db.name}_shards"
+    janitor = server.janitor(name)
+    janitor.init()
+    try:
+        _citus_cluster(server, name)
+        with psycopg.connect(server.conninfo(name), autocommit=True) as conn:
+            nodes = conn.execute("select count(*) from pg_dist_node where isactive and noderole = 'primary' "
+                                 "and shouldhaveshards").fetchone()[0]
+            assert nodes == len(server.workers)
+            said = []
+            citus._shard_count(conn, said.append)
+            assert conn.execute("show citus.shard_count").fetchone()[0] == str(citus.SHARDS_PER_NODE * nodes)
+            assert said[0].startswith(f"shards: {citus.SHARDS_PER_NODE * nodes} ({citus.SHARDS_PER_NODE} for each of "
+                                      f"{nodes} node(s)")
+            conn.execute(f'alter database "{name}" set citus.shard_count = 6')
+        with psycopg.connect(server.conninfo(name), autocommit=True) as conn:
+            said = []
+            citus._shard_count(conn, said.append)
+            assert conn.execute("show citus.shard_count").fetchone()[0] == "6"
+            assert said == ["shards: 6 (citus.shard_count of the database)"]
+    finally:
+        janitor.drop()

@@ -30,6 +30,7 @@ import pytest
 
 from scsql.core.db import Agent, Database
 from scsql.hooks import events as hook_events
+from scsql.hooks.client import check_private
 
 from ..conftest import SESSION
 from ..helpers import enqueue, rows, scsql, serial, wait_for
@@ -97,6 +98,9 @@ def _install(env: dict, repo: Path, agent: str, project: str, python: str = sys.
 
 @pytest.fixture
 def installed(scsql_db, tmp_path):
+    # The hook server refuses a home inside a directory another user may change (the hooks then
+    # answer degraded and capture nothing): a run whose test directories are in one stops here.
+    check_private(str(tmp_path))
     repo = tmp_path / "repo"
     (repo / "src").mkdir(parents=True)
     (repo / "src" / "owned.py").write_text("x = 1\n")
