@@ -169,28 +169,25 @@ create or replace function scsql._note_use(p_project bigint, p_paths text[])
 returns integer
 language plpgsql security definer set search_path = pg_catalog, scsql, pg_temp
 as $$
--- One UPDATE per table, over the returned items at once. A row is counted
--- at most once per use_granularity, so most calls write nothing; rows
--- another transaction holds (a writer, or a concurrent reader recording
--- the same use) are skipped, never waited for, so no reader waits on
--- another and no two readers deadlock. In a read-only transaction (a
--- standby) nothing is recorded.
+-- One statement, an UPDATE per table over the returned items at once (on
+-- Citus one round trip to the project's shard). A row is counted at most
+-- once per use_granularity, so most calls write nothing; rows another
+-- transaction holds (a writer, or a concurrent reader recording the same
+-- use) are skipped, never waited for, so no reader waits on another and no
+-- two readers deadlock. In a read-only transaction (a standby) nothing is
+-- recorded.
 declare
-  -- The project's use_granularity is read in each UPDATE (on Citus one
-  -- statement of the project's shard, not a query of its own first).
-  v_gran interval := (scsql._memory_settings_default(p_project)).use_granularity;  -- when the project has no row
+  -- The project's use_granularity is read in the statement; this is the
+  -- default, when the project has no row.
+  v_gran interval := (scsql._memory_settings_default(p_project)).use_granularity;
   v_n integer;
-  v_m integer;
 begin
   if p_project is null or coalesce(cardinality(p_paths), 0) = 0
      or current_setting('transaction_read_only') = 'on' then
     return 0;
   end if;
   p_paths := p_paths[1:1000];
-  -- Facts only when an item is one (on Citus each statement is a round
-  -- trip to the project's shard).
-  v_n := 0;
-  if exists (select from unnest(p_paths) p where p like 'memory:%') then
+  with facts as (
     update scsql.memory_facts f set last_used_at = now(), use_count = least(f.use_count, 2147483646) + 1
     from (select x.key from scsql.memory_facts x
           left join scsql.memory_settings st on st.project_id = x.project_id and st.project_id = p_project
@@ -199,19 +196,22 @@ begin
             and (x.last_used_at is null or x.last_used_at <= now() - coalesce(st.use_granularity, v_gran))
           order by x.key
           for no key update of x skip locked) u
-    where f.project_id = p_project and f.key = u.key;
-    get diagnostics v_n = row_count;
-  end if;
-  update scsql.kb_sources s set last_used_at = now(), use_count = least(s.use_count, 2147483646) + 1
-  from (select x.source_id from scsql.kb_sources x
-        left join scsql.memory_settings st on st.project_id = x.project_id and st.project_id = p_project
-        where x.project_id = p_project and x.path = any(p_paths)
-          and (x.last_used_at is null or x.last_used_at <= now() - coalesce(st.use_granularity, v_gran))
-        order by x.source_id
-        for no key update of x skip locked) u
-  where s.project_id = p_project and s.source_id = u.source_id;
-  get diagnostics v_m = row_count;
-  return v_n + v_m;
+    where f.project_id = p_project and f.key = u.key
+    returning 1
+  ),
+  sources as (
+    update scsql.kb_sources s set last_used_at = now(), use_count = least(s.use_count, 2147483646) + 1
+    from (select x.source_id from scsql.kb_sources x
+          left join scsql.memory_settings st on st.project_id = x.project_id and st.project_id = p_project
+          where x.project_id = p_project and x.path = any(p_paths)
+            and (x.last_used_at is null or x.last_used_at <= now() - coalesce(st.use_granularity, v_gran))
+          order by x.source_id
+          for no key update of x skip locked) u
+    where s.project_id = p_project and s.source_id = u.source_id
+    returning 1
+  )
+  select (select count(*) from facts) + (select count(*) from sources) into v_n;
+  return v_n;
 end
 $$;
 comment on function scsql._note_use(bigint, text[]) is

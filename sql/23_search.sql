@@ -837,6 +837,54 @@ comment on function scsql_caller.bm25_round_complete(bigint, integer, double pre
                                                       integer, integer, boolean) is
   'For scsql_caller.bm25_rounds: one round''s completion. The candidates p_cand (best partial score p_part over the first p_e of the terms p_tids first; the first p_done already completed into p_ids and p_scores) are completed best first (bm25_completed_batch), the first p_m, then deeper while reading on costs less than the next term''s postings (p_next_df). Returns the completed ids and scores (when settled, the best depth of them, best first), how many candidates were completed, theta (their depth-th best score) and the verdict: settled (theta beats p_ub, what the other terms add at most, plus what any candidate left out has: the result is among ids), used up (the list of a partial index, p_tail above 0, ran out: the round must read every posting), deeper (more than the p_lim candidates read are needed: read up to p_cap) or stopped (the round bounds no further). Row-level security applies; with p_published only the postings of published chunks are read. Raises SC209 (bm25_check) for parameters out of range.';
 
+create or replace function scsql_caller.bm25_round_end(
+  p_project bigint, p_tids bigint[], p_idf double precision[], p_df integer[], p_ubt double precision[],
+  p_bound double precision[], p_n bigint, p_budget integer, p_e integer, p_sum bigint, p_lb double precision,
+  p_pair integer[], p_scored boolean, p_depth integer, p_avgdl double precision, p_k1 double precision,
+  p_b double precision, p_published boolean default false)
+returns table (verdict text, lb double precision, req integer[], pair integer[], pair_ids bigint[],
+               pair_scores double precision[])
+language plpgsql stable
+as $$
+#variable_conflict use_column
+declare
+  v_total bigint := (select sum(d) from unnest(p_df) d);
+  v_p record;
+begin
+  perform scsql_caller.bm25_check(p_depth, p_avgdl, p_k1, p_b, 0, p_lb);
+  lb := p_lb;
+  pair := p_pair;
+  -- A term is required when the other terms' bounds together stay below lb.
+  req := scsql_caller.bm25_required_terms(p_ubt, lb);
+  if cardinality(req) < 2 and not p_scored then
+    select * into v_p
+    from scsql_caller.bm25_pair_bound(p_project, p_tids, p_idf, p_df, p_ubt, p_bound, p_n, p_budget, p_e, p_sum, req, lb,
+                                      p_pair, p_depth, p_avgdl, p_k1, p_b, p_published);
+    pair := v_p.pair;
+    pair_ids := v_p.pair_ids;
+    pair_scores := v_p.pair_scores;
+    lb := v_p.lb;
+    req := v_p.req;
+    if v_p.settled then
+      verdict := 'settled';
+      return next;
+      return;
+    end if;
+  end if;
+  -- A required term, every posting in the budget, or the next round reading
+  -- over half of them or three budgets: one pass over them all costs less.
+  verdict := case when cardinality(req) >= 1 or p_e >= cardinality(p_tids) or v_total <= p_budget
+                       or 2 * (p_sum + p_df[p_e + 1]) > v_total or p_sum + p_df[p_e + 1] > 3 * p_budget then 'stop'
+                  else 'next' end;
+  return next;
+end
+$$;
+comment on function scsql_caller.bm25_round_end(bigint, bigint[], double precision[], integer[], double precision[],
+                                                double precision[], bigint, integer, integer, bigint, double precision,
+                                                integer[], boolean, integer, double precision, double precision,
+                                                double precision, boolean) is
+  'For scsql_caller.bm25_rounds: what follows a round that did not settle, with p_e of the terms p_tids essential (p_sum postings) and the lower bound p_lb of the depth-th best score. The terms then required (req); with fewer than two, and no pair scored in an earlier round (p_scored), the pair of highest bound (bm25_pair_bound), which may settle the ranking or raise lb; and the verdict: settled (the pair''s best depth, pair_ids and pair_scores, are the result), stop (a term is required, or one pass over every posting costs less than another round) or next (one more term essential). pair_ids and pair_scores are NULL when no pair was scored. Row-level security applies; with p_published only the postings of published chunks are read. Raises SC209 (bm25_check) for parameters out of range.';
+
 create or replace function scsql_caller.bm25_rounds(
   p_project bigint, p_depth integer, p_k1 double precision, p_b double precision, p_avgdl double precision,
   p_n bigint, p_budget integer, p_tids bigint[], p_idf double precision[], p_df integer[],
@@ -848,7 +896,6 @@ as $$
 #variable_conflict use_column
 declare
   v_terms integer := cardinality(p_tids);
-  v_total bigint := (select sum(d) from unnest(p_df) d);
   v_e integer := 1;  -- the essential terms: the first v_e, v_sum postings
   v_sum bigint := p_df[1];
   v_cap bigint := greatest(p_budget / 5, p_depth * 2::bigint);  -- bigint: depth is checked after declare
@@ -867,7 +914,8 @@ declare
   v_ids bigint[];  -- the completed candidates and their scores
   v_scores double precision[];
   v_lb double precision := 0;  -- a lower bound of the depth-th best score
-  v_r record;
+  v_theta double precision;  -- a round's: the depth-th best completed, and what follows
+  v_verdict text;
   v_p record;
 begin
   perform scsql_caller.bm25_check(p_depth, p_avgdl, p_k1, p_b, 0, 0);
@@ -913,57 +961,46 @@ begin
       v_scores := '{}';
       v_done := 0;
     end if;
-    select r.* into v_r
+    select r.ids, r.scores, r.done, r.theta, r.verdict into v_ids, v_scores, v_done, v_theta, v_verdict
     from scsql_caller.bm25_round_complete(p_project, p_depth, p_k1, p_b, p_avgdl, p_tids, p_idf, v_e, p_df[v_e + 1],
                                           v_cand, v_part, v_lim, v_cap, v_ub, v_floor, v_tail, v_ids, v_scores, v_done,
                                           v_m, p_published) r;
-    v_ids := v_r.ids;
-    v_scores := v_r.scores;
-    v_done := v_r.done;
-    v_lb := greatest(v_lb, v_r.theta);
-    if v_r.verdict = 'settled' then
-      project_ids := array_fill(p_project, array[cardinality(v_ids)]);
-      chunk_ids := v_ids;
-      scores := v_scores;
+    v_lb := greatest(v_lb, v_theta);
+    if v_verdict = 'settled' then
       settled := true;
-      return next;
-      return;
-    elsif v_r.verdict = 'used up' then  -- the partial index: the round again over every posting
+      exit;
+    elsif v_verdict = 'used up' then  -- the partial index: the round again over every posting
       v_every := v_e;
       v_restart := v_e = 1;  -- the first round keeps what it completed
       continue;
-    elsif v_r.verdict = 'deeper' then  -- the same round, more candidates read
+    elsif v_verdict = 'deeper' then  -- the same round, more candidates read
       v_restart := true;
       continue;
     end if;
-    -- A term is required when the other terms' bounds together stay below v_lb.
-    req := scsql_caller.bm25_required_terms(p_ubt, v_lb);
-    if cardinality(req) < 2 and pair_ids is null then
-      select * into v_p
-      from scsql_caller.bm25_pair_bound(p_project, p_tids, p_idf, p_df, p_ubt, p_bound, p_n, p_budget, v_e, v_sum, req, v_lb,
-                                        pair, p_depth, p_avgdl, p_k1, p_b, p_published);
-      pair := v_p.pair;
+    select * into v_p
+    from scsql_caller.bm25_round_end(p_project, p_tids, p_idf, p_df, p_ubt, p_bound, p_n, p_budget, v_e, v_sum, v_lb, pair,
+                                     pair_ids is not null, p_depth, p_avgdl, p_k1, p_b, p_published);
+    v_lb := v_p.lb;
+    req := v_p.req;
+    pair := v_p.pair;
+    if v_p.pair_ids is not null then
       pair_ids := v_p.pair_ids;
       pair_scores := v_p.pair_scores;
-      if v_p.settled then
-        project_ids := array_fill(p_project, array[p_depth]);
-        chunk_ids := pair_ids[1:p_depth];
-        scores := pair_scores[1:p_depth];
-        settled := true;
-        return next;
-        return;
-      end if;
-      v_lb := v_p.lb;
-      req := v_p.req;
     end if;
-    exit when cardinality(req) >= 1;
-    -- Every posting in the budget, or the next round reading over half of
-    -- them or three budgets: one pass over them all costs less.
-    exit when v_total <= p_budget or 2 * (v_sum + p_df[v_e + 1]) > v_total;
-    exit when v_sum + p_df[v_e + 1] > 3 * p_budget;
+    if v_p.verdict = 'settled' then  -- the pair's best
+      v_ids := pair_ids[1:p_depth];
+      v_scores := pair_scores[1:p_depth];
+      settled := true;
+    end if;
+    exit when v_p.verdict <> 'next';
     v_e := v_e + 1;
     v_sum := v_sum + p_df[v_e];
   end loop;
+  if settled then
+    project_ids := array_fill(p_project, array[cardinality(v_ids)]);
+    chunk_ids := v_ids;
+    scores := v_scores;
+  end if;
   lb := v_lb;
   return next;
 end
@@ -971,7 +1008,7 @@ $$;
 comment on function scsql_caller.bm25_rounds(bigint, integer, double precision, double precision, double precision, bigint,
                                              integer, bigint[], double precision[], integer[], double precision[],
                                              double precision[], double precision[], boolean) is
-  'For scsql_caller.bm25_project_top: the MaxScore rounds over one project''s query terms (ids p_tids, rarest first, with idf, df, upper bounds p_ubt, bounds outside the partial index p_lo and the bounds p_bound a chunk outside it has). Each round takes the best chunks by the essential (rarest) terms, within the budget of postings p_budget (bm25_round_candidates), completes them best first (bm25_round_complete) until the depth-th best beats what any chunk left out could reach, and else makes the next term essential or scores the pair (bm25_pair_bound). Returns one row: settled with the result as arrays of project ids, chunk ids and scores, best first; or not settled, with the lower bound lb of the depth-th best score, the terms required to reach it (req, NULL when no round ran) and the pair, scored or not. Hot-path kernel: the rounds share a dozen counters and bounds that each decision reads, so they stay one loop; a round''s completion is bm25_round_complete. Row-level security applies; with p_published only the postings of published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for parameters out of range.';
+  'For scsql_caller.bm25_project_top: the MaxScore rounds over one project''s query terms (ids p_tids, rarest first, with idf, df, upper bounds p_ubt, bounds outside the partial index p_lo and the bounds p_bound a chunk outside it has). Each round takes the best chunks by the essential (rarest) terms, within the budget of postings p_budget (bm25_round_candidates), completes them best first (bm25_round_complete) until the depth-th best beats what any chunk left out could reach, and else makes the next term essential or scores the pair (bm25_pair_bound). Returns one row: settled with the result as arrays of project ids, chunk ids and scores, best first; or not settled, with the lower bound lb of the depth-th best score, the terms required to reach it (req, NULL when no round ran) and the pair, scored or not. Hot-path kernel: the rounds share a dozen counters and bounds that each decision reads, so they stay one loop; a round''s completion is bm25_round_complete, what follows it bm25_round_end. Row-level security applies; with p_published only the postings of published chunks are read (bm25_granted_top: a granted project read as the owner). Raises SC209 (bm25_check) for parameters out of range.';
 
 create or replace function scsql_caller.bm25_tier_chunks(
   p_project bigint, p_tids bigint[], p_idf double precision[], p_df integer[], p_lo double precision[],
@@ -1612,6 +1649,18 @@ $$;
 comment on function scsql_caller.search_vector_readable(bigint[], vector, text, integer, text[], text, timestamptz) is
   'For search_projects: search_vector_hits read as the owner over what row-level security shows the caller of the given projects: the acting agent''s own project whole, a project granted to it (readable_projects, re-read from the acting role on every call) only its published chunks (files, URLs, notes) and the texts they hold, any other project nothing; the same hits as under row-level security, without a policy call per row the HNSW index visits. Raises what search_vector_hits raises (SC207 an embedding of the wrong dimension, SC209 a depth out of 1-1000), and SC001 / SC002 like scsql_caller.project_id.';
 
+create or replace function scsql_caller.fusable(p_x double precision)
+returns double precision
+language sql immutable parallel safe
+as $$
+  -- Between 1e-100 and 1e100 in magnitude, or 0: a product of two and a
+  -- quotient of those stay inside double precision.
+  select case when p_x is null or p_x = 'NaN' then p_x when abs(p_x) < 1e-100 then 0
+              else least(greatest(p_x, -1e100), 1e100) end
+$$;
+comment on function scsql_caller.fusable(double precision) is
+  'For search_fused: X as a factor of a fused score, 0 when its magnitude is under 1e-100 and clamped to -1e100..1e100 (NULL and NaN stay), so that a product of two such factors, or its quotient by a third, neither underflows nor overflows a double precision. Ordinary scores, weights and similarities pass unchanged.';
+
 create or replace function scsql_caller.search_fused(
   p_b_proj bigint[], p_b_chunk bigint[], p_b_score double precision[], p_a_proj bigint[], p_a_key text[], p_a_score double precision[],
   p_v_proj bigint[], p_v_chunk bigint[], p_v_dist double precision[], p_x_proj bigint[], p_x_chunk bigint[], p_x_score double precision[],
@@ -1666,14 +1715,15 @@ begin
              when 'bm25' then j.bscore
              when 'vector' then j.sim
              else case p_fusion
-               when 'rrf' then coalesce(p_bm25_weight / (p_rrf_k + j.brank), 0)
-                               + coalesce(p_vector_weight / (p_rrf_k + j.vrank), 0)
-               else coalesce(p_bm25_weight * j.bscore / nullif(t.bmax, 0), 0)
-                    + coalesce(p_vector_weight * greatest(j.sim - p_min_similarity, 0)
-                               / nullif(1 - p_min_similarity, 0), 0)
+               when 'rrf' then coalesce(w.b / nullif(scsql_caller.fusable(p_rrf_k + j.brank), 0), 0)
+                               + coalesce(w.v / nullif(scsql_caller.fusable(p_rrf_k + j.vrank), 0), 0)
+               else coalesce(w.b * scsql_caller.fusable(j.bscore) / nullif(scsql_caller.fusable(t.bmax), 0), 0)
+                    + coalesce(w.v * greatest(scsql_caller.fusable(j.sim) - w.floor, 0) / nullif(1 - w.floor, 0), 0)
              end
            end as score
     from j cross join top t
+    cross join (select scsql_caller.fusable(p_bm25_weight) as b, scsql_caller.fusable(p_vector_weight) as v,
+                       scsql_caller.fusable(p_min_similarity) as floor) w
     order by 7 desc, 1, 2 nulls last, 3
     limit p_k
   )
@@ -1687,15 +1737,12 @@ begin
     into project_ids, chunk_ids, keys, scores, bm25_ranks, vector_ranks, bm25_scores
   from f;
   return next;
-exception when numeric_value_out_of_range or division_by_zero then  -- a weighted score under- or overflows
-  raise exception using errcode = 'SC209', hint = 'Use weights of 0 or between 1e-6 and 1e6, and an rrf_k of 1 to 1e6.',
-    message = format('search_fused: bm25_weight %s, vector_weight %s or rrf_k %s makes a fused score out of range', p_bm25_weight, p_vector_weight, p_rrf_k);
 end
 $$;
 comment on function scsql_caller.search_fused(bigint[], bigint[], double precision[], bigint[], text[], double precision[], bigint[], bigint[],
                                               double precision[], bigint[], bigint[], double precision[], text, text, double precision, double precision,
                                               double precision, double precision, integer, integer) is
-  'For search_projects: the best k of the union of the BM25 lists (chunks p_b_*, facts and decisions p_a_*: their best bdepth ranked) and the vector hits (p_v_*, with the BM25 scores p_x_* of those outside BM25''s list), fused by mode and fusion (score: BM25 as a share of its best plus vector_weight times the similarity above min_similarity as a share of 1 - min_similarity; rrf: weight / (rrf_k + rank)), a vector hit with no BM25 score counting only at or above min_similarity; as arrays of project ids, chunk ids (NULL for a fact or decision), keys, fused scores, BM25 and vector ranks and BM25 scores, best first. Raises SC209 for k outside 1-200 or depth outside 1-1000, and for weights or an rrf_k that make a fused score underflow or overflow a double precision.';
+  'For search_projects: the best k of the union of the BM25 lists (chunks p_b_*, facts and decisions p_a_*: their best bdepth ranked) and the vector hits (p_v_*, with the BM25 scores p_x_* of those outside BM25''s list), fused by mode and fusion (score: BM25 as a share of its best plus vector_weight times the similarity above min_similarity as a share of 1 - min_similarity; rrf: weight / (rrf_k + rank)), a vector hit with no BM25 score counting only at or above min_similarity; as arrays of project ids, chunk ids (NULL for a fact or decision), keys, fused scores, BM25 and vector ranks and BM25 scores, best first. Every factor of a fused score is taken through scsql_caller.fusable, so no weight, rrf_k or score makes it underflow or overflow (an error, and a subtransaction to catch it: on Citus a SAVEPOINT sent to every worker in the transaction). Raises SC209 for k outside 1-200 or depth outside 1-1000.';
 
 create or replace function scsql_caller.search_citations(
   p_proj bigint[], p_chunk bigint[], p_key text[], p_score double precision[], p_brank integer[], p_vrank integer[],

@@ -87,12 +87,10 @@ p_occurred_at: when the session happened, when that is not now (an imported sess
 
 The summary is {"done", "decisions", "files", "open_tasks"}, each a string or a list of strings, of the acting agent''s session. It is stored redacted (each secret replaced by [REDACTED:<kind>], see scsql.redact); each part is a chunk for search, and pack offers its decisions. With OCCURRED_AT the summary is dated when the session happened (its path and heading too). path is session:<agent>/<time>. Raises SC010 an occurred_at out of 1970..9000, SC208 for an empty, unknown-keyed or over-long summary, SC215 for one holding a PEM private key block.';
 
--- scsql._recall_broadcasts (recent broadcasts for recall_context) is defined in
--- sql/40_integration.sql, after the broadcast channel.
-
-create or replace function scsql._recall_memory_items(
-  p_project bigint, p_loop_stale interval, p_importance_weight double precision, p_recency_weight double precision,
-  p_use_weight double precision, p_half_life_days double precision)
+create or replace function scsql._recall_items(
+  p_project bigint, p_agent bigint, p_team_role text, p_joined_at timestamptz, p_loop_stale interval,
+  p_importance_weight double precision, p_recency_weight double precision, p_use_weight double precision,
+  p_half_life_days double precision)
 returns table (sec integer, section text, item bigint, key text, content text, importance integer, at timestamptz,
                source_path text)
 language plpgsql stable
@@ -109,23 +107,20 @@ begin
         from scsql.memory_facts f
         where f.project_id = p_project and (f.expires_at is null or f.expires_at > now())) f
   union all
-  -- Open loops (sql/27_decisions.sql), newest first.
-  select 2, 'open_loop', row_number() over (order by l.opened_at desc, l.loop_id desc),
-         l.loop_id::text,
+  -- Open loops (sql/27_decisions.sql), newest first, untouched past the
+  -- project's loop_stale_after left out unless pinned.
+  select 2, 'open_loop', row_number() over (order by l.opened_at desc, l.loop_id desc), l.loop_id::text,
          'open loop ' || l.loop_id || coalesce(' (owner ' || l.owner || ')', '') || ': ' || l.text,
          null, l.opened_at, coalesce(l.source_path, 'loop:' || l.loop_id)
   from (select * from scsql.open_loops l
         where l.project_id = p_project and l.closed_at is null
-          -- untouched past the project's loop_stale_after: left out, unless pinned
-          -- (read here: on Citus this query is one round trip to the project's shard)
           and (l.pinned or coalesce(l.touched_at, l.opened_at)
                            >= now() - coalesce((select ms.loop_stale_after from scsql.memory_settings ms
                                                 where ms.project_id = p_project), p_loop_stale))
         order by l.opened_at desc, l.loop_id desc limit 20) l
   union all
   -- The latest current decisions (sql/27_decisions.sql).
-  select 3, 'decision', row_number() over (order by d.decided_at desc, d.decision_id desc),
-         d.decision_id::text,
+  select 3, 'decision', row_number() over (order by d.decided_at desc, d.decision_id desc), d.decision_id::text,
          'decision ' || d.decision_id || ': ' || d.title
            || case when d.source_path is null then E'\n' || left(d.rationale, 400)
                    || case when char_length(d.rationale) > 400 then '...' else '' end else '' end,
@@ -133,58 +128,60 @@ begin
   from (select * from scsql.decisions d
         where d.project_id = p_project
           and not exists (select from scsql.decisions n where n.project_id = d.project_id and n.supersedes = d.decision_id)
-        order by d.decided_at desc, d.decision_id desc limit 5) d;
-end
-$$;
-comment on function scsql._recall_memory_items(bigint, interval, double precision, double precision, double precision,
-                                               double precision) is
-  'For recall_context: a project''s working-memory facts (section 1, fact: not expired, by lifecycle score), open loops (2, open_loop: the 20 newest not untouched past the project''s loop_stale_after, p_loop_stale when it has no settings row, or pinned) and latest current decisions (3, decision: up to 5), each numbered within its section. Raises nothing of its own.';
-
-create or replace function scsql._recall_session_items(p_project bigint, p_b_keys text[], p_b_contents text[], p_b_ats timestamptz[])
-returns table (sec integer, section text, item bigint, key text, content text, importance integer, at timestamptz,
-               source_path text)
-language plpgsql stable
-as $$
-#variable_conflict use_column
-begin
-  return query
-  select 4, 'session', row_number() over (order by s.created_at desc, s.source_id desc),
-         s.meta ->> 'agent',
-         concat_ws(E'\n',
-           'session ' || to_char(s.created_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI') || ' UTC by ' || (s.meta ->> 'agent'),
-           'done: ' || (select string_agg(x, '; ') from jsonb_array_elements_text(s.meta -> 'summary' -> 'done') x),
-           'decisions: ' || (select string_agg(x, '; ') from jsonb_array_elements_text(s.meta -> 'summary' -> 'decisions') x),
-           'files: ' || (select string_agg(x, ', ') from jsonb_array_elements_text(s.meta -> 'summary' -> 'files') x),
-           'open tasks: ' || (select string_agg(x, '; ') from jsonb_array_elements_text(s.meta -> 'summary' -> 'open_tasks') x)),
-         null::integer, s.created_at, s.path
+        order by d.decided_at desc, d.decision_id desc limit 5) d
+  union all
+  select 4, 'session', row_number() over (order by s.created_at desc, s.source_id desc), s.meta ->> 'agent',
+         scsql._session_line(s.meta, s.created_at), null::integer, s.created_at, s.path
   from (select * from scsql.kb_sources s
         where s.project_id = p_project and s.kind = 'session_summary'
           and (s.expires_at is null or s.expires_at > now() or s.pinned)
         order by s.created_at desc, s.source_id desc limit 5) s
   union all
-  select 5, 'broadcast', row_number() over (order by b.at desc), b.key, b.content, null, b.at, null
-  from unnest(p_b_keys, p_b_contents, p_b_ats) b(key, content, at)
-  -- Possibly stale (sql/26_history.sql): facts in an open conflict, until resolve_conflict settles it.
+  -- Broadcasts to the agent by name or to its team role since it joined,
+  -- acknowledged or not (sql/31_broadcast.sql), the 10 newest.
+  select 5, 'broadcast', row_number() over (order by m.created_at desc, m.message_id desc), 'message:' || m.message_id,
+         format('%s from %s (%s)%s: %s', m.type, coalesce(a.name, '?'), scsql._provenance(m.from_orchestrator),
+                case when m.task_id is not null then ' on task ' || m.task_id else '' end, left(m.payload::text, 600)),
+         null, m.created_at, null
+  from (select * from (select * from scsql.messages m where m.project_id = p_project and m.to_agent_id = p_agent
+                       union all
+                       select * from scsql.messages m
+                       where m.project_id = p_project and m.to_role = p_team_role and m.created_at >= p_joined_at
+                         and m.author_id <> p_agent) m
+        order by m.created_at desc, m.message_id desc limit 10) m
+  left join scsql.agents a on a.agent_id = m.author_id
   union all
+  -- Possibly stale (sql/26_history.sql): the facts of the 10 newest open
+  -- conflicts whose two facts are both still in working memory.
   select 6, 'stale', row_number() over (order by c.conflict_id desc), c.key,
          format('possibly stale: %s (%s) conflicts with %s (%s); settle with resolve_conflict(%L, ''this''|''others''|''both'')',
                 c.key, c.value, c.other_key, c.other_value, c.key),
          null, c.detected_at, null
-  from (
-    -- The open conflicts whose two facts are both still in working memory,
-    -- newest first, read through the open conflicts' index. Written here,
-    -- not called: on Citus this whole query runs on the project's node.
-    select c.conflict_id, c.key, f.value, c.other_key, o.value as other_value, c.detected_at
-    from scsql.fact_conflicts c
-    join scsql.memory_facts f on f.project_id = c.project_id and f.key = c.key
-    join scsql.memory_facts o on o.project_id = c.project_id and o.key = c.other_key
-    where c.project_id = p_project and c.resolved_at is null
-    order by c.conflict_id desc
-    limit 10) c;
+  from (select c.conflict_id, c.key, f.value, c.other_key, o.value as other_value, c.detected_at
+        from scsql.fact_conflicts c
+        join scsql.memory_facts f on f.project_id = c.project_id and f.key = c.key
+        join scsql.memory_facts o on o.project_id = c.project_id and o.key = c.other_key
+        where c.project_id = p_project and c.resolved_at is null
+        order by c.conflict_id desc limit 10) c;
 end
 $$;
-comment on function scsql._recall_session_items(bigint, text[], text[], timestamptz[]) is
-  'For recall_context: a project''s latest session summaries (section 4, session: up to 5), the given broadcasts (5, broadcast) and the facts in its 10 newest open conflicts (6, stale), each numbered within its section. Raises nothing of its own.';
+comment on function scsql._recall_items(bigint, bigint, text, timestamptz, interval, double precision, double precision,
+                                        double precision, double precision) is
+  'For recall_context: a project''s items, each numbered within its section: working-memory facts (section 1, fact: not expired, by lifecycle score), open loops (2, open_loop: the 20 newest not untouched past the project''s loop_stale_after, p_loop_stale when it has no settings row, or pinned), the latest current decisions (3, decision: up to 5), session summaries (4, session: up to 5), the 10 newest broadcasts to agent P_AGENT by name or to its team role P_TEAM_ROLE since it joined at P_JOINED_AT (5, broadcast: orchestrator or unverified agent output), and the facts in the 10 newest open conflicts whose two facts are both in working memory (6, stale). One statement, so that on Citus the project''s node answers it in one round trip: its sections are not functions of their own (each would be a statement of its own, and Citus plans no inlined SQL function''s parameters). Raises nothing of its own.';
+
+create or replace function scsql._session_line(p_meta jsonb, p_created_at timestamptz)
+returns text
+language sql immutable
+as $$
+  select concat_ws(E'\n',
+    'session ' || to_char(p_created_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI') || ' UTC by ' || (p_meta ->> 'agent'),
+    'done: ' || (select string_agg(x, '; ') from jsonb_array_elements_text(p_meta -> 'summary' -> 'done') x),
+    'decisions: ' || (select string_agg(x, '; ') from jsonb_array_elements_text(p_meta -> 'summary' -> 'decisions') x),
+    'files: ' || (select string_agg(x, ', ') from jsonb_array_elements_text(p_meta -> 'summary' -> 'files') x),
+    'open tasks: ' || (select string_agg(x, '; ') from jsonb_array_elements_text(p_meta -> 'summary' -> 'open_tasks') x))
+$$;
+comment on function scsql._session_line(jsonb, timestamptz) is
+  'Private, for recall_context. A session summary as one item: its time in UTC, its agent, and what was done, decided, touched and left open (the summary in the source''s meta).';
 
 create or replace function scsql.recall_context(
   p_budget integer default 1500, p_importance_weight double precision default 1,
@@ -197,18 +194,15 @@ as $$
 -- Runs as the owner and reads only the acting agent's own project, every
 -- row of which row-level security shows the agent too. Volatile: it
 -- records the use of the facts and summaries it returns (scsql._note_use).
--- What needs the caller (its broadcasts) is read first and what writes
--- (the use) comes after the query, so on Citus each query of its items
--- (_recall_memory_items, _recall_session_items) runs whole on the
--- project's node and calls nothing there that reads or writes elsewhere.
+-- Its items are one query, the agent given as values and what writes (the
+-- use) after it: on Citus that query runs whole on the project's node (one
+-- round trip) and calls nothing there that reads or writes elsewhere.
 #variable_conflict use_column
 declare
-  v_project bigint := scsql._my_project();
-  -- the default; the project's own setting is read in the query (_recall_memory_items)
+  v_me scsql.agents := scsql._me();
+  v_project bigint := v_me.project_id;
+  -- the default; the project's own setting is read in the query (_recall_items)
   v_loop_stale interval := (scsql._memory_settings_default(v_project)).loop_stale_after;
-  v_b_keys text[];
-  v_b_contents text[];
-  v_b_ats timestamptz[];
   v_used text[] := '{}';
   r record;
 begin
@@ -216,16 +210,10 @@ begin
     raise exception using errcode = 'SC209', message = format('budget must be 50 to 100,000 tokens, got %s', p_budget);
   end if;
   perform scsql_caller.check_lifecycle(p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days);
-  select coalesce(array_agg(b.key order by b.n), '{}'), coalesce(array_agg(b.content order by b.n), '{}'),
-         coalesce(array_agg(b.at order by b.n), '{}')
-    into v_b_keys, v_b_contents, v_b_ats
-  from (select b.*, row_number() over () as n from scsql._recall_broadcasts(v_project, 10) b) b;
   for r in
   with items as (
-    select * from scsql._recall_memory_items(v_project, v_loop_stale, p_importance_weight, p_recency_weight, p_use_weight,
-                                             p_half_life_days)
-    union all
-    select * from scsql._recall_session_items(v_project, v_b_keys, v_b_contents, v_b_ats)
+    select * from scsql._recall_items(v_project, v_me.agent_id, v_me.team_role, v_me.created_at, v_loop_stale,
+                                      p_importance_weight, p_recency_weight, p_use_weight, p_half_life_days)
   ),
   costed as (
     select i.*, scsql_caller.tokens(i.content) as tokens,

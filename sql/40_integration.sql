@@ -120,38 +120,7 @@ comment on function scsql.index_learnings(integer) is
 
 -- 2. recall_context restores recent broadcasts beside facts and session summaries.
 
-create or replace function scsql._recall_broadcasts(p_project bigint, p_limit integer)
-returns table (key text, content text, at timestamptz)
-language plpgsql stable
-as $$
--- Messages of the broadcast channel addressed to the acting agent, by name
--- or to its team role since it joined, acknowledged or not, newest first.
--- Messages from agents whose role does not orchestrate are labelled as
--- unverified agent output. The agent is a value (on Citus, a call of _me()
--- in the query would run on the shard's node).
-#variable_conflict use_column
-declare
-  me scsql.agents := scsql._me();
-begin
-  return query
-  select 'message:' || m.message_id,
-         format('%s from %s (%s)%s: %s', m.type, coalesce(s.name, '?'), scsql._provenance(m.from_orchestrator),
-                case when m.task_id is not null then ' on task ' || m.task_id else '' end,
-                left(m.payload::text, 600)),
-         m.created_at
-  from (
-    select * from scsql.messages m
-    where m.project_id = p_project and m.to_agent_id = me.agent_id
-    union all
-    select * from scsql.messages m
-    where m.project_id = p_project and m.to_role = me.team_role
-      and m.created_at >= me.created_at and m.author_id <> me.agent_id
-  ) m
-  left join scsql.agents s on s.agent_id = m.author_id
-  order by m.created_at desc, m.message_id desc
-  limit p_limit;
-end
-$$;
-comment on function scsql._recall_broadcasts(bigint, integer) is
-  'Private. Recent broadcasts for recall_context: messages addressed to the acting agent by name or to its team role since it joined (acknowledged or not), newest first, at most LIMIT; key message:<id>, content "TYPE from SENDER (orchestrator | unverified agent output) on task N: payload", time.';
+-- They are read in recall_context's one query of its items
+-- (scsql._recall_items, sql/24_context.sql): the messages addressed to the
+-- acting agent by name or to its team role since it joined.
 
