@@ -171,7 +171,7 @@ comment on function scsql._recall_items(bigint, bigint, text, timestamptz, inter
 
 create or replace function scsql._session_line(p_meta jsonb, p_created_at timestamptz)
 returns text
-language sql immutable
+language sql stable  -- to_char is
 as $$
   select concat_ws(E'\n',
     'session ' || to_char(p_created_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI') || ' UTC by ' || (p_meta ->> 'agent'),
